@@ -1,0 +1,388 @@
+/* core — boardd's domain: model, workflow rules, claim rules, the stuck-card decision table.
+ *
+ * Pure C11 over libc: no I/O, no clock reads, no threads. Time enters as `now_ms` (milliseconds
+ * since the Unix epoch, UTC). Every function that can fail returns an enum core_rc; on failure
+ * the objects it was given are left unchanged and OUT parameters are zeroed/NULL.
+ *
+ * Ownership: every `char *` field of a struct below is owned by that struct (heap, NUL-ended)
+ * and freed by its _release/_free function. `const char *` parameters are borrowed for the call.
+ */
+#ifndef BOARDD_CORE_H
+#define BOARDD_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* Errors: one enum for the whole program. api/ maps each to an HTTP status in one table.   */
+
+#define CORE_RC_LIST(X)                                                                       \
+	X(CORE_OK, "ok")                                                                      \
+	X(CORE_ERR_BAD_REQUEST, "bad_request")                                                \
+	X(CORE_ERR_UNAUTHORIZED, "unauthorized")                                              \
+	X(CORE_ERR_FORBIDDEN, "forbidden")                                                    \
+	X(CORE_ERR_NOT_FOUND, "not_found")                                                    \
+	X(CORE_ERR_METHOD_NOT_ALLOWED, "method_not_allowed")                                  \
+	X(CORE_ERR_CLAIM_CONFLICT, "claim_conflict")                                          \
+	X(CORE_ERR_STATE_CONFLICT, "state_conflict")                                          \
+	X(CORE_ERR_DEPENDENTS_OUTSTANDING, "dependents_outstanding")                          \
+	X(CORE_ERR_ALREADY_EXISTS, "already_exists")                                          \
+	X(CORE_ERR_PAYLOAD_TOO_LARGE, "payload_too_large")                                    \
+	X(CORE_ERR_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")                          \
+	X(CORE_ERR_TERMINAL_STATE_EXIT, "terminal_state_exit")                                \
+	X(CORE_ERR_TRANSITION_REJECTED, "transition_rejected")                                \
+	X(CORE_ERR_PRECONDITION_REQUIRED, "precondition_required")                            \
+	X(CORE_ERR_STORE_UNAVAILABLE, "store_unavailable")                                    \
+	X(CORE_ERR_NOMEM, "out_of_memory")                                                    \
+	X(CORE_ERR_INTERNAL, "internal")
+
+enum core_rc {
+#define CORE_RC_ENUM(name, code) name,
+	CORE_RC_LIST(CORE_RC_ENUM)
+#undef CORE_RC_ENUM
+	CORE_RC_COUNT_
+};
+
+/* The stable machine-readable code ("claim_conflict"); never NULL. */
+const char *core_rc_code(enum core_rc rc);
+
+/* ErrTerminalStateExit is a kind of ErrTransitionRejected (ADR-096 §5). */
+bool core_rc_is_transition_rejected(enum core_rc rc);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Time: RFC 3339 UTC with milliseconds ("2026-12-02T10:36:23.123Z").                        */
+
+#define CORE_TIME_BUF 32
+/* Writes ms into buf (at least CORE_TIME_BUF bytes); returns buf. */
+char *core_time_format(int64_t ms, char *buf);
+/* Parses RFC 3339 (Z or +hh:mm offset, optional fraction); false on malformed input. */
+bool core_time_parse(const char *s, int64_t *ms);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Limits and validation of names coming from outside.                                      */
+
+#define CORE_ID_MAX 128      /* card and run ids: [A-Za-z0-9._:-]{1,128} */
+#define CORE_NAME_MAX 64     /* board and column names: [A-Za-z0-9._-]{1,64} */
+#define CORE_LABEL_MAX 64    /* labels: [^\s,]{1,64} code points, valid UTF-8 */
+#define CORE_MARKER_MAX 128  /* claim markers: printable ASCII, no space, {1,128} */
+#define CORE_STATUS_MAX 32   /* run status / continuation: [a-z_]{1,32} */
+#define CORE_RECOVERY_PREFIX "reaper:"
+
+bool core_id_valid(const char *s);
+bool core_name_valid(const char *s);
+bool core_label_valid(const char *s);
+bool core_marker_valid(const char *s);
+bool core_status_valid(const char *s);
+/* A marker of the reaper's recovery family ("reaper:<host>"). Clients may not claim with one. */
+bool core_marker_is_recovery(const char *marker);
+
+/* ---------------------------------------------------------------------------------------- */
+/* String vector (labels, blockers): set semantics are applied by the rule functions.       */
+
+struct core_strv {
+	char **v;
+	size_t n;
+};
+
+void core_strv_release(struct core_strv *sv);
+/* Deep copy; dst must be released/empty. */
+enum core_rc core_strv_copy(struct core_strv *dst, const struct core_strv *src);
+enum core_rc core_strv_push(struct core_strv *sv, const char *s);
+bool core_strv_contains(const struct core_strv *sv, const char *s);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Boards and columns (DESIGN §2).                                                           */
+
+struct core_column {
+	char *name;
+	bool terminal;
+	bool eligible;
+};
+
+struct core_board {
+	char *name;
+	struct core_column *cols;
+	size_t n_cols;
+	/* Role columns: each names one of cols. */
+	char *running;   /* in_progress */
+	char *completed; /* done */
+	char *failed;    /* blocked */
+	char *waiting;   /* waiting_deps */
+};
+
+/* Fills *b with the default board of DESIGN §2 under `name`. b must be zeroed. */
+enum core_rc core_board_init_default(struct core_board *b, const char *name);
+void core_board_release(struct core_board *b);
+enum core_rc core_board_copy(struct core_board *dst, const struct core_board *src);
+/* Checks a board config: names valid and unique, role columns exist, running/waiting are
+ * working columns, completed/failed are terminal, at least one eligible column.
+ * On failure writes a reason into detail (may be NULL). */
+enum core_rc core_board_validate(const struct core_board *b, char *detail, size_t detail_len);
+
+/* Borrowed pointer into b->cols, or NULL for an unknown column. */
+const struct core_column *core_board_column(const struct core_board *b, const char *name);
+bool core_board_is_terminal(const struct core_board *b, const char *col);
+/* Working = known and not terminal. */
+bool core_board_is_working(const struct core_board *b, const char *col);
+bool core_board_is_eligible(const struct core_board *b, const char *col);
+/* eligible[0]: the first launch column (ready on the default board); NULL if none. */
+const char *core_board_first_eligible(const struct core_board *b);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Cards (DESIGN §2).                                                                        */
+
+struct core_comment {
+	char *id;
+	char *author;
+	char *body;
+	int64_t created_at;
+};
+
+struct core_gave_up {
+	bool set;
+	char *reason;
+	char *run_id; /* may be NULL */
+	char *state;  /* may be NULL */
+	int64_t at;
+};
+
+/* The claim token: marker + epoch. */
+struct core_token {
+	const char *marker;
+	int64_t epoch;
+};
+
+struct core_claim {
+	bool present;       /* card is claimed */
+	char *marker;       /* non-NULL iff present */
+	int64_t claimed_at;
+	bool has_lease;     /* false: a legacy or stripped claim with no lease stamped */
+	int64_t lease_until;
+	int64_t lease_ms;
+};
+
+struct core_card {
+	char *id;
+	char *board;
+	char *title;
+	char *body;
+	char *state;
+	struct core_strv labels;
+	struct core_strv blockers;
+	struct core_comment *comments;
+	size_t n_comments;
+	struct core_claim claim;
+	bool has_epoch; /* false only when a foreign writer dropped the field (Mongo twin) */
+	int64_t claim_epoch;
+	char *last_run_id; /* may be NULL */
+	bool awaiting_input;
+	struct core_gave_up gave_up;
+	char *state_reason; /* may be NULL */
+	int64_t created_at;
+	int64_t updated_at;
+	int64_t state_at;
+};
+
+/* Allocates a zeroed card; caller frees with core_card_free. NULL on OOM. */
+struct core_card *core_card_new(void);
+void core_card_release(struct core_card *c);
+void core_card_free(struct core_card *c);
+/* Deep copy; caller frees with core_card_free. NULL on OOM. */
+struct core_card *core_card_dup(const struct core_card *c);
+/* Deep equality of every field (used by tests and by the stores' "unchanged" checks). */
+bool core_card_equal(const struct core_card *a, const struct core_card *b);
+
+/* Replaces *dst by a copy of src (NULL clears). */
+enum core_rc core_str_set(char **dst, const char *src);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Claim rules (DESIGN §3, ADR-096 §1, §2, §6).                                              */
+
+/* Claim `c` for `marker` with a lease of lease_ms.
+ * - unclaimed: fresh acquisition; epoch = max(claim_epoch + 1, epoch_floor) (the FS twin
+ *   passes 0, the Mongo twin passes the server's now), claimed_at = now, lease = now + lease_ms.
+ * - claimed by `marker`: idempotent re-claim: lease refreshed, epoch unchanged (*fresh = false);
+ *   refused with CLAIM_CONFLICT when the epoch field is missing.
+ * - claimed by another marker: CLAIM_CONFLICT, even when that lease expired.
+ * - card in a terminal column: TRANSITION_REJECTED. */
+enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b, const char *marker,
+				int64_t lease_ms, int64_t now_ms, int64_t epoch_floor, bool *fresh);
+
+/* The fence: OK iff the card is claimed by exactly (marker, epoch) and has its epoch field. */
+enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t);
+
+/* Renew (heartbeat): fenced; lease_until = now + lease_ms. */
+enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, int64_t lease_ms,
+			      int64_t now_ms);
+
+/* ReleaseOwned: fenced; clears the claim, keeps claim_epoch. */
+enum core_rc core_claim_release(struct core_card *c, const struct core_token *t);
+
+/* Unfenced release used by the repair sweeps and the reaper's own recovery token path. */
+void core_claim_clear(struct core_card *c);
+
+/* True when the claim has a lease and lease_until < now. */
+bool core_claim_expired(const struct core_card *c, int64_t now_ms);
+
+/* The reaper's TRANSFER (ADR-096 §3): CAS the claim from exactly `prev` to `marker`, requiring
+ * the lease to be still expired at now. Epoch = max(prev.epoch + 1, epoch_floor); claimed_at =
+ * now; lease = now + lease_ms. Any miss is CLAIM_CONFLICT. */
+enum core_rc core_claim_transfer(struct core_card *c, const struct core_token *prev,
+				 const char *marker, int64_t lease_ms, int64_t now_ms,
+				 int64_t epoch_floor);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Workflow rules (DESIGN §4, ADR-096 §5).                                                   */
+
+/* May a state write move a card from `from` to `to` on board b?
+ * unknown `to` -> TRANSITION_REJECTED; terminal -> working -> TERMINAL_STATE_EXIT;
+ * terminal -> terminal and every other move -> OK. */
+enum core_rc core_transition_check(const struct core_board *b, const char *from, const char *to);
+
+/* SetStateFrom's CAS on the declared source: `from` NULL means "any" (operator form). */
+enum core_rc core_state_from_check(const struct core_card *c, const char *from);
+
+/* Reopen(card, to): the card must sit in a terminal column, `to` must be a working column
+ * (else TRANSITION_REJECTED); leaving the completed column is refused with
+ * DEPENDENTS_OUTSTANDING while `dependents_outside_waiting` > 0 (the number of cards listing
+ * this card in blockers whose state is not the waiting column). */
+enum core_rc core_reopen_check(const struct core_board *b, const struct core_card *c, const char *to,
+			       size_t dependents_outside_waiting);
+
+/* Writes the state fields: state, state_reason (NULL clears), state_at = updated_at = now. */
+enum core_rc core_card_state_write(struct core_card *c, const char *to, const char *reason,
+				   int64_t now_ms);
+
+/* Provenance (DESIGN §7): true for watchdog, state_rename, state_delete, migration. */
+bool core_is_machine_reason(const char *reason);
+
+/* Blockers: a lookup the caller provides so core can see other cards without owning them.
+ * Returns the state of card `id` (borrowed until the next call), or NULL when unknown.
+ * `blockers_out` (may be NULL) receives a borrowed pointer to that card's blockers. */
+struct core_card_lookup {
+	const char *(*state_of)(void *ctx, const char *id, const struct core_strv **blockers_out);
+	void *ctx;
+};
+
+/* Validates a blocker list for card `self_id`: every id valid and known, none is self_id, no
+ * cycle through the existing blocker graph (TRANSITION_REJECTED, reason in detail). Duplicates
+ * are dropped by the caller beforehand (core_strv_dedup). */
+enum core_rc core_blockers_check(const char *self_id, const struct core_strv *blockers,
+				 const struct core_card_lookup *lk, char *detail, size_t detail_len);
+
+/* True when every blocker sits in the board's completed column (vacuously true for none). */
+bool core_blockers_all_done(const struct core_board *b, const struct core_strv *blockers,
+			    const struct core_card_lookup *lk);
+
+/* Removes duplicates keeping the first occurrence (set semantics, order kept). */
+void core_strv_dedup(struct core_strv *sv);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Labels (ADR-096 §9: set is absolute, adjust is relative and one atomic step).             */
+
+/* Replaces c->labels by `labels` (deduplicated, order kept). *changed tells whether it moved.
+ * Every label must be core_label_valid (BAD_REQUEST otherwise, card unchanged). */
+enum core_rc core_labels_set(struct core_card *c, const struct core_strv *labels, bool *changed);
+/* Appends each of `add` not present, then removes each of `remove`. */
+enum core_rc core_labels_adjust(struct core_card *c, const struct core_strv *add,
+				const struct core_strv *remove, bool *changed);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Events (DESIGN §7).                                                                       */
+
+#define CORE_EVENT_TYPES(X)                                                                   \
+	X(CORE_EV_CARD_CREATED, "card_created")                                               \
+	X(CORE_EV_CARD_UPDATED, "card_updated")                                               \
+	X(CORE_EV_CARD_STATE_CHANGED, "card_state_changed")                                   \
+	X(CORE_EV_CARD_DELETED, "card_deleted")                                               \
+	X(CORE_EV_CARD_CLAIMED, "card_claimed")                                               \
+	X(CORE_EV_CARD_RELEASED, "card_released")                                             \
+	X(CORE_EV_CARD_LAST_RUN, "card_last_run")                                             \
+	X(CORE_EV_CARD_GAVE_UP, "card_gave_up")                                               \
+	X(CORE_EV_CARD_COMMENT_ADDED, "card_comment_added")                                   \
+	X(CORE_EV_CARD_LABELS_CHANGED, "card_labels_changed")                                 \
+	X(CORE_EV_CARD_UNBLOCKED, "card_unblocked")                                           \
+	X(CORE_EV_RUN_CREATED, "run_created")                                                 \
+	X(CORE_EV_RUN_UPDATED, "run_updated")                                                 \
+	X(CORE_EV_BOARD_UPDATED, "board_updated")                                             \
+	X(CORE_EV_LABEL_RENAME, "label_rename")                                               \
+	X(CORE_EV_LABEL_MERGE, "label_merge")                                                 \
+	X(CORE_EV_LABEL_DELETE, "label_delete")
+
+enum core_event_type {
+#define CORE_EV_ENUM(name, str) name,
+	CORE_EVENT_TYPES(CORE_EV_ENUM)
+#undef CORE_EV_ENUM
+	CORE_EV_COUNT_
+};
+
+const char *core_event_type_name(enum core_event_type t);
+/* -1 when unknown. */
+int core_event_type_parse(const char *s);
+
+struct core_event {
+	int64_t seq; /* assigned by the store */
+	int64_t at;
+	char *board;
+	enum core_event_type type;
+	char *card_id; /* may be NULL (board events) */
+	char *actor;   /* "" for machine events */
+	char *reason;  /* may be NULL */
+	bool machine;
+	char *payload; /* a JSON object as text, built by the store/api codec; may be NULL */
+};
+
+/* Fills e (zeroed by the caller): machine = core_is_machine_reason(reason); a machine event
+ * gets actor "" whatever `actor` says. payload is taken over (may be NULL). */
+enum core_rc core_event_init(struct core_event *e, enum core_event_type t, const char *board,
+			     const char *card_id, const char *actor, const char *reason,
+			     int64_t now_ms, char *payload);
+void core_event_release(struct core_event *e);
+enum core_rc core_event_copy(struct core_event *dst, const struct core_event *src);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Runs and the liveness oracle (DESIGN §5).                                                 */
+
+#define CORE_RUN_QUEUED "queued"
+#define CORE_RUN_RUNNING "running"
+#define CORE_RUN_PAUSED_HUMAN "paused_waiting_human"
+#define CORE_RUN_PAUSED_OPERATOR "paused_operator"
+#define CORE_RUN_FINISHED "finished"
+#define CORE_RUN_FAILED "failed"
+#define CORE_RUN_FAILED_RESUMABLE "failed_resumable"
+#define CORE_RUN_CANCELLED "cancelled"
+#define CORE_CONT_REDELIVERY "redelivery_pending"
+#define CORE_CONT_RETRY "retry_armed"
+#define CORE_CONT_FINAL "final"
+#define CORE_FAILURE_ORPHANED "PROCESS_ORPHANED"
+
+struct core_run {
+	char *id;
+	char *card_id;
+	char *board;
+	char *status;
+	char *continuation; /* may be NULL */
+	char *failure_code; /* may be NULL */
+	char *owner;        /* the marker holding the run lock */
+	int64_t lock_until;
+	int64_t lease_ms;
+	int64_t created_at;
+	int64_t updated_at;
+	bool pruned; /* a tombstone: the run was deleted by an operator */
+};
+
+struct core_run *core_run_new(void);
+void core_run_release(struct core_run *r);
+void core_run_free(struct core_run *r);
+struct core_run *core_run_dup(const struct core_run *r);
+
+/* Continuation must be one of the three known values. */
+bool core_continuation_valid(const char *s);
+
+/* promoteIfOrphaned: a running/queued run whose lock has expired (lock_until < now) becomes
+ * failed_resumable / PROCESS_ORPHANED; *promoted tells whether it did. Never touches a run
+ * whose lock is live. */
+void core_run_promote_if_orphaned(struct core_run *r, int64_t now_ms, bool *promoted);
+
+#endif

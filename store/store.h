@@ -1,0 +1,320 @@
+/* store — one interface, two twins (DESIGN §9).
+ *
+ * A twin defines one `const struct store_ops` with designated initializers and embeds
+ * `struct store base` as the first field of its own struct (git's ref_store shape). Callers
+ * use the store_*() wrappers only; the wrapper checks arguments and optional methods.
+ *
+ * Every function returns an enum core_rc. Results come through OUT parameters, which are
+ * NULL/zero on failure; on failure nothing was changed. A store failure (I/O, database) is
+ * CORE_ERR_STORE_UNAVAILABLE, never an empty success. All functions are thread-safe.
+ *
+ * "now": each twin supplies its own clock (FS: the host clock; Mongo: the database server's).
+ * Tests may inject a clock with store_clock_set().
+ *
+ * Every mutation appends its events (DESIGN §7) atomically with the change and returns only
+ * after the change is durable.
+ */
+#ifndef BOARDD_STORE_H
+#define BOARDD_STORE_H
+
+#include "core/core.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+/* A clock the tests can inject; returns ms since the epoch. */
+typedef int64_t (*store_clock_fn)(void *ctx);
+
+/* Who asks: `name` is recorded as the event actor (machine events blank it). */
+struct store_actor {
+	const char *name;
+};
+
+/* ---- arguments ---- */
+
+struct store_card_create {
+	const char *id;    /* NULL: generated */
+	const char *board; /* NULL: "default" */
+	const char *title; /* NULL: "" */
+	const char *body;  /* NULL: "" */
+	const char *state; /* NULL: the board's first column */
+	const struct core_strv *labels;   /* may be NULL */
+	const struct core_strv *blockers; /* may be NULL */
+};
+
+struct store_card_patch {
+	const char *title;                /* NULL: unchanged */
+	const char *body;                 /* NULL: unchanged */
+	const struct core_strv *blockers; /* NULL: unchanged */
+};
+
+struct store_card_filter {
+	const char *board;               /* NULL: any */
+	const char *const *boards;       /* NULL: any; else NULL-terminated list the caller may see */
+	const char *state;               /* NULL: any */
+	const char *label;               /* NULL: any */
+	int claimed;                     /* -1 any, 0 unclaimed, 1 claimed */
+	size_t limit;                    /* 1..1000 */
+	const char *after;               /* opaque cursor from a previous page, or NULL */
+};
+
+/* What an owned write sets. */
+enum store_owned_kind {
+	STORE_OWNED_STATE,
+	STORE_OWNED_LAST_RUN,
+	STORE_OWNED_AWAITING_INPUT,
+	STORE_OWNED_GAVE_UP,
+};
+
+struct store_owned_write {
+	enum store_owned_kind kind;
+	struct core_token token;
+	const char *state;  /* STATE: target column */
+	const char *reason; /* STATE: reason (may be NULL) */
+	const char *run_id; /* LAST_RUN (NULL clears) */
+	bool awaiting_input;
+	const struct core_gave_up *gave_up; /* GAVE_UP: NULL or !set clears */
+};
+
+struct store_claim_result {
+	struct core_token token; /* token.marker borrowed from card->claim.marker */
+	bool fresh;
+	struct core_card *card; /* caller frees */
+};
+
+struct store_run_create {
+	const char *id; /* NULL: generated */
+	const char *card_id;
+	const char *marker; /* becomes the owner */
+	const char *status;
+	int64_t lease_ms;
+};
+
+struct store_run_update {
+	const char *marker;       /* must equal the run's owner */
+	const char *status;       /* NULL: unchanged */
+	const char *continuation; /* NULL: unchanged */
+	bool clear_continuation;
+	const char *failure_code; /* NULL: unchanged */
+	int64_t lease_ms;         /* the run lock is renewed to now + lease_ms */
+};
+
+/* ---- the interface ---- */
+
+struct store {
+	const struct store_ops *ops;
+	store_clock_fn clock;
+	void *clock_ctx;
+};
+
+struct store_ops {
+	const char *name;
+	void (*close)(struct store *st);
+	/* flush / readiness */
+	enum core_rc (*ping)(struct store *st);
+	int64_t (*now)(struct store *st);
+
+	enum core_rc (*board_list)(struct store *st, struct core_board **boards, size_t *n);
+	enum core_rc (*board_get)(struct store *st, const char *name, struct core_board *out);
+	enum core_rc (*board_put)(struct store *st, const struct core_board *b,
+				  const struct store_actor *actor);
+
+	enum core_rc (*card_create)(struct store *st, const struct store_card_create *in,
+				    const struct store_actor *actor, struct core_card **out);
+	enum core_rc (*card_get)(struct store *st, const char *id, struct core_card **out);
+	enum core_rc (*card_list)(struct store *st, const struct store_card_filter *f,
+				  struct core_card ***out, size_t *n, char **next);
+	enum core_rc (*card_patch)(struct store *st, const char *id,
+				   const struct store_card_patch *p, const struct store_actor *actor,
+				   struct core_card **out);
+	enum core_rc (*card_delete)(struct store *st, const char *id,
+				    const struct store_actor *actor);
+
+	enum core_rc (*card_claim)(struct store *st, const char *id, const char *marker,
+				   int64_t lease_ms, const struct store_actor *actor,
+				   struct store_claim_result *out);
+	enum core_rc (*card_renew)(struct store *st, const char *id, const struct core_token *t,
+				   int64_t lease_ms, struct core_card **out);
+	enum core_rc (*card_release)(struct store *st, const char *id, const struct core_token *t,
+				     const struct store_actor *actor, struct core_card **out);
+	enum core_rc (*card_owned_write)(struct store *st, const char *id,
+					 const struct store_owned_write *w,
+					 const struct store_actor *actor, struct core_card **out);
+	/* SetStateFrom: from NULL = unconditional (operator). */
+	enum core_rc (*card_set_state_from)(struct store *st, const char *id, const char *from,
+					    const char *to, const char *reason,
+					    const struct store_actor *actor, struct core_card **out);
+	enum core_rc (*card_reopen)(struct store *st, const char *id, const char *to,
+				    const char *reason, const struct store_actor *actor,
+				    struct core_card **out);
+	enum core_rc (*card_labels_set)(struct store *st, const char *id,
+					const struct core_strv *labels,
+					const struct store_actor *actor, struct core_card **out);
+	enum core_rc (*card_labels_adjust)(struct store *st, const char *id,
+					   const struct core_strv *add,
+					   const struct core_strv *remove,
+					   const struct store_actor *actor, struct core_card **out);
+	enum core_rc (*card_comment_add)(struct store *st, const char *id, const char *body,
+					 const struct store_actor *actor, struct core_card **out);
+	/* label -> count over a board (NULL: all boards); *out is a new json object. */
+	enum core_rc (*labels_count)(struct store *st, const char *board,
+				     const char *const *boards, json_t **out);
+
+	/* Events after seq `after`, oldest first, at most limit; waits up to wait_ms for one. */
+	enum core_rc (*events_list)(struct store *st, const char *board, const char *const *boards,
+				    int64_t after, size_t limit, int64_t wait_ms,
+				    struct core_event **out, size_t *n, int64_t *next);
+
+	/* Runs (DESIGN §5). */
+	enum core_rc (*run_create)(struct store *st, const struct store_run_create *in,
+				   const struct store_actor *actor, struct core_run **out);
+	/* A pruned run answers NOT_FOUND to run_get but *out_pruned tells the reaper it existed. */
+	enum core_rc (*run_get)(struct store *st, const char *id, struct core_run **out);
+	enum core_rc (*run_update)(struct store *st, const char *id,
+				   const struct store_run_update *u,
+				   const struct store_actor *actor, struct core_run **out);
+	enum core_rc (*run_cancel)(struct store *st, const char *id,
+				   const struct store_actor *actor, struct core_run **out);
+	enum core_rc (*run_prune)(struct store *st, const char *id,
+				  const struct store_actor *actor);
+	/* promoteIfOrphaned as one CAS on the run (only when still running/queued and expired). */
+	enum core_rc (*run_promote_if_orphaned)(struct store *st, const char *id,
+						struct core_run **out, bool *promoted);
+	/* Number of runs recorded for a card (run ceiling). */
+	enum core_rc (*run_count_for_card)(struct store *st, const char *card_id, size_t *n);
+
+	/* Reaper support (DESIGN §6). */
+	/* Claimed cards with an expired lease (lease_until < now), oldest lease first. */
+	enum core_rc (*reaper_list_expired)(struct store *st, size_t batch,
+					    struct core_card ***out, size_t *n);
+	/* Claims the repair sweep may release: markers starting with "reaper:" whose lease
+	 * expired, and claims with no lease or no epoch (stripped). Oldest first. */
+	enum core_rc (*reaper_list_repair)(struct store *st, size_t batch,
+					   struct core_card ***out, size_t *n);
+	/* TRANSFER: CAS from exactly prev (and still expired) to marker; returns the card as it
+	 * now stands. A miss is CLAIM_CONFLICT. Event card_claimed with reclaimed_from. */
+	enum core_rc (*reaper_transfer)(struct store *st, const char *id,
+					const struct core_token *prev, const char *marker,
+					int64_t lease_ms, struct core_card **out);
+	/* Release without a fence: only when the claim is still exactly `expect` (marker and
+	 * epoch or missing epoch as observed). For the repair sweeps. */
+	enum core_rc (*reaper_release_exact)(struct store *st, const char *id,
+					     const struct core_card *expect,
+					     const struct store_actor *actor);
+};
+
+/* ---- wrappers (the only way callers reach a twin) ----
+ * Each store_X() checks its arguments (BAD_REQUEST on NULL/invalid ids, never an assert on
+ * input) and calls st->ops->X. Same contract as the op. */
+
+/* Opens a store from a spec: "fs:DIR" or "mongodb://...". On failure writes a readable
+ * reason into err. Caller closes with store_close. */
+enum core_rc store_open(const char *spec, struct store **out, char *err, size_t errlen);
+void store_close(struct store *st);
+const char *store_name(const struct store *st);
+enum core_rc store_ping(struct store *st);
+
+/* The store's clock (the injected clock if set). */
+int64_t store_now(struct store *st);
+/* Test hook: replaces the clock (NULL restores the twin's own). */
+void store_clock_set(struct store *st, store_clock_fn fn, void *ctx);
+
+enum core_rc store_board_list(struct store *st, struct core_board **boards, size_t *n);
+enum core_rc store_board_get(struct store *st, const char *name, struct core_board *out);
+enum core_rc store_board_put(struct store *st, const struct core_board *b,
+			     const struct store_actor *actor);
+/* Frees an array from store_board_list. */
+void store_boards_free(struct core_board *boards, size_t n);
+
+enum core_rc store_card_create(struct store *st, const struct store_card_create *in,
+			       const struct store_actor *actor, struct core_card **out);
+enum core_rc store_card_get(struct store *st, const char *id, struct core_card **out);
+enum core_rc store_card_list(struct store *st, const struct store_card_filter *f,
+			     struct core_card ***out, size_t *n, char **next);
+/* Frees an array of cards from a list call. */
+void store_cards_free(struct core_card **cards, size_t n);
+enum core_rc store_card_patch(struct store *st, const char *id, const struct store_card_patch *p,
+			      const struct store_actor *actor, struct core_card **out);
+enum core_rc store_card_delete(struct store *st, const char *id, const struct store_actor *actor);
+enum core_rc store_card_claim(struct store *st, const char *id, const char *marker,
+			      int64_t lease_ms, const struct store_actor *actor,
+			      struct store_claim_result *out);
+enum core_rc store_card_renew(struct store *st, const char *id, const struct core_token *t,
+			      int64_t lease_ms, struct core_card **out);
+enum core_rc store_card_release(struct store *st, const char *id, const struct core_token *t,
+				const struct store_actor *actor, struct core_card **out);
+enum core_rc store_card_owned_write(struct store *st, const char *id,
+				    const struct store_owned_write *w,
+				    const struct store_actor *actor, struct core_card **out);
+enum core_rc store_card_set_state_from(struct store *st, const char *id, const char *from,
+				       const char *to, const char *reason,
+				       const struct store_actor *actor, struct core_card **out);
+enum core_rc store_card_reopen(struct store *st, const char *id, const char *to,
+			       const char *reason, const struct store_actor *actor,
+			       struct core_card **out);
+enum core_rc store_card_labels_set(struct store *st, const char *id, const struct core_strv *labels,
+				   const struct store_actor *actor, struct core_card **out);
+enum core_rc store_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,
+				      const struct core_strv *remove,
+				      const struct store_actor *actor, struct core_card **out);
+enum core_rc store_card_comment_add(struct store *st, const char *id, const char *body,
+				    const struct store_actor *actor, struct core_card **out);
+enum core_rc store_labels_count(struct store *st, const char *board, const char *const *boards,
+				json_t **out);
+enum core_rc store_events_list(struct store *st, const char *board, const char *const *boards,
+			       int64_t after, size_t limit, int64_t wait_ms,
+			       struct core_event **out, size_t *n, int64_t *next);
+/* Frees an array from store_events_list. */
+void store_events_free(struct core_event *ev, size_t n);
+
+enum core_rc store_run_create(struct store *st, const struct store_run_create *in,
+			      const struct store_actor *actor, struct core_run **out);
+enum core_rc store_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,
+			      const struct store_actor *actor, struct core_run **out);
+enum core_rc store_run_cancel(struct store *st, const char *id, const struct store_actor *actor,
+			      struct core_run **out);
+enum core_rc store_run_prune(struct store *st, const char *id, const struct store_actor *actor);
+enum core_rc store_run_promote_if_orphaned(struct store *st, const char *id,
+					   struct core_run **out, bool *promoted);
+enum core_rc store_run_count_for_card(struct store *st, const char *card_id, size_t *n);
+
+enum core_rc store_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
+				       size_t *n);
+enum core_rc store_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
+				      size_t *n);
+enum core_rc store_reaper_transfer(struct store *st, const char *id, const struct core_token *prev,
+				   const char *marker, int64_t lease_ms, struct core_card **out);
+enum core_rc store_reaper_release_exact(struct store *st, const char *id,
+					const struct core_card *expect,
+					const struct store_actor *actor);
+
+/* ---- the FS twin ---- */
+
+struct store_fs_options {
+	const char *dir;
+	size_t compact_bytes;  /* journal size that triggers a snapshot; 0: 64 MiB */
+	size_t events_keep;    /* events kept in the audit tail; 0: 100 000 */
+	const char *hostname;  /* for the legacy same-host sweep; NULL: gethostname() */
+};
+
+enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out, char *err,
+			   size_t errlen);
+
+/* ---- JSON codec (the served shape of DESIGN §2; the FS journal reuses it) ----
+ * _to_json returns a new reference (NULL on OOM). _from_json reads a borrowed json_t and
+ * returns BAD_REQUEST with nothing allocated when a field is missing or of the wrong type. */
+json_t *store_card_to_json(const struct core_card *c);
+enum core_rc store_card_from_json(const json_t *j, struct core_card **out);
+json_t *store_board_to_json(const struct core_board *b);
+enum core_rc store_board_from_json(const json_t *j, struct core_board *out);
+json_t *store_run_to_json(const struct core_run *r);
+enum core_rc store_run_from_json(const json_t *j, struct core_run **out);
+json_t *store_event_to_json(const struct core_event *e);
+enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
+
+#endif

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds FerretDB 1.24.2 (the MongoDB-wire test server) with the machine's Go toolchain and
+# starts/stops it on 127.0.0.1 with its SQLite handler.
+#   ferretdb.sh build            -> prints the binary path (builds once, cached)
+#   ferretdb.sh start DIR PORT   -> starts it, waits for "Listening on TCP", writes DIR/pid
+#   ferretdb.sh stop DIR         -> stops it
+# A plain `go install` of v1.24.2 panics at start (missing version.txt), hence the wrapper module.
+set -euo pipefail
+VERSION=v1.24.2
+CACHE=${BOARDD_FERRETDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boardd-ferretdb}
+BIN="$CACHE/ferretdb-$VERSION"
+
+build() {
+  if [ -x "$BIN" ]; then echo "$BIN"; return 0; fi
+  command -v go >/dev/null || { echo "ferretdb.sh: no Go toolchain on PATH" >&2; exit 1; }
+  mkdir -p "$CACHE/src"
+  (
+    cd "$CACHE/src"
+    [ -f go.mod ] || go mod init boardd.local/ferretdb-wrapper >/dev/null 2>&1
+    go get "github.com/FerretDB/FerretDB/cmd/ferretdb@$VERSION" >&2
+    go build -o "$BIN.tmp" github.com/FerretDB/FerretDB/cmd/ferretdb >&2
+  )
+  mv "$BIN.tmp" "$BIN"
+  echo "$BIN"
+}
+
+start() {
+  local dir=$1 port=$2 bin
+  bin=$(build)
+  mkdir -p "$dir"
+  "$bin" --handler=sqlite --sqlite-url="file:$dir/" --state-dir="$dir" \
+    --listen-addr="127.0.0.1:$port" --debug-addr=- --telemetry=disable \
+    >"$dir/ferretdb.log" 2>&1 &
+  echo $! >"$dir/pid"
+  for _ in $(seq 1 300); do
+    if grep -q 'Listening on TCP' "$dir/ferretdb.log" 2>/dev/null; then return 0; fi
+    if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+      echo "ferretdb.sh: FerretDB exited at start:" >&2; tail -20 "$dir/ferretdb.log" >&2; exit 1
+    fi
+    sleep 0.1
+  done
+  echo "ferretdb.sh: FerretDB did not start listening within 30 s" >&2; exit 1
+}
+
+stop() {
+  local dir=$1
+  [ -f "$dir/pid" ] || return 0
+  kill "$(cat "$dir/pid")" 2>/dev/null || true
+  wait "$(cat "$dir/pid")" 2>/dev/null || true
+  rm -f "$dir/pid"
+}
+
+case "${1:-}" in
+  build) build ;;
+  start) start "$2" "$3" ;;
+  stop) stop "$2" ;;
+  *) echo "usage: ferretdb.sh build | start DIR PORT | stop DIR" >&2; exit 2 ;;
+esac
