@@ -67,6 +67,8 @@ bool core_time_parse(const char *s, int64_t *ms);
 #define CORE_LABEL_MAX 64    /* labels: [^\s,]{1,64} code points, valid UTF-8 */
 #define CORE_MARKER_MAX 128  /* claim markers: printable ASCII, no space, {1,128} */
 #define CORE_STATUS_MAX 32   /* run status / continuation: [a-z_]{1,32} */
+#define CORE_LABELS_MAX 128  /* labels on one card */
+#define CORE_BLOCKERS_MAX 256 /* blockers of one card */
 #define CORE_RECOVERY_PREFIX "reaper:"
 
 bool core_id_valid(const char *s);
@@ -384,5 +386,70 @@ bool core_continuation_valid(const char *s);
  * failed_resumable / PROCESS_ORPHANED; *promoted tells whether it did. Never touches a run
  * whose lock is live. */
 void core_run_promote_if_orphaned(struct core_run *r, int64_t now_ms, bool *promoted);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The stuck-card decision table (DESIGN §6, ADR-096 §4). One definition, shared by every    */
+/* caller; pure: the caller resolves the run (promoteIfOrphaned first) and hands in what it  */
+/* found.                                                                                    */
+
+#define CORE_STUCK_ACTIONS(X)                                                                 \
+	X(CORE_STUCK_KEEP, "keep")                                                            \
+	X(CORE_STUCK_COMPLETE, "complete")                                                    \
+	X(CORE_STUCK_FAIL, "fail")                                                            \
+	X(CORE_STUCK_REPARK, "repark")                                                        \
+	X(CORE_STUCK_RELEASE, "release")                                                      \
+	X(CORE_STUCK_GIVE_UP, "give_up")
+
+enum core_stuck_action {
+#define CORE_STUCK_ENUM(name, str) name,
+	CORE_STUCK_ACTIONS(CORE_STUCK_ENUM)
+#undef CORE_STUCK_ENUM
+	CORE_STUCK_ACTION_COUNT_
+};
+
+const char *core_stuck_action_name(enum core_stuck_action a);
+
+/* What resolving the card's last_run_id found. */
+enum core_run_seen {
+	CORE_RUN_SEEN_NONE,       /* no run recorded on the card */
+	CORE_RUN_SEEN_LOADED,     /* the run was read */
+	CORE_RUN_SEEN_GONE,       /* a run was recorded but is gone (pruned) */
+	CORE_RUN_SEEN_UNREADABLE, /* reading it failed */
+};
+
+struct core_stuck_input {
+	enum core_run_seen seen;
+	const struct core_run *run;    /* when seen == LOADED */
+	const struct core_board *board;
+	const char *state;             /* the card's state as observed with the ownership */
+	bool stamp_window_open;        /* core_stamp_window_open() of the listed claim */
+};
+
+struct core_stuck_decision {
+	enum core_stuck_action action;
+	const char *row; /* stable name of the row that decided, for logs and tests */
+	const char *reason; /* the reason a write carries: run_finished, run_failed, watchdog */
+};
+
+/* StampWindowOpen: the claim was taken less than two of its own leases ago, so a run stamp
+ * (written after the launch, best-effort) may still be on its way. A zero claimed_at or
+ * lease reads as closed: an unknown age must not grant an unbounded hold. */
+bool core_stamp_window_open(int64_t claimed_at, int64_t lease_ms, int64_t now_ms);
+
+/* DecideStuckCard: the table of DESIGN §6.5, rows in precedence order. */
+struct core_stuck_decision core_decide_stuck_card(const struct core_stuck_input *in);
+
+/* DecideTransfer: the same table before the transfer, liveness rows only: the parked row
+ * does not speak (refusing the transfer would make its bound unreachable). */
+struct core_stuck_decision core_decide_transfer(const struct core_stuck_input *in);
+
+/* RecoveryHoldExpired: the listed claim is already a recovery (reaper:) claim and nothing
+ * may be alive behind it (run readable, not running/queued, no stamp in flight). */
+bool core_recovery_hold_expired(const struct core_stuck_input *in, const char *prev_marker);
+
+/* ShouldFileStuckCard: may the watchdog write `target` onto a card observed in `state`?
+ * Only when the card still sits in the running column or a launch (eligible) column and is
+ * not already there: a column somebody chose is never overwritten. */
+bool core_should_file_stuck_card(const struct core_board *b, const char *state, const char *target);
 
 #endif

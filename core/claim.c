@@ -1,0 +1,115 @@
+/* Claim rules: lease and fence (DESIGN §3, ADR-096 §1, §2, §3, §6). */
+#include "core/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t next_epoch(int64_t prev, int64_t floor)
+{
+	return prev + 1 > floor ? prev + 1 : floor;
+}
+
+/* Stamps a fresh hold on c: claimed_at, lease, marker already validated by the caller. */
+static enum core_rc claim_stamp(struct core_card *c, const char *marker, int64_t epoch,
+				int64_t lease_ms, int64_t now_ms)
+{
+	char *m = strdup(marker);
+
+	if (!m)
+		return CORE_ERR_NOMEM;
+	free(c->claim.marker);
+	c->claim.marker = m;
+	c->claim.present = true;
+	c->claim.claimed_at = now_ms;
+	c->claim.has_lease = true;
+	c->claim.lease_ms = lease_ms;
+	c->claim.lease_until = now_ms + lease_ms;
+	c->claim_epoch = epoch;
+	c->has_epoch = true;
+	c->updated_at = now_ms;
+	return CORE_OK;
+}
+
+enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b, const char *marker,
+				int64_t lease_ms, int64_t now_ms, int64_t epoch_floor, bool *fresh)
+{
+	*fresh = false;
+	if (!core_marker_valid(marker) || lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	if (core_board_is_terminal(b, c->state))
+		return CORE_ERR_TRANSITION_REJECTED;
+	if (c->claim.present) {
+		/* Only the reaper may take an expired claim: it alone asks whether the run
+		 * behind it is alive. A missing epoch admits no holder (ADR-096 §6). */
+		if (strcmp(c->claim.marker, marker) != 0 || !c->has_epoch)
+			return CORE_ERR_CLAIM_CONFLICT;
+		c->claim.has_lease = true;
+		c->claim.lease_ms = lease_ms;
+		c->claim.lease_until = now_ms + lease_ms;
+		c->updated_at = now_ms;
+		return CORE_OK;
+	}
+	if (claim_stamp(c, marker, next_epoch(c->has_epoch ? c->claim_epoch : 0, epoch_floor),
+			lease_ms, now_ms) != CORE_OK)
+		return CORE_ERR_NOMEM;
+	*fresh = true;
+	return CORE_OK;
+}
+
+enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t)
+{
+	if (!t || !t->marker || !c->claim.present || !c->has_epoch)
+		return CORE_ERR_CLAIM_CONFLICT;
+	if (strcmp(c->claim.marker, t->marker) != 0 || c->claim_epoch != t->epoch)
+		return CORE_ERR_CLAIM_CONFLICT;
+	return CORE_OK;
+}
+
+enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, int64_t lease_ms,
+			      int64_t now_ms)
+{
+	enum core_rc rc = core_fence_check(c, t);
+
+	if (rc != CORE_OK)
+		return rc;
+	if (lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	c->claim.has_lease = true;
+	c->claim.lease_ms = lease_ms;
+	c->claim.lease_until = now_ms + lease_ms;
+	c->updated_at = now_ms;
+	return CORE_OK;
+}
+
+void core_claim_clear(struct core_card *c)
+{
+	free(c->claim.marker);
+	memset(&c->claim, 0, sizeof(c->claim));
+}
+
+enum core_rc core_claim_release(struct core_card *c, const struct core_token *t)
+{
+	enum core_rc rc = core_fence_check(c, t);
+
+	if (rc != CORE_OK)
+		return rc;
+	core_claim_clear(c);
+	return CORE_OK;
+}
+
+bool core_claim_expired(const struct core_card *c, int64_t now_ms)
+{
+	return c->claim.present && c->claim.has_lease && c->claim.lease_until < now_ms;
+}
+
+enum core_rc core_claim_transfer(struct core_card *c, const struct core_token *prev,
+				 const char *marker, int64_t lease_ms, int64_t now_ms,
+				 int64_t epoch_floor)
+{
+	if (!core_marker_valid(marker) || lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	/* The whole precondition: still exactly the listed token AND still expired. */
+	if (core_fence_check(c, prev) != CORE_OK || !core_claim_expired(c, now_ms))
+		return CORE_ERR_CLAIM_CONFLICT;
+	return claim_stamp(c, marker, next_epoch(c->claim_epoch, epoch_floor), lease_ms, now_ms);
+}

@@ -1,0 +1,158 @@
+/* Card objects: allocation, deep copy, deep equality. */
+#include "core/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct core_card *core_card_new(void)
+{
+	return calloc(1, sizeof(struct core_card));
+}
+
+static void gave_up_release(struct core_gave_up *g)
+{
+	free(g->reason);
+	free(g->run_id);
+	free(g->state);
+	memset(g, 0, sizeof(*g));
+}
+
+void core_card_release(struct core_card *c)
+{
+	size_t i;
+
+	if (!c)
+		return;
+	free(c->id);
+	free(c->board);
+	free(c->title);
+	free(c->body);
+	free(c->state);
+	core_strv_release(&c->labels);
+	core_strv_release(&c->blockers);
+	for (i = 0; i < c->n_comments; i++) {
+		free(c->comments[i].id);
+		free(c->comments[i].author);
+		free(c->comments[i].body);
+	}
+	free(c->comments);
+	free(c->claim.marker);
+	free(c->last_run_id);
+	gave_up_release(&c->gave_up);
+	free(c->state_reason);
+	memset(c, 0, sizeof(*c));
+}
+
+void core_card_free(struct core_card *c)
+{
+	core_card_release(c);
+	free(c);
+}
+
+/* strdup that keeps NULL as NULL; *ok turns false on OOM. */
+static char *dup_opt(const char *s, bool *ok)
+{
+	char *d;
+
+	if (!s)
+		return NULL;
+	d = strdup(s);
+	if (!d)
+		*ok = false;
+	return d;
+}
+
+struct core_card *core_card_dup(const struct core_card *c)
+{
+	struct core_card *d = core_card_new();
+	bool ok = true;
+	size_t i;
+
+	if (!d)
+		return NULL;
+	*d = *c;
+	d->id = dup_opt(c->id, &ok);
+	d->board = dup_opt(c->board, &ok);
+	d->title = dup_opt(c->title, &ok);
+	d->body = dup_opt(c->body, &ok);
+	d->state = dup_opt(c->state, &ok);
+	d->labels = (struct core_strv){0};
+	d->blockers = (struct core_strv){0};
+	d->comments = NULL;
+	d->n_comments = 0;
+	d->claim.marker = dup_opt(c->claim.marker, &ok);
+	d->last_run_id = dup_opt(c->last_run_id, &ok);
+	d->gave_up.reason = dup_opt(c->gave_up.reason, &ok);
+	d->gave_up.run_id = dup_opt(c->gave_up.run_id, &ok);
+	d->gave_up.state = dup_opt(c->gave_up.state, &ok);
+	d->state_reason = dup_opt(c->state_reason, &ok);
+	if (core_strv_copy(&d->labels, &c->labels) != CORE_OK ||
+	    core_strv_copy(&d->blockers, &c->blockers) != CORE_OK)
+		ok = false;
+	if (ok && c->n_comments) {
+		d->comments = calloc(c->n_comments, sizeof(*d->comments));
+		if (!d->comments)
+			ok = false;
+		for (i = 0; ok && i < c->n_comments; i++) {
+			d->n_comments++;
+			d->comments[i].id = dup_opt(c->comments[i].id, &ok);
+			d->comments[i].author = dup_opt(c->comments[i].author, &ok);
+			d->comments[i].body = dup_opt(c->comments[i].body, &ok);
+			d->comments[i].created_at = c->comments[i].created_at;
+		}
+	}
+	if (!ok) {
+		core_card_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+static bool strv_eq(const struct core_strv *a, const struct core_strv *b)
+{
+	size_t i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+		if (strcmp(a->v[i], b->v[i]) != 0)
+			return false;
+	return true;
+}
+
+bool core_card_equal(const struct core_card *a, const struct core_card *b)
+{
+	size_t i;
+
+	if (!str_eq(a->id, b->id) || !str_eq(a->board, b->board) || !str_eq(a->title, b->title) ||
+	    !str_eq(a->body, b->body) || !str_eq(a->state, b->state) ||
+	    !strv_eq(&a->labels, &b->labels) || !strv_eq(&a->blockers, &b->blockers) ||
+	    a->n_comments != b->n_comments)
+		return false;
+	for (i = 0; i < a->n_comments; i++) {
+		const struct core_comment *x = &a->comments[i], *y = &b->comments[i];
+		if (!str_eq(x->id, y->id) || !str_eq(x->author, y->author) ||
+		    !str_eq(x->body, y->body) || x->created_at != y->created_at)
+			return false;
+	}
+	if (a->claim.present != b->claim.present || !str_eq(a->claim.marker, b->claim.marker) ||
+	    a->claim.claimed_at != b->claim.claimed_at || a->claim.has_lease != b->claim.has_lease ||
+	    a->claim.lease_until != b->claim.lease_until || a->claim.lease_ms != b->claim.lease_ms)
+		return false;
+	if (a->has_epoch != b->has_epoch || a->claim_epoch != b->claim_epoch ||
+	    !str_eq(a->last_run_id, b->last_run_id) || a->awaiting_input != b->awaiting_input)
+		return false;
+	if (a->gave_up.set != b->gave_up.set || !str_eq(a->gave_up.reason, b->gave_up.reason) ||
+	    !str_eq(a->gave_up.run_id, b->gave_up.run_id) ||
+	    !str_eq(a->gave_up.state, b->gave_up.state) || a->gave_up.at != b->gave_up.at)
+		return false;
+	return str_eq(a->state_reason, b->state_reason) && a->created_at == b->created_at &&
+	       a->updated_at == b->updated_at && a->state_at == b->state_at;
+}

@@ -1,0 +1,298 @@
+/* Names, labels, markers and times as they arrive from outside. */
+#include "core/core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static bool charset_ok(const char *s, size_t max, const char *extra)
+{
+	size_t n;
+
+	if (!s)
+		return false;
+	for (n = 0; s[n]; n++) {
+		unsigned char ch = (unsigned char)s[n];
+		if (n >= max)
+			return false;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
+			continue;
+		if (!strchr(extra, ch))
+			return false;
+	}
+	return n > 0;
+}
+
+bool core_id_valid(const char *s)
+{
+	return charset_ok(s, CORE_ID_MAX, "._:-");
+}
+
+bool core_name_valid(const char *s)
+{
+	return charset_ok(s, CORE_NAME_MAX, "._-");
+}
+
+bool core_marker_valid(const char *s)
+{
+	size_t n;
+
+	if (!s)
+		return false;
+	for (n = 0; s[n]; n++) {
+		unsigned char ch = (unsigned char)s[n];
+		if (n >= CORE_MARKER_MAX || ch <= 0x20 || ch >= 0x7f)
+			return false;
+	}
+	return n > 0;
+}
+
+bool core_marker_is_recovery(const char *marker)
+{
+	return marker && strncmp(marker, CORE_RECOVERY_PREFIX, strlen(CORE_RECOVERY_PREFIX)) == 0;
+}
+
+bool core_status_valid(const char *s)
+{
+	size_t n;
+
+	if (!s)
+		return false;
+	for (n = 0; s[n]; n++)
+		if (n >= CORE_STATUS_MAX || !((s[n] >= 'a' && s[n] <= 'z') || s[n] == '_'))
+			return false;
+	return n > 0;
+}
+
+/* Decodes one UTF-8 sequence at s; returns its length or 0 when malformed. */
+static size_t utf8_next(const unsigned char *s, uint32_t *cp)
+{
+	size_t len, i;
+	uint32_t c;
+
+	if (s[0] < 0x80) {
+		*cp = s[0];
+		return 1;
+	}
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		len = 2;
+		c = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		len = 3;
+		c = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		len = 4;
+		c = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (s[i] & 0x3f);
+	}
+	if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
+	    (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return len;
+}
+
+/* Unicode White_Space outside ASCII (the \s of the label rule). */
+static bool unicode_space(uint32_t c)
+{
+	return c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
+	       c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+bool core_label_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t points = 0, len;
+	uint32_t c;
+
+	if (!s)
+		return false;
+	while (*p) {
+		len = utf8_next(p, &c);
+		if (!len)
+			return false;
+		if (c < 0x20 || c == 0x7f || c == ' ' || c == ',' || unicode_space(c))
+			return false;
+		if (++points > CORE_LABEL_MAX)
+			return false;
+		p += len;
+	}
+	return points > 0;
+}
+
+/* Days from civil date (Howard Hinnant's algorithm): no timegm() portability questions. */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	int64_t era;
+	unsigned yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned)(y - era * 400);
+	doy = (153 * (m + (m > 2 ? (unsigned)-3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+char *core_time_format(int64_t ms, char *buf)
+{
+	time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+	int millis = (int)(ms - (int64_t)secs * 1000);
+	struct tm tm;
+	char wide[96];
+
+	if (!gmtime_r(&secs, &tm)) {
+		snprintf(buf, CORE_TIME_BUF, "1970-01-01T00:00:00.000Z");
+		return buf;
+	}
+	/* Through a wide buffer: the compiler cannot know tm's fields are in range. */
+	snprintf(wide, sizeof(wide), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+	snprintf(buf, CORE_TIME_BUF, "%.*s", CORE_TIME_BUF - 1, wide);
+	return buf;
+}
+
+static bool digits(const char *s, int n, int *out)
+{
+	int v = 0, i;
+
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return true;
+}
+
+bool core_time_parse(const char *s, int64_t *ms)
+{
+	int y, mo, d, h, mi, sec, frac = 0, oh, om, scale = 100;
+	int64_t v;
+	const char *p;
+
+	if (!s || strlen(s) < 20)
+		return false;
+	if (!digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
+	    !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
+	    s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &sec))
+		return false;
+	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+		return false;
+	p = s + 19;
+	if (*p == '.') {
+		p++;
+		if (*p < '0' || *p > '9')
+			return false;
+		while (*p >= '0' && *p <= '9') {
+			frac += (*p - '0') * scale;
+			scale /= 10;
+			p++;
+		}
+	}
+	v = (days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec) *
+		    1000 +
+	    frac;
+	if ((*p == 'Z' || *p == 'z') && p[1] == '\0') {
+		*ms = v;
+		return true;
+	}
+	if ((*p == '+' || *p == '-') && strlen(p) == 6 && digits(p + 1, 2, &oh) && p[3] == ':' &&
+	    digits(p + 4, 2, &om) && oh <= 23 && om <= 59) {
+		int64_t off = ((int64_t)oh * 60 + om) * 60000;
+		*ms = *p == '+' ? v - off : v + off;
+		return true;
+	}
+	return false;
+}
+
+void core_strv_release(struct core_strv *sv)
+{
+	size_t i;
+
+	for (i = 0; i < sv->n; i++)
+		free(sv->v[i]);
+	free(sv->v);
+	sv->v = NULL;
+	sv->n = 0;
+}
+
+enum core_rc core_strv_push(struct core_strv *sv, const char *s)
+{
+	char **nv;
+	char *copy = strdup(s);
+
+	if (!copy)
+		return CORE_ERR_NOMEM;
+	nv = realloc(sv->v, (sv->n + 1) * sizeof(*nv));
+	if (!nv) {
+		free(copy);
+		return CORE_ERR_NOMEM;
+	}
+	nv[sv->n++] = copy;
+	sv->v = nv;
+	return CORE_OK;
+}
+
+enum core_rc core_strv_copy(struct core_strv *dst, const struct core_strv *src)
+{
+	struct core_strv tmp = {0};
+	size_t i;
+
+	for (i = 0; src && i < src->n; i++) {
+		if (core_strv_push(&tmp, src->v[i]) != CORE_OK) {
+			core_strv_release(&tmp);
+			return CORE_ERR_NOMEM;
+		}
+	}
+	*dst = tmp;
+	return CORE_OK;
+}
+
+bool core_strv_contains(const struct core_strv *sv, const char *s)
+{
+	size_t i;
+
+	for (i = 0; sv && i < sv->n; i++)
+		if (strcmp(sv->v[i], s) == 0)
+			return true;
+	return false;
+}
+
+void core_strv_dedup(struct core_strv *sv)
+{
+	size_t i, j, out = 0;
+
+	for (i = 0; i < sv->n; i++) {
+		bool seen = false;
+		for (j = 0; j < out; j++)
+			if (strcmp(sv->v[j], sv->v[i]) == 0)
+				seen = true;
+		if (seen)
+			free(sv->v[i]);
+		else
+			sv->v[out++] = sv->v[i];
+	}
+	sv->n = out;
+}
+
+enum core_rc core_str_set(char **dst, const char *src)
+{
+	char *copy = NULL;
+
+	if (src) {
+		copy = strdup(src);
+		if (!copy)
+			return CORE_ERR_NOMEM;
+	}
+	free(*dst);
+	*dst = copy;
+	return CORE_OK;
+}

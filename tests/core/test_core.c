@@ -1,0 +1,789 @@
+/* core unit tests: one case per rule; the decision table is tested by a table. */
+#include "core/core.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOW 1764670000000LL
+#define LEASE 60000LL
+
+static struct core_board board;
+
+static void board_setup(void)
+{
+	ck_assert_int_eq(core_board_init_default(&board, "default"), CORE_OK);
+}
+
+static void board_teardown(void)
+{
+	core_board_release(&board);
+}
+
+static struct core_card *card_in(const char *id, const char *state)
+{
+	struct core_card *c = core_card_new();
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(core_str_set(&c->id, id), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->board, "default"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->state, state), CORE_OK);
+	c->has_epoch = true;
+	return c;
+}
+
+/* ---- validation ---- */
+
+START_TEST(test_ids_and_names)
+{
+	char longid[CORE_ID_MAX + 2];
+
+	ck_assert(core_id_valid("card-1.a:b_c"));
+	ck_assert(!core_id_valid(""));
+	ck_assert(!core_id_valid("a b"));
+	ck_assert(!core_id_valid("a/b"));
+	ck_assert(!core_id_valid(NULL));
+	memset(longid, 'a', sizeof(longid));
+	longid[CORE_ID_MAX] = '\0';
+	ck_assert(core_id_valid(longid));
+	longid[CORE_ID_MAX] = 'a';
+	longid[CORE_ID_MAX + 1] = '\0';
+	ck_assert(!core_id_valid(longid));
+	ck_assert(core_name_valid("in_progress"));
+	ck_assert(!core_name_valid("a:b"));
+	ck_assert(core_marker_valid("host-123"));
+	ck_assert(!core_marker_valid("has space"));
+	ck_assert(!core_marker_valid(""));
+	ck_assert(core_marker_is_recovery("reaper:h1"));
+	ck_assert(!core_marker_is_recovery("worker-1"));
+	ck_assert(core_status_valid("some_status"));
+	ck_assert(!core_status_valid("Running"));
+	ck_assert(!core_status_valid("abcdefghijklmnopqrstuvwxyzabcdefg"));
+}
+END_TEST
+
+START_TEST(test_labels_valid)
+{
+	char l64[65], l65[66];
+
+	ck_assert(core_label_valid("bug"));
+	ck_assert(core_label_valid("prio:high"));
+	ck_assert(core_label_valid("\xc3\xa9t\xc3\xa9")); /* été */
+	ck_assert(!core_label_valid("a,b"));
+	ck_assert(!core_label_valid("a b"));
+	ck_assert(!core_label_valid("a\tb"));
+	ck_assert(!core_label_valid("a\xc2\xa0" "b")); /* no-break space */
+	ck_assert(!core_label_valid("\xff"));
+	ck_assert(!core_label_valid(""));
+	memset(l64, 'x', 64);
+	l64[64] = '\0';
+	ck_assert(core_label_valid(l64));
+	memset(l65, 'x', 65);
+	l65[65] = '\0';
+	ck_assert(!core_label_valid(l65));
+}
+END_TEST
+
+START_TEST(test_time_roundtrip)
+{
+	char buf[CORE_TIME_BUF];
+	int64_t ms = 0;
+
+	ck_assert_str_eq(core_time_format(0, buf), "1970-01-01T00:00:00.000Z");
+	ck_assert_str_eq(core_time_format(1764670000123LL, buf), "2025-12-02T10:06:40.123Z");
+	ck_assert(core_time_parse("2025-12-02T10:06:40.123Z", &ms));
+	ck_assert_int_eq(ms, 1764670000123LL);
+	ck_assert(core_time_parse("2025-12-02T11:06:40.123+01:00", &ms));
+	ck_assert_int_eq(ms, 1764670000123LL);
+	ck_assert(core_time_parse("2025-12-02T10:06:40Z", &ms));
+	ck_assert_int_eq(ms, 1764670000000LL);
+	ck_assert(!core_time_parse("2025-12-02 10:06:40Z", &ms));
+	ck_assert(!core_time_parse("2025-13-02T10:06:40Z", &ms));
+	ck_assert(!core_time_parse("garbage", &ms));
+}
+END_TEST
+
+START_TEST(test_rc_codes)
+{
+	int i;
+
+	for (i = 0; i < CORE_RC_COUNT_; i++)
+		ck_assert_ptr_nonnull(core_rc_code((enum core_rc)i));
+	ck_assert_str_eq(core_rc_code(CORE_ERR_CLAIM_CONFLICT), "claim_conflict");
+	ck_assert(core_rc_is_transition_rejected(CORE_ERR_TERMINAL_STATE_EXIT));
+	ck_assert(!core_rc_is_transition_rejected(CORE_ERR_STATE_CONFLICT));
+}
+END_TEST
+
+/* ---- board ---- */
+
+START_TEST(test_default_board)
+{
+	char detail[128];
+
+	ck_assert_int_eq(board.n_cols, 9);
+	ck_assert(core_board_is_terminal(&board, "done"));
+	ck_assert(core_board_is_terminal(&board, "blocked"));
+	ck_assert(core_board_is_working(&board, "in_progress"));
+	ck_assert(!core_board_is_working(&board, "nope"));
+	ck_assert(core_board_is_eligible(&board, "ready"));
+	ck_assert(core_board_is_eligible(&board, "in_progress"));
+	ck_assert(!core_board_is_eligible(&board, "review"));
+	ck_assert_str_eq(core_board_first_eligible(&board), "ready");
+	ck_assert_str_eq(board.cols[0].name, "inbox");
+	ck_assert_int_eq(core_board_validate(&board, detail, sizeof(detail)), CORE_OK);
+}
+END_TEST
+
+START_TEST(test_board_validate_rejects)
+{
+	struct core_board b;
+	char detail[128] = "";
+
+	ck_assert_int_eq(core_board_copy(&b, &board), CORE_OK);
+	ck_assert_int_eq(core_str_set(&b.completed, "review"), CORE_OK);
+	ck_assert_int_eq(core_board_validate(&b, detail, sizeof(detail)), CORE_ERR_BAD_REQUEST);
+	ck_assert(strstr(detail, "completed") != NULL);
+	core_board_release(&b);
+
+	ck_assert_int_eq(core_board_copy(&b, &board), CORE_OK);
+	ck_assert_int_eq(core_str_set(&b.cols[1].name, "inbox"), CORE_OK);
+	ck_assert_int_eq(core_board_validate(&b, detail, sizeof(detail)), CORE_ERR_BAD_REQUEST);
+	ck_assert(strstr(detail, "duplicate") != NULL);
+	core_board_release(&b);
+}
+END_TEST
+
+/* ---- claims ---- */
+
+START_TEST(test_claim_fresh_advances_epoch)
+{
+	struct core_card *c = card_in("c1", "ready");
+	bool fresh = false;
+
+	c->claim_epoch = 4;
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert(fresh);
+	ck_assert_int_eq(c->claim_epoch, 5);
+	ck_assert(c->claim.present);
+	ck_assert_str_eq(c->claim.marker, "w1");
+	ck_assert_int_eq(c->claim.claimed_at, NOW);
+	ck_assert_int_eq(c->claim.lease_until, NOW + LEASE);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_claim_epoch_floor)
+{
+	struct core_card *c = card_in("c1", "ready");
+	bool fresh = false;
+
+	c->claim_epoch = 4;
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, NOW, &fresh), CORE_OK);
+	ck_assert_int_eq(c->claim_epoch, NOW);
+	core_claim_clear(c);
+	/* previous + 1 wins once it is above the floor */
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, NOW - 5, &fresh), CORE_OK);
+	ck_assert_int_eq(c->claim_epoch, NOW + 1);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_claim_same_marker_is_idempotent)
+{
+	struct core_card *c = card_in("c1", "ready");
+	bool fresh = true;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW + 500, 0, &fresh), CORE_OK);
+	ck_assert(!fresh);
+	ck_assert_int_eq(c->claim_epoch, 1);
+	ck_assert_int_eq(c->claim.claimed_at, NOW);
+	ck_assert_int_eq(c->claim.lease_until, NOW + 500 + LEASE);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_claim_other_marker_conflicts_even_expired)
+{
+	struct core_card *c = card_in("c1", "ready");
+	struct core_card *before;
+	bool fresh;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	before = core_card_dup(c);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w2", LEASE, NOW + 10 * LEASE, 0, &fresh),
+			 CORE_ERR_CLAIM_CONFLICT);
+	ck_assert(core_card_equal(c, before));
+	core_card_free(before);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_claim_terminal_rejected)
+{
+	struct core_card *c = card_in("c1", "done");
+	bool fresh;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh),
+			 CORE_ERR_TRANSITION_REJECTED);
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->claim_epoch, 0);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_claim_missing_epoch_refuses_holder)
+{
+	struct core_card *c = card_in("c1", "ready");
+	struct core_token t = {"w1", 1};
+	bool fresh;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	c->has_epoch = false; /* a foreign writer dropped the field */
+	ck_assert_int_eq(core_fence_check(c, &t), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_claim_renew(c, &t, LEASE, NOW), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_claim_release(c, &t), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh),
+			 CORE_ERR_CLAIM_CONFLICT);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_fence_and_renew_release)
+{
+	struct core_card *c = card_in("c1", "ready");
+	struct core_token good = {"w1", 1}, stale = {"w1", 0}, other = {"w2", 1};
+	bool fresh;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_fence_check(c, &good), CORE_OK);
+	ck_assert_int_eq(core_fence_check(c, &stale), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_fence_check(c, &other), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_claim_renew(c, &stale, LEASE, NOW + 1), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(c->claim.lease_until, NOW + LEASE);
+	ck_assert_int_eq(core_claim_renew(c, &good, 2 * LEASE, NOW + 1), CORE_OK);
+	ck_assert_int_eq(c->claim.lease_until, NOW + 1 + 2 * LEASE);
+	ck_assert_int_eq(core_claim_release(c, &other), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert(c->claim.present);
+	ck_assert_int_eq(core_claim_release(c, &good), CORE_OK);
+	ck_assert(!c->claim.present);
+	ck_assert_ptr_null(c->claim.marker);
+	ck_assert_int_eq(c->claim_epoch, 1); /* survives release */
+	ck_assert_int_eq(core_fence_check(c, &good), CORE_ERR_CLAIM_CONFLICT);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_transfer_cas)
+{
+	struct core_card *c = card_in("c1", "in_progress");
+	struct core_token prev = {"w1", 1}, wrong = {"w1", 2};
+	bool fresh;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	/* live lease: refused */
+	ck_assert_int_eq(core_claim_transfer(c, &prev, "reaper:h", LEASE, NOW + 10, 0),
+			 CORE_ERR_CLAIM_CONFLICT);
+	/* wrong previous token: refused */
+	ck_assert_int_eq(core_claim_transfer(c, &wrong, "reaper:h", LEASE, NOW + 2 * LEASE, 0),
+			 CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_str_eq(c->claim.marker, "w1");
+	ck_assert_int_eq(core_claim_transfer(c, &prev, "reaper:h", LEASE, NOW + 2 * LEASE, 0),
+			 CORE_OK);
+	ck_assert_str_eq(c->claim.marker, "reaper:h");
+	ck_assert_int_eq(c->claim_epoch, 2);
+	ck_assert_int_eq(c->claim.claimed_at, NOW + 2 * LEASE);
+	/* the zombie's token no longer fences anything */
+	ck_assert_int_eq(core_fence_check(c, &prev), CORE_ERR_CLAIM_CONFLICT);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_claim_expired)
+{
+	struct core_card *c = card_in("c1", "ready");
+	bool fresh;
+
+	ck_assert(!core_claim_expired(c, NOW));
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert(!core_claim_expired(c, NOW + LEASE));
+	ck_assert(core_claim_expired(c, NOW + LEASE + 1));
+	c->claim.has_lease = false; /* legacy claims are never reaped by time */
+	ck_assert(!core_claim_expired(c, NOW + 100 * LEASE));
+	core_card_free(c);
+}
+END_TEST
+
+/* ---- workflow ---- */
+
+static const struct {
+	const char *from, *to;
+	enum core_rc want;
+} transitions[] = {
+	{"inbox", "ready", CORE_OK},
+	{"in_progress", "done", CORE_OK},
+	{"in_progress", "blocked", CORE_OK},
+	{"done", "blocked", CORE_OK}, /* terminal -> terminal refiling */
+	{"blocked", "done", CORE_OK},
+	{"done", "ready", CORE_ERR_TERMINAL_STATE_EXIT},
+	{"blocked", "in_progress", CORE_ERR_TERMINAL_STATE_EXIT},
+	{"ready", "nowhere", CORE_ERR_TRANSITION_REJECTED},
+	{"done", "nowhere", CORE_ERR_TRANSITION_REJECTED},
+};
+
+START_TEST(test_transition_table)
+{
+	ck_assert_int_eq(core_transition_check(&board, transitions[_i].from, transitions[_i].to),
+			 transitions[_i].want);
+}
+END_TEST
+
+START_TEST(test_state_from_cas)
+{
+	struct core_card *c = card_in("c1", "ready");
+
+	ck_assert_int_eq(core_state_from_check(c, "ready"), CORE_OK);
+	ck_assert_int_eq(core_state_from_check(c, "backlog"), CORE_ERR_STATE_CONFLICT);
+	ck_assert_int_eq(core_state_from_check(c, NULL), CORE_OK);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_reopen_rules)
+{
+	struct core_card *done = card_in("c1", "done"), *blocked = card_in("c2", "blocked");
+	struct core_card *open = card_in("c3", "review");
+
+	ck_assert_int_eq(core_reopen_check(&board, done, "ready", 0), CORE_OK);
+	ck_assert_int_eq(core_reopen_check(&board, done, "ready", 1),
+			 CORE_ERR_DEPENDENTS_OUTSTANDING);
+	/* only leaving the completed column is guarded by dependents */
+	ck_assert_int_eq(core_reopen_check(&board, blocked, "ready", 3), CORE_OK);
+	ck_assert_int_eq(core_reopen_check(&board, done, "blocked", 0),
+			 CORE_ERR_TRANSITION_REJECTED);
+	ck_assert_int_eq(core_reopen_check(&board, done, "nowhere", 0),
+			 CORE_ERR_TRANSITION_REJECTED);
+	ck_assert_int_eq(core_reopen_check(&board, open, "ready", 0),
+			 CORE_ERR_TRANSITION_REJECTED);
+	core_card_free(done);
+	core_card_free(blocked);
+	core_card_free(open);
+}
+END_TEST
+
+START_TEST(test_state_write)
+{
+	struct core_card *c = card_in("c1", "ready");
+
+	ck_assert_int_eq(core_card_state_write(c, "in_progress", "started", NOW), CORE_OK);
+	ck_assert_str_eq(c->state, "in_progress");
+	ck_assert_str_eq(c->state_reason, "started");
+	ck_assert_int_eq(c->state_at, NOW);
+	ck_assert_int_eq(core_card_state_write(c, "review", NULL, NOW + 1), CORE_OK);
+	ck_assert_ptr_null(c->state_reason);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_machine_reasons)
+{
+	ck_assert(core_is_machine_reason("watchdog"));
+	ck_assert(core_is_machine_reason("state_rename"));
+	ck_assert(core_is_machine_reason("state_delete"));
+	ck_assert(core_is_machine_reason("migration"));
+	ck_assert(!core_is_machine_reason("unblocked"));
+	ck_assert(!core_is_machine_reason("run_finished"));
+	ck_assert(!core_is_machine_reason("run_failed"));
+	ck_assert(!core_is_machine_reason(NULL));
+}
+END_TEST
+
+/* A tiny in-test card graph for the blocker rules. */
+struct graph {
+	struct core_card **cards;
+	size_t n;
+};
+
+static const char *graph_state(void *ctx, const char *id, const struct core_strv **bl)
+{
+	struct graph *g = ctx;
+	size_t i;
+
+	for (i = 0; i < g->n; i++) {
+		if (strcmp(g->cards[i]->id, id) == 0) {
+			if (bl)
+				*bl = &g->cards[i]->blockers;
+			return g->cards[i]->state;
+		}
+	}
+	return NULL;
+}
+
+START_TEST(test_blockers)
+{
+	struct core_card *a = card_in("a", "done"), *b = card_in("b", "ready"),
+			 *c = card_in("c", "waiting_deps");
+	struct core_card *all[] = {a, b, c};
+	struct graph g = {all, 3};
+	struct core_card_lookup lk = {graph_state, &g};
+	struct core_strv bl = {0};
+	char detail[128];
+
+	/* c waits on b */
+	ck_assert_int_eq(core_strv_push(&c->blockers, "b"), CORE_OK);
+	ck_assert_int_eq(core_strv_push(&bl, "a"), CORE_OK);
+	ck_assert_int_eq(core_blockers_check("new", &bl, &lk, detail, sizeof(detail)), CORE_OK);
+	ck_assert(core_blockers_all_done(&board, &bl, &lk));
+	ck_assert_int_eq(core_strv_push(&bl, "b"), CORE_OK);
+	ck_assert(!core_blockers_all_done(&board, &bl, &lk));
+	core_strv_release(&bl);
+
+	/* self */
+	ck_assert_int_eq(core_strv_push(&bl, "b"), CORE_OK);
+	ck_assert_int_eq(core_blockers_check("b", &bl, &lk, detail, sizeof(detail)),
+			 CORE_ERR_TRANSITION_REJECTED);
+	core_strv_release(&bl);
+	/* cycle: b blocks on c, but c already blocks on b */
+	ck_assert_int_eq(core_strv_push(&bl, "c"), CORE_OK);
+	ck_assert_int_eq(core_blockers_check("b", &bl, &lk, detail, sizeof(detail)),
+			 CORE_ERR_TRANSITION_REJECTED);
+	ck_assert(strstr(detail, "cycle") != NULL);
+	core_strv_release(&bl);
+	/* unknown */
+	ck_assert_int_eq(core_strv_push(&bl, "zzz"), CORE_OK);
+	ck_assert_int_eq(core_blockers_check("b", &bl, &lk, detail, sizeof(detail)),
+			 CORE_ERR_TRANSITION_REJECTED);
+	core_strv_release(&bl);
+	/* malformed */
+	ck_assert_int_eq(core_strv_push(&bl, "not an id"), CORE_OK);
+	ck_assert_int_eq(core_blockers_check("b", &bl, &lk, detail, sizeof(detail)),
+			 CORE_ERR_BAD_REQUEST);
+	core_strv_release(&bl);
+	ck_assert(core_blockers_all_done(&board, NULL, &lk));
+	core_card_free(a);
+	core_card_free(b);
+	core_card_free(c);
+}
+END_TEST
+
+/* ---- labels ---- */
+
+static void strv_of(struct core_strv *sv, const char *const *items)
+{
+	for (; *items; items++)
+		ck_assert_int_eq(core_strv_push(sv, *items), CORE_OK);
+}
+
+START_TEST(test_labels_set_and_adjust)
+{
+	struct core_card *c = card_in("c1", "ready");
+	struct core_strv set = {0}, add = {0}, rm = {0}, bad = {0};
+	bool changed = false;
+	size_t i;
+
+	strv_of(&set, (const char *const[]){"b", "a", "b", "c", NULL});
+	ck_assert_int_eq(core_labels_set(c, &set, &changed), CORE_OK);
+	ck_assert(changed);
+	ck_assert_int_eq(c->labels.n, 3);
+	ck_assert_str_eq(c->labels.v[0], "b");
+	ck_assert_str_eq(c->labels.v[1], "a");
+	ck_assert_str_eq(c->labels.v[2], "c");
+	ck_assert_int_eq(core_labels_set(c, &set, &changed), CORE_OK);
+	ck_assert(!changed);
+
+	strv_of(&add, (const char *const[]){"a", "d", NULL});
+	strv_of(&rm, (const char *const[]){"b", "zz", NULL});
+	ck_assert_int_eq(core_labels_adjust(c, &add, &rm, &changed), CORE_OK);
+	ck_assert(changed);
+	ck_assert_int_eq(c->labels.n, 3);
+	ck_assert_str_eq(c->labels.v[0], "a");
+	ck_assert_str_eq(c->labels.v[1], "c");
+	ck_assert_str_eq(c->labels.v[2], "d");
+
+	strv_of(&bad, (const char *const[]){"ok", "not ok", NULL});
+	ck_assert_int_eq(core_labels_set(c, &bad, &changed), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(core_labels_adjust(c, &bad, NULL, &changed), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(c->labels.n, 3);
+	core_strv_release(&set);
+	for (i = 0; i <= CORE_LABELS_MAX; i++) {
+		char l[16];
+		snprintf(l, sizeof(l), "l%zu", i);
+		ck_assert_int_eq(core_strv_push(&set, l), CORE_OK);
+	}
+	ck_assert_int_eq(core_labels_set(c, &set, &changed), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(c->labels.n, 3);
+	core_strv_release(&set);
+	core_strv_release(&add);
+	core_strv_release(&rm);
+	core_strv_release(&bad);
+	core_card_free(c);
+}
+END_TEST
+
+/* ---- events ---- */
+
+START_TEST(test_events)
+{
+	struct core_event e, copy;
+	int i;
+
+	for (i = 0; i < CORE_EV_COUNT_; i++)
+		ck_assert_int_eq(core_event_type_parse(core_event_type_name((enum core_event_type)i)),
+				 i);
+	ck_assert_int_eq(core_event_type_parse("nope"), -1);
+	ck_assert_int_eq(core_event_init(&e, CORE_EV_CARD_STATE_CHANGED, "default", "c1", "ops",
+					 "watchdog", NOW, strdup("{}")),
+			 CORE_OK);
+	ck_assert(e.machine);
+	ck_assert_str_eq(e.actor, ""); /* machine events blank the actor */
+	ck_assert_int_eq(core_event_copy(&copy, &e), CORE_OK);
+	ck_assert_str_eq(copy.payload, "{}");
+	core_event_release(&copy);
+	core_event_release(&e);
+	ck_assert_int_eq(core_event_init(&e, CORE_EV_CARD_UNBLOCKED, "default", "c1", "ops",
+					 "unblocked", NOW, NULL),
+			 CORE_OK);
+	ck_assert(!e.machine);
+	ck_assert_str_eq(e.actor, "ops");
+	core_event_release(&e);
+}
+END_TEST
+
+/* ---- card copy/equality ---- */
+
+START_TEST(test_card_dup_equal)
+{
+	struct core_card *c = card_in("c1", "ready"), *d;
+	bool fresh;
+
+	ck_assert_int_eq(core_strv_push(&c->labels, "x"), CORE_OK);
+	c->comments = calloc(1, sizeof(*c->comments));
+	c->n_comments = 1;
+	c->comments[0].id = strdup("cm-1");
+	c->comments[0].author = strdup("bot");
+	c->comments[0].body = strdup("hi");
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	d = core_card_dup(c);
+	ck_assert_ptr_nonnull(d);
+	ck_assert(core_card_equal(c, d));
+	d->claim.lease_until++;
+	ck_assert(!core_card_equal(c, d));
+	core_card_free(d);
+	core_card_free(c);
+}
+END_TEST
+
+/* ---- runs ---- */
+
+START_TEST(test_promote_if_orphaned)
+{
+	struct core_run r = {0};
+	bool promoted = true;
+
+	r.status = strdup("running");
+	r.lock_until = NOW;
+	core_run_promote_if_orphaned(&r, NOW, &promoted); /* lock still live at its edge */
+	ck_assert(!promoted);
+	ck_assert_str_eq(r.status, "running");
+	core_run_promote_if_orphaned(&r, NOW + 1, &promoted);
+	ck_assert(promoted);
+	ck_assert_str_eq(r.status, CORE_RUN_FAILED_RESUMABLE);
+	ck_assert_str_eq(r.failure_code, CORE_FAILURE_ORPHANED);
+	core_run_release(&r);
+
+	r.status = strdup("paused_operator");
+	r.lock_until = 0;
+	core_run_promote_if_orphaned(&r, NOW, &promoted);
+	ck_assert(!promoted);
+	core_run_release(&r);
+	r.status = strdup("queued");
+	r.lock_until = NOW - 1;
+	core_run_promote_if_orphaned(&r, NOW, &promoted);
+	ck_assert(promoted);
+	core_run_release(&r);
+	ck_assert(core_continuation_valid("retry_armed"));
+	ck_assert(!core_continuation_valid("retry"));
+}
+END_TEST
+
+/* ---- the decision table: one case per row and per precedence conflict ---- */
+
+static const struct {
+	const char *name;
+	enum core_run_seen seen;
+	const char *status, *continuation, *state;
+	bool window;
+	enum core_stuck_action want;
+	const char *row;
+	const char *reason;
+	enum core_stuck_action want_transfer;
+} stuck_cases[] = {
+	/* one per row */
+	{"unreadable", CORE_RUN_SEEN_UNREADABLE, NULL, NULL, "in_progress", false, CORE_STUCK_KEEP, "run_unreadable", NULL, CORE_STUCK_KEEP},
+	{"stamp window", CORE_RUN_SEEN_NONE, NULL, NULL, "in_progress", true, CORE_STUCK_KEEP, "stamp_window_open", NULL, CORE_STUCK_KEEP},
+	{"no run, window closed", CORE_RUN_SEEN_NONE, NULL, NULL, "in_progress", false, CORE_STUCK_RELEASE, "no_run", NULL, CORE_STUCK_RELEASE},
+	{"no run, not running column", CORE_RUN_SEEN_NONE, NULL, NULL, "ready", true, CORE_STUCK_RELEASE, "no_run", NULL, CORE_STUCK_RELEASE},
+	{"pruned", CORE_RUN_SEEN_GONE, NULL, NULL, "in_progress", true, CORE_STUCK_GIVE_UP, "run_pruned", "watchdog", CORE_STUCK_GIVE_UP},
+	{"running", CORE_RUN_SEEN_LOADED, "running", NULL, "in_progress", false, CORE_STUCK_KEEP, "run_live", NULL, CORE_STUCK_KEEP},
+	{"queued", CORE_RUN_SEEN_LOADED, "queued", NULL, "in_progress", false, CORE_STUCK_KEEP, "run_live", NULL, CORE_STUCK_KEEP},
+	{"paused human", CORE_RUN_SEEN_LOADED, "paused_waiting_human", NULL, "in_progress", false, CORE_STUCK_KEEP, "run_paused", NULL, CORE_STUCK_KEEP},
+	{"paused operator", CORE_RUN_SEEN_LOADED, "paused_operator", NULL, "in_progress", false, CORE_STUCK_KEEP, "run_paused", NULL, CORE_STUCK_KEEP},
+	{"cancelled", CORE_RUN_SEEN_LOADED, "cancelled", NULL, "in_progress", false, CORE_STUCK_KEEP, "run_cancelled", NULL, CORE_STUCK_KEEP},
+	{"redelivery", CORE_RUN_SEEN_LOADED, "failed_resumable", "redelivery_pending", "in_progress", false, CORE_STUCK_KEEP, "continuation_armed", NULL, CORE_STUCK_KEEP},
+	{"retry armed", CORE_RUN_SEEN_LOADED, "failed", "retry_armed", "in_progress", false, CORE_STUCK_KEEP, "continuation_armed", NULL, CORE_STUCK_KEEP},
+	{"finished", CORE_RUN_SEEN_LOADED, "finished", NULL, "in_progress", false, CORE_STUCK_COMPLETE, "run_finished", "run_finished", CORE_STUCK_COMPLETE},
+	{"failed", CORE_RUN_SEEN_LOADED, "failed", NULL, "in_progress", false, CORE_STUCK_FAIL, "run_failed", "run_failed", CORE_STUCK_FAIL},
+	{"resumable parked", CORE_RUN_SEEN_LOADED, "failed_resumable", NULL, "review", false, CORE_STUCK_KEEP, "parked_out_of_pool", NULL, CORE_STUCK_REPARK},
+	{"resumable", CORE_RUN_SEEN_LOADED, "failed_resumable", NULL, "in_progress", false, CORE_STUCK_REPARK, "run_resumable", "watchdog", CORE_STUCK_REPARK},
+	{"resumable in launch column", CORE_RUN_SEEN_LOADED, "failed_resumable", NULL, "ready", false, CORE_STUCK_REPARK, "run_resumable", "watchdog", CORE_STUCK_REPARK},
+	{"unknown status", CORE_RUN_SEEN_LOADED, "exploded", NULL, "in_progress", false, CORE_STUCK_KEEP, "unknown_status", NULL, CORE_STUCK_KEEP},
+	/* precedence conflicts */
+	{"unreadable beats window", CORE_RUN_SEEN_UNREADABLE, NULL, NULL, "ready", false, CORE_STUCK_KEEP, "run_unreadable", NULL, CORE_STUCK_KEEP},
+	{"pruned ignores window", CORE_RUN_SEEN_GONE, NULL, NULL, "in_progress", true, CORE_STUCK_GIVE_UP, "run_pruned", "watchdog", CORE_STUCK_GIVE_UP},
+	{"running beats continuation", CORE_RUN_SEEN_LOADED, "running", "retry_armed", "in_progress", false, CORE_STUCK_KEEP, "run_live", NULL, CORE_STUCK_KEEP},
+	{"cancelled beats continuation", CORE_RUN_SEEN_LOADED, "cancelled", "redelivery_pending", "in_progress", false, CORE_STUCK_KEEP, "run_cancelled", NULL, CORE_STUCK_KEEP},
+	{"continuation beats finished", CORE_RUN_SEEN_LOADED, "finished", "retry_armed", "in_progress", false, CORE_STUCK_KEEP, "continuation_armed", NULL, CORE_STUCK_KEEP},
+	{"final continuation does not keep", CORE_RUN_SEEN_LOADED, "finished", "final", "in_progress", false, CORE_STUCK_COMPLETE, "run_finished", "run_finished", CORE_STUCK_COMPLETE},
+	{"finished parked still completes", CORE_RUN_SEEN_LOADED, "finished", NULL, "review", false, CORE_STUCK_COMPLETE, "run_finished", "run_finished", CORE_STUCK_COMPLETE},
+	{"paused beats parked", CORE_RUN_SEEN_LOADED, "paused_operator", NULL, "review", false, CORE_STUCK_KEEP, "run_paused", NULL, CORE_STUCK_KEEP},
+	{"window needs running column", CORE_RUN_SEEN_NONE, NULL, NULL, "review", true, CORE_STUCK_RELEASE, "no_run", NULL, CORE_STUCK_RELEASE},
+};
+
+START_TEST(test_stuck_table)
+{
+	struct core_run run = {0};
+	struct core_stuck_input in = {0};
+	struct core_stuck_decision d;
+
+	run.id = (char *)"r1";
+	run.status = (char *)stuck_cases[_i].status;
+	run.continuation = (char *)stuck_cases[_i].continuation;
+	in.seen = stuck_cases[_i].seen;
+	in.run = in.seen == CORE_RUN_SEEN_LOADED ? &run : NULL;
+	in.board = &board;
+	in.state = stuck_cases[_i].state;
+	in.stamp_window_open = stuck_cases[_i].window;
+	d = core_decide_stuck_card(&in);
+	ck_assert_msg(d.action == stuck_cases[_i].want, "%s: action %s", stuck_cases[_i].name,
+		      core_stuck_action_name(d.action));
+	ck_assert_str_eq(d.row, stuck_cases[_i].row);
+	if (stuck_cases[_i].reason)
+		ck_assert_str_eq(d.reason, stuck_cases[_i].reason);
+	else
+		ck_assert_ptr_null(d.reason);
+	d = core_decide_transfer(&in);
+	ck_assert_msg(d.action == stuck_cases[_i].want_transfer, "%s: transfer %s",
+		      stuck_cases[_i].name, core_stuck_action_name(d.action));
+}
+END_TEST
+
+START_TEST(test_stamp_window)
+{
+	ck_assert(core_stamp_window_open(NOW, LEASE, NOW + 2 * LEASE - 1));
+	ck_assert(!core_stamp_window_open(NOW, LEASE, NOW + 2 * LEASE));
+	ck_assert(!core_stamp_window_open(0, LEASE, NOW));
+	ck_assert(!core_stamp_window_open(NOW, 0, NOW));
+}
+END_TEST
+
+START_TEST(test_recovery_hold_expired)
+{
+	struct core_run run = {0};
+	struct core_stuck_input in = {0};
+
+	in.board = &board;
+	in.state = "in_progress";
+	in.seen = CORE_RUN_SEEN_NONE;
+	ck_assert(core_recovery_hold_expired(&in, "reaper:h"));
+	ck_assert(!core_recovery_hold_expired(&in, "worker-1"));
+	in.stamp_window_open = true;
+	ck_assert(!core_recovery_hold_expired(&in, "reaper:h"));
+	in.seen = CORE_RUN_SEEN_UNREADABLE;
+	ck_assert(!core_recovery_hold_expired(&in, "reaper:h"));
+	in.seen = CORE_RUN_SEEN_LOADED;
+	in.run = &run;
+	run.status = (char *)"running";
+	ck_assert(!core_recovery_hold_expired(&in, "reaper:h"));
+	run.status = (char *)"cancelled";
+	ck_assert(core_recovery_hold_expired(&in, "reaper:h"));
+	in.seen = CORE_RUN_SEEN_GONE;
+	in.run = NULL;
+	ck_assert(core_recovery_hold_expired(&in, "reaper:h"));
+}
+END_TEST
+
+static const struct {
+	const char *state, *target;
+	bool want;
+} file_cases[] = {
+	{"in_progress", "done", true},     /* still in the running column */
+	{"ready", "done", true},           /* never moved off its launch column */
+	{"review", "done", false},         /* somebody chose review */
+	{"done", "done", false},           /* already there */
+	{"blocked", "done", false},        /* an operator filed it */
+	{"in_progress", "in_progress", false}, /* target = running: disabled */
+	{"in_progress", "blocked", true},
+};
+
+START_TEST(test_should_file)
+{
+	ck_assert_int_eq(core_should_file_stuck_card(&board, file_cases[_i].state,
+						     file_cases[_i].target),
+			 file_cases[_i].want);
+}
+END_TEST
+
+static Suite *core_suite(void)
+{
+	Suite *s = suite_create("core");
+	TCase *tc = tcase_create("rules");
+
+	tcase_add_checked_fixture(tc, board_setup, board_teardown);
+	tcase_add_test(tc, test_ids_and_names);
+	tcase_add_test(tc, test_labels_valid);
+	tcase_add_test(tc, test_time_roundtrip);
+	tcase_add_test(tc, test_rc_codes);
+	tcase_add_test(tc, test_default_board);
+	tcase_add_test(tc, test_board_validate_rejects);
+	tcase_add_test(tc, test_claim_fresh_advances_epoch);
+	tcase_add_test(tc, test_claim_epoch_floor);
+	tcase_add_test(tc, test_claim_same_marker_is_idempotent);
+	tcase_add_test(tc, test_claim_other_marker_conflicts_even_expired);
+	tcase_add_test(tc, test_claim_terminal_rejected);
+	tcase_add_test(tc, test_claim_missing_epoch_refuses_holder);
+	tcase_add_test(tc, test_fence_and_renew_release);
+	tcase_add_test(tc, test_transfer_cas);
+	tcase_add_test(tc, test_claim_expired);
+	tcase_add_loop_test(tc, test_transition_table, 0,
+			    (int)(sizeof(transitions) / sizeof(transitions[0])));
+	tcase_add_test(tc, test_state_from_cas);
+	tcase_add_test(tc, test_reopen_rules);
+	tcase_add_test(tc, test_state_write);
+	tcase_add_test(tc, test_machine_reasons);
+	tcase_add_test(tc, test_blockers);
+	tcase_add_test(tc, test_labels_set_and_adjust);
+	tcase_add_test(tc, test_events);
+	tcase_add_test(tc, test_card_dup_equal);
+	tcase_add_test(tc, test_promote_if_orphaned);
+	tcase_add_loop_test(tc, test_stuck_table, 0,
+			    (int)(sizeof(stuck_cases) / sizeof(stuck_cases[0])));
+	tcase_add_test(tc, test_stamp_window);
+	tcase_add_test(tc, test_recovery_hold_expired);
+	tcase_add_loop_test(tc, test_should_file, 0,
+			    (int)(sizeof(file_cases) / sizeof(file_cases[0])));
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(core_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
