@@ -4,7 +4,9 @@
 #   ferretdb.sh build            -> prints the binary path (builds once, cached)
 #   ferretdb.sh start DIR PORT   -> starts it, waits for "Listening on TCP", writes DIR/pid
 #   ferretdb.sh stop DIR         -> stops it
-# A plain `go install` of v1.24.2 panics at start (missing version.txt), hence the wrapper module.
+# A plain `go install` of v1.24.2 panics at start (its embedded build/version/version.txt is
+# missing from the published module). So: a wrapper module that requires FerretDB, vendored,
+# with version.txt written into the vendored copy, then built with -mod=vendor.
 set -euo pipefail
 VERSION=v1.24.2
 CACHE=${BOARDD_FERRETDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boardd-ferretdb}
@@ -17,8 +19,12 @@ build() {
   (
     cd "$CACHE/src"
     [ -f go.mod ] || go mod init boardd.local/ferretdb-wrapper >/dev/null 2>&1
+    printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/FerretDB/FerretDB/cmd/ferretdb"\n' >tools.go
     go get "github.com/FerretDB/FerretDB/cmd/ferretdb@$VERSION" >&2
-    go build -o "$BIN.tmp" github.com/FerretDB/FerretDB/cmd/ferretdb >&2
+    go mod tidy >&2
+    go mod vendor >&2
+    echo "$VERSION" >vendor/github.com/FerretDB/FerretDB/build/version/version.txt
+    go build -mod=vendor -o "$BIN.tmp" github.com/FerretDB/FerretDB/cmd/ferretdb >&2
   )
   mv "$BIN.tmp" "$BIN"
   echo "$BIN"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages boardd needs to build (and, with --test, to test) when any is
+# missing. Idempotent: does nothing when everything is there.
+set -euo pipefail
+pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libjansson-dev libssl-dev
+      libmongoc-dev libbson-dev)
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=(check python3 curl procps)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

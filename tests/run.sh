@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds boardd and runs every test: the Check suites (with the Mongo twin's suite against a
+# FerretDB 1.24 test server built here), then again under ASan+UBSan, and the store and
+# reaper concurrency suites under TSan. Installs what it needs when missing.
+#   ./tests/run.sh            everything
+#   ./tests/run.sh --quick    the plain build's suites only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+./deploy/deps.sh --test
+[ -d /usr/local/go/bin ] && PATH="$PATH:/usr/local/go/bin"
+
+# --- the MongoDB-wire test server ---------------------------------------------------------
+fdb_dir=$(mktemp -d /tmp/boardd-ferretdb.XXXXXX)
+cleanup() { "$root/tests/tools/ferretdb.sh" stop "$fdb_dir" || true; rm -rf "$fdb_dir"; }
+trap cleanup EXIT
+if command -v go >/dev/null; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  echo "tests: building and starting FerretDB on 127.0.0.1:$port" >&2
+  ./tests/tools/ferretdb.sh start "$fdb_dir" "$port"
+  export BOARDD_TEST_MONGO_URI="mongodb://127.0.0.1:$port/boardd_test"
+elif [ "${CI:-}" = "true" ]; then
+  echo "tests: no Go toolchain to build the FerretDB test server; the Mongo suite must run in CI" >&2
+  exit 1
+else
+  echo "tests: no Go toolchain: the Mongo suite will be skipped (CI fails instead)" >&2
+fi
+
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+status=0
+run_suite() { # builddir, meson setup args..., -- meson test args...
+  local dir=$1; shift
+  local setup=() testargs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do setup+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  testargs=("$@")
+  [ -d "$dir" ] || meson setup "$dir" "${setup[@]}" >/dev/null
+  ninja -C "$dir" >/dev/null
+  echo "tests: meson test -C $dir ${testargs[*]}" >&2
+  meson test -C "$dir" --print-errorlogs "${testargs[@]}" || status=1
+}
+
+run_suite build-test --buildtype=debugoptimized --
+if [ $quick -eq 0 ]; then
+  run_suite build-asan --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false --
+  run_suite build-tsan --buildtype=debug -Db_sanitize=thread -Db_lundef=false -- \
+    --suite store --suite reaper
+fi
+
+# One plain closing line over every run above.
+dirs=(build-test)
+[ $quick -eq 0 ] && dirs+=(build-asan build-tsan)
+python3 - "${dirs[@]}" <<'PY'
+import json, os, sys
+ok = bad = skip = 0
+for d in sys.argv[1:]:
+    p = os.path.join(d, "meson-logs", "testlog.json")
+    if not os.path.exists(p):
+        continue
+    for line in open(p):
+        r = json.loads(line).get("result")
+        if r in ("OK", "EXPECTEDFAIL"):
+            ok += 1
+        elif r == "SKIP":
+            skip += 1
+        else:
+            bad += 1
+print(f"{ok} passed, {bad} failed, {skip} skipped")
+PY
+exit $status
