@@ -305,6 +305,21 @@ struct store_fs_options {
 enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out, char *err,
 			   size_t errlen);
 
+/* FS twin counters (tests, metrics). Added after the first interface; nothing above changed. */
+struct store_fs_stats {
+	uint64_t commits;       /* journal lines written since open */
+	uint64_t syncs;         /* fdatasync calls on the journal since open (group commit) */
+	uint64_t compactions;   /* snapshots written since open */
+	uint64_t generation;    /* current journal generation */
+	uint64_t journal_bytes; /* size of the current generation */
+	bool failed;            /* a sync failed: writes refused until reopened */
+};
+/* Fills *out; BAD_REQUEST when st is not an FS store. */
+enum core_rc store_fs_stats_get(struct store *st, struct store_fs_stats *out);
+/* Snapshot now and start a new journal generation, synchronously (tests, shutdown).
+ * BAD_REQUEST when st is not an FS store. */
+enum core_rc store_fs_compact(struct store *st);
+
 /* ---- JSON codec (the served shape of DESIGN §2; the FS journal reuses it) ----
  * _to_json returns a new reference (NULL on OOM). _from_json reads a borrowed json_t and
  * returns BAD_REQUEST with nothing allocated when a field is missing or of the wrong type. */

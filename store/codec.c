@@ -1,0 +1,508 @@
+/* The JSON codec: the served shapes of DESIGN §2/§5/§7 (the FS journal and snapshot reuse it).
+ *
+ * _to_json builds a new reference. _from_json reads a borrowed json_t into fresh objects and
+ * either hands them over whole or frees everything it built: on failure nothing stays
+ * allocated and the OUT parameter is NULL/zeroed. Every field is required (nullable ones as
+ * explicit null), so a truncated document is refused instead of half-read.
+ */
+#include "store/store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- writing ---- */
+
+/* New reference to a time string; NULL on OOM. */
+static json_t *time_json(int64_t ms)
+{
+	char buf[CORE_TIME_BUF];
+
+	return json_string(core_time_format(ms, buf));
+}
+
+/* New reference: a string, or null for NULL. */
+static json_t *str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *strv_json(const struct core_strv *sv)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a && i < sv->n; i++) {
+		if (json_array_append_new(a, json_string(sv->v[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* json_object_set_new that remembers a failure in *ok (the value is consumed either way). */
+static void put(json_t *o, const char *key, json_t *v, bool *ok)
+{
+	if (!v || json_object_set_new(o, key, v) != 0)
+		*ok = false;
+}
+
+static json_t *comments_json(const struct core_card *c)
+{
+	json_t *a = json_array();
+	size_t i;
+	bool ok = a != NULL;
+
+	for (i = 0; ok && i < c->n_comments; i++) {
+		const struct core_comment *cm = &c->comments[i];
+		json_t *o = json_object();
+
+		if (!o) {
+			ok = false;
+			break;
+		}
+		put(o, "id", json_string(cm->id ? cm->id : ""), &ok);
+		put(o, "author", json_string(cm->author ? cm->author : ""), &ok);
+		put(o, "body", json_string(cm->body ? cm->body : ""), &ok);
+		put(o, "created_at", time_json(cm->created_at), &ok);
+		if (json_array_append_new(a, o) != 0)
+			ok = false;
+	}
+	if (!ok) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+static json_t *claim_json(const struct core_card *c)
+{
+	json_t *o;
+	bool ok = true;
+
+	if (!c->claim.present)
+		return json_null();
+	o = json_object();
+	if (!o)
+		return NULL;
+	put(o, "marker", json_string(c->claim.marker ? c->claim.marker : ""), &ok);
+	put(o, "epoch", c->has_epoch ? json_integer(c->claim_epoch) : json_null(), &ok);
+	put(o, "claimed_at", time_json(c->claim.claimed_at), &ok);
+	/* A legacy or stripped claim has no lease: say so rather than invent one. */
+	put(o, "lease_until", c->claim.has_lease ? time_json(c->claim.lease_until) : json_null(),
+	    &ok);
+	put(o, "lease_ms", c->claim.has_lease ? json_integer(c->claim.lease_ms) : json_null(), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *gave_up_json(const struct core_gave_up *g)
+{
+	json_t *o;
+	bool ok = true;
+
+	if (!g->set)
+		return json_null();
+	o = json_object();
+	if (!o)
+		return NULL;
+	put(o, "reason", json_string(g->reason ? g->reason : ""), &ok);
+	put(o, "run_id", str_or_null(g->run_id), &ok);
+	put(o, "state", str_or_null(g->state), &ok);
+	put(o, "at", time_json(g->at), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *store_card_to_json(const struct core_card *c)
+{
+	json_t *o;
+	bool ok = true;
+
+	if (!c || !(o = json_object()))
+		return NULL;
+	put(o, "id", json_string(c->id ? c->id : ""), &ok);
+	put(o, "board", json_string(c->board ? c->board : ""), &ok);
+	put(o, "title", json_string(c->title ? c->title : ""), &ok);
+	put(o, "body", json_string(c->body ? c->body : ""), &ok);
+	put(o, "state", json_string(c->state ? c->state : ""), &ok);
+	put(o, "labels", strv_json(&c->labels), &ok);
+	put(o, "blockers", strv_json(&c->blockers), &ok);
+	put(o, "comments", comments_json(c), &ok);
+	put(o, "claim", claim_json(c), &ok);
+	put(o, "claim_epoch", c->has_epoch ? json_integer(c->claim_epoch) : json_null(), &ok);
+	put(o, "last_run_id", str_or_null(c->last_run_id), &ok);
+	put(o, "awaiting_input", json_boolean(c->awaiting_input), &ok);
+	put(o, "gave_up", gave_up_json(&c->gave_up), &ok);
+	put(o, "state_reason", str_or_null(c->state_reason), &ok);
+	put(o, "created_at", time_json(c->created_at), &ok);
+	put(o, "updated_at", time_json(c->updated_at), &ok);
+	put(o, "state_at", time_json(c->state_at), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *store_board_to_json(const struct core_board *b)
+{
+	json_t *o, *cols;
+	size_t i;
+	bool ok = true;
+
+	if (!b || !(o = json_object()))
+		return NULL;
+	put(o, "name", json_string(b->name ? b->name : ""), &ok);
+	cols = json_array();
+	for (i = 0; ok && cols && i < b->n_cols; i++) {
+		json_t *col = json_object();
+
+		if (!col) {
+			ok = false;
+			break;
+		}
+		put(col, "name", json_string(b->cols[i].name ? b->cols[i].name : ""), &ok);
+		put(col, "terminal", json_boolean(b->cols[i].terminal), &ok);
+		put(col, "eligible", json_boolean(b->cols[i].eligible), &ok);
+		if (json_array_append_new(cols, col) != 0)
+			ok = false;
+	}
+	put(o, "columns", cols, &ok);
+	put(o, "running", str_or_null(b->running), &ok);
+	put(o, "completed", str_or_null(b->completed), &ok);
+	put(o, "failed", str_or_null(b->failed), &ok);
+	put(o, "waiting", str_or_null(b->waiting), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *store_run_to_json(const struct core_run *r)
+{
+	json_t *o;
+	bool ok = true;
+
+	if (!r || !(o = json_object()))
+		return NULL;
+	put(o, "id", json_string(r->id ? r->id : ""), &ok);
+	put(o, "card_id", json_string(r->card_id ? r->card_id : ""), &ok);
+	put(o, "board", json_string(r->board ? r->board : ""), &ok);
+	put(o, "status", json_string(r->status ? r->status : ""), &ok);
+	put(o, "continuation", str_or_null(r->continuation), &ok);
+	put(o, "failure_code", str_or_null(r->failure_code), &ok);
+	put(o, "owner", str_or_null(r->owner), &ok);
+	put(o, "lock_until", time_json(r->lock_until), &ok);
+	put(o, "lease_ms", json_integer(r->lease_ms), &ok);
+	put(o, "created_at", time_json(r->created_at), &ok);
+	put(o, "updated_at", time_json(r->updated_at), &ok);
+	if (r->pruned)
+		put(o, "pruned", json_true(), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *store_event_to_json(const struct core_event *e)
+{
+	json_t *o, *payload = NULL;
+	bool ok = true;
+
+	if (!e || !(o = json_object()))
+		return NULL;
+	if (e->payload)
+		payload = json_loads(e->payload, JSON_DECODE_ANY, NULL);
+	/* The payload is built by the stores; a non-object would break clients, so it is
+	 * served as {} rather than passed through. */
+	if (!json_is_object(payload)) {
+		json_decref(payload);
+		payload = json_object();
+	}
+	put(o, "seq", json_integer(e->seq), &ok);
+	put(o, "at", time_json(e->at), &ok);
+	put(o, "board", json_string(e->board ? e->board : ""), &ok);
+	put(o, "type", json_string(core_event_type_name(e->type)), &ok);
+	put(o, "card_id", str_or_null(e->card_id), &ok);
+	put(o, "actor", json_string(e->actor ? e->actor : ""), &ok);
+	put(o, "reason", str_or_null(e->reason), &ok);
+	put(o, "machine", json_boolean(e->machine), &ok);
+	put(o, "payload", payload, &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ---- reading ----
+ * The readers below fill a struct that the caller releases on failure; each returns false on
+ * a missing field, a wrong type or OOM (the codec does not tell these apart: the input is
+ * refused either way, and OOM on a small document is not worth a separate code path). */
+
+static bool get_str(const json_t *o, const char *key, char **dst)
+{
+	const json_t *v = json_object_get(o, key);
+
+	if (!json_is_string(v))
+		return false;
+	return core_str_set(dst, json_string_value(v)) == CORE_OK;
+}
+
+/* A string or explicit null. */
+static bool get_str_opt(const json_t *o, const char *key, char **dst)
+{
+	const json_t *v = json_object_get(o, key);
+
+	if (json_is_null(v))
+		return core_str_set(dst, NULL) == CORE_OK;
+	return get_str(o, key, dst);
+}
+
+static bool get_int(const json_t *o, const char *key, int64_t *dst)
+{
+	const json_t *v = json_object_get(o, key);
+
+	if (!json_is_integer(v))
+		return false;
+	*dst = (int64_t)json_integer_value(v);
+	return true;
+}
+
+static bool get_bool(const json_t *o, const char *key, bool *dst)
+{
+	const json_t *v = json_object_get(o, key);
+
+	if (!json_is_boolean(v))
+		return false;
+	*dst = json_is_true(v);
+	return true;
+}
+
+static bool get_time(const json_t *o, const char *key, int64_t *dst)
+{
+	const json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) && core_time_parse(json_string_value(v), dst);
+}
+
+static bool get_strv(const json_t *o, const char *key, struct core_strv *dst)
+{
+	const json_t *a = json_object_get(o, key), *v;
+	size_t i;
+
+	if (!json_is_array(a))
+		return false;
+	json_array_foreach(a, i, v)
+	{
+		if (!json_is_string(v) || core_strv_push(dst, json_string_value(v)) != CORE_OK)
+			return false;
+	}
+	return true;
+}
+
+static bool get_comments(const json_t *o, struct core_card *c)
+{
+	const json_t *a = json_object_get(o, "comments"), *v;
+	size_t i;
+
+	if (!json_is_array(a))
+		return false;
+	if (json_array_size(a) == 0)
+		return true;
+	c->comments = calloc(json_array_size(a), sizeof(*c->comments));
+	if (!c->comments)
+		return false;
+	json_array_foreach(a, i, v)
+	{
+		struct core_comment *cm = &c->comments[i];
+
+		/* Counted before filling so a half-read comment is still released. */
+		c->n_comments++;
+		if (!json_is_object(v) || !get_str(v, "id", &cm->id) ||
+		    !get_str(v, "author", &cm->author) || !get_str(v, "body", &cm->body) ||
+		    !get_time(v, "created_at", &cm->created_at))
+			return false;
+	}
+	return true;
+}
+
+static bool get_claim(const json_t *o, struct core_card *c)
+{
+	const json_t *cl = json_object_get(o, "claim");
+
+	if (json_is_null(cl))
+		return true;
+	if (!json_is_object(cl))
+		return false;
+	c->claim.present = true;
+	if (!get_str(cl, "marker", &c->claim.marker) ||
+	    !get_time(cl, "claimed_at", &c->claim.claimed_at))
+		return false;
+	if (json_is_null(json_object_get(cl, "lease_until")))
+		return json_is_null(json_object_get(cl, "lease_ms"));
+	c->claim.has_lease = true;
+	return get_time(cl, "lease_until", &c->claim.lease_until) &&
+	       get_int(cl, "lease_ms", &c->claim.lease_ms);
+}
+
+static bool get_gave_up(const json_t *o, struct core_gave_up *g)
+{
+	const json_t *v = json_object_get(o, "gave_up");
+
+	if (json_is_null(v))
+		return true;
+	if (!json_is_object(v))
+		return false;
+	g->set = true;
+	return get_str(v, "reason", &g->reason) && get_str_opt(v, "run_id", &g->run_id) &&
+	       get_str_opt(v, "state", &g->state) && get_time(v, "at", &g->at);
+}
+
+enum core_rc store_card_from_json(const json_t *j, struct core_card **out)
+{
+	struct core_card *c;
+	const json_t *ep;
+	bool ok;
+
+	if (!out)
+		return CORE_ERR_BAD_REQUEST;
+	*out = NULL;
+	if (!json_is_object(j))
+		return CORE_ERR_BAD_REQUEST;
+	c = core_card_new();
+	if (!c)
+		return CORE_ERR_NOMEM;
+	ep = json_object_get(j, "claim_epoch");
+	ok = get_str(j, "id", &c->id) && core_id_valid(c->id) && get_str(j, "board", &c->board) &&
+	     get_str(j, "title", &c->title) && get_str(j, "body", &c->body) &&
+	     get_str(j, "state", &c->state) && get_strv(j, "labels", &c->labels) &&
+	     get_strv(j, "blockers", &c->blockers) && get_comments(j, c) && get_claim(j, c) &&
+	     (json_is_null(ep) || get_int(j, "claim_epoch", &c->claim_epoch)) &&
+	     get_str_opt(j, "last_run_id", &c->last_run_id) &&
+	     get_bool(j, "awaiting_input", &c->awaiting_input) && get_gave_up(j, &c->gave_up) &&
+	     get_str_opt(j, "state_reason", &c->state_reason) &&
+	     get_time(j, "created_at", &c->created_at) &&
+	     get_time(j, "updated_at", &c->updated_at) && get_time(j, "state_at", &c->state_at);
+	if (!ok) {
+		core_card_free(c);
+		return CORE_ERR_BAD_REQUEST;
+	}
+	c->has_epoch = json_is_integer(ep);
+	*out = c;
+	return CORE_OK;
+}
+
+enum core_rc store_board_from_json(const json_t *j, struct core_board *out)
+{
+	struct core_board b = {0};
+	const json_t *cols, *v;
+	size_t i;
+	bool ok;
+
+	if (!out)
+		return CORE_ERR_BAD_REQUEST;
+	memset(out, 0, sizeof(*out));
+	if (!json_is_object(j))
+		return CORE_ERR_BAD_REQUEST;
+	cols = json_object_get(j, "columns");
+	ok = get_str(j, "name", &b.name) && json_is_array(cols);
+	if (ok && json_array_size(cols)) {
+		b.cols = calloc(json_array_size(cols), sizeof(*b.cols));
+		ok = b.cols != NULL;
+	}
+	if (ok) {
+		json_array_foreach(cols, i, v)
+		{
+			b.n_cols++;
+			if (!json_is_object(v) || !get_str(v, "name", &b.cols[i].name) ||
+			    !get_bool(v, "terminal", &b.cols[i].terminal) ||
+			    !get_bool(v, "eligible", &b.cols[i].eligible)) {
+				ok = false;
+				break;
+			}
+		}
+	}
+	ok = ok && get_str_opt(j, "running", &b.running) &&
+	     get_str_opt(j, "completed", &b.completed) && get_str_opt(j, "failed", &b.failed) &&
+	     get_str_opt(j, "waiting", &b.waiting);
+	if (!ok) {
+		core_board_release(&b);
+		return CORE_ERR_BAD_REQUEST;
+	}
+	*out = b;
+	return CORE_OK;
+}
+
+enum core_rc store_run_from_json(const json_t *j, struct core_run **out)
+{
+	struct core_run *r;
+	const json_t *pr;
+	bool ok;
+
+	if (!out)
+		return CORE_ERR_BAD_REQUEST;
+	*out = NULL;
+	if (!json_is_object(j))
+		return CORE_ERR_BAD_REQUEST;
+	r = core_run_new();
+	if (!r)
+		return CORE_ERR_NOMEM;
+	pr = json_object_get(j, "pruned");
+	ok = get_str(j, "id", &r->id) && core_id_valid(r->id) &&
+	     get_str(j, "card_id", &r->card_id) && get_str(j, "board", &r->board) &&
+	     get_str(j, "status", &r->status) && get_str_opt(j, "continuation", &r->continuation) &&
+	     get_str_opt(j, "failure_code", &r->failure_code) && get_str_opt(j, "owner", &r->owner) &&
+	     get_time(j, "lock_until", &r->lock_until) && get_int(j, "lease_ms", &r->lease_ms) &&
+	     get_time(j, "created_at", &r->created_at) &&
+	     get_time(j, "updated_at", &r->updated_at) && (!pr || json_is_boolean(pr));
+	if (!ok) {
+		core_run_free(r);
+		return CORE_ERR_BAD_REQUEST;
+	}
+	r->pruned = json_is_true(pr);
+	*out = r;
+	return CORE_OK;
+}
+
+enum core_rc store_event_from_json(const json_t *j, struct core_event *out)
+{
+	struct core_event e = {0};
+	const json_t *payload, *type;
+	int t;
+	bool ok;
+
+	if (!out)
+		return CORE_ERR_BAD_REQUEST;
+	memset(out, 0, sizeof(*out));
+	if (!json_is_object(j))
+		return CORE_ERR_BAD_REQUEST;
+	type = json_object_get(j, "type");
+	t = core_event_type_parse(json_string_value(type));
+	payload = json_object_get(j, "payload");
+	ok = t >= 0 && json_is_object(payload) && get_int(j, "seq", &e.seq) &&
+	     get_time(j, "at", &e.at) && get_str(j, "board", &e.board) &&
+	     get_str_opt(j, "card_id", &e.card_id) && get_str(j, "actor", &e.actor) &&
+	     get_str_opt(j, "reason", &e.reason) && get_bool(j, "machine", &e.machine);
+	if (ok) {
+		e.type = (enum core_event_type)t;
+		/* Kept as compact text, as the stores build it, so a round trip is exact. */
+		e.payload = json_dumps(payload, JSON_COMPACT);
+		ok = e.payload != NULL;
+	}
+	if (!ok) {
+		core_event_release(&e);
+		return CORE_ERR_BAD_REQUEST;
+	}
+	*out = e;
+	return CORE_OK;
+}

@@ -1,0 +1,548 @@
+/* The store_*() wrappers: the one place that checks arguments and optional methods before a
+ * twin's op runs (sqlite3OsRead's shape). A twin may therefore assume well-formed ids, names
+ * and pointers; it still applies every domain rule through core.
+ *
+ * Each wrapper zeroes its OUT parameters first, so they are NULL/zero on every failure path,
+ * including the ones where the twin forgot to. `actor` may be NULL: it is recorded as "".
+ */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An op a twin did not provide is a build mistake, not bad input. */
+#define NEED_OP(st, op)                                                                       \
+	do {                                                                                  \
+		if (!(st)->ops || !(st)->ops->op)                                             \
+			return CORE_ERR_INTERNAL;                                             \
+	} while (0)
+
+static void err_set(char *err, size_t errlen, const char *msg)
+{
+	if (err && errlen)
+		snprintf(err, errlen, "%s", msg);
+}
+
+static bool labels_valid(const struct core_strv *sv)
+{
+	size_t i;
+
+	if (!sv || (sv->n && !sv->v))
+		return false;
+	for (i = 0; i < sv->n; i++)
+		if (!core_label_valid(sv->v[i]))
+			return false;
+	return true;
+}
+
+static bool ids_valid(const struct core_strv *sv)
+{
+	size_t i;
+
+	if (!sv || (sv->n && !sv->v))
+		return false;
+	for (i = 0; i < sv->n; i++)
+		if (!core_id_valid(sv->v[i]))
+			return false;
+	return true;
+}
+
+/* A NULL-terminated board list: every entry a valid name. */
+static bool boards_valid(const char *const *boards)
+{
+	for (; boards && *boards; boards++)
+		if (!core_name_valid(*boards))
+			return false;
+	return true;
+}
+
+static bool token_valid(const struct core_token *t)
+{
+	return t && core_marker_valid(t->marker);
+}
+
+/* The Mongo twin's hook: store/mongo will provide store_mongo_open(uri, out, err, errlen) and
+ * this function will call it (behind the build's mongo option). Until then the spec is
+ * understood but refused, so a deployment asking for Mongo never silently gets a local dir. */
+static enum core_rc store_open_mongo(const char *uri, struct store **out, char *err,
+				     size_t errlen)
+{
+	(void)uri;
+	(void)out;
+	err_set(err, errlen, "mongodb store not built");
+	return CORE_ERR_BAD_REQUEST;
+}
+
+enum core_rc store_open(const char *spec, struct store **out, char *err, size_t errlen)
+{
+	struct store_fs_options o = {0};
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!out) {
+		err_set(err, errlen, "no output store");
+		return CORE_ERR_BAD_REQUEST;
+	}
+	*out = NULL;
+	if (!spec || !*spec) {
+		err_set(err, errlen, "empty store spec (want fs:DIR or mongodb://...)");
+		return CORE_ERR_BAD_REQUEST;
+	}
+	if (strncmp(spec, "mongodb://", 10) == 0 || strncmp(spec, "mongodb+srv://", 14) == 0)
+		return store_open_mongo(spec, out, err, errlen);
+	o.dir = strncmp(spec, "fs:", 3) == 0 ? spec + 3 : spec;
+	if (!*o.dir) {
+		err_set(err, errlen, "fs: store spec without a directory");
+		return CORE_ERR_BAD_REQUEST;
+	}
+	return store_fs_open(&o, out, err, errlen);
+}
+
+void store_close(struct store *st)
+{
+	if (st && st->ops && st->ops->close)
+		st->ops->close(st);
+}
+
+const char *store_name(const struct store *st)
+{
+	return st && st->ops && st->ops->name ? st->ops->name : "none";
+}
+
+enum core_rc store_ping(struct store *st)
+{
+	if (!st)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, ping);
+	return st->ops->ping(st);
+}
+
+int64_t store_now(struct store *st)
+{
+	if (!st)
+		return 0;
+	if (st->clock)
+		return st->clock(st->clock_ctx);
+	return st->ops && st->ops->now ? st->ops->now(st) : 0;
+}
+
+void store_clock_set(struct store *st, store_clock_fn fn, void *ctx)
+{
+	if (!st)
+		return;
+	st->clock = fn;
+	st->clock_ctx = fn ? ctx : NULL;
+}
+
+/* ---- boards ---- */
+
+enum core_rc store_board_list(struct store *st, struct core_board **boards, size_t *n)
+{
+	if (boards)
+		*boards = NULL;
+	if (n)
+		*n = 0;
+	if (!st || !boards || !n)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, board_list);
+	return st->ops->board_list(st, boards, n);
+}
+
+enum core_rc store_board_get(struct store *st, const char *name, struct core_board *out)
+{
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!st || !out || !core_name_valid(name))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, board_get);
+	return st->ops->board_get(st, name, out);
+}
+
+enum core_rc store_board_put(struct store *st, const struct core_board *b,
+			     const struct store_actor *actor)
+{
+	if (!st || !b)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, board_put);
+	return st->ops->board_put(st, b, actor);
+}
+
+void store_boards_free(struct core_board *boards, size_t n)
+{
+	size_t i;
+
+	for (i = 0; boards && i < n; i++)
+		core_board_release(&boards[i]);
+	free(boards);
+}
+
+/* ---- cards ---- */
+
+enum core_rc store_card_create(struct store *st, const struct store_card_create *in,
+			       const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !in || !out)
+		return CORE_ERR_BAD_REQUEST;
+	if ((in->id && !core_id_valid(in->id)) || (in->board && !core_name_valid(in->board)) ||
+	    (in->labels && !labels_valid(in->labels)) ||
+	    (in->blockers && !ids_valid(in->blockers)))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_create);
+	return st->ops->card_create(st, in, actor, out);
+}
+
+enum core_rc store_card_get(struct store *st, const char *id, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_get);
+	return st->ops->card_get(st, id, out);
+}
+
+enum core_rc store_card_list(struct store *st, const struct store_card_filter *f,
+			     struct core_card ***out, size_t *n, char **next)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (next)
+		*next = NULL;
+	if (!st || !f || !out || !n || !next)
+		return CORE_ERR_BAD_REQUEST;
+	if (f->limit < 1 || f->limit > 1000 || f->claimed < -1 || f->claimed > 1 ||
+	    (f->board && !core_name_valid(f->board)) || !boards_valid(f->boards) ||
+	    (f->label && !core_label_valid(f->label)) || (f->after && !*f->after))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_list);
+	return st->ops->card_list(st, f, out, n, next);
+}
+
+void store_cards_free(struct core_card **cards, size_t n)
+{
+	size_t i;
+
+	for (i = 0; cards && i < n; i++)
+		core_card_free(cards[i]);
+	free(cards);
+}
+
+enum core_rc store_card_patch(struct store *st, const char *id, const struct store_card_patch *p,
+			      const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !p || !out || !core_id_valid(id) || (p->blockers && !ids_valid(p->blockers)))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_patch);
+	return st->ops->card_patch(st, id, p, actor, out);
+}
+
+enum core_rc store_card_delete(struct store *st, const char *id, const struct store_actor *actor)
+{
+	if (!st || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_delete);
+	return st->ops->card_delete(st, id, actor);
+}
+
+enum core_rc store_card_claim(struct store *st, const char *id, const char *marker,
+			      int64_t lease_ms, const struct store_actor *actor,
+			      struct store_claim_result *out)
+{
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!st || !out || !core_id_valid(id) || !core_marker_valid(marker) || lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_claim);
+	return st->ops->card_claim(st, id, marker, lease_ms, actor, out);
+}
+
+enum core_rc store_card_renew(struct store *st, const char *id, const struct core_token *t,
+			      int64_t lease_ms, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || !token_valid(t) || lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_renew);
+	return st->ops->card_renew(st, id, t, lease_ms, out);
+}
+
+enum core_rc store_card_release(struct store *st, const char *id, const struct core_token *t,
+				const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || !token_valid(t))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_release);
+	return st->ops->card_release(st, id, t, actor, out);
+}
+
+static bool owned_write_valid(const struct store_owned_write *w)
+{
+	if (!w || !token_valid(&w->token))
+		return false;
+	switch (w->kind) {
+	case STORE_OWNED_STATE:
+		/* An unknown column is the twin's TRANSITION_REJECTED, not a malformed request. */
+		return w->state != NULL;
+	case STORE_OWNED_LAST_RUN:
+		return !w->run_id || core_id_valid(w->run_id);
+	case STORE_OWNED_AWAITING_INPUT:
+		return true;
+	case STORE_OWNED_GAVE_UP:
+		return !w->gave_up || !w->gave_up->set ||
+		       (w->gave_up->reason && *w->gave_up->reason);
+	}
+	return false;
+}
+
+enum core_rc store_card_owned_write(struct store *st, const char *id,
+				    const struct store_owned_write *w,
+				    const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	if (!owned_write_valid(w))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_owned_write);
+	return st->ops->card_owned_write(st, id, w, actor, out);
+}
+
+enum core_rc store_card_set_state_from(struct store *st, const char *id, const char *from,
+				       const char *to, const char *reason,
+				       const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || !to)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_set_state_from);
+	return st->ops->card_set_state_from(st, id, from, to, reason, actor, out);
+}
+
+enum core_rc store_card_reopen(struct store *st, const char *id, const char *to,
+			       const char *reason, const struct store_actor *actor,
+			       struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || !to)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_reopen);
+	return st->ops->card_reopen(st, id, to, reason, actor, out);
+}
+
+enum core_rc store_card_labels_set(struct store *st, const char *id, const struct core_strv *labels,
+				   const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || !labels_valid(labels))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_labels_set);
+	return st->ops->card_labels_set(st, id, labels, actor, out);
+}
+
+enum core_rc store_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,
+				      const struct core_strv *remove,
+				      const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || (add && !labels_valid(add)) ||
+	    (remove && !labels_valid(remove)))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_labels_adjust);
+	return st->ops->card_labels_adjust(st, id, add, remove, actor, out);
+}
+
+enum core_rc store_card_comment_add(struct store *st, const char *id, const char *body,
+				    const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || !body)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_comment_add);
+	return st->ops->card_comment_add(st, id, body, actor, out);
+}
+
+enum core_rc store_labels_count(struct store *st, const char *board, const char *const *boards,
+				json_t **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || (board && !core_name_valid(board)) || !boards_valid(boards))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, labels_count);
+	return st->ops->labels_count(st, board, boards, out);
+}
+
+/* ---- events ---- */
+
+enum core_rc store_events_list(struct store *st, const char *board, const char *const *boards,
+			       int64_t after, size_t limit, int64_t wait_ms,
+			       struct core_event **out, size_t *n, int64_t *next)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (next)
+		*next = after;
+	if (!st || !out || !n || !next || after < 0 || limit < 1 || limit > 1000 ||
+	    wait_ms < 0 || (board && !core_name_valid(board)) || !boards_valid(boards))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, events_list);
+	return st->ops->events_list(st, board, boards, after, limit, wait_ms, out, n, next);
+}
+
+void store_events_free(struct core_event *ev, size_t n)
+{
+	size_t i;
+
+	for (i = 0; ev && i < n; i++)
+		core_event_release(&ev[i]);
+	free(ev);
+}
+
+/* ---- runs ---- */
+
+enum core_rc store_run_create(struct store *st, const struct store_run_create *in,
+			      const struct store_actor *actor, struct core_run **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !in || !out || (in->id && !core_id_valid(in->id)) ||
+	    !core_id_valid(in->card_id) || !core_marker_valid(in->marker) ||
+	    !core_status_valid(in->status) || in->lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_create);
+	return st->ops->run_create(st, in, actor, out);
+}
+
+enum core_rc store_run_get(struct store *st, const char *id, struct core_run **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_get);
+	return st->ops->run_get(st, id, out);
+}
+
+enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,
+			      const struct store_actor *actor, struct core_run **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !u || !out || !core_id_valid(id) || !core_marker_valid(u->marker) ||
+	    (u->status && !core_status_valid(u->status)) ||
+	    (u->continuation && !core_continuation_valid(u->continuation)) ||
+	    (u->failure_code && !*u->failure_code) || u->lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_update);
+	return st->ops->run_update(st, id, u, actor, out);
+}
+
+enum core_rc store_run_cancel(struct store *st, const char *id, const struct store_actor *actor,
+			      struct core_run **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_cancel);
+	return st->ops->run_cancel(st, id, actor, out);
+}
+
+enum core_rc store_run_prune(struct store *st, const char *id, const struct store_actor *actor)
+{
+	if (!st || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_prune);
+	return st->ops->run_prune(st, id, actor);
+}
+
+enum core_rc store_run_promote_if_orphaned(struct store *st, const char *id,
+					   struct core_run **out, bool *promoted)
+{
+	if (out)
+		*out = NULL;
+	if (promoted)
+		*promoted = false;
+	if (!st || !out || !promoted || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_promote_if_orphaned);
+	return st->ops->run_promote_if_orphaned(st, id, out, promoted);
+}
+
+enum core_rc store_run_count_for_card(struct store *st, const char *card_id, size_t *n)
+{
+	if (n)
+		*n = 0;
+	if (!st || !n || !core_id_valid(card_id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_count_for_card);
+	return st->ops->run_count_for_card(st, card_id, n);
+}
+
+/* ---- reaper support ---- */
+
+enum core_rc store_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
+				       size_t *n)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (!st || !out || !n || batch < 1)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, reaper_list_expired);
+	return st->ops->reaper_list_expired(st, batch, out, n);
+}
+
+enum core_rc store_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
+				      size_t *n)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (!st || !out || !n || batch < 1)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, reaper_list_repair);
+	return st->ops->reaper_list_repair(st, batch, out, n);
+}
+
+enum core_rc store_reaper_transfer(struct store *st, const char *id, const struct core_token *prev,
+				   const char *marker, int64_t lease_ms, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || !token_valid(prev) ||
+	    !core_marker_valid(marker) || lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, reaper_transfer);
+	return st->ops->reaper_transfer(st, id, prev, marker, lease_ms, out);
+}
+
+enum core_rc store_reaper_release_exact(struct store *st, const char *id,
+					const struct core_card *expect,
+					const struct store_actor *actor)
+{
+	if (!st || !expect || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, reaper_release_exact);
+	return st->ops->reaper_release_exact(st, id, expect, actor);
+}
