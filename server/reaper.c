@@ -1,0 +1,593 @@
+/* The reaper thread and its pass (DESIGN §6). Every decision comes from core's table; every
+ * write goes through a fenced store operation. The order is load-bearing: list, resolve the
+ * run, decide on liveness, TRANSFER, decide again on what the transfer observed, act under
+ * the recovery token, release. Never clear-then-decide. */
+#include "server/reaper.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct server_reaper {
+	struct store *st;
+	struct server_reaper_config cfg;
+	char marker[CORE_MARKER_MAX + 1];
+	struct store_actor actor;
+
+	pthread_mutex_t pass_lock; /* one pass at a time in this process */
+	pthread_mutex_t lock;      /* guards everything below */
+	pthread_cond_t wake;
+	pthread_t thread;
+	bool running;
+	bool stopping;
+	size_t passes;
+	bool have_last;
+	struct server_reaper_stats last;
+};
+
+static void reaper_log(struct server_reaper *r, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (r->cfg.log)
+		r->cfg.log(r->cfg.log_ctx, line);
+	else
+		fprintf(stderr, "reaper: %s\n", line);
+}
+
+static bool reaper_stopping(struct server_reaper *r)
+{
+	bool s;
+
+	pthread_mutex_lock(&r->lock);
+	s = r->stopping;
+	pthread_mutex_unlock(&r->lock);
+	return s;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+enum core_rc server_reaper_new(struct store *st, const struct server_reaper_config *cfg,
+			       struct server_reaper **out)
+{
+	struct server_reaper *r;
+	char host[256] = "";
+
+	*out = NULL;
+	if (!st || !cfg)
+		return CORE_ERR_BAD_REQUEST;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return CORE_ERR_NOMEM;
+	r->st = st;
+	r->cfg = *cfg;
+	if (r->cfg.interval_ms <= 0)
+		r->cfg.interval_ms = 60000;
+	if (r->cfg.batch == 0)
+		r->cfg.batch = 100;
+	if (r->cfg.lease_ms <= 0)
+		r->cfg.lease_ms = 900000;
+	if (r->cfg.run_ceiling == 0)
+		r->cfg.run_ceiling = 20;
+	if (cfg->hostname)
+		snprintf(host, sizeof(host), "%s", cfg->hostname);
+	else if (gethostname(host, sizeof(host) - 1) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	snprintf(r->marker, sizeof(r->marker), "%s%s", CORE_RECOVERY_PREFIX, host);
+	if (!core_marker_valid(r->marker)) {
+		free(r);
+		return CORE_ERR_BAD_REQUEST;
+	}
+	r->cfg.hostname = NULL; /* borrowed from the caller; not kept */
+	r->actor.name = r->marker;
+	pthread_mutex_init(&r->pass_lock, NULL);
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->wake, NULL);
+	*out = r;
+	return CORE_OK;
+}
+
+const char *server_reaper_marker(const struct server_reaper *r)
+{
+	return r->marker;
+}
+
+/* ---- resolving the run behind a card ---- */
+
+struct resolved {
+	enum core_run_seen seen;
+	struct core_run *run; /* owned */
+};
+
+/* Reads the card's recorded run, running the liveness oracle first so a dead `running` run
+ * is judged as what it is. Any read error conserves (UNREADABLE). */
+static void resolve_run(struct server_reaper *r, const struct core_card *c, struct resolved *out)
+{
+	struct core_run *run = NULL, *promoted_run = NULL;
+	bool promoted = false;
+	enum core_rc rc;
+
+	out->run = NULL;
+	if (!c->last_run_id) {
+		out->seen = CORE_RUN_SEEN_NONE;
+		return;
+	}
+	rc = store_run_get(r->st, c->last_run_id, &run);
+	if (rc == CORE_ERR_NOT_FOUND) {
+		out->seen = CORE_RUN_SEEN_GONE;
+		return;
+	}
+	if (rc != CORE_OK) {
+		out->seen = CORE_RUN_SEEN_UNREADABLE;
+		return;
+	}
+	if (run->status && (strcmp(run->status, CORE_RUN_RUNNING) == 0 ||
+			    strcmp(run->status, CORE_RUN_QUEUED) == 0)) {
+		rc = store_run_promote_if_orphaned(r->st, run->id, &promoted_run, &promoted);
+		if (rc == CORE_OK) {
+			if (promoted)
+				reaper_log(r, "run %s of card %s promoted to %s (%s)", run->id,
+					   c->id, CORE_RUN_FAILED_RESUMABLE, CORE_FAILURE_ORPHANED);
+			core_run_free(run);
+			run = promoted_run;
+		} else if (rc != CORE_ERR_NOT_FOUND) {
+			core_run_free(run);
+			out->seen = CORE_RUN_SEEN_UNREADABLE;
+			return;
+		}
+	}
+	out->seen = CORE_RUN_SEEN_LOADED;
+	out->run = run;
+}
+
+/* ---- acting under the recovery token ---- */
+
+static enum core_rc owned_state(struct server_reaper *r, const char *id,
+				const struct core_token *tok, const char *to, const char *reason)
+{
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .token = *tok, .state = to,
+				      .reason = reason};
+	struct core_card *out = NULL;
+	enum core_rc rc = store_card_owned_write(r->st, id, &w, &r->actor, &out);
+
+	core_card_free(out);
+	return rc;
+}
+
+static enum core_rc owned_gave_up(struct server_reaper *r, const char *id,
+				  const struct core_token *tok, const char *reason,
+				  const char *run_id, const char *state)
+{
+	struct core_gave_up g = {.set = true, .reason = (char *)reason, .run_id = (char *)run_id,
+				 .state = (char *)state, .at = store_now(r->st)};
+	struct store_owned_write w = {.kind = STORE_OWNED_GAVE_UP, .token = *tok, .gave_up = &g};
+	struct core_card *out = NULL;
+	enum core_rc rc = store_card_owned_write(r->st, id, &w, &r->actor, &out);
+
+	core_card_free(out);
+	return rc;
+}
+
+static enum core_rc release_token(struct server_reaper *r, const char *id,
+				  const struct core_token *tok)
+{
+	struct core_card *out = NULL;
+	enum core_rc rc = store_card_release(r->st, id, tok, &r->actor, &out);
+
+	core_card_free(out);
+	return rc;
+}
+
+/* Files a reclaimed card into `target` unless a column somebody chose would be overwritten
+ * (ShouldFileStuckCard). Returns the write's rc, CORE_OK when nothing was to be written. */
+static enum core_rc file_card(struct server_reaper *r, const struct core_board *b,
+			      const struct core_card *seen, const struct core_token *tok,
+			      const char *target, const char *reason, bool *filed)
+{
+	*filed = false;
+	if (!core_should_file_stuck_card(b, seen->state, target)) {
+		if (target && strcmp(seen->state, target) != 0)
+			reaper_log(r, "card %s left in %s: moved out of %s deliberately, not "
+				      "overwritten with %s",
+				   seen->id, seen->state, b->running, target);
+		return CORE_OK;
+	}
+	*filed = true;
+	return owned_state(r, seen->id, tok, target, reason);
+}
+
+/* The action half of one reclaim: everything fenced by tok (the recovery token). */
+static enum core_rc act(struct server_reaper *r, const struct core_board *b,
+			const struct core_card *seen, const struct core_token *tok,
+			const struct core_stuck_decision *d, const struct resolved *run,
+			const char *prev_marker, bool *release)
+{
+	enum core_rc rc = CORE_OK;
+	bool filed = false;
+	size_t n_runs = 0;
+
+	*release = true;
+	switch (d->action) {
+	case CORE_STUCK_KEEP:
+		/* Conservation is granted once: the recovery claim is its record. A card
+		 * already held by a reaper: marker is released instead. */
+		*release = core_marker_is_recovery(prev_marker);
+		break;
+	case CORE_STUCK_COMPLETE:
+		rc = file_card(r, b, seen, tok, b->completed, d->reason, &filed);
+		break;
+	case CORE_STUCK_FAIL:
+		rc = file_card(r, b, seen, tok, b->failed, d->reason, &filed);
+		break;
+	case CORE_STUCK_GIVE_UP:
+		if (core_should_file_stuck_card(b, seen->state, b->failed)) {
+			rc = owned_gave_up(r, seen->id, tok, "run_pruned", seen->last_run_id,
+					   seen->state);
+			if (rc == CORE_OK)
+				rc = file_card(r, b, seen, tok, b->failed, d->reason, &filed);
+		}
+		break;
+	case CORE_STUCK_REPARK:
+		if (!r->cfg.repark_to_pool)
+			break; /* FS twin: the running column is eligible; release in place */
+		rc = store_run_count_for_card(r->st, seen->id, &n_runs);
+		if (rc != CORE_OK)
+			break;
+		if (n_runs >= r->cfg.run_ceiling) {
+			rc = owned_gave_up(r, seen->id, tok, "run_ceiling",
+					   run->run ? run->run->id : NULL, seen->state);
+			if (rc == CORE_OK)
+				rc = file_card(r, b, seen, tok, b->failed, "watchdog", &filed);
+		} else {
+			rc = file_card(r, b, seen, tok, core_board_first_eligible(b), d->reason,
+				       &filed);
+		}
+		break;
+	case CORE_STUCK_RELEASE:
+	case CORE_STUCK_ACTION_COUNT_:
+		break;
+	}
+	return rc;
+}
+
+/* One candidate of a gated pass. */
+static void reap_one(struct server_reaper *r, const struct core_card *listed,
+		     struct server_reaper_stats *s)
+{
+	struct core_board board = {0};
+	struct resolved run = {0};
+	struct core_stuck_input in = {0};
+	struct core_stuck_decision d;
+	struct core_token prev = {listed->claim.marker, listed->claim_epoch};
+	struct core_token tok;
+	struct core_card *seen = NULL;
+	bool release = false;
+	enum core_rc rc;
+	int64_t now = store_now(r->st);
+
+	if (store_board_get(r->st, listed->board, &board) != CORE_OK) {
+		s->errors++;
+		return;
+	}
+	resolve_run(r, listed, &run);
+	in.seen = run.seen;
+	in.run = run.run;
+	in.board = &board;
+	in.state = listed->state;
+	in.stamp_window_open =
+		core_stamp_window_open(listed->claim.claimed_at, listed->claim.lease_ms, now);
+
+	d = core_decide_transfer(&in);
+	if (d.action == CORE_STUCK_KEEP) {
+		if (core_recovery_hold_expired(&in, prev.marker) &&
+		    store_reaper_release_exact(r->st, listed->id, listed, &r->actor) == CORE_OK) {
+			s->actions[CORE_STUCK_RELEASE]++;
+			reaper_log(r, "card %s: recovery hold by %s epoch %lld released (%s)",
+				   listed->id, prev.marker, (long long)prev.epoch, d.row);
+		} else {
+			s->skipped++;
+			s->actions[CORE_STUCK_KEEP]++;
+		}
+		goto out;
+	}
+
+	if (r->cfg.after_list)
+		r->cfg.after_list(r->cfg.hook_ctx, listed);
+	rc = store_reaper_transfer(r->st, listed->id, &prev, r->marker, r->cfg.lease_ms, &seen);
+	if (rc != CORE_OK) {
+		/* A renewal, an operator, or another replica's reaper got there first. */
+		if (rc == CORE_ERR_CLAIM_CONFLICT || rc == CORE_ERR_NOT_FOUND)
+			s->skipped++;
+		else
+			s->errors++;
+		goto out;
+	}
+	s->transferred++;
+	/* Judge the card as the transfer observed it, never the listing's copy. */
+	in.state = seen->state;
+	d = core_decide_stuck_card(&in);
+	tok.marker = r->marker;
+	tok.epoch = seen->claim_epoch;
+	rc = act(r, &board, seen, &tok, &d, &run, prev.marker, &release);
+	if (rc != CORE_OK)
+		s->errors++;
+	/* The claim is released whatever the filing did: a card is never left owned by a
+	 * ghost — except a first keep, whose recovery claim is the record of the grant. */
+	if (release && release_token(r, seen->id, &tok) != CORE_OK)
+		s->errors++;
+	s->actions[d.action]++;
+	reaper_log(r, "reclaimed card %s from %s epoch %lld: %s (%s) in %s%s", seen->id,
+		   prev.marker, (long long)prev.epoch, core_stuck_action_name(d.action), d.row,
+		   seen->state, rc != CORE_OK ? " [action failed]" : "");
+out:
+	core_card_free(seen);
+	core_run_free(run.run);
+	core_board_release(&board);
+}
+
+/* ---- the repair sweep (ungated, release-only) ---- */
+
+/* May an ordinary claim stripped of its lease or fence be released? Only when the run behind
+ * it has a disposition that the gated table then files (ADR-096 §9): finished, failed, or a
+ * settled failed_resumable, with the card in the running column. */
+static bool stripped_releasable(const struct core_board *b, const struct core_card *c,
+				const struct resolved *run)
+{
+	const char *st;
+
+	if (run->seen != CORE_RUN_SEEN_LOADED || !b->running || strcmp(c->state, b->running) != 0)
+		return false;
+	st = run->run->status;
+	return strcmp(st, CORE_RUN_FINISHED) == 0 || strcmp(st, CORE_RUN_FAILED) == 0 ||
+	       strcmp(st, CORE_RUN_FAILED_RESUMABLE) == 0;
+}
+
+enum core_rc server_reaper_repair(struct server_reaper *r, size_t *repaired)
+{
+	struct core_card **cards = NULL;
+	size_t n = 0, i;
+	enum core_rc rc;
+	int64_t now = store_now(r->st);
+
+	*repaired = 0;
+	rc = store_reaper_list_repair(r->st, r->cfg.batch, &cards, &n);
+	if (rc != CORE_OK)
+		return rc;
+	for (i = 0; i < n && !reaper_stopping(r); i++) {
+		struct core_card *c = cards[i];
+		struct core_board board = {0};
+		struct resolved run = {0};
+		struct core_stuck_input in = {0};
+		bool release = false;
+
+		if (store_board_get(r->st, c->board, &board) != CORE_OK)
+			continue;
+		resolve_run(r, c, &run);
+		in.seen = run.seen;
+		in.run = run.run;
+		in.board = &board;
+		in.state = c->state;
+		in.stamp_window_open =
+			core_stamp_window_open(c->claim.claimed_at, c->claim.lease_ms, now);
+		if (core_marker_is_recovery(c->claim.marker))
+			/* An abandoned recovery claim: releasing it restores the card to what it
+			 * was before a watchdog touched it — unless something may be alive. */
+			release = core_claim_expired(c, now) &&
+				  core_recovery_hold_expired(&in, c->claim.marker);
+		else if (!c->claim.has_lease || !c->has_epoch)
+			release = stripped_releasable(&board, c, &run);
+		if (release && store_reaper_release_exact(r->st, c->id, c, &r->actor) == CORE_OK) {
+			(*repaired)++;
+			reaper_log(r, "repair: released %s claim of card %s held by %s",
+				   core_marker_is_recovery(c->claim.marker) ? "abandoned recovery"
+									    : "stripped",
+				   c->id, c->claim.marker);
+		}
+		core_run_free(run.run);
+		core_board_release(&board);
+	}
+	store_cards_free(cards, n);
+	return CORE_OK;
+}
+
+/* ---- one pass ---- */
+
+enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_stats *out)
+{
+	struct server_reaper_stats s = {0};
+	struct core_card **cards = NULL;
+	size_t n = 0, i;
+	enum core_rc rc;
+	int64_t t0 = mono_ms();
+
+	pthread_mutex_lock(&r->pass_lock);
+	s.gate = r->cfg.gate;
+	rc = server_reaper_repair(r, &s.repaired);
+	if (rc != CORE_OK) {
+		s.errors++;
+		reaper_log(r, "repair sweep failed: %s", core_rc_code(rc));
+	}
+	if (r->cfg.gate) {
+		rc = store_reaper_list_expired(r->st, r->cfg.batch, &cards, &n);
+		if (rc != CORE_OK) {
+			s.errors++;
+			reaper_log(r, "listing expired claims failed: %s", core_rc_code(rc));
+		}
+		for (i = 0; i < n; i++) {
+			if (reaper_stopping(r))
+				break; /* between cards, never mid-write */
+			s.listed++;
+			reap_one(r, cards[i], &s);
+		}
+		store_cards_free(cards, n);
+	}
+	s.duration_ms = mono_ms() - t0;
+	pthread_mutex_lock(&r->lock);
+	r->passes++;
+	r->last = s;
+	r->have_last = true;
+	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_unlock(&r->pass_lock);
+	if (out)
+		*out = s;
+	return rc == CORE_OK || s.listed || s.repaired ? CORE_OK : rc;
+}
+
+/* ---- the thread ---- */
+
+static void *reaper_main(void *arg)
+{
+	struct server_reaper *r = arg;
+	struct timespec until;
+
+	for (;;) {
+		pthread_mutex_lock(&r->lock);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += r->cfg.interval_ms / 1000;
+		until.tv_nsec += (r->cfg.interval_ms % 1000) * 1000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		while (!r->stopping) {
+			int e = pthread_cond_timedwait(&r->wake, &r->lock, &until);
+			if (e == ETIMEDOUT)
+				break;
+		}
+		if (r->stopping) {
+			pthread_mutex_unlock(&r->lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&r->lock);
+		server_reaper_pass(r, NULL);
+	}
+}
+
+enum core_rc server_reaper_start(struct server_reaper *r)
+{
+	size_t repaired = 0;
+	enum core_rc rc;
+
+	reaper_log(r, "gate %s (ITERION_BOARD_CLAIM_REAPER): %s; interval %lld ms, batch %zu, "
+		      "marker %s",
+		   r->cfg.gate ? "on" : "off",
+		   r->cfg.gate ? "expired claims are reclaimed and routed by the decision table"
+			       : "no decisions; release-only repair sweeps still run",
+		   (long long)r->cfg.interval_ms, r->cfg.batch, r->marker);
+	pthread_mutex_lock(&r->pass_lock);
+	rc = server_reaper_repair(r, &repaired);
+	pthread_mutex_unlock(&r->pass_lock);
+	if (rc != CORE_OK)
+		reaper_log(r, "startup repair sweep failed: %s", core_rc_code(rc));
+	else if (repaired)
+		reaper_log(r, "startup repair sweep released %zu claims", repaired);
+	pthread_mutex_lock(&r->lock);
+	if (r->running) {
+		pthread_mutex_unlock(&r->lock);
+		return CORE_OK;
+	}
+	r->stopping = false;
+	if (pthread_create(&r->thread, NULL, reaper_main, r) != 0) {
+		pthread_mutex_unlock(&r->lock);
+		return CORE_ERR_INTERNAL;
+	}
+	r->running = true;
+	pthread_mutex_unlock(&r->lock);
+	return CORE_OK;
+}
+
+void server_reaper_stop(struct server_reaper *r)
+{
+	bool join;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stopping = true;
+	join = r->running;
+	r->running = false;
+	pthread_cond_broadcast(&r->wake);
+	pthread_mutex_unlock(&r->lock);
+	if (join)
+		pthread_join(r->thread, NULL);
+}
+
+void server_reaper_free(struct server_reaper *r)
+{
+	if (!r)
+		return;
+	server_reaper_stop(r);
+	pthread_cond_destroy(&r->wake);
+	pthread_mutex_destroy(&r->lock);
+	pthread_mutex_destroy(&r->pass_lock);
+	free(r);
+}
+
+/* ---- JSON ---- */
+
+json_t *server_reaper_stats_json(const struct server_reaper_stats *s)
+{
+	json_t *actions = json_object();
+	int i;
+
+	if (!actions)
+		return NULL;
+	for (i = 0; i < CORE_STUCK_ACTION_COUNT_; i++)
+		json_object_set_new(actions, core_stuck_action_name((enum core_stuck_action)i),
+				    json_integer((json_int_t)s->actions[i]));
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:I}", "gate", s->gate ? "on" : "off",
+			 "listed", (json_int_t)s->listed, "transferred",
+			 (json_int_t)s->transferred, "skipped", (json_int_t)s->skipped, "errors",
+			 (json_int_t)s->errors, "duration_ms", (json_int_t)s->duration_ms,
+			 "actions", actions, "repaired", (json_int_t)s->repaired);
+}
+
+json_t *server_reaper_status_json(struct server_reaper *r)
+{
+	struct server_reaper_stats last;
+	bool have;
+	size_t passes;
+
+	pthread_mutex_lock(&r->lock);
+	last = r->last;
+	have = r->have_last;
+	passes = r->passes;
+	pthread_mutex_unlock(&r->lock);
+	return json_pack("{s:s, s:I, s:I, s:s, s:I, s:o}", "gate", r->cfg.gate ? "on" : "off",
+			 "interval_ms", (json_int_t)r->cfg.interval_ms, "batch",
+			 (json_int_t)r->cfg.batch, "marker", r->marker, "passes",
+			 (json_int_t)passes, "last_pass",
+			 have ? server_reaper_stats_json(&last) : json_null());
+}
+
+json_t *server_reaper_hook_status(void *ctx)
+{
+	return server_reaper_status_json(ctx);
+}
+
+enum core_rc server_reaper_hook_pass(void *ctx, json_t **out)
+{
+	struct server_reaper_stats s;
+	enum core_rc rc = server_reaper_pass(ctx, &s);
+
+	*out = NULL;
+	if (rc != CORE_OK)
+		return rc;
+	*out = server_reaper_stats_json(&s);
+	return *out ? CORE_OK : CORE_ERR_NOMEM;
+}

@@ -1,0 +1,745 @@
+/* Reaper scenarios through the real reaper and the FS store, with an injected clock: one per
+ * row of the decision table, plus the races the transfer-first order exists for. */
+#include "core/core.h"
+#include "server/reaper.h"
+#include "store/store.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define T0 1764670000000LL
+#define LEASE 60000LL
+
+static int64_t now_ms;
+static char dir[64];
+static struct store *st;
+static struct server_reaper *reaper;
+static const struct store_actor bot = {"bot"}, worker = {"worker"}, ops = {"ops"};
+
+static int64_t test_clock(void *ctx)
+{
+	(void)ctx;
+	return __atomic_load_n(&now_ms, __ATOMIC_SEQ_CST);
+}
+
+static void advance(int64_t ms)
+{
+	__atomic_add_fetch(&now_ms, ms, __ATOMIC_SEQ_CST);
+}
+
+static void quiet_log(void *ctx, const char *line)
+{
+	(void)ctx;
+	(void)line;
+}
+
+static struct server_reaper *make_reaper(const char *host, bool gate)
+{
+	struct server_reaper_config cfg = {.gate = gate, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = host,
+					   .log = quiet_log};
+	struct server_reaper *r = NULL;
+
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	return r;
+}
+
+static void setup(void)
+{
+	struct store_fs_options o = {0};
+	char err[256] = "";
+
+	snprintf(dir, sizeof(dir), "/tmp/boardd-reaper-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	o.dir = dir;
+	ck_assert_msg(store_fs_open(&o, &st, err, sizeof(err)) == CORE_OK, "open: %s", err);
+	now_ms = T0;
+	store_clock_set(st, test_clock, NULL);
+	reaper = make_reaper("testhost", true);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	server_reaper_free(reaper);
+	store_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- helpers ---- */
+
+static struct core_card *get(const char *id)
+{
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+	return c;
+}
+
+static void create(const char *id, const char *state)
+{
+	struct store_card_create in = {.id = id, .state = state, .title = id};
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+	core_card_free(c);
+}
+
+/* Creates a card in `state`, claims it for `marker`; returns the epoch. */
+static int64_t claimed(const char *id, const char *state, const char *marker)
+{
+	struct store_claim_result res = {0};
+	int64_t epoch;
+
+	create(id, state);
+	ck_assert_int_eq(store_card_claim(st, id, marker, LEASE, &worker, &res), CORE_OK);
+	ck_assert(res.fresh);
+	epoch = res.token.epoch;
+	core_card_free(res.card);
+	return epoch;
+}
+
+/* Records a run for the card (owner = marker, lock lease run_lease) with `status`. */
+static void with_run(const char *card_id, const char *run_id, const char *marker, int64_t epoch,
+		     const char *status, int64_t run_lease)
+{
+	struct store_run_create rc = {.id = run_id, .card_id = card_id, .marker = marker,
+				      .status = status, .lease_ms = run_lease};
+	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .token = {marker, epoch},
+				      .run_id = run_id};
+	struct core_run *r = NULL;
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_run_create(st, &rc, &worker, &r), CORE_OK);
+	core_run_free(r);
+	ck_assert_int_eq(store_card_owned_write(st, card_id, &w, &worker, &c), CORE_OK);
+	core_card_free(c);
+}
+
+static void run_set(const char *run_id, const char *marker, const char *status,
+		    const char *continuation)
+{
+	struct store_run_update u = {.marker = marker, .status = status,
+				     .continuation = continuation, .lease_ms = LEASE};
+	struct core_run *r = NULL;
+
+	ck_assert_int_eq(store_run_update(st, run_id, &u, &worker, &r), CORE_OK);
+	core_run_free(r);
+}
+
+static struct server_reaper_stats pass(struct server_reaper *r)
+{
+	struct server_reaper_stats s;
+
+	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
+	return s;
+}
+
+/* The last event of `type` for a card, copied into *out; false if none. */
+static bool last_event(const char *card_id, enum core_event_type type, struct core_event *out)
+{
+	struct core_event *ev = NULL;
+	size_t n = 0, i;
+	int64_t next = 0;
+	bool found = false;
+
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	for (i = 0; i < n; i++) {
+		if (ev[i].type == type && ev[i].card_id && strcmp(ev[i].card_id, card_id) == 0) {
+			if (found)
+				core_event_release(out);
+			ck_assert_int_eq(core_event_copy(out, &ev[i]), CORE_OK);
+			found = true;
+		}
+	}
+	store_events_free(ev, n);
+	return found;
+}
+
+static void assert_untouched_by(const char *id, const struct core_card *before)
+{
+	struct core_card *after = get(id);
+
+	ck_assert_msg(core_card_equal(before, after), "card %s changed", id);
+	core_card_free(after);
+}
+
+/* ---- one scenario per table row ---- */
+
+START_TEST(test_finished_completes_with_run_finished)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *c;
+	struct core_event ev;
+	struct server_reaper_stats s;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE);
+	run_set("r1", "w1", "finished", NULL);
+	advance(LEASE + 1);
+	s = pass(reaper);
+	ck_assert_int_eq(s.listed, 1);
+	ck_assert_int_eq(s.transferred, 1);
+	ck_assert_int_eq(s.actions[CORE_STUCK_COMPLETE], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "done");
+	ck_assert_str_eq(c->state_reason, "run_finished");
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->claim_epoch, e + 1); /* the transfer advanced the fence */
+	core_card_free(c);
+	ck_assert(last_event("c1", CORE_EV_CARD_STATE_CHANGED, &ev));
+	ck_assert(!ev.machine); /* the run's own verdict: downstream fires */
+	ck_assert_str_eq(ev.reason, "run_finished");
+	core_event_release(&ev);
+	ck_assert(last_event("c1", CORE_EV_CARD_CLAIMED, &ev));
+	ck_assert(strstr(ev.payload, "reclaimed_from") != NULL);
+	core_event_release(&ev);
+}
+END_TEST
+
+START_TEST(test_failed_fails_with_run_failed)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *c;
+
+	with_run("c1", "r1", "w1", e, "failed", LEASE);
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_FAIL], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "blocked");
+	ck_assert_str_eq(c->state_reason, "run_failed");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_live_run_untouched)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *before;
+	struct core_run *r = NULL;
+	struct server_reaper_stats s;
+
+	/* The card's lease lapsed but the run lock is live: never steal from a live run. */
+	with_run("c1", "r1", "w1", e, "running", 10 * LEASE);
+	advance(LEASE + 1);
+	before = get("c1");
+	s = pass(reaper);
+	ck_assert_int_eq(s.listed, 1);
+	ck_assert_int_eq(s.transferred, 0);
+	ck_assert_int_eq(s.actions[CORE_STUCK_KEEP], 1);
+	assert_untouched_by("c1", before);
+	ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_OK);
+	ck_assert_str_eq(r->status, "running");
+	core_run_free(r);
+	core_card_free(before);
+}
+END_TEST
+
+START_TEST(test_orphaned_run_promoted_then_reparked)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *c;
+	struct core_run *r = NULL;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE / 2);
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_REPARK], 1);
+	ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_OK);
+	ck_assert_str_eq(r->status, CORE_RUN_FAILED_RESUMABLE);
+	ck_assert_str_eq(r->failure_code, CORE_FAILURE_ORPHANED);
+	core_run_free(r);
+	c = get("c1");
+	/* FS twin: released in place, the running column is eligible locally */
+	ck_assert_str_eq(c->state, "in_progress");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+}
+END_TEST
+
+static const struct {
+	const char *status, *continuation;
+} kept_runs[] = {
+	{"paused_waiting_human", NULL},
+	{"paused_operator", NULL},
+	{"cancelled", NULL},
+	{"failed_resumable", "retry_armed"},
+	{"failed", "redelivery_pending"},
+	{"exploded_in_a_new_way", NULL}, /* unknown status: conserved */
+};
+
+START_TEST(test_kept_runs)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *before, *after;
+	struct server_reaper_stats s;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE);
+	run_set("r1", "w1", kept_runs[_i].status, kept_runs[_i].continuation);
+	advance(LEASE + 1);
+	before = get("c1");
+	s = pass(reaper);
+	ck_assert_int_eq(s.actions[CORE_STUCK_KEEP], 1);
+	ck_assert_int_eq(s.actions[CORE_STUCK_COMPLETE] + s.actions[CORE_STUCK_FAIL] +
+				 s.actions[CORE_STUCK_REPARK] + s.actions[CORE_STUCK_RELEASE],
+			 0);
+	/* every kept row is a liveness row: refused before the transfer, nothing written */
+	ck_assert_int_eq(s.transferred, 0);
+	after = get("c1");
+	ck_assert(core_card_equal(before, after));
+	core_card_free(before);
+	core_card_free(after);
+}
+END_TEST
+
+START_TEST(test_no_run_stamp_window)
+{
+	struct core_card *before, *c;
+	struct server_reaper_stats s;
+
+	claimed("c1", "in_progress", "w1");
+	advance(LEASE + LEASE / 2); /* lease lapsed, but < 2 leases since the claim */
+	before = get("c1");
+	s = pass(reaper);
+	ck_assert_int_eq(s.transferred, 0);
+	ck_assert_int_eq(s.actions[CORE_STUCK_KEEP], 1);
+	assert_untouched_by("c1", before);
+	core_card_free(before);
+
+	advance(LEASE / 2); /* now exactly 2 leases: the window is closed */
+	s = pass(reaper);
+	ck_assert_int_eq(s.actions[CORE_STUCK_RELEASE], 1);
+	c = get("c1");
+	ck_assert(!c->claim.present);
+	ck_assert_str_eq(c->state, "in_progress");
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_pruned_run_gives_up)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *c;
+	struct core_event ev;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE);
+	ck_assert_int_eq(store_run_prune(st, "r1", &ops), CORE_OK);
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_GIVE_UP], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "blocked");
+	ck_assert_str_eq(c->state_reason, "watchdog");
+	ck_assert(c->gave_up.set);
+	ck_assert_str_eq(c->gave_up.reason, "run_pruned");
+	ck_assert_str_eq(c->gave_up.run_id, "r1");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+	ck_assert(last_event("c1", CORE_EV_CARD_STATE_CHANGED, &ev));
+	ck_assert(ev.machine); /* machine provenance: no downstream chain */
+	ck_assert_str_eq(ev.actor, "");
+	core_event_release(&ev);
+}
+END_TEST
+
+/* An operator moves the card between the listing and the transfer: the decision is taken
+ * on what the transfer observed, and a column somebody chose is never overwritten. */
+static void move_to_review(void *ctx, const struct core_card *listed)
+{
+	struct core_card *c = NULL;
+
+	(void)ctx;
+	ck_assert_int_eq(store_card_set_state_from(st, listed->id, "in_progress", "review", NULL,
+						   &ops, &c),
+			 CORE_OK);
+	core_card_free(c);
+}
+
+START_TEST(test_operator_move_not_overwritten)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "hookhost",
+					   .log = quiet_log, .after_list = move_to_review};
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct server_reaper *r = NULL;
+	struct core_card *c;
+
+	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	advance(LEASE + 1);
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	ck_assert_int_eq(pass(r).transferred, 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "review");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+	server_reaper_free(r);
+}
+END_TEST
+
+/* A renewal lands between the listing and the transfer: a clean skip. */
+static int64_t renew_epoch;
+
+static void renew_in_window(void *ctx, const struct core_card *listed)
+{
+	struct core_token t = {"w1", renew_epoch};
+	struct core_card *c = NULL;
+
+	(void)ctx;
+	ck_assert_int_eq(store_card_renew(st, listed->id, &t, LEASE, &c), CORE_OK);
+	core_card_free(c);
+}
+
+START_TEST(test_renewal_between_list_and_transfer_skips)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "h2", .log = quiet_log,
+					   .after_list = renew_in_window};
+	struct server_reaper *r = NULL;
+	struct server_reaper_stats s;
+	struct core_card *c;
+
+	renew_epoch = claimed("c1", "in_progress", "w1");
+	with_run("c1", "r1", "w1", renew_epoch, "finished", LEASE);
+	advance(LEASE + 1);
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	s = pass(r);
+	ck_assert_int_eq(s.listed, 1);
+	ck_assert_int_eq(s.transferred, 0);
+	ck_assert_int_eq(s.skipped, 1);
+	ck_assert_int_eq(s.errors, 0);
+	c = get("c1");
+	ck_assert_str_eq(c->claim.marker, "w1");
+	ck_assert_int_eq(c->claim_epoch, renew_epoch);
+	ck_assert_str_eq(c->state, "in_progress");
+	core_card_free(c);
+	server_reaper_free(r);
+}
+END_TEST
+
+/* Two reapers race on one card: B runs its whole pass inside A's list→transfer window. */
+static struct server_reaper *rival;
+static struct server_reaper_stats rival_stats;
+
+static void rival_pass(void *ctx, const struct core_card *listed)
+{
+	(void)ctx;
+	(void)listed;
+	ck_assert_int_eq(server_reaper_pass(rival, &rival_stats), CORE_OK);
+}
+
+START_TEST(test_two_reapers_exactly_one_acts)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "replica-a",
+					   .log = quiet_log, .after_list = rival_pass};
+	struct server_reaper *a = NULL;
+	struct server_reaper_stats s;
+	struct core_card *c;
+	int64_t e = claimed("c1", "in_progress", "w1");
+
+	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	advance(LEASE + 1);
+	rival = make_reaper("replica-b", true);
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &a), CORE_OK);
+	s = pass(a);
+	ck_assert_int_eq(rival_stats.transferred, 1);
+	ck_assert_int_eq(rival_stats.actions[CORE_STUCK_COMPLETE], 1);
+	ck_assert_int_eq(s.transferred, 0);
+	ck_assert_int_eq(s.skipped, 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "done");
+	ck_assert_int_eq(c->claim_epoch, e + 1); /* one transfer, not two */
+	core_card_free(c);
+	server_reaper_free(a);
+	server_reaper_free(rival);
+}
+END_TEST
+
+/* Many cards, two reapers in two threads: every card filed exactly once. */
+static void *pass_thread(void *arg)
+{
+	struct server_reaper_stats *s = calloc(1, sizeof(*s));
+
+	server_reaper_pass(arg, s);
+	return s;
+}
+
+START_TEST(test_two_reapers_threads)
+{
+	struct server_reaper *a = make_reaper("ra", true), *b = make_reaper("rb", true);
+	struct server_reaper_stats *sa, *sb;
+	pthread_t ta, tb;
+	char id[16], run[16];
+	int i;
+
+	for (i = 0; i < 40; i++) {
+		int64_t e;
+		snprintf(id, sizeof(id), "c%d", i);
+		snprintf(run, sizeof(run), "r%d", i);
+		e = claimed(id, "in_progress", "w1");
+		with_run(id, run, "w1", e, "finished", LEASE);
+	}
+	advance(LEASE + 1);
+	pthread_create(&ta, NULL, pass_thread, a);
+	pthread_create(&tb, NULL, pass_thread, b);
+	pthread_join(ta, (void **)&sa);
+	pthread_join(tb, (void **)&sb);
+	ck_assert_int_eq(sa->transferred + sb->transferred, 40);
+	ck_assert_int_eq(sa->actions[CORE_STUCK_COMPLETE] + sb->actions[CORE_STUCK_COMPLETE], 40);
+	for (i = 0; i < 40; i++) {
+		struct core_card *c;
+		snprintf(id, sizeof(id), "c%d", i);
+		c = get(id);
+		ck_assert_str_eq(c->state, "done");
+		ck_assert_int_eq(c->claim_epoch, 2);
+		core_card_free(c);
+	}
+	free(sa);
+	free(sb);
+	server_reaper_free(a);
+	server_reaper_free(b);
+}
+END_TEST
+
+START_TEST(test_gate_off_decides_nothing_but_repairs)
+{
+	struct server_reaper *off = make_reaper("offhost", false);
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *before, *c;
+	struct server_reaper_stats s;
+
+	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	claimed("c2", "review", "reaper:crashed-host"); /* an abandoned recovery claim */
+	advance(LEASE + 1);
+	before = get("c1");
+	s = pass(off);
+	ck_assert_str_eq(s.gate ? "on" : "off", "off");
+	ck_assert_int_eq(s.listed, 0);
+	ck_assert_int_eq(s.transferred, 0);
+	ck_assert_int_eq(s.repaired, 1);
+	assert_untouched_by("c1", before);
+	c = get("c2");
+	ck_assert(!c->claim.present);
+	ck_assert_str_eq(c->state, "review");
+	core_card_free(c);
+	core_card_free(before);
+	server_reaper_free(off);
+}
+END_TEST
+
+START_TEST(test_repair_conserves_live_recovery_hold)
+{
+	struct server_reaper *off = make_reaper("offhost", false);
+	int64_t e = claimed("c1", "in_progress", "reaper:crashed-host");
+	struct core_card *c;
+
+	/* a run is live behind the recovery claim: releasing it could double-launch */
+	with_run("c1", "r1", "reaper:crashed-host", e, "running", 10 * LEASE);
+	advance(3 * LEASE);
+	ck_assert_int_eq(pass(off).repaired, 0);
+	c = get("c1");
+	ck_assert(c->claim.present);
+	core_card_free(c);
+	server_reaper_free(off);
+}
+END_TEST
+
+START_TEST(test_startup_repair)
+{
+	struct server_reaper *r2 = make_reaper("boot", false);
+	struct core_card *c;
+
+	claimed("c1", "backlog", "reaper:old");
+	advance(LEASE + 1);
+	ck_assert_int_eq(server_reaper_start(r2), CORE_OK);
+	c = get("c1");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+	server_reaper_stop(r2);
+	server_reaper_free(r2);
+}
+END_TEST
+
+/* Parked outside the pool: conserved once under the recovery claim, released a lease later. */
+START_TEST(test_parked_kept_once_then_released)
+{
+	int64_t e = claimed("c1", "review", "w1");
+	struct core_card *c;
+	struct server_reaper_stats s;
+
+	with_run("c1", "r1", "w1", e, "failed_resumable", LEASE);
+	advance(LEASE + 1);
+	s = pass(reaper);
+	ck_assert_int_eq(s.transferred, 1);
+	ck_assert_int_eq(s.actions[CORE_STUCK_KEEP], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->claim.marker, "reaper:testhost");
+	ck_assert_str_eq(c->state, "review");
+	core_card_free(c);
+	advance(LEASE + 1);
+	s = pass(reaper);
+	c = get("c1");
+	ck_assert(!c->claim.present);
+	ck_assert_str_eq(c->state, "review");
+	core_card_free(c);
+}
+END_TEST
+
+/* The zombie: after a reclaim every write with the old token is refused and changes nothing. */
+START_TEST(test_zombie_writes_refused)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_token old = {"w1", e};
+	struct store_owned_write ws = {.kind = STORE_OWNED_STATE, .token = old, .state = "review"};
+	struct store_owned_write wr = {.kind = STORE_OWNED_LAST_RUN, .token = old,
+				       .run_id = "zombie"};
+	struct core_card *before, *out = NULL;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE);
+	run_set("r1", "w1", "failed_resumable", NULL);
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_REPARK], 1);
+	/* the card is free again; a new worker takes it */
+	{
+		struct store_claim_result res = {0};
+		ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker, &res), CORE_OK);
+		ck_assert_int_eq(res.token.epoch, e + 2);
+		core_card_free(res.card);
+	}
+	before = get("c1");
+	ck_assert_int_eq(store_card_renew(st, "c1", &old, LEASE, &out), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &ws, &worker, &out),
+			 CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &wr, &worker, &out),
+			 CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_release(st, "c1", &old, &worker, &out), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_ptr_null(out);
+	assert_untouched_by("c1", before);
+	core_card_free(before);
+}
+END_TEST
+
+/* A watchdog filing into done carries run_finished, so the blocker cascade fires. */
+START_TEST(test_filing_fires_unblocked_cascade)
+{
+	struct store_card_create dep = {.id = "dep", .title = "dep"};
+	struct core_strv bl = {0};
+	struct core_card *c = NULL;
+	int64_t e = claimed("c1", "in_progress", "w1");
+
+	ck_assert_int_eq(core_strv_push(&bl, "c1"), CORE_OK);
+	dep.blockers = &bl;
+	ck_assert_int_eq(store_card_create(st, &dep, &bot, &c), CORE_OK);
+	ck_assert_str_eq(c->state, "waiting_deps");
+	core_card_free(c);
+	core_strv_release(&bl);
+	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	advance(LEASE + 1);
+	pass(reaper);
+	c = get("dep");
+	ck_assert_str_eq(c->state, "ready");
+	ck_assert_str_eq(c->state_reason, "unblocked");
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(test_stats_json_shape)
+{
+	struct server_reaper_stats s = {.gate = true, .listed = 3};
+	json_t *j = server_reaper_stats_json(&s), *status;
+
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "gate")), "on");
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "listed")), 3);
+	ck_assert_ptr_nonnull(json_object_get(json_object_get(j, "actions"), "give_up"));
+	ck_assert_ptr_nonnull(json_object_get(j, "repaired"));
+	json_decref(j);
+	status = server_reaper_status_json(reaper);
+	ck_assert(json_is_null(json_object_get(status, "last_pass")));
+	json_decref(status);
+	pass(reaper);
+	status = server_reaper_status_json(reaper);
+	ck_assert(json_is_object(json_object_get(status, "last_pass")));
+	ck_assert_int_eq(json_integer_value(json_object_get(status, "passes")), 1);
+	json_decref(status);
+}
+END_TEST
+
+START_TEST(test_thread_stops_cleanly)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 5, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "fast", .log = quiet_log};
+	struct server_reaper *r = NULL;
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *c;
+	json_t *status;
+	int i;
+
+	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	advance(LEASE + 1);
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	ck_assert_int_eq(server_reaper_start(r), CORE_OK);
+	/* wait (bounded) for the thread's own pass to file the card */
+	for (i = 0; i < 400; i++) {
+		c = get("c1");
+		if (strcmp(c->state, "done") == 0) {
+			core_card_free(c);
+			break;
+		}
+		core_card_free(c);
+		usleep(5000);
+	}
+	ck_assert_int_lt(i, 400);
+	server_reaper_stop(r);
+	server_reaper_stop(r); /* idempotent */
+	status = server_reaper_status_json(r);
+	ck_assert_int_ge(json_integer_value(json_object_get(status, "passes")), 1);
+	json_decref(status);
+	server_reaper_free(r);
+}
+END_TEST
+
+static Suite *reaper_suite(void)
+{
+	Suite *s = suite_create("reaper");
+	TCase *tc = tcase_create("scenarios");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_finished_completes_with_run_finished);
+	tcase_add_test(tc, test_failed_fails_with_run_failed);
+	tcase_add_test(tc, test_live_run_untouched);
+	tcase_add_test(tc, test_orphaned_run_promoted_then_reparked);
+	tcase_add_loop_test(tc, test_kept_runs, 0, (int)(sizeof(kept_runs) / sizeof(kept_runs[0])));
+	tcase_add_test(tc, test_no_run_stamp_window);
+	tcase_add_test(tc, test_pruned_run_gives_up);
+	tcase_add_test(tc, test_operator_move_not_overwritten);
+	tcase_add_test(tc, test_renewal_between_list_and_transfer_skips);
+	tcase_add_test(tc, test_two_reapers_exactly_one_acts);
+	tcase_add_test(tc, test_two_reapers_threads);
+	tcase_add_test(tc, test_gate_off_decides_nothing_but_repairs);
+	tcase_add_test(tc, test_repair_conserves_live_recovery_hold);
+	tcase_add_test(tc, test_startup_repair);
+	tcase_add_test(tc, test_parked_kept_once_then_released);
+	tcase_add_test(tc, test_zombie_writes_refused);
+	tcase_add_test(tc, test_filing_fires_unblocked_cascade);
+	tcase_add_test(tc, test_stats_json_shape);
+	tcase_add_test(tc, test_thread_stops_cleanly);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(reaper_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
