@@ -344,15 +344,19 @@ out:
 
 /* May an ordinary claim stripped of its lease or fence be released? Only when the run behind
  * it has a disposition that the gated table then files (ADR-096 §9): finished, failed, or a
- * settled failed_resumable, with the card in the running column. */
+ * settled failed_resumable (no continuation armed), with the card in the running column. */
 static bool stripped_releasable(const struct core_board *b, const struct core_card *c,
 				const struct resolved *run)
 {
-	const char *st;
+	const char *st, *cont;
 
 	if (run->seen != CORE_RUN_SEEN_LOADED || !b->running || strcmp(c->state, b->running) != 0)
 		return false;
 	st = run->run->status;
+	cont = run->run->continuation;
+	/* An armed continuation owns the run's future: that claim stays conserved. */
+	if (cont && (strcmp(cont, CORE_CONT_REDELIVERY) == 0 || strcmp(cont, CORE_CONT_RETRY) == 0))
+		return false;
 	return strcmp(st, CORE_RUN_FINISHED) == 0 || strcmp(st, CORE_RUN_FAILED) == 0 ||
 	       strcmp(st, CORE_RUN_FAILED_RESUMABLE) == 0;
 }
