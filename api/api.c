@@ -1,0 +1,485 @@
+/* The daemon: start/stop, the libmicrohttpd access handler (body accumulation, routing,
+ * auth, dispatch), answers, the per-request log line and the status counters.
+ *
+ * Per-request state (struct api_req) is allocated on the first callback into *req_cls and
+ * freed only in the completion callback. */
+#include "api/api_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BODY_DISCARD_MAX (16u << 20) /* past max_body + this, an unbounded body is cut off */
+
+void api_config_init(struct api_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->listen = "127.0.0.1:8080";
+	cfg->max_body = 1u << 20;
+	cfg->lease_default_ms = 900000;
+	cfg->lease_min_ms = 1000;
+	cfg->lease_max_ms = 86400000;
+	cfg->conn_timeout_s = 30;
+	cfg->events_wait_max_ms = 30000;
+	cfg->max_long_polls = 256;
+	cfg->shutdown_grace_ms = 5000;
+	cfg->log_format = API_LOG_TEXT;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- answers ---- */
+
+enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MHD_Response *resp)
+{
+	enum MHD_Result ok;
+
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	ok = MHD_queue_response(r->conn, status, resp);
+	MHD_destroy_response(resp);
+	if (ok == MHD_YES) {
+		r->answered = true;
+		r->final_status = status;
+	}
+	return ok;
+}
+
+/* Queues the handler's success answer. */
+static enum MHD_Result success_queue(struct api_req *r)
+{
+	struct MHD_Response *resp;
+	char *text = NULL;
+
+	if (r->status == 204) {
+		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	} else if (r->out) {
+		text = json_dumps(r->out, JSON_COMPACT);
+		if (!text)
+			return api_problem_queue(r, CORE_ERR_NOMEM, "");
+		resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+		if (!resp)
+			free(text);
+	} else if (r->raw_owned) {
+		resp = MHD_create_response_from_buffer(r->raw_len, r->raw_owned,
+						       MHD_RESPMEM_MUST_FREE);
+		if (resp)
+			r->raw_owned = NULL;
+	} else if (r->raw_body) {
+		resp = MHD_create_response_from_buffer(r->raw_len, (void *)r->raw_body,
+						       MHD_RESPMEM_PERSISTENT);
+	} else {
+		/* A handler said OK and gave nothing to say: never an empty success. */
+		return api_problem_queue(r, CORE_ERR_INTERNAL, "handler produced no answer");
+	}
+	if (!resp)
+		return api_problem_queue(r, CORE_ERR_NOMEM, "");
+	if (r->status != 204)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					r->out ? "application/json" : r->raw_type);
+	if (r->location[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
+	return api_response_queue(r, r->status ? r->status : 200, resp);
+}
+
+/* ---- the request's first callback: route, auth, media type, declared length ---- */
+
+static bool json_media_type(const char *ct)
+{
+	size_t n = strlen("application/json");
+
+	while (ct && *ct == ' ')
+		ct++;
+	return ct && strncasecmp(ct, "application/json", n) == 0 &&
+	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+static enum core_rc request_begin(struct api_req *r)
+{
+	const struct api *a = r->api;
+	const char *cl, *te, *ct;
+	enum core_rc rc;
+
+	rc = api_router_match(r);
+	if (rc != CORE_OK)
+		return rc;
+	rc = api_auth_check(r);
+	if (rc != CORE_OK)
+		return rc;
+	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+					 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	if (cl) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(cl, &end, 10);
+		if (errno == 0 && *end == '\0' && v > a->cfg.max_body)
+			return api_fail(r, CORE_ERR_PAYLOAD_TOO_LARGE,
+					"the body is larger than %zu bytes", a->cfg.max_body);
+		if (errno == 0 && *end == '\0' && v > 0 && v <= a->cfg.max_body) {
+			r->body = malloc((size_t)v + 1);
+			if (!r->body)
+				return CORE_ERR_NOMEM;
+			r->body_cap = (size_t)v + 1;
+		}
+	}
+	if (r->route->flags & API_ROUTE_BODY) {
+		ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						 MHD_HTTP_HEADER_CONTENT_TYPE);
+		if ((cl && strcmp(cl, "0") != 0) || te || ct) {
+			if (!json_media_type(ct))
+				return api_fail(r, CORE_ERR_UNSUPPORTED_MEDIA_TYPE,
+						"expected Content-Type: application/json");
+		}
+	}
+	return CORE_OK;
+}
+
+/* Appends upload data, counting every byte; past max_body the rest is discarded (and an
+ * endless body is cut off) so memory never grows beyond the limit. */
+static bool body_append(struct api_req *r, const char *data, size_t n)
+{
+	size_t max = r->api->cfg.max_body;
+
+	if (r->body_too_large || r->body_len + n > max) {
+		r->body_too_large = true;
+		r->body_discarded += n;
+		return r->body_discarded <= BODY_DISCARD_MAX;
+	}
+	if (r->body_len + n + 1 > r->body_cap) {
+		size_t cap = r->body_cap ? r->body_cap : 4096;
+		char *nb;
+
+		while (cap < r->body_len + n + 1)
+			cap *= 2;
+		if (cap > max + 1)
+			cap = max + 1;
+		nb = realloc(r->body, cap);
+		if (!nb)
+			return false;
+		r->body = nb;
+		r->body_cap = cap;
+	}
+	memcpy(r->body + r->body_len, data, n);
+	r->body_len += n;
+	r->body[r->body_len] = '\0';
+	return true;
+}
+
+static enum MHD_Result dispatch(struct api_req *r)
+{
+	enum core_rc rc = CORE_OK;
+
+	if (r->body_too_large)
+		return api_problem_queue(r, CORE_ERR_PAYLOAD_TOO_LARGE, "the body is too large");
+	if ((r->route->flags & API_ROUTE_BODY) && !r->json)
+		rc = api_body_parse(r);
+	if (rc == CORE_OK)
+		rc = r->route->handler(r);
+	if (rc == CORE_OK && r->suspended) {
+		r->suspended = false;
+		return MHD_YES; /* answered when the long-poll resumes us */
+	}
+	if (rc != CORE_OK)
+		return api_problem_queue(r, rc, r->detail);
+	return success_queue(r);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size,
+				  void **req_cls)
+{
+	struct api *a = cls;
+	struct api_req *r = *req_cls;
+	enum core_rc rc;
+
+	if (!r) {
+		r = calloc(1, sizeof *r);
+		if (!r)
+			return MHD_NO;
+		*req_cls = r;
+		r->api = a;
+		r->conn = conn;
+		r->method = method;
+		r->t0_ns = mono_ns();
+		r->path = strdup(url);
+		if (!r->path)
+			return MHD_NO;
+		rc = request_begin(r);
+		if (rc != CORE_OK)
+			return api_problem_queue(r, rc, r->detail);
+		return MHD_YES;
+	}
+	if (r->answered) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (!body_append(r, upload_data, *upload_data_size))
+			return MHD_NO; /* out of memory or an endless body: drop the connection */
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	return dispatch(r);
+}
+
+static void req_free(struct api_req *r)
+{
+	size_t i;
+
+	api_poll_release(r);
+	for (i = 0; i < r->n_params; i++)
+		free(r->params[i]);
+	for (i = 0; i < r->n_qdec; i++)
+		free(r->qdec[i]);
+	json_decref(r->json);
+	json_decref(r->out);
+	free(r->raw_owned);
+	free(r->body);
+	free(r->path);
+	free(r);
+}
+
+static void log_line(struct api *a, const struct api_req *r, double ms)
+{
+	char line[1024], ts[CORE_TIME_BUF];
+	const char *path = r->path ? r->path : "";
+
+	if (a->cfg.log_format == API_LOG_NONE)
+		return;
+	core_time_format(wall_ms(), ts);
+	if (a->cfg.log_format == API_LOG_JSON) {
+		json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:f, s:s?}", "ts", ts, "method",
+				      r->method ? r->method : "", "path", path, "status",
+				      (int)r->final_status, "ms", ms, "token",
+				      r->tok ? r->tok->name : NULL);
+		char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+		snprintf(line, sizeof line, "%s", text ? text : "{}");
+		free(text);
+		json_decref(j);
+	} else {
+		snprintf(line, sizeof line, "%s %s %.200s %u %.1fms%s%s", ts,
+			 r->method ? r->method : "-", path, r->final_status, ms,
+			 r->tok ? " " : "", r->tok ? r->tok->name : "");
+	}
+	if (a->cfg.log)
+		a->cfg.log(a->cfg.log_ctx, line);
+	else
+		fprintf(stderr, "%s\n", line);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct api *a = cls;
+	struct api_req *r = *req_cls;
+	int64_t us;
+
+	if (!r)
+		return;
+	us = (mono_ns() - r->t0_ns) / 1000;
+	if (r->final_status < API_STATUS_SLOTS)
+		atomic_fetch_add(&a->status_count[r->final_status], 1);
+	atomic_fetch_add(&a->requests_total, 1);
+	atomic_fetch_add(&a->duration_us_total, (unsigned long long)us);
+	log_line(a, r, (double)us / 1000.0);
+	req_free(r);
+	*req_cls = NULL;
+}
+
+/* We percent-decode path segments ourselves (router.c): MHD's in-place decoding of the whole
+ * path would turn %2F into a separator and %00 into a silent cut. */
+static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s)
+{
+	return strlen(s);
+}
+
+/* "host:port", "[v6]:port", ":port" -> sockaddr. */
+static bool listen_parse(const char *spec, struct sockaddr_storage *ss, socklen_t *len,
+			 bool *v6, char *err, size_t errlen)
+{
+	char host[256];
+	const char *colon, *port;
+	struct addrinfo hints = {0}, *res = NULL;
+	char *end;
+	long p;
+	int e;
+
+	if (!spec || !*spec)
+		goto bad;
+	if (spec[0] == '[') {
+		const char *rb = strchr(spec, ']');
+
+		if (!rb || rb[1] != ':' || (size_t)(rb - spec - 1) >= sizeof host)
+			goto bad;
+		memcpy(host, spec + 1, (size_t)(rb - spec - 1));
+		host[rb - spec - 1] = '\0';
+		port = rb + 2;
+	} else {
+		colon = strrchr(spec, ':');
+		if (!colon || (size_t)(colon - spec) >= sizeof host)
+			goto bad;
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = '\0';
+		port = colon + 1;
+	}
+	errno = 0;
+	p = strtol(port, &end, 10);
+	if (!*port || *end || errno || p < 0 || p > 65535)
+		goto bad;
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	e = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+	if (e != 0 || !res) {
+		snprintf(err, errlen, "listen address %s: %s", spec, gai_strerror(e));
+		if (res)
+			freeaddrinfo(res);
+		return false;
+	}
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	*v6 = res->ai_family == AF_INET6;
+	freeaddrinfo(res);
+	return true;
+bad:
+	snprintf(err, errlen, "listen address \"%s\": expected HOST:PORT, [V6]:PORT or :PORT",
+		 spec ? spec : "");
+	return false;
+}
+
+enum core_rc api_start(const struct api_config *cfg, struct store *st, struct api **out,
+		       char *err, size_t errlen)
+{
+	struct api *a = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sslen = 0;
+	const union MHD_DaemonInfo *info;
+	unsigned flags;
+	bool v6 = false;
+	long cores;
+	enum core_rc rc = CORE_ERR_BAD_REQUEST;
+
+	*out = NULL;
+	if (!cfg || !st || !cfg->tokens) {
+		snprintf(err, errlen, "api_start: a store and a tokens structure are required");
+		return CORE_ERR_BAD_REQUEST;
+	}
+	if (!listen_parse(cfg->listen, &ss, &sslen, &v6, err, errlen))
+		return CORE_ERR_BAD_REQUEST;
+	a = calloc(1, sizeof *a);
+	if (!a)
+		return CORE_ERR_NOMEM;
+	a->cfg = *cfg;
+	a->st = st;
+	a->tokens = cfg->tokens;
+	a->listen = strdup(cfg->listen);
+	if (!a->listen) {
+		rc = CORE_ERR_NOMEM;
+		goto fail;
+	}
+	a->cfg.listen = a->listen;
+	if (!a->cfg.max_body)
+		a->cfg.max_body = 1u << 20;
+	if (!a->cfg.conn_timeout_s)
+		a->cfg.conn_timeout_s = 30;
+	if (a->cfg.events_wait_max_ms <= 0)
+		a->cfg.events_wait_max_ms = 30000;
+	if (!a->cfg.max_long_polls)
+		a->cfg.max_long_polls = 256;
+	if (!a->cfg.threads) {
+		cores = sysconf(_SC_NPROCESSORS_ONLN);
+		a->cfg.threads = cores > 0 ? (unsigned)cores : 2;
+	}
+	pthread_mutex_init(&a->poll_mu, NULL);
+	pthread_cond_init(&a->poll_cv, NULL);
+
+	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+	if (v6)
+		flags |= MHD_USE_IPv6;
+	a->daemon = MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads, MHD_OPTION_CONNECTION_TIMEOUT,
+		a->cfg.conn_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+		MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+	if (!a->daemon) {
+		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+		goto fail;
+	}
+	info = MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	a->port = info ? info->port : 0;
+	*out = a;
+	return CORE_OK;
+fail:
+	free(a->listen);
+	free(a);
+	return rc;
+}
+
+uint16_t api_port(const struct api *a)
+{
+	return a ? a->port : 0;
+}
+
+void api_quiesce(struct api *a)
+{
+	MHD_socket fd;
+
+	if (!a || a->quiesced)
+		return;
+	a->quiesced = true;
+	fd = MHD_quiesce_daemon(a->daemon);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+}
+
+void api_stop(struct api *a)
+{
+	int64_t deadline;
+
+	if (!a)
+		return;
+	api_quiesce(a);
+	api_polls_stop(a);
+	/* Give in-flight requests (and idle keep-alive clients) a grace period to finish. */
+	deadline = mono_ns() + (int64_t)a->cfg.shutdown_grace_ms * 1000000;
+	while (mono_ns() < deadline) {
+		const union MHD_DaemonInfo *info =
+			MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+		if (!info || info->num_connections == 0)
+			break;
+		usleep(10000);
+	}
+	MHD_stop_daemon(a->daemon);
+	pthread_cond_destroy(&a->poll_cv);
+	pthread_mutex_destroy(&a->poll_mu);
+	free(a->listen);
+	free(a);
+}

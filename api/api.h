@@ -1,0 +1,121 @@
+/* api — boardd's HTTP/JSON front end (DESIGN §8) over libmicrohttpd.
+ *
+ * One daemon per struct api: an internal thread pool (epoll), one handler per route that
+ * calls the store synchronously, one table that maps every enum core_rc to an HTTP status
+ * (errors.c), bearer-token auth with roles and board scopes (auth.c).
+ *
+ * Ownership: api_start() borrows the store and the tokens for the lifetime of the api (the
+ * caller keeps them alive until api_stop() returns). Everything else in api_config is copied.
+ */
+#ifndef BOARDD_API_H
+#define BOARDD_API_H
+
+#include "core/core.h"
+#include "store/store.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tokens (DESIGN §8, §10). Plain tokens are never stored: only their SHA-256.              */
+
+enum api_role {
+	API_ROLE_WORKER = 1u << 0,
+	API_ROLE_BOT = 1u << 1,
+	API_ROLE_OPERATOR = 1u << 2,
+};
+#define API_ROLE_ANY (API_ROLE_WORKER | API_ROLE_BOT | API_ROLE_OPERATOR)
+
+struct api_token {
+	char *name;
+	unsigned char sha256[32];
+	unsigned roles;     /* enum api_role bits */
+	bool all_boards;    /* boards: ["*"] */
+	char **boards;      /* NULL-terminated list when !all_boards */
+	size_t n_boards;
+};
+
+struct api_tokens {
+	struct api_token *v;
+	size_t n;
+};
+
+/* "worker" -> API_ROLE_WORKER; 0 when unknown. */
+unsigned api_role_parse(const char *s);
+
+/* Loads a tokens file ({"tokens":[{name, token_sha256, roles, boards}]}) into *out (zeroed by
+ * the caller). On failure *out stays empty and err holds a readable reason. */
+enum core_rc api_tokens_load(const char *path, struct api_tokens *out, char *err, size_t errlen);
+/* Frees the contents; t is left empty. */
+void api_tokens_release(struct api_tokens *t);
+/* Appends an in-memory token whose plain text is `plain` (tests, dev tokens). boards is a
+ * NULL-terminated list, NULL or containing "*" for every board. */
+enum core_rc api_tokens_push(struct api_tokens *t, const char *name, const char *plain,
+			     unsigned roles, const char *const *boards);
+/* Writes t to path atomically (temp file + rename), mode 0600. */
+enum core_rc api_tokens_save(const struct api_tokens *t, const char *path, char *err,
+			     size_t errlen);
+/* Fills plain (at least API_TOKEN_PLAIN_BUF bytes) with a new random token (32 bytes, hex). */
+#define API_TOKEN_PLAIN_BUF 65
+enum core_rc api_token_generate(char *plain);
+/* Finds the token whose SHA-256 matches `plain`, comparing every entry in constant time.
+ * Borrowed pointer into t, or NULL. */
+const struct api_token *api_tokens_find(const struct api_tokens *t, const char *plain);
+/* May this token see board `board`? */
+bool api_token_board_allowed(const struct api_token *tok, const char *board);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The server.                                                                               */
+
+enum api_log_format {
+	API_LOG_TEXT,
+	API_LOG_JSON,
+	API_LOG_NONE,
+};
+
+/* Reaper hooks the server fills in. Both return new references. NULL hooks: the reaper
+ * routes answer 503 store_unavailable ("reaper not running"). */
+struct api_reaper_hooks {
+	json_t *(*status)(void *ctx);
+	enum core_rc (*pass)(void *ctx, json_t **out);
+	void *ctx;
+};
+
+struct api_config {
+	const char *listen;          /* "127.0.0.1:8080", "[::1]:0", ":8080" (port 0: any) */
+	unsigned threads;            /* MHD thread pool size; 0: number of cores */
+	size_t max_body;             /* request body limit; 0: 1 MiB */
+	int64_t lease_default_ms;    /* claim lease and run lock when a body omits lease_ms */
+	int64_t lease_min_ms;
+	int64_t lease_max_ms;
+	unsigned conn_timeout_s;     /* idle connections are dropped after this; 0: 30 */
+	int64_t events_wait_max_ms;  /* cap on wait_ms of GET /v1/events; 0: 30000 */
+	unsigned max_long_polls;     /* concurrent suspended long-polls; 0: 256 */
+	unsigned shutdown_grace_ms;  /* api_stop waits this long for open connections */
+	const struct api_tokens *tokens; /* borrowed; required */
+	enum api_log_format log_format;
+	/* One line per request (no trailing newline); NULL: written to stderr. */
+	void (*log)(void *ctx, const char *line);
+	void *log_ctx;
+	struct api_reaper_hooks reaper;
+};
+
+struct api;
+
+/* Fills the defaults of DESIGN §10 (tokens and reaper hooks NULL). */
+void api_config_init(struct api_config *cfg);
+
+/* Starts listening. The store and cfg->tokens are borrowed until api_stop(). On failure
+ * *out is NULL and err holds a readable reason. */
+enum core_rc api_start(const struct api_config *cfg, struct store *st, struct api **out,
+		       char *err, size_t errlen);
+/* The bound TCP port (useful with port 0). */
+uint16_t api_port(const struct api *a);
+/* Stops accepting new connections; in-flight requests go on. Idempotent. */
+void api_quiesce(struct api *a);
+/* Quiesces, wakes long-polls, finishes in-flight requests, stops the threads, frees a. */
+void api_stop(struct api *a);
+
+#endif

@@ -1,0 +1,233 @@
+/* api internals: shared by the files of api/ only (not a public header). */
+#ifndef BOARDD_API_INT_H
+#define BOARDD_API_INT_H
+
+#include "api/api.h"
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#define API_MAX_PARAMS 4
+#define API_DETAIL_MAX 256
+#define API_STRING_MAX 65536 /* titles, bodies, comments, reasons */
+
+struct api_req;
+
+/* A handler returns CORE_OK after filling r->status/r->out, or an error code (with an
+ * optional r->detail); it never renders an error itself. */
+typedef enum core_rc (*api_handler_fn)(struct api_req *r);
+
+enum api_route_flags {
+	API_ROUTE_PUBLIC = 1u << 0, /* no token needed */
+	API_ROUTE_BODY = 1u << 1,   /* expects a JSON body */
+};
+
+struct api_route {
+	const char *method;
+	const char *pattern; /* "/v1/cards/{id}/claim" */
+	api_handler_fn handler;
+	unsigned roles; /* enum api_role bits; checked before the handler (finer checks inside) */
+	unsigned flags;
+};
+
+enum api_poll_state {
+	API_POLL_NONE,
+	API_POLL_WAITING,
+	API_POLL_DONE,
+};
+
+/* Per-request state, allocated on the first callback into *req_cls and freed only in the
+ * completion callback (api.c). */
+struct api_req {
+	struct api *api;
+	struct MHD_Connection *conn;
+	const char *method;          /* borrowed from MHD for the request */
+	char *path;                  /* owned: the raw (still escaped) path */
+	int64_t t0_ns;               /* monotonic start */
+	bool started;                /* headers checked, route resolved */
+	bool answered;               /* a response was queued */
+	unsigned final_status;
+
+	/* body */
+	char *body;                  /* owned, NUL-terminated, NULL when empty */
+	size_t body_len, body_cap;
+	bool body_too_large;
+	size_t body_discarded;
+	json_t *json;                /* owned: the parsed body (API_ROUTE_BODY routes) */
+
+	/* routing and auth */
+	const struct api_route *route;
+	char *params[API_MAX_PARAMS]; /* owned: percent-decoded path parameters */
+	size_t n_params;
+	enum core_rc early_rc;        /* an error found before the handler (CORE_OK: none) */
+	char allow[64];               /* for 405 */
+	const struct api_token *tok;  /* borrowed from api->tokens */
+	char *qdec[8];                /* owned: decoded query values */
+	size_t n_qdec;
+
+	/* output (handlers fill these) */
+	unsigned status;
+	json_t *out;                 /* owned: the JSON body */
+	const char *raw_body;        /* static text body (metrics, openapi) with raw_type */
+	char *raw_owned;             /* owned raw body */
+	size_t raw_len;
+	const char *raw_type;
+	char location[CORE_ID_MAX + 32];
+	char detail[API_DETAIL_MAX];
+
+	/* events long-poll (events.c); `suspended` is only touched by MHD's thread, the poll_*
+	 * results only by the helper until it resumes the connection */
+	bool suspended;
+	enum api_poll_state poll;
+	enum core_rc poll_rc;
+	struct core_event *poll_ev;
+	size_t poll_n;
+	int64_t poll_next;
+	int64_t poll_after;
+	size_t poll_limit;
+	int64_t poll_wait_ms;
+	char *poll_board;            /* owned */
+};
+
+#define API_STATUS_SLOTS 600
+
+struct api {
+	struct MHD_Daemon *daemon;
+	struct store *st;
+	const struct api_tokens *tokens;
+	struct api_config cfg;
+	char *listen;                /* owned copy of cfg.listen */
+	uint16_t port;
+	bool quiesced;
+
+	/* metrics */
+	atomic_ulong status_count[API_STATUS_SLOTS];
+	atomic_ulong requests_total;
+	atomic_ullong duration_us_total;
+
+	/* long-polls in flight (helper threads) */
+	pthread_mutex_t poll_mu;
+	pthread_cond_t poll_cv;
+	unsigned polls;
+	bool stopping;
+};
+
+/* ---- errors.c: the one error table and the one renderer ---- */
+unsigned api_rc_status(enum core_rc rc);
+const char *api_rc_title(enum core_rc rc);
+/* Queues the problem+json answer for rc (detail may be ""). */
+enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char *detail);
+/* Records a detail for the error the handler is about to return; returns rc. */
+enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- api.c ---- */
+/* Queues resp with status (adds the common headers), records the status for the log and the
+ * metrics, and destroys resp. */
+enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MHD_Response *resp);
+
+/* ---- router.c ---- */
+/* Resolves r->path against the table: sets r->route and r->params, or returns NOT_FOUND /
+ * METHOD_NOT_ALLOWED (filling r->allow) / BAD_REQUEST (undecodable segment). */
+enum core_rc api_router_match(struct api_req *r);
+const struct api_route *api_router_table(size_t *n);
+/* Percent-decodes [s, s+len) into a new string (caller frees); NULL on a bad escape or a
+ * decoded NUL, which would silently cut the value short. *oom tells allocation failure. */
+char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom);
+
+/* ---- auth.c ---- */
+/* Checks the bearer token and the route's roles. */
+enum core_rc api_auth_check(struct api_req *r);
+/* 403 unless the token sees `board`. */
+enum core_rc api_auth_board(struct api_req *r, const char *board);
+bool api_auth_has(const struct api_req *r, unsigned roles);
+/* The token's board list for store filters: NULL for all boards (borrowed). */
+const char *const *api_auth_boards(const struct api_req *r);
+/* The actor recorded on events. */
+struct store_actor api_auth_actor(const struct api_req *r);
+
+/* ---- request.c: bodies, queries, JSON helpers ---- */
+/* Parses r->body into r->json (an object); BAD_REQUEST with a detail otherwise. */
+enum core_rc api_body_parse(struct api_req *r);
+/* Query parameter, percent-decoded into a copy the request owns; *out NULL when absent.
+ * BAD_REQUEST when the value cannot be decoded safely (bad escape, embedded NUL). */
+enum core_rc api_query(struct api_req *r, const char *key, const char **out);
+enum core_rc api_query_int(struct api_req *r, const char *key, int64_t def, int64_t min,
+			   int64_t max, int64_t *out);
+/* Body fields. `required`: missing -> BAD_REQUEST. Wrong type -> BAD_REQUEST. */
+enum core_rc api_json_str(struct api_req *r, const char *key, bool required, size_t max,
+			  const char **out);
+enum core_rc api_json_id(struct api_req *r, const char *key, bool required, const char **out);
+enum core_rc api_json_marker(struct api_req *r, bool client, const char **out);
+enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,
+			  bool *present);
+enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bool *out);
+/* A list of strings; each checked with `valid` (core_label_valid, core_id_valid). *out is
+ * zeroed by the caller and released by it. *present tells whether the key was there. */
+enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key,
+			   bool (*valid)(const char *), struct core_strv *out, bool *present);
+/* lease_ms from the body, default and bounds from the config. */
+enum core_rc api_json_lease(struct api_req *r, int64_t *out);
+/* If-Match: "<epoch>" or a bare integer. Missing -> PRECONDITION_REQUIRED. */
+enum core_rc api_if_match(struct api_req *r, int64_t *epoch);
+/* Sets a JSON answer (takes the reference; NULL means out of memory). */
+enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out);
+
+/* ---- handlers: cards.c, claims.c, runs.c, events.c, boards.c, meta.c ---- */
+/* Reads card `id` and checks the token may see its board; caller frees *out. */
+enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card **out);
+/* Answers the card (consumes it). */
+enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c);
+
+enum core_rc api_h_card_create(struct api_req *r);
+enum core_rc api_h_card_list(struct api_req *r);
+enum core_rc api_h_card_get(struct api_req *r);
+enum core_rc api_h_card_patch(struct api_req *r);
+enum core_rc api_h_card_delete(struct api_req *r);
+enum core_rc api_h_card_reopen(struct api_req *r);
+enum core_rc api_h_labels_put(struct api_req *r);
+enum core_rc api_h_labels_patch(struct api_req *r);
+enum core_rc api_h_comment_add(struct api_req *r);
+enum core_rc api_h_labels_count(struct api_req *r);
+
+enum core_rc api_h_claim(struct api_req *r);
+enum core_rc api_h_renew(struct api_req *r);
+enum core_rc api_h_release(struct api_req *r);
+enum core_rc api_h_state(struct api_req *r);
+enum core_rc api_h_last_run(struct api_req *r);
+enum core_rc api_h_awaiting_input(struct api_req *r);
+enum core_rc api_h_gave_up(struct api_req *r);
+
+enum core_rc api_h_run_create(struct api_req *r);
+enum core_rc api_h_run_get(struct api_req *r);
+enum core_rc api_h_run_patch(struct api_req *r);
+enum core_rc api_h_run_heartbeat(struct api_req *r);
+enum core_rc api_h_run_cancel(struct api_req *r);
+enum core_rc api_h_run_delete(struct api_req *r);
+
+enum core_rc api_h_events(struct api_req *r);
+/* Long-poll plumbing for api.c. */
+void api_poll_release(struct api_req *r);
+void api_polls_stop(struct api *a);
+
+enum core_rc api_h_board_list(struct api_req *r);
+enum core_rc api_h_board_get(struct api_req *r);
+enum core_rc api_h_board_put(struct api_req *r);
+enum core_rc api_h_reaper_get(struct api_req *r);
+enum core_rc api_h_reaper_pass(struct api_req *r);
+
+enum core_rc api_h_healthz(struct api_req *r);
+enum core_rc api_h_readyz(struct api_req *r);
+enum core_rc api_h_metrics(struct api_req *r);
+enum core_rc api_h_openapi_json(struct api_req *r);
+enum core_rc api_h_openapi_yaml(struct api_req *r);
+
+/* openapi data embedded at build time (openapi/gen_c.py). */
+extern const char api_openapi_yaml[];
+extern const size_t api_openapi_yaml_len;
+extern const char api_openapi_json[];
+extern const size_t api_openapi_json_len;
+
+#endif

@@ -1,0 +1,120 @@
+/* Board and reaper handlers: board config (list, read, replace) and the reaper admin routes,
+ * which call the hooks the server filled in. */
+#include "api/api_int.h"
+
+#include <string.h>
+
+enum core_rc api_h_board_list(struct api_req *r)
+{
+	struct core_board *boards = NULL;
+	size_t n = 0, i;
+	json_t *list;
+	enum core_rc rc;
+
+	rc = store_board_list(r->api->st, &boards, &n);
+	if (rc != CORE_OK)
+		return rc;
+	list = json_array();
+	for (i = 0; list && i < n; i++) {
+		if (!api_token_board_allowed(r->tok, boards[i].name))
+			continue;
+		if (json_array_append_new(list, store_board_to_json(&boards[i])) != 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	}
+	store_boards_free(boards, n);
+	if (!list)
+		return CORE_ERR_NOMEM;
+	return api_reply(r, 200, json_pack("{s:o}", "boards", list));
+}
+
+static enum core_rc board_param(struct api_req *r, const char **name)
+{
+	*name = r->n_params ? r->params[0] : NULL;
+	if (!core_name_valid(*name))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+	return api_auth_board(r, *name);
+}
+
+enum core_rc api_h_board_get(struct api_req *r)
+{
+	struct core_board b = {0};
+	const char *name;
+	json_t *j;
+	enum core_rc rc;
+
+	if ((rc = board_param(r, &name)) != CORE_OK)
+		return rc;
+	rc = store_board_get(r->api->st, name, &b);
+	if (rc == CORE_ERR_NOT_FOUND)
+		return api_fail(r, rc, "no board %s", name);
+	if (rc != CORE_OK)
+		return rc;
+	j = store_board_to_json(&b);
+	core_board_release(&b);
+	return api_reply(r, 200, j);
+}
+
+enum core_rc api_h_board_put(struct api_req *r)
+{
+	struct store_actor actor = api_auth_actor(r);
+	struct core_board b = {0};
+	const json_t *nj = json_object_get(r->json, "name");
+	const char *name;
+	char detail[API_DETAIL_MAX];
+	json_t *j;
+	enum core_rc rc;
+
+	if ((rc = board_param(r, &name)) != CORE_OK)
+		return rc;
+	if (nj && !(json_is_string(nj) && strcmp(json_string_value(nj), name) == 0))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "\"name\" must equal the board in the path");
+	if (!nj && json_object_set_new(r->json, "name", json_string(name)) != 0)
+		return CORE_ERR_NOMEM;
+	rc = store_board_from_json(r->json, &b);
+	if (rc == CORE_ERR_BAD_REQUEST)
+		return api_fail(r, rc,
+				"expected {name, columns: [{name, terminal, eligible}], running, "
+				"completed, failed, waiting}");
+	if (rc != CORE_OK)
+		return rc;
+	detail[0] = '\0';
+	rc = core_board_validate(&b, detail, sizeof detail);
+	if (rc != CORE_OK) {
+		core_board_release(&b);
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "invalid board: %s", detail);
+	}
+	rc = store_board_put(r->api->st, &b, &actor);
+	if (rc == CORE_OK) {
+		j = store_board_to_json(&b);
+		rc = api_reply(r, 200, j);
+	}
+	core_board_release(&b);
+	return rc;
+}
+
+enum core_rc api_h_reaper_get(struct api_req *r)
+{
+	const struct api_reaper_hooks *h = &r->api->cfg.reaper;
+
+	if (!h->status)
+		return api_fail(r, CORE_ERR_STORE_UNAVAILABLE, "reaper not running");
+	return api_reply(r, 200, h->status(h->ctx));
+}
+
+enum core_rc api_h_reaper_pass(struct api_req *r)
+{
+	const struct api_reaper_hooks *h = &r->api->cfg.reaper;
+	json_t *out = NULL;
+	enum core_rc rc;
+
+	if (!h->pass)
+		return api_fail(r, CORE_ERR_STORE_UNAVAILABLE, "reaper not running");
+	rc = h->pass(h->ctx, &out);
+	if (rc != CORE_OK) {
+		json_decref(out);
+		return rc;
+	}
+	return api_reply(r, 200, out);
+}

@@ -1,0 +1,310 @@
+/* Card handlers: create, list, read, patch, delete, reopen, labels, comments, label counts.
+ * Every card body goes through the store's codec (store_card_to_json). */
+#include "api/api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REASON_MAX 256
+
+static const char *param_id(struct api_req *r)
+{
+	return r->n_params ? r->params[0] : NULL;
+}
+
+enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card **out)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc;
+
+	*out = NULL;
+	if (!core_id_valid(id))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "card id must match [A-Za-z0-9._:-]{1,128}");
+	rc = store_card_get(r->api->st, id, &c);
+	if (rc == CORE_ERR_NOT_FOUND)
+		return api_fail(r, rc, "no card %s", id);
+	if (rc != CORE_OK)
+		return rc;
+	rc = api_auth_board(r, c->board);
+	if (rc != CORE_OK) {
+		core_card_free(c);
+		return rc;
+	}
+	*out = c;
+	return CORE_OK;
+}
+
+enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c)
+{
+	json_t *j = store_card_to_json(c);
+
+	core_card_free(c);
+	return api_reply(r, status, j);
+}
+
+/* Loads the card named by the path for its board scope; the copy is not needed after. */
+static enum core_rc card_scope(struct api_req *r)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = api_card_load(r, param_id(r), &c);
+
+	core_card_free(c);
+	return rc;
+}
+
+static enum core_rc name_field(struct api_req *r, const char *key, const char **out)
+{
+	enum core_rc rc = api_json_str(r, key, false, CORE_NAME_MAX, out);
+
+	if (rc == CORE_OK && *out && !core_name_valid(*out)) {
+		*out = NULL;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"field \"%s\" must match [A-Za-z0-9._-]{1,64}", key);
+	}
+	return rc;
+}
+
+enum core_rc api_h_card_create(struct api_req *r)
+{
+	struct store_card_create in = {0};
+	struct core_strv labels = {0}, blockers = {0};
+	struct store_actor actor = api_auth_actor(r);
+	struct core_card *c = NULL;
+	bool has_labels = false, has_blockers = false;
+	enum core_rc rc;
+
+	if ((rc = api_json_id(r, "id", false, &in.id)) != CORE_OK ||
+	    (rc = name_field(r, "board", &in.board)) != CORE_OK ||
+	    (rc = api_json_str(r, "title", false, API_STRING_MAX, &in.title)) != CORE_OK ||
+	    (rc = api_json_str(r, "body", false, API_STRING_MAX, &in.body)) != CORE_OK ||
+	    (rc = name_field(r, "state", &in.state)) != CORE_OK ||
+	    (rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &has_labels)) !=
+		    CORE_OK ||
+	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
+		    CORE_OK)
+		goto out;
+	rc = api_auth_board(r, in.board ? in.board : "default");
+	if (rc != CORE_OK)
+		goto out;
+	in.labels = has_labels ? &labels : NULL;
+	in.blockers = has_blockers ? &blockers : NULL;
+	rc = store_card_create(r->api->st, &in, &actor, &c);
+	if (rc != CORE_OK)
+		goto out;
+	snprintf(r->location, sizeof r->location, "/v1/cards/%s", c->id);
+	rc = api_reply_card(r, 201, c);
+out:
+	core_strv_release(&labels);
+	core_strv_release(&blockers);
+	return rc;
+}
+
+static json_t *cards_json(struct core_card **cards, size_t n)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a && i < n; i++)
+		if (json_array_append_new(a, store_card_to_json(cards[i])) != 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+enum core_rc api_h_card_list(struct api_req *r)
+{
+	struct store_card_filter f = {0};
+	struct core_card **cards = NULL;
+	const char *claimed = NULL;
+	json_t *list;
+	char *next = NULL;
+	size_t n = 0;
+	int64_t limit;
+	enum core_rc rc;
+
+	if ((rc = api_query(r, "board", &f.board)) != CORE_OK ||
+	    (rc = api_query(r, "state", &f.state)) != CORE_OK ||
+	    (rc = api_query(r, "label", &f.label)) != CORE_OK ||
+	    (rc = api_query(r, "claimed", &claimed)) != CORE_OK ||
+	    (rc = api_query(r, "after", &f.after)) != CORE_OK ||
+	    (rc = api_query_int(r, "limit", 100, 1, 1000, &limit)) != CORE_OK)
+		return rc;
+	if (f.board && !core_name_valid(f.board))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+	if (f.state && !core_name_valid(f.state))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "state must match [A-Za-z0-9._-]{1,64}");
+	if (f.label && !core_label_valid(f.label))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "label is not a valid label");
+	if (f.after && (!*f.after || strlen(f.after) > 512))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "after is not a cursor");
+	f.claimed = -1;
+	if (claimed && strcmp(claimed, "true") == 0)
+		f.claimed = 1;
+	else if (claimed && strcmp(claimed, "false") == 0)
+		f.claimed = 0;
+	else if (claimed)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "claimed must be true or false");
+	if (f.board && (rc = api_auth_board(r, f.board)) != CORE_OK)
+		return rc;
+	f.boards = api_auth_boards(r);
+	f.limit = (size_t)limit;
+	rc = store_card_list(r->api->st, &f, &cards, &n, &next);
+	if (rc != CORE_OK)
+		return rc;
+	list = cards_json(cards, n);
+	rc = list ? api_reply(r, 200, json_pack("{s:o, s:s?}", "cards", list, "next", next))
+		  : CORE_ERR_NOMEM;
+	store_cards_free(cards, n);
+	free(next);
+	return rc;
+}
+
+enum core_rc api_h_card_get(struct api_req *r)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = api_card_load(r, param_id(r), &c);
+
+	if (rc != CORE_OK)
+		return rc;
+	return api_reply_card(r, 200, c);
+}
+
+enum core_rc api_h_card_patch(struct api_req *r)
+{
+	struct store_card_patch p = {0};
+	struct core_strv blockers = {0};
+	struct store_actor actor = api_auth_actor(r);
+	struct core_card *c = NULL;
+	bool has_blockers = false;
+	enum core_rc rc;
+
+	if ((rc = api_json_str(r, "title", false, API_STRING_MAX, &p.title)) != CORE_OK ||
+	    (rc = api_json_str(r, "body", false, API_STRING_MAX, &p.body)) != CORE_OK ||
+	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
+		    CORE_OK ||
+	    (rc = card_scope(r)) != CORE_OK)
+		goto out;
+	p.blockers = has_blockers ? &blockers : NULL;
+	rc = store_card_patch(r->api->st, param_id(r), &p, &actor, &c);
+	if (rc == CORE_OK)
+		rc = api_reply_card(r, 200, c);
+out:
+	core_strv_release(&blockers);
+	return rc;
+}
+
+enum core_rc api_h_card_delete(struct api_req *r)
+{
+	struct store_actor actor = api_auth_actor(r);
+	enum core_rc rc = card_scope(r);
+
+	if (rc == CORE_OK)
+		rc = store_card_delete(r->api->st, param_id(r), &actor);
+	if (rc == CORE_OK)
+		r->status = 204;
+	return rc;
+}
+
+enum core_rc api_h_card_reopen(struct api_req *r)
+{
+	struct store_actor actor = api_auth_actor(r);
+	struct core_card *c = NULL;
+	const char *to, *reason;
+	enum core_rc rc;
+
+	if ((rc = name_field(r, "to", &to)) != CORE_OK ||
+	    (rc = api_json_str(r, "reason", false, REASON_MAX, &reason)) != CORE_OK)
+		return rc;
+	if (!to)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"to\"");
+	if ((rc = card_scope(r)) != CORE_OK)
+		return rc;
+	rc = store_card_reopen(r->api->st, param_id(r), to, reason, &actor, &c);
+	if (rc != CORE_OK)
+		return rc;
+	return api_reply_card(r, 200, c);
+}
+
+enum core_rc api_h_labels_put(struct api_req *r)
+{
+	struct core_strv labels = {0};
+	struct store_actor actor = api_auth_actor(r);
+	struct core_card *c = NULL;
+	bool present = false;
+	enum core_rc rc;
+
+	rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &present);
+	if (rc == CORE_OK && !present)
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"labels\"");
+	if (rc == CORE_OK)
+		rc = card_scope(r);
+	if (rc == CORE_OK)
+		rc = store_card_labels_set(r->api->st, param_id(r), &labels, &actor, &c);
+	if (rc == CORE_OK)
+		rc = api_reply_card(r, 200, c);
+	core_strv_release(&labels);
+	return rc;
+}
+
+enum core_rc api_h_labels_patch(struct api_req *r)
+{
+	struct core_strv add = {0}, remove = {0};
+	struct store_actor actor = api_auth_actor(r);
+	struct core_card *c = NULL;
+	bool has_add = false, has_remove = false;
+	enum core_rc rc;
+
+	rc = api_json_strv(r, NULL, "add", core_label_valid, &add, &has_add);
+	if (rc == CORE_OK)
+		rc = api_json_strv(r, NULL, "remove", core_label_valid, &remove, &has_remove);
+	if (rc == CORE_OK && !has_add && !has_remove)
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "expected \"add\" and/or \"remove\"");
+	if (rc == CORE_OK)
+		rc = card_scope(r);
+	if (rc == CORE_OK)
+		rc = store_card_labels_adjust(r->api->st, param_id(r), &add, &remove, &actor, &c);
+	if (rc == CORE_OK)
+		rc = api_reply_card(r, 200, c);
+	core_strv_release(&add);
+	core_strv_release(&remove);
+	return rc;
+}
+
+enum core_rc api_h_comment_add(struct api_req *r)
+{
+	struct store_actor actor = api_auth_actor(r);
+	struct core_card *c = NULL;
+	const char *body;
+	enum core_rc rc;
+
+	if ((rc = api_json_str(r, "body", true, API_STRING_MAX, &body)) != CORE_OK)
+		return rc;
+	if (!*body)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "a comment body may not be empty");
+	if ((rc = card_scope(r)) != CORE_OK)
+		return rc;
+	rc = store_card_comment_add(r->api->st, param_id(r), body, &actor, &c);
+	if (rc != CORE_OK)
+		return rc;
+	return api_reply_card(r, 201, c);
+}
+
+enum core_rc api_h_labels_count(struct api_req *r)
+{
+	const char *board;
+	json_t *counts = NULL;
+	enum core_rc rc;
+
+	if ((rc = api_query(r, "board", &board)) != CORE_OK)
+		return rc;
+	if (board && !core_name_valid(board))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+	if (board && (rc = api_auth_board(r, board)) != CORE_OK)
+		return rc;
+	rc = store_labels_count(r->api->st, board, api_auth_boards(r), &counts);
+	if (rc != CORE_OK)
+		return rc;
+	return api_reply(r, 200, json_pack("{s:o}", "labels", counts));
+}

@@ -1,0 +1,184 @@
+/* GET /v1/events: the audit tail, with long-poll.
+ *
+ * A long-poll never holds an MHD pool thread: in thread-pool mode a blocked worker would also
+ * stall every other connection it serves. The request is suspended (MHD_suspend_connection)
+ * and a short-lived helper thread waits on the store in slices of POLL_SLICE_MS (so shutdown
+ * can wake it), then stores the result in the request and resumes the connection; the access
+ * handler runs again and answers. At most cfg.max_long_polls wait at once; past that a poll
+ * answers at once with what there is (an empty page), which a client simply repeats. */
+#include "api/api_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POLL_SLICE_MS 250
+
+void api_poll_release(struct api_req *r)
+{
+	store_events_free(r->poll_ev, r->poll_n);
+	r->poll_ev = NULL;
+	r->poll_n = 0;
+	free(r->poll_board);
+	r->poll_board = NULL;
+}
+
+static enum core_rc reply_events(struct api_req *r, struct core_event *ev, size_t n,
+				 int64_t next)
+{
+	json_t *list = json_array();
+	size_t i;
+
+	for (i = 0; list && i < n; i++)
+		if (json_array_append_new(list, store_event_to_json(&ev[i])) != 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	if (!list)
+		return CORE_ERR_NOMEM;
+	return api_reply(r, 200, json_pack("{s:o, s:I}", "events", list, "next", (json_int_t)next));
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *poll_main(void *arg)
+{
+	struct api_req *r = arg;
+	struct api *a = r->api;
+	int64_t deadline = mono_ms() + r->poll_wait_ms;
+	const char *const *boards = api_auth_boards(r);
+	enum core_rc rc = CORE_OK;
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next = r->poll_after;
+
+	for (;;) {
+		int64_t left = deadline - mono_ms();
+		bool stopping;
+
+		pthread_mutex_lock(&a->poll_mu);
+		stopping = a->stopping;
+		pthread_mutex_unlock(&a->poll_mu);
+		if (stopping || left <= 0)
+			break;
+		rc = store_events_list(a->st, r->poll_board, boards, r->poll_after, r->poll_limit,
+				       left < POLL_SLICE_MS ? left : POLL_SLICE_MS, &ev, &n, &next);
+		if (rc != CORE_OK || n > 0)
+			break;
+		store_events_free(ev, n);
+		ev = NULL;
+		next = r->poll_after;
+	}
+	r->poll_rc = rc;
+	r->poll_ev = ev;
+	r->poll_n = n;
+	r->poll_next = rc == CORE_OK ? next : r->poll_after;
+	r->poll = API_POLL_DONE;
+	MHD_resume_connection(r->conn); /* r belongs to MHD's thread from here on */
+
+	pthread_mutex_lock(&a->poll_mu);
+	a->polls--;
+	pthread_cond_broadcast(&a->poll_cv);
+	pthread_mutex_unlock(&a->poll_mu);
+	return NULL;
+}
+
+/* Suspends r and starts its helper; false (nothing done) when the cap is reached. */
+static bool poll_start(struct api_req *r)
+{
+	struct api *a = r->api;
+	pthread_attr_t attr;
+	pthread_t th;
+	bool ok;
+
+	pthread_mutex_lock(&a->poll_mu);
+	ok = !a->stopping && a->polls < a->cfg.max_long_polls;
+	if (ok)
+		a->polls++;
+	pthread_mutex_unlock(&a->poll_mu);
+	if (!ok)
+		return false;
+	r->poll = API_POLL_WAITING;
+	r->suspended = true;
+	MHD_suspend_connection(r->conn);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	ok = pthread_create(&th, &attr, poll_main, r) == 0;
+	pthread_attr_destroy(&attr);
+	if (!ok) {
+		/* No helper: answer an empty page through the same resume path. */
+		r->poll_rc = CORE_OK;
+		r->poll_next = r->poll_after;
+		r->poll = API_POLL_DONE;
+		MHD_resume_connection(r->conn);
+		pthread_mutex_lock(&a->poll_mu);
+		a->polls--;
+		pthread_cond_broadcast(&a->poll_cv);
+		pthread_mutex_unlock(&a->poll_mu);
+	}
+	return true;
+}
+
+void api_polls_stop(struct api *a)
+{
+	pthread_mutex_lock(&a->poll_mu);
+	a->stopping = true;
+	while (a->polls > 0)
+		pthread_cond_wait(&a->poll_cv, &a->poll_mu);
+	pthread_mutex_unlock(&a->poll_mu);
+}
+
+enum core_rc api_h_events(struct api_req *r)
+{
+	const char *board;
+	int64_t after, limit, wait_ms;
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next = 0;
+	enum core_rc rc;
+
+	if (r->poll == API_POLL_DONE) {
+		if (r->poll_rc != CORE_OK)
+			return r->poll_rc;
+		return reply_events(r, r->poll_ev, r->poll_n, r->poll_next);
+	}
+	if ((rc = api_query(r, "board", &board)) != CORE_OK ||
+	    (rc = api_query_int(r, "after", 0, 0, INT64_MAX, &after)) != CORE_OK ||
+	    (rc = api_query_int(r, "limit", 100, 1, 1000, &limit)) != CORE_OK ||
+	    (rc = api_query_int(r, "wait_ms", 0, 0, INT64_MAX, &wait_ms)) != CORE_OK)
+		return rc;
+	if (board && !core_name_valid(board))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+	if (board && (rc = api_auth_board(r, board)) != CORE_OK)
+		return rc;
+	if (wait_ms > r->api->cfg.events_wait_max_ms)
+		wait_ms = r->api->cfg.events_wait_max_ms;
+	rc = store_events_list(r->api->st, board, api_auth_boards(r), after, (size_t)limit, 0, &ev,
+			       &n, &next);
+	if (rc != CORE_OK)
+		return rc;
+	if (n > 0 || wait_ms == 0) {
+		rc = reply_events(r, ev, n, next);
+		store_events_free(ev, n);
+		return rc;
+	}
+	store_events_free(ev, n);
+	if (board) {
+		r->poll_board = strdup(board);
+		if (!r->poll_board)
+			return CORE_ERR_NOMEM;
+	}
+	r->poll_after = after;
+	r->poll_limit = (size_t)limit;
+	r->poll_wait_ms = wait_ms;
+	if (poll_start(r))
+		return CORE_OK; /* answered on resume */
+	return reply_events(r, NULL, 0, after);
+}

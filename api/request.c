@@ -1,0 +1,264 @@
+/* Request helpers: the JSON body, query parameters, body fields, If-Match, JSON answers.
+ * Every check of outside input ends in BAD_REQUEST with a detail, never an assert. */
+#include "api/api_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STRV_MAX 1000 /* labels or blockers in one body */
+
+enum core_rc api_body_parse(struct api_req *r)
+{
+	json_error_t jerr;
+
+	if (!r->body || r->body_len == 0)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "a JSON object body is required");
+	r->json = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!r->json)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "malformed JSON: %s (line %d, column %d)",
+				jerr.text, jerr.line, jerr.column);
+	if (!json_is_object(r->json))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "the body must be a JSON object");
+	return CORE_OK;
+}
+
+enum core_rc api_query(struct api_req *r, const char *key, const char **out)
+{
+	const char *raw;
+	char *dec;
+	bool oom;
+
+	*out = NULL;
+	raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+	if (!raw)
+		return CORE_OK;
+	if (r->n_qdec == sizeof r->qdec / sizeof r->qdec[0])
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "too many query parameters");
+	dec = api_pct_decode(raw, strlen(raw), true, &oom);
+	if (!dec)
+		return oom ? CORE_ERR_NOMEM
+			   : api_fail(r, CORE_ERR_BAD_REQUEST, "query parameter %s: bad escape", key);
+	r->qdec[r->n_qdec++] = dec;
+	*out = dec;
+	return CORE_OK;
+}
+
+static bool int_parse(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9')))
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+enum core_rc api_query_int(struct api_req *r, const char *key, int64_t def, int64_t min,
+			   int64_t max, int64_t *out)
+{
+	const char *s;
+	enum core_rc rc = api_query(r, key, &s);
+	int64_t v;
+
+	if (rc != CORE_OK)
+		return rc;
+	if (!s) {
+		*out = def;
+		return CORE_OK;
+	}
+	if (!int_parse(s, &v) || v < min || v > max)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"query parameter %s must be an integer in [%" PRId64 ", %" PRId64 "]",
+				key, min, max);
+	*out = v;
+	return CORE_OK;
+}
+
+/* The field, or NULL when absent or JSON null. */
+static const json_t *field(struct api_req *r, const char *key)
+{
+	const json_t *v = json_object_get(r->json, key);
+
+	return json_is_null(v) ? NULL : v;
+}
+
+enum core_rc api_json_str(struct api_req *r, const char *key, bool required, size_t max,
+			  const char **out)
+{
+	const json_t *v = field(r, key);
+
+	*out = NULL;
+	if (!v)
+		return required ? api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"%s\"", key)
+				: CORE_OK;
+	if (!json_is_string(v))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" must be a string", key);
+	if (json_string_length(v) > max)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" is longer than %zu bytes",
+				key, max);
+	*out = json_string_value(v);
+	return CORE_OK;
+}
+
+enum core_rc api_json_id(struct api_req *r, const char *key, bool required, const char **out)
+{
+	enum core_rc rc = api_json_str(r, key, required, CORE_ID_MAX, out);
+
+	if (rc != CORE_OK)
+		return rc;
+	if (*out && !core_id_valid(*out)) {
+		*out = NULL;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"field \"%s\" must match [A-Za-z0-9._:-]{1,128}", key);
+	}
+	return CORE_OK;
+}
+
+enum core_rc api_json_marker(struct api_req *r, bool client, const char **out)
+{
+	enum core_rc rc = api_json_str(r, "marker", true, CORE_MARKER_MAX, out);
+
+	if (rc != CORE_OK)
+		return rc;
+	if (!core_marker_valid(*out)) {
+		*out = NULL;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"\"marker\" must be 1..128 printable ASCII characters, no space");
+	}
+	if (client && core_marker_is_recovery(*out)) {
+		*out = NULL;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"markers starting with \"" CORE_RECOVERY_PREFIX
+				"\" are reserved for the reaper");
+	}
+	return CORE_OK;
+}
+
+enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,
+			  bool *present)
+{
+	const json_t *v = field(r, key);
+
+	if (present)
+		*present = v != NULL;
+	if (!v)
+		return required ? api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"%s\"", key)
+				: CORE_OK;
+	if (!json_is_integer(v))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" must be an integer", key);
+	*out = json_integer_value(v);
+	return CORE_OK;
+}
+
+enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bool *out)
+{
+	const json_t *v = field(r, key);
+
+	if (!v)
+		return required ? api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"%s\"", key)
+				: CORE_OK;
+	if (!json_is_boolean(v))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" must be a boolean", key);
+	*out = json_is_true(v);
+	return CORE_OK;
+}
+
+enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key,
+			   bool (*valid)(const char *), struct core_strv *out, bool *present)
+{
+	const json_t *arr = json_object_get(obj ? obj : r->json, key), *v;
+	enum core_rc rc;
+	size_t i;
+
+	if (present)
+		*present = arr && !json_is_null(arr);
+	if (!arr || json_is_null(arr))
+		return CORE_OK;
+	if (!json_is_array(arr))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" must be an array of strings",
+				key);
+	if (json_array_size(arr) > STRV_MAX)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" has more than %d entries",
+				key, STRV_MAX);
+	json_array_foreach(arr, i, v) {
+		const char *s = json_string_value(v);
+
+		if (!s || (valid && !valid(s))) {
+			core_strv_release(out);
+			return api_fail(r, CORE_ERR_BAD_REQUEST, "%s[%zu] is not a valid entry", key,
+					i);
+		}
+		rc = core_strv_push(out, s);
+		if (rc != CORE_OK) {
+			core_strv_release(out);
+			return rc;
+		}
+	}
+	return CORE_OK;
+}
+
+enum core_rc api_json_lease(struct api_req *r, int64_t *out)
+{
+	const struct api_config *c = &r->api->cfg;
+	bool present = false;
+	enum core_rc rc = api_json_int(r, "lease_ms", false, out, &present);
+
+	if (rc != CORE_OK)
+		return rc;
+	if (!present) {
+		*out = c->lease_default_ms;
+		return CORE_OK;
+	}
+	if (*out < c->lease_min_ms || *out > c->lease_max_ms)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"lease_ms must be in [%" PRId64 ", %" PRId64 "]", c->lease_min_ms,
+				c->lease_max_ms);
+	return CORE_OK;
+}
+
+enum core_rc api_if_match(struct api_req *r, int64_t *epoch)
+{
+	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_IF_MATCH);
+	char buf[32];
+	size_t n;
+
+	if (!h)
+		return api_fail(r, CORE_ERR_PRECONDITION_REQUIRED,
+				"owned writes need If-Match: \"<epoch>\"");
+	while (*h == ' ')
+		h++;
+	n = strlen(h);
+	while (n && h[n - 1] == ' ')
+		n--;
+	if (n >= 2 && h[0] == '"' && h[n - 1] == '"') {
+		h++;
+		n -= 2;
+	}
+	if (n == 0 || n >= sizeof buf)
+		goto bad;
+	memcpy(buf, h, n);
+	buf[n] = '\0';
+	if (!int_parse(buf, epoch) || *epoch < 0)
+		goto bad;
+	return CORE_OK;
+bad:
+	return api_fail(r, CORE_ERR_BAD_REQUEST, "If-Match must be \"<epoch>\" (an integer)");
+}
+
+enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out)
+{
+	if (!out)
+		return CORE_ERR_NOMEM;
+	json_decref(r->out);
+	r->out = out;
+	r->status = status;
+	return CORE_OK;
+}

@@ -1,0 +1,205 @@
+/* The route table (DESIGN §8) and path matching with safe percent-decoding.
+ *
+ * The label admin sweeps and the column rename are not in this milestone: they are absent
+ * from the table, so they answer 404 like any unknown route. openapi/check_routes.py reads
+ * API_ROUTES below and checks openapi/openapi.yaml lists exactly these methods and paths. */
+#include "api/api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define W API_ROLE_WORKER
+#define B API_ROLE_BOT
+#define O API_ROLE_OPERATOR
+#define ANY API_ROLE_ANY
+#define PUB API_ROUTE_PUBLIC
+#define BODY API_ROUTE_BODY
+
+/* method, pattern, handler, roles, flags */
+#define API_ROUTES(X)                                                                      \
+	X("GET", "/healthz", api_h_healthz, ANY, PUB)                                      \
+	X("GET", "/readyz", api_h_readyz, ANY, PUB)                                        \
+	X("GET", "/metrics", api_h_metrics, ANY, PUB)                                      \
+	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB)                            \
+	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB)                            \
+	X("POST", "/v1/cards", api_h_card_create, B | O, BODY)                             \
+	X("GET", "/v1/cards", api_h_card_list, ANY, 0)                                     \
+	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, 0)                                 \
+	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY)                        \
+	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0)                             \
+	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY)                            \
+	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY)                            \
+	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY)                        \
+	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY)                         \
+	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY)                       \
+	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY)           \
+	X("PUT", "/v1/cards/{id}/gave-up", api_h_gave_up, W, BODY)                         \
+	X("POST", "/v1/cards/{id}/reopen", api_h_card_reopen, O, BODY)                     \
+	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY)                   \
+	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY)               \
+	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, B | O, BODY)               \
+	X("GET", "/v1/labels", api_h_labels_count, ANY, 0)                                 \
+	X("POST", "/v1/runs", api_h_run_create, W, BODY)                                   \
+	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, 0)                                   \
+	X("PATCH", "/v1/runs/{id}", api_h_run_patch, W, BODY)                              \
+	X("DELETE", "/v1/runs/{id}", api_h_run_delete, O, 0)                               \
+	X("POST", "/v1/runs/{id}/heartbeat", api_h_run_heartbeat, W, BODY)                 \
+	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0)                          \
+	X("GET", "/v1/events", api_h_events, ANY, 0)                                       \
+	X("GET", "/v1/boards", api_h_board_list, ANY, 0)                                   \
+	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0)                                \
+	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY)                               \
+	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0)                                   \
+	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0)
+
+static const struct api_route routes[] = {
+#define API_ROUTE_ROW(m, p, h, ro, fl) {m, p, h, ro, fl},
+	API_ROUTES(API_ROUTE_ROW)
+#undef API_ROUTE_ROW
+};
+
+const struct api_route *api_router_table(size_t *n)
+{
+	*n = sizeof routes / sizeof routes[0];
+	return routes;
+}
+
+#define MAX_SEGS 8
+
+/* Splits "/a/b/c" into borrowed [start, len) segments; false when malformed or too deep. */
+static bool path_split(const char *p, const char **seg, size_t *len, size_t *n)
+{
+	size_t k = 0;
+
+	if (!p || p[0] != '/')
+		return false;
+	p++;
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t l = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (k == MAX_SEGS)
+			return false;
+		seg[k] = p;
+		len[k] = l;
+		k++;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	*n = k;
+	return true;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
+{
+	char *out = malloc(len + 1);
+	size_t i, o = 0;
+
+	*oom = !out;
+	if (!out)
+		return NULL;
+	for (i = 0; i < len; i++) {
+		if (s[i] == '%') {
+			int hi, lo;
+
+			if (i + 2 >= len) {
+				free(out);
+				return NULL;
+			}
+			hi = hexval(s[i + 1]);
+			lo = hexval(s[i + 2]);
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+				free(out);
+				return NULL;
+			}
+			out[o++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			out[o++] = (plus_space && s[i] == '+') ? ' ' : s[i];
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* Does the route's pattern match the split path? Literal segments compare raw. */
+static bool pattern_match(const char *pattern, const char *const *seg, const size_t *len, size_t n)
+{
+	const char *pseg[MAX_SEGS];
+	size_t plen[MAX_SEGS], pn, i;
+
+	if (!path_split(pattern, pseg, plen, &pn) || pn != n)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (plen[i] > 0 && pseg[i][0] == '{') {
+			if (len[i] == 0)
+				return false;
+			continue;
+		}
+		if (plen[i] != len[i] || memcmp(pseg[i], seg[i], len[i]) != 0)
+			return false;
+	}
+	return true;
+}
+
+static void allow_add(char *allow, size_t cap, const char *method)
+{
+	size_t l = strlen(allow);
+
+	if (strstr(allow, method))
+		return;
+	snprintf(allow + l, cap - l, "%s%s", l ? ", " : "", method);
+}
+
+enum core_rc api_router_match(struct api_req *r)
+{
+	const char *seg[MAX_SEGS], *pseg[MAX_SEGS];
+	size_t len[MAX_SEGS], plen[MAX_SEGS], n, pn, i, k;
+	const struct api_route *hit = NULL;
+
+	r->allow[0] = '\0';
+	if (!path_split(r->path, seg, len, &n))
+		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+		if (!pattern_match(routes[i].pattern, seg, len, n))
+			continue;
+		if (strcmp(routes[i].method, r->method) == 0 && !hit)
+			hit = &routes[i];
+		allow_add(r->allow, sizeof r->allow, routes[i].method);
+	}
+	if (!r->allow[0])
+		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
+	if (!hit)
+		return api_fail(r, CORE_ERR_METHOD_NOT_ALLOWED, "allowed: %s", r->allow);
+
+	path_split(hit->pattern, pseg, plen, &pn);
+	for (i = 0, k = 0; i < n; i++) {
+		bool oom;
+
+		if (plen[i] == 0 || pseg[i][0] != '{')
+			continue;
+		if (k == API_MAX_PARAMS)
+			return CORE_ERR_INTERNAL;
+		r->params[k] = api_pct_decode(seg[i], len[i], false, &oom);
+		if (!r->params[k])
+			return oom ? CORE_ERR_NOMEM
+				   : api_fail(r, CORE_ERR_BAD_REQUEST,
+					      "malformed percent-encoding in the path");
+		r->n_params = ++k;
+	}
+	r->route = hit;
+	return CORE_OK;
+}

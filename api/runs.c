@@ -1,0 +1,188 @@
+/* Run handlers (DESIGN §5, §10): create, read, update and heartbeat by the owner, cancel and
+ * prune by an operator. Every run body goes through store_run_to_json. */
+#include "api/api_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define FAILURE_CODE_MAX 64
+
+static const char *param_id(struct api_req *r)
+{
+	return r->n_params ? r->params[0] : NULL;
+}
+
+static enum core_rc reply_run(struct api_req *r, unsigned status, struct core_run *run)
+{
+	json_t *j = store_run_to_json(run);
+
+	core_run_free(run);
+	return api_reply(r, status, j);
+}
+
+/* Reads the path's run and checks the token sees its board; caller frees *out (may be
+ * NULL when the caller only needs the check). */
+static enum core_rc run_load(struct api_req *r, struct core_run **out)
+{
+	struct core_run *run = NULL;
+	const char *id = param_id(r);
+	enum core_rc rc;
+
+	if (out)
+		*out = NULL;
+	if (!core_id_valid(id))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "run id must match [A-Za-z0-9._:-]{1,128}");
+	rc = store_run_get(r->api->st, id, &run);
+	if (rc == CORE_ERR_NOT_FOUND)
+		return api_fail(r, rc, "no run %s", id);
+	if (rc != CORE_OK)
+		return rc;
+	rc = api_auth_board(r, run->board);
+	if (rc == CORE_OK && out) {
+		*out = run;
+		run = NULL;
+	}
+	core_run_free(run);
+	return rc;
+}
+
+static bool failure_code_valid(const char *s)
+{
+	size_t n;
+
+	for (n = 0; s[n]; n++) {
+		char c = s[n];
+
+		if (n >= FAILURE_CODE_MAX ||
+		    !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-'))
+			return false;
+	}
+	return n > 0;
+}
+
+static enum core_rc status_field(struct api_req *r, bool required, const char **out)
+{
+	enum core_rc rc = api_json_str(r, "status", required, CORE_STATUS_MAX, out);
+
+	if (rc == CORE_OK && *out && !core_status_valid(*out)) {
+		*out = NULL;
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "status must match [a-z_]{1,32}");
+	}
+	return rc;
+}
+
+enum core_rc api_h_run_create(struct api_req *r)
+{
+	struct store_run_create in = {0};
+	struct store_actor actor = api_auth_actor(r);
+	struct core_card *card = NULL;
+	struct core_run *run = NULL;
+	enum core_rc rc;
+
+	if ((rc = api_json_id(r, "card_id", true, &in.card_id)) != CORE_OK ||
+	    (rc = api_json_marker(r, true, &in.marker)) != CORE_OK ||
+	    (rc = status_field(r, true, &in.status)) != CORE_OK ||
+	    (rc = api_json_id(r, "id", false, &in.id)) != CORE_OK ||
+	    (rc = api_json_lease(r, &in.lease_ms)) != CORE_OK)
+		return rc;
+	rc = api_card_load(r, in.card_id, &card);
+	core_card_free(card);
+	if (rc != CORE_OK)
+		return rc;
+	rc = store_run_create(r->api->st, &in, &actor, &run);
+	if (rc != CORE_OK)
+		return rc;
+	snprintf(r->location, sizeof r->location, "/v1/runs/%s", run->id);
+	return reply_run(r, 201, run);
+}
+
+enum core_rc api_h_run_get(struct api_req *r)
+{
+	struct core_run *run = NULL;
+	enum core_rc rc = run_load(r, &run);
+
+	if (rc != CORE_OK)
+		return rc;
+	return reply_run(r, 200, run);
+}
+
+enum core_rc api_h_run_patch(struct api_req *r)
+{
+	struct store_run_update u = {0};
+	struct store_actor actor = api_auth_actor(r);
+	struct core_run *run = NULL;
+	const json_t *cont = json_object_get(r->json, "continuation");
+	enum core_rc rc;
+
+	if ((rc = api_json_marker(r, true, &u.marker)) != CORE_OK ||
+	    (rc = status_field(r, false, &u.status)) != CORE_OK ||
+	    (rc = api_json_str(r, "failure_code", false, FAILURE_CODE_MAX, &u.failure_code)) !=
+		    CORE_OK ||
+	    (rc = api_json_lease(r, &u.lease_ms)) != CORE_OK)
+		return rc;
+	if (u.failure_code && !failure_code_valid(u.failure_code))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "failure_code must match [A-Za-z0-9_.-]{1,64}");
+	if (json_is_null(cont)) {
+		u.clear_continuation = true;
+	} else if (cont) {
+		u.continuation = json_string_value(cont);
+		if (!u.continuation || !core_continuation_valid(u.continuation))
+			return api_fail(r, CORE_ERR_BAD_REQUEST,
+					"continuation must be redelivery_pending, retry_armed, "
+					"final or null");
+	}
+	if ((rc = run_load(r, NULL)) != CORE_OK)
+		return rc;
+	rc = store_run_update(r->api->st, param_id(r), &u, &actor, &run);
+	if (rc == CORE_ERR_CLAIM_CONFLICT)
+		return api_fail(r, rc, "the run is owned by another marker");
+	if (rc != CORE_OK)
+		return rc;
+	return reply_run(r, 200, run);
+}
+
+enum core_rc api_h_run_heartbeat(struct api_req *r)
+{
+	struct store_run_update u = {0};
+	struct store_actor actor = api_auth_actor(r);
+	struct core_run *run = NULL;
+	enum core_rc rc;
+
+	if ((rc = api_json_marker(r, true, &u.marker)) != CORE_OK ||
+	    (rc = api_json_lease(r, &u.lease_ms)) != CORE_OK || (rc = run_load(r, NULL)) != CORE_OK)
+		return rc;
+	rc = store_run_update(r->api->st, param_id(r), &u, &actor, &run);
+	if (rc == CORE_ERR_CLAIM_CONFLICT)
+		return api_fail(r, rc, "the run is owned by another marker");
+	if (rc != CORE_OK)
+		return rc;
+	return reply_run(r, 200, run);
+}
+
+enum core_rc api_h_run_cancel(struct api_req *r)
+{
+	struct store_actor actor = api_auth_actor(r);
+	struct core_run *run = NULL;
+	enum core_rc rc;
+
+	if ((rc = run_load(r, NULL)) != CORE_OK)
+		return rc;
+	rc = store_run_cancel(r->api->st, param_id(r), &actor, &run);
+	if (rc != CORE_OK)
+		return rc;
+	return reply_run(r, 200, run);
+}
+
+enum core_rc api_h_run_delete(struct api_req *r)
+{
+	struct store_actor actor = api_auth_actor(r);
+	enum core_rc rc;
+
+	if ((rc = run_load(r, NULL)) != CORE_OK)
+		return rc;
+	rc = store_run_prune(r->api->st, param_id(r), &actor);
+	if (rc == CORE_OK)
+		r->status = 204;
+	return rc;
+}

@@ -1,0 +1,52 @@
+/* server — boardd's process: configuration (flags + BOARDD_* environment), tokens bootstrap,
+ * the `boardd token add` subcommand, signals, and the wiring of store, api and reaper. */
+#ifndef BOARDD_SERVER_H
+#define BOARDD_SERVER_H
+
+#include "api/api.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The parsed settings of DESIGN §10. Strings are borrowed from argv/environ (process
+ * lifetime) or static defaults. The reaper reads interval, batch, horizon, ceiling, gate and
+ * the lease default from here. */
+struct server_config {
+	const char *listen;           /* --listen 127.0.0.1:8080 */
+	const char *store;            /* --store fs:./data */
+	const char *tokens;           /* --tokens FILE; NULL: DATADIR/tokens.json bootstrap */
+	int64_t lease_default_ms;     /* 900000 */
+	int64_t lease_min_ms;         /* 1000 */
+	int64_t lease_max_ms;         /* 86400000 */
+	int64_t reaper_interval_ms;   /* 60000 */
+	int64_t reaper_batch;         /* 100 */
+	int64_t unleased_horizon_ms;  /* 86400000 */
+	int64_t run_ceiling;          /* 20 */
+	int64_t threads;              /* number of cores */
+	int64_t max_body;             /* 1048576 */
+	enum api_log_format log_format;
+	bool reaper_gate;             /* --reaper=on / ITERION_BOARD_CLAIM_REAPER=on; default off */
+};
+
+enum server_parse_result {
+	SERVER_PARSE_RUN,   /* start the server */
+	SERVER_PARSE_EXIT,  /* --help / --version printed: exit 0 */
+	SERVER_PARSE_ERROR, /* message in err: exit 2 */
+};
+
+/* Fills cfg from defaults, then the environment, then argv (flags win). */
+enum server_parse_result server_config_parse(struct server_config *cfg, int argc, char **argv,
+					     char *err, size_t errlen);
+void server_config_usage(FILE *out);
+
+/* `boardd token add ...` (argv[0] == "token"); returns the process exit code. */
+int server_token_main(int argc, char **argv);
+
+/* Loads cfg->tokens, or bootstraps DATADIR/tokens.json (printing new plain tokens once to
+ * stderr). *out is zeroed by the caller; returns false with err filled on failure. */
+bool server_tokens_setup(const struct server_config *cfg, struct api_tokens *out, char *err,
+			 size_t errlen);
+
+#endif

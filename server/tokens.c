@@ -1,0 +1,171 @@
+/* Tokens on the server side: the bootstrap file with one dev token per role, and the
+ * `boardd token add` subcommand. Plain tokens are printed once and never stored. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* DATADIR/tokens.json for an fs: store, ./tokens.json otherwise; caller frees. */
+static char *default_tokens_path(const char *store_spec)
+{
+	char *p = NULL;
+
+	if (strncmp(store_spec, "fs:", 3) == 0) {
+		if (asprintf(&p, "%s/tokens.json", store_spec + 3) < 0)
+			return NULL;
+		return p;
+	}
+	return strdup("./tokens.json");
+}
+
+bool server_tokens_setup(const struct server_config *cfg, struct api_tokens *out, char *err,
+			 size_t errlen)
+{
+	static const struct {
+		const char *name;
+		unsigned role;
+	} dev[] = {
+		{"dev-worker", API_ROLE_WORKER},
+		{"dev-bot", API_ROLE_BOT},
+		{"dev-operator", API_ROLE_OPERATOR},
+	};
+	char plain[3][API_TOKEN_PLAIN_BUF];
+	struct api_tokens t = {0};
+	char *path = NULL;
+	struct stat sb;
+	bool ok = false;
+	size_t i;
+
+	if (cfg->tokens)
+		return api_tokens_load(cfg->tokens, out, err, errlen) == CORE_OK;
+	path = default_tokens_path(cfg->store);
+	if (!path) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	if (stat(path, &sb) == 0) {
+		ok = api_tokens_load(path, out, err, errlen) == CORE_OK;
+		if (ok)
+			fprintf(stderr,
+				"boardd: tokens: %s (plain tokens were printed when it was created; "
+				"add one with: boardd token add --tokens %s --name NAME --role ROLE)\n",
+				path, path);
+		goto out;
+	}
+	for (i = 0; i < 3; i++) {
+		if (api_token_generate(plain[i]) != CORE_OK ||
+		    api_tokens_push(&t, dev[i].name, plain[i], dev[i].role, NULL) != CORE_OK) {
+			snprintf(err, errlen, "cannot generate tokens");
+			goto out;
+		}
+	}
+	if (api_tokens_save(&t, path, err, errlen) != CORE_OK)
+		goto out;
+	fprintf(stderr, "boardd: created %s with one token per role (shown only now):\n", path);
+	for (i = 0; i < 3; i++)
+		fprintf(stderr, "boardd:   %-13s %s\n", dev[i].name, plain[i]);
+	*out = t;
+	memset(&t, 0, sizeof t);
+	ok = true;
+out:
+	api_tokens_release(&t);
+	free(path);
+	return ok;
+}
+
+static int token_usage(void)
+{
+	fprintf(stderr, "usage: boardd token add --tokens FILE --name NAME --role ROLE "
+			"[--role ...] [--board B ...]\n");
+	return 2;
+}
+
+int server_token_main(int argc, char **argv)
+{
+	const char *file = NULL, *name = NULL;
+	const char **boards = NULL;
+	struct api_tokens t = {0};
+	char plain[API_TOKEN_PLAIN_BUF], err[512];
+	unsigned roles = 0;
+	size_t nb = 0, i;
+	int k, code = 1;
+	enum core_rc rc;
+
+	if (argc < 2 || strcmp(argv[1], "add") != 0)
+		return token_usage();
+	boards = calloc((size_t)argc + 1, sizeof *boards);
+	if (!boards)
+		return 1;
+	for (k = 2; k < argc; k++) {
+		const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
+
+		if (!v) {
+			fprintf(stderr, "boardd token add: %s needs a value\n", a);
+			code = 2;
+			goto out;
+		}
+		k++;
+		if (strcmp(a, "--tokens") == 0) {
+			file = v;
+		} else if (strcmp(a, "--name") == 0) {
+			name = v;
+		} else if (strcmp(a, "--role") == 0) {
+			unsigned bit = api_role_parse(v);
+
+			if (!bit) {
+				fprintf(stderr, "boardd token add: unknown role %s (worker, bot, "
+						"operator)\n",
+					v);
+				code = 2;
+				goto out;
+			}
+			roles |= bit;
+		} else if (strcmp(a, "--board") == 0) {
+			if (strcmp(v, "*") != 0 && !core_name_valid(v)) {
+				fprintf(stderr, "boardd token add: invalid board name %s\n", v);
+				code = 2;
+				goto out;
+			}
+			boards[nb++] = v;
+		} else {
+			fprintf(stderr, "boardd token add: unknown option %s\n", a);
+			code = token_usage();
+			goto out;
+		}
+	}
+	if (!file || !name || !*name || !roles) {
+		code = token_usage();
+		goto out;
+	}
+	rc = api_tokens_load(file, &t, err, sizeof err);
+	if (rc != CORE_OK && !(rc == CORE_ERR_NOT_FOUND && access(file, F_OK) != 0)) {
+		fprintf(stderr, "boardd token add: %s\n", err);
+		goto out;
+	}
+	for (i = 0; i < t.n; i++)
+		if (strcmp(t.v[i].name, name) == 0) {
+			fprintf(stderr, "boardd token add: %s already has a token named %s\n", file,
+				name);
+			goto out;
+		}
+	if (api_token_generate(plain) != CORE_OK ||
+	    api_tokens_push(&t, name, plain, roles, nb ? boards : NULL) != CORE_OK) {
+		fprintf(stderr, "boardd token add: cannot generate a token\n");
+		goto out;
+	}
+	if (api_tokens_save(&t, file, err, sizeof err) != CORE_OK) {
+		fprintf(stderr, "boardd token add: %s\n", err);
+		goto out;
+	}
+	printf("%s\n", plain);
+	fprintf(stderr, "boardd: token %s added to %s (shown only now)\n", name, file);
+	code = 0;
+out:
+	api_tokens_release(&t);
+	free(boards);
+	return code;
+}
