@@ -1,0 +1,286 @@
+/* The FS twin: open (lock, recover, first board, legacy sweep), close, the ops table, the host
+ * clock, and the FS-only extras (stats, synchronous compaction). See fs.h for the model. */
+#include "store/fs/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FS_COMPACT_DEFAULT ((size_t)64 * 1024 * 1024)
+#define FS_EVENTS_KEEP_DEFAULT ((size_t)100000)
+
+static void fs_close(struct store *st);
+
+static int64_t fs_now(struct store *st)
+{
+	struct timespec ts;
+
+	(void)st;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static enum core_rc fs_ping(struct store *st)
+{
+	struct fs *fs = fs_of(st);
+	bool failed;
+
+	pthread_mutex_lock(&fs->jmu);
+	failed = fs->failed;
+	pthread_mutex_unlock(&fs->jmu);
+	return failed ? CORE_ERR_STORE_UNAVAILABLE : CORE_OK;
+}
+
+static const struct store_ops fs_ops = {
+	.name = "fs",
+	.close = fs_close,
+	.ping = fs_ping,
+	.now = fs_now,
+	.board_list = fs_board_list,
+	.board_get = fs_board_get,
+	.board_put = fs_board_put,
+	.card_create = fs_card_create,
+	.card_get = fs_card_get,
+	.card_list = fs_card_list,
+	.card_patch = fs_card_patch,
+	.card_delete = fs_card_delete,
+	.card_claim = fs_card_claim,
+	.card_renew = fs_card_renew,
+	.card_release = fs_card_release,
+	.card_owned_write = fs_card_owned_write,
+	.card_set_state_from = fs_card_set_state_from,
+	.card_reopen = fs_card_reopen,
+	.card_labels_set = fs_card_labels_set,
+	.card_labels_adjust = fs_card_labels_adjust,
+	.card_comment_add = fs_card_comment_add,
+	.labels_count = fs_labels_count,
+	.events_list = fs_events_list,
+	.run_create = fs_run_create,
+	.run_get = fs_run_get,
+	.run_update = fs_run_update,
+	.run_cancel = fs_run_cancel,
+	.run_prune = fs_run_prune,
+	.run_promote_if_orphaned = fs_run_promote_if_orphaned,
+	.run_count_for_card = fs_run_count_for_card,
+	.reaper_list_expired = fs_reaper_list_expired,
+	.reaper_list_repair = fs_reaper_list_repair,
+	.reaper_transfer = fs_reaper_transfer,
+	.reaper_release_exact = fs_reaper_release_exact,
+};
+
+/* mkdir -p; 0 or -1 with errno. */
+static int mkdir_p(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t i, n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(path, dir, n + 1);
+	for (i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, 0755) != 0 && errno != EEXIST)
+			return -1;
+		path[i] = dir[i];
+	}
+	return 0;
+}
+
+/* One process per directory: flock on DIR/lock, which then holds our pid for the message a
+ * second boardd prints. */
+static enum core_rc dir_lock(struct fs *fs, char *err, size_t errlen)
+{
+	char path[PATH_MAX], pid[32] = "";
+	ssize_t r;
+	int n;
+
+	snprintf(path, sizeof(path), "%s/lock", fs->dir);
+	fs->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fs->lock_fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno == EWOULDBLOCK) {
+			r = pread(fs->lock_fd, pid, sizeof(pid) - 1, 0);
+			pid[r > 0 ? r : 0] = '\0';
+			pid[strcspn(pid, "\n")] = '\0';
+			snprintf(err, errlen, "data directory %s is locked by another boardd (pid %s)",
+				 fs->dir, pid[0] ? pid : "unknown");
+		} else {
+			snprintf(err, errlen, "cannot lock %s: %s", path, strerror(errno));
+		}
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fs->lock_fd, 0) != 0 || pwrite(fs->lock_fd, pid, (size_t)n, 0) != n) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	return CORE_OK;
+}
+
+static enum core_rc sync_init(struct fs *fs)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	if (pthread_condattr_init(&ca) != 0)
+		return CORE_ERR_INTERNAL;
+	/* Long-poll deadlines must not move with the wall clock. */
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
+	     pthread_rwlock_init(&fs->lock, NULL) || pthread_mutex_init(&fs->jmu, NULL) ||
+	     pthread_cond_init(&fs->jcond, NULL) || pthread_mutex_init(&fs->evmu, NULL) ||
+	     pthread_cond_init(&fs->evcond, &ca) || pthread_mutex_init(&fs->snapmu, NULL) ||
+	     pthread_mutex_init(&fs->cmu, NULL) || pthread_cond_init(&fs->ccond, NULL);
+	pthread_condattr_destroy(&ca);
+	return rc ? CORE_ERR_INTERNAL : CORE_OK;
+}
+
+/* First open of a directory: the default board of DESIGN §2. */
+static enum core_rc default_board(struct fs *fs)
+{
+	struct core_board b;
+	struct fs_txn t;
+	enum core_rc rc;
+
+	if (fs->n_boards)
+		return CORE_OK;
+	rc = core_board_init_default(&b, "default");
+	if (rc != CORE_OK)
+		return rc;
+	fs_txn_begin(fs, &t, NULL);
+	rc = fs_txn_board_put(&t, &b);
+	if (rc == CORE_OK)
+		rc = fs_txn_event(&t, CORE_EV_BOARD_UPDATED, b.name, NULL, NULL,
+				  json_pack("{sb}", "created", 1));
+	core_board_release(&b);
+	return fs_txn_end(&t, rc);
+}
+
+enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out, char *err,
+			   size_t errlen)
+{
+	char host[256] = "localhost", dummy[8];
+	struct fs *fs;
+	enum core_rc rc;
+
+	if (!err || !errlen) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	if (out)
+		*out = NULL;
+	if (!o || !o->dir || !*o->dir || !out) {
+		snprintf(err, errlen, "fs store: no directory");
+		return CORE_ERR_BAD_REQUEST;
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return CORE_ERR_NOMEM;
+	fs->base.ops = &fs_ops;
+	fs->lock_fd = fs->jfd = -1;
+	fs->compact_bytes = o->compact_bytes ? o->compact_bytes : FS_COMPACT_DEFAULT;
+	fs->events_keep = o->events_keep ? o->events_keep : FS_EVENTS_KEEP_DEFAULT;
+	if (!o->hostname)
+		gethostname(host, sizeof(host) - 1);
+	fs->dir = strdup(o->dir);
+	fs->hostname = strdup(o->hostname ? o->hostname : host);
+	rc = fs->dir && fs->hostname ? sync_init(fs) : CORE_ERR_NOMEM;
+	if (rc != CORE_OK) {
+		snprintf(err, errlen, "fs store: cannot initialise");
+		free(fs->dir);
+		free(fs->hostname);
+		free(fs);
+		return rc;
+	}
+	if (mkdir_p(fs->dir) != 0) {
+		snprintf(err, errlen, "cannot create data directory %s: %s", fs->dir,
+			 strerror(errno));
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+		goto out;
+	}
+	rc = dir_lock(fs, err, errlen);
+	if (rc == CORE_OK)
+		rc = fs_snapshot_load(fs, err, errlen);
+	if (rc == CORE_OK)
+		rc = fs_journal_recover(fs, err, errlen);
+	if (rc == CORE_OK && (rc = default_board(fs)) != CORE_OK)
+		snprintf(err, errlen, "cannot create the default board in %s", fs->dir);
+	if (rc == CORE_OK && (rc = fs_legacy_sweep(fs)) != CORE_OK)
+		snprintf(err, errlen, "legacy claim sweep failed in %s", fs->dir);
+	if (rc == CORE_OK && (rc = fs_compactor_start(fs)) != CORE_OK)
+		snprintf(err, errlen, "cannot start the compactor thread");
+out:
+	if (rc != CORE_OK) {
+		fs_close(&fs->base);
+		return rc;
+	}
+	*out = &fs->base;
+	return CORE_OK;
+}
+
+static void fs_close(struct store *st)
+{
+	struct fs *fs = fs_of(st);
+	size_t i;
+
+	fs_compactor_stop(fs);
+	pthread_mutex_lock(&fs->evmu);
+	fs->closing = true;
+	pthread_cond_broadcast(&fs->evcond);
+	pthread_mutex_unlock(&fs->evmu);
+	for (i = 0; i < fs->n_old_fds; i++)
+		close(fs->old_fds[i]);
+	free(fs->old_fds);
+	if (fs->jfd >= 0)
+		close(fs->jfd);
+	if (fs->lock_fd >= 0)
+		close(fs->lock_fd); /* drops the flock */
+	fs_state_release(fs);
+	pthread_rwlock_destroy(&fs->lock);
+	pthread_mutex_destroy(&fs->jmu);
+	pthread_cond_destroy(&fs->jcond);
+	pthread_mutex_destroy(&fs->evmu);
+	pthread_cond_destroy(&fs->evcond);
+	pthread_mutex_destroy(&fs->snapmu);
+	pthread_mutex_destroy(&fs->cmu);
+	pthread_cond_destroy(&fs->ccond);
+	free(fs->dir);
+	free(fs->hostname);
+	free(fs);
+}
+
+enum core_rc store_fs_stats_get(struct store *st, struct store_fs_stats *out)
+{
+	struct fs *fs;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!st || !out || st->ops != &fs_ops)
+		return CORE_ERR_BAD_REQUEST;
+	fs = fs_of(st);
+	pthread_mutex_lock(&fs->jmu);
+	*out = fs->stats;
+	pthread_mutex_unlock(&fs->jmu);
+	return CORE_OK;
+}
+
+enum core_rc store_fs_compact(struct store *st)
+{
+	if (!st || st->ops != &fs_ops)
+		return CORE_ERR_BAD_REQUEST;
+	return fs_compact_run(fs_of(st));
+}

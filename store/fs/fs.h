@@ -1,0 +1,322 @@
+/* Internals of the FS twin (DESIGN §9). Not a public header: store/store.h is.
+ *
+ * Model. The whole state lives in memory behind one rwlock. Published objects (cards, runs,
+ * events) are immutable: a mutation works on private copies collected in a `struct fs_txn`,
+ * writes them as one checksummed journal line, then swaps the copies in. Immutability is what
+ * lets the compactor serialise a snapshot from bare pointers without holding the lock: while a
+ * snapshot is being written, replaced objects are parked in a graveyard instead of freed.
+ *
+ * Files in DIR:
+ *   lock             flock()ed by the owning process, holds its pid
+ *   snapshot.json    {"version":1,"gen":G,"ctr":{...},"boards":[..],"cards":[{"ord","card"}],
+ *                     "runs":[..],"events":[..]}; written temp + fsync + rename + fsync dir
+ *   journal.N        generations N >= G, replayed in order after the snapshot; one line per
+ *                    commit: "<crc32 as 8 hex> <json change>\n" (see fs_change_encode)
+ *
+ * Lock order: state lock -> jmu; state lock -> evmu; cmu -> state lock. jmu and evmu are
+ * never held together with a wait on the other, and no state lock is held across fdatasync.
+ */
+#ifndef BOARDD_STORE_FS_FS_H
+#define BOARDD_STORE_FS_FS_H
+
+#include "store/store.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- string-keyed hash map (fs_index.c): open addressing, linear probing ---- */
+
+struct fs_map_slot {
+	const char *key; /* borrowed from the value */
+	void *val;
+	uint32_t hash;
+};
+
+struct fs_map {
+	struct fs_map_slot *slots;
+	size_t cap; /* 0 or a power of two */
+	size_t n;
+};
+
+void *fs_map_get(const struct fs_map *m, const char *key);
+/* Inserts or replaces (key and value). NOMEM leaves the map unchanged. */
+enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val);
+/* Ensures `extra` more inserts cannot fail. */
+enum core_rc fs_map_reserve(struct fs_map *m, size_t extra);
+/* Removes key; returns its value or NULL. */
+void *fs_map_del(struct fs_map *m, const char *key);
+/* Frees the slots only (values belong to the caller). */
+void fs_map_release(struct fs_map *m);
+
+uint32_t fs_crc32(const void *buf, size_t len);
+
+/* ---- state ---- */
+
+struct fs_card_ent {
+	char *id;               /* the map key; owned */
+	struct core_card *card; /* owned; immutable once published */
+	uint64_t ord;           /* creation order, persisted: the list cursor */
+	bool dead;              /* deleted; left in `order` until that array is compacted */
+};
+
+struct fs_counters {
+	int64_t seq;   /* last event seq */
+	uint64_t card; /* card id generator */
+	uint64_t run;  /* run id generator */
+	uint64_t ord;  /* last creation ordinal */
+};
+
+/* One committed mutation: what a journal line carries, and what a replay rebuilds. */
+struct fs_change_card {
+	char *id;               /* owned */
+	struct core_card *card; /* owned; NULL: the card is deleted */
+	uint64_t ord;
+	bool is_new;            /* not in the index when the change was built */
+};
+
+struct fs_change {
+	struct fs_change_card *cards;
+	size_t n_cards, cap_cards;
+	struct core_run **runs; /* owned; upserted */
+	size_t n_runs, cap_runs;
+	struct core_board *boards; /* owned; upserted */
+	size_t n_boards;
+	struct core_event **events; /* owned; appended */
+	size_t n_events, cap_events;
+	struct fs_counters ctr;
+};
+
+void fs_change_release(struct fs_change *ch);
+
+/* Objects a writer replaced while a snapshot still reads them. */
+struct fs_grave {
+	struct core_card **cards;
+	size_t n_cards, cap_cards;
+	struct core_run **runs;
+	size_t n_runs, cap_runs;
+	struct core_event **events;
+	size_t n_events, cap_events;
+};
+
+struct fs {
+	struct store base; /* first: what the wrappers see */
+	char *dir;
+	char *hostname;
+	size_t compact_bytes;
+	size_t events_keep;
+	int lock_fd;
+
+	/* ---- guarded by `lock` ---- */
+	pthread_rwlock_t lock;
+	struct core_board *boards;
+	size_t n_boards;
+	struct fs_map cards; /* id -> struct fs_card_ent */
+	struct fs_card_ent **order;
+	size_t n_order, cap_order, n_dead;
+	struct fs_map runs; /* id -> struct core_run */
+	struct core_event **ev; /* the tail is ev[ev_head .. ev_n) */
+	size_t ev_head, ev_n, ev_cap;
+	struct fs_counters ctr;
+	bool snap_active;
+	struct fs_grave grave;
+
+	/* ---- journal: guarded by jmu (the fd is also only written under `lock`) ---- */
+	pthread_mutex_t jmu;
+	pthread_cond_t jcond;
+	int jfd;
+	uint64_t gen;
+	uint64_t jbytes;
+	uint64_t appended; /* journal lines written (seq of the last one) */
+	uint64_t synced;   /* journal lines known durable */
+	bool flushing;
+	bool failed;
+	int *old_fds; /* earlier generations still owed a sync */
+	size_t n_old_fds;
+	struct store_fs_stats stats;
+
+	/* ---- event visibility and long-poll: guarded by evmu ---- */
+	pthread_mutex_t evmu;
+	pthread_cond_t evcond; /* CLOCK_MONOTONIC */
+	int64_t ev_visible;    /* highest event seq whose line is durable */
+	bool closing;
+
+	/* ---- compaction: snapmu serialises whole compactions; cmu guards the flags ---- */
+	pthread_mutex_t snapmu;
+	pthread_mutex_t cmu;
+	pthread_cond_t ccond;
+	pthread_t cthread;
+	bool cthread_started;
+	bool compact_wanted;
+	bool compact_stop;
+};
+
+static inline struct fs *fs_of(struct store *st)
+{
+	return (struct fs *)st;
+}
+
+/* ---- index (fs_index.c): callers hold `lock` ---- */
+
+const struct core_board *fs_board_find(const struct fs *fs, const char *name);
+struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id);
+/* Makes fs_change_apply(ch) unable to fail for lack of memory. */
+enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch);
+/* Publishes ch into the state (taking its objects; ch is left empty). Infallible after a
+ * successful fs_change_reserve. `replay`: idempotent merge of a journal line or snapshot. */
+void fs_change_apply(struct fs *fs, struct fs_change *ch, bool replay);
+/* Frees an object no longer published (or parks it while a snapshot reads it). */
+void fs_retire_card(struct fs *fs, struct core_card *c);
+void fs_grave_empty(struct fs *fs);
+void fs_state_release(struct fs *fs);
+
+/* ---- journal (fs_journal.c) ---- */
+
+/* "<crc> <json>\n" for ch (events carry their seq already); caller frees. */
+char *fs_change_encode(const struct fs_change *ch, size_t *len);
+/* Parses the JSON part of a line into ch. BAD_REQUEST when malformed (ch left empty). */
+enum core_rc fs_change_decode(const char *json, size_t len, struct fs_change *ch);
+/* The same from a parsed object (a journal line, or a whole snapshot: same keys). */
+enum core_rc fs_change_from_json(const json_t *o, struct fs_change *ch);
+/* Under the state write lock: appends one line; *seq is what to pass to fs_journal_wait.
+ * On failure the file is as before (a partial write is cut) or the store is marked failed. */
+enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq);
+/* Without the state lock: returns once line `seq` is durable (group commit). */
+enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq);
+/* Opens (creating) journal.gen for appending; -1 on error with errno set. */
+int fs_journal_open(const struct fs *fs, uint64_t gen);
+/* Replays journal generations from fs->gen on; leaves fs->jfd open on the last one. */
+enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen);
+/* Makes events up to seq visible to events_list and wakes long-polls. */
+void fs_events_publish(struct fs *fs, int64_t seq);
+int fs_dir_sync(const char *dir);
+
+/* ---- snapshot and compaction (fs_snapshot.c) ---- */
+
+enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen);
+enum core_rc fs_compact_run(struct fs *fs);
+enum core_rc fs_compactor_start(struct fs *fs);
+void fs_compactor_stop(struct fs *fs);
+/* Asks the background compactor for a pass (cheap; called after commits). */
+void fs_compactor_poke(struct fs *fs);
+
+/* ---- transactions (fs_txn.c) ---- */
+
+struct fs_txn {
+	struct fs *fs;
+	int64_t now;
+	const char *actor; /* borrowed */
+	struct fs_change ch;
+};
+
+/* Takes the state write lock and reads "now" once for the whole mutation. */
+void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *actor);
+/* The card as this transaction sees it (its own copy first); NULL if unknown or deleted. */
+const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id);
+/* A private, mutable copy of card `id`: NOT_FOUND, NOMEM. */
+enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **out);
+/* Adds a new card (takes ownership, also on failure). */
+enum core_rc fs_txn_card_add(struct fs_txn *t, struct core_card *c);
+enum core_rc fs_txn_card_delete(struct fs_txn *t, const char *id);
+/* The run as this transaction sees it (tombstones included); NULL if unknown. */
+const struct core_run *fs_txn_run_peek(struct fs_txn *t, const char *id);
+/* Upserts a run (takes ownership, also on failure). */
+enum core_rc fs_txn_run_put(struct fs_txn *t, struct core_run *r);
+/* Upserts a board (copied). */
+enum core_rc fs_txn_board_put(struct fs_txn *t, const struct core_board *b);
+/* Appends an event; payload is stolen (NULL: {}). */
+enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const char *board,
+			  const char *card_id, const char *reason, json_t *payload);
+/* A lookup over cards as this transaction sees them (for core_blockers_*). */
+struct core_card_lookup fs_txn_lookup(struct fs_txn *t);
+/* rc == OK: commits (journal, swap, unlock, wait for durability); else aborts and unlocks.
+ * Returns the final rc. */
+enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc);
+
+/* ---- domain helpers shared by the op files (fs_cards.c) ---- */
+
+/* Moves c to `to` with reason and a card_state_changed event ({from,to} + `extra` keys,
+ * stolen), then runs the unblocked cascade when c entered the completed column by a
+ * non-machine write. A move to the current column is a no-op. */
+enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct core_board *b,
+			   const char *to, const char *reason, json_t *extra);
+/* Duplicates into *out for the caller (NOMEM). */
+enum core_rc fs_card_out(const struct core_card *c, struct core_card **out);
+/* A new array of copies of matching cards; cmp orders them; at most batch. */
+enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card *, int64_t),
+			      int64_t now, int (*cmp)(const void *, const void *), size_t batch,
+			      struct core_card ***out, size_t *n);
+const char *fs_actor_name(const struct store_actor *actor);
+
+/* ---- the ops, by file ---- */
+
+/* fs_cards.c */
+enum core_rc fs_card_create(struct store *st, const struct store_card_create *in,
+			    const struct store_actor *actor, struct core_card **out);
+enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_card_patch *p,
+			   const struct store_actor *actor, struct core_card **out);
+enum core_rc fs_card_delete(struct store *st, const char *id, const struct store_actor *actor);
+enum core_rc fs_card_set_state_from(struct store *st, const char *id, const char *from,
+				    const char *to, const char *reason,
+				    const struct store_actor *actor, struct core_card **out);
+enum core_rc fs_card_reopen(struct store *st, const char *id, const char *to, const char *reason,
+			    const struct store_actor *actor, struct core_card **out);
+enum core_rc fs_card_labels_set(struct store *st, const char *id, const struct core_strv *labels,
+				const struct store_actor *actor, struct core_card **out);
+enum core_rc fs_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,
+				   const struct core_strv *remove, const struct store_actor *actor,
+				   struct core_card **out);
+enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *body,
+				 const struct store_actor *actor, struct core_card **out);
+
+/* fs_claims.c */
+enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker, int64_t lease_ms,
+			   const struct store_actor *actor, struct store_claim_result *out);
+enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_token *t,
+			   int64_t lease_ms, struct core_card **out);
+enum core_rc fs_card_release(struct store *st, const char *id, const struct core_token *t,
+			     const struct store_actor *actor, struct core_card **out);
+enum core_rc fs_card_owned_write(struct store *st, const char *id,
+				 const struct store_owned_write *w, const struct store_actor *actor,
+				 struct core_card **out);
+enum core_rc fs_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
+				    size_t *n);
+enum core_rc fs_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
+				   size_t *n);
+enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct core_token *prev,
+				const char *marker, int64_t lease_ms, struct core_card **out);
+enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
+				     const struct core_card *expect,
+				     const struct store_actor *actor);
+/* The legacy same-host sweep run at open (one journal line for all releases). */
+enum core_rc fs_legacy_sweep(struct fs *fs);
+
+/* fs_runs.c */
+enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
+			   const struct store_actor *actor, struct core_run **out);
+enum core_rc fs_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc fs_run_update(struct store *st, const char *id, const struct store_run_update *u,
+			   const struct store_actor *actor, struct core_run **out);
+enum core_rc fs_run_cancel(struct store *st, const char *id, const struct store_actor *actor,
+			   struct core_run **out);
+enum core_rc fs_run_prune(struct store *st, const char *id, const struct store_actor *actor);
+enum core_rc fs_run_promote_if_orphaned(struct store *st, const char *id, struct core_run **out,
+					bool *promoted);
+enum core_rc fs_run_count_for_card(struct store *st, const char *card_id, size_t *n);
+
+/* fs_read.c: reads, boards and events */
+enum core_rc fs_board_list(struct store *st, struct core_board **boards, size_t *n);
+enum core_rc fs_board_get(struct store *st, const char *name, struct core_board *out);
+enum core_rc fs_board_put(struct store *st, const struct core_board *b,
+			  const struct store_actor *actor);
+enum core_rc fs_card_get(struct store *st, const char *id, struct core_card **out);
+enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
+			  struct core_card ***out, size_t *n, char **next);
+enum core_rc fs_labels_count(struct store *st, const char *board, const char *const *boards,
+			     json_t **out);
+enum core_rc fs_events_list(struct store *st, const char *board, const char *const *boards,
+			    int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
+			    size_t *n, int64_t *next);
+
+#endif

@@ -1,0 +1,337 @@
+/* Claims on the FS twin (DESIGN §3, §6; ADR-096 §1-§3, §6-§8): claim, renew, release, the
+ * fenced owned writes, the reaper's listings, TRANSFER and exact release, and the legacy
+ * same-host sweep. The epoch is a counter here (epoch_floor 0). Every fenced write checks the
+ * fence before touching anything, and a refused write leaves no copy behind to journal. */
+#include "store/fs/fs.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* A transaction over card `id` with its board; the usual head of every op below. */
+static enum core_rc begin_card(struct store *st, struct fs_txn *t, const char *id,
+			       const struct store_actor *actor, struct core_card **c,
+			       const struct core_board **b)
+{
+	enum core_rc rc;
+
+	fs_txn_begin(fs_of(st), t, actor);
+	*b = NULL;
+	rc = fs_txn_card(t, id, c);
+	if (rc == CORE_OK) {
+		*b = fs_board_find(t->fs, (*c)->board);
+		if (!*b)
+			rc = CORE_ERR_INTERNAL;
+	}
+	return rc;
+}
+
+static enum core_rc end_card(struct fs_txn *t, enum core_rc rc, const struct core_card *c,
+			     struct core_card **out)
+{
+	if (rc == CORE_OK && out)
+		rc = fs_card_out(c, out);
+	rc = fs_txn_end(t, rc);
+	if (rc != CORE_OK && out && *out) {
+		core_card_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static json_t *token_json(const char *marker, const struct core_card *c)
+{
+	return json_pack("{ssso}", "marker", marker, "epoch",
+			 c->has_epoch ? json_integer(c->claim_epoch) : json_null());
+}
+
+enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker, int64_t lease_ms,
+			   const struct store_actor *actor, struct store_claim_result *out)
+{
+	struct fs_txn t;
+	struct core_card *c = NULL;
+	const struct core_board *b;
+	bool fresh = false;
+	enum core_rc rc;
+
+	rc = begin_card(st, &t, id, actor, &c, &b);
+	if (rc == CORE_OK)
+		rc = core_claim_acquire(c, b, marker, lease_ms, t.now, 0, &fresh);
+	/* An idempotent re-claim is renewal-like: no event. */
+	if (rc == CORE_OK && fresh)
+		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
+				  token_json(marker, c));
+	rc = end_card(&t, rc, c, &out->card);
+	if (rc == CORE_OK) {
+		out->fresh = fresh;
+		out->token.marker = out->card->claim.marker;
+		out->token.epoch = out->card->claim_epoch;
+	}
+	return rc;
+}
+
+enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_token *tok,
+			   int64_t lease_ms, struct core_card **out)
+{
+	struct fs_txn t;
+	struct core_card *c = NULL;
+	const struct core_board *b;
+	enum core_rc rc;
+
+	rc = begin_card(st, &t, id, NULL, &c, &b);
+	if (rc == CORE_OK)
+		rc = core_claim_renew(c, tok, lease_ms, t.now);
+	return end_card(&t, rc, c, out);
+}
+
+/* Clears c's claim (fenced or not, as the caller decided) with its card_released event. */
+static enum core_rc release_with_event(struct fs_txn *t, struct core_card *c, const char *reason)
+{
+	json_t *payload = token_json(c->claim.marker, c);
+
+	if (!payload)
+		return CORE_ERR_NOMEM;
+	core_claim_clear(c);
+	c->updated_at = t->now;
+	return fs_txn_event(t, CORE_EV_CARD_RELEASED, c->board, c->id, reason, payload);
+}
+
+enum core_rc fs_card_release(struct store *st, const char *id, const struct core_token *tok,
+			     const struct store_actor *actor, struct core_card **out)
+{
+	struct fs_txn t;
+	struct core_card *c = NULL;
+	const struct core_board *b;
+	enum core_rc rc;
+
+	rc = begin_card(st, &t, id, actor, &c, &b);
+	if (rc == CORE_OK)
+		rc = core_fence_check(c, tok);
+	if (rc == CORE_OK)
+		rc = release_with_event(&t, c, NULL);
+	return end_card(&t, rc, c, out);
+}
+
+static json_t *gave_up_payload(const struct core_gave_up *g)
+{
+	char buf[CORE_TIME_BUF];
+
+	if (!g->set)
+		return json_pack("{sn}", "gave_up");
+	return json_pack("{s{sssososs}}", "gave_up", "reason", g->reason, "run_id",
+			 g->run_id ? json_string(g->run_id) : json_null(), "state",
+			 g->state ? json_string(g->state) : json_null(), "at",
+			 core_time_format(g->at, buf));
+}
+
+/* Sets (a copy of g, stamped now when it has no time) or clears (g NULL or !set) gave_up. */
+static enum core_rc gave_up_write(struct fs_txn *t, struct core_card *c,
+				  const struct core_gave_up *g)
+{
+	struct core_gave_up n = {0};
+
+	if (g && g->set) {
+		n.set = true;
+		n.at = g->at ? g->at : t->now;
+		if (core_str_set(&n.reason, g->reason) || core_str_set(&n.run_id, g->run_id) ||
+		    core_str_set(&n.state, g->state)) {
+			free(n.reason);
+			free(n.run_id);
+			free(n.state);
+			return CORE_ERR_NOMEM;
+		}
+	}
+	free(c->gave_up.reason);
+	free(c->gave_up.run_id);
+	free(c->gave_up.state);
+	c->gave_up = n;
+	c->updated_at = t->now;
+	return fs_txn_event(t, CORE_EV_CARD_GAVE_UP, c->board, c->id, NULL,
+			    gave_up_payload(&c->gave_up));
+}
+
+enum core_rc fs_card_owned_write(struct store *st, const char *id,
+				 const struct store_owned_write *w, const struct store_actor *actor,
+				 struct core_card **out)
+{
+	struct fs_txn t;
+	struct core_card *c = NULL;
+	const struct core_board *b;
+	enum core_rc rc;
+
+	rc = begin_card(st, &t, id, actor, &c, &b);
+	/* The fence first, for every kind: a stale token changes nothing at all. */
+	if (rc == CORE_OK)
+		rc = core_fence_check(c, &w->token);
+	if (rc != CORE_OK)
+		goto out;
+	switch (w->kind) {
+	case STORE_OWNED_STATE:
+		rc = core_transition_check(b, c->state, w->state);
+		if (rc == CORE_OK)
+			rc = fs_state_move(&t, c, b, w->state, w->reason, NULL);
+		break;
+	case STORE_OWNED_LAST_RUN:
+		rc = core_str_set(&c->last_run_id, w->run_id);
+		c->updated_at = t.now;
+		if (rc == CORE_OK)
+			rc = fs_txn_event(&t, CORE_EV_CARD_LAST_RUN, c->board, c->id, NULL,
+					  json_pack("{so}", "run_id",
+						    w->run_id ? json_string(w->run_id)
+							      : json_null()));
+		break;
+	case STORE_OWNED_AWAITING_INPUT:
+		c->awaiting_input = w->awaiting_input;
+		c->updated_at = t.now;
+		rc = fs_txn_event(&t, CORE_EV_CARD_UPDATED, c->board, c->id, NULL,
+				  json_pack("{s[s]}", "fields", "awaiting_input"));
+		break;
+	case STORE_OWNED_GAVE_UP:
+		rc = gave_up_write(&t, c, w->gave_up);
+		break;
+	default:
+		rc = CORE_ERR_BAD_REQUEST;
+	}
+out:
+	return end_card(&t, rc, c, out);
+}
+
+/* ---- reaper support ---- */
+
+static bool want_expired(const struct core_card *c, int64_t now)
+{
+	return core_claim_expired(c, now);
+}
+
+/* Abandoned recovery claims and claims that lost their lease or fence (ADR-096 §8). */
+static bool want_repair(const struct core_card *c, int64_t now)
+{
+	if (!c->claim.present)
+		return false;
+	if (!c->claim.has_lease || !c->has_epoch)
+		return true;
+	return core_marker_is_recovery(c->claim.marker) && core_claim_expired(c, now);
+}
+
+static int cmp_lease(const void *a, const void *b)
+{
+	const struct core_card *x = *(const struct core_card *const *)a;
+	const struct core_card *y = *(const struct core_card *const *)b;
+
+	return (x->claim.lease_until > y->claim.lease_until) -
+	       (x->claim.lease_until < y->claim.lease_until);
+}
+
+static int cmp_claimed(const void *a, const void *b)
+{
+	const struct core_card *x = *(const struct core_card *const *)a;
+	const struct core_card *y = *(const struct core_card *const *)b;
+
+	return (x->claim.claimed_at > y->claim.claimed_at) -
+	       (x->claim.claimed_at < y->claim.claimed_at);
+}
+
+enum core_rc fs_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
+				    size_t *n)
+{
+	return fs_cards_collect(fs_of(st), want_expired, store_now(st), cmp_lease, batch, out, n);
+}
+
+enum core_rc fs_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
+				   size_t *n)
+{
+	return fs_cards_collect(fs_of(st), want_repair, store_now(st), cmp_claimed, batch, out,
+				n);
+}
+
+enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct core_token *prev,
+				const char *marker, int64_t lease_ms, struct core_card **out)
+{
+	struct fs_txn t;
+	struct core_card *c = NULL;
+	const struct core_board *b;
+	enum core_rc rc;
+
+	rc = begin_card(st, &t, id, NULL, &c, &b);
+	if (rc == CORE_OK)
+		rc = core_claim_transfer(c, prev, marker, lease_ms, t.now, 0);
+	if (rc == CORE_OK)
+		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, "watchdog",
+				  json_pack("{sssIs{sssI}}", "marker", marker, "epoch",
+					    (json_int_t)c->claim_epoch, "reclaimed_from", "marker",
+					    prev->marker, "epoch", (json_int_t)prev->epoch));
+	return end_card(&t, rc, c, out);
+}
+
+/* The claim is still exactly what the caller observed (marker, and epoch or its absence). */
+static bool claim_matches(const struct core_card *c, const struct core_card *expect)
+{
+	if (!c->claim.present || !expect->claim.present || !expect->claim.marker ||
+	    strcmp(c->claim.marker, expect->claim.marker) != 0)
+		return false;
+	if (c->has_epoch != expect->has_epoch)
+		return false;
+	return !c->has_epoch || c->claim_epoch == expect->claim_epoch;
+}
+
+enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
+				     const struct core_card *expect,
+				     const struct store_actor *actor)
+{
+	struct fs_txn t;
+	struct core_card *c = NULL;
+	const struct core_board *b;
+	enum core_rc rc;
+
+	rc = begin_card(st, &t, id, actor, &c, &b);
+	if (rc == CORE_OK && !claim_matches(c, expect))
+		rc = CORE_ERR_CLAIM_CONFLICT;
+	if (rc == CORE_OK)
+		rc = release_with_event(&t, c, "watchdog");
+	return end_card(&t, rc, c, NULL);
+}
+
+/* "<host>-<pid>" with host == ours and a pid that no longer exists. */
+static bool legacy_dead_marker(const char *marker, const char *host)
+{
+	size_t hl = strlen(host);
+	const char *p;
+	char *end;
+	long pid;
+
+	if (strncmp(marker, host, hl) != 0 || marker[hl] != '-')
+		return false;
+	p = marker + hl + 1;
+	if (*p < '0' || *p > '9')
+		return false;
+	errno = 0;
+	pid = strtol(p, &end, 10);
+	if (*end || errno || pid <= 0 || pid == (long)getpid())
+		return false;
+	return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+enum core_rc fs_legacy_sweep(struct fs *fs)
+{
+	struct fs_txn t;
+	struct core_card *c;
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	fs_txn_begin(fs, &t, NULL);
+	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
+		const struct core_card *pc = fs->order[i]->dead ? NULL : fs->order[i]->card;
+
+		/* Only un-leased (legacy) claims: a leased one is the reaper's to judge. */
+		if (!pc || !pc->claim.present || pc->claim.has_lease ||
+		    !legacy_dead_marker(pc->claim.marker, fs->hostname))
+			continue;
+		rc = fs_txn_card(&t, fs->order[i]->id, &c);
+		if (rc == CORE_OK)
+			rc = release_with_event(&t, c, "legacy_sweep");
+	}
+	return fs_txn_end(&t, rc);
+}

@@ -1,0 +1,458 @@
+/* The FS twin's in-memory index: an id hash map for O(1) lookups, the creation-order array
+ * behind list cursors, the events tail, and fs_change_apply, the one place that publishes a
+ * committed (or replayed) change. Callers hold the state write lock. */
+#include "store/fs/fs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- CRC-32 (IEEE 802.3, reflected), table built once ---- */
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_table_init(void)
+{
+	uint32_t i, k, c;
+
+	for (i = 0; i < 256; i++) {
+		c = i;
+		for (k = 0; k < 8; k++)
+			c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+		crc_table[i] = c;
+	}
+}
+
+uint32_t fs_crc32(const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	uint32_t c = 0xFFFFFFFFu;
+
+	pthread_once(&crc_once, crc_table_init);
+	while (len--)
+		c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
+	return c ^ 0xFFFFFFFFu;
+}
+
+/* ---- hash map ---- */
+
+static uint32_t hash_str(const char *s)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	while (*s) {
+		h ^= (unsigned char)*s++;
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/* Slot index holding key, or the empty slot where it would go. */
+static size_t map_probe(const struct fs_map *m, const char *key, uint32_t h)
+{
+	size_t i = h & (m->cap - 1);
+
+	while (m->slots[i].key && (m->slots[i].hash != h || strcmp(m->slots[i].key, key) != 0))
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+void *fs_map_get(const struct fs_map *m, const char *key)
+{
+	size_t i;
+
+	if (!m->cap)
+		return NULL;
+	i = map_probe(m, key, hash_str(key));
+	return m->slots[i].key ? m->slots[i].val : NULL;
+}
+
+static enum core_rc map_grow(struct fs_map *m, size_t want)
+{
+	struct fs_map_slot *slots;
+	size_t cap = m->cap ? m->cap : 64, i, j;
+
+	/* Load factor at most 1/2 keeps linear probing short. */
+	while (cap < want * 2)
+		cap *= 2;
+	if (cap == m->cap)
+		return CORE_OK;
+	slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return CORE_ERR_NOMEM;
+	for (i = 0; i < m->cap; i++) {
+		if (!m->slots[i].key)
+			continue;
+		j = m->slots[i].hash & (cap - 1);
+		while (slots[j].key)
+			j = (j + 1) & (cap - 1);
+		slots[j] = m->slots[i];
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+	return CORE_OK;
+}
+
+enum core_rc fs_map_reserve(struct fs_map *m, size_t extra)
+{
+	return map_grow(m, m->n + extra);
+}
+
+enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val)
+{
+	uint32_t h = hash_str(key);
+	size_t i;
+
+	if (map_grow(m, m->n + 1) != CORE_OK)
+		return CORE_ERR_NOMEM;
+	i = map_probe(m, key, h);
+	if (!m->slots[i].key)
+		m->n++;
+	m->slots[i] = (struct fs_map_slot){.key = key, .val = val, .hash = h};
+	return CORE_OK;
+}
+
+void *fs_map_del(struct fs_map *m, const char *key)
+{
+	size_t i, j, home;
+	void *val;
+
+	if (!m->cap)
+		return NULL;
+	i = map_probe(m, key, hash_str(key));
+	if (!m->slots[i].key)
+		return NULL;
+	val = m->slots[i].val;
+	/* Backward-shift deletion: no tombstones, probes stay short after many deletes. */
+	j = i;
+	for (;;) {
+		m->slots[i].key = NULL;
+		for (;;) {
+			j = (j + 1) & (m->cap - 1);
+			if (!m->slots[j].key)
+				goto out;
+			home = m->slots[j].hash & (m->cap - 1);
+			/* Move j back to i unless its home lies cyclically in (i, j]. */
+			if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+				continue;
+			break;
+		}
+		m->slots[i] = m->slots[j];
+		i = j;
+	}
+out:
+	m->n--;
+	return val;
+}
+
+void fs_map_release(struct fs_map *m)
+{
+	free(m->slots);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- lookups ---- */
+
+const struct core_board *fs_board_find(const struct fs *fs, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < fs->n_boards; i++)
+		if (strcmp(fs->boards[i].name, name) == 0)
+			return &fs->boards[i];
+	return NULL;
+}
+
+struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id)
+{
+	return id ? fs_map_get(&fs->cards, id) : NULL;
+}
+
+/* ---- retiring published objects ---- */
+
+/* Grows an array of pointers to hold `want` entries. */
+static enum core_rc ptrs_reserve(void *arrp, size_t *cap, size_t want)
+{
+	void ***arr = arrp;
+	void **nv;
+	size_t nc = *cap ? *cap : 16;
+
+	if (want <= *cap)
+		return CORE_OK;
+	while (nc < want)
+		nc *= 2;
+	nv = realloc(*arr, nc * sizeof(void *));
+	if (!nv)
+		return CORE_ERR_NOMEM;
+	*arr = nv;
+	*cap = nc;
+	return CORE_OK;
+}
+
+/* A snapshot in progress may still read the object: park it (capacity was reserved). */
+void fs_retire_card(struct fs *fs, struct core_card *c)
+{
+	if (!c)
+		return;
+	if (fs->snap_active)
+		fs->grave.cards[fs->grave.n_cards++] = c;
+	else
+		core_card_free(c);
+}
+
+static void retire_run(struct fs *fs, struct core_run *r)
+{
+	if (!r)
+		return;
+	if (fs->snap_active)
+		fs->grave.runs[fs->grave.n_runs++] = r;
+	else
+		core_run_free(r);
+}
+
+static void event_free(struct core_event *e)
+{
+	core_event_release(e);
+	free(e);
+}
+
+static void retire_event(struct fs *fs, struct core_event *e)
+{
+	if (fs->snap_active)
+		fs->grave.events[fs->grave.n_events++] = e;
+	else
+		event_free(e);
+}
+
+void fs_grave_empty(struct fs *fs)
+{
+	size_t i;
+
+	for (i = 0; i < fs->grave.n_cards; i++)
+		core_card_free(fs->grave.cards[i]);
+	for (i = 0; i < fs->grave.n_runs; i++)
+		core_run_free(fs->grave.runs[i]);
+	for (i = 0; i < fs->grave.n_events; i++)
+		event_free(fs->grave.events[i]);
+	fs->grave.n_cards = fs->grave.n_runs = fs->grave.n_events = 0;
+}
+
+/* ---- change sets ---- */
+
+void fs_change_release(struct fs_change *ch)
+{
+	size_t i;
+
+	for (i = 0; i < ch->n_cards; i++) {
+		free(ch->cards[i].id);
+		core_card_free(ch->cards[i].card);
+	}
+	free(ch->cards);
+	for (i = 0; i < ch->n_runs; i++)
+		core_run_free(ch->runs[i]);
+	free(ch->runs);
+	for (i = 0; i < ch->n_boards; i++)
+		core_board_release(&ch->boards[i]);
+	free(ch->boards);
+	for (i = 0; i < ch->n_events; i++)
+		event_free(ch->events[i]);
+	free(ch->events);
+	memset(ch, 0, sizeof(*ch));
+}
+
+enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
+{
+	struct core_board *nb;
+	size_t n_new = 0, i;
+
+	for (i = 0; i < ch->n_cards; i++)
+		n_new += ch->cards[i].card && !fs_card_find(fs, ch->cards[i].id);
+	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
+	    ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new))
+		return CORE_ERR_NOMEM;
+	if (ch->n_boards) {
+		nb = realloc(fs->boards, (fs->n_boards + ch->n_boards) * sizeof(*nb));
+		if (!nb)
+			return CORE_ERR_NOMEM;
+		fs->boards = nb;
+	}
+	/* Slide the events tail down once its dead prefix outweighs it. */
+	if (fs->ev_head > 0 && fs->ev_head >= fs->ev_n - fs->ev_head) {
+		memmove(fs->ev, fs->ev + fs->ev_head, (fs->ev_n - fs->ev_head) * sizeof(*fs->ev));
+		fs->ev_n -= fs->ev_head;
+		fs->ev_head = 0;
+	}
+	if (ptrs_reserve(&fs->ev, &fs->ev_cap, fs->ev_n + ch->n_events))
+		return CORE_ERR_NOMEM;
+	if (fs->snap_active &&
+	    (ptrs_reserve(&fs->grave.cards, &fs->grave.cap_cards,
+			  fs->grave.n_cards + ch->n_cards) ||
+	     ptrs_reserve(&fs->grave.runs, &fs->grave.cap_runs, fs->grave.n_runs + ch->n_runs) ||
+	     ptrs_reserve(&fs->grave.events, &fs->grave.cap_events,
+			  fs->grave.n_events + ch->n_events)))
+		return CORE_ERR_NOMEM;
+	return CORE_OK;
+}
+
+static void apply_board(struct fs *fs, struct core_board *b)
+{
+	size_t i;
+
+	/* Boards are deep-copied by every reader (snapshots included), so they are replaced
+	 * in place rather than retired. */
+	for (i = 0; i < fs->n_boards; i++) {
+		if (strcmp(fs->boards[i].name, b->name) == 0) {
+			core_board_release(&fs->boards[i]);
+			fs->boards[i] = *b;
+			return;
+		}
+	}
+	fs->boards[fs->n_boards++] = *b;
+}
+
+/* Inserts ent keeping `order` sorted by ord (new cards normally land at the end). */
+static void order_insert(struct fs *fs, struct fs_card_ent *ent)
+{
+	size_t lo = 0, hi = fs->n_order, mid;
+
+	if (!fs->n_order || fs->order[fs->n_order - 1]->ord < ent->ord) {
+		fs->order[fs->n_order++] = ent;
+		return;
+	}
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (fs->order[mid]->ord < ent->ord)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(fs->order + lo + 1, fs->order + lo, (fs->n_order - lo) * sizeof(*fs->order));
+	fs->order[lo] = ent;
+	fs->n_order++;
+}
+
+/* Drops deleted entries from `order` once they are half of it (amortised O(1) per delete). */
+static void order_compact(struct fs *fs)
+{
+	size_t i, out = 0;
+
+	if (fs->n_dead < 64 || fs->n_dead * 2 < fs->n_order)
+		return;
+	for (i = 0; i < fs->n_order; i++) {
+		struct fs_card_ent *e = fs->order[i];
+		if (e->dead) {
+			free(e->id);
+			free(e);
+		} else {
+			fs->order[out++] = e;
+		}
+	}
+	fs->n_order = out;
+	fs->n_dead = 0;
+}
+
+static void apply_card(struct fs *fs, struct fs_change_card *cc)
+{
+	struct fs_card_ent *ent;
+
+	if (!cc->card) {
+		ent = fs_map_del(&fs->cards, cc->id);
+		if (ent) {
+			fs_retire_card(fs, ent->card);
+			ent->card = NULL;
+			ent->dead = true;
+			fs->n_dead++;
+		}
+		return;
+	}
+	ent = fs_card_find(fs, cc->id);
+	if (ent) {
+		fs_retire_card(fs, ent->card);
+		ent->card = cc->card;
+		cc->card = NULL;
+		return;
+	}
+	ent = calloc(1, sizeof(*ent));
+	if (!ent)
+		abort(); /* one small block; everything else was reserved */
+	ent->id = cc->id;
+	ent->card = cc->card;
+	ent->ord = cc->ord;
+	cc->id = NULL;
+	cc->card = NULL;
+	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
+	order_insert(fs, ent);
+}
+
+static void apply_run(struct fs *fs, struct core_run *r)
+{
+	retire_run(fs, fs_map_get(&fs->runs, r->id));
+	fs_map_put(&fs->runs, r->id, r); /* reserved: cannot fail */
+}
+
+static void apply_event(struct fs *fs, struct core_event *e, bool replay)
+{
+	/* A replayed line may carry events the snapshot already holds. */
+	if (replay && fs->ev_n > fs->ev_head && e->seq <= fs->ev[fs->ev_n - 1]->seq) {
+		event_free(e);
+		return;
+	}
+	fs->ev[fs->ev_n++] = e;
+	while (fs->ev_n - fs->ev_head > fs->events_keep)
+		retire_event(fs, fs->ev[fs->ev_head++]);
+}
+
+void fs_change_apply(struct fs *fs, struct fs_change *ch, bool replay)
+{
+	size_t i;
+
+	for (i = 0; i < ch->n_boards; i++)
+		apply_board(fs, &ch->boards[i]);
+	ch->n_boards = 0;
+	for (i = 0; i < ch->n_cards; i++)
+		apply_card(fs, &ch->cards[i]);
+	for (i = 0; i < ch->n_runs; i++)
+		apply_run(fs, ch->runs[i]);
+	ch->n_runs = 0;
+	for (i = 0; i < ch->n_events; i++)
+		apply_event(fs, ch->events[i], replay);
+	ch->n_events = 0;
+	if (ch->ctr.seq > fs->ctr.seq)
+		fs->ctr.seq = ch->ctr.seq;
+	if (ch->ctr.card > fs->ctr.card)
+		fs->ctr.card = ch->ctr.card;
+	if (ch->ctr.run > fs->ctr.run)
+		fs->ctr.run = ch->ctr.run;
+	if (ch->ctr.ord > fs->ctr.ord)
+		fs->ctr.ord = ch->ctr.ord;
+	order_compact(fs);
+	fs_change_release(ch);
+}
+
+void fs_state_release(struct fs *fs)
+{
+	size_t i;
+
+	fs_grave_empty(fs);
+	free(fs->grave.cards);
+	free(fs->grave.runs);
+	free(fs->grave.events);
+	for (i = 0; i < fs->n_order; i++) {
+		core_card_free(fs->order[i]->card);
+		free(fs->order[i]->id);
+		free(fs->order[i]);
+	}
+	free(fs->order);
+	fs_map_release(&fs->cards);
+	for (i = 0; i < fs->runs.cap; i++)
+		if (fs->runs.slots[i].key)
+			core_run_free(fs->runs.slots[i].val);
+	fs_map_release(&fs->runs);
+	for (i = fs->ev_head; i < fs->ev_n; i++)
+		event_free(fs->ev[i]);
+	free(fs->ev);
+	for (i = 0; i < fs->n_boards; i++)
+		core_board_release(&fs->boards[i]);
+	free(fs->boards);
+}

@@ -1,0 +1,371 @@
+/* Reads of the FS twin (cards, lists, labels, the events tail with its long-poll) and the
+ * board config, whose one write (board_put) lives here beside its reads. Readers share the
+ * rwlock and hand out deep copies. */
+#include "store/fs/fs.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static bool board_allowed(const char *board, const char *one, const char *const *many)
+{
+	if (one && strcmp(board, one) != 0)
+		return false;
+	if (!many)
+		return true;
+	for (; *many; many++)
+		if (strcmp(board, *many) == 0)
+			return true;
+	return false;
+}
+
+/* ---- boards ---- */
+
+enum core_rc fs_board_list(struct store *st, struct core_board **boards, size_t *n)
+{
+	struct fs *fs = fs_of(st);
+	struct core_board *v;
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	v = calloc(fs->n_boards ? fs->n_boards : 1, sizeof(*v));
+	for (i = 0; v && rc == CORE_OK && i < fs->n_boards; i++)
+		rc = core_board_copy(&v[i], &fs->boards[i]);
+	pthread_rwlock_unlock(&fs->lock);
+	if (!v || rc != CORE_OK) {
+		store_boards_free(v, i);
+		return CORE_ERR_NOMEM;
+	}
+	*boards = v;
+	*n = i;
+	return CORE_OK;
+}
+
+enum core_rc fs_board_get(struct store *st, const char *name, struct core_board *out)
+{
+	struct fs *fs = fs_of(st);
+	const struct core_board *b;
+	enum core_rc rc = CORE_ERR_NOT_FOUND;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	b = fs_board_find(fs, name);
+	if (b)
+		rc = core_board_copy(out, b);
+	pthread_rwlock_unlock(&fs->lock);
+	return rc;
+}
+
+/* A column the new config drops that still holds a card of board `old`; NULL if none. */
+static const char *dropped_column_in_use(struct fs *fs, const struct core_board *old,
+					 const struct core_board *b)
+{
+	size_t i, j;
+
+	for (i = 0; i < old->n_cols; i++) {
+		if (core_board_column(b, old->cols[i].name))
+			continue;
+		for (j = 0; j < fs->n_order; j++) {
+			const struct core_card *c = fs->order[j]->dead ? NULL : fs->order[j]->card;
+			if (c && strcmp(c->board, old->name) == 0 &&
+			    strcmp(c->state, old->cols[i].name) == 0)
+				return old->cols[i].name;
+		}
+	}
+	return NULL;
+}
+
+enum core_rc fs_board_put(struct store *st, const struct core_board *b,
+			  const struct store_actor *actor)
+{
+	struct fs_txn t;
+	const struct core_board *old;
+	const char *busy;
+	char detail[160];
+	enum core_rc rc;
+
+	rc = core_board_validate(b, detail, sizeof(detail));
+	if (rc != CORE_OK)
+		return rc;
+	fs_txn_begin(fs_of(st), &t, actor);
+	old = fs_board_find(t.fs, b->name);
+	busy = old ? dropped_column_in_use(t.fs, old, b) : NULL;
+	/* Dropping a column would strand its cards in a state the board no longer has: they
+	 * must be moved first (the op has no detail channel; the API words the refusal). */
+	if (busy)
+		rc = CORE_ERR_TRANSITION_REJECTED;
+	if (rc == CORE_OK)
+		rc = fs_txn_board_put(&t, b);
+	if (rc == CORE_OK)
+		rc = fs_txn_event(&t, CORE_EV_BOARD_UPDATED, b->name, NULL, NULL,
+				  json_pack("{sb}", "created", old == NULL));
+	return fs_txn_end(&t, rc);
+}
+
+/* ---- cards ---- */
+
+enum core_rc fs_card_get(struct store *st, const char *id, struct core_card **out)
+{
+	struct fs *fs = fs_of(st);
+	struct fs_card_ent *ent;
+	enum core_rc rc = CORE_ERR_NOT_FOUND;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	ent = fs_card_find(fs, id);
+	if (ent)
+		rc = fs_card_out(ent->card, out);
+	pthread_rwlock_unlock(&fs->lock);
+	return rc;
+}
+
+static bool card_matches(const struct core_card *c, const struct store_card_filter *f)
+{
+	if (!board_allowed(c->board, f->board, f->boards))
+		return false;
+	if (f->state && strcmp(c->state, f->state) != 0)
+		return false;
+	if (f->label && !core_strv_contains(&c->labels, f->label))
+		return false;
+	return f->claimed < 0 || c->claim.present == (f->claimed == 1);
+}
+
+/* First index of `order` whose ord is > after. */
+static size_t order_after(const struct fs *fs, uint64_t after)
+{
+	size_t lo = 0, hi = fs->n_order, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (fs->order[mid]->ord <= after)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
+			  struct core_card ***out, size_t *n, char **next)
+{
+	struct fs *fs = fs_of(st);
+	struct core_card **v = NULL;
+	uint64_t after = 0, last = 0;
+	char *end, buf[32];
+	size_t i, k = 0;
+	bool more = false;
+	enum core_rc rc = CORE_OK;
+
+	/* The cursor is the creation ordinal of the last card served: ordinals are never
+	 * reused, so a page boundary survives deletes (and restarts: they are journaled). */
+	if (f->after) {
+		errno = 0;
+		after = strtoull(f->after, &end, 10);
+		if (*end || errno || f->after[0] < '0' || f->after[0] > '9')
+			return CORE_ERR_BAD_REQUEST;
+	}
+	v = calloc(f->limit, sizeof(*v));
+	if (!v)
+		return CORE_ERR_NOMEM;
+	pthread_rwlock_rdlock(&fs->lock);
+	for (i = order_after(fs, after); i < fs->n_order; i++) {
+		const struct fs_card_ent *ent = fs->order[i];
+
+		if (ent->dead || !card_matches(ent->card, f))
+			continue;
+		if (k == f->limit) {
+			more = true;
+			break;
+		}
+		v[k] = core_card_dup(ent->card);
+		if (!v[k]) {
+			rc = CORE_ERR_NOMEM;
+			break;
+		}
+		k++;
+		last = ent->ord;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc == CORE_OK && more) {
+		snprintf(buf, sizeof(buf), "%" PRIu64, last);
+		*next = strdup(buf);
+		if (!*next)
+			rc = CORE_ERR_NOMEM;
+	}
+	if (rc != CORE_OK) {
+		store_cards_free(v, k);
+		return rc;
+	}
+	*out = v;
+	*n = k;
+	return CORE_OK;
+}
+
+enum core_rc fs_labels_count(struct store *st, const char *board, const char *const *boards,
+			     json_t **out)
+{
+	struct fs *fs = fs_of(st);
+	json_t *o = json_object();
+	size_t i, j;
+	bool ok = o != NULL;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	for (i = 0; ok && i < fs->n_order; i++) {
+		const struct core_card *c = fs->order[i]->dead ? NULL : fs->order[i]->card;
+
+		if (!c || !board_allowed(c->board, board, boards))
+			continue;
+		for (j = 0; ok && j < c->labels.n; j++) {
+			json_t *cnt = json_object_get(o, c->labels.v[j]);
+			ok = json_object_set_new(o, c->labels.v[j],
+						 json_integer(cnt ? json_integer_value(cnt) + 1 : 1)) ==
+			     0;
+		}
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (!ok) {
+		json_decref(o);
+		return CORE_ERR_NOMEM;
+	}
+	*out = o;
+	return CORE_OK;
+}
+
+enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card *, int64_t),
+			      int64_t now, int (*cmp)(const void *, const void *), size_t batch,
+			      struct core_card ***out, size_t *n)
+{
+	const struct core_card **hits = NULL, **nh;
+	struct core_card **v = NULL;
+	size_t i, k = 0, cap = 0;
+	enum core_rc rc = CORE_OK;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
+		const struct core_card *c = fs->order[i]->dead ? NULL : fs->order[i]->card;
+
+		if (!c || !want(c, now))
+			continue;
+		if (k == cap) {
+			cap = cap ? cap * 2 : 64;
+			nh = realloc(hits, cap * sizeof(*hits));
+			if (!nh) {
+				rc = CORE_ERR_NOMEM;
+				break;
+			}
+			hits = nh;
+		}
+		hits[k++] = c;
+	}
+	if (rc == CORE_OK && k)
+		qsort(hits, k, sizeof(*hits), cmp);
+	if (k > batch)
+		k = batch;
+	v = calloc(k ? k : 1, sizeof(*v));
+	for (i = 0; rc == CORE_OK && v && i < k; i++)
+		if (!(v[i] = core_card_dup(hits[i])))
+			rc = CORE_ERR_NOMEM;
+	pthread_rwlock_unlock(&fs->lock);
+	free(hits);
+	if (!v || rc != CORE_OK) {
+		store_cards_free(v, i);
+		return CORE_ERR_NOMEM;
+	}
+	*out = v;
+	*n = k;
+	return CORE_OK;
+}
+
+/* ---- events ---- */
+
+/* First tail index whose seq is > after (the tail is in seq order). */
+static size_t tail_after(const struct fs *fs, int64_t after)
+{
+	size_t lo = fs->ev_head, hi = fs->ev_n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (fs->ev[mid]->seq <= after)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Copies matching durable events in (after, visible] into v (capacity limit). *next becomes
+ * the seq to resume from: the last one served, or `visible` when everything was scanned. */
+static enum core_rc events_collect(struct fs *fs, const char *board, const char *const *boards,
+				   int64_t after, int64_t visible, size_t limit,
+				   struct core_event *v, size_t *n, int64_t *next)
+{
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	*next = after > visible ? after : visible;
+	pthread_rwlock_rdlock(&fs->lock);
+	for (i = tail_after(fs, after); i < fs->ev_n && fs->ev[i]->seq <= visible; i++) {
+		const struct core_event *e = fs->ev[i];
+
+		if (!board_allowed(e->board, board, boards))
+			continue;
+		if (*n == limit) {
+			*next = v[*n - 1].seq;
+			break;
+		}
+		rc = core_event_copy(&v[*n], e);
+		if (rc != CORE_OK)
+			break;
+		(*n)++;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	return rc;
+}
+
+enum core_rc fs_events_list(struct store *st, const char *board, const char *const *boards,
+			    int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
+			    size_t *n, int64_t *next)
+{
+	struct fs *fs = fs_of(st);
+	struct core_event *v = calloc(limit, sizeof(*v));
+	struct timespec deadline;
+	int64_t visible;
+	enum core_rc rc;
+	bool waited_out = false;
+	int w = 0;
+
+	if (!v)
+		return CORE_ERR_NOMEM;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += wait_ms / 1000;
+	deadline.tv_nsec += (wait_ms % 1000) * 1000000;
+	if (deadline.tv_nsec >= 1000000000) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000;
+	}
+	for (;;) {
+		pthread_mutex_lock(&fs->evmu);
+		visible = fs->ev_visible;
+		pthread_mutex_unlock(&fs->evmu);
+		rc = events_collect(fs, board, boards, after, visible, limit, v, n, next);
+		if (rc != CORE_OK || *n > 0 || wait_ms == 0 || waited_out)
+			break;
+		/* Nothing for this caller yet: sleep until a newer event is durable. */
+		after = *next;
+		pthread_mutex_lock(&fs->evmu);
+		while (fs->ev_visible == visible && !fs->closing && w != ETIMEDOUT)
+			w = pthread_cond_timedwait(&fs->evcond, &fs->evmu, &deadline);
+		waited_out = w == ETIMEDOUT || fs->closing;
+		pthread_mutex_unlock(&fs->evmu);
+	}
+	if (rc != CORE_OK) {
+		store_events_free(v, *n);
+		*n = 0;
+		*next = 0;
+		return rc;
+	}
+	*out = v;
+	return CORE_OK;
+}

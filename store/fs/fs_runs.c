@@ -1,0 +1,220 @@
+/* Runs on the FS twin (DESIGN §5): create, read, owner updates that renew the run lock,
+ * operator cancel and prune (a tombstone that stays in memory and in the snapshot), and
+ * promoteIfOrphaned as one step under the lock. */
+#include "store/fs/fs.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static enum core_rc run_out(const struct core_run *r, struct core_run **out)
+{
+	if (!out)
+		return CORE_OK;
+	*out = core_run_dup(r);
+	return *out ? CORE_OK : CORE_ERR_NOMEM;
+}
+
+static enum core_rc end_run(struct fs_txn *t, enum core_rc rc, const struct core_run *r,
+			    struct core_run **out)
+{
+	if (rc == CORE_OK)
+		rc = run_out(r, out);
+	rc = fs_txn_end(t, rc);
+	if (rc != CORE_OK && out && *out) {
+		core_run_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static json_t *run_payload(const struct core_run *r)
+{
+	return json_pack("{ssss}", "run_id", r->id, "status", r->status);
+}
+
+enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
+			   const struct store_actor *actor, struct core_run **out)
+{
+	struct fs_txn t;
+	const struct core_card *card;
+	struct core_run *r = NULL;
+	char idbuf[CORE_ID_MAX + 1];
+	const char *id = in->id;
+	enum core_rc rc;
+
+	fs_txn_begin(fs_of(st), &t, actor);
+	card = fs_txn_peek(&t, in->card_id);
+	rc = CORE_ERR_NOT_FOUND;
+	if (!card)
+		goto out;
+	rc = CORE_ERR_ALREADY_EXISTS;
+	if (id && fs_txn_run_peek(&t, id)) /* a tombstone keeps its id too */
+		goto out;
+	while (!id) {
+		snprintf(idbuf, sizeof(idbuf), "r-%011" PRIx64 "-%" PRIu64, (uint64_t)t.now,
+			 ++t.ch.ctr.run);
+		if (!fs_txn_run_peek(&t, idbuf))
+			id = idbuf;
+	}
+	rc = CORE_ERR_NOMEM;
+	r = core_run_new();
+	if (!r || core_str_set(&r->id, id) || core_str_set(&r->card_id, card->id) ||
+	    core_str_set(&r->board, card->board) || core_str_set(&r->status, in->status) ||
+	    core_str_set(&r->owner, in->marker))
+		goto out;
+	r->lease_ms = in->lease_ms;
+	r->lock_until = t.now + in->lease_ms;
+	r->created_at = r->updated_at = t.now;
+	rc = fs_txn_event(&t, CORE_EV_RUN_CREATED, r->board, r->card_id, NULL, run_payload(r));
+	if (rc == CORE_OK) {
+		rc = fs_txn_run_put(&t, r);
+		r = NULL;
+	}
+out:
+	core_run_free(r);
+	return end_run(&t, rc, rc == CORE_OK ? fs_txn_run_peek(&t, id) : NULL, out);
+}
+
+enum core_rc fs_run_get(struct store *st, const char *id, struct core_run **out)
+{
+	struct fs *fs = fs_of(st);
+	const struct core_run *r;
+	enum core_rc rc = CORE_ERR_NOT_FOUND;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	r = fs_map_get(&fs->runs, id);
+	if (r && !r->pruned)
+		rc = run_out(r, out);
+	pthread_rwlock_unlock(&fs->lock);
+	return rc;
+}
+
+/* A private copy of live run `id` in t: NOT_FOUND for unknown or pruned runs. */
+static enum core_rc txn_run(struct fs_txn *t, const char *id, struct core_run **out)
+{
+	const struct core_run *r = fs_txn_run_peek(t, id);
+	enum core_rc rc;
+
+	*out = NULL;
+	if (!r || r->pruned)
+		return CORE_ERR_NOT_FOUND;
+	*out = core_run_dup(r);
+	if (!*out)
+		return CORE_ERR_NOMEM;
+	rc = fs_txn_run_put(t, *out);
+	if (rc != CORE_OK)
+		*out = NULL;
+	return rc;
+}
+
+enum core_rc fs_run_update(struct store *st, const char *id, const struct store_run_update *u,
+			   const struct store_actor *actor, struct core_run **out)
+{
+	struct fs_txn t;
+	struct core_run *r = NULL;
+	const struct core_run *cur;
+	enum core_rc rc = CORE_ERR_NOT_FOUND;
+
+	fs_txn_begin(fs_of(st), &t, actor);
+	cur = fs_txn_run_peek(&t, id);
+	if (!cur || cur->pruned)
+		goto out;
+	/* Only the lock holder writes its run (checked before any copy is made). */
+	rc = CORE_ERR_CLAIM_CONFLICT;
+	if (!cur->owner || strcmp(cur->owner, u->marker) != 0)
+		goto out;
+	rc = txn_run(&t, id, &r);
+	if (rc != CORE_OK)
+		goto out;
+	if ((u->status && core_str_set(&r->status, u->status)) ||
+	    (u->clear_continuation && core_str_set(&r->continuation, NULL)) ||
+	    (u->continuation && core_str_set(&r->continuation, u->continuation)) ||
+	    (u->failure_code && core_str_set(&r->failure_code, u->failure_code))) {
+		rc = CORE_ERR_NOMEM;
+		goto out;
+	}
+	r->lease_ms = u->lease_ms;
+	r->lock_until = t.now + u->lease_ms;
+	r->updated_at = t.now;
+	rc = fs_txn_event(&t, CORE_EV_RUN_UPDATED, r->board, r->card_id, NULL, run_payload(r));
+out:
+	return end_run(&t, rc, r, out);
+}
+
+enum core_rc fs_run_cancel(struct store *st, const char *id, const struct store_actor *actor,
+			   struct core_run **out)
+{
+	struct fs_txn t;
+	struct core_run *r = NULL;
+	enum core_rc rc;
+
+	fs_txn_begin(fs_of(st), &t, actor);
+	rc = txn_run(&t, id, &r);
+	if (rc == CORE_OK)
+		rc = core_str_set(&r->status, CORE_RUN_CANCELLED);
+	if (rc == CORE_OK) {
+		r->updated_at = t.now;
+		rc = fs_txn_event(&t, CORE_EV_RUN_UPDATED, r->board, r->card_id, NULL,
+				  run_payload(r));
+	}
+	return end_run(&t, rc, r, out);
+}
+
+enum core_rc fs_run_prune(struct store *st, const char *id, const struct store_actor *actor)
+{
+	struct fs_txn t;
+	struct core_run *r = NULL;
+	enum core_rc rc;
+
+	fs_txn_begin(fs_of(st), &t, actor);
+	rc = txn_run(&t, id, &r);
+	if (rc == CORE_OK) {
+		r->pruned = true;
+		r->updated_at = t.now;
+		rc = fs_txn_event(&t, CORE_EV_RUN_UPDATED, r->board, r->card_id, NULL,
+				  json_pack("{sssb}", "run_id", r->id, "pruned", 1));
+	}
+	return end_run(&t, rc, r, NULL);
+}
+
+enum core_rc fs_run_promote_if_orphaned(struct store *st, const char *id, struct core_run **out,
+					bool *promoted)
+{
+	struct fs_txn t;
+	struct core_run *r = NULL;
+	enum core_rc rc;
+
+	fs_txn_begin(fs_of(st), &t, NULL);
+	rc = txn_run(&t, id, &r);
+	if (rc == CORE_OK)
+		core_run_promote_if_orphaned(r, t.now, promoted);
+	/* Journaled only when promoted; otherwise the transaction is aborted (freeing the
+	 * copy) and the run is answered as it stands. */
+	if (rc == CORE_OK && *promoted)
+		rc = fs_txn_event(&t, CORE_EV_RUN_UPDATED, r->board, r->card_id, "watchdog",
+				  json_pack("{ssssss}", "run_id", r->id, "status", r->status,
+					    "failure_code", r->failure_code));
+	if (rc == CORE_OK && !*promoted) {
+		rc = run_out(r, out);
+		fs_txn_end(&t, CORE_ERR_INTERNAL); /* abort: nothing to write */
+		return rc;
+	}
+	return end_run(&t, rc, r, out);
+}
+
+enum core_rc fs_run_count_for_card(struct store *st, const char *card_id, size_t *n)
+{
+	struct fs *fs = fs_of(st);
+	const struct core_run *r;
+	size_t i;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	for (i = 0; i < fs->runs.cap; i++) {
+		r = fs->runs.slots[i].key ? fs->runs.slots[i].val : NULL;
+		if (r && strcmp(r->card_id, card_id) == 0)
+			(*n)++;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	return CORE_OK;
+}

@@ -1,0 +1,326 @@
+/* Snapshots and compaction of the FS twin.
+ *
+ * A snapshot has the keys of a journal change plus {"version":1,"gen":G}: it is the whole
+ * state, and replay resumes at journal generation G. Compaction (background thread, or
+ * store_fs_compact) does, in order:
+ *   1. create journal.G+1 and fsync the directory, without the state lock;
+ *   2. under the write lock, briefly: capture pointers to every published object (they are
+ *      immutable; replaced ones go to the graveyard while snap_active) and switch writers to
+ *      journal.G+1 (the old fd is handed to the next group-commit flusher for its last sync);
+ *   3. without the lock: write snapshot.json.tmp, fsync, rename, fsync the directory;
+ *   4. delete journal generations below G+1 and empty the graveyard.
+ * A crash or an error anywhere leaves either the old snapshot with every journal it needs, or
+ * the new one: nothing acknowledged depends on the compaction succeeding.
+ */
+#include "store/fs/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct snap {
+	uint64_t gen;
+	struct fs_counters ctr;
+	struct core_board *boards;
+	size_t n_boards;
+	const struct core_card **cards;
+	uint64_t *ords;
+	size_t n_cards;
+	const struct core_run **runs;
+	size_t n_runs;
+	const struct core_event **events;
+	size_t n_events;
+};
+
+static void snap_release(struct snap *s)
+{
+	store_boards_free(s->boards, s->n_boards);
+	free(s->cards);
+	free(s->ords);
+	free(s->runs);
+	free(s->events);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Under the state write lock: pointers only, O(n) without allocation per object. */
+static enum core_rc snap_capture(struct fs *fs, struct snap *s)
+{
+	size_t i;
+
+	s->ctr = fs->ctr;
+	s->boards = calloc(fs->n_boards ? fs->n_boards : 1, sizeof(*s->boards));
+	s->cards = calloc(fs->cards.n + 1, sizeof(*s->cards));
+	s->ords = calloc(fs->cards.n + 1, sizeof(*s->ords));
+	s->runs = calloc(fs->runs.n + 1, sizeof(*s->runs));
+	s->events = calloc(fs->ev_n - fs->ev_head + 1, sizeof(*s->events));
+	if (!s->boards || !s->cards || !s->ords || !s->runs || !s->events)
+		return CORE_ERR_NOMEM;
+	for (; s->n_boards < fs->n_boards; s->n_boards++)
+		if (core_board_copy(&s->boards[s->n_boards], &fs->boards[s->n_boards]))
+			return CORE_ERR_NOMEM;
+	for (i = 0; i < fs->n_order; i++) {
+		if (fs->order[i]->dead)
+			continue;
+		s->cards[s->n_cards] = fs->order[i]->card;
+		s->ords[s->n_cards++] = fs->order[i]->ord;
+	}
+	for (i = 0; i < fs->runs.cap; i++)
+		if (fs->runs.slots[i].key)
+			s->runs[s->n_runs++] = fs->runs.slots[i].val;
+	for (i = fs->ev_head; i < fs->ev_n; i++)
+		s->events[s->n_events++] = fs->ev[i];
+	return CORE_OK;
+}
+
+/* Writes one value (stolen) after a separator; false on any failure. */
+static bool emit(FILE *f, json_t *v, bool first)
+{
+	bool ok = v && (first || fputc(',', f) != EOF) && json_dumpf(v, f, JSON_COMPACT) == 0;
+
+	json_decref(v);
+	return ok;
+}
+
+static bool snap_emit(FILE *f, const struct snap *s)
+{
+	json_t *ctr = json_pack("{sIsIsIsI}", "seq", (json_int_t)s->ctr.seq, "card",
+				(json_int_t)s->ctr.card, "run", (json_int_t)s->ctr.run, "ord",
+				(json_int_t)s->ctr.ord);
+	bool ok = fprintf(f, "{\"version\":1,\"gen\":%" PRIu64 ",\"ctr\":", s->gen) > 0 &&
+		  emit(f, ctr, true) && fputs(",\"boards\":[", f) != EOF;
+	size_t i;
+
+	for (i = 0; ok && i < s->n_boards; i++)
+		ok = emit(f, store_board_to_json(&s->boards[i]), i == 0);
+	ok = ok && fputs("],\"cards\":[", f) != EOF;
+	for (i = 0; ok && i < s->n_cards; i++)
+		ok = emit(f,
+			  json_pack("{sssIso}", "id", s->cards[i]->id, "ord", (json_int_t)s->ords[i],
+				    "card", store_card_to_json(s->cards[i])),
+			  i == 0);
+	ok = ok && fputs("],\"runs\":[", f) != EOF;
+	for (i = 0; ok && i < s->n_runs; i++)
+		ok = emit(f, store_run_to_json(s->runs[i]), i == 0);
+	ok = ok && fputs("],\"events\":[", f) != EOF;
+	for (i = 0; ok && i < s->n_events; i++)
+		ok = emit(f, store_event_to_json(s->events[i]), i == 0);
+	return ok && fputs("]}\n", f) != EOF;
+}
+
+/* temp + fsync + rename + fsync dir; 0 or an errno. */
+static int snap_write(struct fs *fs, const struct snap *s)
+{
+	char tmp[4096], path[4096];
+	FILE *f;
+	int err = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s/snapshot.json.tmp", fs->dir);
+	snprintf(path, sizeof(path), "%s/snapshot.json", fs->dir);
+	f = fopen(tmp, "we");
+	if (!f)
+		return errno;
+	if (!snap_emit(f, s) || fflush(f) != 0 || fsync(fileno(f)) != 0)
+		err = errno ? errno : EIO;
+	if (fclose(f) != 0 && !err)
+		err = errno;
+	if (!err && rename(tmp, path) != 0)
+		err = errno;
+	if (!err && fs_dir_sync(fs->dir) != 0)
+		err = errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
+enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
+{
+	char path[4096];
+	struct fs_change ch;
+	json_error_t jerr;
+	json_t *o;
+	json_int_t version = 0, gen = 0;
+	enum core_rc rc = CORE_OK;
+	struct stat sb;
+
+	fs->gen = 1;
+	snprintf(path, sizeof(path), "%s/snapshot.json", fs->dir);
+	if (stat(path, &sb) != 0 && errno == ENOENT)
+		return CORE_OK;
+	o = json_load_file(path, 0, &jerr);
+	if (!o) {
+		snprintf(err, errlen, "snapshot %s is unreadable: %s (line %d); refusing to open",
+			 path, jerr.text, jerr.line);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	if (json_unpack(o, "{sIsI}", "version", &version, "gen", &gen) || version != 1 ||
+	    gen < 1 || fs_change_from_json(o, &ch) != CORE_OK) {
+		snprintf(err, errlen, "snapshot %s is not a boardd v1 snapshot; refusing to open",
+			 path);
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+		goto out;
+	}
+	rc = fs_change_reserve(fs, &ch);
+	if (rc != CORE_OK) {
+		fs_change_release(&ch);
+		snprintf(err, errlen, "out of memory loading %s", path);
+		goto out;
+	}
+	fs_change_apply(fs, &ch, true);
+	fs->gen = (uint64_t)gen;
+out:
+	json_decref(o);
+	return rc;
+}
+
+/* Under the state write lock: switches writers to the new generation's fd. */
+static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen)
+{
+	int *nv;
+
+	pthread_mutex_lock(&fs->jmu);
+	if (fs->failed) {
+		pthread_mutex_unlock(&fs->jmu);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	nv = realloc(fs->old_fds, (fs->n_old_fds + 1) * sizeof(*nv));
+	if (!nv) {
+		pthread_mutex_unlock(&fs->jmu);
+		return CORE_ERR_NOMEM;
+	}
+	fs->old_fds = nv;
+	fs->old_fds[fs->n_old_fds++] = fs->jfd;
+	fs->jfd = fd;
+	fs->gen = gen;
+	fs->jbytes = 0;
+	fs->stats.generation = gen;
+	fs->stats.journal_bytes = 0;
+	pthread_mutex_unlock(&fs->jmu);
+	return CORE_OK;
+}
+
+static void journal_unlink(const struct fs *fs, uint64_t gen)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/journal.%" PRIu64, fs->dir, gen);
+	unlink(path);
+}
+
+enum core_rc fs_compact_run(struct fs *fs)
+{
+	struct snap s = {0};
+	uint64_t gen, g;
+	enum core_rc rc = CORE_ERR_STORE_UNAVAILABLE;
+	int fd, err = 0;
+
+	pthread_mutex_lock(&fs->snapmu);
+	gen = fs->gen + 1; /* fs->gen only moves here, under snapmu */
+	fd = fs_journal_open(fs, gen);
+	if (fd < 0 || fs_dir_sync(fs->dir) != 0) {
+		err = errno;
+		goto out;
+	}
+	pthread_rwlock_wrlock(&fs->lock);
+	s.gen = gen;
+	rc = snap_capture(fs, &s);
+	if (rc == CORE_OK)
+		rc = rotate(fs, fd, gen);
+	if (rc == CORE_OK) {
+		fd = -1;
+		fs->snap_active = true;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc != CORE_OK)
+		goto out;
+	err = snap_write(fs, &s);
+	pthread_rwlock_wrlock(&fs->lock);
+	fs->snap_active = false;
+	fs_grave_empty(fs);
+	pthread_rwlock_unlock(&fs->lock);
+	if (err) {
+		/* The old snapshot and every journal since remain: nothing is lost. */
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+		goto out;
+	}
+	for (g = gen - 1; g > 0; g--) {
+		char path[4096];
+		struct stat sb;
+
+		snprintf(path, sizeof(path), "%s/journal.%" PRIu64, fs->dir, g);
+		if (stat(path, &sb) != 0)
+			break;
+		journal_unlink(fs, g);
+	}
+	pthread_mutex_lock(&fs->jmu);
+	fs->stats.compactions++;
+	pthread_mutex_unlock(&fs->jmu);
+out:
+	if (fd >= 0) {
+		close(fd);
+		journal_unlink(fs, gen);
+	}
+	if (rc != CORE_OK)
+		fprintf(stderr, "boardd: fs store %s: compaction failed: %s\n", fs->dir,
+			err ? strerror(err) : core_rc_code(rc));
+	snap_release(&s);
+	pthread_mutex_unlock(&fs->snapmu);
+	return rc;
+}
+
+static void *compactor_main(void *arg)
+{
+	struct fs *fs = arg;
+	bool due;
+
+	pthread_mutex_lock(&fs->cmu);
+	while (!fs->compact_stop) {
+		if (!fs->compact_wanted) {
+			pthread_cond_wait(&fs->ccond, &fs->cmu);
+			continue;
+		}
+		fs->compact_wanted = false;
+		pthread_mutex_unlock(&fs->cmu);
+		/* Pokes that raced with the last pass find a fresh, short journal. */
+		pthread_mutex_lock(&fs->jmu);
+		due = fs->jbytes > fs->compact_bytes && !fs->failed;
+		pthread_mutex_unlock(&fs->jmu);
+		if (due)
+			fs_compact_run(fs);
+		pthread_mutex_lock(&fs->cmu);
+	}
+	pthread_mutex_unlock(&fs->cmu);
+	return NULL;
+}
+
+enum core_rc fs_compactor_start(struct fs *fs)
+{
+	if (pthread_create(&fs->cthread, NULL, compactor_main, fs) != 0)
+		return CORE_ERR_INTERNAL;
+	fs->cthread_started = true;
+	return CORE_OK;
+}
+
+void fs_compactor_stop(struct fs *fs)
+{
+	if (!fs->cthread_started)
+		return;
+	pthread_mutex_lock(&fs->cmu);
+	fs->compact_stop = true;
+	pthread_cond_signal(&fs->ccond);
+	pthread_mutex_unlock(&fs->cmu);
+	pthread_join(fs->cthread, NULL);
+	fs->cthread_started = false;
+}
+
+void fs_compactor_poke(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->cmu);
+	fs->compact_wanted = true;
+	pthread_cond_signal(&fs->ccond);
+	pthread_mutex_unlock(&fs->cmu);
+}

@@ -1,0 +1,285 @@
+/* Transactions of the FS twin: private copies first, one journal line, then the swap.
+ *
+ * A mutation runs under the state write lock on copies of the cards and runs it touches,
+ * never on the published objects. fs_txn_end writes the whole change as one line, and only
+ * once write(2) succeeded are the copies swapped in, so a failed write leaves memory exactly
+ * as it was. The lock is then dropped and the caller waits for the group fdatasync.
+ *
+ * If that fdatasync fails, the change is already visible in memory but cannot be vouched for
+ * on disk: the store is marked failed (every later write answers STORE_UNAVAILABLE, reads keep
+ * working, ping reports it) and the caller gets STORE_UNAVAILABLE, never a success. Rolling the
+ * memory back is not attempted: later writers may already have built on it, and after a failed
+ * fsync the kernel's view of the file is unknown; a restart re-reads what the disk really has.
+ */
+#include "store/fs/fs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *fs_actor_name(const struct store_actor *actor)
+{
+	return actor && actor->name ? actor->name : "";
+}
+
+void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *actor)
+{
+	memset(t, 0, sizeof(*t));
+	t->fs = fs;
+	t->actor = fs_actor_name(actor);
+	pthread_rwlock_wrlock(&fs->lock);
+	t->now = store_now(&fs->base);
+	t->ch.ctr = fs->ctr;
+}
+
+static struct fs_change_card *txn_find(struct fs_txn *t, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < t->ch.n_cards; i++)
+		if (strcmp(t->ch.cards[i].id, id) == 0)
+			return &t->ch.cards[i];
+	return NULL;
+}
+
+const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id)
+{
+	struct fs_change_card *cc = txn_find(t, id);
+	struct fs_card_ent *ent;
+
+	if (cc)
+		return cc->card;
+	ent = fs_card_find(t->fs, id);
+	return ent ? ent->card : NULL;
+}
+
+/* Appends a change entry; takes `card` (freed on failure). */
+static enum core_rc txn_push(struct fs_txn *t, const char *id, struct core_card *card,
+			     uint64_t ord, bool is_new)
+{
+	struct fs_change *ch = &t->ch;
+	struct fs_change_card *nc;
+	char *idc = strdup(id);
+
+	if (idc && ch->n_cards == ch->cap_cards) {
+		nc = realloc(ch->cards, (ch->cap_cards ? ch->cap_cards * 2 : 4) * sizeof(*nc));
+		if (!nc) {
+			free(idc);
+			idc = NULL;
+		} else {
+			ch->cards = nc;
+			ch->cap_cards = ch->cap_cards ? ch->cap_cards * 2 : 4;
+		}
+	}
+	if (!idc) {
+		core_card_free(card);
+		return CORE_ERR_NOMEM;
+	}
+	ch->cards[ch->n_cards++] =
+		(struct fs_change_card){.id = idc, .card = card, .ord = ord, .is_new = is_new};
+	return CORE_OK;
+}
+
+enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **out)
+{
+	struct fs_change_card *cc = txn_find(t, id);
+	struct fs_card_ent *ent;
+	struct core_card *copy;
+	enum core_rc rc;
+
+	*out = NULL;
+	if (cc) {
+		*out = cc->card;
+		return cc->card ? CORE_OK : CORE_ERR_NOT_FOUND;
+	}
+	ent = fs_card_find(t->fs, id);
+	if (!ent)
+		return CORE_ERR_NOT_FOUND;
+	copy = core_card_dup(ent->card);
+	if (!copy)
+		return CORE_ERR_NOMEM;
+	rc = txn_push(t, id, copy, ent->ord, false);
+	if (rc == CORE_OK)
+		*out = copy;
+	return rc;
+}
+
+enum core_rc fs_txn_card_add(struct fs_txn *t, struct core_card *c)
+{
+	return txn_push(t, c->id, c, ++t->ch.ctr.ord, true);
+}
+
+enum core_rc fs_txn_card_delete(struct fs_txn *t, const char *id)
+{
+	struct fs_change_card *cc = txn_find(t, id);
+	struct fs_card_ent *ent;
+
+	if (cc) {
+		core_card_free(cc->card);
+		cc->card = NULL;
+		return CORE_OK;
+	}
+	ent = fs_card_find(t->fs, id);
+	if (!ent)
+		return CORE_ERR_NOT_FOUND;
+	return txn_push(t, id, NULL, ent->ord, false);
+}
+
+const struct core_run *fs_txn_run_peek(struct fs_txn *t, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < t->ch.n_runs; i++)
+		if (strcmp(t->ch.runs[i]->id, id) == 0)
+			return t->ch.runs[i];
+	return fs_map_get(&t->fs->runs, id);
+}
+
+enum core_rc fs_txn_run_put(struct fs_txn *t, struct core_run *r)
+{
+	struct fs_change *ch = &t->ch;
+	struct core_run **nv;
+	size_t i;
+
+	for (i = 0; i < ch->n_runs; i++) {
+		if (strcmp(ch->runs[i]->id, r->id) == 0) {
+			core_run_free(ch->runs[i]);
+			ch->runs[i] = r;
+			return CORE_OK;
+		}
+	}
+	if (ch->n_runs == ch->cap_runs) {
+		nv = realloc(ch->runs, (ch->cap_runs ? ch->cap_runs * 2 : 2) * sizeof(*nv));
+		if (!nv) {
+			core_run_free(r);
+			return CORE_ERR_NOMEM;
+		}
+		ch->runs = nv;
+		ch->cap_runs = ch->cap_runs ? ch->cap_runs * 2 : 2;
+	}
+	ch->runs[ch->n_runs++] = r;
+	return CORE_OK;
+}
+
+enum core_rc fs_txn_board_put(struct fs_txn *t, const struct core_board *b)
+{
+	struct fs_change *ch = &t->ch;
+	struct core_board *nb = realloc(ch->boards, (ch->n_boards + 1) * sizeof(*nb));
+
+	if (!nb)
+		return CORE_ERR_NOMEM;
+	ch->boards = nb;
+	if (core_board_copy(&ch->boards[ch->n_boards], b) != CORE_OK)
+		return CORE_ERR_NOMEM;
+	ch->n_boards++;
+	return CORE_OK;
+}
+
+enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const char *board,
+			  const char *card_id, const char *reason, json_t *payload)
+{
+	struct fs_change *ch = &t->ch;
+	struct core_event *e = calloc(1, sizeof(*e)), **nv;
+	char *text = json_dumps(payload ? payload : json_object(), JSON_COMPACT);
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	json_decref(payload);
+	if (!e || !text)
+		goto out;
+	rc = core_event_init(e, type, board, card_id, t->actor, reason, t->now, text);
+	text = NULL; /* taken over by core_event_init, also on failure */
+	if (rc != CORE_OK)
+		goto out;
+	rc = CORE_ERR_NOMEM;
+	if (ch->n_events == ch->cap_events) {
+		nv = realloc(ch->events, (ch->cap_events ? ch->cap_events * 2 : 4) * sizeof(*nv));
+		if (!nv)
+			goto out;
+		ch->events = nv;
+		ch->cap_events = ch->cap_events ? ch->cap_events * 2 : 4;
+	}
+	ch->events[ch->n_events++] = e;
+	e = NULL;
+	rc = CORE_OK;
+out:
+	if (e) {
+		core_event_release(e);
+		free(e);
+	}
+	free(text);
+	return rc;
+}
+
+static const char *lookup_state(void *ctx, const char *id, const struct core_strv **blockers)
+{
+	const struct core_card *c = fs_txn_peek(ctx, id);
+
+	if (blockers)
+		*blockers = c ? &c->blockers : NULL;
+	return c ? c->state : NULL;
+}
+
+struct core_card_lookup fs_txn_lookup(struct fs_txn *t)
+{
+	return (struct core_card_lookup){.state_of = lookup_state, .ctx = t};
+}
+
+/* Drops copies identical to what is published: a no-op write is not journaled. */
+static void txn_drop_unchanged(struct fs_txn *t)
+{
+	struct fs_change *ch = &t->ch;
+	struct fs_card_ent *ent;
+	size_t i, out = 0;
+
+	for (i = 0; i < ch->n_cards; i++) {
+		struct fs_change_card *cc = &ch->cards[i];
+
+		ent = cc->is_new || !cc->card ? NULL : fs_card_find(t->fs, cc->id);
+		if (ent && core_card_equal(ent->card, cc->card)) {
+			free(cc->id);
+			core_card_free(cc->card);
+			continue;
+		}
+		ch->cards[out++] = *cc;
+	}
+	ch->n_cards = out;
+}
+
+enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
+{
+	struct fs *fs = t->fs;
+	struct fs_change *ch = &t->ch;
+	uint64_t seq = 0;
+	int64_t last_event = 0;
+	bool compact = false;
+	char *line = NULL;
+	size_t len = 0, i;
+
+	if (rc == CORE_OK)
+		txn_drop_unchanged(t);
+	if (rc != CORE_OK || (!ch->n_cards && !ch->n_runs && !ch->n_boards && !ch->n_events))
+		goto unlock;
+	/* Seqs are handed out here, under the lock, so they follow journal order. */
+	for (i = 0; i < ch->n_events; i++)
+		ch->events[i]->seq = ++ch->ctr.seq;
+	last_event = ch->n_events ? ch->ctr.seq : 0;
+	line = fs_change_encode(ch, &len);
+	rc = line ? fs_change_reserve(fs, ch) : CORE_ERR_NOMEM;
+	if (rc == CORE_OK)
+		rc = fs_journal_append(fs, line, len, &seq);
+	if (rc == CORE_OK) {
+		fs_change_apply(fs, ch, false);
+		compact = fs->jbytes > fs->compact_bytes;
+	}
+unlock:
+	pthread_rwlock_unlock(&fs->lock);
+	free(line);
+	fs_change_release(ch);
+	if (seq) {
+		rc = fs_journal_wait(fs, seq);
+		if (rc == CORE_OK && last_event)
+			fs_events_publish(fs, last_event);
+		if (compact)
+			fs_compactor_poke(fs);
+	}
+	return rc;
+}
