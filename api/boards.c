@@ -109,6 +109,9 @@ enum core_rc api_h_reaper_pass(struct api_req *r)
 	json_t *out = NULL;
 	enum core_rc rc;
 
+	if (!r->tok || !r->tok->all_boards)
+		return api_fail(r, CORE_ERR_FORBIDDEN,
+				"a pass spans every board: a board-scoped token may not run one");
 	if (!h->pass)
 		return api_fail(r, CORE_ERR_STORE_UNAVAILABLE, "reaper not running");
 	rc = h->pass(h->ctx, &out);

@@ -12,8 +12,8 @@ import yamlsub  # noqa: E402
 
 
 def c_array(name, data):
-    body = ','.join(str(b) for b in data + b'\0')
-    lines = [body[i:i + 100] for i in range(0, len(body), 100)]
+    items = [str(b) for b in data + b'\0']
+    lines = [','.join(items[i:i + 24]) + ',' for i in range(0, len(items), 24)]
     return ('const char %s[] = {\n%s\n};\nconst size_t %s_len = %d;\n'
             % (name, '\n'.join(lines), name, len(data)))
 

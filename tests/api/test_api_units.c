@@ -1,0 +1,145 @@
+/* Unit tests of api internals that need no server: the error table maps every enum core_rc,
+ * the tokens file round-trips and is matched by digest, the route table is well formed. */
+#include "api/api_int.h"
+#include "tests/api/api_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+START_TEST(error_table_maps_every_rc)
+{
+	static const struct {
+		enum core_rc rc;
+		unsigned status;
+	} want[] = {
+		{CORE_ERR_BAD_REQUEST, 400},		{CORE_ERR_UNAUTHORIZED, 401},
+		{CORE_ERR_FORBIDDEN, 403},		{CORE_ERR_NOT_FOUND, 404},
+		{CORE_ERR_METHOD_NOT_ALLOWED, 405},	{CORE_ERR_CLAIM_CONFLICT, 409},
+		{CORE_ERR_STATE_CONFLICT, 409},		{CORE_ERR_DEPENDENTS_OUTSTANDING, 409},
+		{CORE_ERR_ALREADY_EXISTS, 409},		{CORE_ERR_PAYLOAD_TOO_LARGE, 413},
+		{CORE_ERR_UNSUPPORTED_MEDIA_TYPE, 415}, {CORE_ERR_TERMINAL_STATE_EXIT, 422},
+		{CORE_ERR_TRANSITION_REJECTED, 422},	{CORE_ERR_PRECONDITION_REQUIRED, 428},
+		{CORE_ERR_STORE_UNAVAILABLE, 503},	{CORE_ERR_NOMEM, 500},
+		{CORE_ERR_INTERNAL, 500},
+	};
+	int rc;
+	size_t i;
+
+	ck_assert_int_eq(sizeof want / sizeof want[0], CORE_RC_COUNT_ - 1);
+	for (rc = 0; rc < CORE_RC_COUNT_; rc++) {
+		unsigned st = api_rc_status((enum core_rc)rc);
+
+		ck_assert_ptr_nonnull(api_rc_title((enum core_rc)rc));
+		ck_assert_str_ne(api_rc_title((enum core_rc)rc), "");
+		ck_assert_str_ne(core_rc_code((enum core_rc)rc), "");
+		if (rc == CORE_OK)
+			ck_assert_uint_eq(st, 200);
+		else
+			ck_assert_msg(st >= 400 && st <= 599, "%s -> %u", core_rc_code(rc), st);
+	}
+	for (i = 0; i < sizeof want / sizeof want[0]; i++)
+		ck_assert_msg(api_rc_status(want[i].rc) == want[i].status, "%s: want %u got %u",
+			      core_rc_code(want[i].rc), want[i].status, api_rc_status(want[i].rc));
+	ck_assert_uint_eq(api_rc_status((enum core_rc)999), 500);
+}
+END_TEST
+
+START_TEST(tokens_file_round_trip)
+{
+	static const char *const boards[] = {"alpha", "beta", NULL};
+	struct api_tokens t = {0}, back = {0};
+	char dir[] = "/tmp/boardd-tok-XXXXXX", path[128], plain[API_TOKEN_PLAIN_BUF], err[256];
+	const struct api_token *hit;
+	struct stat sb;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/tokens.json", dir);
+	ck_assert_int_eq(api_token_generate(plain), CORE_OK);
+	ck_assert_uint_eq(strlen(plain), 64);
+	ck_assert_int_eq(api_tokens_push(&t, "a", plain, API_ROLE_WORKER | API_ROLE_BOT, boards),
+			 CORE_OK);
+	ck_assert_int_eq(api_tokens_push(&t, "b", "secret-b", API_ROLE_OPERATOR, NULL), CORE_OK);
+	ck_assert_int_eq(api_tokens_save(&t, path, err, sizeof err), CORE_OK);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0600);
+	/* the plain token is not in the file */
+	{
+		char buf[4096];
+		size_t n;
+
+		f = fopen(path, "r");
+		n = fread(buf, 1, sizeof buf - 1, f);
+		buf[n] = '\0';
+		fclose(f);
+		ck_assert_ptr_null(strstr(buf, plain));
+		ck_assert_ptr_null(strstr(buf, "secret-b"));
+		ck_assert_ptr_nonnull(strstr(buf, "token_sha256"));
+	}
+	ck_assert_int_eq(api_tokens_load(path, &back, err, sizeof err), CORE_OK);
+	ck_assert_uint_eq(back.n, 2);
+	hit = api_tokens_find(&back, plain);
+	ck_assert_ptr_nonnull(hit);
+	ck_assert_str_eq(hit->name, "a");
+	ck_assert_uint_eq(hit->roles, API_ROLE_WORKER | API_ROLE_BOT);
+	ck_assert(api_token_board_allowed(hit, "beta"));
+	ck_assert(!api_token_board_allowed(hit, "default"));
+	hit = api_tokens_find(&back, "secret-b");
+	ck_assert_ptr_nonnull(hit);
+	ck_assert(hit->all_boards);
+	ck_assert_ptr_null(api_tokens_find(&back, "secret-c"));
+	ck_assert_ptr_null(api_tokens_find(&back, ""));
+	api_tokens_release(&back);
+
+	/* malformed files are refused with a reason */
+	f = fopen(path, "w");
+	fputs("{\"tokens\":[{\"name\":\"x\",\"token_sha256\":\"ABC\",\"roles\":[\"bot\"]}]}", f);
+	fclose(f);
+	ck_assert_int_ne(api_tokens_load(path, &back, err, sizeof err), CORE_OK);
+	ck_assert_ptr_nonnull(strstr(err, "token_sha256"));
+	f = fopen(path, "w");
+	fputs("{\"tokens\":[{\"name\":\"x\",\"token_sha256\":\"", f);
+	fputs("0000000000000000000000000000000000000000000000000000000000000000\",", f);
+	fputs("\"roles\":[\"king\"]}]}", f);
+	fclose(f);
+	ck_assert_int_ne(api_tokens_load(path, &back, err, sizeof err), CORE_OK);
+	ck_assert_uint_eq(back.n, 0);
+	unlink(path);
+	ck_assert_int_eq(api_tokens_load(path, &back, err, sizeof err), CORE_ERR_NOT_FOUND);
+	rmdir(dir);
+	api_tokens_release(&t);
+	ck_assert_uint_eq(api_role_parse("operator"), API_ROLE_OPERATOR);
+	ck_assert_uint_eq(api_role_parse("root"), 0);
+}
+END_TEST
+
+START_TEST(route_table_well_formed)
+{
+	size_t n, i, k;
+	const struct api_route *rt = api_router_table(&n);
+
+	ck_assert_uint_gt(n, 30);
+	for (i = 0; i < n; i++) {
+		ck_assert(rt[i].handler != NULL);
+		ck_assert_uint_ne(rt[i].roles, 0);
+		ck_assert_int_eq(rt[i].pattern[0], '/');
+		for (k = i + 1; k < n; k++)
+			ck_assert_msg(strcmp(rt[i].method, rt[k].method) != 0 ||
+					      strcmp(rt[i].pattern, rt[k].pattern) != 0,
+				      "duplicate route %s %s", rt[i].method, rt[i].pattern);
+	}
+}
+END_TEST
+
+TCase *api_tcase_units(void)
+{
+	TCase *tc = tcase_create("units");
+
+	tcase_add_test(tc, error_table_maps_every_rc);
+	tcase_add_test(tc, tokens_file_round_trip);
+	tcase_add_test(tc, route_table_well_formed);
+	return tc;
+}
