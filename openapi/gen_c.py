@@ -12,7 +12,7 @@ import yamlsub  # noqa: E402
 
 
 def c_array(name, data):
-    items = [str(b) for b in data + b'\0']
+    items = [str(b - 256 if b > 127 else b) for b in data + b'\0']
     lines = [','.join(items[i:i + 24]) + ',' for i in range(0, len(items), 24)]
     return ('const char %s[] = {\n%s\n};\nconst size_t %s_len = %d;\n'
             % (name, '\n'.join(lines), name, len(data)))
