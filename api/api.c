@@ -114,6 +114,16 @@ static bool json_media_type(const char *ct)
 	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+static bool request_has_body(struct api_req *r)
+{
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+	return (cl && strcmp(cl, "0") != 0) ||
+	       MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+					   MHD_HTTP_HEADER_TRANSFER_ENCODING);
+}
+
 static enum core_rc request_begin(struct api_req *r)
 {
 	const struct api *a = r->api;
@@ -229,14 +239,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!r->path)
 			return MHD_NO;
 		rc = request_begin(r);
-		if (rc != CORE_OK)
-			return api_problem_queue(r, rc, r->detail);
+		if (rc != CORE_OK && request_has_body(r))
+			return api_problem_queue(r, rc, r->detail); /* the body is never read */
+		/* Without a body, answering on the next call keeps the connection alive. */
+		r->early_rc = rc;
 		return MHD_YES;
 	}
 	if (r->answered) {
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (r->early_rc != CORE_OK)
+		return api_problem_queue(r, r->early_rc, r->detail);
 	if (*upload_data_size) {
 		if (!body_append(r, upload_data, *upload_data_size))
 			return MHD_NO; /* out of memory or an endless body: drop the connection */
