@@ -387,8 +387,11 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc)
 
 static void apply_run(struct fs *fs, struct core_run *r)
 {
-	retire_run(fs, fs_map_get(&fs->runs, r->id));
+	struct core_run *old = fs_map_get(&fs->runs, r->id);
+
+	/* Put first: the slot's key still points into the old run until it is replaced. */
 	fs_map_put(&fs->runs, r->id, r); /* reserved: cannot fail */
+	retire_run(fs, old);
 }
 
 static void apply_event(struct fs *fs, struct core_event *e, bool replay)

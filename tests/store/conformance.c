@@ -1,0 +1,127 @@
+/* The conformance suite's frame: the factory, the injected clock, and small helpers. */
+#include "tests/store/conformance.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int64_t ct_now = CT_T0;
+
+static struct store *(*ct_factory)(void);
+static void (*ct_closer)(struct store *);
+
+const struct store_actor ct_bot = {.name = "ci-bot"};
+const struct store_actor ct_op = {.name = "alice"};
+
+static int64_t ct_clock(void *ctx)
+{
+	return *(const int64_t *)ctx;
+}
+
+struct store *ct_open(void)
+{
+	struct store *st = ct_factory();
+
+	ck_assert_ptr_nonnull(st);
+	ct_now = CT_T0;
+	store_clock_set(st, ct_clock, &ct_now);
+	ck_assert_int_eq(store_now(st), CT_T0);
+	return st;
+}
+
+void ct_close(struct store *st)
+{
+	ct_closer(st);
+}
+
+struct core_strv ct_strv(const char *const *v)
+{
+	struct core_strv sv = {0};
+	size_t n = 0;
+
+	while (v && v[n])
+		n++;
+	if (n) {
+		sv.v = calloc(n, sizeof(*sv.v));
+		ck_assert_ptr_nonnull(sv.v);
+		memcpy(sv.v, v, n * sizeof(*sv.v));
+	}
+	sv.n = n;
+	return sv;
+}
+
+struct core_card *ct_create(struct store *st, const char *id, const char *state,
+			    const char *const *blockers)
+{
+	struct core_strv bl = ct_strv(blockers);
+	struct store_card_create in = {.id = id, .title = id, .state = state,
+				       .blockers = blockers ? &bl : NULL};
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_create(st, &in, &ct_bot, &c);
+
+	free(bl.v);
+	ck_assert_msg(rc == CORE_OK, "create %s: %s", id ? id : "(generated)", core_rc_code(rc));
+	ck_assert_ptr_nonnull(c);
+	return c;
+}
+
+struct core_card *ct_get(struct store *st, const char *id)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_get(st, id, &c);
+
+	ck_assert_msg(rc == CORE_OK, "get %s: %s", id, core_rc_code(rc));
+	return c;
+}
+
+void ct_assert_state(struct store *st, const char *id, const char *state)
+{
+	struct core_card *c = ct_get(st, id);
+
+	ck_assert_str_eq(c->state, state);
+	core_card_free(c);
+}
+
+int64_t ct_claim(struct store *st, const char *id, const char *marker)
+{
+	struct store_claim_result r;
+	int64_t epoch;
+
+	ck_assert_int_eq(store_card_claim(st, id, marker, 60000, &ct_bot, &r), CORE_OK);
+	epoch = r.token.epoch;
+	core_card_free(r.card);
+	return epoch;
+}
+
+struct core_event *ct_events(struct store *st, int64_t after, size_t *n)
+{
+	struct core_event *ev = NULL;
+	int64_t next;
+
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, after, 1000, 0, &ev, n, &next),
+			 CORE_OK);
+	return ev;
+}
+
+int64_t ct_last_seq(struct store *st)
+{
+	size_t n;
+	struct core_event *ev = ct_events(st, 0, &n);
+	int64_t seq = n ? ev[n - 1].seq : 0;
+
+	store_events_free(ev, n);
+	return seq;
+}
+
+Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
+			 void (*close)(struct store *))
+{
+	Suite *s = suite_create(name);
+
+	ct_factory = open_fresh;
+	ct_closer = close;
+	conformance_add_cards(s);
+	conformance_add_workflow(s);
+	conformance_add_claims(s);
+	conformance_add_runs(s);
+	return s;
+}

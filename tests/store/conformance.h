@@ -1,0 +1,52 @@
+/* The cross-twin store conformance suite (DESIGN §9): one body, run against every twin.
+ *
+ * A twin's test program calls conformance_suite() with a factory that opens a fresh, empty
+ * store (the default board only) and a matching close; each test opens its own store. The
+ * suite injects its own clock (store_clock_set), so leases and expiry are exercised without
+ * sleeping. */
+#ifndef BOARDD_TESTS_STORE_CONFORMANCE_H
+#define BOARDD_TESTS_STORE_CONFORMANCE_H
+
+#include "store/store.h"
+
+#include <check.h>
+
+Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
+			 void (*close)(struct store *));
+
+/* ---- shared by the conformance_*.c files ---- */
+
+#define CT_T0 1780000000000LL /* 2026-05-28T...Z: the suite's clock starts here */
+
+extern int64_t ct_now; /* the injected clock, ms */
+
+/* Opens a fresh store with the suite clock reset to CT_T0; closes it. */
+struct store *ct_open(void);
+void ct_close(struct store *st);
+
+extern const struct store_actor ct_bot;
+extern const struct store_actor ct_op;
+
+/* Creates a card on the default board (state NULL: first column; blockers NULL-terminated or
+ * NULL) and returns it; fails the test on error. Caller frees. */
+struct core_card *ct_create(struct store *st, const char *id, const char *state,
+			    const char *const *blockers);
+/* The stored card; fails the test when missing. Caller frees. */
+struct core_card *ct_get(struct store *st, const char *id);
+/* State of card id (asserts it exists). */
+void ct_assert_state(struct store *st, const char *id, const char *state);
+/* Claims id for marker (lease 60 s) and returns the epoch; fails the test on error. */
+int64_t ct_claim(struct store *st, const char *id, const char *marker);
+/* Events after `after` (up to 1000), copied; caller frees with store_events_free. */
+struct core_event *ct_events(struct store *st, int64_t after, size_t *n);
+/* The last event's seq (0 when none). */
+int64_t ct_last_seq(struct store *st);
+/* A strv over a NULL-terminated list (borrowed strings; free only .v). */
+struct core_strv ct_strv(const char *const *v);
+
+void conformance_add_cards(Suite *s);
+void conformance_add_workflow(Suite *s);
+void conformance_add_claims(Suite *s);
+void conformance_add_runs(Suite *s);
+
+#endif

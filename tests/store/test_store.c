@@ -1,0 +1,303 @@
+/* The store suite: the JSON codec, the wrappers' argument checks, and the conformance body
+ * run against the FS twin (a fresh data directory per test). */
+#include "tests/store/conformance.h"
+#include "tests/store/fs_fixture.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A card with every field set, so a round trip has something to lose. */
+static struct core_card *full_card(void)
+{
+	struct core_card *c = core_card_new();
+
+	ck_assert_ptr_nonnull(c);
+	core_str_set(&c->id, "c-1");
+	core_str_set(&c->board, "default");
+	core_str_set(&c->title, "T \"quoted\"\nline");
+	core_str_set(&c->body, "b\xc3\xa9");
+	core_str_set(&c->state, "in_progress");
+	core_strv_push(&c->labels, "x");
+	core_strv_push(&c->labels, "y");
+	core_strv_push(&c->blockers, "c-0");
+	c->comments = calloc(1, sizeof(*c->comments));
+	c->n_comments = 1;
+	core_str_set(&c->comments[0].id, "cm-1");
+	core_str_set(&c->comments[0].author, "alice");
+	core_str_set(&c->comments[0].body, "hi");
+	c->comments[0].created_at = 1780000000123;
+	c->claim.present = true;
+	core_str_set(&c->claim.marker, "host-42");
+	c->claim.claimed_at = 1780000000000;
+	c->claim.has_lease = true;
+	c->claim.lease_until = 1780000060000;
+	c->claim.lease_ms = 60000;
+	c->has_epoch = true;
+	c->claim_epoch = 7;
+	core_str_set(&c->last_run_id, "r-9");
+	c->awaiting_input = true;
+	c->gave_up.set = true;
+	core_str_set(&c->gave_up.reason, "run_pruned");
+	core_str_set(&c->gave_up.run_id, "r-8");
+	c->gave_up.at = 1780000001000;
+	core_str_set(&c->state_reason, "launch");
+	c->created_at = 1780000000001;
+	c->updated_at = 1780000000002;
+	c->state_at = 1780000000003;
+	return c;
+}
+
+static void roundtrip(const struct core_card *c)
+{
+	json_t *j = store_card_to_json(c);
+	struct core_card *back = NULL;
+
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(store_card_from_json(j, &back), CORE_OK);
+	ck_assert(core_card_equal(c, back));
+	core_card_free(back);
+	json_decref(j);
+}
+
+START_TEST(codec_card_shape_and_roundtrip)
+{
+	struct core_card *c = full_card();
+	json_t *j = store_card_to_json(c), *cl;
+	static const char *const keys[] = {
+		"id", "board", "title", "body", "state", "labels", "blockers", "comments", "claim",
+		"claim_epoch", "last_run_id", "awaiting_input", "gave_up", "state_reason",
+		"created_at", "updated_at", "state_at"};
+	size_t i;
+
+	ck_assert_uint_eq(json_object_size(j), sizeof(keys) / sizeof(keys[0]));
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		ck_assert_msg(json_object_get(j, keys[i]) != NULL, "missing %s", keys[i]);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "created_at")),
+			 "2026-05-28T20:26:40.001Z");
+	cl = json_object_get(j, "claim");
+	ck_assert_int_eq(json_integer_value(json_object_get(cl, "epoch")), 7);
+	ck_assert_int_eq(json_integer_value(json_object_get(cl, "lease_ms")), 60000);
+	ck_assert(json_is_null(json_object_get(json_object_get(j, "gave_up"), "state")));
+	json_decref(j);
+	roundtrip(c);
+
+	/* A legacy claim with no lease: lease fields are null, and survive as absent. */
+	c->claim.has_lease = false;
+	c->claim.lease_until = 0;
+	c->claim.lease_ms = 0;
+	j = store_card_to_json(c);
+	cl = json_object_get(j, "claim");
+	ck_assert(json_is_null(json_object_get(cl, "lease_until")));
+	ck_assert(json_is_null(json_object_get(cl, "lease_ms")));
+	json_decref(j);
+	roundtrip(c);
+	/* A stripped epoch serialises as null and reads back as missing. */
+	c->has_epoch = false;
+	c->claim_epoch = 0;
+	j = store_card_to_json(c);
+	ck_assert(json_is_null(json_object_get(j, "claim_epoch")));
+	json_decref(j);
+	roundtrip(c);
+	/* Unclaimed, nothing optional set. */
+	core_claim_clear(c);
+	free(c->last_run_id);
+	c->last_run_id = NULL;
+	j = store_card_to_json(c);
+	ck_assert(json_is_null(json_object_get(j, "claim")));
+	ck_assert(json_is_null(json_object_get(j, "last_run_id")));
+	json_decref(j);
+	roundtrip(c);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(codec_rejects_wrong_types)
+{
+	struct core_card *c = full_card(), *out = (struct core_card *)1;
+	static const char *const breakers[] = {
+		"{\"title\": 3}", "{\"labels\": \"x\"}", "{\"labels\": [1]}",
+		"{\"claim\": {\"marker\": 1}}", "{\"claim_epoch\": \"7\"}",
+		"{\"created_at\": \"yesterday\"}", "{\"awaiting_input\": 1}",
+		"{\"comments\": [{\"id\": \"cm-1\"}]}", "{\"gave_up\": {\"reason\": null}}",
+		"{\"id\": \"bad id\"}"};
+	size_t i;
+
+	for (i = 0; i < sizeof(breakers) / sizeof(breakers[0]); i++) {
+		json_t *j = store_card_to_json(c), *patch = json_loads(breakers[i], 0, NULL);
+		ck_assert_ptr_nonnull(patch);
+		json_object_update(j, patch);
+		out = (struct core_card *)1;
+		ck_assert_msg(store_card_from_json(j, &out) == CORE_ERR_BAD_REQUEST, "%s",
+			      breakers[i]);
+		ck_assert_ptr_null(out);
+		json_decref(patch);
+		json_decref(j);
+	}
+	{
+		json_t *j = store_card_to_json(c);
+		json_object_del(j, "state_reason"); /* a missing field, even a nullable one */
+		ck_assert_int_eq(store_card_from_json(j, &out), CORE_ERR_BAD_REQUEST);
+		json_decref(j);
+	}
+	ck_assert_int_eq(store_card_from_json(json_array(), &out), CORE_ERR_BAD_REQUEST);
+	core_card_free(c);
+}
+END_TEST
+
+START_TEST(codec_run_event_board)
+{
+	struct core_run r = {.id = "r-1", .card_id = "c-1", .board = "default",
+			     .status = "running", .owner = "w1", .lock_until = 1780000060000,
+			     .lease_ms = 60000, .created_at = 1780000000000,
+			     .updated_at = 1780000000500, .pruned = true};
+	struct core_event e = {.seq = 12, .at = 1780000000000, .board = "default",
+			       .type = CORE_EV_CARD_CLAIMED, .card_id = "c-1", .actor = "w",
+			       .payload = "{\"marker\":\"w1\",\"epoch\":3}"};
+	struct core_board b = {0}, bb = {0};
+	struct core_run *rr = NULL;
+	struct core_event ee;
+	json_t *j;
+
+	j = store_run_to_json(&r);
+	ck_assert(json_is_true(json_object_get(j, "pruned")));
+	ck_assert(json_is_null(json_object_get(j, "continuation")));
+	ck_assert_int_eq(store_run_from_json(j, &rr), CORE_OK);
+	ck_assert_str_eq(rr->id, "r-1");
+	ck_assert_str_eq(rr->owner, "w1");
+	ck_assert_ptr_null(rr->continuation);
+	ck_assert_int_eq(rr->lock_until, r.lock_until);
+	ck_assert(rr->pruned);
+	core_run_free(rr);
+	json_object_set_new(j, "lease_ms", json_string("x"));
+	ck_assert_int_eq(store_run_from_json(j, &rr), CORE_ERR_BAD_REQUEST);
+	ck_assert_ptr_null(rr);
+	json_decref(j);
+
+	j = store_event_to_json(&e);
+	ck_assert(json_is_object(json_object_get(j, "payload")));
+	ck_assert_str_eq(json_string_value(json_object_get(j, "type")), "card_claimed");
+	ck_assert(json_is_null(json_object_get(j, "reason")));
+	ck_assert_int_eq(store_event_from_json(j, &ee), CORE_OK);
+	ck_assert_int_eq(ee.seq, 12);
+	ck_assert_int_eq(ee.type, CORE_EV_CARD_CLAIMED);
+	ck_assert_str_eq(ee.payload, e.payload);
+	core_event_release(&ee);
+	json_object_set_new(j, "type", json_string("no_such_type"));
+	ck_assert_int_eq(store_event_from_json(j, &ee), CORE_ERR_BAD_REQUEST);
+	ck_assert_ptr_null(ee.board);
+	json_decref(j);
+	e.payload = NULL; /* served as {} */
+	j = store_event_to_json(&e);
+	ck_assert_uint_eq(json_object_size(json_object_get(j, "payload")), 0);
+	json_decref(j);
+
+	ck_assert_int_eq(core_board_init_default(&b, "team"), CORE_OK);
+	j = store_board_to_json(&b);
+	ck_assert_uint_eq(json_array_size(json_object_get(j, "columns")), 9);
+	ck_assert_int_eq(store_board_from_json(j, &bb), CORE_OK);
+	ck_assert_str_eq(bb.name, "team");
+	ck_assert_uint_eq(bb.n_cols, 9);
+	ck_assert(bb.cols[7].terminal);
+	ck_assert(bb.cols[2].eligible);
+	ck_assert_str_eq(bb.waiting, "waiting_deps");
+	core_board_release(&bb);
+	json_object_set_new(j, "columns", json_string("nope"));
+	ck_assert_int_eq(store_board_from_json(j, &bb), CORE_ERR_BAD_REQUEST);
+	json_decref(j);
+	core_board_release(&b);
+}
+END_TEST
+
+static const struct store_ops empty_ops = {.name = "empty"};
+
+START_TEST(wrappers_check_arguments)
+{
+	struct store empty = {.ops = &empty_ops};
+	struct core_card *c = (struct core_card *)1;
+	struct store_claim_result r;
+	struct core_token bad = {.marker = "has space", .epoch = 1};
+	struct store_card_create in = {0};
+	char err[128];
+	struct store *st = NULL;
+	char *dir = fx_tmpdir(), *spec;
+
+	/* Missing ops are INTERNAL, not a crash. */
+	ck_assert_int_eq(store_card_get(&empty, "c1", &c), CORE_ERR_INTERNAL);
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(store_ping(&empty), CORE_ERR_INTERNAL);
+	ck_assert_str_eq(store_name(&empty), "empty");
+	/* Bad input is BAD_REQUEST before any op runs. */
+	ck_assert_int_eq(store_card_get(&empty, NULL, &c), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_card_get(&empty, "x y", &c), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_card_get(NULL, "c1", &c), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_card_claim(&empty, "c1", "w", 0, NULL, &r), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_card_renew(&empty, "c1", &bad, 10, &c), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_card_create(&empty, NULL, NULL, &c), CORE_ERR_BAD_REQUEST);
+	in.board = "bad board";
+	ck_assert_int_eq(store_card_create(&empty, &in, NULL, &c), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_reaper_release_exact(&empty, "c1", NULL, NULL),
+			 CORE_ERR_BAD_REQUEST);
+
+	/* Specs. */
+	ck_assert_int_eq(store_open("mongodb://localhost/boardd", &st, err, sizeof(err)),
+			 CORE_ERR_BAD_REQUEST);
+	ck_assert_str_eq(err, "mongodb store not built");
+	ck_assert_ptr_null(st);
+	ck_assert_int_eq(store_open("", &st, err, sizeof(err)), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_open("fs:", &st, err, sizeof(err)), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_gt(asprintf(&spec, "fs:%s/sub/data", dir), 0);
+	ck_assert_int_eq(store_open(spec, &st, err, sizeof(err)), CORE_OK);
+	ck_assert_str_eq(store_name(st), "fs");
+	ck_assert_int_eq(store_ping(st), CORE_OK);
+	store_close(st);
+	/* A bare path is an fs spec too (and the directory was created). */
+	ck_assert_int_eq(store_open(spec + 3, &st, err, sizeof(err)), CORE_OK);
+	store_close(st);
+	free(spec);
+	fx_rmdir(dir);
+}
+END_TEST
+
+static int64_t fixed_clock(void *ctx)
+{
+	return *(const int64_t *)ctx;
+}
+
+START_TEST(clock_injection)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	int64_t t = 1234567;
+	int64_t host = store_now(st);
+
+	ck_assert_int_gt(host, 1700000000000LL); /* the host clock, in ms */
+	store_clock_set(st, fixed_clock, &t);
+	ck_assert_int_eq(store_now(st), 1234567);
+	store_clock_set(st, NULL, NULL);
+	ck_assert_int_ge(store_now(st), host);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("store");
+	TCase *tc = tcase_create("codec+wrappers");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, codec_card_shape_and_roundtrip);
+	tcase_add_test(tc, codec_rejects_wrong_types);
+	tcase_add_test(tc, codec_run_event_board);
+	tcase_add_test(tc, wrappers_check_arguments);
+	tcase_add_test(tc, clock_injection);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_add_suite(sr, conformance_suite("conformance-fs", fx_open_fresh, fx_close_fresh));
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,449 @@
+/* FS twin only: durability across restarts, compaction, the directory lock, group commit,
+ * refused writes when the disk refuses, the bounded events tail. */
+#include "tests/store/test_store_fs.h"
+#include "tests/store/fs_fixture.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const struct store_actor bot = {.name = "bot"};
+
+char *fx_journal_path(const char *dir, uint64_t gen)
+{
+	char *p;
+
+	ck_assert_int_gt(asprintf(&p, "%s/journal.%llu", dir, (unsigned long long)gen), 0);
+	return p;
+}
+
+long fx_file_size(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+static void create(struct store *st, const char *id)
+{
+	struct store_card_create in = {.id = id, .title = id, .state = "ready"};
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_create(st, &in, &bot, &c);
+
+	ck_assert_msg(rc == CORE_OK, "create %s: %s", id, core_rc_code(rc));
+	core_card_free(c);
+}
+
+/* Every card, oldest first (asserts fewer than 1000). */
+static struct core_card **all_cards(struct store *st, size_t *n)
+{
+	struct store_card_filter f = {.claimed = -1, .limit = 1000};
+	struct core_card **v = NULL;
+	char *next = NULL;
+
+	ck_assert_int_eq(store_card_list(st, &f, &v, n, &next), CORE_OK);
+	ck_assert_ptr_null(next);
+	return v;
+}
+
+static struct core_event *all_events(struct store *st, size_t *n)
+{
+	struct core_event *ev = NULL;
+	int64_t next;
+
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, n, &next), CORE_OK);
+	return ev;
+}
+
+static void assert_same_cards(struct core_card **a, size_t na, struct core_card **b, size_t nb)
+{
+	size_t i;
+
+	ck_assert_uint_eq(na, nb);
+	for (i = 0; i < na; i++)
+		ck_assert_msg(core_card_equal(a[i], b[i]), "card %s differs", a[i]->id);
+}
+
+static void assert_same_events(struct core_event *a, size_t na, struct core_event *b, size_t nb)
+{
+	size_t i;
+
+	ck_assert_uint_eq(na, nb);
+	for (i = 0; i < na; i++) {
+		ck_assert_int_eq(a[i].seq, b[i].seq);
+		ck_assert_int_eq(a[i].type, b[i].type);
+		ck_assert_int_eq(a[i].at, b[i].at);
+		ck_assert_str_eq(a[i].actor, b[i].actor);
+		ck_assert_str_eq(a[i].payload, b[i].payload);
+		ck_assert(a[i].machine == b[i].machine);
+	}
+}
+
+START_TEST(restart_loses_nothing)
+{
+	char *dir = fx_tmpdir(), *cursor = NULL;
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	const char *const lab[] = {"p1", "p2"};
+	struct core_strv labels = {.v = (char **)lab, .n = 2}, blk = {.v = (char *[]){"a"}, .n = 1};
+	struct store_card_create in = {.id = "b", .blockers = &blk};
+	struct store_run_create rin = {.id = "r1", .card_id = "a", .marker = "w1",
+				       .status = "running", .lease_ms = 5000};
+	struct store_card_filter f = {.claimed = -1, .limit = 2};
+	struct store_claim_result cr;
+	struct core_card **before, **after, *c = NULL;
+	struct core_event *eb, *ea;
+	struct core_run *r = NULL, *r2 = NULL;
+	size_t nb, na, neb, nea, cnt;
+
+	create(st, "a");
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+	core_card_free(c);
+	create(st, "c");
+	create(st, "d");
+	ck_assert_int_eq(store_card_labels_set(st, "a", &labels, &bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_comment_add(st, "c", "note", &bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_claim(st, "a", "w1", 60000, &bot, &cr), CORE_OK);
+	core_card_free(cr.card);
+	ck_assert_int_eq(store_run_create(st, &rin, &bot, &r), CORE_OK);
+	rin.id = "r2";
+	ck_assert_int_eq(store_run_create(st, &rin, &bot, &r2), CORE_OK);
+	core_run_free(r2);
+	ck_assert_int_eq(store_run_prune(st, "r2", &bot), CORE_OK);
+	ck_assert_int_eq(store_card_delete(st, "d", &bot), CORE_OK);
+	{
+		struct core_card **v = NULL;
+		size_t n;
+		ck_assert_int_eq(store_card_list(st, &f, &v, &n, &cursor), CORE_OK);
+		store_cards_free(v, n);
+	}
+	before = all_cards(st, &nb);
+	eb = all_events(st, &neb);
+	store_close(st);
+
+	st = fx_open(dir, 0, 0, NULL);
+	after = all_cards(st, &na);
+	ea = all_events(st, &nea);
+	assert_same_cards(before, nb, after, na);
+	assert_same_events(eb, neb, ea, nea);
+	ck_assert_int_eq(store_run_get(st, "r1", &r2), CORE_OK);
+	ck_assert_str_eq(r2->owner, r->owner);
+	ck_assert_int_eq(r2->lock_until, r->lock_until);
+	core_run_free(r2);
+	ck_assert_int_eq(store_run_get(st, "r2", &r2), CORE_ERR_NOT_FOUND); /* still a tombstone */
+	ck_assert_int_eq(store_run_count_for_card(st, "a", &cnt), CORE_OK);
+	ck_assert_uint_eq(cnt, 2);
+	/* The page cursor taken before the restart still resumes after "b". */
+	f.after = cursor;
+	{
+		struct core_card **v = NULL;
+		char *next = NULL;
+		size_t n;
+		ck_assert_int_eq(store_card_list(st, &f, &v, &n, &next), CORE_OK);
+		ck_assert_uint_eq(n, 1);
+		ck_assert_str_eq(v[0]->id, "c");
+		store_cards_free(v, n);
+		free(next);
+	}
+	/* Counters continue: seqs grow, generated ids stay unique, the epoch keeps counting. */
+	{
+		struct store_card_create gen = {.title = "g"};
+		struct core_token t = {.marker = "w1", .epoch = 1};
+		size_t n2;
+		struct core_event *e2;
+
+		ck_assert_int_eq(store_card_create(st, &gen, &bot, &c), CORE_OK);
+		for (cnt = 0; cnt < na; cnt++)
+			ck_assert_str_ne(c->id, after[cnt]->id);
+		core_card_free(c);
+		e2 = all_events(st, &n2);
+		ck_assert_int_eq(e2[n2 - 1].seq, ea[nea - 1].seq + 1);
+		store_events_free(e2, n2);
+		ck_assert_int_eq(store_card_release(st, "a", &t, &bot, &c), CORE_OK);
+		core_card_free(c);
+		ck_assert_int_eq(store_card_claim(st, "a", "w1", 1000, &bot, &cr), CORE_OK);
+		ck_assert_int_eq(cr.token.epoch, 2);
+		core_card_free(cr.card);
+	}
+	store_cards_free(before, nb);
+	store_cards_free(after, na);
+	store_events_free(eb, neb);
+	store_events_free(ea, nea);
+	core_run_free(r);
+	free(cursor);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(compaction_keeps_everything)
+{
+	char *dir = fx_tmpdir(), id[32], *j;
+	struct store *st = fx_open(dir, 4096, 0, NULL);
+	struct store_fs_stats s;
+	struct core_card **before, **after;
+	struct core_event *eb, *ea;
+	size_t nb, na, neb, nea, i;
+
+	for (i = 0; i < 150; i++) {
+		snprintf(id, sizeof(id), "k%03zu", i);
+		create(st, id);
+	}
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	for (i = 150; i < 200; i++) {
+		snprintf(id, sizeof(id), "k%03zu", i);
+		create(st, id);
+	}
+	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+	ck_assert_uint_ge(s.compactions, 1);
+	ck_assert_uint_gt(s.generation, 1);
+	before = all_cards(st, &nb);
+	eb = all_events(st, &neb);
+	ck_assert_uint_eq(nb, 200);
+	store_close(st);
+
+	/* The snapshot plus the journals it still needs; older generations are gone. */
+	{
+		char *snap;
+		ck_assert_int_gt(asprintf(&snap, "%s/snapshot.json", dir), 0);
+		ck_assert_int_gt(fx_file_size(snap), 0);
+		free(snap);
+		j = fx_journal_path(dir, 1);
+		ck_assert_int_eq(fx_file_size(j), -1);
+		free(j);
+	}
+	st = fx_open(dir, 4096, 0, NULL);
+	after = all_cards(st, &na);
+	ea = all_events(st, &nea);
+	assert_same_cards(before, nb, after, na);
+	assert_same_events(eb, neb, ea, nea);
+	store_cards_free(before, nb);
+	store_cards_free(after, na);
+	store_events_free(eb, neb);
+	store_events_free(ea, nea);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+struct writer {
+	struct store *st;
+	int id, n, ok;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	char id[32];
+	int i;
+
+	for (i = 0; i < w->n; i++) {
+		struct store_card_create in = {.id = id};
+		struct core_card *c = NULL;
+
+		snprintf(id, sizeof(id), "w%d-%d", w->id, i);
+		if (store_card_create(w->st, &in, &bot, &c) == CORE_OK)
+			w->ok++;
+		core_card_free(c);
+	}
+	return NULL;
+}
+
+/* N writers at once: all acknowledged, all durable, and fewer fdatasyncs than commits. */
+static void run_writers(struct store *st, struct writer *w, pthread_t *th, int nthreads, int per,
+			bool compact)
+{
+	int i;
+
+	for (i = 0; i < nthreads; i++) {
+		w[i] = (struct writer){.st = st, .id = i, .n = per};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
+	}
+	for (i = 0; compact && i < 5; i++)
+		ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	for (i = 0; i < nthreads; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].ok, per);
+	}
+}
+
+START_TEST(group_commit_shares_syncs)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_fs_stats s0, s1;
+	struct writer w[8];
+	pthread_t th[8];
+	struct core_card **v;
+	size_t n;
+
+	ck_assert_int_eq(store_fs_stats_get(st, &s0), CORE_OK);
+	run_writers(st, w, th, 8, 40, false);
+	ck_assert_int_eq(store_fs_stats_get(st, &s1), CORE_OK);
+	ck_assert_uint_eq(s1.commits - s0.commits, 320);
+	/* Concurrent writers share fdatasyncs instead of queueing one each. */
+	ck_assert_msg(s1.syncs - s0.syncs < s1.commits - s0.commits,
+		      "syncs %llu for %llu commits", (unsigned long long)(s1.syncs - s0.syncs),
+		      (unsigned long long)(s1.commits - s0.commits));
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	v = all_cards(st, &n);
+	ck_assert_uint_eq(n, 320);
+	store_cards_free(v, n);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(compaction_under_concurrent_writes)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 2048, 0, NULL);
+	struct writer w[4];
+	pthread_t th[4];
+	struct core_card **v;
+	size_t n;
+
+	run_writers(st, w, th, 4, 60, true);
+	v = all_cards(st, &n);
+	ck_assert_uint_eq(n, 240);
+	store_cards_free(v, n);
+	store_close(st);
+	st = fx_open(dir, 2048, 0, NULL);
+	v = all_cards(st, &n);
+	ck_assert_uint_eq(n, 240);
+	store_cards_free(v, n);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(second_open_refused)
+{
+	char *dir = fx_tmpdir(), err[512], want[512];
+	struct store_fs_options o = {.dir = dir};
+	struct store *st = fx_open(dir, 0, 0, NULL), *st2 = NULL;
+
+	ck_assert_int_eq(store_fs_open(&o, &st2, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_ptr_null(st2);
+	snprintf(want, sizeof(want), "data directory %s is locked by another boardd (pid %ld)",
+		 dir, (long)getpid());
+	ck_assert_str_eq(err, want);
+	/* The refused open changed nothing: the first store still works. */
+	create(st, "x");
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(refused_write_is_not_applied)
+{
+	char *dir = fx_tmpdir(), *j;
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_fs_stats s;
+	struct store_card_create in = {.id = "lost", .title = "a title long enough to cross"};
+	struct core_card *c = NULL;
+	struct core_event *ev;
+	struct rlimit old, lim;
+	size_t n0, n1;
+	long size0;
+
+	create(st, "kept");
+	ev = all_events(st, &n0);
+	store_events_free(ev, n0);
+	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+	j = fx_journal_path(dir, s.generation);
+	size0 = fx_file_size(j);
+	/* The disk refuses mid-line: RLIMIT_FSIZE turns the append into a short write + EFBIG. */
+	signal(SIGXFSZ, SIG_IGN);
+	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)size0 + 16;
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+	ck_assert_ptr_null(c);
+	/* Not in memory, no event, and the half line was cut from the file. */
+	ck_assert_int_eq(store_card_get(st, "lost", &c), CORE_ERR_NOT_FOUND);
+	ev = all_events(st, &n1);
+	store_events_free(ev, n1);
+	ck_assert_uint_eq(n1, n0);
+	ck_assert_int_eq(fx_file_size(j), size0);
+	/* Reads and later writes carry on. */
+	ck_assert_int_eq(store_ping(st), CORE_OK);
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+	core_card_free(c);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	c = NULL;
+	ck_assert_int_eq(store_card_get(st, "lost", &c), CORE_OK);
+	core_card_free(c);
+	store_close(st);
+	free(j);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(events_tail_bounded)
+{
+	char *dir = fx_tmpdir(), id[16];
+	struct store *st = fx_open(dir, 0, 10, NULL);
+	struct core_event *ev;
+	size_t n, i;
+	int64_t last;
+
+	for (i = 0; i < 30; i++) {
+		snprintf(id, sizeof(id), "e%zu", i);
+		create(st, id);
+	}
+	ev = all_events(st, &n);
+	ck_assert_uint_eq(n, 10);
+	last = ev[9].seq;
+	ck_assert_int_eq(ev[0].seq, last - 9); /* the oldest were dropped */
+	store_events_free(ev, n);
+	store_close(st);
+	st = fx_open(dir, 0, 10, NULL);
+	ev = all_events(st, &n);
+	ck_assert_uint_eq(n, 10);
+	ck_assert_int_eq(ev[9].seq, last);
+	store_events_free(ev, n);
+	create(st, "after");
+	ev = all_events(st, &n);
+	ck_assert_int_eq(ev[n - 1].seq, last + 1);
+	store_events_free(ev, n);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("store-fs");
+	TCase *tc = tcase_create("durability");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, restart_loses_nothing);
+	tcase_add_test(tc, compaction_keeps_everything);
+	tcase_add_test(tc, group_commit_shares_syncs);
+	tcase_add_test(tc, compaction_under_concurrent_writes);
+	tcase_add_test(tc, second_open_refused);
+	tcase_add_test(tc, refused_write_is_not_applied);
+	tcase_add_test(tc, events_tail_bounded);
+	suite_add_tcase(s, tc);
+	suite_add_tcase(s, store_fs_crash_tcase());
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

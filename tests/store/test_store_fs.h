@@ -1,0 +1,15 @@
+/* FS-only store tests, split by theme across two files. */
+#ifndef BOARDD_TESTS_STORE_TEST_STORE_FS_H
+#define BOARDD_TESTS_STORE_TEST_STORE_FS_H
+
+#include <check.h>
+#include <stdint.h>
+
+/* Recovery from damaged directories: torn/corrupt lines, gaps, the legacy sweep. */
+TCase *store_fs_crash_tcase(void);
+/* Path of the journal generation the store is writing (caller frees). */
+char *fx_journal_path(const char *dir, uint64_t gen);
+/* Size of a file, -1 when missing. */
+long fx_file_size(const char *path);
+
+#endif

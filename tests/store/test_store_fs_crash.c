@@ -1,0 +1,303 @@
+/* FS twin only: recovery from what a crash, a bad disk or an older binary leaves behind. */
+#include "tests/store/test_store_fs.h"
+#include "tests/store/fs_fixture.h"
+#include "store/fs/fs.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const struct store_actor bot = {.name = "bot"};
+
+static void create(struct store *st, const char *id)
+{
+	struct store_card_create in = {.id = id, .state = "ready"};
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+	core_card_free(c);
+}
+
+static bool exists(struct store *st, const char *id)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_get(st, id, &c);
+
+	core_card_free(c);
+	return rc == CORE_OK;
+}
+
+static void append(const char *path, const char *bytes, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_APPEND);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, bytes, len), (ssize_t)len);
+	close(fd);
+}
+
+/* Closes st and returns the path of the journal it was writing. */
+static char *close_journal(struct store *st, const char *dir)
+{
+	struct store_fs_stats s;
+
+	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+	store_close(st);
+	return fx_journal_path(dir, s.generation);
+}
+
+static enum core_rc try_open(const char *dir, char *err, size_t len)
+{
+	struct store_fs_options o = {.dir = dir};
+	struct store *st = NULL;
+	enum core_rc rc = store_fs_open(&o, &st, err, len);
+
+	if (st)
+		store_close(st);
+	return rc;
+}
+
+START_TEST(torn_last_line_is_cut)
+{
+	static const char torn[] = "0badc0de {\"ctr\":{\"seq\":9";
+	char *dir = fx_tmpdir(), *j;
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	long size;
+
+	create(st, "a");
+	create(st, "b");
+	j = close_journal(st, dir);
+	size = fx_file_size(j);
+	append(j, torn, sizeof(torn) - 1); /* a crash mid-write: no newline */
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert(exists(st, "a"));
+	ck_assert(exists(st, "b"));
+	ck_assert_int_eq(fx_file_size(j), size); /* the torn bytes are gone */
+	create(st, "c");
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert(exists(st, "c"));
+	store_close(st);
+	free(j);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(corrupt_last_line_is_cut)
+{
+	char *dir = fx_tmpdir(), *j;
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	char *buf;
+	long size, last;
+	FILE *f;
+
+	create(st, "a");
+	j = close_journal(st, dir);
+	size = fx_file_size(j);
+	st = fx_open(dir, 0, 0, NULL);
+	create(st, "b");
+	store_close(st);
+	/* Flip a byte inside the last complete line: its checksum no longer matches. */
+	buf = calloc(1, (size_t)fx_file_size(j) + 1);
+	f = fopen(j, "r+");
+	ck_assert_ptr_nonnull(f);
+	last = fx_file_size(j);
+	ck_assert_int_eq(fread(buf, 1, (size_t)last, f), last);
+	buf[size + 20] ^= 0x01;
+	rewind(f);
+	ck_assert_int_eq(fwrite(buf, 1, (size_t)last, f), last);
+	fclose(f);
+	free(buf);
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert(exists(st, "a"));
+	ck_assert(!exists(st, "b")); /* never acknowledged as far as the disk can prove */
+	ck_assert_int_eq(fx_file_size(j), size);
+	store_close(st);
+	free(j);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(corrupt_middle_line_refuses)
+{
+	char *dir = fx_tmpdir(), *j, err[512];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	long size;
+	int fd;
+	char ch;
+
+	create(st, "a");
+	create(st, "b");
+	create(st, "c");
+	j = close_journal(st, dir);
+	size = fx_file_size(j);
+	/* Line 1 is the default board; damage a byte of line 1's JSON. */
+	fd = open(j, O_RDWR);
+	ck_assert_int_eq(pread(fd, &ch, 1, 30), 1);
+	ch ^= 0x02;
+	ck_assert_int_eq(pwrite(fd, &ch, 1, 30), 1);
+	close(fd);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_msg(strstr(err, "corrupt journal line 1") != NULL, "err: %s", err);
+	ck_assert_int_eq(fx_file_size(j), size); /* nothing was cut */
+	free(j);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(missing_generation_refuses)
+{
+	char *dir = fx_tmpdir(), *j, *moved, err[512];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+
+	create(st, "a");
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	create(st, "b");
+	j = close_journal(st, dir);
+	moved = fx_journal_path(dir, 99);
+	ck_assert_int_eq(rename(j, moved), 0);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_msg(strstr(err, "is missing") != NULL, "err: %s", err);
+	ck_assert_int_eq(rename(moved, j), 0);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_OK);
+	free(j);
+	free(moved);
+	fx_rmdir(dir);
+}
+END_TEST
+
+START_TEST(corrupt_snapshot_refuses)
+{
+	char *dir = fx_tmpdir(), *snap, err[512];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+
+	create(st, "a");
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	store_close(st);
+	ck_assert_int_gt(asprintf(&snap, "%s/snapshot.json", dir), 0);
+	ck_assert_int_eq(truncate(snap, fx_file_size(snap) / 2), 0);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_msg(strstr(err, "snapshot") != NULL, "err: %s", err);
+	free(snap);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A pid that existed and is gone. */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	return pid;
+}
+
+/* Appends a journal line giving `id` an un-leased legacy claim by `marker` at epoch 3: what an
+ * older binary left on disk. */
+static void plant_legacy_claim(struct store *st, const char *dir, const char *id,
+			       const char *marker)
+{
+	struct fs_change ch = {0};
+	struct core_card *c = NULL;
+	struct store_fs_stats s;
+	char *line, *j;
+	size_t len;
+
+	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+	c->claim.present = true;
+	c->claim.marker = strdup(marker);
+	c->claim.claimed_at = c->created_at;
+	c->claim_epoch = 3;
+	ch.cards = calloc(1, sizeof(*ch.cards));
+	ch.n_cards = ch.cap_cards = 1;
+	ch.cards[0] = (struct fs_change_card){.id = strdup(id), .card = c,
+					      .ord = fs_card_find(fs_of(st), id)->ord};
+	line = fs_change_encode(&ch, &len);
+	ck_assert_ptr_nonnull(line);
+	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+	j = fx_journal_path(dir, s.generation);
+	append(j, line, len);
+	free(j);
+	free(line);
+	fs_change_release(&ch);
+}
+
+START_TEST(legacy_sweep_releases_dead_local_pids)
+{
+	char *dir = fx_tmpdir(), dead[64], live[64], other[64];
+	struct store *st = fx_open(dir, 0, 0, "testhost");
+	struct core_card *c = NULL, **v = NULL;
+	struct core_event *ev = NULL;
+	size_t n;
+	int64_t next;
+	pid_t gone = dead_pid();
+
+	snprintf(dead, sizeof(dead), "testhost-%ld", (long)gone);
+	snprintf(live, sizeof(live), "testhost-%ld", (long)getpid());
+	snprintf(other, sizeof(other), "otherhost-%ld", (long)gone);
+	create(st, "l1");
+	create(st, "l2");
+	create(st, "l3");
+	plant_legacy_claim(st, dir, "l1", dead);
+	plant_legacy_claim(st, dir, "l2", live);
+	plant_legacy_claim(st, dir, "l3", other);
+	store_close(st);
+
+	st = fx_open(dir, 0, 0, "testhost");
+	ck_assert_int_eq(store_card_get(st, "l1", &c), CORE_OK);
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->claim_epoch, 3); /* the fence generation survives */
+	core_card_free(c);
+	ck_assert_int_eq(store_card_get(st, "l2", &c), CORE_OK);
+	ck_assert(c->claim.present); /* our own pid is alive */
+	ck_assert(!c->claim.has_lease);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_get(st, "l3", &c), CORE_OK);
+	ck_assert(c->claim.present); /* another host's pid proves nothing here */
+	core_card_free(c);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	ck_assert_str_eq(core_event_type_name(ev[n - 1].type), "card_released");
+	ck_assert_str_eq(ev[n - 1].card_id, "l1");
+	ck_assert_str_eq(ev[n - 1].reason, "legacy_sweep");
+	{
+		char want[128];
+		snprintf(want, sizeof(want), "{\"marker\":\"%s\",\"epoch\":3}", dead);
+		ck_assert_str_eq(ev[n - 1].payload, want);
+	}
+	next = ev[n - 1].seq;
+	store_events_free(ev, n);
+	/* The un-leased survivors are what the repair sweep lists. */
+	ck_assert_int_eq(store_reaper_list_repair(st, 10, &v, &n), CORE_OK);
+	ck_assert_uint_eq(n, 2);
+	store_cards_free(v, n);
+	store_close(st);
+
+	/* The release was journaled: a second boot has nothing left to sweep. */
+	st = fx_open(dir, 0, 0, "testhost");
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, next, 1000, 0, &ev, &n, &next),
+			 CORE_OK);
+	ck_assert_uint_eq(n, 0);
+	store_events_free(ev, n);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+TCase *store_fs_crash_tcase(void)
+{
+	TCase *tc = tcase_create("recovery");
+
+	tcase_add_test(tc, torn_last_line_is_cut);
+	tcase_add_test(tc, corrupt_last_line_is_cut);
+	tcase_add_test(tc, corrupt_middle_line_refuses);
+	tcase_add_test(tc, missing_generation_refuses);
+	tcase_add_test(tc, corrupt_snapshot_refuses);
+	tcase_add_test(tc, legacy_sweep_releases_dead_local_pids);
+	return tc;
+}
