@@ -179,7 +179,7 @@ enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const cha
 {
 	struct fs_change *ch = &t->ch;
 	struct core_event *e = calloc(1, sizeof(*e)), **nv;
-	char *text = json_dumps(payload ? payload : json_object(), JSON_COMPACT);
+	char *text = payload ? json_dumps(payload, JSON_COMPACT) : strdup("{}");
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	json_decref(payload);

@@ -64,14 +64,17 @@ static inline struct mgo *mgo_of(struct store *st)
 
 /* ---- connections (mongo_db.c) ---- */
 
-/* One pooled client with the five collections, for the length of one op. */
+/* One pooled client with the five collections, for the length of one op, with the op's
+ * "now" (read once, through store_now) and actor name. */
 struct mgo_conn {
 	struct mgo *m;
 	mongoc_client_t *client;
 	mongoc_collection_t *cards, *runs, *events, *boards, *counters;
+	int64_t now;
+	const char *actor; /* borrowed; "" by default */
 };
 
-/* Pops a client from the pool (blocks while the pool is exhausted). NOMEM only. */
+/* Pops a client from the pool (blocks while the pool is exhausted) and reads now. NOMEM. */
 enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c);
 void mgo_conn_close(struct mgo_conn *c);
 
@@ -135,9 +138,12 @@ struct mgo_evq {
 	bson_t *ev[8];
 	char eid[8][25];
 	size_t n;
-	bool failed; /* NOMEM or overflow while building */
+	int64_t q_ts; /* the server clock when queued: the drain's grace is measured on it */
+	bool failed;  /* NOMEM or overflow while building */
 };
 
+/* Zeroes q and stamps it with the server clock (never an injected one). */
+void mgo_evq_init(struct mgo_evq *q, struct mgo *m);
 void mgo_evq_release(struct mgo_evq *q);
 /* Queues one event (payload stolen, NULL: {}); the actor is blanked for machine reasons. */
 void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board,
@@ -198,8 +204,8 @@ const char *mgo_actor_name(const struct store_actor *actor);
  * unblocked cascade. A move to the current column writes nothing and hits. */
 enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 			    struct core_card *now, const struct core_board *b, const char *to,
-			    const char *reason, json_t *extra, unsigned pre, const char *actor,
-			    bool *hit, struct core_card **out);
+			    const char *reason, json_t *extra, unsigned pre, bool *hit,
+			    struct core_card **out);
 
 /* ---- the ops, by file ---- */
 

@@ -8,6 +8,8 @@ enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->m = m;
+	c->actor = "";
+	c->now = store_now(&m->base);
 	c->client = mongoc_client_pool_pop(m->pool);
 	if (!c->client)
 		return CORE_ERR_NOMEM;

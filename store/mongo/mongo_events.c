@@ -16,6 +16,12 @@
 #include <string.h>
 #include <time.h>
 
+void mgo_evq_init(struct mgo_evq *q, struct mgo *m)
+{
+	memset(q, 0, sizeof(*q));
+	q->q_ts = mgo_clock_now(&m->base);
+}
+
 void mgo_evq_release(struct mgo_evq *q)
 {
 	size_t i;
@@ -45,6 +51,7 @@ void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board
 	bson_oid_init(&oid, NULL);
 	bson_oid_to_string(&oid, q->eid[q->n]);
 	ok = BSON_APPEND_UTF8(d, "_id", q->eid[q->n]) && BSON_APPEND_DATE_TIME(d, "at", now) &&
+	     BSON_APPEND_DATE_TIME(d, "q_ts", q->q_ts) &&
 	     BSON_APPEND_UTF8(d, "board", board) && BSON_APPEND_UTF8(d, "type", core_event_type_name(type));
 	if (ok && card_id)
 		ok = BSON_APPEND_UTF8(d, "card_id", card_id);
@@ -163,12 +170,13 @@ static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 	struct mgo_evq q = {0};
 	bson_iter_t it, ai;
 	const uint8_t *data;
+	const char *id;
 	uint32_t len;
 	bson_t ev;
 
 	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
 		return CORE_OK;
-	const char *id = bson_iter_utf8(&it, NULL);
+	id = bson_iter_utf8(&it, NULL);
 	if (!bson_iter_init_find(&ai, doc, "outbox") || !BSON_ITER_HOLDS_ARRAY(&ai) ||
 	    !bson_iter_recurse(&ai, &ai))
 		return CORE_OK;

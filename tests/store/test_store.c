@@ -140,7 +140,11 @@ START_TEST(codec_rejects_wrong_types)
 		ck_assert_int_eq(store_card_from_json(j, &out), CORE_ERR_BAD_REQUEST);
 		json_decref(j);
 	}
-	ck_assert_int_eq(store_card_from_json(json_array(), &out), CORE_ERR_BAD_REQUEST);
+	{
+		json_t *a = json_array();
+		ck_assert_int_eq(store_card_from_json(a, &out), CORE_ERR_BAD_REQUEST);
+		json_decref(a);
+	}
 	core_card_free(c);
 }
 END_TEST
