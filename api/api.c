@@ -290,7 +290,7 @@ static void log_line(struct api *a, const struct api_req *r, double ms)
 				      r->method ? r->method : "", "path", path, "status",
 				      (int)r->final_status, "ms", ms, "token",
 				      r->tok ? r->tok->name : NULL);
-		char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
 
 		snprintf(line, sizeof line, "%s", text ? text : "{}");
 		free(text);
