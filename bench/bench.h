@@ -1,0 +1,138 @@
+/* bench — the shared pieces of the benchmark drivers: a small keep-alive HTTP/1.1 client,
+ * log-bucketed latency histograms, and a cycle runner (N worker threads, a warm-up, a fixed
+ * window, per-operation tables). Nothing here asserts a figure: drivers print them.
+ *
+ * The client is deliberately lean (no JSON library, reused buffers): the load generator shares
+ * two cores with the server it measures, and every driver pays the same client cost. */
+#ifndef BOARDD_BENCH_H
+#define BOARDD_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- HTTP client ---------------------------------------------------------------------- */
+
+struct bench_http;
+
+/* Connects to host:port (numeric IPv4/IPv6 address). Socket timeouts are 10 s, so a stuck
+ * server turns into an error, never a hang. NULL on failure. Caller frees with
+ * bench_http_close. */
+struct bench_http *bench_http_open(const char *host, uint16_t port);
+void bench_http_close(struct bench_http *c);
+
+/* Sends one request on the keep-alive connection and reads the answer (Content-Length,
+ * chunked or close-delimited). headers: NULL or extra "Name: value\r\n" lines. body: NULL or a
+ * NUL-terminated JSON body (sent with Content-Type: application/json). A connection the
+ * server closed while idle is reopened once.
+ * OUT: *status (0 on a transport error), *resp (NUL-terminated body, borrowed until the next
+ * call on c). Returns 0, or -1 on a transport error. */
+int bench_http_request(struct bench_http *c, const char *method, const char *path,
+		       const char *headers, const char *body, int *status, const char **resp);
+
+/* ---- latency histograms --------------------------------------------------------------- */
+
+/* Microseconds, exact below 64 us, then 32 linear sub-buckets per power of two (< 3.2 %
+ * error), up to 2^37 us. Max and sum are exact. */
+#define BENCH_LAT_SUB 32
+#define BENCH_LAT_BUCKETS (64 + 32 * BENCH_LAT_SUB)
+
+struct bench_lat {
+	uint64_t n;
+	uint64_t sum_us;
+	uint64_t max_us;
+	uint64_t b[BENCH_LAT_BUCKETS];
+};
+
+void bench_lat_record(struct bench_lat *l, uint64_t us);
+void bench_lat_merge(struct bench_lat *dst, const struct bench_lat *src);
+/* The q-quantile (0..1) in microseconds: the upper edge of its bucket; 0 when empty. */
+uint64_t bench_lat_quantile(const struct bench_lat *l, double q);
+
+/* ---- per-operation statistics --------------------------------------------------------- */
+
+#define BENCH_STATUS_SLOTS 8
+
+struct bench_stat {
+	struct bench_lat lat; /* 2xx answers inside the measured window */
+	uint64_t ok;          /* 2xx answers inside the window */
+	uint64_t err;         /* every non-2xx answer or transport error, warm-up included */
+	struct {
+		int status; /* 0: transport error; -1: 2xx with an unexpected body */
+		uint64_t n;
+	} codes[BENCH_STATUS_SLOTS];
+	char first_err[160]; /* the first error's status and body, for the report */
+};
+
+/* ---- the cycle runner ----------------------------------------------------------------- */
+
+#define BENCH_OPS_MAX 8
+
+struct bench_opts {
+	const char *host;   /* default 127.0.0.1 */
+	uint16_t port;
+	size_t workers;     /* default 32 */
+	double duration_s;  /* measured window; default 20, at most 3600 */
+	double warmup_s;    /* before the window; default 2 */
+	uint64_t cycles;    /* 0: run for duration_s; else stop after this many cycles in the
+			     * window (duration_s still bounds it) */
+	int64_t lease_ms;   /* default 30 000 */
+	const char *prefix; /* card / key prefix; default "bench" */
+};
+
+struct bench_worker {
+	size_t idx;
+	const struct bench_opts *opts;
+	struct bench_http *http;
+	struct bench_stat op[BENCH_OPS_MAX];
+	struct bench_lat cycle_lat; /* whole cycles that succeeded inside the window */
+	uint64_t cycles_ok;         /* inside the window */
+	uint64_t cycles_failed;     /* warm-up included */
+	void *ctx;                  /* the driver's per-worker state */
+};
+
+struct bench_driver {
+	const char *target;             /* "boardd", "etcd" */
+	const char *const *ops;         /* names of the operations, index = op number */
+	size_t n_ops;
+	const char *cycle_desc;         /* one line printed above the table */
+	/* Per worker, before the clock starts (create the card, grant a lease...). 0 or -1. */
+	int (*setup)(struct bench_worker *w);
+	/* One claim cycle; 0 when every step answered as expected. A failed cycle should
+	 * leave the card claimable again (best effort) so the next cycle starts fresh. */
+	int (*cycle)(struct bench_worker *w);
+	void (*teardown)(struct bench_worker *w); /* may be NULL */
+};
+
+/* Parses the common options (-H host -p port -w workers -d seconds -W warmup -n cycles
+ * -l lease_ms -P prefix) and hands any other option in `extra` to extra_fn (returns 0 when
+ * it took it). Prints usage and returns -1 on a bad command line. */
+int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *extra,
+		     int (*extra_fn)(int opt, const char *arg, void *ctx), void *ctx,
+		     const char *usage);
+
+/* Runs the driver with o->workers threads, prints the table and one machine-readable
+ * "RESULT ..." line. Returns 0 when the run happened (errors are reported, not fatal), 1
+ * when setup failed. */
+int bench_run(const struct bench_driver *d, const struct bench_opts *o);
+
+/* Times one request of operation `op` and records it. Returns the HTTP status, 0 on a
+ * transport error. A non-2xx answer is counted as an error of `op`; *resp as in
+ * bench_http_request. */
+int bench_op_request(struct bench_worker *w, size_t op, const char *method, const char *path,
+		     const char *headers, const char *body, const char **resp);
+/* Turns the last 2xx of `op` into an error (an answer whose body said no: etcd's
+ * "succeeded" missing, a claim that was not fresh). */
+void bench_op_unexpected(struct bench_worker *w, size_t op, const char *resp);
+/* Counts one request outside the measured cycle (recovery after a failure). */
+int bench_op_untimed(struct bench_worker *w, const char *method, const char *path,
+		     const char *headers, const char *body, const char **resp);
+
+/* Small helpers for the drivers. */
+double bench_mono_s(void);
+/* The integer after "key": (plain or "quoted") in a JSON text; false when absent. */
+bool bench_json_int(const char *json, const char *key, int64_t *out);
+/* Base64 of len bytes of src into dst (NUL-terminated); dst holds 4*((len+2)/3)+1 bytes. */
+void bench_base64(const void *src, size_t len, char *dst);
+
+#endif

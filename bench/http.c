@@ -1,0 +1,311 @@
+/* A small keep-alive HTTP/1.1 client over one blocking socket, with buffers reused from one
+ * request to the next. Enough of HTTP for boardd (libmicrohttpd) and etcd's gateway (Go
+ * net/http, chunked for streamed RPCs); no pipelining, no TLS. */
+#include "bench/bench.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+struct bench_http {
+	int fd;
+	char host[64];
+	uint16_t port;
+	bool reused;  /* at least one answer came over this socket */
+	char *w;      /* request being written */
+	size_t wcap;
+	char *r;      /* bytes read, headers then body */
+	size_t rlen, rcap;
+	char *body;   /* the decoded body handed out */
+	size_t bcap;
+};
+
+static int grow(char **buf, size_t *cap, size_t need)
+{
+	size_t n = *cap ? *cap : 4096;
+	char *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	p = realloc(*buf, n);
+	if (!p)
+		return -1;
+	*buf = p;
+	*cap = n;
+	return 0;
+}
+
+static int http_sock_connect(struct bench_http *c)
+{
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	struct timeval tv = {.tv_sec = 10};
+	socklen_t len;
+	int one = 1;
+
+	if (inet_pton(AF_INET, c->host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(c->port);
+		len = sizeof *a4;
+	} else if (inet_pton(AF_INET6, c->host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(c->port);
+		len = sizeof *a6;
+	} else {
+		return -1;
+	}
+	c->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return -1;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	if (connect(c->fd, (struct sockaddr *)&ss, len) != 0) {
+		close(c->fd);
+		c->fd = -1;
+		return -1;
+	}
+	c->reused = false;
+	c->rlen = 0;
+	return 0;
+}
+
+struct bench_http *bench_http_open(const char *host, uint16_t port)
+{
+	struct bench_http *c = calloc(1, sizeof *c);
+
+	if (!c)
+		return NULL;
+	snprintf(c->host, sizeof c->host, "%s", host);
+	c->port = port;
+	if (http_sock_connect(c) != 0) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void bench_http_close(struct bench_http *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->w);
+	free(c->r);
+	free(c->body);
+	free(c);
+}
+
+static int http_send_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Reads more bytes into c->r; returns the count, 0 at EOF, -1 on error. */
+static ssize_t http_fill(struct bench_http *c)
+{
+	ssize_t k;
+
+	if (grow(&c->r, &c->rcap, c->rlen + 16384 + 1) != 0)
+		return -1;
+	do
+		k = recv(c->fd, c->r + c->rlen, c->rcap - c->rlen - 1, 0);
+	while (k < 0 && errno == EINTR);
+	if (k > 0) {
+		c->rlen += (size_t)k;
+		c->r[c->rlen] = '\0';
+	}
+	return k;
+}
+
+/* The value of header `name` in the block [h, end), or NULL; *vlen its length. */
+static const char *http_header_find(const char *h, const char *end, const char *name,
+				    size_t *vlen)
+{
+	size_t nl = strlen(name);
+
+	while (h < end) {
+		const char *eol = memchr(h, '\n', (size_t)(end - h));
+
+		if (!eol)
+			eol = end;
+		if ((size_t)(eol - h) > nl && h[nl] == ':' && strncasecmp(h, name, nl) == 0) {
+			const char *v = h + nl + 1, *ve = eol;
+
+			while (v < ve && (*v == ' ' || *v == '\t'))
+				v++;
+			while (ve > v && (ve[-1] == '\r' || ve[-1] == ' '))
+				ve--;
+			*vlen = (size_t)(ve - v);
+			return v;
+		}
+		h = eol + 1;
+	}
+	return NULL;
+}
+
+/* Decodes a chunked body that starts at c->r + off, reading more as needed, into c->body.
+ * Returns the body length, or -1. */
+static ssize_t http_chunked_read(struct bench_http *c, size_t off)
+{
+	size_t blen = 0;
+
+	for (;;) {
+		char *eol, *end;
+		unsigned long n;
+
+		while (!(eol = strstr(c->r + off, "\r\n")))
+			if (http_fill(c) <= 0)
+				return -1;
+		n = strtoul(c->r + off, &end, 16);
+		if (end == c->r + off)
+			return -1;
+		off = (size_t)(eol - c->r) + 2;
+		if (n == 0) {
+			/* Trailers (none expected) end with an empty line. */
+			while (!strstr(c->r + off, "\r\n"))
+				if (http_fill(c) <= 0)
+					return -1;
+			off = (size_t)(strstr(c->r + off, "\r\n") - c->r) + 2;
+			break;
+		}
+		while (c->rlen < off + n + 2)
+			if (http_fill(c) <= 0)
+				return -1;
+		if (grow(&c->body, &c->bcap, blen + n + 1) != 0)
+			return -1;
+		memcpy(c->body + blen, c->r + off, n);
+		blen += n;
+		off += n + 2;
+	}
+	/* Keep any bytes past this answer (none without pipelining). */
+	memmove(c->r, c->r + off, c->rlen - off);
+	c->rlen -= off;
+	return (ssize_t)blen;
+}
+
+/* Reads one answer. Returns 0, or -1 (and *got_any tells whether any byte arrived). */
+static int http_answer_read(struct bench_http *c, int *status, bool *got_any, bool *close_after)
+{
+	char *hend, *v;
+	const char *cl, *te, *conn;
+	size_t hlen, vlen, blen;
+	ssize_t k;
+
+	*got_any = c->rlen > 0;
+	if (grow(&c->r, &c->rcap, c->rlen + 1) != 0)
+		return -1;
+	c->r[c->rlen] = '\0';
+	while (!(hend = strstr(c->r, "\r\n\r\n"))) {
+		k = http_fill(c);
+		if (k <= 0)
+			return -1;
+		*got_any = true;
+	}
+	hlen = (size_t)(hend - c->r) + 4;
+	if (strncmp(c->r, "HTTP/1.", 7) != 0 || !(v = strchr(c->r, ' ')))
+		return -1;
+	*status = atoi(v + 1);
+	conn = http_header_find(c->r, hend, "Connection", &vlen);
+	*close_after = conn && vlen == 5 && strncasecmp(conn, "close", 5) == 0;
+	te = http_header_find(c->r, hend, "Transfer-Encoding", &vlen);
+	cl = http_header_find(c->r, hend, "Content-Length", &vlen);
+	if (te && vlen >= 7 && strncasecmp(te, "chunked", 7) == 0) {
+		k = http_chunked_read(c, hlen);
+		if (k < 0)
+			return -1;
+		c->body[k] = '\0';
+		return 0;
+	}
+	if (cl) {
+		blen = strtoul(cl, NULL, 10);
+		while (c->rlen < hlen + blen)
+			if (http_fill(c) <= 0)
+				return -1;
+	} else {
+		/* Close-delimited body. */
+		while ((k = http_fill(c)) > 0)
+			;
+		if (k < 0)
+			return -1;
+		blen = c->rlen - hlen;
+		*close_after = true;
+	}
+	if (grow(&c->body, &c->bcap, blen + 1) != 0)
+		return -1;
+	memcpy(c->body, c->r + hlen, blen);
+	c->body[blen] = '\0';
+	memmove(c->r, c->r + hlen + blen, c->rlen - hlen - blen);
+	c->rlen -= hlen + blen;
+	return 0;
+}
+
+int bench_http_request(struct bench_http *c, const char *method, const char *path,
+		       const char *headers, const char *body, int *status, const char **resp)
+{
+	size_t blen = body ? strlen(body) : 0, need;
+	bool got_any, close_after = false;
+	int n, attempt;
+
+	*status = 0;
+	*resp = "";
+	need = strlen(method) + strlen(path) + (headers ? strlen(headers) : 0) + blen + 256;
+	if (grow(&c->w, &c->wcap, need) != 0)
+		return -1;
+	if (body)
+		n = snprintf(c->w, c->wcap,
+			     "%s %s HTTP/1.1\r\nHost: %s:%u\r\n%sContent-Type: application/json\r\n"
+			     "Content-Length: %zu\r\n\r\n%s",
+			     method, path, c->host, (unsigned)c->port, headers ? headers : "", blen,
+			     body);
+	else
+		n = snprintf(c->w, c->wcap, "%s %s HTTP/1.1\r\nHost: %s:%u\r\n%s\r\n", method, path,
+			     c->host, (unsigned)c->port, headers ? headers : "");
+	if (n < 0 || (size_t)n >= c->wcap)
+		return -1;
+	for (attempt = 0; attempt < 2; attempt++) {
+		bool reused = c->reused;
+
+		if (c->fd < 0 && http_sock_connect(c) != 0)
+			return -1;
+		if (http_send_all(c->fd, c->w, (size_t)n) == 0 &&
+		    http_answer_read(c, status, &got_any, &close_after) == 0) {
+			c->reused = true;
+			*resp = c->body;
+			if (close_after) {
+				close(c->fd);
+				c->fd = -1;
+			}
+			return 0;
+		}
+		close(c->fd);
+		c->fd = -1;
+		*status = 0;
+		/* Only a kept-alive socket the server closed before answering is retried. */
+		if (!reused || got_any)
+			return -1;
+	}
+	return -1;
+}

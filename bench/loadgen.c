@@ -1,0 +1,201 @@
+/* loadgen — the claim cycle against boardd over keep-alive HTTP/1.1.
+ *
+ *   loadgen -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-P bench] [-T FILE]
+ *
+ * Each worker owns one card (<prefix>-<i>, created in_progress by the bot token before the
+ * clock starts) and one connection, and loops:
+ *   claim (must answer fresh: true) -> renew x3 -> owned state write to review (If-Match) ->
+ *   owned state write back to in_progress -> release.
+ * Tokens: BENCH_WORKER_TOKEN and BENCH_BOT_TOKEN, or -T FILE with lines "worker TOKEN" and
+ * "bot TOKEN" (boardd's own first-start lines "boardd:   dev-worker TOKEN" work too). */
+#include "bench/bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	OP_CLAIM,
+	OP_RENEW,
+	OP_TO_REVIEW,
+	OP_TO_PROGRESS,
+	OP_RELEASE,
+	N_OPS,
+};
+
+static const char *const op_names[N_OPS] = {
+	[OP_CLAIM] = "claim",
+	[OP_RENEW] = "renew",
+	[OP_TO_REVIEW] = "state->review",
+	[OP_TO_PROGRESS] = "state->back",
+	[OP_RELEASE] = "release",
+};
+
+static char worker_auth[256], bot_auth[256];
+
+struct lg_worker {
+	char card[160];
+	char marker[64];
+	char path_claim[200], path_renew[200], path_state[200], path_release[200];
+	int64_t epoch;
+};
+
+static int lg_setup(struct bench_worker *w)
+{
+	struct lg_worker *lw = calloc(1, sizeof *lw);
+	char body[256];
+	const char *resp;
+	int status;
+
+	if (!lw)
+		return -1;
+	w->ctx = lw;
+	snprintf(lw->card, sizeof lw->card, "%s-%zu", w->opts->prefix, w->idx);
+	snprintf(lw->marker, sizeof lw->marker, "bench-w%zu", w->idx);
+	snprintf(lw->path_claim, sizeof lw->path_claim, "/v1/cards/%s/claim", lw->card);
+	snprintf(lw->path_renew, sizeof lw->path_renew, "/v1/cards/%s/renew", lw->card);
+	snprintf(lw->path_state, sizeof lw->path_state, "/v1/cards/%s/state", lw->card);
+	snprintf(lw->path_release, sizeof lw->path_release, "/v1/cards/%s/release", lw->card);
+	snprintf(body, sizeof body, "{\"id\":\"%s\",\"state\":\"in_progress\",\"title\":\"bench\"}",
+		 lw->card);
+	status = bench_op_untimed(w, "POST", "/v1/cards", bot_auth, body, &resp);
+	/* 409: left by an earlier run on the same store; the first claim tells if it is
+	 * usable (a card held by another marker shows up as claim errors). */
+	if (status != 201 && status != 409) {
+		fprintf(stderr, "loadgen: create %s: %d %s\n", lw->card, status, resp);
+		return -1;
+	}
+	return 0;
+}
+
+/* After a failed step: give the card back so the next cycle can claim it fresh. Untimed. */
+static void lg_recover(struct bench_worker *w, struct lg_worker *lw)
+{
+	char body[160];
+	const char *resp;
+
+	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld}", lw->marker,
+		 (long long)lw->epoch);
+	bench_op_untimed(w, "POST", lw->path_release, worker_auth, body, &resp);
+}
+
+static int lg_cycle(struct bench_worker *w)
+{
+	struct lg_worker *lw = w->ctx;
+	char body[256], hdr[400];
+	const char *resp;
+	int64_t fresh_epoch = 0;
+	int k;
+
+	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"lease_ms\":%lld}", lw->marker,
+		 (long long)w->opts->lease_ms);
+	if (bench_op_request(w, OP_CLAIM, "POST", lw->path_claim, worker_auth, body, &resp) !=
+	    200)
+		return -1;
+	if (!strstr(resp, "\"fresh\":true") || !bench_json_int(resp, "epoch", &fresh_epoch)) {
+		/* Not a fresh acquisition: a release was lost. Count it, give it back. */
+		bench_op_unexpected(w, OP_CLAIM, resp);
+		bench_json_int(resp, "epoch", &lw->epoch);
+		lg_recover(w, lw);
+		return -1;
+	}
+	lw->epoch = fresh_epoch;
+	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld,\"lease_ms\":%lld}",
+		 lw->marker, (long long)lw->epoch, (long long)w->opts->lease_ms);
+	for (k = 0; k < 3; k++)
+		if (bench_op_request(w, OP_RENEW, "POST", lw->path_renew, worker_auth, body,
+				     &resp) != 200)
+			goto fail;
+	snprintf(hdr, sizeof hdr, "%sIf-Match: \"%lld\"\r\n", worker_auth, (long long)lw->epoch);
+	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"to\":\"review\"}", lw->marker);
+	if (bench_op_request(w, OP_TO_REVIEW, "PATCH", lw->path_state, hdr, body, &resp) != 200)
+		goto fail;
+	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"to\":\"in_progress\"}", lw->marker);
+	if (bench_op_request(w, OP_TO_PROGRESS, "PATCH", lw->path_state, hdr, body, &resp) !=
+	    200)
+		goto fail;
+	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld}", lw->marker,
+		 (long long)lw->epoch);
+	if (bench_op_request(w, OP_RELEASE, "POST", lw->path_release, worker_auth, body, &resp) !=
+	    200)
+		goto fail;
+	return 0;
+fail:
+	lg_recover(w, lw);
+	return -1;
+}
+
+static void lg_teardown(struct bench_worker *w)
+{
+	free(w->ctx);
+	w->ctx = NULL;
+}
+
+/* Reads "worker TOKEN" / "bot TOKEN" lines (or boardd's "dev-worker TOKEN" lines). */
+static int tokens_file_read(const char *path, char *worker, char *bot, size_t len)
+{
+	char line[512], a[128], b[256];
+	FILE *f = fopen(path, "r");
+	const char *p;
+
+	if (!f) {
+		perror(path);
+		return -1;
+	}
+	while (fgets(line, sizeof line, f)) {
+		p = strncmp(line, "boardd:", 7) == 0 ? line + 7 : line;
+		if (sscanf(p, "%127s %255s", a, b) != 2)
+			continue;
+		if (strcmp(a, "worker") == 0 || strcmp(a, "dev-worker") == 0)
+			snprintf(worker, len, "%s", b);
+		else if (strcmp(a, "bot") == 0 || strcmp(a, "dev-bot") == 0)
+			snprintf(bot, len, "%s", b);
+	}
+	fclose(f);
+	return 0;
+}
+
+static int lg_opt(int opt, const char *arg, void *ctx)
+{
+	if (opt != 'T')
+		return -1;
+	*(const char **)ctx = arg;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct bench_driver d = {
+		.target = "boardd",
+		.ops = op_names,
+		.n_ops = N_OPS,
+		.cycle_desc = "claim -> renew x3 -> PATCH state review (If-Match) -> PATCH state "
+			      "in_progress -> release",
+		.setup = lg_setup,
+		.cycle = lg_cycle,
+		.teardown = lg_teardown,
+	};
+	char worker[256] = "", bot[256] = "";
+	const char *tokens_file = NULL, *e;
+	struct bench_opts o;
+
+	if (bench_opts_parse(&o, argc, argv, "T:", lg_opt, &tokens_file,
+			     "usage: loadgen -p PORT [options]\n"
+			     "  -T FILE     tokens: lines \"worker TOKEN\" and \"bot TOKEN\"\n"
+			     "              (else BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN)\n") != 0)
+		return 2;
+	if ((e = getenv("BENCH_WORKER_TOKEN")))
+		snprintf(worker, sizeof worker, "%s", e);
+	if ((e = getenv("BENCH_BOT_TOKEN")))
+		snprintf(bot, sizeof bot, "%s", e);
+	if (tokens_file && tokens_file_read(tokens_file, worker, bot, sizeof worker) != 0)
+		return 2;
+	if (!worker[0] || !bot[0]) {
+		fprintf(stderr, "loadgen: need a worker and a bot token (-T FILE or "
+				"BENCH_WORKER_TOKEN / BENCH_BOT_TOKEN)\n");
+		return 2;
+	}
+	snprintf(worker_auth, sizeof worker_auth, "Authorization: Bearer %s\r\n", worker);
+	snprintf(bot_auth, sizeof bot_auth, "Authorization: Bearer %s\r\n", bot);
+	return bench_run(&d, &o);
+}

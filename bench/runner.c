@@ -1,0 +1,440 @@
+/* The cycle runner: options, worker threads, the warm-up and the measured window, and the
+ * report. Every non-2xx answer is counted and printed with its status; nothing is hidden. */
+#include "bench/bench.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Shared between the main thread and the workers. */
+static int run_recording; /* 1 inside the measured window */
+static int run_stop;      /* workers finish their cycle and leave */
+static uint64_t run_tickets; /* cycles left in the window when -n was given */
+static bool run_counted;
+
+double bench_mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+bool bench_json_int(const char *json, const char *key, int64_t *out)
+{
+	char pat[64];
+	const char *p;
+	char *end;
+	long long v;
+
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	p = strstr(json, pat);
+	if (!p)
+		return false;
+	p += strlen(pat);
+	while (*p == ' ')
+		p++;
+	if (*p == '"')
+		p++;
+	v = strtoll(p, &end, 10);
+	if (end == p)
+		return false;
+	*out = v;
+	return true;
+}
+
+void bench_base64(const void *src, size_t len, char *dst)
+{
+	static const char tab[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *s = src;
+	size_t i;
+
+	for (i = 0; i + 2 < len; i += 3) {
+		*dst++ = tab[s[i] >> 2];
+		*dst++ = tab[((s[i] & 3) << 4) | (s[i + 1] >> 4)];
+		*dst++ = tab[((s[i + 1] & 15) << 2) | (s[i + 2] >> 6)];
+		*dst++ = tab[s[i + 2] & 63];
+	}
+	if (i < len) {
+		*dst++ = tab[s[i] >> 2];
+		if (i + 1 < len) {
+			*dst++ = tab[((s[i] & 3) << 4) | (s[i + 1] >> 4)];
+			*dst++ = tab[(s[i + 1] & 15) << 2];
+		} else {
+			*dst++ = tab[(s[i] & 3) << 4];
+			*dst++ = '=';
+		}
+		*dst++ = '=';
+	}
+	*dst = '\0';
+}
+
+static void stat_error(struct bench_stat *s, int status, const char *resp)
+{
+	size_t i;
+
+	s->err++;
+	if (!s->first_err[0])
+		snprintf(s->first_err, sizeof s->first_err, "%d %.140s", status, resp ? resp : "");
+	for (i = 0; i < BENCH_STATUS_SLOTS; i++) {
+		if (s->codes[i].n && s->codes[i].status != status)
+			continue;
+		s->codes[i].status = status;
+		s->codes[i].n++;
+		return;
+	}
+	/* More distinct statuses than slots: the total in err still counts them. */
+}
+
+int bench_op_request(struct bench_worker *w, size_t op, const char *method, const char *path,
+		     const char *headers, const char *body, const char **resp)
+{
+	struct bench_stat *s = &w->op[op];
+	int status = 0;
+	uint64_t t0 = mono_us(), t1;
+
+	bench_http_request(w->http, method, path, headers, body, &status, resp);
+	t1 = mono_us();
+	if (status < 200 || status > 299) {
+		stat_error(s, status, *resp);
+		return status;
+	}
+	if (__atomic_load_n(&run_recording, __ATOMIC_RELAXED)) {
+		s->ok++;
+		bench_lat_record(&s->lat, t1 - t0);
+	}
+	return status;
+}
+
+void bench_op_unexpected(struct bench_worker *w, size_t op, const char *resp)
+{
+	struct bench_stat *s = &w->op[op];
+
+	/* bench_op_request counted it as ok (if recording); move it to the errors. Its
+	 * latency stays in the histogram: the server did answer in that time. */
+	if (__atomic_load_n(&run_recording, __ATOMIC_RELAXED) && s->ok)
+		s->ok--;
+	stat_error(s, -1, resp);
+}
+
+int bench_op_untimed(struct bench_worker *w, const char *method, const char *path,
+		     const char *headers, const char *body, const char **resp)
+{
+	int status = 0;
+
+	bench_http_request(w->http, method, path, headers, body, &status, resp);
+	return status;
+}
+
+static void usage_print(const char *usage)
+{
+	fprintf(stderr,
+		"%s"
+		"common options:\n"
+		"  -H HOST     server address (127.0.0.1; numeric, loopback expected)\n"
+		"  -p PORT     server port\n"
+		"  -w N        concurrent workers, one card and one connection each (32)\n"
+		"  -d SECONDS  measured window (20; at most 3600)\n"
+		"  -W SECONDS  warm-up before the window (2)\n"
+		"  -n CYCLES   stop after this many cycles in the window (still bounded by -d)\n"
+		"  -l MS       lease in milliseconds (30000)\n"
+		"  -P PREFIX   card / key prefix (bench)\n",
+		usage);
+}
+
+int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *extra,
+		     int (*extra_fn)(int opt, const char *arg, void *ctx), void *ctx,
+		     const char *usage)
+{
+	char optstring[64];
+	int c;
+
+	memset(o, 0, sizeof *o);
+	o->host = "127.0.0.1";
+	o->workers = 32;
+	o->duration_s = 20;
+	o->warmup_s = 2;
+	o->lease_ms = 30000;
+	o->prefix = "bench";
+	snprintf(optstring, sizeof optstring, "H:p:w:d:W:n:l:P:%s", extra ? extra : "");
+	while ((c = getopt(argc, argv, optstring)) != -1) {
+		switch (c) {
+		case 'H':
+			o->host = optarg;
+			break;
+		case 'p':
+			o->port = (uint16_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'w':
+			o->workers = strtoul(optarg, NULL, 10);
+			break;
+		case 'd':
+			o->duration_s = strtod(optarg, NULL);
+			break;
+		case 'W':
+			o->warmup_s = strtod(optarg, NULL);
+			break;
+		case 'n':
+			o->cycles = strtoull(optarg, NULL, 10);
+			break;
+		case 'l':
+			o->lease_ms = strtoll(optarg, NULL, 10);
+			break;
+		case 'P':
+			o->prefix = optarg;
+			break;
+		default:
+			if (c != '?' && extra_fn && extra_fn(c, optarg, ctx) == 0)
+				break;
+			usage_print(usage);
+			return -1;
+		}
+	}
+	if (optind != argc || !o->port || !o->workers || o->workers > 4096 ||
+	    !(o->duration_s > 0 && o->duration_s <= 3600) ||
+	    !(o->warmup_s >= 0 && o->warmup_s <= 600) || o->lease_ms <= 0) {
+		usage_print(usage);
+		return -1;
+	}
+	return 0;
+}
+
+struct run_arg {
+	const struct bench_driver *d;
+	struct bench_worker *w;
+	int setup_rc;
+	pthread_barrier_t *ready;
+	int done;
+};
+
+static void *run_worker(void *p)
+{
+	struct run_arg *a = p;
+	struct bench_worker *w = a->w;
+
+	w->http = bench_http_open(w->opts->host, w->opts->port);
+	a->setup_rc = w->http ? a->d->setup(w) : -1;
+	pthread_barrier_wait(a->ready);
+	pthread_barrier_wait(a->ready); /* main checked every setup */
+	while (a->setup_rc == 0 && !__atomic_load_n(&run_stop, __ATOMIC_ACQUIRE)) {
+		bool rec = __atomic_load_n(&run_recording, __ATOMIC_ACQUIRE);
+		uint64_t t0, t1;
+		int rc;
+
+		if (rec && run_counted) {
+			uint64_t left = __atomic_load_n(&run_tickets, __ATOMIC_ACQUIRE);
+
+			do {
+				if (!left)
+					goto out;
+			} while (!__atomic_compare_exchange_n(&run_tickets, &left, left - 1, false,
+							      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+		}
+		t0 = mono_us();
+		rc = a->d->cycle(w);
+		t1 = mono_us();
+		if (rc != 0) {
+			w->cycles_failed++;
+			continue;
+		}
+		/* A cycle counts when it started and ended inside the window. */
+		if (rec && __atomic_load_n(&run_recording, __ATOMIC_ACQUIRE)) {
+			w->cycles_ok++;
+			bench_lat_record(&w->cycle_lat, t1 - t0);
+		}
+	}
+out:
+	if (a->d->teardown && a->setup_rc == 0)
+		a->d->teardown(w);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+static void stat_merge(struct bench_stat *dst, const struct bench_stat *src)
+{
+	size_t i, j;
+
+	bench_lat_merge(&dst->lat, &src->lat);
+	dst->ok += src->ok;
+	dst->err += src->err;
+	if (!dst->first_err[0])
+		memcpy(dst->first_err, src->first_err, sizeof dst->first_err);
+	for (i = 0; i < BENCH_STATUS_SLOTS && src->codes[i].n; i++)
+		for (j = 0; j < BENCH_STATUS_SLOTS; j++) {
+			if (dst->codes[j].n && dst->codes[j].status != src->codes[i].status)
+				continue;
+			dst->codes[j].status = src->codes[i].status;
+			dst->codes[j].n += src->codes[i].n;
+			break;
+		}
+}
+
+static void ms_print(uint64_t us)
+{
+	printf(" %9.3f", (double)us / 1000.0);
+}
+
+static void report_print(const struct bench_driver *d, const struct bench_opts *o,
+			 struct bench_worker *ws, double window)
+{
+	struct bench_stat tot[BENCH_OPS_MAX];
+	struct bench_lat all = {0}, cyc = {0};
+	uint64_t cycles = 0, failed = 0, ops = 0, errs = 0;
+	size_t i, k, j;
+
+	memset(tot, 0, sizeof tot);
+	for (i = 0; i < o->workers; i++) {
+		cycles += ws[i].cycles_ok;
+		failed += ws[i].cycles_failed;
+		bench_lat_merge(&cyc, &ws[i].cycle_lat);
+		for (k = 0; k < d->n_ops; k++)
+			stat_merge(&tot[k], &ws[i].op[k]);
+	}
+	printf("\n== %s: %zu workers, window %.2f s (after %.1f s warm-up) ==\n", d->target,
+	       o->workers, window, o->warmup_s);
+	printf("cycle: %s\n", d->cycle_desc);
+	printf("%-14s %9s %10s %6s %9s %9s %9s %9s\n", "op", "count", "ops/s", "errors", "p50 ms",
+	       "p99 ms", "max ms", "mean ms");
+	for (k = 0; k < d->n_ops; k++) {
+		const struct bench_stat *s = &tot[k];
+
+		if (!s->ok && !s->err)
+			continue;
+		ops += s->ok;
+		errs += s->err;
+		bench_lat_merge(&all, &s->lat);
+		printf("%-14s %9" PRIu64 " %10.1f %6" PRIu64, d->ops[k], s->ok,
+		       (double)s->ok / window, s->err);
+		ms_print(bench_lat_quantile(&s->lat, 0.50));
+		ms_print(bench_lat_quantile(&s->lat, 0.99));
+		ms_print(s->lat.max_us);
+		ms_print(s->lat.n ? s->lat.sum_us / s->lat.n : 0);
+		printf("\n");
+	}
+	printf("%-14s %9" PRIu64 " %10.1f %6" PRIu64, "all ops", ops, (double)ops / window, errs);
+	ms_print(bench_lat_quantile(&all, 0.50));
+	ms_print(bench_lat_quantile(&all, 0.99));
+	ms_print(all.max_us);
+	ms_print(all.n ? all.sum_us / all.n : 0);
+	printf("\n%-14s %9" PRIu64 " %10.1f %6" PRIu64, "cycle", cycles, (double)cycles / window,
+	       failed);
+	ms_print(bench_lat_quantile(&cyc, 0.50));
+	ms_print(bench_lat_quantile(&cyc, 0.99));
+	ms_print(cyc.max_us);
+	ms_print(cyc.n ? cyc.sum_us / cyc.n : 0);
+	printf("\n");
+	if (errs || failed) {
+		printf("errors (warm-up included; status 0 = transport error, -1 = 2xx whose body "
+		       "said no):\n");
+		for (k = 0; k < d->n_ops; k++) {
+			if (!tot[k].err)
+				continue;
+			printf("  %-12s", d->ops[k]);
+			for (j = 0; j < BENCH_STATUS_SLOTS && tot[k].codes[j].n; j++)
+				printf(" %d x%" PRIu64, tot[k].codes[j].status, tot[k].codes[j].n);
+			printf("   first: %s\n", tot[k].first_err);
+		}
+	} else {
+		printf("errors: none\n");
+	}
+	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
+	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
+	       " failed_cycles=%" PRIu64 "\n",
+	       d->target, o->workers, window, cycles, (double)cycles / window,
+	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
+	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
+	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed);
+	fflush(stdout);
+}
+
+int bench_run(const struct bench_driver *d, const struct bench_opts *o)
+{
+	struct bench_worker *ws = calloc(o->workers, sizeof *ws);
+	struct run_arg *args = calloc(o->workers, sizeof *args);
+	pthread_t *th = calloc(o->workers, sizeof *th);
+	pthread_barrier_t ready;
+	size_t i, started = 0, failed = 0;
+	double t0 = 0, t1 = 0, limit;
+	int code = 1;
+
+	if (!ws || !args || !th)
+		goto out;
+	run_counted = o->cycles != 0;
+	run_tickets = o->cycles;
+	pthread_barrier_init(&ready, NULL, (unsigned)o->workers + 1);
+	for (i = 0; i < o->workers; i++) {
+		ws[i].idx = i;
+		ws[i].opts = o;
+		args[i] = (struct run_arg){.d = d, .w = &ws[i], .ready = &ready};
+		if (pthread_create(&th[i], NULL, run_worker, &args[i]) != 0) {
+			fprintf(stderr, "%s: cannot start worker %zu\n", d->target, i);
+			exit(1); /* the barrier counts on every worker */
+		}
+		started++;
+	}
+	pthread_barrier_wait(&ready);
+	for (i = 0; i < o->workers; i++)
+		if (args[i].setup_rc != 0)
+			failed++;
+	if (failed) {
+		fprintf(stderr, "%s: setup failed on %zu of %zu workers (is the server up on %s:%u? "
+				"tokens?)\n",
+			d->target, failed, o->workers, o->host, (unsigned)o->port);
+		__atomic_store_n(&run_stop, 1, __ATOMIC_RELEASE);
+	}
+	pthread_barrier_wait(&ready);
+	if (!failed) {
+		sleep_s(o->warmup_s);
+		t0 = bench_mono_s();
+		__atomic_store_n(&run_recording, 1, __ATOMIC_RELEASE);
+		limit = t0 + o->duration_s;
+		for (;;) {
+			size_t done = 0;
+
+			sleep_s(0.005);
+			for (i = 0; i < o->workers; i++)
+				done += (size_t)__atomic_load_n(&args[i].done, __ATOMIC_ACQUIRE);
+			if (done == o->workers || bench_mono_s() >= limit)
+				break;
+		}
+		__atomic_store_n(&run_recording, 0, __ATOMIC_RELEASE);
+		t1 = bench_mono_s();
+		__atomic_store_n(&run_stop, 1, __ATOMIC_RELEASE);
+	}
+	for (i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&ready);
+	if (!failed) {
+		report_print(d, o, ws, t1 - t0);
+		code = 0;
+	}
+	for (i = 0; i < o->workers; i++)
+		bench_http_close(ws[i].http);
+out:
+	free(th);
+	free(args);
+	free(ws);
+	return code;
+}
