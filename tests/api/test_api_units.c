@@ -134,6 +134,98 @@ START_TEST(route_table_well_formed)
 }
 END_TEST
 
+/* ---- a store that fails every call: a 5xx, never an empty success ---- */
+
+static enum core_rc broken_ping(struct store *st)
+{
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
+static enum core_rc broken_card_get(struct store *st, const char *id, struct core_card **out)
+{
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
+static enum core_rc broken_card_list(struct store *st, const struct store_card_filter *f,
+				     struct core_card ***out, size_t *n, char **next)
+{
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
+static enum core_rc broken_card_create(struct store *st, const struct store_card_create *in,
+				       const struct store_actor *actor, struct core_card **out)
+{
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
+static enum core_rc broken_events(struct store *st, const char *board,
+				  const char *const *boards, int64_t after, size_t limit,
+				  int64_t wait_ms, struct core_event **out, size_t *n,
+				  int64_t *next)
+{
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
+static const struct store_ops broken_ops = {
+	.name = "broken",
+	.ping = broken_ping,
+	.card_get = broken_card_get,
+	.card_list = broken_card_list,
+	.card_create = broken_card_create,
+	.events_list = broken_events,
+};
+
+START_TEST(store_failure_is_never_a_success)
+{
+	static const struct {
+		const char *method, *path, *body;
+		int status;
+	} cases[] = {
+		{"GET", "/readyz", NULL, 503},
+		{"GET", "/v1/cards", NULL, 503},
+		{"GET", "/v1/cards/abc", NULL, 503},
+		{"POST", "/v1/cards", "{\"title\":\"x\"}", 503},
+		{"POST", "/v1/cards/abc/claim", "{\"marker\":\"m\"}", 503},
+		{"GET", "/v1/events?wait_ms=100", NULL, 503},
+		{"GET", "/v1/boards", NULL, 500}, /* an op the store lacks: internal */
+	};
+	struct store st = {.ops = &broken_ops};
+	struct api_tokens tokens = {0};
+	struct api_config cfg;
+	struct api *a = NULL;
+	struct httpc *c;
+	char err[256];
+	size_t i;
+
+	ck_assert_int_eq(api_tokens_push(&tokens, "all", "all-token", API_ROLE_ANY, NULL), CORE_OK);
+	api_config_init(&cfg);
+	cfg.listen = "127.0.0.1:0";
+	cfg.threads = 2;
+	cfg.tokens = &tokens;
+	cfg.log_format = API_LOG_NONE;
+	ck_assert_int_eq(api_start(&cfg, &st, &a, err, sizeof err), CORE_OK);
+	c = httpc_connect("127.0.0.1", api_port(a));
+	ck_assert_ptr_nonnull(c);
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *body = NULL, *hdrs = NULL, *ct;
+		int stt = harness_call_h(c, cases[i].method, cases[i].path, "all-token", NULL,
+					 cases[i].body, &hdrs, &body);
+
+		ck_assert_msg(stt == cases[i].status, "%s %s: %d", cases[i].method, cases[i].path,
+			      stt);
+		ct = httpc_header(hdrs, "Content-Type");
+		ck_assert_str_eq(ct, "application/problem+json");
+		ck_assert_ptr_nonnull(strstr(body, stt == 503 ? "store_unavailable" : "internal"));
+		free(ct);
+		free(body);
+		free(hdrs);
+	}
+	httpc_close(c);
+	api_stop(a);
+	api_tokens_release(&tokens);
+}
+END_TEST
+
 TCase *api_tcase_units(void)
 {
 	TCase *tc = tcase_create("units");
@@ -141,5 +233,6 @@ TCase *api_tcase_units(void)
 	tcase_add_test(tc, error_table_maps_every_rc);
 	tcase_add_test(tc, tokens_file_round_trip);
 	tcase_add_test(tc, route_table_well_formed);
+	tcase_add_test(tc, store_failure_is_never_a_success);
 	return tc;
 }
