@@ -1,6 +1,7 @@
 /* boardd: parse the configuration, open the store, set up tokens, start the reaper and the
  * HTTP api, wait for SIGTERM/SIGINT, then shut down in order: stop accepting, finish
  * in-flight requests, stop the reaper, close the store. */
+#include "server/reaper.h"
 #include "server/server.h"
 
 #include <pthread.h>
@@ -16,6 +17,8 @@ int main(int argc, char **argv)
 	struct api_tokens tokens = {0};
 	struct store *st = NULL;
 	struct api *api = NULL;
+	struct server_reaper_config rcfg = {0};
+	struct server_reaper *reaper = NULL;
 	char err[512];
 	sigset_t sigs;
 	int sig = 0, code = 1;
@@ -58,15 +61,22 @@ int main(int argc, char **argv)
 	acfg.tokens = &tokens;
 	acfg.log_format = cfg.log_format;
 
-	/* ---- REAPER START ------------------------------------------------------------------
-	 * TODO(lead): create and start the reaper here (server/reaper.h), e.g.
-	 *   server_reaper_new(st, &rcfg, &reaper); server_reaper_start(reaper);
-	 * with rcfg from cfg.reaper_gate, cfg.reaper_interval_ms, cfg.reaper_batch,
-	 * cfg.unleased_horizon_ms, cfg.run_ceiling, cfg.lease_default_ms, and fill
-	 *   acfg.reaper = (struct api_reaper_hooks){server_reaper_hook_status,
-	 *                                           server_reaper_hook_pass, reaper};
-	 * Until then the hooks stay NULL and /v1/reaper answers 503 "reaper not running". */
-	/* ---- END REAPER START -------------------------------------------------------------- */
+	/* The reaper starts before the api: its startup repair sweep runs before any client. */
+	rcfg.gate = cfg.reaper_gate;
+	rcfg.interval_ms = cfg.reaper_interval_ms;
+	rcfg.batch = (size_t)cfg.reaper_batch;
+	rcfg.lease_ms = cfg.lease_default_ms;
+	rcfg.run_ceiling = (size_t)cfg.run_ceiling;
+	/* ADR-096 §7: only the shared (Mongo) twin reparks to eligible[0] under a run ceiling;
+	 * the FS twin releases in place (its running column is eligible). */
+	rcfg.repark_to_pool = strcmp(store_name(st), "fs") != 0;
+	if (server_reaper_new(st, &rcfg, &reaper) != CORE_OK ||
+	    server_reaper_start(reaper) != CORE_OK) {
+		fprintf(stderr, "boardd: cannot start the reaper\n");
+		goto out;
+	}
+	acfg.reaper = (struct api_reaper_hooks){server_reaper_hook_status, server_reaper_hook_pass,
+						reaper};
 
 	if (api_start(&acfg, st, &api, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: %s\n", err);
@@ -82,11 +92,13 @@ int main(int argc, char **argv)
 	api_quiesce(api);
 	api_stop(api); /* finishes in-flight requests */
 	api = NULL;
-	/* ---- REAPER STOP: TODO(lead): server_reaper_stop(reaper); server_reaper_free(reaper);
-	 * (after the api, so no /v1/reaper/pass runs against a stopped reaper) ---- */
+	/* After the api, so no /v1/reaper/pass runs against a stopped reaper; the reaper stops
+	 * between two cards, never mid-write. */
+	server_reaper_stop(reaper);
 	code = 0;
 out:
 	api_stop(api);
+	server_reaper_free(reaper);
 	store_close(st);
 	api_tokens_release(&tokens);
 	return code;
