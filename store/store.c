@@ -399,7 +399,7 @@ enum core_rc store_events_list(struct store *st, const char *board, const char *
 	if (n)
 		*n = 0;
 	if (next)
-		*next = after;
+		*next = 0;
 	if (!st || !out || !n || !next || after < 0 || limit < 1 || limit > 1000 ||
 	    wait_ms < 0 || (board && !core_name_valid(board)) || !boards_valid(boards))
 		return CORE_ERR_BAD_REQUEST;
