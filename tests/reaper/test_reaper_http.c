@@ -1,0 +1,185 @@
+/* The reaper through the real listening server: a worker dies, the operator runs a pass over
+ * HTTP, a new worker takes the card, and every late write of the zombie is refused 409 with
+ * the card byte-identical. */
+#include "server/reaper.h"
+#include "tests/common/harness.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T0 1764670000000LL
+#define LEASE 60000LL
+
+static int64_t now_ms;
+static struct harness H;
+static struct httpc *C;
+static struct server_reaper *R;
+
+static int64_t test_clock(void *ctx)
+{
+	(void)ctx;
+	return __atomic_load_n(&now_ms, __ATOMIC_SEQ_CST);
+}
+
+static void quiet(void *ctx, const char *line)
+{
+	(void)ctx;
+	(void)line;
+}
+
+static bool start_reaper(void *ctx, struct store *st, struct api_reaper_hooks *hooks)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "httptest",
+					   .log = quiet};
+
+	(void)ctx;
+	store_clock_set(st, test_clock, NULL);
+	if (server_reaper_new(st, &cfg, &R) != CORE_OK)
+		return false;
+	*hooks = (struct api_reaper_hooks){server_reaper_hook_status, server_reaper_hook_pass, R};
+	return true;
+}
+
+static void setup(void)
+{
+	struct harness_options o = {.before_api = start_reaper};
+
+	now_ms = T0;
+	ck_assert(harness_start(&H, &o));
+	C = harness_connect(&H);
+	ck_assert_ptr_nonnull(C);
+}
+
+static void teardown(void)
+{
+	httpc_close(C);
+	harness_stop(&H);
+	server_reaper_free(R);
+	R = NULL;
+}
+
+/* One call; returns the status and (when body_out) the body. */
+static int call(const char *method, const char *path, const char *tok, const char *hdr,
+		const char *body, char **body_out)
+{
+	char *b = NULL;
+	int st = harness_call(C, method, path, tok, hdr, body, &b);
+
+	if (body_out)
+		*body_out = b;
+	else
+		free(b);
+	return st;
+}
+
+static json_t *call_json(int want, const char *method, const char *path, const char *tok,
+			 const char *hdr, const char *body)
+{
+	char *b = NULL;
+	int st = call(method, path, tok, hdr, body, &b);
+	json_t *j;
+
+	ck_assert_msg(st == want, "%s %s: want %d got %d: %s", method, path, want, st,
+		      b ? b : "");
+	j = json_loads(b ? b : "null", JSON_DECODE_ANY, NULL);
+	free(b);
+	return j;
+}
+
+static void expect_conflict(const char *method, const char *path, const char *hdr,
+			    const char *body)
+{
+	json_t *j = call_json(409, method, path, HARNESS_TOK_WORKER, hdr, body);
+
+	ck_assert_str_eq(json_string_value(json_object_get(j, "code")), "claim_conflict");
+	json_decref(j);
+}
+
+START_TEST(test_zombie_refused_over_http)
+{
+	json_t *j;
+	char *before = NULL, *after = NULL, hdr[64];
+	int64_t epoch, epoch2;
+
+	json_decref(call_json(201, "POST", "/v1/cards", HARNESS_TOK_BOT, NULL,
+			      "{\"id\":\"c1\",\"state\":\"in_progress\"}"));
+	j = call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER, NULL,
+		      "{\"marker\":\"w1\",\"lease_ms\":60000}");
+	epoch = json_integer_value(json_object_get(j, "epoch"));
+	json_decref(j);
+	snprintf(hdr, sizeof(hdr), "If-Match: \"%lld\"", (long long)epoch);
+	json_decref(call_json(201, "POST", "/v1/runs", HARNESS_TOK_WORKER, NULL,
+			      "{\"id\":\"r1\",\"card_id\":\"c1\",\"marker\":\"w1\","
+			      "\"status\":\"running\",\"lease_ms\":30000}"));
+	json_decref(call_json(200, "PUT", "/v1/cards/c1/last-run", HARNESS_TOK_WORKER, hdr,
+			      "{\"marker\":\"w1\",\"run_id\":\"r1\"}"));
+
+	/* the worker dies: neither the claim nor the run lock is renewed */
+	__atomic_add_fetch(&now_ms, LEASE + 1, __ATOMIC_SEQ_CST);
+	ck_assert_int_eq(call("POST", "/v1/reaper/pass", HARNESS_TOK_WORKER, NULL, "{}", NULL), 403);
+	j = call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "transferred")), 1);
+	ck_assert_int_eq(
+		json_integer_value(json_object_get(json_object_get(j, "actions"), "repark")), 1);
+	json_decref(j);
+	j = call_json(200, "GET", "/v1/runs/r1", HARNESS_TOK_OPERATOR, NULL, NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "failed_resumable");
+	ck_assert_str_eq(json_string_value(json_object_get(j, "failure_code")), "PROCESS_ORPHANED");
+	json_decref(j);
+
+	/* a new worker takes the card */
+	j = call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER2, NULL,
+		      "{\"marker\":\"w2\",\"lease_ms\":60000}");
+	epoch2 = json_integer_value(json_object_get(j, "epoch"));
+	ck_assert_int_eq(epoch2, epoch + 2);
+	ck_assert(json_is_true(json_object_get(j, "fresh")));
+	json_decref(j);
+
+	ck_assert_int_eq(call("GET", "/v1/cards/c1", HARNESS_TOK_OPERATOR, NULL, NULL, &before), 200);
+	expect_conflict("POST", "/v1/cards/c1/renew", NULL, "{\"marker\":\"w1\",\"epoch\":1}");
+	expect_conflict("PATCH", "/v1/cards/c1/state", hdr, "{\"marker\":\"w1\",\"to\":\"done\"}");
+	expect_conflict("PUT", "/v1/cards/c1/last-run", hdr,
+			"{\"marker\":\"w1\",\"run_id\":\"zombie\"}");
+	expect_conflict("PUT", "/v1/cards/c1/awaiting-input", hdr,
+			"{\"marker\":\"w1\",\"awaiting_input\":true}");
+	expect_conflict("PUT", "/v1/cards/c1/gave-up", hdr,
+			"{\"marker\":\"w1\",\"gave_up\":{\"reason\":\"zombie\"}}");
+	expect_conflict("POST", "/v1/cards/c1/release", NULL, "{\"marker\":\"w1\",\"epoch\":1}");
+	ck_assert_int_eq(call("GET", "/v1/cards/c1", HARNESS_TOK_OPERATOR, NULL, NULL, &after), 200);
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+
+	j = call_json(200, "GET", "/v1/reaper", HARNESS_TOK_BOT, NULL, NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "gate")), "on");
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "passes")), 1);
+	json_decref(j);
+}
+END_TEST
+
+static Suite *reaper_http_suite(void)
+{
+	Suite *s = suite_create("reaper-http");
+	TCase *tc = tcase_create("zombie");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_zombie_refused_over_http);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(reaper_http_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
