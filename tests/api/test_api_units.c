@@ -3,10 +3,15 @@
 #include "api/api_int.h"
 #include "tests/api/api_test.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 START_TEST(error_table_maps_every_rc)
@@ -226,13 +231,51 @@ START_TEST(store_failure_is_never_a_success)
 }
 END_TEST
 
+/* A client that stops sending mid-request is dropped after the connection timeout, and the
+ * server goes on answering others. */
+START_TEST(slow_client_dropped)
+{
+	struct harness_options o = {.conn_timeout_s = 1};
+	struct harness h;
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct timeval tv = {5, 0};
+	const char *partial = "POST /v1/cards HTTP/1.1\r\nHost: x\r\nContent-Le";
+	char buf[256];
+	ssize_t n;
+	int fd;
+
+	ck_assert(harness_start(&h, &o));
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	sa.sin_port = htons(h.port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	ck_assert_int_eq(send(fd, partial, strlen(partial), 0), (ssize_t)strlen(partial));
+	{
+		struct httpc *c = harness_connect(&h);
+		char *body = NULL;
+
+		ck_assert_int_eq(harness_call(c, "GET", "/healthz", NULL, NULL, NULL, &body), 200);
+		free(body);
+		httpc_close(c);
+	}
+	n = recv(fd, buf, sizeof buf, 0); /* EOF (or a reset) well before SO_RCVTIMEO */
+	ck_assert_int_le(n, 0);
+	ck_assert(n == 0 || errno != EAGAIN);
+	close(fd);
+	harness_stop(&h);
+}
+END_TEST
+
 TCase *api_tcase_units(void)
 {
 	TCase *tc = tcase_create("units");
 
+	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, error_table_maps_every_rc);
 	tcase_add_test(tc, tokens_file_round_trip);
 	tcase_add_test(tc, route_table_well_formed);
 	tcase_add_test(tc, store_failure_is_never_a_success);
+	tcase_add_test(tc, slow_client_dropped);
 	return tc;
 }

@@ -63,6 +63,8 @@ bool harness_start(struct harness *h, const struct harness_options *opt)
 		cfg.max_body = opt->max_body;
 	if (opt->lease_min_ms)
 		cfg.lease_min_ms = opt->lease_min_ms;
+	if (opt->conn_timeout_s)
+		cfg.conn_timeout_s = opt->conn_timeout_s;
 	if (opt->lease_default_ms)
 		cfg.lease_default_ms = opt->lease_default_ms;
 	cfg.tokens = &h->tokens;

@@ -27,6 +27,7 @@ struct harness_options {
 	int64_t lease_min_ms;        /* 0: 1000 */
 	int64_t lease_default_ms;    /* 0: 900000 */
 	unsigned threads;            /* 0: 4 */
+	unsigned conn_timeout_s;     /* 0: the api default (30) */
 	struct api_reaper_hooks reaper; /* NULL hooks: /v1/reaper answers 503 */
 	/* Called after the store is open and before the api starts (e.g. to start a reaper
 	 * and fill *hooks). May be NULL. Returns false to abort the start. */
