@@ -51,6 +51,8 @@ void *fs_map_del(struct fs_map *m, const char *key);
 void fs_map_release(struct fs_map *m);
 
 uint32_t fs_crc32(const void *buf, size_t len);
+/* Grows the pointer array *arrp (any T **) to hold `want` entries, doubling. */
+enum core_rc fs_ptrs_reserve(void *arrp, size_t *cap, size_t want);
 
 /* ---- state ---- */
 

@@ -117,12 +117,11 @@ static enum core_rc blockers_prepare(struct fs_txn *t, const char *self, const c
 }
 
 /* A fresh card id: time-ordered stamp + counter, e.g. c-0193a1b2c3d-42. */
-static enum core_rc card_id_new(struct fs_txn *t, char *buf, size_t len)
+static void card_id_new(struct fs_txn *t, char *buf, size_t len)
 {
 	do {
 		snprintf(buf, len, "c-%011" PRIx64 "-%" PRIu64, (uint64_t)t->now, ++t->ch.ctr.card);
 	} while (fs_txn_peek(t, buf));
-	return CORE_OK;
 }
 
 enum core_rc fs_card_create(struct store *st, const struct store_card_create *in,

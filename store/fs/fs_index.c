@@ -171,8 +171,7 @@ struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id)
 
 /* ---- retiring published objects ---- */
 
-/* Grows an array of pointers to hold `want` entries. */
-static enum core_rc ptrs_reserve(void *arrp, size_t *cap, size_t want)
+enum core_rc fs_ptrs_reserve(void *arrp, size_t *cap, size_t want)
 {
 	void ***arr = arrp;
 	void **nv;
@@ -269,7 +268,7 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 	for (i = 0; i < ch->n_cards; i++)
 		n_new += ch->cards[i].card && !fs_card_find(fs, ch->cards[i].id);
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
-	    ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new))
+	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new))
 		return CORE_ERR_NOMEM;
 	if (ch->n_boards) {
 		nb = realloc(fs->boards, (fs->n_boards + ch->n_boards) * sizeof(*nb));
@@ -283,13 +282,13 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 		fs->ev_n -= fs->ev_head;
 		fs->ev_head = 0;
 	}
-	if (ptrs_reserve(&fs->ev, &fs->ev_cap, fs->ev_n + ch->n_events))
+	if (fs_ptrs_reserve(&fs->ev, &fs->ev_cap, fs->ev_n + ch->n_events))
 		return CORE_ERR_NOMEM;
 	if (fs->snap_active &&
-	    (ptrs_reserve(&fs->grave.cards, &fs->grave.cap_cards,
+	    (fs_ptrs_reserve(&fs->grave.cards, &fs->grave.cap_cards,
 			  fs->grave.n_cards + ch->n_cards) ||
-	     ptrs_reserve(&fs->grave.runs, &fs->grave.cap_runs, fs->grave.n_runs + ch->n_runs) ||
-	     ptrs_reserve(&fs->grave.events, &fs->grave.cap_events,
+	     fs_ptrs_reserve(&fs->grave.runs, &fs->grave.cap_runs, fs->grave.n_runs + ch->n_runs) ||
+	     fs_ptrs_reserve(&fs->grave.events, &fs->grave.cap_events,
 			  fs->grave.n_events + ch->n_events)))
 		return CORE_ERR_NOMEM;
 	return CORE_OK;

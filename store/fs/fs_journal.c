@@ -84,19 +84,12 @@ char *fs_change_encode(const struct fs_change *ch, size_t *len)
 
 /* ---- decoding ---- */
 
+/* Appends v to a pointer array; false on OOM (v not taken). */
 static bool ptr_push(void *arrp, size_t *n, size_t *cap, void *v)
 {
-	void ***arr = arrp;
-	void **nv;
-
-	if (*n == *cap) {
-		*cap = *cap ? *cap * 2 : 8;
-		nv = realloc(*arr, *cap * sizeof(void *));
-		if (!nv)
-			return false;
-		*arr = nv;
-	}
-	(*arr)[(*n)++] = v;
+	if (fs_ptrs_reserve(arrp, cap, *n + 1) != CORE_OK)
+		return false;
+	(*(void ***)arrp)[(*n)++] = v;
 	return true;
 }
 

@@ -237,7 +237,7 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 			      int64_t now, int (*cmp)(const void *, const void *), size_t batch,
 			      struct core_card ***out, size_t *n)
 {
-	const struct core_card **hits = NULL, **nh;
+	const struct core_card **hits = NULL;
 	struct core_card **v = NULL;
 	size_t i, k = 0, cap = 0;
 	enum core_rc rc = CORE_OK;
@@ -248,16 +248,9 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 
 		if (!c || !want(c, now))
 			continue;
-		if (k == cap) {
-			cap = cap ? cap * 2 : 64;
-			nh = realloc(hits, cap * sizeof(*hits));
-			if (!nh) {
-				rc = CORE_ERR_NOMEM;
-				break;
-			}
-			hits = nh;
-		}
-		hits[k++] = c;
+		rc = fs_ptrs_reserve(&hits, &cap, k + 1);
+		if (rc == CORE_OK)
+			hits[k++] = c;
 	}
 	if (rc == CORE_OK && k)
 		qsort(hits, k, sizeof(*hits), cmp);

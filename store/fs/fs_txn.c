@@ -137,7 +137,6 @@ const struct core_run *fs_txn_run_peek(struct fs_txn *t, const char *id)
 enum core_rc fs_txn_run_put(struct fs_txn *t, struct core_run *r)
 {
 	struct fs_change *ch = &t->ch;
-	struct core_run **nv;
 	size_t i;
 
 	for (i = 0; i < ch->n_runs; i++) {
@@ -147,14 +146,9 @@ enum core_rc fs_txn_run_put(struct fs_txn *t, struct core_run *r)
 			return CORE_OK;
 		}
 	}
-	if (ch->n_runs == ch->cap_runs) {
-		nv = realloc(ch->runs, (ch->cap_runs ? ch->cap_runs * 2 : 2) * sizeof(*nv));
-		if (!nv) {
-			core_run_free(r);
-			return CORE_ERR_NOMEM;
-		}
-		ch->runs = nv;
-		ch->cap_runs = ch->cap_runs ? ch->cap_runs * 2 : 2;
+	if (fs_ptrs_reserve(&ch->runs, &ch->cap_runs, ch->n_runs + 1) != CORE_OK) {
+		core_run_free(r);
+		return CORE_ERR_NOMEM;
 	}
 	ch->runs[ch->n_runs++] = r;
 	return CORE_OK;
@@ -178,7 +172,7 @@ enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const cha
 			  const char *card_id, const char *reason, json_t *payload)
 {
 	struct fs_change *ch = &t->ch;
-	struct core_event *e = calloc(1, sizeof(*e)), **nv;
+	struct core_event *e = calloc(1, sizeof(*e));
 	char *text = payload ? json_dumps(payload, JSON_COMPACT) : strdup("{}");
 	enum core_rc rc = CORE_ERR_NOMEM;
 
@@ -189,14 +183,9 @@ enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const cha
 	text = NULL; /* taken over by core_event_init, also on failure */
 	if (rc != CORE_OK)
 		goto out;
-	rc = CORE_ERR_NOMEM;
-	if (ch->n_events == ch->cap_events) {
-		nv = realloc(ch->events, (ch->cap_events ? ch->cap_events * 2 : 4) * sizeof(*nv));
-		if (!nv)
-			goto out;
-		ch->events = nv;
-		ch->cap_events = ch->cap_events ? ch->cap_events * 2 : 4;
-	}
+	rc = fs_ptrs_reserve(&ch->events, &ch->cap_events, ch->n_events + 1);
+	if (rc != CORE_OK)
+		goto out;
 	ch->events[ch->n_events++] = e;
 	e = NULL;
 	rc = CORE_OK;

@@ -155,6 +155,8 @@ bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push);
  * Failure is logged only: the events stay in the outbox for the maintenance drain. */
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q);
+/* Queues the events left in a document's outbox (for a delete, or the drain). */
+void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc);
 /* Inserts q's events straight into `events` (for a deleted document: no outbox left). */
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q);
 /* Delivers outbox entries older than the grace period in all three collections. */
@@ -199,13 +201,14 @@ void mgo_lookup_release(struct mgo_lookup *lk);
 const char *mgo_actor_name(const struct store_actor *actor);
 
 /* Moves card `now` (a private copy, `was` as read) to `to` with reason and a
- * card_state_changed event ({from,to} + `extra`, stolen), then writes it with mgo_card_cas
- * (pre | STATE). When it entered the completed column by a non-machine write, runs the
- * unblocked cascade. A move to the current column writes nothing and hits. */
+ * card_state_changed event ({from,to} + `extra`, stolen) appended to q (may be NULL: none
+ * queued before), then writes it with mgo_card_cas (pre | STATE). When it entered the
+ * completed column by a non-machine write, runs the unblocked cascade. A move to the current
+ * column queues no event (other changes in `now` are still written). */
 enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 			    struct core_card *now, const struct core_board *b, const char *to,
-			    const char *reason, json_t *extra, unsigned pre, bool *hit,
-			    struct core_card **out);
+			    const char *reason, json_t *extra, unsigned pre, struct mgo_evq *q,
+			    bool *hit, struct core_card **out);
 
 /* ---- the ops, by file ---- */
 

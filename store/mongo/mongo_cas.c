@@ -410,15 +410,18 @@ static enum core_rc cascade_unblocked(struct mgo_conn *c, const struct core_boar
 
 enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 			    struct core_card *now, const struct core_board *b, const char *to,
-			    const char *reason, json_t *extra, unsigned pre, bool *hit,
-			    struct core_card **out)
+			    const char *reason, json_t *extra, unsigned pre, struct mgo_evq *q,
+			    bool *hit, struct core_card **out)
 {
-	struct mgo_evq q;
+	struct mgo_evq local;
 	json_t *payload = NULL;
 	bool moved = strcmp(now->state, to) != 0;
 	enum core_rc rc = CORE_OK;
 
-	mgo_evq_init(&q, c->m);
+	if (!q) {
+		mgo_evq_init(&local, c->m);
+		q = &local;
+	}
 	*hit = false;
 	if (moved) {
 		rc = CORE_ERR_NOMEM;
@@ -428,11 +431,11 @@ enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 		rc = core_card_state_write(now, to, reason, c->now);
 		if (rc != CORE_OK)
 			goto out;
-		mgo_evq_add(&q, CORE_EV_CARD_STATE_CHANGED, now->board, now->id, c->actor, reason,
+		mgo_evq_add(q, CORE_EV_CARD_STATE_CHANGED, now->board, now->id, c->actor, reason,
 			    c->now, payload);
 		payload = NULL;
 	}
-	rc = mgo_card_cas(c, was, now, pre | MGO_PRE_STATE, &q, hit, out);
+	rc = mgo_card_cas(c, was, now, pre | MGO_PRE_STATE, q, hit, out);
 	/* A machine write files without effects: no dependent promotion (DESIGN §7). The move
 	 * is committed whatever the cascade does next; a failed cascade is logged, not undone
 	 * (see the ledger in mongo.c). */
@@ -440,7 +443,8 @@ enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 	    !core_is_machine_reason(reason) && cascade_unblocked(c, b, now->id) != CORE_OK)
 		fprintf(stderr, "boardd: mongo: card %s: unblocked cascade incomplete\n", now->id);
 out:
-	mgo_evq_release(&q);
+	if (q == &local)
+		mgo_evq_release(&local);
 	json_decref(extra);
 	json_decref(payload);
 	return rc;

@@ -164,37 +164,40 @@ struct drain_ctx {
 	mongoc_collection_t *coll;
 };
 
-static enum core_rc drain_doc(void *ctx, const bson_t *doc)
+void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc)
 {
-	struct drain_ctx *d = ctx;
-	struct mgo_evq q = {0};
-	bson_iter_t it, ai;
+	bson_iter_t ai, ei;
 	const uint8_t *data;
-	const char *id;
 	uint32_t len;
 	bson_t ev;
 
-	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
-		return CORE_OK;
-	id = bson_iter_utf8(&it, NULL);
 	if (!bson_iter_init_find(&ai, doc, "outbox") || !BSON_ITER_HOLDS_ARRAY(&ai) ||
 	    !bson_iter_recurse(&ai, &ai))
-		return CORE_OK;
-	while (bson_iter_next(&ai) && q.n < sizeof(q.ev) / sizeof(q.ev[0])) {
-		bson_iter_t ei;
-
+		return;
+	while (bson_iter_next(&ai) && q->n < sizeof(q->ev) / sizeof(q->ev[0])) {
 		if (!BSON_ITER_HOLDS_DOCUMENT(&ai))
 			continue;
 		bson_iter_document(&ai, &len, &data);
 		if (!bson_init_static(&ev, data, len) || !bson_iter_init_find(&ei, &ev, "_id") ||
 		    !BSON_ITER_HOLDS_UTF8(&ei))
 			continue;
-		bson_strncpy(q.eid[q.n], bson_iter_utf8(&ei, NULL), sizeof(q.eid[q.n]));
-		q.ev[q.n] = bson_copy(&ev);
-		if (q.ev[q.n])
-			q.n++;
+		bson_strncpy(q->eid[q->n], bson_iter_utf8(&ei, NULL), sizeof(q->eid[q->n]));
+		q->ev[q->n] = bson_copy(&ev);
+		if (q->ev[q->n])
+			q->n++;
 	}
-	mgo_evq_deliver(d->c, d->coll, id, &q);
+}
+
+static enum core_rc drain_doc(void *ctx, const bson_t *doc)
+{
+	struct drain_ctx *d = ctx;
+	struct mgo_evq q = {0};
+	bson_iter_t it;
+
+	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
+		return CORE_OK;
+	mgo_evq_from_outbox(&q, doc);
+	mgo_evq_deliver(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
 	mgo_evq_release(&q);
 	return CORE_OK;
 }
