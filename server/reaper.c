@@ -92,7 +92,8 @@ enum core_rc server_reaper_new(struct store *st, const struct server_reaper_conf
 		snprintf(host, sizeof(host), "%s", cfg->hostname);
 	else if (gethostname(host, sizeof(host) - 1) != 0)
 		snprintf(host, sizeof(host), "localhost");
-	snprintf(r->marker, sizeof(r->marker), "%s%s", CORE_RECOVERY_PREFIX, host);
+	/* A hostname longer than a marker allows is cut: the marker stays valid. */
+	snprintf(r->marker, sizeof(r->marker), "%s%.120s", CORE_RECOVERY_PREFIX, host);
 	if (!core_marker_valid(r->marker)) {
 		free(r);
 		return CORE_ERR_BAD_REQUEST;
