@@ -386,6 +386,15 @@ bad:
 	return false;
 }
 
+static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct sockaddr *sa)
+{
+	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, sa,
+				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
+				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+				MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL, MHD_OPTION_END);
+}
+
 enum core_rc api_start(const struct api_config *cfg, struct store *st, struct api **out,
 		       char *err, size_t errlen)
 {
@@ -432,15 +441,12 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	pthread_mutex_init(&a->poll_mu, NULL);
 	pthread_cond_init(&a->poll_cv, NULL);
 
-	flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
-	if (v6)
-		flags |= MHD_USE_IPv6;
-	a->daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-		MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads, MHD_OPTION_CONNECTION_TIMEOUT,
-		a->cfg.conn_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-		MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, MHD_OPTION_END);
+	flags = MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
+	a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
+				 (struct sockaddr *)&ss);
+	if (!a->daemon && errno != EADDRINUSE && errno != EACCES) /* no epoll: let MHD pick */
+		a->daemon = daemon_start(a, flags | MHD_USE_AUTO_INTERNAL_THREAD,
+					 (struct sockaddr *)&ss);
 	if (!a->daemon) {
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
 		rc = CORE_ERR_STORE_UNAVAILABLE;
