@@ -58,8 +58,8 @@ def start(tmp, extra=(), env=None):
     raise SystemExit('server did not start: ' + ''.join(lines))
 
 
-def get(port, path, token=None):
-    req = urllib.request.Request('http://127.0.0.1:%d%s' % (port, path))
+def get(port, path, token=None, method='GET'):
+    req = urllib.request.Request('http://127.0.0.1:%d%s' % (port, path), method=method)
     if token:
         req.add_header('Authorization', 'Bearer ' + token)
     try:
@@ -119,6 +119,14 @@ def main():
         check('reaper gate on' in text, 'ITERION_BOARD_CLAIM_REAPER=ON turns the gate on')
         if len(toks) == 3:
             check(get(port, '/v1/cards', toks['dev-bot'])[0] == 200, 'dev token works')
+            st, body = get(port, '/v1/reaper', toks['dev-worker'])
+            check(st == 200 and json.loads(body).get('gate') in ('on', True), 'GET /v1/reaper')
+            st, body = get(port, '/v1/reaper/pass', toks['dev-bot'], 'POST')
+            check(st == 403, 'POST /v1/reaper/pass needs the operator role')
+            st, body = get(port, '/v1/reaper/pass', toks['dev-operator'], 'POST')
+            stats = json.loads(body) if st == 200 else {}
+            check(st == 200 and 'actions' in stats and 'listed' in stats,
+                  'POST /v1/reaper/pass returns the stats: %s' % body)
         p.send_signal(signal.SIGINT)
         check(p.wait(timeout=15) == 0, 'SIGINT exits 0')
         p, port, lines = start(tmp, ['--reaper', 'off'])
