@@ -1,6 +1,8 @@
 /* The conformance suite's frame: the factory, the injected clock, and small helpers. */
 #include "tests/store/conformance.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +33,23 @@ struct store *ct_open(void)
 void ct_close(struct store *st)
 {
 	ct_closer(st);
+}
+
+void ct_assert_payload(const struct core_event *e, const char *want, ...)
+{
+	char buf[512];
+	json_t *a, *b;
+	va_list ap;
+
+	va_start(ap, want);
+	vsnprintf(buf, sizeof(buf), want, ap);
+	va_end(ap);
+	a = json_loads(e->payload ? e->payload : "{}", 0, NULL);
+	b = json_loads(buf, 0, NULL);
+	ck_assert_msg(b != NULL, "bad expected JSON %s", buf);
+	ck_assert_msg(json_equal(a, b), "payload %s, want %s", e->payload, buf);
+	json_decref(a);
+	json_decref(b);
 }
 
 struct core_strv ct_strv(const char *const *v)

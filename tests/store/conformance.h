@@ -41,6 +41,10 @@ int64_t ct_claim(struct store *st, const char *id, const char *marker);
 struct core_event *ct_events(struct store *st, int64_t after, size_t *n);
 /* The last event's seq (0 when none). */
 int64_t ct_last_seq(struct store *st);
+/* Asserts e's payload equals the JSON `want` (as JSON: key order does not matter). printf
+ * format, so epochs (a counter on one twin, a clock floor on the other) can be spliced in. */
+void ct_assert_payload(const struct core_event *e, const char *want, ...)
+	__attribute__((format(printf, 2, 3)));
 /* A strv over a NULL-terminated list (borrowed strings; free only .v). */
 struct core_strv ct_strv(const char *const *v);
 

@@ -11,12 +11,13 @@ START_TEST(claim_fresh_and_idempotent)
 	struct store_claim_result r;
 	struct core_event *ev;
 	size_t n;
-	int64_t seq;
+	int64_t seq, ep;
 
 	core_card_free(ct_create(st, "c1", "ready", NULL));
 	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 30000, &ct_bot, &r), CORE_OK);
 	ck_assert(r.fresh);
-	ck_assert_int_eq(r.token.epoch, 1);
+	ck_assert_int_gt(r.token.epoch, 0); /* advanced past "never claimed" */
+	ep = r.token.epoch;
 	ck_assert_str_eq(r.token.marker, "w1");
 	ck_assert_int_eq(r.card->claim.claimed_at, CT_T0);
 	ck_assert_int_eq(r.card->claim.lease_until, CT_T0 + 30000);
@@ -25,7 +26,7 @@ START_TEST(claim_fresh_and_idempotent)
 	core_card_free(r.card);
 	ev = ct_events(st, 0, &n);
 	ck_assert_str_eq(core_event_type_name(ev[n - 1].type), "card_claimed");
-	ck_assert_str_eq(ev[n - 1].payload, "{\"marker\":\"w1\",\"epoch\":1}");
+	ct_assert_payload(&ev[n - 1], "{\"marker\":\"w1\",\"epoch\":%lld}", (long long)ep);
 	seq = ev[n - 1].seq;
 	store_events_free(ev, n);
 
@@ -33,7 +34,7 @@ START_TEST(claim_fresh_and_idempotent)
 	ct_now += 10000;
 	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 30000, &ct_bot, &r), CORE_OK);
 	ck_assert(!r.fresh);
-	ck_assert_int_eq(r.token.epoch, 1);
+	ck_assert_int_eq(r.token.epoch, ep);
 	ck_assert_int_eq(r.card->claim.claimed_at, CT_T0);
 	ck_assert_int_eq(r.card->claim.lease_until, CT_T0 + 40000);
 	core_card_free(r.card);
@@ -67,16 +68,16 @@ START_TEST(release_keeps_epoch)
 	ck_assert_int_eq(store_card_release(st, "c1", &t, &ct_bot, &c), CORE_OK);
 	ck_assert(!c->claim.present);
 	ck_assert_ptr_null(c->claim.marker);
-	ck_assert_int_eq(c->claim_epoch, 1);
+	ck_assert_int_eq(c->claim_epoch, t.epoch); /* the fence generation survives release */
 	core_card_free(c);
 	ev = ct_events(st, 0, &n);
 	ck_assert_str_eq(core_event_type_name(ev[n - 1].type), "card_released");
-	ck_assert_str_eq(ev[n - 1].payload, "{\"marker\":\"w1\",\"epoch\":1}");
+	ct_assert_payload(&ev[n - 1], "{\"marker\":\"w1\",\"epoch\":%lld}", (long long)t.epoch);
 	store_events_free(ev, n);
 	/* Releasing again: nothing to release with that token. */
 	ck_assert_int_eq(store_card_release(st, "c1", &t, &ct_bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	/* The same marker's next hold is a new generation. */
-	ck_assert_int_eq(ct_claim(st, "c1", "w1"), 2);
+	ck_assert_int_gt(ct_claim(st, "c1", "w1"), t.epoch);
 	ct_close(st);
 }
 END_TEST
@@ -128,8 +129,8 @@ START_TEST(stale_token_refused_everywhere)
 	/* The claim is lost: released, then taken by w2 (a new epoch). */
 	ck_assert_int_eq(store_card_release(st, "c1", &stale, &ct_bot, &c), CORE_OK);
 	core_card_free(c);
-	ck_assert_int_eq(ct_claim(st, "c1", "w2"), stale.epoch + 1);
-	wrong_marker.epoch = stale.epoch + 1;
+	wrong_marker.epoch = ct_claim(st, "c1", "w2");
+	ck_assert_int_gt(wrong_marker.epoch, stale.epoch);
 	before = ct_get(st, "c1");
 	seq = ct_last_seq(st);
 	ct_now += 5000;
@@ -210,14 +211,14 @@ START_TEST(owned_writes_apply)
 	ev = ct_events(st, seq, &n);
 	ck_assert_uint_eq(n, 5);
 	ck_assert_str_eq(core_event_type_name(ev[0].type), "card_last_run");
-	ck_assert_str_eq(ev[0].payload, "{\"run_id\":\"r-1\"}");
+	ct_assert_payload(&ev[0], "{\"run_id\":\"r-1\"}");
 	ck_assert_str_eq(core_event_type_name(ev[1].type), "card_updated");
-	ck_assert_str_eq(ev[1].payload, "{\"fields\":[\"awaiting_input\"]}");
+	ct_assert_payload(&ev[1], "{\"fields\":[\"awaiting_input\"]}");
 	ck_assert_str_eq(core_event_type_name(ev[2].type), "card_gave_up");
 	ck_assert_str_eq(core_event_type_name(ev[3].type), "card_state_changed");
-	ck_assert_str_eq(ev[3].payload, "{\"from\":\"ready\",\"to\":\"in_progress\"}");
+	ct_assert_payload(&ev[3], "{\"from\":\"ready\",\"to\":\"in_progress\"}");
 	ck_assert_str_eq(core_event_type_name(ev[4].type), "card_gave_up");
-	ck_assert_str_eq(ev[4].payload, "{\"gave_up\":null}");
+	ct_assert_payload(&ev[4], "{\"gave_up\":null}");
 	store_events_free(ev, n);
 	ct_close(st);
 }
@@ -230,6 +231,7 @@ START_TEST(transfer_cas)
 	struct core_card **v = NULL, *c = NULL;
 	struct core_event *ev;
 	size_t n;
+	int64_t ep;
 
 	core_card_free(ct_create(st, "c1", "in_progress", NULL));
 	prev.epoch = ct_claim(st, "c1", "w1"); /* lease 60 s */
@@ -262,7 +264,8 @@ START_TEST(transfer_cas)
 	core_card_free(c);
 	ck_assert_int_eq(store_reaper_transfer(st, "c1", &prev, "reaper:h", 60000, &c), CORE_OK);
 	ck_assert_str_eq(c->claim.marker, "reaper:h");
-	ck_assert_int_eq(c->claim_epoch, prev.epoch + 1);
+	ck_assert_int_gt(c->claim_epoch, prev.epoch);
+	ep = c->claim_epoch;
 	ck_assert_int_eq(c->claim.claimed_at, ct_now);
 	ck_assert_int_eq(c->claim.lease_until, ct_now + 60000);
 	ck_assert_str_eq(c->state, "review");
@@ -272,8 +275,10 @@ START_TEST(transfer_cas)
 	ck_assert_str_eq(ev[n - 1].reason, "watchdog");
 	ck_assert(ev[n - 1].machine);
 	ck_assert_str_eq(ev[n - 1].actor, "");
-	ck_assert_str_eq(ev[n - 1].payload, "{\"marker\":\"reaper:h\",\"epoch\":2,"
-					    "\"reclaimed_from\":{\"marker\":\"w1\",\"epoch\":1}}");
+	ct_assert_payload(&ev[n - 1],
+			  "{\"marker\":\"reaper:h\",\"epoch\":%lld,"
+			  "\"reclaimed_from\":{\"marker\":\"w1\",\"epoch\":%lld}}",
+			  (long long)ep, (long long)prev.epoch);
 	store_events_free(ev, n);
 	/* The old holder's token is dead now. */
 	{

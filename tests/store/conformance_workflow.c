@@ -35,7 +35,7 @@ START_TEST(set_state_from_cas)
 	core_card_free(c);
 	ev = ct_events(st, 0, &n);
 	ck_assert_str_eq(core_event_type_name(ev[n - 1].type), "card_state_changed");
-	ck_assert_str_eq(ev[n - 1].payload, "{\"from\":\"ready\",\"to\":\"review\"}");
+	ct_assert_payload(&ev[n - 1], "{\"from\":\"ready\",\"to\":\"review\"}");
 	ck_assert_str_eq(ev[n - 1].reason, "triage");
 	store_events_free(ev, n);
 
@@ -119,8 +119,7 @@ START_TEST(reopen_rules)
 	ck_assert_str_eq(c->state, "ready");
 	core_card_free(c);
 	ev = ct_events(st, 0, &n);
-	ck_assert_str_eq(ev[n - 1].payload,
-			 "{\"from\":\"done\",\"to\":\"ready\",\"reopened\":true}");
+	ct_assert_payload(&ev[n - 1], "{\"from\":\"done\",\"to\":\"ready\",\"reopened\":true}");
 	ck_assert_str_eq(ev[n - 1].actor, "alice");
 	store_events_free(ev, n);
 	/* The failed sink has no dependents guard. */
@@ -188,7 +187,7 @@ START_TEST(patch_blockers_moves)
 	core_card_free(c);
 	ev = ct_events(st, 0, &n);
 	ck_assert_str_eq(core_event_type_name(ev[n - 2].type), "card_updated");
-	ck_assert_str_eq(ev[n - 2].payload, "{\"fields\":[\"blockers\"]}");
+	ct_assert_payload(&ev[n - 2], "{\"fields\":[\"blockers\"]}");
 	ck_assert_str_eq(core_event_type_name(ev[n - 1].type), "card_state_changed");
 	ck_assert_str_eq(ev[n - 1].reason, "blocked");
 	store_events_free(ev, n);
@@ -234,8 +233,7 @@ START_TEST(unblocked_cascade)
 	ck_assert_str_eq(ev[1].card_id, "b");
 	ck_assert_str_eq(ev[1].reason, "unblocked");
 	ck_assert(!ev[1].machine);
-	ck_assert_str_eq(ev[1].payload,
-			 "{\"from\":\"waiting_deps\",\"to\":\"ready\",\"blocker\":\"a\"}");
+	ct_assert_payload(&ev[1], "{\"from\":\"waiting_deps\",\"to\":\"ready\",\"blocker\":\"a\"}");
 	store_events_free(ev, n);
 
 	/* A machine filing fires no effect: c stays waiting although d is done. */
