@@ -11,7 +11,8 @@
 
 #define API_MAX_PARAMS 4
 #define API_DETAIL_MAX 256
-#define API_STRING_MAX 65536 /* titles, bodies, comments, reasons */
+#define API_STRING_MAX 65536 /* titles, bodies, comments */
+#define API_REASON_MAX 256   /* state reasons, gave_up reasons */
 
 struct api_req;
 
@@ -172,12 +173,23 @@ enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key
 enum core_rc api_json_lease(struct api_req *r, int64_t *out);
 /* If-Match: "<epoch>" or a bare integer. Missing -> PRECONDITION_REQUIRED. */
 enum core_rc api_if_match(struct api_req *r, int64_t *epoch);
+/* A column or board name field ([A-Za-z0-9._-]{1,64}). */
+enum core_rc api_json_name(struct api_req *r, const char *key, bool required, const char **out);
+/* The first path parameter ({id}, {b}); NULL when the route has none. */
+const char *api_param(const struct api_req *r);
+/* RFC 3339 time as a new JSON string (NULL on OOM). */
+json_t *api_time_json(int64_t ms);
+/* Monotonic milliseconds, for durations and deadlines. */
+int64_t api_mono_ms(void);
 /* Sets a JSON answer (takes the reference; NULL means out of memory). */
 enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out);
 
 /* ---- handlers: cards.c, claims.c, runs.c, events.c, boards.c, meta.c ---- */
 /* Reads card `id` and checks the token may see its board; caller frees *out. */
 enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card **out);
+/* Checks the token may see the board of the path's card (before a mutation: a card never
+ * changes board). */
+enum core_rc api_card_scope(struct api_req *r);
 /* Answers the card (consumes it). */
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c);
 

@@ -6,13 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REASON_MAX 256
-
-static const char *param_id(struct api_req *r)
-{
-	return r->n_params ? r->params[0] : NULL;
-}
-
 enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card **out)
 {
 	struct core_card *c = NULL;
@@ -43,25 +36,12 @@ enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card
 	return api_reply(r, status, j);
 }
 
-/* Loads the card named by the path for its board scope; the copy is not needed after. */
-static enum core_rc card_scope(struct api_req *r)
+enum core_rc api_card_scope(struct api_req *r)
 {
 	struct core_card *c = NULL;
-	enum core_rc rc = api_card_load(r, param_id(r), &c);
+	enum core_rc rc = api_card_load(r, api_param(r), &c);
 
 	core_card_free(c);
-	return rc;
-}
-
-static enum core_rc name_field(struct api_req *r, const char *key, const char **out)
-{
-	enum core_rc rc = api_json_str(r, key, false, CORE_NAME_MAX, out);
-
-	if (rc == CORE_OK && *out && !core_name_valid(*out)) {
-		*out = NULL;
-		return api_fail(r, CORE_ERR_BAD_REQUEST,
-				"field \"%s\" must match [A-Za-z0-9._-]{1,64}", key);
-	}
 	return rc;
 }
 
@@ -75,10 +55,10 @@ enum core_rc api_h_card_create(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_id(r, "id", false, &in.id)) != CORE_OK ||
-	    (rc = name_field(r, "board", &in.board)) != CORE_OK ||
+	    (rc = api_json_name(r, "board", false, &in.board)) != CORE_OK ||
 	    (rc = api_json_str(r, "title", false, API_STRING_MAX, &in.title)) != CORE_OK ||
 	    (rc = api_json_str(r, "body", false, API_STRING_MAX, &in.body)) != CORE_OK ||
-	    (rc = name_field(r, "state", &in.state)) != CORE_OK ||
+	    (rc = api_json_name(r, "state", false, &in.state)) != CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &has_labels)) !=
 		    CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
@@ -164,7 +144,7 @@ enum core_rc api_h_card_list(struct api_req *r)
 enum core_rc api_h_card_get(struct api_req *r)
 {
 	struct core_card *c = NULL;
-	enum core_rc rc = api_card_load(r, param_id(r), &c);
+	enum core_rc rc = api_card_load(r, api_param(r), &c);
 
 	if (rc != CORE_OK)
 		return rc;
@@ -184,10 +164,10 @@ enum core_rc api_h_card_patch(struct api_req *r)
 	    (rc = api_json_str(r, "body", false, API_STRING_MAX, &p.body)) != CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
 		    CORE_OK ||
-	    (rc = card_scope(r)) != CORE_OK)
+	    (rc = api_card_scope(r)) != CORE_OK)
 		goto out;
 	p.blockers = has_blockers ? &blockers : NULL;
-	rc = store_card_patch(r->api->st, param_id(r), &p, &actor, &c);
+	rc = store_card_patch(r->api->st, api_param(r), &p, &actor, &c);
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 out:
@@ -198,10 +178,10 @@ out:
 enum core_rc api_h_card_delete(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
-	enum core_rc rc = card_scope(r);
+	enum core_rc rc = api_card_scope(r);
 
 	if (rc == CORE_OK)
-		rc = store_card_delete(r->api->st, param_id(r), &actor);
+		rc = store_card_delete(r->api->st, api_param(r), &actor);
 	if (rc == CORE_OK)
 		r->status = 204;
 	return rc;
@@ -214,14 +194,12 @@ enum core_rc api_h_card_reopen(struct api_req *r)
 	const char *to, *reason;
 	enum core_rc rc;
 
-	if ((rc = name_field(r, "to", &to)) != CORE_OK ||
-	    (rc = api_json_str(r, "reason", false, REASON_MAX, &reason)) != CORE_OK)
+	if ((rc = api_json_name(r, "to", true, &to)) != CORE_OK ||
+	    (rc = api_json_str(r, "reason", false, API_REASON_MAX, &reason)) != CORE_OK)
 		return rc;
-	if (!to)
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"to\"");
-	if ((rc = card_scope(r)) != CORE_OK)
+	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	rc = store_card_reopen(r->api->st, param_id(r), to, reason, &actor, &c);
+	rc = store_card_reopen(r->api->st, api_param(r), to, reason, &actor, &c);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -239,9 +217,9 @@ enum core_rc api_h_labels_put(struct api_req *r)
 	if (rc == CORE_OK && !present)
 		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"labels\"");
 	if (rc == CORE_OK)
-		rc = card_scope(r);
+		rc = api_card_scope(r);
 	if (rc == CORE_OK)
-		rc = store_card_labels_set(r->api->st, param_id(r), &labels, &actor, &c);
+		rc = store_card_labels_set(r->api->st, api_param(r), &labels, &actor, &c);
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 	core_strv_release(&labels);
@@ -262,9 +240,9 @@ enum core_rc api_h_labels_patch(struct api_req *r)
 	if (rc == CORE_OK && !has_add && !has_remove)
 		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "expected \"add\" and/or \"remove\"");
 	if (rc == CORE_OK)
-		rc = card_scope(r);
+		rc = api_card_scope(r);
 	if (rc == CORE_OK)
-		rc = store_card_labels_adjust(r->api->st, param_id(r), &add, &remove, &actor, &c);
+		rc = store_card_labels_adjust(r->api->st, api_param(r), &add, &remove, &actor, &c);
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 	core_strv_release(&add);
@@ -283,9 +261,9 @@ enum core_rc api_h_comment_add(struct api_req *r)
 		return rc;
 	if (!*body)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "a comment body may not be empty");
-	if ((rc = card_scope(r)) != CORE_OK)
+	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	rc = store_card_comment_add(r->api->st, param_id(r), body, &actor, &c);
+	rc = store_card_comment_add(r->api->st, api_param(r), body, &actor, &c);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 201, c);

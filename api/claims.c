@@ -4,30 +4,6 @@
 
 #include <string.h>
 
-#define REASON_MAX 256
-
-static const char *param_id(struct api_req *r)
-{
-	return r->n_params ? r->params[0] : NULL;
-}
-
-static json_t *time_json(int64_t ms)
-{
-	char buf[CORE_TIME_BUF];
-
-	return json_string(core_time_format(ms, buf));
-}
-
-/* Scope check on the path's card before a mutation (a card never changes board). */
-static enum core_rc card_scope(struct api_req *r)
-{
-	struct core_card *c = NULL;
-	enum core_rc rc = api_card_load(r, param_id(r), &c);
-
-	core_card_free(c);
-	return rc;
-}
-
 /* The body's epoch: a non-negative integer. */
 static enum core_rc epoch_field(struct api_req *r, int64_t *epoch)
 {
@@ -48,16 +24,16 @@ enum core_rc api_h_claim(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &marker)) != CORE_OK ||
-	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = card_scope(r)) != CORE_OK)
+	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	rc = store_card_claim(r->api->st, param_id(r), marker, lease_ms, &actor, &res);
+	rc = store_card_claim(r->api->st, api_param(r), marker, lease_ms, &actor, &res);
 	if (rc != CORE_OK)
 		return rc;
 	cl = &res.card->claim;
 	rc = api_reply(r, 200,
 		       json_pack("{s:s, s:I, s:o, s:o, s:I, s:I, s:b}", "marker", res.token.marker,
 				 "epoch", (json_int_t)res.token.epoch, "claimed_at",
-				 time_json(cl->claimed_at), "lease_until", time_json(cl->lease_until),
+				 api_time_json(cl->claimed_at), "lease_until", api_time_json(cl->lease_until),
 				 "lease_ms", (json_int_t)cl->lease_ms, "renew_after_ms",
 				 (json_int_t)(cl->lease_ms / 3), "fresh", res.fresh));
 	core_card_free(res.card);
@@ -73,15 +49,15 @@ enum core_rc api_h_renew(struct api_req *r)
 
 	if ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
 	    (rc = epoch_field(r, &t.epoch)) != CORE_OK ||
-	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = card_scope(r)) != CORE_OK)
+	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	rc = store_card_renew(r->api->st, param_id(r), &t, lease_ms, &c);
+	rc = store_card_renew(r->api->st, api_param(r), &t, lease_ms, &c);
 	if (rc != CORE_OK)
 		return rc;
 	rc = api_reply(r, 200,
 		       json_pack("{s:s, s:I, s:o}", "marker", t.marker, "epoch",
 				 (json_int_t)c->claim_epoch, "lease_until",
-				 time_json(c->claim.lease_until)));
+				 api_time_json(c->claim.lease_until)));
 	core_card_free(c);
 	return rc;
 }
@@ -94,9 +70,9 @@ enum core_rc api_h_release(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
-	    (rc = epoch_field(r, &t.epoch)) != CORE_OK || (rc = card_scope(r)) != CORE_OK)
+	    (rc = epoch_field(r, &t.epoch)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	rc = store_card_release(r->api->st, param_id(r), &t, &actor, &c);
+	rc = store_card_release(r->api->st, api_param(r), &t, &actor, &c);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -113,25 +89,12 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 	if (!api_auth_has(r, API_ROLE_WORKER))
 		return api_fail(r, CORE_ERR_FORBIDDEN, "owned writes need the worker role");
 	if ((rc = api_json_marker(r, true, &w->token.marker)) != CORE_OK ||
-	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK || (rc = card_scope(r)) != CORE_OK)
+	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	rc = store_card_owned_write(r->api->st, param_id(r), w, &actor, &c);
+	rc = store_card_owned_write(r->api->st, api_param(r), w, &actor, &c);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
-}
-
-static enum core_rc column_field(struct api_req *r, const char *key, bool required,
-				 const char **out)
-{
-	enum core_rc rc = api_json_str(r, key, required, CORE_NAME_MAX, out);
-
-	if (rc == CORE_OK && *out && !core_name_valid(*out)) {
-		*out = NULL;
-		return api_fail(r, CORE_ERR_BAD_REQUEST,
-				"field \"%s\" must match [A-Za-z0-9._-]{1,64}", key);
-	}
-	return rc;
 }
 
 enum core_rc api_h_state(struct api_req *r)
@@ -149,8 +112,8 @@ enum core_rc api_h_state(struct api_req *r)
 		return api_fail(r, CORE_ERR_FORBIDDEN,
 				"unowned state writes need the bot or operator role (workers send "
 				"\"marker\" and If-Match)");
-	if ((rc = column_field(r, "to", true, &to)) != CORE_OK ||
-	    (rc = api_json_str(r, "reason", false, REASON_MAX, &reason)) != CORE_OK)
+	if ((rc = api_json_name(r, "to", true, &to)) != CORE_OK ||
+	    (rc = api_json_str(r, "reason", false, API_REASON_MAX, &reason)) != CORE_OK)
 		return rc;
 	if (owned) {
 		w.state = to;
@@ -158,13 +121,13 @@ enum core_rc api_h_state(struct api_req *r)
 		return owned_write(r, &w);
 	}
 	/* SetStateFrom: bots must declare the source column, operators may omit it. */
-	if ((rc = column_field(r, "from", false, &from)) != CORE_OK)
+	if ((rc = api_json_name(r, "from", false, &from)) != CORE_OK)
 		return rc;
 	if (!from && !api_auth_has(r, API_ROLE_OPERATOR))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "bots must send \"from\"");
-	if ((rc = card_scope(r)) != CORE_OK)
+	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	rc = store_card_set_state_from(r->api->st, param_id(r), from, to, reason, &actor, &c);
+	rc = store_card_set_state_from(r->api->st, api_param(r), from, to, reason, &actor, &c);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -204,7 +167,7 @@ enum core_rc api_h_gave_up(struct api_req *r)
 	if (json_is_object(v)) {
 		g.set = true;
 		g.reason = (char *)json_string_value(json_object_get(v, "reason"));
-		if (!g.reason || !*g.reason || strlen(g.reason) > REASON_MAX)
+		if (!g.reason || !*g.reason || strlen(g.reason) > API_REASON_MAX)
 			return api_fail(r, CORE_ERR_BAD_REQUEST,
 					"gave_up.reason must be a non-empty string");
 		f = json_object_get(v, "run_id");

@@ -10,7 +10,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define POLL_SLICE_MS 250
 
@@ -39,19 +38,11 @@ static enum core_rc reply_events(struct api_req *r, struct core_event *ev, size_
 	return api_reply(r, 200, json_pack("{s:o, s:I}", "events", list, "next", (json_int_t)next));
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void *poll_main(void *arg)
 {
 	struct api_req *r = arg;
 	struct api *a = r->api;
-	int64_t deadline = mono_ms() + r->poll_wait_ms;
+	int64_t deadline = api_mono_ms() + r->poll_wait_ms;
 	const char *const *boards = api_auth_boards(r);
 	enum core_rc rc = CORE_OK;
 	struct core_event *ev = NULL;
@@ -59,7 +50,7 @@ static void *poll_main(void *arg)
 	int64_t next = r->poll_after;
 
 	for (;;) {
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - api_mono_ms();
 		bool stopping;
 
 		pthread_mutex_lock(&a->poll_mu);

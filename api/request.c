@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STRV_MAX 1000 /* labels or blockers in one body */
 
@@ -251,6 +252,38 @@ enum core_rc api_if_match(struct api_req *r, int64_t *epoch)
 	return CORE_OK;
 bad:
 	return api_fail(r, CORE_ERR_BAD_REQUEST, "If-Match must be \"<epoch>\" (an integer)");
+}
+
+enum core_rc api_json_name(struct api_req *r, const char *key, bool required, const char **out)
+{
+	enum core_rc rc = api_json_str(r, key, required, CORE_NAME_MAX, out);
+
+	if (rc == CORE_OK && *out && !core_name_valid(*out)) {
+		*out = NULL;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"field \"%s\" must match [A-Za-z0-9._-]{1,64}", key);
+	}
+	return rc;
+}
+
+const char *api_param(const struct api_req *r)
+{
+	return r->n_params ? r->params[0] : NULL;
+}
+
+json_t *api_time_json(int64_t ms)
+{
+	char buf[CORE_TIME_BUF];
+
+	return json_string(core_time_format(ms, buf));
+}
+
+int64_t api_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out)

@@ -7,11 +7,6 @@
 
 #define FAILURE_CODE_MAX 64
 
-static const char *param_id(struct api_req *r)
-{
-	return r->n_params ? r->params[0] : NULL;
-}
-
 static enum core_rc reply_run(struct api_req *r, unsigned status, struct core_run *run)
 {
 	json_t *j = store_run_to_json(run);
@@ -25,7 +20,7 @@ static enum core_rc reply_run(struct api_req *r, unsigned status, struct core_ru
 static enum core_rc run_load(struct api_req *r, struct core_run **out)
 {
 	struct core_run *run = NULL;
-	const char *id = param_id(r);
+	const char *id = api_param(r);
 	enum core_rc rc;
 
 	if (out)
@@ -134,7 +129,7 @@ enum core_rc api_h_run_patch(struct api_req *r)
 	}
 	if ((rc = run_load(r, NULL)) != CORE_OK)
 		return rc;
-	rc = store_run_update(r->api->st, param_id(r), &u, &actor, &run);
+	rc = store_run_update(r->api->st, api_param(r), &u, &actor, &run);
 	if (rc == CORE_ERR_CLAIM_CONFLICT)
 		return api_fail(r, rc, "the run is owned by another marker");
 	if (rc != CORE_OK)
@@ -152,7 +147,7 @@ enum core_rc api_h_run_heartbeat(struct api_req *r)
 	if ((rc = api_json_marker(r, true, &u.marker)) != CORE_OK ||
 	    (rc = api_json_lease(r, &u.lease_ms)) != CORE_OK || (rc = run_load(r, NULL)) != CORE_OK)
 		return rc;
-	rc = store_run_update(r->api->st, param_id(r), &u, &actor, &run);
+	rc = store_run_update(r->api->st, api_param(r), &u, &actor, &run);
 	if (rc == CORE_ERR_CLAIM_CONFLICT)
 		return api_fail(r, rc, "the run is owned by another marker");
 	if (rc != CORE_OK)
@@ -168,7 +163,7 @@ enum core_rc api_h_run_cancel(struct api_req *r)
 
 	if ((rc = run_load(r, NULL)) != CORE_OK)
 		return rc;
-	rc = store_run_cancel(r->api->st, param_id(r), &actor, &run);
+	rc = store_run_cancel(r->api->st, api_param(r), &actor, &run);
 	if (rc != CORE_OK)
 		return rc;
 	return reply_run(r, 200, run);
@@ -181,7 +176,7 @@ enum core_rc api_h_run_delete(struct api_req *r)
 
 	if ((rc = run_load(r, NULL)) != CORE_OK)
 		return rc;
-	rc = store_run_prune(r->api->st, param_id(r), &actor);
+	rc = store_run_prune(r->api->st, api_param(r), &actor);
 	if (rc == CORE_OK)
 		r->status = 204;
 	return rc;
