@@ -242,6 +242,12 @@ START_TEST(wrappers_check_arguments)
 	ck_assert_int_eq(store_card_create(&empty, &in, NULL, &c), CORE_ERR_BAD_REQUEST);
 	ck_assert_int_eq(store_reaper_release_exact(&empty, "c1", NULL, NULL),
 			 CORE_ERR_BAD_REQUEST);
+	/* The FS extras refuse another twin. */
+	{
+		struct store_fs_stats fst;
+		ck_assert_int_eq(store_fs_stats_get(&empty, &fst), CORE_ERR_BAD_REQUEST);
+		ck_assert_int_eq(store_fs_compact(&empty), CORE_ERR_BAD_REQUEST);
+	}
 
 	/* Specs. */
 	ck_assert_int_eq(store_open("mongodb://localhost/boardd", &st, err, sizeof(err)),

@@ -232,6 +232,39 @@ START_TEST(compaction_keeps_everything)
 }
 END_TEST
 
+/* The background compactor runs on its own once the journal passes compact_bytes. */
+START_TEST(background_compaction)
+{
+	char *dir = fx_tmpdir(), id[16];
+	struct store *st = fx_open(dir, 2048, 0, NULL);
+	struct store_fs_stats s = {0};
+	int i;
+
+	for (i = 0; i < 20; i++) {
+		snprintf(id, sizeof(id), "b%d", i);
+		create(st, id);
+	}
+	/* Asynchronous by design: poll its counter, bounded. */
+	for (i = 0; i < 1000 && s.compactions == 0; i++) {
+		ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+		if (!s.compactions)
+			usleep(10000);
+	}
+	ck_assert_uint_ge(s.compactions, 1);
+	ck_assert_uint_gt(s.generation, 1);
+	store_close(st);
+	st = fx_open(dir, 2048, 0, NULL);
+	for (i = 0; i < 20; i++) {
+		struct core_card *c = NULL;
+		snprintf(id, sizeof(id), "b%d", i);
+		ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+		core_card_free(c);
+	}
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 struct writer {
 	struct store *st;
 	int id, n, ok;
@@ -434,6 +467,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, restart_loses_nothing);
 	tcase_add_test(tc, compaction_keeps_everything);
+	tcase_add_test(tc, background_compaction);
 	tcase_add_test(tc, group_commit_shares_syncs);
 	tcase_add_test(tc, compaction_under_concurrent_writes);
 	tcase_add_test(tc, second_open_refused);
