@@ -13,8 +13,9 @@
  *   journal.N        generations N >= G, replayed in order after the snapshot; one line per
  *                    commit: "<crc32 as 8 hex> <json change>\n" (see fs_change_encode)
  *
- * Lock order: state lock -> jmu; state lock -> evmu; cmu -> state lock. jmu and evmu are
- * never held together with a wait on the other, and no state lock is held across fdatasync.
+ * Lock order: snapmu -> state lock -> jmu. evmu and cmu are leaves (taken with nothing else
+ * held), and no lock but jmu's flusher role is held across fdatasync (jmu itself is dropped
+ * while the flusher syncs).
  */
 #ifndef BOARDD_STORE_FS_FS_H
 #define BOARDD_STORE_FS_FS_H
