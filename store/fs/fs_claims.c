@@ -207,13 +207,13 @@ static bool want_expired(const struct core_card *c, int64_t now)
 }
 
 /* Abandoned recovery claims and claims that lost their lease or fence (ADR-096 §8). */
+/* The FS twin's repair population is its own abandoned recovery claims only. It has no
+ * un-leased arm (ADR-096 §7): no peer strips a lease from a file this process rewrites, and
+ * a legacy claim with no lease is touched only by the boot-time same-host pid sweep. */
 static bool want_repair(const struct core_card *c, int64_t now)
 {
-	if (!c->claim.present)
-		return false;
-	if (!c->claim.has_lease || !c->has_epoch)
-		return true;
-	return core_marker_is_recovery(c->claim.marker) && core_claim_expired(c, now);
+	return c->claim.present && core_marker_is_recovery(c->claim.marker) &&
+	       core_claim_expired(c, now);
 }
 
 static int cmp_lease(const void *a, const void *b)
