@@ -68,10 +68,16 @@ static bool token_valid(const struct core_token *t)
 static enum core_rc store_open_mongo(const char *uri, struct store **out, char *err,
 				     size_t errlen)
 {
+#ifdef BOARDD_HAVE_MONGO
+	struct store_mongo_options o = {.uri = uri};
+
+	return store_mongo_open(&o, out, err, errlen);
+#else
 	(void)uri;
 	(void)out;
 	err_set(err, errlen, "mongodb store not built");
 	return CORE_ERR_BAD_REQUEST;
+#endif
 }
 
 enum core_rc store_open(const char *spec, struct store **out, char *err, size_t errlen)

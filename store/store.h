@@ -332,4 +332,17 @@ enum core_rc store_run_from_json(const json_t *j, struct core_run **out);
 json_t *store_event_to_json(const struct core_event *e);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
 
+/* ---- the Mongo twin (store/mongo; built when libmongoc is found: BOARDD_HAVE_MONGO) ---- */
+
+struct store_mongo_options {
+	const char *uri;             /* mongodb://...; the database is the URI's path ("boardd") */
+	int64_t unleased_horizon_ms; /* the un-leased arm's horizon (ADR-096 §6); 0: 24 h */
+};
+
+/* Opens the Mongo twin: client pool, indexes, the server clock, the default board on a new
+ * database. STORE_UNAVAILABLE when the server cannot be reached; err says why (never the
+ * URI's credentials). Caller closes with store_close. */
+enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store **out,
+			      char *err, size_t errlen);
+
 #endif

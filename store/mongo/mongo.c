@@ -1,0 +1,343 @@
+/* The Mongo twin (DESIGN §9, ADR-096): open (pool, indexes, server clock, first board),
+ * close, ping, the ops table and the maintenance thread. mongo.h has the document shapes.
+ *
+ * Every fenced or rule-checked card write is ONE conditional update (findAndModify) whose
+ * filter carries the whole precondition core decided on (mongo_cas.c); a concurrent change
+ * makes it a clean miss, which re-reads and answers NOT_FOUND or the rule's own conflict.
+ * Only update operators and filters that MongoDB >= 5.0 and FerretDB 1.24 both accept are
+ * used: no pipeline updates, no $$NOW, no $expr, no transactions (README.md lists them).
+ *
+ * ---- Where this twin cannot be atomic, and what it does about it ----
+ *
+ * Without multi-document transactions only a single-document update is atomic (and on
+ * FerretDB 1.24 not even that under concurrency: its updates are read-modify-write, so two
+ * racing conditional updates on one document may both "match"; production runs on MongoDB).
+ *
+ *  1. Card (or run, or board) change + its events. ATOMIC via the outbox: the events ride in
+ *     the same update as the change ($push outbox) and are moved to `events` right after; a
+ *     writer that dies or fails in between leaves them in the outbox, and the maintenance
+ *     thread delivers them (_id = event id, so a second delivery is a duplicate-key no-op).
+ *     The seq is assigned at delivery: seq order is delivery order, not commit order.
+ *  2. Card delete + card_deleted. NOT atomic: the document (and its outbox) is gone, so the
+ *     event is inserted after the delete; a failure there is logged and the delete still
+ *     answers OK (it happened). The audit tail can miss that one event.
+ *  3. Seq allocation + event insert. Two round trips: a writer can die holding a seq. The
+ *     tail serves only the prefix without holes and skips a hole once the event after it is
+ *     MGO_GAP_GRACE_MS old (mongo_events.c).
+ *  4. Entering the completed column + the unblocked cascade. The move commits first; each
+ *     dependent is then promoted by its own conditional update on (state, blockers). A crash
+ *     or failure in between leaves those dependents in the waiting column (logged); an
+ *     operator moves them. A dependent changed meanwhile is not overwritten.
+ *  5. Blocker checks (existence, same board, no cycle) and Reopen's dependents_outstanding
+ *     guard read OTHER cards before the write; those reads are not part of the write's
+ *     precondition. A concurrent blockers edit elsewhere can therefore close a cycle that
+ *     neither write saw, and a dependent promoted between the guard and the reopen is not
+ *     counted. The window is one round trip; the FS twin has none.
+ *  6. board_put's "no card left in a dropped column" check is a read before the write: a card
+ *     moved into that column in between is stranded in an unknown column (it still reads and
+ *     can be moved out by an operator's SetStateFrom).
+ *  7. Card create + ord/id counter. The counter is bumped first; a failed insert burns an
+ *     ordinal (list order is unaffected: ordinals only need to increase).
+ *  8. Run create checks the card exists, then inserts: a card deleted in between leaves a run
+ *     pointing at no card (as a pruned-then-deleted pair would).
+ *  9. The unblocked cascade, the state move it follows, label sweeps: each card is its own
+ *     atomic step; there is no cross-card snapshot.
+ */
+#include "store/mongo/mongo.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void mgo_close(struct store *st);
+
+static enum core_rc mgo_ping(struct store *st)
+{
+	struct mgo *m = mgo_of(st);
+	mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+	bson_t cmd = BSON_INITIALIZER;
+	bson_error_t e;
+	enum core_rc rc = CORE_OK;
+
+	if (!client)
+		return CORE_ERR_NOMEM;
+	BSON_APPEND_INT32(&cmd, "ping", 1);
+	if (!mongoc_client_command_simple(client, "admin", &cmd, NULL, NULL, &e))
+		rc = mgo_error("ping", &e);
+	bson_destroy(&cmd);
+	mongoc_client_pool_push(m->pool, client);
+	return rc;
+}
+
+static const struct store_ops mgo_ops = {
+	.name = "mongo",
+	.close = mgo_close,
+	.ping = mgo_ping,
+	.now = mgo_clock_now,
+	.board_list = mgo_board_list,
+	.board_get = mgo_board_get,
+	.board_put = mgo_board_put,
+	.card_create = mgo_card_create,
+	.card_get = mgo_card_get,
+	.card_list = mgo_card_list,
+	.card_patch = mgo_card_patch,
+	.card_delete = mgo_card_delete,
+	.card_claim = mgo_card_claim,
+	.card_renew = mgo_card_renew,
+	.card_release = mgo_card_release,
+	.card_owned_write = mgo_card_owned_write,
+	.card_set_state_from = mgo_card_set_state_from,
+	.card_reopen = mgo_card_reopen,
+	.card_labels_set = mgo_card_labels_set,
+	.card_labels_adjust = mgo_card_labels_adjust,
+	.card_comment_add = mgo_card_comment_add,
+	.labels_count = mgo_labels_count,
+	.events_list = mgo_events_list,
+	.run_create = mgo_run_create,
+	.run_get = mgo_run_get,
+	.run_update = mgo_run_update,
+	.run_cancel = mgo_run_cancel,
+	.run_prune = mgo_run_prune,
+	.run_promote_if_orphaned = mgo_run_promote_if_orphaned,
+	.run_count_for_card = mgo_run_count_for_card,
+	.reaper_list_expired = mgo_reaper_list_expired,
+	.reaper_list_repair = mgo_reaper_list_repair,
+	.reaper_transfer = mgo_reaper_transfer,
+	.reaper_release_exact = mgo_reaper_release_exact,
+};
+
+/* ---- the driver's global state: mongoc_init() once, mongoc_cleanup() at exit ---- */
+
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+static void driver_init(void)
+{
+	mongoc_init();
+	atexit(mongoc_cleanup);
+}
+
+/* ---- indexes ---- */
+
+struct index_spec {
+	const char *coll;
+	const char *name;
+	const char *k1, *k2; /* ascending keys; k2 may be NULL */
+	bool unique;
+};
+
+static const struct index_spec indexes[] = {
+	{"cards", "board_state", "board", "state", false},
+	{"cards", "claim_lease", "claim.lease_until", NULL, false},
+	{"cards", "claim_claimed_at", "claim.claimed_at", NULL, false},
+	{"cards", "labels", "labels", NULL, false},
+	{"cards", "blockers", "blockers", NULL, false},
+	{"cards", "ord", "ord", NULL, false},
+	{"cards", "outbox", "outbox.q_ts", NULL, false},
+	{"events", "seq", "seq", NULL, true},
+	{"runs", "card_id", "card_id", NULL, false},
+	{"runs", "outbox", "outbox.q_ts", NULL, false},
+};
+
+static enum core_rc indexes_create(struct mgo *m)
+{
+	mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+	mongoc_database_t *db;
+	bson_t cmd, arr, ix, key;
+	bson_error_t e;
+	char ibuf[16];
+	const char *ikey;
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	if (!client)
+		return CORE_ERR_NOMEM;
+	db = mongoc_client_get_database(client, m->db);
+	for (i = 0; rc == CORE_OK && i < sizeof(indexes) / sizeof(indexes[0]); i++) {
+		const struct index_spec *s = &indexes[i];
+
+		bson_init(&cmd);
+		BSON_APPEND_UTF8(&cmd, "createIndexes", s->coll);
+		BSON_APPEND_ARRAY_BEGIN(&cmd, "indexes", &arr);
+		bson_uint32_to_string(0, &ikey, ibuf, sizeof(ibuf));
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, ikey, &ix);
+		BSON_APPEND_DOCUMENT_BEGIN(&ix, "key", &key);
+		BSON_APPEND_INT32(&key, s->k1, 1);
+		if (s->k2)
+			BSON_APPEND_INT32(&key, s->k2, 1);
+		bson_append_document_end(&ix, &key);
+		BSON_APPEND_UTF8(&ix, "name", s->name);
+		if (s->unique)
+			BSON_APPEND_BOOL(&ix, "unique", true);
+		bson_append_document_end(&arr, &ix);
+		bson_append_array_end(&cmd, &arr);
+		if (!mongoc_database_write_command_with_opts(db, &cmd, NULL, NULL, &e))
+			rc = mgo_error("createIndexes", &e);
+		bson_destroy(&cmd);
+	}
+	mongoc_database_destroy(db);
+	mongoc_client_pool_push(m->pool, client);
+	return rc;
+}
+
+/* ---- the maintenance thread: clock re-sample and outbox drain ---- */
+
+static void *maintenance_main(void *arg)
+{
+	struct mgo *m = arg;
+	struct timespec until;
+	bool stop;
+
+	for (;;) {
+		mgo_outbox_drain(m);
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += MGO_RESAMPLE_MS / 1000;
+		pthread_mutex_lock(&m->mu);
+		while (!m->stopping &&
+		       pthread_cond_timedwait(&m->cond, &m->mu, &until) == 0)
+			;
+		stop = m->stopping;
+		pthread_mutex_unlock(&m->mu);
+		if (stop)
+			break;
+		mgo_clock_sample(m);
+	}
+	return NULL;
+}
+
+static enum core_rc maintenance_start(struct mgo *m)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	if (pthread_condattr_init(&ca) != 0)
+		return CORE_ERR_INTERNAL;
+	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
+	     pthread_mutex_init(&m->mu, NULL) || pthread_cond_init(&m->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (rc)
+		return CORE_ERR_INTERNAL;
+	if (pthread_create(&m->thread, NULL, maintenance_main, m) != 0)
+		return CORE_ERR_INTERNAL;
+	m->thread_started = true;
+	return CORE_OK;
+}
+
+/* ---- open / close ---- */
+
+/* Defaults for a URI that does not say: fail over to 503 in seconds, not the driver's 30 s
+ * server selection and 5 min socket wait, and acknowledge only majority-committed writes. */
+static void uri_defaults(mongoc_uri_t *uri)
+{
+	const mongoc_write_concern_t *wc = mongoc_uri_get_write_concern(uri);
+	mongoc_write_concern_t *maj;
+
+	if (!mongoc_uri_has_option(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
+		mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, 5000);
+	if (!mongoc_uri_has_option(uri, MONGOC_URI_CONNECTTIMEOUTMS))
+		mongoc_uri_set_option_as_int32(uri, MONGOC_URI_CONNECTTIMEOUTMS, 3000);
+	if (!mongoc_uri_has_option(uri, MONGOC_URI_SOCKETTIMEOUTMS))
+		mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SOCKETTIMEOUTMS, 15000);
+	if (!mongoc_uri_has_option(uri, MONGOC_URI_APPNAME))
+		mongoc_uri_set_appname(uri, "boardd");
+	if (mongoc_write_concern_get_w(wc) == MONGOC_WRITE_CONCERN_W_DEFAULT &&
+	    !mongoc_write_concern_get_wmajority(wc)) {
+		maj = mongoc_write_concern_new();
+		mongoc_write_concern_set_wmajority(maj, 10000);
+		mongoc_uri_set_write_concern(uri, maj);
+		mongoc_write_concern_destroy(maj);
+	}
+}
+
+enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store **out, char *err,
+			      size_t errlen)
+{
+	char dummy[8];
+	mongoc_uri_t *uri = NULL;
+	const char *dbname;
+	bson_error_t e;
+	struct mgo *m;
+	enum core_rc rc;
+
+	if (!err || !errlen) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	if (out)
+		*out = NULL;
+	if (!o || !o->uri || !out || o->unleased_horizon_ms < 0) {
+		snprintf(err, errlen, "mongo store: no URI");
+		return CORE_ERR_BAD_REQUEST;
+	}
+	pthread_once(&driver_once, driver_init);
+	uri = mongoc_uri_new_with_error(o->uri, &e);
+	if (!uri) {
+		/* The driver's text may quote the URI, credentials included: not repeated. */
+		snprintf(err, errlen, "invalid mongodb URI");
+		return CORE_ERR_BAD_REQUEST;
+	}
+	uri_defaults(uri);
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		mongoc_uri_destroy(uri);
+		return CORE_ERR_NOMEM;
+	}
+	m->base.ops = &mgo_ops;
+	m->unleased_horizon_ms =
+		o->unleased_horizon_ms ? o->unleased_horizon_ms : MGO_HORIZON_DEFAULT_MS;
+	dbname = mongoc_uri_get_database(uri);
+	m->db = strdup(dbname && *dbname ? dbname : "boardd");
+	m->pool = mongoc_client_pool_new_with_error(uri, &e);
+	mongoc_uri_destroy(uri);
+	if (!m->db || !m->pool) {
+		snprintf(err, errlen, "mongo store: cannot create the client pool");
+		free(m->db);
+		if (m->pool)
+			mongoc_client_pool_destroy(m->pool);
+		free(m);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
+	rc = mgo_clock_init(m, err, errlen);
+	if (rc != CORE_OK) {
+		mongoc_client_pool_destroy(m->pool);
+		free(m->db);
+		free(m);
+		return rc;
+	}
+	rc = mgo_clock_sample(m);
+	if (rc != CORE_OK)
+		snprintf(err, errlen, "cannot reach the database server (details logged)");
+	if (rc == CORE_OK && (rc = indexes_create(m)) != CORE_OK)
+		snprintf(err, errlen, "cannot create the indexes (details logged)");
+	if (rc == CORE_OK && (rc = mgo_board_default(m)) != CORE_OK)
+		snprintf(err, errlen, "cannot create the default board (details logged)");
+	if (rc == CORE_OK && (rc = maintenance_start(m)) != CORE_OK)
+		snprintf(err, errlen, "cannot start the maintenance thread");
+	if (rc != CORE_OK) {
+		mgo_close(&m->base);
+		return rc;
+	}
+	*out = &m->base;
+	return CORE_OK;
+}
+
+static void mgo_close(struct store *st)
+{
+	struct mgo *m = mgo_of(st);
+
+	if (m->thread_started) {
+		pthread_mutex_lock(&m->mu);
+		m->stopping = true;
+		pthread_cond_broadcast(&m->cond);
+		pthread_mutex_unlock(&m->mu);
+		pthread_join(m->thread, NULL);
+		pthread_cond_destroy(&m->cond);
+		pthread_mutex_destroy(&m->mu);
+	}
+	mongoc_client_pool_destroy(m->pool);
+	mgo_clock_release(m);
+	free(m->db);
+	free(m);
+}

@@ -1,0 +1,308 @@
+/* Internals of the Mongo twin (DESIGN §9, ADR-096). Not a public header: store/store.h is.
+ *
+ * Collections (one database, named by the URI's path):
+ *   cards     {_id, ord, board, title, body, state, labels[], blockers[], comments[],
+ *              claim{marker, claimed_at, lease_until, lease_ms}?, claim_epoch?, last_run_id?,
+ *              awaiting_input, gave_up{..}?, state_reason?, created_at, updated_at, state_at,
+ *              outbox[]}
+ *   runs      {_id, card_id, board, status, continuation?, failure_code?, owner, lock_until,
+ *              lease_ms, created_at, updated_at, pruned, outbox[]}
+ *   events    {_id: eid, seq, ts, at, board, type, card_id?, actor, reason?, machine, payload{}}
+ *   boards    {_id: name, cols[{name, terminal, eligible}], running, completed, failed,
+ *              waiting, outbox[]}
+ *   counters  {_id: "events" | "cards" | "runs", seq}
+ * Times are BSON dates (ms). A missing field and a null one read alike.
+ *
+ * The outbox: a mutation pushes its events into the outbox array of the document it changes,
+ * in the same single-document update, so the change and its events commit together. The
+ * writer then moves them to `events` (seq from counters, _id = eid so a second delivery is a
+ * duplicate-key no-op) and pulls them; the maintenance thread delivers what a crashed or
+ * failed writer left behind. See the top of mongo.c for the full atomicity ledger.
+ */
+#ifndef BOARDD_STORE_MONGO_MONGO_H
+#define BOARDD_STORE_MONGO_MONGO_H
+
+#include "store/store.h"
+
+#include <mongoc/mongoc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MGO_HORIZON_DEFAULT_MS ((int64_t)24 * 3600 * 1000)
+#define MGO_RESAMPLE_MS 10000  /* server clock re-sample period */
+#define MGO_OUTBOX_GRACE_MS 5000 /* the maintenance drain leaves younger outboxes to writers */
+#define MGO_GAP_GRACE_MS 2000  /* an unfilled seq older than this is a permanent gap */
+#define MGO_CAS_TRIES 8        /* a conditional update missed this often answers a conflict */
+
+struct mgo {
+	struct store base; /* first: what the wrappers see */
+	mongoc_client_pool_t *pool;
+	char *db;
+	int64_t unleased_horizon_ms;
+
+	/* ---- the server clock (mongo_clock.c): guarded by clock_mu ---- */
+	pthread_mutex_t clock_mu;
+	int64_t clock_server_ms; /* server time at the sample, round-trip corrected */
+	int64_t clock_mono_ms;   /* CLOCK_MONOTONIC at the same instant */
+	int64_t clock_offset_ms; /* server - local wall clock at the sample (diagnostic) */
+	int64_t local_skew_ms;   /* test only: BOARDD_TEST_LOCAL_CLOCK_SKEW_MS */
+
+	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC */
+	pthread_t thread;
+	bool thread_started;
+	bool stopping;
+};
+
+static inline struct mgo *mgo_of(struct store *st)
+{
+	return (struct mgo *)st;
+}
+
+/* ---- connections (mongo_db.c) ---- */
+
+/* One pooled client with the five collections, for the length of one op, with the op's
+ * "now" (read once, through store_now) and actor name. */
+struct mgo_conn {
+	struct mgo *m;
+	mongoc_client_t *client;
+	mongoc_collection_t *cards, *runs, *events, *boards, *counters;
+	int64_t now;
+	const char *actor; /* borrowed; "" by default */
+};
+
+/* Pops a client from the pool (blocks while the pool is exhausted) and reads now. NOMEM. */
+enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c);
+void mgo_conn_close(struct mgo_conn *c);
+
+/* Translates a driver error: logs `what` and the driver's text to stderr (never to a client)
+ * and returns STORE_UNAVAILABLE, or ALREADY_EXISTS for a duplicate key. */
+enum core_rc mgo_error(const char *what, const bson_error_t *e);
+/* Whether e is a duplicate-key error (E11000). */
+bool mgo_error_is_dup(const bson_error_t *e);
+
+/* find_one: *doc receives a copy (caller bson_destroy()s it) or stays NULL when nothing
+ * matched (rc OK). */
+enum core_rc mgo_find_one(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
+			  bson_t **doc);
+/* findAndModify returning the post-image: *doc NULL when the filter matched nothing. */
+enum core_rc mgo_find_modify(mongoc_collection_t *coll, const bson_t *filter,
+			     const bson_t *update, bson_t **doc);
+/* Runs a find and hands each document to fn (which returns an rc; non-OK stops). */
+enum core_rc mgo_find_each(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
+			   enum core_rc (*fn)(void *ctx, const bson_t *doc), void *ctx);
+/* Atomically adds n to counter `name`; *last receives the new value. */
+enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last);
+
+/* ---- the server clock (mongo_clock.c) ---- */
+
+enum core_rc mgo_clock_init(struct mgo *m, char *err, size_t errlen);
+void mgo_clock_release(struct mgo *m);
+/* Samples hello.localTime now (used at open and by the maintenance thread). */
+enum core_rc mgo_clock_sample(struct mgo *m);
+/* The database server's now, extrapolated from the last sample (ops->now). */
+int64_t mgo_clock_now(struct store *st);
+/* The local wall clock as this twin would read it (with the test-only skew). */
+int64_t mgo_clock_local_ms(const struct mgo *m);
+
+/* ---- codec (mongo_codec.c) ---- */
+
+/* Whole documents for insert. */
+bool mgo_card_to_bson(const struct core_card *c, int64_t ord, bson_t *doc);
+bool mgo_run_to_bson(const struct core_run *r, bson_t *doc);
+bool mgo_board_to_bson(const struct core_board *b, bson_t *doc);
+/* Pieces. */
+bool mgo_claim_append(bson_t *doc, const char *key, const struct core_claim *cl);
+bool mgo_gave_up_append(bson_t *doc, const char *key, const struct core_gave_up *g);
+bool mgo_strv_append(bson_t *doc, const char *key, const struct core_strv *sv);
+bool mgo_comment_append(bson_t *arr, const char *key, const struct core_comment *cm);
+/* Readers: BAD_REQUEST for a malformed document, NOMEM; nothing allocated on failure. */
+enum core_rc mgo_card_from_bson(const bson_t *doc, struct core_card **out);
+enum core_rc mgo_run_from_bson(const bson_t *doc, struct core_run **out);
+enum core_rc mgo_board_from_bson(const bson_t *doc, struct core_board *out);
+enum core_rc mgo_event_from_bson(const bson_t *doc, struct core_event *out);
+/* JSON <-> BSON for event payloads. _to_bson appends object o as a subdocument. */
+bool mgo_json_append(bson_t *doc, const char *key, const json_t *o);
+/* A new reference to the JSON form of a (sub)document; NULL on failure. */
+json_t *mgo_bson_to_json(const bson_t *doc);
+/* An int64 from a numeric or date field; false when absent/other. */
+bool mgo_iter_i64(const bson_iter_t *it, int64_t *v);
+
+/* ---- events: the outbox, delivery, the tail (mongo_events.c) ---- */
+
+/* Events a mutation produces, pushed into the changed document's outbox. */
+struct mgo_evq {
+	bson_t *ev[8];
+	char eid[8][25];
+	size_t n;
+	int64_t q_ts; /* the server clock when queued: the drain's grace is measured on it */
+	bool failed;  /* NOMEM or overflow while building */
+};
+
+/* Zeroes q and stamps it with the server clock (never an injected one). */
+void mgo_evq_init(struct mgo_evq *q, struct mgo *m);
+void mgo_evq_release(struct mgo_evq *q);
+/* Queues one event (payload stolen, NULL: {}); the actor is blanked for machine reasons. */
+void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board,
+		 const char *card_id, const char *actor, const char *reason, int64_t now,
+		 json_t *payload);
+/* Appends "outbox": {$each: [...]} to an open $push document. */
+bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push);
+/* Moves q's events (already in doc_id's outbox in coll) to `events` and pulls them.
+ * Failure is logged only: the events stay in the outbox for the maintenance drain. */
+void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+		     const struct mgo_evq *q);
+/* Queues the events left in a document's outbox (for a delete, or the drain). */
+void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc);
+/* Inserts q's events straight into `events` (for a deleted document: no outbox left). */
+enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q);
+/* Delivers outbox entries older than the grace period in all three collections. */
+void mgo_outbox_drain(struct mgo *m);
+
+enum core_rc mgo_events_list(struct store *st, const char *board, const char *const *boards,
+			     int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
+			     size_t *n, int64_t *next);
+
+/* ---- card writes: the read-decide-CAS step (mongo_cas.c) ---- */
+
+/* What a conditional update requires to be unchanged since the read (its precondition). */
+enum mgo_pre {
+	MGO_PRE_STATE = 1 << 0,    /* state */
+	MGO_PRE_CLAIM = 1 << 1,    /* claim.marker and claim_epoch, absence included */
+	MGO_PRE_LEASE = 1 << 2,    /* claim.lease_until and claim.claimed_at, absence included */
+	MGO_PRE_LABELS = 1 << 3,   /* labels, the whole array */
+	MGO_PRE_BLOCKERS = 1 << 4, /* blockers, the whole array */
+	MGO_PRE_COMMENTS = 1 << 5, /* the number of comments */
+};
+
+/* Reads card `id`: NOT_FOUND, STORE_UNAVAILABLE, NOMEM. Caller frees *out. */
+enum core_rc mgo_card_read(struct mgo_conn *c, const char *id, struct core_card **out);
+/* Writes `now` over `was` with ONE findAndModify whose filter is _id plus the `pre` fields
+ * as read in `was`, $set/$unset of the fields that differ, and q pushed into the outbox.
+ * *hit false: the precondition no longer holds (nothing written). On a hit, q is delivered
+ * and *out (may be NULL) receives the stored post-image. */
+enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
+			  const struct core_card *now, unsigned pre, const struct mgo_evq *q,
+			  bool *hit, struct core_card **out);
+/* One attempt of a card op: reads, decides, writes with mgo_card_cas. *hit false: the
+ * precondition moved between the read and the write (nothing written), try again. */
+typedef enum core_rc (*mgo_attempt_fn)(struct mgo_conn *c, const void *arg, bool *hit,
+				       struct core_card **out);
+/* The head of every attempt: the card as read, its board, and a private copy to decide on. */
+struct mgo_attempt {
+	struct core_card *was, *now;
+	struct core_board b;
+};
+/* NOT_FOUND, STORE_UNAVAILABLE, NOMEM, INTERNAL (no board). End with mgo_attempt_end always. */
+enum core_rc mgo_attempt_begin(struct mgo_conn *c, const char *id, struct mgo_attempt *a);
+void mgo_attempt_end(struct mgo_attempt *a);
+/* Runs attempts until one hits or refuses, at most MGO_CAS_TRIES; a card that keeps moving
+ * answers `exhausted`. out may be NULL. */
+enum core_rc mgo_card_retry(struct store *st, const struct store_actor *actor,
+			    mgo_attempt_fn fn, const void *arg, enum core_rc exhausted,
+			    struct core_card **out);
+/* The board config of a card: NOT_FOUND becomes INTERNAL (a card never outlives its board). */
+enum core_rc mgo_board_read(struct mgo_conn *c, const char *name, struct core_board *out);
+/* A lookup over cards read on demand (for core_blockers_*); errors are remembered. */
+struct mgo_lookup {
+	struct mgo_conn *c;
+	struct core_card **cache;
+	size_t n, cap;
+	enum core_rc rc;
+};
+struct core_card_lookup mgo_lookup_init(struct mgo_lookup *lk, struct mgo_conn *c);
+void mgo_lookup_release(struct mgo_lookup *lk);
+const char *mgo_actor_name(const struct store_actor *actor);
+
+/* Moves card `now` (a private copy, `was` as read) to `to` with reason and a
+ * card_state_changed event ({from,to} + `extra`, stolen) appended to q (may be NULL: none
+ * queued before), then writes it with mgo_card_cas (pre | STATE). When it entered the
+ * completed column by a non-machine write, runs the unblocked cascade. A move to the current
+ * column queues no event (other changes in `now` are still written). */
+enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
+			    struct core_card *now, const struct core_board *b, const char *to,
+			    const char *reason, json_t *extra, unsigned pre, struct mgo_evq *q,
+			    bool *hit, struct core_card **out);
+
+/* ---- the ops, by file ---- */
+
+/* mongo_boards.c */
+enum core_rc mgo_board_list(struct store *st, struct core_board **boards, size_t *n);
+enum core_rc mgo_board_get(struct store *st, const char *name, struct core_board *out);
+enum core_rc mgo_board_put(struct store *st, const struct core_board *b,
+			   const struct store_actor *actor);
+/* Creates the default board when there is no board at all (open). */
+enum core_rc mgo_board_default(struct mgo *m);
+
+/* mongo_cards.c */
+enum core_rc mgo_card_create(struct store *st, const struct store_card_create *in,
+			     const struct store_actor *actor, struct core_card **out);
+enum core_rc mgo_card_get(struct store *st, const char *id, struct core_card **out);
+enum core_rc mgo_card_list(struct store *st, const struct store_card_filter *f,
+			   struct core_card ***out, size_t *n, char **next);
+enum core_rc mgo_card_patch(struct store *st, const char *id, const struct store_card_patch *p,
+			    const struct store_actor *actor, struct core_card **out);
+enum core_rc mgo_card_delete(struct store *st, const char *id, const struct store_actor *actor);
+enum core_rc mgo_labels_count(struct store *st, const char *board, const char *const *boards,
+			      json_t **out);
+/* Appends {board: ..} / {board: {$in: ..}} for a board filter (either may be NULL). */
+bool mgo_board_filter_append(bson_t *filter, const char *board, const char *const *boards);
+/* Runs a card query into a new array (at most `limit`; 0: no limit). */
+enum core_rc mgo_cards_query(struct mgo_conn *c, const bson_t *filter, const bson_t *opts,
+			     struct core_card ***out, size_t *n);
+
+/* mongo_workflow.c */
+enum core_rc mgo_card_set_state_from(struct store *st, const char *id, const char *from,
+				     const char *to, const char *reason,
+				     const struct store_actor *actor, struct core_card **out);
+enum core_rc mgo_card_reopen(struct store *st, const char *id, const char *to,
+			     const char *reason, const struct store_actor *actor,
+			     struct core_card **out);
+enum core_rc mgo_card_labels_set(struct store *st, const char *id, const struct core_strv *labels,
+				 const struct store_actor *actor, struct core_card **out);
+enum core_rc mgo_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,
+				    const struct core_strv *remove,
+				    const struct store_actor *actor, struct core_card **out);
+enum core_rc mgo_card_comment_add(struct store *st, const char *id, const char *body,
+				  const struct store_actor *actor, struct core_card **out);
+
+/* mongo_claims.c */
+enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker,
+			    int64_t lease_ms, const struct store_actor *actor,
+			    struct store_claim_result *out);
+enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_token *t,
+			    int64_t lease_ms, struct core_card **out);
+enum core_rc mgo_card_release(struct store *st, const char *id, const struct core_token *t,
+			      const struct store_actor *actor, struct core_card **out);
+enum core_rc mgo_card_owned_write(struct store *st, const char *id,
+				  const struct store_owned_write *w,
+				  const struct store_actor *actor, struct core_card **out);
+
+/* mongo_reaper.c */
+enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
+				     size_t *n);
+enum core_rc mgo_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
+				    size_t *n);
+enum core_rc mgo_reaper_transfer(struct store *st, const char *id, const struct core_token *prev,
+				 const char *marker, int64_t lease_ms, struct core_card **out);
+enum core_rc mgo_reaper_release_exact(struct store *st, const char *id,
+				      const struct core_card *expect,
+				      const struct store_actor *actor);
+
+/* mongo_runs.c */
+enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
+			    const struct store_actor *actor, struct core_run **out);
+enum core_rc mgo_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc mgo_run_update(struct store *st, const char *id, const struct store_run_update *u,
+			    const struct store_actor *actor, struct core_run **out);
+enum core_rc mgo_run_cancel(struct store *st, const char *id, const struct store_actor *actor,
+			    struct core_run **out);
+enum core_rc mgo_run_prune(struct store *st, const char *id, const struct store_actor *actor);
+enum core_rc mgo_run_promote_if_orphaned(struct store *st, const char *id,
+					 struct core_run **out, bool *promoted);
+enum core_rc mgo_run_count_for_card(struct store *st, const char *card_id, size_t *n);
+
+#endif

@@ -1,0 +1,241 @@
+/* Claims on the Mongo twin (DESIGN §3; ADR-096 §1, §2, §6): claim, renew, release and the
+ * fenced owned writes. core decides on the document as read; the write is one conditional
+ * update whose filter pins (claim.marker, claim_epoch) as read — equality on the epoch, so a
+ * card whose epoch field was dropped never matches and refuses every fenced write, the
+ * holder's included. A fresh acquisition floors the epoch at the server clock:
+ * max(previous + 1, now), monotone even across a write that dropped the field. */
+#include "store/mongo/mongo.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *token_json(const char *marker, const struct core_card *c)
+{
+	return json_pack("{ssso}", "marker", marker, "epoch",
+			 c->has_epoch ? json_integer(c->claim_epoch) : json_null());
+}
+
+/* ---- claim ---- */
+
+struct claim_arg {
+	const char *id, *marker;
+	int64_t lease_ms;
+	bool fresh; /* OUT of the attempt that hit */
+};
+
+static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
+			       struct core_card **out)
+{
+	struct claim_arg *x = (struct claim_arg *)arg;
+	struct mgo_attempt a;
+	struct mgo_evq q;
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	mgo_evq_init(&q, c->m);
+	x->fresh = false;
+	if (rc == CORE_OK)
+		rc = core_claim_acquire(a.now, &a.b, x->marker, x->lease_ms, c->now, c->now,
+					&x->fresh);
+	/* An idempotent re-claim is renewal-like: no event. */
+	if (rc == CORE_OK && x->fresh)
+		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, a.now->board, a.now->id, c->actor, NULL,
+			    c->now, token_json(x->marker, a.now));
+	if (rc == CORE_OK)
+		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_STATE | MGO_PRE_CLAIM, &q, hit, out);
+	mgo_evq_release(&q);
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker,
+			    int64_t lease_ms, const struct store_actor *actor,
+			    struct store_claim_result *out)
+{
+	struct claim_arg x = {id, marker, lease_ms, false};
+	enum core_rc rc;
+
+	rc = mgo_card_retry(st, actor, claim_once, &x, CORE_ERR_CLAIM_CONFLICT, &out->card);
+	if (rc == CORE_OK && (!out->card->claim.present || !out->card->has_epoch)) {
+		/* The stored post-image lost the claim at once (a foreign writer): no token. */
+		core_card_free(out->card);
+		out->card = NULL;
+		return CORE_ERR_CLAIM_CONFLICT;
+	}
+	if (rc == CORE_OK) {
+		out->fresh = x.fresh;
+		out->token.marker = out->card->claim.marker;
+		out->token.epoch = out->card->claim_epoch;
+	}
+	return rc;
+}
+
+/* ---- renew, release ---- */
+
+struct token_arg {
+	const char *id;
+	const struct core_token *t;
+	int64_t lease_ms;
+};
+
+static enum core_rc renew_once(struct mgo_conn *c, const void *arg, bool *hit,
+			       struct core_card **out)
+{
+	const struct token_arg *x = arg;
+	struct mgo_evq q;
+	struct mgo_attempt a;
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	mgo_evq_init(&q, c->m);
+	if (rc == CORE_OK)
+		rc = core_claim_renew(a.now, x->t, x->lease_ms, c->now);
+	if (rc == CORE_OK)
+		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM, &q, hit, out);
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_token *t,
+			    int64_t lease_ms, struct core_card **out)
+{
+	struct token_arg x = {id, t, lease_ms};
+
+	return mgo_card_retry(st, NULL, renew_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+}
+
+static enum core_rc release_once(struct mgo_conn *c, const void *arg, bool *hit,
+				 struct core_card **out)
+{
+	const struct token_arg *x = arg;
+	struct mgo_evq q;
+	struct mgo_attempt a;
+	json_t *payload;
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	mgo_evq_init(&q, c->m);
+	if (rc == CORE_OK)
+		rc = core_fence_check(a.was, x->t);
+	if (rc == CORE_OK) {
+		payload = token_json(a.was->claim.marker, a.was);
+		core_claim_clear(a.now);
+		a.now->updated_at = c->now;
+		mgo_evq_add(&q, CORE_EV_CARD_RELEASED, a.now->board, a.now->id, c->actor, NULL,
+			    c->now, payload);
+		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM, &q, hit, out);
+	}
+	mgo_evq_release(&q);
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_release(struct store *st, const char *id, const struct core_token *t,
+			      const struct store_actor *actor, struct core_card **out)
+{
+	struct token_arg x = {id, t, 0};
+
+	return mgo_card_retry(st, actor, release_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+}
+
+/* ---- owned writes ---- */
+
+static json_t *gave_up_payload(const struct core_gave_up *g)
+{
+	char buf[CORE_TIME_BUF];
+
+	if (!g->set)
+		return json_pack("{sn}", "gave_up");
+	return json_pack("{s{sssososs}}", "gave_up", "reason", g->reason, "run_id",
+			 g->run_id ? json_string(g->run_id) : json_null(), "state",
+			 g->state ? json_string(g->state) : json_null(), "at",
+			 core_time_format(g->at, buf));
+}
+
+/* Sets (a copy of g, stamped now when it has no time) or clears (g NULL or !set) gave_up. */
+static enum core_rc gave_up_write(struct mgo_conn *c, struct core_card *card,
+				  const struct core_gave_up *g, struct mgo_evq *q)
+{
+	struct core_gave_up n = {0};
+
+	if (g && g->set) {
+		n.set = true;
+		n.at = g->at ? g->at : c->now;
+		if (core_str_set(&n.reason, g->reason) || core_str_set(&n.run_id, g->run_id) ||
+		    core_str_set(&n.state, g->state)) {
+			free(n.reason);
+			free(n.run_id);
+			free(n.state);
+			return CORE_ERR_NOMEM;
+		}
+	}
+	free(card->gave_up.reason);
+	free(card->gave_up.run_id);
+	free(card->gave_up.state);
+	card->gave_up = n;
+	card->updated_at = c->now;
+	mgo_evq_add(q, CORE_EV_CARD_GAVE_UP, card->board, card->id, c->actor, NULL, c->now,
+		    gave_up_payload(&card->gave_up));
+	return CORE_OK;
+}
+
+struct owned_arg {
+	const char *id;
+	const struct store_owned_write *w;
+};
+
+static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
+			       struct core_card **out)
+{
+	const struct owned_arg *x = arg;
+	const struct store_owned_write *w = x->w;
+	struct mgo_evq q;
+	struct mgo_attempt a;
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	mgo_evq_init(&q, c->m);
+	/* The fence first, for every kind: a stale token changes nothing at all. */
+	if (rc == CORE_OK)
+		rc = core_fence_check(a.was, &w->token);
+	if (rc != CORE_OK)
+		goto out;
+	switch (w->kind) {
+	case STORE_OWNED_STATE:
+		rc = core_transition_check(&a.b, a.was->state, w->state);
+		if (rc == CORE_OK)
+			rc = mgo_state_move(c, a.was, a.now, &a.b, w->state, w->reason, NULL,
+					    MGO_PRE_CLAIM, &q, hit, out);
+		goto out;
+	case STORE_OWNED_LAST_RUN:
+		rc = core_str_set(&a.now->last_run_id, w->run_id);
+		a.now->updated_at = c->now;
+		mgo_evq_add(&q, CORE_EV_CARD_LAST_RUN, a.now->board, a.now->id, c->actor, NULL,
+			    c->now,
+			    json_pack("{so}", "run_id",
+				      w->run_id ? json_string(w->run_id) : json_null()));
+		break;
+	case STORE_OWNED_AWAITING_INPUT:
+		a.now->awaiting_input = w->awaiting_input;
+		a.now->updated_at = c->now;
+		mgo_evq_add(&q, CORE_EV_CARD_UPDATED, a.now->board, a.now->id, c->actor, NULL,
+			    c->now, json_pack("{s[s]}", "fields", "awaiting_input"));
+		break;
+	case STORE_OWNED_GAVE_UP:
+		rc = gave_up_write(c, a.now, w->gave_up, &q);
+		break;
+	default:
+		rc = CORE_ERR_BAD_REQUEST;
+	}
+	if (rc == CORE_OK)
+		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM, &q, hit, out);
+out:
+	mgo_evq_release(&q);
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_owned_write(struct store *st, const char *id,
+				  const struct store_owned_write *w,
+				  const struct store_actor *actor, struct core_card **out)
+{
+	struct owned_arg x = {id, w};
+
+	return mgo_card_retry(st, actor, owned_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+}

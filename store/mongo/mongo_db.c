@@ -1,0 +1,170 @@
+/* Driver plumbing of the Mongo twin: pooled connections, the one place a bson_error_t becomes
+ * an enum core_rc, and thin find / findAndModify / counter helpers. */
+#include "store/mongo/mongo.h"
+
+#include <stdio.h>
+
+enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->m = m;
+	c->actor = "";
+	c->now = store_now(&m->base);
+	c->client = mongoc_client_pool_pop(m->pool);
+	if (!c->client)
+		return CORE_ERR_NOMEM;
+	c->cards = mongoc_client_get_collection(c->client, m->db, "cards");
+	c->runs = mongoc_client_get_collection(c->client, m->db, "runs");
+	c->events = mongoc_client_get_collection(c->client, m->db, "events");
+	c->boards = mongoc_client_get_collection(c->client, m->db, "boards");
+	c->counters = mongoc_client_get_collection(c->client, m->db, "counters");
+	if (!c->cards || !c->runs || !c->events || !c->boards || !c->counters) {
+		mgo_conn_close(c);
+		return CORE_ERR_NOMEM;
+	}
+	return CORE_OK;
+}
+
+void mgo_conn_close(struct mgo_conn *c)
+{
+	mongoc_collection_destroy(c->counters);
+	mongoc_collection_destroy(c->boards);
+	mongoc_collection_destroy(c->events);
+	mongoc_collection_destroy(c->runs);
+	mongoc_collection_destroy(c->cards);
+	if (c->client)
+		mongoc_client_pool_push(c->m->pool, c->client);
+	memset(c, 0, sizeof(*c));
+}
+
+bool mgo_error_is_dup(const bson_error_t *e)
+{
+	return e->code == 11000 || e->code == 11001;
+}
+
+enum core_rc mgo_error(const char *what, const bson_error_t *e)
+{
+	if (mgo_error_is_dup(e))
+		return CORE_ERR_ALREADY_EXISTS;
+	/* The driver's words are for the operator's log only; the client sees 503. */
+	fprintf(stderr, "boardd: mongo: %s: %s (domain %u, code %u)\n", what, e->message,
+		e->domain, e->code);
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
+enum core_rc mgo_find_one(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
+			  bson_t **doc)
+{
+	mongoc_cursor_t *cur;
+	const bson_t *d;
+	bson_error_t e;
+	bson_t o = BSON_INITIALIZER;
+	enum core_rc rc = CORE_OK;
+
+	*doc = NULL;
+	if (opts)
+		bson_copy_to_excluding_noinit(opts, &o, "limit", NULL);
+	BSON_APPEND_INT64(&o, "limit", 1);
+	cur = mongoc_collection_find_with_opts(coll, filter, &o, NULL);
+	if (mongoc_cursor_next(cur, &d)) {
+		*doc = bson_copy(d);
+		if (!*doc)
+			rc = CORE_ERR_NOMEM;
+	} else if (mongoc_cursor_error(cur, &e)) {
+		rc = mgo_error("find", &e);
+	}
+	mongoc_cursor_destroy(cur);
+	bson_destroy(&o);
+	return rc;
+}
+
+enum core_rc mgo_find_modify(mongoc_collection_t *coll, const bson_t *filter,
+			     const bson_t *update, bson_t **doc)
+{
+	mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
+	bson_iter_t it;
+	bson_error_t e;
+	bson_t reply;
+	enum core_rc rc = CORE_OK;
+
+	*doc = NULL;
+	if (!opts)
+		return CORE_ERR_NOMEM;
+	mongoc_find_and_modify_opts_set_update(opts, update);
+	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_RETURN_NEW);
+	if (!mongoc_collection_find_and_modify_with_opts(coll, filter, opts, &reply, &e)) {
+		rc = mgo_error("findAndModify", &e);
+		goto out;
+	}
+	if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		const uint8_t *data;
+		uint32_t len;
+
+		bson_iter_document(&it, &len, &data);
+		*doc = bson_new_from_data(data, len);
+		if (!*doc)
+			rc = CORE_ERR_NOMEM;
+	}
+out:
+	bson_destroy(&reply);
+	mongoc_find_and_modify_opts_destroy(opts);
+	return rc;
+}
+
+enum core_rc mgo_find_each(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
+			   enum core_rc (*fn)(void *ctx, const bson_t *doc), void *ctx)
+{
+	mongoc_cursor_t *cur = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+	const bson_t *d;
+	bson_error_t e;
+	enum core_rc rc = CORE_OK;
+
+	while (rc == CORE_OK && mongoc_cursor_next(cur, &d))
+		rc = fn(ctx, d);
+	if (rc == CORE_OK && mongoc_cursor_error(cur, &e))
+		rc = mgo_error("find", &e);
+	mongoc_cursor_destroy(cur);
+	return rc;
+}
+
+enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc;
+	mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
+	bson_iter_t it;
+	bson_error_t e;
+	bson_t reply;
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	*last = 0;
+	if (!opts)
+		goto out;
+	BSON_APPEND_UTF8(&filter, "_id", name);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
+	BSON_APPEND_INT64(&inc, "seq", n);
+	bson_append_document_end(&update, &inc);
+	mongoc_find_and_modify_opts_set_update(opts, &update);
+	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |
+							    MONGOC_FIND_AND_MODIFY_RETURN_NEW);
+	if (!mongoc_collection_find_and_modify_with_opts(c->counters, &filter, opts, &reply, &e)) {
+		rc = mgo_error("counter", &e);
+		goto out;
+	}
+	rc = CORE_ERR_STORE_UNAVAILABLE;
+	if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+	    bson_iter_recurse(&it, &it) && bson_iter_find(&it, "seq") && mgo_iter_i64(&it, last))
+		rc = CORE_OK;
+	else
+		fprintf(stderr, "boardd: mongo: counter %s: malformed reply\n", name);
+	bson_destroy(&reply);
+out:
+	mongoc_find_and_modify_opts_destroy(opts);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+	return rc;
+}
+
+const char *mgo_actor_name(const struct store_actor *actor)
+{
+	return actor && actor->name ? actor->name : "";
+}

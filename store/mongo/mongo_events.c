@@ -1,0 +1,373 @@
+/* Events on the Mongo twin (DESIGN §7): the outbox a mutation writes its events into, their
+ * delivery to the `events` collection with a monotone seq, the maintenance drain, and the
+ * audit tail with its long-poll.
+ *
+ * Seqs come from one counters document ($inc in findAndModify), so they are unique and
+ * increase in allocation order; but two writers may insert out of that order, and a writer
+ * may die between allocating a seq and inserting. The tail therefore serves only the prefix
+ * without holes: a hole is waited for until the event right after it is MGO_GAP_GRACE_MS old
+ * (by the server clock), and then skipped as a seq that will never be filled. A reader that
+ * skipped a hole never sees an event that fills it later; that takes a writer stalled for
+ * longer than the grace between two back-to-back round trips.
+ */
+#include "store/mongo/mongo.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void mgo_evq_init(struct mgo_evq *q, struct mgo *m)
+{
+	memset(q, 0, sizeof(*q));
+	q->q_ts = mgo_clock_now(&m->base);
+}
+
+void mgo_evq_release(struct mgo_evq *q)
+{
+	size_t i;
+
+	for (i = 0; i < q->n; i++)
+		bson_destroy(q->ev[i]);
+	memset(q, 0, sizeof(*q));
+}
+
+void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board,
+		 const char *card_id, const char *actor, const char *reason, int64_t now,
+		 json_t *payload)
+{
+	bool machine = core_is_machine_reason(reason);
+	bson_oid_t oid;
+	bson_t *d;
+	bool ok;
+
+	if (!payload)
+		payload = json_object();
+	if (q->failed || q->n == sizeof(q->ev) / sizeof(q->ev[0]) || !payload ||
+	    !(d = bson_new())) {
+		q->failed = true;
+		json_decref(payload);
+		return;
+	}
+	bson_oid_init(&oid, NULL);
+	bson_oid_to_string(&oid, q->eid[q->n]);
+	ok = BSON_APPEND_UTF8(d, "_id", q->eid[q->n]) && BSON_APPEND_DATE_TIME(d, "at", now) &&
+	     BSON_APPEND_DATE_TIME(d, "q_ts", q->q_ts) &&
+	     BSON_APPEND_UTF8(d, "board", board) && BSON_APPEND_UTF8(d, "type", core_event_type_name(type));
+	if (ok && card_id)
+		ok = BSON_APPEND_UTF8(d, "card_id", card_id);
+	/* A machine event still flows, with the actor blanked (DESIGN §7). */
+	ok = ok && BSON_APPEND_UTF8(d, "actor", machine || !actor ? "" : actor);
+	if (ok && reason)
+		ok = BSON_APPEND_UTF8(d, "reason", reason);
+	ok = ok && BSON_APPEND_BOOL(d, "machine", machine) &&
+	     mgo_json_append(d, "payload", payload);
+	json_decref(payload);
+	if (!ok) {
+		bson_destroy(d);
+		q->failed = true;
+		return;
+	}
+	q->ev[q->n++] = d;
+}
+
+bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push)
+{
+	bson_t each, arr;
+	char ibuf[16];
+	const char *ikey;
+	size_t i;
+	bool ok = BSON_APPEND_DOCUMENT_BEGIN(push, "outbox", &each) &&
+		  BSON_APPEND_ARRAY_BEGIN(&each, "$each", &arr);
+
+	for (i = 0; ok && i < q->n; i++) {
+		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
+		ok = BSON_APPEND_DOCUMENT(&arr, ikey, q->ev[i]);
+	}
+	return ok && bson_append_array_end(&each, &arr) && bson_append_document_end(push, &each);
+}
+
+/* Inserts q's events with seqs from the counter. Duplicate keys (an event delivered before)
+ * are fine; any other error is returned. */
+static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q)
+{
+	mongoc_bulk_operation_t *bulk;
+	bson_t opts = BSON_INITIALIZER, reply, *doc;
+	bson_error_t e;
+	int64_t last, ts;
+	enum core_rc rc;
+	size_t i;
+
+	if (!q->n)
+		return CORE_OK;
+	rc = mgo_counter_add(c, "events", (int64_t)q->n, &last);
+	if (rc != CORE_OK)
+		return rc;
+	ts = mgo_clock_now(&c->m->base);
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
+	for (i = 0; i < q->n; i++) {
+		doc = bson_new();
+		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", NULL);
+		BSON_APPEND_INT64(doc, "seq", last - (int64_t)q->n + 1 + (int64_t)i);
+		BSON_APPEND_DATE_TIME(doc, "ts", ts);
+		mongoc_bulk_operation_insert(bulk, doc);
+		bson_destroy(doc);
+	}
+	if (!mongoc_bulk_operation_execute(bulk, &reply, &e) && !mgo_error_is_dup(&e))
+		rc = mgo_error("insert events", &e);
+	bson_destroy(&reply);
+	mongoc_bulk_operation_destroy(bulk);
+	bson_destroy(&opts);
+	return rc;
+}
+
+void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+		     const struct mgo_evq *q)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, pull, sel, in, arr;
+	char ibuf[16];
+	const char *ikey;
+	bson_error_t e;
+	size_t i;
+
+	if (!q->n || evq_insert(c, q) != CORE_OK)
+		return; /* left in the outbox: the maintenance drain retries */
+	BSON_APPEND_UTF8(&filter, "_id", doc_id);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$pull", &pull);
+	BSON_APPEND_DOCUMENT_BEGIN(&pull, "outbox", &sel);
+	BSON_APPEND_DOCUMENT_BEGIN(&sel, "_id", &in);
+	BSON_APPEND_ARRAY_BEGIN(&in, "$in", &arr);
+	for (i = 0; i < q->n; i++) {
+		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
+		BSON_APPEND_UTF8(&arr, ikey, q->eid[i]);
+	}
+	bson_append_array_end(&in, &arr);
+	bson_append_document_end(&sel, &in);
+	bson_append_document_end(&pull, &sel);
+	bson_append_document_end(&update, &pull);
+	/* A failed pull only means a later drain re-delivers: a duplicate-key no-op. */
+	if (!mongoc_collection_update_one(coll, &filter, &update, NULL, NULL, &e))
+		mgo_error("outbox pull", &e);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+}
+
+enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q)
+{
+	return q->failed ? CORE_ERR_NOMEM : evq_insert(c, q);
+}
+
+/* ---- the maintenance drain ---- */
+
+struct drain_ctx {
+	struct mgo_conn *c;
+	mongoc_collection_t *coll;
+};
+
+void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc)
+{
+	bson_iter_t ai, ei;
+	const uint8_t *data;
+	uint32_t len;
+	bson_t ev;
+
+	if (!bson_iter_init_find(&ai, doc, "outbox") || !BSON_ITER_HOLDS_ARRAY(&ai) ||
+	    !bson_iter_recurse(&ai, &ai))
+		return;
+	while (bson_iter_next(&ai) && q->n < sizeof(q->ev) / sizeof(q->ev[0])) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&ai))
+			continue;
+		bson_iter_document(&ai, &len, &data);
+		if (!bson_init_static(&ev, data, len) || !bson_iter_init_find(&ei, &ev, "_id") ||
+		    !BSON_ITER_HOLDS_UTF8(&ei))
+			continue;
+		bson_strncpy(q->eid[q->n], bson_iter_utf8(&ei, NULL), sizeof(q->eid[q->n]));
+		q->ev[q->n] = bson_copy(&ev);
+		if (q->ev[q->n])
+			q->n++;
+	}
+}
+
+static enum core_rc drain_doc(void *ctx, const bson_t *doc)
+{
+	struct drain_ctx *d = ctx;
+	struct mgo_evq q = {0};
+	bson_iter_t it;
+
+	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
+		return CORE_OK;
+	mgo_evq_from_outbox(&q, doc);
+	mgo_evq_deliver(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
+	mgo_evq_release(&q);
+	return CORE_OK;
+}
+
+void mgo_outbox_drain(struct mgo *m)
+{
+	struct mgo_conn c;
+	struct drain_ctx d;
+	mongoc_collection_t *colls[3];
+	bson_t filter, opts, lt, proj;
+	size_t i;
+
+	if (mgo_conn_open(m, &c) != CORE_OK)
+		return;
+	colls[0] = c.cards;
+	colls[1] = c.runs;
+	colls[2] = c.boards;
+	for (i = 0; i < 3; i++) {
+		bson_init(&filter);
+		bson_init(&opts);
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, "outbox.q_ts", &lt);
+		BSON_APPEND_DATE_TIME(&lt, "$lt", mgo_clock_now(&m->base) - MGO_OUTBOX_GRACE_MS);
+		bson_append_document_end(&filter, &lt);
+		BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+		BSON_APPEND_INT32(&proj, "outbox", 1);
+		bson_append_document_end(&opts, &proj);
+		BSON_APPEND_INT64(&opts, "limit", 100);
+		d = (struct drain_ctx){.c = &c, .coll = colls[i]};
+		mgo_find_each(colls[i], &filter, &opts, drain_doc, &d);
+		bson_destroy(&opts);
+		bson_destroy(&filter);
+	}
+	mgo_conn_close(&c);
+}
+
+/* ---- the tail ---- */
+
+static bool board_allowed(const char *board, const char *one, const char *const *many)
+{
+	if (one && strcmp(board, one) != 0)
+		return false;
+	if (!many)
+		return true;
+	for (; *many; many++)
+		if (strcmp(board, *many) == 0)
+			return true;
+	return false;
+}
+
+struct tail_ctx {
+	struct mgo *m;
+	const char *board;
+	const char *const *boards;
+	size_t limit;
+	struct core_event *v;
+	size_t *n;
+	int64_t expect;    /* the next seq without a hole */
+	int64_t safe;      /* the last seq scanned (served or not) */
+	int64_t served;    /* the last seq served */
+	int64_t real_now;  /* the server clock, for the hole grace */
+	size_t scanned;
+	bool stop;
+};
+
+static enum core_rc tail_doc(void *ctx, const bson_t *doc)
+{
+	struct tail_ctx *t = ctx;
+	bson_iter_t it;
+	int64_t seq = 0, ts = 0;
+	struct core_event e;
+	enum core_rc rc;
+
+	t->scanned++;
+	if (t->stop)
+		return CORE_OK;
+	if (!bson_iter_init_find(&it, doc, "seq") || !mgo_iter_i64(&it, &seq))
+		return CORE_OK;
+	if (seq != t->expect) {
+		/* A hole: wait for it unless the event after it is old enough to prove it a
+		 * seq that will never be filled. */
+		if (!bson_iter_init_find(&it, doc, "ts") || !mgo_iter_i64(&it, &ts) ||
+		    ts > t->real_now - MGO_GAP_GRACE_MS) {
+			t->stop = true;
+			return CORE_OK;
+		}
+	}
+	if (!bson_iter_init_find(&it, doc, "board") || !BSON_ITER_HOLDS_UTF8(&it) ||
+	    board_allowed(bson_iter_utf8(&it, NULL), t->board, t->boards)) {
+		if (*t->n == t->limit) {
+			t->stop = true;
+			return CORE_OK;
+		}
+		rc = mgo_event_from_bson(doc, &e);
+		if (rc == CORE_ERR_NOMEM)
+			return rc;
+		if (rc == CORE_OK) {
+			t->v[(*t->n)++] = e;
+			t->served = seq;
+		}
+	}
+	t->safe = seq;
+	t->expect = seq + 1;
+	return CORE_OK;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+enum core_rc mgo_events_list(struct store *st, const char *board, const char *const *boards,
+			     int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
+			     size_t *n, int64_t *next)
+{
+	struct mgo *m = mgo_of(st);
+	struct core_event *v = calloc(limit, sizeof(*v));
+	struct tail_ctx t;
+	struct mgo_conn c;
+	bson_t filter, opts, gt, sort;
+	int64_t deadline = mono_ms() + wait_ms, left;
+	enum core_rc rc;
+	struct timespec nap;
+
+	if (!v)
+		return CORE_ERR_NOMEM;
+	rc = mgo_conn_open(m, &c);
+	if (rc != CORE_OK) {
+		free(v);
+		return rc;
+	}
+	*next = after;
+	for (;;) {
+		t = (struct tail_ctx){.m = m, .board = board, .boards = boards, .limit = limit,
+				      .v = v, .n = n, .expect = *next + 1, .safe = *next,
+				      .real_now = mgo_clock_now(st)};
+		bson_init(&filter);
+		bson_init(&opts);
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, "seq", &gt);
+		BSON_APPEND_INT64(&gt, "$gt", *next);
+		bson_append_document_end(&filter, &gt);
+		BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+		BSON_APPEND_INT32(&sort, "seq", 1);
+		bson_append_document_end(&opts, &sort);
+		BSON_APPEND_INT64(&opts, "limit", 1000);
+		rc = mgo_find_each(c.events, &filter, &opts, tail_doc, &t);
+		bson_destroy(&opts);
+		bson_destroy(&filter);
+		if (rc != CORE_OK)
+			break;
+		*next = *n == limit ? t.served : t.safe;
+		/* A full batch of other boards' events: read on without waiting. */
+		if (*n == 0 && !t.stop && t.scanned == 1000)
+			continue;
+		left = deadline - mono_ms();
+		if (*n > 0 || left <= 0)
+			break;
+		nap.tv_sec = 0;
+		nap.tv_nsec = (left < 100 ? left : 100) * 1000000L;
+		nanosleep(&nap, NULL);
+	}
+	mgo_conn_close(&c);
+	if (rc != CORE_OK) {
+		store_events_free(v, *n);
+		*n = 0;
+		*next = 0;
+		return rc;
+	}
+	*out = v;
+	return CORE_OK;
+}

@@ -1,0 +1,204 @@
+/* Column moves and the ordinary edits that are one conditional update each on the Mongo
+ * twin: SetStateFrom, Reopen, labels (set: absolute; adjust: relative, guarded on the labels
+ * read and re-derived on a miss — ADR-096 §9) and comments. */
+#include "store/mongo/mongo.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- SetStateFrom ---- */
+
+struct state_from_arg {
+	const char *id, *from, *to, *reason;
+};
+
+static enum core_rc state_from_once(struct mgo_conn *c, const void *arg, bool *hit,
+				    struct core_card **out)
+{
+	const struct state_from_arg *x = arg;
+	struct mgo_attempt a;
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	if (rc == CORE_OK)
+		rc = core_state_from_check(a.was, x->from);
+	if (rc == CORE_OK)
+		rc = core_transition_check(&a.b, a.was->state, x->to);
+	if (rc == CORE_OK)
+		rc = mgo_state_move(c, a.was, a.now, &a.b, x->to, x->reason, NULL, 0, NULL, hit,
+				    out);
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_set_state_from(struct store *st, const char *id, const char *from,
+				     const char *to, const char *reason,
+				     const struct store_actor *actor, struct core_card **out)
+{
+	struct state_from_arg x = {id, from, to, reason};
+
+	return mgo_card_retry(st, actor, state_from_once, &x, CORE_ERR_STATE_CONFLICT, out);
+}
+
+/* ---- Reopen ---- */
+
+/* Cards listing `id` as a blocker that already left the waiting column (Reopen's guard). */
+static enum core_rc dependents_outside_waiting(struct mgo_conn *c, const struct core_board *b,
+					       const char *id, size_t *n)
+{
+	bson_t filter = BSON_INITIALIZER, ne;
+	bson_error_t e;
+	int64_t cnt;
+
+	BSON_APPEND_UTF8(&filter, "blockers", id);
+	if (b->waiting) {
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, "state", &ne);
+		BSON_APPEND_UTF8(&ne, "$ne", b->waiting);
+		bson_append_document_end(&filter, &ne);
+	}
+	cnt = mongoc_collection_count_documents(c->cards, &filter, NULL, NULL, NULL, &e);
+	bson_destroy(&filter);
+	if (cnt < 0)
+		return mgo_error("count dependents", &e);
+	*n = (size_t)cnt;
+	return CORE_OK;
+}
+
+static enum core_rc reopen_once(struct mgo_conn *c, const void *arg, bool *hit,
+				struct core_card **out)
+{
+	const struct state_from_arg *x = arg;
+	struct mgo_attempt a;
+	size_t deps = 0;
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	if (rc == CORE_OK)
+		rc = dependents_outside_waiting(c, &a.b, x->id, &deps);
+	if (rc == CORE_OK)
+		rc = core_reopen_check(&a.b, a.was, x->to, deps);
+	if (rc == CORE_OK)
+		rc = mgo_state_move(c, a.was, a.now, &a.b, x->to, x->reason,
+				    json_pack("{sb}", "reopened", 1), 0, NULL, hit, out);
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_reopen(struct store *st, const char *id, const char *to,
+			     const char *reason, const struct store_actor *actor,
+			     struct core_card **out)
+{
+	struct state_from_arg x = {id, NULL, to, reason};
+
+	return mgo_card_retry(st, actor, reopen_once, &x, CORE_ERR_STATE_CONFLICT, out);
+}
+
+/* ---- labels ---- */
+
+struct labels_arg {
+	const char *id;
+	const struct core_strv *set, *add, *remove;
+};
+
+static enum core_rc labels_once(struct mgo_conn *c, const void *arg, bool *hit,
+				struct core_card **out)
+{
+	const struct labels_arg *x = arg;
+	struct mgo_attempt a;
+	struct mgo_evq q;
+	json_t *labels = NULL;
+	bool changed = false;
+	size_t i;
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	mgo_evq_init(&q, c->m);
+	if (rc == CORE_OK)
+		rc = x->set ? core_labels_set(a.now, x->set, &changed)
+			    : core_labels_adjust(a.now, x->add, x->remove, &changed);
+	if (rc == CORE_OK && changed) {
+		labels = json_array();
+		for (i = 0; labels && i < a.now->labels.n; i++)
+			if (json_array_append_new(labels, json_string(a.now->labels.v[i])))
+				break;
+		if (!labels || i < a.now->labels.n)
+			rc = CORE_ERR_NOMEM;
+		a.now->updated_at = c->now;
+		if (rc == CORE_OK)
+			mgo_evq_add(&q, CORE_EV_CARD_LABELS_CHANGED, a.now->board, a.now->id,
+				    c->actor, NULL, c->now, json_pack("{sO}", "labels", labels));
+	}
+	/* Guarded on the labels as read: a concurrent consume is re-derived, never undone. */
+	if (rc == CORE_OK)
+		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_LABELS, &q, hit, out);
+	json_decref(labels);
+	mgo_evq_release(&q);
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_labels_set(struct store *st, const char *id, const struct core_strv *labels,
+				 const struct store_actor *actor, struct core_card **out)
+{
+	struct labels_arg x = {.id = id, .set = labels};
+
+	return mgo_card_retry(st, actor, labels_once, &x, CORE_ERR_STATE_CONFLICT, out);
+}
+
+enum core_rc mgo_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,
+				    const struct core_strv *remove,
+				    const struct store_actor *actor, struct core_card **out)
+{
+	struct core_strv none = {0};
+	struct labels_arg x = {.id = id, .add = add ? add : &none, .remove = remove ? remove : &none};
+
+	return mgo_card_retry(st, actor, labels_once, &x, CORE_ERR_STATE_CONFLICT, out);
+}
+
+/* ---- comments ---- */
+
+struct comment_arg {
+	const char *id, *body;
+};
+
+static enum core_rc comment_once(struct mgo_conn *c, const void *arg, bool *hit,
+				 struct core_card **out)
+{
+	const struct comment_arg *x = arg;
+	struct core_comment *cm, *nv;
+	struct mgo_attempt a;
+	struct mgo_evq q;
+	char cid[32];
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	mgo_evq_init(&q, c->m);
+	if (rc != CORE_OK)
+		goto out;
+	rc = CORE_ERR_NOMEM;
+	nv = realloc(a.now->comments, (a.now->n_comments + 1) * sizeof(*nv));
+	if (!nv)
+		goto out;
+	a.now->comments = nv;
+	cm = memset(&a.now->comments[a.now->n_comments++], 0, sizeof(*cm));
+	/* Comments are never removed, so the position numbers them uniquely per card; the
+	 * update is guarded on the count read, so two racing comments cannot share one. */
+	snprintf(cid, sizeof(cid), "cm-%zu", a.now->n_comments);
+	cm->created_at = c->now;
+	if (core_str_set(&cm->id, cid) || core_str_set(&cm->author, c->actor) ||
+	    core_str_set(&cm->body, x->body))
+		goto out;
+	a.now->updated_at = c->now;
+	mgo_evq_add(&q, CORE_EV_CARD_COMMENT_ADDED, a.now->board, a.now->id, c->actor, NULL,
+		    c->now, json_pack("{ss}", "comment_id", cid));
+	rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_COMMENTS, &q, hit, out);
+out:
+	mgo_evq_release(&q);
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_comment_add(struct store *st, const char *id, const char *body,
+				  const struct store_actor *actor, struct core_card **out)
+{
+	struct comment_arg x = {id, body};
+
+	return mgo_card_retry(st, actor, comment_once, &x, CORE_ERR_STATE_CONFLICT, out);
+}
