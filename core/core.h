@@ -290,6 +290,13 @@ enum core_rc core_labels_set(struct core_card *c, const struct core_strv *labels
 enum core_rc core_labels_adjust(struct core_card *c, const struct core_strv *add,
 				const struct core_strv *remove, bool *changed);
 
+/* The admin sweeps' transform (rename, merge, delete): removes every label of `from`; when
+ * one was present and `to` is not NULL, `to` takes the place of the first removed label
+ * (once: a card that already has `to` keeps its position). *changed tells whether it moved.
+ * Labels must be core_label_valid (BAD_REQUEST, card unchanged). */
+enum core_rc core_labels_transform(struct core_card *c, const struct core_strv *from,
+				   const char *to, bool *changed);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Events (DESIGN §7).                                                                       */
 

@@ -224,3 +224,38 @@ enum core_rc core_labels_adjust(struct core_card *c, const struct core_strv *add
 	next.n = out;
 	return labels_commit(c, &next, changed);
 }
+
+enum core_rc core_labels_transform(struct core_card *c, const struct core_strv *from,
+				   const char *to, bool *changed)
+{
+	struct core_strv next = {0};
+	bool placed = to && core_strv_contains(&c->labels, to), hit = false;
+	size_t i;
+
+	*changed = false;
+	if (!labels_valid(from) || (to && !core_label_valid(to)))
+		return CORE_ERR_BAD_REQUEST;
+	for (i = 0; i < c->labels.n; i++) {
+		const char *l = c->labels.v[i];
+		const char *keep = l;
+
+		if (core_strv_contains(from, l)) {
+			hit = true;
+			keep = NULL;
+			if (to && !placed) {
+				keep = to;
+				placed = true;
+			}
+		}
+		if (keep && core_strv_push(&next, keep) != CORE_OK) {
+			core_strv_release(&next);
+			return CORE_ERR_NOMEM;
+		}
+	}
+	if (!hit) {
+		core_strv_release(&next);
+		return CORE_OK;
+	}
+	core_strv_dedup(&next); /* `to` may also have been kept in its own place */
+	return labels_commit(c, &next, changed);
+}

@@ -522,6 +522,56 @@ START_TEST(test_labels_set_and_adjust)
 }
 END_TEST
 
+static const struct {
+	const char *const *labels, *const *from;
+	const char *to;
+	const char *const *want;
+	bool changed;
+} transform_cases[] = {
+	/* rename keeps the position */
+	{(const char *const[]){"a", "b", "c", NULL}, (const char *const[]){"b", NULL}, "x",
+	 (const char *const[]){"a", "x", "c", NULL}, true},
+	/* merge: the first hit takes the place, the others go */
+	{(const char *const[]){"a", "b", "c", NULL}, (const char *const[]){"c", "a", NULL}, "m",
+	 (const char *const[]){"m", "b", NULL}, true},
+	/* target already present: it keeps its own place, sources go */
+	{(const char *const[]){"x", "b", NULL}, (const char *const[]){"b", NULL}, "x",
+	 (const char *const[]){"x", NULL}, true},
+	{(const char *const[]){"b", "x", NULL}, (const char *const[]){"b", NULL}, "x",
+	 (const char *const[]){"x", NULL}, true},
+	/* delete */
+	{(const char *const[]){"a", "b", NULL}, (const char *const[]){"a", NULL}, NULL,
+	 (const char *const[]){"b", NULL}, true},
+	/* no hit: unchanged */
+	{(const char *const[]){"a", NULL}, (const char *const[]){"z", NULL}, "y",
+	 (const char *const[]){"a", NULL}, false},
+};
+
+START_TEST(test_labels_transform)
+{
+	struct core_card *c = card_in("c1", "ready");
+	struct core_strv from = {0};
+	bool changed = !transform_cases[_i].changed;
+	size_t k;
+
+	strv_of(&c->labels, transform_cases[_i].labels);
+	strv_of(&from, transform_cases[_i].from);
+	ck_assert_int_eq(core_labels_transform(c, &from, transform_cases[_i].to, &changed),
+			 CORE_OK);
+	ck_assert(changed == transform_cases[_i].changed);
+	for (k = 0; transform_cases[_i].want[k]; k++) {
+		ck_assert_uint_lt(k, c->labels.n);
+		ck_assert_str_eq(c->labels.v[k], transform_cases[_i].want[k]);
+	}
+	ck_assert_uint_eq(k, c->labels.n);
+	core_strv_release(&from);
+	ck_assert_int_eq(core_strv_push(&from, "bad label"), CORE_OK);
+	ck_assert_int_eq(core_labels_transform(c, &from, "x", &changed), CORE_ERR_BAD_REQUEST);
+	core_strv_release(&from);
+	core_card_free(c);
+}
+END_TEST
+
 /* ---- events ---- */
 
 START_TEST(test_events)
@@ -764,6 +814,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_machine_reasons);
 	tcase_add_test(tc, test_blockers);
 	tcase_add_test(tc, test_labels_set_and_adjust);
+	tcase_add_loop_test(tc, test_labels_transform, 0,
+			    (int)(sizeof(transform_cases) / sizeof(transform_cases[0])));
 	tcase_add_test(tc, test_events);
 	tcase_add_test(tc, test_card_dup_equal);
 	tcase_add_test(tc, test_promote_if_orphaned);
