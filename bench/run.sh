@@ -13,6 +13,8 @@
 #                    disk: both servers fsync there, and tmpfs would make fsync free
 #   ETCD             etcd binary (default: etcd from PATH, Debian's etcd-server)
 #   BUILD            build dir (default build-bench, configured --buildtype=release)
+#   QUIET_LOAD (1.5) QUIET_WAIT seconds (300): before measuring, wait (bounded) until the
+#                    1-minute load average is below QUIET_LOAD; the load is printed either way
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -86,6 +88,10 @@ wait_port() { # port seconds
 	done
 	return 1
 }
+
+# Other people compile on this machine: wait (bounded) for a quiet moment.
+source "$here/quiet.sh"
+quiet_wait "${QUIET_LOAD:-1.5}" "${QUIET_WAIT:-300}"
 
 echo "== claim-cycle benchmark: $WORKERS workers, $ROUNDS round(s) x ${DURATION} s per target =="
 echo "host: $(nproc) cores, $(uname -r); data dir on $(df -T "$tmp" | awk 'NR==2{print $2}')"
