@@ -174,6 +174,48 @@ enum core_rc store_board_put(struct store *st, const struct core_board *b,
 	return st->ops->board_put(st, b, actor);
 }
 
+enum core_rc store_board_column_rename(struct store *st, const char *board, const char *from,
+				       const char *to, const struct store_actor *actor,
+				       size_t *touched)
+{
+	if (touched)
+		*touched = 0;
+	if (!st || !touched || !core_name_valid(board) || !core_name_valid(from) ||
+	    !core_name_valid(to))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, board_column_rename);
+	return st->ops->board_column_rename(st, board, from, to, actor, touched);
+}
+
+enum core_rc store_labels_sweep(struct store *st, const struct store_label_sweep *sw,
+				const struct store_actor *actor, size_t *touched)
+{
+	if (touched)
+		*touched = 0;
+	if (!st || !sw || !touched || !sw->from || sw->from->n == 0 ||
+	    !labels_valid(sw->from) || (sw->board && !core_name_valid(sw->board)) ||
+	    !boards_valid(sw->boards))
+		return CORE_ERR_BAD_REQUEST;
+	switch (sw->kind) {
+	case STORE_LABELS_RENAME:
+		if (sw->from->n != 1 || !core_label_valid(sw->to))
+			return CORE_ERR_BAD_REQUEST;
+		break;
+	case STORE_LABELS_MERGE:
+		if (!core_label_valid(sw->to))
+			return CORE_ERR_BAD_REQUEST;
+		break;
+	case STORE_LABELS_DELETE:
+		if (sw->from->n != 1 || sw->to)
+			return CORE_ERR_BAD_REQUEST;
+		break;
+	default:
+		return CORE_ERR_BAD_REQUEST;
+	}
+	NEED_OP(st, labels_sweep);
+	return st->ops->labels_sweep(st, sw, actor, touched);
+}
+
 void store_boards_free(struct core_board *boards, size_t n)
 {
 	size_t i;

@@ -103,6 +103,23 @@ struct store_run_update {
 	int64_t lease_ms;         /* the run lock is renewed to now + lease_ms */
 };
 
+/* The label admin sweeps (DESIGN §8: POST /v1/labels/rename, /merge, DELETE /v1/labels/{name}):
+ * every card of the scope carrying one of `from` is rewritten with core_labels_transform, each
+ * card's write guarded on the labels it was read with (ADR-096 §9). */
+enum store_label_sweep_kind {
+	STORE_LABELS_RENAME, /* from = {one label}, to */
+	STORE_LABELS_MERGE,  /* from = {labels...}, to */
+	STORE_LABELS_DELETE, /* from = {one label}, to = NULL */
+};
+
+struct store_label_sweep {
+	enum store_label_sweep_kind kind;
+	const char *board;            /* NULL: every board in `boards` */
+	const char *const *boards;    /* NULL: any; else NULL-terminated list the caller may see */
+	const struct core_strv *from;
+	const char *to;
+};
+
 /* ---- the interface ---- */
 
 struct store {
@@ -187,6 +204,15 @@ struct store_ops {
 	/* Number of runs recorded for a card (run ceiling). */
 	enum core_rc (*run_count_for_card)(struct store *st, const char *card_id, size_t *n);
 
+	/* Admin (DESIGN §8). Column rename: the column keeps its place and flags, role names
+	 * follow it, and every card in it moves under machine reason state_rename.
+	 * `to` existing -> ALREADY_EXISTS; unknown board/column -> NOT_FOUND. */
+	enum core_rc (*board_column_rename)(struct store *st, const char *board, const char *from,
+					    const char *to, const struct store_actor *actor,
+					    size_t *touched);
+	enum core_rc (*labels_sweep)(struct store *st, const struct store_label_sweep *sw,
+				     const struct store_actor *actor, size_t *touched);
+
 	/* Reaper support (DESIGN §6). */
 	/* Claimed cards with an expired lease (lease_until < now), oldest lease first. */
 	enum core_rc (*reaper_list_expired)(struct store *st, size_t batch,
@@ -229,6 +255,12 @@ enum core_rc store_board_put(struct store *st, const struct core_board *b,
 			     const struct store_actor *actor);
 /* Frees an array from store_board_list. */
 void store_boards_free(struct core_board *boards, size_t n);
+
+enum core_rc store_board_column_rename(struct store *st, const char *board, const char *from,
+				       const char *to, const struct store_actor *actor,
+				       size_t *touched);
+enum core_rc store_labels_sweep(struct store *st, const struct store_label_sweep *sw,
+				const struct store_actor *actor, size_t *touched);
 
 enum core_rc store_card_create(struct store *st, const struct store_card_create *in,
 			       const struct store_actor *actor, struct core_card **out);

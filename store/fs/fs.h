@@ -295,6 +295,13 @@ enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 /* The legacy same-host sweep run at open (one journal line for all releases). */
 enum core_rc fs_legacy_sweep(struct fs *fs);
 
+/* fs_admin.c */
+enum core_rc fs_board_column_rename(struct store *st, const char *board, const char *from,
+				    const char *to, const struct store_actor *actor,
+				    size_t *touched);
+enum core_rc fs_labels_sweep(struct store *st, const struct store_label_sweep *sw,
+			     const struct store_actor *actor, size_t *touched);
+
 /* fs_runs.c */
 enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 			   const struct store_actor *actor, struct core_run **out);

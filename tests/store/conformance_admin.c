@@ -1,0 +1,193 @@
+/* Conformance: the admin operations — column rename and the label sweeps. */
+#include "tests/store/conformance.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void set_labels(struct store *st, const char *id, const char *const *labels)
+{
+	struct core_strv sv = ct_strv(labels);
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_labels_set(st, id, &sv, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	free(sv.v);
+}
+
+static void assert_labels(struct store *st, const char *id, const char *const *want)
+{
+	struct core_card *c = ct_get(st, id);
+	size_t k;
+
+	for (k = 0; want[k]; k++) {
+		ck_assert_msg(k < c->labels.n, "%s: missing label %s", id, want[k]);
+		ck_assert_str_eq(c->labels.v[k], want[k]);
+	}
+	ck_assert_uint_eq(k, c->labels.n);
+	core_card_free(c);
+}
+
+START_TEST(column_rename_moves_cards_as_machine)
+{
+	struct store *st = ct_open();
+	struct core_board b = {0};
+	struct core_card *c;
+	struct core_event *ev;
+	size_t touched = 99, n, i, state_events = 0;
+	int64_t epoch, before;
+
+	ct_create(st, "a", "review", NULL);
+	ct_create(st, "b", "review", NULL);
+	ct_create(st, "c", "ready", NULL);
+	epoch = ct_claim(st, "a", "w1");
+	before = ct_last_seq(st);
+	ct_now += 1000;
+	ck_assert_int_eq(store_board_column_rename(st, "default", "review", "qa", &ct_op, &touched),
+			 CORE_OK);
+	ck_assert_uint_eq(touched, 2);
+	ct_assert_state(st, "a", "qa");
+	ct_assert_state(st, "b", "qa");
+	ct_assert_state(st, "c", "ready");
+	c = ct_get(st, "a");
+	ck_assert_str_eq(c->state_reason, "state_rename");
+	ck_assert(c->claim.present); /* ordinary writes never touch the claim */
+	ck_assert_int_eq(c->claim_epoch, epoch);
+	core_card_free(c);
+	ck_assert_int_eq(store_board_get(st, "default", &b), CORE_OK);
+	ck_assert_ptr_nonnull(core_board_column(&b, "qa"));
+	ck_assert_ptr_null(core_board_column(&b, "review"));
+	ck_assert_str_eq(b.cols[6].name, "qa"); /* keeps its place */
+	core_board_release(&b);
+
+	ev = ct_events(st, before, &n);
+	for (i = 0; i < n; i++) {
+		if (ev[i].type == CORE_EV_CARD_STATE_CHANGED) {
+			state_events++;
+			ck_assert(ev[i].machine);
+			ck_assert_str_eq(ev[i].actor, "");
+			ct_assert_payload(&ev[i], "{\"from\":\"review\",\"to\":\"qa\"}");
+		}
+	}
+	ck_assert_uint_eq(state_events, 2);
+	ck_assert_int_eq(ev[n - 1].type, CORE_EV_BOARD_UPDATED);
+	store_events_free(ev, n);
+	ct_close(st);
+}
+END_TEST
+
+START_TEST(column_rename_roles_and_refusals)
+{
+	struct store *st = ct_open();
+	struct core_board b = {0};
+	struct core_card *c = NULL;
+	size_t touched = 9;
+
+	ct_create(st, "x", "done", NULL);
+	ck_assert_int_eq(store_board_column_rename(st, "default", "done", "shipped", &ct_op,
+						   &touched),
+			 CORE_OK);
+	ck_assert_uint_eq(touched, 1);
+	ck_assert_int_eq(store_board_get(st, "default", &b), CORE_OK);
+	ck_assert_str_eq(b.completed, "shipped");
+	ck_assert(core_board_is_terminal(&b, "shipped"));
+	core_board_release(&b);
+	/* the sink is still a sink under its new name */
+	ck_assert_int_eq(store_card_set_state_from(st, "x", "shipped", "ready", NULL, &ct_op, &c),
+			 CORE_ERR_TERMINAL_STATE_EXIT);
+	ck_assert_int_eq(store_board_column_rename(st, "default", "ready", "backlog", &ct_op,
+						   &touched),
+			 CORE_ERR_ALREADY_EXISTS);
+	ck_assert_uint_eq(touched, 0);
+	ck_assert_int_eq(store_board_column_rename(st, "default", "nope", "x2", &ct_op, &touched),
+			 CORE_ERR_NOT_FOUND);
+	ck_assert_int_eq(store_board_column_rename(st, "ghost", "ready", "x2", &ct_op, &touched),
+			 CORE_ERR_NOT_FOUND);
+	ck_assert_int_eq(store_board_column_rename(st, "default", "ready", "bad name", &ct_op,
+						   &touched),
+			 CORE_ERR_BAD_REQUEST);
+	ct_close(st);
+}
+END_TEST
+
+START_TEST(label_sweeps)
+{
+	struct store *st = ct_open();
+	struct store_label_sweep sw = {0};
+	struct core_strv from;
+	struct core_event *ev;
+	size_t touched = 0, n;
+	int64_t before;
+
+	ct_create(st, "a", NULL, NULL);
+	ct_create(st, "b", NULL, NULL);
+	ct_create(st, "c", NULL, NULL);
+	set_labels(st, "a", (const char *const[]){"bug", "p1", NULL});
+	set_labels(st, "b", (const char *const[]){"defect", "bug", NULL});
+	set_labels(st, "c", (const char *const[]){"p2", NULL});
+
+	/* rename keeps the position; a card holding both keeps one */
+	from = ct_strv((const char *const[]){"bug", NULL});
+	sw = (struct store_label_sweep){.kind = STORE_LABELS_RENAME, .from = &from, .to = "defect"};
+	before = ct_last_seq(st);
+	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
+	ck_assert_uint_eq(touched, 2);
+	free(from.v);
+	assert_labels(st, "a", (const char *const[]){"defect", "p1", NULL});
+	assert_labels(st, "b", (const char *const[]){"defect", NULL});
+	assert_labels(st, "c", (const char *const[]){"p2", NULL});
+	ev = ct_events(st, before, &n);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_int_eq(ev[0].type, CORE_EV_CARD_LABELS_CHANGED);
+	ck_assert_int_eq(ev[2].type, CORE_EV_LABEL_RENAME);
+	ck_assert(!ev[2].machine);
+	ct_assert_payload(&ev[2], "{\"from\":[\"bug\"],\"to\":\"defect\",\"touched\":2}");
+	store_events_free(ev, n);
+
+	/* merge */
+	from = ct_strv((const char *const[]){"p1", "p2", NULL});
+	sw = (struct store_label_sweep){.kind = STORE_LABELS_MERGE, .from = &from, .to = "prio"};
+	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
+	ck_assert_uint_eq(touched, 2);
+	free(from.v);
+	assert_labels(st, "a", (const char *const[]){"defect", "prio", NULL});
+	assert_labels(st, "c", (const char *const[]){"prio", NULL});
+
+	/* delete, scoped to a board the cards are not on: nothing */
+	from = ct_strv((const char *const[]){"prio", NULL});
+	sw = (struct store_label_sweep){.kind = STORE_LABELS_DELETE, .from = &from,
+					.board = "elsewhere"};
+	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
+	ck_assert_uint_eq(touched, 0);
+	sw.board = NULL;
+	sw.boards = (const char *const[]){"other", NULL};
+	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
+	ck_assert_uint_eq(touched, 0);
+	sw.boards = NULL;
+	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
+	ck_assert_uint_eq(touched, 2);
+	free(from.v);
+	assert_labels(st, "a", (const char *const[]){"defect", NULL});
+	assert_labels(st, "c", (const char *const[]){NULL});
+
+	/* bad input changes nothing */
+	from = ct_strv((const char *const[]){"defect", NULL});
+	sw = (struct store_label_sweep){.kind = STORE_LABELS_RENAME, .from = &from, .to = "a,b"};
+	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_ERR_BAD_REQUEST);
+	sw = (struct store_label_sweep){.kind = STORE_LABELS_DELETE, .from = &from, .to = "x"};
+	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_ERR_BAD_REQUEST);
+	free(from.v);
+	assert_labels(st, "a", (const char *const[]){"defect", NULL});
+	ct_close(st);
+}
+END_TEST
+
+void conformance_add_admin(Suite *s)
+{
+	TCase *tc = tcase_create("admin");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, column_rename_moves_cards_as_machine);
+	tcase_add_test(tc, column_rename_roles_and_refusals);
+	tcase_add_test(tc, label_sweeps);
+	suite_add_tcase(s, tc);
+}
