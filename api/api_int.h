@@ -184,7 +184,7 @@ int64_t api_mono_ms(void);
 /* Sets a JSON answer (takes the reference; NULL means out of memory). */
 enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out);
 
-/* ---- handlers: cards.c, claims.c, runs.c, events.c, boards.c, meta.c ---- */
+/* ---- handlers: cards.c, claims.c, runs.c, events.c, boards.c, admin.c, meta.c ---- */
 /* Reads card `id` and checks the token may see its board; caller frees *out. */
 enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card **out);
 /* Checks the token may see the board of the path's card (before a mutation: a card never
@@ -229,6 +229,11 @@ enum core_rc api_h_board_get(struct api_req *r);
 enum core_rc api_h_board_put(struct api_req *r);
 enum core_rc api_h_reaper_get(struct api_req *r);
 enum core_rc api_h_reaper_pass(struct api_req *r);
+
+enum core_rc api_h_labels_rename(struct api_req *r);
+enum core_rc api_h_labels_merge(struct api_req *r);
+enum core_rc api_h_labels_delete(struct api_req *r);
+enum core_rc api_h_column_rename(struct api_req *r);
 
 enum core_rc api_h_healthz(struct api_req *r);
 enum core_rc api_h_readyz(struct api_req *r);

@@ -56,5 +56,6 @@ TCase *api_tcase_misc(void);
 TCase *api_tcase_roles(void);
 TCase *api_tcase_race(void);
 TCase *api_tcase_units(void);
+TCase *api_tcase_admin(void);
 
 #endif

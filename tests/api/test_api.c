@@ -352,6 +352,7 @@ static Suite *api_suite(void)
 	Suite *s = suite_create("api");
 
 	suite_add_tcase(s, api_tcase_units());
+	suite_add_tcase(s, api_tcase_admin());
 	suite_add_tcase(s, api_tcase_life());
 	suite_add_tcase(s, api_tcase_errors());
 	suite_add_tcase(s, api_tcase_errors_small());

@@ -27,9 +27,9 @@ START_TEST(err_400_401_403_404_405)
 
 	t_problem(404, "not_found", "GET", "/v1/nothing", BOT, NULL, NULL);
 	t_problem(404, "not_found", "GET", "/v1/cards/nope", BOT, NULL, NULL);
-	t_problem(404, "not_found", "POST", "/v1/labels/rename", OP, NULL, "{}");
-	t_problem(404, "not_found", "POST", "/v1/boards/default/columns/ready/rename", OP, NULL,
-		  "{}");
+	t_problem(404, "not_found", "POST", "/v1/labels/nowhere/rename", OP, NULL, "{}");
+	t_problem(404, "not_found", "POST", "/v1/boards/default/columns/nope/rename", OP, NULL,
+		  "{\"to\":\"x2\"}");
 	t_problem(404, "not_found", "GET", "/v1/cards/", BOT, NULL, NULL);
 
 	t_problem(405, "method_not_allowed", "DELETE", "/v1/cards", OP, NULL, NULL);

@@ -43,6 +43,12 @@ static const struct route_case mutating[] = {
 	{"DELETE", "/v1/runs/run-%s", NULL, NULL, RO},
 	{"PUT", "/v1/boards/default", "{\"columns\":[]}", NULL, RO},
 	{"POST", "/v1/reaper/pass", NULL, NULL, RO},
+	{"POST", "/v1/labels/rename", "{\"board\":\"default\",\"from\":\"a\",\"to\":\"b\"}",
+	 NULL, RO},
+	{"POST", "/v1/labels/merge", "{\"board\":\"default\",\"from\":[\"a\"],\"to\":\"b\"}",
+	 NULL, RO},
+	{"DELETE", "/v1/labels/a?board=default", NULL, NULL, RO},
+	{"POST", "/v1/boards/default/columns/review/rename", "{\"to\":\"qa\"}", NULL, RO},
 };
 
 static const struct {
