@@ -40,8 +40,11 @@
  *     ordinal (list order is unaffected: ordinals only need to increase).
  *  8. Run create checks the card exists, then inserts: a card deleted in between leaves a run
  *     pointing at no card (as a pruned-then-deleted pair would).
- *  9. The unblocked cascade, the state move it follows, label sweeps: each card is its own
- *     atomic step; there is no cross-card snapshot.
+ *  9. Column rename and the label sweeps (mongo_admin.c): the board, then each card, each its
+ *     own conditional update (guarded on state / on the labels read, re-derived on a miss),
+ *     then the summary event. A sweep interrupted midway leaves part of the cards done (no
+ *     card is half-written); a rename interrupted after the board write is finished by
+ *     asking for it again. There is no cross-card snapshot.
  */
 #include "store/mongo/mongo.h"
 
@@ -78,6 +81,8 @@ static const struct store_ops mgo_ops = {
 	.board_list = mgo_board_list,
 	.board_get = mgo_board_get,
 	.board_put = mgo_board_put,
+	.board_column_rename = mgo_board_column_rename,
+	.labels_sweep = mgo_labels_sweep,
 	.card_create = mgo_card_create,
 	.card_get = mgo_card_get,
 	.card_list = mgo_card_list,

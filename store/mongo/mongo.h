@@ -204,6 +204,9 @@ void mgo_attempt_end(struct mgo_attempt *a);
 enum core_rc mgo_card_retry(struct store *st, const struct store_actor *actor,
 			    mgo_attempt_fn fn, const void *arg, enum core_rc exhausted,
 			    struct core_card **out);
+/* The same on an open connection (c->actor and c->now as the caller set them). */
+enum core_rc mgo_card_retry_on(struct mgo_conn *c, mgo_attempt_fn fn, const void *arg,
+			       enum core_rc exhausted, struct core_card **out);
 /* The board config of a card: NOT_FOUND becomes INTERNAL (a card never outlives its board). */
 enum core_rc mgo_board_read(struct mgo_conn *c, const char *name, struct core_board *out);
 /* A lookup over cards read on demand (for core_blockers_*); errors are remembered. */
@@ -236,6 +239,20 @@ enum core_rc mgo_board_put(struct store *st, const struct core_board *b,
 			   const struct store_actor *actor);
 /* Creates the default board when there is no board at all (open). */
 enum core_rc mgo_board_default(struct mgo *m);
+
+/* mongo_admin.c */
+enum core_rc mgo_board_column_rename(struct store *st, const char *board, const char *from,
+				     const char *to, const struct store_actor *actor,
+				     size_t *touched);
+enum core_rc mgo_labels_sweep(struct store *st, const struct store_label_sweep *sw,
+			      const struct store_actor *actor, size_t *touched);
+/* Pushes one board-level event into board `name`'s outbox and delivers it (mongo_boards.c). */
+enum core_rc mgo_board_event(struct mgo_conn *c, const char *name, enum core_event_type type,
+			     const char *reason, json_t *payload);
+/* Writes b over its document (upsert), optionally requiring column `must_have` in the stored
+ * one (*hit false when it is gone), with a board_updated event unless payload is NULL. */
+enum core_rc mgo_board_write(struct mgo_conn *c, const struct core_board *b,
+			     const char *must_have, json_t *payload, bool *hit);
 
 /* mongo_cards.c */
 enum core_rc mgo_card_create(struct store *st, const struct store_card_create *in,

@@ -94,37 +94,76 @@ static enum core_rc dropped_column_in_use(struct mgo_conn *c, const struct core_
 	return CORE_OK;
 }
 
-/* Writes b (upsert, scoped $set) with a board_updated event in its outbox. */
-static enum core_rc board_write(struct mgo_conn *c, const struct core_board *b, bool created)
+enum core_rc mgo_board_write(struct mgo_conn *c, const struct core_board *b,
+			     const char *must_have, json_t *payload, bool *hit)
 {
 	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, set, push, full, opts;
+	struct mgo_evq q;
+	bson_error_t e;
+	bson_t reply;
+	bson_iter_t it;
+	int64_t matched = 0;
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	*hit = false;
+	mgo_evq_init(&q, c->m);
+	if (payload)
+		mgo_evq_add(&q, CORE_EV_BOARD_UPDATED, b->name, NULL, c->actor, NULL, c->now,
+			    payload);
+	bson_init(&full);
+	bson_init(&opts);
+	if (q.failed || !mgo_board_to_bson(b, &full))
+		goto out;
+	BSON_APPEND_UTF8(&filter, "_id", b->name);
+	if (must_have)
+		BSON_APPEND_UTF8(&filter, "cols.name", must_have);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+	bson_copy_to_excluding_noinit(&full, &set, "_id", NULL);
+	bson_append_document_end(&update, &set);
+	if (q.n) {
+		BSON_APPEND_DOCUMENT_BEGIN(&update, "$push", &push);
+		mgo_evq_push_append(&q, &push);
+		bson_append_document_end(&update, &push);
+	}
+	/* A conditional write never creates: only a plain put upserts. */
+	BSON_APPEND_BOOL(&opts, "upsert", must_have == NULL);
+	rc = CORE_OK;
+	if (!mongoc_collection_update_one(c->boards, &filter, &update, &opts, &reply, &e))
+		rc = mgo_error("board put", &e);
+	else if (bson_iter_init_find(&it, &reply, "matchedCount") && mgo_iter_i64(&it, &matched))
+		*hit = matched > 0 || bson_has_field(&reply, "upsertedId");
+	bson_destroy(&reply); /* always initialised by the driver */
+	if (rc == CORE_OK && *hit)
+		mgo_evq_deliver(c, c->boards, b->name, &q);
+out:
+	bson_destroy(&opts);
+	bson_destroy(&full);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+	mgo_evq_release(&q);
+	return rc;
+}
+
+enum core_rc mgo_board_event(struct mgo_conn *c, const char *name, enum core_event_type type,
+			     const char *reason, json_t *payload)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, push;
 	struct mgo_evq q;
 	bson_error_t e;
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	mgo_evq_init(&q, c->m);
-	mgo_evq_add(&q, CORE_EV_BOARD_UPDATED, b->name, NULL, c->actor, NULL, c->now,
-		    json_pack("{sb}", "created", created));
-	bson_init(&full);
-	if (q.failed || !mgo_board_to_bson(b, &full))
-		goto out;
-	BSON_APPEND_UTF8(&filter, "_id", b->name);
-	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
-	bson_copy_to_excluding_noinit(&full, &set, "_id", NULL);
-	bson_append_document_end(&update, &set);
+	mgo_evq_add(&q, type, name, NULL, c->actor, reason, c->now, payload);
+	BSON_APPEND_UTF8(&filter, "_id", name);
 	BSON_APPEND_DOCUMENT_BEGIN(&update, "$push", &push);
-	mgo_evq_push_append(&q, &push);
-	bson_append_document_end(&update, &push);
-	bson_init(&opts);
-	BSON_APPEND_BOOL(&opts, "upsert", true);
-	rc = CORE_OK;
-	if (!mongoc_collection_update_one(c->boards, &filter, &update, &opts, NULL, &e))
-		rc = mgo_error("board put", &e);
-	bson_destroy(&opts);
-	if (rc == CORE_OK)
-		mgo_evq_deliver(c, c->boards, b->name, &q);
-out:
-	bson_destroy(&full);
+	if (!q.failed && mgo_evq_push_append(&q, &push)) {
+		bson_append_document_end(&update, &push);
+		rc = CORE_OK;
+		if (!mongoc_collection_update_one(c->boards, &filter, &update, NULL, NULL, &e))
+			rc = mgo_error("board event", &e);
+		if (rc == CORE_OK)
+			mgo_evq_deliver(c, c->boards, name, &q);
+	}
 	bson_destroy(&update);
 	bson_destroy(&filter);
 	mgo_evq_release(&q);
@@ -137,7 +176,7 @@ enum core_rc mgo_board_put(struct store *st, const struct core_board *b,
 	struct core_board old = {0};
 	struct mgo_conn c;
 	char detail[160];
-	bool exists = false, busy = false;
+	bool exists = false, busy = false, hit;
 	enum core_rc rc;
 
 	rc = core_board_validate(b, detail, sizeof(detail));
@@ -158,7 +197,7 @@ enum core_rc mgo_board_put(struct store *st, const struct core_board *b,
 	if (rc == CORE_OK && busy)
 		rc = CORE_ERR_TRANSITION_REJECTED;
 	if (rc == CORE_OK)
-		rc = board_write(&c, b, !exists);
+		rc = mgo_board_write(&c, b, NULL, json_pack("{sb}", "created", !exists), &hit);
 	core_board_release(&old);
 	mgo_conn_close(&c);
 	return rc;
@@ -171,6 +210,7 @@ enum core_rc mgo_board_default(struct mgo *m)
 	bson_t filter = BSON_INITIALIZER;
 	bson_error_t e;
 	int64_t cnt;
+	bool hit;
 	enum core_rc rc = mgo_conn_open(m, &c);
 
 	if (rc != CORE_OK)
@@ -181,7 +221,7 @@ enum core_rc mgo_board_default(struct mgo *m)
 	/* Two replicas opening a new database at once both write the same default: the
 	 * upsert makes that one board (and at most one extra board_updated event). */
 	if (rc == CORE_OK && cnt == 0 && (rc = core_board_init_default(&b, "default")) == CORE_OK)
-		rc = board_write(&c, &b, true);
+		rc = mgo_board_write(&c, &b, NULL, json_pack("{sb}", "created", 1), &hit);
 	core_board_release(&b);
 	bson_destroy(&filter);
 	mgo_conn_close(&c);

@@ -281,24 +281,33 @@ void mgo_attempt_end(struct mgo_attempt *a)
 	core_board_release(&a->b);
 }
 
+enum core_rc mgo_card_retry_on(struct mgo_conn *c, mgo_attempt_fn fn, const void *arg,
+			       enum core_rc exhausted, struct core_card **out)
+{
+	struct core_card *dummy = NULL;
+	bool hit = false;
+	int tries;
+	enum core_rc rc = CORE_OK;
+
+	for (tries = 0; rc == CORE_OK && !hit && tries < MGO_CAS_TRIES; tries++)
+		rc = fn(c, arg, &hit, out ? out : &dummy);
+	if (rc == CORE_OK && !hit)
+		rc = exhausted;
+	core_card_free(dummy);
+	return rc;
+}
+
 enum core_rc mgo_card_retry(struct store *st, const struct store_actor *actor,
 			    mgo_attempt_fn fn, const void *arg, enum core_rc exhausted,
 			    struct core_card **out)
 {
-	struct core_card *dummy = NULL;
 	struct mgo_conn c;
-	bool hit = false;
-	int tries;
 	enum core_rc rc = mgo_conn_open(mgo_of(st), &c);
 
 	if (rc != CORE_OK)
 		return rc;
 	c.actor = mgo_actor_name(actor);
-	for (tries = 0; rc == CORE_OK && !hit && tries < MGO_CAS_TRIES; tries++)
-		rc = fn(&c, arg, &hit, out ? out : &dummy);
-	if (rc == CORE_OK && !hit)
-		rc = exhausted;
-	core_card_free(dummy);
+	rc = mgo_card_retry_on(&c, fn, arg, exhausted, out);
 	mgo_conn_close(&c);
 	return rc;
 }

@@ -86,6 +86,60 @@ bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push)
 	return ok && bson_append_array_end(&each, &arr) && bson_append_document_end(push, &each);
 }
 
+/* Copies into *fresh (zeroed here) the events of q that `events` does not hold yet, so no
+ * seq is spent on a second delivery of an outbox entry: a spent, never-filled seq is a hole
+ * the tail has to wait out. */
+static enum core_rc evq_undelivered(struct mgo_conn *c, const struct mgo_evq *q,
+				    struct mgo_evq *fresh)
+{
+	bson_t filter = BSON_INITIALIZER, in, arr, opts = BSON_INITIALIZER, proj;
+	mongoc_cursor_t *cur;
+	const bson_t *d;
+	bson_iter_t it;
+	bson_error_t e;
+	char ibuf[16];
+	const char *ikey;
+	bool seen[sizeof(q->ev) / sizeof(q->ev[0])] = {false};
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	memset(fresh, 0, sizeof(*fresh));
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
+	BSON_APPEND_ARRAY_BEGIN(&in, "$in", &arr);
+	for (i = 0; i < q->n; i++) {
+		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
+		BSON_APPEND_UTF8(&arr, ikey, q->eid[i]);
+	}
+	bson_append_array_end(&in, &arr);
+	bson_append_document_end(&filter, &in);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+	BSON_APPEND_INT32(&proj, "_id", 1);
+	bson_append_document_end(&opts, &proj);
+	cur = mongoc_collection_find_with_opts(c->events, &filter, &opts, NULL);
+	while (mongoc_cursor_next(cur, &d))
+		for (i = 0; i < q->n; i++)
+			if (bson_iter_init_find(&it, d, "_id") && BSON_ITER_HOLDS_UTF8(&it) &&
+			    strcmp(q->eid[i], bson_iter_utf8(&it, NULL)) == 0)
+				seen[i] = true;
+	if (mongoc_cursor_error(cur, &e))
+		rc = mgo_error("find events", &e);
+	mongoc_cursor_destroy(cur);
+	for (i = 0; rc == CORE_OK && i < q->n; i++) {
+		if (seen[i])
+			continue;
+		if (!(fresh->ev[fresh->n] = bson_copy(q->ev[i]))) {
+			rc = CORE_ERR_NOMEM;
+			break;
+		}
+		memcpy(fresh->eid[fresh->n++], q->eid[i], sizeof(q->eid[i]));
+	}
+	if (rc != CORE_OK)
+		mgo_evq_release(fresh);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return rc;
+}
+
 /* Inserts q's events with seqs from the counter. Duplicate keys (an event delivered before)
  * are fine; any other error is returned. */
 static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q)
@@ -121,40 +175,52 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q)
 	return rc;
 }
 
-void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+/* Pulls q's events out of doc_id's outbox: $pullAll of the exact elements pushed (FerretDB
+ * 1.24's $pull takes no conditions; an exact value matches on both servers). */
+static void evq_pull(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q)
 {
-	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, pull, sel, in, arr;
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, pull, arr;
 	char ibuf[16];
 	const char *ikey;
 	bson_error_t e;
 	size_t i;
 
-	if (!q->n || evq_insert(c, q) != CORE_OK)
-		return; /* left in the outbox: the maintenance drain retries */
 	BSON_APPEND_UTF8(&filter, "_id", doc_id);
-	BSON_APPEND_DOCUMENT_BEGIN(&update, "$pull", &pull);
-	BSON_APPEND_DOCUMENT_BEGIN(&pull, "outbox", &sel);
-	BSON_APPEND_DOCUMENT_BEGIN(&sel, "_id", &in);
-	BSON_APPEND_ARRAY_BEGIN(&in, "$in", &arr);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$pullAll", &pull);
+	BSON_APPEND_ARRAY_BEGIN(&pull, "outbox", &arr);
 	for (i = 0; i < q->n; i++) {
 		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
-		BSON_APPEND_UTF8(&arr, ikey, q->eid[i]);
+		BSON_APPEND_DOCUMENT(&arr, ikey, q->ev[i]);
 	}
-	bson_append_array_end(&in, &arr);
-	bson_append_document_end(&sel, &in);
-	bson_append_document_end(&pull, &sel);
+	bson_append_array_end(&pull, &arr);
 	bson_append_document_end(&update, &pull);
-	/* A failed pull only means a later drain re-delivers: a duplicate-key no-op. */
+	/* A failed pull only means a later drain finds them delivered and pulls again. */
 	if (!mongoc_collection_update_one(coll, &filter, &update, NULL, NULL, &e))
 		mgo_error("outbox pull", &e);
 	bson_destroy(&update);
 	bson_destroy(&filter);
+	(void)c;
+}
+
+void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+		     const struct mgo_evq *q)
+{
+	if (!q->n || evq_insert(c, q) != CORE_OK)
+		return; /* left in the outbox: the maintenance drain retries */
+	evq_pull(c, coll, doc_id, q);
 }
 
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q)
 {
-	return q->failed ? CORE_ERR_NOMEM : evq_insert(c, q);
+	struct mgo_evq fresh;
+	enum core_rc rc = q->failed ? CORE_ERR_NOMEM : evq_undelivered(c, q, &fresh);
+
+	if (rc == CORE_OK) {
+		rc = evq_insert(c, &fresh);
+		mgo_evq_release(&fresh);
+	}
+	return rc;
 }
 
 /* ---- the maintenance drain ---- */
@@ -191,13 +257,18 @@ void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc)
 static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 {
 	struct drain_ctx *d = ctx;
-	struct mgo_evq q = {0};
+	struct mgo_evq q = {0}, fresh;
 	bson_iter_t it;
 
 	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
 		return CORE_OK;
 	mgo_evq_from_outbox(&q, doc);
-	mgo_evq_deliver(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
+	/* What was delivered already (a writer that died before its pull) is only pulled. */
+	if (q.n && evq_undelivered(d->c, &q, &fresh) == CORE_OK) {
+		if (evq_insert(d->c, &fresh) == CORE_OK)
+			evq_pull(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
+		mgo_evq_release(&fresh);
+	}
 	mgo_evq_release(&q);
 	return CORE_OK;
 }
