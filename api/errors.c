@@ -8,37 +8,51 @@
 /* Every enum core_rc, with its status and title. A row missing here fails the build (the
  * count check below) and the unit test that walks CORE_RC_LIST. */
 #define API_RC_HTTP(X)                                                                     \
-	X(CORE_OK, 200, "OK")                                                              \
-	X(CORE_ERR_BAD_REQUEST, 400, "Bad Request")                                        \
-	X(CORE_ERR_UNAUTHORIZED, 401, "Unauthorized")                                      \
-	X(CORE_ERR_FORBIDDEN, 403, "Forbidden")                                            \
-	X(CORE_ERR_NOT_FOUND, 404, "Not Found")                                            \
-	X(CORE_ERR_METHOD_NOT_ALLOWED, 405, "Method Not Allowed")                          \
-	X(CORE_ERR_CLAIM_CONFLICT, 409, "Claim Conflict")                                  \
-	X(CORE_ERR_STATE_CONFLICT, 409, "State Conflict")                                  \
-	X(CORE_ERR_DEPENDENTS_OUTSTANDING, 409, "Dependents Outstanding")                  \
-	X(CORE_ERR_ALREADY_EXISTS, 409, "Already Exists")                                  \
-	X(CORE_ERR_PAYLOAD_TOO_LARGE, 413, "Payload Too Large")                            \
-	X(CORE_ERR_UNSUPPORTED_MEDIA_TYPE, 415, "Unsupported Media Type")                  \
-	X(CORE_ERR_TERMINAL_STATE_EXIT, 422, "Terminal State Exit")                        \
-	X(CORE_ERR_TRANSITION_REJECTED, 422, "Transition Rejected")                        \
-	X(CORE_ERR_PRECONDITION_REQUIRED, 428, "Precondition Required")                    \
-	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable")                            \
-	X(CORE_ERR_NOMEM, 500, "Out Of Memory")                                            \
-	X(CORE_ERR_INTERNAL, 500, "Internal Error")
+	X(CORE_OK, 200, "OK", "")                                                          \
+	X(CORE_ERR_BAD_REQUEST, 400, "Bad Request", "the request is malformed")            \
+	X(CORE_ERR_UNAUTHORIZED, 401, "Unauthorized",                                      \
+	  "a valid Authorization: Bearer token is required")                               \
+	X(CORE_ERR_FORBIDDEN, 403, "Forbidden",                                            \
+	  "the token lacks the role or the board for this request")                        \
+	X(CORE_ERR_NOT_FOUND, 404, "Not Found", "no such resource")                        \
+	X(CORE_ERR_METHOD_NOT_ALLOWED, 405, "Method Not Allowed",                          \
+	  "the method is not allowed here")                                                \
+	X(CORE_ERR_CLAIM_CONFLICT, 409, "Claim Conflict",                                  \
+	  "the card is not held by this claim token (another marker holds it, the epoch "  \
+	  "is stale, or it is not claimed); nothing was changed")                          \
+	X(CORE_ERR_STATE_CONFLICT, 409, "State Conflict",                                  \
+	  "the card is not in the declared source column; nothing was changed")            \
+	X(CORE_ERR_DEPENDENTS_OUTSTANDING, 409, "Dependents Outstanding",                  \
+	  "cards blocked on this one have already moved on; it cannot leave done")         \
+	X(CORE_ERR_ALREADY_EXISTS, 409, "Already Exists", "the resource already exists")   \
+	X(CORE_ERR_PAYLOAD_TOO_LARGE, 413, "Payload Too Large",                            \
+	  "the request body is larger than the server accepts")                            \
+	X(CORE_ERR_UNSUPPORTED_MEDIA_TYPE, 415, "Unsupported Media Type",                  \
+	  "send Content-Type: application/json")                                           \
+	X(CORE_ERR_TERMINAL_STATE_EXIT, 422, "Terminal State Exit",                        \
+	  "terminal columns are sinks: only an operator's reopen leaves them")             \
+	X(CORE_ERR_TRANSITION_REJECTED, 422, "Transition Rejected",                        \
+	  "the workflow does not allow this transition")                                   \
+	X(CORE_ERR_PRECONDITION_REQUIRED, 428, "Precondition Required",                    \
+	  "owned writes need If-Match: \"<epoch>\"")                                       \
+	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable",                            \
+	  "the store could not complete the request; nothing was acknowledged, retry")     \
+	X(CORE_ERR_NOMEM, 500, "Out Of Memory", "the server ran out of memory")            \
+	X(CORE_ERR_INTERNAL, 500, "Internal Error", "internal error")
 
 struct rc_http {
 	unsigned status;
 	const char *title;
+	const char *detail; /* used when the handler gave none */
 };
 
 static const struct rc_http rc_table[CORE_RC_COUNT_] = {
-#define API_RC_ROW(rc, st, ti) [rc] = {st, ti},
+#define API_RC_ROW(rc, st, ti, de) [rc] = {st, ti, de},
 	API_RC_HTTP(API_RC_ROW)
 #undef API_RC_ROW
 };
 
-#define API_RC_ONE(rc, st, ti) +1
+#define API_RC_ONE(rc, st, ti, de) +1
 _Static_assert(0 API_RC_HTTP(API_RC_ONE) == CORE_RC_COUNT_,
 	       "every enum core_rc needs a row in API_RC_HTTP");
 #undef API_RC_ONE
@@ -55,6 +69,13 @@ const char *api_rc_title(enum core_rc rc)
 	if ((int)rc < 0 || rc >= CORE_RC_COUNT_ || !rc_table[rc].title)
 		return "Internal Error";
 	return rc_table[rc].title;
+}
+
+static const char *rc_detail(enum core_rc rc)
+{
+	if ((int)rc < 0 || rc >= CORE_RC_COUNT_ || !rc_table[rc].detail)
+		return "internal error";
+	return rc_table[rc].detail;
 }
 
 enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
@@ -85,7 +106,7 @@ enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char
 	snprintf(type, sizeof type, "/problems/%s", core_rc_code(rc));
 	j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", api_rc_title(rc),
 		      "status", (int)status, "code", core_rc_code(rc), "detail",
-		      detail ? detail : "");
+		      detail && detail[0] ? detail : rc_detail(rc));
 	if (j)
 		text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
