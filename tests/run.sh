@@ -41,7 +41,11 @@ run_suite() { # builddir, meson setup args..., -- meson test args...
   [ $# -gt 0 ] && shift
   testargs=("$@")
   [ -d "$dir" ] || meson setup "$dir" "${setup[@]}" >/dev/null
-  ninja -C "$dir" >/dev/null
+  if ! ninja -C "$dir" >"$dir/ninja.log" 2>&1; then
+    cat "$dir/ninja.log" >&2
+    echo "tests: the build in $dir failed" >&2
+    exit 1
+  fi
   echo "tests: meson test -C $dir ${testargs[*]}" >&2
   meson test -C "$dir" --print-errorlogs "${testargs[@]}" || status=1
 }
