@@ -64,6 +64,16 @@ struct fs_card_ent {
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 };
 
+/* The dependents of one blocker id: the reverse of every card's `blockers`, so the unblocked
+ * cascade and Reopen's guard touch the few cards concerned, never the whole board. */
+struct fs_deps {
+	char *blocker;             /* the map key; owned */
+	struct fs_card_ent **v;    /* cards whose blockers name `blocker`, in no order */
+	size_t n, cap;
+	size_t pending;            /* fs_change_reserve's scratch: edges about to be added */
+	bool reserved;             /* room was reserved for a change not applied yet: keep */
+};
+
 struct fs_counters {
 	int64_t seq;   /* last event seq */
 	uint64_t card; /* card id generator */
@@ -118,6 +128,7 @@ struct fs {
 	struct fs_map cards; /* id -> struct fs_card_ent */
 	struct fs_card_ent **order;
 	size_t n_order, cap_order, n_dead;
+	struct fs_map deps; /* blocker id -> struct fs_deps (published cards only) */
 	struct fs_map runs; /* id -> struct core_run */
 	struct core_event **ev; /* the tail is ev[ev_head .. ev_n) */
 	size_t ev_head, ev_n, ev_cap;
@@ -164,6 +175,8 @@ static inline struct fs *fs_of(struct store *st)
 
 const struct core_board *fs_board_find(const struct fs *fs, const char *name);
 struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id);
+/* The published dependents of `blocker`; NULL when no card names it. */
+const struct fs_deps *fs_deps_find(const struct fs *fs, const char *blocker);
 /* Makes fs_change_apply(ch) unable to fail for lack of memory. */
 enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch);
 /* Publishes ch into the state (taking its objects; ch is left empty). Infallible after a
@@ -231,6 +244,11 @@ enum core_rc fs_txn_board_put(struct fs_txn *t, const struct core_board *b);
 /* Appends an event; payload is stolen (NULL: {}). */
 enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const char *board,
 			  const char *card_id, const char *reason, json_t *payload);
+/* The cards that name `blocker` in their blockers as this transaction sees them (its own
+ * copies first), in creation order: *ids is a new array (caller frees) of ids borrowed until
+ * the transaction ends. O(dependents), never a walk of the board. */
+enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char ***ids,
+			       size_t *n);
 /* A lookup over cards as this transaction sees them (for core_blockers_*). */
 struct core_card_lookup fs_txn_lookup(struct fs_txn *t);
 /* rc == OK: commits (journal, swap, unlock, wait for durability); else aborts and unlocks.

@@ -24,41 +24,45 @@ static enum core_rc card_board(struct fs_txn *t, const struct core_card *c,
 }
 
 /* Each waiting dependent of `blocker` whose blockers are now all done moves to the first
- * eligible column (reason "unblocked", which is not machine: its triggers fire). */
+ * eligible column (reason "unblocked", which is not machine: its triggers fire). Walks the
+ * reverse index, so a completion costs O(its dependents), not O(cards). */
 static enum core_rc cascade_unblocked(struct fs_txn *t, const struct core_board *b,
 				      const char *blocker)
 {
 	struct core_card_lookup lk = fs_txn_lookup(t);
 	const char *to = core_board_first_eligible(b);
+	const char **ids = NULL;
 	struct core_card *dep;
 	enum core_rc rc;
-	size_t i;
+	size_t i, n = 0;
 
-	for (i = 0; to && b->waiting && i < t->fs->n_order; i++) {
-		struct fs_card_ent *ent = t->fs->order[i];
-		const struct core_card *c = ent->dead ? NULL : fs_txn_peek(t, ent->id);
+	if (!to || !b->waiting)
+		return CORE_OK;
+	rc = fs_txn_dependents(t, blocker, &ids, &n);
+	for (i = 0; rc == CORE_OK && i < n; i++) {
+		const struct core_card *c = fs_txn_peek(t, ids[i]);
 		char *from;
 
 		if (!c || strcmp(c->board, b->name) != 0 || strcmp(c->state, b->waiting) != 0 ||
-		    !core_strv_contains(&c->blockers, blocker) ||
 		    !core_blockers_all_done(b, &c->blockers, &lk))
 			continue;
-		rc = fs_txn_card(t, ent->id, &dep);
+		rc = fs_txn_card(t, ids[i], &dep);
 		if (rc != CORE_OK)
-			return rc;
+			break;
 		from = strdup(dep->state);
-		if (!from)
-			return CORE_ERR_NOMEM;
+		if (!from) {
+			rc = CORE_ERR_NOMEM;
+			break;
+		}
 		rc = core_card_state_write(dep, to, "unblocked", t->now);
 		if (rc == CORE_OK)
 			rc = fs_txn_event(t, CORE_EV_CARD_UNBLOCKED, dep->board, dep->id, "unblocked",
 					  json_pack("{ssssss}", "from", from, "to", to, "blocker",
 						    blocker));
 		free(from);
-		if (rc != CORE_OK)
-			return rc;
 	}
-	return CORE_OK;
+	free(ids);
+	return rc;
 }
 
 enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct core_board *b,
@@ -315,21 +319,24 @@ enum core_rc fs_card_set_state_from(struct store *st, const char *id, const char
 	return end_with_card(&t, rc, c, out);
 }
 
-/* Cards listing `id` as a blocker that already left the waiting column (Reopen's guard). */
-static size_t dependents_outside_waiting(struct fs_txn *t, const struct core_board *b,
-					 const char *id)
+/* Cards listing `id` as a blocker that already left the waiting column (Reopen's guard), from
+ * the reverse index. */
+static enum core_rc dependents_outside_waiting(struct fs_txn *t, const struct core_board *b,
+					       const char *id, size_t *out)
 {
+	const char **ids = NULL;
 	size_t i, n = 0;
+	enum core_rc rc = fs_txn_dependents(t, id, &ids, &n);
 
-	for (i = 0; i < t->fs->n_order; i++) {
-		struct fs_card_ent *ent = t->fs->order[i];
-		const struct core_card *c = ent->dead ? NULL : fs_txn_peek(t, ent->id);
+	*out = 0;
+	for (i = 0; rc == CORE_OK && i < n; i++) {
+		const struct core_card *c = fs_txn_peek(t, ids[i]);
 
-		if (c && core_strv_contains(&c->blockers, id) &&
-		    (!b->waiting || strcmp(c->state, b->waiting) != 0))
-			n++;
+		if (!b->waiting || strcmp(c->state, b->waiting) != 0)
+			(*out)++;
 	}
-	return n;
+	free(ids);
+	return rc;
 }
 
 enum core_rc fs_card_reopen(struct store *st, const char *id, const char *to, const char *reason,
@@ -338,6 +345,7 @@ enum core_rc fs_card_reopen(struct store *st, const char *id, const char *to, co
 	struct fs_txn t;
 	struct core_card *c = NULL;
 	const struct core_board *b;
+	size_t outside = 0;
 	enum core_rc rc;
 
 	fs_txn_begin(fs_of(st), &t, actor);
@@ -345,7 +353,9 @@ enum core_rc fs_card_reopen(struct store *st, const char *id, const char *to, co
 	if (rc == CORE_OK)
 		rc = card_board(&t, c, &b);
 	if (rc == CORE_OK)
-		rc = core_reopen_check(b, c, to, dependents_outside_waiting(&t, b, id));
+		rc = dependents_outside_waiting(&t, b, id, &outside);
+	if (rc == CORE_OK)
+		rc = core_reopen_check(b, c, to, outside);
 	if (rc == CORE_OK)
 		rc = fs_state_move(&t, c, b, to, reason, json_pack("{sb}", "reopened", 1));
 	return end_with_card(&t, rc, c, out);

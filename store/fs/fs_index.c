@@ -1,6 +1,7 @@
 /* The FS twin's in-memory index: an id hash map for O(1) lookups, the creation-order array
- * behind list cursors, the events tail, and fs_change_apply, the one place that publishes a
- * committed (or replayed) change. Callers hold the state write lock. */
+ * behind list cursors, the reverse blockers index (blocker -> dependents), the events tail,
+ * and fs_change_apply, the one place that publishes a committed (or replayed) change.
+ * Callers hold the state write lock. */
 #include "store/fs/fs.h"
 
 #include <stdlib.h>
@@ -237,6 +238,139 @@ void fs_grave_empty(struct fs *fs)
 	fs->grave.n_cards = fs->grave.n_runs = fs->grave.n_events = 0;
 }
 
+/* ---- the reverse blockers index ----
+ * Maintained only by fs_change_apply (commits, replay and snapshot load alike), with its
+ * memory reserved beforehand by fs_change_reserve like everything else apply touches. */
+
+/* Is s among the first `upto` entries of sv? A replayed document is not trusted to hold a
+ * deduplicated blocker list. */
+static bool strv_has(const struct core_strv *sv, size_t upto, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < upto && i < sv->n; i++)
+		if (strcmp(sv->v[i], s) == 0)
+			return true;
+	return false;
+}
+
+/* Blocker k of `now` is an edge `before` did not have (and not a repeat within now). */
+static bool edge_new(const struct core_card *before, const struct core_card *now, size_t k)
+{
+	return !strv_has(&now->blockers, k, now->blockers.v[k]) &&
+	       !(before && strv_has(&before->blockers, before->blockers.n, now->blockers.v[k]));
+}
+
+static void deps_free(struct fs_deps *d)
+{
+	free(d->v);
+	free(d->blocker);
+	free(d);
+}
+
+static struct fs_deps *deps_get_or_add(struct fs *fs, const char *blocker)
+{
+	struct fs_deps *d = fs_map_get(&fs->deps, blocker);
+
+	if (d)
+		return d;
+	d = calloc(1, sizeof(*d));
+	if (d && (d->blocker = strdup(blocker)) && fs_map_put(&fs->deps, d->blocker, d) == CORE_OK)
+		return d;
+	if (d)
+		free(d->blocker);
+	free(d);
+	return NULL;
+}
+
+/* Room for every edge ch adds: pass 0 counts them per blocker, pass 1 grows each array once
+ * (and always runs, so no count is left behind on failure). */
+static enum core_rc deps_reserve(struct fs *fs, const struct fs_change *ch)
+{
+	enum core_rc rc = CORE_OK;
+	struct fs_deps *d;
+	size_t pass, i, k;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < ch->n_cards; i++) {
+			const struct core_card *now = ch->cards[i].card;
+			const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
+			const struct core_card *before = ent ? ent->card : NULL;
+
+			for (k = 0; now && k < now->blockers.n; k++) {
+				if (!edge_new(before, now, k))
+					continue;
+				if (pass == 0) {
+					if (rc != CORE_OK)
+						break;
+					d = deps_get_or_add(fs, now->blockers.v[k]);
+					if (!d)
+						rc = CORE_ERR_NOMEM;
+					else
+						d->pending++;
+					continue;
+				}
+				d = fs_map_get(&fs->deps, now->blockers.v[k]);
+				if (!d || !d->pending)
+					continue;
+				if (rc == CORE_OK &&
+				    fs_ptrs_reserve(&d->v, &d->cap, d->n + d->pending) != CORE_OK)
+					rc = CORE_ERR_NOMEM;
+				d->reserved = rc == CORE_OK;
+				d->pending = 0;
+			}
+		}
+	}
+	return rc;
+}
+
+static void deps_unlink(struct fs *fs, struct fs_card_ent *ent, const char *blocker)
+{
+	struct fs_deps *d = fs_map_get(&fs->deps, blocker);
+	size_t i;
+
+	if (!d)
+		return;
+	for (i = 0; i < d->n; i++) {
+		if (d->v[i] == ent) {
+			d->v[i] = d->v[--d->n];
+			break;
+		}
+	}
+	/* An entry another card of this change is about to join stays (its room is reserved). */
+	if (!d->n && !d->reserved) {
+		fs_map_del(&fs->deps, blocker);
+		deps_free(d);
+	}
+}
+
+/* Moves ent's edges from `before` (NULL: a new card) to `now` (NULL: deleted). */
+static void deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
+			const struct core_card *now)
+{
+	struct fs_deps *d;
+	size_t k;
+
+	for (k = 0; now && k < now->blockers.n; k++) {
+		if (!edge_new(before, now, k))
+			continue;
+		d = fs_map_get(&fs->deps, now->blockers.v[k]);
+		if (!d || d->n == d->cap)
+			abort(); /* reserved by fs_change_reserve: cannot happen */
+		d->v[d->n++] = ent;
+		d->reserved = false;
+	}
+	for (k = 0; before && k < before->blockers.n; k++)
+		if (!strv_has(&before->blockers, k, before->blockers.v[k]) &&
+		    !(now && strv_has(&now->blockers, now->blockers.n, before->blockers.v[k])))
+			deps_unlink(fs, ent, before->blockers.v[k]);
+}
+
+const struct fs_deps *fs_deps_find(const struct fs *fs, const char *blocker)
+{
+	return fs_map_get(&fs->deps, blocker);
+}
+
 /* ---- change sets ---- */
 
 void fs_change_release(struct fs_change *ch)
@@ -268,7 +402,8 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 	for (i = 0; i < ch->n_cards; i++)
 		n_new += ch->cards[i].card && !fs_card_find(fs, ch->cards[i].id);
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
-	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new))
+	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new) ||
+	    deps_reserve(fs, ch))
 		return CORE_ERR_NOMEM;
 	if (ch->n_boards) {
 		nb = realloc(fs->boards, (fs->n_boards + ch->n_boards) * sizeof(*nb));
@@ -358,6 +493,7 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc)
 	if (!cc->card) {
 		ent = fs_map_del(&fs->cards, cc->id);
 		if (ent) {
+			deps_update(fs, ent, ent->card, NULL);
 			fs_retire_card(fs, ent->card);
 			ent->card = NULL;
 			ent->dead = true;
@@ -367,6 +503,7 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc)
 	}
 	ent = fs_card_find(fs, cc->id);
 	if (ent) {
+		deps_update(fs, ent, ent->card, cc->card);
 		fs_retire_card(fs, ent->card);
 		ent->card = cc->card;
 		cc->card = NULL;
@@ -382,6 +519,7 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc)
 	cc->card = NULL;
 	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
 	order_insert(fs, ent);
+	deps_update(fs, ent, NULL, ent->card);
 }
 
 static void apply_run(struct fs *fs, struct core_run *r)
@@ -447,6 +585,10 @@ void fs_state_release(struct fs *fs)
 	}
 	free(fs->order);
 	fs_map_release(&fs->cards);
+	for (i = 0; i < fs->deps.cap; i++)
+		if (fs->deps.slots[i].key)
+			deps_free(fs->deps.slots[i].val);
+	fs_map_release(&fs->deps);
 	for (i = 0; i < fs->runs.cap; i++)
 		if (fs->runs.slots[i].key)
 			core_run_free(fs->runs.slots[i].val);

@@ -198,6 +198,65 @@ out:
 	return rc;
 }
 
+struct dep_hit {
+	const char *id;
+	uint64_t ord;
+};
+
+static int cmp_hit(const void *a, const void *b)
+{
+	const struct dep_hit *x = a, *y = b;
+
+	return (x->ord > y->ord) - (x->ord < y->ord);
+}
+
+static bool hits_have(const struct dep_hit *h, size_t n, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(h[i].id, id) == 0)
+			return true;
+	return false;
+}
+
+enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char ***ids,
+			       size_t *n)
+{
+	const struct fs_deps *d = fs_deps_find(t->fs, blocker);
+	const struct fs_change *ch = &t->ch;
+	struct dep_hit *h;
+	const char **v;
+	size_t i, k = 0, cap = (d ? d->n : 0) + ch->n_cards + 1;
+
+	*ids = NULL;
+	*n = 0;
+	h = calloc(cap, sizeof(*h));
+	v = calloc(cap, sizeof(*v));
+	if (!h || !v) {
+		free(h);
+		free(v);
+		return CORE_ERR_NOMEM;
+	}
+	/* The published edges, then this transaction's copies (which may have gained or lost
+	 * the blocker); each candidate is judged by what the transaction sees. */
+	for (i = 0; d && i < d->n; i++)
+		h[k++] = (struct dep_hit){d->v[i]->id, d->v[i]->ord};
+	for (i = 0; i < ch->n_cards; i++)
+		if (ch->cards[i].card && !hits_have(h, d ? d->n : 0, ch->cards[i].id))
+			h[k++] = (struct dep_hit){ch->cards[i].id, ch->cards[i].ord};
+	qsort(h, k, sizeof(*h), cmp_hit);
+	for (i = 0; i < k; i++) {
+		const struct core_card *c = fs_txn_peek(t, h[i].id);
+
+		if (c && core_strv_contains(&c->blockers, blocker))
+			v[(*n)++] = h[i].id;
+	}
+	free(h);
+	*ids = v;
+	return CORE_OK;
+}
+
 static const char *lookup_state(void *ctx, const char *id, const struct core_strv **blockers)
 {
 	const struct core_card *c = fs_txn_peek(ctx, id);

@@ -457,6 +457,89 @@ START_TEST(events_tail_bounded)
 }
 END_TEST
 
+static void create_blocked(struct store *st, const char *id, const char *b1, const char *b2)
+{
+	char *bv[2] = {(char *)b1, (char *)b2};
+	struct core_strv blk = {.v = bv, .n = b2 ? 2 : 1};
+	struct store_card_create in = {.id = id, .state = "ready", .blockers = &blk};
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+	ck_assert_str_eq(c->state, "waiting_deps");
+	core_card_free(c);
+}
+
+static void assert_state(struct store *st, const char *id, const char *state)
+{
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+	ck_assert_msg(strcmp(c->state, state) == 0, "%s is in %s, not %s", id, c->state, state);
+	core_card_free(c);
+}
+
+static void set_blockers(struct store *st, const char *id, const char *b)
+{
+	char *bv[1] = {(char *)b};
+	struct core_strv blk = {.v = bv, .n = b ? 1 : 0};
+	struct store_card_patch p = {.blockers = &blk};
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_patch(st, id, &p, &bot, &c), CORE_OK);
+	core_card_free(c);
+}
+
+static enum core_rc move(struct store *st, const char *id, const char *to)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_set_state_from(st, id, NULL, to, NULL, &bot, &c);
+
+	core_card_free(c);
+	return rc;
+}
+
+/* The reverse blockers index (blocker -> dependents) behind the unblocked cascade and
+ * Reopen's guard is rebuilt from the snapshot and the journal, and follows patches and
+ * deletes: each answer here is what a scan of every card would give. */
+START_TEST(dependents_index_follows_every_path)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct core_card *c = NULL;
+
+	create(st, "a");
+	create(st, "b");
+	create_blocked(st, "d1", "a", NULL);
+	create_blocked(st, "d2", "a", "b");
+	create_blocked(st, "gone", "a", NULL);
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK); /* these edges come from the snapshot */
+	create_blocked(st, "d3", "a", NULL);             /* this one from the journal */
+	set_blockers(st, "d3", "b");                     /* moved from a to b */
+	ck_assert_int_eq(store_card_delete(st, "gone", &bot), CORE_OK);
+	store_close(st);
+
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert_int_eq(move(st, "a", "done"), CORE_OK);
+	assert_state(st, "d1", "ready");        /* unblocked */
+	assert_state(st, "d2", "waiting_deps"); /* b is still open */
+	assert_state(st, "d3", "waiting_deps"); /* no longer waits for a */
+	/* d1 left waiting_deps: reopening a is refused until d1 stops naming it. */
+	ck_assert_int_eq(store_card_reopen(st, "a", "ready", NULL, &bot, &c),
+			 CORE_ERR_DEPENDENTS_OUTSTANDING);
+	set_blockers(st, "d1", NULL);
+	ck_assert_int_eq(store_card_reopen(st, "a", "ready", NULL, &bot, &c), CORE_OK);
+	core_card_free(c);
+	/* b's dependents are d2 (a open again: stays) and d3 (moves). */
+	ck_assert_int_eq(move(st, "b", "done"), CORE_OK);
+	assert_state(st, "d2", "waiting_deps");
+	assert_state(st, "d3", "ready");
+	ck_assert_int_eq(move(st, "a", "done"), CORE_OK);
+	assert_state(st, "d2", "ready");
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-fs");
@@ -473,6 +556,7 @@ int main(void)
 	tcase_add_test(tc, second_open_refused);
 	tcase_add_test(tc, refused_write_is_not_applied);
 	tcase_add_test(tc, events_tail_bounded);
+	tcase_add_test(tc, dependents_index_follows_every_path);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
 	sr = srunner_create(s);
