@@ -76,6 +76,9 @@ struct mgo_conn {
 
 /* Pops a client from the pool (blocks while the pool is exhausted) and reads now. NOMEM. */
 enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c);
+/* The same without reading "now" (c->now stays 0): for the maintenance thread, which must
+ * not call an injected test clock concurrently with the test that sets it. */
+enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c);
 void mgo_conn_close(struct mgo_conn *c);
 
 /* Translates a driver error: logs `what` and the driver's text to stderr (never to a client)

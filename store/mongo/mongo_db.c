@@ -6,10 +6,18 @@
 
 enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c)
 {
+	enum core_rc rc = mgo_conn_open_bare(m, c);
+
+	if (rc == CORE_OK)
+		c->now = store_now(&m->base);
+	return rc;
+}
+
+enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c)
+{
 	memset(c, 0, sizeof(*c));
 	c->m = m;
 	c->actor = "";
-	c->now = store_now(&m->base);
 	c->client = mongoc_client_pool_pop(m->pool);
 	if (!c->client)
 		return CORE_ERR_NOMEM;

@@ -281,7 +281,7 @@ void mgo_outbox_drain(struct mgo *m)
 	bson_t filter, opts, lt, proj;
 	size_t i;
 
-	if (mgo_conn_open(m, &c) != CORE_OK)
+	if (mgo_conn_open_bare(m, &c) != CORE_OK)
 		return;
 	colls[0] = c.cards;
 	colls[1] = c.runs;

@@ -600,6 +600,8 @@ struct relay {
 	pthread_mutex_t mu;
 	int fds[64];
 	size_t n;
+	pthread_t pumps[32];
+	size_t n_pumps;
 	bool cut;
 };
 
@@ -664,17 +666,21 @@ static void *relay_main(void *arg)
 			continue;
 		}
 		pthread_mutex_lock(&r->mu);
-		if (r->n + 2 <= sizeof(r->fds) / sizeof(r->fds[0])) {
-			r->fds[r->n++] = a;
-			r->fds[r->n++] = b;
+		if (r->n_pumps == sizeof(r->pumps) / sizeof(r->pumps[0])) {
+			pthread_mutex_unlock(&r->mu);
+			close(a);
+			close(b);
+			continue;
 		}
-		pthread_mutex_unlock(&r->mu);
+		r->fds[r->n++] = a;
+		r->fds[r->n++] = b;
 		p = calloc(1, sizeof(*p));
 		p->r = r;
 		p->a = a;
 		p->b = b;
 		pthread_create(&t, NULL, pump_main, p);
-		pthread_detach(t);
+		r->pumps[r->n_pumps++] = t;
+		pthread_mutex_unlock(&r->mu);
 	}
 	return NULL;
 }
@@ -709,6 +715,11 @@ static void relay_cut(struct relay *r)
 	shutdown(r->lfd, SHUT_RDWR);
 	close(r->lfd);
 	pthread_join(r->thread, NULL);
+	for (i = 0; i < r->n_pumps; i++)
+		pthread_join(r->pumps[i], NULL);
+	for (i = 0; i < r->n; i++)
+		close(r->fds[i]);
+	pthread_mutex_destroy(&r->mu);
 }
 
 START_TEST(database_failure_acknowledges_nothing)
