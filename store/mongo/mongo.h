@@ -34,7 +34,7 @@
 #define MGO_RESAMPLE_MS 10000  /* server clock re-sample period */
 #define MGO_OUTBOX_GRACE_MS 5000 /* the maintenance drain leaves younger outboxes to writers */
 #define MGO_GAP_GRACE_MS 2000  /* an unfilled seq older than this is a permanent gap */
-#define MGO_CAS_TRIES 8        /* a conditional update missed this often answers a conflict */
+#define MGO_CAS_TRIES 16       /* a conditional update missed this often answers a conflict */
 
 struct mgo {
 	struct store base; /* first: what the wrappers see */
