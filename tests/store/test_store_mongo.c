@@ -8,24 +8,18 @@
  * skipped locally (exit 77), but fails when CI=true: the Mongo suite must run in CI.
  * Tests that rely on single-document atomicity under concurrency detect FerretDB (buildInfo's
  * ferretdbVersion) and skip with the reason printed: its updates are not atomic. */
-#include "server/reaper.h"
 #include "tests/store/conformance.h"
+#include "tests/store/test_store_mongo.h"
 
-#include <arpa/inet.h>
 #include <check.h>
-#include <errno.h>
 #include <mongoc/mongoc.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-static const char *base_uri;
+const char *base_uri;
 static int db_seq;
 
 /* ---- databases ---- */
@@ -50,7 +44,7 @@ static char *uri_with_db(const char *db, const char *extra_opts)
 	return out;
 }
 
-static void db_name_new(char *buf, size_t len)
+void db_name_new(char *buf, size_t len)
 {
 	snprintf(buf, len, "boardd_test_%ld_%d", (long)getpid(), ++db_seq);
 }
@@ -80,7 +74,7 @@ static struct {
 	char db[64];
 } opened[8];
 
-static struct store *open_db(const char *db, int64_t horizon_ms, const char *extra_opts)
+struct store *open_db(const char *db, int64_t horizon_ms, const char *extra_opts)
 {
 	struct store_mongo_options o = {.unleased_horizon_ms = horizon_ms};
 	struct store *st = NULL;
@@ -104,7 +98,7 @@ static struct store *open_db(const char *db, int64_t horizon_ms, const char *ext
 }
 
 /* Closes st; drops its database unless another open store still uses it. */
-static void close_db(struct store *st)
+void close_db(struct store *st)
 {
 	char db[64] = "";
 	size_t i;
@@ -122,7 +116,7 @@ static void close_db(struct store *st)
 		db_drop(db);
 }
 
-static struct store *open_fresh(void)
+struct store *open_fresh(void)
 {
 	char db[64];
 
@@ -142,7 +136,7 @@ static const char *db_of(struct store *st)
 }
 
 /* Runs a JSON update on card `id` of st's database behind boardd's back. */
-static void raw_update(struct store *st, const char *coll, const char *id, const char *json)
+void raw_update(struct store *st, const char *coll, const char *id, const char *json)
 {
 	mongoc_client_t *c = raw_client();
 	mongoc_collection_t *col = mongoc_client_get_collection(c, db_of(st), coll);
@@ -160,7 +154,7 @@ static void raw_update(struct store *st, const char *coll, const char *id, const
 	mongoc_client_destroy(c);
 }
 
-static void raw_insert(struct store *st, const char *coll, const char *json)
+void raw_insert(struct store *st, const char *coll, const char *json)
 {
 	mongoc_client_t *c = raw_client();
 	mongoc_collection_t *col = mongoc_client_get_collection(c, db_of(st), coll);
@@ -175,7 +169,7 @@ static void raw_insert(struct store *st, const char *coll, const char *json)
 }
 
 /* The server's clock, read independently of the twin: hello.localTime. */
-static int64_t server_now(void)
+int64_t server_now(void)
 {
 	mongoc_client_t *c = raw_client();
 	bson_t *cmd = BCON_NEW("hello", BCON_INT32(1));
@@ -192,7 +186,7 @@ static int64_t server_now(void)
 	return t;
 }
 
-static bool is_ferretdb(void)
+bool is_ferretdb(void)
 {
 	mongoc_client_t *c = raw_client();
 	bson_t *cmd = BCON_NEW("buildInfo", BCON_INT32(1));
@@ -209,7 +203,7 @@ static bool is_ferretdb(void)
 	return yes;
 }
 
-static void nap_ms(long ms)
+void nap_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
@@ -217,16 +211,16 @@ static void nap_ms(long ms)
 }
 
 /* An injected clock for the tests that move time. */
-static int64_t tnow;
+int64_t tnow;
 
-static int64_t test_clock(void *ctx)
+int64_t test_clock(void *ctx)
 {
 	return *(const int64_t *)ctx;
 }
 
-static const struct store_actor bot = {.name = "ci-bot"};
+const struct store_actor bot = {.name = "ci-bot"};
 
-static void create(struct store *st, const char *id, const char *state)
+void create(struct store *st, const char *id, const char *state)
 {
 	struct store_card_create in = {.id = id, .title = id, .state = state};
 	struct core_card *c = NULL;
@@ -235,7 +229,7 @@ static void create(struct store *st, const char *id, const char *state)
 	core_card_free(c);
 }
 
-static struct core_token claim(struct store *st, const char *id, const char *marker)
+struct core_token claim(struct store *st, const char *id, const char *marker)
 {
 	struct store_claim_result r;
 	struct core_token t = {marker, 0};
@@ -246,7 +240,7 @@ static struct core_token claim(struct store *st, const char *id, const char *mar
 	return t;
 }
 
-static void set_last_run(struct store *st, const char *id, struct core_token t, const char *run)
+void set_last_run(struct store *st, const char *id, struct core_token t, const char *run)
 {
 	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .token = t, .run_id = run};
 	struct core_card *c = NULL;
@@ -255,7 +249,7 @@ static void set_last_run(struct store *st, const char *id, struct core_token t, 
 	core_card_free(c);
 }
 
-static bool listed(struct core_card **v, size_t n, const char *id)
+bool listed(struct core_card **v, size_t n, const char *id)
 {
 	size_t i;
 
@@ -578,454 +572,6 @@ START_TEST(tail_waits_for_a_fresh_hole_and_skips_an_old_one)
 }
 END_TEST
 
-/* ---- a database failure ---- */
-
-START_TEST(closed_port_is_store_unavailable)
-{
-	struct store_mongo_options o = {
-		.uri = "mongodb://127.0.0.1:1/boardd_test_closed?serverSelectionTimeoutMS=300"};
-	struct store *st = (struct store *)1;
-	char err[256];
-
-	ck_assert_int_eq(store_mongo_open(&o, &st, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
-	ck_assert_ptr_null(st);
-	ck_assert_ptr_null(strstr(err, "127.0.0.1:1")); /* the driver's words stay in the log */
-}
-END_TEST
-
-/* A TCP relay to the test server that the test can cut: every connection through it dies. */
-struct relay {
-	int lfd;
-	int port;
-	pthread_t thread;
-	pthread_mutex_t mu;
-	int fds[64];
-	size_t n;
-	pthread_t pumps[32];
-	size_t n_pumps;
-	bool cut;
-};
-
-struct pump {
-	struct relay *r;
-	int a, b;
-};
-
-static void *pump_main(void *arg)
-{
-	struct pump *p = arg;
-	struct pollfd pf[2] = {{p->a, POLLIN, 0}, {p->b, POLLIN, 0}};
-	char buf[16384];
-	ssize_t k;
-	int i;
-
-	while (poll(pf, 2, 200) >= 0) {
-		pthread_mutex_lock(&p->r->mu);
-		if (p->r->cut) {
-			pthread_mutex_unlock(&p->r->mu);
-			break;
-		}
-		pthread_mutex_unlock(&p->r->mu);
-		for (i = 0; i < 2; i++) {
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			k = read(pf[i].fd, buf, sizeof(buf));
-			if (k <= 0 || write(pf[1 - i].fd, buf, (size_t)k) != k)
-				goto out;
-		}
-	}
-out:
-	shutdown(p->a, SHUT_RDWR);
-	shutdown(p->b, SHUT_RDWR);
-	free(p);
-	return NULL;
-}
-
-static int server_port(void)
-{
-	const char *p = strrchr(base_uri, ':');
-
-	ck_assert_ptr_nonnull(p);
-	return atoi(p + 1);
-}
-
-static void *relay_main(void *arg)
-{
-	struct relay *r = arg;
-	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port())};
-	struct pump *p;
-	pthread_t t;
-	int a, b;
-
-	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-	while ((a = accept(r->lfd, NULL, NULL)) >= 0) {
-		b = socket(AF_INET, SOCK_STREAM, 0);
-		if (b < 0 || connect(b, (struct sockaddr *)&to, sizeof(to)) != 0) {
-			close(a);
-			if (b >= 0)
-				close(b);
-			continue;
-		}
-		pthread_mutex_lock(&r->mu);
-		if (r->n_pumps == sizeof(r->pumps) / sizeof(r->pumps[0])) {
-			pthread_mutex_unlock(&r->mu);
-			close(a);
-			close(b);
-			continue;
-		}
-		r->fds[r->n++] = a;
-		r->fds[r->n++] = b;
-		p = calloc(1, sizeof(*p));
-		p->r = r;
-		p->a = a;
-		p->b = b;
-		pthread_create(&t, NULL, pump_main, p);
-		r->pumps[r->n_pumps++] = t;
-		pthread_mutex_unlock(&r->mu);
-	}
-	return NULL;
-}
-
-static void relay_start(struct relay *r)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t len = sizeof(sa);
-
-	memset(r, 0, sizeof(*r));
-	pthread_mutex_init(&r->mu, NULL);
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	r->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(r->lfd, 0);
-	ck_assert_int_eq(bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(listen(r->lfd, 16), 0);
-	ck_assert_int_eq(getsockname(r->lfd, (struct sockaddr *)&sa, &len), 0);
-	r->port = ntohs(sa.sin_port);
-	pthread_create(&r->thread, NULL, relay_main, r);
-}
-
-/* Stops accepting and kills every relayed connection. */
-static void relay_cut(struct relay *r)
-{
-	size_t i;
-
-	pthread_mutex_lock(&r->mu);
-	r->cut = true;
-	for (i = 0; i < r->n; i++)
-		shutdown(r->fds[i], SHUT_RDWR);
-	pthread_mutex_unlock(&r->mu);
-	shutdown(r->lfd, SHUT_RDWR);
-	close(r->lfd);
-	pthread_join(r->thread, NULL);
-	for (i = 0; i < r->n_pumps; i++)
-		pthread_join(r->pumps[i], NULL);
-	for (i = 0; i < r->n; i++)
-		close(r->fds[i]);
-	pthread_mutex_destroy(&r->mu);
-}
-
-START_TEST(database_failure_acknowledges_nothing)
-{
-	struct relay r;
-	char db[64], *uri, *host;
-	struct store_mongo_options o = {0};
-	struct store *st = NULL, *direct;
-	struct store_claim_result cr;
-	struct store_card_create in = {.id = "c2", .title = "c2"};
-	struct core_card *c = NULL, **v = NULL;
-	struct core_event *ev = NULL;
-	size_t n = 0, i;
-	int64_t next;
-	char err[256];
-
-	relay_start(&r);
-	db_name_new(db, sizeof(db));
-	direct = open_db(db, 0, NULL);
-	create(direct, "c1", "ready");
-	ck_assert_int_gt(asprintf(&host, "mongodb://127.0.0.1:%d", r.port), 0);
-	ck_assert_int_gt(asprintf(&uri, "%s/%s?serverSelectionTimeoutMS=500&connectTimeoutMS=500",
-				  host, db),
-			 0);
-	o.uri = uri;
-	ck_assert_int_eq(store_mongo_open(&o, &st, err, sizeof(err)), CORE_OK);
-	ck_assert_int_eq(store_ping(st), CORE_OK);
-
-	relay_cut(&r);
-	ck_assert_int_eq(store_ping(st), CORE_ERR_STORE_UNAVAILABLE);
-	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_ERR_STORE_UNAVAILABLE);
-	ck_assert_ptr_null(c);
-	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &cr),
-			 CORE_ERR_STORE_UNAVAILABLE);
-	ck_assert_ptr_null(cr.card);
-	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_ERR_STORE_UNAVAILABLE);
-	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 10, 0, &ev, &n, &next),
-			 CORE_ERR_STORE_UNAVAILABLE);
-	ck_assert_int_eq(store_reaper_list_expired(st, 10, &v, &n), CORE_ERR_STORE_UNAVAILABLE);
-	ck_assert_ptr_null(v);
-	store_close(st);
-
-	/* Nothing was acknowledged, and nothing happened. */
-	ck_assert_int_eq(store_card_get(direct, "c2", &c), CORE_ERR_NOT_FOUND);
-	c = NULL;
-	ck_assert_int_eq(store_card_get(direct, "c1", &c), CORE_OK);
-	ck_assert(!c->claim.present);
-	core_card_free(c);
-	ck_assert_int_eq(store_events_list(direct, NULL, NULL, 0, 1000, 0, &ev, &n, &next),
-			 CORE_OK);
-	for (i = 0; i < n; i++)
-		ck_assert(ev[i].type != CORE_EV_CARD_CLAIMED &&
-			  !(ev[i].card_id && strcmp(ev[i].card_id, "c2") == 0));
-	store_events_free(ev, n);
-	free(uri);
-	free(host);
-	close_db(direct);
-}
-END_TEST
-
-/* ---- the reaper over this twin (the cloud divergences, ADR-096 §7) ---- */
-
-static void quiet_log(void *ctx, const char *line)
-{
-	(void)ctx;
-	(void)line;
-}
-
-static struct server_reaper *mongo_reaper(struct store *st, bool gate, size_t ceiling)
-{
-	struct server_reaper_config cfg = {.gate = gate, .interval_ms = 3600000, .batch = 100,
-					   .workers = 1, .lease_ms = 60000, .hostname = "mh",
-					   .repark_to_pool = true, .run_ceiling = ceiling,
-					   .log = quiet_log};
-	struct server_reaper *r = NULL;
-
-	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
-	return r;
-}
-
-static void run_create(struct store *st, const char *id, const char *card, const char *marker,
-		       const char *status)
-{
-	struct store_run_create in = {.id = id, .card_id = card, .marker = marker,
-				      .status = status, .lease_ms = 60000};
-	struct core_run *r = NULL;
-
-	ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
-	core_run_free(r);
-}
-
-static void assert_card(struct store *st, const char *id, const char *state, bool claimed)
-{
-	struct core_card *c = NULL;
-
-	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
-	ck_assert_msg(strcmp(c->state, state) == 0, "%s in %s, want %s", id, c->state, state);
-	ck_assert_msg(c->claim.present == claimed, "%s claimed=%d", id, c->claim.present);
-	core_card_free(c);
-}
-
-/* A gated pass: finished -> done (run verdict, not machine); failed_resumable -> back to
- * eligible[0] under watchdog; at the run ceiling -> the failed column with a gave_up stamp. */
-START_TEST(reaper_pass_files_reparks_and_caps)
-{
-	struct store *st = open_fresh();
-	struct server_reaper *r;
-	struct server_reaper_stats s;
-	struct core_token t;
-	struct core_card *c = NULL;
-
-	tnow = CT_T0;
-	store_clock_set(st, test_clock, &tnow);
-	r = mongo_reaper(st, true, 2);
-	create(st, "fin", "in_progress");
-	create(st, "res", "in_progress");
-	create(st, "cap", "in_progress");
-	t = claim(st, "fin", "w1");
-	run_create(st, "r-fin", "fin", "w1", "finished");
-	set_last_run(st, "fin", t, "r-fin");
-	t = claim(st, "res", "w2");
-	run_create(st, "r-res", "res", "w2", "failed_resumable");
-	set_last_run(st, "res", t, "r-res");
-	t = claim(st, "cap", "w3");
-	run_create(st, "r-cap0", "cap", "w3", "failed");
-	run_create(st, "r-cap", "cap", "w3", "failed_resumable");
-	set_last_run(st, "cap", t, "r-cap");
-	tnow += 120000; /* every lease expired */
-	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
-	ck_assert_uint_eq(s.transferred, 3);
-	assert_card(st, "fin", "done", false);
-	assert_card(st, "res", "ready", false);
-	assert_card(st, "cap", "blocked", false);
-	ck_assert_int_eq(store_card_get(st, "fin", &c), CORE_OK);
-	ck_assert_str_eq(c->state_reason, "run_finished");
-	core_card_free(c);
-	ck_assert_int_eq(store_card_get(st, "res", &c), CORE_OK);
-	ck_assert_str_eq(c->state_reason, "watchdog");
-	core_card_free(c);
-	ck_assert_int_eq(store_card_get(st, "cap", &c), CORE_OK);
-	ck_assert(c->gave_up.set);
-	ck_assert_str_eq(c->gave_up.reason, "run_ceiling");
-	core_card_free(c);
-	server_reaper_free(r);
-	close_db(st);
-}
-END_TEST
-
-/* The ungated repair sweep releases the un-leased residue whose run the table would file,
- * and conserves the rest (ADR-096 §9). */
-START_TEST(reaper_repair_releases_only_settled_residue)
-{
-	struct store *st = open_fresh();
-	struct server_reaper *r;
-	size_t repaired = 0;
-	struct core_token t;
-
-	tnow = CT_T0;
-	store_clock_set(st, test_clock, &tnow);
-	r = mongo_reaper(st, false, 20);
-	create(st, "done-run", "in_progress");
-	create(st, "live-run", "in_progress");
-	t = claim(st, "done-run", "w1");
-	run_create(st, "r1", "done-run", "w1", "finished");
-	set_last_run(st, "done-run", t, "r1");
-	t = claim(st, "live-run", "w2");
-	run_create(st, "r2", "live-run", "w2", "running");
-	set_last_run(st, "live-run", t, "r2");
-	raw_update(st, "cards", "done-run", "{\"$unset\": {\"claim_epoch\": 1}}");
-	raw_update(st, "cards", "live-run", "{\"$unset\": {\"claim.lease_until\": 1}}");
-	ck_assert_int_eq(server_reaper_repair(r, &repaired), CORE_OK);
-	ck_assert_uint_eq(repaired, 1);
-	assert_card(st, "done-run", "in_progress", false);
-	assert_card(st, "live-run", "in_progress", true);
-	server_reaper_free(r);
-	close_db(st);
-}
-END_TEST
-
-/* A stripped claim outside the running column waits for the horizon, then the gated pass
- * takes it through the un-leased arm (transfer) and decides: no run recorded -> release. */
-START_TEST(reaper_recovers_stripped_claim_past_horizon)
-{
-	char db[64];
-	struct store *st;
-	struct server_reaper *r;
-	struct server_reaper_stats s;
-
-	db_name_new(db, sizeof(db));
-	st = open_db(db, 3600000, NULL);
-	tnow = CT_T0;
-	store_clock_set(st, test_clock, &tnow);
-	r = mongo_reaper(st, true, 20);
-	create(st, "c1", "review");
-	claim(st, "c1", "w1");
-	raw_update(st, "cards", "c1", "{\"$unset\": {\"claim_epoch\": 1}}");
-	tnow += 120000;
-	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
-	ck_assert_uint_eq(s.listed, 0);
-	assert_card(st, "c1", "review", true);
-	tnow += 3600000;
-	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
-	ck_assert_uint_eq(s.listed, 1);
-	ck_assert_uint_eq(s.transferred, 1);
-	assert_card(st, "c1", "review", false);
-	server_reaper_free(r);
-	close_db(st);
-}
-END_TEST
-
-/* ---- races (need single-document atomicity: MongoDB only) ---- */
-
-struct racer {
-	struct store *st;
-	char marker[16];
-	enum core_rc rc;
-};
-
-static void *race_claim(void *arg)
-{
-	struct racer *x = arg;
-	struct store_claim_result r;
-
-	x->rc = store_card_claim(x->st, "c1", x->marker, 60000, &bot, &r);
-	core_card_free(r.card);
-	return NULL;
-}
-
-START_TEST(claim_race_has_one_winner)
-{
-	struct store *st;
-	struct racer x[8];
-	pthread_t t[8];
-	int i, wins = 0, round;
-
-	if (is_ferretdb()) {
-		printf("SKIP claim_race_has_one_winner: FerretDB 1.24's single-document updates "
-		       "are not atomic under concurrency; this race needs MongoDB\n");
-		return;
-	}
-	st = open_fresh();
-	for (round = 0; round < 5; round++) {
-		create(st, "c1", "ready");
-		for (i = 0; i < 8; i++) {
-			x[i] = (struct racer){.st = st};
-			snprintf(x[i].marker, sizeof(x[i].marker), "w%d", i);
-			pthread_create(&t[i], NULL, race_claim, &x[i]);
-		}
-		for (i = 0, wins = 0; i < 8; i++) {
-			pthread_join(t[i], NULL);
-			ck_assert(x[i].rc == CORE_OK || x[i].rc == CORE_ERR_CLAIM_CONFLICT);
-			wins += x[i].rc == CORE_OK;
-		}
-		ck_assert_int_eq(wins, 1);
-		ck_assert_int_eq(store_card_delete(st, "c1", &bot), CORE_OK);
-	}
-	close_db(st);
-}
-END_TEST
-
-static void *race_label(void *arg)
-{
-	struct racer *x = arg;
-	const char *one[] = {x->marker};
-	struct core_strv add = {(char **)one, 1};
-	struct core_card *c = NULL;
-
-	x->rc = store_card_labels_adjust(x->st, "c1", &add, NULL, &bot, &c);
-	core_card_free(c);
-	return NULL;
-}
-
-/* ADR-096 §9: adjust is guarded on the labels read and re-derived on a miss, so concurrent
- * relative adds all survive (no lost update). */
-START_TEST(labels_adjust_race_loses_nothing)
-{
-	struct store *st;
-	struct racer x[8];
-	pthread_t t[8];
-	struct core_card *c = NULL;
-	int i;
-
-	if (is_ferretdb()) {
-		printf("SKIP labels_adjust_race_loses_nothing: FerretDB 1.24's single-document "
-		       "updates are not atomic under concurrency; this race needs MongoDB\n");
-		return;
-	}
-	st = open_fresh();
-	create(st, "c1", "ready");
-	for (i = 0; i < 8; i++) {
-		x[i] = (struct racer){.st = st};
-		snprintf(x[i].marker, sizeof(x[i].marker), "l%d", i);
-		pthread_create(&t[i], NULL, race_label, &x[i]);
-	}
-	for (i = 0; i < 8; i++) {
-		pthread_join(t[i], NULL);
-		ck_assert_int_eq(x[i].rc, CORE_OK);
-	}
-	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_OK);
-	ck_assert_uint_eq(c->labels.n, 8);
-	core_card_free(c);
-	close_db(st);
-}
-END_TEST
-
 int main(void)
 {
 	Suite *s = suite_create("store-mongo");
@@ -1056,13 +602,8 @@ int main(void)
 	tcase_add_test(tc, run_count_includes_pruned);
 	tcase_add_test(tc, outbox_left_behind_is_delivered);
 	tcase_add_test(tc, tail_waits_for_a_fresh_hole_and_skips_an_old_one);
-	tcase_add_test(tc, closed_port_is_store_unavailable);
-	tcase_add_test(tc, database_failure_acknowledges_nothing);
-	tcase_add_test(tc, reaper_pass_files_reparks_and_caps);
-	tcase_add_test(tc, reaper_repair_releases_only_settled_residue);
-	tcase_add_test(tc, reaper_recovers_stripped_claim_past_horizon);
-	tcase_add_test(tc, claim_race_has_one_winner);
-	tcase_add_test(tc, labels_adjust_race_loses_nothing);
+	mongo_add_faults(tc);
+	mongo_add_reaper(tc);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_add_suite(sr, conformance_suite("conformance-mongo", open_fresh, close_db));
@@ -1071,3 +612,4 @@ int main(void)
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+

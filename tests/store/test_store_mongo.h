@@ -1,0 +1,42 @@
+/* Shared fixtures of the Mongo twin's suite (test_store_mongo*.c): a fresh database per
+ * store, raw driver access behind boardd's back, the server's own clock, small helpers. */
+#ifndef BOARDD_TESTS_STORE_TEST_STORE_MONGO_H
+#define BOARDD_TESTS_STORE_TEST_STORE_MONGO_H
+
+#include "store/store.h"
+
+#include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern const char *base_uri; /* BOARDD_TEST_MONGO_URI */
+extern int64_t tnow;         /* an injected clock for the tests that move time */
+extern const struct store_actor bot;
+
+int64_t test_clock(void *ctx);
+/* boardd_test_<pid>_<n> */
+void db_name_new(char *buf, size_t len);
+/* Opens the twin on database db (horizon 0: default; extra URI options may be NULL). */
+struct store *open_db(const char *db, int64_t horizon_ms, const char *extra_opts);
+/* A fresh database; the conformance factory. */
+struct store *open_fresh(void);
+/* Closes st and drops its database unless another open store still uses it. */
+void close_db(struct store *st);
+/* A JSON update on document `id` of a collection, or an insert, behind boardd's back. */
+void raw_update(struct store *st, const char *coll, const char *id, const char *json);
+void raw_insert(struct store *st, const char *coll, const char *json);
+/* hello.localTime, read independently of the twin. */
+int64_t server_now(void);
+/* buildInfo names FerretDB (its single-document updates are not atomic under concurrency). */
+bool is_ferretdb(void);
+void nap_ms(long ms);
+void create(struct store *st, const char *id, const char *state);
+struct core_token claim(struct store *st, const char *id, const char *marker);
+void set_last_run(struct store *st, const char *id, struct core_token t, const char *run);
+bool listed(struct core_card **v, size_t n, const char *id);
+
+void mongo_add_faults(TCase *tc);
+void mongo_add_reaper(TCase *tc);
+
+#endif

@@ -1,0 +1,321 @@
+/* The Mongo twin's failure and race cases: an unreachable server, a connection cut under
+ * an open store (nothing acknowledged), and the races that need single-document atomicity
+ * (skipped, with the reason printed, on FerretDB). */
+#include "tests/store/test_store_mongo.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- a database failure ---- */
+
+START_TEST(closed_port_is_store_unavailable)
+{
+	struct store_mongo_options o = {
+		.uri = "mongodb://127.0.0.1:1/boardd_test_closed?serverSelectionTimeoutMS=300"};
+	struct store *st = (struct store *)1;
+	char err[256];
+
+	ck_assert_int_eq(store_mongo_open(&o, &st, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_ptr_null(st);
+	ck_assert_ptr_null(strstr(err, "127.0.0.1:1")); /* the driver's words stay in the log */
+}
+END_TEST
+
+/* A TCP relay to the test server that the test can cut: every connection through it dies. */
+struct relay {
+	int lfd;
+	int port;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	int fds[64];
+	size_t n;
+	pthread_t pumps[32];
+	size_t n_pumps;
+	bool cut;
+};
+
+struct pump {
+	struct relay *r;
+	int a, b;
+};
+
+static void *pump_main(void *arg)
+{
+	struct pump *p = arg;
+	struct pollfd pf[2] = {{p->a, POLLIN, 0}, {p->b, POLLIN, 0}};
+	char buf[16384];
+	ssize_t k;
+	int i;
+
+	while (poll(pf, 2, 200) >= 0) {
+		pthread_mutex_lock(&p->r->mu);
+		if (p->r->cut) {
+			pthread_mutex_unlock(&p->r->mu);
+			break;
+		}
+		pthread_mutex_unlock(&p->r->mu);
+		for (i = 0; i < 2; i++) {
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			k = read(pf[i].fd, buf, sizeof(buf));
+			if (k <= 0 || write(pf[1 - i].fd, buf, (size_t)k) != k)
+				goto out;
+		}
+	}
+out:
+	shutdown(p->a, SHUT_RDWR);
+	shutdown(p->b, SHUT_RDWR);
+	free(p);
+	return NULL;
+}
+
+static int server_port(void)
+{
+	const char *p = strrchr(base_uri, ':');
+
+	ck_assert_ptr_nonnull(p);
+	return atoi(p + 1);
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)server_port())};
+	struct pump *p;
+	pthread_t t;
+	int a, b;
+
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	while ((a = accept(r->lfd, NULL, NULL)) >= 0) {
+		b = socket(AF_INET, SOCK_STREAM, 0);
+		if (b < 0 || connect(b, (struct sockaddr *)&to, sizeof(to)) != 0) {
+			close(a);
+			if (b >= 0)
+				close(b);
+			continue;
+		}
+		pthread_mutex_lock(&r->mu);
+		if (r->n_pumps == sizeof(r->pumps) / sizeof(r->pumps[0])) {
+			pthread_mutex_unlock(&r->mu);
+			close(a);
+			close(b);
+			continue;
+		}
+		r->fds[r->n++] = a;
+		r->fds[r->n++] = b;
+		p = calloc(1, sizeof(*p));
+		p->r = r;
+		p->a = a;
+		p->b = b;
+		pthread_create(&t, NULL, pump_main, p);
+		r->pumps[r->n_pumps++] = t;
+		pthread_mutex_unlock(&r->mu);
+	}
+	return NULL;
+}
+
+static void relay_start(struct relay *r)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
+
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->mu, NULL);
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(r->lfd, 0);
+	ck_assert_int_eq(bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(r->lfd, 16), 0);
+	ck_assert_int_eq(getsockname(r->lfd, (struct sockaddr *)&sa, &len), 0);
+	r->port = ntohs(sa.sin_port);
+	pthread_create(&r->thread, NULL, relay_main, r);
+}
+
+/* Stops accepting and kills every relayed connection. */
+static void relay_cut(struct relay *r)
+{
+	size_t i;
+
+	pthread_mutex_lock(&r->mu);
+	r->cut = true;
+	for (i = 0; i < r->n; i++)
+		shutdown(r->fds[i], SHUT_RDWR);
+	pthread_mutex_unlock(&r->mu);
+	shutdown(r->lfd, SHUT_RDWR);
+	close(r->lfd);
+	pthread_join(r->thread, NULL);
+	for (i = 0; i < r->n_pumps; i++)
+		pthread_join(r->pumps[i], NULL);
+	for (i = 0; i < r->n; i++)
+		close(r->fds[i]);
+	pthread_mutex_destroy(&r->mu);
+}
+
+START_TEST(database_failure_acknowledges_nothing)
+{
+	struct relay r;
+	char db[64], *uri, *host;
+	struct store_mongo_options o = {0};
+	struct store *st = NULL, *direct;
+	struct store_claim_result cr;
+	struct store_card_create in = {.id = "c2", .title = "c2"};
+	struct core_card *c = NULL, **v = NULL;
+	struct core_event *ev = NULL;
+	size_t n = 0, i;
+	int64_t next;
+	char err[256];
+
+	relay_start(&r);
+	db_name_new(db, sizeof(db));
+	direct = open_db(db, 0, NULL);
+	create(direct, "c1", "ready");
+	ck_assert_int_gt(asprintf(&host, "mongodb://127.0.0.1:%d", r.port), 0);
+	ck_assert_int_gt(asprintf(&uri, "%s/%s?serverSelectionTimeoutMS=500&connectTimeoutMS=500",
+				  host, db),
+			 0);
+	o.uri = uri;
+	ck_assert_int_eq(store_mongo_open(&o, &st, err, sizeof(err)), CORE_OK);
+	ck_assert_int_eq(store_ping(st), CORE_OK);
+
+	relay_cut(&r);
+	ck_assert_int_eq(store_ping(st), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &cr),
+			 CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_ptr_null(cr.card);
+	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 10, 0, &ev, &n, &next),
+			 CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_reaper_list_expired(st, 10, &v, &n), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_ptr_null(v);
+	store_close(st);
+
+	/* Nothing was acknowledged, and nothing happened. */
+	ck_assert_int_eq(store_card_get(direct, "c2", &c), CORE_ERR_NOT_FOUND);
+	c = NULL;
+	ck_assert_int_eq(store_card_get(direct, "c1", &c), CORE_OK);
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+	ck_assert_int_eq(store_events_list(direct, NULL, NULL, 0, 1000, 0, &ev, &n, &next),
+			 CORE_OK);
+	for (i = 0; i < n; i++)
+		ck_assert(ev[i].type != CORE_EV_CARD_CLAIMED &&
+			  !(ev[i].card_id && strcmp(ev[i].card_id, "c2") == 0));
+	store_events_free(ev, n);
+	free(uri);
+	free(host);
+	close_db(direct);
+}
+END_TEST
+
+/* ---- races (need single-document atomicity: MongoDB only) ---- */
+
+struct racer {
+	struct store *st;
+	char marker[16];
+	enum core_rc rc;
+};
+
+static void *race_claim(void *arg)
+{
+	struct racer *x = arg;
+	struct store_claim_result r;
+
+	x->rc = store_card_claim(x->st, "c1", x->marker, 60000, &bot, &r);
+	core_card_free(r.card);
+	return NULL;
+}
+
+START_TEST(claim_race_has_one_winner)
+{
+	struct store *st;
+	struct racer x[8];
+	pthread_t t[8];
+	int i, wins = 0, round;
+
+	if (is_ferretdb()) {
+		printf("SKIP claim_race_has_one_winner: FerretDB 1.24's single-document updates "
+		       "are not atomic under concurrency; this race needs MongoDB\n");
+		return;
+	}
+	st = open_fresh();
+	for (round = 0; round < 5; round++) {
+		create(st, "c1", "ready");
+		for (i = 0; i < 8; i++) {
+			x[i] = (struct racer){.st = st};
+			snprintf(x[i].marker, sizeof(x[i].marker), "w%d", i);
+			pthread_create(&t[i], NULL, race_claim, &x[i]);
+		}
+		for (i = 0, wins = 0; i < 8; i++) {
+			pthread_join(t[i], NULL);
+			ck_assert(x[i].rc == CORE_OK || x[i].rc == CORE_ERR_CLAIM_CONFLICT);
+			wins += x[i].rc == CORE_OK;
+		}
+		ck_assert_int_eq(wins, 1);
+		ck_assert_int_eq(store_card_delete(st, "c1", &bot), CORE_OK);
+	}
+	close_db(st);
+}
+END_TEST
+
+static void *race_label(void *arg)
+{
+	struct racer *x = arg;
+	const char *one[] = {x->marker};
+	struct core_strv add = {(char **)one, 1};
+	struct core_card *c = NULL;
+
+	x->rc = store_card_labels_adjust(x->st, "c1", &add, NULL, &bot, &c);
+	core_card_free(c);
+	return NULL;
+}
+
+/* ADR-096 §9: adjust is guarded on the labels read and re-derived on a miss, so concurrent
+ * relative adds all survive (no lost update). */
+START_TEST(labels_adjust_race_loses_nothing)
+{
+	struct store *st;
+	struct racer x[8];
+	pthread_t t[8];
+	struct core_card *c = NULL;
+	int i;
+
+	if (is_ferretdb()) {
+		printf("SKIP labels_adjust_race_loses_nothing: FerretDB 1.24's single-document "
+		       "updates are not atomic under concurrency; this race needs MongoDB\n");
+		return;
+	}
+	st = open_fresh();
+	create(st, "c1", "ready");
+	for (i = 0; i < 8; i++) {
+		x[i] = (struct racer){.st = st};
+		snprintf(x[i].marker, sizeof(x[i].marker), "l%d", i);
+		pthread_create(&t[i], NULL, race_label, &x[i]);
+	}
+	for (i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(x[i].rc, CORE_OK);
+	}
+	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_OK);
+	ck_assert_uint_eq(c->labels.n, 8);
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+void mongo_add_faults(TCase *tc)
+{
+	tcase_add_test(tc, closed_port_is_store_unavailable);
+	tcase_add_test(tc, database_failure_acknowledges_nothing);
+	tcase_add_test(tc, claim_race_has_one_winner);
+	tcase_add_test(tc, labels_adjust_race_loses_nothing);
+}

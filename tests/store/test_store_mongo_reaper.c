@@ -1,0 +1,166 @@
+/* The real reaper over the Mongo twin, with the cloud divergences on (ADR-096 §7): filing,
+ * repark to the pool, the run ceiling, the residue repair, a stripped claim past the
+ * horizon. */
+#include "server/reaper.h"
+#include "tests/store/conformance.h"
+#include "tests/store/test_store_mongo.h"
+
+#include <check.h>
+#include <string.h>
+
+/* ---- the reaper over this twin (the cloud divergences, ADR-096 §7) ---- */
+
+static void quiet_log(void *ctx, const char *line)
+{
+	(void)ctx;
+	(void)line;
+}
+
+static struct server_reaper *mongo_reaper(struct store *st, bool gate, size_t ceiling)
+{
+	struct server_reaper_config cfg = {.gate = gate, .interval_ms = 3600000, .batch = 100,
+					   .workers = 1, .lease_ms = 60000, .hostname = "mh",
+					   .repark_to_pool = true, .run_ceiling = ceiling,
+					   .log = quiet_log};
+	struct server_reaper *r = NULL;
+
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	return r;
+}
+
+static void run_create(struct store *st, const char *id, const char *card, const char *marker,
+		       const char *status)
+{
+	struct store_run_create in = {.id = id, .card_id = card, .marker = marker,
+				      .status = status, .lease_ms = 60000};
+	struct core_run *r = NULL;
+
+	ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
+	core_run_free(r);
+}
+
+static void assert_card(struct store *st, const char *id, const char *state, bool claimed)
+{
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+	ck_assert_msg(strcmp(c->state, state) == 0, "%s in %s, want %s", id, c->state, state);
+	ck_assert_msg(c->claim.present == claimed, "%s claimed=%d", id, c->claim.present);
+	core_card_free(c);
+}
+
+/* A gated pass: finished -> done (run verdict, not machine); failed_resumable -> back to
+ * eligible[0] under watchdog; at the run ceiling -> the failed column with a gave_up stamp. */
+START_TEST(reaper_pass_files_reparks_and_caps)
+{
+	struct store *st = open_fresh();
+	struct server_reaper *r;
+	struct server_reaper_stats s;
+	struct core_token t;
+	struct core_card *c = NULL;
+
+	tnow = CT_T0;
+	store_clock_set(st, test_clock, &tnow);
+	r = mongo_reaper(st, true, 2);
+	create(st, "fin", "in_progress");
+	create(st, "res", "in_progress");
+	create(st, "cap", "in_progress");
+	t = claim(st, "fin", "w1");
+	run_create(st, "r-fin", "fin", "w1", "finished");
+	set_last_run(st, "fin", t, "r-fin");
+	t = claim(st, "res", "w2");
+	run_create(st, "r-res", "res", "w2", "failed_resumable");
+	set_last_run(st, "res", t, "r-res");
+	t = claim(st, "cap", "w3");
+	run_create(st, "r-cap0", "cap", "w3", "failed");
+	run_create(st, "r-cap", "cap", "w3", "failed_resumable");
+	set_last_run(st, "cap", t, "r-cap");
+	tnow += 120000; /* every lease expired */
+	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
+	ck_assert_uint_eq(s.transferred, 3);
+	assert_card(st, "fin", "done", false);
+	assert_card(st, "res", "ready", false);
+	assert_card(st, "cap", "blocked", false);
+	ck_assert_int_eq(store_card_get(st, "fin", &c), CORE_OK);
+	ck_assert_str_eq(c->state_reason, "run_finished");
+	core_card_free(c);
+	ck_assert_int_eq(store_card_get(st, "res", &c), CORE_OK);
+	ck_assert_str_eq(c->state_reason, "watchdog");
+	core_card_free(c);
+	ck_assert_int_eq(store_card_get(st, "cap", &c), CORE_OK);
+	ck_assert(c->gave_up.set);
+	ck_assert_str_eq(c->gave_up.reason, "run_ceiling");
+	core_card_free(c);
+	server_reaper_free(r);
+	close_db(st);
+}
+END_TEST
+
+/* The ungated repair sweep releases the un-leased residue whose run the table would file,
+ * and conserves the rest (ADR-096 §9). */
+START_TEST(reaper_repair_releases_only_settled_residue)
+{
+	struct store *st = open_fresh();
+	struct server_reaper *r;
+	size_t repaired = 0;
+	struct core_token t;
+
+	tnow = CT_T0;
+	store_clock_set(st, test_clock, &tnow);
+	r = mongo_reaper(st, false, 20);
+	create(st, "done-run", "in_progress");
+	create(st, "live-run", "in_progress");
+	t = claim(st, "done-run", "w1");
+	run_create(st, "r1", "done-run", "w1", "finished");
+	set_last_run(st, "done-run", t, "r1");
+	t = claim(st, "live-run", "w2");
+	run_create(st, "r2", "live-run", "w2", "running");
+	set_last_run(st, "live-run", t, "r2");
+	raw_update(st, "cards", "done-run", "{\"$unset\": {\"claim_epoch\": 1}}");
+	raw_update(st, "cards", "live-run", "{\"$unset\": {\"claim.lease_until\": 1}}");
+	ck_assert_int_eq(server_reaper_repair(r, &repaired), CORE_OK);
+	ck_assert_uint_eq(repaired, 1);
+	assert_card(st, "done-run", "in_progress", false);
+	assert_card(st, "live-run", "in_progress", true);
+	server_reaper_free(r);
+	close_db(st);
+}
+END_TEST
+
+/* A stripped claim outside the running column waits for the horizon, then the gated pass
+ * takes it through the un-leased arm (transfer) and decides: no run recorded -> release. */
+START_TEST(reaper_recovers_stripped_claim_past_horizon)
+{
+	char db[64];
+	struct store *st;
+	struct server_reaper *r;
+	struct server_reaper_stats s;
+
+	db_name_new(db, sizeof(db));
+	st = open_db(db, 3600000, NULL);
+	tnow = CT_T0;
+	store_clock_set(st, test_clock, &tnow);
+	r = mongo_reaper(st, true, 20);
+	create(st, "c1", "review");
+	claim(st, "c1", "w1");
+	raw_update(st, "cards", "c1", "{\"$unset\": {\"claim_epoch\": 1}}");
+	tnow += 120000;
+	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
+	ck_assert_uint_eq(s.listed, 0);
+	assert_card(st, "c1", "review", true);
+	tnow += 3600000;
+	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
+	ck_assert_uint_eq(s.listed, 1);
+	ck_assert_uint_eq(s.transferred, 1);
+	assert_card(st, "c1", "review", false);
+	server_reaper_free(r);
+	close_db(st);
+}
+END_TEST
+
+void mongo_add_reaper(TCase *tc)
+{
+	tcase_add_test(tc, reaper_pass_files_reparks_and_caps);
+	tcase_add_test(tc, reaper_repair_releases_only_settled_residue);
+	tcase_add_test(tc, reaper_recovers_stripped_claim_past_horizon);
+}
