@@ -162,11 +162,13 @@ static void resolve_run(struct server_reaper *r, const struct core_card *c, stru
 
 /* ---- acting under the recovery token ---- */
 
+/* `release`: the recovery claim goes in the same fenced step (one journal line, not two). */
 static enum core_rc owned_state(struct server_reaper *r, const char *id,
-				const struct core_token *tok, const char *to, const char *reason)
+				const struct core_token *tok, const char *to, const char *reason,
+				bool release)
 {
 	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .token = *tok, .state = to,
-				      .reason = reason};
+				      .reason = reason, .release = release};
 	struct core_card *out = NULL;
 	enum core_rc rc = store_card_owned_write(r->st, id, &w, &r->actor, &out);
 
@@ -199,11 +201,14 @@ static enum core_rc release_token(struct server_reaper *r, const char *id,
 }
 
 /* Files a reclaimed card into `target` unless a column somebody chose would be overwritten
- * (ShouldFileStuckCard). Returns the write's rc, CORE_OK when nothing was to be written. */
+ * (ShouldFileStuckCard). Returns the write's rc, CORE_OK when nothing was to be written.
+ * The filing carries the release of the recovery claim: on success *released is set. */
 static enum core_rc file_card(struct server_reaper *r, const struct core_board *b,
 			      const struct core_card *seen, const struct core_token *tok,
-			      const char *target, const char *reason, bool *filed)
+			      const char *target, const char *reason, bool *filed, bool *released)
 {
+	enum core_rc rc;
+
 	*filed = false;
 	if (!core_should_file_stuck_card(b, seen->state, target)) {
 		if (target && strcmp(seen->state, target) != 0)
@@ -213,20 +218,25 @@ static enum core_rc file_card(struct server_reaper *r, const struct core_board *
 		return CORE_OK;
 	}
 	*filed = true;
-	return owned_state(r, seen->id, tok, target, reason);
+	rc = owned_state(r, seen->id, tok, target, reason, true);
+	*released = rc == CORE_OK;
+	return rc;
 }
 
-/* The action half of one reclaim: everything fenced by tok (the recovery token). */
+/* The action half of one reclaim: everything fenced by tok (the recovery token). *release:
+ * the recovery claim is to go; *released: the filing already took it along (its last write
+ * carried the release), so the caller must not release again. */
 static enum core_rc act(struct server_reaper *r, const struct core_board *b,
 			const struct core_card *seen, const struct core_token *tok,
 			const struct core_stuck_decision *d, const struct resolved *run,
-			const char *prev_marker, bool *release)
+			const char *prev_marker, bool *release, bool *released)
 {
 	enum core_rc rc = CORE_OK;
 	bool filed = false;
 	size_t n_runs = 0;
 
 	*release = true;
+	*released = false;
 	switch (d->action) {
 	case CORE_STUCK_KEEP:
 		/* Conservation is granted once: the recovery claim is its record. A card
@@ -234,17 +244,18 @@ static enum core_rc act(struct server_reaper *r, const struct core_board *b,
 		*release = core_marker_is_recovery(prev_marker);
 		break;
 	case CORE_STUCK_COMPLETE:
-		rc = file_card(r, b, seen, tok, b->completed, d->reason, &filed);
+		rc = file_card(r, b, seen, tok, b->completed, d->reason, &filed, released);
 		break;
 	case CORE_STUCK_FAIL:
-		rc = file_card(r, b, seen, tok, b->failed, d->reason, &filed);
+		rc = file_card(r, b, seen, tok, b->failed, d->reason, &filed, released);
 		break;
 	case CORE_STUCK_GIVE_UP:
 		if (core_should_file_stuck_card(b, seen->state, b->failed)) {
 			rc = owned_gave_up(r, seen->id, tok, "run_pruned", seen->last_run_id,
 					   seen->state);
 			if (rc == CORE_OK)
-				rc = file_card(r, b, seen, tok, b->failed, d->reason, &filed);
+				rc = file_card(r, b, seen, tok, b->failed, d->reason, &filed,
+					       released);
 		}
 		break;
 	case CORE_STUCK_REPARK:
@@ -257,10 +268,11 @@ static enum core_rc act(struct server_reaper *r, const struct core_board *b,
 			rc = owned_gave_up(r, seen->id, tok, "run_ceiling",
 					   run->run ? run->run->id : NULL, seen->state);
 			if (rc == CORE_OK)
-				rc = file_card(r, b, seen, tok, b->failed, "watchdog", &filed);
+				rc = file_card(r, b, seen, tok, b->failed, "watchdog", &filed,
+					       released);
 		} else {
 			rc = file_card(r, b, seen, tok, core_board_first_eligible(b), d->reason,
-				       &filed);
+				       &filed, released);
 		}
 		break;
 	case CORE_STUCK_RELEASE:
@@ -281,7 +293,7 @@ static void reap_one(struct server_reaper *r, const struct core_card *listed,
 	struct core_token prev = {listed->claim.marker, listed->claim_epoch};
 	struct core_token tok;
 	struct core_card *seen = NULL;
-	bool release = false;
+	bool release = false, released = false;
 	enum core_rc rc;
 	int64_t now = store_now(r->st);
 
@@ -328,12 +340,13 @@ static void reap_one(struct server_reaper *r, const struct core_card *listed,
 	d = core_decide_stuck_card(&in);
 	tok.marker = r->marker;
 	tok.epoch = seen->claim_epoch;
-	rc = act(r, &board, seen, &tok, &d, &run, prev.marker, &release);
+	rc = act(r, &board, seen, &tok, &d, &run, prev.marker, &release, &released);
 	if (rc != CORE_OK)
 		s->errors++;
 	/* The claim is released whatever the filing did: a card is never left owned by a
-	 * ghost — except a first keep, whose recovery claim is the record of the grant. */
-	if (release && release_token(r, seen->id, &tok) != CORE_OK)
+	 * ghost — except a first keep, whose recovery claim is the record of the grant. A
+	 * filing that carried the release (atomically, on success only) already did it. */
+	if (release && !released && release_token(r, seen->id, &tok) != CORE_OK)
 		s->errors++;
 	s->actions[d.action]++;
 	reaper_log(r, "reclaimed card %s from %s epoch %lld: %s (%s) in %s%s", seen->id,

@@ -356,6 +356,9 @@ enum core_rc store_card_owned_write(struct store *st, const char *id,
 				    const struct store_owned_write *w,
 				    const struct store_actor *actor, struct core_card **out)
 {
+	struct store_owned_write one;
+	enum core_rc rc;
+
 	if (out)
 		*out = NULL;
 	if (!st || !out || !core_id_valid(id))
@@ -363,7 +366,19 @@ enum core_rc store_card_owned_write(struct store *st, const char *id,
 	if (!owned_write_valid(w))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, card_owned_write);
-	return st->ops->card_owned_write(st, id, w, actor, out);
+	if (!w->release || st->ops->owned_write_release)
+		return st->ops->card_owned_write(st, id, w, actor, out);
+	/* A twin without the combined step: the write, then the release under the same token
+	 * (an owned write keeps the epoch, so the release is fenced exactly like the write). */
+	NEED_OP(st, card_release);
+	one = *w;
+	one.release = false;
+	rc = st->ops->card_owned_write(st, id, &one, actor, out);
+	if (rc != CORE_OK)
+		return rc;
+	core_card_free(*out);
+	*out = NULL;
+	return st->ops->card_release(st, id, &w->token, actor, out);
 }
 
 enum core_rc store_card_set_state_from(struct store *st, const char *id, const char *from,

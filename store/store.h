@@ -78,6 +78,10 @@ struct store_owned_write {
 	const char *run_id; /* LAST_RUN (NULL clears) */
 	bool awaiting_input;
 	const struct core_gave_up *gave_up; /* GAVE_UP: NULL or !set clears */
+	/* Then release the claim, fenced by the same token, in the same atomic step (the FS
+	 * twin: one journal line; the events of both). *out is the card as released. A twin
+	 * without store_ops.owned_write_release gets the write, then a release (see there). */
+	bool release;
 };
 
 struct store_claim_result {
@@ -130,6 +134,11 @@ struct store {
 
 struct store_ops {
 	const char *name;
+	/* card_owned_write honours store_owned_write.release as one atomic step. When false,
+	 * store_card_owned_write runs the write, then a fenced card_release: two steps, so a
+	 * failure between them leaves the write done and the claim held (the caller gets the
+	 * release's error; a recovery claim left so is the reaper's repair sweep's to free). */
+	bool owned_write_release;
 	void (*close)(struct store *st);
 	/* flush / readiness */
 	enum core_rc (*ping)(struct store *st);

@@ -40,6 +40,7 @@ static enum core_rc fs_ping(struct store *st)
 
 static const struct store_ops fs_ops = {
 	.name = "fs",
+	.owned_write_release = true,
 	.close = fs_close,
 	.ping = fs_ping,
 	.now = fs_now,

@@ -195,6 +195,10 @@ enum core_rc fs_card_owned_write(struct store *st, const char *id,
 	default:
 		rc = CORE_ERR_BAD_REQUEST;
 	}
+	/* The token passed the fence above and the write kept the epoch: the release is as
+	 * fenced as the write, and shares its line (the reaper's file-and-release). */
+	if (rc == CORE_OK && w->release)
+		rc = release_with_event(&t, c, NULL);
 out:
 	return end_card(&t, rc, c, out);
 }

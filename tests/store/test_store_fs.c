@@ -540,6 +540,110 @@ START_TEST(dependents_index_follows_every_path)
 }
 END_TEST
 
+static struct core_token claim(struct store *st, const char *id, const char *marker)
+{
+	struct store_claim_result cr;
+	struct core_token t;
+
+	ck_assert_int_eq(store_card_claim(st, id, marker, 60000, &bot, &cr), CORE_OK);
+	t = (struct core_token){.marker = marker, .epoch = cr.token.epoch};
+	core_card_free(cr.card);
+	return t;
+}
+
+static uint64_t commits(struct store *st)
+{
+	struct store_fs_stats s;
+
+	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+	return s.commits;
+}
+
+/* An owned write with .release: the write and the release are one fenced step and one
+ * journal line, with the events of both; a refused write releases nothing. */
+START_TEST(owned_write_with_release_is_one_line)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .state = "done",
+				      .reason = "run_finished", .release = true};
+	struct core_card *c = NULL;
+	struct core_event *ev;
+	uint64_t n0;
+	size_t n;
+
+	create(st, "x");
+	w.token = claim(st, "x", "w1");
+	n0 = commits(st);
+	ck_assert_int_eq(store_card_owned_write(st, "x", &w, &bot, &c), CORE_OK);
+	ck_assert_uint_eq(commits(st), n0 + 1);
+	ck_assert_str_eq(c->state, "done");
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->claim_epoch, w.token.epoch); /* the fence generation survives */
+	core_card_free(c);
+	ev = all_events(st, &n);
+	ck_assert_str_eq(core_event_type_name(ev[n - 2].type), "card_state_changed");
+	ck_assert_str_eq(core_event_type_name(ev[n - 1].type), "card_released");
+	ck_assert_str_eq(ev[n - 1].actor, "bot");
+	store_events_free(ev, n);
+	/* The token is spent: the same write again is refused and changes nothing. */
+	n0 = commits(st);
+	ck_assert_int_eq(store_card_owned_write(st, "x", &w, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_ptr_null(c);
+	ck_assert_uint_eq(commits(st), n0);
+
+	/* A write the workflow refuses takes the release down with it: the claim stays. */
+	create(st, "y");
+	w.token = claim(st, "y", "w2");
+	w.state = "no_such_column";
+	n0 = commits(st);
+	ck_assert_int_eq(store_card_owned_write(st, "y", &w, &bot, &c),
+			 CORE_ERR_TRANSITION_REJECTED);
+	ck_assert_uint_eq(commits(st), n0);
+	ck_assert_int_eq(store_card_get(st, "y", &c), CORE_OK);
+	ck_assert(c->claim.present);
+	core_card_free(c);
+	store_close(st);
+
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert_int_eq(store_card_get(st, "x", &c), CORE_OK);
+	ck_assert_str_eq(c->state, "done");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A twin without the combined step (owned_write_release false) gets the write, then a fenced
+ * release, from the wrapper: the same end state in two lines. */
+START_TEST(owned_write_release_fallback)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	const struct store_ops *fs_ops = st->ops;
+	struct store_ops plain = *fs_ops;
+	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .run_id = "r9",
+				      .release = true};
+	struct core_card *c = NULL;
+	uint64_t n0;
+
+	create(st, "z");
+	w.token = claim(st, "z", "w1");
+	n0 = commits(st);
+	plain.owned_write_release = false;
+	st->ops = &plain;
+	ck_assert_int_eq(store_card_owned_write(st, "z", &w, &bot, &c), CORE_OK);
+	st->ops = fs_ops; /* the FS extras recognise their own table only */
+	ck_assert_uint_eq(commits(st), n0 + 2);
+	ck_assert_str_eq(c->last_run_id, "r9");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-fs");
@@ -557,6 +661,8 @@ int main(void)
 	tcase_add_test(tc, refused_write_is_not_applied);
 	tcase_add_test(tc, events_tail_bounded);
 	tcase_add_test(tc, dependents_index_follows_every_path);
+	tcase_add_test(tc, owned_write_with_release_is_one_line);
+	tcase_add_test(tc, owned_write_release_fallback);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
 	sr = srunner_create(s);
