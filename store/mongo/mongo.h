@@ -32,6 +32,7 @@
 
 #define MGO_HORIZON_DEFAULT_MS ((int64_t)24 * 3600 * 1000)
 #define MGO_RESAMPLE_MS 10000  /* server clock re-sample period */
+#define MGO_SAMPLE_MAX_RTT_MS 1000 /* a slower round trip is not a sample (after the first) */
 #define MGO_OUTBOX_GRACE_MS 5000 /* the maintenance drain leaves younger outboxes to writers */
 #define MGO_GAP_GRACE_MS 2000  /* an unfilled seq older than this is a permanent gap */
 #define MGO_CAS_TRIES 16       /* a conditional update missed this often answers a conflict */
@@ -47,6 +48,7 @@ struct mgo {
 	int64_t clock_server_ms; /* server time at the sample, round-trip corrected */
 	int64_t clock_mono_ms;   /* CLOCK_MONOTONIC at the same instant */
 	int64_t clock_offset_ms; /* server - local wall clock at the sample (diagnostic) */
+	int64_t clock_last_ms;   /* the last "now" handed out: never goes backwards */
 	int64_t local_skew_ms;   /* test only: BOARDD_TEST_LOCAL_CLOCK_SKEW_MS */
 
 	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */

@@ -64,21 +64,29 @@ void mgo_clock_release(struct mgo *m)
 enum core_rc mgo_clock_sample(struct mgo *m)
 {
 	mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
-	bson_t cmd = BSON_INITIALIZER, reply;
+	bson_t cmd = BSON_INITIALIZER, reply = BSON_INITIALIZER;
 	bson_iter_t it;
 	bson_error_t e;
 	int64_t t0, t1, server = 0, local, offset;
 	enum core_rc rc = CORE_ERR_STORE_UNAVAILABLE;
-	bool ok;
+	bool ok, slow = false;
 
 	if (!client)
 		return CORE_ERR_NOMEM;
+	/* A ping first, so the timed round trip pays for neither a new connection nor a wait
+	 * in server selection; a server that does not answer it is not sampled. */
+	BSON_APPEND_INT32(&cmd, "ping", 1);
+	ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, NULL, &e);
+	bson_reinit(&cmd);
 	BSON_APPEND_INT32(&cmd, "hello", 1);
 	t0 = mono_ms();
-	ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, &e);
+	ok = ok && mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, &e);
 	t1 = mono_ms();
 	if (!ok) {
-		rc = mgo_error("hello (server clock)", &e);
+		rc = mgo_error("server clock", &e);
+	} else if (m->clock_mono_ms && t1 - t0 > MGO_SAMPLE_MAX_RTT_MS) {
+		slow = true; /* too slow to say much: the last sample keeps extrapolating */
+		rc = CORE_OK;
 	} else if (bson_iter_init_find(&it, &reply, "localTime") && BSON_ITER_HOLDS_DATE_TIME(&it)) {
 		server = bson_iter_date_time(&it) + (t1 - t0) / 2;
 		rc = CORE_OK;
@@ -88,7 +96,7 @@ enum core_rc mgo_clock_sample(struct mgo *m)
 	bson_destroy(&reply);
 	bson_destroy(&cmd);
 	mongoc_client_pool_push(m->pool, client);
-	if (rc != CORE_OK)
+	if (rc != CORE_OK || slow)
 		return rc;
 	local = mgo_clock_local_ms(m);
 	offset = server - local;
@@ -112,6 +120,11 @@ int64_t mgo_clock_now(struct store *st)
 
 	pthread_mutex_lock(&m->clock_mu);
 	now = m->clock_server_ms + (mono_ms() - m->clock_mono_ms);
+	/* A re-sample may land a little behind the extrapolation (rtt noise, a server clock
+	 * step): "now" never goes backwards, so no lease or age computed from it does. */
+	if (now < m->clock_last_ms)
+		now = m->clock_last_ms;
+	m->clock_last_ms = now;
 	pthread_mutex_unlock(&m->clock_mu);
 	return now;
 }
