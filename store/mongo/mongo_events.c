@@ -397,13 +397,13 @@ enum core_rc mgo_events_list(struct store *st, const char *board, const char *co
 
 	if (!v)
 		return CORE_ERR_NOMEM;
-	rc = mgo_conn_open(m, &c);
-	if (rc != CORE_OK) {
-		free(v);
-		return rc;
-	}
 	*next = after;
 	for (;;) {
+		/* A pooled client per poll, never across a nap: long-polls must not hold the
+		 * pool that every other request draws from. */
+		rc = mgo_conn_open_bare(m, &c);
+		if (rc != CORE_OK)
+			break;
 		t = (struct tail_ctx){.m = m, .board = board, .boards = boards, .limit = limit,
 				      .v = v, .n = n, .expect = *next + 1, .safe = *next,
 				      .real_now = mgo_clock_now(st)};
@@ -417,6 +417,7 @@ enum core_rc mgo_events_list(struct store *st, const char *board, const char *co
 		bson_append_document_end(&opts, &sort);
 		BSON_APPEND_INT64(&opts, "limit", 1000);
 		rc = mgo_find_each(c.events, &filter, &opts, tail_doc, &t);
+		mgo_conn_close(&c);
 		bson_destroy(&opts);
 		bson_destroy(&filter);
 		if (rc != CORE_OK)
@@ -432,7 +433,6 @@ enum core_rc mgo_events_list(struct store *st, const char *board, const char *co
 		nap.tv_nsec = (left < 100 ? left : 100) * 1000000L;
 		nanosleep(&nap, NULL);
 	}
-	mgo_conn_close(&c);
 	if (rc != CORE_OK) {
 		store_events_free(v, *n);
 		*n = 0;
