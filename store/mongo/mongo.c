@@ -16,11 +16,13 @@
  *  1. Card (or run, or board) change + its events. ATOMIC via the outbox: the events ride in
  *     the same update as the change ($push outbox) and are moved to `events` right after; a
  *     writer that dies or fails in between leaves them in the outbox, and the maintenance
- *     thread delivers them (_id = event id, so a second delivery is a duplicate-key no-op).
- *     The seq is assigned at delivery: seq order is delivery order, not commit order.
- *  2. Card delete + card_deleted. NOT atomic: the document (and its outbox) is gone, so the
- *     event is inserted after the delete; a failure there is logged and the delete still
- *     answers OK (it happened). The audit tail can miss that one event.
+ *     thread delivers them within ~15 s (it skips events already stored — _id = event id —
+ *     and only pulls those). The seq is assigned at delivery: seq order is delivery order,
+ *     not commit order, and an event waiting in an outbox is not yet in the tail.
+ *  2. Card delete + card_deleted. NOT atomic: the document (and its outbox) is gone, so
+ *     whatever its outbox still held and then card_deleted are inserted after the delete; a
+ *     failure there is logged and the delete still answers OK (it happened). The audit tail
+ *     can miss those events.
  *  3. Seq allocation + event insert. Two round trips: a writer can die holding a seq. The
  *     tail serves only the prefix without holes and skips a hole once the event after it is
  *     MGO_GAP_GRACE_MS old (mongo_events.c).
