@@ -99,6 +99,11 @@ enum core_rc mgo_find_modify(mongoc_collection_t *coll, const bson_t *filter,
 /* Runs a find and hands each document to fn (which returns an rc; non-OK stops). */
 enum core_rc mgo_find_each(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
 			   enum core_rc (*fn)(void *ctx, const bson_t *doc), void *ctx);
+/* Document `id` without its outbox (NULL when absent, rc OK). */
+enum core_rc mgo_find_by_id(mongoc_collection_t *coll, const char *id, bson_t **doc);
+/* Whether a card or event of `board` is in scope: `one` (NULL: any) and in `many` (NULL: any;
+ * else a NULL-terminated list). */
+bool mgo_board_allowed(const char *board, const char *one, const char *const *many);
 /* Atomically adds n to counter `name`; *last receives the new value. */
 enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last);
 
@@ -292,6 +297,10 @@ enum core_rc mgo_card_comment_add(struct store *st, const char *id, const char *
 				  const struct store_actor *actor, struct core_card **out);
 
 /* mongo_claims.c */
+/* Clears the claim of a->now (a->was as read) with its card_released event ({marker, epoch},
+ * reason may be NULL) and writes it guarded on the claim as read. */
+enum core_rc mgo_release_write(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
+			       bool *hit, struct core_card **out);
 enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker,
 			    int64_t lease_ms, const struct store_actor *actor,
 			    struct store_claim_result *out);

@@ -202,14 +202,6 @@ static const char *const *sweep_boards(const struct store_label_sweep *sw)
 	return sw->boards;
 }
 
-static bool board_allowed(const char *board, const char *const *boards)
-{
-	for (; boards && *boards; boards++)
-		if (strcmp(*boards, board) == 0)
-			return true;
-	return !boards;
-}
-
 struct board_count {
 	char *board;
 	size_t n;
@@ -230,7 +222,7 @@ enum core_rc mgo_labels_sweep(struct store *st, const struct store_label_sweep *
 	enum core_rc rc;
 
 	*touched = 0;
-	if (sw->board && !board_allowed(sw->board, boards))
+	if (sw->board && !mgo_board_allowed(sw->board, NULL, boards))
 		return CORE_OK;
 	rc = mgo_conn_open(mgo_of(st), &c);
 	if (rc != CORE_OK)

@@ -31,17 +31,6 @@ bool mgo_board_filter_append(bson_t *filter, const char *board, const char *cons
 	return ok && bson_append_array_end(&in, &arr) && bson_append_document_end(filter, &in);
 }
 
-/* False when `board` is asked for but the caller may not see it (an empty answer). */
-static bool board_visible(const char *board, const char *const *boards)
-{
-	if (!board || !boards)
-		return true;
-	for (; *boards; boards++)
-		if (strcmp(*boards, board) == 0)
-			return true;
-	return false;
-}
-
 struct query_ctx {
 	struct core_card **v;
 	int64_t *ords; /* the creation ordinal of each card */
@@ -147,7 +136,7 @@ enum core_rc mgo_card_list(struct store *st, const struct store_card_filter *f,
 		if (*end || errno || after < 0 || f->after[0] < '0' || f->after[0] > '9')
 			return CORE_ERR_BAD_REQUEST;
 	}
-	if (!board_visible(f->board, f->boards)) {
+	if (f->board && !mgo_board_allowed(f->board, NULL, f->boards)) {
 		*out = calloc(1, sizeof(**out));
 		return *out ? CORE_OK : CORE_ERR_NOMEM;
 	}
@@ -514,7 +503,7 @@ enum core_rc mgo_labels_count(struct store *st, const char *board, const char *c
 	int64_t cnt;
 	enum core_rc rc = o ? CORE_OK : CORE_ERR_NOMEM;
 
-	if (rc != CORE_OK || !board_visible(board, boards)) {
+	if (rc != CORE_OK || (board && !mgo_board_allowed(board, NULL, boards))) {
 		*out = o;
 		return rc;
 	}

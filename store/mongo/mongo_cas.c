@@ -19,22 +19,16 @@
 
 enum core_rc mgo_card_read(struct mgo_conn *c, const char *id, struct core_card **out)
 {
-	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, proj, *doc = NULL;
+	bson_t *doc = NULL;
 	enum core_rc rc;
 
 	*out = NULL;
-	BSON_APPEND_UTF8(&filter, "_id", id);
-	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
-	BSON_APPEND_INT32(&proj, "outbox", 0);
-	bson_append_document_end(&opts, &proj);
-	rc = mgo_find_one(c->cards, &filter, &opts, &doc);
+	rc = mgo_find_by_id(c->cards, id, &doc);
 	if (rc == CORE_OK)
 		rc = doc ? mgo_card_from_bson(doc, out) : CORE_ERR_NOT_FOUND;
 	if (rc == CORE_ERR_BAD_REQUEST)
 		rc = CORE_ERR_INTERNAL; /* a stored document we cannot read is not the client's */
 	bson_destroy(doc);
-	bson_destroy(&opts);
-	bson_destroy(&filter);
 	return rc;
 }
 

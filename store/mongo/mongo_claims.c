@@ -90,6 +90,7 @@ static enum core_rc renew_once(struct mgo_conn *c, const void *arg, bool *hit,
 		rc = core_claim_renew(a.now, x->t, x->lease_ms, c->now);
 	if (rc == CORE_OK)
 		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM, &q, hit, out);
+	mgo_evq_release(&q);
 	mgo_attempt_end(&a);
 	return rc;
 }
@@ -102,27 +103,34 @@ enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_
 	return mgo_card_retry(st, NULL, renew_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
 }
 
+enum core_rc mgo_release_write(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
+			       bool *hit, struct core_card **out)
+{
+	json_t *payload = token_json(a->was->claim.marker, a->was);
+	struct mgo_evq q;
+	enum core_rc rc;
+
+	mgo_evq_init(&q, c->m);
+	core_claim_clear(a->now);
+	a->now->updated_at = c->now;
+	mgo_evq_add(&q, CORE_EV_CARD_RELEASED, a->now->board, a->now->id, c->actor, reason, c->now,
+		    payload);
+	rc = mgo_card_cas(c, a->was, a->now, MGO_PRE_CLAIM, &q, hit, out);
+	mgo_evq_release(&q);
+	return rc;
+}
+
 static enum core_rc release_once(struct mgo_conn *c, const void *arg, bool *hit,
 				 struct core_card **out)
 {
 	const struct token_arg *x = arg;
-	struct mgo_evq q;
 	struct mgo_attempt a;
-	json_t *payload;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
-	mgo_evq_init(&q, c->m);
 	if (rc == CORE_OK)
 		rc = core_fence_check(a.was, x->t);
-	if (rc == CORE_OK) {
-		payload = token_json(a.was->claim.marker, a.was);
-		core_claim_clear(a.now);
-		a.now->updated_at = c->now;
-		mgo_evq_add(&q, CORE_EV_CARD_RELEASED, a.now->board, a.now->id, c->actor, NULL,
-			    c->now, payload);
-		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM, &q, hit, out);
-	}
-	mgo_evq_release(&q);
+	if (rc == CORE_OK)
+		rc = mgo_release_write(c, &a, NULL, hit, out);
 	mgo_attempt_end(&a);
 	return rc;
 }

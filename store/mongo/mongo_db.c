@@ -3,6 +3,7 @@
 #include "store/mongo/mongo.h"
 
 #include <stdio.h>
+#include <string.h>
 
 enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c)
 {
@@ -168,6 +169,33 @@ enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, in
 out:
 	mongoc_find_and_modify_opts_destroy(opts);
 	bson_destroy(&update);
+	bson_destroy(&filter);
+	return rc;
+}
+
+bool mgo_board_allowed(const char *board, const char *one, const char *const *many)
+{
+	if (one && strcmp(board, one) != 0)
+		return false;
+	if (!many)
+		return true;
+	for (; *many; many++)
+		if (strcmp(board, *many) == 0)
+			return true;
+	return false;
+}
+
+enum core_rc mgo_find_by_id(mongoc_collection_t *coll, const char *id, bson_t **doc)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, proj;
+	enum core_rc rc;
+
+	BSON_APPEND_UTF8(&filter, "_id", id);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+	BSON_APPEND_INT32(&proj, "outbox", 0);
+	bson_append_document_end(&opts, &proj);
+	rc = mgo_find_one(coll, &filter, &opts, doc);
+	bson_destroy(&opts);
 	bson_destroy(&filter);
 	return rc;
 }

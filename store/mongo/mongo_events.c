@@ -306,18 +306,6 @@ void mgo_outbox_drain(struct mgo *m)
 
 /* ---- the tail ---- */
 
-static bool board_allowed(const char *board, const char *one, const char *const *many)
-{
-	if (one && strcmp(board, one) != 0)
-		return false;
-	if (!many)
-		return true;
-	for (; *many; many++)
-		if (strcmp(board, *many) == 0)
-			return true;
-	return false;
-}
-
 struct tail_ctx {
 	struct mgo *m;
 	const char *board;
@@ -356,7 +344,7 @@ static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 		}
 	}
 	if (!bson_iter_init_find(&it, doc, "board") || !BSON_ITER_HOLDS_UTF8(&it) ||
-	    board_allowed(bson_iter_utf8(&it, NULL), t->board, t->boards)) {
+	    mgo_board_allowed(bson_iter_utf8(&it, NULL), t->board, t->boards)) {
 		if (*t->n == t->limit) {
 			t->stop = true;
 			return CORE_OK;

@@ -335,26 +335,13 @@ static enum core_rc release_exact_once(struct mgo_conn *c, const void *arg, bool
 				       struct core_card **out)
 {
 	const struct exact_arg *x = arg;
-	const struct core_card *expect = x->expect;
 	struct mgo_attempt a;
-	struct mgo_evq q;
-	json_t *payload;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
-	mgo_evq_init(&q, c->m);
-	if (rc == CORE_OK && !claim_matches(a.was, expect))
+	if (rc == CORE_OK && !claim_matches(a.was, x->expect))
 		rc = CORE_ERR_CLAIM_CONFLICT;
-	if (rc == CORE_OK) {
-		payload = json_pack("{ssso}", "marker", a.was->claim.marker, "epoch",
-				    a.was->has_epoch ? json_integer(a.was->claim_epoch)
-						     : json_null());
-		core_claim_clear(a.now);
-		a.now->updated_at = c->now;
-		mgo_evq_add(&q, CORE_EV_CARD_RELEASED, a.now->board, a.now->id, c->actor,
-			    "watchdog", c->now, payload);
-		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM, &q, hit, out);
-	}
-	mgo_evq_release(&q);
+	if (rc == CORE_OK)
+		rc = mgo_release_write(c, &a, "watchdog", hit, out);
 	mgo_attempt_end(&a);
 	return rc;
 }
