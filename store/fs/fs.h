@@ -8,10 +8,12 @@
  *
  * Files in DIR:
  *   lock             flock()ed by the owning process, holds its pid
- *   snapshot.json    {"version":1,"gen":G,"ctr":{...},"boards":[..],"cards":[{"ord","card"}],
- *                     "runs":[..],"events":[..]}; written temp + fsync + rename + fsync dir
- *   journal.N        generations N >= G, replayed in order after the snapshot; one line per
- *                    commit: "<crc32 as 8 hex> <json change>\n" (see fs_change_encode)
+ *   snapshot.bin     binary records (fs_codec.c): change chunks holding the whole state, then
+ *                    one FS_REC_SNAP_END {gen G, counters, chunk count}; written temp + fsync +
+ *                    rename + fsync dir. Replaces snapshot.json (JSON, read when no .bin)
+ *   journal.N        generations N >= G, replayed in order after the snapshot; one binary
+ *                    record per commit (fs_change_encode). Earlier versions wrote JSON lines
+ *                    "<crc32 as 8 hex> <json change>\n", still replayed (even interleaved)
  *
  * Lock order: snapmu -> state lock -> jmu. evmu and cmu are leaves (taken with nothing else
  * held), and no lock but jmu's flusher role is held across fdatasync (jmu itself is dropped
@@ -187,14 +189,49 @@ void fs_retire_card(struct fs *fs, struct core_card *c);
 void fs_grave_empty(struct fs *fs);
 void fs_state_release(struct fs *fs);
 
+/* ---- binary records (fs_codec.c): the journal's and the snapshot's unit ---- */
+
+#define FS_REC_MAGIC 0xFB
+#define FS_REC_HDR 16
+enum fs_rec_kind {
+	FS_REC_CHANGE = 1,   /* a change: a journal commit, or a chunk of a snapshot */
+	FS_REC_SNAP_END = 2, /* a snapshot's last record: gen, counters, chunk count */
+};
+enum fs_rec_status {
+	FS_REC_OK,
+	FS_REC_TORN,        /* a prefix of a record: the file ends inside it */
+	FS_REC_BAD,         /* the header is damaged: its length cannot be trusted */
+	FS_REC_BAD_PAYLOAD, /* a sound header over a payload whose CRC fails */
+};
+
+/* One framed record for ch (events carry their seq already); caller frees. NULL on OOM. */
+char *fs_change_encode(const struct fs_change *ch, size_t *len);
+/* A snapshot chunk (the same payload as a change, from bare published pointers). */
+char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_board *boards,
+			   size_t n_boards, const struct core_card *const *cards,
+			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
+			   size_t n_runs, const struct core_event *const *events, size_t n_events,
+			   size_t *len);
+char *fs_snap_end_encode(uint64_t gen, const struct fs_counters *ctr, uint64_t n_records,
+			 size_t *len);
+/* Frames the record at buf (avail bytes from there on): on FS_REC_OK and FS_REC_BAD_PAYLOAD
+ * *kind, *payload and *plen describe it (the record is FS_REC_HDR + *plen bytes). */
+enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
+				const char **payload, size_t *plen);
+/* Decodes a FS_REC_CHANGE payload. BAD_REQUEST when malformed (ch left empty). */
+enum core_rc fs_change_decode_bin(const char *payload, size_t len, struct fs_change *ch);
+enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
+				struct fs_counters *ctr, uint64_t *n_records);
+
 /* ---- journal (fs_journal.c) ---- */
 
-/* "<crc> <json>\n" for ch (events carry their seq already); caller frees. */
-char *fs_change_encode(const struct fs_change *ch, size_t *len);
-/* Parses the JSON part of a line into ch. BAD_REQUEST when malformed (ch left empty). */
+/* The JSON line format of earlier versions (still replayed): parses the JSON part of a line
+ * into ch. BAD_REQUEST when malformed (ch left empty). */
 enum core_rc fs_change_decode(const char *json, size_t len, struct fs_change *ch);
-/* The same from a parsed object (a journal line, or a whole snapshot: same keys). */
+/* The same from a parsed object (an old journal line, or a whole snapshot.json). */
 enum core_rc fs_change_from_json(const json_t *o, struct fs_change *ch);
+/* Reads a whole file into a new buffer (NUL-terminated); NULL with *err = errno. */
+char *fs_file_read(const char *path, size_t *len, int *err);
 /* Under the state write lock: appends one line; *seq is what to pass to fs_journal_wait.
  * On failure the file is as before (a partial write is cut) or the store is marked failed. */
 enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq);

@@ -1,9 +1,11 @@
-/* The FS journal: one checksummed line per committed change, group commit, and recovery.
+/* The FS journal: one checksummed record per committed change, group commit, and recovery.
  *
- * Line: "<crc32 of JSON, 8 lower-case hex> <JSON>\n", JSON being
+ * Record: the binary frame of fs_codec.c. Earlier versions wrote a JSON line instead,
+ *   "<crc32 of JSON, 8 lower-case hex> <JSON>\n", JSON being
  *   {"ctr":{seq,card,run,ord}, "cards":[{"id","ord","card":{..}|null}], "runs":[..],
  *    "boards":[..], "events":[..]}
- * Each line carries the resulting whole documents, so replaying it is a plain upsert.
+ * and recovery still replays those (a generation may hold both: the first byte tells).
+ * Each record carries the resulting whole documents, so replaying it is a plain upsert.
  *
  * Group commit: a writer appends its line with write(2) under the state lock (so lines are in
  * commit order), takes a line number, drops the lock, then either becomes the one flusher
@@ -20,67 +22,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ---- encoding ---- */
-
-static json_t *ctr_json(const struct fs_counters *c)
-{
-	return json_pack("{sIsIsIsI}", "seq", (json_int_t)c->seq, "card", (json_int_t)c->card,
-			 "run", (json_int_t)c->run, "ord", (json_int_t)c->ord);
-}
-
-/* Appends a new reference to a; false (and v dropped) on failure. */
-static bool push(json_t *a, json_t *v)
-{
-	return v && json_array_append_new(a, v) == 0;
-}
-
-char *fs_change_encode(const struct fs_change *ch, size_t *len)
-{
-	json_t *o = json_object(), *cards = json_array(), *runs = json_array(),
-	       *boards = json_array(), *events = json_array();
-	char *json = NULL, *line = NULL;
-	size_t i, n;
-	bool ok = o && cards && runs && boards && events;
-
-	for (i = 0; ok && i < ch->n_cards; i++) {
-		const struct fs_change_card *cc = &ch->cards[i];
-		json_t *doc = cc->card ? store_card_to_json(cc->card) : json_null();
-
-		ok = doc && push(cards, json_pack("{sssIso}", "id", cc->id, "ord",
-						  (json_int_t)cc->ord, "card", doc));
-	}
-	for (i = 0; ok && i < ch->n_runs; i++)
-		ok = push(runs, store_run_to_json(ch->runs[i]));
-	for (i = 0; ok && i < ch->n_boards; i++)
-		ok = push(boards, store_board_to_json(&ch->boards[i]));
-	for (i = 0; ok && i < ch->n_events; i++)
-		ok = push(events, store_event_to_json(ch->events[i]));
-	if (ok && (json_object_set_new(o, "ctr", ctr_json(&ch->ctr)) ||
-		   json_object_set(o, "cards", cards) || json_object_set(o, "runs", runs) ||
-		   json_object_set(o, "boards", boards) || json_object_set(o, "events", events)))
-		ok = false;
-	if (ok)
-		json = json_dumps(o, JSON_COMPACT);
-	if (json) {
-		n = strlen(json);
-		line = malloc(n + 11);
-		if (line) {
-			snprintf(line, 10, "%08" PRIx32 " ", fs_crc32(json, n));
-			memcpy(line + 9, json, n);
-			line[9 + n] = '\n';
-			line[10 + n] = '\0';
-			*len = n + 10;
-		}
-	}
-	free(json);
-	json_decref(cards);
-	json_decref(runs);
-	json_decref(boards);
-	json_decref(events);
-	json_decref(o);
-	return line;
-}
 
 /* ---- decoding ---- */
 
@@ -334,7 +275,7 @@ void fs_events_publish(struct fs *fs, int64_t seq)
 
 /* ---- recovery ---- */
 
-static char *file_read(const char *path, size_t *len, int *err)
+char *fs_file_read(const char *path, size_t *len, int *err)
 {
 	struct stat sb;
 	char *buf = NULL;
@@ -400,39 +341,90 @@ static void gen_path(const struct fs *fs, uint64_t gen, char *buf, size_t len)
 	snprintf(buf, len, "%s/journal.%" PRIu64, fs->dir, gen);
 }
 
+/* Applies a decoded change; NOMEM is the only failure. */
+static enum core_rc replay_change(struct fs *fs, struct fs_change *ch)
+{
+	if (fs_change_reserve(fs, ch) != CORE_OK) {
+		fs_change_release(ch);
+		return CORE_ERR_NOMEM;
+	}
+	fs_change_apply(fs, ch, true);
+	return CORE_OK;
+}
+
+/* Decodes the record at buf + pos (binary or an old JSON line). Returns true with *ch filled
+ * and *end past the record; false when it is torn or damaged: then *torn_tail says whether
+ * the damage runs to the end of the file (the record may be the last thing ever written). */
+static bool record_next(const char *buf, size_t len, size_t pos, struct fs_change *ch,
+			size_t *end, bool *torn_tail)
+{
+	const char *payload, *nl;
+	unsigned kind = 0;
+	size_t plen = 0;
+
+	*torn_tail = false;
+	if ((unsigned char)buf[pos] == FS_REC_MAGIC) {
+		switch (fs_rec_check(buf + pos, len - pos, &kind, &payload, &plen)) {
+		case FS_REC_OK:
+			*end = pos + FS_REC_HDR + plen;
+			if (kind == FS_REC_CHANGE &&
+			    fs_change_decode_bin(payload, plen, ch) == CORE_OK)
+				return true;
+			*torn_tail = *end == len;
+			return false;
+		case FS_REC_BAD_PAYLOAD:
+			*torn_tail = pos + FS_REC_HDR + plen == len;
+			return false;
+		case FS_REC_TORN:
+			*torn_tail = true;
+			return false;
+		case FS_REC_BAD:
+			/* A complete header that fails its CRC is damage, not a torn write:
+			 * its length cannot be trusted to say what follows. */
+			return false;
+		}
+		return false;
+	}
+	nl = memchr(buf + pos, '\n', len - pos);
+	if (nl && line_decode(buf + pos, (size_t)(nl - (buf + pos)), ch)) {
+		*end = (size_t)(nl - buf) + 1;
+		return true;
+	}
+	*torn_tail = !nl || (size_t)(nl - buf) + 1 == len;
+	return false;
+}
+
 /* Replays one generation. `last`: no later generation holds data, so a torn or corrupt
- * final line is a write that never completed (never acknowledged) and is cut. */
+ * final record is a write that never completed (never acknowledged) and is cut. */
 static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, char *err, size_t errlen)
 {
 	char path[4096];
 	struct fs_change ch;
-	size_t len, pos = 0, lineno = 0;
-	char *buf, *nl;
+	size_t len, pos = 0, end = 0, lineno = 0;
+	char *buf;
+	bool torn_tail;
 	int ferr;
 	enum core_rc rc = CORE_OK;
 
 	gen_path(fs, gen, path, sizeof(path));
-	buf = file_read(path, &len, &ferr);
+	buf = fs_file_read(path, &len, &ferr);
 	if (!buf) {
 		snprintf(err, errlen, "cannot read %s: %s", path, strerror(ferr));
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	while (pos < len) {
 		lineno++;
-		nl = memchr(buf + pos, '\n', len - pos);
-		if (nl && line_decode(buf + pos, (size_t)(nl - (buf + pos)), &ch)) {
-			if (fs_change_reserve(fs, &ch) != CORE_OK) {
-				fs_change_release(&ch);
+		if (record_next(buf, len, pos, &ch, &end, &torn_tail)) {
+			if (replay_change(fs, &ch) != CORE_OK) {
 				snprintf(err, errlen, "out of memory replaying %s", path);
 				rc = CORE_ERR_NOMEM;
 				goto out;
 			}
-			fs_change_apply(fs, &ch, true);
-			pos = (size_t)(nl - buf) + 1;
+			pos = end;
 			continue;
 		}
-		/* A bad line is only forgivable as the very last thing ever written. */
-		if (!last || (nl && (size_t)(nl - buf) + 1 < len)) {
+		/* A bad record is only forgivable as the very last thing ever written. */
+		if (!last || !torn_tail) {
 			snprintf(err, errlen,
 				 "corrupt journal line %zu in %s (not the last line: acknowledged "
 				 "data would be lost; repair or restore the directory)",

@@ -1,13 +1,15 @@
 /* Snapshots and compaction of the FS twin.
  *
- * A snapshot has the keys of a journal change plus {"version":1,"gen":G}: it is the whole
- * state, and replay resumes at journal generation G. Compaction (background thread, or
+ * A snapshot (snapshot.bin) is the whole state as binary change records (fs_codec.c) in
+ * chunks, closed by an end record naming generation G: replay resumes at journal.G. The
+ * snapshot.json of earlier versions (the keys of a journal change plus {"version":1,"gen":G})
+ * is still loaded when there is no .bin, and deleted after the first binary snapshot. Compaction (background thread, or
  * store_fs_compact) does, in order:
  *   1. create journal.G+1 and fsync the directory, without the state lock;
  *   2. under the write lock, briefly: capture pointers to every published object (they are
  *      immutable; replaced ones go to the graveyard while snap_active) and switch writers to
  *      journal.G+1 (the old fd is handed to the next group-commit flusher for its last sync);
- *   3. without the lock: write snapshot.json.tmp, fsync, rename, fsync the directory;
+ *   3. without the lock: write snapshot.bin.tmp, fsync, rename, fsync the directory;
  *   4. delete journal generations below G+1 and empty the graveyard.
  * A crash or an error anywhere leaves either the old snapshot with every journal it needs, or
  * the new one: nothing acknowledged depends on the compaction succeeding.
@@ -77,53 +79,70 @@ static enum core_rc snap_capture(struct fs *fs, struct snap *s)
 	return CORE_OK;
 }
 
-/* Writes one value (stolen) after a separator; false on any failure. */
-static bool emit(FILE *f, json_t *v, bool first)
-{
-	bool ok = v && (first || fputc(',', f) != EOF) && json_dumpf(v, f, JSON_COMPACT) == 0;
+/* Objects per snapshot chunk: small enough that a chunk is a few hundred KiB, large enough
+ * that the per-record overhead vanishes. */
+#define SNAP_CHUNK 512
 
-	json_decref(v);
+/* Writes one record (freed); false on any failure. */
+static bool emit(FILE *f, char *rec, const size_t *len)
+{
+	bool ok = rec && fwrite(rec, 1, *len, f) == *len;
+
+	free(rec);
 	return ok;
 }
 
+/* Boards first (cards refer to them), then cards in creation order, runs, events in seq
+ * order, each in chunks; then the end record that makes the file complete. */
 static bool snap_emit(FILE *f, const struct snap *s)
 {
-	json_t *ctr = json_pack("{sIsIsIsI}", "seq", (json_int_t)s->ctr.seq, "card",
-				(json_int_t)s->ctr.card, "run", (json_int_t)s->ctr.run, "ord",
-				(json_int_t)s->ctr.ord);
-	bool ok = fprintf(f, "{\"version\":1,\"gen\":%" PRIu64 ",\"ctr\":", s->gen) > 0 &&
-		  emit(f, ctr, true) && fputs(",\"boards\":[", f) != EOF;
-	size_t i;
+	uint64_t n_rec = 1;
+	size_t len = 0, i, k;
+	bool ok;
+	char *rec;
 
-	for (i = 0; ok && i < s->n_boards; i++)
-		ok = emit(f, store_board_to_json(&s->boards[i]), i == 0);
-	ok = ok && fputs("],\"cards\":[", f) != EOF;
-	for (i = 0; ok && i < s->n_cards; i++)
-		ok = emit(f,
-			  json_pack("{sssIso}", "id", s->cards[i]->id, "ord", (json_int_t)s->ords[i],
-				    "card", store_card_to_json(s->cards[i])),
-			  i == 0);
-	ok = ok && fputs("],\"runs\":[", f) != EOF;
-	for (i = 0; ok && i < s->n_runs; i++)
-		ok = emit(f, store_run_to_json(s->runs[i]), i == 0);
-	ok = ok && fputs("],\"events\":[", f) != EOF;
-	for (i = 0; ok && i < s->n_events; i++)
-		ok = emit(f, store_event_to_json(s->events[i]), i == 0);
-	return ok && fputs("]}\n", f) != EOF;
+	rec = fs_snap_chunk_encode(&s->ctr, s->boards, s->n_boards, NULL, NULL, 0, NULL, 0, NULL, 0,
+				   &len);
+	ok = emit(f, rec, &len);
+	for (i = 0; ok && i < s->n_cards; i += k, n_rec++) {
+		k = s->n_cards - i < SNAP_CHUNK ? s->n_cards - i : SNAP_CHUNK;
+		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, s->cards + i, s->ords + i, k, NULL, 0,
+					   NULL, 0, &len);
+		ok = emit(f, rec, &len);
+	}
+	for (i = 0; ok && i < s->n_runs; i += k, n_rec++) {
+		k = s->n_runs - i < SNAP_CHUNK ? s->n_runs - i : SNAP_CHUNK;
+		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, s->runs + i, k, NULL, 0,
+					   &len);
+		ok = emit(f, rec, &len);
+	}
+	for (i = 0; ok && i < s->n_events; i += k, n_rec++) {
+		k = s->n_events - i < SNAP_CHUNK ? s->n_events - i : SNAP_CHUNK;
+		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, s->events + i,
+					   k, &len);
+		ok = emit(f, rec, &len);
+	}
+	if (!ok)
+		return false;
+	rec = fs_snap_end_encode(s->gen, &s->ctr, n_rec, &len);
+	return emit(f, rec, &len);
 }
 
-/* temp + fsync + rename + fsync dir; 0 or an errno. */
+/* temp + fsync + rename + fsync dir; 0 or an errno. The JSON snapshot of an earlier version
+ * goes once the binary one is durable (the .bin wins whenever both exist). */
 static int snap_write(struct fs *fs, const struct snap *s)
 {
-	char tmp[4096], path[4096];
+	char tmp[4096], path[4096], old[4096];
 	FILE *f;
 	int err = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s/snapshot.json.tmp", fs->dir);
-	snprintf(path, sizeof(path), "%s/snapshot.json", fs->dir);
+	snprintf(tmp, sizeof(tmp), "%s/snapshot.bin.tmp", fs->dir);
+	snprintf(path, sizeof(path), "%s/snapshot.bin", fs->dir);
+	snprintf(old, sizeof(old), "%s/snapshot.json", fs->dir);
 	f = fopen(tmp, "we");
 	if (!f)
 		return errno;
+	errno = 0;
 	if (!snap_emit(f, s) || fflush(f) != 0 || fsync(fileno(f)) != 0)
 		err = errno ? errno : EIO;
 	if (fclose(f) != 0 && !err)
@@ -134,23 +153,21 @@ static int snap_write(struct fs *fs, const struct snap *s)
 		err = errno;
 	if (err)
 		unlink(tmp);
+	else
+		unlink(old);
 	return err;
 }
 
-enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
+/* snapshot.json of earlier versions: one JSON document (read when there is no .bin). */
+static enum core_rc snapshot_load_json(struct fs *fs, const char *path, char *err,
+				       size_t errlen)
 {
-	char path[4096];
 	struct fs_change ch;
 	json_error_t jerr;
 	json_t *o;
 	json_int_t version = 0, gen = 0;
 	enum core_rc rc = CORE_OK;
-	struct stat sb;
 
-	fs->gen = 1;
-	snprintf(path, sizeof(path), "%s/snapshot.json", fs->dir);
-	if (stat(path, &sb) != 0 && errno == ENOENT)
-		return CORE_OK;
 	o = json_load_file(path, 0, &jerr);
 	if (!o) {
 		snprintf(err, errlen, "snapshot %s is unreadable: %s (line %d); refusing to open",
@@ -175,6 +192,80 @@ enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
 out:
 	json_decref(o);
 	return rc;
+}
+
+/* snapshot.bin: every record must be sound and the end record present, with the count of
+ * chunks before it; anything else is a damaged snapshot and the open is refused. */
+static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err,
+				      size_t errlen)
+{
+	struct fs_change ch;
+	struct fs_counters ctr;
+	const char *payload;
+	uint64_t n_rec = 0, want = 0, gen = 0;
+	size_t len, pos = 0, plen;
+	unsigned kind;
+	bool ended = false;
+	enum core_rc rc = CORE_OK;
+	int ferr;
+	char *buf = fs_file_read(path, &len, &ferr);
+
+	if (!buf) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(ferr));
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	while (rc == CORE_OK && pos < len && !ended) {
+		if (fs_rec_check(buf + pos, len - pos, &kind, &payload, &plen) != FS_REC_OK) {
+			rc = CORE_ERR_STORE_UNAVAILABLE;
+			break;
+		}
+		pos += FS_REC_HDR + plen;
+		if (kind == FS_REC_SNAP_END) {
+			ended = true;
+			if (fs_snap_end_decode(payload, plen, &gen, &ctr, &want) != CORE_OK)
+				rc = CORE_ERR_STORE_UNAVAILABLE;
+			continue;
+		}
+		n_rec++;
+		if (kind != FS_REC_CHANGE || fs_change_decode_bin(payload, plen, &ch) != CORE_OK) {
+			rc = CORE_ERR_STORE_UNAVAILABLE;
+			break;
+		}
+		rc = fs_change_reserve(fs, &ch);
+		if (rc != CORE_OK) {
+			fs_change_release(&ch);
+			snprintf(err, errlen, "out of memory loading %s", path);
+			goto out;
+		}
+		fs_change_apply(fs, &ch, true);
+	}
+	if (rc == CORE_OK && (!ended || pos != len || want != n_rec || gen < 1))
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+	if (rc != CORE_OK) {
+		snprintf(err, errlen,
+			 "snapshot %s is damaged or truncated (record %" PRIu64 "); refusing to open",
+			 path, n_rec);
+		goto out;
+	}
+	fs->gen = gen;
+out:
+	free(buf);
+	return rc;
+}
+
+enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
+{
+	char path[4096];
+	struct stat sb;
+
+	fs->gen = 1;
+	snprintf(path, sizeof(path), "%s/snapshot.bin", fs->dir);
+	if (stat(path, &sb) == 0)
+		return snapshot_load_bin(fs, path, err, errlen);
+	snprintf(path, sizeof(path), "%s/snapshot.json", fs->dir);
+	if (stat(path, &sb) != 0 && errno == ENOENT)
+		return CORE_OK;
+	return snapshot_load_json(fs, path, err, errlen);
 }
 
 /* Under the state write lock: switches writers to the new generation's fd. */

@@ -211,7 +211,7 @@ START_TEST(compaction_keeps_everything)
 	/* The snapshot plus the journals it still needs; older generations are gone. */
 	{
 		char *snap;
-		ck_assert_int_gt(asprintf(&snap, "%s/snapshot.json", dir), 0);
+		ck_assert_int_gt(asprintf(&snap, "%s/snapshot.bin", dir), 0);
 		ck_assert_int_gt(fx_file_size(snap), 0);
 		free(snap);
 		j = fx_journal_path(dir, 1);

@@ -177,11 +177,180 @@ START_TEST(corrupt_snapshot_refuses)
 	create(st, "a");
 	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
 	store_close(st);
-	ck_assert_int_gt(asprintf(&snap, "%s/snapshot.json", dir), 0);
+	ck_assert_int_gt(asprintf(&snap, "%s/snapshot.bin", dir), 0);
 	ck_assert_int_eq(truncate(snap, fx_file_size(snap) / 2), 0);
 	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_msg(strstr(err, "snapshot") != NULL, "err: %s", err);
 	free(snap);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A binary record cut anywhere (inside its header or its payload) at the end of the last
+ * generation is a write that never completed: cut, and the store opens. */
+START_TEST(torn_binary_record_is_cut)
+{
+	char *dir = fx_tmpdir(), *j;
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	long size, full;
+	size_t cut[] = {5, 30};
+	int k;
+
+	create(st, "a");
+	j = close_journal(st, dir);
+	size = fx_file_size(j);
+	for (k = 0; k < 2; k++) {
+		st = fx_open(dir, 0, 0, NULL);
+		create(st, "b");
+		store_close(st);
+		full = fx_file_size(j);
+		ck_assert_int_gt(full - size, (long)cut[k]);
+		ck_assert_int_eq(truncate(j, size + (long)cut[k]), 0);
+		st = fx_open(dir, 0, 0, NULL);
+		ck_assert(exists(st, "a"));
+		ck_assert(!exists(st, "b"));
+		ck_assert_int_eq(fx_file_size(j), size);
+		store_close(st);
+	}
+	/* A damaged header is not a torn write: its length cannot be trusted, so the open is
+	 * refused rather than cutting what might follow. */
+	st = fx_open(dir, 0, 0, NULL);
+	create(st, "b");
+	store_close(st);
+	full = fx_file_size(j);
+	{
+		int fd = open(j, O_RDWR);
+		char ch;
+		char err[512];
+
+		ck_assert_int_eq(pread(fd, &ch, 1, size + 5), 1);
+		ch ^= 0x40;
+		ck_assert_int_eq(pwrite(fd, &ch, 1, size + 5), 1);
+		close(fd);
+		ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+		ck_assert_msg(strstr(err, "corrupt journal line") != NULL, "err: %s", err);
+		ck_assert_int_eq(fx_file_size(j), full);
+	}
+	free(j);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A snapshot with a flipped byte anywhere is refused (every record is checksummed), and so is
+ * one that lost its end record. */
+START_TEST(damaged_snapshot_refuses)
+{
+	char *dir = fx_tmpdir(), *snap, err[512], id[16];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	long size, at;
+	int fd, i;
+	char ch;
+
+	for (i = 0; i < 20; i++) {
+		snprintf(id, sizeof(id), "s%d", i);
+		create(st, id);
+	}
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	store_close(st);
+	ck_assert_int_gt(asprintf(&snap, "%s/snapshot.bin", dir), 0);
+	size = fx_file_size(snap);
+	for (at = 3; at < size; at += size / 7) {
+		fd = open(snap, O_RDWR);
+		ck_assert_int_eq(pread(fd, &ch, 1, at), 1);
+		ch ^= 0x10;
+		ck_assert_int_eq(pwrite(fd, &ch, 1, at), 1);
+		ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+		ck_assert_msg(strstr(err, "snapshot") != NULL, "err: %s", err);
+		ch ^= 0x10;
+		ck_assert_int_eq(pwrite(fd, &ch, 1, at), 1);
+		close(fd);
+	}
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_OK);
+	/* Without the end record (the last 16 + 48 bytes) the snapshot is incomplete. */
+	ck_assert_int_eq(truncate(snap, size - 64), 0);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	free(snap);
+	fx_rmdir(dir);
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[8192];
+	size_t n;
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+
+	ck_assert_ptr_nonnull(in);
+	ck_assert_ptr_nonnull(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	ck_assert_int_eq(fclose(out), 0);
+}
+
+/* A directory written by the JSON version (tests/store/fixtures/fs-v1: snapshot.json at
+ * generation 2 holding cards a, b and run r1, then journal.2 in JSON lines) opens as it was;
+ * new writes append binary records to the same generation, the first compaction replaces
+ * snapshot.json by snapshot.bin, and every state survives each step. */
+START_TEST(json_directory_migrates)
+{
+	char *dir = fx_tmpdir(), *p;
+	struct store *st;
+	struct core_card *c = NULL;
+	struct core_run *r = NULL;
+	struct core_event *ev = NULL;
+	size_t n;
+	int64_t next;
+	int round;
+
+	ck_assert_int_gt(asprintf(&p, "%s/snapshot.json", dir), 0);
+	copy_file(BOARDD_FIXTURES "/fs-v1/snapshot.json", p);
+	free(p);
+	ck_assert_int_gt(asprintf(&p, "%s/journal.2", dir), 0);
+	copy_file(BOARDD_FIXTURES "/fs-v1/journal.2", p);
+	free(p);
+	for (round = 0; round < 3; round++) {
+		st = fx_open(dir, 0, 0, "fixture");
+		ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
+		ck_assert_str_eq(c->title, "first");
+		ck_assert_uint_eq(c->labels.n, 2);
+		ck_assert_str_eq(c->labels.v[1], "team-a");
+		ck_assert_uint_eq(c->n_comments, 1);
+		ck_assert_str_eq(c->comments[0].body, "a comment");
+		ck_assert(c->claim.present);
+		ck_assert_str_eq(c->claim.marker, "w1");
+		ck_assert_int_eq(c->claim_epoch, 1);
+		ck_assert_str_eq(c->last_run_id, "r1");
+		ck_assert(c->gave_up.set);
+		ck_assert_str_eq(c->gave_up.reason, "stuck");
+		core_card_free(c);
+		ck_assert_int_eq(store_card_get(st, "b", &c), CORE_OK);
+		ck_assert_str_eq(c->state, "waiting_deps");
+		ck_assert_str_eq(c->blockers.v[0], "a");
+		core_card_free(c);
+		ck_assert_int_eq(store_card_get(st, "c", &c), CORE_ERR_NOT_FOUND);
+		ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_OK);
+		ck_assert_str_eq(r->owner, "w1");
+		core_run_free(r);
+		ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next),
+				 CORE_OK);
+		ck_assert_uint_ge(n, 10);
+		ck_assert_int_eq(ev[9].seq, 10);
+		ck_assert_str_eq(core_event_type_name(ev[9].type), "card_gave_up");
+		store_events_free(ev, n);
+		if (round == 0) {
+			create(st, "new"); /* a binary record after the JSON lines */
+		} else if (round == 1) {
+			ck_assert(exists(st, "new"));
+			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+			ck_assert_int_gt(asprintf(&p, "%s/snapshot.json", dir), 0);
+			ck_assert_int_eq(fx_file_size(p), -1);
+			free(p);
+		} else {
+			ck_assert(exists(st, "new"));
+		}
+		store_close(st);
+	}
 	fx_rmdir(dir);
 }
 END_TEST
@@ -299,6 +468,9 @@ TCase *store_fs_crash_tcase(void)
 	tcase_add_test(tc, corrupt_middle_line_refuses);
 	tcase_add_test(tc, missing_generation_refuses);
 	tcase_add_test(tc, corrupt_snapshot_refuses);
+	tcase_add_test(tc, torn_binary_record_is_cut);
+	tcase_add_test(tc, damaged_snapshot_refuses);
+	tcase_add_test(tc, json_directory_migrates);
 	tcase_add_test(tc, legacy_sweep_releases_dead_local_pids);
 	return tc;
 }
