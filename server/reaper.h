@@ -20,7 +20,7 @@ struct server_reaper_config {
 	int64_t interval_ms;    /* between passes; default 60 000 */
 	size_t batch;           /* candidates listed per pass; default 100 */
 	size_t workers;         /* cards judged in parallel within a pass (their fsyncs share a
-				 * group commit); default 4 */
+				 * group commit); default 32 */
 	int64_t lease_ms;       /* the recovery claim's lease; default 900 000 */
 	const char *hostname;   /* recovery marker "reaper:<hostname>"; NULL: gethostname() */
 	/* Cloud divergence (ADR-096 §7): the Mongo twin reparks to eligible[0] and files a card
