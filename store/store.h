@@ -378,6 +378,10 @@ enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
 struct store_mongo_options {
 	const char *uri;             /* mongodb://...; the database is the URI's path ("boardd") */
 	int64_t unleased_horizon_ms; /* the un-leased arm's horizon (ADR-096 §6); 0: 24 h */
+	/* Test hook (NULL in production): called by every conditional card write between its
+	 * read and its write, so a test can interleave a concurrent change deterministically. */
+	void (*test_before_write)(void *ctx, const char *card_id);
+	void *test_ctx;
 };
 
 /* Opens the Mongo twin: client pool, indexes, the server clock, the default board on a new

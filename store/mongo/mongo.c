@@ -293,6 +293,8 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	m->base.ops = &mgo_ops;
 	m->unleased_horizon_ms =
 		o->unleased_horizon_ms ? o->unleased_horizon_ms : MGO_HORIZON_DEFAULT_MS;
+	m->test_before_write = o->test_before_write;
+	m->test_ctx = o->test_ctx;
 	dbname = mongoc_uri_get_database(uri);
 	m->db = strdup(dbname && *dbname ? dbname : "boardd");
 	m->pool = mongoc_client_pool_new_with_error(uri, &e);

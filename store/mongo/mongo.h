@@ -42,6 +42,8 @@ struct mgo {
 	mongoc_client_pool_t *pool;
 	char *db;
 	int64_t unleased_horizon_ms;
+	void (*test_before_write)(void *ctx, const char *card_id); /* store_mongo_options */
+	void *test_ctx;
 
 	/* ---- the server clock (mongo_clock.c): guarded by clock_mu ---- */
 	pthread_mutex_t clock_mu;

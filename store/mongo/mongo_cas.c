@@ -238,6 +238,8 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 		goto out;
 	}
 	filter_build(&filter, was, pre);
+	if (c->m->test_before_write)
+		c->m->test_before_write(c->m->test_ctx, was->id);
 	rc = mgo_find_modify(c->cards, &filter, &update, &doc);
 	if (rc != CORE_OK || !doc)
 		goto out;

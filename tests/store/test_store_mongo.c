@@ -77,6 +77,14 @@ static struct {
 struct store *open_db(const char *db, int64_t horizon_ms, const char *extra_opts)
 {
 	struct store_mongo_options o = {.unleased_horizon_ms = horizon_ms};
+
+	return open_db_opts(db, &o, extra_opts);
+}
+
+struct store *open_db_opts(const char *db, const struct store_mongo_options *base,
+			   const char *extra_opts)
+{
+	struct store_mongo_options o = *base;
 	struct store *st = NULL;
 	char err[256];
 	char *uri = uri_with_db(db, extra_opts);
@@ -150,6 +158,19 @@ void raw_update(struct store *st, const char *coll, const char *id, const char *
 	bson_destroy(&reply);
 	bson_destroy(f);
 	bson_destroy(u);
+	mongoc_collection_destroy(col);
+	mongoc_client_destroy(c);
+}
+
+void raw_delete(struct store *st, const char *coll, const char *id)
+{
+	mongoc_client_t *c = raw_client();
+	mongoc_collection_t *col = mongoc_client_get_collection(c, db_of(st), coll);
+	bson_t *f = BCON_NEW("_id", BCON_UTF8(id));
+	bson_error_t e;
+
+	ck_assert_msg(mongoc_collection_delete_one(col, f, NULL, NULL, &e), "%s", e.message);
+	bson_destroy(f);
 	mongoc_collection_destroy(col);
 	mongoc_client_destroy(c);
 }
@@ -604,6 +625,7 @@ int main(void)
 	tcase_add_test(tc, tail_waits_for_a_fresh_hole_and_skips_an_old_one);
 	mongo_add_faults(tc);
 	mongo_add_reaper(tc);
+	mongo_add_interleave(tc);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_add_suite(sr, conformance_suite("conformance-mongo", open_fresh, close_db));

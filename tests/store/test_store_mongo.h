@@ -19,6 +19,9 @@ int64_t test_clock(void *ctx);
 void db_name_new(char *buf, size_t len);
 /* Opens the twin on database db (horizon 0: default; extra URI options may be NULL). */
 struct store *open_db(const char *db, int64_t horizon_ms, const char *extra_opts);
+/* The same with every option of base (its uri is ignored). */
+struct store *open_db_opts(const char *db, const struct store_mongo_options *base,
+			   const char *extra_opts);
 /* A fresh database; the conformance factory. */
 struct store *open_fresh(void);
 /* Closes st and drops its database unless another open store still uses it. */
@@ -26,6 +29,7 @@ void close_db(struct store *st);
 /* A JSON update on document `id` of a collection, or an insert, behind boardd's back. */
 void raw_update(struct store *st, const char *coll, const char *id, const char *json);
 void raw_insert(struct store *st, const char *coll, const char *json);
+void raw_delete(struct store *st, const char *coll, const char *id);
 /* hello.localTime, read independently of the twin. */
 int64_t server_now(void);
 /* buildInfo names FerretDB (its single-document updates are not atomic under concurrency). */
@@ -38,5 +42,6 @@ bool listed(struct core_card **v, size_t n, const char *id);
 
 void mongo_add_faults(TCase *tc);
 void mongo_add_reaper(TCase *tc);
+void mongo_add_interleave(TCase *tc);
 
 #endif

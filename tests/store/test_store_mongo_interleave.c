@@ -1,0 +1,208 @@
+/* The conditional updates, proven by interleaving: the twin's test hook runs between a
+ * write's read and its findAndModify, and makes there the change a concurrent writer would.
+ * Each write must then miss cleanly, re-read, and answer what core says of the new state —
+ * never overwrite it. Deterministic, so it runs on FerretDB too (no racing threads). */
+#include "tests/store/conformance.h"
+#include "tests/store/test_store_mongo.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One change to make at the next write: a JSON update of the card, or "DELETE". */
+struct interleave {
+	struct store *st;
+	const char *change; /* NULL: disarmed */
+	int fired;
+};
+
+static struct interleave il;
+
+static void before_write(void *ctx, const char *card_id)
+{
+	struct interleave *x = ctx;
+	const char *change = x->change;
+
+	if (!change)
+		return;
+	x->change = NULL; /* once: the retry that follows must see the new state, unhooked */
+	x->fired++;
+	if (strcmp(change, "DELETE") == 0)
+		raw_delete(x->st, "cards", card_id);
+	else
+		raw_update(x->st, "cards", card_id, change);
+}
+
+static struct store *open_hooked(void)
+{
+	struct store_mongo_options o = {.test_before_write = before_write, .test_ctx = &il};
+	char db[64];
+
+	db_name_new(db, sizeof(db));
+	memset(&il, 0, sizeof(il));
+	il.st = open_db_opts(db, &o, NULL);
+	tnow = CT_T0;
+	store_clock_set(il.st, test_clock, &tnow);
+	return il.st;
+}
+
+static struct core_card *get(struct store *st, const char *id)
+{
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+	return c;
+}
+
+START_TEST(claim_taken_between_read_and_write)
+{
+	struct store *st = open_hooked();
+	struct store_claim_result r;
+	struct core_card *c;
+	char change[256];
+
+	create(st, "c1", "ready");
+	snprintf(change, sizeof(change),
+		 "{\"$set\": {\"claim\": {\"marker\": \"w2\", \"claimed_at\": {\"$date\": %lld}, "
+		 "\"lease_until\": {\"$date\": %lld}, \"lease_ms\": 60000}, \"claim_epoch\": 999}}",
+		 (long long)tnow, (long long)tnow + 60000);
+	il.change = change;
+	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &r), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(il.fired, 1);
+	c = get(st, "c1");
+	ck_assert_str_eq(c->claim.marker, "w2");
+	ck_assert_int_eq(c->claim_epoch, 999);
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+START_TEST(renew_after_a_transfer_is_refused)
+{
+	struct store *st = open_hooked();
+	struct core_token t;
+	struct core_card *c = NULL;
+	char change[256];
+
+	create(st, "c1", "in_progress");
+	t = claim(st, "c1", "w1");
+	snprintf(change, sizeof(change),
+		 "{\"$set\": {\"claim.marker\": \"reaper:h\", \"claim_epoch\": %lld}}",
+		 (long long)t.epoch + 1);
+	il.change = change;
+	tnow += 10000;
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_ptr_null(c);
+	c = get(st, "c1");
+	ck_assert_str_eq(c->claim.marker, "reaper:h");
+	ck_assert_int_eq(c->claim.lease_until, CT_T0 + 60000); /* not renewed */
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+/* ADR-096 §6: a dropped epoch never matches the filter, not even the holder's own token. */
+START_TEST(epoch_dropped_before_an_owned_write)
+{
+	struct store *st = open_hooked();
+	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .run_id = "r1"};
+	struct core_card *c = NULL;
+
+	create(st, "c1", "in_progress");
+	w.token = claim(st, "c1", "w1");
+	il.change = "{\"$unset\": {\"claim_epoch\": 1}}";
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
+	c = get(st, "c1");
+	ck_assert_ptr_null(c->last_run_id);
+	ck_assert(!c->has_epoch);
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+START_TEST(state_moved_before_set_state_from)
+{
+	struct store *st = open_hooked();
+	struct core_card *c = NULL;
+
+	create(st, "c1", "ready");
+	il.change = "{\"$set\": {\"state\": \"review\"}}";
+	ck_assert_int_eq(store_card_set_state_from(st, "c1", "ready", "in_progress", NULL, &bot, &c),
+			 CORE_ERR_STATE_CONFLICT);
+	c = get(st, "c1");
+	ck_assert_str_eq(c->state, "review");
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+/* ADR-096 §9: a one-shot label consumed between the read and the write stays consumed. */
+START_TEST(label_consumed_before_adjust_stays_consumed)
+{
+	struct store *st = open_hooked();
+	const char *set[] = {"a", "once"}, *add[] = {"b"};
+	struct core_strv sv = {(char **)set, 2}, av = {(char **)add, 1};
+	struct core_card *c = NULL;
+
+	create(st, "c1", "ready");
+	ck_assert_int_eq(store_card_labels_set(st, "c1", &sv, &bot, &c), CORE_OK);
+	core_card_free(c);
+	il.change = "{\"$set\": {\"labels\": [\"a\"]}}";
+	ck_assert_int_eq(store_card_labels_adjust(st, "c1", &av, NULL, &bot, &c), CORE_OK);
+	ck_assert_int_eq(il.fired, 1);
+	ck_assert_uint_eq(c->labels.n, 2);
+	ck_assert_str_eq(c->labels.v[0], "a");
+	ck_assert_str_eq(c->labels.v[1], "b");
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+START_TEST(lease_renewed_before_transfer)
+{
+	struct store *st = open_hooked();
+	struct core_token t;
+	struct core_card *c = NULL;
+	char change[128];
+
+	create(st, "c1", "in_progress");
+	t = claim(st, "c1", "w1");
+	tnow += 120000; /* expired as listed */
+	snprintf(change, sizeof(change),
+		 "{\"$set\": {\"claim.lease_until\": {\"$date\": %lld}}}", (long long)tnow + 60000);
+	il.change = change;
+	ck_assert_int_eq(store_reaper_transfer(st, "c1", &t, "reaper:h", 60000, &c),
+			 CORE_ERR_CLAIM_CONFLICT);
+	c = get(st, "c1");
+	ck_assert_str_eq(c->claim.marker, "w1");
+	ck_assert_int_eq(c->claim_epoch, t.epoch);
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+START_TEST(card_deleted_before_write_is_not_found)
+{
+	struct store *st = open_hooked();
+	struct store_claim_result r;
+	struct core_card *c = NULL;
+
+	create(st, "c1", "ready");
+	il.change = "DELETE";
+	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &r), CORE_ERR_NOT_FOUND);
+	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_ERR_NOT_FOUND);
+	close_db(st);
+}
+END_TEST
+
+void mongo_add_interleave(TCase *tc)
+{
+	tcase_add_test(tc, claim_taken_between_read_and_write);
+	tcase_add_test(tc, renew_after_a_transfer_is_refused);
+	tcase_add_test(tc, epoch_dropped_before_an_owned_write);
+	tcase_add_test(tc, state_moved_before_set_state_from);
+	tcase_add_test(tc, label_consumed_before_adjust_stays_consumed);
+	tcase_add_test(tc, lease_renewed_before_transfer);
+	tcase_add_test(tc, card_deleted_before_write_is_not_found);
+}
