@@ -77,6 +77,7 @@ static enum core_rc mgo_ping(struct store *st)
 
 static const struct store_ops mgo_ops = {
 	.name = "mongo",
+	.owned_write_release = true, /* one conditional update: the write and the release */
 	.close = mgo_close,
 	.ping = mgo_ping,
 	.now = mgo_clock_now,

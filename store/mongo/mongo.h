@@ -241,6 +241,13 @@ enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 			    struct core_card *now, const struct core_board *b, const char *to,
 			    const char *reason, json_t *extra, unsigned pre, struct mgo_evq *q,
 			    bool *hit, struct core_card **out);
+/* Its two halves, for a write that adds more to the same update (an owned write that also
+ * releases): the move of `now` with its event queued (extra stolen; *moved false: already
+ * there, nothing queued), and what follows a committed move (the unblocked cascade). */
+enum core_rc mgo_state_apply(struct mgo_conn *c, struct core_card *now, const char *to,
+			     const char *reason, json_t *extra, struct mgo_evq *q, bool *moved);
+void mgo_state_after(struct mgo_conn *c, const struct core_board *b, const char *id,
+		     const char *to, const char *reason);
 
 /* ---- the ops, by file ---- */
 

@@ -455,44 +455,62 @@ static enum core_rc cascade_unblocked(struct mgo_conn *c, const struct core_boar
 	return rc;
 }
 
+enum core_rc mgo_state_apply(struct mgo_conn *c, struct core_card *now, const char *to,
+			     const char *reason, json_t *extra, struct mgo_evq *q, bool *moved)
+{
+	json_t *payload = NULL;
+	enum core_rc rc = CORE_OK;
+
+	*moved = strcmp(now->state, to) != 0;
+	if (!*moved)
+		goto out;
+	rc = CORE_ERR_NOMEM;
+	payload = json_pack("{ssss}", "from", now->state, "to", to);
+	if (!payload || (extra && json_object_update(payload, extra) != 0))
+		goto out;
+	rc = core_card_state_write(now, to, reason, c->now);
+	if (rc != CORE_OK)
+		goto out;
+	mgo_evq_add(q, CORE_EV_CARD_STATE_CHANGED, now->board, now->id, c->actor, reason, c->now,
+		    payload);
+	payload = NULL;
+out:
+	json_decref(extra);
+	json_decref(payload);
+	return rc;
+}
+
+void mgo_state_after(struct mgo_conn *c, const struct core_board *b, const char *id,
+		     const char *to, const char *reason)
+{
+	/* A machine write files without effects: no dependent promotion (DESIGN §7). The move
+	 * is committed whatever the cascade does next; a failed cascade is logged, not undone
+	 * (see the ledger in mongo.c). */
+	if (b->completed && strcmp(to, b->completed) == 0 && !core_is_machine_reason(reason) &&
+	    cascade_unblocked(c, b, id) != CORE_OK)
+		fprintf(stderr, "boardd: mongo: card %s: unblocked cascade incomplete\n", id);
+}
+
 enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 			    struct core_card *now, const struct core_board *b, const char *to,
 			    const char *reason, json_t *extra, unsigned pre, struct mgo_evq *q,
 			    bool *hit, struct core_card **out)
 {
 	struct mgo_evq local;
-	json_t *payload = NULL;
-	bool moved = strcmp(now->state, to) != 0;
-	enum core_rc rc = CORE_OK;
+	bool moved;
+	enum core_rc rc;
 
 	if (!q) {
 		mgo_evq_init(&local, c->m);
 		q = &local;
 	}
 	*hit = false;
-	if (moved) {
-		rc = CORE_ERR_NOMEM;
-		payload = json_pack("{ssss}", "from", now->state, "to", to);
-		if (!payload || (extra && json_object_update(payload, extra) != 0))
-			goto out;
-		rc = core_card_state_write(now, to, reason, c->now);
-		if (rc != CORE_OK)
-			goto out;
-		mgo_evq_add(q, CORE_EV_CARD_STATE_CHANGED, now->board, now->id, c->actor, reason,
-			    c->now, payload);
-		payload = NULL;
-	}
-	rc = mgo_card_cas(c, was, now, pre | MGO_PRE_STATE, q, hit, out);
-	/* A machine write files without effects: no dependent promotion (DESIGN §7). The move
-	 * is committed whatever the cascade does next; a failed cascade is logged, not undone
-	 * (see the ledger in mongo.c). */
-	if (rc == CORE_OK && *hit && moved && b->completed && strcmp(to, b->completed) == 0 &&
-	    !core_is_machine_reason(reason) && cascade_unblocked(c, b, now->id) != CORE_OK)
-		fprintf(stderr, "boardd: mongo: card %s: unblocked cascade incomplete\n", now->id);
-out:
+	rc = mgo_state_apply(c, now, to, reason, extra, q, &moved);
+	if (rc == CORE_OK)
+		rc = mgo_card_cas(c, was, now, pre | MGO_PRE_STATE, q, hit, out);
+	if (rc == CORE_OK && *hit && moved)
+		mgo_state_after(c, b, now->id, to, reason);
 	if (q == &local)
 		mgo_evq_release(&local);
-	json_decref(extra);
-	json_decref(payload);
 	return rc;
 }

@@ -103,18 +103,26 @@ enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_
 	return mgo_card_retry(st, NULL, renew_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
 }
 
+/* Clears a->now's claim and queues card_released {marker, epoch} as the claim stands now. */
+static void release_apply(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
+			  struct mgo_evq *q)
+{
+	json_t *payload = token_json(a->now->claim.marker, a->now);
+
+	core_claim_clear(a->now);
+	a->now->updated_at = c->now;
+	mgo_evq_add(q, CORE_EV_CARD_RELEASED, a->now->board, a->now->id, c->actor, reason, c->now,
+		    payload);
+}
+
 enum core_rc mgo_release_write(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
 			       bool *hit, struct core_card **out)
 {
-	json_t *payload = token_json(a->was->claim.marker, a->was);
 	struct mgo_evq q;
 	enum core_rc rc;
 
 	mgo_evq_init(&q, c->m);
-	core_claim_clear(a->now);
-	a->now->updated_at = c->now;
-	mgo_evq_add(&q, CORE_EV_CARD_RELEASED, a->now->board, a->now->id, c->actor, reason, c->now,
-		    payload);
+	release_apply(c, a, reason, &q);
 	rc = mgo_card_cas(c, a->was, a->now, MGO_PRE_CLAIM, &q, hit, out);
 	mgo_evq_release(&q);
 	return rc;
@@ -196,6 +204,7 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	const struct store_owned_write *w = x->w;
 	struct mgo_evq q;
 	struct mgo_attempt a;
+	bool moved = false;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
 	mgo_evq_init(&q, c->m);
@@ -208,9 +217,8 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	case STORE_OWNED_STATE:
 		rc = core_transition_check(&a.b, a.was->state, w->state);
 		if (rc == CORE_OK)
-			rc = mgo_state_move(c, a.was, a.now, &a.b, w->state, w->reason, NULL,
-					    MGO_PRE_CLAIM, &q, hit, out);
-		goto out;
+			rc = mgo_state_apply(c, a.now, w->state, w->reason, NULL, &q, &moved);
+		break;
 	case STORE_OWNED_LAST_RUN:
 		rc = core_str_set(&a.now->last_run_id, w->run_id);
 		a.now->updated_at = c->now;
@@ -231,8 +239,14 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	default:
 		rc = CORE_ERR_BAD_REQUEST;
 	}
+	/* The release rides in the same conditional update as the write (the reaper's
+	 * file-and-release): fenced by the same token, one atomic step, the events of both. */
+	if (rc == CORE_OK && w->release)
+		release_apply(c, &a, NULL, &q);
 	if (rc == CORE_OK)
-		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM, &q, hit, out);
+		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM | MGO_PRE_STATE, &q, hit, out);
+	if (rc == CORE_OK && *hit && moved)
+		mgo_state_after(c, &a.b, a.now->id, w->state, w->reason);
 out:
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);

@@ -196,6 +196,49 @@ START_TEST(card_deleted_before_write_is_not_found)
 }
 END_TEST
 
+/* An owned write with release is ONE conditional update: the filing and the release land
+ * together (state_changed then card_released, epoch kept), or — when the fence moved in
+ * between — neither does. */
+START_TEST(owned_write_and_release_are_one_step)
+{
+	struct store *st = open_hooked();
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .state = "done",
+				      .reason = "run_finished", .release = true};
+	struct core_card *c = NULL;
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next, before;
+
+	create(st, "c1", "in_progress");
+	create(st, "c2", "in_progress");
+	w.token = claim(st, "c1", "reaper:h");
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	store_events_free(ev, n);
+	before = next;
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &bot, &c), CORE_OK);
+	ck_assert_str_eq(c->state, "done");
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->claim_epoch, w.token.epoch);
+	core_card_free(c);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, before, 1000, 0, &ev, &n, &next),
+			 CORE_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(ev[0].type, CORE_EV_CARD_STATE_CHANGED);
+	ck_assert_int_eq(ev[1].type, CORE_EV_CARD_RELEASED);
+	store_events_free(ev, n);
+
+	w.token = claim(st, "c2", "reaper:h");
+	il.change = "{\"$unset\": {\"claim_epoch\": 1}}";
+	c = NULL;
+	ck_assert_int_eq(store_card_owned_write(st, "c2", &w, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
+	c = get(st, "c2");
+	ck_assert_str_eq(c->state, "in_progress");
+	ck_assert(c->claim.present);
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
 void mongo_add_interleave(TCase *tc)
 {
 	tcase_add_test(tc, claim_taken_between_read_and_write);
@@ -205,4 +248,5 @@ void mongo_add_interleave(TCase *tc)
 	tcase_add_test(tc, label_consumed_before_adjust_stays_consumed);
 	tcase_add_test(tc, lease_renewed_before_transfer);
 	tcase_add_test(tc, card_deleted_before_write_is_not_found);
+	tcase_add_test(tc, owned_write_and_release_are_one_step);
 }
