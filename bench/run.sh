@@ -65,12 +65,19 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port with no socket at all on it (listening or not): ss when present, else a connect probe.
+port_free() {
+	if command -v ss >/dev/null; then
+		! ss -Htan | awk '{print $4}' | grep -q ":$1\$"
+	else
+		! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
 
-pick_port() { # a port nobody listens on (bounded tries)
+pick_port() { # two free consecutive ports below the ephemeral range (bounded tries)
 	local p i
 	for i in $(seq 50); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((20000 + RANDOM % 12000))
 		if port_free "$p" && port_free "$((p + 1))"; then
 			echo "$p"
 			return 0
@@ -80,10 +87,10 @@ pick_port() { # a port nobody listens on (bounded tries)
 	return 1
 }
 
-wait_port() { # port seconds
+wait_port() { # port seconds: until something accepts connections there
 	local i
 	for i in $(seq $(($2 * 20))); do
-		port_free "$1" || return 0
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
 		sleep 0.05
 	done
 	return 1
@@ -126,9 +133,11 @@ common=(-w "$WORKERS" -d "$DURATION" -W "$WARMUP")
 for r in $(seq "$ROUNDS"); do
 	echo
 	echo "---- round $r/$ROUNDS (load $(cut -d' ' -f1 /proc/loadavg)) ----"
-	"$loadgen" -p "$bport" -T "$tmp/plain" -P "r$r" "${common[@]}" | tee -a "$tmp/results"
+	BENCH_SERVER_PID=$boardd_pid "$loadgen" -p "$bport" -T "$tmp/plain" -P "r$r" \
+		"${common[@]}" | tee -a "$tmp/results"
 	# shellcheck disable=SC2086
-	"$etcd_cycle" -p "$eport" -P "r$r" $ETCD_FLAGS "${common[@]}" | tee -a "$tmp/results"
+	BENCH_SERVER_PID=$etcd_pid "$etcd_cycle" -p "$eport" -P "r$r" $ETCD_FLAGS "${common[@]}" |
+		tee -a "$tmp/results"
 done
 
 echo
@@ -143,17 +152,18 @@ function val(k,   i, kv) {
 	t = val("target"); n[t]++
 	cps[t] += val("cycles_per_s"); ops[t] += val("ops_per_s")
 	p99[t] += val("p99_op_ms"); p99c[t] += val("p99_cycle_ms"); p50[t] += val("p50_op_ms")
-	err[t] += val("errors"); fail[t] += val("failed_cycles")
+	err[t] += val("errors"); fail[t] += val("failed_cycles"); oth[t] += val("others_cpu_pct")
 }
 END {
 	printf "\n== summary: %d workers, mean of %d round(s) ==\n", workers, rounds
-	printf "%-8s %10s %10s %10s %10s %12s %8s\n", "target", "cycles/s", "ops/s", "p50 op ms",
-	       "p99 op ms", "p99 cycle ms", "errors"
+	printf "%-8s %10s %10s %10s %10s %12s %8s %14s\n", "target", "cycles/s", "ops/s",
+	       "p50 op ms", "p99 op ms", "p99 cycle ms", "errors", "others cpu %"
 	split("boardd etcd", ts, " ")
 	for (i = 1; i <= 2; i++) {
 		t = ts[i]; if (!n[t]) continue
-		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d\n", t, cps[t] / n[t],
-		       ops[t] / n[t], p50[t] / n[t], p99[t] / n[t], p99c[t] / n[t], err[t] + fail[t]
+		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %14.0f\n", t, cps[t] / n[t],
+		       ops[t] / n[t], p50[t] / n[t], p99[t] / n[t], p99c[t] / n[t], err[t] + fail[t],
+		       oth[t] / n[t]
 	}
 	if (n["boardd"] && n["etcd"] && cps["etcd"] > 0 && p99["etcd"] > 0) {
 		rc = (cps["boardd"] / n["boardd"]) / (cps["etcd"] / n["etcd"])
@@ -163,4 +173,6 @@ END {
 		       "p99 per cycle %.2fx (target < 1x: %s)\n", rc, (rc >= 4 ? "met" : "MISSED"),
 		       rp, rq, ((rp < 1 && rq < 1) ? "met" : "MISSED")
 	}
+	printf "(others cpu %%: CPU used by other processes during the windows, in %% of one " \
+	       "core; the load average also counts the benchmark own threads waiting on fsync)\n"
 }'

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -264,6 +265,69 @@ out:
 	return NULL;
 }
 
+/* CPU seen over the window, to tell what else ran on the machine meanwhile. */
+struct run_cpu {
+	double busy_s, total_s; /* /proc/stat: all CPUs */
+	double self_s;          /* this driver (getrusage) */
+	double server_s;        /* BENCH_SERVER_PID's utime + stime, or -1 */
+};
+
+static void cpu_sample(struct run_cpu *c)
+{
+	double tick = (double)sysconf(_SC_CLK_TCK);
+	unsigned long long v[10] = {0}, ut, st;
+	const char *pid = getenv("BENCH_SERVER_PID");
+	struct rusage ru;
+	char path[64];
+	FILE *f;
+	int i;
+
+	memset(c, 0, sizeof *c);
+	c->server_s = -1;
+	f = fopen("/proc/stat", "r");
+	if (f) {
+		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+			   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]) >= 8) {
+			for (i = 0; i < 8; i++)
+				c->total_s += (double)v[i] / tick;
+			c->busy_s = c->total_s - (double)(v[3] + v[4]) / tick; /* minus idle, iowait */
+		}
+		fclose(f);
+	}
+	getrusage(RUSAGE_SELF, &ru);
+	c->self_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+		    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	if (!pid)
+		return;
+	snprintf(path, sizeof path, "/proc/%s/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	/* Fields 14 and 15; the command name (field 2) may hold spaces, so skip past ')'. */
+	if (fscanf(f, "%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+		   &st) == 2)
+		c->server_s = (double)(ut + st) / tick;
+	fclose(f);
+}
+
+/* Prints the CPU line; returns the share of "everything else" (% of one core), -1 when the
+ * server's share is unknown. */
+static double cpu_print(const struct run_cpu *a, const struct run_cpu *b, double window)
+{
+	double busy = b->busy_s - a->busy_s, self = b->self_s - a->self_s;
+	double server = a->server_s >= 0 && b->server_s >= 0 ? b->server_s - a->server_s : -1;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	printf("cpu over the window (%% of one core): machine %.0f%% of %ld cores, this driver "
+	       "%.0f%%",
+	       100 * busy / window, cores, 100 * self / window);
+	if (server >= 0)
+		printf(", server %.0f%%, everything else %.0f%%", 100 * server / window,
+		       100 * (busy - self - server) / window);
+	printf("\n");
+	return server >= 0 ? 100 * (busy - self - server) / window : -1;
+}
+
 static void sleep_s(double s)
 {
 	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
@@ -297,11 +361,13 @@ static void ms_print(uint64_t us)
 }
 
 static void report_print(const struct bench_driver *d, const struct bench_opts *o,
-			 struct bench_worker *ws, double window)
+			 struct bench_worker *ws, double window, const struct run_cpu *c0,
+			 const struct run_cpu *c1)
 {
 	struct bench_stat tot[BENCH_OPS_MAX];
 	struct bench_lat all = {0}, cyc = {0};
 	uint64_t cycles = 0, failed = 0, ops = 0, errs = 0;
+	double others;
 	size_t i, k, j;
 
 	memset(tot, 0, sizeof tot);
@@ -359,13 +425,14 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	} else {
 		printf("errors: none\n");
 	}
+	others = cpu_print(c0, c1, window);
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
-	       " failed_cycles=%" PRIu64 "\n",
+	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f\n",
 	       d->target, o->workers, window, cycles, (double)cycles / window,
 	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
-	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed);
+	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others);
 	fflush(stdout);
 }
 
@@ -375,6 +442,7 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 	struct run_arg *args = calloc(o->workers, sizeof *args);
 	pthread_t *th = calloc(o->workers, sizeof *th);
 	pthread_barrier_t ready;
+	struct run_cpu c0 = {0}, c1 = {0};
 	size_t i, started = 0, failed = 0;
 	double t0 = 0, t1 = 0, limit;
 	int code = 1;
@@ -407,6 +475,7 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 	pthread_barrier_wait(&ready);
 	if (!failed) {
 		sleep_s(o->warmup_s);
+		cpu_sample(&c0);
 		t0 = bench_mono_s();
 		__atomic_store_n(&run_recording, 1, __ATOMIC_RELEASE);
 		limit = t0 + o->duration_s;
@@ -421,13 +490,14 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 		}
 		__atomic_store_n(&run_recording, 0, __ATOMIC_RELEASE);
 		t1 = bench_mono_s();
+		cpu_sample(&c1);
 		__atomic_store_n(&run_stop, 1, __ATOMIC_RELEASE);
 	}
 	for (i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&ready);
 	if (!failed) {
-		report_print(d, o, ws, t1 - t0);
+		report_print(d, o, ws, t1 - t0, &c0, &c1);
 		code = 0;
 	}
 	for (i = 0; i < o->workers; i++)
