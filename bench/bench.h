@@ -77,6 +77,7 @@ struct bench_opts {
 	uint64_t cycles;    /* 0: run for duration_s; else stop after this many cycles in the
 			     * window (duration_s still bounds it) */
 	int64_t lease_ms;   /* default 30 000 */
+	unsigned renews;    /* renewals per cycle; default 3 */
 	const char *prefix; /* card / key prefix; default "bench" */
 };
 

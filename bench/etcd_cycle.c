@@ -1,6 +1,6 @@
 /* etcd_cycle — the claim cycle of loadgen, expressed on etcd's v3 JSON gateway.
  *
- *   etcd_cycle -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-P bench] [-g]
+ *   etcd_cycle -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3] [-P bench] [-g]
  *
  * Same client, same concurrency, same cycle shape as loadgen; each worker owns one card,
  * i.e. two keys: <prefix>/claim/<card> (the claim) and <prefix>/state/<card> (the column).
@@ -187,7 +187,7 @@ static int etcd_cycle(struct bench_worker *w)
 		goto fail_unclaimed;
 	}
 	snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", (long long)ew->lease);
-	for (k = 0; k < 3; k++) {
+	for (k = 0; k < (int)w->opts->renews; k++) {
 		if (bench_op_request(w, OP_RENEW, "POST", "/v3/lease/keepalive", NULL, body,
 				     &resp) != 200)
 			goto fail;
@@ -261,9 +261,9 @@ int main(int argc, char **argv)
 	    0)
 		return 2;
 	d.cycle_desc = lease_per_claim
-			       ? "lease grant -> txn claim -> keepalive x3 -> fenced txn put state x2 "
-				 "-> fenced txn delete -> lease revoke"
-			       : "txn claim (session lease) -> keepalive x3 -> fenced txn put state x2 "
-				 "-> fenced txn delete";
+			       ? "lease grant -> txn claim -> keepalive xN -> fenced txn put state "
+				 "x2 -> fenced txn delete -> lease revoke"
+			       : "txn claim (session lease) -> keepalive xN -> fenced txn put state "
+				 "x2 -> fenced txn delete";
 	return bench_run(&d, &o);
 }

@@ -1,6 +1,6 @@
 /* loadgen — the claim cycle against boardd over keep-alive HTTP/1.1.
  *
- *   loadgen -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-P bench] [-T FILE]
+ *   loadgen -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3] [-P bench] [-T FILE]
  *
  * Each worker owns one card (<prefix>-<i>, created in_progress by the bot token before the
  * clock starts) and one connection, and loops:
@@ -102,7 +102,7 @@ static int lg_cycle(struct bench_worker *w)
 	lw->epoch = fresh_epoch;
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld,\"lease_ms\":%lld}",
 		 lw->marker, (long long)lw->epoch, (long long)w->opts->lease_ms);
-	for (k = 0; k < 3; k++)
+	for (k = 0; k < (int)w->opts->renews; k++)
 		if (bench_op_request(w, OP_RENEW, "POST", lw->path_renew, worker_auth, body,
 				     &resp) != 200)
 			goto fail;
@@ -169,8 +169,8 @@ int main(int argc, char **argv)
 		.target = "boardd",
 		.ops = op_names,
 		.n_ops = N_OPS,
-		.cycle_desc = "claim -> renew x3 -> PATCH state review (If-Match) -> PATCH state "
-			      "in_progress -> release",
+		.cycle_desc = "claim -> renew xN -> PATCH state review (If-Match) -> PATCH "
+			      "state in_progress -> release",
 		.setup = lg_setup,
 		.cycle = lg_cycle,
 		.teardown = lg_teardown,

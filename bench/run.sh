@@ -7,6 +7,7 @@
 #
 # Environment:
 #   WORKERS (32)  DURATION seconds per run (20)  WARMUP seconds (2)  ROUNDS (2)
+#   RENEWS           renewals per cycle (3; 0 shows what the durable renew costs boardd)
 #   BOARDD_THREADS   --threads for boardd (unset: boardd's default, one per core)
 #   ETCD_FLAGS       extra etcd_cycle flags, e.g. -g (a lease per claim)
 #   BENCH_TMP        parent of the temp dir (default ${TMPDIR:-/tmp}); put it on a real
@@ -23,6 +24,7 @@ WORKERS=${WORKERS:-32}
 DURATION=${DURATION:-20}
 WARMUP=${WARMUP:-2}
 ROUNDS=${ROUNDS:-2}
+RENEWS=${RENEWS:-3}
 ETCD_FLAGS=${ETCD_FLAGS:-}
 BUILD=${BUILD:-$top/build-bench}
 ETCD=${ETCD:-$(command -v etcd || true)}
@@ -129,7 +131,7 @@ etcd_pid=$!
 wait_port "$eport" 20 || { echo "run.sh: etcd did not start:" >&2; tail "$tmp/etcd.log" >&2; exit 1; }
 sleep 1 # leader election of the single member
 
-common=(-w "$WORKERS" -d "$DURATION" -W "$WARMUP")
+common=(-w "$WORKERS" -d "$DURATION" -W "$WARMUP" -r "$RENEWS")
 for r in $(seq "$ROUNDS"); do
 	echo
 	echo "---- round $r/$ROUNDS (load $(cut -d' ' -f1 /proc/loadavg)) ----"

@@ -153,6 +153,7 @@ static void usage_print(const char *usage)
 		"  -W SECONDS  warm-up before the window (2)\n"
 		"  -n CYCLES   stop after this many cycles in the window (still bounded by -d)\n"
 		"  -l MS       lease in milliseconds (30000)\n"
+		"  -r N        renewals per cycle (3)\n"
 		"  -P PREFIX   card / key prefix (bench)\n",
 		usage);
 }
@@ -170,8 +171,9 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 	o->duration_s = 20;
 	o->warmup_s = 2;
 	o->lease_ms = 30000;
+	o->renews = 3;
 	o->prefix = "bench";
-	snprintf(optstring, sizeof optstring, "H:p:w:d:W:n:l:P:%s", extra ? extra : "");
+	snprintf(optstring, sizeof optstring, "H:p:w:d:W:n:l:r:P:%s", extra ? extra : "");
 	while ((c = getopt(argc, argv, optstring)) != -1) {
 		switch (c) {
 		case 'H':
@@ -195,6 +197,9 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 		case 'l':
 			o->lease_ms = strtoll(optarg, NULL, 10);
 			break;
+		case 'r':
+			o->renews = (unsigned)strtoul(optarg, NULL, 10);
+			break;
 		case 'P':
 			o->prefix = optarg;
 			break;
@@ -207,7 +212,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 	}
 	if (optind != argc || !o->port || !o->workers || o->workers > 4096 ||
 	    !(o->duration_s > 0 && o->duration_s <= 3600) ||
-	    !(o->warmup_s >= 0 && o->warmup_s <= 600) || o->lease_ms <= 0) {
+	    !(o->warmup_s >= 0 && o->warmup_s <= 600) || o->lease_ms <= 0 || o->renews > 100) {
 		usage_print(usage);
 		return -1;
 	}
@@ -380,7 +385,7 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	}
 	printf("\n== %s: %zu workers, window %.2f s (after %.1f s warm-up) ==\n", d->target,
 	       o->workers, window, o->warmup_s);
-	printf("cycle: %s\n", d->cycle_desc);
+	printf("cycle: %s (N = %u)\n", d->cycle_desc, o->renews);
 	printf("%-14s %9s %10s %6s %9s %9s %9s %9s\n", "op", "count", "ops/s", "errors", "p50 ms",
 	       "p99 ms", "max ms", "mean ms");
 	for (k = 0; k < d->n_ops; k++) {
