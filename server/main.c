@@ -10,6 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* store_open knows every spec; the Mongo twin also takes the un-leased arm's horizon. */
+static enum core_rc open_store(const struct server_config *cfg, struct store **st, char *err,
+			       size_t errlen)
+{
+#ifdef BOARDD_HAVE_MONGO
+	if (strncmp(cfg->store, "mongodb://", 10) == 0 ||
+	    strncmp(cfg->store, "mongodb+srv://", 14) == 0) {
+		struct store_mongo_options o = {.uri = cfg->store,
+						.unleased_horizon_ms = cfg->unleased_horizon_ms};
+		return store_mongo_open(&o, st, err, errlen);
+	}
+#endif
+	return store_open(cfg->store, st, err, errlen);
+}
+
 int main(int argc, char **argv)
 {
 	struct server_config cfg;
@@ -42,7 +57,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (store_open(cfg.store, &st, err, sizeof err) != CORE_OK) {
+	if (open_store(&cfg, &st, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: store %s: %s\n", cfg.store, err);
 		goto out;
 	}

@@ -36,9 +36,9 @@ START_TEST(column_rename_moves_cards_as_machine)
 	size_t touched = 99, n, i, state_events = 0;
 	int64_t epoch, before;
 
-	ct_create(st, "a", "review", NULL);
-	ct_create(st, "b", "review", NULL);
-	ct_create(st, "c", "ready", NULL);
+	core_card_free(ct_create(st, "a", "review", NULL));
+	core_card_free(ct_create(st, "b", "review", NULL));
+	core_card_free(ct_create(st, "c", "ready", NULL));
 	epoch = ct_claim(st, "a", "w1");
 	before = ct_last_seq(st);
 	ct_now += 1000;
@@ -82,7 +82,7 @@ START_TEST(column_rename_roles_and_refusals)
 	struct core_card *c = NULL;
 	size_t touched = 9;
 
-	ct_create(st, "x", "done", NULL);
+	core_card_free(ct_create(st, "x", "done", NULL));
 	ck_assert_int_eq(store_board_column_rename(st, "default", "done", "shipped", &ct_op,
 						   &touched),
 			 CORE_OK);
@@ -118,9 +118,9 @@ START_TEST(label_sweeps)
 	size_t touched = 0, n;
 	int64_t before;
 
-	ct_create(st, "a", NULL, NULL);
-	ct_create(st, "b", NULL, NULL);
-	ct_create(st, "c", NULL, NULL);
+	core_card_free(ct_create(st, "a", NULL, NULL));
+	core_card_free(ct_create(st, "b", NULL, NULL));
+	core_card_free(ct_create(st, "c", NULL, NULL));
 	set_labels(st, "a", (const char *const[]){"bug", "p1", NULL});
 	set_labels(st, "b", (const char *const[]){"defect", "bug", NULL});
 	set_labels(st, "c", (const char *const[]){"p2", NULL});
