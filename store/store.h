@@ -353,13 +353,26 @@ struct store_fs_stats {
 	uint64_t compactions;   /* snapshots written since open */
 	uint64_t generation;    /* current journal generation */
 	uint64_t journal_bytes; /* size of the current generation */
-	bool failed;            /* a sync failed: writes refused until reopened */
+	bool failed;            /* a write or sync failed: writes refused until a fresh snapshot
+				 * of the rolled-back state is durable (retried by the next write
+				 * and every second in the background) */
 };
 /* Fills *out; BAD_REQUEST when st is not an FS store. */
 enum core_rc store_fs_stats_get(struct store *st, struct store_fs_stats *out);
 /* Snapshot now and start a new journal generation, synchronously (tests, shutdown).
  * BAD_REQUEST when st is not an FS store. */
 enum core_rc store_fs_compact(struct store *st);
+
+/* Test-only fault injection (issue 5, storage faults): while a fault is on, the FS twin's own
+ * write(2) to its journal and snapshot files (STORE_FS_FAULT_WRITE) and/or its fdatasync and
+ * fsync calls (STORE_FS_FAULT_SYNC) fail with EIO without being made, as a disk that refuses.
+ * Turning faults off lets the next write attempt recovery at once (no back-off).
+ * BAD_REQUEST when st is not an FS store. */
+enum store_fs_fault {
+	STORE_FS_FAULT_WRITE = 1,
+	STORE_FS_FAULT_SYNC = 2,
+};
+enum core_rc store_fs_fault_set(struct store *st, unsigned faults, bool on);
 
 /* ---- JSON codec (the served shape of DESIGN §2; the FS journal reuses it) ----
  * _to_json returns a new reference (NULL on OOM). _from_json reads a borrowed json_t and

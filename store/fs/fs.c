@@ -281,6 +281,24 @@ enum core_rc store_fs_stats_get(struct store *st, struct store_fs_stats *out)
 	return CORE_OK;
 }
 
+enum core_rc store_fs_fault_set(struct store *st, unsigned faults, bool on)
+{
+	struct fs *fs;
+
+	if (!st || st->ops != &fs_ops)
+		return CORE_ERR_BAD_REQUEST;
+	fs = fs_of(st);
+	if (on) {
+		__atomic_or_fetch(&fs->faults, faults, __ATOMIC_SEQ_CST);
+		return CORE_OK;
+	}
+	__atomic_and_fetch(&fs->faults, ~faults, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&fs->jmu);
+	fs->recover_after_ms = 0;
+	pthread_mutex_unlock(&fs->jmu);
+	return CORE_OK;
+}
+
 enum core_rc store_fs_compact(struct store *st)
 {
 	if (!st || st->ops != &fs_ops)

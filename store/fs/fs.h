@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- string-keyed hash map (fs_index.c): open addressing, linear probing ---- */
 
@@ -64,6 +65,7 @@ struct fs_card_ent {
 	struct core_card *card; /* owned; immutable once published */
 	uint64_t ord;           /* creation order, persisted: the list cursor */
 	bool dead;              /* deleted; left in `order` until that array is compacted */
+	bool held;              /* dead, but an undo entry may bring it back: not compacted */
 };
 
 /* The dependents of one blocker id: the reverse of every card's `blockers`, so the unblocked
@@ -105,6 +107,37 @@ struct fs_change {
 
 void fs_change_release(struct fs_change *ch);
 
+/* What one committed transaction replaced, kept until its journal line is durable: if the
+ * group fdatasync fails, the transactions not yet durable are undone newest first, so no
+ * change that was never acknowledged stays visible (fs_undo.c). */
+struct fs_undo_card {
+	struct fs_card_ent *ent;
+	struct core_card *old; /* the card before (NULL: the change created it) */
+	bool deleted;          /* the change deleted it (ent is dead and held) */
+};
+
+struct fs_undo_run {
+	struct core_run *now; /* what the change published */
+	struct core_run *old; /* what it replaced; NULL: a new run */
+};
+
+struct fs_undo_board {
+	struct core_board old; /* the config before (zeroed when is_new) */
+	bool is_new;
+};
+
+struct fs_undo {
+	uint64_t seq;            /* the journal line */
+	struct fs_counters ctr;  /* the counters before */
+	struct fs_undo_card *cards;
+	size_t n_cards;
+	struct fs_undo_run *runs;
+	size_t n_runs;
+	struct fs_undo_board *boards;
+	size_t n_boards;
+	size_t n_events;         /* appended at the tail of the events array */
+};
+
 /* Objects a writer replaced while a snapshot still reads them. */
 struct fs_grave {
 	struct core_card **cards;
@@ -137,6 +170,9 @@ struct fs {
 	struct fs_counters ctr;
 	bool snap_active;
 	struct fs_grave grave;
+	struct fs_undo **undo;     /* transactions not yet durable, oldest first from undo_head */
+	size_t undo_head, undo_n, undo_cap;
+	int64_t ev_durable;        /* events up to this seq belong to durable lines: trimmable */
 
 	/* ---- journal: guarded by jmu (the fd is also only written under `lock`) ---- */
 	pthread_mutex_t jmu;
@@ -146,11 +182,15 @@ struct fs {
 	uint64_t jbytes;
 	uint64_t appended; /* journal lines written (seq of the last one) */
 	uint64_t synced;   /* journal lines known durable */
-	bool flushing;
-	bool failed;
+	bool flushing;             /* a flusher syncs, or rolls back after a failed sync */
+	bool failed;               /* a sync failed: writes refused until fs_recover */
+	uint64_t jsynced_bytes;    /* durable prefix of the current generation */
+	size_t n_inflight;         /* lines appended whose writer has not left fs_journal_wait */
+	int64_t recover_after_ms;  /* CLOCK_MONOTONIC: no recovery attempt before */
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;
 	struct store_fs_stats stats;
+	unsigned faults;           /* STORE_FS_FAULT_* (test hook; atomic) */
 
 	/* ---- event visibility and long-poll: guarded by evmu ---- */
 	pthread_mutex_t evmu;
@@ -182,10 +222,39 @@ const struct fs_deps *fs_deps_find(const struct fs *fs, const char *blocker);
 /* Makes fs_change_apply(ch) unable to fail for lack of memory. */
 enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch);
 /* Publishes ch into the state (taking its objects; ch is left empty). Infallible after a
- * successful fs_change_reserve. `replay`: idempotent merge of a journal line or snapshot. */
-void fs_change_apply(struct fs *fs, struct fs_change *ch, bool replay);
+ * successful fs_change_reserve. `undo` NULL: a replay (idempotent merge of a journal record
+ * or snapshot); else a commit, whose replaced objects go to undo (fs_undo_new) instead of
+ * being freed. */
+void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo);
 /* Frees an object no longer published (or parks it while a snapshot reads it). */
 void fs_retire_card(struct fs *fs, struct core_card *c);
+void fs_retire_run(struct fs *fs, struct core_run *r);
+void fs_retire_event(struct fs *fs, struct core_event *e);
+/* Replaces the value (and key) of a key that is present; never allocates. */
+void fs_map_replace(struct fs_map *m, const char *key, void *val);
+/* Moves ent's reverse-index edges from `before` (NULL: none) to `now` (NULL: none). */
+void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
+		    const struct core_card *now);
+/* Retires events from the head while the tail is longer than events_keep and they are
+ * durable. */
+void fs_events_trim(struct fs *fs);
+
+/* ---- undo of transactions not yet durable (fs_undo.c): callers hold the write lock ---- */
+
+/* An undo entry sized for ch, with the counters as they are now; NULL on OOM. */
+struct fs_undo *fs_undo_new(const struct fs_change *ch, const struct fs_counters *before);
+void fs_undo_free(struct fs *fs, struct fs_undo *u);
+/* Drops the entries whose line is durable (seq <= synced), freeing what they replaced. */
+void fs_undo_settle(struct fs *fs, uint64_t synced);
+/* Undoes the entries whose line is not durable (seq > synced), newest first. */
+void fs_undo_rollback(struct fs *fs, uint64_t synced);
+
+/* ---- I/O the fault hook can refuse (fs_journal.c) ---- */
+
+ssize_t fs_io_write(struct fs *fs, int fd, const void *buf, size_t len);
+int fs_io_sync(struct fs *fs, int fd);     /* fdatasync */
+int fs_io_dir_sync(struct fs *fs);         /* fsync of DIR */
+bool fs_io_fault(struct fs *fs, unsigned fault);
 void fs_grave_empty(struct fs *fs);
 void fs_state_release(struct fs *fs);
 
@@ -235,7 +304,9 @@ char *fs_file_read(const char *path, size_t *len, int *err);
 /* Under the state write lock: appends one line; *seq is what to pass to fs_journal_wait.
  * On failure the file is as before (a partial write is cut) or the store is marked failed. */
 enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq);
-/* Without the state lock: returns once line `seq` is durable (group commit). */
+/* Without the state lock: returns once line `seq` is durable (group commit), or
+ * STORE_UNAVAILABLE once it was rolled back after a failed sync. Every successful
+ * fs_journal_append must be followed by exactly one call. */
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq);
 /* Opens (creating) journal.gen for appending; -1 on error with errno set. */
 int fs_journal_open(const struct fs *fs, uint64_t gen);
@@ -249,6 +320,10 @@ int fs_dir_sync(const char *dir);
 
 enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen);
 enum core_rc fs_compact_run(struct fs *fs);
+/* After a failed sync (and its rollback): snapshots the memory state into a new generation
+ * and, once that is durable, takes writes again. Rate-limited unless `force`; returns OK
+ * when the store takes writes. Callers hold no lock. */
+enum core_rc fs_recover(struct fs *fs, bool force);
 enum core_rc fs_compactor_start(struct fs *fs);
 void fs_compactor_stop(struct fs *fs);
 /* Asks the background compactor for a pass (cheap; called after commits). */

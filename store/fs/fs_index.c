@@ -147,6 +147,16 @@ out:
 	return val;
 }
 
+void fs_map_replace(struct fs_map *m, const char *key, void *val)
+{
+	size_t i = map_probe(m, key, hash_str(key));
+
+	if (!m->slots[i].key)
+		abort(); /* the caller's invariant: the key is present */
+	m->slots[i].key = key;
+	m->slots[i].val = val;
+}
+
 void fs_map_release(struct fs_map *m)
 {
 	free(m->slots);
@@ -201,7 +211,7 @@ void fs_retire_card(struct fs *fs, struct core_card *c)
 		core_card_free(c);
 }
 
-static void retire_run(struct fs *fs, struct core_run *r)
+void fs_retire_run(struct fs *fs, struct core_run *r)
 {
 	if (!r)
 		return;
@@ -217,7 +227,7 @@ static void event_free(struct core_event *e)
 	free(e);
 }
 
-static void retire_event(struct fs *fs, struct core_event *e)
+void fs_retire_event(struct fs *fs, struct core_event *e)
 {
 	if (fs->snap_active)
 		fs->grave.events[fs->grave.n_events++] = e;
@@ -337,16 +347,16 @@ static void deps_unlink(struct fs *fs, struct fs_card_ent *ent, const char *bloc
 			break;
 		}
 	}
-	/* An entry another card of this change is about to join stays (its room is reserved). */
-	if (!d->n && !d->reserved) {
+	/* An entry another card of this change is about to join stays (its room is reserved),
+	 * and so does any while an undo may put an edge back (it must find its room). */
+	if (!d->n && !d->reserved && fs->undo_n == fs->undo_head) {
 		fs_map_del(&fs->deps, blocker);
 		deps_free(d);
 	}
 }
 
-/* Moves ent's edges from `before` (NULL: a new card) to `now` (NULL: deleted). */
-static void deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
-			const struct core_card *now)
+void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
+		    const struct core_card *now)
 {
 	struct fs_deps *d;
 	size_t k;
@@ -429,7 +439,7 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 	return CORE_OK;
 }
 
-static void apply_board(struct fs *fs, struct core_board *b)
+static void apply_board(struct fs *fs, struct core_board *b, struct fs_undo_board *u)
 {
 	size_t i;
 
@@ -437,11 +447,16 @@ static void apply_board(struct fs *fs, struct core_board *b)
 	 * in place rather than retired. */
 	for (i = 0; i < fs->n_boards; i++) {
 		if (strcmp(fs->boards[i].name, b->name) == 0) {
-			core_board_release(&fs->boards[i]);
+			if (u)
+				u->old = fs->boards[i];
+			else
+				core_board_release(&fs->boards[i]);
 			fs->boards[i] = *b;
 			return;
 		}
 	}
+	if (u)
+		u->is_new = true;
 	fs->boards[fs->n_boards++] = *b;
 }
 
@@ -473,38 +488,51 @@ static void order_compact(struct fs *fs)
 
 	if (fs->n_dead < 64 || fs->n_dead * 2 < fs->n_order)
 		return;
+	/* A held entry (an undo may revive it) stays, counted, for a later pass. */
 	for (i = 0; i < fs->n_order; i++) {
 		struct fs_card_ent *e = fs->order[i];
-		if (e->dead) {
+		if (e->dead && !e->held) {
 			free(e->id);
 			free(e);
+			fs->n_dead--;
 		} else {
 			fs->order[out++] = e;
 		}
 	}
 	fs->n_order = out;
-	fs->n_dead = 0;
 }
 
-static void apply_card(struct fs *fs, struct fs_change_card *cc)
+/* The replaced card goes to the undo entry (a commit) or is retired (a replay). */
+static void replaced_card(struct fs *fs, struct fs_undo *u, struct fs_card_ent *ent,
+			  struct core_card *old, bool deleted)
+{
+	if (u)
+		u->cards[u->n_cards++] =
+			(struct fs_undo_card){.ent = ent, .old = old, .deleted = deleted};
+	else
+		fs_retire_card(fs, old);
+}
+
+static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo *u)
 {
 	struct fs_card_ent *ent;
 
 	if (!cc->card) {
 		ent = fs_map_del(&fs->cards, cc->id);
 		if (ent) {
-			deps_update(fs, ent, ent->card, NULL);
-			fs_retire_card(fs, ent->card);
+			fs_deps_update(fs, ent, ent->card, NULL);
+			replaced_card(fs, u, ent, ent->card, true);
 			ent->card = NULL;
 			ent->dead = true;
+			ent->held = u != NULL;
 			fs->n_dead++;
 		}
 		return;
 	}
 	ent = fs_card_find(fs, cc->id);
 	if (ent) {
-		deps_update(fs, ent, ent->card, cc->card);
-		fs_retire_card(fs, ent->card);
+		fs_deps_update(fs, ent, ent->card, cc->card);
+		replaced_card(fs, u, ent, ent->card, false);
 		ent->card = cc->card;
 		cc->card = NULL;
 		return;
@@ -519,44 +547,60 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc)
 	cc->card = NULL;
 	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
 	order_insert(fs, ent);
-	deps_update(fs, ent, NULL, ent->card);
+	fs_deps_update(fs, ent, NULL, ent->card);
+	if (u)
+		u->cards[u->n_cards++] = (struct fs_undo_card){.ent = ent, .old = NULL};
 }
 
-static void apply_run(struct fs *fs, struct core_run *r)
+static void apply_run(struct fs *fs, struct core_run *r, struct fs_undo *u)
 {
 	struct core_run *old = fs_map_get(&fs->runs, r->id);
 
 	/* Put first: the slot's key still points into the old run until it is replaced. */
 	fs_map_put(&fs->runs, r->id, r); /* reserved: cannot fail */
-	retire_run(fs, old);
+	if (u)
+		u->runs[u->n_runs++] = (struct fs_undo_run){.now = r, .old = old};
+	else
+		fs_retire_run(fs, old);
 }
 
-static void apply_event(struct fs *fs, struct core_event *e, bool replay)
+static void apply_event(struct fs *fs, struct core_event *e, struct fs_undo *u)
 {
 	/* A replayed line may carry events the snapshot already holds. */
-	if (replay && fs->ev_n > fs->ev_head && e->seq <= fs->ev[fs->ev_n - 1]->seq) {
+	if (!u && fs->ev_n > fs->ev_head && e->seq <= fs->ev[fs->ev_n - 1]->seq) {
 		event_free(e);
 		return;
 	}
 	fs->ev[fs->ev_n++] = e;
-	while (fs->ev_n - fs->ev_head > fs->events_keep)
-		retire_event(fs, fs->ev[fs->ev_head++]);
+	/* A commit's events are trimmable only once durable: an undo pops them back. */
+	if (u)
+		u->n_events++;
+	else
+		fs->ev_durable = e->seq;
+	fs_events_trim(fs);
 }
 
-void fs_change_apply(struct fs *fs, struct fs_change *ch, bool replay)
+void fs_events_trim(struct fs *fs)
+{
+	while (fs->ev_n - fs->ev_head > fs->events_keep &&
+	       fs->ev[fs->ev_head]->seq <= fs->ev_durable)
+		fs_retire_event(fs, fs->ev[fs->ev_head++]);
+}
+
+void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
 {
 	size_t i;
 
 	for (i = 0; i < ch->n_boards; i++)
-		apply_board(fs, &ch->boards[i]);
+		apply_board(fs, &ch->boards[i], undo ? &undo->boards[undo->n_boards++] : NULL);
 	ch->n_boards = 0;
 	for (i = 0; i < ch->n_cards; i++)
-		apply_card(fs, &ch->cards[i]);
+		apply_card(fs, &ch->cards[i], undo);
 	for (i = 0; i < ch->n_runs; i++)
-		apply_run(fs, ch->runs[i]);
+		apply_run(fs, ch->runs[i], undo);
 	ch->n_runs = 0;
 	for (i = 0; i < ch->n_events; i++)
-		apply_event(fs, ch->events[i], replay);
+		apply_event(fs, ch->events[i], undo);
 	ch->n_events = 0;
 	if (ch->ctr.seq > fs->ctr.seq)
 		fs->ctr.seq = ch->ctr.seq;
@@ -574,6 +618,8 @@ void fs_state_release(struct fs *fs)
 {
 	size_t i;
 
+	fs_undo_settle(fs, UINT64_MAX); /* nobody waits any more: what they replaced goes */
+	free(fs->undo);
 	fs_grave_empty(fs);
 	free(fs->grave.cards);
 	free(fs->grave.runs);

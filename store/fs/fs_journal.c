@@ -161,12 +161,48 @@ int fs_journal_open(const struct fs *fs, uint64_t gen)
 	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 }
 
-/* Marks the store failed: from now on writes are refused (reads keep working) until the
- * process reopens the directory and recovery decides what is on disk. Called with jmu held. */
+/* ---- I/O through the test-only fault hook ---- */
+
+bool fs_io_fault(struct fs *fs, unsigned fault)
+{
+	return __atomic_load_n(&fs->faults, __ATOMIC_RELAXED) & fault;
+}
+
+ssize_t fs_io_write(struct fs *fs, int fd, const void *buf, size_t len)
+{
+	if (fs_io_fault(fs, STORE_FS_FAULT_WRITE)) {
+		errno = EIO;
+		return -1;
+	}
+	return write(fd, buf, len);
+}
+
+int fs_io_sync(struct fs *fs, int fd)
+{
+	if (fs_io_fault(fs, STORE_FS_FAULT_SYNC)) {
+		errno = EIO;
+		return -1;
+	}
+	return fdatasync(fd);
+}
+
+int fs_io_dir_sync(struct fs *fs)
+{
+	if (fs_io_fault(fs, STORE_FS_FAULT_SYNC)) {
+		errno = EIO;
+		return -1;
+	}
+	return fs_dir_sync(fs->dir);
+}
+
+/* Marks the store failed: writes are refused (reads keep working) until fs_recover has
+ * re-established a journal. Called with jmu held. */
 static void fail_locked(struct fs *fs, const char *what, int err)
 {
 	if (!fs->failed)
-		fprintf(stderr, "boardd: fs store %s: %s failed: %s; refusing writes until restart\n",
+		fprintf(stderr,
+			"boardd: fs store %s: %s failed: %s; writes refused until a fresh snapshot "
+			"is durable\n",
 			fs->dir, what, strerror(err));
 	fs->failed = true;
 	fs->stats.failed = true;
@@ -187,7 +223,7 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
 	pthread_mutex_unlock(&fs->jmu);
 	/* The fd only changes under the state write lock, which the caller holds. */
 	while (done < len) {
-		w = write(fs->jfd, line + done, len - done);
+		w = fs_io_write(fs, fs->jfd, line + done, len - done);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -211,54 +247,106 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
 	fs->stats.journal_bytes = fs->jbytes;
 	fs->stats.commits++;
 	*seq = ++fs->appended;
+	fs->n_inflight++; /* until its writer leaves fs_journal_wait */
 	pthread_mutex_unlock(&fs->jmu);
 	return CORE_OK;
+}
+
+/* Undoes every transaction whose line is not durable (fs_undo.c) and forgets those lines:
+ * the current generation is cut back to its durable prefix (best effort: fs_recover rewrites
+ * the state anyway). Called by the one thread holding the flusher role, with no lock held. */
+static void rollback(struct fs *fs)
+{
+	uint64_t synced, bytes;
+
+	pthread_rwlock_wrlock(&fs->lock);
+	pthread_mutex_lock(&fs->jmu);
+	synced = fs->synced;
+	bytes = fs->jsynced_bytes;
+	pthread_mutex_unlock(&fs->jmu);
+	fs_undo_rollback(fs, synced);
+	pthread_mutex_lock(&fs->jmu);
+	if (ftruncate(fs->jfd, (off_t)bytes) == 0) {
+		fs->jbytes = bytes;
+		fs->stats.journal_bytes = bytes;
+	}
+	fs->appended = fs->synced;
+	pthread_mutex_unlock(&fs->jmu);
+	pthread_rwlock_unlock(&fs->lock);
+}
+
+/* The flusher's sync of every generation handed over and the current one; 0 or an errno. */
+static int sync_all(struct fs *fs, int fd, int *old, size_t n_old)
+{
+	int err = 0;
+	size_t i;
+
+	for (i = 0; i < n_old; i++) {
+		if (fs_io_sync(fs, old[i]) != 0 && !err)
+			err = errno;
+		close(old[i]);
+	}
+	if (fs_io_sync(fs, fd) != 0 && !err)
+		err = errno;
+	free(old);
+	return err;
 }
 
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq)
 {
 	enum core_rc rc = CORE_OK;
-	uint64_t target;
+	uint64_t target, bytes, gen;
 	int fd, *old, err;
-	size_t n_old, i;
+	size_t n_old;
 
 	pthread_mutex_lock(&fs->jmu);
 	while (fs->synced < seq) {
-		if (fs->failed) {
-			rc = CORE_ERR_STORE_UNAVAILABLE;
-			break;
-		}
 		if (fs->flushing) {
 			pthread_cond_wait(&fs->jcond, &fs->jmu);
+			continue;
+		}
+		if (fs->failed) {
+			/* Lines past `synced` were undone and forgotten: this one with them. */
+			if (fs->appended == fs->synced) {
+				rc = CORE_ERR_STORE_UNAVAILABLE;
+				break;
+			}
+			fs->flushing = true;
+			pthread_mutex_unlock(&fs->jmu);
+			rollback(fs);
+			pthread_mutex_lock(&fs->jmu);
+			fs->flushing = false;
+			pthread_cond_broadcast(&fs->jcond);
 			continue;
 		}
 		/* Become the flusher for every line appended so far. */
 		fs->flushing = true;
 		target = fs->appended;
+		bytes = fs->jbytes;
+		gen = fs->gen;
 		fd = fs->jfd;
 		old = fs->old_fds;
 		n_old = fs->n_old_fds;
 		fs->old_fds = NULL;
 		fs->n_old_fds = 0;
 		pthread_mutex_unlock(&fs->jmu);
-		err = 0;
-		for (i = 0; i < n_old; i++) {
-			if (fdatasync(old[i]) != 0 && !err)
-				err = errno;
-			close(old[i]);
-		}
-		if (fdatasync(fd) != 0 && !err)
-			err = errno;
-		free(old);
+		err = sync_all(fs, fd, old, n_old);
 		pthread_mutex_lock(&fs->jmu);
 		fs->stats.syncs += 1 + n_old;
 		fs->flushing = false;
-		if (err)
-			fail_locked(fs, "journal fdatasync", err);
-		else if (target > fs->synced)
+		if (err) {
+			fail_locked(fs, "journal fdatasync", err); /* the loop rolls back next */
+		} else if (target > fs->synced) {
 			fs->synced = target;
+			if (gen == fs->gen && bytes > fs->jsynced_bytes)
+				fs->jsynced_bytes = bytes;
+		}
 		pthread_cond_broadcast(&fs->jcond);
 	}
+	/* fs_recover takes writes again only once every writer of the failed epoch is out. */
+	fs->n_inflight--;
+	if (fs->failed && !fs->n_inflight)
+		pthread_cond_broadcast(&fs->jcond);
 	pthread_mutex_unlock(&fs->jmu);
 	return rc;
 }
@@ -348,7 +436,7 @@ static enum core_rc replay_change(struct fs *fs, struct fs_change *ch)
 		fs_change_release(ch);
 		return CORE_ERR_NOMEM;
 	}
-	fs_change_apply(fs, ch, true);
+	fs_change_apply(fs, ch, NULL);
 	return CORE_OK;
 }
 
@@ -512,6 +600,7 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	fs->jbytes = (uint64_t)sz;
+	fs->jsynced_bytes = fs->jbytes; /* all of it was read back: durable */
 	fs->stats.generation = fs->gen;
 	fs->stats.journal_bytes = fs->jbytes;
 	fs->ev_visible = fs->ctr.seq;

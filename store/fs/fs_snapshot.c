@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct snap {
@@ -143,13 +144,17 @@ static int snap_write(struct fs *fs, const struct snap *s)
 	if (!f)
 		return errno;
 	errno = 0;
-	if (!snap_emit(f, s) || fflush(f) != 0 || fsync(fileno(f)) != 0)
+	if (fs_io_fault(fs, STORE_FS_FAULT_WRITE))
+		err = EIO;
+	else if (!snap_emit(f, s) || fflush(f) != 0)
+		err = errno ? errno : EIO;
+	else if (fs_io_fault(fs, STORE_FS_FAULT_SYNC) || fsync(fileno(f)) != 0)
 		err = errno ? errno : EIO;
 	if (fclose(f) != 0 && !err)
 		err = errno;
 	if (!err && rename(tmp, path) != 0)
 		err = errno;
-	if (!err && fs_dir_sync(fs->dir) != 0)
+	if (!err && fs_io_dir_sync(fs) != 0)
 		err = errno;
 	if (err)
 		unlink(tmp);
@@ -187,7 +192,7 @@ static enum core_rc snapshot_load_json(struct fs *fs, const char *path, char *er
 		snprintf(err, errlen, "out of memory loading %s", path);
 		goto out;
 	}
-	fs_change_apply(fs, &ch, true);
+	fs_change_apply(fs, &ch, NULL);
 	fs->gen = (uint64_t)gen;
 out:
 	json_decref(o);
@@ -237,7 +242,7 @@ static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err
 			snprintf(err, errlen, "out of memory loading %s", path);
 			goto out;
 		}
-		fs_change_apply(fs, &ch, true);
+		fs_change_apply(fs, &ch, NULL);
 	}
 	if (rc == CORE_OK && (!ended || pos != len || want != n_rec || gen < 1))
 		rc = CORE_ERR_STORE_UNAVAILABLE;
@@ -268,26 +273,38 @@ enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
 	return snapshot_load_json(fs, path, err, errlen);
 }
 
-/* Under the state write lock: switches writers to the new generation's fd. */
-static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen)
+/* Under the state write lock: switches writers to the new generation's fd. Normally the old
+ * fd goes to the next flusher for its last sync; a recovery abandons it (and any other still
+ * owed a sync): what it holds past the durable prefix was rolled back, and the snapshot being
+ * written replaces all of it. */
+static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, bool recover)
 {
 	int *nv;
+	size_t i;
 
 	pthread_mutex_lock(&fs->jmu);
-	if (fs->failed) {
+	if (fs->failed != recover) { /* a recovery runs only while failed (under snapmu) */
 		pthread_mutex_unlock(&fs->jmu);
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
-	nv = realloc(fs->old_fds, (fs->n_old_fds + 1) * sizeof(*nv));
-	if (!nv) {
-		pthread_mutex_unlock(&fs->jmu);
-		return CORE_ERR_NOMEM;
+	if (recover) {
+		for (i = 0; i < fs->n_old_fds; i++)
+			close(fs->old_fds[i]);
+		fs->n_old_fds = 0;
+		close(fs->jfd);
+	} else {
+		nv = realloc(fs->old_fds, (fs->n_old_fds + 1) * sizeof(*nv));
+		if (!nv) {
+			pthread_mutex_unlock(&fs->jmu);
+			return CORE_ERR_NOMEM;
+		}
+		fs->old_fds = nv;
+		fs->old_fds[fs->n_old_fds++] = fs->jfd;
 	}
-	fs->old_fds = nv;
-	fs->old_fds[fs->n_old_fds++] = fs->jfd;
 	fs->jfd = fd;
 	fs->gen = gen;
 	fs->jbytes = 0;
+	fs->jsynced_bytes = 0;
 	fs->stats.generation = gen;
 	fs->stats.journal_bytes = 0;
 	pthread_mutex_unlock(&fs->jmu);
@@ -302,17 +319,38 @@ static void journal_unlink(const struct fs *fs, uint64_t gen)
 	unlink(path);
 }
 
-enum core_rc fs_compact_run(struct fs *fs)
+/* Ready to recover: failed, and the rollback of the failed group is done. With jmu held. */
+static bool recover_ready(const struct fs *fs)
+{
+	return fs->failed && !fs->flushing && fs->appended == fs->synced;
+}
+
+/* A compaction, or with `recover` the re-establishment of a journal after a failed sync: the
+ * same steps, from the rolled-back memory state, and writes are taken again only once the
+ * snapshot is durable. */
+static enum core_rc compact(struct fs *fs, bool recover)
 {
 	struct snap s = {0};
 	uint64_t gen, g;
 	enum core_rc rc = CORE_ERR_STORE_UNAVAILABLE;
-	int fd, err = 0;
+	int fd = -1, err = 0;
+	bool ready;
 
 	pthread_mutex_lock(&fs->snapmu);
+	if (recover) {
+		pthread_mutex_lock(&fs->jmu);
+		ready = recover_ready(fs);
+		rc = fs->failed ? CORE_ERR_STORE_UNAVAILABLE : CORE_OK;
+		pthread_mutex_unlock(&fs->jmu);
+		if (!ready) {
+			pthread_mutex_unlock(&fs->snapmu);
+			return rc; /* recovered meanwhile, or the rollback is still running */
+		}
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+	}
 	gen = fs->gen + 1; /* fs->gen only moves here, under snapmu */
 	fd = fs_journal_open(fs, gen);
-	if (fd < 0 || fs_dir_sync(fs->dir) != 0) {
+	if (fd < 0 || fs_io_dir_sync(fs) != 0) {
 		err = errno;
 		goto out;
 	}
@@ -320,7 +358,7 @@ enum core_rc fs_compact_run(struct fs *fs)
 	s.gen = gen;
 	rc = snap_capture(fs, &s);
 	if (rc == CORE_OK)
-		rc = rotate(fs, fd, gen);
+		rc = rotate(fs, fd, gen, recover);
 	if (rc == CORE_OK) {
 		fd = -1;
 		fs->snap_active = true;
@@ -334,7 +372,8 @@ enum core_rc fs_compact_run(struct fs *fs)
 	fs_grave_empty(fs);
 	pthread_rwlock_unlock(&fs->lock);
 	if (err) {
-		/* The old snapshot and every journal since remain: nothing is lost. */
+		/* The old snapshot and every journal since remain: nothing acknowledged is
+		 * lost. A recovery stays failed (the new, empty generation is harmless). */
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 		goto out;
 	}
@@ -349,6 +388,16 @@ enum core_rc fs_compact_run(struct fs *fs)
 	}
 	pthread_mutex_lock(&fs->jmu);
 	fs->stats.compactions++;
+	if (recover) {
+		/* A writer of the failed group still on its way out must see it failed. */
+		while (fs->n_inflight)
+			pthread_cond_wait(&fs->jcond, &fs->jmu);
+		fs->failed = false;
+		fs->stats.failed = false;
+		fprintf(stderr, "boardd: fs store %s: journal re-established at generation %" PRIu64
+				"; taking writes again\n",
+			fs->dir, gen);
+	}
 	pthread_mutex_unlock(&fs->jmu);
 out:
 	if (fd >= 0) {
@@ -356,31 +405,79 @@ out:
 		journal_unlink(fs, gen);
 	}
 	if (rc != CORE_OK)
-		fprintf(stderr, "boardd: fs store %s: compaction failed: %s\n", fs->dir,
-			err ? strerror(err) : core_rc_code(rc));
+		fprintf(stderr, "boardd: fs store %s: %s failed: %s\n", fs->dir,
+			recover ? "recovery" : "compaction", err ? strerror(err) : core_rc_code(rc));
 	snap_release(&s);
 	pthread_mutex_unlock(&fs->snapmu);
 	return rc;
 }
 
+enum core_rc fs_compact_run(struct fs *fs)
+{
+	return compact(fs, false);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A store whose disk keeps refusing is retried at most once a second (each attempt writes a
+ * whole snapshot), by the next write or the compactor thread, whichever comes first. */
+#define RECOVER_EVERY_MS 1000
+
+enum core_rc fs_recover(struct fs *fs, bool force)
+{
+	enum core_rc rc;
+	int64_t now = mono_ms();
+	bool go;
+
+	pthread_mutex_lock(&fs->jmu);
+	go = fs->failed && (force || now >= fs->recover_after_ms);
+	if (go)
+		fs->recover_after_ms = now + RECOVER_EVERY_MS;
+	rc = fs->failed ? CORE_ERR_STORE_UNAVAILABLE : CORE_OK;
+	pthread_mutex_unlock(&fs->jmu);
+	return go ? compact(fs, true) : rc;
+}
+
 static void *compactor_main(void *arg)
 {
 	struct fs *fs = arg;
-	bool due;
+	struct timespec until;
+	bool due, failed;
 
 	pthread_mutex_lock(&fs->cmu);
 	while (!fs->compact_stop) {
-		if (!fs->compact_wanted) {
+		pthread_mutex_lock(&fs->jmu);
+		failed = fs->failed;
+		pthread_mutex_unlock(&fs->jmu);
+		if (!fs->compact_wanted && !failed) {
 			pthread_cond_wait(&fs->ccond, &fs->cmu);
 			continue;
+		}
+		if (!fs->compact_wanted) {
+			/* Failed with nobody writing: retry on our own, so a store that no
+			 * write reaches (its readiness probe failing) still comes back. */
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += RECOVER_EVERY_MS / 1000;
+			pthread_cond_timedwait(&fs->ccond, &fs->cmu, &until);
+			if (fs->compact_stop)
+				break;
 		}
 		fs->compact_wanted = false;
 		pthread_mutex_unlock(&fs->cmu);
 		/* Pokes that raced with the last pass find a fresh, short journal. */
 		pthread_mutex_lock(&fs->jmu);
-		due = fs->jbytes > fs->compact_bytes && !fs->failed;
+		failed = fs->failed;
+		due = fs->jbytes > fs->compact_bytes && !failed;
 		pthread_mutex_unlock(&fs->jmu);
-		if (due)
+		if (failed)
+			fs_recover(fs, false);
+		else if (due)
 			fs_compact_run(fs);
 		pthread_mutex_lock(&fs->cmu);
 	}

@@ -5,11 +5,12 @@
  * once write(2) succeeded are the copies swapped in, so a failed write leaves memory exactly
  * as it was. The lock is then dropped and the caller waits for the group fdatasync.
  *
- * If that fdatasync fails, the change is already visible in memory but cannot be vouched for
- * on disk: the store is marked failed (every later write answers STORE_UNAVAILABLE, reads keep
- * working, ping reports it) and the caller gets STORE_UNAVAILABLE, never a success. Rolling the
- * memory back is not attempted: later writers may already have built on it, and after a failed
- * fsync the kernel's view of the file is unknown; a restart re-reads what the disk really has.
+ * If that fdatasync fails, every transaction whose line is not durable yet is rolled back
+ * from its undo entry (fs_undo.c), newest first, before any of their callers is answered
+ * STORE_UNAVAILABLE; the store is marked failed (writes refused, reads keep working, ping
+ * reports it) until fs_recover has written the memory state as a fresh snapshot into a new
+ * generation: after a failed fsync the kernel may have dropped the dirty pages, so the old
+ * journal file cannot be trusted, only rewritten.
  */
 #include "store/fs/fs.h"
 
@@ -23,10 +24,22 @@ const char *fs_actor_name(const struct store_actor *actor)
 
 void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *actor)
 {
+	uint64_t synced;
+	bool failed;
+
 	memset(t, 0, sizeof(*t));
 	t->fs = fs;
 	t->actor = fs_actor_name(actor);
+	pthread_mutex_lock(&fs->jmu);
+	failed = fs->failed;
+	synced = fs->synced; /* may lag by the time the lock is ours: settling less is fine */
+	pthread_mutex_unlock(&fs->jmu);
+	/* A failed store first tries to re-establish a known-good journal; if it cannot, this
+	 * write is refused by fs_journal_append like every other. */
+	if (failed)
+		fs_recover(fs, false);
 	pthread_rwlock_wrlock(&fs->lock);
+	fs_undo_settle(fs, synced);
 	t->now = store_now(&fs->base);
 	t->ch.ctr = fs->ctr;
 }
@@ -296,6 +309,7 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 {
 	struct fs *fs = t->fs;
 	struct fs_change *ch = &t->ch;
+	struct fs_undo *undo = NULL;
 	uint64_t seq = 0;
 	int64_t last_event = 0;
 	bool compact = false;
@@ -312,13 +326,23 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 	last_event = ch->n_events ? ch->ctr.seq : 0;
 	line = fs_change_encode(ch, &len);
 	rc = line ? fs_change_reserve(fs, ch) : CORE_ERR_NOMEM;
+	if (rc == CORE_OK) {
+		undo = fs_undo_new(ch, &fs->ctr);
+		if (!undo || fs_ptrs_reserve(&fs->undo, &fs->undo_cap, fs->undo_n + 1) != CORE_OK)
+			rc = CORE_ERR_NOMEM;
+	}
 	if (rc == CORE_OK)
 		rc = fs_journal_append(fs, line, len, &seq);
 	if (rc == CORE_OK) {
-		fs_change_apply(fs, ch, false);
+		/* Undoable until the line is durable: a failed sync rolls it back. */
+		undo->seq = seq;
+		fs->undo[fs->undo_n++] = undo;
+		fs_change_apply(fs, ch, undo);
+		undo = NULL;
 		compact = fs->jbytes > fs->compact_bytes;
 	}
 unlock:
+	fs_undo_free(fs, undo);
 	pthread_rwlock_unlock(&fs->lock);
 	free(line);
 	fs_change_release(ch);

@@ -1,0 +1,356 @@
+/* FS twin under storage faults (issue 5, item 7), through the test-only hook
+ * store_fs_fault_set: a failed write or fdatasync is never acknowledged, nothing un-durable
+ * stays visible (a failed group is rolled back, newest first), reads keep working, and writes
+ * come back once the disk does. Then the same over HTTP: 503 + Retry-After, and recovery.
+ *
+ * Why an in-process hook rather than an LD_PRELOAD shim: it refuses exactly the twin's own
+ * journal and snapshot I/O (not the test's, the harness's or libc's), and it runs unchanged
+ * under ASan and TSan, whose runtimes do not mix well with an interposed write(2). */
+#include "tests/common/harness.h"
+#include "tests/store/fs_fixture.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct store_actor bot = {.name = "bot"};
+
+static enum core_rc create(struct store *st, const char *id, const char *state,
+			   const char *blocker)
+{
+	char *bv[1] = {(char *)blocker};
+	struct core_strv blk = {.v = bv, .n = 1};
+	struct store_card_create in = {.id = id, .title = "old", .state = state,
+				       .blockers = blocker ? &blk : NULL};
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_create(st, &in, &bot, &c);
+
+	core_card_free(c);
+	return rc;
+}
+
+static enum core_rc retitle(struct store *st, const char *id, const char *title)
+{
+	struct store_card_patch p = {.title = title};
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_patch(st, id, &p, &bot, &c);
+
+	ck_assert(rc == CORE_OK || c == NULL);
+	core_card_free(c);
+	return rc;
+}
+
+static enum core_rc move(struct store *st, const char *id, const char *to)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_set_state_from(st, id, NULL, to, NULL, &bot, &c);
+
+	core_card_free(c);
+	return rc;
+}
+
+/* The card as served, or NULL when it does not exist; caller frees. */
+static struct core_card *get(struct store *st, const char *id)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_get(st, id, &c);
+
+	ck_assert(rc == CORE_OK || rc == CORE_ERR_NOT_FOUND);
+	return c;
+}
+
+static void assert_card(struct store *st, const char *id, const char *title, const char *state)
+{
+	struct core_card *c = get(st, id);
+
+	ck_assert_msg(c != NULL, "%s is gone", id);
+	ck_assert_str_eq(c->title, title);
+	ck_assert_str_eq(c->state, state);
+	core_card_free(c);
+}
+
+static int64_t last_seq(struct store *st)
+{
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next, seq;
+
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	seq = n ? ev[n - 1].seq : 0;
+	store_events_free(ev, n);
+	return seq;
+}
+
+static bool failed(struct store *st)
+{
+	struct store_fs_stats s;
+
+	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+	return s.failed;
+}
+
+/* A failed fdatasync: the write is refused, undone in memory and on disk, reads go on, every
+ * later write is refused while the disk refuses, and the first write after it recovers. */
+START_TEST(sync_fault_is_rolled_back_then_recovers)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_fs_stats s0, s1;
+	struct store_card_filter f = {.claimed = -1, .limit = 10};
+	struct core_card **v = NULL;
+	char *next = NULL;
+	size_t n = 0;
+	int64_t seq;
+
+	ck_assert_int_eq(create(st, "a", "ready", NULL), CORE_OK);
+	seq = last_seq(st);
+	ck_assert_int_eq(store_fs_stats_get(st, &s0), CORE_OK);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+
+	ck_assert_int_eq(retitle(st, "a", "new"), CORE_ERR_STORE_UNAVAILABLE);
+	assert_card(st, "a", "old", "ready"); /* rolled back, not just refused */
+	ck_assert_int_eq(last_seq(st), seq);  /* and no event of it was ever served */
+	ck_assert(failed(st));
+	ck_assert_int_eq(store_ping(st), CORE_ERR_STORE_UNAVAILABLE);
+	/* Reads keep working; writes are refused while the disk refuses. */
+	ck_assert_int_eq(store_card_list(st, &f, &v, &n, &next), CORE_OK);
+	ck_assert_uint_eq(n, 1);
+	store_cards_free(v, n);
+	ck_assert_int_eq(create(st, "b", "ready", NULL), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_ptr_null(get(st, "b"));
+	ck_assert_int_eq(retitle(st, "a", "newer"), CORE_ERR_STORE_UNAVAILABLE);
+	assert_card(st, "a", "old", "ready");
+
+	/* The disk heals: the next write first re-establishes the journal, then succeeds. */
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	ck_assert_int_eq(retitle(st, "a", "healed"), CORE_OK);
+	ck_assert(!failed(st));
+	ck_assert_int_eq(store_ping(st), CORE_OK);
+	ck_assert_int_eq(store_fs_stats_get(st, &s1), CORE_OK);
+	ck_assert_uint_gt(s1.generation, s0.generation); /* a fresh snapshot + generation */
+	ck_assert_int_eq(last_seq(st), seq + 1);          /* seqs continue without a hole */
+	store_close(st);
+
+	st = fx_open(dir, 0, 0, NULL);
+	assert_card(st, "a", "healed", "ready");
+	ck_assert_ptr_null(get(st, "b"));
+	ck_assert_int_eq(last_seq(st), seq + 1);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* Closed while the disk still refuses: what was refused is not on disk either (the journal
+ * was cut back to its durable prefix). */
+START_TEST(refused_write_absent_after_reopen)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+
+	ck_assert_int_eq(create(st, "a", "ready", NULL), CORE_OK);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(retitle(st, "a", "new"), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(create(st, "b", "ready", NULL), CORE_ERR_STORE_UNAVAILABLE);
+	store_close(st);
+
+	st = fx_open(dir, 0, 0, NULL);
+	assert_card(st, "a", "old", "ready");
+	ck_assert_ptr_null(get(st, "b"));
+	ck_assert_int_eq(create(st, "b", "ready", NULL), CORE_OK);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A refused write(2) is refused cleanly: nothing applied, and the store keeps going. */
+START_TEST(write_fault_refuses_cleanly)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+
+	ck_assert_int_eq(create(st, "a", "ready", NULL), CORE_OK);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, true), CORE_OK);
+	ck_assert_int_eq(retitle(st, "a", "new"), CORE_ERR_STORE_UNAVAILABLE);
+	assert_card(st, "a", "old", "ready");
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, false), CORE_OK);
+	ck_assert_int_eq(retitle(st, "a", "new"), CORE_OK);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	assert_card(st, "a", "new", "ready");
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* Everything a transaction touched is undone: a completion's unblocked cascade, a delete, a
+ * run, a board; and the reverse blockers index is intact afterwards. */
+START_TEST(rollback_undoes_every_kind_of_change)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_run_create rin = {.id = "r1", .card_id = "x", .marker = "w1",
+				       .status = "running", .lease_ms = 60000};
+	struct core_board b = {0}, seen = {0};
+	struct core_run *r = NULL;
+
+	ck_assert_int_eq(create(st, "x", "ready", NULL), CORE_OK);
+	ck_assert_int_eq(create(st, "y", "ready", "x"), CORE_OK);
+	assert_card(st, "y", "old", "waiting_deps");
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(move(st, "x", "done"), CORE_ERR_STORE_UNAVAILABLE);
+	assert_card(st, "x", "old", "ready");
+	assert_card(st, "y", "old", "waiting_deps"); /* the cascade went with it */
+	ck_assert_int_eq(store_card_delete(st, "y", &bot), CORE_ERR_STORE_UNAVAILABLE);
+	assert_card(st, "y", "old", "waiting_deps");
+	ck_assert_int_eq(store_run_create(st, &rin, &bot, &r), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_ERR_NOT_FOUND);
+	ck_assert_int_eq(core_board_init_default(&b, "other"), CORE_OK);
+	ck_assert_int_eq(store_board_put(st, &b, &bot), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_board_get(st, "other", &seen), CORE_ERR_NOT_FOUND);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+
+	/* The same writes, now durable: the index still knows y waits for x. */
+	ck_assert_int_eq(move(st, "x", "done"), CORE_OK);
+	assert_card(st, "y", "old", "ready");
+	ck_assert_int_eq(store_run_create(st, &rin, &bot, &r), CORE_OK);
+	core_run_free(r);
+	ck_assert_int_eq(store_board_put(st, &b, &bot), CORE_OK);
+	ck_assert_int_eq(store_card_delete(st, "y", &bot), CORE_OK);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert_ptr_null(get(st, "y"));
+	assert_card(st, "x", "old", "done");
+	ck_assert_int_eq(store_board_get(st, "other", &seen), CORE_OK);
+	core_board_release(&seen);
+	core_board_release(&b);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+#define GROUP 8
+
+struct writer {
+	struct store *st;
+	pthread_barrier_t *go;
+	int id;
+	enum core_rc rc;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	char id[16];
+
+	snprintf(id, sizeof(id), "g%d", w->id);
+	pthread_barrier_wait(w->go);
+	w->rc = create(w->st, id, "ready", NULL);
+	return NULL;
+}
+
+/* Writers that share one group commit share its fate: all refused, none visible, none on
+ * disk after a reopen. */
+START_TEST(failed_group_fails_together)
+{
+	char *dir = fx_tmpdir(), id[16];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct writer w[GROUP];
+	pthread_t th[GROUP];
+	pthread_barrier_t go;
+	int i;
+
+	ck_assert_int_eq(pthread_barrier_init(&go, NULL, GROUP), 0);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	for (i = 0; i < GROUP; i++) {
+		w[i] = (struct writer){.st = st, .go = &go, .id = i};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
+	}
+	for (i = 0; i < GROUP; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].rc, CORE_ERR_STORE_UNAVAILABLE);
+	}
+	for (i = 0; i < GROUP; i++) {
+		snprintf(id, sizeof(id), "g%d", i);
+		ck_assert_ptr_null(get(st, id));
+	}
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	ck_assert_int_eq(create(st, "after", "ready", NULL), CORE_OK);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	for (i = 0; i < GROUP; i++) {
+		snprintf(id, sizeof(id), "g%d", i);
+		ck_assert_ptr_null(get(st, id));
+	}
+	assert_card(st, "after", "old", "ready");
+	store_close(st);
+	pthread_barrier_destroy(&go);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* ---- over HTTP ---- */
+
+static int call(struct httpc *c, const char *method, const char *path, const char *body,
+		char **headers, char **resp)
+{
+	return harness_call_h(c, method, path, HARNESS_TOK_ALL, NULL, body, headers, resp);
+}
+
+START_TEST(http_503_with_retry_after_then_recovery)
+{
+	struct harness h;
+	struct httpc *c;
+	char *hdr = NULL, *body = NULL;
+
+	ck_assert(harness_start(&h, NULL));
+	c = harness_connect(&h);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(call(c, "POST", "/v1/cards", "{\"id\":\"h1\",\"title\":\"old\"}", NULL,
+			      NULL),
+			 201);
+	ck_assert_int_eq(store_fs_fault_set(h.st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(call(c, "PATCH", "/v1/cards/h1", "{\"title\":\"new\"}", &hdr, &body), 503);
+	ck_assert_msg(strcasestr(hdr, "\r\nRetry-After:") != NULL, "headers: %s", hdr);
+	ck_assert_msg(strstr(body, "\"store_unavailable\"") != NULL, "body: %s", body);
+	free(hdr);
+	free(body);
+	/* Reads are served, with the card as it was. */
+	ck_assert_int_eq(call(c, "GET", "/v1/cards/h1", NULL, NULL, &body), 200);
+	ck_assert_msg(strstr(body, "\"title\":\"old\"") != NULL, "body: %s", body);
+	free(body);
+	ck_assert_int_eq(call(c, "POST", "/v1/cards", "{\"id\":\"h2\"}", NULL, NULL), 503);
+	ck_assert_int_eq(call(c, "GET", "/v1/cards/h2", NULL, NULL, NULL), 404);
+
+	ck_assert_int_eq(store_fs_fault_set(h.st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	ck_assert_int_eq(call(c, "PATCH", "/v1/cards/h1", "{\"title\":\"new\"}", NULL, NULL), 200);
+	ck_assert_int_eq(call(c, "GET", "/v1/cards/h1", NULL, NULL, &body), 200);
+	ck_assert_msg(strstr(body, "\"title\":\"new\"") != NULL, "body: %s", body);
+	free(body);
+	httpc_close(c);
+	harness_stop(&h);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("store-fs-faults");
+	TCase *tc = tcase_create("faults");
+	SRunner *sr;
+	int nfailed;
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, sync_fault_is_rolled_back_then_recovers);
+	tcase_add_test(tc, refused_write_absent_after_reopen);
+	tcase_add_test(tc, write_fault_refuses_cleanly);
+	tcase_add_test(tc, rollback_undoes_every_kind_of_change);
+	tcase_add_test(tc, failed_group_fails_together);
+	tcase_add_test(tc, http_503_with_retry_after_then_recovery);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	nfailed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nfailed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
