@@ -22,6 +22,7 @@ if command -v go >/dev/null; then
   echo "tests: building and starting FerretDB on 127.0.0.1:$port" >&2
   ./tests/tools/ferretdb.sh start "$fdb_dir" "$port"
   export BOARDD_TEST_MONGO_URI="mongodb://127.0.0.1:$port/boardd_test"
+  export BOARDD_TEST_MONGO_IS_FERRETDB=1
 elif [ "${CI:-}" = "true" ]; then
   echo "tests: no Go toolchain to build the FerretDB test server; the Mongo suite must run in CI" >&2
   exit 1
