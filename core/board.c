@@ -84,6 +84,27 @@ oom:
 	return CORE_ERR_NOMEM;
 }
 
+enum core_rc core_board_rename_column(const struct core_board *b, const char *from,
+				      const char *to, struct core_board *out)
+{
+	char **roles[] = {&out->running, &out->completed, &out->failed, &out->waiting};
+	size_t i;
+
+	if (core_board_copy(out, b) != CORE_OK)
+		return CORE_ERR_NOMEM;
+	for (i = 0; i < out->n_cols; i++)
+		if (strcmp(out->cols[i].name, from) == 0 &&
+		    core_str_set(&out->cols[i].name, to) != CORE_OK)
+			goto oom;
+	for (i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		if (*roles[i] && strcmp(*roles[i], from) == 0 && core_str_set(roles[i], to) != CORE_OK)
+			goto oom;
+	return CORE_OK;
+oom:
+	core_board_release(out);
+	return CORE_ERR_NOMEM;
+}
+
 const struct core_column *core_board_column(const struct core_board *b, const char *name)
 {
 	size_t i;

@@ -122,6 +122,12 @@ enum core_rc core_board_copy(struct core_board *dst, const struct core_board *sr
  * On failure writes a reason into detail (may be NULL). */
 enum core_rc core_board_validate(const struct core_board *b, char *detail, size_t detail_len);
 
+/* *out = a copy of b with column `from` renamed `to` (same place, same flags) and every role
+ * naming `from` following it. out must be zeroed; released on failure. The caller checks
+ * that `from` exists and `to` does not. */
+enum core_rc core_board_rename_column(const struct core_board *b, const char *from,
+				      const char *to, struct core_board *out);
+
 /* Borrowed pointer into b->cols, or NULL for an unknown column. */
 const struct core_column *core_board_column(const struct core_board *b, const char *name);
 bool core_board_is_terminal(const struct core_board *b, const char *col);
@@ -194,6 +200,11 @@ void core_card_free(struct core_card *c);
 struct core_card *core_card_dup(const struct core_card *c);
 /* Deep equality of every field (used by tests and by the stores' "unchanged" checks). */
 bool core_card_equal(const struct core_card *a, const struct core_card *b);
+
+/* Sets c->gave_up to a copy of g (stamped now when g->at is 0) or clears it (g NULL or
+ * !g->set); updated_at = now. NOMEM leaves the card unchanged. */
+enum core_rc core_card_gave_up_set(struct core_card *c, const struct core_gave_up *g,
+				   int64_t now_ms);
 
 /* Replaces *dst by a copy of src (NULL clears). */
 enum core_rc core_str_set(char **dst, const char *src);

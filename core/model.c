@@ -156,3 +156,26 @@ bool core_card_equal(const struct core_card *a, const struct core_card *b)
 	return str_eq(a->state_reason, b->state_reason) && a->created_at == b->created_at &&
 	       a->updated_at == b->updated_at && a->state_at == b->state_at;
 }
+
+enum core_rc core_card_gave_up_set(struct core_card *c, const struct core_gave_up *g,
+				   int64_t now_ms)
+{
+	struct core_gave_up n = {0};
+	bool ok = true;
+
+	if (g && g->set) {
+		n.set = true;
+		n.at = g->at ? g->at : now_ms;
+		n.reason = dup_opt(g->reason, &ok);
+		n.run_id = dup_opt(g->run_id, &ok);
+		n.state = dup_opt(g->state, &ok);
+		if (!ok) {
+			gave_up_release(&n);
+			return CORE_ERR_NOMEM;
+		}
+	}
+	gave_up_release(&c->gave_up);
+	c->gave_up = n;
+	c->updated_at = now_ms;
+	return CORE_OK;
+}

@@ -6,26 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Renames `from` to `to` in a copy of the board: the column and every role naming it. */
-static enum core_rc board_renamed(const struct core_board *b, const char *from, const char *to,
-				  struct core_board *out)
-{
-	char **roles[] = {&out->running, &out->completed, &out->failed, &out->waiting};
-	size_t i;
-
-	if (core_board_copy(out, b) != CORE_OK)
-		return CORE_ERR_NOMEM;
-	for (i = 0; i < out->n_cols; i++)
-		if (strcmp(out->cols[i].name, from) == 0 &&
-		    core_str_set(&out->cols[i].name, to) != CORE_OK)
-			return CORE_ERR_NOMEM;
-	for (i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
-		if (*roles[i] && strcmp(*roles[i], from) == 0 &&
-		    core_str_set(roles[i], to) != CORE_OK)
-			return CORE_ERR_NOMEM;
-	return CORE_OK;
-}
-
 enum core_rc fs_board_column_rename(struct store *st, const char *board, const char *from,
 				    const char *to, const struct store_actor *actor,
 				    size_t *touched)
@@ -50,7 +30,7 @@ enum core_rc fs_board_column_rename(struct store *st, const char *board, const c
 		rc = CORE_ERR_ALREADY_EXISTS;
 		goto out;
 	}
-	rc = board_renamed(b, from, to, &nb);
+	rc = core_board_rename_column(b, from, to, &nb);
 	if (rc == CORE_OK)
 		rc = fs_txn_board_put(&t, &nb);
 	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {

@@ -155,6 +155,45 @@ START_TEST(test_board_validate_rejects)
 }
 END_TEST
 
+START_TEST(test_board_rename_column)
+{
+	struct core_board b = {0};
+
+	ck_assert_int_eq(core_board_rename_column(&board, "done", "shipped", &b), CORE_OK);
+	ck_assert_str_eq(b.cols[7].name, "shipped");
+	ck_assert(b.cols[7].terminal);
+	ck_assert_str_eq(b.completed, "shipped");
+	ck_assert_str_eq(b.failed, "blocked");
+	ck_assert_ptr_null(core_board_column(&b, "done"));
+	ck_assert_int_eq(core_board_validate(&b, NULL, 0), CORE_OK);
+	ck_assert_str_eq(board.completed, "done"); /* the source is untouched */
+	core_board_release(&b);
+}
+END_TEST
+
+START_TEST(test_gave_up_set)
+{
+	struct core_card *c = card_in("c1", "in_progress");
+	struct core_gave_up g = {.set = true, .reason = (char *)"run_pruned",
+				 .run_id = (char *)"r1"};
+
+	ck_assert_int_eq(core_card_gave_up_set(c, &g, NOW), CORE_OK);
+	ck_assert(c->gave_up.set);
+	ck_assert_str_eq(c->gave_up.reason, "run_pruned");
+	ck_assert_str_eq(c->gave_up.run_id, "r1");
+	ck_assert_ptr_null(c->gave_up.state);
+	ck_assert_int_eq(c->gave_up.at, NOW); /* stamped now when it had no time */
+	ck_assert_int_eq(c->updated_at, NOW);
+	g.at = 5;
+	ck_assert_int_eq(core_card_gave_up_set(c, &g, NOW + 1), CORE_OK);
+	ck_assert_int_eq(c->gave_up.at, 5);
+	ck_assert_int_eq(core_card_gave_up_set(c, NULL, NOW + 2), CORE_OK);
+	ck_assert(!c->gave_up.set);
+	ck_assert_ptr_null(c->gave_up.reason);
+	core_card_free(c);
+}
+END_TEST
+
 /* ---- claims ---- */
 
 START_TEST(test_claim_fresh_advances_epoch)
@@ -797,6 +836,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_rc_codes);
 	tcase_add_test(tc, test_default_board);
 	tcase_add_test(tc, test_board_validate_rejects);
+	tcase_add_test(tc, test_board_rename_column);
+	tcase_add_test(tc, test_gave_up_set);
 	tcase_add_test(tc, test_claim_fresh_advances_epoch);
 	tcase_add_test(tc, test_claim_epoch_floor);
 	tcase_add_test(tc, test_claim_same_marker_is_idempotent);
