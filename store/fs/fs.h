@@ -15,9 +15,14 @@
  *                    record per commit (fs_change_encode). Earlier versions wrote JSON lines
  *                    "<crc32 as 8 hex> <json change>\n", still replayed (even interleaved)
  *
- * Lock order: snapmu -> state lock -> jmu. evmu and cmu are leaves (taken with nothing else
- * held), and no lock but jmu's flusher role is held across fdatasync (jmu itself is dropped
- * while the flusher syncs).
+ * Lock order: snapmu -> state lock -> jmu -> cmu. evmu is a leaf (taken with nothing else
+ * held); cmu is taken under jmu only to ask the compactor for a recovery. No lock but jmu's
+ * flusher role is held across fdatasync (jmu itself is dropped while the flusher syncs).
+ *
+ * Durability. A commit is visible in memory from its write(2) on, and acknowledged only once
+ * the group fdatasync covering it succeeded. If that sync fails, the commits not yet durable
+ * are rolled back (fs_undo.c) before any of their writers is answered, and the store refuses
+ * writes until fs_recover has made the memory state durable as a fresh snapshot.
  */
 #ifndef BOARDD_STORE_FS_FS_H
 #define BOARDD_STORE_FS_FS_H
@@ -205,6 +210,7 @@ struct fs {
 	pthread_t cthread;
 	bool cthread_started;
 	bool compact_wanted;
+	bool recover_wanted; /* the store failed: retry fs_recover about once a second */
 	bool compact_stop;
 };
 

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- CRC-32 (IEEE 802.3, reflected), table built once ---- */
+/* ---- CRC-32 (IEEE 802.3, reflected), slicing by 8, tables built once ----
+ * Recovery checksums every byte of the snapshot and the journal: a byte-at-a-time loop was a
+ * fifth of a 100k-card reopen. */
 
-static uint32_t crc_table[256];
+static uint32_t crc_table[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_table_init(void)
@@ -20,18 +22,35 @@ static void crc_table_init(void)
 		c = i;
 		for (k = 0; k < 8; k++)
 			c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-		crc_table[i] = c;
+		crc_table[0][i] = c;
 	}
+	for (i = 0; i < 256; i++)
+		for (k = 1; k < 8; k++)
+			crc_table[k][i] = (crc_table[k - 1][i] >> 8) ^
+					  crc_table[0][crc_table[k - 1][i] & 0xFF];
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 uint32_t fs_crc32(const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
-	uint32_t c = 0xFFFFFFFFu;
+	uint32_t c = 0xFFFFFFFFu, hi;
 
 	pthread_once(&crc_once, crc_table_init);
+	for (; len >= 8; len -= 8, p += 8) {
+		c ^= le32(p);
+		hi = le32(p + 4);
+		c = crc_table[7][c & 0xFF] ^ crc_table[6][(c >> 8) & 0xFF] ^
+		    crc_table[5][(c >> 16) & 0xFF] ^ crc_table[4][c >> 24] ^
+		    crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+		    crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+	}
 	while (len--)
-		c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
+		c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
 	return c ^ 0xFFFFFFFFu;
 }
 

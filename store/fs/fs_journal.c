@@ -206,6 +206,11 @@ static void fail_locked(struct fs *fs, const char *what, int err)
 			fs->dir, what, strerror(err));
 	fs->failed = true;
 	fs->stats.failed = true;
+	/* The compactor thread retries recovery too (cmu is a leaf: taking it here is fine). */
+	pthread_mutex_lock(&fs->cmu);
+	fs->recover_wanted = true;
+	pthread_cond_signal(&fs->ccond);
+	pthread_mutex_unlock(&fs->cmu);
 }
 
 enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq)

@@ -448,20 +448,17 @@ static void *compactor_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct timespec until;
-	bool due, failed;
+	bool due, recover;
 
 	pthread_mutex_lock(&fs->cmu);
 	while (!fs->compact_stop) {
-		pthread_mutex_lock(&fs->jmu);
-		failed = fs->failed;
-		pthread_mutex_unlock(&fs->jmu);
-		if (!fs->compact_wanted && !failed) {
+		if (!fs->compact_wanted && !fs->recover_wanted) {
 			pthread_cond_wait(&fs->ccond, &fs->cmu);
 			continue;
 		}
 		if (!fs->compact_wanted) {
-			/* Failed with nobody writing: retry on our own, so a store that no
-			 * write reaches (its readiness probe failing) still comes back. */
+			/* Failed: retry on our own, paced, so that a store no write reaches (its
+			 * readiness probe failing) still comes back. */
 			clock_gettime(CLOCK_REALTIME, &until);
 			until.tv_sec += RECOVER_EVERY_MS / 1000;
 			pthread_cond_timedwait(&fs->ccond, &fs->cmu, &until);
@@ -469,16 +466,20 @@ static void *compactor_main(void *arg)
 				break;
 		}
 		fs->compact_wanted = false;
+		recover = fs->recover_wanted;
+		fs->recover_wanted = false;
 		pthread_mutex_unlock(&fs->cmu);
 		/* Pokes that raced with the last pass find a fresh, short journal. */
 		pthread_mutex_lock(&fs->jmu);
-		failed = fs->failed;
-		due = fs->jbytes > fs->compact_bytes && !failed;
+		due = fs->jbytes > fs->compact_bytes && !fs->failed;
 		pthread_mutex_unlock(&fs->jmu);
-		if (failed)
-			fs_recover(fs, false);
-		else if (due)
+		if (recover && fs_recover(fs, false) != CORE_OK) {
+			pthread_mutex_lock(&fs->cmu);
+			fs->recover_wanted = true;
+			pthread_mutex_unlock(&fs->cmu);
+		} else if (due) {
 			fs_compact_run(fs);
+		}
 		pthread_mutex_lock(&fs->cmu);
 	}
 	pthread_mutex_unlock(&fs->cmu);
