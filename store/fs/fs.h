@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* ---- string-keyed hash map (fs_index.c): open addressing, linear probing ---- */
+/* ---- string-keyed hash map (fs_map.c): open addressing, linear probing ---- */
 
 struct fs_map_slot {
 	const char *key; /* borrowed from the value */
@@ -300,11 +300,6 @@ enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 
 /* ---- journal (fs_journal.c) ---- */
 
-/* The JSON line format of earlier versions (still replayed): parses the JSON part of a line
- * into ch. BAD_REQUEST when malformed (ch left empty). */
-enum core_rc fs_change_decode(const char *json, size_t len, struct fs_change *ch);
-/* The same from a parsed object (an old journal line, or a whole snapshot.json). */
-enum core_rc fs_change_from_json(const json_t *o, struct fs_change *ch);
 /* Reads a whole file into a new buffer (NUL-terminated); NULL with *err = errno. */
 char *fs_file_read(const char *path, size_t *len, int *err);
 /* Under the state write lock: appends one line; *seq is what to pass to fs_journal_wait.
@@ -321,6 +316,18 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen);
 /* Makes events up to seq visible to events_list and wakes long-polls. */
 void fs_events_publish(struct fs *fs, int64_t seq);
 int fs_dir_sync(const char *dir);
+
+/* ---- the JSON formats of earlier versions, read only (fs_legacy.c) ---- */
+
+/* Parses the JSON part of a journal line into ch. BAD_REQUEST when malformed (ch empty). */
+enum core_rc fs_change_decode(const char *json, size_t len, struct fs_change *ch);
+/* The same from a parsed object (an old journal line, or a whole snapshot.json). */
+enum core_rc fs_change_from_json(const json_t *o, struct fs_change *ch);
+/* Checks "<8 hex> <json>" (no newline) and decodes it; false when the line is corrupt. */
+bool fs_legacy_line_decode(const char *line, size_t len, struct fs_change *ch);
+/* Loads snapshot.json at path into the (empty) state and sets fs->gen. */
+enum core_rc fs_legacy_snapshot_load(struct fs *fs, const char *path, char *err,
+				     size_t errlen);
 
 /* ---- snapshot and compaction (fs_snapshot.c) ---- */
 

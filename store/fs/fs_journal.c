@@ -23,123 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- decoding ---- */
-
-/* Appends v to a pointer array; false on OOM (v not taken). */
-static bool ptr_push(void *arrp, size_t *n, size_t *cap, void *v)
-{
-	if (fs_ptrs_reserve(arrp, cap, *n + 1) != CORE_OK)
-		return false;
-	(*(void ***)arrp)[(*n)++] = v;
-	return true;
-}
-
-static bool counters_from(const json_t *o, struct fs_counters *c)
-{
-	json_int_t seq, card, run, ord;
-
-	if (json_unpack((json_t *)o, "{sIsIsIsI}", "seq", &seq, "card", &card, "run", &run, "ord",
-			&ord))
-		return false;
-	c->seq = seq;
-	c->card = (uint64_t)card;
-	c->run = (uint64_t)run;
-	c->ord = (uint64_t)ord;
-	return true;
-}
-
-static bool decode_cards(const json_t *a, struct fs_change *ch)
-{
-	const json_t *v;
-	size_t i;
-
-	if (!json_is_array(a))
-		return false;
-	ch->cap_cards = json_array_size(a) + 1;
-	ch->cards = calloc(ch->cap_cards, sizeof(*ch->cards));
-	if (!ch->cards)
-		return false;
-	json_array_foreach(a, i, v)
-	{
-		struct fs_change_card *cc = &ch->cards[ch->n_cards];
-		const json_t *doc = json_object_get(v, "card");
-		json_int_t ord;
-		const char *id;
-
-		if (json_unpack((json_t *)v, "{sssI}", "id", &id, "ord", &ord) || !doc)
-			return false;
-		ch->n_cards++;
-		cc->ord = (uint64_t)ord;
-		cc->id = strdup(id);
-		if (!cc->id || (!json_is_null(doc) && store_card_from_json(doc, &cc->card)))
-			return false;
-	}
-	return true;
-}
-
-enum core_rc fs_change_decode(const char *json, size_t len, struct fs_change *ch)
-{
-	json_t *o = json_loadb(json, len, 0, NULL);
-	enum core_rc rc = fs_change_from_json(o, ch);
-
-	json_decref(o);
-	return rc;
-}
-
-enum core_rc fs_change_from_json(const json_t *o, struct fs_change *ch)
-{
-	const json_t *v;
-	size_t i;
-	bool ok;
-
-	memset(ch, 0, sizeof(*ch));
-	ok = json_is_object(o) && counters_from(json_object_get(o, "ctr"), &ch->ctr) &&
-	     decode_cards(json_object_get(o, "cards"), ch) &&
-	     json_is_array(json_object_get(o, "runs")) &&
-	     json_is_array(json_object_get(o, "boards")) &&
-	     json_is_array(json_object_get(o, "events"));
-	json_array_foreach(ok ? json_object_get(o, "runs") : NULL, i, v)
-	{
-		struct core_run *r = NULL;
-
-		if (store_run_from_json(v, &r) ||
-		    !ptr_push(&ch->runs, &ch->n_runs, &ch->cap_runs, r)) {
-			core_run_free(r);
-			ok = false;
-			break;
-		}
-	}
-	if (ok && json_array_size(json_object_get(o, "boards"))) {
-		ch->boards = calloc(json_array_size(json_object_get(o, "boards")),
-				    sizeof(*ch->boards));
-		ok = ch->boards != NULL;
-	}
-	json_array_foreach(ok ? json_object_get(o, "boards") : NULL, i, v)
-	{
-		if (store_board_from_json(v, &ch->boards[i])) {
-			ok = false;
-			break;
-		}
-		ch->n_boards++;
-	}
-	json_array_foreach(ok ? json_object_get(o, "events") : NULL, i, v)
-	{
-		struct core_event *e = calloc(1, sizeof(*e));
-
-		if (!e || store_event_from_json(v, e) ||
-		    !ptr_push(&ch->events, &ch->n_events, &ch->cap_events, e)) {
-			free(e);
-			ok = false;
-			break;
-		}
-	}
-	if (!ok) {
-		fs_change_release(ch);
-		return CORE_ERR_BAD_REQUEST;
-	}
-	return CORE_OK;
-}
-
 /* ---- appending and group commit ---- */
 
 int fs_dir_sync(const char *dir)
@@ -405,23 +288,6 @@ fail:
 	return NULL;
 }
 
-/* Checks "<8 hex> <json>" and decodes it; false when the line is corrupt. */
-static bool line_decode(const char *line, size_t len, struct fs_change *ch)
-{
-	char hex[9];
-	char *end;
-	unsigned long crc;
-
-	if (len < 11 || line[8] != ' ')
-		return false;
-	memcpy(hex, line, 8);
-	hex[8] = '\0';
-	crc = strtoul(hex, &end, 16);
-	if (*end || (uint32_t)crc != fs_crc32(line + 9, len - 9))
-		return false;
-	return fs_change_decode(line + 9, len - 9, ch) == CORE_OK;
-}
-
 static off_t file_size(const char *path)
 {
 	struct stat sb;
@@ -479,7 +345,7 @@ static bool record_next(const char *buf, size_t len, size_t pos, struct fs_chang
 		return false;
 	}
 	nl = memchr(buf + pos, '\n', len - pos);
-	if (nl && line_decode(buf + pos, (size_t)(nl - (buf + pos)), ch)) {
+	if (nl && fs_legacy_line_decode(buf + pos, (size_t)(nl - (buf + pos)), ch)) {
 		*end = (size_t)(nl - buf) + 1;
 		return true;
 	}

@@ -2,9 +2,9 @@
  *
  * A snapshot (snapshot.bin) is the whole state as binary change records (fs_codec.c) in
  * chunks, closed by an end record naming generation G: replay resumes at journal.G. The
- * snapshot.json of earlier versions (the keys of a journal change plus {"version":1,"gen":G})
- * is still loaded when there is no .bin, and deleted after the first binary snapshot. Compaction (background thread, or
- * store_fs_compact) does, in order:
+ * snapshot.json of earlier versions (fs_legacy.c) is still loaded when there is no .bin, and
+ * deleted after the first binary snapshot. Compaction (background thread, or store_fs_compact)
+ * does, in order:
  *   1. create journal.G+1 and fsync the directory, without the state lock;
  *   2. under the write lock, briefly: capture pointers to every published object (they are
  *      immutable; replaced ones go to the graveyard while snap_active) and switch writers to
@@ -12,7 +12,11 @@
  *   3. without the lock: write snapshot.bin.tmp, fsync, rename, fsync the directory;
  *   4. delete journal generations below G+1 and empty the graveyard.
  * A crash or an error anywhere leaves either the old snapshot with every journal it needs, or
- * the new one: nothing acknowledged depends on the compaction succeeding.
+ * the new one: nothing acknowledged depends on the compaction succeeding. The state lock is
+ * held for step 2 only: 3-6 ms at 100 000 cards (pointers, no copies).
+ *
+ * The same steps re-establish a journal after a failed sync (fs_recover): from the rolled-back
+ * memory, abandoning the old generation's fd, and writes resume once the snapshot is durable.
  */
 #include "store/fs/fs.h"
 
@@ -163,42 +167,6 @@ static int snap_write(struct fs *fs, const struct snap *s)
 	return err;
 }
 
-/* snapshot.json of earlier versions: one JSON document (read when there is no .bin). */
-static enum core_rc snapshot_load_json(struct fs *fs, const char *path, char *err,
-				       size_t errlen)
-{
-	struct fs_change ch;
-	json_error_t jerr;
-	json_t *o;
-	json_int_t version = 0, gen = 0;
-	enum core_rc rc = CORE_OK;
-
-	o = json_load_file(path, 0, &jerr);
-	if (!o) {
-		snprintf(err, errlen, "snapshot %s is unreadable: %s (line %d); refusing to open",
-			 path, jerr.text, jerr.line);
-		return CORE_ERR_STORE_UNAVAILABLE;
-	}
-	if (json_unpack(o, "{sIsI}", "version", &version, "gen", &gen) || version != 1 ||
-	    gen < 1 || fs_change_from_json(o, &ch) != CORE_OK) {
-		snprintf(err, errlen, "snapshot %s is not a boardd v1 snapshot; refusing to open",
-			 path);
-		rc = CORE_ERR_STORE_UNAVAILABLE;
-		goto out;
-	}
-	rc = fs_change_reserve(fs, &ch);
-	if (rc != CORE_OK) {
-		fs_change_release(&ch);
-		snprintf(err, errlen, "out of memory loading %s", path);
-		goto out;
-	}
-	fs_change_apply(fs, &ch, NULL);
-	fs->gen = (uint64_t)gen;
-out:
-	json_decref(o);
-	return rc;
-}
-
 /* snapshot.bin: every record must be sound and the end record present, with the count of
  * chunks before it; anything else is a damaged snapshot and the open is refused. */
 static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err,
@@ -270,7 +238,7 @@ enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
 	snprintf(path, sizeof(path), "%s/snapshot.json", fs->dir);
 	if (stat(path, &sb) != 0 && errno == ENOENT)
 		return CORE_OK;
-	return snapshot_load_json(fs, path, err, errlen);
+	return fs_legacy_snapshot_load(fs, path, err, errlen);
 }
 
 /* Under the state write lock: switches writers to the new generation's fd. Normally the old

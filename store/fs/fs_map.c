@@ -1,0 +1,202 @@
+/* The FS twin's small containers: the string-keyed hash map behind every id lookup, growable
+ * pointer arrays, and the CRC-32 every journal record and snapshot chunk carries. No locking
+ * here: the callers' locks cover the structures. */
+#include "store/fs/fs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- CRC-32 (IEEE 802.3, reflected), slicing by 8, tables built once ----
+ * Recovery checksums every byte of the snapshot and the journal: a byte-at-a-time loop was a
+ * fifth of a 100k-card reopen. */
+
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_table_init(void)
+{
+	uint32_t i, k, c;
+
+	for (i = 0; i < 256; i++) {
+		c = i;
+		for (k = 0; k < 8; k++)
+			c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+		crc_table[0][i] = c;
+	}
+	for (i = 0; i < 256; i++)
+		for (k = 1; k < 8; k++)
+			crc_table[k][i] = (crc_table[k - 1][i] >> 8) ^
+					  crc_table[0][crc_table[k - 1][i] & 0xFF];
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+uint32_t fs_crc32(const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	uint32_t c = 0xFFFFFFFFu, hi;
+
+	pthread_once(&crc_once, crc_table_init);
+	for (; len >= 8; len -= 8, p += 8) {
+		c ^= le32(p);
+		hi = le32(p + 4);
+		c = crc_table[7][c & 0xFF] ^ crc_table[6][(c >> 8) & 0xFF] ^
+		    crc_table[5][(c >> 16) & 0xFF] ^ crc_table[4][c >> 24] ^
+		    crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+		    crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+	}
+	while (len--)
+		c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+	return c ^ 0xFFFFFFFFu;
+}
+
+/* ---- hash map ---- */
+
+static uint32_t hash_str(const char *s)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	while (*s) {
+		h ^= (unsigned char)*s++;
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/* Slot index holding key, or the empty slot where it would go. */
+static size_t map_probe(const struct fs_map *m, const char *key, uint32_t h)
+{
+	size_t i = h & (m->cap - 1);
+
+	while (m->slots[i].key && (m->slots[i].hash != h || strcmp(m->slots[i].key, key) != 0))
+		i = (i + 1) & (m->cap - 1);
+	return i;
+}
+
+void *fs_map_get(const struct fs_map *m, const char *key)
+{
+	size_t i;
+
+	if (!m->cap)
+		return NULL;
+	i = map_probe(m, key, hash_str(key));
+	return m->slots[i].key ? m->slots[i].val : NULL;
+}
+
+static enum core_rc map_grow(struct fs_map *m, size_t want)
+{
+	struct fs_map_slot *slots;
+	size_t cap = m->cap ? m->cap : 64, i, j;
+
+	/* Load factor at most 1/2 keeps linear probing short. */
+	while (cap < want * 2)
+		cap *= 2;
+	if (cap == m->cap)
+		return CORE_OK;
+	slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return CORE_ERR_NOMEM;
+	for (i = 0; i < m->cap; i++) {
+		if (!m->slots[i].key)
+			continue;
+		j = m->slots[i].hash & (cap - 1);
+		while (slots[j].key)
+			j = (j + 1) & (cap - 1);
+		slots[j] = m->slots[i];
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+	return CORE_OK;
+}
+
+enum core_rc fs_map_reserve(struct fs_map *m, size_t extra)
+{
+	return map_grow(m, m->n + extra);
+}
+
+enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val)
+{
+	uint32_t h = hash_str(key);
+	size_t i;
+
+	if (map_grow(m, m->n + 1) != CORE_OK)
+		return CORE_ERR_NOMEM;
+	i = map_probe(m, key, h);
+	if (!m->slots[i].key)
+		m->n++;
+	m->slots[i] = (struct fs_map_slot){.key = key, .val = val, .hash = h};
+	return CORE_OK;
+}
+
+void *fs_map_del(struct fs_map *m, const char *key)
+{
+	size_t i, j, home;
+	void *val;
+
+	if (!m->cap)
+		return NULL;
+	i = map_probe(m, key, hash_str(key));
+	if (!m->slots[i].key)
+		return NULL;
+	val = m->slots[i].val;
+	/* Backward-shift deletion: no tombstones, probes stay short after many deletes. */
+	j = i;
+	for (;;) {
+		m->slots[i].key = NULL;
+		for (;;) {
+			j = (j + 1) & (m->cap - 1);
+			if (!m->slots[j].key)
+				goto out;
+			home = m->slots[j].hash & (m->cap - 1);
+			/* Move j back to i unless its home lies cyclically in (i, j]. */
+			if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+				continue;
+			break;
+		}
+		m->slots[i] = m->slots[j];
+		i = j;
+	}
+out:
+	m->n--;
+	return val;
+}
+
+void fs_map_replace(struct fs_map *m, const char *key, void *val)
+{
+	size_t i = map_probe(m, key, hash_str(key));
+
+	if (!m->slots[i].key)
+		abort(); /* the caller's invariant: the key is present */
+	m->slots[i].key = key;
+	m->slots[i].val = val;
+}
+
+void fs_map_release(struct fs_map *m)
+{
+	free(m->slots);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- pointer arrays ---- */
+
+enum core_rc fs_ptrs_reserve(void *arrp, size_t *cap, size_t want)
+{
+	void ***arr = arrp;
+	void **nv;
+	size_t nc = *cap ? *cap : 16;
+
+	if (want <= *cap)
+		return CORE_OK;
+	while (nc < want)
+		nc *= 2;
+	nv = realloc(*arr, nc * sizeof(void *));
+	if (!nv)
+		return CORE_ERR_NOMEM;
+	*arr = nv;
+	*cap = nc;
+	return CORE_OK;
+}
