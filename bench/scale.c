@@ -412,7 +412,8 @@ static int reap(const char *data, size_t batch, double budget_s, struct scale_fi
 	struct store_fs_options o = {.dir = data};
 	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000,
 					   .lease_ms = LEASE_MS, .hostname = "scale",
-					   .log = quiet, .batch = batch, .workers = 4};
+					   .log = quiet, .batch = batch,
+					   .workers = 0 /* the server's default */};
 	struct server_reaper *r = NULL;
 	struct server_reaper_stats s;
 	struct store *st = NULL;
@@ -454,6 +455,21 @@ static int reap(const char *data, size_t batch, double budget_s, struct scale_fi
 	return 0;
 }
 
+/* "/proc/loadavg" as it reads (static buffer). */
+static const char *loadavg(void)
+{
+	static char buf[128];
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	buf[0] = '\0';
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	return buf[0] ? buf : "?\n";
+}
+
 static int one_size(const char *boardd, const char *parent, size_t n, size_t claims,
 		    size_t n_queries, size_t batch, double budget_s, bool keep, struct scale_fig *f)
 {
@@ -469,7 +485,8 @@ static int one_size(const char *boardd, const char *parent, size_t n, size_t cla
 		return -1;
 	}
 	snprintf(data, sizeof data, "%s/data", dir);
-	printf("-- %zu cards (%zu claimed with finished runs) in %s\n", n, claims, dir);
+	printf("-- %zu cards (%zu claimed with finished runs) in %s, load %s", n, claims, dir,
+	       loadavg());
 	fflush(stdout);
 	if (load(data, n, claims, f) != 0)
 		goto out;
