@@ -118,4 +118,19 @@ void api_quiesce(struct api *a);
 /* Quiesces, wakes long-polls, finishes in-flight requests, stops the threads, frees a. */
 void api_stop(struct api *a);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Test/fuzz only: api/fuzz.c, linked by tests/fuzz and never by boardd.                    */
+
+/* Runs one request made from arbitrary bytes through a started api's own daemon, over a
+ * socketpair (no port). The bytes read as
+ *     METHOD SP TARGET LF  (NAME ":" VALUE LF)*  LF  BODY
+ * The method keeps its letters A-Z (none: GET), bytes HTTP forbids in the target are
+ * percent-encoded, header lines keep what a header may hold; Host, Connection and the body
+ * framing are set here (a Transfer-Encoding line asks for a chunked body). Returns the HTTP
+ * status of the answer, 0 when the connection closed without one, -1 on a local failure or
+ * when no answer came within 10 s (a hang). OUT: *resp (may be NULL) gets the raw answer,
+ * NUL-terminated, caller frees; *resp_len its length. */
+int api_fuzz_request(struct api *a, const uint8_t *data, size_t len, char **resp,
+		     size_t *resp_len);
+
 #endif
