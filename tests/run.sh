@@ -57,6 +57,10 @@ if [ $quick -eq 0 ]; then
   run_suite build-tsan --buildtype=debug -Db_sanitize=thread -Db_lundef=false -- \
     --suite store --suite reaper
 fi
+# The fuzz smoke: each libFuzzer target 20 s (tests/fuzz/run.sh; 77 = no clang/libFuzzer).
+if [ $quick -eq 0 ]; then
+  ./tests/fuzz/run.sh all 20 || { [ $? -eq 77 ] || status=1; }
+fi
 
 # One plain closing line over every run above.
 dirs=(build-test)
