@@ -71,6 +71,7 @@ struct fs_card_ent {
 	uint64_t ord;           /* creation order, persisted: the list cursor */
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
+	size_t cslot;           /* 1 + its index in fs->claimed; 0 when it holds no claim */
 };
 
 /* The dependents of one blocker id: the reverse of every card's `blockers`, so the unblocked
@@ -169,6 +170,9 @@ struct fs {
 	struct fs_card_ent **order;
 	size_t n_order, cap_order, n_dead;
 	struct fs_map deps; /* blocker id -> struct fs_deps (published cards only) */
+	struct fs_card_ent **claimed; /* published cards holding a claim, in no order: what the
+				       * reaper's listings walk instead of the whole board */
+	size_t n_claimed, cap_claimed;
 	struct fs_map runs; /* id -> struct core_run */
 	struct core_event **ev; /* the tail is ev[ev_head .. ev_n) */
 	size_t ev_head, ev_n, ev_cap;
@@ -238,6 +242,8 @@ void fs_retire_run(struct fs *fs, struct core_run *r);
 void fs_retire_event(struct fs *fs, struct core_event *e);
 /* Replaces the value (and key) of a key that is present; never allocates. */
 void fs_map_replace(struct fs_map *m, const char *key, void *val);
+/* Puts ent in or out of the claimed set to match ent->card (never allocates). */
+void fs_claimed_update(struct fs *fs, struct fs_card_ent *ent);
 /* Moves ent's reverse-index edges from `before` (NULL: none) to `now` (NULL: none). */
 void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
 		    const struct core_card *now);
@@ -389,7 +395,8 @@ enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct c
 			   const char *to, const char *reason, json_t *extra);
 /* Duplicates into *out for the caller (NOMEM). */
 enum core_rc fs_card_out(const struct core_card *c, struct core_card **out);
-/* A new array of copies of matching cards; cmp orders them; at most batch. */
+/* A new array of copies of matching claimed cards (want sees only cards holding a claim);
+ * cmp orders them; at most batch. O(claimed cards), not O(cards). */
 enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card *, int64_t),
 			      int64_t now, int (*cmp)(const void *, const void *), size_t batch,
 			      struct core_card ***out, size_t *n);

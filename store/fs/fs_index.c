@@ -207,6 +207,28 @@ const struct fs_deps *fs_deps_find(const struct fs *fs, const char *blocker)
 	return fs_map_get(&fs->deps, blocker);
 }
 
+/* ---- the claimed set ---- */
+
+/* Puts ent in or out of fs->claimed (room reserved by fs_change_reserve, or left by the
+ * transaction an undo reverses: the set never holds more than it once did). */
+void fs_claimed_update(struct fs *fs, struct fs_card_ent *ent)
+{
+	bool on = ent->card && ent->card->claim.present;
+	struct fs_card_ent *last;
+
+	if (on && !ent->cslot) {
+		if (fs->n_claimed == fs->cap_claimed)
+			abort(); /* reserved: cannot happen */
+		fs->claimed[fs->n_claimed++] = ent;
+		ent->cslot = fs->n_claimed;
+	} else if (!on && ent->cslot) {
+		last = fs->claimed[--fs->n_claimed];
+		fs->claimed[ent->cslot - 1] = last;
+		last->cslot = ent->cslot;
+		ent->cslot = 0;
+	}
+}
+
 /* ---- change sets ---- */
 
 void fs_change_release(struct fs_change *ch)
@@ -233,11 +255,17 @@ void fs_change_release(struct fs_change *ch)
 enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	struct core_board *nb;
-	size_t n_new = 0, i;
+	size_t n_new = 0, n_claims = 0, i;
 
-	for (i = 0; i < ch->n_cards; i++)
-		n_new += ch->cards[i].card && !fs_card_find(fs, ch->cards[i].id);
+	for (i = 0; i < ch->n_cards; i++) {
+		const struct core_card *now = ch->cards[i].card;
+		const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
+
+		n_new += now && !ent;
+		n_claims += now && now->claim.present && !(ent && ent->cslot);
+	}
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
+	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new) ||
 	    deps_reserve(fs, ch))
 		return CORE_ERR_NOMEM;
@@ -349,6 +377,7 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 			fs_deps_update(fs, ent, ent->card, NULL);
 			replaced_card(fs, u, ent, ent->card, true);
 			ent->card = NULL;
+			fs_claimed_update(fs, ent);
 			ent->dead = true;
 			ent->held = u != NULL;
 			fs->n_dead++;
@@ -361,6 +390,7 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 		replaced_card(fs, u, ent, ent->card, false);
 		ent->card = cc->card;
 		cc->card = NULL;
+		fs_claimed_update(fs, ent);
 		return;
 	}
 	ent = calloc(1, sizeof(*ent));
@@ -374,6 +404,7 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
 	order_insert(fs, ent);
 	fs_deps_update(fs, ent, NULL, ent->card);
+	fs_claimed_update(fs, ent);
 	if (u)
 		u->cards[u->n_cards++] = (struct fs_undo_card){.ent = ent, .old = NULL};
 }
@@ -456,6 +487,7 @@ void fs_state_release(struct fs *fs)
 		free(fs->order[i]);
 	}
 	free(fs->order);
+	free(fs->claimed);
 	fs_map_release(&fs->cards);
 	for (i = 0; i < fs->deps.cap; i++)
 		if (fs->deps.slots[i].key)

@@ -243,10 +243,10 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 	enum core_rc rc = CORE_OK;
 
 	pthread_rwlock_rdlock(&fs->lock);
-	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
-		const struct core_card *c = fs->order[i]->dead ? NULL : fs->order[i]->card;
+	for (i = 0; rc == CORE_OK && i < fs->n_claimed; i++) {
+		const struct core_card *c = fs->claimed[i]->card;
 
-		if (!c || !want(c, now))
+		if (!want(c, now))
 			continue;
 		rc = fs_ptrs_reserve(&hits, &cap, k + 1);
 		if (rc == CORE_OK)

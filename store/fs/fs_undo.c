@@ -125,6 +125,9 @@ static void unlink_new(struct fs *fs, struct fs_card_ent *ent)
 	size_t lo = 0, hi = fs->n_order, mid;
 
 	fs_deps_update(fs, ent, ent->card, NULL);
+	retire_card(fs, ent->card);
+	ent->card = NULL;
+	fs_claimed_update(fs, ent);
 	fs_map_del(&fs->cards, ent->id);
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
@@ -138,7 +141,6 @@ static void unlink_new(struct fs *fs, struct fs_card_ent *ent)
 			(fs->n_order - lo - 1) * sizeof(*fs->order));
 		fs->n_order--;
 	}
-	retire_card(fs, ent->card);
 	free(ent->id);
 	free(ent);
 }
@@ -159,11 +161,13 @@ static void undo_card(struct fs *fs, const struct fs_undo_card *uc)
 		ent->card = uc->old;
 		fs_map_put(&fs->cards, ent->id, ent);
 		fs_deps_update(fs, ent, NULL, ent->card);
+		fs_claimed_update(fs, ent);
 		return;
 	}
 	fs_deps_update(fs, ent, ent->card, uc->old);
 	retire_card(fs, ent->card);
 	ent->card = uc->old;
+	fs_claimed_update(fs, ent);
 }
 
 static void undo_one(struct fs *fs, struct fs_undo *u)

@@ -644,6 +644,70 @@ START_TEST(owned_write_release_fallback)
 }
 END_TEST
 
+static int64_t fixed_now;
+
+static int64_t fixed_clock(void *ctx)
+{
+	(void)ctx;
+	return fixed_now;
+}
+
+static void assert_expired(struct store *st, const char *const *want, size_t n_want)
+{
+	struct core_card **v = NULL;
+	size_t n = 0, i;
+
+	ck_assert_int_eq(store_reaper_list_expired(st, 100, &v, &n), CORE_OK);
+	ck_assert_uint_eq(n, n_want);
+	for (i = 0; i < n; i++)
+		ck_assert_str_eq(v[i]->id, want[i]);
+	store_cards_free(v, n);
+}
+
+/* The reaper's listings walk the set of claimed cards, not the board: the set follows
+ * claims, releases and deletes, through the snapshot and the journal. */
+START_TEST(claimed_set_follows_every_path)
+{
+	static const char *const both[] = {"c1", "c4"};
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_claim_result cr;
+	struct core_token t2;
+	struct core_card *c = NULL;
+
+	fixed_now = 1764670000000LL;
+	store_clock_set(st, fixed_clock, NULL);
+	create(st, "c1");
+	create(st, "c2");
+	create(st, "c3");
+	create(st, "c4");
+	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 1000, &bot, &cr), CORE_OK);
+	core_card_free(cr.card);
+	fixed_now += 10;
+	ck_assert_int_eq(store_card_claim(st, "c2", "w2", 1000, &bot, &cr), CORE_OK);
+	t2 = (struct core_token){"w2", cr.token.epoch};
+	core_card_free(cr.card);
+	ck_assert_int_eq(store_card_claim(st, "c3", "w3", 1000, &bot, &cr), CORE_OK);
+	core_card_free(cr.card);
+	ck_assert_int_eq(store_card_release(st, "c2", &t2, &bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_delete(st, "c3", &bot), CORE_OK);
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	fixed_now += 10;
+	ck_assert_int_eq(store_card_claim(st, "c4", "w4", 1000, &bot, &cr), CORE_OK);
+	core_card_free(cr.card);
+	assert_expired(st, NULL, 0); /* nothing expired yet */
+	store_close(st);
+
+	st = fx_open(dir, 0, 0, NULL);
+	store_clock_set(st, fixed_clock, NULL);
+	fixed_now += 5000;
+	assert_expired(st, both, 2); /* oldest lease first */
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-fs");
@@ -663,6 +727,7 @@ int main(void)
 	tcase_add_test(tc, dependents_index_follows_every_path);
 	tcase_add_test(tc, owned_write_with_release_is_one_line);
 	tcase_add_test(tc, owned_write_release_fallback);
+	tcase_add_test(tc, claimed_set_follows_every_path);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
 	sr = srunner_create(s);

@@ -16,6 +16,13 @@
 #include <string.h>
 
 static const struct store_actor bot = {.name = "bot"};
+static int64_t clock_ms;
+
+static int64_t fixed_clock(void *ctx)
+{
+	(void)ctx;
+	return clock_ms;
+}
 
 static enum core_rc create(struct store *st, const char *id, const char *state,
 			   const char *blocker)
@@ -206,6 +213,28 @@ START_TEST(rollback_undoes_every_kind_of_change)
 	assert_card(st, "y", "old", "waiting_deps");
 	ck_assert_int_eq(store_run_create(st, &rin, &bot, &r), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_ERR_NOT_FOUND);
+	{
+		/* A claim: gone from the card and from the reaper's claimed set alike. */
+		struct store_claim_result cr;
+		struct core_card **v = NULL;
+		size_t n = 0;
+
+		struct core_card *c;
+
+		ck_assert_int_eq(store_card_claim(st, "x", "w1", 1, &bot, &cr),
+				 CORE_ERR_STORE_UNAVAILABLE);
+		c = get(st, "x");
+		ck_assert(!c->claim.present);
+		ck_assert_int_eq(c->claim_epoch, 0);
+		core_card_free(c);
+		/* Past the lease it would have had: the listing still does not see it. */
+		clock_ms = store_now(st) + 10000;
+		store_clock_set(st, fixed_clock, NULL);
+		ck_assert_int_eq(store_reaper_list_expired(st, 10, &v, &n), CORE_OK);
+		store_clock_set(st, NULL, NULL);
+		ck_assert_uint_eq(n, 0);
+		store_cards_free(v, n);
+	}
 	ck_assert_int_eq(core_board_init_default(&b, "other"), CORE_OK);
 	ck_assert_int_eq(store_board_put(st, &b, &bot), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_int_eq(store_board_get(st, "other", &seen), CORE_ERR_NOT_FOUND);
