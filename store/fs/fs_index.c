@@ -399,6 +399,8 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 	ent->id = cc->id;
 	ent->card = cc->card;
 	ent->ord = cc->ord;
+	if (ent->ord > fs->ctr.ord)
+		fs->ctr.ord = ent->ord; /* likewise: an ordinal is a list cursor, never reused */
 	cc->id = NULL;
 	cc->card = NULL;
 	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
@@ -434,6 +436,10 @@ static void apply_event(struct fs *fs, struct core_event *e, struct fs_undo *u)
 		u->n_events++;
 	else
 		fs->ev_durable = e->seq;
+	/* Recovery trusts no stated counter below what it loaded: a seq handed out twice
+	 * would lose an acknowledged event after the next restart. */
+	if (e->seq > fs->ctr.seq)
+		fs->ctr.seq = e->seq;
 	fs_events_trim(fs);
 }
 

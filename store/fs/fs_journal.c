@@ -406,63 +406,96 @@ out:
 	return rc;
 }
 
-/* The highest journal generation present, deleting those below fs->gen: leftovers of a
- * compaction that finished (the snapshot holds them). 0 when there is none. */
-static uint64_t gens_scan(struct fs *fs)
+static int cmp_gen(const void *a, const void *b)
 {
-	char path[4096];
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The journal generations present at or above fs->gen, sorted: *out is a new array (caller
+ * frees). Those below fs->gen are deleted: leftovers of a compaction that finished (the
+ * snapshot holds them). Only canonical names count ("journal.7", not "journal.07"). */
+static enum core_rc gens_scan(struct fs *fs, uint64_t **out, size_t *n)
+{
+	char path[4096], canon[32];
 	struct dirent *de;
-	uint64_t g, max = 0;
+	uint64_t g, *v = NULL, *nv;
+	size_t cap = 0;
 	char *end;
 	DIR *d = opendir(fs->dir);
 
+	*n = 0;
 	while (d && (de = readdir(d))) {
 		if (strncmp(de->d_name, "journal.", 8) != 0 || !de->d_name[8])
 			continue;
 		g = strtoull(de->d_name + 8, &end, 10);
-		if (*end)
+		snprintf(canon, sizeof(canon), "%" PRIu64, g);
+		if (*end || strcmp(canon, de->d_name + 8) != 0)
 			continue;
 		if (g < fs->gen) {
 			gen_path(fs, g, path, sizeof(path));
 			unlink(path);
-		} else if (g > max) {
-			max = g;
+			continue;
 		}
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 8;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				closedir(d);
+				return CORE_ERR_NOMEM;
+			}
+			v = nv;
+		}
+		v[(*n)++] = g;
 	}
 	if (d)
 		closedir(d);
-	return max;
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_gen);
+	*out = v;
+	return CORE_OK;
 }
 
 enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 {
 	char path[4096];
-	uint64_t g, max = gens_scan(fs), later;
+	uint64_t *gens = NULL, max;
+	size_t n = 0, i, last_data = 0;
 	enum core_rc rc;
 	off_t sz;
-	bool last;
 
-	if (max < fs->gen)
-		max = fs->gen; /* a fresh directory, or a snapshot with no journal yet */
-	for (g = fs->gen; g <= max; g++) {
-		gen_path(fs, g, path, sizeof(path));
-		if (file_size(path) < 0) {
-			if (g == max)
-				break;
-			snprintf(err, errlen, "journal generation %s is missing (generations %" PRIu64
-				 "..%" PRIu64 " expected); refusing to open", path, fs->gen, max);
+	rc = gens_scan(fs, &gens, &n);
+	if (rc != CORE_OK) {
+		snprintf(err, errlen, "out of memory listing %s", fs->dir);
+		return rc;
+	}
+	/* Generations run gapless from the snapshot's: a hole is data that is gone. */
+	for (i = 0; i < n; i++) {
+		if (gens[i] != fs->gen + i) {
+			gen_path(fs, fs->gen + i, path, sizeof(path));
+			snprintf(err, errlen,
+				 "journal generation %s is missing (generations %" PRIu64 "..%" PRIu64
+				 " expected); refusing to open",
+				 path, fs->gen, gens[n - 1]);
+			free(gens);
 			return CORE_ERR_STORE_UNAVAILABLE;
 		}
-		last = true;
-		for (later = g + 1; later <= max; later++) {
-			gen_path(fs, later, path, sizeof(path));
-			if (file_size(path) > 0)
-				last = false;
-		}
-		rc = replay_gen(fs, g, last, err, errlen);
-		if (rc != CORE_OK)
-			return rc;
+		gen_path(fs, gens[i], path, sizeof(path));
+		if (file_size(path) > 0)
+			last_data = i;
 	}
+	/* A torn record may be cut only in the last generation holding data. */
+	for (i = 0; i < n; i++) {
+		rc = replay_gen(fs, gens[i], i >= last_data, err, errlen);
+		if (rc != CORE_OK) {
+			free(gens);
+			return rc;
+		}
+	}
+	max = n ? gens[n - 1] : fs->gen; /* none: a fresh directory, or a snapshot alone */
+	free(gens);
 	fs->gen = max;
 	gen_path(fs, max, path, sizeof(path));
 	fs->jfd = fs_journal_open(fs, max);

@@ -326,6 +326,92 @@ START_TEST(binary_decoder_survives_any_damage)
 }
 END_TEST
 
+/* A stray far generation (an operator's copy named by date, say) is a gap like any other:
+ * refused at once, never walked number by number; a non-canonical name is not ours. */
+START_TEST(far_generation_is_a_gap)
+{
+	char *dir = fx_tmpdir(), *p, err[512];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	int fd;
+
+	create(st, "a");
+	store_close(st);
+	ck_assert_int_gt(asprintf(&p, "%s/journal.01", dir), 0);
+	fd = open(p, O_WRONLY | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "junk", 4), 4);
+	close(fd);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_OK); /* ignored */
+	ck_assert_int_eq(fx_file_size(p), 4);
+	free(p);
+	ck_assert_int_gt(asprintf(&p, "%s/journal.99999999999", dir), 0);
+	fd = open(p, O_WRONLY | O_CREAT, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_msg(strstr(err, "journal.2 is missing") != NULL, "err: %s", err);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_OK);
+	free(p);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A snapshot whose counters lag behind its own data (an event seq 2 under ctr.seq 1) does
+ * not hand a seq out twice: the counter is raised to what was loaded, and the next write's
+ * event survives a restart. */
+START_TEST(lagging_counters_are_raised)
+{
+	static const char snap[] =
+		"{\"version\":1,\"gen\":1,\"ctr\":{\"seq\":1,\"card\":0,\"run\":0,\"ord\":0},"
+		"\"boards\":[{\"name\":\"default\",\"columns\":["
+		"{\"name\":\"ready\",\"terminal\":false,\"eligible\":true},"
+		"{\"name\":\"done\",\"terminal\":true,\"eligible\":false}],"
+		"\"running\":null,\"completed\":\"done\",\"failed\":null,\"waiting\":null}],"
+		"\"cards\":[{\"id\":\"old\",\"ord\":5,\"card\":{\"id\":\"old\",\"board\":\"default\","
+		"\"title\":\"\",\"body\":\"\",\"state\":\"ready\",\"labels\":[],\"blockers\":[],"
+		"\"comments\":[],\"claim\":null,\"claim_epoch\":0,\"last_run_id\":null,"
+		"\"awaiting_input\":false,\"gave_up\":null,\"state_reason\":null,"
+		"\"created_at\":\"2026-01-01T00:00:00.000Z\",\"updated_at\":\"2026-01-01T00:00:00.000Z\","
+		"\"state_at\":\"2026-01-01T00:00:00.000Z\"}}],\"runs\":[],"
+		"\"events\":[{\"seq\":2,\"at\":\"2026-01-01T00:00:00.000Z\",\"board\":\"default\","
+		"\"type\":\"board_updated\",\"card_id\":null,\"actor\":\"\",\"reason\":null,"
+		"\"machine\":false,\"payload\":{\"created\":true}}]}\n";
+	char *dir = fx_tmpdir(), *p;
+	struct store *st;
+	struct core_event *ev = NULL;
+	struct store_card_filter f = {.claimed = -1, .limit = 10, .after = "5"};
+	struct core_card **v = NULL;
+	char *next = NULL;
+	size_t n;
+	int64_t nx;
+	FILE *fp;
+
+	ck_assert_int_gt(asprintf(&p, "%s/snapshot.json", dir), 0);
+	fp = fopen(p, "w");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_ge(fputs(snap, fp), 0);
+	ck_assert_int_eq(fclose(fp), 0);
+	free(p);
+	st = fx_open(dir, 0, 0, NULL);
+	create(st, "a");
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 10, 0, &ev, &n, &nx), CORE_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(ev[1].seq, 3);
+	ck_assert_str_eq(ev[1].card_id, "a");
+	store_events_free(ev, n);
+	/* Its ordinal is past the snapshot's 5, so a cursor taken there still finds it. */
+	ck_assert_int_eq(store_card_list(st, &f, &v, &n, &next), CORE_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0]->id, "a");
+	store_cards_free(v, n);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 static void copy_file(const char *from, const char *to)
 {
 	char buf[8192];
@@ -524,6 +610,8 @@ TCase *store_fs_crash_tcase(void)
 	tcase_add_test(tc, damaged_snapshot_refuses);
 	tcase_add_test(tc, json_directory_migrates);
 	tcase_add_test(tc, binary_decoder_survives_any_damage);
+	tcase_add_test(tc, far_generation_is_a_gap);
+	tcase_add_test(tc, lagging_counters_are_raised);
 	tcase_add_test(tc, legacy_sweep_releases_dead_local_pids);
 	return tc;
 }
