@@ -1,12 +1,11 @@
-/* Reproducer (found by fuzz target B, not fixed here: store/fs is not ours): recovery trusts
- * the counters a snapshot states, without checking them against the data it loads. A
- * snapshot whose "ctr.seq" is behind its own events (here 1, with an event seq 2) opens
- * fine; the next write's event is handed seq 2 again, and after a restart that event is gone
- * from the log while its card is there: an acknowledged write loses its event.
+/* Regression (found by fuzz target B; fixed in store/fs by fa975d0): recovery trusted the
+ * counters a snapshot states without checking them against the data it loads. A snapshot
+ * whose "ctr.seq" is behind its own events (here 1, with an event seq 2) opened fine; the next
+ * write's event was handed seq 2 again, and after a restart that event was gone from the log
+ * while its card was there: an acknowledged write lost its event.
  *
- * Expected: the store refuses the snapshot (or repairs the counter to the highest seq it
- * loaded), and every acknowledged write keeps its event across a restart. Registered with
- * should_fail until the store is fixed. */
+ * Expected: the store refuses the snapshot or repairs the counter to the highest seq it
+ * loaded, and every acknowledged write keeps its event across a restart. */
 #include "store/store.h"
 #include "tests/fuzz/fuzz.h"
 
