@@ -38,9 +38,12 @@ def token_add(boardd, tokens, name, roles):
 class Server:
     """One boardd process. start() waits (bounded) for the port line and /readyz 200."""
 
-    def __init__(self, boardd, datadir, tokens, logdir, extra=()):
+    def __init__(self, boardd, datadir, tokens, logdir, extra=(), store=None):
+        """datadir: the FS data directory; store: another store spec (mongodb://...)
+        used instead when given."""
         self.boardd = boardd
         self.datadir = datadir
+        self.store = store or 'fs:' + datadir
         self.tokens = tokens
         self.logdir = logdir
         self.extra = list(extra)
@@ -54,7 +57,7 @@ class Server:
         self.starts += 1
         self.log_path = os.path.join(self.logdir, 'boardd.%03d.log' % self.starts)
         log = open(self.log_path, 'w')
-        args = [self.boardd, '--store', 'fs:' + self.datadir, '--listen', '127.0.0.1:0',
+        args = [self.boardd, '--store', self.store, '--listen', '127.0.0.1:0',
                 '--tokens', self.tokens, '--threads', '4'] + self.extra
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                      env=clean_env())
@@ -179,18 +182,20 @@ def events_since(client, after, board='default', limit=1000):
         after = evs[-1]['seq']
 
 
-def cards_all(client, board='default'):
-    """{id: card} of the board, every page."""
+def cards_all(client, board='default', limit=1000):
+    """{id: card} of the board, every page. Raises RuntimeError on a repeated card."""
     out = {}
     after = None
     while True:
-        path = '/v1/cards?board=%s&limit=1000' % board
+        path = '/v1/cards?board=%s&limit=%d' % (board, limit)
         if after:
             path += '&after=' + urllib.parse.quote(after, safe='')
         st, body = client.call('GET', path)
         if st != 200:
             raise RuntimeError('GET /v1/cards answered %s: %s' % (st, body))
         for c in body['cards']:
+            if c['id'] in out:
+                raise RuntimeError('card %s listed twice' % c['id'])
             out[c['id']] = c
         after = body.get('next')
         if not after:

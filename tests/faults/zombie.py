@@ -34,6 +34,7 @@ import collections
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -196,9 +197,12 @@ def write_tag(e):
     return None
 
 
-def check_log(events, workers):
-    """The fence and one-owner-per-epoch checks over the events log. Returns the set of tags
-    present and counters."""
+def check_log(events, workers, by_time=False):
+    """The fence and one-owner-per-epoch checks over the events log, walked in commit order:
+    seq order (FS twin: seqs are handed out under the write lock, in journal order), or with
+    by_time the order of the writes' own times, then seq (the Mongo twin delivers events
+    through an outbox: a seq says when the event was delivered, `at` when its write
+    committed). Returns the tags present and counters."""
     owner, max_epoch = {}, {}
     writers = collections.defaultdict(set)
     tags = collections.Counter()
@@ -208,6 +212,9 @@ def check_log(events, workers):
         if e['seq'] <= prev:
             raise Failure('event seqs out of order at %d' % e['seq'])
         prev = e['seq']
+    if by_time:
+        events = sorted(events, key=lambda e: (e['at'], e['seq']))
+    for e in events:
         cid, t, p = e.get('card_id'), e['type'], e.get('payload') or {}
         if not cid:
             continue
@@ -388,14 +395,18 @@ def main():
     ap.add_argument('--stops', type=int, default=3, help='zombie episodes')
     ap.add_argument('--lease-ms', type=int, default=1000)
     ap.add_argument('--seed', type=int, default=None)
+    ap.add_argument('--store', default=None,
+                    help='a store spec instead of a fresh FS directory, e.g. '
+                         'mongodb://127.0.0.1:27017/zombie_1 (use a fresh database)')
     ap.add_argument('--keep', action='store_true')
     o = ap.parse_args()
     self_test()
     seed = o.seed if o.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     lease = o.lease_ms / 1000.0
-    print('zombie: seed %d, %d workers, %d cards, %d stops, lease %d ms' %
-          (seed, o.workers, o.cards, o.stops, o.lease_ms), flush=True)
+    print('zombie: seed %d, %d workers, %d cards, %d stops, lease %d ms, store %s' %
+          (seed, o.workers, o.cards, o.stops, o.lease_ms, o.store or 'fs (fresh directory)'),
+          flush=True)
 
     tmp = tempfile.mkdtemp(prefix='boardd-zombie.')
     tokens = os.path.join(tmp, 'tokens.json')
@@ -405,7 +416,8 @@ def main():
     srv = Server(o.boardd, os.path.join(tmp, 'data'), tokens, tmp,
                  ['--reaper=on', '--reaper-interval-ms', '200',
                   '--lease-default-ms', str(o.lease_ms), '--lease-min-ms', str(min(o.lease_ms,
-                                                                                  1000))])
+                                                                                  1000))],
+                 store=o.store)
     procs = {}
     episodes = []
     burst_tags = []
@@ -492,13 +504,21 @@ def main():
             if p.returncode != 0:
                 raise Failure('worker %s exited %s' % (marker, p.returncode))
         events, _ = events_since(adm, 0)
-        tags, reclaims, epochs = check_log(events, set(wtok))
+        tags, reclaims, epochs = check_log(events, set(wtok),
+                                           by_time=(o.store or '').startswith('mongodb'))
         logs = []
         for marker in wtok:
             with open(os.path.join(tmp, marker + '.log')) as f:
                 logs += [json.loads(line) for line in f]
         n_ok, n_409, late, fenced_409 = check_requests(logs, tags, episodes, burst_tags)
         adm.close()
+        log = srv.log_text()
+        acts = collections.Counter(m.group(1) for m in
+                                   re.finditer(r'reclaimed card \S+ from \S+ epoch \d+: (\S+)',
+                                               log))
+        acts['promoted runs'] = log.count(' promoted to ')
+        acts['recovery holds released'] = (log.count('recovery hold by') +
+                                           log.count('released abandoned recovery claim'))
         code = srv.stop()
         if code != 0:
             raise Failure('boardd exited %s on SIGTERM' % code)
@@ -509,6 +529,8 @@ def main():
               '%d stale-token burst writes refused, seed %d' %
               (len(episodes), len(events), reclaims, epochs, n_ok, n_409, fenced_409, late,
                6 * len(episodes), seed), flush=True)
+        print('zombie: the reaper: %s' % ', '.join('%s %d' % kv for kv in sorted(acts.items())),
+              flush=True)
     except (Failure, OSError, RuntimeError) as e:
         print('zombie: FAIL: %s (seed %d)' % (e, seed), flush=True)
         o.keep = True
