@@ -155,17 +155,18 @@ function val(k,   i, kv) {
 	cps[t] += val("cycles_per_s"); ops[t] += val("ops_per_s")
 	p99[t] += val("p99_op_ms"); p99c[t] += val("p99_cycle_ms"); p50[t] += val("p50_op_ms")
 	err[t] += val("errors"); fail[t] += val("failed_cycles"); oth[t] += val("others_cpu_pct")
+	scpu[t] += val("server_cpu_us_per_op")
 }
 END {
 	printf "\n== summary: %d workers, mean of %d round(s) ==\n", workers, rounds
-	printf "%-8s %10s %10s %10s %10s %12s %8s %14s\n", "target", "cycles/s", "ops/s",
-	       "p50 op ms", "p99 op ms", "p99 cycle ms", "errors", "others cpu %"
+	printf "%-8s %10s %10s %10s %10s %12s %8s %10s %13s\n", "target", "cycles/s", "ops/s",
+	       "p50 op ms", "p99 op ms", "p99 cycle ms", "errors", "us cpu/op", "others cpu %"
 	split("boardd etcd", ts, " ")
 	for (i = 1; i <= 2; i++) {
 		t = ts[i]; if (!n[t]) continue
-		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %14.0f\n", t, cps[t] / n[t],
-		       ops[t] / n[t], p50[t] / n[t], p99[t] / n[t], p99c[t] / n[t], err[t] + fail[t],
-		       oth[t] / n[t]
+		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %10.0f %13.0f\n", t,
+		       cps[t] / n[t], ops[t] / n[t], p50[t] / n[t], p99[t] / n[t], p99c[t] / n[t],
+		       err[t] + fail[t], scpu[t] / n[t], oth[t] / n[t]
 	}
 	if (n["boardd"] && n["etcd"] && cps["etcd"] > 0 && p99["etcd"] > 0) {
 		rc = (cps["boardd"] / n["boardd"]) / (cps["etcd"] / n["etcd"])
@@ -175,6 +176,7 @@ END {
 		       "p99 per cycle %.2fx (target < 1x: %s)\n", rc, (rc >= 4 ? "met" : "MISSED"),
 		       rp, rq, ((rp < 1 && rq < 1) ? "met" : "MISSED")
 	}
-	printf "(others cpu %%: CPU used by other processes during the windows, in %% of one " \
-	       "core; the load average also counts the benchmark own threads waiting on fsync)\n"
+	printf "(us cpu/op: the server process CPU per answered request; others cpu %%: CPU used " \
+	       "by other processes during the windows, in %% of one core. The load average also " \
+	       "counts the benchmark own threads waiting on fsync.)\n"
 }'

@@ -315,22 +315,26 @@ static void cpu_sample(struct run_cpu *c)
 	fclose(f);
 }
 
-/* Prints the CPU line; returns the share of "everything else" (% of one core), -1 when the
- * server's share is unknown. */
-static double cpu_print(const struct run_cpu *a, const struct run_cpu *b, double window)
+/* Prints the CPU line. OUT: *others, the share of everything else, and *server_us, the
+ * server's CPU per answered request in microseconds; both -1 when the server is unknown. */
+static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double window,
+		      uint64_t ops, double *others, double *server_us)
 {
 	double busy = b->busy_s - a->busy_s, self = b->self_s - a->self_s;
 	double server = a->server_s >= 0 && b->server_s >= 0 ? b->server_s - a->server_s : -1;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
+	*others = *server_us = -1;
 	printf("cpu over the window (%% of one core): machine %.0f%% of %ld cores, this driver "
 	       "%.0f%%",
 	       100 * busy / window, cores, 100 * self / window);
-	if (server >= 0)
-		printf(", server %.0f%%, everything else %.0f%%", 100 * server / window,
-		       100 * (busy - self - server) / window);
+	if (server >= 0) {
+		*others = 100 * (busy - self - server) / window;
+		*server_us = ops ? server * 1e6 / (double)ops : -1;
+		printf(", server %.0f%% (%.0f us per request), everything else %.0f%%",
+		       100 * server / window, *server_us, *others);
+	}
 	printf("\n");
-	return server >= 0 ? 100 * (busy - self - server) / window : -1;
 }
 
 static void sleep_s(double s)
@@ -372,7 +376,7 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	struct bench_stat tot[BENCH_OPS_MAX];
 	struct bench_lat all = {0}, cyc = {0};
 	uint64_t cycles = 0, failed = 0, ops = 0, errs = 0;
-	double others;
+	double others, server_us;
 	size_t i, k, j;
 
 	memset(tot, 0, sizeof tot);
@@ -430,14 +434,14 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	} else {
 		printf("errors: none\n");
 	}
-	others = cpu_print(c0, c1, window);
+	cpu_print(c0, c1, window, ops + errs, &others, &server_us);
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
-	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f\n",
+	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f\n",
 	       d->target, o->workers, window, cycles, (double)cycles / window,
 	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
-	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others);
+	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others, server_us);
 	fflush(stdout);
 }
 
