@@ -25,7 +25,11 @@
  *     can miss those events.
  *  3. Seq allocation + event insert. Two round trips: a writer can die holding a seq. The
  *     tail serves only the prefix without holes and skips a hole once the event after it is
- *     MGO_GAP_GRACE_MS old (mongo_events.c).
+ *     MGO_GAP_GRACE_MS old (mongo_events.c). The counter is not the arbiter of a seq (on
+ *     FerretDB its $inc is not atomic under concurrency and hands a seq out twice): the
+ *     unique index on events.seq is. An insert that meets a taken seq re-reads what was
+ *     stored and retries the rest with new seqs; its outbox is pulled only once every event
+ *     is in `events`, and the seqs it did not use are filled so no reader waits on them.
  *  4. Entering the completed column + the unblocked cascade. The move commits first; each
  *     dependent is then promoted by its own conditional update on (state, blockers). A crash
  *     or failure in between leaves those dependents in the waiting column (logged); an
@@ -233,6 +237,26 @@ static enum core_rc maintenance_start(struct mgo *m)
 
 /* ---- open / close ---- */
 
+/* Whether the server is FerretDB (buildInfo names it); false when it cannot tell. */
+static bool server_is_ferretdb(struct mgo *m)
+{
+	mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+	bson_t cmd = BSON_INITIALIZER, reply;
+	bson_iter_t it;
+	bool yes = false;
+
+	if (!client)
+		return false;
+	BSON_APPEND_INT32(&cmd, "buildInfo", 1);
+	if (mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, NULL))
+		yes = bson_iter_init_find(&it, &reply, "ferretdbVersion") ||
+		      bson_iter_init_find(&it, &reply, "ferretdb");
+	bson_destroy(&reply);
+	bson_destroy(&cmd);
+	mongoc_client_pool_push(m->pool, client);
+	return yes;
+}
+
 /* Defaults for a URI that does not say: fail over to 503 in seconds, not the driver's 30 s
  * server selection and 5 min socket wait, and acknowledge only majority-committed writes. */
 static void uri_defaults(mongoc_uri_t *uri)
@@ -310,6 +334,11 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	}
 	mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
 	rc = mgo_clock_init(m, err, errlen);
+	if (rc == CORE_OK && pthread_mutex_init(&m->counter_mu, NULL) != 0) {
+		mgo_clock_release(m);
+		snprintf(err, errlen, "mongo store: cannot initialise the counters lock");
+		rc = CORE_ERR_INTERNAL;
+	}
 	if (rc != CORE_OK) {
 		mongoc_client_pool_destroy(m->pool);
 		free(m->db);
@@ -319,6 +348,8 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	rc = mgo_clock_sample(m);
 	if (rc != CORE_OK)
 		snprintf(err, errlen, "cannot reach the database server (details logged)");
+	else
+		m->counter_serial = server_is_ferretdb(m);
 	if (rc == CORE_OK && (rc = indexes_create(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot create the indexes (details logged)");
 	if (rc == CORE_OK && (rc = mgo_board_default(m)) != CORE_OK)
@@ -347,6 +378,7 @@ static void mgo_close(struct store *st)
 		pthread_mutex_destroy(&m->mu);
 	}
 	mongoc_client_pool_destroy(m->pool);
+	pthread_mutex_destroy(&m->counter_mu);
 	mgo_clock_release(m);
 	free(m->db);
 	free(m);

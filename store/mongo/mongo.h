@@ -8,6 +8,7 @@
  *   runs      {_id, card_id, board, status, continuation?, failure_code?, owner, lock_until,
  *              lease_ms, created_at, updated_at, pruned, outbox[]}
  *   events    {_id: eid, seq, ts, at, board, type, card_id?, actor, reason?, machine, payload{}}
+ *             or a filler {_id: "filler-<seq>", seq, ts, filler: true} (a seq left unused)
  *   boards    {_id: name, cols[{name, terminal, eligible}], running, completed, failed,
  *              waiting, outbox[]}
  *   counters  {_id: "events" | "cards" | "runs", seq}
@@ -36,6 +37,8 @@
 #define MGO_OUTBOX_GRACE_MS 5000 /* the maintenance drain leaves younger outboxes to writers */
 #define MGO_GAP_GRACE_MS 2000  /* an unfilled seq older than this is a permanent gap */
 #define MGO_CAS_TRIES 16       /* a conditional update missed this often answers a conflict */
+#define MGO_SEQ_TRIES 16       /* an event insert that keeps meeting taken seqs gives up */
+#define MGO_FILLER "filler"    /* marks an `events` document that fills an unused seq */
 
 struct mgo {
 	struct store base; /* first: what the wrappers see */
@@ -52,6 +55,13 @@ struct mgo {
 	int64_t clock_offset_ms; /* server - local wall clock at the sample (diagnostic) */
 	int64_t clock_last_ms;   /* the last "now" handed out: never goes backwards */
 	int64_t local_skew_ms;   /* test only: BOARDD_TEST_LOCAL_CLOCK_SKEW_MS */
+
+	/* ---- seq and id counters (mongo_db.c) ---- */
+	/* FerretDB (buildInfo at open): its findAndModify $inc is a read then a write, so this
+	 * process's own writers take turns on the counters; between processes the unique
+	 * indexes still decide (mongo_events.c). MongoDB's $inc is atomic: no lock. */
+	bool counter_serial;
+	pthread_mutex_t counter_mu;
 
 	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
 	pthread_mutex_t mu;

@@ -144,6 +144,7 @@ enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, in
 	bson_error_t e;
 	bson_t reply;
 	enum core_rc rc = CORE_ERR_NOMEM;
+	bool ok;
 
 	*last = 0;
 	if (!opts)
@@ -155,7 +156,12 @@ enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, in
 	mongoc_find_and_modify_opts_set_update(opts, &update);
 	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |
 							    MONGOC_FIND_AND_MODIFY_RETURN_NEW);
-	if (!mongoc_collection_find_and_modify_with_opts(c->counters, &filter, opts, &reply, &e)) {
+	if (c->m->counter_serial)
+		pthread_mutex_lock(&c->m->counter_mu);
+	ok = mongoc_collection_find_and_modify_with_opts(c->counters, &filter, opts, &reply, &e);
+	if (c->m->counter_serial)
+		pthread_mutex_unlock(&c->m->counter_mu);
+	if (!ok) {
 		rc = mgo_error("counter", &e);
 		goto out;
 	}

@@ -2,16 +2,28 @@
  * delivery to the `events` collection with a monotone seq, the maintenance drain, and the
  * audit tail with its long-poll.
  *
- * Seqs come from one counters document ($inc in findAndModify), so they are unique and
- * increase in allocation order; but two writers may insert out of that order, and a writer
+ * Seqs come from one counters document ($inc in findAndModify), so on MongoDB they are unique
+ * and increase in allocation order; but two writers may insert out of that order, and a writer
  * may die between allocating a seq and inserting. The tail therefore serves only the prefix
  * without holes: a hole is waited for until the event right after it is MGO_GAP_GRACE_MS old
  * (by the server clock), and then skipped as a seq that will never be filled. A reader that
  * skipped a hole never sees an event that fills it later; that takes a writer stalled for
  * longer than the grace between two back-to-back round trips.
+ *
+ * The counter is not the arbiter of a seq, the unique index on events.seq is: on FerretDB the
+ * counter's findAndModify is not atomic under concurrency (two writers can be handed the same
+ * seqs, and the counter can even move back), and a counter restored from an older backup
+ * hands out taken seqs on MongoDB too. So a duplicate key on insert is never read as "already
+ * delivered": delivery re-reads which of its events `events` holds (by _id) and inserts the
+ * rest with new seqs, in the write's order (ordered insert); the seqs it was handed and did
+ * not use are filled with fillers the tail steps over, so they hold no reader back; and the
+ * counter is raised to the highest stored seq. Only when every event is in `events` are they
+ * pulled from the outbox.
  */
 #include "store/mongo/mongo.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -140,9 +152,11 @@ static enum core_rc evq_undelivered(struct mgo_conn *c, const struct mgo_evq *q,
 	return rc;
 }
 
-/* Inserts q's events with seqs from the counter. Duplicate keys (an event delivered before)
- * are fine; any other error is returned. */
-static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q)
+/* Inserts q's events, in q's order, with seqs [*first, *first + q->n) from the counter.
+ * ALREADY_EXISTS: a duplicate key stopped the insert (ordered: nothing after it was tried) —
+ * on _id (delivered meanwhile by someone else) or on seq (the counter handed out a seq that
+ * is taken); which, the caller finds out from `events` itself. */
+static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, int64_t *first)
 {
 	mongoc_bulk_operation_t *bulk;
 	bson_t opts = BSON_INITIALIZER, reply, *doc;
@@ -151,28 +165,162 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q)
 	enum core_rc rc;
 	size_t i;
 
-	if (!q->n)
-		return CORE_OK;
+	*first = 0;
 	rc = mgo_counter_add(c, "events", (int64_t)q->n, &last);
 	if (rc != CORE_OK)
 		return rc;
+	*first = last - (int64_t)q->n + 1;
 	ts = mgo_clock_now(&c->m->base);
-	BSON_APPEND_BOOL(&opts, "ordered", false);
+	BSON_APPEND_BOOL(&opts, "ordered", true);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
 	for (i = 0; i < q->n; i++) {
 		doc = bson_new();
 		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", NULL);
-		BSON_APPEND_INT64(doc, "seq", last - (int64_t)q->n + 1 + (int64_t)i);
+		BSON_APPEND_INT64(doc, "seq", *first + (int64_t)i);
 		BSON_APPEND_DATE_TIME(doc, "ts", ts);
 		mongoc_bulk_operation_insert(bulk, doc);
 		bson_destroy(doc);
 	}
-	if (!mongoc_bulk_operation_execute(bulk, &reply, &e) && !mgo_error_is_dup(&e))
+	if (!mongoc_bulk_operation_execute(bulk, &reply, &e))
 		rc = mgo_error("insert events", &e);
 	bson_destroy(&reply);
 	mongoc_bulk_operation_destroy(bulk);
 	bson_destroy(&opts);
 	return rc;
+}
+
+/* Fills each seq of [first, first + n) that is still free with a filler the tail steps over
+ * (MGO_FILLER), so a seq handed out and left unused never holds the tail back for the gap
+ * grace. A taken seq refuses its filler (duplicate key): that is the point. */
+static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n)
+{
+	mongoc_bulk_operation_t *bulk;
+	bson_t opts = BSON_INITIALIZER, reply, *doc;
+	bson_error_t e;
+	char id[32];
+	int64_t ts = mgo_clock_now(&c->m->base);
+	size_t i;
+
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
+	for (i = 0; i < n; i++) {
+		doc = bson_new();
+		snprintf(id, sizeof(id), "filler-%" PRId64, first + (int64_t)i);
+		BSON_APPEND_UTF8(doc, "_id", id);
+		BSON_APPEND_INT64(doc, "seq", first + (int64_t)i);
+		BSON_APPEND_DATE_TIME(doc, "ts", ts);
+		BSON_APPEND_BOOL(doc, MGO_FILLER, true);
+		mongoc_bulk_operation_insert(bulk, doc);
+		bson_destroy(doc);
+	}
+	if (!mongoc_bulk_operation_execute(bulk, &reply, &e) && !mgo_error_is_dup(&e))
+		mgo_error("fill events seqs", &e); /* left a hole: the tail waits out its grace */
+	bson_destroy(&reply);
+	mongoc_bulk_operation_destroy(bulk);
+	bson_destroy(&opts);
+}
+
+/* The seq of the newest (dir -1) or oldest (dir 1) document of `events`; false when there is
+ * none or the read failed (logged). */
+static bool events_edge(struct mgo_conn *c, int dir, int64_t *seq)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort, proj, *doc = NULL;
+	bson_iter_t it;
+	bool ok;
+
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+	BSON_APPEND_INT32(&sort, "seq", dir);
+	bson_append_document_end(&opts, &sort);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+	BSON_APPEND_INT32(&proj, "seq", 1);
+	bson_append_document_end(&opts, &proj);
+	ok = mgo_find_one(c->events, &filter, &opts, &doc) == CORE_OK && doc &&
+	     bson_iter_init_find(&it, doc, "seq") && mgo_iter_i64(&it, seq);
+	bson_destroy(doc);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return ok;
+}
+
+/* Raises the events counter to the highest seq stored when it is behind it (restored from an
+ * older backup; moved back by a non-atomic $inc on FerretDB), so the next allocation does
+ * not walk through taken seqs one collision at a time. Never lowers it. */
+static void counter_catch_up(struct mgo_conn *c)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, lt, set;
+	bson_error_t e;
+	int64_t top;
+
+	if (!events_edge(c, -1, &top))
+		return;
+	BSON_APPEND_UTF8(&filter, "_id", "events");
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "seq", &lt);
+	BSON_APPEND_INT64(&lt, "$lt", top);
+	bson_append_document_end(&filter, &lt);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+	BSON_APPEND_INT64(&set, "seq", top);
+	bson_append_document_end(&update, &set);
+	if (!mongoc_collection_update_one(c->counters, &filter, &update, NULL, NULL, &e))
+		mgo_error("counter catch-up", &e);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+}
+
+/* Writers that collided on a seq all read the counter at the same moment: a jittered,
+ * growing nap spreads their next tries, so they do not collide again in lockstep (FerretDB,
+ * many reaper workers). */
+static void collision_backoff(int tries)
+{
+	struct timespec ts;
+	long cap_ms = 1L << (tries < 5 ? tries : 5); /* 1, 2, 4 ... 32 ms */
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec = (ts.tv_nsec / 1000) % (cap_ms * 1000) * 1000; /* µs jitter from the clock */
+	ts.tv_sec = 0;
+	nanosleep(&ts, NULL);
+}
+
+/* Makes every event of q present in `events`: OK only then (the caller may pull them from the
+ * outbox). `just_pushed`: q was pushed by this very write, so none of it can be delivered
+ * yet (saves a read on the first try). A duplicate key is never taken for "delivered": each
+ * try re-reads what `events` holds by _id and inserts the rest with new seqs, so a seq
+ * collision costs a try, never an event. Any other failure is returned, and the events stay
+ * in the outbox for the drain. */
+static enum core_rc evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool just_pushed)
+{
+	struct mgo_evq rest;
+	const struct mgo_evq *todo = q;
+	int64_t first = 0;
+	enum core_rc rc;
+	int tries;
+
+	if (q->failed)
+		return CORE_ERR_NOMEM;
+	if (!q->n)
+		return CORE_OK;
+	for (tries = 0; tries < MGO_SEQ_TRIES; tries++) {
+		memset(&rest, 0, sizeof(rest));
+		if (tries > 0 || !just_pushed) {
+			rc = evq_undelivered(c, q, &rest);
+			if (rc != CORE_OK)
+				return rc;
+			todo = &rest;
+		}
+		rc = todo->n ? evq_insert(c, todo, &first) : CORE_OK;
+		if (rc == CORE_ERR_ALREADY_EXISTS) {
+			if (first > 0) /* 0: the counter's own upsert raced, nothing handed out */
+				seqs_fill(c, first, todo->n);
+			counter_catch_up(c);
+		}
+		mgo_evq_release(&rest);
+		if (rc != CORE_ERR_ALREADY_EXISTS)
+			return rc;
+		if (tries + 1 < MGO_SEQ_TRIES)
+			collision_backoff(tries);
+	}
+	fprintf(stderr, "boardd: mongo: events: seqs still taken after %d tries; left in the "
+			"outbox for the drain\n", MGO_SEQ_TRIES);
+	return CORE_ERR_STORE_UNAVAILABLE;
 }
 
 /* Pulls q's events out of doc_id's outbox: $pullAll of the exact elements pushed (FerretDB
@@ -206,21 +354,14 @@ static void evq_pull(struct mgo_conn *c, mongoc_collection_t *coll, const char *
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q)
 {
-	if (!q->n || evq_insert(c, q) != CORE_OK)
+	if (!q->n || evq_store(c, q, true) != CORE_OK)
 		return; /* left in the outbox: the maintenance drain retries */
 	evq_pull(c, coll, doc_id, q);
 }
 
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q)
 {
-	struct mgo_evq fresh;
-	enum core_rc rc = q->failed ? CORE_ERR_NOMEM : evq_undelivered(c, q, &fresh);
-
-	if (rc == CORE_OK) {
-		rc = evq_insert(c, &fresh);
-		mgo_evq_release(&fresh);
-	}
-	return rc;
+	return evq_store(c, q, false);
 }
 
 /* ---- the maintenance drain ---- */
@@ -257,18 +398,15 @@ void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc)
 static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 {
 	struct drain_ctx *d = ctx;
-	struct mgo_evq q = {0}, fresh;
+	struct mgo_evq q = {0};
 	bson_iter_t it;
 
 	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
 		return CORE_OK;
 	mgo_evq_from_outbox(&q, doc);
 	/* What was delivered already (a writer that died before its pull) is only pulled. */
-	if (q.n && evq_undelivered(d->c, &q, &fresh) == CORE_OK) {
-		if (evq_insert(d->c, &fresh) == CORE_OK)
-			evq_pull(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
-		mgo_evq_release(&fresh);
-	}
+	if (q.n && evq_store(d->c, &q, false) == CORE_OK)
+		evq_pull(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
 	mgo_evq_release(&q);
 	return CORE_OK;
 }
@@ -343,8 +481,10 @@ static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 			return CORE_OK;
 		}
 	}
-	if (!bson_iter_init_find(&it, doc, "board") || !BSON_ITER_HOLDS_UTF8(&it) ||
-	    mgo_board_allowed(bson_iter_utf8(&it, NULL), t->board, t->boards)) {
+	if (bson_iter_init_find(&it, doc, MGO_FILLER)) {
+		/* A seq handed out and left unused: nothing to serve, nothing to wait for. */
+	} else if (!bson_iter_init_find(&it, doc, "board") || !BSON_ITER_HOLDS_UTF8(&it) ||
+		   mgo_board_allowed(bson_iter_utf8(&it, NULL), t->board, t->boards)) {
 		if (*t->n == t->limit) {
 			t->stop = true;
 			return CORE_OK;

@@ -1,6 +1,8 @@
 /* The Mongo twin's failure and race cases: an unreachable server, a connection cut under
- * an open store (nothing acknowledged), and the races that need single-document atomicity
- * (skipped, with the reason printed, on FerretDB). */
+ * an open store (nothing acknowledged), event seqs handed out twice (a counter behind the
+ * events; parallel writers, which on FerretDB race on the counter) with no event lost, and
+ * the races that need single-document atomicity (skipped, with the reason printed, on
+ * FerretDB). */
 #include "tests/store/test_store_mongo.h"
 
 #include <arpa/inet.h>
@@ -217,6 +219,209 @@ START_TEST(database_failure_acknowledges_nothing)
 }
 END_TEST
 
+/* ---- event seqs handed out twice: nothing lost ---- */
+
+/* The tail after `after`, following next until `want` events are read or 10 s passed (a
+ * fresh hole holds it back for up to the gap grace). Caller frees with store_events_free. */
+static struct core_event *tail_collect(struct store *st, int64_t after, size_t want, size_t *n)
+{
+	struct core_event *all = NULL, *page = NULL, *grown;
+	size_t k = 0;
+	int64_t next = after;
+	int round;
+
+	*n = 0;
+	for (round = 0; round < 50 && *n < want; round++) {
+		ck_assert_int_eq(
+			store_events_list(st, NULL, NULL, next, 1000, 200, &page, &k, &next), CORE_OK);
+		grown = realloc(all, (*n + k + 1) * sizeof(*all));
+		ck_assert_ptr_nonnull(grown);
+		all = grown;
+		memcpy(all + *n, page, k * sizeof(*page));
+		*n += k;
+		free(page); /* its events moved into all */
+		page = NULL;
+	}
+	return all;
+}
+
+static int64_t tail_end(struct store *st)
+{
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next;
+
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	ck_assert_uint_lt(n, 1000);
+	store_events_free(ev, n);
+	return next;
+}
+
+/* The seq of the one event of `type` about card `id` in ev (-1: none; two fail). */
+static int64_t seq_of(const struct core_event *ev, size_t n, const char *id,
+		      enum core_event_type type)
+{
+	int64_t seq = -1;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (ev[i].type != type || !ev[i].card_id || strcmp(ev[i].card_id, id) != 0)
+			continue;
+		ck_assert_msg(seq < 0, "%s: %s twice in the tail", id, core_event_type_name(type));
+		seq = ev[i].seq;
+	}
+	return seq;
+}
+
+/* A claim, then the filing and its release in one owned write: the three events, in order. */
+static void assert_filed_events(const struct core_event *ev, size_t n, const char *id)
+{
+	int64_t claimed = seq_of(ev, n, id, CORE_EV_CARD_CLAIMED);
+	int64_t filed = seq_of(ev, n, id, CORE_EV_CARD_STATE_CHANGED);
+	int64_t released = seq_of(ev, n, id, CORE_EV_CARD_RELEASED);
+
+	ck_assert_msg(claimed > 0 && filed > 0 && released > 0,
+		      "%s: events missing from the tail: claimed %lld, state_changed %lld, "
+		      "released %lld (of %zu read)",
+		      id, (long long)claimed, (long long)filed, (long long)released, n);
+	ck_assert_msg(claimed < filed && filed < released, "%s: events out of order", id);
+}
+
+static struct store_owned_write filing(struct core_token t)
+{
+	return (struct store_owned_write){.kind = STORE_OWNED_STATE, .token = t, .state = "done",
+					  .reason = "run_finished", .release = true};
+}
+
+static enum core_rc file_and_release(struct store *st, const char *id, const char *marker)
+{
+	struct store_claim_result r;
+	struct store_owned_write w;
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_claim(st, id, marker, 60000, &bot, &r);
+
+	if (rc != CORE_OK)
+		return rc;
+	w = filing((struct core_token){.marker = marker, .epoch = r.token.epoch});
+	core_card_free(r.card);
+	rc = store_card_owned_write(st, id, &w, &bot, &c);
+	core_card_free(c);
+	return rc;
+}
+
+/* The events counter behind the events already stored (restored from an older backup, or
+ * moved back by a non-atomic $inc on FerretDB): the seqs it hands out are taken. The
+ * insert's duplicate-key error is a seq collision, not a redelivery: the events get new
+ * seqs, and the tail serves every one of them, in the write's order, at once (a seq handed
+ * out and left unused is filled, so no hole holds the tail back). Behind by 1, the filing's
+ * two seqs are one taken and one free; by 2, both taken; reset to 0, far behind. */
+START_TEST(counter_behind_loses_no_event)
+{
+	static const char *const back[] = {"{\"$inc\": {\"seq\": -1}}",
+					   "{\"$inc\": {\"seq\": -2}}", "{\"$set\": {\"seq\": 0}}"};
+	struct store *st = open_fresh();
+	struct store_owned_write w;
+	struct core_event *ev = NULL;
+	struct core_card *c = NULL;
+	size_t n = 0, i;
+	int64_t after, next;
+	char id[16];
+
+	for (i = 0; i < sizeof(back) / sizeof(back[0]); i++) {
+		snprintf(id, sizeof(id), "c%zu", i);
+		create(st, id, "in_progress");
+		after = tail_end(st);
+		w = filing(claim(st, id, "w1"));
+		raw_update(st, "counters", "events", back[i]);
+		ck_assert_int_eq(store_card_owned_write(st, id, &w, &bot, &c), CORE_OK);
+		core_card_free(c);
+		c = NULL;
+		ck_assert_int_eq(store_events_list(st, NULL, NULL, after, 1000, 0, &ev, &n, &next),
+				 CORE_OK);
+		assert_filed_events(ev, n, id);
+		ck_assert_uint_eq(n, 3);
+		store_events_free(ev, n);
+	}
+	close_db(st);
+}
+END_TEST
+
+#define PAR_WRITERS 8
+#define PAR_CARDS 3
+
+struct par_writer {
+	struct store *st;
+	pthread_barrier_t *go;
+	int w;
+	enum core_rc rc;
+};
+
+static void *par_main(void *arg)
+{
+	struct par_writer *x = arg;
+	char id[16], marker[16];
+	int i;
+
+	pthread_barrier_wait(x->go);
+	for (i = 0; i < PAR_CARDS && x->rc == CORE_OK; i++) {
+		snprintf(id, sizeof(id), "p%d-%d", x->w, i);
+		snprintf(marker, sizeof(marker), "w%d", x->w);
+		x->rc = file_and_release(x->st, id, marker);
+	}
+	return NULL;
+}
+
+/* The reaper's shape, in two replicas: several writers at once, each on its own cards, each
+ * filing and releasing in one owned write, half of them through a second store on the same
+ * database. Every event of every write reaches the tail exactly once, in its write's order.
+ * On FerretDB the two stores' writers race on the events counter (its findAndModify is not
+ * atomic; one store's own writers take turns): the two-replica test's lost filings,
+ * reproduced in the store. */
+START_TEST(parallel_writers_lose_no_event)
+{
+	char db[64];
+	struct store *st, *st2;
+	struct par_writer x[PAR_WRITERS];
+	pthread_t t[PAR_WRITERS];
+	pthread_barrier_t go;
+	struct core_event *ev;
+	char id[16];
+	size_t n = 0;
+	int64_t after;
+	int w, i;
+
+	db_name_new(db, sizeof(db));
+	st = open_db(db, 0, NULL);
+	st2 = open_db(db, 0, NULL);
+	for (w = 0; w < PAR_WRITERS; w++)
+		for (i = 0; i < PAR_CARDS; i++) {
+			snprintf(id, sizeof(id), "p%d-%d", w, i);
+			create(st, id, "in_progress");
+		}
+	after = tail_end(st);
+	pthread_barrier_init(&go, NULL, PAR_WRITERS);
+	for (w = 0; w < PAR_WRITERS; w++) {
+		x[w] = (struct par_writer){.st = w % 2 ? st2 : st, .go = &go, .w = w};
+		pthread_create(&t[w], NULL, par_main, &x[w]);
+	}
+	for (w = 0; w < PAR_WRITERS; w++)
+		pthread_join(t[w], NULL);
+	pthread_barrier_destroy(&go);
+	for (w = 0; w < PAR_WRITERS; w++)
+		ck_assert_msg(x[w].rc == CORE_OK, "writer %d: %s", w, core_rc_code(x[w].rc));
+	ev = tail_collect(st, after, PAR_WRITERS * PAR_CARDS * 3, &n);
+	for (w = 0; w < PAR_WRITERS; w++)
+		for (i = 0; i < PAR_CARDS; i++) {
+			snprintf(id, sizeof(id), "p%d-%d", w, i);
+			assert_filed_events(ev, n, id);
+		}
+	ck_assert_uint_eq(n, PAR_WRITERS * PAR_CARDS * 3);
+	store_events_free(ev, n);
+	close_db(st2);
+	close_db(st);
+}
+END_TEST
+
 /* ---- races (need single-document atomicity: MongoDB only) ---- */
 
 struct racer {
@@ -316,6 +521,8 @@ void mongo_add_faults(TCase *tc)
 {
 	tcase_add_test(tc, closed_port_is_store_unavailable);
 	tcase_add_test(tc, database_failure_acknowledges_nothing);
+	tcase_add_test(tc, counter_behind_loses_no_event);
+	tcase_add_test(tc, parallel_writers_lose_no_event);
 	tcase_add_test(tc, claim_race_has_one_winner);
 	tcase_add_test(tc, labels_adjust_race_loses_nothing);
 }
