@@ -51,6 +51,9 @@
  *     then the summary event. A sweep interrupted midway leaves part of the cards done (no
  *     card is half-written); a rename interrupted after the board write is finished by
  *     asking for it again. There is no cross-card snapshot.
+ * 10. Retention. The maintenance thread deletes the events older than the newest
+ *     MGO_EVENTS_KEEP_DEFAULT seqs (bounded deletes). An outbox entry that outlived that
+ *     window (a pull that kept failing) would be delivered again with a new seq.
  */
 #include "store/mongo/mongo.h"
 
@@ -192,7 +195,7 @@ static enum core_rc indexes_create(struct mgo *m)
 	return rc;
 }
 
-/* ---- the maintenance thread: clock re-sample and outbox drain ---- */
+/* ---- the maintenance thread: clock re-sample, outbox drain, events retention ---- */
 
 static void *maintenance_main(void *arg)
 {
@@ -202,6 +205,7 @@ static void *maintenance_main(void *arg)
 
 	for (;;) {
 		mgo_outbox_drain(m);
+		mgo_events_trim(m);
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += MGO_RESAMPLE_MS / 1000;
 		pthread_mutex_lock(&m->mu);
@@ -255,6 +259,21 @@ static bool server_is_ferretdb(struct mgo *m)
 	bson_destroy(&cmd);
 	mongoc_client_pool_push(m->pool, client);
 	return yes;
+}
+
+/* The retention of `events`: MGO_EVENTS_KEEP_DEFAULT, like the FS twin's default.
+ * BOARDD_TEST_MONGO_EVENTS_KEEP (test only, never for deployments) lowers it so a test can
+ * watch a trim without writing 100 000 events. */
+static int64_t events_keep(void)
+{
+	const char *v = getenv("BOARDD_TEST_MONGO_EVENTS_KEEP");
+	char *end;
+	long long n;
+
+	if (!v || !*v)
+		return MGO_EVENTS_KEEP_DEFAULT;
+	n = strtoll(v, &end, 10);
+	return *end || n < 1 ? MGO_EVENTS_KEEP_DEFAULT : (int64_t)n;
 }
 
 /* Defaults for a URI that does not say: fail over to 503 in seconds, not the driver's 30 s
@@ -318,6 +337,7 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	m->base.ops = &mgo_ops;
 	m->unleased_horizon_ms =
 		o->unleased_horizon_ms ? o->unleased_horizon_ms : MGO_HORIZON_DEFAULT_MS;
+	m->events_keep = events_keep();
 	m->test_before_write = o->test_before_write;
 	m->test_ctx = o->test_ctx;
 	dbname = mongoc_uri_get_database(uri);

@@ -39,12 +39,16 @@
 #define MGO_CAS_TRIES 16       /* a conditional update missed this often answers a conflict */
 #define MGO_SEQ_TRIES 16       /* an event insert that keeps meeting taken seqs gives up */
 #define MGO_FILLER "filler"    /* marks an `events` document that fills an unused seq */
+#define MGO_EVENTS_KEEP_DEFAULT ((int64_t)100000) /* the audit tail keeps the newest seqs */
+#define MGO_TRIM_BATCH ((int64_t)10000) /* seqs per delete when trimming `events` */
+#define MGO_TRIM_ROUNDS 50     /* deletes per trim; the rest waits for the next maintenance */
 
 struct mgo {
 	struct store base; /* first: what the wrappers see */
 	mongoc_client_pool_t *pool;
 	char *db;
 	int64_t unleased_horizon_ms;
+	int64_t events_keep; /* `events` retention, in seqs (BOARDD_TEST_MONGO_EVENTS_KEEP: tests) */
 	void (*test_before_write)(void *ctx, const char *card_id); /* store_mongo_options */
 	void *test_ctx;
 
@@ -183,6 +187,8 @@ void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc);
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q);
 /* Delivers outbox entries older than the grace period in all three collections. */
 void mgo_outbox_drain(struct mgo *m);
+/* Deletes the events older than the newest m->events_keep seqs (the maintenance thread). */
+void mgo_events_trim(struct mgo *m);
 
 enum core_rc mgo_events_list(struct store *st, const char *board, const char *const *boards,
 			     int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,

@@ -1,6 +1,6 @@
 /* Events on the Mongo twin (DESIGN §7): the outbox a mutation writes its events into, their
- * delivery to the `events` collection with a monotone seq, the maintenance drain, and the
- * audit tail with its long-poll.
+ * delivery to the `events` collection with a monotone seq, the maintenance drain, the
+ * retention, and the audit tail with its long-poll.
  *
  * Seqs come from one counters document ($inc in findAndModify), so on MongoDB they are unique
  * and increase in allocation order; but two writers may insert out of that order, and a writer
@@ -439,6 +439,42 @@ void mgo_outbox_drain(struct mgo *m)
 		bson_destroy(&opts);
 		bson_destroy(&filter);
 	}
+	mgo_conn_close(&c);
+}
+
+/* ---- retention ---- */
+
+void mgo_events_trim(struct mgo *m)
+{
+	struct mgo_conn c;
+	bson_t filter, lte;
+	bson_error_t e;
+	int64_t top, low, cut, upto;
+	int rounds;
+
+	if (mgo_conn_open_bare(m, &c) != CORE_OK)
+		return;
+	/* By seq, not by count: no count of a large collection, and holes and fillers only
+	 * make the tail keep fewer than events_keep, never more. */
+	if (!events_edge(&c, -1, &top) || (cut = top - m->events_keep) < 1 ||
+	    !events_edge(&c, 1, &low))
+		goto out;
+	/* A bounded delete at a time: a first trim of a long-grown collection does not hold one
+	 * operation for minutes; what is left goes on the next round. */
+	for (rounds = 0; low <= cut && rounds < MGO_TRIM_ROUNDS; rounds++, low = upto + 1) {
+		upto = cut - low >= MGO_TRIM_BATCH ? low + MGO_TRIM_BATCH - 1 : cut;
+		bson_init(&filter);
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, "seq", &lte);
+		BSON_APPEND_INT64(&lte, "$lte", upto);
+		bson_append_document_end(&filter, &lte);
+		if (!mongoc_collection_delete_many(c.events, &filter, NULL, NULL, &e)) {
+			mgo_error("trim events", &e);
+			bson_destroy(&filter);
+			break;
+		}
+		bson_destroy(&filter);
+	}
+out:
 	mgo_conn_close(&c);
 }
 

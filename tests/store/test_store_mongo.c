@@ -2,7 +2,7 @@
  * (FerretDB 1.24 in tests/run.sh, MongoDB in production), each test on a fresh database
  * (boardd_test_<pid>_<n>, dropped afterwards), plus what only this twin has: the server
  * clock, the epoch floor, the missing-epoch refusal and the un-leased arms, the outbox, the
- * tail's hole rule, and a database failure answered STORE_UNAVAILABLE.
+ * tail's hole rule, the events retention, and a database failure answered STORE_UNAVAILABLE.
  *
  * BOARDD_TEST_MONGO_URI names the server (mongodb://host:port/anything). Unset: the suite is
  * skipped locally (exit 77), but fails when CI=true: the Mongo suite must run in CI.
@@ -593,6 +593,53 @@ START_TEST(tail_waits_for_a_fresh_hole_and_skips_an_old_one)
 }
 END_TEST
 
+/* The audit tail is bounded: the maintenance thread keeps the newest events_keep seqs
+ * (100 000; 5 here) and deletes the older ones; a reader from 0 resumes at the oldest kept. */
+START_TEST(events_trimmed_to_the_newest)
+{
+	char db[64], id[16];
+	struct store *st, *st2;
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next, top;
+	int i;
+
+	db_name_new(db, sizeof(db));
+	st = open_db(db, 0, NULL);
+	for (i = 0; i < 12; i++) {
+		snprintf(id, sizeof(id), "c%d", i);
+		create(st, id, "ready");
+	}
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	ck_assert_uint_ge(n, 12);
+	top = next;
+	store_events_free(ev, n);
+	setenv("BOARDD_TEST_MONGO_EVENTS_KEEP", "5", 1);
+	st2 = open_db(db, 0, NULL); /* its maintenance thread trims at start */
+	unsetenv("BOARDD_TEST_MONGO_EVENTS_KEEP");
+	/* The trim runs on the maintenance thread; then the trimmed seqs read as a hole until
+	 * the oldest kept event is past the gap grace. */
+	for (i = 0; i < 50; i++) {
+		ck_assert_int_eq(store_events_list(st2, NULL, NULL, 0, 1000, 200, &ev, &n, &next),
+				 CORE_OK);
+		if (n > 0 && ev[0].seq > 1)
+			break;
+		store_events_free(ev, n);
+		ev = NULL;
+		n = 0;
+		nap_ms(100);
+	}
+	ck_assert_uint_eq(n, 5);
+	ck_assert_int_eq(ev[0].seq, top - 4);
+	ck_assert_int_eq(ev[4].seq, top);
+	ck_assert_str_eq(ev[4].card_id, "c11");
+	ck_assert_int_eq(next, top);
+	store_events_free(ev, n);
+	close_db(st2);
+	close_db(st);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-mongo");
@@ -623,6 +670,7 @@ int main(void)
 	tcase_add_test(tc, run_count_includes_pruned);
 	tcase_add_test(tc, outbox_left_behind_is_delivered);
 	tcase_add_test(tc, tail_waits_for_a_fresh_hole_and_skips_an_old_one);
+	tcase_add_test(tc, events_trimmed_to_the_newest);
 	mongo_add_faults(tc);
 	mongo_add_reaper(tc);
 	mongo_add_interleave(tc);
