@@ -503,9 +503,24 @@ def main():
                 raise Failure('worker %s did not finish' % marker)
             if p.returncode != 0:
                 raise Failure('worker %s exited %s' % (marker, p.returncode))
-        events, _ = events_since(adm, 0)
-        tags, reclaims, epochs = check_log(events, set(wtok),
-                                           by_time=(o.store or '').startswith('mongodb'))
+        mongo = (o.store or '').startswith('mongodb')
+        events, last = events_since(adm, 0)
+        if mongo:
+            # The outbox may deliver an event after its write answered: read until quiet.
+            for _ in range(30):
+                time.sleep(1.0)
+                more, last = events_since(adm, last)
+                if not more:
+                    break
+                events += more
+        tags, reclaims, epochs = check_log(events, set(wtok), by_time=mongo)
+        for ep in episodes:
+            if not any(e['type'] == 'card_claimed' and e.get('card_id') == ep['card'] and
+                       (e['payload'].get('reclaimed_from') or {}) ==
+                       {'marker': ep['marker'], 'epoch': ep['epoch']} for e in events):
+                raise Failure('card %s left %s/%d (its epoch advanced) but the log has no '
+                              'reclaim from that token' % (ep['card'], ep['marker'],
+                                                           ep['epoch']))
         logs = []
         for marker in wtok:
             with open(os.path.join(tmp, marker + '.log')) as f:
