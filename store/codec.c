@@ -99,7 +99,7 @@ static json_t *claim_json(const struct core_card *c)
 	return o;
 }
 
-static json_t *gave_up_json(const struct core_gave_up *g)
+json_t *store_gave_up_to_json(const struct core_gave_up *g)
 {
 	json_t *o;
 	bool ok = true;
@@ -139,7 +139,7 @@ json_t *store_card_to_json(const struct core_card *c)
 	put(o, "claim_epoch", c->has_epoch ? json_integer(c->claim_epoch) : json_null(), &ok);
 	put(o, "last_run_id", str_or_null(c->last_run_id), &ok);
 	put(o, "awaiting_input", json_boolean(c->awaiting_input), &ok);
-	put(o, "gave_up", gave_up_json(&c->gave_up), &ok);
+	put(o, "gave_up", store_gave_up_to_json(&c->gave_up), &ok);
 	put(o, "state_reason", str_or_null(c->state_reason), &ok);
 	put(o, "created_at", time_json(c->created_at), &ok);
 	put(o, "updated_at", time_json(c->updated_at), &ok);

@@ -14,25 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Renames `from` to `to` in a copy of the board: the column and every role naming it. */
-static enum core_rc board_renamed(const struct core_board *b, const char *from, const char *to,
-				  struct core_board *out)
-{
-	char **roles[] = {&out->running, &out->completed, &out->failed, &out->waiting};
-	size_t i;
-
-	if (core_board_copy(out, b) != CORE_OK)
-		return CORE_ERR_NOMEM;
-	for (i = 0; i < out->n_cols; i++)
-		if (strcmp(out->cols[i].name, from) == 0 &&
-		    core_str_set(&out->cols[i].name, to) != CORE_OK)
-			return CORE_ERR_NOMEM;
-	for (i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
-		if (*roles[i] && strcmp(*roles[i], from) == 0 && core_str_set(roles[i], to) != CORE_OK)
-			return CORE_ERR_NOMEM;
-	return CORE_OK;
-}
-
 struct move_arg {
 	const char *id, *board, *from, *to;
 	const struct core_board *b;
@@ -95,7 +76,7 @@ enum core_rc mgo_board_column_rename(struct store *st, const char *board, const 
 		rc = CORE_ERR_ALREADY_EXISTS;
 		goto out;
 	}
-	rc = resume ? core_board_copy(&nb, &b) : board_renamed(&b, from, to, &nb);
+	rc = resume ? core_board_copy(&nb, &b) : core_board_rename_column(&b, from, to, &nb);
 	if (rc == CORE_OK && !resume)
 		rc = mgo_board_write(&c, &nb, from, NULL, &hit);
 	if (rc == CORE_OK && !hit)

@@ -155,38 +155,17 @@ enum core_rc mgo_card_release(struct store *st, const char *id, const struct cor
 
 static json_t *gave_up_payload(const struct core_gave_up *g)
 {
-	char buf[CORE_TIME_BUF];
-
-	if (!g->set)
-		return json_pack("{sn}", "gave_up");
-	return json_pack("{s{sssososs}}", "gave_up", "reason", g->reason, "run_id",
-			 g->run_id ? json_string(g->run_id) : json_null(), "state",
-			 g->state ? json_string(g->state) : json_null(), "at",
-			 core_time_format(g->at, buf));
+	return json_pack("{s:o}", "gave_up", store_gave_up_to_json(g));
 }
 
-/* Sets (a copy of g, stamped now when it has no time) or clears (g NULL or !set) gave_up. */
+/* Sets or clears gave_up (core_card_gave_up_set) and queues its event. */
 static enum core_rc gave_up_write(struct mgo_conn *c, struct core_card *card,
 				  const struct core_gave_up *g, struct mgo_evq *q)
 {
-	struct core_gave_up n = {0};
+	enum core_rc rc = core_card_gave_up_set(card, g, c->now);
 
-	if (g && g->set) {
-		n.set = true;
-		n.at = g->at ? g->at : c->now;
-		if (core_str_set(&n.reason, g->reason) || core_str_set(&n.run_id, g->run_id) ||
-		    core_str_set(&n.state, g->state)) {
-			free(n.reason);
-			free(n.run_id);
-			free(n.state);
-			return CORE_ERR_NOMEM;
-		}
-	}
-	free(card->gave_up.reason);
-	free(card->gave_up.run_id);
-	free(card->gave_up.state);
-	card->gave_up = n;
-	card->updated_at = c->now;
+	if (rc != CORE_OK)
+		return rc;
 	mgo_evq_add(q, CORE_EV_CARD_GAVE_UP, card->board, card->id, c->actor, NULL, c->now,
 		    gave_up_payload(&card->gave_up));
 	return CORE_OK;
