@@ -329,7 +329,10 @@ static bool record_next(const char *buf, size_t len, size_t pos, struct fs_chang
 			if (kind == FS_REC_CHANGE &&
 			    fs_change_decode_bin(payload, plen, ch) == CORE_OK)
 				return true;
-			*torn_tail = *end == len;
+			/* Whole and checksummed, so it was written completely and may have been
+			 * acknowledged: a record this binary cannot read (a newer writer's) is
+			 * refused, never cut as if torn, even at the tail. */
+			*torn_tail = false;
 			return false;
 		case FS_REC_BAD_PAYLOAD:
 			*torn_tail = pos + FS_REC_HDR + plen == len;

@@ -236,6 +236,34 @@ START_TEST(torn_binary_record_is_cut)
 }
 END_TEST
 
+/* A whole, checksummed record this binary cannot read (a newer writer's kind, say) was
+ * written completely and may have been acknowledged: refused even at the tail, never cut. */
+START_TEST(unreadable_whole_last_record_refuses)
+{
+	char *dir = fx_tmpdir(), *j, *rec, err[512];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct fs_counters ctr = {0};
+	size_t len;
+	long size;
+	int fd;
+
+	create(st, "a");
+	j = close_journal(st, dir);
+	rec = fs_snap_end_encode(1, &ctr, 1, &len); /* sound framing, not a journal kind */
+	ck_assert_ptr_nonnull(rec);
+	fd = open(j, O_WRONLY | O_APPEND);
+	ck_assert_int_eq(write(fd, rec, len), (ssize_t)len);
+	close(fd);
+	free(rec);
+	size = fx_file_size(j);
+	ck_assert_int_eq(try_open(dir, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_msg(strstr(err, "corrupt journal line") != NULL, "err: %s", err);
+	ck_assert_int_eq(fx_file_size(j), size); /* nothing was cut */
+	free(j);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* A snapshot with a flipped byte anywhere is refused (every record is checksummed), and so is
  * one that lost its end record. */
 START_TEST(damaged_snapshot_refuses)
@@ -607,6 +635,7 @@ TCase *store_fs_crash_tcase(void)
 	tcase_add_test(tc, missing_generation_refuses);
 	tcase_add_test(tc, corrupt_snapshot_refuses);
 	tcase_add_test(tc, torn_binary_record_is_cut);
+	tcase_add_test(tc, unreadable_whole_last_record_refuses);
 	tcase_add_test(tc, damaged_snapshot_refuses);
 	tcase_add_test(tc, json_directory_migrates);
 	tcase_add_test(tc, binary_decoder_survives_any_damage);
