@@ -642,8 +642,8 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("store-mongo");
-	TCase *tc = tcase_create("mongo-only");
+	Suite *s;
+	TCase *tc;
 	SRunner *sr;
 	int failed;
 
@@ -661,6 +661,8 @@ int main(void)
 	}
 	/* The twin registers mongoc_cleanup at exit itself; both calls are once-only. */
 	mongoc_init();
+	s = suite_create("store-mongo");
+	tc = tcase_create("mongo-only");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, clock_lease_follows_server_despite_local_skew);
 	tcase_add_test(tc, epoch_floor_is_server_now);
