@@ -1,14 +1,16 @@
 /* scale — how boardd's FS store grows with the number of cards.
  *
- *   scale -b build-bench/server/boardd [-s 10000,30000,100000] [-c 10000] [-q 500]
+ *   scale -b build-bench/server/boardd [-s 10000,30000,100000] [-c 0.1] [-q 500]
  *         [-B 100] [-t 120] [-D DIR] [-k]
  *
  * For each size N, in a fresh temp dir:
  *   1. load (in-process, store API, 32 threads sharing the group commit): N cards spread over
  *      five working columns (column i%5) with two labels each ("team-<(i/5)%20>",
- *      "prio-<(i/100)%4>"; one card in 1000, all in review, also has "rare"), then a snapshot (store_fs_compact), then a journal tail: C claims
- *      (C = min(-c, N)) on in_progress cards, each with a run that finished and the card's
- *      last_run pointing at it (5 journaled writes per claim);
+ *      "prio-<(i/100)%4>"; one card in 1000, all in review, also has "rare"), then a
+ *      snapshot (store_fs_compact), then a journal tail: C = -c x N claims (default 0.1:
+ *      10 000 at 100k cards, the target's figure) on in_progress cards, each with a run that
+ *      finished and the card's last_run pointing at it (5 journaled writes per claim). The
+ *      shape is the same at every size, so the growth factors compare like with like;
  *   2. cold start of a real boardd on that directory: exec -> first GET /readyz 200;
  *   3. its RSS (/proc/PID/status VmRSS) right after the start and VmHWM after the queries;
  *   4. list latency over HTTP, one keep-alive connection, -q requests per filter;
@@ -71,6 +73,7 @@ struct scale_fig {
 	double open_ms;           /* in-process store_fs_open (recovery) */
 	double reap_s;            /* sum of the passes' wall time */
 	double reap_projected_s;  /* reap_s scaled to all claims when the budget ran out */
+	double reap_per_1k;       /* reap_projected_s per 1000 claims */
 	size_t reap_passes, reap_done, reap_errors;
 };
 
@@ -85,7 +88,7 @@ static void fail(const char *what, enum core_rc rc)
 	__atomic_store_n(&load_failed, 1, __ATOMIC_RELAXED);
 }
 
-/* Claimed cards are the first `load_claims` ids, all created in in_progress. */
+/* Column i%5; the claimed cards are in_progress ones (i%5 == 2), see load_claims_run. */
 static void *load_cards(void *arg)
 {
 	char id[32], team[16], prio[16], rare[] = "rare";
@@ -102,7 +105,7 @@ static void *load_cards(void *arg)
 		snprintf(id, sizeof id, "card-%07zu", i);
 		snprintf(team, sizeof team, "team-%zu", (i / 5) % 20);
 		snprintf(prio, sizeof prio, "prio-%zu", (i / 100) % 4);
-		in.state = i < load_claims ? "in_progress" : columns[i % 5];
+		in.state = columns[i % 5];
 		if ((rc = store_card_create(load_st, &in, &actor, &c)) != CORE_OK) {
 			fail("create", rc);
 			return NULL;
@@ -119,6 +122,7 @@ static void *load_claims_run(void *arg)
 
 	(void)arg;
 	while ((i = __atomic_fetch_add(&load_next, 1, __ATOMIC_RELAXED)) < load_claims) {
+		size_t card = 5 * i + 2; /* the i-th in_progress card */
 		struct store_claim_result res = {0};
 		struct core_card *c = NULL;
 		struct core_run *r = NULL;
@@ -129,8 +133,8 @@ static void *load_claims_run(void *arg)
 		struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .run_id = run};
 		enum core_rc rc;
 
-		snprintf(id, sizeof id, "card-%07zu", i);
-		snprintf(run, sizeof run, "run-%07zu", i);
+		snprintf(id, sizeof id, "card-%07zu", card);
+		snprintf(run, sizeof run, "run-%07zu", card);
 		snprintf(marker, sizeof marker, "worker-%zu", i);
 		if ((rc = store_card_claim(load_st, id, marker, LEASE_MS, &actor, &res)) != CORE_OK) {
 			fail("claim", rc);
@@ -554,8 +558,8 @@ static void row(const char *name, const struct scale_fig *f, size_t n, size_t of
 int main(int argc, char **argv)
 {
 	const char *boardd = NULL, *parent = "/tmp", *sizes_arg = "10000,30000,100000";
-	size_t sizes[MAX_SIZES], n_sizes = 0, claims_max = 10000, n_queries = 500, batch = 100, i, q;
-	double budget_s = 120;
+	size_t sizes[MAX_SIZES], n_sizes = 0, n_queries = 500, batch = 100, i, q;
+	double budget_s = 120, claim_share = 0.1;
 	struct scale_fig figs[MAX_SIZES];
 	bool keep = false;
 	char *s, *tok, *save = NULL, name[64];
@@ -570,7 +574,7 @@ int main(int argc, char **argv)
 			sizes_arg = optarg;
 			break;
 		case 'c':
-			claims_max = strtoul(optarg, NULL, 10);
+			claim_share = strtod(optarg, NULL);
 			break;
 		case 'q':
 			n_queries = strtoul(optarg, NULL, 10);
@@ -592,6 +596,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!boardd || optind != argc || !n_queries || n_queries > 100000 || !batch ||
+	    !(claim_share >= 0 && claim_share <= 0.2) ||
 	    !(budget_s > 0 && budget_s <= 3600))
 		goto usage;
 	s = strdup(sizes_arg);
@@ -607,7 +612,7 @@ int main(int argc, char **argv)
 		goto usage;
 	signal(SIGPIPE, SIG_IGN);
 	for (i = 0; i < n_sizes; i++) {
-		size_t claims = claims_max < sizes[i] ? claims_max : sizes[i];
+		size_t claims = (size_t)((double)sizes[i] * claim_share + 0.5);
 
 		if (one_size(boardd, parent, sizes[i], claims, n_queries, batch, budget_s, keep,
 			     &figs[i]) != 0) {
@@ -638,6 +643,11 @@ int main(int argc, char **argv)
 	}
 	snprintf(name, sizeof name, "reaper, all claims (s of passes)");
 	ROW(name, reap_projected_s, 3);
+	for (i = 0; i < n_sizes; i++)
+		figs[i].reap_per_1k = figs[i].claims ? figs[i].reap_projected_s * 1000.0 /
+							       (double)figs[i].claims
+						     : 0;
+	ROW("reaper per 1000 claims (s)", reap_per_1k, 3);
 	printf("reaper: passes of %zu; claims filed / claimed per size:", batch);
 	for (i = 0; i < n_sizes; i++)
 		printf(" %zu/%zu in %.1f s%s (errors %zu);", figs[i].reap_done, figs[i].claims,
@@ -653,7 +663,7 @@ int main(int argc, char **argv)
 	       sizes[n_sizes - 1], sizes[0], (double)sizes[n_sizes - 1] / (double)sizes[0]);
 	return 0;
 usage:
-	fprintf(stderr, "usage: scale -b PATH/TO/boardd [-s 10000,30000,100000] [-c claims 10000]"
+	fprintf(stderr, "usage: scale -b PATH/TO/boardd [-s 10000,30000,100000] [-c claimed share 0.1]"
 			" [-q list requests 500]\n             [-B reaper batch 100] [-t reaper "
 			"budget s 120] [-D parent dir /tmp] [-k keep dirs]\n");
 	return 2;
