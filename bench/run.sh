@@ -176,7 +176,7 @@ END {
 		       "p99 per cycle %.2fx (target < 1x: %s)\n", rc, (rc >= 4 ? "met" : "MISSED"),
 		       rp, rq, ((rp < 1 && rq < 1) ? "met" : "MISSED")
 	}
-	printf "(us cpu/op: the server process CPU per answered request; others cpu %%: CPU used " \
-	       "by other processes during the windows, in %% of one core. The load average also " \
-	       "counts the benchmark own threads waiting on fsync.)\n"
+	printf "(us cpu/op: the server process CPU per answered request; others cpu %%: user+system " \
+	       "CPU of other processes during the windows (interrupts not counted), in %% of one " \
+	       "core. The load average also counts the benchmark threads waiting on fsync.)\n"
 }'
