@@ -87,7 +87,7 @@ static int etcd_lease_grant(struct bench_worker *w, struct etcd_worker *ew, bool
 static int etcd_setup(struct bench_worker *w)
 {
 	struct etcd_worker *ew = calloc(1, sizeof *ew);
-	char raw[160], body[600], val[16];
+	char raw[160], body[600], val[32]; /* base64 of a column name */
 	const char *resp;
 
 	if (!ew)
@@ -168,7 +168,7 @@ static void etcd_recover(struct bench_worker *w, struct etcd_worker *ew)
 static int etcd_cycle(struct bench_worker *w)
 {
 	struct etcd_worker *ew = w->ctx;
-	char body[800], op[400], val[16];
+	char body[800], op[400], val[32]; /* base64 of a column name */
 	const char *resp;
 	int64_t ttl;
 	int k;
