@@ -31,6 +31,9 @@ struct server_reaper {
 };
 
 static void reaper_log(struct server_reaper *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void reaper_log(struct server_reaper *r, const char *fmt, ...)
 {
 	char line[1024];
 	va_list ap;
