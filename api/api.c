@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,16 +199,89 @@ static bool body_append(struct api_req *r, const char *data, size_t n)
 	return true;
 }
 
+/* ---- deferred acknowledgement: a write's answer waits for durability off-thread ----
+ *
+ * Every write is acknowledged only once its journal line is durable (DESIGN §9). Blocking the
+ * HTTP thread through that wait would leave one thread per core serving a few requests per
+ * fdatasync; instead the handler runs with a store_ack bound, the connection is suspended,
+ * and the store's thread resumes it once the group sync covering the write is done (or
+ * failed: then the answer is 503 and the write was rolled back). The thread meanwhile serves
+ * other connections, whose writes join the same sync. */
+
+/* Counts r among the requests api_stop must wait for; false once stopping (then the store
+ * waits on this thread, as for any other caller). */
+static bool ack_bind(struct api_req *r)
+{
+	struct api *a = r->api;
+	bool ok;
+
+	pthread_mutex_lock(&a->poll_mu);
+	ok = !a->stopping;
+	if (ok)
+		a->acks++;
+	pthread_mutex_unlock(&a->poll_mu);
+	if (ok)
+		store_ack_begin(&r->ack);
+	return ok;
+}
+
+static void ack_unbind(struct api *a)
+{
+	pthread_mutex_lock(&a->poll_mu);
+	a->acks--;
+	pthread_cond_broadcast(&a->poll_cv);
+	pthread_mutex_unlock(&a->poll_mu);
+}
+
+/* The store's thread: the write is durable (OK) or rolled back. */
+static void ack_done(struct store_ack *ack, enum core_rc rc)
+{
+	struct api_req *r = (struct api_req *)(void *)((char *)ack - offsetof(struct api_req, ack));
+	struct api *a = r->api;
+
+	r->ack_rc = rc;
+	r->ack_state = API_ACK_DONE;
+	MHD_resume_connection(r->conn); /* r belongs to MHD's thread from here on */
+	ack_unbind(a);
+}
+
+/* After the handler: true when the answer now waits for the store (connection suspended). */
+static bool ack_finish(struct api_req *r, enum core_rc rc)
+{
+	if (!store_ack_end(&r->ack)) {
+		ack_unbind(r->api);
+		return false;
+	}
+	r->handler_rc = rc;
+	r->ack_state = API_ACK_WAITING;
+	MHD_suspend_connection(r->conn);
+	store_ack_submit(&r->ack, ack_done);
+	return true;
+}
+
 static enum MHD_Result dispatch(struct api_req *r)
 {
 	enum core_rc rc = CORE_OK;
+	bool bound;
 
+	if (r->ack_state == API_ACK_DONE) {
+		r->ack_state = API_ACK_NONE;
+		if (r->ack_rc != CORE_OK)
+			return api_problem_queue(r, r->ack_rc, "");
+		if (r->handler_rc != CORE_OK)
+			return api_problem_queue(r, r->handler_rc, r->detail);
+		return success_queue(r);
+	}
 	if (r->body_too_large)
 		return api_problem_queue(r, CORE_ERR_PAYLOAD_TOO_LARGE, "the body is too large");
 	if ((r->route->flags & API_ROUTE_BODY) && !r->json)
 		rc = api_body_parse(r);
-	if (rc == CORE_OK)
+	if (rc == CORE_OK) {
+		bound = ack_bind(r);
 		rc = r->route->handler(r);
+		if (bound && ack_finish(r, rc))
+			return MHD_YES; /* answered when the store resumes us */
+	}
 	if (rc == CORE_OK && r->suspended) {
 		r->suspended = false;
 		return MHD_YES; /* answered when the long-poll resumes us */
@@ -487,6 +561,12 @@ void api_stop(struct api *a)
 		return;
 	api_quiesce(a);
 	api_polls_stop(a);
+	/* No request binds an ack any more (stopping is set); the bound ones end within a sync,
+	 * and their answers go out in the grace period below. */
+	pthread_mutex_lock(&a->poll_mu);
+	while (a->acks > 0)
+		pthread_cond_wait(&a->poll_cv, &a->poll_mu);
+	pthread_mutex_unlock(&a->poll_mu);
 	/* Give in-flight requests (and idle keep-alive clients) a grace period to finish. */
 	deadline = mono_ns() + (int64_t)a->cfg.shutdown_grace_ms * 1000000;
 	while (mono_ns() < deadline) {

@@ -39,6 +39,12 @@ enum api_poll_state {
 	API_POLL_DONE,
 };
 
+enum api_ack_state {
+	API_ACK_NONE,
+	API_ACK_WAITING,
+	API_ACK_DONE,
+};
+
 /* Per-request state, allocated on the first callback into *req_cls and freed only in the
  * completion callback (api.c). */
 struct api_req {
@@ -90,6 +96,13 @@ struct api_req {
 	size_t poll_limit;
 	int64_t poll_wait_ms;
 	char *poll_board;            /* owned */
+
+	/* deferred acknowledgement (api.c): a write's answer waits, connection suspended, for
+	 * the store to make it durable; ack_rc is set by the store's thread before it resumes */
+	struct store_ack ack;
+	enum api_ack_state ack_state;
+	enum core_rc ack_rc;         /* the durability outcome */
+	enum core_rc handler_rc;     /* what the handler returned, answered once durable */
 };
 
 #define API_STATUS_SLOTS 600
@@ -112,6 +125,7 @@ struct api {
 	pthread_mutex_t poll_mu;
 	pthread_cond_t poll_cv;
 	unsigned polls;
+	unsigned acks;               /* requests bound to a store_ack, until answered or resumed */
 	bool stopping;
 };
 

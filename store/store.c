@@ -111,6 +111,41 @@ void store_close(struct store *st)
 		st->ops->close(st);
 }
 
+static _Thread_local struct store_ack *ack_bound;
+
+void store_ack_begin(struct store_ack *ack)
+{
+	memset(ack, 0, sizeof *ack);
+	ack_bound = ack;
+}
+
+bool store_ack_end(struct store_ack *ack)
+{
+	if (ack_bound == ack)
+		ack_bound = NULL;
+	return ack->st != NULL;
+}
+
+struct store_ack *store_ack_current(void)
+{
+	return ack_bound;
+}
+
+void store_ack_submit(struct store_ack *ack, void (*done)(struct store_ack *, enum core_rc))
+{
+	ack->done = done;
+	ack->next = NULL;
+	if (!ack->st) {
+		done(ack, CORE_OK); /* nothing was owed */
+		return;
+	}
+	if (!ack->st->ops->ack_submit) {
+		done(ack, CORE_ERR_INTERNAL); /* a twin filled an ack it cannot wait for */
+		return;
+	}
+	ack->st->ops->ack_submit(ack->st, ack);
+}
+
 const char *store_name(const struct store *st)
 {
 	return st && st->ops && st->ops->name ? st->ops->name : "none";

@@ -124,6 +124,39 @@ struct store_label_sweep {
 	const char *to;
 };
 
+/* ---- deferred acknowledgement ----
+ *
+ * A write is acknowledged only once durable (DESIGN §9). A caller that must not hold a thread
+ * through that wait (the HTTP front end: one thread per core serves every connection) brackets
+ * a store call with store_ack_begin / store_ack_end on its own thread. A twin that supports it
+ * (the FS store) then returns from a write once it is applied in memory and journaled, and
+ * leaves the durability wait in the ack: store_ack_end says whether one is owed, and
+ * store_ack_submit hands it to the store, which calls `done` exactly once, from its own thread,
+ * when every line of the ack is durable (rc OK) or was rolled back after a failed sync
+ * (STORE_UNAVAILABLE: the write never happened, answer 503). Until `done`, the caller must not
+ * acknowledge. Other callers (the reaper, admin tools) and other twins keep the blocking wait.
+ */
+struct store_ack {
+	/* filled by the store while bound */
+	struct store *st;   /* the store owed a wait; NULL: none */
+	uint64_t seq;       /* the last journal line of the ack */
+	unsigned lines;     /* journal lines it covers */
+	int64_t last_event; /* the highest event seq those lines carry (0: none) */
+	bool compact;       /* the journal grew past its compaction threshold */
+	/* completion */
+	void (*done)(struct store_ack *ack, enum core_rc rc);
+	struct store_ack *next; /* the store's queue */
+};
+
+/* Zeroes ack and binds it to the calling thread (one at a time per thread). */
+void store_ack_begin(struct store_ack *ack);
+/* Unbinds it; true when a durability wait is owed: then store_ack_submit must follow. */
+bool store_ack_end(struct store_ack *ack);
+/* Hands an owed wait to its store; `done` may run before this returns, on another thread. */
+void store_ack_submit(struct store_ack *ack, void (*done)(struct store_ack *, enum core_rc));
+/* For twins: the ack bound to this thread, or NULL (then wait before returning). */
+struct store_ack *store_ack_current(void);
+
 /* ---- the interface ---- */
 
 struct store {
@@ -140,6 +173,8 @@ struct store_ops {
 	 * release's error; a recovery claim left so is the reaper's repair sweep's to free). */
 	bool owned_write_release;
 	void (*close)(struct store *st);
+	/* Takes an owed durability wait (see store_ack); required of a twin that fills acks. */
+	void (*ack_submit)(struct store *st, struct store_ack *ack);
 	/* flush / readiness */
 	enum core_rc (*ping)(struct store *st);
 	int64_t (*now)(struct store *st);
@@ -365,12 +400,15 @@ enum core_rc store_fs_compact(struct store *st);
 
 /* Test-only fault injection (issue 5, storage faults): while a fault is on, the FS twin's own
  * write(2) to its journal and snapshot files (STORE_FS_FAULT_WRITE) and/or its fdatasync and
- * fsync calls (STORE_FS_FAULT_SYNC) fail with EIO without being made, as a disk that refuses.
+ * fsync calls (STORE_FS_FAULT_SYNC) fail with EIO without being made, as a disk that refuses;
+ * STORE_FS_FAULT_SLOW_SYNC only slows the journal's syncs down.
  * Turning faults off lets the next write attempt recovery at once (no back-off).
  * BAD_REQUEST when st is not an FS store. */
 enum store_fs_fault {
 	STORE_FS_FAULT_WRITE = 1,
 	STORE_FS_FAULT_SYNC = 2,
+	STORE_FS_FAULT_SLOW_SYNC = 4, /* not a failure: every journal sync first sleeps 100 ms,
+				       * as a slow disk (group-commit tests) */
 };
 enum core_rc store_fs_fault_set(struct store *st, unsigned faults, bool on);
 

@@ -55,7 +55,7 @@ run_suite build-test --buildtype=debugoptimized --
 if [ $quick -eq 0 ]; then
   run_suite build-asan --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false --
   run_suite build-tsan --buildtype=debug -Db_sanitize=thread -Db_lundef=false -- \
-    --suite store --suite reaper
+    --suite store --suite reaper --suite api
 fi
 # The fuzz smoke: each libFuzzer target 20 s (tests/fuzz/run.sh; 77 = no clang/libFuzzer).
 if [ $quick -eq 0 ]; then

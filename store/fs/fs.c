@@ -42,6 +42,7 @@ static const struct store_ops fs_ops = {
 	.name = "fs",
 	.owned_write_release = true,
 	.close = fs_close,
+	.ack_submit = fs_ack_submit,
 	.ping = fs_ping,
 	.now = fs_now,
 	.board_list = fs_board_list,
@@ -144,7 +145,8 @@ static enum core_rc sync_init(struct fs *fs)
 	/* Long-poll deadlines must not move with the wall clock. */
 	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
 	     pthread_rwlock_init(&fs->lock, NULL) || pthread_mutex_init(&fs->jmu, NULL) ||
-	     pthread_cond_init(&fs->jcond, NULL) || pthread_mutex_init(&fs->evmu, NULL) ||
+	     pthread_cond_init(&fs->jcond, NULL) || pthread_cond_init(&fs->ackcond, NULL) ||
+	     pthread_mutex_init(&fs->evmu, NULL) ||
 	     pthread_cond_init(&fs->evcond, &ca) || pthread_mutex_init(&fs->snapmu, NULL) ||
 	     pthread_mutex_init(&fs->cmu, NULL) || pthread_cond_init(&fs->ccond, NULL);
 	pthread_condattr_destroy(&ca);
@@ -226,6 +228,8 @@ enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out,
 		snprintf(err, errlen, "legacy claim sweep failed in %s", fs->dir);
 	if (rc == CORE_OK && (rc = fs_compactor_start(fs)) != CORE_OK)
 		snprintf(err, errlen, "cannot start the compactor thread");
+	if (rc == CORE_OK && (rc = fs_acker_start(fs)) != CORE_OK)
+		snprintf(err, errlen, "cannot start the acknowledgement thread");
 out:
 	if (rc != CORE_OK) {
 		fs_close(&fs->base);
@@ -240,6 +244,7 @@ static void fs_close(struct store *st)
 	struct fs *fs = fs_of(st);
 	size_t i;
 
+	fs_acker_stop(fs);
 	fs_compactor_stop(fs);
 	pthread_mutex_lock(&fs->evmu);
 	fs->closing = true;
@@ -256,6 +261,7 @@ static void fs_close(struct store *st)
 	pthread_rwlock_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->jmu);
 	pthread_cond_destroy(&fs->jcond);
+	pthread_cond_destroy(&fs->ackcond);
 	pthread_mutex_destroy(&fs->evmu);
 	pthread_cond_destroy(&fs->evcond);
 	pthread_mutex_destroy(&fs->snapmu);

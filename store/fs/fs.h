@@ -194,7 +194,11 @@ struct fs {
 	bool flushing;             /* a flusher syncs, or rolls back after a failed sync */
 	bool failed;               /* a sync failed: writes refused until fs_recover */
 	uint64_t jsynced_bytes;    /* durable prefix of the current generation */
-	size_t n_inflight;         /* lines appended whose writer has not left fs_journal_wait */
+	size_t n_inflight;         /* lines appended whose writer was not yet told the outcome */
+	struct store_ack *ack_head, *ack_tail; /* owed waits for the acker (store_ack) */
+	pthread_cond_t ackcond;    /* the acker's: a queued ack, or stop */
+	pthread_t acker;
+	bool acker_started, acker_stop;
 	int64_t recover_after_ms;  /* CLOCK_MONOTONIC: no recovery attempt before */
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;
@@ -315,6 +319,11 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
  * STORE_UNAVAILABLE once it was rolled back after a failed sync. Every successful
  * fs_journal_append must be followed by exactly one call. */
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq);
+/* store_ops.ack_submit: queues an owed wait for the acker thread (store_ack). */
+void fs_ack_submit(struct store *st, struct store_ack *ack);
+enum core_rc fs_acker_start(struct fs *fs);
+/* Tells every queued ack, then stops the thread; later submits wait on their own thread. */
+void fs_acker_stop(struct fs *fs);
 /* Opens (creating) journal.gen for appending; -1 on error with errno set. */
 int fs_journal_open(const struct fs *fs, uint64_t gen);
 /* Replays journal generations from fs->gen on; leaves fs->jfd open on the last one. */

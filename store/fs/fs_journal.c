@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- appending and group commit ---- */
@@ -65,6 +66,12 @@ int fs_io_sync(struct fs *fs, int fd)
 	if (fs_io_fault(fs, STORE_FS_FAULT_SYNC)) {
 		errno = EIO;
 		return -1;
+	}
+	if (fs_io_fault(fs, STORE_FS_FAULT_SLOW_SYNC)) {
+		struct timespec slow = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+
+		while (nanosleep(&slow, &slow) != 0 && errno == EINTR)
+			;
 	}
 	return fdatasync(fd);
 }
@@ -180,14 +187,15 @@ static int sync_all(struct fs *fs, int fd, int *old, size_t n_old)
 	return err;
 }
 
-enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq)
+/* With jmu held: returns once line `seq` is durable, or STORE_UNAVAILABLE once it was rolled
+ * back after a failed sync. The caller becomes the flusher for every line appended so far
+ * when nobody else is; jmu is dropped while it syncs or rolls back. */
+static enum core_rc wait_locked(struct fs *fs, uint64_t seq)
 {
-	enum core_rc rc = CORE_OK;
 	uint64_t target, bytes, gen;
 	int fd, *old, err;
 	size_t n_old;
 
-	pthread_mutex_lock(&fs->jmu);
 	while (fs->synced < seq) {
 		if (fs->flushing) {
 			pthread_cond_wait(&fs->jcond, &fs->jmu);
@@ -195,10 +203,8 @@ enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq)
 		}
 		if (fs->failed) {
 			/* Lines past `synced` were undone and forgotten: this one with them. */
-			if (fs->appended == fs->synced) {
-				rc = CORE_ERR_STORE_UNAVAILABLE;
-				break;
-			}
+			if (fs->appended == fs->synced)
+				return CORE_ERR_STORE_UNAVAILABLE;
 			fs->flushing = true;
 			pthread_mutex_unlock(&fs->jmu);
 			rollback(fs);
@@ -231,12 +237,143 @@ enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq)
 		}
 		pthread_cond_broadcast(&fs->jcond);
 	}
+	return CORE_OK;
+}
+
+/* With jmu held: `lines` appended lines have had their outcome told to their writers. */
+static void inflight_done_locked(struct fs *fs, size_t lines)
+{
+	fs->n_inflight -= lines;
 	/* fs_recover takes writes again only once every writer of the failed epoch is out. */
-	fs->n_inflight--;
 	if (fs->failed && !fs->n_inflight)
 		pthread_cond_broadcast(&fs->jcond);
+}
+
+enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq)
+{
+	enum core_rc rc;
+
+	pthread_mutex_lock(&fs->jmu);
+	rc = wait_locked(fs, seq);
+	inflight_done_locked(fs, 1);
 	pthread_mutex_unlock(&fs->jmu);
 	return rc;
+}
+
+/* ---- deferred acknowledgements (store_ack): the acker thread ----
+ *
+ * Front-end threads hand their owed waits here instead of blocking in fs_journal_wait. The
+ * acker takes the whole queue at once, waits (as the flusher, or behind another one) for its
+ * highest line, tells each ack its outcome and calls it back; acks queued meanwhile form the
+ * next group. Each ack's outcome is decided under jmu before its lines leave n_inflight, so a
+ * recovery after a failed sync never starts while an ack of the failed epoch is untold. */
+
+void fs_ack_submit(struct store *st, struct store_ack *ack)
+{
+	struct fs *fs = fs_of(st);
+	bool queued;
+
+	pthread_mutex_lock(&fs->jmu);
+	queued = fs->acker_started && !fs->acker_stop;
+	if (queued) {
+		if (fs->ack_tail)
+			fs->ack_tail->next = ack;
+		else
+			fs->ack_head = ack;
+		fs->ack_tail = ack;
+		pthread_cond_signal(&fs->ackcond);
+	}
+	pthread_mutex_unlock(&fs->jmu);
+	if (!queued) { /* no acker (it failed to start, or the store closes): wait here */
+		enum core_rc rc;
+		int64_t last_event = ack->last_event;
+		bool compact = ack->compact;
+
+		pthread_mutex_lock(&fs->jmu);
+		rc = wait_locked(fs, ack->seq);
+		inflight_done_locked(fs, ack->lines);
+		pthread_mutex_unlock(&fs->jmu);
+		if (rc == CORE_OK && last_event)
+			fs_events_publish(fs, last_event);
+		if (rc == CORE_OK && compact)
+			fs_compactor_poke(fs);
+		ack->done(ack, rc);
+	}
+}
+
+static void *acker_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct store_ack *batch, *a, *next;
+	enum core_rc rc;
+	uint64_t target;
+	int64_t last_event;
+	bool compact;
+
+	pthread_mutex_lock(&fs->jmu);
+	for (;;) {
+		while (!fs->ack_head && !fs->acker_stop)
+			pthread_cond_wait(&fs->ackcond, &fs->jmu);
+		if (!fs->ack_head)
+			break; /* stopping, and every ack was told */
+		batch = fs->ack_head;
+		fs->ack_head = fs->ack_tail = NULL;
+		target = 0;
+		for (a = batch; a; a = a->next)
+			if (a->seq > target)
+				target = a->seq;
+		(void)wait_locked(fs, target);
+		/* Lines up to `synced` are durable; the rest were rolled back with their writes. */
+		last_event = 0;
+		compact = false;
+		for (a = batch; a; a = a->next) {
+			a->st = a->seq <= fs->synced ? &fs->base : NULL; /* NULL: failed */
+			inflight_done_locked(fs, a->lines);
+			if (a->st && a->last_event > last_event)
+				last_event = a->last_event;
+			compact |= a->st && a->compact;
+		}
+		pthread_mutex_unlock(&fs->jmu);
+		if (last_event)
+			fs_events_publish(fs, last_event);
+		if (compact)
+			fs_compactor_poke(fs);
+		for (a = batch; a; a = next) {
+			next = a->next; /* a belongs to its owner once called back */
+			rc = a->st ? CORE_OK : CORE_ERR_STORE_UNAVAILABLE;
+			a->done(a, rc);
+		}
+		pthread_mutex_lock(&fs->jmu);
+	}
+	pthread_mutex_unlock(&fs->jmu);
+	return NULL;
+}
+
+enum core_rc fs_acker_start(struct fs *fs)
+{
+	if (pthread_create(&fs->acker, NULL, acker_main, fs) != 0)
+		return CORE_ERR_INTERNAL;
+	pthread_mutex_lock(&fs->jmu);
+	fs->acker_started = true;
+	pthread_mutex_unlock(&fs->jmu);
+	return CORE_OK;
+}
+
+/* Tells every queued ack, then joins the thread; later submits wait in their own thread. */
+void fs_acker_stop(struct fs *fs)
+{
+	bool started;
+
+	pthread_mutex_lock(&fs->jmu);
+	started = fs->acker_started;
+	fs->acker_stop = true;
+	pthread_cond_signal(&fs->ackcond);
+	pthread_mutex_unlock(&fs->jmu);
+	if (started)
+		pthread_join(fs->acker, NULL);
+	pthread_mutex_lock(&fs->jmu);
+	fs->acker_started = false;
+	pthread_mutex_unlock(&fs->jmu);
 }
 
 void fs_events_publish(struct fs *fs, int64_t seq)

@@ -347,6 +347,18 @@ unlock:
 	free(line);
 	fs_change_release(ch);
 	if (seq) {
+		struct store_ack *ack = store_ack_current();
+
+		if (ack && (!ack->st || ack->st == &fs->base)) {
+			/* The caller waits later, through fs_ack_submit. */
+			ack->st = &fs->base;
+			ack->seq = seq;
+			ack->lines++;
+			if (last_event)
+				ack->last_event = last_event;
+			ack->compact |= compact;
+			return CORE_OK;
+		}
 		rc = fs_journal_wait(fs, seq);
 		if (rc == CORE_OK && last_event)
 			fs_events_publish(fs, last_event);

@@ -22,6 +22,7 @@ extern char *T_BODY;         /* body of the last answer */
 /* Checked fixtures: start/stop the harness around each test. */
 void t_setup(void);
 void t_setup_small_body(void); /* max_body 4096 */
+void t_setup_one_thread(void); /* one HTTP thread */
 void t_teardown(void);
 
 /* One request; returns the status and parses the body (new reference in *out when
@@ -57,5 +58,6 @@ TCase *api_tcase_roles(void);
 TCase *api_tcase_race(void);
 TCase *api_tcase_units(void);
 TCase *api_tcase_admin(void);
+TCase *api_tcase_ack(void);
 
 #endif

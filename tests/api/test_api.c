@@ -30,6 +30,13 @@ void t_setup_small_body(void)
 	setup_with(&o);
 }
 
+void t_setup_one_thread(void)
+{
+	struct harness_options o = {.threads = 1};
+
+	setup_with(&o);
+}
+
 void t_teardown(void)
 {
 	httpc_close(TC);
@@ -359,6 +366,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_misc());
 	suite_add_tcase(s, api_tcase_roles());
 	suite_add_tcase(s, api_tcase_race());
+	suite_add_tcase(s, api_tcase_ack());
 	return s;
 }
 
