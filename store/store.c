@@ -146,6 +146,15 @@ void store_ack_submit(struct store_ack *ack, void (*done)(struct store_ack *, en
 	ack->st->ops->ack_submit(ack->st, ack);
 }
 
+enum core_rc store_ack_wait(struct store_ack *ack)
+{
+	if (!ack->st)
+		return CORE_OK;
+	if (!ack->st->ops->ack_wait)
+		return CORE_ERR_INTERNAL;
+	return ack->st->ops->ack_wait(ack->st, ack);
+}
+
 const char *store_name(const struct store *st)
 {
 	return st && st->ops && st->ops->name ? st->ops->name : "none";

@@ -134,7 +134,11 @@ struct store_label_sweep {
  * store_ack_submit hands it to the store, which calls `done` exactly once, from its own thread,
  * when every line of the ack is durable (rc OK) or was rolled back after a failed sync
  * (STORE_UNAVAILABLE: the write never happened, answer 503). Until `done`, the caller must not
- * acknowledge. Other callers (the reaper, admin tools) and other twins keep the blocking wait.
+ * acknowledge. store_ack_wait is the blocking form, for a thread that makes several writes
+ * and waits once (the reaper's workers). Writes made while an ack is bound are visible to
+ * readers before they are durable, as every FS write is between its write(2) and its sync;
+ * a later write that depends on them is journaled after them, so it is never durable without
+ * them. Unbound callers and the Mongo twin wait inside each write, as before.
  */
 struct store_ack {
 	/* filled by the store while bound */
@@ -154,6 +158,9 @@ void store_ack_begin(struct store_ack *ack);
 bool store_ack_end(struct store_ack *ack);
 /* Hands an owed wait to its store; `done` may run before this returns, on another thread. */
 void store_ack_submit(struct store_ack *ack, void (*done)(struct store_ack *, enum core_rc));
+/* Or waits on the calling thread: OK once durable, STORE_UNAVAILABLE when rolled back (a
+ * thread that batches several writes into one wait: the reaper's pass workers). */
+enum core_rc store_ack_wait(struct store_ack *ack);
 /* For twins: the ack bound to this thread, or NULL (then wait before returning). */
 struct store_ack *store_ack_current(void);
 
@@ -173,8 +180,10 @@ struct store_ops {
 	 * release's error; a recovery claim left so is the reaper's repair sweep's to free). */
 	bool owned_write_release;
 	void (*close)(struct store *st);
-	/* Takes an owed durability wait (see store_ack); required of a twin that fills acks. */
+	/* An owed durability wait (see store_ack), queued or on this thread; both required of a
+	 * twin that fills acks. */
 	void (*ack_submit)(struct store *st, struct store_ack *ack);
+	enum core_rc (*ack_wait)(struct store *st, struct store_ack *ack);
 	/* flush / readiness */
 	enum core_rc (*ping)(struct store *st);
 	int64_t (*now)(struct store *st);

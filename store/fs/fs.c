@@ -43,6 +43,7 @@ static const struct store_ops fs_ops = {
 	.owned_write_release = true,
 	.close = fs_close,
 	.ack_submit = fs_ack_submit,
+	.ack_wait = fs_ack_wait,
 	.ping = fs_ping,
 	.now = fs_now,
 	.board_list = fs_board_list,

@@ -321,6 +321,8 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq);
 /* store_ops.ack_submit: queues an owed wait for the acker thread (store_ack). */
 void fs_ack_submit(struct store *st, struct store_ack *ack);
+/* store_ops.ack_wait: the same wait on the calling thread. */
+enum core_rc fs_ack_wait(struct store *st, struct store_ack *ack);
 enum core_rc fs_acker_start(struct fs *fs);
 /* Tells every queued ack, then stops the thread; later submits wait on their own thread. */
 void fs_acker_stop(struct fs *fs);

@@ -204,8 +204,9 @@ static int cmp_lease(const void *a, const void *b)
 	const struct core_card *x = *(const struct core_card *const *)a;
 	const struct core_card *y = *(const struct core_card *const *)b;
 
-	return (x->claim.lease_until > y->claim.lease_until) -
-	       (x->claim.lease_until < y->claim.lease_until);
+	if (x->claim.lease_until != y->claim.lease_until)
+		return x->claim.lease_until > y->claim.lease_until ? 1 : -1;
+	return strcmp(x->id, y->id); /* ties in a deterministic order */
 }
 
 static int cmp_claimed(const void *a, const void *b)
@@ -213,8 +214,9 @@ static int cmp_claimed(const void *a, const void *b)
 	const struct core_card *x = *(const struct core_card *const *)a;
 	const struct core_card *y = *(const struct core_card *const *)b;
 
-	return (x->claim.claimed_at > y->claim.claimed_at) -
-	       (x->claim.claimed_at < y->claim.claimed_at);
+	if (x->claim.claimed_at != y->claim.claimed_at)
+		return x->claim.claimed_at > y->claim.claimed_at ? 1 : -1;
+	return strcmp(x->id, y->id);
 }
 
 enum core_rc fs_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,

@@ -284,21 +284,24 @@ void fs_ack_submit(struct store *st, struct store_ack *ack)
 		pthread_cond_signal(&fs->ackcond);
 	}
 	pthread_mutex_unlock(&fs->jmu);
-	if (!queued) { /* no acker (it failed to start, or the store closes): wait here */
-		enum core_rc rc;
-		int64_t last_event = ack->last_event;
-		bool compact = ack->compact;
+	if (!queued) /* no acker (it failed to start, or the store closes): wait here */
+		ack->done(ack, fs_ack_wait(st, ack));
+}
 
-		pthread_mutex_lock(&fs->jmu);
-		rc = wait_locked(fs, ack->seq);
-		inflight_done_locked(fs, ack->lines);
-		pthread_mutex_unlock(&fs->jmu);
-		if (rc == CORE_OK && last_event)
-			fs_events_publish(fs, last_event);
-		if (rc == CORE_OK && compact)
-			fs_compactor_poke(fs);
-		ack->done(ack, rc);
-	}
+enum core_rc fs_ack_wait(struct store *st, struct store_ack *ack)
+{
+	struct fs *fs = fs_of(st);
+	enum core_rc rc;
+
+	pthread_mutex_lock(&fs->jmu);
+	rc = wait_locked(fs, ack->seq);
+	inflight_done_locked(fs, ack->lines);
+	pthread_mutex_unlock(&fs->jmu);
+	if (rc == CORE_OK && ack->last_event)
+		fs_events_publish(fs, ack->last_event);
+	if (rc == CORE_OK && ack->compact)
+		fs_compactor_poke(fs);
+	return rc;
 }
 
 static void *acker_main(void *arg)

@@ -233,33 +233,70 @@ enum core_rc fs_labels_count(struct store *st, const char *board, const char *co
 	return CORE_OK;
 }
 
+/* Sifts hits[i] down the max-heap hits[0..n) (ordered by cmp: the root sorts last). */
+static void heap_down(const struct core_card **h, size_t n, size_t i,
+		      int (*cmp)(const void *, const void *))
+{
+	const struct core_card *t;
+	size_t c;
+
+	for (;;) {
+		c = 2 * i + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && cmp(&h[c + 1], &h[c]) > 0)
+			c++;
+		if (cmp(&h[c], &h[i]) <= 0)
+			return;
+		t = h[c];
+		h[c] = h[i];
+		h[i] = t;
+		i = c;
+	}
+}
+
 enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card *, int64_t),
 			      int64_t now, int (*cmp)(const void *, const void *), size_t batch,
 			      struct core_card ***out, size_t *n)
 {
-	const struct core_card **hits = NULL;
+	const struct core_card **hits = NULL, *c;
 	struct core_card **v = NULL;
-	size_t i, k = 0, cap = 0;
+	size_t i, k = 0;
 	enum core_rc rc = CORE_OK;
 
 	pthread_rwlock_rdlock(&fs->lock);
-	for (i = 0; rc == CORE_OK && i < fs->n_claimed; i++) {
-		const struct core_card *c = fs->claimed[i]->card;
-
+	/* The first `batch` in cmp order, without sorting every match: a max-heap of the best
+	 * batch so far (O(claimed x log batch)); one allocation, whatever the number claimed. */
+	if (batch && fs->n_claimed) {
+		hits = malloc((fs->n_claimed < batch ? fs->n_claimed : batch) * sizeof(*hits));
+		if (!hits)
+			rc = CORE_ERR_NOMEM;
+	}
+	for (i = 0; hits && i < fs->n_claimed; i++) {
+		c = fs->claimed[i]->card;
 		if (!want(c, now))
 			continue;
-		rc = fs_ptrs_reserve(&hits, &cap, k + 1);
-		if (rc == CORE_OK)
+		if (k < batch) {
 			hits[k++] = c;
+			if (k == batch) {
+				size_t j;
+
+				for (j = k / 2; j-- > 0;)
+					heap_down(hits, k, j, cmp);
+			}
+		} else if (cmp(&c, &hits[0]) < 0) {
+			hits[0] = c;
+			heap_down(hits, k, 0, cmp);
+		}
 	}
-	if (rc == CORE_OK && k)
+	if (k)
 		qsort(hits, k, sizeof(*hits), cmp);
-	if (k > batch)
-		k = batch;
-	v = calloc(k ? k : 1, sizeof(*v));
-	for (i = 0; rc == CORE_OK && v && i < k; i++)
-		if (!(v[i] = core_card_dup(hits[i])))
+	v = rc == CORE_OK ? calloc(k ? k : 1, sizeof(*v)) : NULL;
+	for (i = 0; v && i < k; i++)
+		if (!(v[i] = core_card_dup(hits[i]))) {
 			rc = CORE_ERR_NOMEM;
+			break;
+		}
 	pthread_rwlock_unlock(&fs->lock);
 	free(hits);
 	if (!v || rc != CORE_OK) {

@@ -35,9 +35,16 @@ void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *act
 	synced = fs->synced; /* may lag by the time the lock is ours: settling less is fine */
 	pthread_mutex_unlock(&fs->jmu);
 	/* A failed store first tries to re-establish a known-good journal; if it cannot, this
-	 * write is refused by fs_journal_append like every other. */
-	if (failed)
-		fs_recover(fs, false);
+	 * write is refused by fs_journal_append like every other. Not from a thread whose bound
+	 * ack still owes lines (store_ack): recovery waits until every line of the failed epoch
+	 * was told its outcome, and this thread tells its own only later (it would wait on
+	 * itself); its write is refused and its ack then learns the rollback. */
+	if (failed) {
+		const struct store_ack *ack = store_ack_current();
+
+		if (!ack || ack->st != &fs->base || !ack->lines)
+			fs_recover(fs, false);
+	}
 	pthread_rwlock_wrlock(&fs->lock);
 	fs_undo_settle(fs, synced);
 	t->now = store_now(&fs->base);

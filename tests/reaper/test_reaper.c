@@ -202,6 +202,128 @@ START_TEST(test_finished_completes_with_run_finished)
 }
 END_TEST
 
+/* A pass's writes wait for durability once per worker (store_ack): when that sync fails,
+ * every reclaim of the pass is rolled back and counted as an error, the cards are still held
+ * by their dead owners at their old epoch, no reclaim event is served; the next pass, with
+ * the disk back, files them. */
+START_TEST(test_failed_sync_rolls_the_pass_back)
+{
+	const char *ids[] = {"f1", "f2", "f3"}, *runs[] = {"r1", "r2", "r3"},
+		   *owners[] = {"w1", "w2", "w3"};
+	int64_t e[3];
+	struct core_card *c;
+	struct core_event ev;
+	struct server_reaper_stats s;
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		e[i] = claimed(ids[i], "in_progress", owners[i]);
+		with_run(ids[i], runs[i], owners[i], e[i], "running", LEASE);
+		run_set(runs[i], owners[i], "finished", NULL);
+	}
+	advance(LEASE + 1);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	s = pass(reaper);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	ck_assert_int_eq(s.listed, 3);
+	ck_assert_int_eq(s.errors, 3);
+	ck_assert_int_eq(s.transferred, 0);
+	ck_assert_int_eq(s.actions[CORE_STUCK_COMPLETE], 0);
+	for (i = 0; i < 3; i++) {
+		c = get(ids[i]);
+		ck_assert_str_eq(c->state, "in_progress");
+		ck_assert(c->claim.present);
+		ck_assert_str_eq(c->claim.marker, owners[i]);
+		ck_assert_int_eq(c->claim_epoch, e[i]);
+		core_card_free(c);
+		ck_assert(!last_event(ids[i], CORE_EV_CARD_STATE_CHANGED, &ev));
+	}
+	create("after", "ready"); /* the first write after the fault re-establishes the journal */
+	s = pass(reaper);
+	ck_assert_int_eq(s.errors, 0);
+	ck_assert_int_eq(s.transferred, 3);
+	ck_assert_int_eq(s.actions[CORE_STUCK_COMPLETE], 3);
+	for (i = 0; i < 3; i++) {
+		c = get(ids[i]);
+		ck_assert_str_eq(c->state, "done");
+		ck_assert(!c->claim.present);
+		core_card_free(c);
+	}
+}
+END_TEST
+
+/* The sync of another thread fails while one worker is halfway through its share, its first
+ * reclaim journaled but not yet durable: its next writes are refused (never a recovery that
+ * would wait for its own untold lines: a deadlock), its ack learns the rollback, nothing of
+ * the share stays. */
+static int fail_midway_seen;
+
+static void *other_writer(void *arg)
+{
+	struct store_card_create in = {.id = "other", .state = "ready", .title = "other"};
+	struct core_card *c = NULL;
+
+	(void)arg;
+	/* A blocking write (no ack bound here): its own sync fails and rolls back. */
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_ERR_STORE_UNAVAILABLE);
+	return NULL;
+}
+
+static void fail_midway(void *ctx, const struct core_card *listed)
+{
+	pthread_t th;
+
+	(void)ctx;
+	(void)listed;
+	if (++fail_midway_seen != 2)
+		return;
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(pthread_create(&th, NULL, other_writer, NULL), 0);
+	pthread_join(th, NULL);
+	/* The disk is back before this worker's next write: a recovery could now succeed. */
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+}
+
+START_TEST(test_sync_fails_midway_through_a_share)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "midway", .workers = 1,
+					   .log = quiet_log, .after_list = fail_midway};
+	const char *ids[] = {"m1", "m2", "m3"}, *runs[] = {"r1", "r2", "r3"},
+		   *owners[] = {"w1", "w2", "w3"};
+	struct server_reaper *r = NULL;
+	struct server_reaper_stats s;
+	struct core_card *c;
+	int64_t e[3];
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		e[i] = claimed(ids[i], "in_progress", owners[i]);
+		with_run(ids[i], runs[i], owners[i], e[i], "running", LEASE);
+		run_set(runs[i], owners[i], "finished", NULL);
+	}
+	advance(LEASE + 1);
+	fail_midway_seen = 0;
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	s = pass(r);
+	ck_assert_int_ge(fail_midway_seen, 2);
+	ck_assert_int_eq(s.listed, 3);
+	ck_assert_int_eq(s.errors, 3);
+	for (i = 0; i < 3; i++) {
+		c = get(ids[i]);
+		ck_assert_str_eq(c->state, "in_progress");
+		ck_assert_str_eq(c->claim.marker, owners[i]);
+		ck_assert_int_eq(c->claim_epoch, e[i]);
+		core_card_free(c);
+	}
+	create("after", "ready"); /* re-establishes the journal */
+	s = pass(r);
+	ck_assert_int_eq(s.errors, 0);
+	ck_assert_int_eq(s.actions[CORE_STUCK_COMPLETE], 3);
+	server_reaper_free(r);
+}
+END_TEST
+
 START_TEST(test_failed_fails_with_run_failed)
 {
 	int64_t e = claimed("c1", "in_progress", "w1");
@@ -712,6 +834,8 @@ static Suite *reaper_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_finished_completes_with_run_finished);
 	tcase_add_test(tc, test_failed_fails_with_run_failed);
+	tcase_add_test(tc, test_failed_sync_rolls_the_pass_back);
+	tcase_add_test(tc, test_sync_fails_midway_through_a_share);
 	tcase_add_test(tc, test_live_run_untouched);
 	tcase_add_test(tc, test_orphaned_run_promoted_then_reparked);
 	tcase_add_loop_test(tc, test_kept_runs, 0, (int)(sizeof(kept_runs) / sizeof(kept_runs[0])));

@@ -319,6 +319,41 @@ START_TEST(list_expired_order_and_batch)
 }
 END_TEST
 
+/* Many matches, leases claimed in a scrambled order: any batch is the earliest leases,
+ * oldest first, whatever the order the claims were made in. */
+START_TEST(list_expired_many_selects_earliest)
+{
+	struct store *st = ct_open();
+	struct core_card **v = NULL;
+	size_t n, i, b;
+	const size_t batches[] = {1, 7, 39, 40, 100};
+	char id[16];
+
+	for (i = 0; i < 40; i++) {
+		snprintf(id, sizeof id, "m%02zu", i);
+		core_card_free(ct_create(st, id, "ready", NULL));
+	}
+	for (i = 0; i < 40; i++) {
+		/* card m<i> gets the lease of rank (i * 17) % 40 */
+		ct_now = CT_T0 + 1000 + (int64_t)((i * 17) % 40) * 10;
+		snprintf(id, sizeof id, "m%02zu", i);
+		ct_claim(st, id, "w");
+	}
+	ct_now = CT_T0 + 200000;
+	for (b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+		ck_assert_int_eq(store_reaper_list_expired(st, batches[b], &v, &n), CORE_OK);
+		ck_assert_uint_eq(n, batches[b] < 40 ? batches[b] : 40);
+		for (i = 0; i < n; i++) {
+			/* rank r belongs to the card i with (i * 17) % 40 == r: i = r * 33 % 40 */
+			snprintf(id, sizeof id, "m%02zu", (i * 33) % 40);
+			ck_assert_str_eq(v[i]->id, id);
+		}
+		store_cards_free(v, n);
+	}
+	ct_close(st);
+}
+END_TEST
+
 START_TEST(repair_listing_and_release_exact)
 {
 	struct store *st = ct_open();
@@ -381,6 +416,7 @@ void conformance_add_claims(Suite *s)
 	tcase_add_test(tc, owned_writes_apply);
 	tcase_add_test(tc, transfer_cas);
 	tcase_add_test(tc, list_expired_order_and_batch);
+	tcase_add_test(tc, list_expired_many_selects_earliest);
 	tcase_add_test(tc, repair_listing_and_release_exact);
 	suite_add_tcase(s, tc);
 }
