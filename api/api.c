@@ -460,11 +460,18 @@ bad:
 	return false;
 }
 
+/* MHD's per-connection pool holds the request line and headers (bodies are copied out as they
+ * arrive) and is zeroed for every request on a keep-alive connection: MHD's 32 KiB default
+ * cost 5 % of the server's CPU in the claim-cycle profile. 16 KiB still takes request headers
+ * of about 8 KiB; larger ones are answered 431 by MHD. */
+#define API_CONN_MEMORY (16u * 1024u)
+
 static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct sockaddr *sa)
 {
 	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, sa,
 				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
 				MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL, MHD_OPTION_END);
 }
