@@ -56,6 +56,7 @@ enum core_rc api_h_metrics(struct api_req *r)
 	struct api *a = r->api;
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
+	struct store_fs_stats fs;
 	unsigned s, polls;
 	bool ok;
 
@@ -85,6 +86,24 @@ enum core_rc api_h_metrics(struct api_req *r)
 			"boardd_events_long_polls %u\n",
 			(double)atomic_load(&a->duration_us_total) / 1e6,
 			atomic_load(&a->requests_total), polls);
+	if (ok && store_fs_stats_get(a->st, &fs) == CORE_OK)
+		ok = buf_printf(&buf, &len, &cap,
+				"# HELP boardd_fs_commits_total Journal lines written since open.\n"
+				"# TYPE boardd_fs_commits_total counter\n"
+				"boardd_fs_commits_total %llu\n"
+				"# HELP boardd_fs_syncs_total Journal fdatasync calls since open (one "
+				"covers every line written before it: group commit).\n"
+				"# TYPE boardd_fs_syncs_total counter\n"
+				"boardd_fs_syncs_total %llu\n"
+				"# HELP boardd_fs_compactions_total Snapshots written since open.\n"
+				"# TYPE boardd_fs_compactions_total counter\n"
+				"boardd_fs_compactions_total %llu\n"
+				"# HELP boardd_fs_failed 1 while writes are refused after a failed "
+				"write or sync.\n"
+				"# TYPE boardd_fs_failed gauge\n"
+				"boardd_fs_failed %d\n",
+				(unsigned long long)fs.commits, (unsigned long long)fs.syncs,
+				(unsigned long long)fs.compactions, fs.failed ? 1 : 0);
 	if (!ok) {
 		free(buf);
 		return CORE_ERR_NOMEM;

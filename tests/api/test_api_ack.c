@@ -104,6 +104,21 @@ START_TEST(one_thread_writes_share_a_sync)
 		ck_assert(json_is_true(json_object_get(j, "fresh")));
 		json_decref(j);
 	}
+	/* /metrics serves the same counters. */
+	{
+		unsigned long long syncs = 0, commits = 0;
+		const char *p;
+
+		t_must(200, "GET", "/metrics", NULL, NULL, NULL);
+		p = strstr(T_BODY, "\nboardd_fs_syncs_total ");
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(sscanf(p, "\nboardd_fs_syncs_total %llu", &syncs), 1);
+		p = strstr(T_BODY, "\nboardd_fs_commits_total ");
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(sscanf(p, "\nboardd_fs_commits_total %llu", &commits), 1);
+		ck_assert_uint_eq(syncs, s1.syncs);
+		ck_assert_uint_eq(commits, s1.commits);
+	}
 	ck_assert_uint_ge(s1.commits - s0.commits, WRITERS);
 	ck_assert_msg(s1.syncs - s0.syncs <= WRITERS / 2,
 		      "%llu syncs for %d claims on one thread: acknowledgements did not share",
