@@ -103,6 +103,11 @@ struct bench_driver {
 	 * leave the card claimable again (best effort) so the next cycle starts fresh. */
 	int (*cycle)(struct bench_worker *w);
 	void (*teardown)(struct bench_worker *w); /* may be NULL */
+	/* May be NULL. Called as the measured window opens (end = false) and closes (end =
+	 * true, ctx as the opening call left it); the closing call may write one line for the
+	 * report into note (the server's own counters over the window). */
+	void (*window)(const struct bench_opts *o, bool end, void *ctx, char *note, size_t len);
+	size_t window_ctx_size; /* bytes of zeroed ctx the runner hands to both calls */
 };
 
 /* Parses the common options (-H host -p port -w workers -d seconds -W warmup -n cycles

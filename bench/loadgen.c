@@ -163,9 +163,55 @@ static int lg_opt(int opt, const char *arg, void *ctx)
 	return 0;
 }
 
+/* The FS store's group commit over the window, from /metrics (no token needed). */
+struct lg_counters {
+	bool ok;
+	unsigned long long commits, syncs;
+	double t;
+};
+
+static bool lg_metrics(const struct bench_opts *o, struct lg_counters *c)
+{
+	struct bench_http *h = bench_http_open(o->host, o->port);
+	const char *resp = NULL, *p;
+	int status = 0;
+
+	c->ok = false;
+	if (h && bench_http_request(h, "GET", "/metrics", NULL, NULL, &status, &resp) == 0 &&
+	    status == 200 && resp && (p = strstr(resp, "\nboardd_fs_commits_total ")) &&
+	    sscanf(p, "\nboardd_fs_commits_total %llu", &c->commits) == 1 &&
+	    (p = strstr(resp, "\nboardd_fs_syncs_total ")) &&
+	    sscanf(p, "\nboardd_fs_syncs_total %llu", &c->syncs) == 1)
+		c->ok = true;
+	c->t = bench_mono_s();
+	bench_http_close(h);
+	return c->ok;
+}
+
+static void lg_window(const struct bench_opts *o, bool end, void *ctx, char *note, size_t len)
+{
+	struct lg_counters *c0 = ctx, c1;
+
+	if (!end) {
+		lg_metrics(o, c0);
+		return;
+	}
+	if (!c0->ok || !lg_metrics(o, &c1) || c1.syncs <= c0->syncs || c1.t <= c0->t) {
+		snprintf(note, len, "group commit: no FS store counters in /metrics");
+		return;
+	}
+	snprintf(note, len,
+		 "group commit (server's /metrics over the window): %.1f journal lines per "
+		 "fdatasync, %.0f fdatasync/s",
+		 (double)(c1.commits - c0->commits) / (double)(c1.syncs - c0->syncs),
+		 (double)(c1.syncs - c0->syncs) / (c1.t - c0->t));
+}
+
 int main(int argc, char **argv)
 {
 	static const struct bench_driver d = {
+		.window = lg_window,
+		.window_ctx_size = sizeof(struct lg_counters),
 		.target = "boardd",
 		.ops = op_names,
 		.n_ops = N_OPS,

@@ -374,7 +374,7 @@ static void ms_print(uint64_t us)
 
 static void report_print(const struct bench_driver *d, const struct bench_opts *o,
 			 struct bench_worker *ws, double window, const struct run_cpu *c0,
-			 const struct run_cpu *c1)
+			 const struct run_cpu *c1, const char *note)
 {
 	struct bench_stat tot[BENCH_OPS_MAX];
 	struct bench_lat all = {0}, cyc = {0};
@@ -438,6 +438,8 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 		printf("errors: none\n");
 	}
 	cpu_print(c0, c1, window, ops + errs, &others, &server_us);
+	if (note && note[0])
+		printf("%s\n", note);
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
 	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f\n",
@@ -455,6 +457,8 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 	pthread_t *th = calloc(o->workers, sizeof *th);
 	pthread_barrier_t ready;
 	struct run_cpu c0 = {0}, c1 = {0};
+	void *wctx = d->window && d->window_ctx_size ? calloc(1, d->window_ctx_size) : NULL;
+	char note[256] = "";
 	size_t i, started = 0, failed = 0;
 	double t0 = 0, t1 = 0, limit;
 	int code = 1;
@@ -487,6 +491,8 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 	pthread_barrier_wait(&ready);
 	if (!failed) {
 		sleep_s(o->warmup_s);
+		if (d->window)
+			d->window(o, false, wctx, NULL, 0);
 		cpu_sample(&c0);
 		t0 = bench_mono_s();
 		__atomic_store_n(&run_recording, 1, __ATOMIC_RELEASE);
@@ -503,18 +509,21 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 		__atomic_store_n(&run_recording, 0, __ATOMIC_RELEASE);
 		t1 = bench_mono_s();
 		cpu_sample(&c1);
+		if (d->window)
+			d->window(o, true, wctx, note, sizeof note);
 		__atomic_store_n(&run_stop, 1, __ATOMIC_RELEASE);
 	}
 	for (i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&ready);
 	if (!failed) {
-		report_print(d, o, ws, t1 - t0, &c0, &c1);
+		report_print(d, o, ws, t1 - t0, &c0, &c1, note);
 		code = 0;
 	}
 	for (i = 0; i < o->workers; i++)
 		bench_http_close(ws[i].http);
 out:
+	free(wctx);
 	free(th);
 	free(args);
 	free(ws);
