@@ -146,7 +146,7 @@ static enum core_rc sync_init(struct fs *fs)
 	/* Long-poll deadlines must not move with the wall clock. */
 	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
 	     pthread_rwlock_init(&fs->lock, NULL) || pthread_mutex_init(&fs->jmu, NULL) ||
-	     pthread_cond_init(&fs->jcond, NULL) || pthread_cond_init(&fs->ackcond, NULL) ||
+	     pthread_cond_init(&fs->jcond, NULL) || pthread_cond_init(&fs->ackcond, &ca) ||
 	     pthread_mutex_init(&fs->evmu, NULL) ||
 	     pthread_cond_init(&fs->evcond, &ca) || pthread_mutex_init(&fs->snapmu, NULL) ||
 	     pthread_mutex_init(&fs->cmu, NULL) || pthread_cond_init(&fs->ccond, NULL);

@@ -196,9 +196,11 @@ struct fs {
 	uint64_t jsynced_bytes;    /* durable prefix of the current generation */
 	size_t n_inflight;         /* lines appended whose writer was not yet told the outcome */
 	struct store_ack *ack_head, *ack_tail; /* owed waits for the acker (store_ack) */
-	pthread_cond_t ackcond;    /* the acker's: a queued ack, or stop */
+	size_t ack_len;            /* acks queued */
+	size_t ack_want;           /* the acker waits until ack_len reaches it */
+	pthread_cond_t ackcond;    /* the acker's (CLOCK_MONOTONIC): enough acks, or stop */
 	pthread_t acker;
-	bool acker_started, acker_stop;
+	bool acker_started, acker_stop, acker_waiting;
 	int64_t recover_after_ms;  /* CLOCK_MONOTONIC: no recovery attempt before */
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;

@@ -281,7 +281,10 @@ void fs_ack_submit(struct store *st, struct store_ack *ack)
 		else
 			fs->ack_head = ack;
 		fs->ack_tail = ack;
-		pthread_cond_signal(&fs->ackcond);
+		fs->ack_len++;
+		/* Wake the acker only when it waits and this ack completes what it waits for. */
+		if (fs->acker_waiting && fs->ack_len >= fs->ack_want)
+			pthread_cond_signal(&fs->ackcond);
 	}
 	pthread_mutex_unlock(&fs->jmu);
 	if (!queued) /* no acker (it failed to start, or the store closes): wait here */
@@ -304,6 +307,35 @@ enum core_rc fs_ack_wait(struct store *st, struct store_ack *ack)
 	return rc;
 }
 
+/* The group-commit window. Every sync costs the same whatever it covers (on the reference VM
+ * about 0.7 ms of device time and a fixed CPU cost in the block layer), so under concurrency
+ * it pays to let a group fill a little before syncing it: when the last group had at least
+ * FS_GROUP_MIN writers, the acker waits, at most FS_GROUP_WAIT_US, until as many are queued
+ * again. A lone writer never waits (its groups are of one). Measured with the claim cycle at
+ * 32 workers (bench/loadgen): groups of ~7 lines became ~14, half the syncs, +10 % cycles/s. */
+#define FS_GROUP_MIN 4
+#define FS_GROUP_WAIT_US 250
+
+static void group_wait(struct fs *fs, size_t prev)
+{
+	struct timespec until;
+
+	if (prev < FS_GROUP_MIN || fs->ack_len >= prev || fs->acker_stop)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += FS_GROUP_WAIT_US * 1000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	fs->ack_want = prev;
+	fs->acker_waiting = true;
+	while (fs->ack_len < prev && !fs->acker_stop)
+		if (pthread_cond_timedwait(&fs->ackcond, &fs->jmu, &until) != 0)
+			break; /* the window closed */
+	fs->acker_waiting = false;
+}
+
 static void *acker_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -311,16 +343,23 @@ static void *acker_main(void *arg)
 	enum core_rc rc;
 	uint64_t target;
 	int64_t last_event;
+	size_t prev = 0;
 	bool compact;
 
 	pthread_mutex_lock(&fs->jmu);
 	for (;;) {
+		fs->ack_want = 1;
+		fs->acker_waiting = true;
 		while (!fs->ack_head && !fs->acker_stop)
 			pthread_cond_wait(&fs->ackcond, &fs->jmu);
+		fs->acker_waiting = false;
 		if (!fs->ack_head)
 			break; /* stopping, and every ack was told */
+		group_wait(fs, prev);
 		batch = fs->ack_head;
+		prev = fs->ack_len;
 		fs->ack_head = fs->ack_tail = NULL;
+		fs->ack_len = 0;
 		target = 0;
 		for (a = batch; a; a = a->next)
 			if (a->seq > target)
