@@ -121,6 +121,18 @@ struct api {
 	atomic_ulong requests_total;
 	atomic_ullong duration_us_total;
 
+	/* the access log on stderr (api.c): lines queue in `buf`; a writer thread empties it
+	 * with one write(2) per batch */
+	struct {
+		pthread_mutex_t mu;
+		pthread_cond_t cv;   /* the writer's: a first line, or stop */
+		pthread_cond_t idle; /* the writer finished a batch */
+		pthread_t th;
+		char *buf, *out; /* API_LOG_BUF bytes each: filling, being written */
+		size_t len;
+		bool started, busy, stop;
+	} log;
+
 	/* long-polls in flight (helper threads) */
 	pthread_mutex_t poll_mu;
 	pthread_cond_t poll_cv;

@@ -4,6 +4,7 @@ tokens bootstrap, a request with a printed dev token, and a clean SIGTERM shutdo
 
 usage: test_server_cli.py path/to/boardd
 """
+import http.client
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -69,6 +71,39 @@ def get(port, path, token=None, method='GET'):
         return e.code, e.read().decode()
 
 
+class StderrLines:
+    """Collects a process's stderr lines on a thread (select and a buffered pipe disagree)."""
+
+    def __init__(self, p):
+        self.lines, self.cv = [], threading.Condition()
+        self.t = threading.Thread(target=self._run, args=(p,), daemon=True)
+        self.t.start()
+
+    def _run(self, p):
+        for line in p.stderr:
+            with self.cv:
+                self.lines.append(line.rstrip('\n'))
+                self.cv.notify_all()
+
+    def wait_for(self, pattern, seconds):
+        """The first line matching pattern, or None after `seconds`."""
+        deadline = time.time() + seconds
+        with self.cv:
+            while True:
+                for line in self.lines:
+                    if re.search(pattern, line):
+                        return line
+                left = deadline - time.time()
+                if left <= 0:
+                    return None
+                self.cv.wait(left)
+
+    def text(self):
+        self.t.join(timeout=15)
+        with self.cv:
+            return '\n'.join(self.lines)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         # flags
@@ -107,8 +142,23 @@ def main():
         check(get(port, '/v1/cards')[0] == 401, 'no token 401')
         check(get(port, '/v1/cards', plain)[0] == 200, 'token add token works')
         check(get(port, '/v1/boards/other', plain)[0] == 403, 'board scope from the file')
+        # the access log: a lone request's line shows up at once, not at the next flush
+        log = StderrLines(p)
+        check(log.wait_for(r' GET /v1/boards/other 403 [0-9.]+ms ci$', 5) is not None,
+              'access log line of a lone request written at once')
+        # a burst over one keep-alive connection: every line is written, none lost
+        conn = http.client.HTTPConnection('127.0.0.1', port, timeout=5)
+        for i in range(300):
+            conn.request('GET', '/v1/cards/burst-%d' % i, headers={'Authorization': 'Bearer ' + plain})
+            r = conn.getresponse()
+            r.read()
+        conn.close()
         p.send_signal(signal.SIGTERM)
         check(p.wait(timeout=15) == 0, 'SIGTERM exits 0')
+        rest = log.text()
+        burst = re.findall(r' GET /v1/cards/burst-(\d+) 404 ', rest)
+        check(sorted(int(b) for b in burst) == list(range(300)),
+              'access log: 300 burst lines, each once (%d seen)' % len(burst))
 
         # bootstrap: no --tokens creates DATADIR/tokens.json and prints the dev tokens once
         p, port, lines = start(tmp, env={'ITERION_BOARD_CLAIM_REAPER': 'ON'})
