@@ -155,18 +155,19 @@ function val(k,   i, kv) {
 	cps[t] += val("cycles_per_s"); ops[t] += val("ops_per_s")
 	p99[t] += val("p99_op_ms"); p99c[t] += val("p99_cycle_ms"); p50[t] += val("p50_op_ms")
 	err[t] += val("errors"); fail[t] += val("failed_cycles"); oth[t] += val("others_cpu_pct")
-	scpu[t] += val("server_cpu_us_per_op")
+	scpu[t] += val("server_cpu_us_per_op"); stl[t] += val("steal_pct")
 }
 END {
 	printf "\n== summary: %d workers, mean of %d round(s) ==\n", workers, rounds
-	printf "%-8s %10s %10s %10s %10s %12s %8s %10s %13s\n", "target", "cycles/s", "ops/s",
-	       "p50 op ms", "p99 op ms", "p99 cycle ms", "errors", "us cpu/op", "others cpu %"
+	printf "%-8s %10s %10s %10s %10s %12s %8s %10s %13s %8s\n", "target", "cycles/s", "ops/s",
+	       "p50 op ms", "p99 op ms", "p99 cycle ms", "errors", "us cpu/op", "others cpu %",
+	       "steal %"
 	split("boardd etcd", ts, " ")
 	for (i = 1; i <= 2; i++) {
 		t = ts[i]; if (!n[t]) continue
-		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %10.0f %13.0f\n", t,
+		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %10.0f %13.0f %8.0f\n", t,
 		       cps[t] / n[t], ops[t] / n[t], p50[t] / n[t], p99[t] / n[t], p99c[t] / n[t],
-		       err[t] + fail[t], scpu[t] / n[t], oth[t] / n[t]
+		       err[t] + fail[t], scpu[t] / n[t], oth[t] / n[t], stl[t] / n[t]
 	}
 	if (n["boardd"] && n["etcd"] && cps["etcd"] > 0 && p99["etcd"] > 0) {
 		rc = (cps["boardd"] / n["boardd"]) / (cps["etcd"] / n["etcd"])
@@ -178,5 +179,6 @@ END {
 	}
 	printf "(us cpu/op: the server process CPU per answered request; others cpu %%: user+system " \
 	       "CPU of other processes during the windows (interrupts not counted), in %% of one " \
-	       "core. The load average also counts the benchmark threads waiting on fsync.)\n"
+	       "core; steal %%: CPU time the hypervisor gave to other guests, in %% of one core. " \
+	       "The load average also counts the benchmark threads waiting on fsync.)\n"
 }'

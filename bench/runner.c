@@ -273,7 +273,8 @@ out:
 /* CPU seen over the window, to tell what else ran on the machine meanwhile. */
 struct run_cpu {
 	double busy_s;          /* /proc/stat, all CPUs: user + nice + system (processes) */
-	double irq_s;           /* irq + softirq + steal: loopback TCP, disk completions, VM */
+	double irq_s;           /* irq + softirq: loopback TCP, disk completions */
+	double steal_s;         /* steal: time the hypervisor gave this VM's CPUs to others */
 	double self_s;          /* this driver (getrusage) */
 	double server_s;        /* BENCH_SERVER_PID's utime + stime, or -1 */
 };
@@ -293,7 +294,8 @@ static void cpu_sample(struct run_cpu *c)
 		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
 			   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]) >= 8) {
 			c->busy_s = (double)(v[0] + v[1] + v[2]) / tick;
-			c->irq_s = (double)(v[5] + v[6] + v[7]) / tick;
+			c->irq_s = (double)(v[5] + v[6]) / tick;
+			c->steal_s = (double)v[7] / tick;
 		}
 		fclose(f);
 	}
@@ -316,17 +318,19 @@ static void cpu_sample(struct run_cpu *c)
 /* Prints the CPU line. OUT: *others, the share of everything else, and *server_us, the
  * server's CPU per answered request in microseconds; both -1 when the server is unknown. */
 static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double window,
-		      uint64_t ops, double *others, double *server_us)
+		      uint64_t ops, double *others, double *server_us, double *steal_pct)
 {
 	double busy = b->busy_s - a->busy_s, self = b->self_s - a->self_s;
-	double irq = b->irq_s - a->irq_s;
+	double irq = b->irq_s - a->irq_s, steal = b->steal_s - a->steal_s;
 	double server = a->server_s >= 0 && b->server_s >= 0 ? b->server_s - a->server_s : -1;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
 	*others = *server_us = -1;
+	*steal_pct = 100 * steal / window;
 	printf("cpu over the window (%% of one core): machine %.0f%% of %ld cores (interrupts "
-	       "%.0f%%), this driver %.0f%%",
-	       100 * (busy + irq) / window, cores, 100 * irq / window, 100 * self / window);
+	       "%.0f%%, stolen by the hypervisor %.0f%%), this driver %.0f%%",
+	       100 * (busy + irq + steal) / window, cores, 100 * irq / window,
+	       100 * steal / window, 100 * self / window);
 	if (server >= 0) {
 		/* Softirq time charged to a process is also in /proc/stat's softirq field: the
 		 * difference is good to about 10 % of a core; below zero means "nothing". */
@@ -379,7 +383,7 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	struct bench_stat tot[BENCH_OPS_MAX];
 	struct bench_lat all = {0}, cyc = {0};
 	uint64_t cycles = 0, failed = 0, ops = 0, errs = 0;
-	double others, server_us;
+	double others, server_us, steal;
 	size_t i, k, j;
 
 	memset(tot, 0, sizeof tot);
@@ -437,16 +441,18 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	} else {
 		printf("errors: none\n");
 	}
-	cpu_print(c0, c1, window, ops + errs, &others, &server_us);
+	cpu_print(c0, c1, window, ops + errs, &others, &server_us, &steal);
 	if (note && note[0])
 		printf("%s\n", note);
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
-	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f\n",
+	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f"
+	       " steal_pct=%.0f\n",
 	       d->target, o->workers, window, cycles, (double)cycles / window,
 	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
-	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others, server_us);
+	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others, server_us,
+	       steal);
 	fflush(stdout);
 }
 
