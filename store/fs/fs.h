@@ -72,6 +72,16 @@ struct fs_card_ent {
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
 	size_t cslot;           /* 1 + its index in fs->claimed; 0 when it holds no claim */
+	size_t sslot;           /* 1 + its index in its state's posting list; 0: in none */
+};
+
+/* A posting list (fs_post.c): the live cards carrying one state or one label, in no order. */
+struct fs_post {
+	char *key;                 /* the map key; owned */
+	struct fs_card_ent **v;
+	size_t n, cap;
+	size_t pending;            /* fs_post_reserve's count */
+	bool reserved;             /* room reserved for a change about to be applied */
 };
 
 /* The dependents of one blocker id: the reverse of every card's `blockers`, so the unblocked
@@ -174,6 +184,8 @@ struct fs {
 				       * reaper's listings walk instead of the whole board */
 	size_t n_claimed, cap_claimed;
 	struct fs_map runs; /* id -> struct core_run */
+	struct fs_map post_states; /* state -> struct fs_post (published cards only) */
+	struct fs_map post_labels; /* label -> struct fs_post */
 	struct core_event **ev; /* the tail is ev[ev_head .. ev_n) */
 	size_t ev_head, ev_n, ev_cap;
 	struct fs_counters ctr;
@@ -182,6 +194,7 @@ struct fs {
 	struct fs_undo **undo;     /* transactions not yet durable, oldest first from undo_head */
 	size_t undo_head, undo_n, undo_cap;
 	int64_t ev_durable;        /* events up to this seq belong to durable lines: trimmable */
+	bool rolling_back;         /* fs_undo_rollback runs: emptied index lists stay */
 
 	/* ---- journal: guarded by jmu (the fd is also only written under `lock`) ---- */
 	pthread_mutex_t jmu;
@@ -309,6 +322,18 @@ enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 enum core_rc fs_change_decode_bin(const char *payload, size_t len, struct fs_change *ch);
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 				struct fs_counters *ctr, uint64_t *n_records);
+
+/* ---- posting lists (fs_post.c): callers hold `lock` ---- */
+
+/* Room for every membership ch adds (with fs_change_reserve). */
+enum core_rc fs_post_reserve(struct fs *fs, const struct fs_change *ch);
+/* ent's card goes from before to now (either NULL): its state and label lists follow. */
+void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
+		    const struct core_card *now);
+/* The list of a state / a label; NULL when no card carries it. */
+const struct fs_post *fs_post_state(const struct fs *fs, const char *state);
+const struct fs_post *fs_post_label(const struct fs *fs, const char *label);
+void fs_post_release(struct fs *fs);
 
 /* ---- journal (fs_journal.c) ---- */
 

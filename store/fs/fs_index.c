@@ -175,7 +175,7 @@ static void deps_unlink(struct fs *fs, struct fs_card_ent *ent, const char *bloc
 	}
 	/* An entry another card of this change is about to join stays (its room is reserved),
 	 * and so does any while an undo may put an edge back (it must find its room). */
-	if (!d->n && !d->reserved && fs->undo_n == fs->undo_head) {
+	if (!d->n && !d->reserved && fs->undo_n == fs->undo_head && !fs->rolling_back) {
 		fs_map_del(&fs->deps, blocker);
 		deps_free(d);
 	}
@@ -200,6 +200,7 @@ void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_ca
 		if (!strv_has(&before->blockers, k, before->blockers.v[k]) &&
 		    !(now && strv_has(&now->blockers, now->blockers.n, before->blockers.v[k])))
 			deps_unlink(fs, ent, before->blockers.v[k]);
+	fs_post_update(fs, ent, before, now); /* the same publish points: the posting lists */
 }
 
 const struct fs_deps *fs_deps_find(const struct fs *fs, const char *blocker)
@@ -267,7 +268,7 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new) ||
-	    deps_reserve(fs, ch))
+	    deps_reserve(fs, ch) || fs_post_reserve(fs, ch))
 		return CORE_ERR_NOMEM;
 	if (ch->n_boards) {
 		nb = realloc(fs->boards, (fs->n_boards + ch->n_boards) * sizeof(*nb));
@@ -499,6 +500,7 @@ void fs_state_release(struct fs *fs)
 		if (fs->deps.slots[i].key)
 			deps_free(fs->deps.slots[i].val);
 	fs_map_release(&fs->deps);
+	fs_post_release(fs);
 	for (i = 0; i < fs->runs.cap; i++)
 		if (fs->runs.slots[i].key)
 			core_run_free(fs->runs.slots[i].val);

@@ -147,6 +147,69 @@ static size_t order_after(const struct fs *fs, uint64_t after)
 	return lo;
 }
 
+/* ---- card lists ----
+ *
+ * Two ways to find a page: walk every card in creation order from the cursor and keep the
+ * matches until the page is full, or walk the posting list of the filter's state or label
+ * (the smaller) and keep the `limit + 1` matches of lowest ordinal after the cursor. The walk
+ * in creation order stops early when matches are dense: about limit x live / m cards for m
+ * matches spread over `live` cards; the posting walk always reads m entries. Taking the
+ * posting list when m^2 <= 4 x limit x live bounds both by O(sqrt(limit x live)). */
+
+static void ord_heap_down(const struct fs_card_ent **h, size_t n, size_t i)
+{
+	const struct fs_card_ent *t;
+	size_t c;
+
+	for (;;) {
+		c = 2 * i + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && h[c + 1]->ord > h[c]->ord)
+			c++;
+		if (h[c]->ord <= h[i]->ord)
+			return;
+		t = h[c];
+		h[c] = h[i];
+		h[i] = t;
+		i = c;
+	}
+}
+
+static int cmp_ord(const void *a, const void *b)
+{
+	const struct fs_card_ent *x = *(const struct fs_card_ent *const *)a;
+	const struct fs_card_ent *y = *(const struct fs_card_ent *const *)b;
+
+	return (x->ord > y->ord) - (x->ord < y->ord);
+}
+
+/* Up to `want` matches of lowest ordinal > after from posting list p, ascending, into h. */
+static size_t post_page(const struct fs_post *p, const struct store_card_filter *f,
+			uint64_t after, const struct fs_card_ent **h, size_t want)
+{
+	size_t i, k = 0, j;
+
+	for (i = 0; p && i < p->n; i++) {
+		const struct fs_card_ent *e = p->v[i];
+
+		if (e->ord <= after || (k == want && e->ord >= h[0]->ord) ||
+		    !card_matches(e->card, f))
+			continue;
+		if (k < want) {
+			h[k++] = e;
+			if (k == want)
+				for (j = k / 2; j-- > 0;)
+					ord_heap_down(h, k, j);
+		} else {
+			h[0] = e;
+			ord_heap_down(h, k, 0);
+		}
+	}
+	qsort(h, k, sizeof(*h), cmp_ord);
+	return k;
+}
+
 enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 			  struct core_card ***out, size_t *n, char **next)
 {
@@ -170,6 +233,46 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	if (!v)
 		return CORE_ERR_NOMEM;
 	pthread_rwlock_rdlock(&fs->lock);
+	if (f->state || f->label) {
+		const struct fs_post *src = NULL, *p;
+		bool none = false;
+		size_t live = fs->n_order - fs->n_dead;
+
+		if (f->state) {
+			src = fs_post_state(fs, f->state);
+			none = !src;
+		}
+		if (f->label) {
+			p = fs_post_label(fs, f->label);
+			none = none || !p;
+			if (p && (!src || p->n < src->n))
+				src = p;
+		}
+		if (none || (double)src->n * (double)src->n <= 4.0 * (double)f->limit * (double)live) {
+			const struct fs_card_ent **h =
+				none ? NULL : malloc((f->limit + 1) * sizeof(*h));
+			size_t m = 0;
+
+			if (!none && !h) {
+				rc = CORE_ERR_NOMEM;
+				goto unlock;
+			}
+			if (!none)
+				m = post_page(src, f, after, h, f->limit + 1);
+			more = m > f->limit;
+			for (i = 0; i < m && k < f->limit; i++) {
+				v[k] = core_card_dup(h[i]->card);
+				if (!v[k]) {
+					rc = CORE_ERR_NOMEM;
+					break;
+				}
+				last = h[i]->ord;
+				k++;
+			}
+			free(h);
+			goto unlock;
+		}
+	}
 	for (i = order_after(fs, after); i < fs->n_order; i++) {
 		const struct fs_card_ent *ent = fs->order[i];
 
@@ -187,6 +290,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 		k++;
 		last = ent->ord;
 	}
+unlock:
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc == CORE_OK && more) {
 		snprintf(buf, sizeof(buf), "%" PRIu64, last);

@@ -708,6 +708,136 @@ START_TEST(claimed_set_follows_every_path)
 }
 END_TEST
 
+/* ---- posting lists: filtered lists agree with a scan, through every path ---- */
+
+static const char *const post_states[] = {"backlog", "ready", "in_progress", "review"};
+
+static void post_create(struct store *st, int i)
+{
+	char id[16], l1[8];
+	const char *lv[3];
+	struct core_strv labels = {.v = (char **)lv};
+	struct store_card_create in = {.id = id, .title = id, .labels = &labels};
+	struct core_card *c = NULL;
+
+	snprintf(id, sizeof id, "p%03d", i);
+	snprintf(l1, sizeof l1, "l%d", i % 5);
+	in.state = post_states[i % 4];
+	lv[labels.n++] = l1;
+	if (i % 50 == 0)
+		lv[labels.n++] = "rare";
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+	core_card_free(c);
+}
+
+static bool post_match(const struct core_card *c, const char *state, const char *label)
+{
+	return (!state || strcmp(c->state, state) == 0) &&
+	       (!label || core_strv_contains(&c->labels, label));
+}
+
+/* Every filter and page size, cursor followed to the end, against a scan of all cards:
+ * limit 1 on a dense filter takes the creation-order walk, the rest the posting lists. */
+static void post_check(struct store *st)
+{
+	static const char *const filters[][2] = {
+		{"ready", NULL},  {NULL, "l1"},	   {"review", "rare"}, {"in_progress", "l3"},
+		{NULL, "rare"},	  {"ready", "nope"}, {"nope", NULL},     {"backlog", "l0"},
+	};
+	static const size_t limits[] = {1, 3, 100};
+	size_t n_all, fi, li, i, k, n;
+	struct core_card **all = all_cards(st, &n_all), **v;
+
+	for (fi = 0; fi < sizeof filters / sizeof filters[0]; fi++) {
+		for (li = 0; li < sizeof limits / sizeof limits[0]; li++) {
+			struct store_card_filter f = {.state = filters[fi][0],
+						      .label = filters[fi][1],
+						      .claimed = -1, .limit = limits[li]};
+			char *next = NULL, *after = NULL;
+
+			k = 0; /* index into the expected matches of `all` */
+			i = 0;
+			do {
+				f.after = after;
+				v = NULL;
+				ck_assert_int_eq(store_card_list(st, &f, &v, &n, &next), CORE_OK);
+				ck_assert_uint_le(n, f.limit);
+				for (size_t j = 0; j < n; j++) {
+					while (i < n_all && !post_match(all[i], f.state, f.label))
+						i++;
+					ck_assert_msg(i < n_all, "filter %zu limit %zu: extra card %s",
+						      fi, f.limit, v[j]->id);
+					ck_assert_str_eq(v[j]->id, all[i]->id);
+					i++;
+					k++;
+				}
+				store_cards_free(v, n);
+				free(after);
+				after = next;
+				next = NULL;
+			} while (after);
+			while (i < n_all && !post_match(all[i], f.state, f.label))
+				i++;
+			ck_assert_msg(i == n_all, "filter %zu limit %zu: missed card %s after %zu", fi,
+				      f.limit, i < n_all ? all[i]->id : "", k);
+		}
+	}
+	store_cards_free(all, n_all);
+}
+
+START_TEST(posting_lists_follow_every_path)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct core_card *c = NULL;
+	char id[16];
+	int i;
+
+	for (i = 0; i < 400; i++)
+		post_create(st, i);
+	post_check(st);
+	/* moves, label changes, deletes, new cards */
+	for (i = 0; i < 400; i += 7) {
+		snprintf(id, sizeof id, "p%03d", i);
+		ck_assert_int_eq(store_card_set_state_from(st, id, NULL, post_states[(i / 7) % 4],
+							   NULL, &bot, &c),
+				 CORE_OK);
+		core_card_free(c);
+	}
+	for (i = 3; i < 400; i += 11) {
+		const char *lv[] = {"rare", "l1", "l1"};
+		struct core_strv labels = {.v = (char **)lv, .n = (size_t)(i % 3) + 1};
+
+		snprintf(id, sizeof id, "p%03d", i);
+		ck_assert_int_eq(store_card_labels_set(st, id, &labels, &bot, &c), CORE_OK);
+		core_card_free(c);
+	}
+	for (i = 5; i < 400; i += 13) {
+		snprintf(id, sizeof id, "p%03d", i);
+		ck_assert_int_eq(store_card_delete(st, id, &bot), CORE_OK);
+	}
+	for (i = 400; i < 450; i++)
+		post_create(st, i);
+	post_check(st);
+	/* a rollback: refused writes leave the lists as they were */
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(store_card_set_state_from(st, "p001", NULL, "review", NULL, &bot, &c),
+			 CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_card_delete(st, "p002", &bot), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	post_check(st);
+	/* rebuilt from the snapshot and the journal (the first write re-establishes it) */
+	post_create(st, 450);
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	post_create(st, 451);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	post_check(st);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-fs");
@@ -728,6 +858,7 @@ int main(void)
 	tcase_add_test(tc, owned_write_with_release_is_one_line);
 	tcase_add_test(tc, owned_write_release_fallback);
 	tcase_add_test(tc, claimed_set_follows_every_path);
+	tcase_add_test(tc, posting_lists_follow_every_path);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
 	sr = srunner_create(s);

@@ -1,0 +1,200 @@
+/* Posting lists of the FS twin: for each state and each label, the live cards that carry it,
+ * in no order. They let a filtered list whose filter matches few cards walk those cards
+ * instead of every card (fs_card_list): a list then costs O(matches), where the creation-order
+ * walk costs O(cards / match ratio).
+ *
+ * Maintained where the blockers index is (fs_deps_update: every publish, replay and undo),
+ * with room reserved beforehand by fs_post_reserve, so applying a change cannot fail. A state
+ * list knows each member's slot (ent->sslot: O(1) moves); a label list finds its member by a
+ * scan of that list (labels change less often than columns). Callers hold the state lock. */
+#include "store/fs/fs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void post_free(struct fs_post *p)
+{
+	free(p->v);
+	free(p->key);
+	free(p);
+}
+
+static struct fs_post *post_get_or_add(struct fs_map *m, const char *key)
+{
+	struct fs_post *p = fs_map_get(m, key);
+
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (p && (p->key = strdup(key)) && fs_map_put(m, p->key, p) == CORE_OK)
+		return p;
+	if (p)
+		free(p->key);
+	free(p);
+	return NULL;
+}
+
+static bool has_label(const struct core_card *c, const char *label)
+{
+	return c && core_strv_contains(&c->labels, label);
+}
+
+/* Does `now` join the list of its k-th label (absent from `before`, first of its kind)? */
+static bool label_joins(const struct core_card *before, const struct core_card *now, size_t k)
+{
+	size_t j;
+
+	for (j = 0; j < k; j++)
+		if (strcmp(now->labels.v[j], now->labels.v[k]) == 0)
+			return false;
+	return !has_label(before, now->labels.v[k]);
+}
+
+static bool state_moves(const struct core_card *before, const struct core_card *now)
+{
+	return now && (!before || strcmp(before->state, now->state) != 0);
+}
+
+/* Counts what ch adds per list (pass 0), then grows each list once (pass 1, which always
+ * runs so that no count is left behind on failure). */
+enum core_rc fs_post_reserve(struct fs *fs, const struct fs_change *ch)
+{
+	enum core_rc rc = CORE_OK;
+	struct fs_post *p;
+	size_t pass, i, k;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < ch->n_cards; i++) {
+			const struct core_card *now = ch->cards[i].card;
+			const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
+			const struct core_card *before = ent ? ent->card : NULL;
+			size_t n_keys = now ? now->labels.n + 1 : 0;
+
+			for (k = 0; k < n_keys; k++) {
+				bool state = k == now->labels.n;
+				struct fs_map *m = state ? &fs->post_states : &fs->post_labels;
+				const char *key = state ? now->state : now->labels.v[k];
+
+				if (state ? !state_moves(before, now) : !label_joins(before, now, k))
+					continue;
+				if (pass == 0) {
+					if (rc != CORE_OK)
+						break;
+					p = post_get_or_add(m, key);
+					if (!p)
+						rc = CORE_ERR_NOMEM;
+					else
+						p->pending++;
+					continue;
+				}
+				p = fs_map_get(m, key);
+				if (!p || !p->pending)
+					continue;
+				if (rc == CORE_OK && fs_ptrs_reserve(&p->v, &p->cap, p->n + p->pending))
+					rc = CORE_ERR_NOMEM;
+				p->reserved = rc == CORE_OK;
+				p->pending = 0;
+			}
+		}
+	}
+	return rc;
+}
+
+static void post_add(struct fs_post *p, struct fs_card_ent *ent)
+{
+	if (p->n == p->cap)
+		abort(); /* reserved by fs_post_reserve (or left by what an undo reverses) */
+	p->v[p->n++] = ent;
+	p->reserved = false;
+}
+
+/* An empty list goes, unless a change has room reserved in it or an undo may refill it
+ * (one is pending, or a rollback is under way). */
+static void post_maybe_free(struct fs *fs, struct fs_map *m, struct fs_post *p)
+{
+	if (!p->n && !p->reserved && fs->undo_n == fs->undo_head && !fs->rolling_back) {
+		fs_map_del(m, p->key);
+		post_free(p);
+	}
+}
+
+static void state_leave(struct fs *fs, struct fs_card_ent *ent, const char *state)
+{
+	struct fs_post *p = fs_map_get(&fs->post_states, state);
+	struct fs_card_ent *last;
+
+	if (!p || !ent->sslot)
+		return;
+	last = p->v[--p->n];
+	p->v[ent->sslot - 1] = last;
+	last->sslot = ent->sslot;
+	ent->sslot = 0;
+	post_maybe_free(fs, &fs->post_states, p);
+}
+
+static void label_leave(struct fs *fs, struct fs_card_ent *ent, const char *label)
+{
+	struct fs_post *p = fs_map_get(&fs->post_labels, label);
+	size_t i;
+
+	if (!p)
+		return;
+	for (i = 0; i < p->n; i++) {
+		if (p->v[i] == ent) {
+			p->v[i] = p->v[--p->n];
+			break;
+		}
+	}
+	post_maybe_free(fs, &fs->post_labels, p);
+}
+
+void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
+		    const struct core_card *now)
+{
+	struct fs_post *p;
+	size_t k;
+
+	if (before && (!now || strcmp(before->state, now->state) != 0))
+		state_leave(fs, ent, before->state);
+	for (k = 0; before && k < before->labels.n; k++)
+		if (!has_label(now, before->labels.v[k]))
+			label_leave(fs, ent, before->labels.v[k]); /* duplicates: a no-op 2nd time */
+	if (state_moves(before, now)) {
+		p = fs_map_get(&fs->post_states, now->state);
+		if (!p)
+			abort(); /* reserved: cannot happen */
+		post_add(p, ent);
+		ent->sslot = p->n;
+	}
+	for (k = 0; now && k < now->labels.n; k++) {
+		if (!label_joins(before, now, k))
+			continue;
+		p = fs_map_get(&fs->post_labels, now->labels.v[k]);
+		if (!p)
+			abort(); /* reserved: cannot happen */
+		post_add(p, ent);
+	}
+}
+
+const struct fs_post *fs_post_state(const struct fs *fs, const char *state)
+{
+	return fs_map_get(&fs->post_states, state);
+}
+
+const struct fs_post *fs_post_label(const struct fs *fs, const char *label)
+{
+	return fs_map_get(&fs->post_labels, label);
+}
+
+void fs_post_release(struct fs *fs)
+{
+	struct fs_map *maps[2] = {&fs->post_states, &fs->post_labels};
+	size_t i, k;
+
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < maps[k]->cap; i++)
+			if (maps[k]->slots[i].key)
+				post_free(maps[k]->slots[i].val);
+		fs_map_release(maps[k]);
+	}
+}
