@@ -622,6 +622,10 @@ enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_st
 	size_t n = 0;
 	enum core_rc rc;
 	int64_t t0 = mono_ms();
+	/* A pass started by an HTTP request (POST /v1/reaper/pass) must not write under the
+	 * request's ack: the repair sweep's writes wait here, and each worker share binds and
+	 * waits for its own (a thread owing lines to two acks could wait on itself). */
+	struct store_ack *outer = store_ack_unbind();
 
 	pthread_mutex_lock(&r->pass_lock);
 	s.gate = r->cfg.gate;
@@ -646,6 +650,7 @@ enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_st
 	r->have_last = true;
 	pthread_mutex_unlock(&r->lock);
 	pthread_mutex_unlock(&r->pass_lock);
+	store_ack_rebind(outer);
 	if (out)
 		*out = s;
 	return rc == CORE_OK || s.listed || s.repaired ? CORE_OK : rc;

@@ -131,6 +131,19 @@ struct store_ack *store_ack_current(void)
 	return ack_bound;
 }
 
+struct store_ack *store_ack_unbind(void)
+{
+	struct store_ack *ack = ack_bound;
+
+	ack_bound = NULL;
+	return ack;
+}
+
+void store_ack_rebind(struct store_ack *ack)
+{
+	ack_bound = ack;
+}
+
 void store_ack_submit(struct store_ack *ack, void (*done)(struct store_ack *, enum core_rc))
 {
 	ack->done = done;

@@ -161,6 +161,11 @@ void store_ack_submit(struct store_ack *ack, void (*done)(struct store_ack *, en
 /* Or waits on the calling thread: OK once durable, STORE_UNAVAILABLE when rolled back (a
  * thread that batches several writes into one wait: the reaper's pass workers). */
 enum core_rc store_ack_wait(struct store_ack *ack);
+/* Unbinds the calling thread's ack, if any, and returns it; store_ack_rebind puts it back.
+ * For code that must not run under a caller's ack: a reaper pass started by an HTTP request
+ * binds its own per worker, and waits for them before it returns. */
+struct store_ack *store_ack_unbind(void);
+void store_ack_rebind(struct store_ack *ack);
 /* For twins: the ack bound to this thread, or NULL (then wait before returning). */
 struct store_ack *store_ack_current(void);
 
