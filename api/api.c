@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <openssl/crypto.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -524,6 +525,20 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 	*req_cls = NULL;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct api_conn *cc = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		*socket_context = calloc(1, sizeof(struct api_conn)); /* NULL: no cache */
+	} else if (cc) {
+		OPENSSL_cleanse(cc, sizeof(*cc)); /* the cached bearer token */
+		free(cc);
+		*socket_context = NULL;
+	}
+}
+
 /* We percent-decode path segments ourselves (router.c): MHD's in-place decoding of the whole
  * path would turn %2F into a separator and %00 into a silent cut. */
 static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s)
@@ -598,6 +613,7 @@ static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct soc
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
 				MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL, MHD_OPTION_END);
 }
 

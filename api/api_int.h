@@ -39,6 +39,15 @@ enum api_poll_state {
 	API_POLL_DONE,
 };
 
+/* Per TCP connection (MHD's socket context, api.c): the last bearer token verified on it, so
+ * a keep-alive client is not hashed again on every request (auth.c). */
+#define API_TOKEN_CACHE_MAX 128
+struct api_conn {
+	char plain[API_TOKEN_CACHE_MAX];
+	size_t len;                  /* 0: nothing cached */
+	const struct api_token *tok; /* what `plain` resolved to */
+};
+
 enum api_ack_state {
 	API_ACK_NONE,
 	API_ACK_WAITING,

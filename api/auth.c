@@ -394,6 +394,30 @@ bool api_token_board_allowed(const struct api_token *tok, const char *board)
 	return false;
 }
 
+/* The token for `plain`: the connection's cached one when the client sends the same token
+ * again (compared in constant time), else looked up (SHA-256 of every try) and cached. */
+static const struct api_token *conn_token(struct api_req *r, const char *plain)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct api_conn *cc = ci ? ci->socket_context : NULL;
+	size_t len = strlen(plain);
+	const struct api_token *tok;
+
+	if (cc && cc->len && cc->len == len && CRYPTO_memcmp(cc->plain, plain, len) == 0)
+		return cc->tok;
+	tok = api_tokens_find(r->api->tokens, plain);
+	if (cc) {
+		OPENSSL_cleanse(cc, sizeof(*cc));
+		if (tok && len < sizeof(cc->plain)) {
+			memcpy(cc->plain, plain, len);
+			cc->len = len;
+			cc->tok = tok;
+		}
+	}
+	return tok;
+}
+
 enum core_rc api_auth_check(struct api_req *r)
 {
 	const char *h;
@@ -408,7 +432,7 @@ enum core_rc api_auth_check(struct api_req *r)
 	h += 7;
 	while (*h == ' ')
 		h++;
-	r->tok = api_tokens_find(r->api->tokens, h);
+	r->tok = conn_token(r, h);
 	if (!r->tok)
 		return api_fail(r, CORE_ERR_UNAUTHORIZED, "unknown token");
 	if (!(r->tok->roles & r->route->roles))

@@ -124,6 +124,33 @@ START_TEST(role_matrix)
 }
 END_TEST
 
+/* One keep-alive connection, tokens changing from request to request: each request is
+ * judged by its own token (the per-connection cache of the last verified one never leaks a
+ * previous token's identity or roles). */
+START_TEST(tokens_switch_on_one_connection)
+{
+	json_t *j;
+	int round;
+
+	for (round = 0; round < 2; round++) {
+		json_decref(t_must(200, "GET", "/v1/cards", W, NULL, NULL));
+		t_problem(403, "forbidden", "PUT", "/v1/boards/sw", W, NULL,
+			  "{\"columns\":[{\"name\":\"a\"}]}");
+		t_problem(401, "unauthorized", "GET", "/v1/cards", "tok-worker-0123456788", NULL,
+			  NULL);
+		t_problem(401, "unauthorized", "GET", "/v1/cards", "tok-worker-012345678", NULL,
+			  NULL);
+		t_problem(401, "unauthorized", "GET", "/v1/cards", NULL, NULL, NULL);
+		j = t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"title\":\"by bot\"}");
+		ck_assert_ptr_nonnull(j);
+		json_decref(j);
+		t_problem(403, "forbidden", "GET", "/v1/boards/default", SCOPED, NULL, NULL);
+		json_decref(t_must(200, "GET", "/v1/cards", SCOPED, NULL, NULL));
+		json_decref(t_must(200, "GET", "/v1/boards/default", W, NULL, NULL));
+	}
+}
+END_TEST
+
 START_TEST(board_scope)
 {
 	char *mine, *theirs, path[256];
@@ -179,5 +206,6 @@ TCase *api_tcase_roles(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, role_matrix);
 	tcase_add_test(tc, board_scope);
+	tcase_add_test(tc, tokens_switch_on_one_connection);
 	return tc;
 }
