@@ -72,6 +72,7 @@ struct fs_card_ent {
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
 	size_t cslot;           /* 1 + its index in fs->claimed; 0 when it holds no claim */
+	size_t rslot;           /* 1 + its index in fs->recov; 0: not a recovery claim */
 	size_t sslot;           /* 1 + its index in its state's posting list; 0: in none */
 };
 
@@ -180,9 +181,13 @@ struct fs {
 	struct fs_card_ent **order;
 	size_t n_order, cap_order, n_dead;
 	struct fs_map deps; /* blocker id -> struct fs_deps (published cards only) */
-	struct fs_card_ent **claimed; /* published cards holding a claim, in no order: what the
-				       * reaper's listings walk instead of the whole board */
+	struct fs_card_ent **claimed; /* published cards holding a claim: a binary min-heap by
+				       * lease expiry (no lease: last), then id, so the reaper's
+				       * expired listing reads its batch off the top */
 	size_t n_claimed, cap_claimed;
+	struct fs_card_ent **recov; /* the claims held under a recovery marker ("reaper:"), in
+				     * no order: the repair sweep's population, usually tiny */
+	size_t n_recov, cap_recov;
 	struct fs_map runs; /* id -> struct core_run */
 	struct fs_map post_states; /* state -> struct fs_post (published cards only) */
 	struct fs_map post_labels; /* label -> struct fs_post */
@@ -261,7 +266,8 @@ void fs_retire_run(struct fs *fs, struct core_run *r);
 void fs_retire_event(struct fs *fs, struct core_event *e);
 /* Replaces the value (and key) of a key that is present; never allocates. */
 void fs_map_replace(struct fs_map *m, const char *key, void *val);
-/* Puts ent in or out of the claimed set to match ent->card (never allocates). */
+/* Puts ent in, out of, or back in place in the claimed heap and the recovery set, to match
+ * ent->card (never allocates). */
 void fs_claimed_update(struct fs *fs, struct fs_card_ent *ent);
 /* Moves ent's reverse-index edges from `before` (NULL: none) to `now` (NULL: none). */
 void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
@@ -433,11 +439,15 @@ enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct c
 			   const char *to, const char *reason, json_t *extra);
 /* Duplicates into *out for the caller (NOMEM). */
 enum core_rc fs_card_out(const struct core_card *c, struct core_card **out);
-/* A new array of copies of matching claimed cards (want sees only cards holding a claim);
- * cmp orders them; at most batch. O(claimed cards), not O(cards). */
+/* A new array of copies of matching recovery claims (want sees only those); cmp orders
+ * them; at most batch. O(recovery claims), not O(cards). */
 enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card *, int64_t),
 			      int64_t now, int (*cmp)(const void *, const void *), size_t batch,
 			      struct core_card ***out, size_t *n);
+/* Copies of the claims whose lease expired before now, oldest lease first (then id), at most
+ * batch: read off the claimed heap in O(batch x log batch). */
+enum core_rc fs_claims_expired(struct fs *fs, int64_t now, size_t batch,
+			       struct core_card ***out, size_t *n);
 const char *fs_actor_name(const struct store_actor *actor);
 
 /* ---- the ops, by file ---- */

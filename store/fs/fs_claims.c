@@ -184,11 +184,6 @@ out:
 
 /* ---- reaper support ---- */
 
-static bool want_expired(const struct core_card *c, int64_t now)
-{
-	return core_claim_expired(c, now);
-}
-
 /* Abandoned recovery claims and claims that lost their lease or fence (ADR-096 §8). */
 /* The FS twin's repair population is its own abandoned recovery claims only. It has no
  * un-leased arm (ADR-096 §7): no peer strips a lease from a file this process rewrites, and
@@ -197,16 +192,6 @@ static bool want_repair(const struct core_card *c, int64_t now)
 {
 	return c->claim.present && core_marker_is_recovery(c->claim.marker) &&
 	       core_claim_expired(c, now);
-}
-
-static int cmp_lease(const void *a, const void *b)
-{
-	const struct core_card *x = *(const struct core_card *const *)a;
-	const struct core_card *y = *(const struct core_card *const *)b;
-
-	if (x->claim.lease_until != y->claim.lease_until)
-		return x->claim.lease_until > y->claim.lease_until ? 1 : -1;
-	return strcmp(x->id, y->id); /* ties in a deterministic order */
 }
 
 static int cmp_claimed(const void *a, const void *b)
@@ -222,7 +207,7 @@ static int cmp_claimed(const void *a, const void *b)
 enum core_rc fs_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
 				    size_t *n)
 {
-	return fs_cards_collect(fs_of(st), want_expired, store_now(st), cmp_lease, batch, out, n);
+	return fs_claims_expired(fs_of(st), store_now(st), batch, out, n);
 }
 
 enum core_rc fs_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,

@@ -210,24 +210,93 @@ const struct fs_deps *fs_deps_find(const struct fs *fs, const char *blocker)
 
 /* ---- the claimed set ---- */
 
-/* Puts ent in or out of fs->claimed (room reserved by fs_change_reserve, or left by the
- * transaction an undo reverses: the set never holds more than it once did). */
+/* The claimed heap's order: the lease's expiry (a claim with no lease never expires: last),
+ * then the id, so equal leases list in a fixed order. */
+static bool claim_before(const struct fs_card_ent *a, const struct fs_card_ent *b)
+{
+	const struct core_claim *x = &a->card->claim, *y = &b->card->claim;
+	int64_t kx = x->has_lease ? x->lease_until : INT64_MAX;
+	int64_t ky = y->has_lease ? y->lease_until : INT64_MAX;
+
+	if (kx != ky)
+		return kx < ky;
+	return strcmp(a->id, b->id) < 0;
+}
+
+static void heap_put(struct fs *fs, size_t i, struct fs_card_ent *e)
+{
+	fs->claimed[i] = e;
+	e->cslot = i + 1;
+}
+
+/* Restores the heap around index i after its key changed (or it was just placed there). */
+static void heap_fix(struct fs *fs, size_t i)
+{
+	struct fs_card_ent *e = fs->claimed[i];
+	size_t c;
+
+	while (i > 0 && claim_before(e, fs->claimed[(i - 1) / 2])) {
+		heap_put(fs, i, fs->claimed[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	for (;;) {
+		c = 2 * i + 1;
+		if (c >= fs->n_claimed)
+			break;
+		if (c + 1 < fs->n_claimed && claim_before(fs->claimed[c + 1], fs->claimed[c]))
+			c++;
+		if (!claim_before(fs->claimed[c], e))
+			break;
+		heap_put(fs, i, fs->claimed[c]);
+		i = c;
+	}
+	heap_put(fs, i, e);
+}
+
+static void recov_update(struct fs *fs, struct fs_card_ent *ent)
+{
+	bool on = ent->card && ent->card->claim.present &&
+		  core_marker_is_recovery(ent->card->claim.marker);
+	struct fs_card_ent *last;
+
+	if (on && !ent->rslot) {
+		if (fs->n_recov == fs->cap_recov)
+			abort(); /* reserved: cannot happen */
+		fs->recov[fs->n_recov++] = ent;
+		ent->rslot = fs->n_recov;
+	} else if (!on && ent->rslot) {
+		last = fs->recov[--fs->n_recov];
+		fs->recov[ent->rslot - 1] = last;
+		last->rslot = ent->rslot;
+		ent->rslot = 0;
+	}
+}
+
+/* Room is reserved by fs_change_reserve, or left by the transaction an undo reverses: the
+ * sets never hold more than they once did. */
 void fs_claimed_update(struct fs *fs, struct fs_card_ent *ent)
 {
 	bool on = ent->card && ent->card->claim.present;
 	struct fs_card_ent *last;
+	size_t i;
 
 	if (on && !ent->cslot) {
 		if (fs->n_claimed == fs->cap_claimed)
 			abort(); /* reserved: cannot happen */
 		fs->claimed[fs->n_claimed++] = ent;
-		ent->cslot = fs->n_claimed;
-	} else if (!on && ent->cslot) {
-		last = fs->claimed[--fs->n_claimed];
-		fs->claimed[ent->cslot - 1] = last;
-		last->cslot = ent->cslot;
+		heap_fix(fs, fs->n_claimed - 1);
+	} else if (on) {
+		heap_fix(fs, ent->cslot - 1); /* a renewal or a transfer moved its lease */
+	} else if (ent->cslot) {
+		i = ent->cslot - 1;
 		ent->cslot = 0;
+		last = fs->claimed[--fs->n_claimed];
+		if (i < fs->n_claimed) {
+			fs->claimed[i] = last;
+			heap_fix(fs, i);
+		}
 	}
+	recov_update(fs, ent);
 }
 
 /* ---- change sets ---- */
@@ -256,7 +325,7 @@ void fs_change_release(struct fs_change *ch)
 enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	struct core_board *nb;
-	size_t n_new = 0, n_claims = 0, i;
+	size_t n_new = 0, n_claims = 0, n_recov = 0, i;
 
 	for (i = 0; i < ch->n_cards; i++) {
 		const struct core_card *now = ch->cards[i].card;
@@ -264,9 +333,12 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 
 		n_new += now && !ent;
 		n_claims += now && now->claim.present && !(ent && ent->cslot);
+		n_recov += now && now->claim.present && core_marker_is_recovery(now->claim.marker) &&
+			   !(ent && ent->rslot);
 	}
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
+	    fs_ptrs_reserve(&fs->recov, &fs->cap_recov, fs->n_recov + n_recov) ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new) ||
 	    deps_reserve(fs, ch) || fs_post_reserve(fs, ch))
 		return CORE_ERR_NOMEM;
@@ -495,6 +567,7 @@ void fs_state_release(struct fs *fs)
 	}
 	free(fs->order);
 	free(fs->claimed);
+	free(fs->recov);
 	fs_map_release(&fs->cards);
 	for (i = 0; i < fs->deps.cap; i++)
 		if (fs->deps.slots[i].key)

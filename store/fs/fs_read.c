@@ -370,14 +370,14 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 
 	pthread_rwlock_rdlock(&fs->lock);
 	/* The first `batch` in cmp order, without sorting every match: a max-heap of the best
-	 * batch so far (O(claimed x log batch)); one allocation, whatever the number claimed. */
-	if (batch && fs->n_claimed) {
-		hits = malloc((fs->n_claimed < batch ? fs->n_claimed : batch) * sizeof(*hits));
+	 * batch so far (O(recovery claims x log batch)); one allocation. */
+	if (batch && fs->n_recov) {
+		hits = malloc((fs->n_recov < batch ? fs->n_recov : batch) * sizeof(*hits));
 		if (!hits)
 			rc = CORE_ERR_NOMEM;
 	}
-	for (i = 0; hits && i < fs->n_claimed; i++) {
-		c = fs->claimed[i]->card;
+	for (i = 0; hits && i < fs->n_recov; i++) {
+		c = fs->recov[i]->card;
 		if (!want(c, now))
 			continue;
 		if (k < batch) {
@@ -406,6 +406,92 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 	if (!v || rc != CORE_OK) {
 		store_cards_free(v, i);
 		return CORE_ERR_NOMEM;
+	}
+	*out = v;
+	*n = k;
+	return CORE_OK;
+}
+
+/* Best-first walk of the claimed heap: `open` is a small min-heap of heap indices whose
+ * parents were taken; the smallest is the next claim in lease order. */
+static bool open_before(const struct fs *fs, size_t a, size_t b)
+{
+	const struct core_claim *x = &fs->claimed[a]->card->claim, *y = &fs->claimed[b]->card->claim;
+	int64_t kx = x->has_lease ? x->lease_until : INT64_MAX;
+	int64_t ky = y->has_lease ? y->lease_until : INT64_MAX;
+
+	if (kx != ky)
+		return kx < ky;
+	return strcmp(fs->claimed[a]->id, fs->claimed[b]->id) < 0;
+}
+
+static void open_push(const struct fs *fs, size_t *h, size_t *n, size_t v)
+{
+	size_t i = (*n)++, p;
+
+	while (i > 0 && open_before(fs, v, h[p = (i - 1) / 2])) {
+		h[i] = h[p];
+		i = p;
+	}
+	h[i] = v;
+}
+
+static size_t open_pop(const struct fs *fs, size_t *h, size_t *n)
+{
+	size_t top = h[0], v = h[--*n], i = 0, c;
+
+	for (;;) {
+		c = 2 * i + 1;
+		if (c >= *n)
+			break;
+		if (c + 1 < *n && open_before(fs, h[c + 1], h[c]))
+			c++;
+		if (!open_before(fs, h[c], v))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (*n)
+		h[i] = v;
+	return top;
+}
+
+enum core_rc fs_claims_expired(struct fs *fs, int64_t now, size_t batch,
+			       struct core_card ***out, size_t *n)
+{
+	struct core_card **v = calloc(batch ? batch : 1, sizeof(*v));
+	size_t *open = malloc((batch + 2) * sizeof(*open)), n_open = 0, k = 0, i;
+	enum core_rc rc = CORE_OK;
+
+	if (!v || !open) {
+		free(v);
+		free(open);
+		return CORE_ERR_NOMEM;
+	}
+	pthread_rwlock_rdlock(&fs->lock);
+	if (fs->n_claimed)
+		open_push(fs, open, &n_open, 0);
+	/* Each step takes one claim and opens at most two: `open` never exceeds batch + 1. */
+	while (n_open && k < batch) {
+		i = open_pop(fs, open, &n_open);
+		if (!core_claim_expired(fs->claimed[i]->card, now))
+			break; /* the smallest left is live: so is everything under it */
+		v[k] = core_card_dup(fs->claimed[i]->card);
+		if (!v[k]) {
+			rc = CORE_ERR_NOMEM;
+			break;
+		}
+		k++;
+		if (2 * i + 1 < fs->n_claimed)
+			open_push(fs, open, &n_open, 2 * i + 1);
+		if (2 * i + 2 < fs->n_claimed)
+			open_push(fs, open, &n_open, 2 * i + 2);
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	free(open);
+	if (rc != CORE_OK) {
+		store_cards_free(v, k);
+		return rc;
 	}
 	*out = v;
 	*n = k;

@@ -838,6 +838,120 @@ START_TEST(posting_lists_follow_every_path)
 }
 END_TEST
 
+/* ---- the claimed heap: the expired listing agrees with a scan, through every path ---- */
+
+static int cmp_lease_id(const void *a, const void *b)
+{
+	const struct core_card *x = *(const struct core_card *const *)a;
+	const struct core_card *y = *(const struct core_card *const *)b;
+
+	if (x->claim.lease_until != y->claim.lease_until)
+		return x->claim.lease_until > y->claim.lease_until ? 1 : -1;
+	return strcmp(x->id, y->id);
+}
+
+/* For several batch sizes: exactly the expired claims, lease then id, as a scan finds them. */
+static void heap_check(struct store *st)
+{
+	static const size_t batches[] = {1, 2, 17, 100, 1000};
+	size_t n_all, n_exp = 0, b, i, n;
+	struct core_card **all = all_cards(st, &n_all), **exp, **v;
+
+	exp = calloc(n_all ? n_all : 1, sizeof(*exp));
+	ck_assert_ptr_nonnull(exp);
+	for (i = 0; i < n_all; i++)
+		if (core_claim_expired(all[i], fixed_now))
+			exp[n_exp++] = all[i];
+	qsort(exp, n_exp, sizeof(*exp), cmp_lease_id);
+	for (b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+		v = NULL;
+		ck_assert_int_eq(store_reaper_list_expired(st, batches[b], &v, &n), CORE_OK);
+		ck_assert_uint_eq(n, n_exp < batches[b] ? n_exp : batches[b]);
+		for (i = 0; i < n; i++)
+			ck_assert_str_eq(v[i]->id, exp[i]->id);
+		store_cards_free(v, n);
+	}
+	free(exp);
+	store_cards_free(all, n_all);
+}
+
+START_TEST(claimed_heap_follows_every_path)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct core_token tok[300];
+	struct core_card *c = NULL;
+	char id[16], marker[16];
+	unsigned seed = 7;
+	int i;
+
+	fixed_now = 1764670000000LL;
+	store_clock_set(st, fixed_clock, NULL);
+	for (i = 0; i < 300; i++) {
+		snprintf(id, sizeof id, "h%03d", i);
+		create(st, id);
+	}
+	/* claims with scrambled leases (some equal: the id breaks the tie) */
+	for (i = 0; i < 300; i++) {
+		struct store_claim_result cr;
+
+		seed = seed * 1103515245u + 12345u;
+		snprintf(id, sizeof id, "h%03d", i);
+		snprintf(marker, sizeof marker, "w%03d", i);
+		ck_assert_int_eq(store_card_claim(st, id, marker, 1000 + (seed >> 16) % 50 * 100, &bot,
+						  &cr),
+				 CORE_OK);
+		tok[i] = (struct core_token){.marker = strdup(marker), .epoch = cr.token.epoch};
+		core_card_free(cr.card);
+	}
+	fixed_now += 3000;
+	heap_check(st);
+	/* renewals move leases up, releases and deletes take claims out */
+	for (i = 0; i < 300; i += 3) {
+		snprintf(id, sizeof id, "h%03d", i);
+		ck_assert_int_eq(store_card_renew(st, id, &tok[i], 500 + i * 20, &c), CORE_OK);
+		core_card_free(c);
+	}
+	for (i = 1; i < 300; i += 7) {
+		snprintf(id, sizeof id, "h%03d", i);
+		ck_assert_int_eq(store_card_release(st, id, &tok[i], &bot, &c), CORE_OK);
+		core_card_free(c);
+	}
+	for (i = 2; i < 300; i += 11) {
+		snprintf(id, sizeof id, "h%03d", i);
+		ck_assert_int_eq(store_card_delete(st, id, &bot), CORE_OK);
+	}
+	heap_check(st);
+	fixed_now += 2000;
+	heap_check(st);
+	/* transfers to a recovery marker, then a rolled-back renewal */
+	for (i = 4; i < 300; i += 13) {
+		snprintf(id, sizeof id, "h%03d", i);
+		if (store_reaper_transfer(st, id, &tok[i], "reaper:h", 100, &c) == CORE_OK)
+			core_card_free(c);
+	}
+	heap_check(st);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(store_card_renew(st, "h000", &tok[0], 900000, &c),
+			 CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	heap_check(st);
+	/* rebuilt from the snapshot and the journal */
+	create(st, "after"); /* re-establishes the journal */
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	store_clock_set(st, fixed_clock, NULL);
+	heap_check(st);
+	fixed_now += 100000;
+	heap_check(st);
+	store_close(st);
+	for (i = 0; i < 300; i++)
+		free((char *)tok[i].marker);
+	fx_rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-fs");
@@ -859,6 +973,7 @@ int main(void)
 	tcase_add_test(tc, owned_write_release_fallback);
 	tcase_add_test(tc, claimed_set_follows_every_path);
 	tcase_add_test(tc, posting_lists_follow_every_path);
+	tcase_add_test(tc, claimed_heap_follows_every_path);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
 	sr = srunner_create(s);
