@@ -76,23 +76,14 @@ struct fs_card_ent {
 	size_t sslot;           /* 1 + its index in its state's posting list; 0: in none */
 };
 
-/* A posting list (fs_post.c): the live cards carrying one state or one label, in no order. */
+/* A list of cards under one key, in no order (fs_post.c): the dependents of a blocker id
+ * (fs->deps), the cards of a state or a label (fs->post_states, fs->post_labels). */
 struct fs_post {
 	char *key;                 /* the map key; owned */
 	struct fs_card_ent **v;
 	size_t n, cap;
-	size_t pending;            /* fs_post_reserve's count */
-	bool reserved;             /* room reserved for a change about to be applied */
-};
-
-/* The dependents of one blocker id: the reverse of every card's `blockers`, so the unblocked
- * cascade and Reopen's guard touch the few cards concerned, never the whole board. */
-struct fs_deps {
-	char *blocker;             /* the map key; owned */
-	struct fs_card_ent **v;    /* cards whose blockers name `blocker`, in no order */
-	size_t n, cap;
-	size_t pending;            /* fs_change_reserve's scratch: edges about to be added */
-	bool reserved;             /* room was reserved for a change not applied yet: keep */
+	size_t pending;            /* fs_change_reserve's scratch: members about to be added */
+	bool reserved;             /* room reserved for a change not applied yet: keep */
 };
 
 struct fs_counters {
@@ -180,7 +171,9 @@ struct fs {
 	struct fs_map cards; /* id -> struct fs_card_ent */
 	struct fs_card_ent **order;
 	size_t n_order, cap_order, n_dead;
-	struct fs_map deps; /* blocker id -> struct fs_deps (published cards only) */
+	struct fs_map deps; /* blocker id -> struct fs_post: the cards whose blockers name it
+			     * (published cards only), so the unblocked cascade and Reopen's
+			     * guard touch the few cards concerned, never the whole board */
 	struct fs_card_ent **claimed; /* published cards holding a claim: a binary min-heap by
 				       * lease expiry (no lease: last), then id, so the reaper's
 				       * expired listing reads its batch off the top */
@@ -252,7 +245,7 @@ static inline struct fs *fs_of(struct store *st)
 const struct core_board *fs_board_find(const struct fs *fs, const char *name);
 struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id);
 /* The published dependents of `blocker`; NULL when no card names it. */
-const struct fs_deps *fs_deps_find(const struct fs *fs, const char *blocker);
+const struct fs_post *fs_deps_find(const struct fs *fs, const char *blocker);
 /* Makes fs_change_apply(ch) unable to fail for lack of memory. */
 enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch);
 /* Publishes ch into the state (taking its objects; ch is left empty). Infallible after a
@@ -329,7 +322,17 @@ enum core_rc fs_change_decode_bin(const char *payload, size_t len, struct fs_cha
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 				struct fs_counters *ctr, uint64_t *n_records);
 
-/* ---- posting lists (fs_post.c): callers hold `lock` ---- */
+/* ---- card lists under a key (fs_post.c): callers hold `lock` ---- */
+
+/* The list of key in m, created empty if missing (NULL: out of memory). */
+struct fs_post *fs_post_get_or_add(struct fs_map *m, const char *key);
+/* Adds ent (room reserved: aborts otherwise). */
+void fs_post_add(struct fs_post *p, struct fs_card_ent *ent);
+/* Takes ent out of the list of key in m (a scan); an emptied list goes, unless room is
+ * reserved in it or an undo may refill it. */
+void fs_post_remove(struct fs *fs, struct fs_map *m, const char *key, struct fs_card_ent *ent);
+/* Frees every list of m and m itself. */
+void fs_post_map_release(struct fs_map *m);
 
 /* Room for every membership ch adds (with fs_change_reserve). */
 enum core_rc fs_post_reserve(struct fs *fs, const struct fs_change *ch);

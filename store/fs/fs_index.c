@@ -97,34 +97,12 @@ static bool edge_new(const struct core_card *before, const struct core_card *now
 	       !(before && strv_has(&before->blockers, before->blockers.n, now->blockers.v[k]));
 }
 
-static void deps_free(struct fs_deps *d)
-{
-	free(d->v);
-	free(d->blocker);
-	free(d);
-}
-
-static struct fs_deps *deps_get_or_add(struct fs *fs, const char *blocker)
-{
-	struct fs_deps *d = fs_map_get(&fs->deps, blocker);
-
-	if (d)
-		return d;
-	d = calloc(1, sizeof(*d));
-	if (d && (d->blocker = strdup(blocker)) && fs_map_put(&fs->deps, d->blocker, d) == CORE_OK)
-		return d;
-	if (d)
-		free(d->blocker);
-	free(d);
-	return NULL;
-}
-
 /* Room for every edge ch adds: pass 0 counts them per blocker, pass 1 grows each array once
  * (and always runs, so no count is left behind on failure). */
 static enum core_rc deps_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	enum core_rc rc = CORE_OK;
-	struct fs_deps *d;
+	struct fs_post *d;
 	size_t pass, i, k;
 
 	for (pass = 0; pass < 2; pass++) {
@@ -139,7 +117,7 @@ static enum core_rc deps_reserve(struct fs *fs, const struct fs_change *ch)
 				if (pass == 0) {
 					if (rc != CORE_OK)
 						break;
-					d = deps_get_or_add(fs, now->blockers.v[k]);
+					d = fs_post_get_or_add(&fs->deps, now->blockers.v[k]);
 					if (!d)
 						rc = CORE_ERR_NOMEM;
 					else
@@ -160,50 +138,28 @@ static enum core_rc deps_reserve(struct fs *fs, const struct fs_change *ch)
 	return rc;
 }
 
-static void deps_unlink(struct fs *fs, struct fs_card_ent *ent, const char *blocker)
-{
-	struct fs_deps *d = fs_map_get(&fs->deps, blocker);
-	size_t i;
-
-	if (!d)
-		return;
-	for (i = 0; i < d->n; i++) {
-		if (d->v[i] == ent) {
-			d->v[i] = d->v[--d->n];
-			break;
-		}
-	}
-	/* An entry another card of this change is about to join stays (its room is reserved),
-	 * and so does any while an undo may put an edge back (it must find its room). */
-	if (!d->n && !d->reserved && fs->undo_n == fs->undo_head && !fs->rolling_back) {
-		fs_map_del(&fs->deps, blocker);
-		deps_free(d);
-	}
-}
-
 void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
 		    const struct core_card *now)
 {
-	struct fs_deps *d;
+	struct fs_post *d;
 	size_t k;
 
 	for (k = 0; now && k < now->blockers.n; k++) {
 		if (!edge_new(before, now, k))
 			continue;
 		d = fs_map_get(&fs->deps, now->blockers.v[k]);
-		if (!d || d->n == d->cap)
+		if (!d)
 			abort(); /* reserved by fs_change_reserve: cannot happen */
-		d->v[d->n++] = ent;
-		d->reserved = false;
+		fs_post_add(d, ent);
 	}
 	for (k = 0; before && k < before->blockers.n; k++)
 		if (!strv_has(&before->blockers, k, before->blockers.v[k]) &&
 		    !(now && strv_has(&now->blockers, now->blockers.n, before->blockers.v[k])))
-			deps_unlink(fs, ent, before->blockers.v[k]);
+			fs_post_remove(fs, &fs->deps, before->blockers.v[k], ent);
 	fs_post_update(fs, ent, before, now); /* the same publish points: the posting lists */
 }
 
-const struct fs_deps *fs_deps_find(const struct fs *fs, const char *blocker)
+const struct fs_post *fs_deps_find(const struct fs *fs, const char *blocker)
 {
 	return fs_map_get(&fs->deps, blocker);
 }
@@ -569,10 +525,7 @@ void fs_state_release(struct fs *fs)
 	free(fs->claimed);
 	free(fs->recov);
 	fs_map_release(&fs->cards);
-	for (i = 0; i < fs->deps.cap; i++)
-		if (fs->deps.slots[i].key)
-			deps_free(fs->deps.slots[i].val);
-	fs_map_release(&fs->deps);
+	fs_post_map_release(&fs->deps);
 	fs_post_release(fs);
 	for (i = 0; i < fs->runs.cap; i++)
 		if (fs->runs.slots[i].key)

@@ -1,5 +1,6 @@
-/* Posting lists of the FS twin: for each state and each label, the live cards that carry it,
- * in no order. They let a filtered list whose filter matches few cards walk those cards
+/* Lists of cards under a key, and the posting lists built on them: for each state and each
+ * label, the live cards that carry it, in no order (the blockers index, fs->deps, is made
+ * of the same lists). They let a filtered list whose filter matches few cards walk those cards
  * instead of every card (fs_card_list): a list then costs O(matches), where the creation-order
  * walk costs O(cards / match ratio).
  *
@@ -19,7 +20,7 @@ static void post_free(struct fs_post *p)
 	free(p);
 }
 
-static struct fs_post *post_get_or_add(struct fs_map *m, const char *key)
+struct fs_post *fs_post_get_or_add(struct fs_map *m, const char *key)
 {
 	struct fs_post *p = fs_map_get(m, key);
 
@@ -32,6 +33,50 @@ static struct fs_post *post_get_or_add(struct fs_map *m, const char *key)
 		free(p->key);
 	free(p);
 	return NULL;
+}
+
+void fs_post_add(struct fs_post *p, struct fs_card_ent *ent)
+{
+	if (p->n == p->cap)
+		abort(); /* reserved by fs_change_reserve (or left by what an undo reverses) */
+	p->v[p->n++] = ent;
+	p->reserved = false;
+}
+
+/* An empty list goes, unless a change has room reserved in it or an undo may refill it
+ * (one is pending, or a rollback is under way). */
+static void post_maybe_free(struct fs *fs, struct fs_map *m, struct fs_post *p)
+{
+	if (!p->n && !p->reserved && fs->undo_n == fs->undo_head && !fs->rolling_back) {
+		fs_map_del(m, p->key);
+		post_free(p);
+	}
+}
+
+void fs_post_remove(struct fs *fs, struct fs_map *m, const char *key, struct fs_card_ent *ent)
+{
+	struct fs_post *p = fs_map_get(m, key);
+	size_t i;
+
+	if (!p)
+		return;
+	for (i = 0; i < p->n; i++) {
+		if (p->v[i] == ent) {
+			p->v[i] = p->v[--p->n];
+			break;
+		}
+	}
+	post_maybe_free(fs, m, p);
+}
+
+void fs_post_map_release(struct fs_map *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->cap; i++)
+		if (m->slots[i].key)
+			post_free(m->slots[i].val);
+	fs_map_release(m);
 }
 
 static bool has_label(const struct core_card *c, const char *label)
@@ -80,7 +125,7 @@ enum core_rc fs_post_reserve(struct fs *fs, const struct fs_change *ch)
 				if (pass == 0) {
 					if (rc != CORE_OK)
 						break;
-					p = post_get_or_add(m, key);
+					p = fs_post_get_or_add(m, key);
 					if (!p)
 						rc = CORE_ERR_NOMEM;
 					else
@@ -100,24 +145,6 @@ enum core_rc fs_post_reserve(struct fs *fs, const struct fs_change *ch)
 	return rc;
 }
 
-static void post_add(struct fs_post *p, struct fs_card_ent *ent)
-{
-	if (p->n == p->cap)
-		abort(); /* reserved by fs_post_reserve (or left by what an undo reverses) */
-	p->v[p->n++] = ent;
-	p->reserved = false;
-}
-
-/* An empty list goes, unless a change has room reserved in it or an undo may refill it
- * (one is pending, or a rollback is under way). */
-static void post_maybe_free(struct fs *fs, struct fs_map *m, struct fs_post *p)
-{
-	if (!p->n && !p->reserved && fs->undo_n == fs->undo_head && !fs->rolling_back) {
-		fs_map_del(m, p->key);
-		post_free(p);
-	}
-}
-
 static void state_leave(struct fs *fs, struct fs_card_ent *ent, const char *state)
 {
 	struct fs_post *p = fs_map_get(&fs->post_states, state);
@@ -132,22 +159,6 @@ static void state_leave(struct fs *fs, struct fs_card_ent *ent, const char *stat
 	post_maybe_free(fs, &fs->post_states, p);
 }
 
-static void label_leave(struct fs *fs, struct fs_card_ent *ent, const char *label)
-{
-	struct fs_post *p = fs_map_get(&fs->post_labels, label);
-	size_t i;
-
-	if (!p)
-		return;
-	for (i = 0; i < p->n; i++) {
-		if (p->v[i] == ent) {
-			p->v[i] = p->v[--p->n];
-			break;
-		}
-	}
-	post_maybe_free(fs, &fs->post_labels, p);
-}
-
 void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
 		    const struct core_card *now)
 {
@@ -158,12 +169,13 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_ca
 		state_leave(fs, ent, before->state);
 	for (k = 0; before && k < before->labels.n; k++)
 		if (!has_label(now, before->labels.v[k]))
-			label_leave(fs, ent, before->labels.v[k]); /* duplicates: a no-op 2nd time */
+			/* a duplicate label: a no-op the second time */
+			fs_post_remove(fs, &fs->post_labels, before->labels.v[k], ent);
 	if (state_moves(before, now)) {
 		p = fs_map_get(&fs->post_states, now->state);
 		if (!p)
 			abort(); /* reserved: cannot happen */
-		post_add(p, ent);
+		fs_post_add(p, ent);
 		ent->sslot = p->n;
 	}
 	for (k = 0; now && k < now->labels.n; k++) {
@@ -172,7 +184,7 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_ca
 		p = fs_map_get(&fs->post_labels, now->labels.v[k]);
 		if (!p)
 			abort(); /* reserved: cannot happen */
-		post_add(p, ent);
+		fs_post_add(p, ent);
 	}
 }
 
@@ -188,13 +200,6 @@ const struct fs_post *fs_post_label(const struct fs *fs, const char *label)
 
 void fs_post_release(struct fs *fs)
 {
-	struct fs_map *maps[2] = {&fs->post_states, &fs->post_labels};
-	size_t i, k;
-
-	for (k = 0; k < 2; k++) {
-		for (i = 0; i < maps[k]->cap; i++)
-			if (maps[k]->slots[i].key)
-				post_free(maps[k]->slots[i].val);
-		fs_map_release(maps[k]);
-	}
+	fs_post_map_release(&fs->post_states);
+	fs_post_map_release(&fs->post_labels);
 }

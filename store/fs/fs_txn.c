@@ -243,7 +243,7 @@ static bool hits_have(const struct dep_hit *h, size_t n, const char *id)
 enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char ***ids,
 			       size_t *n)
 {
-	const struct fs_deps *d = fs_deps_find(t->fs, blocker);
+	const struct fs_post *d = fs_deps_find(t->fs, blocker);
 	const struct fs_change *ch = &t->ch;
 	struct dep_hit *h;
 	const char **v;

@@ -215,7 +215,7 @@ static void undo_one(struct fs *fs, struct fs_undo *u)
 void fs_undo_rollback(struct fs *fs, uint64_t synced)
 {
 	/* While it runs, an index list that empties stays: the transaction undone next may
-	 * put a card back into it (fs_post, fs_deps). */
+	 * put a card back into it (fs_post_remove). */
 	fs->rolling_back = true;
 	while (fs->undo_n > fs->undo_head && fs->undo[fs->undo_n - 1]->seq > synced)
 		undo_one(fs, fs->undo[--fs->undo_n]);
