@@ -9,7 +9,10 @@
  *
  * Group commit: a writer appends its line with write(2) under the state lock (so lines are in
  * commit order), takes a line number, drops the lock, then either becomes the one flusher
- * (fdatasync for everybody appended so far) or waits on jcond until `synced` covers it.
+ * (fdatasync for everybody appended so far) or waits on jcond until `synced` covers it. A
+ * writer with a store_ack bound (the HTTP front end, the reaper's workers) leaves that wait
+ * in its ack instead: fs_ack_wait does it on the caller's thread, fs_ack_submit hands it to
+ * the acker thread, which waits for a whole queue of acks at once and calls each back.
  */
 #include "store/fs/fs.h"
 
