@@ -30,10 +30,20 @@ enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card *
 
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c)
 {
-	json_t *j = store_card_to_json(c);
+	size_t len = 0;
+	char *text = store_card_json_text(c, &len); /* the tree's bytes, without the tree */
 
 	core_card_free(c);
-	return api_reply(r, status, j);
+	if (!text)
+		return CORE_ERR_NOMEM;
+	json_decref(r->out);
+	r->out = NULL;
+	free(r->raw_owned);
+	r->raw_owned = text;
+	r->raw_len = len;
+	r->raw_type = "application/json";
+	r->status = status;
+	return CORE_OK;
 }
 
 enum core_rc api_card_scope(struct api_req *r)

@@ -430,6 +430,10 @@ enum core_rc store_fs_fault_set(struct store *st, unsigned faults, bool on);
  * _to_json returns a new reference (NULL on OOM). _from_json reads a borrowed json_t and
  * returns BAD_REQUEST with nothing allocated when a field is missing or of the wrong type. */
 json_t *store_card_to_json(const struct core_card *c);
+/* The same card as the bytes json_dumps(store_card_to_json(c), JSON_COMPACT) gives, written
+ * without the tree (the hot path of every answer that is a card). New string (caller frees)
+ * and its length; NULL on OOM or a string that is not UTF-8 (json_string refuses those). */
+char *store_card_json_text(const struct core_card *c, size_t *len);
 /* A card's gave_up as served: null when not set, else {reason, run_id, state, at}. */
 json_t *store_gave_up_to_json(const struct core_gave_up *g);
 enum core_rc store_card_from_json(const json_t *j, struct core_card **out);

@@ -112,6 +112,80 @@ START_TEST(codec_card_shape_and_roundtrip)
 }
 END_TEST
 
+/* store_card_json_text writes what json_dumps of the tree writes, byte for byte. */
+static void same_text(const struct core_card *c)
+{
+	json_t *j = store_card_to_json(c);
+	char *want = j ? json_dumps(j, JSON_COMPACT) : NULL, *got;
+	size_t len = 0;
+
+	got = store_card_json_text(c, &len);
+	if (!want) {
+		ck_assert_msg(got == NULL, "the tree refused the card, the text did not: %s", got);
+	} else {
+		ck_assert_ptr_nonnull(got);
+		ck_assert_str_eq(got, want);
+		ck_assert_uint_eq(len, strlen(want));
+	}
+	free(got);
+	free(want);
+	json_decref(j);
+}
+
+START_TEST(codec_card_text_equals_the_tree)
+{
+	static const char *const strings[] = {
+		"",
+		"plain",
+		"quote \" backslash \\ slash / ",
+		"\b\f\n\r\t\x01\x1f\x7f end",
+		"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe2\x80\xa8",
+		"bad \xc3",         /* truncated sequence: refused by both */
+		"bad \xed\xa0\x80", /* a surrogate: refused by both */
+		"bad \xc0\xaf",     /* overlong: refused by both */
+		"bad \xf4\x90\x80\x80", /* past U+10FFFF */
+	};
+	struct core_card *c = full_card();
+	size_t i;
+
+	same_text(c);
+	for (i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+		core_str_set(&c->title, strings[i]);
+		same_text(c);
+		core_str_set(&c->title, "t");
+		core_str_set(&c->comments[0].body, strings[i]);
+		same_text(c);
+		core_str_set(&c->comments[0].body, "b");
+		core_strv_push(&c->labels, strings[i]);
+		same_text(c);
+		core_strv_release(&c->labels);
+	}
+	/* every optional part absent or null */
+	c->has_epoch = false;
+	same_text(c);
+	c->claim.has_lease = false;
+	same_text(c);
+	free(c->gave_up.run_id);
+	c->gave_up.run_id = NULL;
+	core_str_set(&c->gave_up.state, "review");
+	same_text(c);
+	c->gave_up.set = false;
+	c->claim.present = false;
+	free(c->last_run_id);
+	c->last_run_id = NULL;
+	free(c->state_reason);
+	c->state_reason = NULL;
+	core_strv_release(&c->blockers);
+	c->awaiting_input = false;
+	same_text(c);
+	core_card_free(c);
+	c = core_card_new();
+	ck_assert_ptr_nonnull(c);
+	same_text(c); /* a card with nothing set */
+	core_card_free(c);
+}
+END_TEST
+
 START_TEST(codec_rejects_wrong_types)
 {
 	struct core_card *c = full_card(), *out = (struct core_card *)1;
@@ -307,6 +381,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, codec_card_shape_and_roundtrip);
+	tcase_add_test(tc, codec_card_text_equals_the_tree);
 	tcase_add_test(tc, codec_rejects_wrong_types);
 	tcase_add_test(tc, codec_run_event_board);
 	tcase_add_test(tc, wrappers_check_arguments);
