@@ -326,6 +326,10 @@ enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 
 /* The list of key in m, created empty if missing (NULL: out of memory). */
 struct fs_post *fs_post_get_or_add(struct fs_map *m, const char *key);
+/* One member a change is about to add to the list of key in m: pass 0 counts it (creating
+ * the list), pass 1 grows the list once for everything counted and marks it reserved. Pass 1
+ * must run whatever pass 0 did; *rc keeps the first failure. */
+void fs_post_reserve_one(struct fs_map *m, const char *key, int pass, enum core_rc *rc);
 /* Adds ent (room reserved: aborts otherwise). */
 void fs_post_add(struct fs_post *p, struct fs_card_ent *ent);
 /* Takes ent out of the list of key in m (a scan); an emptied list goes, unless room is

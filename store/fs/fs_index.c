@@ -102,8 +102,8 @@ static bool edge_new(const struct core_card *before, const struct core_card *now
 static enum core_rc deps_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	enum core_rc rc = CORE_OK;
-	struct fs_post *d;
-	size_t pass, i, k;
+	size_t i, k;
+	int pass;
 
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < ch->n_cards; i++) {
@@ -111,28 +111,9 @@ static enum core_rc deps_reserve(struct fs *fs, const struct fs_change *ch)
 			const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
 			const struct core_card *before = ent ? ent->card : NULL;
 
-			for (k = 0; now && k < now->blockers.n; k++) {
-				if (!edge_new(before, now, k))
-					continue;
-				if (pass == 0) {
-					if (rc != CORE_OK)
-						break;
-					d = fs_post_get_or_add(&fs->deps, now->blockers.v[k]);
-					if (!d)
-						rc = CORE_ERR_NOMEM;
-					else
-						d->pending++;
-					continue;
-				}
-				d = fs_map_get(&fs->deps, now->blockers.v[k]);
-				if (!d || !d->pending)
-					continue;
-				if (rc == CORE_OK &&
-				    fs_ptrs_reserve(&d->v, &d->cap, d->n + d->pending) != CORE_OK)
-					rc = CORE_ERR_NOMEM;
-				d->reserved = rc == CORE_OK;
-				d->pending = 0;
-			}
+			for (k = 0; now && k < now->blockers.n; k++)
+				if (edge_new(before, now, k))
+					fs_post_reserve_one(&fs->deps, now->blockers.v[k], pass, &rc);
 		}
 	}
 	return rc;

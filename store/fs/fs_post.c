@@ -100,46 +100,49 @@ static bool state_moves(const struct core_card *before, const struct core_card *
 	return now && (!before || strcmp(before->state, now->state) != 0);
 }
 
+void fs_post_reserve_one(struct fs_map *m, const char *key, int pass, enum core_rc *rc)
+{
+	struct fs_post *p;
+
+	if (pass == 0) {
+		if (*rc != CORE_OK)
+			return;
+		p = fs_post_get_or_add(m, key);
+		if (!p)
+			*rc = CORE_ERR_NOMEM;
+		else
+			p->pending++;
+		return;
+	}
+	p = fs_map_get(m, key);
+	if (!p || !p->pending)
+		return;
+	if (*rc == CORE_OK && fs_ptrs_reserve(&p->v, &p->cap, p->n + p->pending) != CORE_OK)
+		*rc = CORE_ERR_NOMEM;
+	p->reserved = *rc == CORE_OK;
+	p->pending = 0;
+}
+
 /* Counts what ch adds per list (pass 0), then grows each list once (pass 1, which always
  * runs so that no count is left behind on failure). */
 enum core_rc fs_post_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	enum core_rc rc = CORE_OK;
-	struct fs_post *p;
-	size_t pass, i, k;
+	size_t i, k;
+	int pass;
 
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < ch->n_cards; i++) {
 			const struct core_card *now = ch->cards[i].card;
 			const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
 			const struct core_card *before = ent ? ent->card : NULL;
-			size_t n_keys = now ? now->labels.n + 1 : 0;
 
-			for (k = 0; k < n_keys; k++) {
-				bool state = k == now->labels.n;
-				struct fs_map *m = state ? &fs->post_states : &fs->post_labels;
-				const char *key = state ? now->state : now->labels.v[k];
-
-				if (state ? !state_moves(before, now) : !label_joins(before, now, k))
-					continue;
-				if (pass == 0) {
-					if (rc != CORE_OK)
-						break;
-					p = fs_post_get_or_add(m, key);
-					if (!p)
-						rc = CORE_ERR_NOMEM;
-					else
-						p->pending++;
-					continue;
-				}
-				p = fs_map_get(m, key);
-				if (!p || !p->pending)
-					continue;
-				if (rc == CORE_OK && fs_ptrs_reserve(&p->v, &p->cap, p->n + p->pending))
-					rc = CORE_ERR_NOMEM;
-				p->reserved = rc == CORE_OK;
-				p->pending = 0;
-			}
+			if (state_moves(before, now))
+				fs_post_reserve_one(&fs->post_states, now->state, pass, &rc);
+			for (k = 0; now && k < now->labels.n; k++)
+				if (label_joins(before, now, k))
+					fs_post_reserve_one(&fs->post_labels, now->labels.v[k], pass,
+							    &rc);
 		}
 	}
 	return rc;
