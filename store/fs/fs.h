@@ -259,6 +259,8 @@ void fs_retire_run(struct fs *fs, struct core_run *r);
 void fs_retire_event(struct fs *fs, struct core_event *e);
 /* Replaces the value (and key) of a key that is present; never allocates. */
 void fs_map_replace(struct fs_map *m, const char *key, void *val);
+/* First index of fs->order whose ord is >= ord (n_order when none). */
+size_t fs_order_lower(const struct fs *fs, uint64_t ord);
 /* Puts ent in, out of, or back in place in the claimed heap and the recovery set, to match
  * ent->card (never allocates). */
 void fs_claimed_update(struct fs *fs, struct fs_card_ent *ent);
@@ -338,8 +340,10 @@ void fs_post_remove(struct fs *fs, struct fs_map *m, const char *key, struct fs_
 /* Frees every list of m and m itself. */
 void fs_post_map_release(struct fs_map *m);
 
-/* Room for every membership ch adds (with fs_change_reserve). */
-enum core_rc fs_post_reserve(struct fs *fs, const struct fs_change *ch);
+/* One pass of fs_post_reserve_one for every state and label list a card going from before
+ * to now joins (fs_change_reserve runs pass 0 then pass 1 over a change's cards). */
+void fs_post_reserve_card(struct fs *fs, const struct core_card *before,
+			  const struct core_card *now, int pass, enum core_rc *rc);
 /* ent's card goes from before to now (either NULL): its state and label lists follow. */
 void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
 		    const struct core_card *now);

@@ -97,9 +97,10 @@ static bool edge_new(const struct core_card *before, const struct core_card *now
 	       !(before && strv_has(&before->blockers, before->blockers.n, now->blockers.v[k]));
 }
 
-/* Room for every edge ch adds: pass 0 counts them per blocker, pass 1 grows each array once
- * (and always runs, so no count is left behind on failure). */
-static enum core_rc deps_reserve(struct fs *fs, const struct fs_change *ch)
+/* Room for every list member ch adds (blockers index, state and label lists): pass 0 counts
+ * them per list, pass 1 grows each list once (and always runs, so no count is left behind on
+ * failure). */
+static enum core_rc lists_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	enum core_rc rc = CORE_OK;
 	size_t i, k;
@@ -114,6 +115,7 @@ static enum core_rc deps_reserve(struct fs *fs, const struct fs_change *ch)
 			for (k = 0; now && k < now->blockers.n; k++)
 				if (edge_new(before, now, k))
 					fs_post_reserve_one(&fs->deps, now->blockers.v[k], pass, &rc);
+			fs_post_reserve_card(fs, before, now, pass, &rc);
 		}
 	}
 	return rc;
@@ -277,7 +279,7 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
 	    fs_ptrs_reserve(&fs->recov, &fs->cap_recov, fs->n_recov + n_recov) ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new) ||
-	    deps_reserve(fs, ch) || fs_post_reserve(fs, ch))
+	    lists_reserve(fs, ch))
 		return CORE_ERR_NOMEM;
 	if (ch->n_boards) {
 		nb = realloc(fs->boards, (fs->n_boards + ch->n_boards) * sizeof(*nb));
@@ -324,22 +326,30 @@ static void apply_board(struct fs *fs, struct core_board *b, struct fs_undo_boar
 	fs->boards[fs->n_boards++] = *b;
 }
 
+size_t fs_order_lower(const struct fs *fs, uint64_t ord)
+{
+	size_t lo = 0, hi = fs->n_order, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (fs->order[mid]->ord < ord)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Inserts ent keeping `order` sorted by ord (new cards normally land at the end). */
 static void order_insert(struct fs *fs, struct fs_card_ent *ent)
 {
-	size_t lo = 0, hi = fs->n_order, mid;
+	size_t lo;
 
 	if (!fs->n_order || fs->order[fs->n_order - 1]->ord < ent->ord) {
 		fs->order[fs->n_order++] = ent;
 		return;
 	}
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (fs->order[mid]->ord < ent->ord)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = fs_order_lower(fs, ent->ord);
 	memmove(fs->order + lo + 1, fs->order + lo, (fs->n_order - lo) * sizeof(*fs->order));
 	fs->order[lo] = ent;
 	fs->n_order++;

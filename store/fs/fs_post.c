@@ -5,7 +5,8 @@
  * walk costs O(cards / match ratio).
  *
  * Maintained where the blockers index is (fs_deps_update: every publish, replay and undo),
- * with room reserved beforehand by fs_post_reserve, so applying a change cannot fail. A state
+ * with room reserved beforehand (fs_post_reserve_card, from fs_change_reserve), so applying a
+ * change cannot fail. A state
  * list knows each member's slot (ent->sslot: O(1) moves); a label list finds its member by a
  * scan of that list (labels change less often than columns). Callers hold the state lock. */
 #include "store/fs/fs.h"
@@ -123,29 +124,16 @@ void fs_post_reserve_one(struct fs_map *m, const char *key, int pass, enum core_
 	p->pending = 0;
 }
 
-/* Counts what ch adds per list (pass 0), then grows each list once (pass 1, which always
- * runs so that no count is left behind on failure). */
-enum core_rc fs_post_reserve(struct fs *fs, const struct fs_change *ch)
+void fs_post_reserve_card(struct fs *fs, const struct core_card *before,
+			  const struct core_card *now, int pass, enum core_rc *rc)
 {
-	enum core_rc rc = CORE_OK;
-	size_t i, k;
-	int pass;
+	size_t k;
 
-	for (pass = 0; pass < 2; pass++) {
-		for (i = 0; i < ch->n_cards; i++) {
-			const struct core_card *now = ch->cards[i].card;
-			const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
-			const struct core_card *before = ent ? ent->card : NULL;
-
-			if (state_moves(before, now))
-				fs_post_reserve_one(&fs->post_states, now->state, pass, &rc);
-			for (k = 0; now && k < now->labels.n; k++)
-				if (label_joins(before, now, k))
-					fs_post_reserve_one(&fs->post_labels, now->labels.v[k], pass,
-							    &rc);
-		}
-	}
-	return rc;
+	if (state_moves(before, now))
+		fs_post_reserve_one(&fs->post_states, now->state, pass, rc);
+	for (k = 0; now && k < now->labels.n; k++)
+		if (label_joins(before, now, k))
+			fs_post_reserve_one(&fs->post_labels, now->labels.v[k], pass, rc);
 }
 
 static void state_leave(struct fs *fs, struct fs_card_ent *ent, const char *state)

@@ -132,21 +132,6 @@ static bool card_matches(const struct core_card *c, const struct store_card_filt
 	return f->claimed < 0 || c->claim.present == (f->claimed == 1);
 }
 
-/* First index of `order` whose ord is > after. */
-static size_t order_after(const struct fs *fs, uint64_t after)
-{
-	size_t lo = 0, hi = fs->n_order, mid;
-
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (fs->order[mid]->ord <= after)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* ---- card lists ----
  *
  * Two ways to find a page: walk every card in creation order from the cursor and keep the
@@ -273,7 +258,9 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 			goto unlock;
 		}
 	}
-	for (i = order_after(fs, after); i < fs->n_order; i++) {
+	/* from the first card created after the cursor (none after the largest ordinal) */
+	for (i = after == UINT64_MAX ? fs->n_order : fs_order_lower(fs, after + 1); i < fs->n_order;
+	     i++) {
 		const struct fs_card_ent *ent = fs->order[i];
 
 		if (ent->dead || !card_matches(ent->card, f))

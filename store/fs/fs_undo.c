@@ -122,20 +122,14 @@ void fs_undo_settle(struct fs *fs, uint64_t synced)
 /* Removes a card the undone transaction created: from the index, `order` and the map. */
 static void unlink_new(struct fs *fs, struct fs_card_ent *ent)
 {
-	size_t lo = 0, hi = fs->n_order, mid;
+	size_t lo;
 
 	fs_deps_update(fs, ent, ent->card, NULL);
 	retire_card(fs, ent->card);
 	ent->card = NULL;
 	fs_claimed_update(fs, ent);
 	fs_map_del(&fs->cards, ent->id);
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (fs->order[mid]->ord < ent->ord)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = fs_order_lower(fs, ent->ord);
 	if (lo < fs->n_order && fs->order[lo] == ent) {
 		memmove(fs->order + lo, fs->order + lo + 1,
 			(fs->n_order - lo - 1) * sizeof(*fs->order));

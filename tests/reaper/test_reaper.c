@@ -202,6 +202,21 @@ START_TEST(test_finished_completes_with_run_finished)
 }
 END_TEST
 
+/* n cards in progress, each claimed by its owner with a run that finished, the leases then
+ * expired: what a pass files; e[] receives the epochs. */
+static void dead_finished(size_t n, const char *const *ids, const char *const *runs,
+			  const char *const *owners, int64_t *e)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		e[i] = claimed(ids[i], "in_progress", owners[i]);
+		with_run(ids[i], runs[i], owners[i], e[i], "running", LEASE);
+		run_set(runs[i], owners[i], "finished", NULL);
+	}
+	advance(LEASE + 1);
+}
+
 /* A pass's writes wait for durability once per worker (store_ack): when that sync fails,
  * every reclaim of the pass is rolled back and counted as an error, the cards are still held
  * by their dead owners at their old epoch, no reclaim event is served; the next pass, with
@@ -216,12 +231,7 @@ START_TEST(test_failed_sync_rolls_the_pass_back)
 	struct server_reaper_stats s;
 	size_t i;
 
-	for (i = 0; i < 3; i++) {
-		e[i] = claimed(ids[i], "in_progress", owners[i]);
-		with_run(ids[i], runs[i], owners[i], e[i], "running", LEASE);
-		run_set(runs[i], owners[i], "finished", NULL);
-	}
-	advance(LEASE + 1);
+	dead_finished(3, ids, runs, owners, e);
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
 	s = pass(reaper);
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
@@ -297,12 +307,7 @@ START_TEST(test_sync_fails_midway_through_a_share)
 	int64_t e[3];
 	size_t i;
 
-	for (i = 0; i < 3; i++) {
-		e[i] = claimed(ids[i], "in_progress", owners[i]);
-		with_run(ids[i], runs[i], owners[i], e[i], "running", LEASE);
-		run_set(runs[i], owners[i], "finished", NULL);
-	}
-	advance(LEASE + 1);
+	dead_finished(3, ids, runs, owners, e);
 	fail_midway_seen = 0;
 	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
 	s = pass(r);
