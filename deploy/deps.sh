@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libjansson-dev libssl-dev
       libmongoc-dev libbson-dev)
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(check python3 curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
+  pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -12,6 +12,9 @@ quick=0
 
 ./deploy/deps.sh --test
 [ -d /usr/local/go/bin ] && PATH="$PATH:/usr/local/go/bin"
+# The pinned test-only Python tools (tests/requirements.txt); tests/tools/vpython runs them.
+BOARDD_TEST_VENV=$(./tests/tools/venv.sh)
+export BOARDD_TEST_VENV
 
 # --- the MongoDB-wire test server ---------------------------------------------------------
 fdb_dir=$(mktemp -d /tmp/boardd-ferretdb.XXXXXX)
