@@ -470,4 +470,72 @@ bool core_recovery_hold_expired(const struct core_stuck_input *in, const char *p
  * not already there: a column somebody chose is never overwritten. */
 bool core_should_file_stuck_card(const struct core_board *b, const char *state, const char *target);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Effects: subscription matching and the delivery schedule (DESIGN §14).                    */
+
+/* The match dimensions, defined once: the matcher, the subscription codec and the docs all
+ * walk this table. Each dimension is a list of strings; OR within a dimension, AND across.
+ * An empty list means "any", except `types`, whose empty list means CORE_SUB_DEFAULT_TYPES. */
+#define CORE_SUB_DIMENSIONS(X)                                                                \
+	X(CORE_SUB_TYPES, "types", "the event's type is one of these")                        \
+	X(CORE_SUB_TO_STATES, "to_states", "the state the event moved the card into is one of these") \
+	X(CORE_SUB_ALL_LABELS, "all_labels", "the card carries every one of these labels")
+
+enum core_sub_dimension {
+#define CORE_SUB_ENUM(id, name, doc) id,
+	CORE_SUB_DIMENSIONS(CORE_SUB_ENUM)
+#undef CORE_SUB_ENUM
+	CORE_SUB_DIM_COUNT_
+};
+
+#define CORE_SUB_DEFAULT_TYPES "card_created", "card_state_changed", "card_unblocked"
+
+const char *core_sub_dimension_name(enum core_sub_dimension d);
+const char *core_sub_dimension_doc(enum core_sub_dimension d);
+
+struct core_sub_filter {
+	struct core_strv dim[CORE_SUB_DIM_COUNT_];
+};
+
+/* Checks every value of every dimension (types known, states and labels well-formed);
+ * BAD_REQUEST with a detail naming the value otherwise. */
+enum core_rc core_sub_filter_validate(const struct core_sub_filter *f, char *detail,
+				      size_t detail_len);
+void core_sub_filter_release(struct core_sub_filter *f);
+
+/* An event as the matcher sees it. */
+struct core_effect_event {
+	enum core_event_type type;
+	bool machine;                   /* core_is_machine_reason of the event's reason */
+	const char *to_state;           /* the state the event moved the card into; NULL if none */
+	const struct core_strv *labels; /* the card's labels after the event; NULL: none */
+};
+
+/* True when the event fires the subscription. A machine event never matches (ADR-096). */
+bool core_sub_matches(const struct core_sub_filter *f, const struct core_effect_event *ev);
+
+/* The one-shot: removes every label of `consume` from the card (a matched subscription's
+ * consume_labels, applied in the same atomic step as the event). */
+enum core_rc core_effect_consume(struct core_card *c, const struct core_strv *consume,
+				 bool *changed);
+
+/* What a delivery attempt's answer means. */
+enum core_delivery_verdict {
+	CORE_DELIVERY_DONE,    /* 2xx */
+	CORE_DELIVERY_RETRY,   /* try again at *next_at */
+	CORE_DELIVERY_DEAD,    /* the last attempt failed */
+	CORE_DELIVERY_DISABLE, /* 410 Gone: the subscription is disabled, the delivery dead */
+};
+
+#define CORE_DELIVERY_ATTEMPTS 7 /* the first try and six retries */
+
+/* The verdict on attempt number `attempt` (1-based) that answered `status` (0: no answer:
+ * connect error or timeout) at now_ms. For RETRY, *next_at = now + the schedule's delay for
+ * this attempt (5 s, 5 min, 30 min, 2 h, 5 h, 10 h) scaled by jitter in [0.9, 1.1) from
+ * `unit` in [0, 1), and never before now + retry_after_ms (the receiver's Retry-After; 0 when
+ * absent). Pure: the caller supplies the time and the randomness. */
+enum core_delivery_verdict core_delivery_judge(int status, int attempt, int64_t now_ms,
+					       double unit, int64_t retry_after_ms,
+					       int64_t *next_at);
+
 #endif

@@ -1,5 +1,6 @@
 /* core unit tests: one case per rule; the decision table is tested by a table. */
 #include "core/core.h"
+#include "tests/core/test_core.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -867,6 +868,7 @@ static Suite *core_suite(void)
 	tcase_add_loop_test(tc, test_should_file, 0,
 			    (int)(sizeof(file_cases) / sizeof(file_cases[0])));
 	suite_add_tcase(s, tc);
+	suite_add_tcase(s, test_core_effect_tcase());
 	return s;
 }
 
