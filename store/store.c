@@ -666,3 +666,24 @@ enum core_rc store_reaper_release_exact(struct store *st, const char *id,
 	NEED_OP(st, reaper_release_exact);
 	return st->ops->reaper_release_exact(st, id, expect, actor);
 }
+
+static bool secret_name_valid(const char *name)
+{
+	size_t i, n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > 32)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
+		      name[i] == '-'))
+			return false;
+	return true;
+}
+
+enum core_rc store_secret_get(struct store *st, const char *name, unsigned char *out)
+{
+	if (!st || !out || !secret_name_valid(name))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, secret_get);
+	return st->ops->secret_get(st, name, out);
+}

@@ -289,11 +289,20 @@ struct store_ops {
 	enum core_rc (*reaper_release_exact)(struct store *st, const char *id,
 					     const struct core_card *expect,
 					     const struct store_actor *actor);
+
+	/* The deployment's secret `name` ([a-z0-9-]{1,32}): STORE_SECRET_LEN random bytes,
+	 * made on first use, the same bytes for every process that shares the store (the key
+	 * agent tokens are signed with, DESIGN §13). */
+	enum core_rc (*secret_get)(struct store *st, const char *name, unsigned char *out);
 };
 
 /* ---- wrappers (the only way callers reach a twin) ----
  * Each store_X() checks its arguments (BAD_REQUEST on NULL/invalid ids, never an assert on
  * input) and calls st->ops->X. Same contract as the op. */
+
+#define STORE_SECRET_LEN 32
+/* OUT: out (STORE_SECRET_LEN bytes), untouched on failure. */
+enum core_rc store_secret_get(struct store *st, const char *name, unsigned char *out);
 
 /* Opens a store from a spec: "fs:DIR" or "mongodb://...". On failure writes a readable
  * reason into err. Caller closes with store_close. */

@@ -78,6 +78,7 @@ static const struct store_ops fs_ops = {
 	.reaper_list_repair = fs_reaper_list_repair,
 	.reaper_transfer = fs_reaper_transfer,
 	.reaper_release_exact = fs_reaper_release_exact,
+	.secret_get = fs_secret_get,
 };
 
 /* mkdir -p; 0 or -1 with errno. */

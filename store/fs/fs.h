@@ -501,6 +501,8 @@ enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct c
 enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 				     const struct core_card *expect,
 				     const struct store_actor *actor);
+/* fs_secret.c */
+enum core_rc fs_secret_get(struct store *st, const char *name, unsigned char *out);
 /* The legacy same-host sweep run at open (one journal line for all releases). */
 enum core_rc fs_legacy_sweep(struct fs *fs);
 

@@ -120,6 +120,7 @@ static const struct store_ops mgo_ops = {
 	.reaper_list_repair = mgo_reaper_list_repair,
 	.reaper_transfer = mgo_reaper_transfer,
 	.reaper_release_exact = mgo_reaper_release_exact,
+	.secret_get = mgo_secret_get,
 };
 
 /* ---- the driver's global state: mongoc_init() once, mongoc_cleanup() at exit ---- */

@@ -347,6 +347,8 @@ enum core_rc mgo_reaper_transfer(struct store *st, const char *id, const struct 
 enum core_rc mgo_reaper_release_exact(struct store *st, const char *id,
 				      const struct core_card *expect,
 				      const struct store_actor *actor);
+/* mongo_secret.c */
+enum core_rc mgo_secret_get(struct store *st, const char *name, unsigned char *out);
 
 /* mongo_runs.c */
 enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
