@@ -73,7 +73,7 @@ static enum MHD_Result success_queue(struct api_req *r)
 	struct MHD_Response *resp;
 	char *text = NULL;
 
-	if (r->status == 204) {
+	if (r->status == 204 || (r->status == 202 && !r->out)) {
 		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	} else if (r->out) {
 		text = json_dumps(r->out, JSON_COMPACT);
@@ -344,6 +344,7 @@ static void req_free(struct api_req *r)
 		free(r->params[i]);
 	for (i = 0; i < r->n_qdec; i++)
 		free(r->qdec[i]);
+	api_agent_release(r);
 	json_decref(r->json);
 	json_decref(r->out);
 	free(r->raw_owned);
@@ -662,6 +663,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	}
 	pthread_mutex_init(&a->poll_mu, NULL);
 	pthread_cond_init(&a->poll_cv, NULL);
+	pthread_mutex_init(&a->agent_mu, NULL);
 	log_start(a);
 
 	flags = MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
@@ -676,6 +678,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		log_stop(a);
 		pthread_cond_destroy(&a->poll_cv);
 		pthread_mutex_destroy(&a->poll_mu);
+		pthread_mutex_destroy(&a->agent_mu);
 		goto fail;
 	}
 	info = MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -733,6 +736,8 @@ void api_stop(struct api *a)
 	log_stop(a);
 	pthread_cond_destroy(&a->poll_cv);
 	pthread_mutex_destroy(&a->poll_mu);
+	OPENSSL_cleanse(a->agent_key, sizeof a->agent_key);
+	pthread_mutex_destroy(&a->agent_mu);
 	free(a->listen);
 	free(a);
 }

@@ -28,10 +28,33 @@ enum api_role {
 };
 #define API_ROLE_ANY (API_ROLE_WORKER | API_ROLE_BOT | API_ROLE_OPERATOR)
 
+/* Capabilities (DESIGN §13): what a token may do to the board, through /mcp and the REST
+ * routes alike. One table; names are the tokens file's and `boardd token add --cap`'s. */
+#define API_CAPS(X)                                                                        \
+	X(API_CAP_READ, 0, "board.read")                                                   \
+	X(API_CAP_CREATE, 1, "board.create")                                               \
+	X(API_CAP_MOVE, 2, "board.move")                                                   \
+	X(API_CAP_LABEL, 3, "board.label")                                                 \
+	X(API_CAP_COMMENT, 4, "board.comment")                                             \
+	X(API_CAP_CLOSE, 5, "board.close")
+
+enum api_cap {
+#define API_CAP_ENUM(id, bit, name) id = 1u << bit,
+	API_CAPS(API_CAP_ENUM)
+#undef API_CAP_ENUM
+};
+#define API_CAP_ALL 0x3fu
+
+/* "board.move" -> API_CAP_MOVE; 0 when unknown. */
+unsigned api_cap_parse(const char *s);
+/* The name of one cap bit; NULL when not exactly one known bit. */
+const char *api_cap_name(unsigned bit);
+
 struct api_token {
 	char *name;
 	unsigned char sha256[32];
 	unsigned roles;     /* enum api_role bits */
+	unsigned caps;      /* enum api_cap bits; API_CAP_ALL unless the tokens file narrows it */
 	bool all_boards;    /* boards: ["*"] */
 	char **boards;      /* NULL-terminated list when !all_boards */
 	size_t n_boards;
@@ -45,8 +68,8 @@ struct api_tokens {
 /* "worker" -> API_ROLE_WORKER; 0 when unknown. */
 unsigned api_role_parse(const char *s);
 
-/* Loads a tokens file ({"tokens":[{name, token_sha256, roles, boards}]}) into *out (zeroed by
- * the caller). On failure *out stays empty and err holds a readable reason. */
+/* Loads a tokens file ({"tokens":[{name, token_sha256, roles, boards, caps?}]}) into *out
+ * (zeroed by the caller); a token without "caps" holds all six. On failure *out stays empty and err holds a readable reason. */
 enum core_rc api_tokens_load(const char *path, struct api_tokens *out, char *err, size_t errlen);
 /* Frees the contents; t is left empty. */
 void api_tokens_release(struct api_tokens *t);
@@ -54,6 +77,9 @@ void api_tokens_release(struct api_tokens *t);
  * NULL-terminated list, NULL or containing "*" for every board. */
 enum core_rc api_tokens_push(struct api_tokens *t, const char *name, const char *plain,
 			     unsigned roles, const char *const *boards);
+/* The same with capabilities (enum api_cap bits, at least one). */
+enum core_rc api_tokens_push_caps(struct api_tokens *t, const char *name, const char *plain,
+				  unsigned roles, unsigned caps, const char *const *boards);
 /* Writes t to path atomically (temp file + rename), mode 0600. */
 enum core_rc api_tokens_save(const struct api_tokens *t, const char *path, char *err,
 			     size_t errlen);
@@ -117,6 +143,11 @@ uint16_t api_port(const struct api *a);
 void api_quiesce(struct api *a);
 /* Quiesces, wakes long-polls, finishes in-flight requests, stops the threads, frees a. */
 void api_stop(struct api *a);
+
+/* The MCP tools (DESIGN §13), rendered from the one table api/mcp_tools.c serves: as the
+ * `tools` array of tools/list (every tool, JSON, 2-space indented) or as the README's
+ * Markdown section. New string, caller frees; NULL on out of memory. */
+char *api_mcp_tools_render(bool markdown);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Test/fuzz only: api/fuzz.c, linked by tests/fuzz and never by boardd.                    */

@@ -23,7 +23,12 @@ typedef enum core_rc (*api_handler_fn)(struct api_req *r);
 enum api_route_flags {
 	API_ROUTE_PUBLIC = 1u << 0, /* no token needed */
 	API_ROUTE_BODY = 1u << 1,   /* expects a JSON body */
+	API_ROUTE_JSONRPC = 1u << 2, /* errors before the handler answer as JSON-RPC (/mcp) */
 };
+/* A route's capability (enum api_cap) rides in its flags above this shift; a route whose
+ * need depends on the body (PATCH state: move or close) checks in its handler. */
+#define API_ROUTE_CAP_SHIFT 8
+#define API_ROUTE_CAP(cap) ((unsigned)(cap) << API_ROUTE_CAP_SHIFT)
 
 struct api_route {
 	const char *method;
@@ -79,7 +84,9 @@ struct api_req {
 	size_t n_params;
 	enum core_rc early_rc;        /* an error found before the handler (CORE_OK: none) */
 	char allow[64];               /* for 405 */
-	const struct api_token *tok;  /* borrowed from api->tokens */
+	const struct api_token *tok;  /* borrowed from api->tokens, or &agent_tok */
+	struct api_token agent_tok;   /* owned: an agent token's identity (agent.c) */
+	int64_t agent_epoch;          /* the claim epoch an agent token is bound to; 0: none */
 	char *qdec[8];                /* owned: decoded query values */
 	size_t n_qdec;
 
@@ -142,6 +149,11 @@ struct api {
 		bool started, busy, stop;
 	} log;
 
+	/* the agent-token signing key (agent.c), read from the store on first use */
+	pthread_mutex_t agent_mu;
+	bool agent_key_ok;
+	unsigned char agent_key[STORE_SECRET_LEN];
+
 	/* long-polls in flight (helper threads) */
 	pthread_mutex_t poll_mu;
 	pthread_cond_t poll_cv;
@@ -179,6 +191,34 @@ enum core_rc api_auth_check(struct api_req *r);
 /* 403 unless the token sees `board`. */
 enum core_rc api_auth_board(struct api_req *r, const char *board);
 bool api_auth_has(const struct api_req *r, unsigned roles);
+/* 403 naming the capability unless the token holds every bit of `caps`. */
+enum core_rc api_auth_cap(struct api_req *r, unsigned caps);
+/* The capability a state write into column `to` of board `board` needs: board.close into a
+ * terminal column, board.move otherwise (an unknown board or column: board.move, and the
+ * store refuses the write itself). */
+unsigned api_auth_state_cap(struct api_req *r, const char *board, const char *to);
+
+/* ---- agent.c: agent tokens ---- */
+/* Does this bearer token look like an agent token? */
+bool api_agent_is(const char *plain);
+/* Verifies an agent token (signature, expiry, the claim still current) and points r->tok at
+ * the request's own token for it. UNAUTHORIZED with a detail otherwise. */
+enum core_rc api_agent_auth(struct api_req *r, const char *plain);
+/* Frees r->agent_tok's contents. */
+void api_agent_release(struct api_req *r);
+enum core_rc api_h_agent_token(struct api_req *r);
+
+/* ---- mcp.c, mcp_tools.c: POST /mcp (DESIGN §13) ---- */
+enum core_rc api_h_mcp(struct api_req *r);
+/* tools/list's `tools` for a token holding `caps` (new reference; NULL on OOM). */
+json_t *api_mcp_tools_json(unsigned caps);
+/* Runs tool `name` with `args` (an object) for r's token. OUT: *result, the CallToolResult
+ * (new reference) also for a refusal (isError). NOT_FOUND: no such tool; FORBIDDEN: not
+ * granted (detail set); NOMEM, STORE_UNAVAILABLE, INTERNAL: no answer to give. */
+enum core_rc api_mcp_tool_call(struct api_req *r, const char *name, json_t *args,
+			       json_t **result);
+/* Renders a JSON-RPC error answer for an error found before the /mcp handler ran. */
+json_t *api_mcp_early_error(enum core_rc rc, const char *detail);
 /* The token's board list for store filters: NULL for all boards (borrowed). */
 const char *const *api_auth_boards(const struct api_req *r);
 /* The actor recorded on events. */
@@ -204,6 +244,8 @@ enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bo
  * zeroed by the caller and released by it. *present tells whether the key was there. */
 enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key,
 			   bool (*valid)(const char *), struct core_strv *out, bool *present);
+/* The first key of object `obj` that is not in the NULL-terminated `known`, or NULL. */
+const char *api_json_unknown_field(const json_t *obj, const char *const *known);
 /* lease_ms from the body, default and bounds from the config. */
 enum core_rc api_json_lease(struct api_req *r, int64_t *out);
 /* If-Match: "<epoch>" or a bare integer. Missing -> PRECONDITION_REQUIRED. */

@@ -34,6 +34,35 @@ unsigned api_role_parse(const char *s)
 	return 0;
 }
 
+static const struct {
+	unsigned bit;
+	const char *name;
+} cap_names[] = {
+#define API_CAP_ROW(id, bit, name) {id, name},
+	API_CAPS(API_CAP_ROW)
+#undef API_CAP_ROW
+};
+
+unsigned api_cap_parse(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s && i < sizeof cap_names / sizeof cap_names[0]; i++)
+		if (strcmp(s, cap_names[i].name) == 0)
+			return cap_names[i].bit;
+	return 0;
+}
+
+const char *api_cap_name(unsigned bit)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof cap_names / sizeof cap_names[0]; i++)
+		if (cap_names[i].bit == bit)
+			return cap_names[i].name;
+	return NULL;
+}
+
 static bool sha256(const void *data, size_t len, unsigned char out[32])
 {
 	unsigned int n = 0;
@@ -97,7 +126,7 @@ void api_tokens_release(struct api_tokens *t)
 
 /* Fills tok from parts; tok is zeroed. boards NULL or containing "*" means every board. */
 static enum core_rc token_fill(struct api_token *tok, const char *name,
-			       const unsigned char digest[32], unsigned roles,
+			       const unsigned char digest[32], unsigned roles, unsigned caps,
 			       const char *const *boards)
 {
 	size_t n = 0, i;
@@ -107,6 +136,7 @@ static enum core_rc token_fill(struct api_token *tok, const char *name,
 		goto oom;
 	memcpy(tok->sha256, digest, 32);
 	tok->roles = roles;
+	tok->caps = caps;
 	tok->all_boards = !boards;
 	for (i = 0; boards && boards[i]; i++) {
 		if (strcmp(boards[i], "*") == 0)
@@ -131,7 +161,7 @@ oom:
 }
 
 static enum core_rc tokens_append(struct api_tokens *t, const char *name,
-				  const unsigned char digest[32], unsigned roles,
+				  const unsigned char digest[32], unsigned roles, unsigned caps,
 				  const char *const *boards)
 {
 	struct api_token *v = realloc(t->v, (t->n + 1) * sizeof *v);
@@ -141,22 +171,28 @@ static enum core_rc tokens_append(struct api_tokens *t, const char *name,
 		return CORE_ERR_NOMEM;
 	t->v = v;
 	memset(&v[t->n], 0, sizeof v[t->n]);
-	rc = token_fill(&v[t->n], name, digest, roles, boards);
+	rc = token_fill(&v[t->n], name, digest, roles, caps, boards);
 	if (rc == CORE_OK)
 		t->n++;
 	return rc;
 }
 
-enum core_rc api_tokens_push(struct api_tokens *t, const char *name, const char *plain,
-			     unsigned roles, const char *const *boards)
+enum core_rc api_tokens_push_caps(struct api_tokens *t, const char *name, const char *plain,
+				  unsigned roles, unsigned caps, const char *const *boards)
 {
 	unsigned char digest[32];
 
-	if (!t || !name || !*name || !plain || !*plain || !roles)
+	if (!t || !name || !*name || !plain || !*plain || !roles || (caps & ~API_CAP_ALL))
 		return CORE_ERR_BAD_REQUEST;
 	if (!sha256(plain, strlen(plain), digest))
 		return CORE_ERR_INTERNAL;
-	return tokens_append(t, name, digest, roles, boards);
+	return tokens_append(t, name, digest, roles, caps, boards);
+}
+
+enum core_rc api_tokens_push(struct api_tokens *t, const char *name, const char *plain,
+			     unsigned roles, const char *const *boards)
+{
+	return api_tokens_push_caps(t, name, plain, roles, API_CAP_ALL, boards);
 }
 
 /* Parses one entry of the file into t. */
@@ -167,9 +203,10 @@ static enum core_rc entry_parse(const json_t *e, size_t idx, struct api_tokens *
 	const char *hex = json_string_value(json_object_get(e, "token_sha256"));
 	const json_t *roles = json_object_get(e, "roles");
 	const json_t *boards = json_object_get(e, "boards");
+	const json_t *caps = json_object_get(e, "caps");
 	const char **bv = NULL;
 	unsigned char digest[32];
-	unsigned bits = 0;
+	unsigned bits = 0, capbits = caps ? 0 : API_CAP_ALL;
 	enum core_rc rc = CORE_ERR_BAD_REQUEST;
 	size_t i;
 	const json_t *v;
@@ -196,6 +233,22 @@ static enum core_rc entry_parse(const json_t *e, size_t idx, struct api_tokens *
 		}
 		bits |= bit;
 	}
+	if (caps && !json_is_array(caps)) {
+		snprintf(err, errlen, "token %s: \"caps\" must be an array", name);
+		goto out;
+	}
+	json_array_foreach(caps, i, v) {
+		unsigned bit = api_cap_parse(json_string_value(v));
+
+		if (!bit) {
+			snprintf(err, errlen,
+				 "token %s: unknown capability (board.read, board.create, board.move, "
+				 "board.label, board.comment, board.close)",
+				 name);
+			goto out;
+		}
+		capbits |= bit;
+	}
 	if (boards && !json_is_array(boards)) {
 		snprintf(err, errlen, "token %s: \"boards\" must be an array", name);
 		goto out;
@@ -214,8 +267,9 @@ static enum core_rc entry_parse(const json_t *e, size_t idx, struct api_tokens *
 			}
 		}
 	}
-	/* A missing "boards" means every board, like ["*"]. */
-	rc = tokens_append(t, name, digest, bits, boards ? bv : NULL);
+	/* A missing "boards" means every board, like ["*"]; a missing "caps" all six (an empty
+	 * list is a token that can do nothing to the board, which is allowed). */
+	rc = tokens_append(t, name, digest, bits, capbits, boards ? bv : NULL);
 out:
 	free(bv);
 	return rc;
@@ -284,9 +338,21 @@ static json_t *tokens_to_json(const struct api_tokens *t)
 			json_array_append_new(boards, json_string("*"));
 		for (k = 0; k < tok->n_boards; k++)
 			json_array_append_new(boards, json_string(tok->boards[k]));
-		if (json_array_append_new(list, json_pack("{s:s, s:s, s:o, s:o}", "name",
-							  tok->name, "token_sha256", hex, "roles",
-							  roles, "boards", boards)) != 0)
+		json_t *e = json_pack("{s:s, s:s, s:o, s:o}", "name", tok->name, "token_sha256",
+				      hex, "roles", roles, "boards", boards);
+
+		if (e && tok->caps != API_CAP_ALL) {
+			json_t *caps = json_array();
+
+			for (k = 0; k < sizeof cap_names / sizeof cap_names[0]; k++)
+				if (tok->caps & cap_names[k].bit)
+					json_array_append_new(caps, json_string(cap_names[k].name));
+			if (json_object_set_new(e, "caps", caps) != 0) {
+				json_decref(e);
+				e = NULL;
+			}
+		}
+		if (json_array_append_new(list, e) != 0)
 			goto fail;
 	}
 	json_decref(list);
@@ -432,13 +498,46 @@ enum core_rc api_auth_check(struct api_req *r)
 	h += 7;
 	while (*h == ' ')
 		h++;
-	r->tok = conn_token(r, h);
+	if (api_agent_is(h)) {
+		enum core_rc rc = api_agent_auth(r, h);
+
+		if (rc != CORE_OK)
+			return rc;
+	} else {
+		r->tok = conn_token(r, h);
+	}
 	if (!r->tok)
 		return api_fail(r, CORE_ERR_UNAUTHORIZED, "unknown token");
 	if (!(r->tok->roles & r->route->roles))
 		return api_fail(r, CORE_ERR_FORBIDDEN, "token %s lacks the role for %s %s",
 				r->tok->name, r->route->method, r->route->pattern);
-	return CORE_OK;
+	return api_auth_cap(r, r->route->flags >> API_ROUTE_CAP_SHIFT);
+}
+
+enum core_rc api_auth_cap(struct api_req *r, unsigned caps)
+{
+	unsigned missing = caps & ~(r->tok ? r->tok->caps : 0u);
+	unsigned bit;
+
+	if (!missing)
+		return CORE_OK;
+	for (bit = 1; !(missing & bit); bit <<= 1)
+		;
+	return api_fail(r, CORE_ERR_FORBIDDEN, "token %s lacks the capability %s",
+			r->tok ? r->tok->name : "?", api_cap_name(bit));
+}
+
+unsigned api_auth_state_cap(struct api_req *r, const char *board, const char *to)
+{
+	struct core_board b = {0};
+	unsigned cap = API_CAP_MOVE;
+
+	if (store_board_get(r->api->st, board, &b) != CORE_OK)
+		return cap;
+	if (core_board_is_terminal(&b, to))
+		cap = API_CAP_CLOSE;
+	core_board_release(&b);
+	return cap;
 }
 
 bool api_auth_has(const struct api_req *r, unsigned roles)

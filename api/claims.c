@@ -125,7 +125,13 @@ enum core_rc api_h_state(struct api_req *r)
 		return rc;
 	if (!from && !api_auth_has(r, API_ROLE_OPERATOR))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "bots must send \"from\"");
-	if ((rc = api_card_scope(r)) != CORE_OK)
+	if ((rc = api_card_load(r, api_param(r), &c)) != CORE_OK)
+		return rc;
+	/* board.move, or board.close into a terminal column (DESIGN §13) */
+	rc = api_auth_cap(r, api_auth_state_cap(r, c->board, to));
+	core_card_free(c);
+	c = NULL;
+	if (rc != CORE_OK)
 		return rc;
 	rc = store_card_set_state_from(r->api->st, api_param(r), from, to, reason, &actor, &c);
 	if (rc != CORE_OK)

@@ -3,6 +3,7 @@
 #include "api/api_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Every enum core_rc, with its status and title. A row missing here fails the build (the
@@ -103,6 +104,23 @@ enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char
 	if (rc == CORE_OK)
 		rc = CORE_ERR_INTERNAL; /* an error answer for "ok" is a bug, never a success */
 	status = api_rc_status(rc);
+	if (r->route && (r->route->flags & API_ROUTE_JSONRPC)) {
+		/* /mcp speaks JSON-RPC even when refused before (or after) its handler. */
+		j = api_mcp_early_error(rc, detail && detail[0] ? detail : rc_detail(rc));
+		if (j && json_object_get(r->json, "id"))
+			json_object_set(j, "id", json_object_get(r->json, "id"));
+		text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		json_decref(j);
+		resp = text ? MHD_create_response_from_buffer(strlen(text), text,
+							      MHD_RESPMEM_MUST_FREE)
+			    : NULL;
+		if (!resp) {
+			free(text);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		goto headers;
+	}
 	snprintf(type, sizeof type, "/problems/%s", core_rc_code(rc));
 	j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", api_rc_title(rc),
 		      "status", (int)status, "code", core_rc_code(rc), "detail",
@@ -122,6 +140,7 @@ enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/problem+json");
+headers:
 	if (status == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (status == 503)

@@ -295,3 +295,19 @@ enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out)
 	r->status = status;
 	return CORE_OK;
 }
+
+const char *api_json_unknown_field(const json_t *obj, const char *const *known)
+{
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	json_object_foreach((json_t *)obj, key, v) {
+		for (i = 0; known[i]; i++)
+			if (strcmp(key, known[i]) == 0)
+				break;
+		if (!known[i])
+			return key;
+	}
+	return NULL;
+}

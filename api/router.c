@@ -14,6 +14,11 @@
 #define ANY API_ROLE_ANY
 #define PUB API_ROUTE_PUBLIC
 #define BODY API_ROUTE_BODY
+#define RPC API_ROUTE_JSONRPC
+#define C_READ API_ROUTE_CAP(API_CAP_READ)
+#define C_CREATE API_ROUTE_CAP(API_CAP_CREATE)
+#define C_LABEL API_ROUTE_CAP(API_CAP_LABEL)
+#define C_COMMENT API_ROUTE_CAP(API_CAP_COMMENT)
 
 /* method, pattern, handler, roles, flags */
 #define API_ROUTES(X)                                                                      \
@@ -22,10 +27,10 @@
 	X("GET", "/metrics", api_h_metrics, ANY, PUB)                                      \
 	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB)                            \
 	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB)                            \
-	X("POST", "/v1/cards", api_h_card_create, B | O, BODY)                             \
-	X("GET", "/v1/cards", api_h_card_list, ANY, 0)                                     \
-	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, 0)                                 \
-	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY)                        \
+	X("POST", "/v1/cards", api_h_card_create, B | O, BODY | C_CREATE)                             \
+	X("GET", "/v1/cards", api_h_card_list, ANY, C_READ)                                     \
+	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, C_READ)                                 \
+	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY | C_CREATE)                        \
 	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0)                             \
 	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY)                            \
 	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY)                            \
@@ -35,10 +40,11 @@
 	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY)           \
 	X("PUT", "/v1/cards/{id}/gave-up", api_h_gave_up, W, BODY)                         \
 	X("POST", "/v1/cards/{id}/reopen", api_h_card_reopen, O, BODY)                     \
-	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY)                   \
-	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY)               \
-	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, B | O, BODY)               \
-	X("GET", "/v1/labels", api_h_labels_count, ANY, 0)                                 \
+	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY | C_LABEL)                   \
+	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY | C_LABEL)               \
+	X("POST", "/v1/cards/{id}/agent-tokens", api_h_agent_token, W, BODY)          \
+	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, B | O, BODY | C_COMMENT)               \
+	X("GET", "/v1/labels", api_h_labels_count, ANY, C_READ)                                 \
 	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY)                       \
 	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY)                         \
 	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0)                        \
@@ -48,13 +54,14 @@
 	X("DELETE", "/v1/runs/{id}", api_h_run_delete, O, 0)                               \
 	X("POST", "/v1/runs/{id}/heartbeat", api_h_run_heartbeat, W, BODY)                 \
 	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0)                          \
-	X("GET", "/v1/events", api_h_events, ANY, 0)                                       \
-	X("GET", "/v1/boards", api_h_board_list, ANY, 0)                                   \
-	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0)                                \
+	X("GET", "/v1/events", api_h_events, ANY, C_READ)                                       \
+	X("GET", "/v1/boards", api_h_board_list, ANY, C_READ)                                   \
+	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, C_READ)                                \
 	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY)                               \
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY)       \
 	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0)                                   \
-	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0)
+	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0)                                 \
+	X("POST", "/mcp", api_h_mcp, B | O, RPC)
 
 static const struct api_route routes[] = {
 #define API_ROUTE_ROW(m, p, h, ro, fl) {m, p, h, ro, fl},

@@ -40,6 +40,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "token") == 0)
 		return server_token_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "mcp-tools") == 0)
+		return server_mcp_tools_main(argc - 1, argv + 1);
 	switch (server_config_parse(&cfg, argc, argv, err, sizeof err)) {
 	case SERVER_PARSE_EXIT:
 		return 0;

@@ -43,6 +43,8 @@ void server_config_usage(FILE *out);
 
 /* `boardd token add ...` (argv[0] == "token"); returns the process exit code. */
 int server_token_main(int argc, char **argv);
+/* `boardd mcp-tools [--markdown]`: prints the MCP tools (api_mcp_tools_render). */
+int server_mcp_tools_main(int argc, char **argv);
 
 /* Loads cfg->tokens, or bootstraps DATADIR/tokens.json (printing new plain tokens once to
  * stderr). *out is zeroed by the caller; returns false with err filled on failure. */

@@ -80,7 +80,9 @@ out:
 static int token_usage(void)
 {
 	fprintf(stderr, "usage: boardd token add --tokens FILE --name NAME --role ROLE "
-			"[--role ...] [--board B ...]\n");
+			"[--role ...] [--board B ...] [--cap CAP ...]\n"
+			"  CAP: board.read board.create board.move board.label board.comment "
+			"board.close (default: all six)\n");
 	return 2;
 }
 
@@ -90,7 +92,7 @@ int server_token_main(int argc, char **argv)
 	const char **boards = NULL;
 	struct api_tokens t = {0};
 	char plain[API_TOKEN_PLAIN_BUF], err[512];
-	unsigned roles = 0;
+	unsigned roles = 0, caps = 0;
 	size_t nb = 0, i;
 	int k, code = 1;
 	enum core_rc rc;
@@ -124,6 +126,18 @@ int server_token_main(int argc, char **argv)
 				goto out;
 			}
 			roles |= bit;
+		} else if (strcmp(a, "--cap") == 0) {
+			unsigned bit = api_cap_parse(v);
+
+			if (!bit) {
+				fprintf(stderr, "boardd token add: unknown capability %s (board.read, "
+						"board.create, board.move, board.label, board.comment, "
+						"board.close)\n",
+					v);
+				code = 2;
+				goto out;
+			}
+			caps |= bit;
 		} else if (strcmp(a, "--board") == 0) {
 			if (strcmp(v, "*") != 0 && !core_name_valid(v)) {
 				fprintf(stderr, "boardd token add: invalid board name %s\n", v);
@@ -153,7 +167,8 @@ int server_token_main(int argc, char **argv)
 			goto out;
 		}
 	if (api_token_generate(plain) != CORE_OK ||
-	    api_tokens_push(&t, name, plain, roles, nb ? boards : NULL) != CORE_OK) {
+	    api_tokens_push_caps(&t, name, plain, roles, caps ? caps : API_CAP_ALL,
+				 nb ? boards : NULL) != CORE_OK) {
 		fprintf(stderr, "boardd token add: cannot generate a token\n");
 		goto out;
 	}
@@ -168,4 +183,25 @@ out:
 	api_tokens_release(&t);
 	free(boards);
 	return code;
+}
+
+int server_mcp_tools_main(int argc, char **argv)
+{
+	bool md = argc > 1 && strcmp(argv[1], "--markdown") == 0;
+	char *text;
+
+	if (argc > 2 || (argc == 2 && !md)) {
+		fprintf(stderr, "usage: boardd mcp-tools [--markdown]\n"
+				"  the MCP tools /mcp serves: their tools/list JSON, or the README's "
+				"table\n");
+		return 2;
+	}
+	text = api_mcp_tools_render(md);
+	if (!text)
+		return 1;
+	fputs(text, stdout);
+	if (!md)
+		putchar('\n');
+	free(text);
+	return 0;
 }

@@ -13,6 +13,25 @@ static void log_sink(void *ctx, const char *line)
 		fprintf(stderr, "%s\n", line);
 }
 
+/* A bot per capability holding only it (t-cap0 .. t-cap5, enum api_cap bit order), a bot
+ * with none (t-nocaps) and a worker that holds only board.read (t-worker-read). */
+static bool cap_tokens_add(struct api_tokens *t)
+{
+	char name[32], plain[64];
+	unsigned i;
+
+	for (i = 0; i < HARNESS_N_CAPS; i++) {
+		snprintf(name, sizeof name, "t-cap%u", i);
+		snprintf(plain, sizeof plain, HARNESS_TOK_CAP_FMT, i);
+		if (api_tokens_push_caps(t, name, plain, API_ROLE_BOT, 1u << i, NULL) != CORE_OK)
+			return false;
+	}
+	return api_tokens_push_caps(t, "t-nocaps", HARNESS_TOK_NOCAPS, API_ROLE_BOT, 0, NULL) ==
+		       CORE_OK &&
+	       api_tokens_push_caps(t, "t-worker-read", HARNESS_TOK_WORKER_READ, API_ROLE_WORKER,
+				    API_CAP_READ, NULL) == CORE_OK;
+}
+
 static bool tokens_make(struct api_tokens *t)
 {
 	static const char *const scoped[] = {HARNESS_SCOPED_BOARD, NULL};
@@ -25,7 +44,8 @@ static bool tokens_make(struct api_tokens *t)
 	       api_tokens_push(t, "t-operator", HARNESS_TOK_OPERATOR, API_ROLE_OPERATOR, NULL) ==
 		       CORE_OK &&
 	       api_tokens_push(t, "t-all", HARNESS_TOK_ALL, API_ROLE_ANY, NULL) == CORE_OK &&
-	       api_tokens_push(t, "t-scoped", HARNESS_TOK_SCOPED, API_ROLE_ANY, scoped) == CORE_OK;
+	       api_tokens_push(t, "t-scoped", HARNESS_TOK_SCOPED, API_ROLE_ANY, scoped) == CORE_OK &&
+	       cap_tokens_add(t);
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -107,7 +127,7 @@ int harness_call_h(struct httpc *c, const char *method, const char *path, const 
 		   const char *extra_header, const char *body, char **resp_headers,
 		   char **resp_body)
 {
-	char auth[256];
+	char auth[2200]; /* agent tokens are longer than plain ones */
 	const char *hdrs[4];
 	size_t n = 0;
 	int status = 0;

@@ -21,6 +21,12 @@
 #define HARNESS_TOK_ALL "tok-all-0123456789"
 #define HARNESS_TOK_SCOPED "tok-scoped-0123456789"
 #define HARNESS_SCOPED_BOARD "scoped"
+/* Capability tokens: t-cap<i> (a bot holding only the cap 1 << i), t-nocaps (a bot holding
+ * none), t-worker-read (a worker holding only board.read). */
+#define HARNESS_N_CAPS 6
+#define HARNESS_TOK_CAP_FMT "tok-cap%u-0123456789"
+#define HARNESS_TOK_NOCAPS "tok-nocaps-0123456789"
+#define HARNESS_TOK_WORKER_READ "tok-worker-read-0123456789"
 
 struct harness_options {
 	size_t max_body;             /* 0: 1 MiB */
