@@ -30,6 +30,13 @@ void t_setup_small_body(void)
 	setup_with(&o);
 }
 
+void t_setup_short_lease(void)
+{
+	struct harness_options o = {.lease_min_ms = 1};
+
+	setup_with(&o);
+}
+
 void t_setup_one_thread(void)
 {
 	struct harness_options o = {.threads = 1};
@@ -367,6 +374,9 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_roles());
 	suite_add_tcase(s, api_tcase_race());
 	suite_add_tcase(s, api_tcase_ack());
+	suite_add_tcase(s, api_tcase_mcp());
+	suite_add_tcase(s, api_tcase_mcp_small());
+	suite_add_tcase(s, api_tcase_agent());
 	return s;
 }
 

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""boardd's POST /mcp driven by the official MCP Python SDK (PyPI `mcp`, pinned in
+tests/requirements.txt) over its Streamable HTTP client transport, against a real boardd:
+the 2026-07-28 stateless era the SDK picks by default (server/discover probe), the
+initialize handshake (mode="legacy", 2025-11-25), every tool of the table, refusals as
+isError tool results with the §8 code, capabilities narrowing tools/list, and an agent token
+that dies with its worker's claim.
+
+usage: mcp_sdk.py path/to/boardd
+"""
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+BOARDD = sys.argv[1]
+passed = failed = 0
+ALL_TOOLS = ['list_cards', 'get_card', 'create_card', 'move_card', 'close_card', 'set_labels',
+             'adjust_labels', 'add_comment']
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print('FAIL:', what, flush=True)
+
+
+def token_add(tokens, name, roles, caps=()):
+    args = [BOARDD, 'token', 'add', '--tokens', tokens, '--name', name]
+    for r in roles:
+        args += ['--role', r]
+    for c in caps:
+        args += ['--cap', c]
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def start(tmp, tokens):
+    p = subprocess.Popen([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/data',
+                          '--threads', '2', '--tokens', tokens, '--log-format', 'json'],
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        m = re.search(r'listening on .* \(port (\d+)\)', line)
+        if m:
+            return p, int(m.group(1))
+    p.kill()
+    raise SystemExit('boardd did not start')
+
+
+class Rest:
+    def __init__(self, port):
+        self.base = 'http://127.0.0.1:%d' % port
+
+    def call(self, method, path, token, body=None, headers=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header('Authorization', 'Bearer ' + token)
+        if data is not None:
+            req.add_header('Content-Type', 'application/json')
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                raw = r.read()
+                return r.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            return e.code, json.loads(raw) if raw else None
+
+
+def client(port, token, mode='auto'):
+    http = httpx2.AsyncClient(headers={'Authorization': 'Bearer ' + token},
+                              timeout=httpx2.Timeout(30.0))
+    return Client(streamable_http_client('http://127.0.0.1:%d/mcp' % port, http_client=http),
+                  mode=mode)
+
+
+def sc(res):
+    return res.structured_content or {}
+
+
+async def modern_era(port, rest, bot, op):
+    async with client(port, bot) as c:
+        check(c.protocol_version == '2026-07-28',
+              'auto mode negotiates 2026-07-28, got %s' % c.protocol_version)
+        tools = await c.list_tools()
+        check([t.name for t in tools.tools] == ALL_TOOLS, 'tools/list: %s' % tools.tools)
+        check(all(t.input_schema.get('type') == 'object' and t.output_schema for t in tools.tools),
+              'every tool has inputSchema and outputSchema')
+
+        res = await c.call_tool('create_card', {'title': 'mcp card', 'labels': ['x'],
+                                                'state': 'backlog'})
+        check(not res.is_error and sc(res).get('state') == 'backlog', 'create_card: %s' % res)
+        cid = sc(res).get('id')
+        check(res.content and json.loads(res.content[0].text).get('id') == cid,
+              'the text rendering is the structured content')
+
+        res = await c.call_tool('get_card', {'id': cid})
+        check(not res.is_error and sc(res).get('title') == 'mcp card', 'get_card')
+        res = await c.call_tool('list_cards', {'state': 'backlog', 'limit': 10})
+        check(not res.is_error and cid in [x['id'] for x in sc(res).get('cards', [])],
+              'list_cards: %s' % res)
+
+        res = await c.call_tool('move_card', {'id': cid, 'to': 'ready'})
+        check(not res.is_error and sc(res).get('state') == 'ready', 'move_card without from')
+        res = await c.call_tool('move_card', {'id': cid, 'from': 'backlog', 'to': 'review'})
+        check(res.is_error and sc(res).get('code') == 'state_conflict' and
+              sc(res).get('status') == 409, 'move_card with a stale from: %s' % res)
+        res = await c.call_tool('move_card', {'id': cid, 'from': 'ready', 'to': 'review'})
+        check(not res.is_error and sc(res).get('state') == 'review', 'move_card with from')
+
+        res = await c.call_tool('adjust_labels', {'id': cid, 'add': ['y'], 'remove': ['x']})
+        check(not res.is_error and sc(res).get('labels') == ['y'], 'adjust_labels: %s' % res)
+        res = await c.call_tool('set_labels', {'id': cid, 'labels': ['a', 'b']})
+        check(not res.is_error and sc(res).get('labels') == ['a', 'b'], 'set_labels')
+        res = await c.call_tool('add_comment', {'id': cid, 'body': 'hello'})
+        check(not res.is_error and sc(res)['comments'][-1]['body'] == 'hello' and
+              sc(res)['comments'][-1]['author'] == 't-bot', 'add_comment: %s' % res)
+
+        res = await c.call_tool('close_card', {'id': cid, 'to': 'in_progress'})
+        check(res.is_error and sc(res).get('code') == 'transition_rejected',
+              'close_card into a working column is refused: %s' % res)
+        res = await c.call_tool('close_card', {'id': cid})
+        check(not res.is_error and sc(res).get('state') == 'done', 'close_card: %s' % res)
+
+        # No way back out of a terminal column through any tool: no fallback.
+        for args in ({'id': cid, 'to': 'ready'}, {'id': cid, 'from': 'done', 'to': 'ready'}):
+            res = await c.call_tool('move_card', args)
+            check(res.is_error and sc(res).get('code') == 'terminal_state_exit' and
+                  sc(res).get('status') == 422 and sc(res).get('detail'),
+                  'move_card out of done: %s' % res)
+        res = await c.call_tool('close_card', {'id': cid, 'to': 'blocked'})
+        check(not res.is_error and sc(res).get('state') == 'blocked', 'terminal refiling')
+        res = await c.call_tool('get_card', {'id': 'no-such-card'})
+        check(res.is_error and sc(res).get('code') == 'not_found', 'get_card of nothing')
+        res = await c.call_tool('create_card', {'title': 't', 'colour': 'red'})
+        check(res.is_error and sc(res).get('code') == 'bad_request' and
+              'colour' in sc(res).get('detail', ''), 'an unknown argument is named')
+
+        st, card = rest.call('GET', '/v1/cards/' + cid, op)
+        check(st == 200 and card['state'] == 'blocked', 'REST sees what the tools did')
+        st, ev = rest.call('GET', '/v1/events?limit=1000', op)
+        mine = [e for e in ev['events'] if e['card_id'] == cid]
+        check(mine and all(e['actor'] == 't-bot' for e in mine),
+              'every tool event records the token as actor: %s' % [e['actor'] for e in mine])
+        try:
+            await c.call_tool('no_such_tool', {})
+            check(False, 'an unknown tool is a JSON-RPC error')
+        except MCPError as e:
+            check(e.code == -32602, 'unknown tool: -32602, got %s' % e.code)
+    return cid
+
+
+async def legacy_era(port, bot, cid):
+    async with client(port, bot, mode='legacy') as c:
+        check(c.protocol_version == '2025-11-25',
+              'legacy mode negotiates 2025-11-25, got %s' % c.protocol_version)
+        tools = await c.list_tools()
+        check(len(tools.tools) == len(ALL_TOOLS), 'legacy tools/list')
+        res = await c.call_tool('get_card', {'id': cid})
+        check(not res.is_error and sc(res).get('id') == cid, 'legacy get_card')
+        res = await c.call_tool('move_card', {'id': cid, 'to': 'ready'})
+        check(res.is_error and sc(res).get('code') == 'terminal_state_exit', 'legacy refusal')
+        await c.session.send_ping()
+
+
+async def narrow_caps(port, reader):
+    async with client(port, reader) as c:
+        tools = await c.list_tools()
+        check([t.name for t in tools.tools] == ['list_cards', 'get_card'],
+              'a board.read token lists only the read tools: %s' % [t.name for t in tools.tools])
+        try:
+            await c.call_tool('create_card', {'title': 'nope'})
+            check(False, 'calling a tool not granted is a JSON-RPC error')
+        except MCPError as e:
+            check(e.code == -32602 and 'board.create' in e.error.message,
+                  'not granted: %s %s' % (e.code, e.error.message))
+
+
+async def agent_tokens(port, rest, worker, op):
+    st, card = rest.call('POST', '/v1/cards', op, {'title': 'agent work', 'state': 'ready'})
+    cid = card['id']
+    st, claim = rest.call('POST', '/v1/cards/%s/claim' % cid, worker, {'marker': 'w-1'})
+    check(st == 200, 'claim: %s' % claim)
+    ifm = {'If-Match': '"%d"' % claim['epoch']}
+    st, minted = rest.call('POST', '/v1/cards/%s/agent-tokens' % cid, worker,
+                           {'marker': 'w-1', 'caps': ['board.label', 'board.comment']}, ifm)
+    check(st == 201 and minted.get('token') and minted.get('expires_at'), 'mint: %s %s' % (st, minted))
+    agent = minted['token']
+    async with client(port, agent) as c:
+        tools = await c.list_tools()
+        check([t.name for t in tools.tools] == ['set_labels', 'adjust_labels', 'add_comment'],
+              'agent tools/list: %s' % [t.name for t in tools.tools])
+        res = await c.call_tool('adjust_labels', {'id': cid, 'add': ['agent-was-here']})
+        check(not res.is_error and 'agent-was-here' in sc(res).get('labels', []),
+              'agent adjust_labels: %s' % res)
+    st, ev = rest.call('GET', '/v1/events?limit=1000', op)
+    lab = [e for e in ev['events'] if e['card_id'] == cid and e['type'] == 'card_labels_changed']
+    check(lab and lab[-1]['actor'] == 't-worker/agent',
+          'agent events record <worker>/agent: %s' % lab)
+    st, _ = rest.call('POST', '/v1/cards/%s/release' % cid, worker,
+                      {'marker': 'w-1', 'epoch': claim['epoch']})
+    check(st == 200, 'release')
+    try:
+        async with client(port, agent) as c:
+            await c.list_tools()
+        check(False, 'an agent token after its claim was released is refused')
+    except Exception as e:  # noqa: BLE001 - the SDK surfaces the 401 as its own error
+        check('401' in repr(e) or 'Unauthorized' in repr(e) or isinstance(e, (MCPError,
+              httpx2.HTTPStatusError, ExceptionGroup)),
+              'refused after release: %r' % e)
+    st, body = rest.call('GET', '/v1/cards/' + cid, agent)
+    check(st == 401, 'REST with the released agent token: %s %s' % (st, body))
+
+
+async def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        tokens = tmp + '/tokens.json'
+        bot = token_add(tokens, 't-bot', ['bot'])
+        op = token_add(tokens, 't-op', ['operator'])
+        worker = token_add(tokens, 't-worker', ['worker'])
+        reader = token_add(tokens, 't-reader', ['bot'], ['board.read'])
+        p, port = start(tmp, tokens)
+        try:
+            rest = Rest(port)
+            cid = await modern_era(port, rest, bot, op)
+            await legacy_era(port, bot, cid)
+            await narrow_caps(port, reader)
+            await agent_tokens(port, rest, worker, op)
+        finally:
+            p.terminate()
+            p.wait(timeout=10)
+    print('%d passed, %d failed' % (passed, failed))
+    return 1 if failed else 0
+
+
+sys.exit(asyncio.run(main()))
