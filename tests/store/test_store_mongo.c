@@ -253,7 +253,7 @@ void create(struct store *st, const char *id, const char *state)
 struct core_token claim(struct store *st, const char *id, const char *marker)
 {
 	struct store_claim_result r;
-	struct core_token t = {marker, 0};
+	struct core_token t = {marker, 0, NULL};
 
 	ck_assert_int_eq(store_card_claim(st, id, marker, 60000, &bot, &r), CORE_OK);
 	t.epoch = r.token.epoch;
@@ -354,14 +354,14 @@ START_TEST(missing_epoch_refuses_holder_until_unleased_arm)
 	raw_update(st, "cards", "c1", "{\"$unset\": {\"claim_epoch\": 1}}");
 
 	/* Every fenced write refuses the live holder: renew, release, owned writes, re-claim. */
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(store_card_release(st, "c1", &t, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	w.token = t;
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &r), CORE_ERR_CLAIM_CONFLICT);
 	bad = t;
 	bad.epoch = 0;
-	ck_assert_int_eq(store_card_renew(st, "c1", &bad, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &bad, 60000, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	c = NULL;
 	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_OK);
 	ck_assert(c->claim.present && !c->has_epoch);
@@ -387,7 +387,7 @@ START_TEST(missing_epoch_refuses_holder_until_unleased_arm)
 	ck_assert_int_ge(c->claim_epoch, tnow);
 	core_card_free(c);
 	c = NULL;
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	close_db(st);
 }
 END_TEST

@@ -92,7 +92,7 @@ START_TEST(renew_after_a_transfer_is_refused)
 		 (long long)t.epoch + 1);
 	il.change = change;
 	tnow += 10000;
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_ptr_null(c);
 	c = get(st, "c1");
 	ck_assert_str_eq(c->claim.marker, "reaper:h");
