@@ -264,8 +264,15 @@ struct core_token claim(struct store *st, const char *id, const char *marker)
 void set_last_run(struct store *st, const char *id, struct core_token t, const char *run)
 {
 	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .token = t, .run_id = run};
+	struct store_run_create in = {.id = run, .card_id = id, .marker = t.marker,
+				      .status = "running", .lease_ms = 60000};
 	struct core_card *c = NULL;
+	struct core_run *r = NULL;
 
+	/* A card records only a run of its own, created under the current claim (§11). */
+	if (store_run_get(st, run, &r) == CORE_ERR_NOT_FOUND)
+		ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
+	core_run_free(r);
 	ck_assert_int_eq(store_card_owned_write(st, id, &w, &bot, &c), CORE_OK);
 	core_card_free(c);
 }
@@ -499,6 +506,7 @@ START_TEST(run_count_includes_pruned)
 	size_t n = 0;
 
 	create(st, "c1", "ready");
+	claim(st, "c1", "w1");
 	in.id = "r1";
 	ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
 	core_run_free(r);
