@@ -174,10 +174,11 @@ enum core_rc api_h_agent_token(struct api_req *r)
 	/* Only the claim's holder mints: the exact (marker, epoch) of the current claim. */
 	t.marker = marker;
 	t.epoch = epoch;
+	t.holder = r->tok->name; /* the claim is bound to the token that took it (§11) */
 	if (core_fence_check(c, &t) != CORE_OK) {
 		rc = api_fail(r, CORE_ERR_CLAIM_CONFLICT,
-			      "card %s is not held by marker %s at epoch %lld", c->id, marker,
-			      (long long)epoch);
+			      "card %s is not held by marker %s at epoch %lld for token %s", c->id,
+			      marker, (long long)epoch, r->tok->name);
 		goto out;
 	}
 	if ((rc = agent_key(r->api, key)) != CORE_OK)
@@ -310,6 +311,7 @@ enum core_rc api_agent_auth(struct api_req *r, const char *plain)
 		goto out;
 	t.marker = marker;
 	t.epoch = epoch;
+	t.holder = holder;
 	if (strcmp(c->board, board) != 0 || core_fence_check(c, &t) != CORE_OK) {
 		rc = api_fail(r, CORE_ERR_UNAUTHORIZED,
 			      "agent token: the claim it was minted under (card %s, marker %s, epoch "

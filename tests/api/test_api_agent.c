@@ -141,7 +141,7 @@ START_TEST(test_agent_dies_with_a_reaper_reclaim)
 {
 	char *id = t_card_new("{\"title\":\"a\",\"state\":\"in_progress\"}");
 	char path[300], *agent;
-	struct core_token prev = {"m-1", 0};
+	struct core_token prev = {"m-1", 0, "t-worker"};
 	struct core_card *c = NULL;
 	json_t *j;
 
@@ -177,6 +177,25 @@ START_TEST(test_agent_expires)
 }
 END_TEST
 
+/* Only the claim's holder mints (§11: the claim is bound to its token); a revoke kills it. */
+START_TEST(test_agent_holder_and_revoke)
+{
+	char *id = t_card_new("{\"title\":\"a\",\"state\":\"ready\"}");
+	long long e = t_claim(id, "m-1");
+	char path[300], *agent;
+
+	/* another worker that knows (marker, epoch) from a card read is not the holder */
+	json_decref(mint_call(409, W2, id, e, "{\"marker\":\"m-1\",\"caps\":[\"board.read\"]}"));
+	agent = mint(id, e, "[\"board.read\"]");
+	ck_assert_int_eq(get_card(agent, id), 200);
+	snprintf(path, sizeof path, "/v1/cards/%s/claim/revoke", id);
+	json_decref(t_must(200, "POST", path, OP, NULL, NULL));
+	ck_assert_int_eq(get_card(agent, id), 401);
+	free(agent);
+	free(id);
+}
+END_TEST
+
 TCase *api_tcase_agent(void)
 {
 	TCase *tc = tcase_create("agent");
@@ -186,5 +205,6 @@ TCase *api_tcase_agent(void)
 	tcase_add_test(tc, test_agent_lives_with_the_claim);
 	tcase_add_test(tc, test_agent_dies_with_a_reaper_reclaim);
 	tcase_add_test(tc, test_agent_expires);
+	tcase_add_test(tc, test_agent_holder_and_revoke);
 	return tc;
 }
