@@ -566,7 +566,7 @@ const char *const *api_auth_boards(const struct api_req *r)
 
 struct store_actor api_auth_actor(const struct api_req *r)
 {
-	struct store_actor a = {r->tok ? r->tok->name : ""};
+	struct store_actor a = {.name = r->tok ? r->tok->name : "", .epoch = r->agent_epoch};
 
 	return a;
 }

@@ -20,7 +20,7 @@ static int64_t now_ms = 1764670000000LL;
 static struct store *st;
 static size_t n_cards;
 static size_t next_card;
-static const struct store_actor actor = {"bench"};
+static const struct store_actor actor = {.name = "bench"};
 
 static int64_t bench_clock(void *ctx)
 {

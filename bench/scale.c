@@ -77,7 +77,7 @@ struct scale_fig {
 	size_t reap_passes, reap_done, reap_errors;
 };
 
-static const struct store_actor actor = {"bench-scale"};
+static const struct store_actor actor = {.name = "bench-scale"};
 static struct store *load_st;
 static size_t load_n, load_claims, load_next;
 static int load_failed;

@@ -35,6 +35,9 @@ typedef int64_t (*store_clock_fn)(void *ctx);
  * else CLAIM_CONFLICT. An actor without a name (NULL or "") takes unbound claims. */
 struct store_actor {
 	const char *name;
+	/* The claim epoch an agent token acts under (DESIGN §13): both twins record it on the
+	 * actor's events as payload.actor_epoch. 0: none. */
+	int64_t epoch;
 };
 
 /* The holder name an actor presents: its name, or NULL when it has none. */

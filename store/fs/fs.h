@@ -440,6 +440,7 @@ struct fs_txn {
 	struct fs *fs;
 	int64_t now;
 	const char *actor; /* borrowed */
+	int64_t actor_epoch; /* an agent token's claim epoch; 0: none */
 	struct fs_change ch;
 };
 

@@ -30,6 +30,7 @@ void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *act
 	memset(t, 0, sizeof(*t));
 	t->fs = fs;
 	t->actor = fs_actor_name(actor);
+	t->actor_epoch = actor ? actor->epoch : 0;
 	pthread_mutex_lock(&fs->jmu);
 	failed = fs->failed;
 	synced = fs->synced; /* may lag by the time the lock is ours: settling less is fine */
@@ -205,8 +206,20 @@ enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const cha
 {
 	struct fs_change *ch = &t->ch;
 	struct core_event *e = calloc(1, sizeof(*e));
-	char *text = payload ? json_dumps(payload, JSON_COMPACT) : strdup("{}");
+	char *text = NULL;
 	enum core_rc rc = CORE_ERR_NOMEM;
+
+	/* an agent token's events name the claim it acted under (DESIGN §13) */
+	if (t->actor_epoch && !core_is_machine_reason(reason)) {
+		if (!payload)
+			payload = json_object();
+		if (!payload || json_object_set_new(payload, "actor_epoch",
+						    json_integer(t->actor_epoch)) != 0) {
+			json_decref(payload);
+			goto out;
+		}
+	}
+	text = payload ? json_dumps(payload, JSON_COMPACT) : strdup("{}");
 
 	json_decref(payload);
 	if (!e || !text)

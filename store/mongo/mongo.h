@@ -84,12 +84,18 @@ static inline struct mgo *mgo_of(struct store *st)
 
 /* One pooled client with the five collections, for the length of one op, with the op's
  * "now" (read once, through store_now) and actor name. */
+/* Who writes: the event actor's name (borrowed) and an agent token's claim epoch (0: none). */
+struct mgo_actor {
+	const char *name;
+	int64_t epoch;
+};
+
 struct mgo_conn {
 	struct mgo *m;
 	mongoc_client_t *client;
 	mongoc_collection_t *cards, *runs, *events, *boards, *counters;
 	int64_t now;
-	const char *actor; /* borrowed; "" by default */
+	struct mgo_actor actor; /* name borrowed; "" by default */
 };
 
 /* Pops a client from the pool (blocks while the pool is exhausted) and reads now. NOMEM. */
@@ -173,7 +179,7 @@ void mgo_evq_init(struct mgo_evq *q, struct mgo *m);
 void mgo_evq_release(struct mgo_evq *q);
 /* Queues one event (payload stolen, NULL: {}); the actor is blanked for machine reasons. */
 void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board,
-		 const char *card_id, const char *actor, const char *reason, int64_t now,
+		 const char *card_id, struct mgo_actor actor, const char *reason, int64_t now,
 		 json_t *payload);
 /* Appends "outbox": {$each: [...]} to an open $push document. */
 bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push);
@@ -246,7 +252,7 @@ struct mgo_lookup {
 };
 struct core_card_lookup mgo_lookup_init(struct mgo_lookup *lk, struct mgo_conn *c);
 void mgo_lookup_release(struct mgo_lookup *lk);
-const char *mgo_actor_name(const struct store_actor *actor);
+struct mgo_actor mgo_actor_name(const struct store_actor *actor);
 
 /* Moves card `now` (a private copy, `was` as read) to `to` with reason and a
  * card_state_changed event ({from,to} + `extra`, stolen) appended to q (may be NULL: none

@@ -97,7 +97,7 @@ enum core_rc mgo_board_column_rename(struct store *st, const char *board, const 
 	}
 	if (rc == CORE_OK && resume && *touched == 0)
 		rc = CORE_ERR_NOT_FOUND; /* nothing was left to finish: `from` is simply unknown */
-	c.actor = "";
+	c.actor = (struct mgo_actor){.name = ""};
 	if (rc == CORE_OK)
 		rc = mgo_board_event(&c, board, CORE_EV_BOARD_UPDATED, "state_rename",
 				     json_pack("{s{ssss}sI}", "column_renamed", "from", from, "to",

@@ -18,7 +18,7 @@ enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->m = m;
-	c->actor = "";
+	c->actor = (struct mgo_actor){.name = ""};
 	c->client = mongoc_client_pool_pop(m->pool);
 	if (!c->client)
 		return CORE_ERR_NOMEM;
@@ -206,7 +206,9 @@ enum core_rc mgo_find_by_id(mongoc_collection_t *coll, const char *id, bson_t **
 	return rc;
 }
 
-const char *mgo_actor_name(const struct store_actor *actor)
+struct mgo_actor mgo_actor_name(const struct store_actor *actor)
 {
-	return actor && actor->name ? actor->name : "";
+	struct mgo_actor a = {actor && actor->name ? actor->name : "", actor ? actor->epoch : 0};
+
+	return a;
 }

@@ -44,7 +44,7 @@ void mgo_evq_release(struct mgo_evq *q)
 }
 
 void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board,
-		 const char *card_id, const char *actor, const char *reason, int64_t now,
+		 const char *card_id, struct mgo_actor actor, const char *reason, int64_t now,
 		 json_t *payload)
 {
 	bool machine = core_is_machine_reason(reason);
@@ -68,7 +68,10 @@ void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board
 	if (ok && card_id)
 		ok = BSON_APPEND_UTF8(d, "card_id", card_id);
 	/* A machine event still flows, with the actor blanked (DESIGN §7). */
-	ok = ok && BSON_APPEND_UTF8(d, "actor", machine || !actor ? "" : actor);
+	ok = ok && BSON_APPEND_UTF8(d, "actor", machine || !actor.name ? "" : actor.name);
+	/* an agent token's events name the claim it acted under (DESIGN §13) */
+	if (ok && actor.epoch && !machine && json_is_object(payload))
+		ok = json_object_set_new(payload, "actor_epoch", json_integer(actor.epoch)) == 0;
 	if (ok && reason)
 		ok = BSON_APPEND_UTF8(d, "reason", reason);
 	ok = ok && BSON_APPEND_BOOL(d, "machine", machine) &&

@@ -194,7 +194,7 @@ static enum core_rc comment_once(struct mgo_conn *c, const void *arg, bool *hit,
 	 * update is guarded on the count read, so two racing comments cannot share one. */
 	snprintf(cid, sizeof(cid), "cm-%zu", a.now->n_comments);
 	cm->created_at = c->now;
-	if (core_str_set(&cm->id, cid) || core_str_set(&cm->author, c->actor) ||
+	if (core_str_set(&cm->id, cid) || core_str_set(&cm->author, c->actor.name) ||
 	    core_str_set(&cm->body, x->body))
 		goto out;
 	a.now->updated_at = c->now;

@@ -18,7 +18,8 @@ static int64_t now_ms;
 static char dir[64];
 static struct store *st;
 static struct server_reaper *reaper;
-static const struct store_actor bot = {"bot"}, worker = {"worker"}, ops = {"ops"};
+static const struct store_actor bot = {.name = "bot"}, worker = {.name = "worker"},
+				 ops = {.name = "ops"};
 
 static int64_t test_clock(void *ctx)
 {

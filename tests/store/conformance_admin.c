@@ -181,6 +181,54 @@ START_TEST(label_sweeps)
 }
 END_TEST
 
+/* store_secret_get: made once, the same bytes on every read, one per name. */
+START_TEST(secret_is_made_once)
+{
+	struct store *st = ct_open();
+	unsigned char a[STORE_SECRET_LEN], b[STORE_SECRET_LEN], c[STORE_SECRET_LEN];
+	static const unsigned char zero[STORE_SECRET_LEN];
+
+	ck_assert_int_eq(store_secret_get(st, "agent-token-key", a), CORE_OK);
+	ck_assert_int_eq(store_secret_get(st, "agent-token-key", b), CORE_OK);
+	ck_assert(memcmp(a, b, sizeof a) == 0);
+	ck_assert(memcmp(a, zero, sizeof a) != 0);
+	ck_assert_int_eq(store_secret_get(st, "other-key", c), CORE_OK);
+	ck_assert(memcmp(a, c, sizeof a) != 0);
+	ck_assert_int_eq(store_secret_get(st, "Bad/Name", c), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_secret_get(st, "", c), CORE_ERR_BAD_REQUEST);
+	ct_close(st);
+}
+END_TEST
+
+/* An agent token's writes: the actor's name and payload.actor_epoch on its events. */
+START_TEST(actor_epoch_on_events)
+{
+	struct store *st = ct_open();
+	const struct store_actor agent = {.name = "w/agent", .epoch = 7};
+	const char *const l1[] = {"x", NULL};
+	struct core_strv labels = ct_strv(l1);
+	struct core_card *c = ct_create(st, "ae", NULL, NULL), *out = NULL;
+	struct core_event *ev;
+	int64_t seq = ct_last_seq(st);
+	size_t n;
+
+	core_card_free(c);
+	ck_assert_int_eq(store_card_labels_set(st, "ae", &labels, &agent, &out), CORE_OK);
+	core_card_free(out);
+	ck_assert_int_eq(store_card_comment_add(st, "ae", "hi", &ct_bot, &out), CORE_OK);
+	core_card_free(out);
+	ev = ct_events(st, seq, &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(ev[0].actor, "w/agent");
+	ct_assert_payload(&ev[0], "{\"labels\":[\"x\"],\"actor_epoch\":7}");
+	ck_assert_str_eq(ev[1].actor, "ci-bot");
+	ck_assert(!strstr(ev[1].payload ? ev[1].payload : "", "actor_epoch"));
+	store_events_free(ev, n);
+	free(labels.v);
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_admin(Suite *s)
 {
 	TCase *tc = tcase_create("admin");
@@ -189,5 +237,10 @@ void conformance_add_admin(Suite *s)
 	tcase_add_test(tc, column_rename_moves_cards_as_machine);
 	tcase_add_test(tc, column_rename_roles_and_refusals);
 	tcase_add_test(tc, label_sweeps);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("agent");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, secret_is_made_once);
+	tcase_add_test(tc, actor_epoch_on_events);
 	suite_add_tcase(s, tc);
 }

@@ -29,7 +29,7 @@
 #define THREADS 16
 #define LEASE 60000
 
-static const struct store_actor actor = {"scale"};
+static const struct store_actor actor = {.name = "scale"};
 static struct store *st;
 static size_t n_cards, n_tail, next;
 
