@@ -92,6 +92,9 @@ START_TEST(test_agent_lives_with_the_claim)
 		if (!strcmp(t_str(j, "type"), "card_labels_changed") &&
 		    !strcmp(t_str(j, "card_id"), id)) {
 			ck_assert_str_eq(t_str(j, "actor"), "t-worker/agent");
+			ck_assert_int_eq(json_integer_value(json_object_get(
+						 json_object_get(j, "payload"), "actor_epoch")),
+					 e);
 			seen = true;
 		}
 	ck_assert(seen);

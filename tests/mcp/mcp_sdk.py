@@ -214,8 +214,9 @@ async def agent_tokens(port, rest, worker, op):
               'agent adjust_labels: %s' % res)
     st, ev = rest.call('GET', '/v1/events?limit=1000', op)
     lab = [e for e in ev['events'] if e['card_id'] == cid and e['type'] == 'card_labels_changed']
-    check(lab and lab[-1]['actor'] == 't-worker/agent',
-          'agent events record <worker>/agent: %s' % lab)
+    check(lab and lab[-1]['actor'] == 't-worker/agent' and
+          lab[-1]['payload'].get('actor_epoch') == claim['epoch'],
+          'agent events record <worker>/agent and the claim epoch: %s' % lab)
     st, _ = rest.call('POST', '/v1/cards/%s/release' % cid, worker,
                       {'marker': 'w-1', 'epoch': claim['epoch']})
     check(st == 200, 'release')
