@@ -4,12 +4,16 @@
  * One input is up to FUZZ_REQS requests separated by a line "---", so an input can create a
  * card and then claim and write it. Tokens are short so that inputs can carry them:
  *   Bearer w (worker)  b (bot)  o (operator)  a (all three)  s (all three, board "scoped")
+ *   r (a bot holding only board.read)
  *
  * Oracles, on every answer (a violation aborts, which libFuzzer reports as a crash):
  *   - an answer comes, within 10 s, on a connection that stays sane (no hang, no silent close);
  *   - no 5xx but 503 store_unavailable: a 500 is a bug in a handler;
  *   - a JSON content type carries JSON; a problem+json body has "code" and the same "status";
- *   - a 2xx other than 204 has a body (never an empty success).
+ *   - a 2xx other than 204 has a body (never an empty success); 202 (an MCP notification
+ *     accepted) has none;
+ *   - a JSON body that speaks JSON-RPC (POST /mcp) is one answer: "2.0", a result or an error
+ *     with an integer code.
  * ASan/UBSan/LSan catch the rest.
  *
  * The store is reopened fresh every FUZZ_API_RESET inputs (environment; default 2000, the
@@ -85,7 +89,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	    api_tokens_push(&g.tokens, "t-bot", "b", API_ROLE_BOT, NULL) ||
 	    api_tokens_push(&g.tokens, "t-operator", "o", API_ROLE_OPERATOR, NULL) ||
 	    api_tokens_push(&g.tokens, "t-all", "a", API_ROLE_ANY, NULL) ||
-	    api_tokens_push(&g.tokens, "t-scoped", "s", API_ROLE_ANY, scoped))
+	    api_tokens_push(&g.tokens, "t-scoped", "s", API_ROLE_ANY, scoped) ||
+	    api_tokens_push_caps(&g.tokens, "t-reader", "r", API_ROLE_BOT, API_CAP_READ, NULL))
 		fuzz_die("tokens");
 	g.reset_every = every ? strtoul(every, NULL, 10) : 2000;
 	g.verbose = getenv("FUZZ_VERBOSE") != NULL;
@@ -158,7 +163,7 @@ static void answer_check(const uint8_t *req, size_t req_len, int status, const c
 	body = hend + 4;
 	body_len = resp_len - (size_t)(body - resp);
 	header_get(resp, hend + 2, "Content-Type", ct, sizeof ct);
-	if (head || status == 204 || status == 304 || status < 200)
+	if (head || status == 204 || status == 202 || status == 304 || status < 200)
 		return;
 	if (status < 300 && body_len == 0)
 		fuzz_fail(req, req_len, "an empty success %d", status);
@@ -169,6 +174,13 @@ static void answer_check(const uint8_t *req, size_t req_len, int status, const c
 	if (!j)
 		fuzz_fail(req, req_len, "%d %s body is not JSON (%s): %.300s", status, ct, jerr.text,
 			  body);
+	if (json_object_get(j, "jsonrpc") &&
+	    (strcmp(json_string_value(json_object_get(j, "jsonrpc")) ?
+			    json_string_value(json_object_get(j, "jsonrpc")) : "", "2.0") != 0 ||
+	     !json_object_get(j, "id") ||
+	     !(json_is_object(json_object_get(j, "result")) ^
+	       json_is_integer(json_object_get(json_object_get(j, "error"), "code")))))
+		fuzz_fail(req, req_len, "a JSON-RPC answer that is not one: %.300s", body);
 	if (strncmp(ct, "application/problem+json", 24) == 0 &&
 	    (!json_is_string(json_object_get(j, "code")) ||
 	     json_integer_value(json_object_get(j, "status")) != status))
