@@ -259,6 +259,19 @@ static enum core_rc modern_check(struct api_req *r, const json_t *id, const char
 	return CORE_OK;
 }
 
+/* The transport's DNS-rebinding rule: an Origin, when a browser sends one, must be this very
+ * server (scheme://Host). Bearer tokens already keep a foreign page out; this refuses it
+ * before any method runs. */
+static bool origin_ok(struct api_req *r)
+{
+	const char *origin = header(r, "Origin"), *host = header(r, "Host"), *auth;
+
+	if (!origin)
+		return true;
+	auth = strstr(origin, "://");
+	return auth && host && strcasecmp(auth + 3, host) == 0;
+}
+
 static bool id_valid(const json_t *id)
 {
 	return json_is_string(id) || json_is_integer(id);
@@ -274,6 +287,9 @@ enum core_rc api_h_mcp(struct api_req *r)
 	bool modern, answered;
 	enum core_rc rc;
 
+	if (!origin_ok(r))
+		return api_fail(r, CORE_ERR_FORBIDDEN, "Origin %s is not this server",
+				header(r, "Origin"));
 	if (!r->body || r->body_len == 0)
 		return rpc_error(r, NULL, RPC_PARSE_ERROR, false, NULL,
 				 "Parse error: the body must be one JSON-RPC message");

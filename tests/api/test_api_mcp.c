@@ -155,6 +155,18 @@ START_TEST(test_mcp_envelope_errors)
 	j = rpc(401, NULL, NULL, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
 	ck_assert_int_eq(err_code(j), -32600);
 	json_decref(j);
+	/* a foreign page's Origin (DNS rebinding) is refused before any method runs */
+	j = rpc(403, BOT, "Origin: http://evil.example",
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	ck_assert_int_eq(err_code(j), -32600);
+	json_decref(j);
+	{
+		char same[64];
+
+		snprintf(same, sizeof same, "Origin: http://127.0.0.1:%u", (unsigned)T.port);
+		json_decref(rpc(200, BOT, same,
+				"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}"));
+	}
 	free(id);
 }
 END_TEST
