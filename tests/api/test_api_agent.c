@@ -49,7 +49,7 @@ START_TEST(test_agent_mint_refusals)
 	long long e;
 	json_t *j;
 
-	mint_call(409, W, id, 0, ok); /* not claimed */
+	json_decref(mint_call(409, W, id, 0, ok)); /* not claimed */
 	e = t_claim(id, "m-1");
 	snprintf(path, sizeof path, "/v1/cards/%s/agent-tokens", id);
 	t_problem(428, "precondition_required", "POST", path, W, NULL, ok);

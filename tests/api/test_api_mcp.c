@@ -141,7 +141,7 @@ START_TEST(test_mcp_envelope_errors)
 			 202);
 	ck_assert(!T_BODY || !*T_BODY);
 	/* no stream: GET is 405 with Allow: POST */
-	t_must(405, "GET", "/mcp", BOT, NULL, NULL);
+	json_decref(t_must(405, "GET", "/mcp", BOT, NULL, NULL));
 	{
 		char *allow = httpc_header(T_HDRS, "Allow");
 
