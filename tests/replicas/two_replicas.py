@@ -194,10 +194,29 @@ def main():
                 assert len(reclaims) == 1, (cid, reclaims)
                 assert len(filings) == 1, (cid, len(events), events[-1]["seq"] if events else 0,
                                            sorted(set(e["type"] for e in events)))
+
+            # Agent tokens (DESIGN §13): minted on one replica, honoured by the other (the
+            # signing key is the store's shared secret, the claim is read from the store),
+            # and dead on both once the claim is released through either.
+            a.must(201, "POST", "/v1/cards", ops, {"id": "agent-card", "state": "ready"})
+            claim = a.must(200, "POST", "/v1/cards/agent-card/claim", worker,
+                           {"marker": "w-agent", "lease_ms": 60000})
+            minted = a.must(201, "POST", "/v1/cards/agent-card/agent-tokens", worker,
+                            {"marker": "w-agent", "caps": ["board.read", "board.label"]},
+                            {"If-Match": '"%d"' % claim["epoch"]})
+            agent = minted["token"]
+            b.must(200, "GET", "/v1/cards/agent-card", agent)
+            card = b.must(200, "PATCH", "/v1/cards/agent-card/labels", agent, {"add": ["ai"]})
+            assert card["labels"] == ["ai"], card
+            b.must(200, "POST", "/v1/cards/agent-card/release", worker,
+                   {"marker": "w-agent", "epoch": claim["epoch"]})
+            a.must(401, "GET", "/v1/cards/agent-card", agent)
+            b.must(401, "GET", "/v1/cards/agent-card", agent)
         finally:
             a.stop()
             b.stop()
-    print("ok: %d cards, each filed by exactly one of two replicas" % CARDS)
+    print("ok: %d cards, each filed by exactly one of two replicas; an agent token minted on "
+          "one replica works on the other and dies on both with its claim" % CARDS)
     return 0
 
 
