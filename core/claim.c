@@ -56,13 +56,31 @@ enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b,
 	return CORE_OK;
 }
 
-enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t)
+enum core_fence_reason core_fence_why(const struct core_card *c, const struct core_token *t)
 {
 	if (!t || !t->marker || !c->claim.present || !c->has_epoch)
-		return CORE_ERR_CLAIM_CONFLICT;
-	if (strcmp(c->claim.marker, t->marker) != 0 || c->claim_epoch != t->epoch)
-		return CORE_ERR_CLAIM_CONFLICT;
-	return CORE_OK;
+		return CORE_FENCE_UNCLAIMED;
+	if (strcmp(c->claim.marker, t->marker) != 0)
+		return CORE_FENCE_MARKER;
+	if (c->claim_epoch != t->epoch)
+		return CORE_FENCE_EPOCH;
+	return CORE_FENCE_OK;
+}
+
+const char *core_fence_reason_name(enum core_fence_reason r)
+{
+	static const char *const names[] = {
+#define CORE_FENCE_NAME(name, str) [name] = str,
+		CORE_FENCE_REASONS(CORE_FENCE_NAME)
+#undef CORE_FENCE_NAME
+	};
+
+	return (unsigned)r < CORE_FENCE_REASON_COUNT_ ? names[r] : "unknown";
+}
+
+enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t)
+{
+	return core_fence_why(c, t) == CORE_FENCE_OK ? CORE_OK : CORE_ERR_CLAIM_CONFLICT;
 }
 
 enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, int64_t lease_ms,

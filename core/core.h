@@ -225,6 +225,24 @@ enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b,
 /* The fence: OK iff the card is claimed by exactly (marker, epoch) and has its epoch field. */
 enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t);
 
+/* Why the fence refuses a token (the metrics' reasons): the same test as core_fence_check, one
+ * row per way it fails, in the order checked. */
+#define CORE_FENCE_REASONS(X)                                                                 \
+	X(CORE_FENCE_OK, "ok")                                                                \
+	X(CORE_FENCE_UNCLAIMED, "unclaimed") /* no claim, or one without its epoch field */  \
+	X(CORE_FENCE_MARKER, "marker")       /* another marker holds the claim */             \
+	X(CORE_FENCE_EPOCH, "epoch")         /* the right marker, an older epoch */
+
+enum core_fence_reason {
+#define CORE_FENCE_ENUM(name, str) name,
+	CORE_FENCE_REASONS(CORE_FENCE_ENUM)
+#undef CORE_FENCE_ENUM
+	CORE_FENCE_REASON_COUNT_
+};
+
+enum core_fence_reason core_fence_why(const struct core_card *c, const struct core_token *t);
+const char *core_fence_reason_name(enum core_fence_reason r);
+
 /* Renew (heartbeat): fenced; lease_until = now + lease_ms. */
 enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, int64_t lease_ms,
 			      int64_t now_ms);

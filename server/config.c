@@ -56,6 +56,10 @@ static const struct opt opts[] = {
 	 "largest request body in bytes (1048576)"},
 	{"log-format", "BOARDD_LOG_FORMAT", OPT_LOG, OFF(log_format), 0, 0,
 	 "request log lines: text or json (text)"},
+	{"tls-cert", "BOARDD_TLS_CERT", OPT_STR, OFF(tls_cert), 0, 0,
+	 "PEM certificate chain: serve HTTPS, TLS 1.2+ (with --tls-key; re-read on SIGHUP)"},
+	{"tls-key", "BOARDD_TLS_KEY", OPT_STR, OFF(tls_key), 0, 0,
+	 "PEM private key of --tls-cert (re-read with it on SIGHUP)"},
 	{"reaper", "BOARDD_REAPER", OPT_GATE, OFF(reaper_gate), 0, 0,
 	 "on|off: reaper decisions (also ITERION_BOARD_CLAIM_REAPER=on; default off)"},
 };
@@ -213,6 +217,11 @@ enum server_parse_result server_config_parse(struct server_config *cfg, int argc
 			 "leases must satisfy lease-min-ms <= lease-default-ms <= lease-max-ms "
 			 "(got %" PRId64 " <= %" PRId64 " <= %" PRId64 ")",
 			 cfg->lease_min_ms, cfg->lease_default_ms, cfg->lease_max_ms);
+		return SERVER_PARSE_ERROR;
+	}
+	if (!cfg->tls_cert != !cfg->tls_key) {
+		snprintf(err, errlen, "--tls-cert and --tls-key go together (BOARDD_TLS_CERT, "
+				      "BOARDD_TLS_KEY)");
 		return SERVER_PARSE_ERROR;
 	}
 	return SERVER_PARSE_RUN;
