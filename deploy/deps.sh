@@ -6,6 +6,7 @@ pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libgnutls28-d
       libmongoc-dev libbson-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
+  pkgs+=(openjdk-17-jdk-headless maven) # mongo-java-server, the atomic Mongo test server
   pkgs+=(openssl gnutls-bin prometheus) # TLS test: certificates, a TLS 1.1 client; promtool
 fi
 missing=()

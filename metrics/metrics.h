@@ -60,7 +60,7 @@ enum metrics_buckets {
 	X(METRICS_FENCE_REFUSED, METRICS_COUNTER, "boardd_fenced_writes_refused_total",       \
 	  "reason", NULL, NULL, METRICS_B_NONE,                                                \
 	  "Fenced writes (renew, release, owned writes) refused by the fence, by what the "    \
-	  "token did not match: unclaimed, marker, epoch.")                                    \
+	  "token did not match: unclaimed, marker, epoch, holder (another token).")            \
 	X(METRICS_REAPER_ACTIONS, METRICS_COUNTER, "boardd_reaper_actions_total", "action",   \
 	  METRICS_V("keep", "complete", "fail", "repark", "release", "give_up",               \
 		    "repair_release"),                                                         \

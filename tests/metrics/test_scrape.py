@@ -150,7 +150,7 @@ def scenario(tmp, store, name):
 
 def boardd_version():
     out = subprocess.run([BOARDD, '--version'], capture_output=True, text=True, timeout=10)
-    return out.stdout.split()[-1]
+    return out.stdout.split()[1]  # "boardd 0.1.0 (stores: ...)"
 
 
 def main():
