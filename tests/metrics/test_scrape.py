@@ -83,6 +83,12 @@ def scenario(tmp, store, name):
         check(st == 409, name + ': release of an unclaimed card refused')
         st, _ = c.call('POST', '/v1/cards/%s/claim' % card, {'marker': 'w3'})
         check(st == 200, name + ': claimed again (held at the scrape)')
+        st, _ = c.call('POST', '/v1/cards', {'id': card + '-b', 'board': board,
+                                             'blockers': [card]})
+        check(st == 201, name + ': a card blocked by the first')
+        st, body = c.call('POST', '/v1/cards/%s-b/claim' % card, {'marker': 'w4'})
+        check(st == 409 and body.get('code') == 'blockers_pending',
+              name + ': claim of a blocked card refused (%s %s)' % (st, body))
         st, _ = c.call('POST', '/v1/reaper/pass')
         check(st == 200, name + ': one reaper pass')
         c.call('GET', '/v1/cards/nope/x/y')  # an unmatched route
@@ -105,7 +111,7 @@ def scenario(tmp, store, name):
         check(all(f in fams for f, _ in served), name + ': nothing served outside the table')
 
         for outcome, want in (('fresh', 2), ('idempotent', 1), ('conflict', 1),
-                              ('blockers_pending', 0)):
+                              ('blockers_pending', 1)):
             check(value(text, 'boardd_claims_total{outcome="%s"}' % outcome) == want,
                   '%s: boardd_claims_total{outcome="%s"} == %d' % (name, outcome, want))
         for reason, want in (('unclaimed', 1), ('marker', 2), ('epoch', 1)):
@@ -115,13 +121,14 @@ def scenario(tmp, store, name):
         check(value(text, 'boardd_reaper_pass_duration_seconds_count') == 1,
               name + ': one reaper pass observed')
         check(value(text, 'boardd_cards{board="%s",state="ready"}' % board) == 1 and
+              value(text, 'boardd_cards{board="%s",state="waiting_deps"}' % board) == 1 and
               value(text, 'boardd_cards{board="%s",state="done"}' % board) == 0,
               name + ': cards by board and state (zeros for empty columns)')
         check(value(text, 'boardd_claims_held') == 1, name + ': claims held')
         check(value(text, 'boardd_claims_expired') == 0, name + ': no claim expired')
         check(value(text, 'boardd_store_stats_up') == 1, name + ': the store answered')
         check(value(text, 'boardd_http_request_duration_seconds_count{route="/v1/cards/{id}/'
-                    'claim",method="POST",code="409"}') == 1,
+                    'claim",method="POST",code="409"}') == 2,
               name + ': latency series by route template, method and code')
         check(value(text, 'boardd_http_request_duration_seconds_count{route="unmatched",'
                     'method="GET",code="404"}') == 1, name + ': unmatched routes are one series')
