@@ -60,6 +60,7 @@ TCase *api_tcase_race(void);
 TCase *api_tcase_units(void);
 TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);
+TCase *api_tcase_fence(void);
 TCase *api_tcase_mcp(void);
 TCase *api_tcase_mcp_small(void);
 TCase *api_tcase_agent(void);
