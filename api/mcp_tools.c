@@ -56,10 +56,12 @@ struct mcp_tool {
 static const struct mcp_tool tools[] = {
 	{"list_cards", API_CAP_READ, "store_card_list (GET /v1/cards)",
 	 "List cards, oldest first, filtered by board, column (state) and label; only boards the "
-	 "token may see.",
+	 "token may see. A page ends with `next`: pass it as `after` for the next page.",
 	 S_IN("\"board\":" S_NAME("board name (default: every board the token sees)")
 	      ",\"state\":" S_NAME("column name") ",\"label\":{\"type\":\"string\"}"
-	      ",\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000,\"default\":100}",
+	      ",\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000,\"default\":100}"
+	      ",\"after\":{\"type\":\"string\",\"maxLength\":512,\"description\":\"the next of "
+	      "the previous page\"}",
 	      ""),
 	 "{\"type\":\"object\",\"required\":[\"cards\",\"next\"],\"properties\":{\"cards\":{"
 	 "\"type\":\"array\",\"items\":" S_CARD "},\"next\":{\"type\":[\"string\",\"null\"]}}}",
@@ -133,8 +135,11 @@ static enum core_rc run_list_cards(struct api_req *r, json_t **out)
 	if ((rc = api_json_name(r, "board", false, &f.board)) != CORE_OK ||
 	    (rc = api_json_name(r, "state", false, &f.state)) != CORE_OK ||
 	    (rc = api_json_str(r, "label", false, 64, &f.label)) != CORE_OK ||
-	    (rc = api_json_int(r, "limit", false, &limit, &has_limit)) != CORE_OK)
+	    (rc = api_json_int(r, "limit", false, &limit, &has_limit)) != CORE_OK ||
+	    (rc = api_json_str(r, "after", false, 512, &f.after)) != CORE_OK)
 		return rc;
+	if (f.after && !*f.after)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "after is not a cursor");
 	if (f.label && !core_label_valid(f.label))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "label is not a valid label");
 	if (limit < 1 || limit > 1000)

@@ -119,6 +119,13 @@ async def modern_era(port, rest, bot, op):
         check(not res.is_error and cid in [x['id'] for x in sc(res).get('cards', [])],
               'list_cards: %s' % res)
 
+        await c.call_tool('create_card', {'title': 'second', 'state': 'backlog'})
+        page = await c.call_tool('list_cards', {'state': 'backlog', 'limit': 1})
+        nxt = sc(page).get('next')
+        page2 = await c.call_tool('list_cards', {'state': 'backlog', 'limit': 1, 'after': nxt})
+        check(nxt and len(sc(page)['cards']) == 1 and len(sc(page2)['cards']) == 1 and
+              sc(page)['cards'][0]['id'] != sc(page2)['cards'][0]['id'],
+              'list_cards pages with next/after: %s %s' % (page, page2))
         res = await c.call_tool('move_card', {'id': cid, 'to': 'ready'})
         check(not res.is_error and sc(res).get('state') == 'ready', 'move_card without from')
         res = await c.call_tool('move_card', {'id': cid, 'from': 'backlog', 'to': 'review'})
