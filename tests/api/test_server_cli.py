@@ -135,6 +135,15 @@ def main():
         check(r.returncode != 0, 'duplicate token name refused')
         r = run(['token', 'add', '--tokens', tf, '--name', 'x', '--role', 'king'])
         check(r.returncode == 2, 'unknown role refused')
+        # capabilities (DESIGN §13): --cap narrows, absent means all six
+        r = run(['token', 'add', '--tokens', tf, '--name', 'reader', '--role', 'bot',
+                 '--cap', 'board.read', '--cap', 'board.comment'])
+        reader = r.stdout.strip()
+        ents = {e['name']: e for e in json.load(open(tf))['tokens']}
+        check(r.returncode == 0 and ents['reader'].get('caps') == ['board.read', 'board.comment']
+              and 'caps' not in ents['ci'], 'token add --cap writes caps: %s' % ents)
+        r = run(['token', 'add', '--tokens', tf, '--name', 'y', '--role', 'bot', '--cap', 'fly'])
+        check(r.returncode == 2 and 'capability' in r.stderr, 'unknown capability refused')
 
         # a server with that tokens file: the token works, roles apply
         p, port, _ = start(tmp, ['--tokens', tf])
@@ -142,6 +151,9 @@ def main():
         check(get(port, '/v1/cards')[0] == 401, 'no token 401')
         check(get(port, '/v1/cards', plain)[0] == 200, 'token add token works')
         check(get(port, '/v1/boards/other', plain)[0] == 403, 'board scope from the file')
+        check(get(port, '/v1/cards', reader)[0] == 200, 'a board.read token reads')
+        st, body = get(port, '/v1/cards/x/labels', reader, method='PUT')
+        check(st == 403 and 'board.label' in body, 'a token without board.label: 403 %s' % body)
         # the access log: a lone request's line shows up at once, not at the next flush
         log = StderrLines(p)
         check(log.wait_for(r' GET /v1/boards/other 403 [0-9.]+ms ci$', 5) is not None,
