@@ -7,6 +7,7 @@ pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libjansson-de
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
   pkgs+=(openjdk-17-jdk-headless maven) # mongo-java-server, the atomic Mongo test server
+  pkgs+=(docker-compose systemd) # tests/deploy: `docker-compose config`, `systemd-analyze verify`
 fi
 missing=()
 for p in "${pkgs[@]}"; do
