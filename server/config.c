@@ -80,6 +80,9 @@ static const struct opt opts[] = {
 	{.flag = "max-body", .env = "BOARDD_MAX_BODY", .kind = OPT_INT, .off = OFF(max_body),
 	 .min = 1, .max = 1 << 30, .arg = "BYTES", .def = "1048576",
 	 .help = "largest request body; a larger one is refused 413"},
+	{.flag = "max-comments", .env = "BOARDD_MAX_COMMENTS", .kind = OPT_INT,
+	 .off = OFF(max_comments), .min = 1, .max = 1000000, .arg = "N", .def = "1000",
+	 .help = "comments a card may hold; one more is refused 413"},
 	{.flag = "log-format", .env = "BOARDD_LOG_FORMAT", .kind = OPT_LOG, .off = OFF(log_format),
 	 .arg = "text|json", .def = "text", .help = "format of the access log on stderr"},
 };
