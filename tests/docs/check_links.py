@@ -22,7 +22,7 @@ OUTSIDE = re.compile(r'(?<![\w./-])((?:\.\./)+[\w.-][^\s)`\'"]*)')
 def strip_code(text):
     # Fenced blocks and inline code are examples, not links; outside paths are still looked
     # for in the raw text separately.
-    text = re.sub(r'^(```|~~~).*?^\1', '', text, flags=re.M | re.S)
+    text = re.sub(r'^[ \t]*(```|~~~).*?^[ \t]*\1', '', text, flags=re.M | re.S)
     return re.sub(r'`[^`\n]*`', '', text)
 
 
@@ -30,7 +30,7 @@ def anchors(path):
     out, seen = set(), {}
     in_code = False
     for line in open(path, encoding='utf-8'):
-        if line.startswith('```') or line.startswith('~~~'):
+        if line.lstrip().startswith(('```', '~~~')):
             in_code = not in_code
             continue
         m = None if in_code else re.match(r'^#{1,6}\s+(.*?)\s*#*\s*$', line)
