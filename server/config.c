@@ -109,6 +109,8 @@ void server_config_usage(FILE *out)
 		"usage: boardd [OPTION...]\n"
 		"       boardd token add --tokens FILE --name NAME --role ROLE [--role ROLE...] "
 		"[--board BOARD...]\n"
+		"                        [--cap CAP...]\n"
+		"       boardd mcp-tools [--markdown]\n"
 		"       boardd --help | --version\n\n"
 		"boardd serves the board API over HTTP (docs/man/boardd.1, docs/).\n\n"
 		"Options; each is also the environment variable shown, and a flag wins over it.\n"
