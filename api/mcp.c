@@ -214,10 +214,7 @@ static enum core_rc m_tools_call(struct api_req *r, const json_t *id, const json
 				 json_pack("{s:s, s:s}", "tool", name, "code", core_rc_code(rc)),
 				 "%s", r->detail);
 	if (rc != CORE_OK)
-		return rpc_error(r, id, RPC_INTERNAL_ERROR, modern,
-				 json_pack("{s:s, s:i}", "code", core_rc_code(rc), "status",
-					   (int)api_rc_status(rc)),
-				 "%s", r->detail[0] ? r->detail : api_rc_title(rc));
+		return rc; /* a server failure (503, 500): errors.c answers it as a JSON-RPC error */
 	return rpc_result(r, id, modern ? modern_shape(res, false) : res);
 }
 

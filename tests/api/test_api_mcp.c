@@ -434,6 +434,38 @@ START_TEST(test_bot_cannot_reopen)
 }
 END_TEST
 
+/* A store failure is never an empty success: 503 with a JSON-RPC error for the request's id,
+ * and the card is as it was. */
+START_TEST(test_mcp_store_failure)
+{
+	char *id = t_card_new("{\"title\":\"sf\"}"), *before = t_card_raw(id), *after, *ra;
+	char args[256];
+	json_t *j;
+
+	ck_assert_int_eq(store_fs_fault_set(T.st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	snprintf(args, sizeof args,
+		 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"add_comment\",\"arguments\":{\"id\":\"%s\",\"body\":\"lost\"}}}",
+		 id);
+	j = rpc(503, BOT, NULL, args);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "id")), 7);
+	ck_assert_int_eq(err_code(j), -32603);
+	ck_assert_str_eq(json_string_value(json_object_get(
+				 json_object_get(json_object_get(j, "error"), "data"), "code")),
+			 "store_unavailable");
+	ra = httpc_header(T_HDRS, "Retry-After");
+	ck_assert_ptr_nonnull(ra);
+	free(ra);
+	json_decref(j);
+	ck_assert_int_eq(store_fs_fault_set(T.st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	free(after);
+	free(before);
+	free(id);
+}
+END_TEST
+
 TCase *api_tcase_mcp(void)
 {
 	TCase *tc = tcase_create("mcp");
@@ -445,6 +477,7 @@ TCase *api_tcase_mcp(void)
 	tcase_add_test(tc, test_caps_rest_matrix);
 	tcase_add_test(tc, test_caps_tool_matrix);
 	tcase_add_test(tc, test_bot_cannot_reopen);
+	tcase_add_test(tc, test_mcp_store_failure);
 	return tc;
 }
 
