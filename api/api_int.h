@@ -173,6 +173,9 @@ unsigned api_rc_status(enum core_rc rc);
 const char *api_rc_title(enum core_rc rc);
 /* Queues the problem+json answer for rc (detail may be ""). */
 enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char *detail);
+/* Replaces, in place, every byte of s that is not part of a valid UTF-8 sequence with '?'
+ * (what a JSON string may carry). */
+void api_text_utf8(char *s);
 /* Records a detail for the error the handler is about to return; returns rc. */
 enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

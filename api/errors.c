@@ -83,6 +83,47 @@ static const char *rc_detail(enum core_rc rc)
 	return rc_table[rc].detail;
 }
 
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when s does not start one. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	size_t n, i;
+	unsigned cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+void api_text_utf8(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	while (*p) {
+		size_t n = utf8_seq(p);
+
+		if (!n)
+			*p++ = '?';
+		else
+			p += n;
+	}
+}
+
 enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 {
 	va_list ap;
@@ -90,6 +131,8 @@ enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(r->detail, sizeof r->detail, fmt, ap);
 	va_end(ap);
+	/* a detail quotes input, and the cut may split a character: JSON needs it whole */
+	api_text_utf8(r->detail);
 	return rc;
 }
 

@@ -99,6 +99,7 @@ static enum core_rc rpc_error(struct api_req *r, const json_t *id, int code, boo
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	api_text_utf8(msg); /* it may quote a header, cut anywhere */
 	err = json_pack("{s:i, s:s}", "code", code, "message", msg);
 	if (err && data)
 		json_object_set(err, "data", data);
@@ -126,6 +127,16 @@ static json_t *modern_shape(json_t *result, bool cacheable)
 		json_object_set_new(result, "cacheScope", json_string("private"));
 	}
 	return result;
+}
+
+/* The data of -32022: the versions we speak and the one asked (a header: any bytes). */
+static json_t *unsupported(const char *const *supported, const char *asked)
+{
+	char req[72];
+
+	snprintf(req, sizeof req, "%s", asked);
+	api_text_utf8(req);
+	return json_pack("{s:o, s:s}", "supported", strings_json(supported), "requested", req);
 }
 
 static enum core_rc rpc_result(struct api_req *r, const json_t *id, json_t *result)
@@ -247,9 +258,7 @@ static enum core_rc modern_check(struct api_req *r, const json_t *id, const char
 	if (strcmp(hv, MODERN_VERSION) != 0) {
 		const char *const modern[] = {MODERN_VERSION, NULL};
 
-		return rpc_error(r, id, RPC_UNSUPPORTED_VERSION, true,
-				 json_pack("{s:o, s:s}", "supported", strings_json(modern),
-					   "requested", hv),
+		return rpc_error(r, id, RPC_UNSUPPORTED_VERSION, true, unsupported(modern, hv),
 				 "Unsupported protocol version");
 	}
 	*answered = false;
@@ -324,12 +333,9 @@ enum core_rc api_h_mcp(struct api_req *r)
 		return rpc_error(r, id, RPC_INVALID_REQUEST, false, NULL,
 				 "Invalid Request: \"params\" must be an object");
 	if (hv && !version_in(hv, all_versions)) {
-		const char *const *v = all_versions;
-
 		return rpc_error(r, id, RPC_UNSUPPORTED_VERSION, false,
-				 json_pack("{s:o, s:s}", "supported", strings_json(v), "requested",
-					   hv),
-				 "Unsupported protocol version (MCP-Protocol-Version: %s)", hv);
+				 unsupported(all_versions, hv),
+				 "Unsupported protocol version (MCP-Protocol-Version: %.64s)", hv);
 	}
 	if (!id) {
 		/* A notification (notifications/initialized, cancelled, ...): accepted, nothing
