@@ -268,8 +268,11 @@ struct store_ops {
 	/* Runs (DESIGN §5). */
 	enum core_rc (*run_create)(struct store *st, const struct store_run_create *in,
 				   const struct store_actor *actor, struct core_run **out);
-	/* A pruned run answers NOT_FOUND to run_get but *out_pruned tells the reaper it existed. */
+	/* A pruned run answers NOT_FOUND to run_get. */
 	enum core_rc (*run_get)(struct store *st, const char *id, struct core_run **out);
+	/* The same, tombstones included (pruned set): the reaper asks which claim a pruned run
+	 * was created under. NOT_FOUND only for an id never used. */
+	enum core_rc (*run_get_any)(struct store *st, const char *id, struct core_run **out);
 	enum core_rc (*run_update)(struct store *st, const char *id,
 				   const struct store_run_update *u,
 				   const struct store_actor *actor, struct core_run **out);
@@ -396,6 +399,7 @@ void store_events_free(struct core_event *ev, size_t n);
 enum core_rc store_run_create(struct store *st, const struct store_run_create *in,
 			      const struct store_actor *actor, struct core_run **out);
 enum core_rc store_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc store_run_get_any(struct store *st, const char *id, struct core_run **out);
 enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			      const struct store_actor *actor, struct core_run **out);
 enum core_rc store_run_cancel(struct store *st, const char *id, const struct store_actor *actor,
