@@ -9,6 +9,7 @@ if [ "${1:-}" = "--test" ]; then
   pkgs+=(openjdk-17-jdk-headless maven) # mongo-java-server, the atomic Mongo test server
   pkgs+=(openssl gnutls-bin prometheus) # TLS test: certificates, a TLS 1.1 client; promtool
   pkgs+=(docker-compose systemd) # tests/deploy: `docker-compose config`, `systemd-analyze verify`
+  pkgs+=(groff-base) # tests/docs: the man pages render without a warning
 fi
 missing=()
 for p in "${pkgs[@]}"; do
