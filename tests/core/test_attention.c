@@ -35,7 +35,7 @@ static const struct attn_case {
 	 false},
 	{"recovery hold", "reaper:h1", 60000, false, false, 0, false, NULL, 0, false,
 	 R(RECOVERY_HOLD), false},
-	{"recovery hold, upper case, expired", "REAPER:h1", -5, false, false, 0, false, NULL, 0,
+	{"recovery hold, expired", "reaper:h2", -5, false, false, 0, false, NULL, 0,
 	 false, R(RECOVERY_HOLD), false},
 	{"awaiting input", NULL, 0, true, false, 0, false, NULL, 0, false, R(AWAITING_INPUT),
 	 true},
