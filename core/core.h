@@ -34,6 +34,7 @@
 	X(CORE_ERR_TRANSITION_REJECTED, "transition_rejected")                                \
 	X(CORE_ERR_PRECONDITION_REQUIRED, "precondition_required")                            \
 	X(CORE_ERR_STORE_UNAVAILABLE, "store_unavailable")                                    \
+	X(CORE_ERR_BUSY, "busy")                                                              \
 	X(CORE_ERR_NOMEM, "out_of_memory")                                                    \
 	X(CORE_ERR_INTERNAL, "internal")
 

@@ -54,6 +54,10 @@ static const struct opt opts[] = {
 	 "HTTP worker threads (number of cores)"},
 	{"max-body", "BOARDD_MAX_BODY", OPT_INT, OFF(max_body), 1, 1 << 30,
 	 "largest request body in bytes (1048576)"},
+	{"max-streams", "BOARDD_MAX_STREAMS", OPT_INT, OFF(max_streams), 1, 100000,
+	 "open GET /v1/events/stream answers at once; more get 503 (128)"},
+	{"stream-heartbeat-ms", "BOARDD_STREAM_HEARTBEAT_MS", OPT_INT, OFF(stream_heartbeat_ms),
+	 100, 3600000, "a comment line on an idle event stream this often (15000)"},
 	{"log-format", "BOARDD_LOG_FORMAT", OPT_LOG, OFF(log_format), 0, 0,
 	 "request log lines: text or json (text)"},
 	{"reaper", "BOARDD_REAPER", OPT_GATE, OFF(reaper_gate), 0, 0,
@@ -91,6 +95,8 @@ static void defaults(struct server_config *cfg)
 	cfg->run_ceiling = 20;
 	cfg->threads = cores > 0 ? cores : 2;
 	cfg->max_body = 1048576;
+	cfg->max_streams = 128;
+	cfg->stream_heartbeat_ms = 15000;
 	cfg->log_format = API_LOG_TEXT;
 }
 
