@@ -43,6 +43,22 @@ function h(tag, attrs, ...kids) {
   return el;
 }
 
+/* Re-renders `root` with `render` and gives the keyboard focus back to the same card's
+ * element (live updates must not steal it from a keyboard user). */
+function keepFocus(root, render) {
+  const a = document.activeElement;
+  const holder = a && root.contains(a) ? a.closest('[data-card]') : null;
+  const id = holder ? holder.dataset.card : null;
+  const action = a && a.dataset ? a.dataset.action || (a.classList.contains('open') ? 'open' : null) : null;
+  render();
+  if (!id) return;
+  const sel = '[data-card="' + CSS.escape(id) + '"]';
+  let el = root.querySelector(sel + (action === 'open' ? ' button.open' : action ? ' [data-action="' + action + '"]' : ''));
+  if (!el) el = root.querySelector(sel);
+  if (el && el.tagName !== 'BUTTON') el = el.querySelector('button') || el;
+  if (el) el.focus();
+}
+
 function isOperator() {
   return !!(S.me && S.me.roles.includes('operator'));
 }
@@ -386,7 +402,7 @@ function chip(c) {
     meta.push(h('span', { class: 'tag', title: 'claim epoch', text: 'epoch ' + c.claim_epoch }));
   }
   for (const l of c.labels || []) meta.push(h('span', { class: 'tag', text: l }));
-  if ((c.blockers || []).length) meta.push(h('span', { class: 'tag blk', title: 'blocked by ' + c.blockers.join(', '), text: '⛔ ' + c.blockers.join(', ') }));
+  if ((c.blockers || []).length) meta.push(h('span', { class: 'tag blk', title: 'blocked by ' + c.blockers.join(', '), text: 'blocked by ' + c.blockers.join(', ') }));
   if (c.gave_up) meta.push(h('span', { class: 'reason', text: 'gave up: ' + c.gave_up.reason }));
   const label = (c.title || c.id) + ', ' + c.state + (reasons ? ', needs attention: ' + reasons.join(', ') : '');
   return h('li', {},
@@ -413,7 +429,7 @@ function renderBoard() {
       h('h2', {}, h('span', { text: name }), h('span', { class: 'count', text: String(cards.length) })),
       h('ul', {}, cards.map(chip))));
   }
-  $('board').replaceChildren(...cols);
+  keepFocus($('board'), () => $('board').replaceChildren(...cols));
 }
 
 /* ---- rendering: the attention lane ---- */
@@ -440,11 +456,11 @@ function renderAttention() {
     $('attention-list').replaceChildren(h('li', { class: 'attn-empty', text: 'Nothing needs an operator.' }));
     return;
   }
-  $('attention-list').replaceChildren(...items.map(([c, reasons]) => h('li', { 'data-card': c.id },
+  keepFocus($('attention-list'), () => $('attention-list').replaceChildren(...items.map(([c, reasons]) => h('li', { 'data-card': c.id },
     h('button', { type: 'button', class: 'open', onclick: () => openCardDialog(c.id), 'aria-label': 'Open ' + (c.title || c.id) }, c.title || c.id),
     h('span', { class: 'id muted', text: c.id + ' · ' + c.state }),
     reasons.map((r) => h('span', { class: 'reason', text: r })),
-    h('span', { class: 'actions' }, actionsFor(c, reasons)))));
+    h('span', { class: 'actions' }, actionsFor(c, reasons))))));
 }
 
 /* ---- rendering: the reaper ---- */
@@ -596,7 +612,7 @@ function openCardDialog(id) {
 
 function fieldList(pairs) {
   return h('dl', { class: 'fields' }, pairs.filter(([, v]) => v !== null && v !== undefined && v !== '')
-    .map(([k, v]) => [h('dt', { text: k }), h('dd', {}, v instanceof Node ? v : String(v))]));
+    .flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v instanceof Node ? v : String(v))]));
 }
 
 async function cardTimeline(c) {
@@ -695,7 +711,11 @@ function wire() {
   $('filters').addEventListener('submit', (ev) => ev.preventDefault());
   $('bulk-preview').addEventListener('click', bulkPreview);
   $('bulk-apply').addEventListener('click', bulkApply);
-  $('bulk-action').addEventListener('change', () => { $('bulk-apply').disabled = true; $('bulk-out').textContent = ''; });
+  $('bulk-action').addEventListener('change', () => {
+    $('bulk-apply').disabled = true;
+    $('bulk-out').textContent = '';
+    $('bulk-to-wrap').hidden = $('bulk-action').value !== 'reopen';
+  });
   $('reaper-pass').addEventListener('click', async () => {
     $('reaper-out').textContent = 'running…';
     try {
