@@ -395,8 +395,8 @@ function chip(c) {
   const meta = [];
   if (c.priority !== undefined && c.priority !== 0) meta.push(h('span', { class: 'tag prio', text: 'p' + c.priority }));
   if (c.claim) {
-    const who = c.claim.holder ? c.claim.marker + ' · ' + c.claim.holder : c.claim.marker;
-    meta.push(h('span', { class: 'tag holder', title: 'claim holder', text: '⚑ ' + who + ' #' + c.claim_epoch }));
+    const who = c.claim.holder ? c.claim.marker + ' (' + c.claim.holder + ')' : c.claim.marker;
+    meta.push(h('span', { class: 'tag holder', title: 'claimed by marker (token), epoch', text: '⚑ ' + who + ' · e' + c.claim_epoch }));
     meta.push(leaseTag(c.claim));
   } else if (c.claim_epoch) {
     meta.push(h('span', { class: 'tag', title: 'claim epoch', text: 'epoch ' + c.claim_epoch }));

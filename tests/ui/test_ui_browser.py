@@ -92,7 +92,8 @@ def operator_flows(page, srv):
     check(page.evaluate('document.cookie') == '', 'and never in a cookie')
     page.wait_for_selector('#live.on', timeout=T)
     chip = page.locator(in_column('in_progress', 'c-run'))
-    check('worker-7' in chip.inner_text() and 'lease' in chip.inner_text(),
+    check('worker-7' in chip.inner_text() and 'lease' in chip.inner_text() and
+          ('holder' not in srv.ok('GET', '/v1/cards/c-run')['claim'] or 'worker' in chip.inner_text()),
           'a claimed chip shows its holder and lease countdown (%r)' % chip.inner_text())
 
     # live: a card created over the API appears without a reload
@@ -121,6 +122,7 @@ def operator_flows(page, srv):
     body = page.locator('#card-body').inner_text()
     check('run_pruned' in body and 'blocked' in body, 'the card view shows the gave_up stamp')
     check('card_gave_up' in body, 'and its event timeline')
+    shot(page, 'card.png')
     page.keyboard.press('Escape')
     dlg.wait_for(state='hidden', timeout=T)
 
@@ -170,6 +172,14 @@ def operator_flows(page, srv):
     check(states == ['blocked', 'ready', 'ready'], 'two re-queued, one left by the cap (%s)' % states)
     page.wait_for_selector('#board [data-column="ready"] [data-card^="c-bulk"] >> nth=1', timeout=T)
     page.select_option('#f-label', '')
+
+    # revoke a claim from the lane (the lever when the reaper is off)
+    held = page.locator('#attention-list li[data-card="c-pause"]')
+    held.locator('[data-action="revoke"]').click()
+    page.wait_for_function(
+        "() => !document.querySelector('#board [data-card=\"c-pause\"]').textContent.includes('worker-9')",
+        timeout=T)
+    check(srv.ok('GET', '/v1/cards/c-pause')['claim'] is None, 'revoke dropped the claim')
 
     # keyboard: a chip is a button; Enter opens it; focus is visible
     page.focus(in_column('ready', 'c-build'))
