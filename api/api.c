@@ -523,16 +523,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 {
 	struct api *a = cls;
 	struct api_req *r = *req_cls;
-	int64_t us;
+	int64_t ns;
 
 	if (!r)
 		return;
-	us = (mono_ns() - r->t0_ns) / 1000;
-	if (r->final_status < API_STATUS_SLOTS)
-		atomic_fetch_add(&a->status_count[r->final_status], 1);
-	atomic_fetch_add(&a->requests_total, 1);
-	atomic_fetch_add(&a->duration_us_total, (unsigned long long)us);
-	log_line(a, r, (double)us / 1000.0);
+	ns = mono_ns() - r->t0_ns;
+	api_metrics_request(a, r, ns > 0 ? (uint64_t)ns : 0);
+	log_line(a, r, (double)ns / 1e6);
 	req_free(r);
 	*req_cls = NULL;
 }
@@ -626,7 +623,11 @@ static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct soc
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
 				MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
-				MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL, MHD_OPTION_END);
+				MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
+				/* HTTPS last: without TLS the list ends here */
+				a->tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END,
+				api_tls_priorities(), MHD_OPTION_HTTPS_CERT_CALLBACK2,
+				api_tls_cert_callback, MHD_OPTION_END);
 }
 
 enum core_rc api_start(const struct api_config *cfg, struct store *st, struct api **out,
@@ -660,6 +661,20 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		goto fail;
 	}
 	a->cfg.listen = a->listen;
+	a->tls_cert = cfg->tls_cert ? strdup(cfg->tls_cert) : NULL;
+	a->tls_key = cfg->tls_key ? strdup(cfg->tls_key) : NULL;
+	if ((cfg->tls_cert && !a->tls_cert) || (cfg->tls_key && !a->tls_key)) {
+		rc = CORE_ERR_NOMEM;
+		goto fail;
+	}
+	a->cfg.tls_cert = a->tls_cert;
+	a->cfg.tls_key = a->tls_key;
+	if ((rc = api_tls_setup(a, err, errlen)) != CORE_OK)
+		goto fail;
+	if ((rc = api_metrics_init(a)) != CORE_OK) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	if (!a->cfg.max_body)
 		a->cfg.max_body = 1u << 20;
 	if (!a->cfg.conn_timeout_s)
@@ -686,7 +701,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	}
 	log_start(a);
 
-	flags = MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
+	flags = MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (a->tls ? MHD_USE_TLS : 0);
 	a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
 				 (struct sockaddr *)&ss);
 	if (!a->daemon && errno != EADDRINUSE && errno != EACCES) /* no epoll: let MHD pick */
@@ -706,6 +721,10 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	*out = a;
 	return CORE_OK;
 fail:
+	api_metrics_release(a);
+	api_tls_release(a);
+	free(a->tls_cert);
+	free(a->tls_key);
 	free(a->listen);
 	free(a);
 	return rc;
@@ -758,6 +777,10 @@ void api_stop(struct api *a)
 	log_stop(a);
 	pthread_cond_destroy(&a->poll_cv);
 	pthread_mutex_destroy(&a->poll_mu);
+	api_metrics_release(a);
+	api_tls_release(a);
+	free(a->tls_cert);
+	free(a->tls_key);
 	free(a->listen);
 	free(a);
 }

@@ -4,6 +4,7 @@
 
 #include "api/api.h"
 
+#include <gnutls/abstract.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -119,7 +120,6 @@ struct api_req {
 	enum core_rc handler_rc;     /* what the handler returned, answered once durable */
 };
 
-#define API_STATUS_SLOTS 600
 
 struct api {
 	struct MHD_Daemon *daemon;
@@ -127,13 +127,19 @@ struct api {
 	const struct api_tokens *tokens;
 	struct api_config cfg;
 	char *listen;                /* owned copy of cfg.listen */
+	char *tls_cert, *tls_key;    /* owned copies of cfg.tls_cert / tls_key */
 	uint16_t port;
 	bool quiesced;
 
-	/* metrics */
-	atomic_ulong status_count[API_STATUS_SLOTS];
-	atomic_ulong requests_total;
-	atomic_ullong duration_us_total;
+	/* metrics (metrics.c) */
+	struct metrics *metrics;     /* cfg.metrics, or owned when metrics_owned */
+	bool metrics_owned;
+	bool tls;                    /* serving HTTPS (tls.c) */
+	/* boardd_http_request_duration_seconds: one histogram per (route slot, method, code),
+	 * allocated on its first request; route slots are the router table's rows, then
+	 * "unmatched" */
+	_Atomic(struct metrics_hist *) *http_series;
+	size_t http_routes;
 
 	/* the access log on stderr (api.c): lines queue in `buf`; a writer thread empties it
 	 * with one write(2) per batch */
@@ -170,6 +176,26 @@ enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 /* Queues resp with status (adds the common headers), records the status for the log and the
  * metrics, and destroys resp. */
 enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MHD_Response *resp);
+
+/* ---- tls.c: HTTPS with a certificate re-read on SIGHUP ---- */
+/* Loads cfg.tls_cert/tls_key when set (a->tls on success); err says what is wrong. */
+enum core_rc api_tls_setup(struct api *a, char *err, size_t errlen);
+void api_tls_release(struct api *a);
+/* MHD_OPTION_HTTPS_PRIORITIES: TLS 1.2 and 1.3 only. */
+const char *api_tls_priorities(void);
+/* MHD_OPTION_HTTPS_CERT_CALLBACK2: the current pair, copied for each handshake. */
+int api_tls_cert_callback(gnutls_session_t session, const struct gnutls_cert_retr_st *info,
+			  gnutls_pcert_st **certs, unsigned int *certs_length,
+			  gnutls_ocsp_data_st **ocsp, unsigned int *ocsp_length,
+			  gnutls_privkey_t *privkey, unsigned int *flags);
+/* The served certificate's expiry (METRICS_TLS_NOT_AFTER) when TLS is on. */
+void api_tls_collect(const struct api *a, struct metrics_sink *s);
+
+/* ---- metrics.c: the api's samples for /metrics ---- */
+enum core_rc api_metrics_init(struct api *a);
+void api_metrics_release(struct api *a);
+/* A finished request: its latency by route template, method and status (lock-free). */
+void api_metrics_request(struct api *a, const struct api_req *r, uint64_t ns);
 
 /* ---- router.c ---- */
 /* Resolves r->path against the table: sets r->route and r->params, or returns NOT_FOUND /

@@ -79,10 +79,15 @@ enum core_rc api_h_claim(struct api_req *r)
 	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
 	rc = store_card_claim(r->api->st, api_param(r), marker, lease_ms, &actor, &res);
-	if (rc == CORE_ERR_BLOCKERS_PENDING)
+	if (rc == CORE_ERR_CLAIM_CONFLICT)
+		metrics_inc(r->api->metrics, METRICS_CLAIMS, "conflict");
+	if (rc == CORE_ERR_BLOCKERS_PENDING) {
+		metrics_inc(r->api->metrics, METRICS_CLAIMS, "blockers_pending");
 		return blockers_pending(r, api_param(r));
+	}
 	if (rc != CORE_OK)
 		return rc;
+	metrics_inc(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent");
 	cl = &res.card->claim;
 	rc = api_reply(r, 200,
 		       json_pack("{s:s, s:I, s:o, s:o, s:I, s:I, s:b}", "marker", res.token.marker,

@@ -248,6 +248,25 @@ enum core_rc core_fence_check(const struct core_card *c, const struct core_token
 /* The credential half alone: OK when the claim records no holder or `holder` equals it. */
 bool core_holder_match(const struct core_claim *cl, const char *holder);
 
+/* Why the fence refuses a token (the metrics' reasons): the same test as core_fence_check, one
+ * row per way it fails, in the order checked. */
+#define CORE_FENCE_REASONS(X)                                                                 \
+	X(CORE_FENCE_OK, "ok")                                                                \
+	X(CORE_FENCE_UNCLAIMED, "unclaimed") /* no claim, or one without its epoch field */  \
+	X(CORE_FENCE_MARKER, "marker")       /* another marker holds the claim */             \
+	X(CORE_FENCE_EPOCH, "epoch")         /* the right marker, an older epoch */           \
+	X(CORE_FENCE_HOLDER, "holder")       /* the right (marker, epoch), another token */
+
+enum core_fence_reason {
+#define CORE_FENCE_ENUM(name, str) name,
+	CORE_FENCE_REASONS(CORE_FENCE_ENUM)
+#undef CORE_FENCE_ENUM
+	CORE_FENCE_REASON_COUNT_
+};
+
+enum core_fence_reason core_fence_why(const struct core_card *c, const struct core_token *t);
+const char *core_fence_reason_name(enum core_fence_reason r);
+
 /* Renew (heartbeat): fenced; lease_until = now + lease_ms, where lease_ms <= 0 keeps the
  * claim's own lease_ms (BAD_REQUEST when it has none). */
 enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, int64_t lease_ms,

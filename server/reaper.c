@@ -627,13 +627,40 @@ static void reap_all(struct server_reaper *r, struct core_card **cards, size_t n
 	free(w);
 }
 
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A finished pass into the metrics: its actions, its candidates, its duration. */
+static void stats_count(struct server_reaper *r, const struct server_reaper_stats *s,
+			int64_t us)
+{
+	struct metrics *m = r->cfg.metrics;
+	size_t a;
+
+	if (!m)
+		return;
+	for (a = 0; a < CORE_STUCK_ACTION_COUNT_; a++)
+		metrics_add(m, METRICS_REAPER_ACTIONS,
+			    core_stuck_action_name((enum core_stuck_action)a), NULL, s->actions[a]);
+	metrics_add(m, METRICS_REAPER_ACTIONS, "repair_release", NULL, s->repaired);
+	metrics_add(m, METRICS_REAPER_CANDIDATES, "transferred", NULL, s->transferred);
+	metrics_add(m, METRICS_REAPER_CANDIDATES, "skipped", NULL, s->skipped);
+	metrics_add(m, METRICS_REAPER_CANDIDATES, "error", NULL, s->errors);
+	metrics_observe(m, METRICS_REAPER_PASS, NULL, NULL, us > 0 ? (uint64_t)us : 0);
+}
+
 enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_stats *out)
 {
 	struct server_reaper_stats s = {0};
 	struct core_card **cards = NULL;
 	size_t n = 0;
 	enum core_rc rc;
-	int64_t t0 = mono_ms();
+	int64_t t0 = mono_ms(), t0_us = mono_us();
 	/* A pass started by an HTTP request (POST /v1/reaper/pass) must not write under the
 	 * request's ack: the repair sweep's writes wait here, and each worker share binds and
 	 * waits for its own (a thread owing lines to two acks could wait on itself). */
@@ -656,6 +683,7 @@ enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_st
 		store_cards_free(cards, n);
 	}
 	s.duration_ms = mono_ms() - t0;
+	stats_count(r, &s, mono_us() - t0_us);
 	pthread_mutex_lock(&r->lock);
 	r->passes++;
 	r->last = s;

@@ -7,6 +7,8 @@
  */
 #include "store/store.h"
 
+#include "metrics/metrics.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +225,35 @@ enum core_rc store_ping(struct store *st)
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, ping);
 	return st->ops->ping(st);
+}
+
+void store_fence_refused(struct store *st, const struct core_card *c, const struct core_token *t)
+{
+	enum core_fence_reason why;
+
+	if (!st || !c)
+		return;
+	why = core_fence_why(c, t);
+	if (why != CORE_FENCE_OK)
+		atomic_fetch_add_explicit(&st->counters.fence_refused[why], 1, memory_order_relaxed);
+}
+
+enum core_rc store_stats(struct store *st, struct metrics_sink *out)
+{
+	size_t i;
+
+	if (!st || !out)
+		return CORE_ERR_BAD_REQUEST;
+	for (i = 0; i < CORE_FENCE_REASON_COUNT_; i++) {
+		const char *why = core_fence_reason_name((enum core_fence_reason)i);
+
+		if (i != CORE_FENCE_OK)
+			metrics_sink_value(out, METRICS_FENCE_REFUSED, &why,
+					   (double)atomic_load_explicit(&st->counters.fence_refused[i],
+									memory_order_relaxed));
+	}
+	NEED_OP(st, stats);
+	return st->ops->stats(st, out);
 }
 
 int64_t store_now(struct store *st)

@@ -20,11 +20,13 @@
 #include "core/core.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct store;
+struct metrics_sink;
 
 /* A clock the tests can inject; returns ms since the epoch. */
 typedef int64_t (*store_clock_fn)(void *ctx);
@@ -190,11 +192,17 @@ struct store_ack *store_ack_current(void);
 
 /* ---- the interface ---- */
 
+/* Counters every twin keeps the same way (store_fence_refused); store_stats serves them. */
+struct store_counters {
+	atomic_uint_least64_t fence_refused[CORE_FENCE_REASON_COUNT_];
+};
+
 struct store {
 	const struct store_ops *ops;
 	store_clock_fn clock;
 	void *clock_ctx;
 	size_t max_comments; /* comments per card; 0: CORE_COMMENTS_MAX (store_limits_set) */
+	struct store_counters counters;
 };
 
 struct store_ops {
@@ -306,6 +314,12 @@ struct store_ops {
 	enum core_rc (*labels_sweep)(struct store *st, const struct store_label_sweep *sw,
 				     const struct store_actor *actor, size_t *touched);
 
+	/* Metrics (metrics/metrics.h): adds this twin's samples to a scrape — cards by board
+	 * and state (METRICS_CARDS), claims held and expired (now: the twin's clock), and the
+	 * twin's own counters (FS journal, Mongo driver). A failure to read is
+	 * STORE_UNAVAILABLE; what was added by then stays in the sink. */
+	enum core_rc (*stats)(struct store *st, struct metrics_sink *out);
+
 	/* Reaper support (DESIGN §6). */
 	/* Claimed cards with an expired lease (lease_until < now), oldest lease first. */
 	enum core_rc (*reaper_list_expired)(struct store *st, size_t batch,
@@ -336,6 +350,13 @@ enum core_rc store_open(const char *spec, struct store **out, char *err, size_t 
 void store_close(struct store *st);
 const char *store_name(const struct store *st);
 enum core_rc store_ping(struct store *st);
+
+/* Adds the store's samples to a scrape: the fence refusals every twin counts
+ * (METRICS_FENCE_REFUSED, by reason), then the twin's stats op. */
+enum core_rc store_stats(struct store *st, struct metrics_sink *out);
+/* For twins: a fenced write of `t` was refused on card c as the twin observed it; counts the
+ * reason (core_fence_why) for store_stats. Nothing when the fence passes or c is NULL. */
+void store_fence_refused(struct store *st, const struct core_card *c, const struct core_token *t);
 
 /* The store's clock (the injected clock if set). */
 int64_t store_now(struct store *st);

@@ -27,6 +27,7 @@
 #ifndef BOARDD_STORE_FS_FS_H
 #define BOARDD_STORE_FS_FS_H
 
+#include "metrics/metrics.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -238,6 +239,7 @@ struct fs {
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;
 	struct store_fs_stats stats;
+	struct metrics_hist group_width; /* lines made durable per successful sync (atomic) */
 	unsigned faults;           /* STORE_FS_FAULT_* (test hook; atomic) */
 
 	/* ---- event visibility and long-poll: guarded by evmu ---- */
@@ -545,6 +547,8 @@ enum core_rc fs_card_release(struct store *st, const char *id, const struct core
 enum core_rc fs_card_owned_write(struct store *st, const char *id,
 				 const struct store_owned_write *w, const struct store_actor *actor,
 				 struct core_card **out);
+/* store_ops.stats (fs_stats.c). */
+enum core_rc fs_stats(struct store *st, struct metrics_sink *out);
 enum core_rc fs_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
 				    size_t *n);
 enum core_rc fs_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,

@@ -118,6 +118,7 @@ static const struct store_ops mgo_ops = {
 	.run_prune = mgo_run_prune,
 	.run_promote_if_orphaned = mgo_run_promote_if_orphaned,
 	.run_count_for_card = mgo_run_count_for_card,
+	.stats = mgo_stats,
 	.reaper_list_expired = mgo_reaper_list_expired,
 	.reaper_list_repair = mgo_reaper_list_repair,
 	.reaper_transfer = mgo_reaper_transfer,
@@ -359,6 +360,9 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
+	if (!mgo_stats_attach(m))
+		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
+				"or error counts\n");
 	rc = mgo_clock_init(m, err, errlen);
 	if (rc == CORE_OK && pthread_mutex_init(&m->counter_mu, NULL) != 0) {
 		mgo_clock_release(m);

@@ -23,6 +23,7 @@
 #ifndef BOARDD_STORE_MONGO_MONGO_H
 #define BOARDD_STORE_MONGO_MONGO_H
 
+#include "metrics/metrics.h"
 #include "store/store.h"
 
 #include <mongoc/mongoc.h>
@@ -66,6 +67,12 @@ struct mgo {
 	 * indexes still decide (mongo_events.c). MongoDB's $inc is atomic: no lock. */
 	bool counter_serial;
 	pthread_mutex_t counter_mu;
+
+	/* ---- the driver's counters (mongo_stats.c; atomic, from its monitoring callbacks) ---- */
+	atomic_uint_least64_t round_trips;   /* commands started */
+	atomic_uint_least64_t err_command;   /* commands failed */
+	atomic_uint_least64_t err_heartbeat; /* server monitor checks failed */
+	struct metrics_hist cmd_duration;    /* round trips of the commands that succeeded */
 
 	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
 	pthread_mutex_t mu;
@@ -348,6 +355,11 @@ enum core_rc mgo_card_owned_write(struct store *st, const char *id,
 				  const struct store_actor *actor, struct core_card **out);
 
 /* mongo_reaper.c */
+/* ---- metrics (mongo_stats.c) ---- */
+/* Counts the pool's commands and errors into m (before any client is popped). */
+bool mgo_stats_attach(struct mgo *m);
+enum core_rc mgo_stats(struct store *st, struct metrics_sink *out);
+
 enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
 				     size_t *n);
 enum core_rc mgo_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,

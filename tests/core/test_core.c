@@ -316,6 +316,52 @@ START_TEST(test_fence_and_renew_release)
 }
 END_TEST
 
+/* core_fence_why: one case per row of CORE_FENCE_REASONS. */
+START_TEST(test_fence_reasons)
+{
+	/* The claim is w1's, epoch 1, taken by token "tok-a". */
+	static const struct {
+		const char *marker;
+		int64_t epoch;
+		const char *holder;
+		bool claimed, has_epoch;
+		enum core_fence_reason want;
+		const char *name;
+	} rows[] = {
+		{"w1", 1, "tok-a", true, true, CORE_FENCE_OK, "ok"},
+		{"w1", 1, "tok-a", false, true, CORE_FENCE_UNCLAIMED, "unclaimed"},
+		{"w1", 1, "tok-a", true, false, CORE_FENCE_UNCLAIMED, "unclaimed"},
+		{"w2", 1, "tok-a", true, true, CORE_FENCE_MARKER, "marker"},
+		{"w1", 0, "tok-a", true, true, CORE_FENCE_EPOCH, "epoch"},
+		{"w1", 1, "tok-b", true, true, CORE_FENCE_HOLDER, "holder"},
+		{"w1", 1, NULL, true, true, CORE_FENCE_HOLDER, "holder"},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		struct core_card *c = card_in("c1", "ready");
+		struct core_token t = {rows[i].marker, rows[i].epoch, rows[i].holder};
+		bool fresh;
+
+		if (rows[i].claimed)
+			ck_assert_int_eq(core_claim_acquire(c, &board, "w1", "tok-a", LEASE, NOW, 0,
+							    &fresh),
+					 CORE_OK);
+		c->has_epoch = rows[i].has_epoch;
+		ck_assert_int_eq(core_fence_why(c, &t), rows[i].want);
+		ck_assert_str_eq(core_fence_reason_name(core_fence_why(c, &t)), rows[i].name);
+		ck_assert_int_eq(core_fence_check(c, &t) == CORE_OK, rows[i].want == CORE_FENCE_OK);
+		core_card_free(c);
+	}
+	{
+		struct core_card *c = card_in("c2", "ready");
+
+		ck_assert_int_eq(core_fence_why(c, NULL), CORE_FENCE_UNCLAIMED);
+		core_card_free(c);
+	}
+}
+END_TEST
+
 START_TEST(test_transfer_cas)
 {
 	struct core_card *c = card_in("c1", "in_progress");
@@ -846,6 +892,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_claim_terminal_rejected);
 	tcase_add_test(tc, test_claim_missing_epoch_refuses_holder);
 	tcase_add_test(tc, test_fence_and_renew_release);
+	tcase_add_test(tc, test_fence_reasons);
 	tcase_add_test(tc, test_transfer_cas);
 	tcase_add_test(tc, test_claim_expired);
 	tcase_add_loop_test(tc, test_transition_table, 0,
