@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -63,6 +64,7 @@ class Boardd:
             self.lines.append(line)
 
     def stop(self):
+        """SIGTERM; returns the exit status (0: a clean shutdown, and under ASan no leak)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -71,6 +73,10 @@ class Boardd:
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.proc.returncode != 0:
+            time.sleep(0.2)  # the drain thread collects the last lines
+            print(''.join(self.lines[-40:]), file=sys.stderr)
+        return self.proc.returncode
 
     def call(self, method, path, who='op', body=None, headers=None):
         """(status, parsed JSON or text, headers dict) of one request."""

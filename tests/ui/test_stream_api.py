@@ -295,6 +295,7 @@ def test_whoami_and_ui(srv):
 
 
 def main():
+    held = None
     srv = Boardd(sys.argv[1], ['--max-streams', '3', '--stream-heartbeat-ms', '300',
                                '--lease-min-ms', '100', '--reaper=on',
                                '--reaper-interval-ms', '3600000'])
@@ -305,8 +306,19 @@ def main():
                 t(srv)
             except Exception as e:  # a crash in one group is a failure, the others still run
                 check(False, '%s raised %r' % (t.__name__, e))
+        # a stream open at shutdown ends, and boardd still stops cleanly
+        held = open_stream(srv, query='?after=999999')
+        check(held.status == 200, 'a stream is open at shutdown')
     finally:
-        srv.stop()
+        rc = srv.stop()
+        check(rc == 0, 'boardd stopped cleanly on SIGTERM (exit %s)' % rc)
+    if held is not None and held.status == 200:
+        end = None
+        for _ in range(5):
+            end = held.frame(5)
+            if end is None or end['data'] is not None:
+                break
+        check(end is None, 'the open stream ended with the server')
     print('%d passed, %d failed' % (passed, failed))
     sys.exit(1 if failed else 0)
 

@@ -262,7 +262,8 @@ def main():
                    '403' not in e and '409' not in e]
             check(not bad, 'no script errors (%s)' % bad)
     finally:
-        srv.stop()
+        rc = srv.stop()
+        check(rc == 0, 'boardd stopped cleanly on SIGTERM (exit %s)' % rc)
         shutil.rmtree(profile, ignore_errors=True)
     print('%d passed, %d failed' % (passed, failed))
     sys.exit(1 if failed else 0)
