@@ -62,9 +62,9 @@ enum core_rc api_h_whoami(struct api_req *r)
 		const char *name;
 	} roles[] = {{API_ROLE_WORKER, "worker"}, {API_ROLE_BOT, "bot"},
 		     {API_ROLE_OPERATOR, "operator"}};
-	json_t *rl = json_array(), *bl = json_array();
+	json_t *rl = json_array(), *bl = json_array(), *cl = json_array();
 	size_t i;
-	bool ok = rl && bl;
+	bool ok = rl && bl && cl;
 
 	for (i = 0; ok && i < sizeof roles / sizeof roles[0]; i++)
 		if (r->tok->roles & roles[i].bit)
@@ -73,11 +73,15 @@ enum core_rc api_h_whoami(struct api_req *r)
 		ok = json_array_append_new(bl, json_string("*")) == 0;
 	for (i = 0; ok && !r->tok->all_boards && i < r->tok->n_boards; i++)
 		ok = json_array_append_new(bl, json_string(r->tok->boards[i])) == 0;
+	for (i = 0; ok && i < 32; i++)
+		if ((r->tok->caps & (1u << i)) && api_cap_name(1u << i))
+			ok = json_array_append_new(cl, json_string(api_cap_name(1u << i))) == 0;
 	if (!ok) {
 		json_decref(rl);
 		json_decref(bl);
+		json_decref(cl);
 		return CORE_ERR_NOMEM;
 	}
-	return api_reply(r, 200, json_pack("{s:s, s:o, s:o}", "name", r->tok->name, "roles", rl,
-					   "boards", bl));
+	return api_reply(r, 200, json_pack("{s:s, s:o, s:o, s:o}", "name", r->tok->name, "roles",
+					   rl, "boards", bl, "caps", cl));
 }

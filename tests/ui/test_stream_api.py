@@ -262,7 +262,9 @@ def test_attention(srv):
 
 def test_whoami_and_ui(srv):
     j = srv.ok('GET', '/v1/whoami', 'bot')
-    check(j == {'name': 'bot', 'roles': ['bot'], 'boards': ['*']}, 'whoami bot (%s)' % j)
+    check(j == {'name': 'bot', 'roles': ['bot'], 'boards': ['*'],
+                'caps': ['board.read', 'board.create', 'board.move', 'board.label',
+                         'board.comment', 'board.close']}, 'whoami bot (%s)' % j)
     j = srv.ok('GET', '/v1/whoami', 'scoped')
     check(j['roles'] == ['bot', 'operator'] and j['boards'] == ['other'], 'whoami scoped')
     st, _, _ = srv.call('GET', '/v1/whoami', None)
