@@ -76,6 +76,7 @@ enum store_owned_kind {
 	STORE_OWNED_LAST_RUN,
 	STORE_OWNED_AWAITING_INPUT,
 	STORE_OWNED_GAVE_UP,
+	STORE_OWNED_COMMENT, /* a worker's comment, by the claim's holder (DESIGN §11, §12) */
 };
 
 struct store_owned_write {
@@ -86,6 +87,7 @@ struct store_owned_write {
 	const char *run_id; /* LAST_RUN (NULL clears) */
 	bool awaiting_input;
 	const struct core_gave_up *gave_up; /* GAVE_UP: NULL or !set clears */
+	const char *comment;                /* COMMENT: the body, non-empty */
 	/* The reason the GAVE_UP event and the release's event carry (NULL: none); the reaper's
 	 * "watchdog" makes them machine events (DESIGN §7). */
 	const char *event_reason;

@@ -481,6 +481,9 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc);
  * non-machine write. A move to the current column is a no-op. */
 enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct core_board *b,
 			   const char *to, const char *reason, json_t *extra);
+/* Appends a comment by the transaction's actor with its card_comment_added event, within the
+ * card limits (PAYLOAD_TOO_LARGE). */
+enum core_rc fs_comment_write(struct fs_txn *t, struct core_card *c, const char *body);
 /* Duplicates into *out for the caller (NOMEM). */
 enum core_rc fs_card_out(const struct core_card *c, struct core_card **out);
 /* A new array of copies of matching recovery claims (want sees only those); cmp orders

@@ -58,6 +58,17 @@ START_TEST(claim_bound_to_the_token)
 		free(after);
 	}
 	free(before);
+	/* A worker comments as the claim's holder: fenced like every owned write. */
+	snprintf(path, sizeof path, "/v1/cards/%s/comments", id);
+	t_problem(409, "claim_conflict", "POST", path, W2, hdr,
+		  "{\"marker\":\"w1\",\"body\":\"not mine\"}");
+	t_problem(428, "precondition_required", "POST", path, W, NULL,
+		  "{\"marker\":\"w1\",\"body\":\"no epoch\"}");
+	t_problem(403, "forbidden", "POST", path, W, NULL, "{\"body\":\"no marker\"}");
+	j = t_must(201, "POST", path, W, hdr, "{\"marker\":\"w1\",\"body\":\"progress\"}");
+	ck_assert_str_eq(t_str(json_array_get(json_object_get(j, "comments"), 0), "author"),
+			 "t-worker");
+	json_decref(j);
 	/* The holder's own token goes on. */
 	ck_assert_int_eq(t_owned_state(W, id, "w1", e, "review"), 200);
 	free(id);
