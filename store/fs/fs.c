@@ -68,6 +68,7 @@ static const struct store_ops fs_ops = {
 	.card_comment_add = fs_card_comment_add,
 	.labels_count = fs_labels_count,
 	.events_list = fs_events_list,
+	.attention_list = fs_attention_list,
 	.run_create = fs_run_create,
 	.run_get = fs_run_get,
 	.run_get_any = fs_run_get_any,

@@ -197,6 +197,9 @@ void mgo_outbox_drain(struct mgo *m);
 /* Deletes the events older than the newest m->events_keep seqs (the maintenance thread). */
 void mgo_events_trim(struct mgo *m);
 
+enum core_rc mgo_attention_list(struct store *st, const char *board, const char *const *boards,
+				size_t limit, struct store_attention **out, size_t *n,
+				bool *truncated);
 enum core_rc mgo_events_list(struct store *st, const char *board, const char *const *boards,
 			     int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
 			     size_t *n, int64_t *next);

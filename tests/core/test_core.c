@@ -963,6 +963,7 @@ static Suite *core_suite(void)
 			    (int)(sizeof(file_cases) / sizeof(file_cases[0])));
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, test_core_effect_tcase());
+	suite_add_tcase(s, test_core_attention_tcase());
 	return s;
 }
 
