@@ -8,6 +8,7 @@ if [ "${1:-}" = "--test" ]; then
   pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
   pkgs+=(openjdk-17-jdk-headless maven) # mongo-java-server, the atomic Mongo test server
   pkgs+=(openssl gnutls-bin prometheus) # TLS test: certificates, a TLS 1.1 client; promtool
+  pkgs+=(docker-compose systemd) # tests/deploy: `docker-compose config`, `systemd-analyze verify`
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -58,5 +58,6 @@ void conformance_add_claims(Suite *s);
 void conformance_add_runs(Suite *s);
 void conformance_add_admin(Suite *s);
 void conformance_add_stats(Suite *s);
+void conformance_add_fence(Suite *s);
 
 #endif

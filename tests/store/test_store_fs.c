@@ -982,6 +982,7 @@ int main(void)
 	tcase_add_test(tc, claimed_heap_follows_every_path);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
+	suite_add_tcase(s, store_fs_fence_tcase());
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
