@@ -5,7 +5,10 @@ here (the openssl CLI). Checks that curl --cacert gets answers, that TLS 1.1 is 
 on the TLS port is not served, and that SIGHUP serves a new pair on the same listener while
 a bad new pair keeps the old one and says why.
 
-usage: test_tls.py path/to/boardd
+Also a short run of the bench's claim cycle over HTTPS (loadgen -C): the bench client
+verifies the certificate and every cycle succeeds.
+
+usage: test_tls.py path/to/boardd path/to/loadgen
 """
 import os
 import re
@@ -20,7 +23,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'faults'))
 import boardd_proc  # noqa: E402
 
-BOARDD = sys.argv[1]
+BOARDD, LOADGEN = sys.argv[1], sys.argv[2]
 failed = 0
 
 
@@ -96,6 +99,9 @@ def main():
         os.link(key1, live_key)
         tokens = os.path.join(tmp, 'tokens.json')
         worker = boardd_proc.token_add(BOARDD, tokens, 'w', ['worker', 'bot'])
+        lg_tokens = os.path.join(tmp, 'loadgen.tokens')
+        with open(lg_tokens, 'w') as f:
+            f.write('worker %s\nbot %s\n' % (worker, worker))
 
         # Control: this gnutls-cli does speak TLS 1.1 to a server that allows it, so its
         # refusal below is boardd's priority string, not the client's policy.
@@ -131,6 +137,20 @@ def main():
             r = curl(port, cert1, '/healthz', ['--tlsv1.2', '--tls-max', '1.2'])
             check(r.returncode == 0, 'TLS 1.2 is served ' + r.stderr)
             check(not gnutls_tls11(port, cert1), 'TLS 1.1 is refused')
+
+            # The bench client over HTTPS: a short claim cycle, every answer as expected.
+            r = subprocess.run([LOADGEN, '-p', str(port), '-T', lg_tokens, '-C', cert1,
+                                '-w', '2', '-d', '1', '-W', '0', '-P', 'tls'],
+                               capture_output=True, text=True, timeout=120)
+            res = re.search(r'^RESULT .*\bcycles=(\d+) .*\berrors=(\d+) ', r.stdout, re.M)
+            check(r.returncode == 0 and res and int(res.group(1)) > 0 and res.group(2) == '0',
+                  'loadgen -C: the claim cycle over https (%s)' %
+                  (res.group(0)[:120] if res else r.stdout[-300:] + r.stderr[-300:]))
+            r = subprocess.run([LOADGEN, '-p', str(port), '-T', lg_tokens, '-C', cert2,
+                                '-w', '1', '-d', '1', '-W', '0', '-P', 'tls2'],
+                               capture_output=True, text=True, timeout=120)
+            check(r.returncode != 0 or ' errors=0 ' not in r.stdout,
+                  'loadgen -C with another CA: refused (certificate verified)')
 
             # Plain HTTP to the TLS port: never an HTTP answer.
             with socket.create_connection(('127.0.0.1', port), timeout=10) as s:
