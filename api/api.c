@@ -31,6 +31,8 @@ void api_config_init(struct api_config *cfg)
 	cfg->conn_timeout_s = 30;
 	cfg->events_wait_max_ms = 30000;
 	cfg->max_long_polls = 256;
+	cfg->max_streams = 128;
+	cfg->stream_heartbeat_ms = 15000;
 	cfg->shutdown_grace_ms = 5000;
 	cfg->log_format = API_LOG_TEXT;
 }
@@ -57,7 +59,8 @@ enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MH
 {
 	enum MHD_Result ok;
 
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+				r->cache_control ? r->cache_control : "no-store");
 	ok = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	if (ok == MHD_YES) {
@@ -72,8 +75,13 @@ static enum MHD_Result success_queue(struct api_req *r)
 {
 	struct MHD_Response *resp;
 	char *text = NULL;
+	size_t i;
 
-	if (r->status == 204) {
+	if (r->resp) {
+		resp = r->resp; /* the handler's own (the event stream): headers already set */
+		r->resp = NULL;
+		return api_response_queue(r, r->status ? r->status : 200, resp);
+	} else if (r->status == 204) {
 		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	} else if (r->out) {
 		text = json_dumps(r->out, JSON_COMPACT);
@@ -101,6 +109,8 @@ static enum MHD_Result success_queue(struct api_req *r)
 					r->out ? "application/json" : r->raw_type);
 	if (r->location[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
+	for (i = 0; r->headers && r->headers[i] && r->headers[i + 1]; i += 2)
+		MHD_add_response_header(resp, r->headers[i], r->headers[i + 1]);
 	return api_response_queue(r, r->status ? r->status : 200, resp);
 }
 
@@ -346,6 +356,8 @@ static void req_free(struct api_req *r)
 		free(r->qdec[i]);
 	json_decref(r->json);
 	json_decref(r->out);
+	if (r->resp)
+		MHD_destroy_response(r->resp); /* never queued: its free callback runs here */
 	free(r->raw_owned);
 	free(r->body);
 	free(r->path);
@@ -671,12 +683,22 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		a->cfg.events_wait_max_ms = 30000;
 	if (!a->cfg.max_long_polls)
 		a->cfg.max_long_polls = 256;
+	if (!a->cfg.max_streams)
+		a->cfg.max_streams = 128;
+	if (a->cfg.stream_heartbeat_ms <= 0)
+		a->cfg.stream_heartbeat_ms = 15000;
 	if (!a->cfg.threads) {
 		cores = sysconf(_SC_NPROCESSORS_ONLN);
 		a->cfg.threads = cores > 0 ? (unsigned)cores : 2;
 	}
 	pthread_mutex_init(&a->poll_mu, NULL);
 	pthread_cond_init(&a->poll_cv, NULL);
+	if (api_streams_init(a) != CORE_OK) {
+		pthread_cond_destroy(&a->poll_cv);
+		pthread_mutex_destroy(&a->poll_mu);
+		rc = CORE_ERR_NOMEM;
+		goto fail;
+	}
 	log_start(a);
 
 	flags = MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (a->tls ? MHD_USE_TLS : 0);
@@ -689,6 +711,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 		log_stop(a);
+		api_streams_free(a);
 		pthread_cond_destroy(&a->poll_cv);
 		pthread_mutex_destroy(&a->poll_mu);
 		goto fail;
@@ -732,6 +755,7 @@ void api_stop(struct api *a)
 		return;
 	api_quiesce(a);
 	api_polls_stop(a);
+	api_streams_stop(a);
 	/* No request binds an ack any more (stopping is set); the bound ones end within a sync,
 	 * and their answers go out in the grace period below. */
 	pthread_mutex_lock(&a->poll_mu);
@@ -749,6 +773,7 @@ void api_stop(struct api *a)
 		usleep(10000);
 	}
 	MHD_stop_daemon(a->daemon);
+	api_streams_free(a);
 	log_stop(a);
 	pthread_cond_destroy(&a->poll_cv);
 	pthread_mutex_destroy(&a->poll_mu);

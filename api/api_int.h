@@ -93,6 +93,11 @@ struct api_req {
 	const char *raw_type;
 	char location[CORE_ID_MAX + 32];
 	char detail[API_DETAIL_MAX];
+	struct MHD_Response *resp;   /* owned: a handler's own answer (the event stream), queued
+				      * as it is */
+	const char *const *headers;  /* static NULL-terminated name, value, ... pairs added to
+				      * the success answer (the UI's security headers) */
+	const char *cache_control;   /* static; NULL: no-store */
 
 	/* events long-poll (events.c); `suspended` is only touched by MHD's thread, the poll_*
 	 * results only by the helper until it resumes the connection */
@@ -154,6 +159,8 @@ struct api {
 	unsigned polls;
 	unsigned acks;               /* requests bound to a store_ack, until answered or resumed */
 	bool stopping;
+
+	struct api_streams *streams; /* GET /v1/events/stream (stream.c) */
 };
 
 /* ---- errors.c: the one error table and the one renderer ---- */
@@ -287,6 +294,19 @@ enum core_rc api_h_run_cancel(struct api_req *r);
 enum core_rc api_h_run_delete(struct api_req *r);
 
 enum core_rc api_h_events(struct api_req *r);
+/* stream.c: GET /v1/events/stream (Server-Sent Events) and its hub. */
+enum core_rc api_h_events_stream(struct api_req *r);
+enum core_rc api_streams_init(struct api *a);
+/* Ends every stream and stops the hub thread (before MHD_stop_daemon). */
+void api_streams_stop(struct api *a);
+/* Frees the hub (after MHD_stop_daemon: the last streams are freed by it). */
+void api_streams_free(struct api *a);
+/* attention.c: GET /v1/attention. ui.c: GET /ui/..., GET /v1/whoami. */
+enum core_rc api_h_attention(struct api_req *r);
+enum core_rc api_h_ui_root(struct api_req *r);
+enum core_rc api_h_ui_index(struct api_req *r);
+enum core_rc api_h_ui_asset(struct api_req *r);
+enum core_rc api_h_whoami(struct api_req *r);
 /* Long-poll plumbing for api.c. */
 void api_poll_release(struct api_req *r);
 void api_polls_stop(struct api *a);

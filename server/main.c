@@ -78,6 +78,8 @@ int main(int argc, char **argv)
 	acfg.listen = cfg.listen;
 	acfg.threads = (unsigned)cfg.threads;
 	acfg.max_body = (size_t)cfg.max_body;
+	acfg.max_streams = (unsigned)cfg.max_streams;
+	acfg.stream_heartbeat_ms = cfg.stream_heartbeat_ms;
 	acfg.lease_default_ms = cfg.lease_default_ms;
 	acfg.lease_min_ms = cfg.lease_min_ms;
 	acfg.lease_max_ms = cfg.lease_max_ms;

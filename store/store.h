@@ -139,6 +139,12 @@ struct store_label_sweep {
 	const char *to;
 };
 
+/* One card of the attention lane (DESIGN §15). */
+struct store_attention {
+	struct core_card *card; /* owned */
+	unsigned reasons;       /* bits 1u << enum core_attention_reason; never 0 */
+};
+
 /* ---- deferred acknowledgement ----
  *
  * A write is acknowledged only once durable (DESIGN §9). A caller that must not hold a thread
@@ -273,11 +279,22 @@ struct store_ops {
 				    int64_t after, size_t limit, int64_t wait_ms,
 				    struct core_event **out, size_t *n, int64_t *next);
 
+	/* The cards that need an operator (DESIGN §15) with their reasons
+	 * (core_attention_reasons at the store's now), newest update first, at most `limit`;
+	 * *truncated when more were found. Never a scan of the whole board: the FS twin reads
+	 * its candidate and claim indexes, the Mongo twin runs indexed queries. */
+	enum core_rc (*attention_list)(struct store *st, const char *board,
+				       const char *const *boards, size_t limit,
+				       struct store_attention **out, size_t *n, bool *truncated);
+
 	/* Runs (DESIGN §5). */
 	enum core_rc (*run_create)(struct store *st, const struct store_run_create *in,
 				   const struct store_actor *actor, struct core_run **out);
-	/* A pruned run answers NOT_FOUND to run_get but *out_pruned tells the reaper it existed. */
+	/* A pruned run answers NOT_FOUND to run_get. */
 	enum core_rc (*run_get)(struct store *st, const char *id, struct core_run **out);
+	/* The same, tombstones included (pruned set): the reaper asks which claim a pruned run
+	 * was created under. NOT_FOUND only for an id never used. */
+	enum core_rc (*run_get_any)(struct store *st, const char *id, struct core_run **out);
 	enum core_rc (*run_update)(struct store *st, const char *id,
 				   const struct store_run_update *u,
 				   const struct store_actor *actor, struct core_run **out);
@@ -413,10 +430,20 @@ enum core_rc store_events_list(struct store *st, const char *board, const char *
 			       struct core_event **out, size_t *n, int64_t *next);
 /* Frees an array from store_events_list. */
 void store_events_free(struct core_event *ev, size_t n);
+/* limit 1..1000. *out: caller frees with store_attention_free (also when n is 0). */
+enum core_rc store_attention_list(struct store *st, const char *board, const char *const *boards,
+				  size_t limit, struct store_attention **out, size_t *n,
+				  bool *truncated);
+void store_attention_free(struct store_attention *v, size_t n);
+/* For twins: sorts v (newest update first, then id) and cuts it to limit, freeing the rest;
+ * *truncated tells whether anything was cut. */
+void store_attention_finish(struct store_attention *v, size_t *n, size_t limit,
+			    bool *truncated);
 
 enum core_rc store_run_create(struct store *st, const struct store_run_create *in,
 			      const struct store_actor *actor, struct core_run **out);
 enum core_rc store_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc store_run_get_any(struct store *st, const char *id, struct core_run **out);
 enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			      const struct store_actor *actor, struct core_run **out);
 enum core_rc store_run_cancel(struct store *st, const char *id, const struct store_actor *actor,

@@ -110,8 +110,10 @@ static const struct store_ops mgo_ops = {
 	.card_comment_add = mgo_card_comment_add,
 	.labels_count = mgo_labels_count,
 	.events_list = mgo_events_list,
+	.attention_list = mgo_attention_list,
 	.run_create = mgo_run_create,
 	.run_get = mgo_run_get,
+	.run_get_any = mgo_run_get_any,
 	.run_update = mgo_run_update,
 	.run_cancel = mgo_run_cancel,
 	.run_prune = mgo_run_prune,
@@ -150,9 +152,13 @@ static const struct index_spec indexes[] = {
 	{"cards", "labels", "labels", NULL, false},
 	{"cards", "blockers", "blockers", NULL, false},
 	{"cards", "ord", "ord", NULL, false},
+	{"cards", "claim_marker", "claim.marker", NULL, false}, /* attention: recovery holds */
+	{"cards", "gave_up", "gave_up.at", NULL, false},       /* attention */
+	{"cards", "awaiting_input", "awaiting_input", NULL, false}, /* attention */
 	{"cards", "outbox", "outbox.q_ts", NULL, false},
 	{"events", "seq", "seq", NULL, true},
 	{"runs", "card_id", "card_id", NULL, false},
+	{"runs", "status", "status", NULL, false}, /* attention: failed and paused runs */
 	{"runs", "outbox", "outbox.q_ts", NULL, false},
 };
 

@@ -197,6 +197,9 @@ void mgo_outbox_drain(struct mgo *m);
 /* Deletes the events older than the newest m->events_keep seqs (the maintenance thread). */
 void mgo_events_trim(struct mgo *m);
 
+enum core_rc mgo_attention_list(struct store *st, const char *board, const char *const *boards,
+				size_t limit, struct store_attention **out, size_t *n,
+				bool *truncated);
 enum core_rc mgo_events_list(struct store *st, const char *board, const char *const *boards,
 			     int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
 			     size_t *n, int64_t *next);
@@ -373,6 +376,7 @@ enum core_rc mgo_run_read_any(struct mgo_conn *c, const char *id, struct core_ru
 enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 			    const struct store_actor *actor, struct core_run **out);
 enum core_rc mgo_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc mgo_run_get_any(struct store *st, const char *id, struct core_run **out);
 enum core_rc mgo_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			    const struct store_actor *actor, struct core_run **out);
 enum core_rc mgo_run_cancel(struct store *st, const char *id, const struct store_actor *actor,
