@@ -8,7 +8,10 @@ a bad new pair keeps the old one and says why.
 Also a short run of the bench's claim cycle over HTTPS (loadgen -C): the bench client
 verifies the certificate and every cycle succeeds.
 
-usage: test_tls.py path/to/boardd path/to/loadgen
+And boardctl (cli/, when this tree builds it) with --cacert: its listing over HTTPS works,
+and without the CA it is refused.
+
+usage: test_tls.py path/to/boardd path/to/loadgen [path/to/boardctl]
 """
 import os
 import re
@@ -24,6 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import boardd_proc  # noqa: E402
 
 BOARDD, LOADGEN = sys.argv[1], sys.argv[2]
+BOARDCTL = sys.argv[3] if len(sys.argv) > 3 else ''
+
 failed = 0
 
 
@@ -151,6 +156,22 @@ def main():
                                capture_output=True, text=True, timeout=120)
             check(r.returncode != 0 or ' errors=0 ' not in r.stdout,
                   'loadgen -C with another CA: refused (certificate verified)')
+
+            # boardctl over HTTPS, when this tree has it.
+            if BOARDCTL and os.path.exists(BOARDCTL):
+                tf = os.path.join(tmp, 'worker.token')
+                with open(tf, 'w') as f:
+                    f.write(worker + '\n')
+                url = 'https://127.0.0.1:%d' % port
+                r = subprocess.run([BOARDCTL, '--url', url, '--token-file', tf, '--cacert', cert1,
+                                    'cards', 'ls'], capture_output=True, text=True, timeout=60)
+                check(r.returncode == 0, 'boardctl --cacert: cards ls over https (%s)' %
+                      r.stderr.strip()[-200:])
+                r = subprocess.run([BOARDCTL, '--url', url, '--token-file', tf, 'cards', 'ls'],
+                                   capture_output=True, text=True, timeout=60)
+                check(r.returncode != 0, 'boardctl without --cacert: the certificate is refused')
+            else:
+                print('note: no boardctl in this build (%s)' % (BOARDCTL or 'not given'))
 
             # Plain HTTP to the TLS port: never an HTTP answer.
             with socket.create_connection(('127.0.0.1', port), timeout=10) as s:
