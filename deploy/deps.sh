@@ -10,6 +10,7 @@ if [ "${1:-}" = "--test" ]; then
   pkgs+=(chromium) # tests/ui: the operator UI in a real browser (Playwright drives it)
   pkgs+=(openssl gnutls-bin prometheus) # TLS test: certificates, a TLS 1.1 client; promtool
   pkgs+=(docker-compose systemd) # tests/deploy: `docker-compose config`, `systemd-analyze verify`
+  pkgs+=(groff-base) # tests/docs: the man pages render without a warning
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -166,7 +166,9 @@ static void resolve_run(struct server_reaper *r, const struct core_card *c, bool
 		out->seen = CORE_RUN_SEEN_NONE;
 		return;
 	}
-	rc = store_run_get(r->st, c->last_run_id, &run);
+	/* Tombstones included: a pruned run still tells which claim it was created under. An
+	 * id never used (a pointer older than the last-run check) reads as gone, as before. */
+	rc = store_run_get_any(r->st, c->last_run_id, &run);
 	if (rc == CORE_ERR_NOT_FOUND) {
 		out->seen = CORE_RUN_SEEN_GONE;
 		return;
@@ -178,6 +180,11 @@ static void resolve_run(struct server_reaper *r, const struct core_card *c, bool
 	if (same_claim && !core_run_of_claim(run, c)) {
 		core_run_free(run);
 		out->seen = CORE_RUN_SEEN_NONE;
+		return;
+	}
+	if (run->pruned) {
+		core_run_free(run);
+		out->seen = CORE_RUN_SEEN_GONE;
 		return;
 	}
 	if (run->status && (strcmp(run->status, CORE_RUN_RUNNING) == 0 ||

@@ -707,6 +707,16 @@ enum core_rc store_run_get(struct store *st, const char *id, struct core_run **o
 	return st->ops->run_get(st, id, out);
 }
 
+enum core_rc store_run_get_any(struct store *st, const char *id, struct core_run **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_get_any);
+	return st->ops->run_get_any(st, id, out);
+}
+
 enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			      const struct store_actor *actor, struct core_run **out)
 {

@@ -290,8 +290,11 @@ struct store_ops {
 	/* Runs (DESIGN §5). */
 	enum core_rc (*run_create)(struct store *st, const struct store_run_create *in,
 				   const struct store_actor *actor, struct core_run **out);
-	/* A pruned run answers NOT_FOUND to run_get but *out_pruned tells the reaper it existed. */
+	/* A pruned run answers NOT_FOUND to run_get. */
 	enum core_rc (*run_get)(struct store *st, const char *id, struct core_run **out);
+	/* The same, tombstones included (pruned set): the reaper asks which claim a pruned run
+	 * was created under. NOT_FOUND only for an id never used. */
+	enum core_rc (*run_get_any)(struct store *st, const char *id, struct core_run **out);
 	enum core_rc (*run_update)(struct store *st, const char *id,
 				   const struct store_run_update *u,
 				   const struct store_actor *actor, struct core_run **out);
@@ -440,6 +443,7 @@ void store_attention_finish(struct store_attention *v, size_t *n, size_t limit,
 enum core_rc store_run_create(struct store *st, const struct store_run_create *in,
 			      const struct store_actor *actor, struct core_run **out);
 enum core_rc store_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc store_run_get_any(struct store *st, const char *id, struct core_run **out);
 enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			      const struct store_actor *actor, struct core_run **out);
 enum core_rc store_run_cancel(struct store *st, const char *id, const struct store_actor *actor,

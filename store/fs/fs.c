@@ -71,6 +71,7 @@ static const struct store_ops fs_ops = {
 	.attention_list = fs_attention_list,
 	.run_create = fs_run_create,
 	.run_get = fs_run_get,
+	.run_get_any = fs_run_get_any,
 	.run_update = fs_run_update,
 	.run_cancel = fs_run_cancel,
 	.run_prune = fs_run_prune,

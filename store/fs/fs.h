@@ -572,6 +572,7 @@ enum core_rc fs_labels_sweep(struct store *st, const struct store_label_sweep *s
 enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 			   const struct store_actor *actor, struct core_run **out);
 enum core_rc fs_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc fs_run_get_any(struct store *st, const char *id, struct core_run **out);
 enum core_rc fs_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			   const struct store_actor *actor, struct core_run **out);
 enum core_rc fs_run_cancel(struct store *st, const char *id, const struct store_actor *actor,

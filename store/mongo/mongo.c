@@ -113,6 +113,7 @@ static const struct store_ops mgo_ops = {
 	.attention_list = mgo_attention_list,
 	.run_create = mgo_run_create,
 	.run_get = mgo_run_get,
+	.run_get_any = mgo_run_get_any,
 	.run_update = mgo_run_update,
 	.run_cancel = mgo_run_cancel,
 	.run_prune = mgo_run_prune,

@@ -376,6 +376,7 @@ enum core_rc mgo_run_read_any(struct mgo_conn *c, const char *id, struct core_ru
 enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 			    const struct store_actor *actor, struct core_run **out);
 enum core_rc mgo_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc mgo_run_get_any(struct store *st, const char *id, struct core_run **out);
 enum core_rc mgo_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			    const struct store_actor *actor, struct core_run **out);
 enum core_rc mgo_run_cancel(struct store *st, const char *id, const struct store_actor *actor,

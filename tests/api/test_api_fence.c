@@ -88,7 +88,7 @@ START_TEST(runs_fenced_and_final)
 	/* last-run: a made-up run, and a run of another card, are refused 422 */
 	snprintf(hdr, sizeof hdr, "If-Match: \"%lld\"", e);
 	snprintf(path, sizeof path, "/v1/cards/%s/last-run", id);
-	t_problem_says(422, "transition_rejected", "made-up", "PUT", path, W, hdr,
+	t_problem_says(422, "transition_rejected", "no run made-up", "PUT", path, W, hdr,
 		       "{\"marker\":\"w1\",\"run_id\":\"made-up\"}");
 	json_decref(t_must(200, "PUT", path, W, hdr, "{\"marker\":\"w1\",\"run_id\":\"r1\"}"));
 	/* final stays final: the owner cannot undo it, nor an operator cancel it */
@@ -219,7 +219,7 @@ END_TEST
 
 START_TEST(details_name_what_was_wrong)
 {
-	char *id = t_card_new("{\"state\":\"ready\"}"), path[128];
+	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], body[160];
 
 	t_problem_says(422, "transition_rejected", "no column nowhere", "POST", "/v1/cards", BOT,
 		       NULL, "{\"state\":\"nowhere\"}");
@@ -228,6 +228,12 @@ START_TEST(details_name_what_was_wrong)
 	snprintf(path, sizeof path, "/v1/cards/%s/state", id);
 	t_problem_says(422, "transition_rejected", "no column nowhere", "PATCH", path, OP, NULL,
 		       "{\"to\":\"nowhere\"}");
+	t_problem_says(422, "transition_rejected", "blocker ghost is not a card", "POST",
+		       "/v1/cards", BOT, NULL, "{\"blockers\":[\"ghost\"]}");
+	snprintf(path, sizeof path, "/v1/cards/%s", id);
+	snprintf(body, sizeof body, "{\"blockers\":[\"%s\"]}", id);
+	t_problem_says(422, "transition_rejected", "cannot block itself", "PATCH", path, BOT, NULL,
+		       body);
 	free(id);
 }
 END_TEST

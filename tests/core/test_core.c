@@ -58,6 +58,11 @@ START_TEST(test_ids_and_names)
 	ck_assert(!core_marker_valid(""));
 	ck_assert(core_marker_is_recovery("reaper:h1"));
 	ck_assert(!core_marker_is_recovery("worker-1"));
+	/* Reserved in any case (DESIGN §11). */
+	ck_assert(core_marker_is_recovery("REAPER:x"));
+	ck_assert(core_marker_is_recovery("Reaper:host"));
+	ck_assert(!core_marker_is_recovery("reaper"));
+	ck_assert(!core_marker_is_recovery("reapers:x"));
 	ck_assert(core_status_valid("some_status"));
 	ck_assert(!core_status_valid("Running"));
 	ck_assert(!core_status_valid("abcdefghijklmnopqrstuvwxyzabcdefg"));
@@ -287,6 +292,47 @@ START_TEST(test_claim_missing_epoch_refuses_holder)
 	ck_assert_int_eq(core_claim_release(c, &t), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh),
 			 CORE_ERR_CLAIM_CONFLICT);
+	core_card_free(c);
+}
+END_TEST
+
+/* DESIGN §11: the holder, the lease a renew keeps, runs of a claim, last-run, final runs. */
+START_TEST(test_fence_holder_and_runs)
+{
+	struct core_card *c = card_in("c1", "ready");
+	struct core_token mine = {"w1", 1, "tok-a"}, theirs = {"w1", 1, "tok-b"},
+			  none = {"w1", 1, NULL}, prev = {"w1", 1, NULL};
+	struct core_run r = {.id = "r1", .card_id = "c1", .owner = "w1", .claim_epoch = 1};
+	bool fresh;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", "tok-a", 5000, NOW, 0, &fresh),
+			 CORE_OK);
+	ck_assert_str_eq(c->claim.holder, "tok-a");
+	ck_assert_int_eq(core_fence_check(c, &mine), CORE_OK);
+	ck_assert_int_eq(core_fence_check(c, &theirs), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_fence_check(c, &none), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", "tok-b", 5000, NOW, 0, &fresh),
+			 CORE_ERR_CLAIM_CONFLICT);
+	/* lease_ms 0 keeps the claim's own */
+	ck_assert_int_eq(core_claim_renew(c, &mine, 0, NOW + 100), CORE_OK);
+	ck_assert_int_eq(c->claim.lease_ms, 5000);
+	ck_assert_int_eq(c->claim.lease_until, NOW + 100 + 5000);
+	/* runs of this claim, and last-run */
+	ck_assert(core_run_of_claim(&r, c));
+	ck_assert_int_eq(core_last_run_check(&r, "c1", &mine), CORE_OK);
+	ck_assert_int_eq(core_last_run_check(&r, "c2", &mine), CORE_ERR_TRANSITION_REJECTED);
+	ck_assert_int_eq(core_last_run_check(NULL, "c1", &mine), CORE_ERR_TRANSITION_REJECTED);
+	r.claim_epoch = 0;
+	ck_assert(!core_run_of_claim(&r, c));
+	ck_assert_int_eq(core_last_run_check(&r, "c1", &mine), CORE_ERR_TRANSITION_REJECTED);
+	r.claim_epoch = 1;
+	/* the transfer asks (marker, epoch) only; the recovery claim is the server's own */
+	ck_assert_int_eq(core_claim_transfer(c, &prev, "reaper:h", LEASE, NOW + 6000, 0), CORE_OK);
+	ck_assert_str_eq(c->claim.holder, "reaper:h");
+	ck_assert(!core_run_of_claim(&r, c)); /* w1's run is not the recovery claim's */
+	ck_assert(core_run_status_final("finished") && core_run_status_final("failed") &&
+		  core_run_status_final("cancelled"));
+	ck_assert(!core_run_status_final("failed_resumable") && !core_run_status_final("running"));
 	core_card_free(c);
 }
 END_TEST
@@ -892,6 +938,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_claim_terminal_rejected);
 	tcase_add_test(tc, test_claim_missing_epoch_refuses_holder);
 	tcase_add_test(tc, test_fence_and_renew_release);
+	tcase_add_test(tc, test_fence_holder_and_runs);
 	tcase_add_test(tc, test_fence_reasons);
 	tcase_add_test(tc, test_transfer_cas);
 	tcase_add_test(tc, test_claim_expired);

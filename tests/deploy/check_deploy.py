@@ -15,9 +15,11 @@
   deploy/deps.sh installs, and the runtime stage every Debian package the boardd binary's
   shared libraries come from (or a package those depend on).
 
-"Started the same way": the store becomes a temporary fs: directory, the address 127.0.0.1:0
-and the tokens file a copy (of the Secret's, in Kubernetes); everything else is as written,
-so an unknown flag, a bad value or a misspelt BOARDD_* variable fails here.
+"Started the same way": the store becomes a temporary fs: directory, the address 127.0.0.1:0,
+the tokens file a copy (of the Secret's, in Kubernetes) and a TLS pair one made here with the
+openssl CLI; everything else is as written, so an unknown flag, a bad value or a misspelt
+BOARDD_* variable fails here, and probes are made with the scheme the manifest's use (an HTTP
+probe of an HTTPS-only boardd never succeeds).
 
 usage: check_deploy.py path/to/boardd REPO_ROOT     (run by tests/tools/vpython)
 """
@@ -26,6 +28,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -55,16 +58,31 @@ def boardd_env_names():
     return set(re.findall(r'\((BOARDD_[A-Z0-9_]+);', out)) | {'ITERION_BOARD_CLAIM_REAPER'}
 
 
-def run_boardd(what, args, env, tokens_json):
+def uses_tls(args, env):
+    return bool(env.get('BOARDD_TLS_CERT')) or any(a.split('=')[0] == '--tls-cert' for a in args)
+
+
+def run_boardd(what, args, env, tokens_json, scheme='http'):
     """Starts boardd with `args`/`env` as a deployment gives them, but on a temporary FS
-    store, 127.0.0.1:0 and a copy of the tokens; checks /healthz and /readyz answer 200."""
+    store, 127.0.0.1:0, a copy of the tokens and (when it asks for TLS) a self-signed pair
+    made here; checks /healthz and /readyz answer 200 over `scheme`."""
     with tempfile.TemporaryDirectory() as tmp:
         tok = os.path.join(tmp, 'tokens.json')
         with open(tok, 'w') as f:
             f.write(tokens_json)
+        swaps = [('--store', 'fs:' + tmp + '/data'), ('--listen', '127.0.0.1:0'),
+                 ('--tokens', tok)]
+        tls_env = {}
+        if uses_tls(args, env):
+            crt, key = os.path.join(tmp, 'tls.crt'), os.path.join(tmp, 'tls.key')
+            subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
+                            'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj',
+                            '/CN=127.0.0.1', '-keyout', key, '-out', crt],
+                           check=True, capture_output=True, timeout=30)
+            swaps += [('--tls-cert', crt), ('--tls-key', key)]
+            tls_env = {'BOARDD_TLS_CERT': crt, 'BOARDD_TLS_KEY': key}
         args = list(args)
-        for flag, value in (('--store', 'fs:' + tmp + '/data'), ('--listen', '127.0.0.1:0'),
-                            ('--tokens', tok)):
+        for flag, value in swaps:
             for i, a in enumerate(args):
                 if a == flag and i + 1 < len(args):
                     args[i + 1] = value
@@ -74,7 +92,7 @@ def run_boardd(what, args, env, tokens_json):
              if not k.startswith('BOARDD_') and k != 'ITERION_BOARD_CLAIM_REAPER'}
         e.update(env)
         e.update({'BOARDD_STORE': 'fs:' + tmp + '/data', 'BOARDD_LISTEN': '127.0.0.1:0',
-                  'BOARDD_TOKENS': tok})
+                  'BOARDD_TOKENS': tok}, **tls_env)
         known = boardd_env_names()
         for k in env:
             check(k in known, '%s: %s is not a variable boardd reads' % (what, k))
@@ -94,14 +112,16 @@ def run_boardd(what, args, env, tokens_json):
             p.kill()
             p.wait()
             return
+        # Like the kubelet's HTTPS probe: the certificate is not verified.
+        ctx = ssl._create_unverified_context() if scheme == 'https' else None
         for path in ('/healthz', '/readyz'):
             try:
-                with urllib.request.urlopen('http://127.0.0.1:%d%s' % (port, path),
-                                            timeout=5) as r:
+                with urllib.request.urlopen('%s://127.0.0.1:%d%s' % (scheme, port, path),
+                                            timeout=5, context=ctx) as r:
                     st = r.status
             except OSError as ex:
                 st = ex
-            check(st == 200, '%s: %s answered %s' % (what, path, st))
+            check(st == 200, '%s: %s over %s answered %s' % (what, path, scheme, st))
         p.send_signal(signal.SIGTERM)
         check(p.wait(timeout=20) == 0, '%s: boardd did not exit 0 on SIGTERM' % what)
         p.stderr.close()
@@ -212,8 +232,20 @@ def check_k8s():
         for p in svc['spec']['ports']:
             tp = p.get('targetPort', p['port'])
             check(tp in ports or tp in ports.values(), 'k8s: Service targetPort %s' % tp)
+    schemes = {c[p]['httpGet'].get('scheme', 'HTTP').lower()
+               for p in ('startupProbe', 'readinessProbe', 'livenessProbe') if c.get(p)}
+    want = 'https' if uses_tls(args, env) else 'http'
+    check(schemes == {want}, 'k8s: the probes use %s, boardd serves %s' % (sorted(schemes), want))
+    if uses_tls(args, env):
+        mounted = [m['mountPath'].rstrip('/') + '/' for m in c.get('volumeMounts', [])]
+        for var in ('BOARDD_TLS_CERT', 'BOARDD_TLS_KEY'):
+            check(any(env.get(var, '').startswith(m) for m in mounted),
+                  'k8s: %s (%s) lies in a mounted volume' % (var, env.get(var)))
+    paths = sorted(m['mountPath'] for m in c.get('volumeMounts', []))
+    check(not any(b.startswith(a.rstrip('/') + '/') for a in paths for b in paths if a != b),
+          'k8s: no volume is mounted inside another (read-only) one: %s' % paths)
     if tokens_json is not None:
-        run_boardd('k8s Deployment', args, env, tokens_json)
+        run_boardd('k8s Deployment', args, env, tokens_json, want)
 
 
 # ---- Compose -------------------------------------------------------------------------------

@@ -8,7 +8,9 @@
 - every route docs/http.md's route table names is in api/router.c's route table (a route
   the guide does not name yet is listed as a note, not a failure: other work adds routes);
 - every event type docs/http.md names is one core/core.h knows (a type it does not name yet
-  is a note).
+  is a note);
+- every metric family docs/operations.md's table names is in metrics/metrics.h with that type
+  (a family it does not name yet is a note).
 
 usage: check_tables.py REPO_ROOT
 """
@@ -110,10 +112,32 @@ def event_types():
     return len(named)
 
 
+def metric_families():
+    path = os.path.join(ROOT, 'metrics', 'metrics.h')
+    if not os.path.exists(path):
+        return 0
+    code = {n: t.lower() for t, n in re.findall(
+        r'X\(METRICS_[A-Z0-9_]+, METRICS_([A-Z]+), "([a-z0-9_]+)"', read('metrics', 'metrics.h'))}
+    doc = {}
+    for r in md_rows(md_section(read('docs', 'operations.md'), 'Metrics and alerts')):
+        names = [x.strip().strip('`') for x in r[0].split(',')]
+        for n in names:
+            doc[n] = r[1] if len(r) > 1 else ''
+    for n, t in sorted(doc.items()):
+        if n not in code:
+            fail('docs/operations.md names the metric %s, which metrics/metrics.h does not define'
+                 % n)
+        elif t and t != code[n]:
+            fail('docs/operations.md: %s is a %s, metrics/metrics.h says %s' % (n, t, code[n]))
+    for n in sorted(set(code) - set(doc)):
+        print('note: the metric %s is not in docs/operations.md yet' % n)
+    return len(doc)
+
+
 def main():
-    n = decision_table(), error_table(), routes(), event_types()
-    print('%d decision rows, %d error codes, %d routes, %d event words compared; %d failed'
-          % (n + (failed,)))
+    n = decision_table(), error_table(), routes(), event_types(), metric_families()
+    print('%d decision rows, %d error codes, %d routes, %d event words, %d metric families '
+          'compared; %d failed' % (n + (failed,)))
     return 1 if failed else 0
 
 

@@ -838,6 +838,30 @@ START_TEST(test_earlier_claims_run_counts_as_none)
 }
 END_TEST
 
+/* A pruned run of an earlier claim is no give-up for a later one: w1's run was pruned after
+ * w1 let go; w2 claims and dies before recording a run: released, not filed blocked. */
+START_TEST(test_earlier_claims_pruned_run_counts_as_none)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct store_claim_result res = {0};
+	struct core_token t = {"w1", e, NULL};
+	struct core_card *c = NULL;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE);
+	ck_assert_int_eq(store_card_release(st, "c1", &t, &worker, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_run_prune(st, "r1", &ops), CORE_OK);
+	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
+	core_card_free(res.card);
+	advance(3 * LEASE);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "in_progress");
+	ck_assert(!c->gave_up.set);
+	core_card_free(c);
+}
+END_TEST
+
 /* Every write the watchdog makes on its own is a machine event (actor blank); its terminal
  * filing carries the run's verdict and is not. */
 START_TEST(test_reaper_events_consistent)
@@ -978,6 +1002,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_zombie_run_cannot_file_the_new_owners_card);
 	tcase_add_test(tc, test_reaper_events_consistent);
 	tcase_add_test(tc, test_earlier_claims_run_counts_as_none);
+	tcase_add_test(tc, test_earlier_claims_pruned_run_counts_as_none);
 	tcase_add_test(tc, test_stats_json_shape);
 	tcase_add_test(tc, test_thread_stops_cleanly);
 	suite_add_tcase(s, tc);
