@@ -182,6 +182,8 @@ def test_heartbeat_and_limit(srv):
     b = open_stream(srv, query='?after=999999')
     c = open_stream(srv, query='?after=999999')
     check(b.status == 200 and c.status == 200, 'three streams open')
+    st, text, _ = srv.call('GET', '/metrics', None)
+    check(st == 200 and 'boardd_event_streams_open 3' in text, 'the gauge counts three streams')
     d = Stream(srv, query='?after=999999')
     check(d.status == 503, 'a fourth stream is refused (%s)' % d.status)
     check(d.headers.get('retry-after') is not None, '... with Retry-After')
