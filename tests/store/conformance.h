@@ -53,5 +53,6 @@ void conformance_add_workflow(Suite *s);
 void conformance_add_claims(Suite *s);
 void conformance_add_runs(Suite *s);
 void conformance_add_admin(Suite *s);
+void conformance_add_effects(Suite *s);
 
 #endif
