@@ -100,6 +100,12 @@ struct api_config {
 	void (*log)(void *ctx, const char *line);
 	void *log_ctx;
 	struct api_reaper_hooks reaper;
+	/* More Prometheus text appended to /metrics (the deliverer's); NULL: none. text returns
+	 * a new string (caller frees) or NULL. */
+	struct {
+		char *(*text)(void *ctx);
+		void *ctx;
+	} metrics_extra;
 };
 
 struct api;

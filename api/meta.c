@@ -104,6 +104,12 @@ enum core_rc api_h_metrics(struct api_req *r)
 				"boardd_fs_failed %d\n",
 				(unsigned long long)fs.commits, (unsigned long long)fs.syncs,
 				(unsigned long long)fs.compactions, fs.failed ? 1 : 0);
+	if (ok && a->cfg.metrics_extra.text) {
+		char *more = a->cfg.metrics_extra.text(a->cfg.metrics_extra.ctx);
+
+		ok = more && buf_printf(&buf, &len, &cap, "%s", more);
+		free(more);
+	}
 	if (!ok) {
 		free(buf);
 		return CORE_ERR_NOMEM;

@@ -56,6 +56,12 @@ static const struct opt opts[] = {
 	 "largest request body in bytes (1048576)"},
 	{"log-format", "BOARDD_LOG_FORMAT", OPT_LOG, OFF(log_format), 0, 0,
 	 "request log lines: text or json (text)"},
+	{"deliverers", "BOARDD_DELIVERERS", OPT_INT, OFF(deliverers), 0, 64,
+	 "webhook deliverer threads (2; 0: this replica delivers nothing)"},
+	{"delivery-lease-ms", "BOARDD_DELIVERY_LEASE_MS", OPT_INT, OFF(delivery_lease_ms), 1000,
+	 INT64_MAX / 4, "lease of a delivery being attempted (60000)"},
+	{"delivery-timeout-ms", "BOARDD_DELIVERY_TIMEOUT_MS", OPT_INT, OFF(delivery_timeout_ms),
+	 100, 3600000, "timeout of one webhook request (15000)"},
 	{"reaper", "BOARDD_REAPER", OPT_GATE, OFF(reaper_gate), 0, 0,
 	 "on|off: reaper decisions (also ITERION_BOARD_CLAIM_REAPER=on; default off)"},
 };
@@ -92,6 +98,9 @@ static void defaults(struct server_config *cfg)
 	cfg->threads = cores > 0 ? cores : 2;
 	cfg->max_body = 1048576;
 	cfg->log_format = API_LOG_TEXT;
+	cfg->deliverers = 2;
+	cfg->delivery_lease_ms = 60000;
+	cfg->delivery_timeout_ms = 15000;
 }
 
 /* Applies one value; false with err filled when it is invalid. `from` names the source. */

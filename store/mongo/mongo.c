@@ -367,7 +367,8 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
 	rc = mgo_clock_init(m, err, errlen);
 	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
-			      pthread_mutex_init(&m->subs_mu, NULL) != 0)) {
+			      pthread_mutex_init(&m->subs_mu, NULL) != 0 ||
+			      pthread_mutex_init(&m->lease_mu, NULL) != 0)) {
 		mgo_clock_release(m);
 		snprintf(err, errlen, "mongo store: cannot initialise the counters lock");
 		rc = CORE_ERR_INTERNAL;
@@ -414,6 +415,7 @@ static void mgo_close(struct store *st)
 	pthread_mutex_destroy(&m->counter_mu);
 	mgo_subs_cache_release(m);
 	pthread_mutex_destroy(&m->subs_mu);
+	pthread_mutex_destroy(&m->lease_mu);
 	mgo_clock_release(m);
 	free(m->db);
 	free(m);

@@ -71,6 +71,9 @@ struct mgo {
 	pthread_mutex_t subs_mu;
 	struct mgo_subs_ent *subs_cache;
 	size_t n_subs_cache;
+	/* FerretDB (counter_serial): this process's deliverers take turns on the lease's
+	 * findAndModify, which is not atomic there; between processes nothing can help. */
+	pthread_mutex_t lease_mu;
 
 	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
 	pthread_mutex_t mu;

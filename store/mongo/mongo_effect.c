@@ -740,6 +740,8 @@ enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lea
 
 	if (rc != CORE_OK)
 		return rc;
+	if (c.m->counter_serial)
+		pthread_mutex_lock(&c.m->lease_mu);
 	BSON_APPEND_UTF8(&filter, "status", "pending");
 	BSON_APPEND_DOCUMENT_BEGIN(&filter, "next_at", &lte);
 	BSON_APPEND_INT64(&lte, "$lte", c.now);
@@ -779,6 +781,8 @@ enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lea
 		bson_destroy(&u);
 		bson_destroy(&f);
 	}
+	if (c.m->counter_serial)
+		pthread_mutex_unlock(&c.m->lease_mu);
 	store_deliveries_free(cand, n);
 	mongoc_collection_destroy(coll);
 	mgo_conn_close(&c);

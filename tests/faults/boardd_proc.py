@@ -38,15 +38,16 @@ def token_add(boardd, tokens, name, roles):
 class Server:
     """One boardd process. start() waits (bounded) for the port line and /readyz 200."""
 
-    def __init__(self, boardd, datadir, tokens, logdir, extra=(), store=None):
+    def __init__(self, boardd, datadir, tokens, logdir, extra=(), store=None, env=None):
         """datadir: the FS data directory; store: another store spec (mongodb://...)
-        used instead when given."""
+        used instead when given; env: variables added to the clean environment."""
         self.boardd = boardd
         self.datadir = datadir
         self.store = store or 'fs:' + datadir
         self.tokens = tokens
         self.logdir = logdir
         self.extra = list(extra)
+        self.env = dict(env or {})
         self.proc = None
         self.port = None
         self.log_path = None
@@ -59,8 +60,10 @@ class Server:
         log = open(self.log_path, 'w')
         args = [self.boardd, '--store', self.store, '--listen', '127.0.0.1:0',
                 '--tokens', self.tokens, '--threads', '4'] + self.extra
+        env = clean_env()
+        env.update(self.env)
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     env=clean_env())
+                                     env=env)
         log.close()
         deadline = time.monotonic() + timeout
         self.port = None
