@@ -753,6 +753,13 @@ enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lea
 	for (i = 0; rc == CORE_OK && i < n && !*out; i++) {
 		bson_t f = BSON_INITIALIZER, u = BSON_INITIALIZER, set, inc, *doc = NULL;
 
+		/* Judged again on what was read: a server may hand back a document as it stands
+		 * after the query matched it (mongo-java-server does), and a lease taken
+		 * meanwhile must not be read as one to take over. */
+		if (cand[i]->status != STORE_DELIVERY_PENDING || cand[i]->next_at > c.now ||
+		    (cand[i]->lease_owner && cand[i]->lease_until >= c.now))
+			continue;
+
 		/* The whole precondition: still pending, the lease as read, the epoch as read. */
 		BSON_APPEND_UTF8(&f, "_id", cand[i]->id);
 		BSON_APPEND_UTF8(&f, "status", "pending");

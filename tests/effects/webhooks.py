@@ -161,7 +161,8 @@ def run(srv, ops, wrk, recv, other):
         must(ops, 201, 'POST', '/v1/cards', {'id': 'card-' + k, 'labels': ['to-' + k]})
 
     got = recv.wait_for('/h-ok/', 1, 10)
-    check(len(got) == 1, 'ok: delivered once (%d)' % len(got))
+    check(len(got) == 1, 'ok: delivered once: %s' % [(round(x['t'], 3), x['headers'].get(
+        'webhook-id')) for x in got])
     if got:
         h, body = got[0], json.loads(got[0]['body'])
         check(h['verified'] is True, 'ok: standardwebhooks verifies it: %s' % h['verified'])
