@@ -6,16 +6,17 @@
  * HTTP is libcurl, the project's client library already (boardctl): one easy handle per
  * attempt, set up in one place (attempt_post). Only the subscription's URL is requested:
  * redirects are never followed (a 3xx is a failed attempt), only http and https, and the
- * response body is read up to 64 KiB and then cut. */
+ * response body is read up to 64 KiB and then cut. Counters and the latency histogram go to
+ * the metrics registry (boardd_webhook_*, metrics/metrics.h). */
 #include "server/deliver.h"
+
+#include "metrics/metrics.h"
 
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,30 +27,20 @@
 #define RESPONSE_MAX (64 * 1024)
 #define RETRY_AFTER_MAX_MS ((int64_t)24 * 3600 * 1000)
 
-/* The latency histogram's upper bounds, seconds (Prometheus buckets). */
-static const double lat_bounds[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15};
-#define N_BOUNDS (sizeof lat_bounds / sizeof lat_bounds[0])
-
-/* Outcomes counted, defined once for the counters and their rendering. */
-#define DELIVER_OUTCOMES(X)                                                                   \
-	X(DLV_OUT_DONE, "done", "answered 2xx")                                               \
-	X(DLV_OUT_RETRY, "retry", "failed, retried later")                                    \
-	X(DLV_OUT_DEAD, "dead", "failed for the last time, or the subscription is gone")      \
-	X(DLV_OUT_DISABLED, "disabled", "answered 410: the subscription is disabled")         \
-	X(DLV_OUT_LOST, "lease_lost", "the outcome was refused: the lease was lost meanwhile") \
-	X(DLV_OUT_ERROR, "store_error", "the outcome could not be written")
-
+/* The outcome counted in boardd_webhook_outcomes_total (metrics/metrics.h's value list). */
 enum dlv_outcome {
-#define DLV_OUT_ENUM(id, name, doc) id,
-	DELIVER_OUTCOMES(DLV_OUT_ENUM)
-#undef DLV_OUT_ENUM
-	DLV_OUT_COUNT_
+	DLV_OUT_DONE,
+	DLV_OUT_RETRY,
+	DLV_OUT_DEAD,
+	DLV_OUT_DISABLED,
+	DLV_OUT_LOST,
+	DLV_OUT_ERROR,
 };
 
 static const char *const outcome_names[] = {
-#define DLV_OUT_NAME(id, name, doc) name,
-	DELIVER_OUTCOMES(DLV_OUT_NAME)
-#undef DLV_OUT_NAME
+	[DLV_OUT_DONE] = "done",	   [DLV_OUT_RETRY] = "retry",
+	[DLV_OUT_DEAD] = "dead",	   [DLV_OUT_DISABLED] = "disabled",
+	[DLV_OUT_LOST] = "lease_lost", [DLV_OUT_ERROR] = "store_error",
 };
 
 struct server_deliver {
@@ -61,12 +52,6 @@ struct server_deliver {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* CLOCK_MONOTONIC: stop */
 	bool stop;
-	/* metrics */
-	atomic_ullong outcomes[DLV_OUT_COUNT_];
-	atomic_ullong attempts;
-	atomic_ullong lat_buckets[N_BOUNDS + 1]; /* last: +Inf */
-	atomic_ullong lat_sum_us;
-	atomic_ullong in_flight;
 };
 
 struct worker {
@@ -224,16 +209,6 @@ out:
 	free(sig);
 }
 
-static void lat_observe(struct server_deliver *d, int64_t us)
-{
-	size_t i;
-
-	for (i = 0; i < N_BOUNDS && (double)us / 1e6 > lat_bounds[i]; i++)
-		;
-	atomic_fetch_add(&d->lat_buckets[i], 1);
-	atomic_fetch_add(&d->lat_sum_us, (unsigned long long)us);
-}
-
 static int64_t mono_us(void)
 {
 	struct timespec ts;
@@ -261,12 +236,11 @@ static void deliver_one(struct server_deliver *d, const char *owner,
 	} else if (rc != CORE_OK) {
 		return; /* the store is down: the lease expires and someone tries again */
 	} else {
-		atomic_fetch_add(&d->in_flight, 1);
 		t0 = mono_us();
 		attempt_post(d, dl, sub, &o.status, &a, err, sizeof err);
-		lat_observe(d, mono_us() - t0);
-		atomic_fetch_sub(&d->in_flight, 1);
-		atomic_fetch_add(&d->attempts, 1);
+		metrics_observe(d->cfg.metrics, METRICS_WEBHOOK_DURATION, "", NULL,
+				(uint64_t)(mono_us() - t0));
+		metrics_inc(d->cfg.metrics, METRICS_WEBHOOK_ATTEMPTS, "");
 		now = store_now(d->st);
 		/* The schedule (test-scaled), then Retry-After as the receiver said it. */
 		o.verdict = core_delivery_judge(o.status, dl->attempts + 1, now, erand48(rnd), 0,
@@ -288,7 +262,7 @@ static void deliver_one(struct server_deliver *d, const char *owner,
 		      : o.verdict == CORE_DELIVERY_RETRY   ? DLV_OUT_RETRY
 		      : o.verdict == CORE_DELIVERY_DISABLE ? DLV_OUT_DISABLED
 							   : DLV_OUT_DEAD;
-	atomic_fetch_add(&d->outcomes[out], 1);
+	metrics_inc(d->cfg.metrics, METRICS_WEBHOOK_OUTCOMES, outcome_names[out]);
 	if (out == DLV_OUT_LOST || out == DLV_OUT_ERROR)
 		fprintf(stderr, "boardd: delivery %s: outcome not written (%s)\n", dl->id,
 			core_rc_code(rc));
@@ -429,80 +403,4 @@ void server_deliver_stop(struct server_deliver *d)
 	pthread_cond_destroy(&d->cv);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
-}
-
-/* ---- metrics ---- */
-
-static bool cat(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static bool cat(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			return false;
-		if (*buf && *len + (size_t)n < *cap) {
-			*len += (size_t)n;
-			return true;
-		}
-		{
-			size_t ncap = (*cap ? *cap * 2 : 1024) + (size_t)n;
-			char *nb = realloc(*buf, ncap);
-
-			if (!nb)
-				return false;
-			*buf = nb;
-			*cap = ncap;
-		}
-	}
-}
-
-char *server_deliver_metrics(void *ctx)
-{
-	struct server_deliver *d = ctx;
-	char *buf = NULL;
-	size_t len = 0, cap = 0, i;
-	unsigned long long cum = 0;
-	bool ok;
-
-	ok = cat(&buf, &len, &cap,
-		 "# HELP boardd_webhook_attempts_total Webhook delivery attempts made (HTTP requests "
-		 "sent).\n# TYPE boardd_webhook_attempts_total counter\n"
-		 "boardd_webhook_attempts_total %llu\n"
-		 "# HELP boardd_webhook_outcomes_total Delivery outcomes written, by outcome.\n"
-		 "# TYPE boardd_webhook_outcomes_total counter\n",
-		 atomic_load(&d->attempts));
-	for (i = 0; ok && i < DLV_OUT_COUNT_; i++)
-		ok = cat(&buf, &len, &cap, "boardd_webhook_outcomes_total{outcome=\"%s\"} %llu\n",
-			 outcome_names[i], atomic_load(&d->outcomes[i]));
-	ok = ok && cat(&buf, &len, &cap,
-		       "# HELP boardd_webhook_in_flight Webhook requests in flight now.\n"
-		       "# TYPE boardd_webhook_in_flight gauge\nboardd_webhook_in_flight %llu\n"
-		       "# HELP boardd_webhook_attempt_duration_seconds Time to answer of a webhook "
-		       "attempt.\n# TYPE boardd_webhook_attempt_duration_seconds histogram\n",
-		       atomic_load(&d->in_flight));
-	for (i = 0; ok && i <= N_BOUNDS; i++) {
-		cum += atomic_load(&d->lat_buckets[i]);
-		if (i < N_BOUNDS)
-			ok = cat(&buf, &len, &cap,
-				 "boardd_webhook_attempt_duration_seconds_bucket{le=\"%g\"} %llu\n",
-				 lat_bounds[i], cum);
-		else
-			ok = cat(&buf, &len, &cap,
-				 "boardd_webhook_attempt_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
-				 "boardd_webhook_attempt_duration_seconds_sum %.6f\n"
-				 "boardd_webhook_attempt_duration_seconds_count %llu\n",
-				 cum, (double)atomic_load(&d->lat_sum_us) / 1e6, cum);
-	}
-	if (!ok) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
 }

@@ -8,6 +8,8 @@
 
 #include "store/store.h"
 
+struct metrics;
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +25,7 @@ struct server_deliver_config {
 	 * unscaled. Default 1. */
 	double time_scale;
 	const char *owner;    /* lease owner prefix; NULL: "deliver:<host>:<pid>" */
+	struct metrics *metrics; /* borrowed; NULL: nothing counted */
 };
 
 /* The Standard Webhooks signature: "v1,<base64 HMAC-SHA256 of id.timestamp.body>" keyed by
@@ -35,8 +38,5 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 				  struct server_deliver **out);
 /* Stops the threads (an attempt in flight finishes or times out) and frees d. */
 void server_deliver_stop(struct server_deliver *d);
-/* Prometheus text of the deliverer's counters and latency histogram (new string; caller
- * frees). ctx is the struct server_deliver (the api's metrics hook). */
-char *server_deliver_metrics(void *ctx);
 
 #endif
