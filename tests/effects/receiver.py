@@ -79,12 +79,12 @@ class Receiver:
                 self.overlaps.append(hid)
             self.in_flight[hid] = self.in_flight.get(hid, 0) + 1
         try:
-            if self.delay_s:
-                time.sleep(self.delay_s)
             rec = {'t': t, 'path': path, 'headers': dict(h.headers.items()), 'body': body,
                    'verified': self._verify(path, body, dict(h.headers.items()))}
             with self.lock:
-                self.hits.append(rec)
+                self.hits.append(rec)  # on arrival: a test sees requests in flight
+            if self.delay_s:
+                time.sleep(self.delay_s)
             kind = path.rstrip('/').rsplit('/', 1)[-1]
             hook = path.rstrip('/').rsplit('/', 1)[0]
             status, extra, payload = 200, {}, b'{}'
