@@ -119,8 +119,8 @@ enum metrics_buckets {
 	  "Delivery outcomes: done (2xx), retry (scheduled again), dead (last attempt failed, "  \
 	  "or the subscription is gone), disabled (410), lease_lost (the outcome was refused: "  \
 	  "the lease was taken meanwhile), store_error (not written).")                        \
-	X(METRICS_WEBHOOK_DURATION, METRICS_HISTOGRAM,                                        \
-	  "boardd_webhook_attempt_duration_seconds", "", METRICS_ONE, NULL, METRICS_B_PASS_US, \
+	X(METRICS_WEBHOOK_DURATION, METRICS_HISTOGRAM, "boardd_webhook_attempt_duration_seconds", \
+	  "", METRICS_ONE, NULL, METRICS_B_PASS_US,                                            \
 	  "Time a webhook receiver took to answer (or the attempt to fail).")                  \
 	X(METRICS_BUILD_INFO, METRICS_GAUGE, "boardd_build_info", "version", NULL, NULL,      \
 	  METRICS_B_NONE, "1, labelled with the version of boardd.")                           \
