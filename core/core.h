@@ -577,6 +577,9 @@ struct core_effect_event {
 	const struct core_strv *labels; /* the card's labels after the event; NULL: none */
 };
 
+/* The types a subscription may name: card events but card_deleted (-1 and unknown: false). */
+bool core_event_type_subscribable(int t);
+
 /* True when the event fires the subscription. A machine event never matches (ADR-096). */
 bool core_sub_matches(const struct core_sub_filter *f, const struct core_effect_event *ev);
 
