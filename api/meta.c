@@ -15,7 +15,8 @@ enum core_rc api_h_readyz(struct api_req *r)
 	enum core_rc rc = store_ping(r->api->st);
 
 	if (rc != CORE_OK)
-		return api_fail(r, rc, "store %s is not ready", store_name(r->api->st));
+		return api_fail(r, rc, "store %s is not ready: it refuses writes or cannot be reached",
+				store_name(r->api->st));
 	return api_reply(r, 200, json_pack("{s:s, s:s}", "status", "ready", "store",
 					   store_name(r->api->st)));
 }
@@ -57,12 +58,15 @@ enum core_rc api_h_metrics(struct api_req *r)
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 	struct store_fs_stats fs;
-	unsigned s, polls;
+	unsigned s, polls, conns;
 	bool ok;
 
 	pthread_mutex_lock(&a->poll_mu);
 	polls = a->polls;
 	pthread_mutex_unlock(&a->poll_mu);
+	pthread_mutex_lock(&a->conns.mu);
+	conns = a->conns.n;
+	pthread_mutex_unlock(&a->conns.mu);
 	ok = buf_printf(&buf, &len, &cap,
 			"# HELP boardd_http_requests_total HTTP requests answered, by status.\n"
 			"# TYPE boardd_http_requests_total counter\n");
@@ -83,9 +87,26 @@ enum core_rc api_h_metrics(struct api_req *r)
 			"boardd_http_requests_completed_total %lu\n"
 			"# HELP boardd_events_long_polls Long-polls waiting now.\n"
 			"# TYPE boardd_events_long_polls gauge\n"
-			"boardd_events_long_polls %u\n",
+			"boardd_events_long_polls %u\n"
+			"# HELP boardd_http_connections_open TCP connections open now.\n"
+			"# TYPE boardd_http_connections_open gauge\n"
+			"boardd_http_connections_open %u\n"
+			"# HELP boardd_http_connections_refused_total Connections closed at accept: "
+			"over --max-connections or --max-connections-per-ip.\n"
+			"# TYPE boardd_http_connections_refused_total counter\n"
+			"boardd_http_connections_refused_total %lu\n"
+			"# HELP boardd_http_header_timeouts_total Connections closed because a "
+			"request's headers did not arrive whole in time (idle keep-alive included).\n"
+			"# TYPE boardd_http_header_timeouts_total counter\n"
+			"boardd_http_header_timeouts_total %lu\n"
+			"# HELP boardd_http_library_answers_total Requests libmicrohttpd refused itself "
+			"(also counted in boardd_http_requests_total).\n"
+			"# TYPE boardd_http_library_answers_total counter\n"
+			"boardd_http_library_answers_total %lu\n",
 			(double)atomic_load(&a->duration_us_total) / 1e6,
-			atomic_load(&a->requests_total), polls);
+			atomic_load(&a->requests_total), polls, conns,
+			atomic_load(&a->connections_refused), atomic_load(&a->header_timeouts),
+			atomic_load(&a->library_answers));
 	if (ok && store_fs_stats_get(a->st, &fs) == CORE_OK)
 		ok = buf_printf(&buf, &len, &cap,
 				"# HELP boardd_fs_commits_total Journal lines written since open.\n"

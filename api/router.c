@@ -138,24 +138,43 @@ char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
 	return out;
 }
 
-/* Does the route's pattern match the split path? Literal segments compare raw. */
-static bool pattern_match(const char *pattern, const char *const *seg, const size_t *len, size_t n)
+/* Does the route's pattern match the split path? Literal segments compare raw. Returns the
+ * number of literal segments that matched (its specificity), or -1. */
+static int pattern_match(const char *pattern, const char *const *seg, const size_t *len, size_t n)
 {
 	const char *pseg[MAX_SEGS];
 	size_t plen[MAX_SEGS], pn, i;
+	int lit = 0;
 
 	if (!path_split(pattern, pseg, plen, &pn) || pn != n)
-		return false;
+		return -1;
 	for (i = 0; i < n; i++) {
 		if (plen[i] > 0 && pseg[i][0] == '{') {
 			if (len[i] == 0)
-				return false;
+				return -1;
 			continue;
 		}
 		if (plen[i] != len[i] || memcmp(pseg[i], seg[i], len[i]) != 0)
-			return false;
+			return -1;
+		lit++;
 	}
-	return true;
+	return lit;
+}
+
+/* The highest specificity any route has for the path: a literal segment beats a parameter,
+ * whatever the method (DELETE /v1/labels/merge is the merge route's 405, never the deletion
+ * of a label named "merge"). -1 when none matches. */
+static int best_specificity(const char *const *seg, const size_t *len, size_t n)
+{
+	int best = -1, m;
+	size_t i;
+
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+		m = pattern_match(routes[i].pattern, seg, len, n);
+		if (m > best)
+			best = m;
+	}
+	return best;
 }
 
 static void allow_add(char *allow, size_t cap, const char *method)
@@ -173,15 +192,23 @@ enum core_rc api_router_match(struct api_req *r)
 	size_t len[MAX_SEGS], plen[MAX_SEGS], n, pn, i, k;
 	const struct api_route *hit = NULL;
 
+	/* HEAD is answered by every GET route (libmicrohttpd sends the headers only). */
+	const char *method = strcmp(r->method, "HEAD") == 0 ? "GET" : r->method;
+
+	int best;
+
 	r->allow[0] = '\0';
 	if (!path_split(r->path, seg, len, &n))
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-		if (!pattern_match(routes[i].pattern, seg, len, n))
+	best = best_specificity(seg, len, n);
+	for (i = 0; best >= 0 && i < sizeof routes / sizeof routes[0]; i++) {
+		if (pattern_match(routes[i].pattern, seg, len, n) != best)
 			continue;
-		if (strcmp(routes[i].method, r->method) == 0 && !hit)
+		if (strcmp(routes[i].method, method) == 0 && !hit)
 			hit = &routes[i];
 		allow_add(r->allow, sizeof r->allow, routes[i].method);
+		if (strcmp(routes[i].method, "GET") == 0)
+			allow_add(r->allow, sizeof r->allow, "HEAD");
 	}
 	if (!r->allow[0])
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
