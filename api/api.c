@@ -31,7 +31,7 @@ void api_config_init(struct api_config *cfg)
 	cfg->conn_timeout_s = 30;
 	cfg->max_connections = 4096;
 	cfg->max_connections_per_ip = 512;
-	cfg->header_timeout_s = 10;
+	cfg->header_timeout_ms = 10000;
 	cfg->events_wait_max_ms = 30000;
 	cfg->max_long_polls = 256;
 	cfg->shutdown_grace_ms = 5000;
@@ -827,13 +827,13 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
  * libmicrohttpd's idle timeout restarts on every byte, so a client sending one header line
  * every few seconds holds a connection for ever (slowloris), and a thousand of them hold
  * every slot. A connection waiting for a request's headers (from its start or from its last
- * answer) longer than header_timeout_s is shut down here; libmicrohttpd then sees the end
+ * answer) longer than header_timeout_ms is shut down here; libmicrohttpd then sees the end
  * of the stream and closes it. An idle keep-alive connection is waiting for headers too: it
  * is closed after the same time. */
 static void *sweeper_main(void *arg)
 {
 	struct api *a = arg;
-	int64_t limit = (int64_t)a->cfg.header_timeout_s * 1000;
+	int64_t limit = (int64_t)a->cfg.header_timeout_ms;
 	struct timespec until;
 
 	pthread_mutex_lock(&a->conns.mu);
@@ -1049,8 +1049,8 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		a->cfg.max_connections = 4096;
 	if (!a->cfg.max_connections_per_ip)
 		a->cfg.max_connections_per_ip = 512;
-	if (!a->cfg.header_timeout_s)
-		a->cfg.header_timeout_s = 10;
+	if (!a->cfg.header_timeout_ms)
+		a->cfg.header_timeout_ms = 10000;
 	if (a->cfg.events_wait_max_ms <= 0)
 		a->cfg.events_wait_max_ms = 30000;
 	if (!a->cfg.max_long_polls)

@@ -54,6 +54,13 @@ static const struct opt opts[] = {
 	 "HTTP worker threads (number of cores)"},
 	{"max-body", "BOARDD_MAX_BODY", OPT_INT, OFF(max_body), 1, 1 << 30,
 	 "largest request body in bytes (1048576)"},
+	{"max-connections", "BOARDD_MAX_CONNECTIONS", OPT_INT, OFF(max_connections), 1, 1000000,
+	 "open connections in all; more are closed at once (4096)"},
+	{"max-connections-per-ip", "BOARDD_MAX_CONNECTIONS_PER_IP", OPT_INT,
+	 OFF(max_connections_per_ip), 1, 1000000, "open connections from one address (512)"},
+	{"header-timeout-ms", "BOARDD_HEADER_TIMEOUT_MS", OPT_INT, OFF(header_timeout_ms), 100,
+	 3600000, "a request's headers must arrive whole within this; also the keep-alive idle "
+		  "time (10000)"},
 	{"log-format", "BOARDD_LOG_FORMAT", OPT_LOG, OFF(log_format), 0, 0,
 	 "request log lines: text or json (text)"},
 	{"reaper", "BOARDD_REAPER", OPT_GATE, OFF(reaper_gate), 0, 0,
@@ -91,6 +98,9 @@ static void defaults(struct server_config *cfg)
 	cfg->run_ceiling = 20;
 	cfg->threads = cores > 0 ? cores : 2;
 	cfg->max_body = 1048576;
+	cfg->max_connections = 4096;
+	cfg->max_connections_per_ip = 512;
+	cfg->header_timeout_ms = 10000;
 	cfg->log_format = API_LOG_TEXT;
 }
 

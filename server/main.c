@@ -1,5 +1,5 @@
 /* boardd: parse the configuration, open the store, set up tokens, start the reaper and the
- * HTTP api, wait for SIGTERM/SIGINT, then shut down in order: stop accepting, finish
+ * HTTP api, wait for SIGTERM/SIGINT (SIGHUP: server_reload), then shut down in order: stop accepting, finish
  * in-flight requests, stop the reaper, close the store. */
 #include "server/reaper.h"
 #include "server/server.h"
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* store_open knows every spec; the Mongo twin also takes the un-leased arm's horizon. */
 static enum core_rc open_store(const struct server_config *cfg, struct store **st, char *err,
@@ -23,6 +24,24 @@ static enum core_rc open_store(const struct server_config *cfg, struct store **s
 	}
 #endif
 	return store_open(cfg->store, st, err, errlen);
+}
+
+/* Every connection is a descriptor: the soft limit (often 1024) is raised toward the hard
+ * one so --max-connections can be reached; a warning when even that is too low. */
+static void fd_limit_raise(const struct server_config *cfg)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->max_connections + 256; /* store, journal, threads, listen */
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < want)
+		fprintf(stderr,
+			"boardd: warning: at most %llu open files (ulimit -n): fewer than "
+			"--max-connections %lld can be served\n",
+			(unsigned long long)rl.rlim_cur, (long long)cfg->max_connections);
 }
 
 int main(int argc, char **argv)
@@ -54,9 +73,11 @@ int main(int argc, char **argv)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	fd_limit_raise(&cfg);
 	if (open_store(&cfg, &st, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: store %s: %s\n", cfg.store, err);
 		goto out;
@@ -70,6 +91,9 @@ int main(int argc, char **argv)
 	acfg.listen = cfg.listen;
 	acfg.threads = (unsigned)cfg.threads;
 	acfg.max_body = (size_t)cfg.max_body;
+	acfg.max_connections = (unsigned)cfg.max_connections;
+	acfg.max_connections_per_ip = (unsigned)cfg.max_connections_per_ip;
+	acfg.header_timeout_ms = (unsigned)cfg.header_timeout_ms;
 	acfg.lease_default_ms = cfg.lease_default_ms;
 	acfg.lease_min_ms = cfg.lease_min_ms;
 	acfg.lease_max_ms = cfg.lease_max_ms;
@@ -101,8 +125,13 @@ int main(int argc, char **argv)
 		BOARDD_VERSION, cfg.listen, (unsigned)api_port(api), cfg.store, store_name(st),
 		cfg.reaper_gate ? "on" : "off");
 
-	while (sigwait(&sigs, &sig) != 0)
-		;
+	for (;;) {
+		if (sigwait(&sigs, &sig) != 0)
+			continue;
+		if (sig != SIGHUP)
+			break;
+		server_reload(&(struct server_reload_ctx){.cfg = &cfg, .api = api});
+	}
 	fprintf(stderr, "boardd: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	api_quiesce(api);
 	api_stop(api); /* finishes in-flight requests */

@@ -26,6 +26,9 @@ struct server_config {
 	int64_t run_ceiling;          /* 20 */
 	int64_t threads;              /* number of cores */
 	int64_t max_body;             /* 1048576 */
+	int64_t max_connections;      /* 4096 */
+	int64_t max_connections_per_ip; /* 512 */
+	int64_t header_timeout_ms;    /* 10000 */
 	enum api_log_format log_format;
 	bool reaper_gate;             /* --reaper=on / ITERION_BOARD_CLAIM_REAPER=on; default off */
 };
@@ -48,5 +51,17 @@ int server_token_main(int argc, char **argv);
  * stderr). *out is zeroed by the caller; returns false with err filled on failure. */
 bool server_tokens_setup(const struct server_config *cfg, struct api_tokens *out, char *err,
 			 size_t errlen);
+
+/* SIGHUP: what a running server re-reads (server/reload.c). Each step is one row of a table;
+ * a step that fails keeps what it had and says why on stderr. */
+struct server_reload_ctx {
+	const struct server_config *cfg;
+	struct api *api;
+};
+/* Runs every reload step; returns how many failed. */
+int server_reload(const struct server_reload_ctx *ctx);
+/* The tokens file the server reads: cfg->tokens, or DATADIR/tokens.json (new string, caller
+ * frees; NULL on OOM or a store spec without a directory). */
+char *server_tokens_path(const struct server_config *cfg);
 
 #endif

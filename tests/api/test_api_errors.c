@@ -34,7 +34,7 @@ START_TEST(err_400_401_403_404_405)
 
 	t_problem(405, "method_not_allowed", "DELETE", "/v1/cards", OP, NULL, NULL);
 	allow = httpc_header(T_HDRS, "Allow");
-	ck_assert_str_eq(allow, "POST, GET");
+	ck_assert_str_eq(allow, "POST, GET, HEAD");
 	free(allow);
 	t_problem(405, "method_not_allowed", "POST", "/v1/cards/x/state", W, NULL, "{}");
 	allow = httpc_header(T_HDRS, "Allow");
