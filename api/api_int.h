@@ -31,6 +31,7 @@ struct api_route {
 	api_handler_fn handler;
 	unsigned roles; /* enum api_role bits; checked before the handler (finer checks inside) */
 	unsigned flags;
+	const char *fields; /* API_ROUTE_BODY: the body's fields, "a b ?c" (?: may be null) */
 };
 
 enum api_poll_state {
@@ -224,8 +225,13 @@ const char *const *api_auth_boards(const struct api_req *r);
 struct store_actor api_auth_actor(const struct api_req *r);
 
 /* ---- request.c: bodies, queries, JSON helpers ---- */
-/* Parses r->body into r->json (an object); BAD_REQUEST with a detail otherwise. */
+/* Parses r->body into r->json (an object) and checks its fields against the route's list;
+ * BAD_REQUEST with a detail otherwise. */
 enum core_rc api_body_parse(struct api_req *r);
+/* Every key of obj must be in spec ("a b ?c": c may be null, the others may not): else
+ * BAD_REQUEST naming the field (prefixed with `prefix`, e.g. "gave_up."). */
+enum core_rc api_json_fields_check(struct api_req *r, const json_t *obj, const char *spec,
+				   const char *prefix);
 /* Query parameter, percent-decoded into a copy the request owns; *out NULL when absent.
  * BAD_REQUEST when the value cannot be decoded safely (bad escape, embedded NUL). */
 enum core_rc api_query(struct api_req *r, const char *key, const char **out);

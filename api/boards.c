@@ -61,6 +61,7 @@ enum core_rc api_h_board_put(struct api_req *r)
 	struct store_actor actor = api_auth_actor(r);
 	struct core_board b = {0};
 	const json_t *nj = json_object_get(r->json, "name");
+	const json_t *cols = json_object_get(r->json, "columns");
 	const char *name;
 	char detail[API_DETAIL_MAX];
 	json_t *j;
@@ -68,6 +69,17 @@ enum core_rc api_h_board_put(struct api_req *r)
 
 	if ((rc = board_param(r, &name)) != CORE_OK)
 		return rc;
+	if (json_is_array(cols)) {
+		size_t i;
+		const json_t *c;
+
+		json_array_foreach(cols, i, c) {
+			if (json_is_object(c) &&
+			    (rc = api_json_fields_check(r, c, "name terminal eligible", "columns[].")) !=
+				    CORE_OK)
+				return rc;
+		}
+	}
 	if (nj && !(json_is_string(nj) && strcmp(json_string_value(nj), name) == 0))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "\"name\" must equal the board in the path");
 	if (!nj && json_object_set_new(r->json, "name", json_string(name)) != 0)

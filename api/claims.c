@@ -165,6 +165,10 @@ enum core_rc api_h_gave_up(struct api_req *r)
 	if (!v)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"gave_up\" (null clears)");
 	if (json_is_object(v)) {
+		enum core_rc frc = api_json_fields_check(r, v, "reason ?run_id ?state at", "gave_up.");
+
+		if (frc != CORE_OK)
+			return frc;
 		g.set = true;
 		g.reason = (char *)json_string_value(json_object_get(v, "reason"));
 		if (!g.reason || !*g.reason || strlen(g.reason) > API_REASON_MAX)

@@ -111,6 +111,18 @@ char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status)
 	j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", api_rc_title(rc),
 		      "status", (int)*status, "code", core_rc_code(rc), "detail",
 		      detail && detail[0] ? detail : rc_detail(rc));
+	if (!j && detail) {
+		/* A detail cut inside a UTF-8 sequence (or echoing bad bytes): say it in ASCII. */
+		char ascii[API_DETAIL_MAX];
+		size_t i;
+
+		for (i = 0; detail[i] && i + 1 < sizeof ascii; i++)
+			ascii[i] = (unsigned char)detail[i] < 0x80 ? detail[i] : '?';
+		ascii[i] = '\0';
+		j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", api_rc_title(rc),
+			      "status", (int)*status, "code", core_rc_code(rc), "detail",
+			      ascii[0] ? ascii : rc_detail(rc));
+	}
 	if (j)
 		text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);

@@ -22,6 +22,53 @@ enum core_rc api_body_parse(struct api_req *r)
 				jerr.text, jerr.line, jerr.column);
 	if (!json_is_object(r->json))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "the body must be a JSON object");
+	return api_json_fields_check(r, r->json, r->route->fields ? r->route->fields : "", "");
+}
+
+/* Is `key` a word of spec? *nullable when it is written "?key". */
+static bool spec_has(const char *spec, const char *key, bool *nullable)
+{
+	size_t klen = strlen(key);
+
+	while (*spec) {
+		const char *w;
+		size_t n;
+
+		while (*spec == ' ')
+			spec++;
+		*nullable = *spec == '?';
+		w = spec + *nullable;
+		n = strcspn(w, " ");
+		if (n && n == klen && memcmp(w, key, n) == 0)
+			return true;
+		spec = w + n;
+	}
+	return false;
+}
+
+enum core_rc api_json_fields_check(struct api_req *r, const json_t *obj, const char *spec,
+				   const char *prefix)
+{
+	const char *key;
+	json_t *v;
+	bool nullable;
+
+	json_object_foreach((json_t *)obj, key, v) {
+		if (!spec_has(spec, key, &nullable)) {
+			char allowed[160];
+			size_t i, o = 0;
+
+			for (i = 0; spec[i] && o + 1 < sizeof allowed; i++)
+				if (spec[i] != '?')
+					allowed[o++] = spec[i] == ' ' ? ',' : spec[i];
+			allowed[o] = '\0';
+			return api_fail(r, CORE_ERR_BAD_REQUEST, "unknown field \"%s%.64s\" (known: %s)",
+					prefix, key, allowed[0] ? allowed : "none");
+		}
+		if (json_is_null(v) && !nullable)
+			return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s%s\" may not be null",
+					prefix, key);
+	}
 	return CORE_OK;
 }
 
