@@ -11,7 +11,7 @@ struct httpc *TC;
 char *T_HDRS;
 char *T_BODY;
 
-static void setup_with(const struct harness_options *o)
+void t_setup_with(const struct harness_options *o)
 {
 	ck_assert_msg(harness_start(&T, o), "harness_start");
 	TC = harness_connect(&T);
@@ -20,21 +20,21 @@ static void setup_with(const struct harness_options *o)
 
 void t_setup(void)
 {
-	setup_with(NULL);
+	t_setup_with(NULL);
 }
 
 void t_setup_small_body(void)
 {
 	struct harness_options o = {.max_body = 4096};
 
-	setup_with(&o);
+	t_setup_with(&o);
 }
 
 void t_setup_one_thread(void)
 {
 	struct harness_options o = {.threads = 1};
 
-	setup_with(&o);
+	t_setup_with(&o);
 }
 
 void t_teardown(void)
@@ -372,6 +372,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_race());
 	suite_add_tcase(s, api_tcase_ack());
 	suite_add_tcase(s, api_tcase_edge());
+	suite_add_tcase(s, api_tcase_edge_reaper());
 	return s;
 }
 

@@ -112,6 +112,91 @@ START_TEST(readyz_503_while_the_store_refuses_writes)
 }
 END_TEST
 
+
+/* ---- a board-scoped token (HARNESS_TOK_SCOPED: board "scoped" only) ---- */
+
+static json_t *fake_status(void *ctx)
+{
+	(void)ctx;
+	return json_pack("{s:s, s:I, s:I, s:{s:I, s:I}}", "gate", "on", "interval_ms",
+			 (json_int_t)60000, "passes", (json_int_t)3, "last_pass", "listed",
+			 (json_int_t)41, "transferred", (json_int_t)7);
+}
+
+static enum core_rc fake_pass(void *ctx, json_t **out)
+{
+	*out = fake_status(ctx);
+	return CORE_OK;
+}
+
+static void setup_reaper(void)
+{
+	struct harness_options o = {.reaper = {fake_status, fake_pass, NULL}};
+
+	t_setup_with(&o);
+}
+
+START_TEST(scoped_token_sees_no_pass_counts)
+{
+	json_t *j;
+
+	j = t_must(200, "GET", "/v1/reaper", ALL, NULL, NULL);
+	ck_assert(json_is_object(json_object_get(j, "last_pass")));
+	json_decref(j);
+	j = t_must(200, "GET", "/v1/reaper", SCOPED, NULL, NULL);
+	ck_assert_ptr_null(json_object_get(j, "last_pass"));
+	ck_assert_str_eq(t_str(j, "gate"), "on");
+	json_decref(j);
+}
+END_TEST
+
+START_TEST(scoped_cursor_says_nothing_of_other_boards)
+{
+	json_t *j;
+	char path[128];
+	long long mine, base;
+	int i;
+
+	t_board_new(HARNESS_SCOPED_BOARD);
+	j = t_must(200, "GET", "/v1/events?after=0", SCOPED, NULL, NULL);
+	base = t_int(j, "next"); /* its board's creation, if that is an event of it */
+	json_decref(j);
+	for (i = 0; i < 5; i++)
+		free(t_card_new("{\"title\":\"elsewhere\"}"));
+	/* Nothing new of its own: the cursor stays where the client put it. */
+	snprintf(path, sizeof path, "/v1/events?after=%lld", base);
+	j = t_must(200, "GET", path, SCOPED, NULL, NULL);
+	ck_assert_uint_eq(json_array_size(json_object_get(j, "events")), 0);
+	ck_assert_int_eq(t_int(j, "next"), base);
+	json_decref(j);
+	snprintf(path, sizeof path, "/v1/events?after=%lld&wait_ms=50", base);
+	j = t_must(200, "GET", path, SCOPED, NULL, NULL);
+	ck_assert_int_eq(t_int(j, "next"), base);
+	json_decref(j);
+	free(t_card_new("{\"title\":\"mine\",\"board\":\"" HARNESS_SCOPED_BOARD "\"}"));
+	snprintf(path, sizeof path, "/v1/events?after=%lld", base);
+	j = t_must(200, "GET", path, SCOPED, NULL, NULL);
+	ck_assert_uint_ge(json_array_size(json_object_get(j, "events")), 1);
+	mine = t_int(j, "next");
+	ck_assert_int_eq(mine, t_int(json_array_get(json_object_get(j, "events"),
+						     json_array_size(json_object_get(j, "events")) -
+							     1),
+				     "seq"));
+	json_decref(j);
+	for (i = 0; i < 5; i++)
+		free(t_card_new("{\"title\":\"elsewhere again\"}"));
+	snprintf(path, sizeof path, "/v1/events?after=%lld", mine);
+	j = t_must(200, "GET", path, SCOPED, NULL, NULL);
+	ck_assert_uint_eq(json_array_size(json_object_get(j, "events")), 0);
+	ck_assert_int_eq(t_int(j, "next"), mine);
+	json_decref(j);
+	/* A token for every board keeps the store's cursor (it sees every event anyway). */
+	j = t_must(200, "GET", path, ALL, NULL, NULL);
+	ck_assert_int_gt(t_int(j, "next"), mine);
+	json_decref(j);
+}
+END_TEST
+
 TCase *api_tcase_edge(void)
 {
 	TCase *tc = tcase_create("edge");
@@ -122,5 +207,16 @@ TCase *api_tcase_edge(void)
 	tcase_add_test(tc, misspelt_lease_is_not_a_long_lease);
 	tcase_add_test(tc, null_refused_where_the_schema_forbids_it);
 	tcase_add_test(tc, readyz_503_while_the_store_refuses_writes);
+	tcase_add_test(tc, scoped_cursor_says_nothing_of_other_boards);
+	return tc;
+}
+
+TCase *api_tcase_edge_reaper(void)
+{
+	TCase *tc = tcase_create("edge_reaper");
+
+	tcase_add_checked_fixture(tc, setup_reaper, t_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, scoped_token_sees_no_pass_counts);
 	return tc;
 }
