@@ -33,6 +33,7 @@
 	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY, "marker lease_ms")                \
 	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY, "marker epoch lease_ms")          \
 	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY, "marker epoch")               \
+	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL)                  \
 	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY,                                \
 	  "marker from to reason")                                                                \
 	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY, "marker ?run_id")            \
