@@ -194,6 +194,9 @@ static enum core_rc request_begin(struct api_req *r)
 	rc = api_auth_check(r);
 	if (rc != CORE_OK)
 		return rc;
+	rc = api_query_check(r);
+	if (rc != CORE_OK)
+		return rc;
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 					 MHD_HTTP_HEADER_TRANSFER_ENCODING);

@@ -32,6 +32,7 @@ struct api_route {
 	unsigned roles; /* enum api_role bits; checked before the handler (finer checks inside) */
 	unsigned flags;
 	const char *fields; /* API_ROUTE_BODY: the body's fields, "a b ?c" (?: may be null) */
+	const char *query;  /* the query parameters it reads, "a b"; NULL: none */
 };
 
 enum api_poll_state {
@@ -232,6 +233,8 @@ enum core_rc api_body_parse(struct api_req *r);
  * BAD_REQUEST naming the field (prefixed with `prefix`, e.g. "gave_up."). */
 enum core_rc api_json_fields_check(struct api_req *r, const json_t *obj, const char *spec,
 				   const char *prefix);
+/* Every query parameter must be one the route reads, given once: else BAD_REQUEST naming it. */
+enum core_rc api_query_check(struct api_req *r);
 /* Query parameter, percent-decoded into a copy the request owns; *out NULL when absent.
  * BAD_REQUEST when the value cannot be decoded safely (bad escape, embedded NUL). */
 enum core_rc api_query(struct api_req *r, const char *key, const char **out);

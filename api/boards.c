@@ -81,7 +81,7 @@ enum core_rc api_h_board_put(struct api_req *r)
 		}
 	}
 	if (nj && !(json_is_string(nj) && strcmp(json_string_value(nj), name) == 0))
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "\"name\" must equal the board in the path");
+		return api_fail(r, CORE_ERR_INVALID_BOARD, "\"name\" must equal the board in the path");
 	if (!nj && json_object_set_new(r->json, "name", json_string(name)) != 0)
 		return CORE_ERR_NOMEM;
 	rc = store_board_from_json(r->json, &b);
@@ -95,7 +95,9 @@ enum core_rc api_h_board_put(struct api_req *r)
 	rc = core_board_validate(&b, detail, sizeof detail);
 	if (rc != CORE_OK) {
 		core_board_release(&b);
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "invalid board: %s", detail);
+		/* Well-formed, but not a board: 422, as the contract says (400 is for a body
+		 * its schema refuses). */
+		return api_fail(r, CORE_ERR_INVALID_BOARD, "invalid board: %s", detail);
 	}
 	rc = store_board_put(r->api->st, &b, &actor);
 	if (rc == CORE_OK) {

@@ -43,6 +43,8 @@
 	  "owned writes need If-Match: \"<epoch>\"")                                       \
 	X(CORE_ERR_URI_TOO_LONG, 414, "URI Too Long",                                      \
 	  "the request target is longer than the server accepts")                          \
+	X(CORE_ERR_INVALID_BOARD, 422, "Invalid Board",                                    \
+	  "the columns do not make a board")                                               \
 	X(CORE_ERR_NOT_IMPLEMENTED, 501, "Not Implemented",                                \
 	  "the server does not implement what the request needs")                          \
 	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable",                            \

@@ -16,58 +16,66 @@
 #define BODY API_ROUTE_BODY
 
 /* method, pattern, handler, roles, flags, the body's fields (BODY routes; "?name": may be
- * null). A field not listed is refused with 400 naming it (request.c), before the handler:
- * a new body field is one word here. */
+ * null), the query's parameters. A field or parameter not listed is refused with 400 naming
+ * it (request.c), before the handler: a new one is one word here. */
 #define API_ROUTES(X)                                                                      \
-	X("GET", "/healthz", api_h_healthz, ANY, PUB, NULL)                                       \
-	X("GET", "/readyz", api_h_readyz, ANY, PUB, NULL)                                         \
-	X("GET", "/metrics", api_h_metrics, ANY, PUB, NULL)                                       \
-	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB, NULL)                             \
-	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB, NULL)                             \
+	X("GET", "/healthz", api_h_healthz, ANY, PUB, NULL, NULL)                                 \
+	X("GET", "/readyz", api_h_readyz, ANY, PUB, NULL, NULL)                                   \
+	X("GET", "/metrics", api_h_metrics, ANY, PUB, NULL, NULL)                                 \
+	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB, NULL, NULL)                       \
+	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB, NULL, NULL)                       \
 	X("POST", "/v1/cards", api_h_card_create, B | O, BODY,                                    \
-	  "id board title body state labels blockers")                                            \
-	X("GET", "/v1/cards", api_h_card_list, ANY, 0, NULL)                                      \
-	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, 0, NULL)                                  \
-	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY, "title body blockers")        \
-	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0, NULL)                              \
-	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY, "marker lease_ms")                \
-	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY, "marker epoch lease_ms")          \
-	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY, "marker epoch")               \
-	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL)                  \
+	  "id board title body state labels blockers", NULL)                                      \
+	X("GET", "/v1/cards", api_h_card_list, ANY, 0,                                            \
+	  NULL, "board state label claimed limit after")                                          \
+	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, 0, NULL, NULL)                            \
+	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY,                               \
+	  "title body blockers", NULL)                                                            \
+	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0, NULL, NULL)                        \
+	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY, "marker lease_ms", NULL)          \
+	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY,                                   \
+	  "marker epoch lease_ms", NULL)                                                          \
+	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY, "marker epoch", NULL)         \
+	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL, NULL)            \
 	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY,                                \
-	  "marker from to reason")                                                                \
-	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY, "marker ?run_id")            \
+	  "marker from to reason", NULL)                                                          \
+	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY,                              \
+	  "marker ?run_id", NULL)                                                                 \
 	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY,                  \
-	  "marker awaiting_input")                                                                \
-	X("PUT", "/v1/cards/{id}/gave-up", api_h_gave_up, W, BODY, "marker ?gave_up")             \
-	X("POST", "/v1/cards/{id}/reopen", api_h_card_reopen, O, BODY, "to reason")               \
-	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY, "labels")                \
-	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY, "add remove")        \
-	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, B | O, BODY, "body")              \
-	X("GET", "/v1/labels", api_h_labels_count, ANY, 0, NULL)                                  \
-	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY, "board from to")             \
-	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY, "board from to")               \
-	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0, NULL)                         \
+	  "marker awaiting_input", NULL)                                                          \
+	X("PUT", "/v1/cards/{id}/gave-up", api_h_gave_up, W, BODY,                                \
+	  "marker ?gave_up", NULL)                                                                \
+	X("POST", "/v1/cards/{id}/reopen", api_h_card_reopen, O, BODY, "to reason", NULL)         \
+	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY, "labels", NULL)          \
+	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY,                      \
+	  "add remove", NULL)                                                                     \
+	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, B | O, BODY, "body", NULL)        \
+	X("GET", "/v1/labels", api_h_labels_count, ANY, 0, NULL, "board")                         \
+	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY,                              \
+	  "board from to", NULL)                                                                  \
+	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY, "board from to", NULL)         \
+	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0, NULL, "board")                \
 	X("POST", "/v1/runs", api_h_run_create, W, BODY,                                          \
-	  "card_id marker status id lease_ms")                                                    \
-	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, 0, NULL)                                    \
+	  "card_id marker status id lease_ms", NULL)                                              \
+	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, 0, NULL, NULL)                              \
 	X("PATCH", "/v1/runs/{id}", api_h_run_patch, W, BODY,                                     \
-	  "marker status ?continuation failure_code lease_ms")                                    \
-	X("DELETE", "/v1/runs/{id}", api_h_run_delete, O, 0, NULL)                                \
+	  "marker status ?continuation failure_code lease_ms", NULL)                              \
+	X("DELETE", "/v1/runs/{id}", api_h_run_delete, O, 0, NULL, NULL)                          \
 	X("POST", "/v1/runs/{id}/heartbeat", api_h_run_heartbeat, W, BODY,                        \
-	  "marker lease_ms")                                                                      \
-	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0, NULL)                           \
-	X("GET", "/v1/events", api_h_events, ANY, 0, NULL)                                        \
-	X("GET", "/v1/boards", api_h_board_list, ANY, 0, NULL)                                    \
-	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0, NULL)                                 \
+	  "marker lease_ms", NULL)                                                                \
+	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0, NULL, NULL)                     \
+	X("GET", "/v1/events", api_h_events, ANY, 0, NULL, "board after limit wait_ms")           \
+	X("GET", "/v1/boards", api_h_board_list, ANY, 0, NULL, NULL)                              \
+	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0, NULL, NULL)                           \
 	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY,                                      \
-	  "name columns running completed failed waiting")                                        \
-	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY, "to")        \
-	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0, NULL)                                    \
-	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0, NULL)
+	  "name columns running completed failed waiting", NULL)                                  \
+	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,              \
+	  "to", NULL)                                                                             \
+	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0, NULL, NULL)                              \
+	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0, NULL, NULL)
 
 static const struct api_route routes[] = {
-#define API_ROUTE_ROW(m, p, h, ro, fl, fi) {m, p, h, ro, fl, fi},
+#define API_ROUTE_ROW(m, p, h, ro, fl, fi, q) {m, p, h, ro, fl, fi, q},
 	API_ROUTES(API_ROUTE_ROW)
 #undef API_ROUTE_ROW
 };

@@ -93,6 +93,9 @@ static const struct opt opts[] = {
 	 .off = OFF(header_timeout_ms), .min = 100, .max = 3600000, .arg = "MS", .def = "10000",
 	 .help = "a request's headers must arrive whole within this (also how long an idle "
 		 "keep-alive connection is kept)"},
+	{.flag = "events-wait-max-ms", .env = "BOARDD_EVENTS_WAIT_MAX_MS", .kind = OPT_INT,
+	 .off = OFF(events_wait_max_ms), .min = 1, .max = 3600000, .arg = "MS", .def = "30000",
+	 .help = "the longest GET /v1/events?wait_ms= holds a request (larger waits are cut)"},
 	{.flag = "log-format", .env = "BOARDD_LOG_FORMAT", .kind = OPT_LOG, .off = OFF(log_format),
 	 .arg = "text|json", .def = "text", .help = "format of the access log on stderr"},
 };

@@ -95,6 +95,7 @@ int main(int argc, char **argv)
 	acfg.max_connections = (unsigned)cfg.max_connections;
 	acfg.max_connections_per_ip = (unsigned)cfg.max_connections_per_ip;
 	acfg.header_timeout_ms = (unsigned)cfg.header_timeout_ms;
+	acfg.events_wait_max_ms = cfg.events_wait_max_ms;
 	acfg.lease_default_ms = cfg.lease_default_ms;
 	acfg.lease_min_ms = cfg.lease_min_ms;
 	acfg.lease_max_ms = cfg.lease_max_ms;

@@ -29,6 +29,7 @@ struct server_config {
 	int64_t max_connections;      /* 4096 */
 	int64_t max_connections_per_ip; /* 512 */
 	int64_t header_timeout_ms;    /* 10000 */
+	int64_t events_wait_max_ms;   /* 30000 */
 	int64_t max_comments;         /* 1000 (DESIGN §11) */
 	enum api_log_format log_format;
 	bool reaper_gate;             /* --reaper=on / ITERION_BOARD_CLAIM_REAPER=on; default off */
