@@ -129,8 +129,10 @@ char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status)
 			      "status", (int)*status, "code", core_rc_code(rc), "detail",
 			      ascii[0] ? ascii : rc_detail(rc));
 	}
+	/* ASCII only: a detail that echoes a client's bytes (an unknown field's name) reads the
+	 * same whatever charset a client guesses for a body without one. */
 	if (j)
-		text = json_dumps(j, JSON_COMPACT);
+		text = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(j);
 	return text;
 }

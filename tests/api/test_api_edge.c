@@ -48,6 +48,12 @@ START_TEST(unknown_field_refused_on_every_body_route)
 		seen++;
 	}
 	ck_assert_uint_ge(seen, 15);
+	/* A field name that is not ASCII is echoed escaped: the body is ASCII, whatever charset
+	 * a client guesses (one guessed Shift-JIS and read broken JSON). */
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, NULL, "{\"caf\u00e9\":1}");
+	ck_assert_msg(strstr(T_BODY, "caf\\u00E9") != NULL, "%s", T_BODY);
+	for (i = 0; T_BODY[i]; i++)
+		ck_assert_msg((unsigned char)T_BODY[i] < 0x80, "%s", T_BODY);
 }
 END_TEST
 
