@@ -98,7 +98,7 @@ START_TEST(readyz_503_while_the_store_refuses_writes)
 {
 	int st;
 
-	t_must(200, "GET", "/readyz", NULL, NULL, NULL);
+	json_decref(t_must(200, "GET", "/readyz", NULL, NULL, NULL));
 	ck_assert_int_eq(store_fs_fault_set(T.st, STORE_FS_FAULT_WRITE, true), CORE_OK);
 	t_problem(503, "store_unavailable", "POST", "/v1/cards", BOT, NULL, "{\"title\":\"a\"}");
 	t_problem(503, "store_unavailable", "GET", "/readyz", NULL, NULL, NULL);
@@ -110,8 +110,8 @@ START_TEST(readyz_503_while_the_store_refuses_writes)
 	t_problem(503, "store_unavailable", "GET", "/readyz", NULL, NULL, NULL);
 	/* The disk takes writes again: the next write re-establishes the journal. */
 	ck_assert_int_eq(store_fs_fault_set(T.st, STORE_FS_FAULT_WRITE, false), CORE_OK);
-	t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"title\":\"c\"}");
-	t_must(200, "GET", "/readyz", NULL, NULL, NULL);
+	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"title\":\"c\"}"));
+	json_decref(t_must(200, "GET", "/readyz", NULL, NULL, NULL));
 	st = t_call("GET", "/metrics", NULL, NULL, NULL, NULL);
 	ck_assert_int_eq(st, 200);
 	ck_assert_msg(strstr(T_BODY, "\nboardd_fs_failed 0\n") != NULL, "%s", T_BODY);
