@@ -49,6 +49,8 @@
 	  "the server does not implement what the request needs")                          \
 	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable",                            \
 	  "the store could not complete the request; nothing was acknowledged, retry")     \
+	X(CORE_ERR_BUSY, 503, "Busy",                                                      \
+	  "the server holds as many of these as it allows; retry after Retry-After")        \
 	X(CORE_ERR_NOMEM, 500, "Out Of Memory", "the server ran out of memory")            \
 	X(CORE_ERR_INTERNAL, 500, "Internal Error", "internal error")
 

@@ -49,7 +49,8 @@
 	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY, "labels", NULL)          \
 	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY,                      \
 	  "add remove", NULL)                                                                     \
-	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, B | O, BODY, "body", NULL)        \
+	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, W | B | O, BODY,                  \
+	  "body marker", NULL)                                                                    \
 	X("GET", "/v1/labels", api_h_labels_count, ANY, 0, NULL, "board")                         \
 	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY,                              \
 	  "board from to", NULL)                                                                  \
@@ -65,12 +66,26 @@
 	  "marker lease_ms", NULL)                                                                \
 	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0, NULL, NULL)                     \
 	X("GET", "/v1/events", api_h_events, ANY, 0, NULL, "board after limit wait_ms")           \
+	X("GET", "/v1/events/stream", api_h_events_stream, ANY, 0, NULL, "board after")           \
+	X("GET", "/v1/attention", api_h_attention, ANY, 0, NULL, "board limit")                   \
+	X("GET", "/v1/whoami", api_h_whoami, ANY, 0, NULL, NULL)                                  \
+	X("GET", "/ui", api_h_ui_root, ANY, PUB, NULL, NULL)                                      \
+	X("GET", "/ui/", api_h_ui_index, ANY, PUB, NULL, NULL)                                    \
+	X("GET", "/ui/{file}", api_h_ui_asset, ANY, PUB, NULL, NULL)                              \
 	X("GET", "/v1/boards", api_h_board_list, ANY, 0, NULL, NULL)                              \
 	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0, NULL, NULL)                           \
 	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY,                                      \
 	  "name columns running completed failed waiting", NULL)                                  \
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,              \
 	  "to", NULL)                                                                             \
+	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0, NULL, NULL)                \
+	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0, NULL, NULL)          \
+	X("PUT", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_put, O, BODY,                   \
+	  "url secret on consume_labels enabled", NULL)                                           \
+	X("DELETE", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_delete, O, 0,                \
+	  NULL, NULL)                                                                             \
+	X("GET", "/v1/deliveries", api_h_delivery_list, O, 0, NULL, "board status limit")         \
+	X("POST", "/v1/deliveries/{id}/retry", api_h_delivery_retry, O, 0, NULL, NULL)            \
 	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0, NULL, NULL)                              \
 	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0, NULL, NULL)
 

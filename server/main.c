@@ -1,6 +1,7 @@
 /* boardd: parse the configuration, open the store, set up tokens, start the reaper and the
  * HTTP api, wait for SIGTERM/SIGINT (SIGHUP: server_reload), then shut down in order: stop accepting, finish
  * in-flight requests, stop the reaper, close the store. */
+#include "server/deliver.h"
 #include "server/reaper.h"
 #include "server/server.h"
 
@@ -53,6 +54,10 @@ int main(int argc, char **argv)
 	struct api *api = NULL;
 	struct server_reaper_config rcfg = {0};
 	struct server_reaper *reaper = NULL;
+	struct server_deliver_config dcfg = {0};
+	struct server_deliver *deliver = NULL;
+	const char *scale = getenv("BOARDD_TEST_DELIVERY_TIME_SCALE");
+	struct metrics *metrics = NULL;
 	char err[512];
 	sigset_t sigs;
 	int sig = 0, code = 1;
@@ -78,6 +83,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	fd_limit_raise(&cfg);
+	metrics = metrics_new();
+	if (!metrics) {
+		fprintf(stderr, "boardd: out of memory\n");
+		goto out;
+	}
 	if (open_store(&cfg, &st, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: store %s: %s\n", cfg.store, err);
 		goto out;
@@ -96,11 +106,17 @@ int main(int argc, char **argv)
 	acfg.max_connections_per_ip = (unsigned)cfg.max_connections_per_ip;
 	acfg.header_timeout_ms = (unsigned)cfg.header_timeout_ms;
 	acfg.events_wait_max_ms = cfg.events_wait_max_ms;
+	acfg.max_streams = (unsigned)cfg.max_streams;
+	acfg.stream_heartbeat_ms = cfg.stream_heartbeat_ms;
 	acfg.lease_default_ms = cfg.lease_default_ms;
 	acfg.lease_min_ms = cfg.lease_min_ms;
 	acfg.lease_max_ms = cfg.lease_max_ms;
 	acfg.tokens = &tokens;
 	acfg.log_format = cfg.log_format;
+	acfg.metrics = metrics;
+	acfg.version = BOARDD_VERSION;
+	acfg.tls_cert = cfg.tls_cert;
+	acfg.tls_key = cfg.tls_key;
 
 	/* The reaper starts before the api: its startup repair sweep runs before any client. */
 	rcfg.gate = cfg.reaper_gate;
@@ -108,6 +124,7 @@ int main(int argc, char **argv)
 	rcfg.batch = (size_t)cfg.reaper_batch;
 	rcfg.lease_ms = cfg.lease_default_ms;
 	rcfg.run_ceiling = (size_t)cfg.run_ceiling;
+	rcfg.metrics = metrics;
 	/* ADR-096 §7: only the shared (Mongo) twin reparks to eligible[0] under a run ceiling;
 	 * the FS twin releases in place (its running column is eligible). */
 	rcfg.repark_to_pool = strcmp(store_name(st), "fs") != 0;
@@ -119,12 +136,25 @@ int main(int argc, char **argv)
 	acfg.reaper = (struct api_reaper_hooks){server_reaper_hook_status, server_reaper_hook_pass,
 						reaper};
 
+	dcfg.threads = (unsigned)cfg.deliverers;
+	dcfg.lease_ms = cfg.delivery_lease_ms;
+	dcfg.timeout_ms = cfg.delivery_timeout_ms;
+	dcfg.metrics = metrics;
+	/* Test only: the retry schedule divided by this (README: test-only variables). */
+	dcfg.time_scale = scale ? strtod(scale, NULL) : 1;
+	if (server_deliver_start(st, &dcfg, &deliver) != CORE_OK) {
+		fprintf(stderr, "boardd: cannot start the webhook deliverers\n");
+		goto out;
+	}
+
 	if (api_start(&acfg, st, &api, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: %s\n", err);
 		goto out;
 	}
-	fprintf(stderr, "boardd %s: listening on %s (port %u), store %s (%s), reaper gate %s\n",
-		BOARDD_VERSION, cfg.listen, (unsigned)api_port(api), cfg.store, store_name(st),
+	fprintf(stderr,
+		"boardd %s: listening on %s (port %u) over %s, store %s (%s), reaper gate %s\n",
+		BOARDD_VERSION, cfg.listen, (unsigned)api_port(api),
+		cfg.tls_cert ? "https, TLS 1.2+" : "http", cfg.store, store_name(st),
 		cfg.reaper_gate ? "on" : "off");
 
 	for (;;) {
@@ -144,8 +174,10 @@ int main(int argc, char **argv)
 	code = 0;
 out:
 	api_stop(api);
+	server_deliver_stop(deliver); /* an attempt in flight finishes or times out first */
 	server_reaper_free(reaper);
 	store_close(st);
 	api_tokens_release(&tokens);
+	metrics_free(metrics);
 	return code;
 }

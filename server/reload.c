@@ -1,6 +1,6 @@
 /* SIGHUP: re-read what can change under a running server. One row per step; a step that
  * cannot load its new state keeps the old one and says why, so a typo in a file never takes
- * a running server's credentials away. Add a step as one row (e.g. TLS certificates). */
+ * a running server's credentials away. Add a step as one row. */
 #include "server/server.h"
 
 #include <stdio.h>
@@ -35,11 +35,24 @@ static bool reload_tokens(const struct server_reload_ctx *ctx, char *err, size_t
 	return true;
 }
 
+/* Re-reads the TLS certificate and key; new handshakes get them, the listener stays. */
+static bool reload_tls(const struct server_reload_ctx *ctx, char *err, size_t errlen)
+{
+	if (!ctx->cfg->tls_cert)
+		return true; /* plain HTTP: nothing to re-read */
+	if (api_tls_reload(ctx->api, err, errlen) != CORE_OK)
+		return false;
+	fprintf(stderr, "boardd: SIGHUP: tls: certificate and key re-read from %s and %s\n",
+		ctx->cfg->tls_cert, ctx->cfg->tls_key);
+	return true;
+}
+
 static const struct {
 	const char *what;
 	bool (*run)(const struct server_reload_ctx *ctx, char *err, size_t errlen);
 } steps[] = {
 	{"tokens", reload_tokens},
+	{"tls", reload_tls},
 };
 
 int server_reload(const struct server_reload_ctx *ctx)

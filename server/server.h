@@ -30,10 +30,19 @@ struct server_config {
 	int64_t max_connections_per_ip; /* 512 */
 	int64_t header_timeout_ms;    /* 10000 */
 	int64_t events_wait_max_ms;   /* 30000 */
+	int64_t max_streams;          /* 128: open event streams (DESIGN §15) */
+	int64_t stream_heartbeat_ms;  /* 15000: the idle stream's comment line */
 	int64_t max_comments;         /* 1000 (DESIGN §11) */
 	enum api_log_format log_format;
 	bool reaper_gate;             /* --reaper=on / ITERION_BOARD_CLAIM_REAPER=on; default off */
+	int64_t deliverers;           /* webhook deliverer threads (2; 0: none) */
+	int64_t delivery_lease_ms;    /* 60000 */
+	int64_t delivery_timeout_ms;  /* 15000 */
+	const char *tls_cert;         /* --tls-cert FILE (PEM chain); NULL: plain HTTP */
+	const char *tls_key;          /* --tls-key FILE (PEM key); with tls_cert */
 };
+
+
 
 enum server_parse_result {
 	SERVER_PARSE_RUN,   /* start the server */

@@ -7,6 +7,8 @@
  */
 #include "store/store.h"
 
+#include "metrics/metrics.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +225,35 @@ enum core_rc store_ping(struct store *st)
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, ping);
 	return st->ops->ping(st);
+}
+
+void store_fence_refused(struct store *st, const struct core_card *c, const struct core_token *t)
+{
+	enum core_fence_reason why;
+
+	if (!st || !c)
+		return;
+	why = core_fence_why(c, t);
+	if (why != CORE_FENCE_OK)
+		atomic_fetch_add_explicit(&st->counters.fence_refused[why], 1, memory_order_relaxed);
+}
+
+enum core_rc store_stats(struct store *st, struct metrics_sink *out)
+{
+	size_t i;
+
+	if (!st || !out)
+		return CORE_ERR_BAD_REQUEST;
+	for (i = 0; i < CORE_FENCE_REASON_COUNT_; i++) {
+		const char *why = core_fence_reason_name((enum core_fence_reason)i);
+
+		if (i != CORE_FENCE_OK)
+			metrics_sink_value(out, METRICS_FENCE_REFUSED, &why,
+					   (double)atomic_load_explicit(&st->counters.fence_refused[i],
+									memory_order_relaxed));
+	}
+	NEED_OP(st, stats);
+	return st->ops->stats(st, out);
 }
 
 int64_t store_now(struct store *st)
@@ -467,6 +498,8 @@ static bool owned_write_valid(const struct store_owned_write *w)
 	case STORE_OWNED_GAVE_UP:
 		return !w->gave_up || !w->gave_up->set ||
 		       (w->gave_up->reason && *w->gave_up->reason);
+	case STORE_OWNED_COMMENT:
+		return w->comment && *w->comment;
 	}
 	return false;
 }
@@ -590,6 +623,58 @@ enum core_rc store_events_list(struct store *st, const char *board, const char *
 	return st->ops->events_list(st, board, boards, after, limit, wait_ms, out, n, next);
 }
 
+/* ---- attention ---- */
+
+enum core_rc store_attention_list(struct store *st, const char *board, const char *const *boards,
+				  size_t limit, struct store_attention **out, size_t *n,
+				  bool *truncated)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (truncated)
+		*truncated = false;
+	if (!st || !out || !n || !truncated || limit < 1 || limit > 1000 ||
+	    (board && !core_name_valid(board)) || !boards_valid(boards))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, attention_list);
+	return st->ops->attention_list(st, board, boards, limit, out, n, truncated);
+}
+
+void store_attention_free(struct store_attention *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; v && i < n; i++)
+		core_card_free(v[i].card);
+	free(v);
+}
+
+static int attention_cmp(const void *a, const void *b)
+{
+	const struct core_card *x = ((const struct store_attention *)a)->card;
+	const struct core_card *y = ((const struct store_attention *)b)->card;
+
+	if (x->updated_at != y->updated_at)
+		return x->updated_at > y->updated_at ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+void store_attention_finish(struct store_attention *v, size_t *n, size_t limit,
+			    bool *truncated)
+{
+	size_t i;
+
+	if (*n > 1)
+		qsort(v, *n, sizeof(*v), attention_cmp);
+	*truncated = *n > limit;
+	for (i = limit; i < *n; i++)
+		core_card_free(v[i].card);
+	if (*n > limit)
+		*n = limit;
+}
+
 void store_events_free(struct core_event *ev, size_t n)
 {
 	size_t i;
@@ -622,6 +707,16 @@ enum core_rc store_run_get(struct store *st, const char *id, struct core_run **o
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, run_get);
 	return st->ops->run_get(st, id, out);
+}
+
+enum core_rc store_run_get_any(struct store *st, const char *id, struct core_run **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_get_any);
+	return st->ops->run_get_any(st, id, out);
 }
 
 enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,
@@ -728,4 +823,131 @@ enum core_rc store_reaper_release_exact(struct store *st, const char *id,
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, reaper_release_exact);
 	return st->ops->reaper_release_exact(st, id, expect, actor);
+}
+
+/* ---- effects (DESIGN §14) ---- */
+
+static bool sub_valid(const struct store_sub *s)
+{
+	size_t i;
+
+	if (!s || !core_name_valid(s->board) || !core_name_valid(s->name) || !s->url || !*s->url)
+		return false;
+	for (i = 0; i < s->consume.n; i++)
+		if (!core_label_valid(s->consume.v[i]))
+			return false;
+	return core_sub_filter_validate(&s->on, NULL, 0) == CORE_OK;
+}
+
+enum core_rc store_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
+			   bool *created, struct store_sub **out)
+{
+	if (out)
+		*out = NULL;
+	if (created)
+		*created = false;
+	if (!st || !created || !out || !sub_valid(s) || (!s->secret && !secret_if_new))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, sub_put);
+	return st->ops->sub_put(st, s, secret_if_new, created, out);
+}
+
+enum core_rc store_sub_get(struct store *st, const char *board, const char *name,
+			   struct store_sub **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_name_valid(board) || !core_name_valid(name))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, sub_get);
+	return st->ops->sub_get(st, board, name, out);
+}
+
+enum core_rc store_sub_list(struct store *st, const char *board, struct store_sub ***out,
+			    size_t *n)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (!st || !out || !n || !core_name_valid(board))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, sub_list);
+	return st->ops->sub_list(st, board, out, n);
+}
+
+enum core_rc store_sub_delete(struct store *st, const char *board, const char *name)
+{
+	if (!st || !core_name_valid(board) || !core_name_valid(name))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, sub_delete);
+	return st->ops->sub_delete(st, board, name);
+}
+
+/* Delivery ids are "<event key>.<subscription>": the id alphabet plus length. */
+static bool delivery_id_valid(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	return n >= 1 && n <= 200 &&
+	       strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") == n;
+}
+
+enum core_rc store_delivery_get(struct store *st, const char *id, struct store_delivery **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !delivery_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, delivery_get);
+	return st->ops->delivery_get(st, id, out);
+}
+
+enum core_rc store_delivery_list(struct store *st, const struct store_delivery_filter *f,
+				 struct store_delivery ***out, size_t *n)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (!st || !f || !out || !n || f->limit < 1 || f->limit > 1000 ||
+	    (f->board && !core_name_valid(f->board)) || !boards_valid(f->boards) ||
+	    f->status < -1 || f->status >= STORE_DELIVERY_STATUS_COUNT_)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, delivery_list);
+	return st->ops->delivery_list(st, f, out, n);
+}
+
+enum core_rc store_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
+				  struct store_delivery **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_marker_valid(owner) || lease_ms < 1)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, delivery_lease);
+	return st->ops->delivery_lease(st, owner, lease_ms, out);
+}
+
+enum core_rc store_delivery_finish(struct store *st, const char *id,
+				   const struct store_delivery_outcome *o,
+				   struct store_delivery **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !o || !delivery_id_valid(id) || !core_marker_valid(o->owner) ||
+	    o->status < 0 || o->status > 999)
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, delivery_finish);
+	return st->ops->delivery_finish(st, id, o, out);
+}
+
+enum core_rc store_delivery_retry(struct store *st, const char *id, struct store_delivery **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !delivery_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, delivery_retry);
+	return st->ops->delivery_retry(st, id, out);
 }

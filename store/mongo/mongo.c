@@ -110,17 +110,29 @@ static const struct store_ops mgo_ops = {
 	.card_comment_add = mgo_card_comment_add,
 	.labels_count = mgo_labels_count,
 	.events_list = mgo_events_list,
+	.attention_list = mgo_attention_list,
 	.run_create = mgo_run_create,
 	.run_get = mgo_run_get,
+	.run_get_any = mgo_run_get_any,
 	.run_update = mgo_run_update,
 	.run_cancel = mgo_run_cancel,
 	.run_prune = mgo_run_prune,
 	.run_promote_if_orphaned = mgo_run_promote_if_orphaned,
 	.run_count_for_card = mgo_run_count_for_card,
+	.stats = mgo_stats,
 	.reaper_list_expired = mgo_reaper_list_expired,
 	.reaper_list_repair = mgo_reaper_list_repair,
 	.reaper_transfer = mgo_reaper_transfer,
 	.reaper_release_exact = mgo_reaper_release_exact,
+	.sub_put = mgo_sub_put,
+	.sub_get = mgo_sub_get,
+	.sub_list = mgo_sub_list,
+	.sub_delete = mgo_sub_delete,
+	.delivery_get = mgo_delivery_get,
+	.delivery_list = mgo_delivery_list,
+	.delivery_lease = mgo_delivery_lease,
+	.delivery_finish = mgo_delivery_finish,
+	.delivery_retry = mgo_delivery_retry,
 };
 
 /* ---- the driver's global state: mongoc_init() once, mongoc_cleanup() at exit ---- */
@@ -149,10 +161,17 @@ static const struct index_spec indexes[] = {
 	{"cards", "labels", "labels", NULL, false},
 	{"cards", "blockers", "blockers", NULL, false},
 	{"cards", "ord", "ord", NULL, false},
+	{"cards", "claim_marker", "claim.marker", NULL, false}, /* attention: recovery holds */
+	{"cards", "gave_up", "gave_up.at", NULL, false},       /* attention */
+	{"cards", "awaiting_input", "awaiting_input", NULL, false}, /* attention */
 	{"cards", "outbox", "outbox.q_ts", NULL, false},
 	{"events", "seq", "seq", NULL, true},
 	{"runs", "card_id", "card_id", NULL, false},
+	{"runs", "status", "status", NULL, false}, /* attention: failed and paused runs */
 	{"runs", "outbox", "outbox.q_ts", NULL, false},
+	{"subscriptions", "board", "board", NULL, false},
+	{"deliveries", "status_next", "status", "next_at", false},
+	{"deliveries", "board_created", "board", "created_at", false},
 };
 
 static enum core_rc indexes_create(struct mgo *m)
@@ -354,8 +373,13 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
+	if (!mgo_stats_attach(m))
+		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
+				"or error counts\n");
 	rc = mgo_clock_init(m, err, errlen);
-	if (rc == CORE_OK && pthread_mutex_init(&m->counter_mu, NULL) != 0) {
+	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
+			      pthread_mutex_init(&m->subs_mu, NULL) != 0 ||
+			      pthread_mutex_init(&m->lease_mu, NULL) != 0)) {
 		mgo_clock_release(m);
 		snprintf(err, errlen, "mongo store: cannot initialise the counters lock");
 		rc = CORE_ERR_INTERNAL;
@@ -400,6 +424,9 @@ static void mgo_close(struct store *st)
 	}
 	mongoc_client_pool_destroy(m->pool);
 	pthread_mutex_destroy(&m->counter_mu);
+	mgo_subs_cache_release(m);
+	pthread_mutex_destroy(&m->subs_mu);
+	pthread_mutex_destroy(&m->lease_mu);
 	mgo_clock_release(m);
 	free(m->db);
 	free(m);

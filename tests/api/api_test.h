@@ -62,5 +62,6 @@ TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);
 TCase *api_tcase_edge(void);
 TCase *api_tcase_edge_reaper(void);
+TCase *api_tcase_fence(void);
 
 #endif

@@ -373,6 +373,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_ack());
 	suite_add_tcase(s, api_tcase_edge());
 	suite_add_tcase(s, api_tcase_edge_reaper());
+	suite_add_tcase(s, api_tcase_fence());
 	return s;
 }
 

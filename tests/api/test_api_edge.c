@@ -104,7 +104,7 @@ START_TEST(readyz_503_while_the_store_refuses_writes)
 	t_problem(503, "store_unavailable", "GET", "/readyz", NULL, NULL, NULL);
 	st = t_call("GET", "/metrics", NULL, NULL, NULL, NULL);
 	ck_assert_int_eq(st, 200);
-	ck_assert_msg(strstr(T_BODY, "\nboardd_fs_failed 1\n") != NULL, "%s", T_BODY);
+	ck_assert_msg(strstr(T_BODY, "\nboardd_fs_writes_refused 1\n") != NULL, "%s", T_BODY);
 	/* Still refused, and still not ready, while the disk refuses. */
 	t_problem(503, "store_unavailable", "POST", "/v1/cards", BOT, NULL, "{\"title\":\"b\"}");
 	t_problem(503, "store_unavailable", "GET", "/readyz", NULL, NULL, NULL);
@@ -114,7 +114,7 @@ START_TEST(readyz_503_while_the_store_refuses_writes)
 	json_decref(t_must(200, "GET", "/readyz", NULL, NULL, NULL));
 	st = t_call("GET", "/metrics", NULL, NULL, NULL, NULL);
 	ck_assert_int_eq(st, 200);
-	ck_assert_msg(strstr(T_BODY, "\nboardd_fs_failed 0\n") != NULL, "%s", T_BODY);
+	ck_assert_msg(strstr(T_BODY, "\nboardd_fs_writes_refused 0\n") != NULL, "%s", T_BODY);
 }
 END_TEST
 
