@@ -324,6 +324,13 @@ enum core_rc api_h_labels_merge(struct api_req *r);
 enum core_rc api_h_labels_delete(struct api_req *r);
 enum core_rc api_h_column_rename(struct api_req *r);
 
+enum core_rc api_h_sub_put(struct api_req *r);
+enum core_rc api_h_sub_get(struct api_req *r);
+enum core_rc api_h_sub_list(struct api_req *r);
+enum core_rc api_h_sub_delete(struct api_req *r);
+enum core_rc api_h_delivery_list(struct api_req *r);
+enum core_rc api_h_delivery_retry(struct api_req *r);
+
 enum core_rc api_h_healthz(struct api_req *r);
 enum core_rc api_h_readyz(struct api_req *r);
 enum core_rc api_h_metrics(struct api_req *r);
