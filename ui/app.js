@@ -339,16 +339,31 @@ function onEvent(msg) {
   if (S.openCard && S.openCard === e.card_id) renderCardDialog(S.openCard, false);
 }
 
-async function refreshCard(id, deleted) {
-  if (deleted) {
-    S.cards.delete(id);
-  } else {
+/* Cards named by events are re-read in batches: a burst of events on one card costs one
+ * read, and the board is drawn once per batch. */
+const pendingCards = new Map(); // id -> deleted?
+let pendingTimer = null;
+
+function refreshCard(id, deleted) {
+  pendingCards.set(id, !!deleted); /* the last event on a card decides */
+  if (!pendingTimer) pendingTimer = setTimeout(flushCards, 100);
+}
+
+async function flushCards() {
+  const batch = [...pendingCards.entries()];
+  pendingCards.clear();
+  pendingTimer = null;
+  await Promise.all(batch.map(async ([id, deleted]) => {
+    if (deleted) {
+      S.cards.delete(id);
+      return;
+    }
     try {
       S.cards.set(id, await api('GET', '/v1/cards/' + enc(id)));
     } catch (e) {
       if (e.status === 404) S.cards.delete(id);
     }
-  }
+  }));
   renderLabels();
   renderBoard();
 }
