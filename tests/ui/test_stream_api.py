@@ -179,6 +179,25 @@ def test_heartbeat_and_limit(srv):
     a.frame()  # the opening frame
     f = a.frame(10)
     check(f and 'keep-alive' in f['comments'], 'an idle stream gets a comment line')
+    # a busy stream gets its comment line too (every heartbeat, not only when idle)
+    last = srv.ok('GET', '/v1/events?after=0&limit=1000')['next']
+    busy = open_stream(srv, query='?after=%d' % last)
+    busy.frame()
+    for i in range(12):
+        srv.ok('POST', '/v1/cards', 'bot', {'title': 'busy %d' % i})
+        time.sleep(0.1)
+    events = comments = 0
+    while True:
+        f = busy.frame(1)
+        if f is None:
+            break
+        events += f['data'] is not None
+        comments += 'keep-alive' in f['comments']
+        if events >= 12 and comments:
+            break
+    check(events >= 12 and comments >= 1,
+          'a busy stream gets comment lines as well (%d events, %d comments)' % (events, comments))
+    busy.close()
     b = open_stream(srv, query='?after=999999')
     c = open_stream(srv, query='?after=999999')
     check(b.status == 200 and c.status == 200, 'three streams open')
