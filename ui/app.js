@@ -336,7 +336,24 @@ function onEvent(msg) {
   if (e.type === 'board_updated') { openBoard(S.board.name); return; }
   if (e.card_id) refreshCard(e.card_id, e.type === 'card_deleted');
   refreshAttentionSoon();
-  if (S.openCard && S.openCard === e.card_id) renderCardDialog(S.openCard, false);
+  if (S.openCard && S.openCard === e.card_id) refreshOpenCard();
+}
+
+/* One re-render of the open card at a time; events during it ask for one more after it. */
+let cardRender = null;
+let cardAgain = false;
+function refreshOpenCard() {
+  if (cardRender) {
+    cardAgain = true;
+    return;
+  }
+  cardRender = renderCardDialog(S.openCard, false).finally(() => {
+    cardRender = null;
+    if (cardAgain && S.openCard) {
+      cardAgain = false;
+      refreshOpenCard();
+    }
+  });
 }
 
 /* Cards named by events are re-read in batches: a burst of events on one card costs one
