@@ -688,11 +688,16 @@ async function cardTimeline(c) {
   return out;
 }
 
+/* Renders may overlap (the opening one and a live refresh): only the newest writes. */
+let cardTicket = 0;
+
 async function renderCardDialog(id, full) {
+  const ticket = ++cardTicket;
   let c;
   try {
     c = await api('GET', '/v1/cards/' + enc(id));
   } catch (e) {
+    if (ticket !== cardTicket) return;
     $('card-title').textContent = id;
     $('card-body').replaceChildren(h('p', { class: 'error', text: e.status === 404 ? 'This card is gone.' : e.message }));
     return;
@@ -704,7 +709,7 @@ async function renderCardDialog(id, full) {
     try { run = await api('GET', '/v1/runs/' + enc(c.last_run_id)); } catch (e) { runErr = e.status === 404 ? 'pruned or gone' : e.message; }
   }
   const events = await cardTimeline(c).catch(() => []);
-  if (S.openCard !== id) return;
+  if (S.openCard !== id || ticket !== cardTicket) return;
   const reasons = S.attention.get(id) || [];
   $('card-title').textContent = c.title || c.id;
   const parts = [
