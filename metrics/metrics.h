@@ -54,6 +54,8 @@ enum metrics_buckets {
 	  "code (route \"unmatched\": no route).")                                             \
 	X(METRICS_LONG_POLLS, METRICS_GAUGE, "boardd_events_long_polls", "", NULL, NULL,      \
 	  METRICS_B_NONE, "Long-polls of GET /v1/events waiting now.")                         \
+	X(METRICS_EVENT_STREAMS, METRICS_GAUGE, "boardd_event_streams_open", "", NULL, NULL,  \
+	  METRICS_B_NONE, "Event streams (GET /v1/events/stream) open now.")                  \
 	X(METRICS_CLAIMS, METRICS_COUNTER, "boardd_claims_total", "outcome",                  \
 	  METRICS_V("fresh", "idempotent", "conflict", "blockers_pending"), NULL,              \
 	  METRICS_B_NONE, "Claim requests answered, by outcome.")                              \

@@ -26,12 +26,6 @@ static enum core_rc open_store(const struct server_config *cfg, struct store **s
 	return store_open(cfg->store, st, err, errlen);
 }
 
-/* SIGHUP hook: the TLS certificate and key (api_tls_reload). */
-static bool reload_tls(void *ctx, char *err, size_t errlen)
-{
-	return api_tls_reload(ctx, err, errlen) == CORE_OK;
-}
-
 int main(int argc, char **argv)
 {
 	struct server_config cfg;
@@ -45,7 +39,6 @@ int main(int argc, char **argv)
 	struct server_deliver *deliver = NULL;
 	const char *scale = getenv("BOARDD_TEST_DELIVERY_TIME_SCALE");
 	struct metrics *metrics = NULL;
-	struct server_reload_hook hooks[1] = {{"the TLS certificate and key", NULL, NULL}};
 	char err[512];
 	sigset_t sigs;
 	int sig = 0, code = 1;
@@ -134,9 +127,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "boardd: %s\n", err);
 		goto out;
 	}
-	if (cfg.tls_cert)
-		hooks[0] = (struct server_reload_hook){"the TLS certificate and key", reload_tls,
-						       api};
 	fprintf(stderr,
 		"boardd %s: listening on %s (port %u) over %s, store %s (%s), reaper gate %s\n",
 		BOARDD_VERSION, cfg.listen, (unsigned)api_port(api),
@@ -148,7 +138,7 @@ int main(int argc, char **argv)
 			;
 		if (sig != SIGHUP)
 			break;
-		server_reload(hooks, sizeof hooks / sizeof hooks[0]);
+		server_reload(&(struct server_reload_ctx){.cfg = &cfg, .api = api});
 	}
 	fprintf(stderr, "boardd: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	api_quiesce(api);

@@ -498,6 +498,8 @@ static bool owned_write_valid(const struct store_owned_write *w)
 	case STORE_OWNED_GAVE_UP:
 		return !w->gave_up || !w->gave_up->set ||
 		       (w->gave_up->reason && *w->gave_up->reason);
+	case STORE_OWNED_COMMENT:
+		return w->comment && *w->comment;
 	}
 	return false;
 }

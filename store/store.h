@@ -76,6 +76,7 @@ enum store_owned_kind {
 	STORE_OWNED_LAST_RUN,
 	STORE_OWNED_AWAITING_INPUT,
 	STORE_OWNED_GAVE_UP,
+	STORE_OWNED_COMMENT, /* a worker's comment, by the claim's holder (DESIGN §11, §12) */
 };
 
 struct store_owned_write {
@@ -86,6 +87,7 @@ struct store_owned_write {
 	const char *run_id; /* LAST_RUN (NULL clears) */
 	bool awaiting_input;
 	const struct core_gave_up *gave_up; /* GAVE_UP: NULL or !set clears */
+	const char *comment;                /* COMMENT: the body, non-empty */
 	/* The reason the GAVE_UP event and the release's event carry (NULL: none); the reaper's
 	 * "watchdog" makes them machine events (DESIGN §7). */
 	const char *event_reason;
@@ -306,6 +308,9 @@ struct store_ops {
 	enum core_rc (*board_put)(struct store *st, const struct core_board *b,
 				  const struct store_actor *actor);
 
+	/* A card re-created under an id deleted before starts with claim_epoch at the id's
+	 * highest epoch, so no epoch repeats (DESIGN §11). Over the limits: PAYLOAD_TOO_LARGE
+	 * (store_card_fits; so do card_patch and card_comment_add). */
 	enum core_rc (*card_create)(struct store *st, const struct store_card_create *in,
 				    const struct store_actor *actor, struct core_card **out);
 	enum core_rc (*card_get)(struct store *st, const char *id, struct core_card **out);
@@ -314,9 +319,12 @@ struct store_ops {
 	enum core_rc (*card_patch)(struct store *st, const char *id,
 				   const struct store_card_patch *p, const struct store_actor *actor,
 				   struct core_card **out);
+	/* DEPENDENTS_OUTSTANDING while another card lists it in its blockers. */
 	enum core_rc (*card_delete)(struct store *st, const char *id,
 				    const struct store_actor *actor);
 
+	/* The claim records store_actor_holder(actor) as its holder. A fresh claim of a card
+	 * whose blockers are not all done: BLOCKERS_PENDING. */
 	enum core_rc (*card_claim)(struct store *st, const char *id, const char *marker,
 				   int64_t lease_ms, const struct store_actor *actor,
 				   struct store_claim_result *out);

@@ -544,6 +544,9 @@ void fs_effects_clear(struct fs_txn *t);
  * non-machine write. A move to the current column is a no-op. */
 enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct core_board *b,
 			   const char *to, const char *reason, json_t *extra);
+/* Appends a comment by the transaction's actor with its card_comment_added event, within the
+ * card limits (PAYLOAD_TOO_LARGE). */
+enum core_rc fs_comment_write(struct fs_txn *t, struct core_card *c, const char *body);
 /* Duplicates into *out for the caller (NOMEM). */
 enum core_rc fs_card_out(const struct core_card *c, struct core_card **out);
 /* A new array of copies of matching recovery claims (want sees only those); cmp orders

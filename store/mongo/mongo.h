@@ -366,6 +366,11 @@ enum core_rc mgo_card_labels_adjust(struct store *st, const char *id, const stru
 enum core_rc mgo_card_comment_add(struct store *st, const char *id, const char *body,
 				  const struct store_actor *actor, struct core_card **out);
 
+/* Appends a comment by c->actor to `now` with its event queued into q, within the card
+ * limits; the caller's update must pin the comment count (MGO_PRE_COMMENTS). */
+enum core_rc mgo_comment_apply(struct mgo_conn *c, struct core_card *now, const char *body,
+			       struct mgo_evq *q);
+
 /* mongo_claims.c */
 /* Clears the claim of a->now (a->was as read) with its card_released event ({marker, epoch},
  * reason may be NULL) and writes it guarded on the claim as read. */
