@@ -570,8 +570,21 @@ enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t leas
 	struct store_delivery *best = NULL, *d;
 	struct fs_txn t;
 	enum core_rc rc = CORE_OK;
+	int64_t now = store_now(st);
+	bool any = false;
 	size_t i;
 
+	/* Idle deliverers poll: look for a due one under the read lock first, so an idle poll
+	 * never takes the write lock writers need. */
+	pthread_rwlock_rdlock(&fs->lock);
+	for (i = 0; !any && i < fs->kv.cap; i++) {
+		const struct fs_kv *kv = fs->kv.slots[i].val;
+
+		any = fs->kv.slots[i].key && kv->due >= 0 && kv->due <= now;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (!any)
+		return CORE_OK;
 	fs_txn_begin(fs, &t, NULL);
 	for (i = 0; rc == CORE_OK && i < fs->kv.cap; i++) {
 		const struct fs_kv *kv = fs->kv.slots[i].val;
