@@ -305,8 +305,6 @@ enum core_rc fs_effects_match(struct fs_txn *t)
 		const struct core_card *card;
 		char *to;
 
-		if (e->machine)
-			continue; /* flows to the tail, fires nothing (ADR-096) */
 		if (!subs_board || strcmp(subs_board, e->board) != 0) {
 			store_subs_free(subs, n_subs);
 			subs_board = e->board;

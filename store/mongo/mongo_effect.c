@@ -286,14 +286,6 @@ static const char *doc_str(const bson_t *d, const char *key)
 		       : NULL;
 }
 
-static bool doc_bool(const bson_t *d, const char *key)
-{
-	bson_iter_t it;
-
-	return bson_iter_init_find(&it, d, key) && BSON_ITER_HOLDS_BOOL(&it) &&
-	       bson_iter_bool(&it);
-}
-
 struct hit {
 	size_t ev;
 	struct store_sub *sub;
@@ -322,7 +314,8 @@ enum core_rc mgo_effects_match(struct mgo_conn *c, struct core_card *card, struc
 		const char *to = NULL;
 		int t = type ? core_event_type_parse(type) : -1;
 
-		if (t < 0 || !cid || strcmp(cid, card->id) != 0 || doc_bool(e, "machine"))
+		/* A machine event is refused by the one rule (core_sub_matches, from its reason). */
+		if (t < 0 || !cid || strcmp(cid, card->id) != 0)
 			continue;
 		if (bson_iter_init_find(&it, e, "payload") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
 		    bson_iter_recurse(&it, &sub) && bson_iter_find(&sub, "to") &&
