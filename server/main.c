@@ -1,6 +1,7 @@
 /* boardd: parse the configuration, open the store, set up tokens, start the reaper and the
  * HTTP api, wait for SIGTERM/SIGINT, then shut down in order: stop accepting, finish
  * in-flight requests, stop the reaper, close the store. */
+#include "server/deliver.h"
 #include "server/reaper.h"
 #include "server/server.h"
 
@@ -34,6 +35,9 @@ int main(int argc, char **argv)
 	struct api *api = NULL;
 	struct server_reaper_config rcfg = {0};
 	struct server_reaper *reaper = NULL;
+	struct server_deliver_config dcfg = {0};
+	struct server_deliver *deliver = NULL;
+	const char *scale = getenv("BOARDD_TEST_DELIVERY_TIME_SCALE");
 	struct metrics *metrics = NULL;
 	char err[512];
 	sigset_t sigs;
@@ -108,6 +112,17 @@ int main(int argc, char **argv)
 	acfg.reaper = (struct api_reaper_hooks){server_reaper_hook_status, server_reaper_hook_pass,
 						reaper};
 
+	dcfg.threads = (unsigned)cfg.deliverers;
+	dcfg.lease_ms = cfg.delivery_lease_ms;
+	dcfg.timeout_ms = cfg.delivery_timeout_ms;
+	dcfg.metrics = metrics;
+	/* Test only: the retry schedule divided by this (README: test-only variables). */
+	dcfg.time_scale = scale ? strtod(scale, NULL) : 1;
+	if (server_deliver_start(st, &dcfg, &deliver) != CORE_OK) {
+		fprintf(stderr, "boardd: cannot start the webhook deliverers\n");
+		goto out;
+	}
+
 	if (api_start(&acfg, st, &api, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: %s\n", err);
 		goto out;
@@ -135,6 +150,7 @@ int main(int argc, char **argv)
 	code = 0;
 out:
 	api_stop(api);
+	server_deliver_stop(deliver); /* an attempt in flight finishes or times out first */
 	server_reaper_free(reaper);
 	store_close(st);
 	api_tokens_release(&tokens);

@@ -31,6 +31,9 @@ struct server_config {
 	int64_t max_comments;         /* 1000 (DESIGN §11) */
 	enum api_log_format log_format;
 	bool reaper_gate;             /* --reaper=on / ITERION_BOARD_CLAIM_REAPER=on; default off */
+	int64_t deliverers;           /* webhook deliverer threads (2; 0: none) */
+	int64_t delivery_lease_ms;    /* 60000 */
+	int64_t delivery_timeout_ms;  /* 15000 */
 	const char *tls_cert;         /* --tls-cert FILE (PEM chain); NULL: plain HTTP */
 	const char *tls_key;          /* --tls-key FILE (PEM key); with tls_cert */
 };

@@ -175,7 +175,8 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, int6
 	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
 	for (i = 0; i < q->n; i++) {
 		doc = bson_new();
-		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", NULL);
+		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", "dlv", "dlv_board", "dlv_card",
+					      NULL);
 		BSON_APPEND_INT64(doc, "seq", *first + (int64_t)i);
 		BSON_APPEND_DATE_TIME(doc, "ts", ts);
 		mongoc_bulk_operation_insert(bulk, doc);
@@ -354,7 +355,7 @@ static void evq_pull(struct mgo_conn *c, mongoc_collection_t *coll, const char *
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q)
 {
-	if (!q->n || evq_store(c, q, true) != CORE_OK)
+	if (!q->n || evq_store(c, q, true) != CORE_OK || mgo_effects_store(c, q) != CORE_OK)
 		return; /* left in the outbox: the maintenance drain retries */
 	evq_pull(c, coll, doc_id, q);
 }
@@ -405,7 +406,7 @@ static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 		return CORE_OK;
 	mgo_evq_from_outbox(&q, doc);
 	/* What was delivered already (a writer that died before its pull) is only pulled. */
-	if (q.n && evq_store(d->c, &q, false) == CORE_OK)
+	if (q.n && evq_store(d->c, &q, false) == CORE_OK && mgo_effects_store(d->c, &q) == CORE_OK)
 		evq_pull(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
 	mgo_evq_release(&q);
 	return CORE_OK;

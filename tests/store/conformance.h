@@ -58,6 +58,7 @@ void conformance_add_claims(Suite *s);
 void conformance_add_runs(Suite *s);
 void conformance_add_admin(Suite *s);
 void conformance_add_stats(Suite *s);
+void conformance_add_effects(Suite *s);
 void conformance_add_attention(Suite *s);
 void conformance_add_fence(Suite *s);
 

@@ -690,6 +690,7 @@ int main(void)
 	mongo_add_faults(tc);
 	mongo_add_reaper(tc);
 	mongo_add_interleave(tc);
+	mongo_add_effects(tc);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_add_suite(sr, conformance_suite("conformance-mongo", open_fresh, close_db));
