@@ -141,8 +141,6 @@ static enum core_rc caps_parse(struct api_req *r, unsigned *out)
 	return CORE_OK;
 }
 
-static const char *const mint_fields[] = {"marker", "caps", "ttl_ms", NULL};
-
 enum core_rc api_h_agent_token(struct api_req *r)
 {
 	struct core_card *c = NULL;
@@ -150,15 +148,13 @@ enum core_rc api_h_agent_token(struct api_req *r)
 	unsigned char key[STORE_SECRET_LEN], mac[32];
 	char *payload = NULL, *tok = NULL, *p64 = NULL;
 	json_t *pj = NULL;
-	const char *marker, *bad;
+	const char *marker;
 	int64_t epoch, ttl = 0, expires;
 	unsigned caps;
 	bool has_ttl = false;
 	size_t plen, n;
 	enum core_rc rc;
 
-	if ((bad = api_json_unknown_field(r->json, mint_fields)) != NULL)
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "unknown field \"%s\"", bad);
 	if ((rc = api_json_marker(r, true, &marker)) != CORE_OK ||
 	    (rc = caps_parse(r, &caps)) != CORE_OK ||
 	    (rc = api_json_int(r, "ttl_ms", false, &ttl, &has_ttl)) != CORE_OK ||
