@@ -9,7 +9,12 @@
  *    struct metrics the server creates and hands to the api and the reaper. Each label value
  *    is a fixed string of the table; the hot path is one relaxed atomic add (no lock).
  *    Adding a counter is one table line plus `metrics_inc(m, METRICS_X, "value")` where it
- *    happens.
+ *    happens, e.g.
+ *        X(METRICS_DELIVERIES, METRICS_COUNTER, "boardd_deliveries_total", "outcome",
+ *          METRICS_V("done", "retry", "dead"), NULL, METRICS_B_NONE, "Webhook deliveries.")
+ *        metrics_inc(api_metrics(a), METRICS_DELIVERIES, "done");
+ *    (two labels: a second value list, and metrics_add(m, id, v1, v2, n)). A counter name
+ *    ends in _total; every registry series is served from the start, zeros included.
  *  - collected families (no value list): produced at scrape time into a struct metrics_sink
  *    by whoever owns the numbers — the store through store_stats() (cards, claims, journal,
  *    driver), the api (its latency histogram), the process itself (metrics_process_collect).
@@ -74,8 +79,9 @@ enum metrics_buckets {
 	  METRICS_B_NONE, "Claim requests answered, by outcome.")                              \
 	X(METRICS_FENCE_REFUSED, METRICS_COUNTER, "boardd_fenced_writes_refused_total",       \
 	  "reason", NULL, NULL, METRICS_B_NONE,                                                \
-	  "Fenced writes (renew, release, owned writes) refused by the fence, by what the "    \
-	  "token did not match: unclaimed, marker, epoch, holder (another token).")            \
+	  "Fenced writes refused, by what did not match: unclaimed, marker, epoch, holder "    \
+	  "(another token) for renew, release and owned writes; run: a run write whose claim " \
+	  "is no longer the card's, or held by another token.")                                \
 	X(METRICS_REAPER_ACTIONS, METRICS_COUNTER, "boardd_reaper_actions_total", "action",   \
 	  METRICS_V("keep", "complete", "fail", "repark", "release", "give_up",               \
 		    "repair_release"),                                                         \

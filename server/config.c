@@ -101,7 +101,7 @@ static const struct opt opts[] = {
 	 .help = "open GET /v1/events/stream answers at once; one more is refused 503"},
 	{.flag = "stream-heartbeat-ms", .env = "BOARDD_STREAM_HEARTBEAT_MS", .kind = OPT_INT,
 	 .off = OFF(stream_heartbeat_ms), .min = 100, .max = 3600000, .arg = "MS",
-	 .def = "15000", .help = "a comment line on an idle event stream this often"},
+	 .def = "15000", .help = "a comment line on every event stream this often"},
 	{.flag = "log-format", .env = "BOARDD_LOG_FORMAT", .kind = OPT_LOG, .off = OFF(log_format),
 	 .arg = "text|json", .def = "text", .help = "format of the access log on stderr"},
 	{.flag = "deliverers", .env = "BOARDD_DELIVERERS", .kind = OPT_INT, .off = OFF(deliverers),
