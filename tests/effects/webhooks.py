@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import boardd_proc  # noqa: E402
 from receiver import Receiver  # noqa: E402
 
-SCALE = 10000  # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h -> 0.5 ms ... 3.6 s
+SCALE = 40000  # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h -> 0.125 ms ... 0.9 s
 passed = failed = 0
 
 
