@@ -486,7 +486,17 @@ struct fs_txn {
 	struct fs_change ch;
 	struct fs_effect_hit *hits; /* matched (event, subscription) pairs (fs_effect.c) */
 	size_t n_hits;
+	/* The caller's answers (fs_txn_answer): refreshed if a one-shot changes their card */
+	struct {
+		const char *id;          /* borrowed from the txn's copy */
+		struct core_card **out;
+	} answers[2];
+	size_t n_answers;
 };
+
+/* *out = a copy of c (the transaction's card) for the caller, refreshed by fs_txn_end when
+ * the step's effects (consume_labels) change that card after this call. NOMEM. */
+enum core_rc fs_txn_answer(struct fs_txn *t, const struct core_card *c, struct core_card **out);
 
 /* Takes the state write lock and reads "now" once for the whole mutation. */
 void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *actor);

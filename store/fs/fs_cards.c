@@ -185,7 +185,7 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 		rc = fs_txn_event(&t, CORE_EV_CARD_CREATED, b->name, in->id ? in->id : idbuf, NULL,
 				  json_pack("{ss}", "state", state));
 	if (rc == CORE_OK)
-		rc = fs_card_out(fs_txn_peek(&t, in->id ? in->id : idbuf), out);
+		rc = fs_txn_answer(&t, fs_txn_peek(&t, in->id ? in->id : idbuf), out);
 out:
 	core_card_free(c);
 	rc = fs_txn_end(&t, rc);
@@ -258,7 +258,7 @@ enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_
 		rc = blockers_reposition(&t, c, b);
 done:
 	if (rc == CORE_OK)
-		rc = fs_card_out(c, out);
+		rc = fs_txn_answer(&t, c, out);
 out:
 	core_strv_release(&bl);
 	json_decref(fields);
@@ -317,7 +317,7 @@ static enum core_rc end_with_card(struct fs_txn *t, enum core_rc rc, struct core
 				  struct core_card **out)
 {
 	if (rc == CORE_OK)
-		rc = fs_card_out(c, out);
+		rc = fs_txn_answer(t, c, out);
 	rc = fs_txn_end(t, rc);
 	if (rc != CORE_OK && *out) {
 		core_card_free(*out);

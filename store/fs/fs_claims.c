@@ -33,7 +33,7 @@ static enum core_rc end_card(struct fs_txn *t, enum core_rc rc, const struct cor
 			     struct core_card **out)
 {
 	if (rc == CORE_OK && out)
-		rc = fs_card_out(c, out);
+		rc = fs_txn_answer(t, c, out);
 	rc = fs_txn_end(t, rc);
 	if (rc != CORE_OK && out && *out) {
 		core_card_free(*out);
