@@ -147,8 +147,8 @@ struct store_label_sweep {
  * A subscription belongs to a board and is named there. Every event a mutation appends is
  * matched (core_sub_matches) against the enabled subscriptions of its board in the same atomic
  * step: a match enqueues one delivery and applies the subscription's consume_labels to the
- * card, and the consumption is recorded as a card_labels_changed event (reason
- * "consume_labels") that is itself never matched (a one-shot fires one delivery, never a
+ * card, and the consumption is recorded as one card_labels_changed event per card and step
+ * (reason "consume_labels", payload {removed, subscriptions}) that is itself never matched (a one-shot fires one delivery, never a
  * cascade). A machine event matches nothing. */
 
 struct store_sub {
