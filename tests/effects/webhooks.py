@@ -20,6 +20,7 @@ usage: webhooks.py path/to/boardd [--mongo]
 """
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -176,6 +177,13 @@ def run(srv, ops, wrk, recv, other):
                     name, sorted(keys), sorted(sch.get('required', [])),
                     sorted(sch['properties'])))
 
+    # The types a subscription may name are core's (core/core.h: card events, not deleted).
+    core_h = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'core',
+                               'core.h')).read()
+    core_types = [t for t in re.findall(r'X\(CORE_EV_\w+, "(\w+)"\)', core_h)
+                  if t.startswith('card_') and t != 'card_deleted']
+    check(sorted(spec['SubscriptionOn']['properties']['types']['items']['enum']) ==
+          sorted(core_types), 'openapi: on.types is core\'s subscribable set %s' % core_types)
     for what, obj in (('PUT 201', s), ('GET', one), ('PUT 200', again)):
         good, why = conforms(obj, 'Subscription')
         check(good, 'openapi: %s: %s' % (what, why))
