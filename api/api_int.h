@@ -204,6 +204,8 @@ enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bo
  * zeroed by the caller and released by it. *present tells whether the key was there. */
 enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key,
 			   bool (*valid)(const char *), struct core_strv *out, bool *present);
+/* "priority" from the body: an int32 (absent: *out untouched, *present false). */
+enum core_rc api_json_priority(struct api_req *r, int32_t *out, bool *present);
 /* lease_ms from the body, default and bounds from the config. */
 enum core_rc api_json_lease(struct api_req *r, int64_t *out);
 /* If-Match: "<epoch>" or a bare integer. Missing -> PRECONDITION_REQUIRED. */

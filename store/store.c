@@ -368,6 +368,28 @@ enum core_rc store_card_claim(struct store *st, const char *id, const char *mark
 	return st->ops->card_claim(st, id, marker, lease_ms, actor, out);
 }
 
+static bool names_valid(const struct core_strv *sv)
+{
+	size_t i;
+
+	for (i = 0; sv && i < sv->n; i++)
+		if (!core_name_valid(sv->v[i]))
+			return false;
+	return true;
+}
+
+enum core_rc store_card_claim_next(struct store *st, const struct store_claim_next *in,
+				   const struct store_actor *actor, struct store_claim_result *out)
+{
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!st || !in || !out || !core_name_valid(in->board) || !core_marker_valid(in->marker) ||
+	    in->lease_ms <= 0 || !names_valid(in->columns) || (in->labels && !labels_valid(in->labels)))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_claim_next);
+	return st->ops->card_claim_next(st, in, actor, out);
+}
+
 enum core_rc store_card_renew(struct store *st, const char *id, const struct core_token *t,
 			      int64_t lease_ms, struct core_card **out)
 {

@@ -44,12 +44,15 @@ struct store_card_create {
 	const char *state; /* NULL: the board's first column */
 	const struct core_strv *labels;   /* may be NULL */
 	const struct core_strv *blockers; /* may be NULL */
+	int32_t priority;                 /* claim-next order (DESIGN §12) */
 };
 
 struct store_card_patch {
 	const char *title;                /* NULL: unchanged */
 	const char *body;                 /* NULL: unchanged */
 	const struct core_strv *blockers; /* NULL: unchanged */
+	bool has_priority;                /* false: priority unchanged */
+	int32_t priority;
 };
 
 struct store_card_filter {
@@ -88,6 +91,18 @@ struct store_claim_result {
 	struct core_token token; /* token.marker borrowed from card->claim.marker */
 	bool fresh;
 	struct core_card *card; /* caller frees */
+};
+
+/* claim-next (DESIGN §12): a fresh claim of the best unclaimed card (core_pick_fits,
+ * core_pick_before) in one atomic step. */
+struct store_claim_next {
+	const char *board;
+	const char *marker;
+	int64_t lease_ms;
+	const struct core_strv *columns; /* NULL or empty: the board's eligible columns */
+	const struct core_strv *labels;  /* NULL or empty: any */
+	const char *holder; /* the name of the token taking it (DESIGN §11's claim.holder); may
+			     * be NULL */
 };
 
 struct store_run_create {
@@ -212,6 +227,11 @@ struct store_ops {
 	enum core_rc (*card_claim)(struct store *st, const char *id, const char *marker,
 				   int64_t lease_ms, const struct store_actor *actor,
 				   struct store_claim_result *out);
+	/* OK with out->card NULL: nothing available now. NOT_FOUND: no such board;
+	 * TRANSITION_REJECTED: a column unknown or terminal (core_pick_check). */
+	enum core_rc (*card_claim_next)(struct store *st, const struct store_claim_next *in,
+					const struct store_actor *actor,
+					struct store_claim_result *out);
 	enum core_rc (*card_renew)(struct store *st, const char *id, const struct core_token *t,
 				   int64_t lease_ms, struct core_card **out);
 	enum core_rc (*card_release)(struct store *st, const char *id, const struct core_token *t,
@@ -333,6 +353,8 @@ enum core_rc store_card_delete(struct store *st, const char *id, const struct st
 enum core_rc store_card_claim(struct store *st, const char *id, const char *marker,
 			      int64_t lease_ms, const struct store_actor *actor,
 			      struct store_claim_result *out);
+enum core_rc store_card_claim_next(struct store *st, const struct store_claim_next *in,
+				   const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc store_card_renew(struct store *st, const char *id, const struct core_token *t,
 			      int64_t lease_ms, struct core_card **out);
 enum core_rc store_card_release(struct store *st, const char *id, const struct core_token *t,

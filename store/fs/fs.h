@@ -485,6 +485,8 @@ enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *b
 /* fs_claims.c */
 enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker, int64_t lease_ms,
 			   const struct store_actor *actor, struct store_claim_result *out);
+enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next *in,
+				const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_token *t,
 			   int64_t lease_ms, struct core_card **out);
 enum core_rc fs_card_release(struct store *st, const char *id, const struct core_token *t,

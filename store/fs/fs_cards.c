@@ -170,6 +170,7 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 	if (!core_blockers_all_done(b, &c->blockers, &lk))
 		state = b->waiting;
 	c->has_epoch = true;
+	c->priority = in->priority;
 	c->created_at = t.now;
 	rc = core_card_state_write(c, state, NULL, t.now);
 	if (rc != CORE_OK)
@@ -233,6 +234,11 @@ enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_
 	if (p->body && (core_str_set(&c->body, p->body) ||
 			json_array_append_new(fields, json_string("body"))))
 		goto out;
+	if (p->has_priority) {
+		c->priority = p->priority;
+		if (json_array_append_new(fields, json_string("priority")))
+			goto out;
+	}
 	if (p->blockers) {
 		core_strv_release(&c->blockers);
 		c->blockers = bl;

@@ -73,6 +73,98 @@ enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker,
 	return rc;
 }
 
+/* ---- claim-next (DESIGN §12) ----
+ * The candidates come from the posting lists, never from a walk of the board: the lists of
+ * the asked columns, or the list of the rarest asked label when that one is shorter. The
+ * whole pick and the claim run under the write lock, so two workers never get one card. */
+
+/* Folds the members of list p that fit into *best (core_pick_before decides). */
+static void pick_from(const struct fs_post *p, const struct core_pick *pk,
+		      const struct core_card **best)
+{
+	size_t i;
+
+	for (i = 0; p && i < p->n; i++) {
+		const struct core_card *c = p->v[i]->card;
+
+		if (core_pick_fits(pk, c) && (!*best || core_pick_before(c, *best)))
+			*best = c;
+	}
+}
+
+enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next *in,
+				const struct store_actor *actor, struct store_claim_result *out)
+{
+	struct fs_txn t;
+	struct core_strv eligible = {0};
+	const struct core_strv *cols = in->columns;
+	const struct fs_post *by_label = NULL, *p;
+	const struct core_card *best = NULL;
+	const struct core_board *b;
+	struct core_card_lookup lk;
+	struct core_pick pk;
+	struct core_card *c = NULL;
+	size_t i, n_states = 0;
+	bool fresh = false;
+	enum core_rc rc = CORE_OK;
+
+	fs_txn_begin(fs_of(st), &t, actor);
+	lk = fs_txn_lookup(&t);
+	b = fs_board_find(t.fs, in->board);
+	if (!b) {
+		rc = CORE_ERR_NOT_FOUND;
+		goto out;
+	}
+	if ((rc = core_pick_check(b, cols, NULL, 0)) != CORE_OK)
+		goto out;
+	if (!cols || !cols->n) {
+		for (i = 0; rc == CORE_OK && i < b->n_cols; i++)
+			if (b->cols[i].eligible)
+				rc = core_strv_push(&eligible, b->cols[i].name);
+		cols = &eligible;
+	}
+	pk = (struct core_pick){.board = b, .columns = cols, .labels = in->labels, .lk = &lk};
+	for (i = 0; i < cols->n; i++)
+		if ((p = fs_post_state(t.fs, cols->v[i])))
+			n_states += p->n;
+	/* A label list holds every state's cards, the column lists only theirs: the shorter. */
+	for (i = 0; in->labels && i < in->labels->n; i++) {
+		p = fs_post_label(t.fs, in->labels->v[i]);
+		if (!p) {
+			n_states = 0; /* nobody carries it: nothing fits */
+			by_label = NULL;
+			cols = NULL;
+			break;
+		}
+		if ((!by_label || p->n < by_label->n) && p->n < n_states)
+			by_label = p;
+	}
+	if (by_label)
+		pick_from(by_label, &pk, &best);
+	else
+		for (i = 0; cols && i < cols->n; i++)
+			pick_from(fs_post_state(t.fs, cols->v[i]), &pk, &best);
+	if (rc != CORE_OK || !best)
+		goto out; /* nothing available: OK with no card */
+	rc = fs_txn_card(&t, best->id, &c);
+	if (rc == CORE_OK)
+		rc = core_claim_acquire(c, b, in->marker, in->lease_ms, t.now, 0, &fresh);
+	if (rc == CORE_OK)
+		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
+				  token_json(in->marker, c));
+	rc = end_card(&t, rc, c, &out->card);
+	if (rc == CORE_OK) {
+		out->fresh = fresh;
+		out->token.marker = out->card->claim.marker;
+		out->token.epoch = out->card->claim_epoch;
+	}
+	core_strv_release(&eligible);
+	return rc;
+out:
+	core_strv_release(&eligible);
+	return fs_txn_end(&t, rc);
+}
+
 enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_token *tok,
 			   int64_t lease_ms, struct core_card **out)
 {

@@ -1,0 +1,264 @@
+/* claim-next on the Mongo twin (DESIGN §12): ONE findAndModify whose filter is the whole of
+ * core_pick_fits (board, state in the columns, unclaimed, every label, no blockers pending)
+ * and whose sort is core_pick_before (priority desc, created_at, _id), served by the
+ * cards index "claim_next" {board, state, priority -1, created_at, _id}. Many workers at once
+ * each get a different card: the server takes the first match and writes it in one step.
+ *
+ * The fresh epoch is the server clock: max(previous + 1, now) without reading the previous
+ * value, because the filter also requires claim_epoch < now (or none), so `now` is that
+ * maximum. A card released within the same millisecond as it was claimed does not match until
+ * the clock moves on (retried below), never with a repeated epoch.
+ *
+ * Blockers live in other documents, so "all done" cannot be a filter term. A card with no
+ * blockers needs no check; the best few cards that have some are checked first (one find, and
+ * a lookup of their blockers), and the findAndModify admits exactly the ones that passed. A
+ * card whose blockers are pending is therefore never claimed, whatever the order. */
+#include "store/mongo/mongo.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NEXT_BLOCKED_SCAN 20 /* cards with blockers looked at per call, best first */
+
+static bool strv_array(bson_t *d, const char *key, const struct core_strv *sv)
+{
+	bson_t arr;
+	char ibuf[16];
+	const char *ikey;
+	size_t i;
+	bool ok = BSON_APPEND_ARRAY_BEGIN(d, key, &arr);
+
+	for (i = 0; ok && i < sv->n; i++) {
+		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
+		ok = BSON_APPEND_UTF8(&arr, ikey, sv->v[i]);
+	}
+	return ok && bson_append_array_end(d, &arr);
+}
+
+/* {board, state: {$in}, claim: null, labels: {$all}} — the part every query shares. */
+static bool base_filter(bson_t *f, const char *board, const struct core_strv *cols,
+			const struct core_strv *labels)
+{
+	bson_t sub;
+	bool ok = BSON_APPEND_UTF8(f, "board", board) &&
+		  BSON_APPEND_DOCUMENT_BEGIN(f, "state", &sub) && strv_array(&sub, "$in", cols) &&
+		  bson_append_document_end(f, &sub) && BSON_APPEND_NULL(f, "claim");
+
+	if (ok && labels && labels->n)
+		ok = BSON_APPEND_DOCUMENT_BEGIN(f, "labels", &sub) &&
+		     strv_array(&sub, "$all", labels) && bson_append_document_end(f, &sub);
+	return ok;
+}
+
+static bool sort_append(bson_t *d, const char *key)
+{
+	bson_t s;
+
+	return BSON_APPEND_DOCUMENT_BEGIN(d, key, &s) && BSON_APPEND_INT32(&s, "priority", -1) &&
+	       BSON_APPEND_INT32(&s, "created_at", 1) && BSON_APPEND_INT32(&s, "_id", 1) &&
+	       bson_append_document_end(d, &s);
+}
+
+/* The best card carrying blockers that are all done, among the first NEXT_BLOCKED_SCAN that
+ * carry any; *id receives a copy (caller frees) or stays NULL. */
+static enum core_rc blocked_pick(struct mgo_conn *c, const struct core_board *b,
+				 const struct core_strv *cols, const struct core_strv *labels,
+				 char **id)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, ex;
+	struct core_card **cards = NULL;
+	struct mgo_lookup lk;
+	struct core_card_lookup look;
+	size_t n = 0, i;
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	*id = NULL;
+	if (!base_filter(&filter, b->name, cols, labels) ||
+	    !BSON_APPEND_DOCUMENT_BEGIN(&filter, "blockers.0", &ex) ||
+	    !BSON_APPEND_BOOL(&ex, "$exists", true) || !bson_append_document_end(&filter, &ex) ||
+	    !sort_append(&opts, "sort") || !BSON_APPEND_INT64(&opts, "limit", NEXT_BLOCKED_SCAN))
+		goto out;
+	rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
+	if (rc != CORE_OK)
+		goto out;
+	look = mgo_lookup_init(&lk, c);
+	for (i = 0; i < n && !*id; i++) {
+		bool done = core_blockers_all_done(b, &cards[i]->blockers, &look);
+
+		if (lk.rc != CORE_OK) {
+			rc = lk.rc;
+			break;
+		}
+		if (done && !(*id = strdup(cards[i]->id)))
+			rc = CORE_ERR_NOMEM;
+	}
+	mgo_lookup_release(&lk);
+out:
+	store_cards_free(cards, n);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return rc;
+}
+
+/* The findAndModify filter: base, admitted blockers, and the epoch below `now`. */
+static bool take_filter(bson_t *f, const char *board, const struct core_strv *cols,
+			const struct core_strv *labels, const char *blocked_ok, int64_t now)
+{
+	bson_t and, a0, a1, or0, or1, o, sub;
+	bool ok = base_filter(f, board, cols, labels) && BSON_APPEND_ARRAY_BEGIN(f, "$and", &and);
+
+	/* blockers: none, or the one card checked above */
+	ok = ok && BSON_APPEND_DOCUMENT_BEGIN(&and, "0", &a0) &&
+	     BSON_APPEND_ARRAY_BEGIN(&a0, "$or", &or0) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&or0, "0", &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&o, "blockers", &sub) && BSON_APPEND_INT32(&sub, "$size", 0) &&
+	     bson_append_document_end(&o, &sub) && bson_append_document_end(&or0, &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&or0, "1", &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&o, "blockers", &sub) &&
+	     BSON_APPEND_BOOL(&sub, "$exists", false) && bson_append_document_end(&o, &sub) &&
+	     bson_append_document_end(&or0, &o);
+	if (ok && blocked_ok)
+		ok = BSON_APPEND_DOCUMENT_BEGIN(&or0, "2", &o) &&
+		     BSON_APPEND_UTF8(&o, "_id", blocked_ok) && bson_append_document_end(&or0, &o);
+	ok = ok && bson_append_array_end(&a0, &or0) && bson_append_document_end(&and, &a0);
+	/* claim_epoch < now, or none: then `now` is max(previous + 1, now) */
+	ok = ok && BSON_APPEND_DOCUMENT_BEGIN(&and, "1", &a1) &&
+	     BSON_APPEND_ARRAY_BEGIN(&a1, "$or", &or1) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&or1, "0", &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&o, "claim_epoch", &sub) &&
+	     BSON_APPEND_INT64(&sub, "$lt", now) && bson_append_document_end(&o, &sub) &&
+	     bson_append_document_end(&or1, &o) && BSON_APPEND_DOCUMENT_BEGIN(&or1, "1", &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&o, "claim_epoch", &sub) &&
+	     BSON_APPEND_BOOL(&sub, "$exists", false) && bson_append_document_end(&o, &sub) &&
+	     bson_append_document_end(&or1, &o) && bson_append_array_end(&a1, &or1) &&
+	     bson_append_document_end(&and, &a1);
+	return ok && bson_append_array_end(f, &and);
+}
+
+/* $set of the fresh claim and its epoch, the card_claimed event pushed into the outbox
+ * (its card_id is filled in on delivery: the card is not known before the write). */
+static bool take_update(bson_t *u, const char *marker, int64_t lease_ms, int64_t now,
+			const struct mgo_evq *q)
+{
+	bson_t set, push;
+	struct core_claim cl = {.present = true,
+				.marker = (char *)marker,
+				.claimed_at = now,
+				.has_lease = true,
+				.lease_until = now + lease_ms,
+				.lease_ms = lease_ms};
+
+	return BSON_APPEND_DOCUMENT_BEGIN(u, "$set", &set) && mgo_claim_append(&set, "claim", &cl) &&
+	       BSON_APPEND_INT64(&set, "claim_epoch", now) &&
+	       BSON_APPEND_DATE_TIME(&set, "updated_at", now) && bson_append_document_end(u, &set) &&
+	       BSON_APPEND_DOCUMENT_BEGIN(u, "$push", &push) && mgo_evq_push_append(q, &push) &&
+	       bson_append_document_end(u, &push);
+}
+
+/* Whether some card fits but for its epoch (claimed and released within this millisecond). */
+static enum core_rc epoch_blocked(struct mgo_conn *c, const char *board,
+				  const struct core_strv *cols, const struct core_strv *labels,
+				  bool *any)
+{
+	bson_t filter = BSON_INITIALIZER, *doc = NULL, ge;
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	*any = false;
+	if (base_filter(&filter, board, cols, labels) &&
+	    BSON_APPEND_DOCUMENT_BEGIN(&filter, "claim_epoch", &ge) &&
+	    BSON_APPEND_INT64(&ge, "$gte", c->now) && bson_append_document_end(&filter, &ge))
+		rc = mgo_find_one(c->cards, &filter, NULL, &doc);
+	*any = doc != NULL;
+	bson_destroy(doc);
+	bson_destroy(&filter);
+	return rc;
+}
+
+enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next *in,
+				 const struct store_actor *actor, struct store_claim_result *out)
+{
+	struct mgo *m = mgo_of(st);
+	struct mgo_conn c;
+	struct core_board b = {0};
+	struct core_strv eligible = {0};
+	const struct core_strv *cols = in->columns;
+	char *blocked_ok = NULL;
+	bson_t *doc = NULL;
+	int tries;
+	size_t i;
+	enum core_rc rc = mgo_conn_open(m, &c);
+
+	if (rc != CORE_OK)
+		return rc;
+	c.actor = mgo_actor_name(actor);
+	rc = mgo_board_read(&c, in->board, &b);
+	if (rc == CORE_OK)
+		rc = core_pick_check(&b, cols, NULL, 0);
+	if (rc == CORE_OK && (!cols || !cols->n)) {
+		for (i = 0; rc == CORE_OK && i < b.n_cols; i++)
+			if (b.cols[i].eligible)
+				rc = core_strv_push(&eligible, b.cols[i].name);
+		cols = &eligible;
+	}
+	for (tries = 0; rc == CORE_OK && tries < MGO_CAS_TRIES; tries++) {
+		bson_t filter = BSON_INITIALIZER, sort = BSON_INITIALIZER, update = BSON_INITIALIZER;
+		struct mgo_evq q;
+		bool any = false;
+
+		free(blocked_ok);
+		rc = blocked_pick(&c, &b, cols, in->labels, &blocked_ok);
+		if (rc != CORE_OK)
+			break;
+		mgo_evq_init(&q, m);
+		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, b.name, NULL, c.actor, NULL, c.now,
+			    json_pack("{sssI}", "marker", in->marker, "epoch", (json_int_t)c.now));
+		rc = CORE_ERR_NOMEM;
+		if (!q.failed && take_filter(&filter, b.name, cols, in->labels, blocked_ok, c.now) &&
+		    BSON_APPEND_INT32(&sort, "priority", -1) &&
+		    BSON_APPEND_INT32(&sort, "created_at", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
+		    take_update(&update, in->marker, in->lease_ms, c.now, &q))
+			rc = mgo_find_modify_sort(c.cards, &filter, &sort, &update, &doc);
+		if (rc == CORE_OK && doc) {
+			rc = mgo_card_from_bson(doc, &out->card);
+			if (rc == CORE_ERR_BAD_REQUEST)
+				rc = CORE_ERR_INTERNAL;
+			if (rc == CORE_OK)
+				mgo_evq_deliver(&c, c.cards, out->card->id, &q);
+		}
+		mgo_evq_release(&q);
+		bson_destroy(&update);
+		bson_destroy(&sort);
+		bson_destroy(&filter);
+		if (rc != CORE_OK || doc)
+			break;
+		rc = epoch_blocked(&c, b.name, cols, in->labels, &any);
+		if (rc != CORE_OK || !any)
+			break; /* nothing available */
+		/* Only the clock stands in the way: the next millisecond admits it. */
+		nanosleep(&(struct timespec){0, 1000000L}, NULL);
+		c.now = store_now(st);
+	}
+	if (rc == CORE_OK && out->card &&
+	    (!out->card->claim.present || !out->card->has_epoch ||
+	     strcmp(out->card->claim.marker, in->marker) != 0)) {
+		core_card_free(out->card);
+		out->card = NULL;
+		rc = CORE_ERR_INTERNAL; /* the post-image must hold what was just written */
+	}
+	if (rc == CORE_OK && out->card) {
+		out->fresh = true;
+		out->token.marker = out->card->claim.marker;
+		out->token.epoch = out->card->claim_epoch;
+	}
+	if (rc != CORE_OK && out->card) {
+		core_card_free(out->card);
+		out->card = NULL;
+	}
+	bson_destroy(doc);
+	free(blocked_ok);
+	core_strv_release(&eligible);
+	core_board_release(&b);
+	mgo_conn_close(&c);
+	return rc;
+}
