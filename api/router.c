@@ -37,7 +37,7 @@
 	X("POST", "/v1/cards/{id}/reopen", api_h_card_reopen, O, BODY)                     \
 	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY)                   \
 	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY)               \
-	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, B | O, BODY)               \
+	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, W | B | O, BODY)               \
 	X("GET", "/v1/labels", api_h_labels_count, ANY, 0)                                 \
 	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY)                       \
 	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY)                         \
@@ -53,6 +53,7 @@
 	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0)                                \
 	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY)                               \
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY)       \
+	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY)                  \
 	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0)                                   \
 	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0)
 

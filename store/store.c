@@ -516,7 +516,19 @@ enum core_rc store_card_comment_add(struct store *st, const char *id, const char
 	if (!st || !out || !core_id_valid(id) || !body)
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, card_comment_add);
-	return st->ops->card_comment_add(st, id, body, actor, out);
+	return st->ops->card_comment_add(st, id, body, NULL, actor, out);
+}
+
+enum core_rc store_card_comment_add_owned(struct store *st, const char *id, const char *body,
+					  const struct core_token *t,
+					  const struct store_actor *actor, struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id) || !body || !t || !core_marker_valid(t->marker))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_comment_add);
+	return st->ops->card_comment_add(st, id, body, t, actor, out);
 }
 
 enum core_rc store_labels_count(struct store *st, const char *board, const char *const *boards,
@@ -591,7 +603,9 @@ enum core_rc store_run_update(struct store *st, const char *id, const struct sto
 	if (!st || !u || !out || !core_id_valid(id) || !core_marker_valid(u->marker) ||
 	    (u->status && !core_status_valid(u->status)) ||
 	    (u->continuation && !core_continuation_valid(u->continuation)) ||
-	    (u->failure_code && !*u->failure_code) || u->lease_ms <= 0)
+	    (u->failure_code && !*u->failure_code) || u->lease_ms <= 0 ||
+	    (u->result && strlen(u->result) > CORE_RUN_RESULT_MAX) ||
+	    (u->error && strlen(u->error) > CORE_RUN_ERROR_MAX))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, run_update);
 	return st->ops->run_update(st, id, u, actor, out);

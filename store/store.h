@@ -119,6 +119,8 @@ struct store_run_update {
 	const char *continuation; /* NULL: unchanged */
 	bool clear_continuation;
 	const char *failure_code; /* NULL: unchanged */
+	const char *result;       /* compact JSON text (<= CORE_RUN_RESULT_MAX); NULL: unchanged */
+	const char *error;        /* <= CORE_RUN_ERROR_MAX bytes; NULL: unchanged */
 	int64_t lease_ms;         /* the run lock is renewed to now + lease_ms */
 };
 
@@ -253,7 +255,10 @@ struct store_ops {
 					   const struct core_strv *add,
 					   const struct core_strv *remove,
 					   const struct store_actor *actor, struct core_card **out);
+	/* t NULL: an ordinary write (bot, operator); else fenced by the claim token, as an owned
+	 * write (a worker's comment, DESIGN §12): a stale token adds nothing. */
 	enum core_rc (*card_comment_add)(struct store *st, const char *id, const char *body,
+					 const struct core_token *t,
 					 const struct store_actor *actor, struct core_card **out);
 	/* label -> count over a board (NULL: all boards); *out is a new json object. */
 	enum core_rc (*labels_count)(struct store *st, const char *board,
@@ -373,6 +378,10 @@ enum core_rc store_card_labels_set(struct store *st, const char *id, const struc
 enum core_rc store_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,
 				      const struct core_strv *remove,
 				      const struct store_actor *actor, struct core_card **out);
+/* The worker's comment: fenced by t (CLAIM_CONFLICT and nothing added on a stale token). */
+enum core_rc store_card_comment_add_owned(struct store *st, const char *id, const char *body,
+					  const struct core_token *t,
+					  const struct store_actor *actor, struct core_card **out);
 enum core_rc store_card_comment_add(struct store *st, const char *id, const char *body,
 				    const struct store_actor *actor, struct core_card **out);
 enum core_rc store_labels_count(struct store *st, const char *board, const char *const *boards,

@@ -480,6 +480,7 @@ enum core_rc fs_card_labels_adjust(struct store *st, const char *id, const struc
 				   const struct core_strv *remove, const struct store_actor *actor,
 				   struct core_card **out);
 enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *body,
+				 const struct core_token *tok,
 				 const struct store_actor *actor, struct core_card **out);
 
 /* fs_claims.c */

@@ -420,6 +420,7 @@ enum core_rc fs_card_labels_adjust(struct store *st, const char *id, const struc
 }
 
 enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *body,
+				 const struct core_token *tok,
 				 const struct store_actor *actor, struct core_card **out)
 {
 	struct fs_txn t;
@@ -430,6 +431,8 @@ enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *b
 
 	fs_txn_begin(fs_of(st), &t, actor);
 	rc = fs_txn_card(&t, id, &c);
+	if (rc == CORE_OK && tok)
+		rc = core_fence_check(c, tok);
 	if (rc != CORE_OK)
 		goto out;
 	rc = CORE_ERR_NOMEM;

@@ -322,6 +322,7 @@ enum core_rc mgo_card_labels_adjust(struct store *st, const char *id, const stru
 				    const struct core_strv *remove,
 				    const struct store_actor *actor, struct core_card **out);
 enum core_rc mgo_card_comment_add(struct store *st, const char *id, const char *body,
+				  const struct core_token *t,
 				  const struct store_actor *actor, struct core_card **out);
 
 /* mongo_claims.c */

@@ -157,6 +157,7 @@ enum core_rc mgo_card_labels_adjust(struct store *st, const char *id, const stru
 
 struct comment_arg {
 	const char *id, *body;
+	const struct core_token *t; /* NULL: unfenced */
 };
 
 static enum core_rc comment_once(struct mgo_conn *c, const void *arg, bool *hit,
@@ -170,6 +171,8 @@ static enum core_rc comment_once(struct mgo_conn *c, const void *arg, bool *hit,
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
 	mgo_evq_init(&q, c->m);
+	if (rc == CORE_OK && x->t)
+		rc = core_fence_check(a.was, x->t);
 	if (rc != CORE_OK)
 		goto out;
 	rc = CORE_ERR_NOMEM;
@@ -188,7 +191,9 @@ static enum core_rc comment_once(struct mgo_conn *c, const void *arg, bool *hit,
 	a.now->updated_at = c->now;
 	mgo_evq_add(&q, CORE_EV_CARD_COMMENT_ADDED, a.now->board, a.now->id, c->actor, NULL,
 		    c->now, json_pack("{ss}", "comment_id", cid));
-	rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_COMMENTS, &q, hit, out);
+	/* An owned comment is also guarded on the claim as read (the fence). */
+	rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_COMMENTS | (x->t ? MGO_PRE_CLAIM : 0), &q, hit,
+			  out);
 out:
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);
@@ -196,9 +201,10 @@ out:
 }
 
 enum core_rc mgo_card_comment_add(struct store *st, const char *id, const char *body,
+				  const struct core_token *t,
 				  const struct store_actor *actor, struct core_card **out)
 {
-	struct comment_arg x = {id, body};
+	struct comment_arg x = {id, body, t};
 
 	return mgo_card_retry(st, actor, comment_once, &x, CORE_ERR_STATE_CONFLICT, out);
 }
