@@ -4,10 +4,12 @@
  * cards index "claim_next" {board, state, priority -1, created_at, _id}. Many workers at once
  * each get a different card: the server takes the first match and writes it in one step.
  *
- * The fresh epoch is the server clock: max(previous + 1, now) without reading the previous
- * value, because the filter also requires claim_epoch < now (or none), so `now` is that
- * maximum. A card released within the same millisecond as it was claimed does not match until
- * the clock moves on (retried below), never with a repeated epoch.
+ * The fresh epoch is max(previous + 1, now) (DESIGN §3) without reading the previous value:
+ * the filter also requires claim_epoch < now (or none), so `now` is that maximum. The best
+ * card is looked up first (one find, same filter and sort); only when its epoch is already
+ * >= now (claimed and released within this millisecond, or a clock that went back) does the
+ * findAndModify require exactly that epoch and write it + 1. Either way the epoch is
+ * monotone and known before the write, so the card_claimed event rides in the same update.
  *
  * Blockers live in other documents, so "all done" cannot be a filter term. A card with no
  * blockers needs no check; the best few cards that have some are checked first (one find, and
@@ -17,7 +19,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define NEXT_BLOCKED_SCAN 20 /* cards with blockers looked at per call, best first */
 
@@ -101,9 +102,11 @@ out:
 	return rc;
 }
 
-/* The findAndModify filter: base, admitted blockers, and the epoch below `now`. */
+/* The findAndModify filter: base, admitted blockers, and the epoch below `now` (epoch_eq < 0)
+ * or exactly epoch_eq. */
 static bool take_filter(bson_t *f, const char *board, const struct core_strv *cols,
-			const struct core_strv *labels, const char *blocked_ok, int64_t now)
+			const struct core_strv *labels, const char *blocked_ok, int64_t now,
+			int64_t epoch_eq)
 {
 	bson_t and, a0, a1, or0, or1, o, sub;
 	bool ok = base_filter(f, board, cols, labels) && BSON_APPEND_ARRAY_BEGIN(f, "$and", &and);
@@ -122,6 +125,11 @@ static bool take_filter(bson_t *f, const char *board, const struct core_strv *co
 		ok = BSON_APPEND_DOCUMENT_BEGIN(&or0, "2", &o) &&
 		     BSON_APPEND_UTF8(&o, "_id", blocked_ok) && bson_append_document_end(&or0, &o);
 	ok = ok && bson_append_array_end(&a0, &or0) && bson_append_document_end(&and, &a0);
+	if (epoch_eq == INT64_MIN) /* no epoch term (best_epoch's look-up) */
+		return ok && bson_append_array_end(f, &and);
+	if (epoch_eq >= 0) /* then epoch_eq + 1 is max(previous + 1, now) */
+		return ok && bson_append_array_end(f, &and) &&
+		       BSON_APPEND_INT64(f, "claim_epoch", epoch_eq);
 	/* claim_epoch < now, or none: then `now` is max(previous + 1, now) */
 	ok = ok && BSON_APPEND_DOCUMENT_BEGIN(&and, "1", &a1) &&
 	     BSON_APPEND_ARRAY_BEGIN(&a1, "$or", &or1) &&
@@ -139,7 +147,7 @@ static bool take_filter(bson_t *f, const char *board, const struct core_strv *co
 /* $set of the fresh claim and its epoch, the card_claimed event pushed into the outbox
  * (its card_id is filled in on delivery: the card is not known before the write). */
 static bool take_update(bson_t *u, const char *marker, int64_t lease_ms, int64_t now,
-			const struct mgo_evq *q)
+			int64_t epoch, const struct mgo_evq *q)
 {
 	bson_t set, push;
 	struct core_claim cl = {.present = true,
@@ -150,27 +158,34 @@ static bool take_update(bson_t *u, const char *marker, int64_t lease_ms, int64_t
 				.lease_ms = lease_ms};
 
 	return BSON_APPEND_DOCUMENT_BEGIN(u, "$set", &set) && mgo_claim_append(&set, "claim", &cl) &&
-	       BSON_APPEND_INT64(&set, "claim_epoch", now) &&
+	       BSON_APPEND_INT64(&set, "claim_epoch", epoch) &&
 	       BSON_APPEND_DATE_TIME(&set, "updated_at", now) && bson_append_document_end(u, &set) &&
 	       BSON_APPEND_DOCUMENT_BEGIN(u, "$push", &push) && mgo_evq_push_append(q, &push) &&
 	       bson_append_document_end(u, &push);
 }
 
-/* Whether some card fits but for its epoch (claimed and released within this millisecond). */
-static enum core_rc epoch_blocked(struct mgo_conn *c, const char *board,
-				  const struct core_strv *cols, const struct core_strv *labels,
-				  bool *any)
+/* The epoch of the best card that fits now (*found false: none fits). */
+static enum core_rc best_epoch(struct mgo_conn *c, const char *board,
+			       const struct core_strv *cols, const struct core_strv *labels,
+			       const char *blocked_ok, bool *found, bool *has_epoch, int64_t *epoch)
 {
-	bson_t filter = BSON_INITIALIZER, *doc = NULL, ge;
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, proj, *doc = NULL;
+	bson_iter_t it;
 	enum core_rc rc = CORE_ERR_NOMEM;
 
-	*any = false;
-	if (base_filter(&filter, board, cols, labels) &&
-	    BSON_APPEND_DOCUMENT_BEGIN(&filter, "claim_epoch", &ge) &&
-	    BSON_APPEND_INT64(&ge, "$gte", c->now) && bson_append_document_end(&filter, &ge))
-		rc = mgo_find_one(c->cards, &filter, NULL, &doc);
-	*any = doc != NULL;
+	*found = *has_epoch = false;
+	*epoch = 0;
+	/* epoch_eq 0 would pin the epoch: take the filter without its epoch part instead */
+	if (take_filter(&filter, board, cols, labels, blocked_ok, 0, INT64_MIN) &&
+	    sort_append(&opts, "sort") && BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj) &&
+	    BSON_APPEND_INT32(&proj, "claim_epoch", 1) && bson_append_document_end(&opts, &proj))
+		rc = mgo_find_one(c->cards, &filter, &opts, &doc);
+	if (rc == CORE_OK && doc) {
+		*found = true;
+		*has_epoch = bson_iter_init_find(&it, doc, "claim_epoch") && mgo_iter_i64(&it, epoch);
+	}
 	bson_destroy(doc);
+	bson_destroy(&opts);
 	bson_destroy(&filter);
 	return rc;
 }
@@ -204,20 +219,29 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 	for (tries = 0; rc == CORE_OK && tries < MGO_CAS_TRIES; tries++) {
 		bson_t filter = BSON_INITIALIZER, sort = BSON_INITIALIZER, update = BSON_INITIALIZER;
 		struct mgo_evq q;
-		bool any = false;
+		bool found = false, has_epoch = false;
+		int64_t prev = 0, eq = -1, epoch = c.now;
 
 		free(blocked_ok);
 		rc = blocked_pick(&c, &b, cols, in->labels, &blocked_ok);
-		if (rc != CORE_OK)
-			break;
+		if (rc == CORE_OK)
+			rc = best_epoch(&c, b.name, cols, in->labels, blocked_ok, &found, &has_epoch,
+					&prev);
+		if (rc != CORE_OK || !found)
+			break; /* nothing available */
+		if (has_epoch && prev >= c.now) {
+			eq = prev;
+			epoch = prev + 1;
+		}
 		mgo_evq_init(&q, m);
 		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, b.name, NULL, c.actor, NULL, c.now,
-			    json_pack("{sssI}", "marker", in->marker, "epoch", (json_int_t)c.now));
+			    json_pack("{sssI}", "marker", in->marker, "epoch", (json_int_t)epoch));
 		rc = CORE_ERR_NOMEM;
-		if (!q.failed && take_filter(&filter, b.name, cols, in->labels, blocked_ok, c.now) &&
+		if (!q.failed &&
+		    take_filter(&filter, b.name, cols, in->labels, blocked_ok, c.now, eq) &&
 		    BSON_APPEND_INT32(&sort, "priority", -1) &&
 		    BSON_APPEND_INT32(&sort, "created_at", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
-		    take_update(&update, in->marker, in->lease_ms, c.now, &q))
+		    take_update(&update, in->marker, in->lease_ms, c.now, epoch, &q))
 			rc = mgo_find_modify_sort(c.cards, &filter, &sort, &update, &doc);
 		if (rc == CORE_OK && doc) {
 			rc = mgo_card_from_bson(doc, &out->card);
@@ -232,11 +256,7 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 		bson_destroy(&filter);
 		if (rc != CORE_OK || doc)
 			break;
-		rc = epoch_blocked(&c, b.name, cols, in->labels, &any);
-		if (rc != CORE_OK || !any)
-			break; /* nothing available */
-		/* Only the clock stands in the way: the next millisecond admits it. */
-		nanosleep(&(struct timespec){0, 1000000L}, NULL);
+		/* Taken by another worker between the look-up and the write: look again. */
 		c.now = store_now(st);
 	}
 	if (rc == CORE_OK && out->card &&

@@ -143,5 +143,6 @@ Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
 	conformance_add_claims(s);
 	conformance_add_runs(s);
 	conformance_add_admin(s);
+	conformance_add_next(s);
 	return s;
 }
