@@ -59,5 +59,6 @@ TCase *api_tcase_race(void);
 TCase *api_tcase_units(void);
 TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);
+TCase *api_tcase_next(void);
 
 #endif

@@ -367,6 +367,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_roles());
 	suite_add_tcase(s, api_tcase_race());
 	suite_add_tcase(s, api_tcase_ack());
+	suite_add_tcase(s, api_tcase_next());
 	return s;
 }
 
