@@ -218,6 +218,8 @@ enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key
 enum core_rc api_json_priority(struct api_req *r, int32_t *out, bool *present);
 /* lease_ms from the body, default and bounds from the config. */
 enum core_rc api_json_lease(struct api_req *r, int64_t *out);
+/* The same, but absent is 0: "keep the claim's (run's) own" (claims.c). */
+enum core_rc api_json_lease_keep(struct api_req *r, int64_t *out);
 /* If-Match: "<epoch>" or a bare integer. Missing -> PRECONDITION_REQUIRED. */
 enum core_rc api_if_match(struct api_req *r, int64_t *epoch);
 /* A column or board name field ([A-Za-z0-9._-]{1,64}). */
@@ -237,6 +239,9 @@ enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card *
 /* Checks the token may see the board of the path's card (before a mutation: a card never
  * changes board). */
 enum core_rc api_card_scope(struct api_req *r);
+/* Names `col` in the detail of rc when board `board` has no such column; returns rc. */
+enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
+			       const char *col);
 /* Answers the card (consumes it). */
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c);
 
@@ -254,6 +259,7 @@ enum core_rc api_h_labels_count(struct api_req *r);
 enum core_rc api_h_claim(struct api_req *r);
 enum core_rc api_h_renew(struct api_req *r);
 enum core_rc api_h_release(struct api_req *r);
+enum core_rc api_h_claim_revoke(struct api_req *r);
 enum core_rc api_h_state(struct api_req *r);
 enum core_rc api_h_last_run(struct api_req *r);
 enum core_rc api_h_awaiting_input(struct api_req *r);

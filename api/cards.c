@@ -55,6 +55,39 @@ enum core_rc api_card_scope(struct api_req *r)
 	return rc;
 }
 
+/* Details that say what was wrong (DESIGN §11), worked out after the store refused: the
+ * store answers a code, the request knows the names. Each returns rc. */
+
+/* A card write that refused a column: names it when board `board` has no such column. */
+enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
+			       const char *col)
+{
+	struct core_board b = {0};
+
+	if (!col)
+		return rc;
+	if (store_board_get(r->api->st, board, &b) == CORE_OK && !core_board_column(&b, col))
+		api_fail(r, rc, "no column %s on board %s", col, board);
+	core_board_release(&b);
+	return rc;
+}
+
+/* A grown card refused as too large: how many comments, or how many bytes. */
+static enum core_rc too_large_detail(struct api_req *r, const char *id)
+{
+	struct core_card *c = NULL;
+	size_t max = r->api->st->max_comments ? r->api->st->max_comments : CORE_COMMENTS_MAX;
+
+	if (store_card_get(r->api->st, id, &c) == CORE_OK && c->n_comments >= max)
+		api_fail(r, CORE_ERR_PAYLOAD_TOO_LARGE, "card %s already has %zu comments; at most %zu",
+			 id, c->n_comments, max);
+	else
+		api_fail(r, CORE_ERR_PAYLOAD_TOO_LARGE,
+			 "card %s would be larger than %d bytes stored", id, CORE_CARD_BYTES_MAX);
+	core_card_free(c);
+	return CORE_ERR_PAYLOAD_TOO_LARGE;
+}
+
 enum core_rc api_h_card_create(struct api_req *r)
 {
 	struct store_card_create in = {0};
@@ -82,6 +115,13 @@ enum core_rc api_h_card_create(struct api_req *r)
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
 	rc = store_card_create(r->api->st, &in, &actor, &c);
+	if (rc == CORE_ERR_NOT_FOUND)
+		rc = api_fail(r, rc, "no board %s", in.board ? in.board : "default");
+	else if (rc == CORE_ERR_TRANSITION_REJECTED)
+		rc = api_column_detail(r, rc, in.board ? in.board : "default", in.state);
+	else if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		rc = api_fail(r, rc, "the card would be larger than %d bytes stored",
+			      CORE_CARD_BYTES_MAX);
 	if (rc != CORE_OK)
 		goto out;
 	snprintf(r->location, sizeof r->location, "/v1/cards/%s", c->id);
@@ -181,6 +221,8 @@ enum core_rc api_h_card_patch(struct api_req *r)
 		goto out;
 	p.blockers = has_blockers ? &blockers : NULL;
 	rc = store_card_patch(r->api->st, api_param(r), &p, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		rc = too_large_detail(r, api_param(r));
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 out:
@@ -195,8 +237,36 @@ enum core_rc api_h_card_delete(struct api_req *r)
 
 	if (rc == CORE_OK)
 		rc = store_card_delete(r->api->st, api_param(r), &actor);
+	if (rc == CORE_ERR_DEPENDENTS_OUTSTANDING)
+		return api_fail(r, rc,
+				"other cards list %s in their blockers: deleting it would strand "
+				"them; remove it from their blockers first",
+				api_param(r));
 	if (rc == CORE_OK)
 		r->status = 204;
+	return rc;
+}
+
+/* Why a reopen was rejected: the target, or the card's own column. */
+static enum core_rc reopen_detail(struct api_req *r, const char *to)
+{
+	enum core_rc rc = CORE_ERR_TRANSITION_REJECTED;
+	struct core_card *c = NULL;
+	struct core_board b = {0};
+
+	if (store_card_get(r->api->st, api_param(r), &c) == CORE_OK &&
+	    store_board_get(r->api->st, c->board, &b) == CORE_OK) {
+		if (!core_board_column(&b, to))
+			api_fail(r, rc, "no column %s on board %s", to, b.name);
+		else if (!core_board_is_working(&b, to))
+			api_fail(r, rc, "reopen target %s is not a working column of board %s", to,
+				 b.name);
+		else if (!core_board_is_terminal(&b, c->state))
+			api_fail(r, rc, "card %s is in %s, not in a terminal column: nothing to reopen",
+				 c->id, c->state);
+	}
+	core_board_release(&b);
+	core_card_free(c);
 	return rc;
 }
 
@@ -213,6 +283,8 @@ enum core_rc api_h_card_reopen(struct api_req *r)
 	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;
 	rc = store_card_reopen(r->api->st, api_param(r), to, reason, &actor, &c);
+	if (rc == CORE_ERR_TRANSITION_REJECTED)
+		return reopen_detail(r, to);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -293,6 +365,8 @@ enum core_rc api_h_comment_add(struct api_req *r)
 		rc = store_card_comment_add_owned(r->api->st, api_param(r), body, &t, &actor, &c);
 	else
 		rc = store_card_comment_add(r->api->st, api_param(r), body, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		return too_large_detail(r, api_param(r));
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 201, c);

@@ -2,7 +2,22 @@
  * (marker, epoch), whose epoch arrives in If-Match. */
 #include "api/api_int.h"
 
+#include <stdio.h>
 #include <string.h>
+
+/* The board of the path's card, for a detail ("default" when it cannot be read). Valid until
+ * the next call on this thread. */
+static const char *c_board(struct api_req *r)
+{
+	static _Thread_local char name[CORE_NAME_MAX + 1];
+	struct core_card *c = NULL;
+
+	snprintf(name, sizeof(name), "default");
+	if (store_card_get(r->api->st, api_param(r), &c) == CORE_OK)
+		snprintf(name, sizeof(name), "%s", c->board);
+	core_card_free(c);
+	return name;
+}
 
 /* The body's epoch: a non-negative integer. */
 static enum core_rc epoch_field(struct api_req *r, int64_t *epoch)
@@ -12,6 +27,43 @@ static enum core_rc epoch_field(struct api_req *r, int64_t *epoch)
 	if (rc == CORE_OK && *epoch < 0)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "epoch must be >= 0");
 	return rc;
+}
+
+/* lease_ms from the body; absent: 0, which keeps the claim's (or run's) own (DESIGN §11). */
+enum core_rc api_json_lease_keep(struct api_req *r, int64_t *out)
+{
+	*out = 0;
+	if (!json_object_get(r->json, "lease_ms"))
+		return CORE_OK;
+	return api_json_lease(r, out);
+}
+
+/* The detail of a blockers_pending refusal: the first blocker not in the completed column. */
+static enum core_rc blockers_pending(struct api_req *r, const char *id)
+{
+	struct core_card *c = NULL, *bc = NULL;
+	struct core_board b = {0};
+	size_t i;
+
+	if (store_card_get(r->api->st, id, &c) == CORE_OK &&
+	    store_board_get(r->api->st, c->board, &b) == CORE_OK) {
+		for (i = 0; i < c->blockers.n; i++) {
+			if (store_card_get(r->api->st, c->blockers.v[i], &bc) != CORE_OK)
+				continue;
+			if (!b.completed || strcmp(bc->state, b.completed) != 0) {
+				api_fail(r, CORE_ERR_BLOCKERS_PENDING,
+					 "card %s waits on blocker %s, which is in %s, not %s", id,
+					 bc->id, bc->state, b.completed ? b.completed : "(none)");
+				core_card_free(bc);
+				break;
+			}
+			core_card_free(bc);
+			bc = NULL;
+		}
+	}
+	core_board_release(&b);
+	core_card_free(c);
+	return CORE_ERR_BLOCKERS_PENDING;
 }
 
 enum core_rc api_h_claim(struct api_req *r)
@@ -27,6 +79,8 @@ enum core_rc api_h_claim(struct api_req *r)
 	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
 	rc = store_card_claim(r->api->st, api_param(r), marker, lease_ms, &actor, &res);
+	if (rc == CORE_ERR_BLOCKERS_PENDING)
+		return blockers_pending(r, api_param(r));
 	if (rc != CORE_OK)
 		return rc;
 	cl = &res.card->claim;
@@ -43,21 +97,24 @@ enum core_rc api_h_claim(struct api_req *r)
 enum core_rc api_h_renew(struct api_req *r)
 {
 	struct core_token t = {0};
+	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
 	int64_t lease_ms;
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
 	    (rc = epoch_field(r, &t.epoch)) != CORE_OK ||
-	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = api_json_lease_keep(r, &lease_ms)) != CORE_OK ||
+	    (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	rc = store_card_renew(r->api->st, api_param(r), &t, lease_ms, &c);
+	rc = store_card_renew(r->api->st, api_param(r), &t, lease_ms, &actor, &c);
 	if (rc != CORE_OK)
 		return rc;
 	rc = api_reply(r, 200,
-		       json_pack("{s:s, s:I, s:o}", "marker", t.marker, "epoch",
+		       json_pack("{s:s, s:I, s:o, s:I}", "marker", t.marker, "epoch",
 				 (json_int_t)c->claim_epoch, "lease_until",
-				 api_time_json(c->claim.lease_until)));
+				 api_time_json(c->claim.lease_until), "lease_ms",
+				 (json_int_t)c->claim.lease_ms));
 	core_card_free(c);
 	return rc;
 }
@@ -78,6 +135,21 @@ enum core_rc api_h_release(struct api_req *r)
 	return api_reply_card(r, 200, c);
 }
 
+/* POST /v1/cards/{id}/claim/revoke (operator): the lever when the reaper is off (§11). */
+enum core_rc api_h_claim_revoke(struct api_req *r)
+{
+	struct store_actor actor = api_auth_actor(r);
+	struct core_card *c = NULL;
+	enum core_rc rc = api_card_scope(r);
+
+	if (rc != CORE_OK)
+		return rc;
+	rc = store_card_revoke(r->api->st, api_param(r), &actor, &c);
+	if (rc != CORE_OK)
+		return rc;
+	return api_reply_card(r, 200, c);
+}
+
 /* The owned form of every fenced write: worker role, marker in the body, epoch in If-Match.
  * w->kind and its value are filled by the caller. */
 static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
@@ -92,6 +164,13 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
 	rc = store_card_owned_write(r->api->st, api_param(r), w, &actor, &c);
+	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_LAST_RUN)
+		return api_fail(r, rc,
+				"run %s is not a run of card %s created under the current claim "
+				"(marker %s, epoch %lld)",
+				w->run_id, api_param(r), w->token.marker, (long long)w->token.epoch);
+	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_STATE)
+		return api_column_detail(r, rc, c_board(r), w->state);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -134,6 +213,8 @@ enum core_rc api_h_state(struct api_req *r)
 	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;
 	rc = store_card_set_state_from(r->api->st, api_param(r), from, to, reason, &actor, &c);
+	if (rc == CORE_ERR_TRANSITION_REJECTED)
+		return api_column_detail(r, rc, c_board(r), to);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);

@@ -24,6 +24,10 @@
 	  "the card is not in the declared source column; nothing was changed")            \
 	X(CORE_ERR_DEPENDENTS_OUTSTANDING, 409, "Dependents Outstanding",                  \
 	  "cards blocked on this one have already moved on; it cannot leave done")         \
+	X(CORE_ERR_BLOCKERS_PENDING, 409, "Blockers Pending",                              \
+	  "a blocker of this card is not in the completed column yet; nothing was changed") \
+	X(CORE_ERR_RUN_FINAL, 409, "Run Final",                                            \
+	  "the run is finished, failed or cancelled: final statuses stay final")           \
 	X(CORE_ERR_ALREADY_EXISTS, 409, "Already Exists", "the resource already exists")   \
 	X(CORE_ERR_PAYLOAD_TOO_LARGE, 413, "Payload Too Large",                            \
 	  "the request body is larger than the server accepts")                            \

@@ -30,6 +30,7 @@
 	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY)                            \
 	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY)                            \
 	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY)                        \
+	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0)                 \
 	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY)                         \
 	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY)                       \
 	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY)           \

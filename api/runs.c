@@ -87,6 +87,11 @@ enum core_rc api_h_run_create(struct api_req *r)
 	if (rc != CORE_OK)
 		return rc;
 	rc = store_run_create(r->api->st, &in, &actor, &run);
+	if (rc == CORE_ERR_CLAIM_CONFLICT)
+		return api_fail(r, rc,
+				"card %s is not claimed by marker %s with this token: only its "
+				"current holder starts a run",
+				in.card_id, in.marker);
 	if (rc != CORE_OK)
 		return rc;
 	snprintf(r->location, sizeof r->location, "/v1/runs/%s", run->id);
@@ -138,7 +143,7 @@ enum core_rc api_h_run_patch(struct api_req *r)
 	    (rc = status_field(r, false, &u.status)) != CORE_OK ||
 	    (rc = api_json_str(r, "failure_code", false, FAILURE_CODE_MAX, &u.failure_code)) !=
 		    CORE_OK ||
-	    (rc = api_json_lease(r, &u.lease_ms)) != CORE_OK)
+	    (rc = api_json_lease_keep(r, &u.lease_ms)) != CORE_OK)
 		return rc;
 	if ((rc = run_outcome_fields(r, &u, &result_text)) != CORE_OK)
 		return rc;
@@ -157,11 +162,15 @@ enum core_rc api_h_run_patch(struct api_req *r)
 		goto out;
 	rc = store_run_update(r->api->st, api_param(r), &u, &actor, &run);
 	if (rc == CORE_ERR_CLAIM_CONFLICT)
-		rc = api_fail(r, rc, "the run is owned by another marker");
+		rc = api_fail(r, rc,
+			      "run %s is not held by marker %s under the card's current claim and "
+			      "this token",
+			      api_param(r), u.marker);
+	if (rc == CORE_ERR_RUN_FINAL)
+		rc = api_fail(r, rc, "run %s is final: finished, failed and cancelled stay final",
+			      api_param(r));
 out:
 	free(result_text);
-	if (rc != CORE_OK)
-		return rc;
 	if (rc != CORE_OK)
 		return rc;
 	return reply_run(r, 200, run);
@@ -175,11 +184,18 @@ enum core_rc api_h_run_heartbeat(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &u.marker)) != CORE_OK ||
-	    (rc = api_json_lease(r, &u.lease_ms)) != CORE_OK || (rc = run_load(r, NULL)) != CORE_OK)
+	    (rc = api_json_lease_keep(r, &u.lease_ms)) != CORE_OK ||
+	    (rc = run_load(r, NULL)) != CORE_OK)
 		return rc;
 	rc = store_run_update(r->api->st, api_param(r), &u, &actor, &run);
 	if (rc == CORE_ERR_CLAIM_CONFLICT)
-		return api_fail(r, rc, "the run is owned by another marker");
+		return api_fail(r, rc,
+				"run %s is not held by marker %s under the card's current claim and "
+				"this token",
+				api_param(r), u.marker);
+	if (rc == CORE_ERR_RUN_FINAL)
+		return api_fail(r, rc, "run %s is final: finished, failed and cancelled stay final",
+				api_param(r));
 	if (rc != CORE_OK)
 		return rc;
 	return reply_run(r, 200, run);
@@ -194,6 +210,9 @@ enum core_rc api_h_run_cancel(struct api_req *r)
 	if ((rc = run_load(r, NULL)) != CORE_OK)
 		return rc;
 	rc = store_run_cancel(r->api->st, api_param(r), &actor, &run);
+	if (rc == CORE_ERR_RUN_FINAL)
+		return api_fail(r, rc, "run %s is final: finished, failed and cancelled stay final",
+				api_param(r));
 	if (rc != CORE_OK)
 		return rc;
 	return reply_run(r, 200, run);

@@ -11,15 +11,20 @@ static int64_t next_epoch(int64_t prev, int64_t floor)
 }
 
 /* Stamps a fresh hold on c: claimed_at, lease, marker already validated by the caller. */
-static enum core_rc claim_stamp(struct core_card *c, const char *marker, int64_t epoch,
-				int64_t lease_ms, int64_t now_ms)
+static enum core_rc claim_stamp(struct core_card *c, const char *marker, const char *holder,
+				int64_t epoch, int64_t lease_ms, int64_t now_ms)
 {
-	char *m = strdup(marker);
+	char *m = strdup(marker), *h = holder ? strdup(holder) : NULL;
 
-	if (!m)
+	if (!m || (holder && !h)) {
+		free(m);
+		free(h);
 		return CORE_ERR_NOMEM;
+	}
 	free(c->claim.marker);
+	free(c->claim.holder);
 	c->claim.marker = m;
+	c->claim.holder = h;
 	c->claim.present = true;
 	c->claim.claimed_at = now_ms;
 	c->claim.has_lease = true;
@@ -31,8 +36,14 @@ static enum core_rc claim_stamp(struct core_card *c, const char *marker, int64_t
 	return CORE_OK;
 }
 
+bool core_holder_match(const struct core_claim *cl, const char *holder)
+{
+	return !cl->holder || (holder && strcmp(cl->holder, holder) == 0);
+}
+
 enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b, const char *marker,
-				int64_t lease_ms, int64_t now_ms, int64_t epoch_floor, bool *fresh)
+				const char *holder, int64_t lease_ms, int64_t now_ms,
+				int64_t epoch_floor, bool *fresh)
 {
 	*fresh = false;
 	if (!core_marker_valid(marker) || lease_ms <= 0)
@@ -42,7 +53,8 @@ enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b,
 	if (c->claim.present) {
 		/* Only the reaper may take an expired claim: it alone asks whether the run
 		 * behind it is alive. A missing epoch admits no holder (ADR-096 §6). */
-		if (strcmp(c->claim.marker, marker) != 0 || !c->has_epoch)
+		if (strcmp(c->claim.marker, marker) != 0 || !c->has_epoch ||
+		    !core_holder_match(&c->claim, holder))
 			return CORE_ERR_CLAIM_CONFLICT;
 		c->claim.has_lease = true;
 		c->claim.lease_ms = lease_ms;
@@ -50,20 +62,33 @@ enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b,
 		c->updated_at = now_ms;
 		return CORE_OK;
 	}
-	if (claim_stamp(c, marker, next_epoch(c->has_epoch ? c->claim_epoch : 0, epoch_floor),
-			lease_ms, now_ms) != CORE_OK)
+	if (claim_stamp(c, marker, holder,
+			next_epoch(c->has_epoch ? c->claim_epoch : 0, epoch_floor), lease_ms,
+			now_ms) != CORE_OK)
 		return CORE_ERR_NOMEM;
 	*fresh = true;
 	return CORE_OK;
 }
 
-enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t)
+/* (marker, epoch) alone: the transfer's precondition. */
+static enum core_rc token_check(const struct core_card *c, const struct core_token *t)
 {
 	if (!t || !t->marker || !c->claim.present || !c->has_epoch)
 		return CORE_ERR_CLAIM_CONFLICT;
 	if (strcmp(c->claim.marker, t->marker) != 0 || c->claim_epoch != t->epoch)
 		return CORE_ERR_CLAIM_CONFLICT;
 	return CORE_OK;
+}
+
+enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t)
+{
+	enum core_rc rc = token_check(c, t);
+
+	/* Knowing (marker, epoch) from a card read is not enough: the credential must be the
+	 * one that took the claim (DESIGN §11). */
+	if (rc == CORE_OK && !core_holder_match(&c->claim, t->holder))
+		rc = CORE_ERR_CLAIM_CONFLICT;
+	return rc;
 }
 
 enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, int64_t lease_ms,
@@ -73,6 +98,8 @@ enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, i
 
 	if (rc != CORE_OK)
 		return rc;
+	if (lease_ms <= 0)
+		lease_ms = c->claim.has_lease ? c->claim.lease_ms : 0; /* keep its own lease */
 	if (lease_ms <= 0)
 		return CORE_ERR_BAD_REQUEST;
 	c->claim.has_lease = true;
@@ -85,6 +112,7 @@ enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, i
 void core_claim_clear(struct core_card *c)
 {
 	free(c->claim.marker);
+	free(c->claim.holder);
 	memset(&c->claim, 0, sizeof(c->claim));
 }
 
@@ -110,9 +138,10 @@ enum core_rc core_claim_transfer(struct core_card *c, const struct core_token *p
 	if (!core_marker_valid(marker) || lease_ms <= 0)
 		return CORE_ERR_BAD_REQUEST;
 	/* The whole precondition: still exactly the listed token AND still expired. */
-	if (core_fence_check(c, prev) != CORE_OK || !core_claim_expired(c, now_ms))
+	if (token_check(c, prev) != CORE_OK || !core_claim_expired(c, now_ms))
 		return CORE_ERR_CLAIM_CONFLICT;
-	return claim_stamp(c, marker, next_epoch(c->claim_epoch, epoch_floor), lease_ms, now_ms);
+	return claim_stamp(c, marker, marker, next_epoch(c->claim_epoch, epoch_floor), lease_ms,
+			   now_ms);
 }
 
 /* ---- claim-next ---- */

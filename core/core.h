@@ -27,6 +27,8 @@
 	X(CORE_ERR_CLAIM_CONFLICT, "claim_conflict")                                          \
 	X(CORE_ERR_STATE_CONFLICT, "state_conflict")                                          \
 	X(CORE_ERR_DEPENDENTS_OUTSTANDING, "dependents_outstanding")                          \
+	X(CORE_ERR_BLOCKERS_PENDING, "blockers_pending")                                      \
+	X(CORE_ERR_RUN_FINAL, "run_final")                                                    \
 	X(CORE_ERR_ALREADY_EXISTS, "already_exists")                                          \
 	X(CORE_ERR_PAYLOAD_TOO_LARGE, "payload_too_large")                                    \
 	X(CORE_ERR_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")                          \
@@ -71,7 +73,9 @@ bool core_time_parse(const char *s, int64_t *ms);
 #define CORE_BLOCKERS_MAX 256 /* blockers of one card */
 #define CORE_RUN_RESULT_MAX 65536 /* a run's result, as compact JSON text */
 #define CORE_RUN_ERROR_MAX 4096   /* a run's error message */
-#define CORE_RECOVERY_PREFIX "reaper:"
+#define CORE_RECOVERY_PREFIX "reaper:" /* matched case-insensitively */
+#define CORE_COMMENTS_MAX 1000 /* comments on one card (the default of --max-comments) */
+#define CORE_CARD_BYTES_MAX (1024 * 1024) /* a card's stored size (DESIGN §11) */
 
 bool core_id_valid(const char *s);
 bool core_name_valid(const char *s);
@@ -157,15 +161,20 @@ struct core_gave_up {
 	int64_t at;
 };
 
-/* The claim token: marker + epoch. */
+/* The claim token: marker + epoch, and the name of the credential that presents it (DESIGN
+ * §11: the claim is bound to the token that took it). holder NULL presents no credential: it
+ * passes only a claim that records no holder (taken by an unnamed caller, or legacy). */
 struct core_token {
 	const char *marker;
 	int64_t epoch;
+	const char *holder;
 };
 
 struct core_claim {
 	bool present;       /* card is claimed */
 	char *marker;       /* non-NULL iff present */
+	char *holder;       /* the name of the token that took it; NULL: not bound (unnamed
+			     * caller, or a claim older than the binding) */
 	int64_t claimed_at;
 	bool has_lease;     /* false: a legacy or stripped claim with no lease stamped */
 	int64_t lease_until;
@@ -203,6 +212,12 @@ void core_card_free(struct core_card *c);
 struct core_card *core_card_dup(const struct core_card *c);
 /* Deep equality of every field (used by tests and by the stores' "unchanged" checks). */
 bool core_card_equal(const struct core_card *a, const struct core_card *b);
+/* The same, ignoring the claim fields (claim, has_epoch, claim_epoch) and updated_at: true
+ * when a write changed nothing but the claim (the FS journal then records only that). */
+bool core_card_equal_except_claim(const struct core_card *a, const struct core_card *b);
+/* The card's stored size in bytes as the limits count it (DESIGN §11): its strings, labels,
+ * blockers and comments, without framing. */
+size_t core_card_size(const struct core_card *c);
 
 /* Sets c->gave_up to a copy of g (stamped now when g->at is 0) or clears it (g NULL or
  * !g->set); updated_at = now. NOMEM leaves the card unchanged. */
@@ -215,20 +230,28 @@ enum core_rc core_str_set(char **dst, const char *src);
 /* ---------------------------------------------------------------------------------------- */
 /* Claim rules (DESIGN §3, ADR-096 §1, §2, §6).                                              */
 
-/* Claim `c` for `marker` with a lease of lease_ms.
+/* Claim `c` for `marker` with a lease of lease_ms, on behalf of the token named `holder`
+ * (NULL: unnamed; the claim records no holder).
  * - unclaimed: fresh acquisition; epoch = max(claim_epoch + 1, epoch_floor) (the FS twin
  *   passes 0, the Mongo twin passes the server's now), claimed_at = now, lease = now + lease_ms.
- * - claimed by `marker`: idempotent re-claim: lease refreshed, epoch unchanged (*fresh = false);
- *   refused with CLAIM_CONFLICT when the epoch field is missing.
+ * - claimed by `marker` and the same holder: idempotent re-claim: lease refreshed, epoch
+ *   unchanged (*fresh = false); refused with CLAIM_CONFLICT when the epoch field is missing
+ *   or another token holds it.
  * - claimed by another marker: CLAIM_CONFLICT, even when that lease expired.
  * - card in a terminal column: TRANSITION_REJECTED. */
 enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b, const char *marker,
-				int64_t lease_ms, int64_t now_ms, int64_t epoch_floor, bool *fresh);
+				const char *holder, int64_t lease_ms, int64_t now_ms,
+				int64_t epoch_floor, bool *fresh);
 
-/* The fence: OK iff the card is claimed by exactly (marker, epoch) and has its epoch field. */
+/* The fence: OK iff the card is claimed by exactly (marker, epoch), has its epoch field, and
+ * t->holder is the claim's holder (when the claim records one). */
 enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t);
 
-/* Renew (heartbeat): fenced; lease_until = now + lease_ms. */
+/* The credential half alone: OK when the claim records no holder or `holder` equals it. */
+bool core_holder_match(const struct core_claim *cl, const char *holder);
+
+/* Renew (heartbeat): fenced; lease_until = now + lease_ms, where lease_ms <= 0 keeps the
+ * claim's own lease_ms (BAD_REQUEST when it has none). */
 enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, int64_t lease_ms,
 			      int64_t now_ms);
 
@@ -241,9 +264,11 @@ void core_claim_clear(struct core_card *c);
 /* True when the claim has a lease and lease_until < now. */
 bool core_claim_expired(const struct core_card *c, int64_t now_ms);
 
-/* The reaper's TRANSFER (ADR-096 §3): CAS the claim from exactly `prev` to `marker`, requiring
- * the lease to be still expired at now. Epoch = max(prev.epoch + 1, epoch_floor); claimed_at =
- * now; lease = now + lease_ms. Any miss is CLAIM_CONFLICT. */
+/* The reaper's TRANSFER (ADR-096 §3): CAS the claim from exactly `prev` (marker and epoch; the
+ * holder is not asked: the server takes over) to `marker`, requiring the lease to be still
+ * expired at now. Epoch = max(prev.epoch + 1, epoch_floor); claimed_at = now; lease = now +
+ * lease_ms; the recovery claim is the server's own: its holder is `marker`. Any miss is
+ * CLAIM_CONFLICT. */
 enum core_rc core_claim_transfer(struct core_card *c, const struct core_token *prev,
 				 const char *marker, int64_t lease_ms, int64_t now_ms,
 				 int64_t epoch_floor);
@@ -412,6 +437,8 @@ struct core_run {
 	char *owner;        /* the marker holding the run lock */
 	char *result;       /* the owner's result: JSON text (any value, <= 64 KiB); may be NULL */
 	char *error;        /* the owner's error message (<= 4 KiB); may be NULL */
+	int64_t claim_epoch; /* the epoch of the card's claim the run was created under (DESIGN
+			      * §11); 0: a run older than the fence, of no claim */
 	int64_t lock_until;
 	int64_t lease_ms;
 	int64_t created_at;
@@ -423,6 +450,19 @@ struct core_run *core_run_new(void);
 void core_run_release(struct core_run *r);
 void core_run_free(struct core_run *r);
 struct core_run *core_run_dup(const struct core_run *r);
+
+/* finished, failed and cancelled are final: no write may change such a run (DESIGN §11). */
+bool core_run_status_final(const char *status);
+
+/* Was run r created under the claim the card holds now (marker, epoch, and the card's
+ * board)? The reaper judges a claim only by such a run; run writes need it. */
+bool core_run_of_claim(const struct core_run *r, const struct core_card *c);
+
+/* May a card record run r as its last run (PUT last-run, DESIGN §11)? Only a live run of the
+ * same card created under the claim `t` presents (the caller has checked the fence):
+ * else TRANSITION_REJECTED. r NULL (unknown or pruned) is refused too. */
+enum core_rc core_last_run_check(const struct core_run *r, const char *card_id,
+				 const struct core_token *t);
 
 /* Continuation must be one of the three known values. */
 bool core_continuation_valid(const char *s);

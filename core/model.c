@@ -37,6 +37,7 @@ void core_card_release(struct core_card *c)
 	}
 	free(c->comments);
 	free(c->claim.marker);
+	free(c->claim.holder);
 	free(c->last_run_id);
 	gave_up_release(&c->gave_up);
 	free(c->state_reason);
@@ -81,6 +82,7 @@ struct core_card *core_card_dup(const struct core_card *c)
 	d->comments = NULL;
 	d->n_comments = 0;
 	d->claim.marker = dup_opt(c->claim.marker, &ok);
+	d->claim.holder = dup_opt(c->claim.holder, &ok);
 	d->last_run_id = dup_opt(c->last_run_id, &ok);
 	d->gave_up.reason = dup_opt(c->gave_up.reason, &ok);
 	d->gave_up.run_id = dup_opt(c->gave_up.run_id, &ok);
@@ -127,7 +129,8 @@ static bool strv_eq(const struct core_strv *a, const struct core_strv *b)
 	return true;
 }
 
-bool core_card_equal(const struct core_card *a, const struct core_card *b)
+/* Everything but the claim fields and updated_at. */
+static bool equal_except_claim(const struct core_card *a, const struct core_card *b)
 {
 	size_t i;
 
@@ -142,19 +145,54 @@ bool core_card_equal(const struct core_card *a, const struct core_card *b)
 		    !str_eq(x->body, y->body) || x->created_at != y->created_at)
 			return false;
 	}
-	if (a->claim.present != b->claim.present || !str_eq(a->claim.marker, b->claim.marker) ||
-	    a->claim.claimed_at != b->claim.claimed_at || a->claim.has_lease != b->claim.has_lease ||
-	    a->claim.lease_until != b->claim.lease_until || a->claim.lease_ms != b->claim.lease_ms)
-		return false;
-	if (a->has_epoch != b->has_epoch || a->claim_epoch != b->claim_epoch ||
-	    !str_eq(a->last_run_id, b->last_run_id) || a->awaiting_input != b->awaiting_input)
+	if (!str_eq(a->last_run_id, b->last_run_id) || a->awaiting_input != b->awaiting_input)
 		return false;
 	if (a->gave_up.set != b->gave_up.set || !str_eq(a->gave_up.reason, b->gave_up.reason) ||
 	    !str_eq(a->gave_up.run_id, b->gave_up.run_id) ||
 	    !str_eq(a->gave_up.state, b->gave_up.state) || a->gave_up.at != b->gave_up.at)
 		return false;
 	return str_eq(a->state_reason, b->state_reason) && a->created_at == b->created_at &&
-	       a->updated_at == b->updated_at && a->state_at == b->state_at;
+	       a->state_at == b->state_at;
+}
+
+bool core_card_equal_except_claim(const struct core_card *a, const struct core_card *b)
+{
+	return equal_except_claim(a, b);
+}
+
+bool core_card_equal(const struct core_card *a, const struct core_card *b)
+{
+	if (!equal_except_claim(a, b) || a->updated_at != b->updated_at)
+		return false;
+	if (a->claim.present != b->claim.present || !str_eq(a->claim.marker, b->claim.marker) ||
+	    !str_eq(a->claim.holder, b->claim.holder) ||
+	    a->claim.claimed_at != b->claim.claimed_at || a->claim.has_lease != b->claim.has_lease ||
+	    a->claim.lease_until != b->claim.lease_until || a->claim.lease_ms != b->claim.lease_ms)
+		return false;
+	return a->has_epoch == b->has_epoch && a->claim_epoch == b->claim_epoch;
+}
+
+static size_t len_opt(const char *s)
+{
+	return s ? strlen(s) : 0;
+}
+
+size_t core_card_size(const struct core_card *c)
+{
+	size_t n = len_opt(c->id) + len_opt(c->board) + len_opt(c->title) + len_opt(c->body) +
+		   len_opt(c->state) + len_opt(c->state_reason) + len_opt(c->last_run_id) +
+		   len_opt(c->claim.marker) + len_opt(c->claim.holder) + len_opt(c->gave_up.reason) +
+		   len_opt(c->gave_up.run_id) + len_opt(c->gave_up.state);
+	size_t i;
+
+	for (i = 0; i < c->labels.n; i++)
+		n += strlen(c->labels.v[i]);
+	for (i = 0; i < c->blockers.n; i++)
+		n += strlen(c->blockers.v[i]);
+	for (i = 0; i < c->n_comments; i++)
+		n += len_opt(c->comments[i].id) + len_opt(c->comments[i].author) +
+		     len_opt(c->comments[i].body);
+	return n;
 }
 
 enum core_rc core_card_gave_up_set(struct core_card *c, const struct core_gave_up *g,

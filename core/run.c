@@ -37,6 +37,7 @@ struct core_run *core_run_dup(const struct core_run *r)
 
 	if (!d)
 		return NULL;
+	d->claim_epoch = r->claim_epoch;
 	d->lock_until = r->lock_until;
 	d->lease_ms = r->lease_ms;
 	d->created_at = r->created_at;
@@ -51,6 +52,31 @@ struct core_run *core_run_dup(const struct core_run *r)
 		return NULL;
 	}
 	return d;
+}
+
+bool core_run_status_final(const char *status)
+{
+	return status && (strcmp(status, CORE_RUN_FINISHED) == 0 ||
+			  strcmp(status, CORE_RUN_FAILED) == 0 ||
+			  strcmp(status, CORE_RUN_CANCELLED) == 0);
+}
+
+bool core_run_of_claim(const struct core_run *r, const struct core_card *c)
+{
+	return r && c && c->claim.present && c->has_epoch && r->claim_epoch > 0 &&
+	       r->claim_epoch == c->claim_epoch && r->owner && c->claim.marker &&
+	       strcmp(r->owner, c->claim.marker) == 0 && r->card_id && c->id &&
+	       strcmp(r->card_id, c->id) == 0;
+}
+
+enum core_rc core_last_run_check(const struct core_run *r, const char *card_id,
+				 const struct core_token *t)
+{
+	if (!r || r->pruned || !r->card_id || strcmp(r->card_id, card_id) != 0 || !t ||
+	    !t->marker || r->claim_epoch != t->epoch || !r->owner ||
+	    strcmp(r->owner, t->marker) != 0)
+		return CORE_ERR_TRANSITION_REJECTED;
+	return CORE_OK;
 }
 
 bool core_continuation_valid(const char *s)

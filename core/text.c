@@ -50,7 +50,21 @@ bool core_marker_valid(const char *s)
 
 bool core_marker_is_recovery(const char *marker)
 {
-	return marker && strncmp(marker, CORE_RECOVERY_PREFIX, strlen(CORE_RECOVERY_PREFIX)) == 0;
+	const char *p = CORE_RECOVERY_PREFIX;
+	size_t i;
+
+	if (!marker)
+		return false;
+	/* ASCII case-insensitive (no locale): "REAPER:x" is not a client's marker either. */
+	for (i = 0; p[i]; i++) {
+		unsigned char m = (unsigned char)marker[i];
+
+		if (m >= 'A' && m <= 'Z')
+			m = (unsigned char)(m - 'A' + 'a');
+		if (m != (unsigned char)p[i])
+			return false;
+	}
+	return true;
 }
 
 bool core_status_valid(const char *s)

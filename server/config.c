@@ -54,6 +54,8 @@ static const struct opt opts[] = {
 	 "HTTP worker threads (number of cores)"},
 	{"max-body", "BOARDD_MAX_BODY", OPT_INT, OFF(max_body), 1, 1 << 30,
 	 "largest request body in bytes (1048576)"},
+	{"max-comments", "BOARDD_MAX_COMMENTS", OPT_INT, OFF(max_comments), 1, 1000000,
+	 "comments per card (1000)"},
 	{"log-format", "BOARDD_LOG_FORMAT", OPT_LOG, OFF(log_format), 0, 0,
 	 "request log lines: text or json (text)"},
 	{"reaper", "BOARDD_REAPER", OPT_GATE, OFF(reaper_gate), 0, 0,
@@ -89,6 +91,7 @@ static void defaults(struct server_config *cfg)
 	cfg->reaper_batch = 100;
 	cfg->unleased_horizon_ms = 86400000;
 	cfg->run_ceiling = 20;
+	cfg->max_comments = CORE_COMMENTS_MAX;
 	cfg->threads = cores > 0 ? cores : 2;
 	cfg->max_body = 1048576;
 	cfg->log_format = API_LOG_TEXT;

@@ -61,6 +61,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "boardd: store %s: %s\n", cfg.store, err);
 		goto out;
 	}
+	store_limits_set(st, (size_t)cfg.max_comments);
 	if (!server_tokens_setup(&cfg, &tokens, err, sizeof err)) {
 		fprintf(stderr, "boardd: tokens: %s\n", err);
 		goto out;

@@ -150,8 +150,12 @@ struct resolved {
 };
 
 /* Reads the card's recorded run, running the liveness oracle first so a dead `running` run
- * is judged as what it is. Any read error conserves (UNREADABLE). */
-static void resolve_run(struct server_reaper *r, const struct core_card *c, struct resolved *out)
+ * is judged as what it is. Any read error conserves (UNREADABLE). `same_claim`: a run created
+ * under another claim than the card's listed one counts as no run recorded (DESIGN §11): a
+ * superseded owner's run never decides the new owner's card. The repair sweep, which only
+ * ever releases, reads the pointer as it is (a stripped claim has no epoch to compare). */
+static void resolve_run(struct server_reaper *r, const struct core_card *c, bool same_claim,
+			struct resolved *out)
 {
 	struct core_run *run = NULL, *promoted_run = NULL;
 	bool promoted = false;
@@ -169,6 +173,11 @@ static void resolve_run(struct server_reaper *r, const struct core_card *c, stru
 	}
 	if (rc != CORE_OK) {
 		out->seen = CORE_RUN_SEEN_UNREADABLE;
+		return;
+	}
+	if (same_claim && !core_run_of_claim(run, c)) {
+		core_run_free(run);
+		out->seen = CORE_RUN_SEEN_NONE;
 		return;
 	}
 	if (run->status && (strcmp(run->status, CORE_RUN_RUNNING) == 0 ||
@@ -198,7 +207,8 @@ static enum core_rc owned_state(struct server_reaper *r, const char *id,
 				bool release)
 {
 	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .token = *tok, .state = to,
-				      .reason = reason, .release = release};
+				      .reason = reason, .release = release,
+				      .event_reason = "watchdog"};
 	struct core_card *out = NULL;
 	enum core_rc rc = store_card_owned_write(r->st, id, &w, &r->actor, &out);
 
@@ -212,7 +222,8 @@ static enum core_rc owned_gave_up(struct server_reaper *r, const char *id,
 {
 	struct core_gave_up g = {.set = true, .reason = (char *)reason, .run_id = (char *)run_id,
 				 .state = (char *)state, .at = store_now(r->st)};
-	struct store_owned_write w = {.kind = STORE_OWNED_GAVE_UP, .token = *tok, .gave_up = &g};
+	struct store_owned_write w = {.kind = STORE_OWNED_GAVE_UP, .token = *tok, .gave_up = &g,
+				      .event_reason = "watchdog"};
 	struct core_card *out = NULL;
 	enum core_rc rc = store_card_owned_write(r->st, id, &w, &r->actor, &out);
 
@@ -220,14 +231,15 @@ static enum core_rc owned_gave_up(struct server_reaper *r, const char *id,
 	return rc;
 }
 
-static enum core_rc release_token(struct server_reaper *r, const char *id,
+/* The watchdog's own release of its recovery claim: exactly that claim, a machine event. */
+static enum core_rc release_token(struct server_reaper *r, const struct core_card *seen,
 				  const struct core_token *tok)
 {
-	struct core_card *out = NULL;
-	enum core_rc rc = store_card_release(r->st, id, tok, &r->actor, &out);
+	struct core_card expect = {.id = seen->id, .has_epoch = true, .claim_epoch = tok->epoch};
 
-	core_card_free(out);
-	return rc;
+	expect.claim.present = true;
+	expect.claim.marker = (char *)tok->marker;
+	return store_reaper_release_exact(r->st, seen->id, &expect, &r->actor);
 }
 
 /* Files a reclaimed card into `target` unless a column somebody chose would be overwritten
@@ -320,7 +332,7 @@ static void reap_one(struct server_reaper *r, const struct core_card *listed,
 	struct resolved run = {0};
 	struct core_stuck_input in = {0};
 	struct core_stuck_decision d;
-	struct core_token prev = {listed->claim.marker, listed->claim_epoch};
+	struct core_token prev = {listed->claim.marker, listed->claim_epoch, NULL};
 	struct core_token tok;
 	struct core_card *seen = NULL;
 	bool release = false, released = false;
@@ -331,7 +343,7 @@ static void reap_one(struct server_reaper *r, const struct core_card *listed,
 		s->errors++;
 		return;
 	}
-	resolve_run(r, listed, &run);
+	resolve_run(r, listed, true, &run);
 	in.seen = run.seen;
 	in.run = run.run;
 	in.board = &board;
@@ -376,7 +388,7 @@ static void reap_one(struct server_reaper *r, const struct core_card *listed,
 	/* The claim is released whatever the filing did: a card is never left owned by a
 	 * ghost — except a first keep, whose recovery claim is the record of the grant. A
 	 * filing that carried the release (atomically, on success only) already did it. */
-	if (release && !released && release_token(r, seen->id, &tok) != CORE_OK)
+	if (release && !released && release_token(r, seen, &tok) != CORE_OK)
 		s->errors++;
 	s->actions[d.action]++;
 	reaper_log(r, "reclaimed card %s from %s epoch %lld: %s (%s) in %s%s", seen->id,
@@ -429,7 +441,7 @@ enum core_rc server_reaper_repair(struct server_reaper *r, size_t *repaired)
 
 		if (store_board_get(r->st, c->board, &board) != CORE_OK)
 			continue;
-		resolve_run(r, c, &run);
+		resolve_run(r, c, false, &run);
 		in.seen = run.seen;
 		in.run = run.run;
 		in.board = &board;

@@ -26,6 +26,7 @@ struct server_config {
 	int64_t run_ceiling;          /* 20 */
 	int64_t threads;              /* number of cores */
 	int64_t max_body;             /* 1048576 */
+	int64_t max_comments;         /* 1000 (DESIGN §11) */
 	enum api_log_format log_format;
 	bool reaper_gate;             /* --reaper=on / ITERION_BOARD_CLAIM_REAPER=on; default off */
 };

@@ -87,6 +87,7 @@ static json_t *claim_json(const struct core_card *c)
 	if (!o)
 		return NULL;
 	put(o, "marker", json_string(c->claim.marker ? c->claim.marker : ""), &ok);
+	put(o, "holder", str_or_null(c->claim.holder), &ok);
 	put(o, "epoch", c->has_epoch ? json_integer(c->claim_epoch) : json_null(), &ok);
 	put(o, "claimed_at", time_json(c->claim.claimed_at), &ok);
 	/* A legacy or stripped claim has no lease: say so rather than invent one. */
@@ -361,6 +362,8 @@ char *store_card_json_text(const struct core_card *c, size_t *len)
 		jb_put(&b, "{", 1);
 		jb_key(&b, "marker");
 		jb_str(&b, c->claim.marker ? c->claim.marker : "");
+		jb_key(&b, "holder");
+		jb_str_or_null(&b, c->claim.holder);
 		jb_key(&b, "epoch");
 		if (c->has_epoch)
 			jb_int(&b, c->claim_epoch);
@@ -480,6 +483,7 @@ json_t *store_run_to_json(const struct core_run *r)
 	put(o, "owner", str_or_null(r->owner), &ok);
 	put(o, "result", run_result_json(r->result), &ok);
 	put(o, "error", str_or_null(r->error), &ok);
+	put(o, "claim_epoch", json_integer(r->claim_epoch), &ok);
 	put(o, "lock_until", time_json(r->lock_until), &ok);
 	put(o, "lease_ms", json_integer(r->lease_ms), &ok);
 	put(o, "created_at", time_json(r->created_at), &ok);
@@ -628,6 +632,9 @@ static bool get_claim(const json_t *o, struct core_card *c)
 	if (!get_str(cl, "marker", &c->claim.marker) ||
 	    !get_time(cl, "claimed_at", &c->claim.claimed_at))
 		return false;
+	/* Written since the claim is bound to its token; absent in older journals. */
+	if (json_object_get(cl, "holder") && !get_str_opt(cl, "holder", &c->claim.holder))
+		return false;
 	if (json_is_null(json_object_get(cl, "lease_until")))
 		return json_is_null(json_object_get(cl, "lease_ms"));
 	c->claim.has_lease = true;
@@ -752,7 +759,8 @@ enum core_rc store_run_from_json(const json_t *j, struct core_run **out)
 	     get_str_opt(j, "failure_code", &r->failure_code) && get_str_opt(j, "owner", &r->owner) &&
 	     get_time(j, "lock_until", &r->lock_until) && get_int(j, "lease_ms", &r->lease_ms) &&
 	     get_time(j, "created_at", &r->created_at) &&
-	     get_time(j, "updated_at", &r->updated_at) && (!pr || json_is_boolean(pr));
+	     get_time(j, "updated_at", &r->updated_at) && (!pr || json_is_boolean(pr)) &&
+	     (!json_object_get(j, "claim_epoch") || get_int(j, "claim_epoch", &r->claim_epoch));
 	if (!ok) {
 		core_run_free(r);
 		return CORE_ERR_BAD_REQUEST;

@@ -62,6 +62,50 @@ static bool token_valid(const struct core_token *t)
 	return t && core_marker_valid(t->marker);
 }
 
+const char *store_actor_holder(const struct store_actor *actor)
+{
+	return actor && actor->name && *actor->name ? actor->name : NULL;
+}
+
+/* The token as the actor presents it: the holder is the actor's name, whatever the caller
+ * put there (the credential is the caller's, not a field it may choose). */
+static struct core_token token_of(const struct core_token *t, const struct store_actor *actor)
+{
+	struct core_token k = *t;
+
+	k.holder = store_actor_holder(actor);
+	return k;
+}
+
+void store_limits_set(struct store *st, size_t max_comments)
+{
+	if (st)
+		st->max_comments = max_comments;
+}
+
+enum core_rc store_card_fits(const struct store *st, const struct core_card *c, char *detail,
+			     size_t detail_len)
+{
+	size_t max = st && st->max_comments ? st->max_comments : CORE_COMMENTS_MAX;
+	size_t size;
+
+	if (c->n_comments > max) {
+		if (detail && detail_len)
+			snprintf(detail, detail_len, "card %s would have %zu comments; at most %zu",
+				 c->id, c->n_comments, max);
+		return CORE_ERR_PAYLOAD_TOO_LARGE;
+	}
+	size = core_card_size(c);
+	if (size > CORE_CARD_BYTES_MAX) {
+		if (detail && detail_len)
+			snprintf(detail, detail_len,
+				 "card %s would be %zu bytes stored; at most %d", c->id, size,
+				 CORE_CARD_BYTES_MAX);
+		return CORE_ERR_PAYLOAD_TOO_LARGE;
+	}
+	return CORE_OK;
+}
+
 /* The Mongo twin's hook: store/mongo will provide store_mongo_open(uri, out, err, errlen) and
  * this function will call it (behind the build's mongo option). Until then the spec is
  * understood but refused, so a deployment asking for Mongo never silently gets a local dir. */
@@ -381,35 +425,59 @@ static bool names_valid(const struct core_strv *sv)
 enum core_rc store_card_claim_next(struct store *st, const struct store_claim_next *in,
 				   const struct store_actor *actor, struct store_claim_result *out)
 {
+	struct store_claim_next k;
+
 	if (out)
 		memset(out, 0, sizeof(*out));
 	if (!st || !in || !out || !core_name_valid(in->board) || !core_marker_valid(in->marker) ||
 	    in->lease_ms <= 0 || !names_valid(in->columns) || (in->labels && !labels_valid(in->labels)))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, card_claim_next);
-	return st->ops->card_claim_next(st, in, actor, out);
+	/* The claim is bound to the credential presenting it, never to a name chosen by the
+	 * caller (DESIGN §11). */
+	k = *in;
+	k.holder = store_actor_holder(actor);
+	return st->ops->card_claim_next(st, &k, actor, out);
 }
 
 enum core_rc store_card_renew(struct store *st, const char *id, const struct core_token *t,
-			      int64_t lease_ms, struct core_card **out)
+			      int64_t lease_ms, const struct store_actor *actor,
+			      struct core_card **out)
 {
+	struct core_token k;
+
 	if (out)
 		*out = NULL;
-	if (!st || !out || !core_id_valid(id) || !token_valid(t) || lease_ms <= 0)
+	if (!st || !out || !core_id_valid(id) || !token_valid(t) || lease_ms < 0)
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, card_renew);
-	return st->ops->card_renew(st, id, t, lease_ms, out);
+	k = token_of(t, actor);
+	return st->ops->card_renew(st, id, &k, lease_ms, actor, out);
 }
 
 enum core_rc store_card_release(struct store *st, const char *id, const struct core_token *t,
 				const struct store_actor *actor, struct core_card **out)
 {
+	struct core_token k;
+
 	if (out)
 		*out = NULL;
 	if (!st || !out || !core_id_valid(id) || !token_valid(t))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, card_release);
-	return st->ops->card_release(st, id, t, actor, out);
+	k = token_of(t, actor);
+	return st->ops->card_release(st, id, &k, actor, out);
+}
+
+enum core_rc store_card_revoke(struct store *st, const char *id, const struct store_actor *actor,
+			       struct core_card **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_revoke);
+	return st->ops->card_revoke(st, id, actor, out);
 }
 
 static bool owned_write_valid(const struct store_owned_write *w)
@@ -445,19 +513,20 @@ enum core_rc store_card_owned_write(struct store *st, const char *id,
 	if (!owned_write_valid(w))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, card_owned_write);
+	one = *w;
+	one.token = token_of(&w->token, actor);
 	if (!w->release || st->ops->owned_write_release)
-		return st->ops->card_owned_write(st, id, w, actor, out);
+		return st->ops->card_owned_write(st, id, &one, actor, out);
 	/* A twin without the combined step: the write, then the release under the same token
 	 * (an owned write keeps the epoch, so the release is fenced exactly like the write). */
 	NEED_OP(st, card_release);
-	one = *w;
 	one.release = false;
 	rc = st->ops->card_owned_write(st, id, &one, actor, out);
 	if (rc != CORE_OK)
 		return rc;
 	core_card_free(*out);
 	*out = NULL;
-	return st->ops->card_release(st, id, &w->token, actor, out);
+	return st->ops->card_release(st, id, &one.token, actor, out);
 }
 
 enum core_rc store_card_set_state_from(struct store *st, const char *id, const char *from,
@@ -525,10 +594,13 @@ enum core_rc store_card_comment_add_owned(struct store *st, const char *id, cons
 {
 	if (out)
 		*out = NULL;
+	struct core_token k;
+
 	if (!st || !out || !core_id_valid(id) || !body || !t || !core_marker_valid(t->marker))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, card_comment_add);
-	return st->ops->card_comment_add(st, id, body, t, actor, out);
+	k = token_of(t, actor);
+	return st->ops->card_comment_add(st, id, body, &k, actor, out);
 }
 
 enum core_rc store_labels_count(struct store *st, const char *board, const char *const *boards,
@@ -603,7 +675,7 @@ enum core_rc store_run_update(struct store *st, const char *id, const struct sto
 	if (!st || !u || !out || !core_id_valid(id) || !core_marker_valid(u->marker) ||
 	    (u->status && !core_status_valid(u->status)) ||
 	    (u->continuation && !core_continuation_valid(u->continuation)) ||
-	    (u->failure_code && !*u->failure_code) || u->lease_ms <= 0 ||
+	    (u->failure_code && !*u->failure_code) || u->lease_ms < 0 ||
 	    (u->result && strlen(u->result) > CORE_RUN_RESULT_MAX) ||
 	    (u->error && strlen(u->error) > CORE_RUN_ERROR_MAX))
 		return CORE_ERR_BAD_REQUEST;

@@ -29,10 +29,16 @@ struct store;
 /* A clock the tests can inject; returns ms since the epoch. */
 typedef int64_t (*store_clock_fn)(void *ctx);
 
-/* Who asks: `name` is recorded as the event actor (machine events blank it). */
+/* Who asks: `name` is recorded as the event actor (machine events blank it). A claim records
+ * the name of the actor that took it as its holder (DESIGN §11), and every fenced write of
+ * that claim (renew, release, owned writes, run writes) must come from an actor of that name,
+ * else CLAIM_CONFLICT. An actor without a name (NULL or "") takes unbound claims. */
 struct store_actor {
 	const char *name;
 };
+
+/* The holder name an actor presents: its name, or NULL when it has none. */
+const char *store_actor_holder(const struct store_actor *actor);
 
 /* ---- arguments ---- */
 
@@ -81,6 +87,9 @@ struct store_owned_write {
 	const char *run_id; /* LAST_RUN (NULL clears) */
 	bool awaiting_input;
 	const struct core_gave_up *gave_up; /* GAVE_UP: NULL or !set clears */
+	/* The reason the GAVE_UP event and the release's event carry (NULL: none); the reaper's
+	 * "watchdog" makes them machine events (DESIGN §7). */
+	const char *event_reason;
 	/* Then release the claim, fenced by the same token, in the same atomic step (the FS
 	 * twin: one journal line; the events of both). *out is the card as released. A twin
 	 * without store_ops.owned_write_release gets the write, then a release (see there). */
@@ -101,18 +110,22 @@ struct store_claim_next {
 	int64_t lease_ms;
 	const struct core_strv *columns; /* NULL or empty: the board's eligible columns */
 	const struct core_strv *labels;  /* NULL or empty: any */
-	const char *holder; /* the name of the token taking it (DESIGN §11's claim.holder); may
-			     * be NULL */
+	const char *holder; /* the name of the token taking it (DESIGN §11's claim.holder): set
+			     * by store_card_claim_next from the actor, whatever the caller says */
 };
 
+/* A run is created by the card's current holder only (marker and actor, DESIGN §11): else
+ * CLAIM_CONFLICT. It records the claim's epoch (core_run.claim_epoch). */
 struct store_run_create {
 	const char *id; /* NULL: generated */
 	const char *card_id;
-	const char *marker; /* becomes the owner */
+	const char *marker; /* becomes the owner; must be the card's claim marker */
 	const char *status;
 	int64_t lease_ms;
 };
 
+/* Run writes by the owner: CLAIM_CONFLICT unless the run's claim is still the card's current
+ * claim (core_run_of_claim) and the actor is its holder; RUN_FINAL when the run is final. */
 struct store_run_update {
 	const char *marker;       /* must equal the run's owner */
 	const char *status;       /* NULL: unchanged */
@@ -121,7 +134,7 @@ struct store_run_update {
 	const char *failure_code; /* NULL: unchanged */
 	const char *result;       /* compact JSON text (<= CORE_RUN_RESULT_MAX); NULL: unchanged */
 	const char *error;        /* <= CORE_RUN_ERROR_MAX bytes; NULL: unchanged */
-	int64_t lease_ms;         /* the run lock is renewed to now + lease_ms */
+	int64_t lease_ms;         /* the run lock is renewed to now + lease_ms; 0: the run's own */
 };
 
 /* The label admin sweeps (DESIGN §8: POST /v1/labels/rename, /merge, DELETE /v1/labels/{name}):
@@ -192,6 +205,7 @@ struct store {
 	const struct store_ops *ops;
 	store_clock_fn clock;
 	void *clock_ctx;
+	size_t max_comments; /* comments per card; 0: CORE_COMMENTS_MAX (store_limits_set) */
 };
 
 struct store_ops {
@@ -234,8 +248,10 @@ struct store_ops {
 	enum core_rc (*card_claim_next)(struct store *st, const struct store_claim_next *in,
 					const struct store_actor *actor,
 					struct store_claim_result *out);
+	/* lease_ms 0: the claim's own lease_ms. */
 	enum core_rc (*card_renew)(struct store *st, const char *id, const struct core_token *t,
-				   int64_t lease_ms, struct core_card **out);
+				   int64_t lease_ms, const struct store_actor *actor,
+				   struct core_card **out);
 	enum core_rc (*card_release)(struct store *st, const char *id, const struct core_token *t,
 				     const struct store_actor *actor, struct core_card **out);
 	enum core_rc (*card_owned_write)(struct store *st, const char *id,
@@ -245,9 +261,14 @@ struct store_ops {
 	enum core_rc (*card_set_state_from)(struct store *st, const char *id, const char *from,
 					    const char *to, const char *reason,
 					    const struct store_actor *actor, struct core_card **out);
+	/* Reopen also releases any claim (card_released, reason "reopen"); the epoch stays. */
 	enum core_rc (*card_reopen)(struct store *st, const char *id, const char *to,
 				    const char *reason, const struct store_actor *actor,
 				    struct core_card **out);
+	/* The operator's lever (DESIGN §11): drops any claim, unfenced, with card_released
+	 * reason "operator_revoke" by the actor. An unclaimed card is answered unchanged. */
+	enum core_rc (*card_revoke)(struct store *st, const char *id,
+				    const struct store_actor *actor, struct core_card **out);
 	enum core_rc (*card_labels_set)(struct store *st, const char *id,
 					const struct core_strv *labels,
 					const struct store_actor *actor, struct core_card **out);
@@ -361,7 +382,8 @@ enum core_rc store_card_claim(struct store *st, const char *id, const char *mark
 enum core_rc store_card_claim_next(struct store *st, const struct store_claim_next *in,
 				   const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc store_card_renew(struct store *st, const char *id, const struct core_token *t,
-			      int64_t lease_ms, struct core_card **out);
+			      int64_t lease_ms, const struct store_actor *actor,
+			      struct core_card **out);
 enum core_rc store_card_release(struct store *st, const char *id, const struct core_token *t,
 				const struct store_actor *actor, struct core_card **out);
 enum core_rc store_card_owned_write(struct store *st, const char *id,
@@ -373,6 +395,16 @@ enum core_rc store_card_set_state_from(struct store *st, const char *id, const c
 enum core_rc store_card_reopen(struct store *st, const char *id, const char *to,
 			       const char *reason, const struct store_actor *actor,
 			       struct core_card **out);
+enum core_rc store_card_revoke(struct store *st, const char *id, const struct store_actor *actor,
+			       struct core_card **out);
+
+/* Limits (DESIGN §11): comments per card (0: CORE_COMMENTS_MAX). */
+void store_limits_set(struct store *st, size_t max_comments);
+/* For twins, before a write that grows a card: PAYLOAD_TOO_LARGE when c has more comments
+ * than the store allows or is larger than CORE_CARD_BYTES_MAX; detail (may be NULL) says
+ * which. */
+enum core_rc store_card_fits(const struct store *st, const struct core_card *c, char *detail,
+			     size_t detail_len);
 enum core_rc store_card_labels_set(struct store *st, const char *id, const struct core_strv *labels,
 				   const struct store_actor *actor, struct core_card **out);
 enum core_rc store_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,

@@ -63,6 +63,7 @@ static const struct store_ops fs_ops = {
 	.card_owned_write = fs_card_owned_write,
 	.card_set_state_from = fs_card_set_state_from,
 	.card_reopen = fs_card_reopen,
+	.card_revoke = fs_card_revoke,
 	.card_labels_set = fs_card_labels_set,
 	.card_labels_adjust = fs_card_labels_adjust,
 	.card_comment_add = fs_card_comment_add,

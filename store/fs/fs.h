@@ -86,6 +86,12 @@ struct fs_post {
 	bool reserved;             /* room reserved for a change not applied yet: keep */
 };
 
+/* The highest epoch a deleted id had: a card re-created under it starts above. */
+struct fs_floor {
+	char *id; /* the map key; owned */
+	int64_t epoch;
+};
+
 struct fs_counters {
 	int64_t seq;   /* last event seq */
 	uint64_t card; /* card id generator */
@@ -96,9 +102,17 @@ struct fs_counters {
 /* One committed mutation: what a journal line carries, and what a replay rebuilds. */
 struct fs_change_card {
 	char *id;               /* owned */
-	struct core_card *card; /* owned; NULL: the card is deleted */
+	struct core_card *card; /* owned; NULL: the card is deleted (or floor_only) */
 	uint64_t ord;
 	bool is_new;            /* not in the index when the change was built */
+	/* The highest epoch the id ever had, kept past a delete so a re-created card never
+	 * repeats one (DESIGN §11). 0: none. floor_only: only that (a snapshot's floors). */
+	int64_t floor;
+	bool floor_only;
+	/* Only the claim fields (claim, epoch, updated_at) changed: the journal carries those,
+	 * never the card whole (DESIGN §11). A decoded one holds only those fields until
+	 * fs_change_resolve merges them into the card as it stands. */
+	bool claim_only;
 };
 
 struct fs_change {
@@ -182,6 +196,8 @@ struct fs {
 				     * no order: the repair sweep's population, usually tiny */
 	size_t n_recov, cap_recov;
 	struct fs_map runs; /* id -> struct core_run */
+	struct fs_map floors; /* card id -> struct fs_floor: the epoch floor of ids deleted once
+			       * (never removed; only raised) */
 	struct fs_map post_states; /* state -> struct fs_post (published cards only) */
 	struct fs_map post_labels; /* label -> struct fs_post */
 	struct core_event **ev; /* the tail is ev[ev_head .. ev_n) */
@@ -246,6 +262,11 @@ const struct core_board *fs_board_find(const struct fs *fs, const char *name);
 struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id);
 /* The published dependents of `blocker`; NULL when no card names it. */
 const struct fs_post *fs_deps_find(const struct fs *fs, const char *blocker);
+/* Replay: turns each decoded claim-only entry into the whole card it patches (dropped when
+ * the card is gone). NOMEM. */
+enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch);
+/* The epoch floor of id (0: none). */
+int64_t fs_floor_get(const struct fs *fs, const char *id);
 /* Makes fs_change_apply(ch) unable to fail for lack of memory. */
 enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch);
 /* Publishes ch into the state (taking its objects; ch is left empty). Infallible after a
@@ -297,6 +318,9 @@ void fs_state_release(struct fs *fs);
 enum fs_rec_kind {
 	FS_REC_CHANGE = 1,   /* a change: a journal commit, or a chunk of a snapshot */
 	FS_REC_SNAP_END = 2, /* a snapshot's last record: gen, counters, chunk count */
+	/* A change with claim holders, run claim epochs, epoch floors and claim-only entries
+	 * (DESIGN §11); what this version writes. FS_REC_CHANGE is still read. */
+	FS_REC_CHANGE2 = 3,
 };
 enum fs_rec_status {
 	FS_REC_OK,
@@ -307,20 +331,27 @@ enum fs_rec_status {
 
 /* One framed record for ch (events carry their seq already); caller frees. NULL on OOM. */
 char *fs_change_encode(const struct fs_change *ch, size_t *len);
-/* A snapshot chunk (the same payload as a change, from bare published pointers). */
+/* A snapshot chunk (the same payload as a change, from bare published pointers); floors go
+ * as floor-only entries. */
+struct fs_snap_floor {
+	const char *id; /* borrowed */
+	int64_t epoch;
+};
 char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_board *boards,
 			   size_t n_boards, const struct core_card *const *cards,
 			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
 			   size_t n_runs, const struct core_event *const *events, size_t n_events,
-			   size_t *len);
+			   const struct fs_snap_floor *floors, size_t n_floors, size_t *len);
 char *fs_snap_end_encode(uint64_t gen, const struct fs_counters *ctr, uint64_t n_records,
 			 size_t *len);
 /* Frames the record at buf (avail bytes from there on): on FS_REC_OK and FS_REC_BAD_PAYLOAD
  * *kind, *payload and *plen describe it (the record is FS_REC_HDR + *plen bytes). */
 enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 				const char **payload, size_t *plen);
-/* Decodes a FS_REC_CHANGE payload. BAD_REQUEST when malformed (ch left empty). */
-enum core_rc fs_change_decode_bin(const char *payload, size_t len, struct fs_change *ch);
+/* Decodes a FS_REC_CHANGE or FS_REC_CHANGE2 payload (`kind`). BAD_REQUEST when malformed
+ * or of another kind (ch left empty). */
+enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,
+				  struct fs_change *ch);
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 				struct fs_counters *ctr, uint64_t *n_records);
 
@@ -489,7 +520,12 @@ enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker,
 enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next *in,
 				const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_token *t,
-			   int64_t lease_ms, struct core_card **out);
+			   int64_t lease_ms, const struct store_actor *actor, struct core_card **out);
+enum core_rc fs_card_revoke(struct store *st, const char *id, const struct store_actor *actor,
+			    struct core_card **out);
+/* Clears c's claim (fenced or not, as the caller decided) with its card_released event
+ * ({marker, epoch}; reason may be NULL). */
+enum core_rc fs_release_with_event(struct fs_txn *t, struct core_card *c, const char *reason);
 enum core_rc fs_card_release(struct store *st, const char *id, const struct core_token *t,
 			     const struct store_actor *actor, struct core_card **out);
 enum core_rc fs_card_owned_write(struct store *st, const char *id,

@@ -169,8 +169,13 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 	/* Blocked from birth: the card waits whatever column was asked for. */
 	if (!core_blockers_all_done(b, &c->blockers, &lk))
 		state = b->waiting;
+	rc = store_card_fits(st, c, NULL, 0);
+	if (rc != CORE_OK)
+		goto out;
 	c->has_epoch = true;
 	c->priority = in->priority;
+	/* An id deleted before starts above every epoch it had: no old token works again. */
+	c->claim_epoch = fs_floor_get(t.fs, c->id);
 	c->created_at = t.now;
 	rc = core_card_state_write(c, state, NULL, t.now);
 	if (rc != CORE_OK)
@@ -249,6 +254,9 @@ enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_
 	rc = CORE_OK;
 	if (json_array_size(fields) == 0)
 		goto done;
+	rc = store_card_fits(st, c, NULL, 0);
+	if (rc != CORE_OK)
+		goto out;
 	c->updated_at = t.now;
 	rc = fs_txn_event(&t, CORE_EV_CARD_UPDATED, c->board, c->id, NULL,
 			  json_pack("{sO}", "fields", fields));
@@ -275,11 +283,20 @@ enum core_rc fs_card_delete(struct store *st, const char *id, const struct store
 	char *board = NULL;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
 
+	const char **deps = NULL;
+	size_t n_deps = 0;
+
 	fs_txn_begin(fs_of(st), &t, actor);
 	c = fs_txn_peek(&t, id);
 	if (!c)
 		goto out;
-	rc = core_str_set(&board, c->board);
+	/* A blocker that vanished would strand its dependents in waiting_deps (§11). */
+	rc = fs_txn_dependents(&t, id, &deps, &n_deps);
+	free(deps);
+	if (rc == CORE_OK && n_deps)
+		rc = CORE_ERR_DEPENDENTS_OUTSTANDING;
+	if (rc == CORE_OK)
+		rc = core_str_set(&board, c->board);
 	if (rc == CORE_OK)
 		rc = fs_txn_card_delete(&t, id);
 	if (rc == CORE_OK)
@@ -364,6 +381,9 @@ enum core_rc fs_card_reopen(struct store *st, const char *id, const char *to, co
 		rc = core_reopen_check(b, c, to, outside);
 	if (rc == CORE_OK)
 		rc = fs_state_move(&t, c, b, to, reason, json_pack("{sb}", "reopened", 1));
+	/* Whoever filed it holds nothing any more; the epoch stays, so its token is dead. */
+	if (rc == CORE_OK && c->claim.present)
+		rc = fs_release_with_event(&t, c, "reopen");
 	return end_with_card(&t, rc, c, out);
 }
 
@@ -448,8 +468,10 @@ enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *b
 	    core_str_set(&cm->body, body))
 		goto out;
 	c->updated_at = t.now;
-	rc = fs_txn_event(&t, CORE_EV_CARD_COMMENT_ADDED, c->board, c->id, NULL,
-			  json_pack("{ss}", "comment_id", cid));
+	rc = store_card_fits(st, c, NULL, 0);
+	if (rc == CORE_OK)
+		rc = fs_txn_event(&t, CORE_EV_CARD_COMMENT_ADDED, c->board, c->id, NULL,
+				  json_pack("{ss}", "comment_id", cid));
 out:
 	return end_with_card(&t, rc, c, out);
 }

@@ -57,9 +57,19 @@ enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker,
 	bool fresh = false;
 	enum core_rc rc;
 
+	struct core_card_lookup lk;
+
 	rc = begin_card(st, &t, id, actor, &c, &b);
+	/* A fresh hold of a card still waiting on its blockers would let it be worked and
+	 * filed done before them (DESIGN §11). */
+	if (rc == CORE_OK && !c->claim.present && !core_board_is_terminal(b, c->state)) {
+		lk = fs_txn_lookup(&t);
+		if (!core_blockers_all_done(b, &c->blockers, &lk))
+			rc = CORE_ERR_BLOCKERS_PENDING;
+	}
 	if (rc == CORE_OK)
-		rc = core_claim_acquire(c, b, marker, lease_ms, t.now, 0, &fresh);
+		rc = core_claim_acquire(c, b, marker, store_actor_holder(actor), lease_ms, t.now,
+					0, &fresh);
 	/* An idempotent re-claim is renewal-like: no event. */
 	if (rc == CORE_OK && fresh)
 		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
@@ -148,7 +158,8 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 		goto out; /* nothing available: OK with no card */
 	rc = fs_txn_card(&t, best->id, &c);
 	if (rc == CORE_OK)
-		rc = core_claim_acquire(c, b, in->marker, in->lease_ms, t.now, 0, &fresh);
+		rc = core_claim_acquire(c, b, in->marker, in->holder, in->lease_ms, t.now, 0,
+					&fresh);
 	if (rc == CORE_OK)
 		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
 				  token_json(in->marker, c));
@@ -166,21 +177,20 @@ out:
 }
 
 enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_token *tok,
-			   int64_t lease_ms, struct core_card **out)
+			   int64_t lease_ms, const struct store_actor *actor, struct core_card **out)
 {
 	struct fs_txn t;
 	struct core_card *c = NULL;
 	const struct core_board *b;
 	enum core_rc rc;
 
-	rc = begin_card(st, &t, id, NULL, &c, &b);
+	rc = begin_card(st, &t, id, actor, &c, &b);
 	if (rc == CORE_OK)
 		rc = core_claim_renew(c, tok, lease_ms, t.now);
 	return end_card(&t, rc, c, out);
 }
 
-/* Clears c's claim (fenced or not, as the caller decided) with its card_released event. */
-static enum core_rc release_with_event(struct fs_txn *t, struct core_card *c, const char *reason)
+enum core_rc fs_release_with_event(struct fs_txn *t, struct core_card *c, const char *reason)
 {
 	json_t *payload = token_json(c->claim.marker, c);
 
@@ -203,7 +213,7 @@ enum core_rc fs_card_release(struct store *st, const char *id, const struct core
 	if (rc == CORE_OK)
 		rc = core_fence_check(c, tok);
 	if (rc == CORE_OK)
-		rc = release_with_event(&t, c, NULL);
+		rc = fs_release_with_event(&t, c, NULL);
 	return end_card(&t, rc, c, out);
 }
 
@@ -214,13 +224,13 @@ static json_t *gave_up_payload(const struct core_gave_up *g)
 
 /* Sets or clears gave_up (core_card_gave_up_set) and appends its event. */
 static enum core_rc gave_up_write(struct fs_txn *t, struct core_card *c,
-				  const struct core_gave_up *g)
+				  const struct core_gave_up *g, const char *reason)
 {
 	enum core_rc rc = core_card_gave_up_set(c, g, t->now);
 
 	if (rc != CORE_OK)
 		return rc;
-	return fs_txn_event(t, CORE_EV_CARD_GAVE_UP, c->board, c->id, NULL,
+	return fs_txn_event(t, CORE_EV_CARD_GAVE_UP, c->board, c->id, reason,
 			    gave_up_payload(&c->gave_up));
 }
 
@@ -246,7 +256,10 @@ enum core_rc fs_card_owned_write(struct store *st, const char *id,
 			rc = fs_state_move(&t, c, b, w->state, w->reason, NULL);
 		break;
 	case STORE_OWNED_LAST_RUN:
-		rc = core_str_set(&c->last_run_id, w->run_id);
+		rc = w->run_id ? core_last_run_check(fs_txn_run_peek(&t, w->run_id), id, &w->token)
+			       : CORE_OK;
+		if (rc == CORE_OK)
+			rc = core_str_set(&c->last_run_id, w->run_id);
 		c->updated_at = t.now;
 		if (rc == CORE_OK)
 			rc = fs_txn_event(&t, CORE_EV_CARD_LAST_RUN, c->board, c->id, NULL,
@@ -261,7 +274,7 @@ enum core_rc fs_card_owned_write(struct store *st, const char *id,
 				  json_pack("{s[s]}", "fields", "awaiting_input"));
 		break;
 	case STORE_OWNED_GAVE_UP:
-		rc = gave_up_write(&t, c, w->gave_up);
+		rc = gave_up_write(&t, c, w->gave_up, w->event_reason);
 		break;
 	default:
 		rc = CORE_ERR_BAD_REQUEST;
@@ -269,8 +282,22 @@ enum core_rc fs_card_owned_write(struct store *st, const char *id,
 	/* The token passed the fence above and the write kept the epoch: the release is as
 	 * fenced as the write, and shares its line (the reaper's file-and-release). */
 	if (rc == CORE_OK && w->release)
-		rc = release_with_event(&t, c, NULL);
+		rc = fs_release_with_event(&t, c, w->event_reason);
 out:
+	return end_card(&t, rc, c, out);
+}
+
+enum core_rc fs_card_revoke(struct store *st, const char *id, const struct store_actor *actor,
+			    struct core_card **out)
+{
+	struct fs_txn t;
+	struct core_card *c = NULL;
+	const struct core_board *b;
+	enum core_rc rc;
+
+	rc = begin_card(st, &t, id, actor, &c, &b);
+	if (rc == CORE_OK && c->claim.present)
+		rc = fs_release_with_event(&t, c, "operator_revoke");
 	return end_card(&t, rc, c, out);
 }
 
@@ -352,7 +379,7 @@ enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 	if (rc == CORE_OK && !claim_matches(c, expect))
 		rc = CORE_ERR_CLAIM_CONFLICT;
 	if (rc == CORE_OK)
-		rc = release_with_event(&t, c, "watchdog");
+		rc = fs_release_with_event(&t, c, "watchdog");
 	return end_card(&t, rc, c, NULL);
 }
 
@@ -393,7 +420,7 @@ enum core_rc fs_legacy_sweep(struct fs *fs)
 			continue;
 		rc = fs_txn_card(&t, fs->order[i]->id, &c);
 		if (rc == CORE_OK)
-			rc = release_with_event(&t, c, "legacy_sweep");
+			rc = fs_release_with_event(&t, c, "legacy_sweep");
 	}
 	return fs_txn_end(&t, rc);
 }

@@ -14,7 +14,11 @@
  *
  * Payload of a change: counters (i64 seq, u64 card, run, ord), then u32-counted arrays of
  * cards ({str id, u64 ord, u8 present, card}), runs, boards and events. A string is u32 length
- * + bytes (0xFFFFFFFF: NULL). Decoding checks every length against what is left, so arbitrary
+ * + bytes (0xFFFFFFFF: NULL). FS_REC_CHANGE2 (what this version writes) adds the claim's
+ * holder after its marker, a run's claim_epoch after its owner, and three kinds of card
+ * entry: present 2 = deleted, i64 epoch floor; 3 = claim only (u8 flags, str marker, str
+ * holder, i64 claimed_at, lease_until, lease_ms, claim_epoch, updated_at); 4 = epoch floor
+ * only (a snapshot's), i64. Decoding checks every length against what is left, so arbitrary
  * bytes with a valid CRC still decode to an error, never to a read out of bounds. */
 #include "store/fs/fs.h"
 
@@ -144,6 +148,7 @@ static void w_card(struct wbuf *b, const struct core_card *c)
 			(c->has_epoch ? 4u : 0u) | (c->awaiting_input ? 8u : 0u) |
 			(c->gave_up.set ? 16u : 0u) | (c->priority ? 32u : 0u));
 	w_str(b, c->claim.marker);
+	w_str(b, c->claim.holder);
 	w_i64(b, c->claim.claimed_at);
 	w_i64(b, c->claim.lease_until);
 	w_i64(b, c->claim.lease_ms);
@@ -170,6 +175,7 @@ static void w_run(struct wbuf *b, const struct core_run *r)
 	w_str(b, r->continuation);
 	w_str(b, r->failure_code);
 	w_str(b, r->owner);
+	w_i64(b, r->claim_epoch);
 	w_i64(b, r->lock_until);
 	w_i64(b, r->lease_ms);
 	w_i64(b, r->created_at);
@@ -229,6 +235,8 @@ static char *w_finish(struct wbuf *b, unsigned kind, size_t *len)
 	}
 	b->p[0] = FS_REC_MAGIC;
 	b->p[1] = 1;
+	if (kind == FS_REC_CHANGE)
+		kind = FS_REC_CHANGE2; /* this version writes only the second layout */
 	b->p[2] = (unsigned char)kind;
 	b->p[3] = (unsigned char)(kind >> 8);
 	put_u32(b->p + 4, (uint32_t)plen);
@@ -246,6 +254,38 @@ static void w_counters(struct wbuf *b, const struct fs_counters *c)
 	w_u64(b, c->ord);
 }
 
+/* A claim-only entry: the claim fields alone, whatever the size of the card. */
+static void w_claim_patch(struct wbuf *b, const struct core_card *c)
+{
+	w_u8(b, (c->claim.present ? 1u : 0u) | (c->claim.has_lease ? 2u : 0u) |
+			(c->has_epoch ? 4u : 0u));
+	w_str(b, c->claim.marker);
+	w_str(b, c->claim.holder);
+	w_i64(b, c->claim.claimed_at);
+	w_i64(b, c->claim.lease_until);
+	w_i64(b, c->claim.lease_ms);
+	w_i64(b, c->claim_epoch);
+	w_i64(b, c->updated_at);
+}
+
+static void w_change_card(struct wbuf *b, const struct fs_change_card *cc)
+{
+	w_str(b, cc->id);
+	w_u64(b, cc->ord);
+	if (cc->card && cc->claim_only && !cc->is_new) {
+		w_u8(b, 3);
+		w_claim_patch(b, cc->card);
+	} else if (cc->card) {
+		w_u8(b, 1);
+		w_card(b, cc->card);
+	} else if (cc->floor > 0) {
+		w_u8(b, cc->floor_only ? 4 : 2);
+		w_i64(b, cc->floor);
+	} else {
+		w_u8(b, 0);
+	}
+}
+
 char *fs_change_encode(const struct fs_change *ch, size_t *len)
 {
 	struct wbuf b = {0};
@@ -254,13 +294,8 @@ char *fs_change_encode(const struct fs_change *ch, size_t *len)
 	w_begin(&b);
 	w_counters(&b, &ch->ctr);
 	w_u32(&b, (uint32_t)ch->n_cards);
-	for (i = 0; i < ch->n_cards; i++) {
-		w_str(&b, ch->cards[i].id);
-		w_u64(&b, ch->cards[i].ord);
-		w_u8(&b, ch->cards[i].card != NULL);
-		if (ch->cards[i].card)
-			w_card(&b, ch->cards[i].card);
-	}
+	for (i = 0; i < ch->n_cards; i++)
+		w_change_card(&b, &ch->cards[i]);
 	w_u32(&b, (uint32_t)ch->n_runs);
 	for (i = 0; i < ch->n_runs; i++)
 		w_run(&b, ch->runs[i]);
@@ -277,19 +312,25 @@ char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_boar
 			   size_t n_boards, const struct core_card *const *cards,
 			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
 			   size_t n_runs, const struct core_event *const *events, size_t n_events,
-			   size_t *len)
+			   const struct fs_snap_floor *floors, size_t n_floors, size_t *len)
 {
 	struct wbuf b = {0};
 	size_t i;
 
 	w_begin(&b);
 	w_counters(&b, ctr);
-	w_u32(&b, (uint32_t)n_cards);
+	w_u32(&b, (uint32_t)(n_cards + n_floors));
 	for (i = 0; i < n_cards; i++) {
 		w_str(&b, cards[i]->id);
 		w_u64(&b, ords[i]);
 		w_u8(&b, 1);
 		w_card(&b, cards[i]);
+	}
+	for (i = 0; i < n_floors; i++) {
+		w_str(&b, floors[i].id);
+		w_u64(&b, 0);
+		w_u8(&b, 4);
+		w_i64(&b, floors[i].epoch);
 	}
 	w_u32(&b, (uint32_t)n_runs);
 	for (i = 0; i < n_runs; i++)
@@ -321,6 +362,7 @@ struct rbuf {
 	const unsigned char *p;
 	size_t n, off;
 	bool bad;
+	bool v2; /* FS_REC_CHANGE2's layout */
 };
 
 static const unsigned char *r_take(struct rbuf *b, size_t n)
@@ -465,6 +507,8 @@ static struct core_card *r_card(struct rbuf *b)
 	c->awaiting_input = flags & 8u;
 	c->gave_up.set = flags & 16u;
 	r_str(b, &c->claim.marker, !c->claim.present);
+	if (b->v2)
+		r_str(b, &c->claim.holder, true);
 	c->claim.claimed_at = r_i64(b);
 	c->claim.lease_until = r_i64(b);
 	c->claim.lease_ms = r_i64(b);
@@ -486,7 +530,7 @@ static struct core_card *r_card(struct rbuf *b)
 		c->priority = (int32_t)pri;
 	}
 	if (!b->bad && (!core_id_valid(c->id) || (flags & ~63u) ||
-			(!c->claim.present && c->claim.marker)))
+			(!c->claim.present && (c->claim.marker || c->claim.holder))))
 		b->bad = true;
 	if (b->bad) {
 		core_card_free(c);
@@ -511,6 +555,8 @@ static struct core_run *r_run(struct rbuf *b)
 	r_str(b, &r->continuation, true);
 	r_str(b, &r->failure_code, true);
 	r_str(b, &r->owner, true);
+	if (b->v2)
+		r->claim_epoch = r_i64(b);
 	r->lock_until = r_i64(b);
 	r->lease_ms = r_i64(b);
 	r->created_at = r_i64(b);
@@ -581,6 +627,37 @@ static void r_counters(struct rbuf *b, struct fs_counters *c)
 	c->ord = r_u64(b);
 }
 
+/* A claim-only entry: a card holding only its id and claim fields (resolved on replay). */
+static struct core_card *r_claim_patch(struct rbuf *b, const char *id)
+{
+	struct core_card *c = core_card_new();
+	unsigned flags;
+
+	if (!c || core_str_set(&c->id, id) != CORE_OK) {
+		core_card_free(c);
+		b->bad = true;
+		return NULL;
+	}
+	flags = r_u8(b);
+	c->claim.present = flags & 1u;
+	c->claim.has_lease = flags & 2u;
+	c->has_epoch = flags & 4u;
+	r_str(b, &c->claim.marker, !c->claim.present);
+	r_str(b, &c->claim.holder, true);
+	c->claim.claimed_at = r_i64(b);
+	c->claim.lease_until = r_i64(b);
+	c->claim.lease_ms = r_i64(b);
+	c->claim_epoch = r_i64(b);
+	c->updated_at = r_i64(b);
+	if (!b->bad && ((flags & ~7u) || (!c->claim.present && (c->claim.marker || c->claim.holder))))
+		b->bad = true;
+	if (b->bad) {
+		core_card_free(c);
+		return NULL;
+	}
+	return c;
+}
+
 /* Each array is sized from a count checked against the bytes left, so a damaged count cannot
  * ask for more memory than the record could describe. */
 static enum core_rc decode_change(struct rbuf *b, struct fs_change *ch)
@@ -602,12 +679,20 @@ static enum core_rc decode_change(struct rbuf *b, struct fs_change *ch)
 		r_str(b, &cc->id, false);
 		cc->ord = r_u64(b);
 		present = r_u8(b);
-		if (present > 1)
+		if (present > (b->v2 ? 4u : 1u))
 			b->bad = true;
-		if (present && !b->bad) {
+		if (present == 1 && !b->bad) {
 			cc->card = r_card(b);
 			/* A card is filed under its own id. */
 			if (cc->card && strcmp(cc->card->id, cc->id) != 0)
+				b->bad = true;
+		} else if (present == 3 && !b->bad) {
+			cc->card = r_claim_patch(b, cc->id);
+			cc->claim_only = true;
+		} else if ((present == 2 || present == 4) && !b->bad) {
+			cc->floor = r_i64(b);
+			cc->floor_only = present == 4;
+			if (cc->floor <= 0)
 				b->bad = true;
 		}
 	}
@@ -674,17 +759,22 @@ enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 	return get_u32(p + 8) == fs_crc32(p + FS_REC_HDR, n) ? FS_REC_OK : FS_REC_BAD_PAYLOAD;
 }
 
-enum core_rc fs_change_decode_bin(const char *payload, size_t len, struct fs_change *ch)
+enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,
+				  struct fs_change *ch)
 {
-	struct rbuf b = {(const unsigned char *)payload, len, 0, false};
+	struct rbuf b = {(const unsigned char *)payload, len, 0, false, kind == FS_REC_CHANGE2};
 
+	if (kind != FS_REC_CHANGE && kind != FS_REC_CHANGE2) {
+		memset(ch, 0, sizeof(*ch));
+		return CORE_ERR_BAD_REQUEST;
+	}
 	return decode_change(&b, ch);
 }
 
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 				struct fs_counters *ctr, uint64_t *n_records)
 {
-	struct rbuf b = {(const unsigned char *)payload, len, 0, false};
+	struct rbuf b = {(const unsigned char *)payload, len, 0, false, false};
 
 	*gen = r_u64(&b);
 	r_counters(&b, ctr);

@@ -261,12 +261,72 @@ void fs_change_release(struct fs_change *ch)
 	memset(ch, 0, sizeof(*ch));
 }
 
+int64_t fs_floor_get(const struct fs *fs, const char *id)
+{
+	const struct fs_floor *fl = fs_map_get(&fs->floors, id);
+
+	return fl ? fl->epoch : 0;
+}
+
+/* Raises the floor of id to epoch (map room reserved by fs_change_reserve). */
+static void floor_raise(struct fs *fs, const char *id, int64_t epoch)
+{
+	struct fs_floor *fl = fs_map_get(&fs->floors, id);
+
+	if (fl) {
+		if (epoch > fl->epoch)
+			fl->epoch = epoch;
+		return;
+	}
+	fl = calloc(1, sizeof(*fl));
+	if (!fl || !(fl->id = strdup(id)))
+		abort(); /* two small blocks; everything else was reserved */
+	fl->epoch = epoch;
+	fs_map_put(&fs->floors, fl->id, fl); /* reserved: cannot fail */
+}
+
+enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch)
+{
+	size_t i;
+
+	for (i = 0; i < ch->n_cards; i++) {
+		struct fs_change_card *cc = &ch->cards[i];
+		const struct fs_card_ent *ent;
+		struct core_card *full, *patch = cc->card;
+
+		if (!cc->claim_only || !patch)
+			continue;
+		ent = fs_card_find(fs, cc->id);
+		if (!ent) {
+			/* Deleted later (a snapshot taken after this line): nothing to patch. */
+			core_card_free(patch);
+			cc->card = NULL;
+			cc->floor_only = true;
+			continue;
+		}
+		full = core_card_dup(ent->card);
+		if (!full)
+			return CORE_ERR_NOMEM;
+		free(full->claim.marker);
+		free(full->claim.holder);
+		full->claim = patch->claim;
+		memset(&patch->claim, 0, sizeof(patch->claim));
+		full->has_epoch = patch->has_epoch;
+		full->claim_epoch = patch->claim_epoch;
+		full->updated_at = patch->updated_at;
+		core_card_free(patch);
+		cc->card = full;
+	}
+	return CORE_OK;
+}
+
 enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	struct core_board *nb;
-	size_t n_new = 0, n_claims = 0, n_recov = 0, i;
+	size_t n_new = 0, n_claims = 0, n_recov = 0, n_floors = 0, i;
 
 	for (i = 0; i < ch->n_cards; i++) {
+		n_floors += ch->cards[i].floor > 0;
 		const struct core_card *now = ch->cards[i].card;
 		const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
 
@@ -276,6 +336,7 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 			   !(ent && ent->rslot);
 	}
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
+	    fs_map_reserve(&fs->floors, n_floors) ||
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
 	    fs_ptrs_reserve(&fs->recov, &fs->cap_recov, fs->n_recov + n_recov) ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new) ||
@@ -391,6 +452,10 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 {
 	struct fs_card_ent *ent;
 
+	if (cc->floor > 0)
+		floor_raise(fs, cc->id, cc->floor);
+	if (cc->floor_only)
+		return;
 	if (!cc->card) {
 		ent = fs_map_del(&fs->cards, cc->id);
 		if (ent) {
@@ -522,6 +587,15 @@ void fs_state_release(struct fs *fs)
 		if (fs->runs.slots[i].key)
 			core_run_free(fs->runs.slots[i].val);
 	fs_map_release(&fs->runs);
+	for (i = 0; i < fs->floors.cap; i++) {
+		struct fs_floor *fl = fs->floors.slots[i].key ? fs->floors.slots[i].val : NULL;
+
+		if (fl) {
+			free(fl->id);
+			free(fl);
+		}
+	}
+	fs_map_release(&fs->floors);
 	for (i = fs->ev_head; i < fs->ev_n; i++)
 		event_free(fs->ev[i]);
 	free(fs->ev);

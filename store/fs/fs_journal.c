@@ -487,7 +487,7 @@ static void gen_path(const struct fs *fs, uint64_t gen, char *buf, size_t len)
 /* Applies a decoded change; NOMEM is the only failure. */
 static enum core_rc replay_change(struct fs *fs, struct fs_change *ch)
 {
-	if (fs_change_reserve(fs, ch) != CORE_OK) {
+	if (fs_change_resolve(fs, ch) != CORE_OK || fs_change_reserve(fs, ch) != CORE_OK) {
 		fs_change_release(ch);
 		return CORE_ERR_NOMEM;
 	}
@@ -510,8 +510,7 @@ static bool record_next(const char *buf, size_t len, size_t pos, struct fs_chang
 		switch (fs_rec_check(buf + pos, len - pos, &kind, &payload, &plen)) {
 		case FS_REC_OK:
 			*end = pos + FS_REC_HDR + plen;
-			if (kind == FS_REC_CHANGE &&
-			    fs_change_decode_bin(payload, plen, ch) == CORE_OK)
+			if (fs_change_decode_bin(kind, payload, plen, ch) == CORE_OK)
 				return true;
 			/* Whole and checksummed, so it was written completely and may have been
 			 * acknowledged: a record this binary cannot read (a newer writer's) is

@@ -28,9 +28,23 @@ static enum core_rc end_run(struct fs_txn *t, enum core_rc rc, const struct core
 	return rc;
 }
 
+/* Run events name the marker, so an audit tells the workers apart (DESIGN §11). */
 static json_t *run_payload(const struct core_run *r)
 {
-	return json_pack("{ssss}", "run_id", r->id, "status", r->status);
+	return json_pack("{sssssO}", "run_id", r->id, "status", r->status, "marker",
+			 r->owner ? json_string(r->owner) : json_null());
+}
+
+/* The run's claim must still be the card's current claim, held by this actor. */
+static enum core_rc run_fence(struct fs_txn *t, const struct core_run *r,
+			      const struct store_actor *actor)
+{
+	const struct core_card *card = fs_txn_peek(t, r->card_id);
+
+	if (!card || !core_run_of_claim(r, card) ||
+	    !core_holder_match(&card->claim, store_actor_holder(actor)))
+		return CORE_ERR_CLAIM_CONFLICT;
+	return CORE_OK;
 }
 
 enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
@@ -48,6 +62,11 @@ enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 	rc = CORE_ERR_NOT_FOUND;
 	if (!card)
 		goto out;
+	/* Only the card's current holder starts a run, bound to its claim (DESIGN §11). */
+	rc = CORE_ERR_CLAIM_CONFLICT;
+	if (!card->claim.present || !card->has_epoch || strcmp(card->claim.marker, in->marker) != 0 ||
+	    !core_holder_match(&card->claim, store_actor_holder(actor)))
+		goto out;
 	rc = CORE_ERR_ALREADY_EXISTS;
 	if (id && fs_txn_run_peek(&t, id)) /* a tombstone keeps its id too */
 		goto out;
@@ -63,6 +82,7 @@ enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 	    core_str_set(&r->board, card->board) || core_str_set(&r->status, in->status) ||
 	    core_str_set(&r->owner, in->marker))
 		goto out;
+	r->claim_epoch = card->claim_epoch;
 	r->lease_ms = in->lease_ms;
 	r->lock_until = t.now + in->lease_ms;
 	r->created_at = r->updated_at = t.now;
@@ -124,6 +144,12 @@ enum core_rc fs_run_update(struct store *st, const char *id, const struct store_
 	rc = CORE_ERR_CLAIM_CONFLICT;
 	if (!cur->owner || strcmp(cur->owner, u->marker) != 0)
 		goto out;
+	/* A zombie's late write must not decide the new owner's card. */
+	rc = run_fence(&t, cur, actor);
+	if (rc == CORE_OK && core_run_status_final(cur->status))
+		rc = CORE_ERR_RUN_FINAL;
+	if (rc != CORE_OK)
+		goto out;
 	rc = txn_run(&t, id, &r);
 	if (rc != CORE_OK)
 		goto out;
@@ -136,8 +162,9 @@ enum core_rc fs_run_update(struct store *st, const char *id, const struct store_
 		rc = CORE_ERR_NOMEM;
 		goto out;
 	}
-	r->lease_ms = u->lease_ms;
-	r->lock_until = t.now + u->lease_ms;
+	if (u->lease_ms > 0)
+		r->lease_ms = u->lease_ms; /* else the run keeps its own */
+	r->lock_until = t.now + r->lease_ms;
 	r->updated_at = t.now;
 	rc = fs_txn_event(&t, CORE_EV_RUN_UPDATED, r->board, r->card_id, NULL, run_payload(r));
 out:
@@ -153,6 +180,8 @@ enum core_rc fs_run_cancel(struct store *st, const char *id, const struct store_
 
 	fs_txn_begin(fs_of(st), &t, actor);
 	rc = txn_run(&t, id, &r);
+	if (rc == CORE_OK && core_run_status_final(r->status))
+		rc = CORE_ERR_RUN_FINAL;
 	if (rc == CORE_OK)
 		rc = core_str_set(&r->status, CORE_RUN_CANCELLED);
 	if (rc == CORE_OK) {
@@ -195,8 +224,9 @@ enum core_rc fs_run_promote_if_orphaned(struct store *st, const char *id, struct
 	 * copy) and the run is answered as it stands. */
 	if (rc == CORE_OK && *promoted)
 		rc = fs_txn_event(&t, CORE_EV_RUN_UPDATED, r->board, r->card_id, "watchdog",
-				  json_pack("{ssssss}", "run_id", r->id, "status", r->status,
-					    "failure_code", r->failure_code));
+				  json_pack("{sssssssO}", "run_id", r->id, "status", r->status,
+					    "failure_code", r->failure_code, "marker",
+					    r->owner ? json_string(r->owner) : json_null()));
 	if (rc == CORE_OK && !*promoted) {
 		rc = run_out(r, out);
 		fs_txn_end(&t, CORE_ERR_INTERNAL); /* abort: nothing to write */

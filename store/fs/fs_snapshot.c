@@ -42,6 +42,8 @@ struct snap {
 	size_t n_runs;
 	const struct core_event **events;
 	size_t n_events;
+	struct fs_snap_floor *floors; /* ids borrowed: a floor is never freed while open */
+	size_t n_floors;
 };
 
 static void snap_release(struct snap *s)
@@ -51,6 +53,7 @@ static void snap_release(struct snap *s)
 	free(s->ords);
 	free(s->runs);
 	free(s->events);
+	free(s->floors);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -65,8 +68,16 @@ static enum core_rc snap_capture(struct fs *fs, struct snap *s)
 	s->ords = calloc(fs->cards.n + 1, sizeof(*s->ords));
 	s->runs = calloc(fs->runs.n + 1, sizeof(*s->runs));
 	s->events = calloc(fs->ev_n - fs->ev_head + 1, sizeof(*s->events));
-	if (!s->boards || !s->cards || !s->ords || !s->runs || !s->events)
+	s->floors = calloc(fs->floors.n + 1, sizeof(*s->floors));
+	if (!s->boards || !s->cards || !s->ords || !s->runs || !s->events || !s->floors)
 		return CORE_ERR_NOMEM;
+	/* By value: a floor's epoch is raised in place by later commits. */
+	for (i = 0; i < fs->floors.cap; i++) {
+		const struct fs_floor *fl = fs->floors.slots[i].key ? fs->floors.slots[i].val : NULL;
+
+		if (fl)
+			s->floors[s->n_floors++] = (struct fs_snap_floor){fl->id, fl->epoch};
+	}
 	for (; s->n_boards < fs->n_boards; s->n_boards++)
 		if (core_board_copy(&s->boards[s->n_boards], &fs->boards[s->n_boards]))
 			return CORE_ERR_NOMEM;
@@ -107,24 +118,30 @@ static bool snap_emit(FILE *f, const struct snap *s)
 	char *rec;
 
 	rec = fs_snap_chunk_encode(&s->ctr, s->boards, s->n_boards, NULL, NULL, 0, NULL, 0, NULL, 0,
-				   &len);
+				   NULL, 0, &len);
 	ok = emit(f, rec, &len);
 	for (i = 0; ok && i < s->n_cards; i += k, n_rec++) {
 		k = s->n_cards - i < SNAP_CHUNK ? s->n_cards - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, s->cards + i, s->ords + i, k, NULL, 0,
-					   NULL, 0, &len);
+					   NULL, 0, NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_runs; i += k, n_rec++) {
 		k = s->n_runs - i < SNAP_CHUNK ? s->n_runs - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, s->runs + i, k, NULL, 0,
-					   &len);
+					   NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_events; i += k, n_rec++) {
 		k = s->n_events - i < SNAP_CHUNK ? s->n_events - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, s->events + i,
-					   k, &len);
+					   k, NULL, 0, &len);
+		ok = emit(f, rec, &len);
+	}
+	for (i = 0; ok && i < s->n_floors; i += k, n_rec++) {
+		k = s->n_floors - i < SNAP_CHUNK ? s->n_floors - i : SNAP_CHUNK;
+		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0,
+					   s->floors + i, k, &len);
 		ok = emit(f, rec, &len);
 	}
 	if (!ok)
@@ -200,11 +217,13 @@ static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err
 			continue;
 		}
 		n_rec++;
-		if (kind != FS_REC_CHANGE || fs_change_decode_bin(payload, plen, &ch) != CORE_OK) {
+		if (fs_change_decode_bin(kind, payload, plen, &ch) != CORE_OK) {
 			rc = CORE_ERR_STORE_UNAVAILABLE;
 			break;
 		}
-		rc = fs_change_reserve(fs, &ch);
+		rc = fs_change_resolve(fs, &ch);
+		if (rc == CORE_OK)
+			rc = fs_change_reserve(fs, &ch);
 		if (rc != CORE_OK) {
 			fs_change_release(&ch);
 			snprintf(err, errlen, "out of memory loading %s", path);

@@ -133,15 +133,27 @@ enum core_rc fs_txn_card_delete(struct fs_txn *t, const char *id)
 	struct fs_change_card *cc = txn_find(t, id);
 	struct fs_card_ent *ent;
 
+	int64_t floor = fs_floor_get(t->fs, id);
+	enum core_rc rc;
+
+	/* The id keeps its highest epoch: a card re-created under it starts above (§11). */
 	if (cc) {
+		if (cc->card && cc->card->has_epoch && cc->card->claim_epoch > floor)
+			floor = cc->card->claim_epoch;
 		core_card_free(cc->card);
 		cc->card = NULL;
+		cc->floor = floor;
 		return CORE_OK;
 	}
 	ent = fs_card_find(t->fs, id);
 	if (!ent)
 		return CORE_ERR_NOT_FOUND;
-	return txn_push(t, id, NULL, ent->ord, false);
+	if (ent->card->has_epoch && ent->card->claim_epoch > floor)
+		floor = ent->card->claim_epoch;
+	rc = txn_push(t, id, NULL, ent->ord, false);
+	if (rc == CORE_OK)
+		t->ch.cards[t->ch.n_cards - 1].floor = floor;
+	return rc;
 }
 
 const struct core_run *fs_txn_run_peek(struct fs_txn *t, const char *id)
@@ -307,6 +319,8 @@ static void txn_drop_unchanged(struct fs_txn *t)
 			core_card_free(cc->card);
 			continue;
 		}
+		/* A renew (any write of the claim fields alone) journals those, not the card. */
+		cc->claim_only = ent && core_card_equal_except_claim(ent->card, cc->card);
 		ch->cards[out++] = *cc;
 	}
 	ch->n_cards = out;

@@ -105,6 +105,7 @@ static const struct store_ops mgo_ops = {
 	.card_owned_write = mgo_card_owned_write,
 	.card_set_state_from = mgo_card_set_state_from,
 	.card_reopen = mgo_card_reopen,
+	.card_revoke = mgo_card_revoke,
 	.card_labels_set = mgo_card_labels_set,
 	.card_labels_adjust = mgo_card_labels_adjust,
 	.card_comment_add = mgo_card_comment_add,

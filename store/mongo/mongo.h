@@ -336,7 +336,14 @@ enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker
 enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next *in,
 				 const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_token *t,
-			    int64_t lease_ms, struct core_card **out);
+			    int64_t lease_ms, const struct store_actor *actor,
+			    struct core_card **out);
+enum core_rc mgo_card_revoke(struct store *st, const char *id, const struct store_actor *actor,
+			     struct core_card **out);
+/* Clears a->now's claim and queues its card_released event ({marker, epoch}, reason may be
+ * NULL) into q; the caller writes it guarded on the claim as read. */
+void mgo_release_apply(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
+		       struct mgo_evq *q);
 enum core_rc mgo_card_release(struct store *st, const char *id, const struct core_token *t,
 			      const struct store_actor *actor, struct core_card **out);
 enum core_rc mgo_card_owned_write(struct store *st, const char *id,
@@ -355,6 +362,8 @@ enum core_rc mgo_reaper_release_exact(struct store *st, const char *id,
 				      const struct store_actor *actor);
 
 /* mongo_runs.c */
+/* Run `id` as stored, tombstones included: NOT_FOUND, STORE_UNAVAILABLE. Caller frees. */
+enum core_rc mgo_run_read_any(struct mgo_conn *c, const char *id, struct core_run **out);
 enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 			    const struct store_actor *actor, struct core_run **out);
 enum core_rc mgo_run_get(struct store *st, const char *id, struct core_run **out);

@@ -230,6 +230,46 @@ static bool blockers_all_done(struct mgo_conn *c, const struct core_board *b,
 	return done;
 }
 
+/* The epoch floor of a card id deleted before (counters {_id: "epoch:<id>", seq}): a card
+ * re-created under the id starts above every epoch it had (DESIGN §11). 0: none. */
+static enum core_rc floor_read(struct mgo_conn *c, const char *id, int64_t *floor)
+{
+	char key[CORE_ID_MAX + 16];
+	bson_t *doc = NULL;
+	bson_iter_t it;
+	enum core_rc rc;
+
+	*floor = 0;
+	snprintf(key, sizeof(key), "epoch:%s", id);
+	rc = mgo_find_by_id(c->counters, key, &doc);
+	if (rc == CORE_OK && doc && bson_iter_init_find(&it, doc, "seq"))
+		mgo_iter_i64(&it, floor);
+	bson_destroy(doc);
+	return rc;
+}
+
+/* Raises the floor of id to epoch ($max, upsert). */
+static enum core_rc floor_raise(struct mgo_conn *c, const char *id, int64_t epoch)
+{
+	char key[CORE_ID_MAX + 16];
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, opts = BSON_INITIALIZER, max;
+	bson_error_t e;
+	enum core_rc rc = CORE_OK;
+
+	snprintf(key, sizeof(key), "epoch:%s", id);
+	BSON_APPEND_UTF8(&filter, "_id", key);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$max", &max);
+	BSON_APPEND_INT64(&max, "seq", epoch);
+	bson_append_document_end(&update, &max);
+	BSON_APPEND_BOOL(&opts, "upsert", true);
+	if (!mongoc_collection_update_one(c->counters, &filter, &update, &opts, NULL, &e))
+		rc = mgo_error("epoch floor", &e);
+	bson_destroy(&opts);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+	return rc;
+}
+
 /* Builds the new card of a create; rc as the FS twin orders its refusals. */
 static enum core_rc create_build(struct mgo_conn *c, const struct store_card_create *in,
 				 const char *id, const struct core_board *b, struct core_card **out)
@@ -256,7 +296,13 @@ static enum core_rc create_build(struct mgo_conn *c, const struct store_card_cre
 	/* Blocked from birth: the card waits whatever column was asked for. */
 	if (!done)
 		state = b->waiting;
+	rc = store_card_fits(&c->m->base, card, NULL, 0);
+	if (rc != CORE_OK)
+		goto out;
 	card->has_epoch = true;
+	rc = floor_read(c, id, &card->claim_epoch);
+	if (rc != CORE_OK)
+		goto out;
 	card->created_at = c->now;
 	rc = core_card_state_write(card, state, NULL, c->now);
 out:
@@ -404,6 +450,9 @@ static enum core_rc patch_once(struct mgo_conn *c, const char *id,
 		now = NULL;
 		goto out;
 	}
+	rc = store_card_fits(&c->m->base, now, NULL, 0);
+	if (rc != CORE_OK)
+		goto out;
 	now->updated_at = c->now;
 	mgo_evq_add(&q, CORE_EV_CARD_UPDATED, now->board, now->id, c->actor, NULL, c->now,
 		    json_pack("{sO}", "fields", fields));
@@ -453,6 +502,7 @@ enum core_rc mgo_card_delete(struct store *st, const char *id, const struct stor
 	bson_error_t e;
 	const uint8_t *data;
 	uint32_t len;
+	int64_t n_deps;
 	enum core_rc rc = fam ? mgo_conn_open(mgo_of(st), &c) : CORE_ERR_NOMEM;
 
 	if (rc != CORE_OK) {
@@ -461,6 +511,20 @@ enum core_rc mgo_card_delete(struct store *st, const char *id, const struct stor
 	}
 	c.actor = mgo_actor_name(actor);
 	mgo_evq_init(&q, c.m);
+	/* A blocker that vanished would strand its dependents in waiting_deps (§11). Checked
+	 * before the delete: a dependent added in between is the one race left (no
+	 * multi-document transactions here, DESIGN §9). */
+	BSON_APPEND_UTF8(&filter, "blockers", id);
+	n_deps = mongoc_collection_count_documents(c.cards, &filter, NULL, NULL, NULL, &e);
+	bson_reinit(&filter);
+	if (n_deps < 0) {
+		rc = mgo_error("count dependents", &e);
+		goto out;
+	}
+	if (n_deps > 0) {
+		rc = CORE_ERR_DEPENDENTS_OUTSTANDING;
+		goto out;
+	}
 	BSON_APPEND_UTF8(&filter, "_id", id);
 	mongoc_find_and_modify_opts_set_flags(fam, MONGOC_FIND_AND_MODIFY_REMOVE);
 	if (!mongoc_collection_find_and_modify_with_opts(c.cards, &filter, fam, &reply, &e)) {
@@ -472,6 +536,12 @@ enum core_rc mgo_card_delete(struct store *st, const char *id, const struct stor
 		bson_iter_document(&it, &len, &data);
 		bson_init_static(&gone, data, len);
 		rc = mgo_card_from_bson(&gone, &card);
+		/* The id keeps its highest epoch past the delete. A failure here is logged: the
+		 * server-clock floor of every fresh epoch still keeps it from repeating. */
+		if (rc == CORE_OK && card->has_epoch && card->claim_epoch > 0 &&
+		    floor_raise(&c, id, card->claim_epoch) != CORE_OK)
+			fprintf(stderr, "boardd: mongo: card %s deleted; its epoch floor was not "
+					"recorded\n", id);
 		if (rc == CORE_OK) {
 			/* The document and its outbox are gone: whatever it still owed the tail
 			 * goes straight in, then card_deleted (ledger item 2 in mongo.c). */

@@ -117,7 +117,7 @@ static bool strv_eq(const struct core_strv *a, const struct core_strv *b)
 static bool claim_eq(const struct core_claim *a, const struct core_claim *b)
 {
 	return a->present == b->present && str_eq(a->marker, b->marker) &&
-	       a->claimed_at == b->claimed_at && a->has_lease == b->has_lease &&
+	       str_eq(a->holder, b->holder) && a->claimed_at == b->claimed_at && a->has_lease == b->has_lease &&
 	       a->lease_until == b->lease_until && a->lease_ms == b->lease_ms;
 }
 

@@ -18,7 +18,7 @@ static json_t *token_json(const char *marker, const struct core_card *c)
 /* ---- claim ---- */
 
 struct claim_arg {
-	const char *id, *marker;
+	const char *id, *marker, *holder;
 	int64_t lease_ms;
 	bool fresh; /* OUT of the attempt that hit */
 };
@@ -31,11 +31,23 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 	struct mgo_evq q;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
+	struct mgo_lookup lk;
+	struct core_card_lookup look;
+
 	mgo_evq_init(&q, c->m);
 	x->fresh = false;
+	/* A fresh hold of a card still waiting on its blockers would let it be worked and
+	 * filed done before them (DESIGN §11). Read, not guarded: a blocker only ever moves
+	 * toward done while it has dependents (reopen refuses otherwise). */
+	if (rc == CORE_OK && !a.was->claim.present && !core_board_is_terminal(&a.b, a.was->state)) {
+		look = mgo_lookup_init(&lk, c);
+		if (!core_blockers_all_done(&a.b, &a.was->blockers, &look))
+			rc = lk.rc != CORE_OK ? lk.rc : CORE_ERR_BLOCKERS_PENDING;
+		mgo_lookup_release(&lk);
+	}
 	if (rc == CORE_OK)
-		rc = core_claim_acquire(a.now, &a.b, x->marker, x->lease_ms, c->now, c->now,
-					&x->fresh);
+		rc = core_claim_acquire(a.now, &a.b, x->marker, x->holder, x->lease_ms, c->now,
+					c->now, &x->fresh);
 	/* An idempotent re-claim is renewal-like: no event. */
 	if (rc == CORE_OK && x->fresh)
 		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, a.now->board, a.now->id, c->actor, NULL,
@@ -51,7 +63,7 @@ enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker
 			    int64_t lease_ms, const struct store_actor *actor,
 			    struct store_claim_result *out)
 {
-	struct claim_arg x = {id, marker, lease_ms, false};
+	struct claim_arg x = {id, marker, store_actor_holder(actor), lease_ms, false};
 	enum core_rc rc;
 
 	rc = mgo_card_retry(st, actor, claim_once, &x, CORE_ERR_CLAIM_CONFLICT, &out->card);
@@ -96,15 +108,16 @@ static enum core_rc renew_once(struct mgo_conn *c, const void *arg, bool *hit,
 }
 
 enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_token *t,
-			    int64_t lease_ms, struct core_card **out)
+			    int64_t lease_ms, const struct store_actor *actor,
+			    struct core_card **out)
 {
 	struct token_arg x = {id, t, lease_ms};
 
-	return mgo_card_retry(st, NULL, renew_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+	return mgo_card_retry(st, actor, renew_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
 }
 
 /* Clears a->now's claim and queues card_released {marker, epoch} as the claim stands now. */
-static void release_apply(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
+void mgo_release_apply(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
 			  struct mgo_evq *q)
 {
 	json_t *payload = token_json(a->now->claim.marker, a->now);
@@ -122,7 +135,7 @@ enum core_rc mgo_release_write(struct mgo_conn *c, struct mgo_attempt *a, const 
 	enum core_rc rc;
 
 	mgo_evq_init(&q, c->m);
-	release_apply(c, a, reason, &q);
+	mgo_release_apply(c, a, reason, &q);
 	rc = mgo_card_cas(c, a->was, a->now, MGO_PRE_CLAIM, &q, hit, out);
 	mgo_evq_release(&q);
 	return rc;
@@ -151,6 +164,31 @@ enum core_rc mgo_card_release(struct store *st, const char *id, const struct cor
 	return mgo_card_retry(st, actor, release_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
 }
 
+static enum core_rc revoke_once(struct mgo_conn *c, const void *arg, bool *hit,
+				struct core_card **out)
+{
+	const struct token_arg *x = arg;
+	struct mgo_attempt a;
+	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+
+	if (rc == CORE_OK && !a.was->claim.present) {
+		*hit = true; /* nothing held: answered as it stands */
+		rc = (*out = core_card_dup(a.was)) ? CORE_OK : CORE_ERR_NOMEM;
+	} else if (rc == CORE_OK) {
+		rc = mgo_release_write(c, &a, "operator_revoke", hit, out);
+	}
+	mgo_attempt_end(&a);
+	return rc;
+}
+
+enum core_rc mgo_card_revoke(struct store *st, const char *id, const struct store_actor *actor,
+			     struct core_card **out)
+{
+	struct token_arg x = {id, NULL, 0};
+
+	return mgo_card_retry(st, actor, revoke_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+}
+
 /* ---- owned writes ---- */
 
 static json_t *gave_up_payload(const struct core_gave_up *g)
@@ -160,13 +198,13 @@ static json_t *gave_up_payload(const struct core_gave_up *g)
 
 /* Sets or clears gave_up (core_card_gave_up_set) and queues its event. */
 static enum core_rc gave_up_write(struct mgo_conn *c, struct core_card *card,
-				  const struct core_gave_up *g, struct mgo_evq *q)
+				  const struct core_gave_up *g, const char *reason, struct mgo_evq *q)
 {
 	enum core_rc rc = core_card_gave_up_set(card, g, c->now);
 
 	if (rc != CORE_OK)
 		return rc;
-	mgo_evq_add(q, CORE_EV_CARD_GAVE_UP, card->board, card->id, c->actor, NULL, c->now,
+	mgo_evq_add(q, CORE_EV_CARD_GAVE_UP, card->board, card->id, c->actor, reason, c->now,
 		    gave_up_payload(&card->gave_up));
 	return CORE_OK;
 }
@@ -183,6 +221,7 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	const struct store_owned_write *w = x->w;
 	struct mgo_evq q;
 	struct mgo_attempt a;
+	struct core_run *run = NULL;
 	bool moved = false;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
@@ -199,7 +238,14 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 			rc = mgo_state_apply(c, a.now, w->state, w->reason, NULL, &q, &moved);
 		break;
 	case STORE_OWNED_LAST_RUN:
-		rc = core_str_set(&a.now->last_run_id, w->run_id);
+		/* A run's card, owner and claim epoch never change: read, not guarded. */
+		rc = w->run_id ? mgo_run_read_any(c, w->run_id, &run) : CORE_OK;
+		if (rc == CORE_ERR_NOT_FOUND)
+			rc = CORE_OK; /* run stays NULL: refused below */
+		if (rc == CORE_OK && w->run_id)
+			rc = core_last_run_check(run, x->id, &w->token);
+		if (rc == CORE_OK)
+			rc = core_str_set(&a.now->last_run_id, w->run_id);
 		a.now->updated_at = c->now;
 		mgo_evq_add(&q, CORE_EV_CARD_LAST_RUN, a.now->board, a.now->id, c->actor, NULL,
 			    c->now,
@@ -213,7 +259,7 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 			    c->now, json_pack("{s[s]}", "fields", "awaiting_input"));
 		break;
 	case STORE_OWNED_GAVE_UP:
-		rc = gave_up_write(c, a.now, w->gave_up, &q);
+		rc = gave_up_write(c, a.now, w->gave_up, w->event_reason, &q);
 		break;
 	default:
 		rc = CORE_ERR_BAD_REQUEST;
@@ -221,12 +267,13 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	/* The release rides in the same conditional update as the write (the reaper's
 	 * file-and-release): fenced by the same token, one atomic step, the events of both. */
 	if (rc == CORE_OK && w->release)
-		release_apply(c, &a, NULL, &q);
+		mgo_release_apply(c, &a, w->event_reason, &q);
 	if (rc == CORE_OK)
 		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM | MGO_PRE_STATE, &q, hit, out);
 	if (rc == CORE_OK && *hit && moved)
 		mgo_state_after(c, &a.b, a.now->id, w->state, w->reason);
 out:
+	core_run_free(run);
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);
 	return rc;

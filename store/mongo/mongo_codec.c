@@ -52,6 +52,8 @@ bool mgo_claim_append(bson_t *doc, const char *key, const struct core_claim *cl)
 
 	ok = ok && BSON_APPEND_UTF8(&d, "marker", cl->marker) &&
 	     BSON_APPEND_DATE_TIME(&d, "claimed_at", cl->claimed_at);
+	if (ok && cl->holder)
+		ok = BSON_APPEND_UTF8(&d, "holder", cl->holder);
 	/* A claim without a lease is written without the lease fields, as a stripped one
 	 * reads: the absence is what the un-leased arm selects. */
 	if (ok && cl->has_lease)
@@ -117,6 +119,7 @@ bool mgo_run_to_bson(const struct core_run *r, bson_t *doc)
 	       BSON_APPEND_UTF8(doc, "owner", r->owner ? r->owner : "") &&
 	       append_str_opt(doc, "result_json", r->result) &&
 	       append_str_opt(doc, "error", r->error) &&
+	       BSON_APPEND_INT64(doc, "claim_epoch", r->claim_epoch) &&
 	       BSON_APPEND_DATE_TIME(doc, "lock_until", r->lock_until) &&
 	       BSON_APPEND_INT64(doc, "lease_ms", r->lease_ms) &&
 	       BSON_APPEND_DATE_TIME(doc, "created_at", r->created_at) &&
@@ -432,6 +435,7 @@ static void rd_claim(struct rd *r, struct core_card *c)
 		return;
 	}
 	c->claim.present = true;
+	c->claim.holder = rd_str(&sub, "holder", false);
 	c->claim.claimed_at = rd_i64(&sub, "claimed_at", false, NULL);
 	c->claim.lease_until = rd_i64(&sub, "lease_until", false, &lease);
 	c->claim.has_lease = lease;
@@ -514,6 +518,7 @@ enum core_rc mgo_run_from_bson(const bson_t *doc, struct core_run **out)
 	run->owner = rd_str(&r, "owner", false);
 	run->result = rd_str(&r, "result_json", false);
 	run->error = rd_str(&r, "error", false);
+	run->claim_epoch = rd_i64(&r, "claim_epoch", false, NULL);
 	run->lock_until = rd_i64(&r, "lock_until", false, NULL);
 	run->lease_ms = rd_i64(&r, "lease_ms", false, NULL);
 	run->created_at = rd_i64(&r, "created_at", false, NULL);

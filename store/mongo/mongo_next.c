@@ -146,12 +146,13 @@ static bool take_filter(bson_t *f, const char *board, const struct core_strv *co
 
 /* $set of the fresh claim and its epoch, the card_claimed event pushed into the outbox
  * (its card_id is filled in on delivery: the card is not known before the write). */
-static bool take_update(bson_t *u, const char *marker, int64_t lease_ms, int64_t now,
-			int64_t epoch, const struct mgo_evq *q)
+static bool take_update(bson_t *u, const char *marker, const char *holder, int64_t lease_ms,
+			int64_t now, int64_t epoch, const struct mgo_evq *q)
 {
 	bson_t set, push;
 	struct core_claim cl = {.present = true,
 				.marker = (char *)marker,
+				.holder = (char *)holder,
 				.claimed_at = now,
 				.has_lease = true,
 				.lease_until = now + lease_ms,
@@ -241,7 +242,7 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 		    take_filter(&filter, b.name, cols, in->labels, blocked_ok, c.now, eq) &&
 		    BSON_APPEND_INT32(&sort, "priority", -1) &&
 		    BSON_APPEND_INT32(&sort, "created_at", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
-		    take_update(&update, in->marker, in->lease_ms, c.now, epoch, &q))
+		    take_update(&update, in->marker, in->holder, in->lease_ms, c.now, epoch, &q))
 			rc = mgo_find_modify_sort(c.cards, &filter, &sort, &update, &doc);
 		if (rc == CORE_OK && doc) {
 			rc = mgo_card_from_bson(doc, &out->card);

@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Run events name the marker, so an audit tells the workers apart (DESIGN §11). */
 static json_t *run_payload(const struct core_run *r)
 {
-	return json_pack("{ssss}", "run_id", r->id, "status", r->status);
+	return json_pack("{sssssO}", "run_id", r->id, "status", r->status, "marker",
+			 r->owner ? json_string(r->owner) : json_null());
 }
 
 static enum core_rc run_read(struct mgo_conn *c, const char *id, struct core_run **out)
@@ -47,6 +49,11 @@ enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 	c.actor = mgo_actor_name(actor);
 	mgo_evq_init(&q, c.m);
 	rc = mgo_card_read(&c, in->card_id, &card);
+	/* Only the card's current holder starts a run, bound to its claim (DESIGN §11). */
+	if (rc == CORE_OK &&
+	    (!card->claim.present || !card->has_epoch || strcmp(card->claim.marker, in->marker) != 0 ||
+	     !core_holder_match(&card->claim, store_actor_holder(actor))))
+		rc = CORE_ERR_CLAIM_CONFLICT;
 	if (rc == CORE_OK && !in->id)
 		rc = mgo_counter_add(&c, "runs", 1, &n);
 	if (rc != CORE_OK)
@@ -59,6 +66,7 @@ enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 	    core_str_set(&r->card_id, card->id) || core_str_set(&r->board, card->board) ||
 	    core_str_set(&r->status, in->status) || core_str_set(&r->owner, in->marker))
 		goto out;
+	r->claim_epoch = card->claim_epoch;
 	r->lease_ms = in->lease_ms;
 	r->lock_until = c.now + in->lease_ms;
 	r->created_at = r->updated_at = c.now;
@@ -84,6 +92,11 @@ out:
 	core_card_free(card);
 	mgo_conn_close(&c);
 	return rc;
+}
+
+enum core_rc mgo_run_read_any(struct mgo_conn *c, const char *id, struct core_run **out)
+{
+	return run_read(c, id, out);
 }
 
 enum core_rc mgo_run_get(struct store *st, const char *id, struct core_run **out)
@@ -153,8 +166,27 @@ enum run_op { RUN_UPDATE, RUN_CANCEL, RUN_PRUNE, RUN_PROMOTE };
 struct run_arg {
 	enum run_op op;
 	const struct store_run_update *u;
+	const char *holder; /* RUN_UPDATE: the actor's name */
 	bool promoted;
 };
+
+/* The run's claim must still be the card's current claim, held by this actor. Read, then
+ * the run is written guarded on its own fields: no multi-document transaction (DESIGN §9),
+ * so a claim that moves in between can still let one write land on the run. The reaper
+ * never judges a claim by a run of another one, so such a write decides nothing. */
+static enum core_rc run_fence(struct mgo_conn *c, const struct core_run *r, const char *holder)
+{
+	struct core_card *card = NULL;
+	enum core_rc rc = mgo_card_read(c, r->card_id, &card);
+
+	if (rc == CORE_ERR_NOT_FOUND)
+		rc = CORE_ERR_CLAIM_CONFLICT;
+	if (rc == CORE_OK &&
+	    (!core_run_of_claim(r, card) || !core_holder_match(&card->claim, holder)))
+		rc = CORE_ERR_CLAIM_CONFLICT;
+	core_card_free(card);
+	return rc;
+}
 
 static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_arg *x,
 			       struct core_run **out)
@@ -184,20 +216,32 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 			/* Only the lock holder writes its run. */
 			if (!was->owner || strcmp(was->owner, x->u->marker) != 0)
 				rc = CORE_ERR_CLAIM_CONFLICT;
-			else if ((x->u->status && core_str_set(&now->status, x->u->status)) ||
-				 (x->u->clear_continuation && core_str_set(&now->continuation, NULL)) ||
-				 (x->u->continuation &&
-				  core_str_set(&now->continuation, x->u->continuation)) ||
-				 (x->u->failure_code &&
-				  core_str_set(&now->failure_code, x->u->failure_code)) ||
-				 (x->u->result && core_str_set(&now->result, x->u->result)) ||
-				 (x->u->error && core_str_set(&now->error, x->u->error)))
+			else
+				rc = run_fence(c, was, x->holder);
+			if (rc == CORE_OK && core_run_status_final(was->status))
+				rc = CORE_ERR_RUN_FINAL;
+			else if (rc == CORE_OK &&
+				 ((x->u->status && core_str_set(&now->status, x->u->status)) ||
+				  (x->u->clear_continuation &&
+				   core_str_set(&now->continuation, NULL)) ||
+				  (x->u->continuation &&
+				   core_str_set(&now->continuation, x->u->continuation)) ||
+				  (x->u->failure_code &&
+				   core_str_set(&now->failure_code, x->u->failure_code)) ||
+				  (x->u->result && core_str_set(&now->result, x->u->result)) ||
+				  (x->u->error && core_str_set(&now->error, x->u->error))))
 				rc = CORE_ERR_NOMEM;
-			now->lease_ms = x->u->lease_ms;
-			now->lock_until = c->now + x->u->lease_ms;
+			if (x->u->lease_ms > 0)
+				now->lease_ms = x->u->lease_ms; /* else the run keeps its own */
+			now->lock_until = c->now + now->lease_ms;
 			BSON_APPEND_UTF8(&extra, "owner", was->owner ? was->owner : "");
+			BSON_APPEND_UTF8(&extra, "status", was->status);
 		} else if (rc == CORE_OK && x->op == RUN_CANCEL) {
-			rc = core_str_set(&now->status, CORE_RUN_CANCELLED);
+			rc = core_run_status_final(was->status)
+				     ? CORE_ERR_RUN_FINAL
+				     : core_str_set(&now->status, CORE_RUN_CANCELLED);
+			/* Guarded on the status read: an owner's final write is never undone. */
+			BSON_APPEND_UTF8(&extra, "status", was->status);
 		} else if (rc == CORE_OK && x->op == RUN_PRUNE) {
 			now->pruned = true;
 		} else if (rc == CORE_OK && x->op == RUN_PROMOTE) {
@@ -220,8 +264,9 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 		else if (x->op == RUN_PROMOTE)
 			mgo_evq_add(&q, CORE_EV_RUN_UPDATED, now->board, now->card_id, c->actor,
 				    "watchdog", c->now,
-				    json_pack("{ssssss}", "run_id", now->id, "status", now->status,
-					      "failure_code", now->failure_code));
+				    json_pack("{sssssssO}", "run_id", now->id, "status", now->status,
+					      "failure_code", now->failure_code, "marker",
+					      now->owner ? json_string(now->owner) : json_null()));
 		else
 			mgo_evq_add(&q, CORE_EV_RUN_UPDATED, now->board, now->card_id, c->actor, NULL,
 				    c->now, run_payload(now));
@@ -259,7 +304,7 @@ static enum core_rc run_op(struct store *st, const char *id, const struct store_
 enum core_rc mgo_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			    const struct store_actor *actor, struct core_run **out)
 {
-	struct run_arg x = {.op = RUN_UPDATE, .u = u};
+	struct run_arg x = {.op = RUN_UPDATE, .u = u, .holder = store_actor_holder(actor)};
 
 	return run_op(st, id, actor, &x, out);
 }

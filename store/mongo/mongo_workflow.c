@@ -69,16 +69,28 @@ static enum core_rc reopen_once(struct mgo_conn *c, const void *arg, bool *hit,
 {
 	const struct state_from_arg *x = arg;
 	struct mgo_attempt a;
+	struct mgo_evq q;
 	size_t deps = 0;
+	bool moved = false;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
+	mgo_evq_init(&q, c->m);
 	if (rc == CORE_OK)
 		rc = dependents_outside_waiting(c, &a.b, x->id, &deps);
 	if (rc == CORE_OK)
 		rc = core_reopen_check(&a.b, a.was, x->to, deps);
 	if (rc == CORE_OK)
-		rc = mgo_state_move(c, a.was, a.now, &a.b, x->to, x->reason,
-				    json_pack("{sb}", "reopened", 1), 0, NULL, hit, out);
+		rc = mgo_state_apply(c, a.now, x->to, x->reason, json_pack("{sb}", "reopened", 1),
+				     &q, &moved);
+	/* Whoever filed it holds nothing any more, in the same update; the epoch stays, so
+	 * every earlier token is refused (DESIGN §11). */
+	if (rc == CORE_OK && a.was->claim.present)
+		mgo_release_apply(c, &a, "reopen", &q);
+	if (rc == CORE_OK)
+		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_STATE | MGO_PRE_CLAIM, &q, hit, out);
+	if (rc == CORE_OK && *hit && moved)
+		mgo_state_after(c, &a.b, a.now->id, x->to, x->reason);
+	mgo_evq_release(&q);
 	mgo_attempt_end(&a);
 	return rc;
 }
@@ -189,6 +201,9 @@ static enum core_rc comment_once(struct mgo_conn *c, const void *arg, bool *hit,
 	    core_str_set(&cm->body, x->body))
 		goto out;
 	a.now->updated_at = c->now;
+	rc = store_card_fits(&c->m->base, a.now, NULL, 0);
+	if (rc != CORE_OK)
+		goto out;
 	mgo_evq_add(&q, CORE_EV_CARD_COMMENT_ADDED, a.now->board, a.now->id, c->actor, NULL,
 		    c->now, json_pack("{ss}", "comment_id", cid));
 	/* An owned comment is also guarded on the claim as read (the fence). */

@@ -275,6 +275,9 @@ START_TEST(runs_routes)
 
 	snprintf(body, sizeof body, "{\"card_id\":\"%s\",\"marker\":\"w-r\",\"status\":\"queued\"}",
 		 id);
+	/* only the card's holder starts a run */
+	t_problem(409, "claim_conflict", "POST", "/v1/runs", W, NULL, body);
+	t_claim(id, "w-r");
 	j = t_must(201, "POST", "/v1/runs", W, NULL, body);
 	{
 		char path[256];

@@ -203,7 +203,7 @@ START_TEST(test_claim_fresh_advances_epoch)
 	bool fresh = false;
 
 	c->claim_epoch = 4;
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
 	ck_assert(fresh);
 	ck_assert_int_eq(c->claim_epoch, 5);
 	ck_assert(c->claim.present);
@@ -220,11 +220,11 @@ START_TEST(test_claim_epoch_floor)
 	bool fresh = false;
 
 	c->claim_epoch = 4;
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, NOW, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, NOW, &fresh), CORE_OK);
 	ck_assert_int_eq(c->claim_epoch, NOW);
 	core_claim_clear(c);
 	/* previous + 1 wins once it is above the floor */
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, NOW - 5, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, NOW - 5, &fresh), CORE_OK);
 	ck_assert_int_eq(c->claim_epoch, NOW + 1);
 	core_card_free(c);
 }
@@ -235,8 +235,8 @@ START_TEST(test_claim_same_marker_is_idempotent)
 	struct core_card *c = card_in("c1", "ready");
 	bool fresh = true;
 
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW + 500, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW + 500, 0, &fresh), CORE_OK);
 	ck_assert(!fresh);
 	ck_assert_int_eq(c->claim_epoch, 1);
 	ck_assert_int_eq(c->claim.claimed_at, NOW);
@@ -251,9 +251,9 @@ START_TEST(test_claim_other_marker_conflicts_even_expired)
 	struct core_card *before;
 	bool fresh;
 
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
 	before = core_card_dup(c);
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w2", LEASE, NOW + 10 * LEASE, 0, &fresh),
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w2", NULL, LEASE, NOW + 10 * LEASE, 0, &fresh),
 			 CORE_ERR_CLAIM_CONFLICT);
 	ck_assert(core_card_equal(c, before));
 	core_card_free(before);
@@ -266,7 +266,7 @@ START_TEST(test_claim_terminal_rejected)
 	struct core_card *c = card_in("c1", "done");
 	bool fresh;
 
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh),
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh),
 			 CORE_ERR_TRANSITION_REJECTED);
 	ck_assert(!c->claim.present);
 	ck_assert_int_eq(c->claim_epoch, 0);
@@ -277,15 +277,15 @@ END_TEST
 START_TEST(test_claim_missing_epoch_refuses_holder)
 {
 	struct core_card *c = card_in("c1", "ready");
-	struct core_token t = {"w1", 1};
+	struct core_token t = {"w1", 1, NULL};
 	bool fresh;
 
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
 	c->has_epoch = false; /* a foreign writer dropped the field */
 	ck_assert_int_eq(core_fence_check(c, &t), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(core_claim_renew(c, &t, LEASE, NOW), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(core_claim_release(c, &t), CORE_ERR_CLAIM_CONFLICT);
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh),
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh),
 			 CORE_ERR_CLAIM_CONFLICT);
 	core_card_free(c);
 }
@@ -294,10 +294,10 @@ END_TEST
 START_TEST(test_fence_and_renew_release)
 {
 	struct core_card *c = card_in("c1", "ready");
-	struct core_token good = {"w1", 1}, stale = {"w1", 0}, other = {"w2", 1};
+	struct core_token good = {"w1", 1, NULL}, stale = {"w1", 0, NULL}, other = {"w2", 1, NULL};
 	bool fresh;
 
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
 	ck_assert_int_eq(core_fence_check(c, &good), CORE_OK);
 	ck_assert_int_eq(core_fence_check(c, &stale), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(core_fence_check(c, &other), CORE_ERR_CLAIM_CONFLICT);
@@ -319,10 +319,10 @@ END_TEST
 START_TEST(test_transfer_cas)
 {
 	struct core_card *c = card_in("c1", "in_progress");
-	struct core_token prev = {"w1", 1}, wrong = {"w1", 2};
+	struct core_token prev = {"w1", 1, NULL}, wrong = {"w1", 2, NULL};
 	bool fresh;
 
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
 	/* live lease: refused */
 	ck_assert_int_eq(core_claim_transfer(c, &prev, "reaper:h", LEASE, NOW + 10, 0),
 			 CORE_ERR_CLAIM_CONFLICT);
@@ -347,7 +347,7 @@ START_TEST(test_claim_expired)
 	bool fresh;
 
 	ck_assert(!core_claim_expired(c, NOW));
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
 	ck_assert(!core_claim_expired(c, NOW + LEASE));
 	ck_assert(core_claim_expired(c, NOW + LEASE + 1));
 	c->claim.has_lease = false; /* legacy claims are never reaped by time */
@@ -654,7 +654,7 @@ START_TEST(test_card_dup_equal)
 	c->comments[0].id = strdup("cm-1");
 	c->comments[0].author = strdup("bot");
 	c->comments[0].body = strdup("hi");
-	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
 	d = core_card_dup(c);
 	ck_assert_ptr_nonnull(d);
 	ck_assert(core_card_equal(c, d));

@@ -512,11 +512,11 @@ static int64_t renew_epoch;
 
 static void renew_in_window(void *ctx, const struct core_card *listed)
 {
-	struct core_token t = {"w1", renew_epoch};
+	struct core_token t = {"w1", renew_epoch, NULL};
 	struct core_card *c = NULL;
 
 	(void)ctx;
-	ck_assert_int_eq(store_card_renew(st, listed->id, &t, LEASE, &c), CORE_OK);
+	ck_assert_int_eq(store_card_renew(st, listed->id, &t, LEASE, &worker, &c), CORE_OK);
 	core_card_free(c);
 }
 
@@ -720,7 +720,7 @@ END_TEST
 START_TEST(test_zombie_writes_refused)
 {
 	int64_t e = claimed("c1", "in_progress", "w1");
-	struct core_token old = {"w1", e};
+	struct core_token old = {"w1", e, NULL};
 	struct store_owned_write ws = {.kind = STORE_OWNED_STATE, .token = old, .state = "review"};
 	struct store_owned_write wr = {.kind = STORE_OWNED_LAST_RUN, .token = old,
 				       .run_id = "zombie"};
@@ -738,7 +738,7 @@ START_TEST(test_zombie_writes_refused)
 		core_card_free(res.card);
 	}
 	before = get("c1");
-	ck_assert_int_eq(store_card_renew(st, "c1", &old, LEASE, &out), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &old, LEASE, &worker, &out), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &ws, &worker, &out),
 			 CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &wr, &worker, &out),

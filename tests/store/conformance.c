@@ -100,6 +100,17 @@ void ct_assert_state(struct store *st, const char *id, const char *state)
 	core_card_free(c);
 }
 
+void ct_run(struct store *st, const char *id, const char *card, const char *marker,
+	    const struct store_actor *actor)
+{
+	struct store_run_create in = {.id = id, .card_id = card, .marker = marker,
+				      .status = "running", .lease_ms = 30000};
+	struct core_run *r = NULL;
+
+	ck_assert_int_eq(store_run_create(st, &in, actor, &r), CORE_OK);
+	core_run_free(r);
+}
+
 int64_t ct_claim(struct store *st, const char *id, const char *marker)
 {
 	struct store_claim_result r;

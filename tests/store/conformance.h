@@ -37,6 +37,10 @@ struct core_card *ct_get(struct store *st, const char *id);
 void ct_assert_state(struct store *st, const char *id, const char *state);
 /* Claims id for marker (lease 60 s) and returns the epoch; fails the test on error. */
 int64_t ct_claim(struct store *st, const char *id, const char *marker);
+/* Creates run `id` (status running, lease 30 s) on card for marker by actor; fails the test
+ * on error. */
+void ct_run(struct store *st, const char *id, const char *card, const char *marker,
+	    const struct store_actor *actor);
 /* Events after `after` (up to 1000), copied; caller frees with store_events_free. */
 struct core_event *ct_events(struct store *st, int64_t after, size_t *n);
 /* The last event's seq (0 when none). */

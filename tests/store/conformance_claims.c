@@ -93,17 +93,17 @@ START_TEST(renew_is_fenced)
 	t.epoch = ct_claim(st, "c1", "w1");
 	seq = ct_last_seq(st);
 	ct_now += 20000;
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 45000, &c), CORE_OK);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 45000, &ct_bot, &c), CORE_OK);
 	ck_assert_int_eq(c->claim.lease_until, ct_now + 45000);
 	ck_assert_int_eq(c->claim.lease_ms, 45000);
 	core_card_free(c);
 	ck_assert_int_eq(ct_last_seq(st), seq); /* renewal writes no event */
 	t.epoch++;
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 45000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 45000, &ct_bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_ptr_null(c);
 	t.epoch--;
 	t.marker = "w2";
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 45000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 45000, &ct_bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	ct_close(st);
 }
 END_TEST
@@ -145,7 +145,7 @@ START_TEST(stale_token_refused_everywhere)
 	}
 	ck_assert_int_eq(store_card_release(st, "c1", &stale, &ct_bot, &c),
 			 CORE_ERR_CLAIM_CONFLICT);
-	ck_assert_int_eq(store_card_renew(st, "c1", &stale, 1000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &stale, 1000, &ct_bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	after = ct_get(st, "c1");
 	ck_assert(core_card_equal(before, after));
 	ck_assert_int_eq(ct_last_seq(st), seq);
@@ -173,6 +173,7 @@ START_TEST(owned_writes_apply)
 
 	core_card_free(ct_create(st, "c1", "ready", NULL));
 	w.token = (struct core_token){.marker = "w1", .epoch = ct_claim(st, "c1", "w1")};
+	ct_run(st, "r-1", "c1", "w1", &ct_bot);
 	seq = ct_last_seq(st);
 	ct_now += 100;
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &ct_bot, &c), CORE_OK);

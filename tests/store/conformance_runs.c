@@ -9,7 +9,12 @@ static struct core_run *mkrun(struct store *st, const char *id, const char *card
 	struct store_run_create in = {.id = id, .card_id = card, .marker = "w1",
 				      .status = status, .lease_ms = 30000};
 	struct core_run *r = NULL;
+	struct core_card *c = ct_get(st, card);
 
+	/* Only the card's holder starts a run (DESIGN §11): w1 holds it first. */
+	if (!c->claim.present)
+		ct_claim(st, card, "w1");
+	core_card_free(c);
 	ck_assert_int_eq(store_run_create(st, &in, &ct_bot, &r), CORE_OK);
 	return r;
 }
@@ -27,6 +32,7 @@ START_TEST(run_create_and_get)
 	ck_assert_ptr_null(r);
 	core_card_free(ct_create(st, "c1", "ready", NULL));
 	in.card_id = "c1";
+	ct_claim(st, "c1", "w1");
 	ck_assert_int_eq(store_run_create(st, &in, &ct_bot, &r), CORE_OK);
 	ck_assert(core_id_valid(r->id));
 	ck_assert_str_eq(r->card_id, "c1");

@@ -311,7 +311,7 @@ START_TEST(wrappers_check_arguments)
 	ck_assert_int_eq(store_card_get(&empty, "x y", &c), CORE_ERR_BAD_REQUEST);
 	ck_assert_int_eq(store_card_get(NULL, "c1", &c), CORE_ERR_BAD_REQUEST);
 	ck_assert_int_eq(store_card_claim(&empty, "c1", "w", 0, NULL, &r), CORE_ERR_BAD_REQUEST);
-	ck_assert_int_eq(store_card_renew(&empty, "c1", &bad, 10, &c), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_card_renew(&empty, "c1", &bad, 10, NULL, &c), CORE_ERR_BAD_REQUEST);
 	ck_assert_int_eq(store_card_create(&empty, NULL, NULL, &c), CORE_ERR_BAD_REQUEST);
 	in.board = "bad board";
 	ck_assert_int_eq(store_card_create(&empty, &in, NULL, &c), CORE_ERR_BAD_REQUEST);

@@ -628,8 +628,14 @@ START_TEST(owned_write_release_fallback)
 	struct core_card *c = NULL;
 	uint64_t n0;
 
+	struct core_run *run = NULL;
+
 	create(st, "z");
 	w.token = claim(st, "z", "w1");
+	ck_assert_int_eq(store_run_create(st, &(struct store_run_create){.id = "r9",
+			 .card_id = "z", .marker = "w1", .status = "running", .lease_ms = 1000},
+			 &bot, &run), CORE_OK);
+	core_run_free(run);
 	n0 = commits(st);
 	plain.owned_write_release = false;
 	st->ops = &plain;
@@ -685,7 +691,7 @@ START_TEST(claimed_set_follows_every_path)
 	core_card_free(cr.card);
 	fixed_now += 10;
 	ck_assert_int_eq(store_card_claim(st, "c2", "w2", 1000, &bot, &cr), CORE_OK);
-	t2 = (struct core_token){"w2", cr.token.epoch};
+	t2 = (struct core_token){"w2", cr.token.epoch, NULL};
 	core_card_free(cr.card);
 	ck_assert_int_eq(store_card_claim(st, "c3", "w3", 1000, &bot, &cr), CORE_OK);
 	core_card_free(cr.card);
@@ -909,7 +915,7 @@ START_TEST(claimed_heap_follows_every_path)
 	/* renewals move leases up, releases and deletes take claims out */
 	for (i = 0; i < 300; i += 3) {
 		snprintf(id, sizeof id, "h%03d", i);
-		ck_assert_int_eq(store_card_renew(st, id, &tok[i], 500 + i * 20, &c), CORE_OK);
+		ck_assert_int_eq(store_card_renew(st, id, &tok[i], 500 + i * 20, &bot, &c), CORE_OK);
 		core_card_free(c);
 	}
 	for (i = 1; i < 300; i += 7) {
@@ -932,7 +938,7 @@ START_TEST(claimed_heap_follows_every_path)
 	}
 	heap_check(st);
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
-	ck_assert_int_eq(store_card_renew(st, "h000", &tok[0], 900000, &c),
+	ck_assert_int_eq(store_card_renew(st, "h000", &tok[0], 900000, &bot, &c),
 			 CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
 	heap_check(st);

@@ -197,13 +197,18 @@ START_TEST(rollback_undoes_every_kind_of_change)
 {
 	char *dir = fx_tmpdir();
 	struct store *st = fx_open(dir, 0, 0, NULL);
-	struct store_run_create rin = {.id = "r1", .card_id = "x", .marker = "w1",
+	struct store_run_create rin = {.id = "r1", .card_id = "rz", .marker = "w1",
 				       .status = "running", .lease_ms = 60000};
+	struct store_claim_result rz;
 	struct core_board b = {0}, seen = {0};
 	struct core_run *r = NULL;
 
 	ck_assert_int_eq(create(st, "x", "ready", NULL), CORE_OK);
 	ck_assert_int_eq(create(st, "y", "ready", "x"), CORE_OK);
+	/* A run is created by its card's holder only: rz is held by w1. */
+	ck_assert_int_eq(create(st, "rz", "ready", NULL), CORE_OK);
+	ck_assert_int_eq(store_card_claim(st, "rz", "w1", 60000, &bot, &rz), CORE_OK);
+	core_card_free(rz.card);
 	assert_card(st, "y", "old", "waiting_deps");
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
 	ck_assert_int_eq(move(st, "x", "done"), CORE_ERR_STORE_UNAVAILABLE);

@@ -263,7 +263,7 @@ void create(struct store *st, const char *id, const char *state)
 struct core_token claim(struct store *st, const char *id, const char *marker)
 {
 	struct store_claim_result r;
-	struct core_token t = {marker, 0};
+	struct core_token t = {marker, 0, NULL};
 
 	ck_assert_int_eq(store_card_claim(st, id, marker, 60000, &bot, &r), CORE_OK);
 	t.epoch = r.token.epoch;
@@ -274,8 +274,15 @@ struct core_token claim(struct store *st, const char *id, const char *marker)
 void set_last_run(struct store *st, const char *id, struct core_token t, const char *run)
 {
 	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .token = t, .run_id = run};
+	struct store_run_create in = {.id = run, .card_id = id, .marker = t.marker,
+				      .status = "running", .lease_ms = 60000};
 	struct core_card *c = NULL;
+	struct core_run *r = NULL;
 
+	/* A card records only a run of its own, created under the current claim (§11). */
+	if (store_run_get(st, run, &r) == CORE_ERR_NOT_FOUND)
+		ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
+	core_run_free(r);
 	ck_assert_int_eq(store_card_owned_write(st, id, &w, &bot, &c), CORE_OK);
 	core_card_free(c);
 }
@@ -364,14 +371,14 @@ START_TEST(missing_epoch_refuses_holder_until_unleased_arm)
 	raw_update(st, "cards", "c1", "{\"$unset\": {\"claim_epoch\": 1}}");
 
 	/* Every fenced write refuses the live holder: renew, release, owned writes, re-claim. */
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(store_card_release(st, "c1", &t, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	w.token = t;
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &r), CORE_ERR_CLAIM_CONFLICT);
 	bad = t;
 	bad.epoch = 0;
-	ck_assert_int_eq(store_card_renew(st, "c1", &bad, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &bad, 60000, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	c = NULL;
 	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_OK);
 	ck_assert(c->claim.present && !c->has_epoch);
@@ -397,7 +404,7 @@ START_TEST(missing_epoch_refuses_holder_until_unleased_arm)
 	ck_assert_int_ge(c->claim_epoch, tnow);
 	core_card_free(c);
 	c = NULL;
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	close_db(st);
 }
 END_TEST
@@ -509,6 +516,7 @@ START_TEST(run_count_includes_pruned)
 	size_t n = 0;
 
 	create(st, "c1", "ready");
+	claim(st, "c1", "w1");
 	in.id = "r1";
 	ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
 	core_run_free(r);

@@ -92,7 +92,7 @@ START_TEST(renew_after_a_transfer_is_refused)
 		 (long long)t.epoch + 1);
 	il.change = change;
 	tnow += 10000;
-	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &c), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 60000, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	ck_assert_ptr_null(c);
 	c = get(st, "c1");
 	ck_assert_str_eq(c->claim.marker, "reaper:h");
@@ -106,7 +106,7 @@ END_TEST
 START_TEST(epoch_dropped_before_an_owned_write)
 {
 	struct store *st = open_hooked();
-	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .run_id = "r1"};
+	struct store_owned_write w = {.kind = STORE_OWNED_AWAITING_INPUT, .awaiting_input = true};
 	struct core_card *c = NULL;
 
 	create(st, "c1", "in_progress");
@@ -114,7 +114,7 @@ START_TEST(epoch_dropped_before_an_owned_write)
 	il.change = "{\"$unset\": {\"claim_epoch\": 1}}";
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &bot, &c), CORE_ERR_CLAIM_CONFLICT);
 	c = get(st, "c1");
-	ck_assert_ptr_null(c->last_run_id);
+	ck_assert(!c->awaiting_input);
 	ck_assert(!c->has_epoch);
 	core_card_free(c);
 	close_db(st);
