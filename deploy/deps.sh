@@ -3,7 +3,7 @@
 # missing. Idempotent: does nothing when everything is there.
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libjansson-dev libssl-dev
-      libmongoc-dev libbson-dev)
+      libmongoc-dev libbson-dev libcurl4-openssl-dev) # libcurl: boardctl (cli/)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
 fi
