@@ -6,6 +6,7 @@ pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libjansson-de
       libmongoc-dev libbson-dev libcurl4-openssl-dev) # libcurl: boardctl (cli/)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
+  pkgs+=(openjdk-17-jdk-headless maven) # mongo-java-server, the atomic Mongo test server
 fi
 missing=()
 for p in "${pkgs[@]}"; do

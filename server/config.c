@@ -18,83 +18,112 @@ enum opt_kind {
 	OPT_GATE,
 };
 
+/* One row per flag: parsing, the environment, the defaults and --help all come from here
+ * (the README's configuration table is checked against --help by tests/docs). A new flag is a
+ * new row, with designated initializers. */
 struct opt {
-	const char *flag; /* without the leading "--" */
+	const char *flag;     /* without the leading "--" */
 	const char *env;
 	enum opt_kind kind;
-	size_t off;       /* offset in struct server_config */
-	int64_t min, max;
+	size_t off;           /* offset in struct server_config */
+	int64_t min, max;     /* OPT_INT bounds */
+	const char *arg;      /* the value's name in --help: HOST:PORT, MS, FILE, ... */
+	const char *def;      /* default, applied through opt_set like any value; NULL: none */
+	const char *def_text; /* default as --help shows it when def is NULL (computed/none) */
 	const char *help;
 };
 
 #define OFF(f) offsetof(struct server_config, f)
+#define MS_MAX (INT64_MAX / 4)
 
 static const struct opt opts[] = {
-	{"listen", "BOARDD_LISTEN", OPT_STR, OFF(listen), 0, 0,
-	 "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks one)"},
-	{"store", "BOARDD_STORE", OPT_STR, OFF(store), 0, 0,
-	 "store spec: fs:DIR or mongodb://... (default fs:./data)"},
-	{"tokens", "BOARDD_TOKENS", OPT_STR, OFF(tokens), 0, 0,
-	 "tokens file (default: DATADIR/tokens.json, created with dev tokens)"},
-	{"lease-default-ms", "BOARDD_LEASE_DEFAULT_MS", OPT_INT, OFF(lease_default_ms), 1,
-	 INT64_MAX / 4, "claim lease when a client gives none (900000)"},
-	{"lease-min-ms", "BOARDD_LEASE_MIN_MS", OPT_INT, OFF(lease_min_ms), 1, INT64_MAX / 4,
-	 "smallest lease a client may ask (1000)"},
-	{"lease-max-ms", "BOARDD_LEASE_MAX_MS", OPT_INT, OFF(lease_max_ms), 1, INT64_MAX / 4,
-	 "largest lease a client may ask (86400000)"},
-	{"reaper-interval-ms", "BOARDD_REAPER_INTERVAL_MS", OPT_INT, OFF(reaper_interval_ms), 1,
-	 INT64_MAX / 4, "time between reaper passes (60000)"},
-	{"reaper-batch", "BOARDD_REAPER_BATCH", OPT_INT, OFF(reaper_batch), 1, 100000,
-	 "candidates per reaper pass (100)"},
-	{"unleased-horizon-ms", "BOARDD_UNLEASED_HORIZON_MS", OPT_INT, OFF(unleased_horizon_ms),
-	 1, INT64_MAX / 4, "age of an un-leased claim the Mongo reaper lists (86400000)"},
-	{"run-ceiling", "BOARDD_RUN_CEILING", OPT_INT, OFF(run_ceiling), 1, 1000000,
-	 "runs per card before the cloud repark files it (20)"},
-	{"threads", "BOARDD_THREADS", OPT_INT, OFF(threads), 1, 1024,
-	 "HTTP worker threads (number of cores)"},
-	{"max-body", "BOARDD_MAX_BODY", OPT_INT, OFF(max_body), 1, 1 << 30,
-	 "largest request body in bytes (1048576)"},
-	{"max-comments", "BOARDD_MAX_COMMENTS", OPT_INT, OFF(max_comments), 1, 1000000,
-	 "comments per card (1000)"},
-	{"log-format", "BOARDD_LOG_FORMAT", OPT_LOG, OFF(log_format), 0, 0,
-	 "request log lines: text or json (text)"},
-	{"reaper", "BOARDD_REAPER", OPT_GATE, OFF(reaper_gate), 0, 0,
-	 "on|off: reaper decisions (also ITERION_BOARD_CLAIM_REAPER=on; default off)"},
+	{.flag = "listen", .env = "BOARDD_LISTEN", .kind = OPT_STR, .off = OFF(listen),
+	 .arg = "HOST:PORT", .def = "127.0.0.1:8080",
+	 .help = "address to listen on; port 0 picks a free one"},
+	{.flag = "store", .env = "BOARDD_STORE", .kind = OPT_STR, .off = OFF(store),
+	 .arg = "SPEC", .def = "fs:./data",
+	 .help = "fs:DIR, or mongodb://HOST[:PORT][,HOST...]/DB[?replicaSet=NAME&...]"},
+	{.flag = "tokens", .env = "BOARDD_TOKENS", .kind = OPT_STR, .off = OFF(tokens),
+	 .arg = "FILE", .def_text = "DATADIR/tokens.json",
+	 .help = "bearer tokens file; by default DATADIR/tokens.json, created with one dev "
+		 "token per role on first start"},
+	{.flag = "lease-default-ms", .env = "BOARDD_LEASE_DEFAULT_MS", .kind = OPT_INT,
+	 .off = OFF(lease_default_ms), .min = 1, .max = MS_MAX, .arg = "MS", .def = "900000",
+	 .help = "claim lease when a client gives none"},
+	{.flag = "lease-min-ms", .env = "BOARDD_LEASE_MIN_MS", .kind = OPT_INT,
+	 .off = OFF(lease_min_ms), .min = 1, .max = MS_MAX, .arg = "MS", .def = "1000",
+	 .help = "smallest lease a client may ask for"},
+	{.flag = "lease-max-ms", .env = "BOARDD_LEASE_MAX_MS", .kind = OPT_INT,
+	 .off = OFF(lease_max_ms), .min = 1, .max = MS_MAX, .arg = "MS", .def = "86400000",
+	 .help = "largest lease a client may ask for"},
+	{.flag = "reaper", .env = "BOARDD_REAPER", .kind = OPT_GATE, .off = OFF(reaper_gate),
+	 .arg = "on|off", .def = "off",
+	 .help = "the reaper's decisions (also ITERION_BOARD_CLAIM_REAPER=on); off still "
+		 "repairs abandoned claims"},
+	{.flag = "reaper-interval-ms", .env = "BOARDD_REAPER_INTERVAL_MS", .kind = OPT_INT,
+	 .off = OFF(reaper_interval_ms), .min = 1, .max = MS_MAX, .arg = "MS", .def = "60000",
+	 .help = "time between reaper passes"},
+	{.flag = "reaper-batch", .env = "BOARDD_REAPER_BATCH", .kind = OPT_INT,
+	 .off = OFF(reaper_batch), .min = 1, .max = 100000, .arg = "N", .def = "100",
+	 .help = "expired claims the reaper takes per pass"},
+	{.flag = "unleased-horizon-ms", .env = "BOARDD_UNLEASED_HORIZON_MS", .kind = OPT_INT,
+	 .off = OFF(unleased_horizon_ms), .min = 1, .max = MS_MAX, .arg = "MS",
+	 .def = "86400000",
+	 .help = "Mongo store: age after which a claim without a lease is listed for the reaper"},
+	{.flag = "run-ceiling", .env = "BOARDD_RUN_CEILING", .kind = OPT_INT,
+	 .off = OFF(run_ceiling), .min = 1, .max = 1000000, .arg = "N", .def = "20",
+	 .help = "Mongo store: runs per card after which the reaper files it instead of "
+		 "reparking"},
+	{.flag = "threads", .env = "BOARDD_THREADS", .kind = OPT_INT, .off = OFF(threads),
+	 .min = 1, .max = 1024, .arg = "N", .def_text = "number of cores",
+	 .help = "HTTP worker threads"},
+	{.flag = "max-body", .env = "BOARDD_MAX_BODY", .kind = OPT_INT, .off = OFF(max_body),
+	 .min = 1, .max = 1 << 30, .arg = "BYTES", .def = "1048576",
+	 .help = "largest request body; a larger one is refused 413"},
+	{.flag = "max-comments", .env = "BOARDD_MAX_COMMENTS", .kind = OPT_INT,
+	 .off = OFF(max_comments), .min = 1, .max = 1000000, .arg = "N", .def = "1000",
+	 .help = "comments a card may hold; one more is refused 413"},
+	{.flag = "log-format", .env = "BOARDD_LOG_FORMAT", .kind = OPT_LOG, .off = OFF(log_format),
+	 .arg = "text|json", .def = "text", .help = "format of the access log on stderr"},
 };
 
 #define N_OPTS (sizeof opts / sizeof opts[0])
 
+static bool opt_set(struct server_config *cfg, const struct opt *o, const char *v,
+		    const char *from, char *err, size_t errlen);
+
+/* --help, rendered from opts[]: per flag a line "--flag=ARG  (ENV; default D)" and its
+ * help text indented below. tests/docs/check_config.py parses this shape. */
 void server_config_usage(FILE *out)
 {
 	size_t i;
 
-	fprintf(out, "usage: boardd [OPTIONS]\n"
-		     "       boardd token add --tokens FILE --name NAME --role ROLE [--role ...] "
-		     "[--board B ...]\n\noptions (each also an environment variable):\n");
+	fprintf(out,
+		"usage: boardd [OPTION...]\n"
+		"       boardd token add --tokens FILE --name NAME --role ROLE [--role ROLE...] "
+		"[--board BOARD...]\n"
+		"       boardd --help | --version\n\n"
+		"boardd serves the board API over HTTP (docs/man/boardd.1, docs/).\n\n"
+		"Options; each is also the environment variable shown, and a flag wins over it.\n"
+		"A value follows the flag (--listen 0.0.0.0:8080) or an equals sign.\n");
 	for (i = 0; i < N_OPTS; i++)
-		fprintf(out, "  --%-22s %-28s %s\n", opts[i].flag, opts[i].env, opts[i].help);
-	fprintf(out, "  --%-22s %-28s %s\n  --%-22s %-28s %s\n", "help", "", "this text", "version",
-		"", "print the version");
+		fprintf(out, "  --%s=%s  (%s; default %s)\n        %s\n", opts[i].flag, opts[i].arg,
+			opts[i].env, opts[i].def ? opts[i].def : opts[i].def_text, opts[i].help);
+	fprintf(out, "  --help\n        print this text and exit\n"
+		     "  --version\n        print the version and the stores built in, and exit\n");
 }
 
 static void defaults(struct server_config *cfg)
 {
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	char err[128];
+	size_t i;
 
 	memset(cfg, 0, sizeof *cfg);
-	cfg->listen = "127.0.0.1:8080";
-	cfg->store = "fs:./data";
-	cfg->lease_default_ms = 900000;
-	cfg->lease_min_ms = 1000;
-	cfg->lease_max_ms = 86400000;
-	cfg->reaper_interval_ms = 60000;
-	cfg->reaper_batch = 100;
-	cfg->unleased_horizon_ms = 86400000;
-	cfg->run_ceiling = 20;
-	cfg->max_comments = CORE_COMMENTS_MAX;
+	for (i = 0; i < N_OPTS; i++)
+		if (opts[i].def && !opt_set(cfg, &opts[i], opts[i].def, "default", err, sizeof err))
+			abort(); /* a bad default in opts[] is a programming error */
 	cfg->threads = cores > 0 ? cores : 2;
-	cfg->max_body = 1048576;
-	cfg->log_format = API_LOG_TEXT;
 }
 
 /* Applies one value; false with err filled when it is invalid. `from` names the source. */
@@ -181,7 +210,13 @@ enum server_parse_result server_config_parse(struct server_config *cfg, int argc
 			return SERVER_PARSE_EXIT;
 		}
 		if (strcmp(a, "--version") == 0) {
-			printf("boardd %s\n", BOARDD_VERSION);
+			printf("boardd %s (stores: fs%s)\n", BOARDD_VERSION,
+#ifdef BOARDD_HAVE_MONGO
+			       ", mongodb"
+#else
+			       ""
+#endif
+			);
 			return SERVER_PARSE_EXIT;
 		}
 		if (strncmp(a, "--", 2) != 0) {

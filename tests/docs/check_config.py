@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""The README's configuration table and `boardd --help` say the same: the same flags, each
+with the same value name, environment variable and default. --help is rendered from the one
+flag table in server/config.c, so a flag added there shows up in --help by itself; this test
+then asks for its README row.
+
+usage: check_config.py path/to/boardd path/to/README.md
+"""
+import re
+import subprocess
+import sys
+
+HELP_ROW = re.compile(r'^  --([a-z0-9-]+)=(\S+)  \((\S+); default (.*)\)$')
+
+
+def help_rows(boardd):
+    r = subprocess.run([boardd, '--help'], capture_output=True, text=True, timeout=10)
+    if r.returncode != 0:
+        sys.exit('boardd --help exited %d: %s' % (r.returncode, r.stderr))
+    rows = [m.groups() for m in map(HELP_ROW.match, r.stdout.splitlines()) if m]
+    flags = re.findall(r'^  --([a-z0-9-]+)', r.stdout, re.M)
+    # Every option line but --help/--version must have the machine-readable shape.
+    odd = [f for f in flags if f not in ('help', 'version') and f not in [x[0] for x in rows]]
+    if odd:
+        sys.exit('--help lines without "--flag=ARG  (ENV; default D)": %s' % odd)
+    return rows
+
+
+def cells(line):
+    # Split a Markdown table row on unescaped pipes; `\|` is a pipe inside a cell.
+    parts = re.split(r'(?<!\\)\|', line.strip())[1:-1]
+    return [p.strip().replace('\\|', '|') for p in parts]
+
+
+def unquote(c):
+    return c[1:-1] if len(c) >= 2 and c[0] == '`' and c[-1] == '`' else c
+
+
+def readme_rows(path):
+    text = open(path, encoding='utf-8').read()
+    m = re.search(r'^## Configuration\n(.*?)(?=^## |\Z)', text, re.M | re.S)
+    if not m:
+        sys.exit('%s: no "## Configuration" section' % path)
+    rows = []
+    for line in m.group(1).splitlines():
+        if not line.startswith('| `--'):
+            continue
+        c = cells(line)
+        if len(c) < 3:
+            sys.exit('%s: a configuration row with fewer than 3 cells: %s' % (path, line))
+        fm = re.fullmatch(r'--([a-z0-9-]+)=(\S+)', unquote(c[0]))
+        if not fm:
+            sys.exit('%s: flag cell is not `--flag=ARG`: %s' % (path, c[0]))
+        rows.append((fm.group(1), fm.group(2), unquote(c[1]), unquote(c[2])))
+    return rows
+
+
+def main():
+    boardd, readme = sys.argv[1], sys.argv[2]
+    h, r = help_rows(boardd), readme_rows(readme)
+    failed = 0
+    hd, rd = {x[0]: x for x in h}, {x[0]: x for x in r}
+    for f in hd:
+        if f not in rd:
+            print('FAIL: --%s is in --help but not in the README table' % f)
+            failed += 1
+        elif hd[f] != rd[f]:
+            print('FAIL: --%s: --help says %s, the README %s' % (f, hd[f][1:], rd[f][1:]))
+            failed += 1
+    for f in rd:
+        if f not in hd:
+            print('FAIL: --%s is in the README table but boardd does not know it' % f)
+            failed += 1
+    print('%d flags compared, %d mismatches' % (len(h), failed))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
