@@ -97,7 +97,10 @@ static void pick_from(const struct fs_post *p, const struct core_pick *pk,
 	for (i = 0; p && i < p->n; i++) {
 		const struct core_card *c = p->v[i]->card;
 
-		if (core_pick_fits(pk, c) && (!*best || core_pick_before(c, *best)))
+		/* The cheap tests first: most members are held, or lose to the best so far. */
+		if (c->claim.present || (*best && !core_pick_before(c, *best)))
+			continue;
+		if (core_pick_fits(pk, c))
 			*best = c;
 	}
 }
