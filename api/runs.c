@@ -145,8 +145,6 @@ enum core_rc api_h_run_patch(struct api_req *r)
 		    CORE_OK ||
 	    (rc = api_json_lease_keep(r, &u.lease_ms)) != CORE_OK)
 		return rc;
-	if ((rc = run_outcome_fields(r, &u, &result_text)) != CORE_OK)
-		return rc;
 	if (u.failure_code && !failure_code_valid(u.failure_code))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "failure_code must match [A-Za-z0-9_.-]{1,64}");
 	if (json_is_null(cont)) {
@@ -158,7 +156,8 @@ enum core_rc api_h_run_patch(struct api_req *r)
 					"continuation must be redelivery_pending, retry_armed, "
 					"final or null");
 	}
-	if ((rc = run_load(r, NULL)) != CORE_OK)
+	if ((rc = run_outcome_fields(r, &u, &result_text)) != CORE_OK ||
+	    (rc = run_load(r, NULL)) != CORE_OK)
 		goto out;
 	rc = store_run_update(r->api->st, api_param(r), &u, &actor, &run);
 	if (rc == CORE_ERR_CLAIM_CONFLICT)

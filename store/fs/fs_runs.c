@@ -31,7 +31,7 @@ static enum core_rc end_run(struct fs_txn *t, enum core_rc rc, const struct core
 /* Run events name the marker, so an audit tells the workers apart (DESIGN §11). */
 static json_t *run_payload(const struct core_run *r)
 {
-	return json_pack("{sssssO}", "run_id", r->id, "status", r->status, "marker",
+	return json_pack("{ssssso}", "run_id", r->id, "status", r->status, "marker",
 			 r->owner ? json_string(r->owner) : json_null());
 }
 
@@ -224,7 +224,7 @@ enum core_rc fs_run_promote_if_orphaned(struct store *st, const char *id, struct
 	 * copy) and the run is answered as it stands. */
 	if (rc == CORE_OK && *promoted)
 		rc = fs_txn_event(&t, CORE_EV_RUN_UPDATED, r->board, r->card_id, "watchdog",
-				  json_pack("{sssssssO}", "run_id", r->id, "status", r->status,
+				  json_pack("{ssssssso}", "run_id", r->id, "status", r->status,
 					    "failure_code", r->failure_code, "marker",
 					    r->owner ? json_string(r->owner) : json_null()));
 	if (rc == CORE_OK && !*promoted) {

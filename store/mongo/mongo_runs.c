@@ -12,7 +12,7 @@
 /* Run events name the marker, so an audit tells the workers apart (DESIGN §11). */
 static json_t *run_payload(const struct core_run *r)
 {
-	return json_pack("{sssssO}", "run_id", r->id, "status", r->status, "marker",
+	return json_pack("{ssssso}", "run_id", r->id, "status", r->status, "marker",
 			 r->owner ? json_string(r->owner) : json_null());
 }
 
@@ -264,7 +264,7 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 		else if (x->op == RUN_PROMOTE)
 			mgo_evq_add(&q, CORE_EV_RUN_UPDATED, now->board, now->card_id, c->actor,
 				    "watchdog", c->now,
-				    json_pack("{sssssssO}", "run_id", now->id, "status", now->status,
+				    json_pack("{ssssssso}", "run_id", now->id, "status", now->status,
 					      "failure_code", now->failure_code, "marker",
 					      now->owner ? json_string(now->owner) : json_null()));
 		else
