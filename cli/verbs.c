@@ -380,7 +380,7 @@ int cli_events_main(int argc, char **argv)
 	if (!h)
 		return 1;
 	for (;;) {
-		char q[1024], a[32], err[CLI_ERR_MAX];
+		char q[2048], a[32], err[CLI_ERR_MAX];
 		json_t *j = NULL, *e;
 		size_t i;
 		long st;
@@ -454,7 +454,7 @@ int cli_attention_main(int argc, char **argv)
 	static const struct option lo[] = {{"board", required_argument, NULL, 'b'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
-	char q[512] = "/v1/attention";
+	char q[2048] = "/v1/attention";
 	json_t *j = NULL;
 	int opt;
 
