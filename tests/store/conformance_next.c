@@ -192,6 +192,88 @@ START_TEST(next_priority_patch)
 }
 END_TEST
 
+#define MANY 159 /* > the FS twin's per-state cache (128); a multiple of 3 */
+
+/* The order holds over more cards than any cache of them, and whatever becomes available
+ * mid-way (created, moved in, released, re-ranked, unblocked) is seen at once. */
+START_TEST(next_order_many_and_arrivals)
+{
+	struct store *st = ct_open();
+	const char *dep[] = {"blk", NULL};
+	struct store_card_patch p = {.has_priority = true, .priority = 1000};
+	struct core_card *c;
+	struct core_token t;
+	char id[32], want[32];
+	int i, k = 0;
+
+	/* MANY cards (more than the FS twin caches per state): priority 0..2 cycling, each 1 ms
+	 * after the last. */
+	for (i = 0; i < MANY; i++) {
+		snprintf(id, sizeof id, "m%03d", i);
+		mk(st, id, "ready", i % 3, NULL);
+		ct_now += 1;
+	}
+	mk(st, "blk", "backlog", 0, NULL);
+	mk(st, "low", "backlog", -5, NULL);
+	core_card_free(ct_create(st, "dep", "ready", dep));
+	ck_assert_int_eq(store_card_set_state_from(st, "dep", NULL, "ready", NULL, &ct_op, &c),
+			 CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_patch(st, "dep", &p, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	/* The first 10: priority 2, oldest first ("dep" outranks them but is blocked). */
+	for (i = 0; i < 10; i++) {
+		snprintf(want, sizeof want, "m%03d", 2 + 3 * i);
+		ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), want);
+	}
+	/* created: a new top card */
+	mk(st, "fresh", "ready", 50, NULL);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "fresh");
+	/* released: the first card claimed comes back, ahead of the rest */
+	c = ct_get(st, "m002");
+	t.marker = "w";
+	t.epoch = c->claim_epoch;
+	core_card_free(c);
+	ck_assert_int_eq(store_card_release(st, "m002", &t, &worker, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "m002");
+	/* re-ranked: a priority-0 card raised */
+	p.priority = 60;
+	ck_assert_int_eq(store_card_patch(st, "m000", &p, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "m000");
+	/* moved in: a backlog card dragged into ready with a high priority */
+	p.priority = 70;
+	ck_assert_int_eq(store_card_patch(st, "low", &p, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_set_state_from(st, "low", "backlog", "ready", NULL, &ct_bot, &c),
+			 CORE_OK);
+	core_card_free(c);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "low");
+	/* unblocked: its blocker reaches done; nothing about "dep" itself changed */
+	ck_assert_int_eq(store_card_set_state_from(st, "blk", NULL, "done", NULL, &ct_op, &c),
+			 CORE_OK);
+	core_card_free(c);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "dep");
+	/* The rest, in order: priority 2 (from m032), then 1, then 0 (m000 was taken). */
+	for (i = 10; i < MANY / 3; i++) {
+		snprintf(want, sizeof want, "m%03d", 2 + 3 * i);
+		ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), want);
+	}
+	for (i = 0; i < MANY / 3; i++) {
+		snprintf(want, sizeof want, "m%03d", 1 + 3 * i);
+		ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), want);
+	}
+	for (i = 1; i < MANY / 3; i++, k++) {
+		snprintf(want, sizeof want, "m%03d", 3 * i);
+		ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), want);
+	}
+	ck_assert_int_eq(k, MANY / 3 - 1);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "");
+	ct_close(st);
+}
+END_TEST
+
 /* ---- many workers, one board ---- */
 
 #define RACE_THREADS 32
@@ -292,11 +374,12 @@ void conformance_add_next(Suite *s)
 {
 	TCase *tc = tcase_create("claim-next");
 
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 240); /* FerretDB takes its time over MANY cards */
 	tcase_add_test(tc, next_order);
 	tcase_add_test(tc, next_filters);
 	tcase_add_test(tc, next_blockers_epoch_event);
 	tcase_add_test(tc, next_priority_patch);
+	tcase_add_test(tc, next_order_many_and_arrivals);
 	tcase_add_test(tc, next_race_drain);
 	suite_add_tcase(s, tc);
 }
