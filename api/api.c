@@ -31,6 +31,8 @@ void api_config_init(struct api_config *cfg)
 	cfg->conn_timeout_s = 30;
 	cfg->events_wait_max_ms = 30000;
 	cfg->max_long_polls = 256;
+	cfg->max_streams = 128;
+	cfg->stream_heartbeat_ms = 15000;
 	cfg->shutdown_grace_ms = 5000;
 	cfg->log_format = API_LOG_TEXT;
 }
@@ -57,7 +59,8 @@ enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MH
 {
 	enum MHD_Result ok;
 
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+				r->cache_control ? r->cache_control : "no-store");
 	ok = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	if (ok == MHD_YES) {
@@ -72,8 +75,13 @@ static enum MHD_Result success_queue(struct api_req *r)
 {
 	struct MHD_Response *resp;
 	char *text = NULL;
+	size_t i;
 
-	if (r->status == 204) {
+	if (r->resp) {
+		resp = r->resp; /* the handler's own (the event stream): headers already set */
+		r->resp = NULL;
+		return api_response_queue(r, r->status ? r->status : 200, resp);
+	} else if (r->status == 204) {
 		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	} else if (r->out) {
 		text = json_dumps(r->out, JSON_COMPACT);
@@ -101,6 +109,8 @@ static enum MHD_Result success_queue(struct api_req *r)
 					r->out ? "application/json" : r->raw_type);
 	if (r->location[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
+	for (i = 0; r->headers && r->headers[i] && r->headers[i + 1]; i += 2)
+		MHD_add_response_header(resp, r->headers[i], r->headers[i + 1]);
 	return api_response_queue(r, r->status ? r->status : 200, resp);
 }
 
@@ -346,6 +356,8 @@ static void req_free(struct api_req *r)
 		free(r->qdec[i]);
 	json_decref(r->json);
 	json_decref(r->out);
+	if (r->resp)
+		MHD_destroy_response(r->resp); /* never queued: its free callback runs here */
 	free(r->raw_owned);
 	free(r->body);
 	free(r->path);
@@ -511,16 +523,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 {
 	struct api *a = cls;
 	struct api_req *r = *req_cls;
-	int64_t us;
+	int64_t ns;
 
 	if (!r)
 		return;
-	us = (mono_ns() - r->t0_ns) / 1000;
-	if (r->final_status < API_STATUS_SLOTS)
-		atomic_fetch_add(&a->status_count[r->final_status], 1);
-	atomic_fetch_add(&a->requests_total, 1);
-	atomic_fetch_add(&a->duration_us_total, (unsigned long long)us);
-	log_line(a, r, (double)us / 1000.0);
+	ns = mono_ns() - r->t0_ns;
+	api_metrics_request(a, r, ns > 0 ? (uint64_t)ns : 0);
+	log_line(a, r, (double)ns / 1e6);
 	req_free(r);
 	*req_cls = NULL;
 }
@@ -614,7 +623,11 @@ static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct soc
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
 				MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
-				MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL, MHD_OPTION_END);
+				MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, NULL,
+				/* HTTPS last: without TLS the list ends here */
+				a->tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END,
+				api_tls_priorities(), MHD_OPTION_HTTPS_CERT_CALLBACK2,
+				api_tls_cert_callback, MHD_OPTION_END);
 }
 
 enum core_rc api_start(const struct api_config *cfg, struct store *st, struct api **out,
@@ -648,6 +661,20 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		goto fail;
 	}
 	a->cfg.listen = a->listen;
+	a->tls_cert = cfg->tls_cert ? strdup(cfg->tls_cert) : NULL;
+	a->tls_key = cfg->tls_key ? strdup(cfg->tls_key) : NULL;
+	if ((cfg->tls_cert && !a->tls_cert) || (cfg->tls_key && !a->tls_key)) {
+		rc = CORE_ERR_NOMEM;
+		goto fail;
+	}
+	a->cfg.tls_cert = a->tls_cert;
+	a->cfg.tls_key = a->tls_key;
+	if ((rc = api_tls_setup(a, err, errlen)) != CORE_OK)
+		goto fail;
+	if ((rc = api_metrics_init(a)) != CORE_OK) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	if (!a->cfg.max_body)
 		a->cfg.max_body = 1u << 20;
 	if (!a->cfg.conn_timeout_s)
@@ -656,15 +683,25 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		a->cfg.events_wait_max_ms = 30000;
 	if (!a->cfg.max_long_polls)
 		a->cfg.max_long_polls = 256;
+	if (!a->cfg.max_streams)
+		a->cfg.max_streams = 128;
+	if (a->cfg.stream_heartbeat_ms <= 0)
+		a->cfg.stream_heartbeat_ms = 15000;
 	if (!a->cfg.threads) {
 		cores = sysconf(_SC_NPROCESSORS_ONLN);
 		a->cfg.threads = cores > 0 ? (unsigned)cores : 2;
 	}
 	pthread_mutex_init(&a->poll_mu, NULL);
 	pthread_cond_init(&a->poll_cv, NULL);
+	if (api_streams_init(a) != CORE_OK) {
+		pthread_cond_destroy(&a->poll_cv);
+		pthread_mutex_destroy(&a->poll_mu);
+		rc = CORE_ERR_NOMEM;
+		goto fail;
+	}
 	log_start(a);
 
-	flags = MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
+	flags = MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (a->tls ? MHD_USE_TLS : 0);
 	a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
 				 (struct sockaddr *)&ss);
 	if (!a->daemon && errno != EADDRINUSE && errno != EACCES) /* no epoll: let MHD pick */
@@ -674,6 +711,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 		log_stop(a);
+		api_streams_free(a);
 		pthread_cond_destroy(&a->poll_cv);
 		pthread_mutex_destroy(&a->poll_mu);
 		goto fail;
@@ -685,6 +723,10 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	*out = a;
 	return CORE_OK;
 fail:
+	api_metrics_release(a);
+	api_tls_release(a);
+	free(a->tls_cert);
+	free(a->tls_key);
 	free(a->listen);
 	free(a);
 	return rc;
@@ -716,6 +758,7 @@ void api_stop(struct api *a)
 	api_quiesce(a);
 	api_next_stop(a);
 	api_polls_stop(a);
+	api_streams_stop(a);
 	/* No request binds an ack any more (stopping is set); the bound ones end within a sync,
 	 * and their answers go out in the grace period below. */
 	pthread_mutex_lock(&a->poll_mu);
@@ -734,9 +777,14 @@ void api_stop(struct api *a)
 	}
 	MHD_stop_daemon(a->daemon);
 	api_next_free(a);
+	api_streams_free(a);
 	log_stop(a);
 	pthread_cond_destroy(&a->poll_cv);
 	pthread_mutex_destroy(&a->poll_mu);
+	api_metrics_release(a);
+	api_tls_release(a);
+	free(a->tls_cert);
+	free(a->tls_key);
 	free(a->listen);
 	free(a);
 }

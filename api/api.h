@@ -11,6 +11,7 @@
 #define BOARDD_API_H
 
 #include "core/core.h"
+#include "metrics/metrics.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -93,6 +94,8 @@ struct api_config {
 	unsigned conn_timeout_s;     /* idle connections are dropped after this; 0: 30 */
 	int64_t events_wait_max_ms;  /* cap on wait_ms of GET /v1/events; 0: 30000 */
 	unsigned max_long_polls;     /* concurrent suspended long-polls; 0: 256 */
+	unsigned max_streams;        /* open GET /v1/events/stream answers; 0: 128 */
+	int64_t stream_heartbeat_ms; /* comment line on an idle stream; 0: 15000 */
 	unsigned shutdown_grace_ms;  /* api_stop waits this long for open connections */
 	const struct api_tokens *tokens; /* borrowed; required */
 	enum api_log_format log_format;
@@ -100,6 +103,13 @@ struct api_config {
 	void (*log)(void *ctx, const char *line);
 	void *log_ctx;
 	struct api_reaper_hooks reaper;
+	/* The metrics registry (metrics/metrics.h), borrowed; NULL: the api keeps its own. */
+	struct metrics *metrics;
+	const char *version;         /* boardd_build_info's label; NULL: "unknown" */
+	/* HTTPS (TLS 1.2+): a PEM certificate chain and its PEM key, both or neither; NULL:
+	 * plain HTTP. Re-read by api_tls_reload. One api per process may serve TLS. */
+	const char *tls_cert;
+	const char *tls_key;
 };
 
 struct api;
@@ -111,6 +121,12 @@ void api_config_init(struct api_config *cfg);
  * *out is NULL and err holds a readable reason. */
 enum core_rc api_start(const struct api_config *cfg, struct store *st, struct api **out,
 		       char *err, size_t errlen);
+/* Re-reads the certificate and key named at start and serves them to new handshakes; the
+ * listener and open connections stay. On failure (unreadable, unparsable, a key that is not
+ * the certificate's) the pair in use stays and err says why. BAD_REQUEST when TLS is off. */
+enum core_rc api_tls_reload(struct api *a, char *err, size_t errlen);
+/* The metrics registry in use (cfg->metrics or the api's own); borrowed until api_stop. */
+struct metrics *api_metrics(const struct api *a);
 /* The bound TCP port (useful with port 0). */
 uint16_t api_port(const struct api *a);
 /* Stops accepting new connections; in-flight requests go on. Idempotent. */

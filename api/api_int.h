@@ -4,6 +4,7 @@
 
 #include "api/api.h"
 
+#include <gnutls/abstract.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -92,6 +93,11 @@ struct api_req {
 	const char *raw_type;
 	char location[CORE_ID_MAX + 32];
 	char detail[API_DETAIL_MAX];
+	struct MHD_Response *resp;   /* owned: a handler's own answer (the event stream), queued
+				      * as it is */
+	const char *const *headers;  /* static NULL-terminated name, value, ... pairs added to
+				      * the success answer (the UI's security headers) */
+	const char *cache_control;   /* static; NULL: no-store */
 
 	/* events long-poll (events.c); `suspended` is only touched by MHD's thread, the poll_*
 	 * results only by the helper until it resumes the connection */
@@ -122,7 +128,6 @@ struct api_req {
 	enum core_rc handler_rc;     /* what the handler returned, answered once durable */
 };
 
-#define API_STATUS_SLOTS 600
 
 struct api {
 	struct MHD_Daemon *daemon;
@@ -130,13 +135,19 @@ struct api {
 	const struct api_tokens *tokens;
 	struct api_config cfg;
 	char *listen;                /* owned copy of cfg.listen */
+	char *tls_cert, *tls_key;    /* owned copies of cfg.tls_cert / tls_key */
 	uint16_t port;
 	bool quiesced;
 
-	/* metrics */
-	atomic_ulong status_count[API_STATUS_SLOTS];
-	atomic_ulong requests_total;
-	atomic_ullong duration_us_total;
+	/* metrics (metrics.c) */
+	struct metrics *metrics;     /* cfg.metrics, or owned when metrics_owned */
+	bool metrics_owned;
+	bool tls;                    /* serving HTTPS (tls.c) */
+	/* boardd_http_request_duration_seconds: one histogram per (route slot, method, code),
+	 * allocated on its first request; route slots are the router table's rows, then
+	 * "unmatched" */
+	_Atomic(struct metrics_hist *) *http_series;
+	size_t http_routes;
 
 	/* the access log on stderr (api.c): lines queue in `buf`; a writer thread empties it
 	 * with one write(2) per batch */
@@ -158,6 +169,8 @@ struct api {
 	unsigned polls;
 	unsigned acks;               /* requests bound to a store_ack, until answered or resumed */
 	bool stopping;
+
+	struct api_streams *streams; /* GET /v1/events/stream (stream.c) */
 };
 
 /* ---- errors.c: the one error table and the one renderer ---- */
@@ -173,6 +186,26 @@ enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 /* Queues resp with status (adds the common headers), records the status for the log and the
  * metrics, and destroys resp. */
 enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MHD_Response *resp);
+
+/* ---- tls.c: HTTPS with a certificate re-read on SIGHUP ---- */
+/* Loads cfg.tls_cert/tls_key when set (a->tls on success); err says what is wrong. */
+enum core_rc api_tls_setup(struct api *a, char *err, size_t errlen);
+void api_tls_release(struct api *a);
+/* MHD_OPTION_HTTPS_PRIORITIES: TLS 1.2 and 1.3 only. */
+const char *api_tls_priorities(void);
+/* MHD_OPTION_HTTPS_CERT_CALLBACK2: the current pair, copied for each handshake. */
+int api_tls_cert_callback(gnutls_session_t session, const struct gnutls_cert_retr_st *info,
+			  gnutls_pcert_st **certs, unsigned int *certs_length,
+			  gnutls_ocsp_data_st **ocsp, unsigned int *ocsp_length,
+			  gnutls_privkey_t *privkey, unsigned int *flags);
+/* The served certificate's expiry (METRICS_TLS_NOT_AFTER) when TLS is on. */
+void api_tls_collect(const struct api *a, struct metrics_sink *s);
+
+/* ---- metrics.c: the api's samples for /metrics ---- */
+enum core_rc api_metrics_init(struct api *a);
+void api_metrics_release(struct api *a);
+/* A finished request: its latency by route template, method and status (lock-free). */
+void api_metrics_request(struct api *a, const struct api_req *r, uint64_t ns);
 
 /* ---- router.c ---- */
 /* Resolves r->path against the table: sets r->route and r->params, or returns NOT_FOUND /
@@ -273,6 +306,19 @@ enum core_rc api_h_run_cancel(struct api_req *r);
 enum core_rc api_h_run_delete(struct api_req *r);
 
 enum core_rc api_h_events(struct api_req *r);
+/* stream.c: GET /v1/events/stream (Server-Sent Events) and its hub. */
+enum core_rc api_h_events_stream(struct api_req *r);
+enum core_rc api_streams_init(struct api *a);
+/* Ends every stream and stops the hub thread (before MHD_stop_daemon). */
+void api_streams_stop(struct api *a);
+/* Frees the hub (after MHD_stop_daemon: the last streams are freed by it). */
+void api_streams_free(struct api *a);
+/* attention.c: GET /v1/attention. ui.c: GET /ui/..., GET /v1/whoami. */
+enum core_rc api_h_attention(struct api_req *r);
+enum core_rc api_h_ui_root(struct api_req *r);
+enum core_rc api_h_ui_index(struct api_req *r);
+enum core_rc api_h_ui_asset(struct api_req *r);
+enum core_rc api_h_whoami(struct api_req *r);
 /* Long-poll plumbing for api.c. */
 void api_poll_release(struct api_req *r);
 void api_polls_stop(struct api *a);

@@ -72,6 +72,33 @@ enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *b
 	return rc;
 }
 
+/* A blocker list refused: which blocker, and why (self, unknown, another board, or a cycle). */
+static enum core_rc blockers_detail(struct api_req *r, const char *self, const char *board,
+				    const struct core_strv *bl)
+{
+	enum core_rc rc = CORE_ERR_TRANSITION_REJECTED;
+	struct core_card *c = NULL;
+	size_t i;
+
+	for (i = 0; bl && i < bl->n; i++) {
+		if (self && strcmp(bl->v[i], self) == 0)
+			return api_fail(r, rc, "card %s cannot block itself", self);
+		if (store_card_get(r->api->st, bl->v[i], &c) != CORE_OK)
+			return api_fail(r, rc, "blocker %s is not a card", bl->v[i]);
+		if (strcmp(c->board, board) != 0) {
+			api_fail(r, rc, "blocker %s is on board %s, not %s", bl->v[i], c->board, board);
+			core_card_free(c);
+			return rc;
+		}
+		core_card_free(c);
+		c = NULL;
+	}
+	if (bl && bl->n)
+		return api_fail(r, rc, "these blockers would close a cycle through %s",
+				self ? self : "the new card");
+	return rc;
+}
+
 /* A grown card refused as too large: how many comments, or how many bytes. */
 static enum core_rc too_large_detail(struct api_req *r, const char *id)
 {
@@ -117,8 +144,12 @@ enum core_rc api_h_card_create(struct api_req *r)
 	rc = store_card_create(r->api->st, &in, &actor, &c);
 	if (rc == CORE_ERR_NOT_FOUND)
 		rc = api_fail(r, rc, "no board %s", in.board ? in.board : "default");
-	else if (rc == CORE_ERR_TRANSITION_REJECTED)
+	else if (rc == CORE_ERR_TRANSITION_REJECTED) {
+		/* The column, else the blockers. */
 		rc = api_column_detail(r, rc, in.board ? in.board : "default", in.state);
+		if (!r->detail[0] && in.blockers)
+			rc = blockers_detail(r, in.id, in.board ? in.board : "default", in.blockers);
+	}
 	else if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		rc = api_fail(r, rc, "the card would be larger than %d bytes stored",
 			      CORE_CARD_BYTES_MAX);
@@ -223,6 +254,13 @@ enum core_rc api_h_card_patch(struct api_req *r)
 	rc = store_card_patch(r->api->st, api_param(r), &p, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		rc = too_large_detail(r, api_param(r));
+	if (rc == CORE_ERR_TRANSITION_REJECTED && p.blockers) {
+		struct core_card *self = NULL;
+
+		if (store_card_get(r->api->st, api_param(r), &self) == CORE_OK)
+			rc = blockers_detail(r, self->id, self->board, p.blockers);
+		core_card_free(self);
+	}
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 out:

@@ -79,10 +79,18 @@ enum core_rc api_h_claim(struct api_req *r)
 	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
 		return rc;
 	rc = store_card_claim(r->api->st, api_param(r), marker, lease_ms, &actor, &res);
-	if (rc == CORE_ERR_BLOCKERS_PENDING)
+	if (rc == CORE_ERR_CLAIM_CONFLICT)
+		metrics_inc(r->api->metrics, METRICS_CLAIMS, "conflict");
+	if (rc == CORE_ERR_BLOCKERS_PENDING) {
+		metrics_inc(r->api->metrics, METRICS_CLAIMS, "blockers_pending");
 		return blockers_pending(r, api_param(r));
+	}
+	if (rc == CORE_ERR_TRANSITION_REJECTED)
+		return api_fail(r, rc, "card %s is in a terminal column: it cannot be claimed",
+				api_param(r));
 	if (rc != CORE_OK)
 		return rc;
+	metrics_inc(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent");
 	cl = &res.card->claim;
 	rc = api_reply(r, 200,
 		       json_pack("{s:s, s:I, s:o, s:o, s:I, s:I, s:b}", "marker", res.token.marker,
@@ -150,6 +158,27 @@ enum core_rc api_h_claim_revoke(struct api_req *r)
 	return api_reply_card(r, 200, c);
 }
 
+/* Why PUT last-run refused its run: unknown, another card's, or another claim's. */
+static enum core_rc last_run_detail(struct api_req *r, const struct store_owned_write *w)
+{
+	enum core_rc rc = CORE_ERR_TRANSITION_REJECTED;
+	struct core_run *run = NULL;
+
+	if (store_run_get(r->api->st, w->run_id, &run) != CORE_OK)
+		api_fail(r, rc, "no run %s", w->run_id);
+	else if (strcmp(run->card_id, api_param(r)) != 0)
+		api_fail(r, rc, "run %s is a run of card %s, not %s", w->run_id, run->card_id,
+			 api_param(r));
+	else
+		api_fail(r, rc,
+			 "run %s was created under claim (%s, epoch %lld), not the current one "
+			 "(%s, epoch %lld)",
+			 w->run_id, run->owner ? run->owner : "", (long long)run->claim_epoch,
+			 w->token.marker, (long long)w->token.epoch);
+	core_run_free(run);
+	return rc;
+}
+
 /* The owned form of every fenced write: worker role, marker in the body, epoch in If-Match.
  * w->kind and its value are filled by the caller. */
 static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
@@ -165,10 +194,7 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 		return rc;
 	rc = store_card_owned_write(r->api->st, api_param(r), w, &actor, &c);
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_LAST_RUN)
-		return api_fail(r, rc,
-				"run %s is not a run of card %s created under the current claim "
-				"(marker %s, epoch %lld)",
-				w->run_id, api_param(r), w->token.marker, (long long)w->token.epoch);
+		return last_run_detail(r, w);
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_STATE)
 		return api_column_detail(r, rc, c_board(r), w->state);
 	if (rc != CORE_OK)

@@ -41,6 +41,8 @@
 	  "owned writes need If-Match: \"<epoch>\"")                                       \
 	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable",                            \
 	  "the store could not complete the request; nothing was acknowledged, retry")     \
+	X(CORE_ERR_BUSY, 503, "Busy",                                                      \
+	  "the server holds as many of these as it allows; retry after Retry-After")        \
 	X(CORE_ERR_NOMEM, 500, "Out Of Memory", "the server ran out of memory")            \
 	X(CORE_ERR_INTERNAL, 500, "Internal Error", "internal error")
 

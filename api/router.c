@@ -50,6 +50,12 @@
 	X("POST", "/v1/runs/{id}/heartbeat", api_h_run_heartbeat, W, BODY)                 \
 	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0)                          \
 	X("GET", "/v1/events", api_h_events, ANY, 0)                                       \
+	X("GET", "/v1/events/stream", api_h_events_stream, ANY, 0)                         \
+	X("GET", "/v1/attention", api_h_attention, ANY, 0)                                 \
+	X("GET", "/v1/whoami", api_h_whoami, ANY, 0)                                       \
+	X("GET", "/ui", api_h_ui_root, ANY, PUB)                                           \
+	X("GET", "/ui/", api_h_ui_index, ANY, PUB)                                         \
+	X("GET", "/ui/{file}", api_h_ui_asset, ANY, PUB)                                   \
 	X("GET", "/v1/boards", api_h_board_list, ANY, 0)                                   \
 	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0)                                \
 	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY)                               \

@@ -15,6 +15,11 @@
 
 struct bench_http;
 
+/* Makes every connection opened from now on speak TLS (1.2+), verifying the server's
+ * certificate against cafile for the numeric address connected to. Call once, before any
+ * connection. 0, or -1 (message on stderr). */
+int bench_http_tls(const char *cafile);
+
 /* Connects to host:port (numeric IPv4/IPv6 address). Socket timeouts are 10 s, so a stuck
  * server turns into an error, never a hang. NULL on failure. Caller frees with
  * bench_http_close. */
@@ -79,6 +84,7 @@ struct bench_opts {
 	int64_t lease_ms;   /* default 30 000 */
 	unsigned renews;    /* renewals per cycle; default 3 */
 	const char *prefix; /* card / key prefix; default "bench" */
+	const char *cacert; /* -C: speak HTTPS, verifying with this CA file; NULL: HTTP */
 };
 
 struct bench_worker {

@@ -1,6 +1,8 @@
 /* A small keep-alive HTTP/1.1 client over one blocking socket, with buffers reused from one
  * request to the next. Enough of HTTP for boardd (libmicrohttpd) and etcd's gateway (Go
- * net/http, chunked for streamed RPCs); no pipelining, no TLS. */
+ * net/http, chunked for streamed RPCs); no pipelining. TLS (OpenSSL's libssl) once
+ * bench_http_tls named a CA file: each connection then verifies the server's certificate for
+ * its numeric address. */
 #include "bench/bench.h"
 
 #include <arpa/inet.h>
@@ -13,10 +15,33 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <unistd.h>
+
+static SSL_CTX *tls_ctx; /* set once by bench_http_tls, before any connection */
+
+int bench_http_tls(const char *cafile)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+
+	if (!ctx)
+		return -1;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (SSL_CTX_load_verify_locations(ctx, cafile, NULL) != 1) {
+		fprintf(stderr, "bench: cannot load CA file %s\n", cafile);
+		SSL_CTX_free(ctx);
+		return -1;
+	}
+	tls_ctx = ctx;
+	return 0;
+}
 
 struct bench_http {
 	int fd;
+	SSL *ssl;     /* TLS on fd, when bench_http_tls was called */
 	char host[64];
 	uint16_t port;
 	bool reused;  /* at least one answer came over this socket */
@@ -42,6 +67,35 @@ static int grow(char **buf, size_t *cap, size_t need)
 		return -1;
 	*buf = p;
 	*cap = n;
+	return 0;
+}
+
+static void http_sock_close(struct bench_http *c)
+{
+	if (c->ssl) {
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/* The handshake on a connected c->fd, verifying the certificate for c->host (an address). */
+static int http_tls_connect(struct bench_http *c)
+{
+	c->ssl = SSL_new(tls_ctx);
+	if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1 ||
+	    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), c->host) != 1 ||
+	    SSL_connect(c->ssl) != 1) {
+		unsigned long e = ERR_get_error();
+
+		fprintf(stderr, "bench: TLS handshake with %s:%u: %s\n", c->host, (unsigned)c->port,
+			e ? ERR_error_string(e, NULL) : "failed");
+		ERR_clear_error();
+		http_sock_close(c);
+		return -1;
+	}
 	return 0;
 }
 
@@ -78,7 +132,7 @@ static int http_sock_connect(struct bench_http *c)
 	}
 	c->reused = false;
 	c->rlen = 0;
-	return 0;
+	return tls_ctx ? http_tls_connect(c) : 0;
 }
 
 struct bench_http *bench_http_open(const char *host, uint16_t port)
@@ -100,18 +154,18 @@ void bench_http_close(struct bench_http *c)
 {
 	if (!c)
 		return;
-	if (c->fd >= 0)
-		close(c->fd);
+	http_sock_close(c);
 	free(c->w);
 	free(c->r);
 	free(c->body);
 	free(c);
 }
 
-static int http_send_all(int fd, const char *p, size_t n)
+static int http_send_all(struct bench_http *c, const char *p, size_t n)
 {
 	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+		ssize_t k = c->ssl ? SSL_write(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n)
+				   : send(c->fd, p, n, MSG_NOSIGNAL);
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -131,7 +185,8 @@ static ssize_t http_fill(struct bench_http *c)
 	if (grow(&c->r, &c->rcap, c->rlen + 16384 + 1) != 0)
 		return -1;
 	do
-		k = recv(c->fd, c->r + c->rlen, c->rcap - c->rlen - 1, 0);
+		k = c->ssl ? SSL_read(c->ssl, c->r + c->rlen, (int)(c->rcap - c->rlen - 1))
+			   : recv(c->fd, c->r + c->rlen, c->rcap - c->rlen - 1, 0);
 	while (k < 0 && errno == EINTR);
 	if (k > 0) {
 		c->rlen += (size_t)k;
@@ -292,18 +347,15 @@ int bench_http_request(struct bench_http *c, const char *method, const char *pat
 
 		if (c->fd < 0 && http_sock_connect(c) != 0)
 			return -1;
-		if (http_send_all(c->fd, c->w, (size_t)n) == 0 &&
+		if (http_send_all(c, c->w, (size_t)n) == 0 &&
 		    http_answer_read(c, status, &got_any, &close_after) == 0) {
 			c->reused = true;
 			*resp = c->body;
-			if (close_after) {
-				close(c->fd);
-				c->fd = -1;
-			}
+			if (close_after)
+				http_sock_close(c);
 			return 0;
 		}
-		close(c->fd);
-		c->fd = -1;
+		http_sock_close(c);
 		*status = 0;
 		/* Only a kept-alive socket the server closed before answering is retried. */
 		if (!reused || got_any)

@@ -178,10 +178,10 @@ static bool lg_metrics(const struct bench_opts *o, struct lg_counters *c)
 
 	c->ok = false;
 	if (h && bench_http_request(h, "GET", "/metrics", NULL, NULL, &status, &resp) == 0 &&
-	    status == 200 && resp && (p = strstr(resp, "\nboardd_fs_commits_total ")) &&
-	    sscanf(p, "\nboardd_fs_commits_total %llu", &c->commits) == 1 &&
-	    (p = strstr(resp, "\nboardd_fs_syncs_total ")) &&
-	    sscanf(p, "\nboardd_fs_syncs_total %llu", &c->syncs) == 1)
+	    status == 200 && resp && (p = strstr(resp, "\nboardd_fs_journal_lines_total ")) &&
+	    sscanf(p, "\nboardd_fs_journal_lines_total %llu", &c->commits) == 1 &&
+	    (p = strstr(resp, "\nboardd_fs_journal_syncs_total ")) &&
+	    sscanf(p, "\nboardd_fs_journal_syncs_total %llu", &c->syncs) == 1)
 		c->ok = true;
 	c->t = bench_mono_s();
 	bench_http_close(h);

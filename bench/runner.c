@@ -154,7 +154,8 @@ static void usage_print(const char *usage)
 		"  -n CYCLES   stop after this many cycles in the window (still bounded by -d)\n"
 		"  -l MS       lease in milliseconds (30000)\n"
 		"  -r N        renewals per cycle (3)\n"
-		"  -P PREFIX   card / key prefix (bench)\n",
+		"  -P PREFIX   card / key prefix (bench)\n"
+		"  -C CAFILE   speak HTTPS (TLS 1.2+), verifying the server with this CA file\n",
 		usage);
 }
 
@@ -173,7 +174,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 	o->lease_ms = 30000;
 	o->renews = 3;
 	o->prefix = "bench";
-	snprintf(optstring, sizeof optstring, "H:p:w:d:W:n:l:r:P:%s", extra ? extra : "");
+	snprintf(optstring, sizeof optstring, "H:p:w:d:W:n:l:r:P:C:%s", extra ? extra : "");
 	while ((c = getopt(argc, argv, optstring)) != -1) {
 		switch (c) {
 		case 'H':
@@ -203,6 +204,9 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 		case 'P':
 			o->prefix = optarg;
 			break;
+		case 'C':
+			o->cacert = optarg;
+			break;
 		default:
 			if (c != '?' && extra_fn && extra_fn(c, optarg, ctx) == 0)
 				break;
@@ -216,6 +220,8 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 		usage_print(usage);
 		return -1;
 	}
+	if (o->cacert && bench_http_tls(o->cacert) != 0)
+		return -1;
 	return 0;
 }
 

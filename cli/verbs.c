@@ -424,34 +424,37 @@ int cli_events_main(int argc, char **argv)
 }
 
 static const char attention_help[] =
-	"usage: boardctl attention [--board B]\n"
+	"usage: boardctl attention [--board B] [--limit N]\n"
 	"\n"
-	"The cards that need an operator (GET /v1/attention): printed as the server answers it\n"
-	"(JSON), or one card per line when the answer carries a card list.\n";
+	"The cards that need an operator (GET /v1/attention), newest first, each with why:\n"
+	"gave_up, run_failed, recovery_hold, lease_expired_kept, awaiting_input, run_paused.\n";
 
 static void attention_human(const json_t *j)
 {
-	const json_t *cards = json_object_get(j, "cards"), *c;
-	size_t i;
+	const json_t *cards = json_object_get(j, "cards"), *c, *why;
+	size_t i, k;
 
 	if (!json_is_array(cards)) {
 		json_dumpf(j, stdout, JSON_INDENT(2));
 		fputc('\n', stdout);
 		return;
 	}
+	printf("%-24s %-14s %6s  %-24s %s\n", "ID", "STATE", "PRI", "CLAIM", "TITLE");
 	json_array_foreach(cards, i, c) {
-		const json_t *card = json_object_get(c, "card") ? json_object_get(c, "card") : c;
-		const char *why = json_string_value(json_object_get(c, "reason"));
-
-		card_line(card);
-		if (why)
-			printf("    %s\n", why);
+		card_line(json_object_get(c, "card") ? json_object_get(c, "card") : c);
+		printf("%26s", "why:");
+		json_array_foreach(json_object_get(c, "reasons"), k, why)
+			printf(" %s", json_string_value(why));
+		fputc('\n', stdout);
 	}
+	if (json_is_true(json_object_get(j, "truncated")))
+		printf("(more: raise --limit)\n");
 }
 
 int cli_attention_main(int argc, char **argv)
 {
 	static const struct option lo[] = {{"board", required_argument, NULL, 'b'},
+					   {"limit", required_argument, NULL, 'n'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 	char q[2048] = "/v1/attention";
@@ -464,11 +467,11 @@ int cli_attention_main(int argc, char **argv)
 			fputs(attention_help, stdout);
 			return 0;
 		}
-		if (opt != 'b') {
+		if (opt != 'b' && opt != 'n') {
 			fputs(attention_help, stderr);
 			return 2;
 		}
-		query_add(q, sizeof q, "board", optarg);
+		query_add(q, sizeof q, opt == 'b' ? "board" : "limit", optarg);
 	}
 	if (call("GET", q, NULL, 200, &j))
 		return 1;

@@ -80,15 +80,35 @@ static enum core_rc token_check(const struct core_card *c, const struct core_tok
 	return CORE_OK;
 }
 
-enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t)
+enum core_fence_reason core_fence_why(const struct core_card *c, const struct core_token *t)
 {
-	enum core_rc rc = token_check(c, t);
-
+	if (!t || !t->marker || !c->claim.present || !c->has_epoch)
+		return CORE_FENCE_UNCLAIMED;
+	if (strcmp(c->claim.marker, t->marker) != 0)
+		return CORE_FENCE_MARKER;
+	if (c->claim_epoch != t->epoch)
+		return CORE_FENCE_EPOCH;
 	/* Knowing (marker, epoch) from a card read is not enough: the credential must be the
 	 * one that took the claim (DESIGN §11). */
-	if (rc == CORE_OK && !core_holder_match(&c->claim, t->holder))
-		rc = CORE_ERR_CLAIM_CONFLICT;
-	return rc;
+	if (!core_holder_match(&c->claim, t->holder))
+		return CORE_FENCE_HOLDER;
+	return CORE_FENCE_OK;
+}
+
+const char *core_fence_reason_name(enum core_fence_reason r)
+{
+	static const char *const names[] = {
+#define CORE_FENCE_NAME(name, str) [name] = str,
+		CORE_FENCE_REASONS(CORE_FENCE_NAME)
+#undef CORE_FENCE_NAME
+	};
+
+	return (unsigned)r < CORE_FENCE_REASON_COUNT_ ? names[r] : "unknown";
+}
+
+enum core_rc core_fence_check(const struct core_card *c, const struct core_token *t)
+{
+	return core_fence_why(c, t) == CORE_FENCE_OK ? CORE_OK : CORE_ERR_CLAIM_CONFLICT;
 }
 
 enum core_rc core_claim_renew(struct core_card *c, const struct core_token *t, int64_t lease_ms,

@@ -36,6 +36,7 @@
 	X(CORE_ERR_TRANSITION_REJECTED, "transition_rejected")                                \
 	X(CORE_ERR_PRECONDITION_REQUIRED, "precondition_required")                            \
 	X(CORE_ERR_STORE_UNAVAILABLE, "store_unavailable")                                    \
+	X(CORE_ERR_BUSY, "busy")                                                              \
 	X(CORE_ERR_NOMEM, "out_of_memory")                                                    \
 	X(CORE_ERR_INTERNAL, "internal")
 
@@ -249,6 +250,25 @@ enum core_rc core_fence_check(const struct core_card *c, const struct core_token
 
 /* The credential half alone: OK when the claim records no holder or `holder` equals it. */
 bool core_holder_match(const struct core_claim *cl, const char *holder);
+
+/* Why the fence refuses a token (the metrics' reasons): the same test as core_fence_check, one
+ * row per way it fails, in the order checked. */
+#define CORE_FENCE_REASONS(X)                                                                 \
+	X(CORE_FENCE_OK, "ok")                                                                \
+	X(CORE_FENCE_UNCLAIMED, "unclaimed") /* no claim, or one without its epoch field */  \
+	X(CORE_FENCE_MARKER, "marker")       /* another marker holds the claim */             \
+	X(CORE_FENCE_EPOCH, "epoch")         /* the right marker, an older epoch */           \
+	X(CORE_FENCE_HOLDER, "holder")       /* the right (marker, epoch), another token */
+
+enum core_fence_reason {
+#define CORE_FENCE_ENUM(name, str) name,
+	CORE_FENCE_REASONS(CORE_FENCE_ENUM)
+#undef CORE_FENCE_ENUM
+	CORE_FENCE_REASON_COUNT_
+};
+
+enum core_fence_reason core_fence_why(const struct core_card *c, const struct core_token *t);
+const char *core_fence_reason_name(enum core_fence_reason r);
 
 /* Renew (heartbeat): fenced; lease_until = now + lease_ms, where lease_ms <= 0 keeps the
  * claim's own lease_ms (BAD_REQUEST when it has none). */
@@ -604,5 +624,42 @@ enum core_delivery_verdict {
 enum core_delivery_verdict core_delivery_judge(int status, int attempt, int64_t now_ms,
 					       double unit, int64_t retry_after_ms,
 					       int64_t *next_at);
+
+
+/* ---------------------------------------------------------------------------------------- */
+/* Attention (DESIGN §15): why a card needs an operator. One table; the API's reason names,
+ * the stores' candidate indexes and the tests derive from it.                                */
+
+#define CORE_ATTENTION_REASONS(X)                                                            \
+	X(CORE_ATTN_GAVE_UP, "gave_up", "a give-up stamp the card was not moved out of")       \
+	X(CORE_ATTN_RUN_FAILED, "run_failed", "its recorded run failed and the card stayed")   \
+	X(CORE_ATTN_RECOVERY_HOLD, "recovery_hold", "held by a reaper: recovery marker")       \
+	X(CORE_ATTN_LEASE_EXPIRED_KEPT, "lease_expired_kept",                                  \
+	  "the claim's lease expired and the claim is still there")                           \
+	X(CORE_ATTN_AWAITING_INPUT, "awaiting_input", "the card waits for input")              \
+	X(CORE_ATTN_RUN_PAUSED, "run_paused", "its recorded run is paused")
+
+enum core_attention_reason {
+#define CORE_ATTN_ENUM(id, name, doc) id,
+	CORE_ATTENTION_REASONS(CORE_ATTN_ENUM)
+#undef CORE_ATTN_ENUM
+	CORE_ATTN_COUNT_
+};
+
+/* "gave_up", ...; "unknown" out of range. */
+const char *core_attention_reason_name(enum core_attention_reason r);
+const char *core_attention_reason_doc(enum core_attention_reason r);
+
+/* The reasons (bit 1u << reason) card c needs an operator at now_ms. `terminal`: c sits in a
+ * terminal column of its board. `run`: the card's recorded run (c->last_run_id), or NULL when
+ * none is recorded or it cannot be read; a run that is not the one recorded is ignored.
+ * gave_up and run_failed hold while the card sits in a terminal column, or has not moved
+ * since the stamp / the run's last write (a reopen clears them). */
+unsigned core_attention_reasons(const struct core_card *c, bool terminal,
+				const struct core_run *run, int64_t now_ms);
+/* The part that needs neither the clock nor the board: could this card (with this run) be in
+ * the lane through gave_up, run_failed, awaiting_input or run_paused? The FS twin's candidate
+ * index holds exactly these cards; the clock-bound reasons come from its claim indexes. */
+bool core_attention_candidate(const struct core_card *c, const struct core_run *run);
 
 #endif

@@ -2,11 +2,15 @@
 # Installs the Debian packages boardd needs to build (and, with --test, to test) when any is
 # missing. Idempotent: does nothing when everything is there.
 set -euo pipefail
-pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libjansson-dev libssl-dev
+pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libgnutls28-dev libjansson-dev libssl-dev
       libmongoc-dev libbson-dev libcurl4-openssl-dev) # libcurl: boardctl (cli/)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
   pkgs+=(openjdk-17-jdk-headless maven) # mongo-java-server, the atomic Mongo test server
+  pkgs+=(chromium) # tests/ui: the operator UI in a real browser (Playwright drives it)
+  pkgs+=(openssl gnutls-bin prometheus) # TLS test: certificates, a TLS 1.1 client; promtool
+  pkgs+=(docker-compose systemd) # tests/deploy: `docker-compose config`, `systemd-analyze verify`
+  pkgs+=(groff-base) # tests/docs: the man pages render without a warning
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -83,8 +83,21 @@ static const struct opt opts[] = {
 	{.flag = "max-comments", .env = "BOARDD_MAX_COMMENTS", .kind = OPT_INT,
 	 .off = OFF(max_comments), .min = 1, .max = 1000000, .arg = "N", .def = "1000",
 	 .help = "comments a card may hold; one more is refused 413"},
+	{.flag = "max-streams", .env = "BOARDD_MAX_STREAMS", .kind = OPT_INT,
+	 .off = OFF(max_streams), .min = 1, .max = 100000, .arg = "N", .def = "128",
+	 .help = "open GET /v1/events/stream answers at once; one more is refused 503"},
+	{.flag = "stream-heartbeat-ms", .env = "BOARDD_STREAM_HEARTBEAT_MS", .kind = OPT_INT,
+	 .off = OFF(stream_heartbeat_ms), .min = 100, .max = 3600000, .arg = "MS",
+	 .def = "15000", .help = "a comment line on an idle event stream this often"},
 	{.flag = "log-format", .env = "BOARDD_LOG_FORMAT", .kind = OPT_LOG, .off = OFF(log_format),
 	 .arg = "text|json", .def = "text", .help = "format of the access log on stderr"},
+	{.flag = "tls-cert", .env = "BOARDD_TLS_CERT", .kind = OPT_STR, .off = OFF(tls_cert),
+	 .arg = "FILE", .def_text = "none (HTTP)",
+	 .help = "PEM certificate chain: serve HTTPS only, TLS 1.2 and 1.3 (with --tls-key); "
+		 "re-read on SIGHUP"},
+	{.flag = "tls-key", .env = "BOARDD_TLS_KEY", .kind = OPT_STR, .off = OFF(tls_key),
+	 .arg = "FILE", .def_text = "none",
+	 .help = "PEM private key of --tls-cert; re-read with it on SIGHUP"},
 };
 
 #define N_OPTS (sizeof opts / sizeof opts[0])
@@ -251,6 +264,11 @@ enum server_parse_result server_config_parse(struct server_config *cfg, int argc
 			 "leases must satisfy lease-min-ms <= lease-default-ms <= lease-max-ms "
 			 "(got %" PRId64 " <= %" PRId64 " <= %" PRId64 ")",
 			 cfg->lease_min_ms, cfg->lease_default_ms, cfg->lease_max_ms);
+		return SERVER_PARSE_ERROR;
+	}
+	if (!cfg->tls_cert != !cfg->tls_key) {
+		snprintf(err, errlen, "--tls-cert and --tls-key go together (BOARDD_TLS_CERT, "
+				      "BOARDD_TLS_KEY)");
 		return SERVER_PARSE_ERROR;
 	}
 	return SERVER_PARSE_RUN;

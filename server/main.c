@@ -25,6 +25,12 @@ static enum core_rc open_store(const struct server_config *cfg, struct store **s
 	return store_open(cfg->store, st, err, errlen);
 }
 
+/* SIGHUP hook: the TLS certificate and key (api_tls_reload). */
+static bool reload_tls(void *ctx, char *err, size_t errlen)
+{
+	return api_tls_reload(ctx, err, errlen) == CORE_OK;
+}
+
 int main(int argc, char **argv)
 {
 	struct server_config cfg;
@@ -34,6 +40,8 @@ int main(int argc, char **argv)
 	struct api *api = NULL;
 	struct server_reaper_config rcfg = {0};
 	struct server_reaper *reaper = NULL;
+	struct metrics *metrics = NULL;
+	struct server_reload_hook hooks[1] = {{"the TLS certificate and key", NULL, NULL}};
 	char err[512];
 	sigset_t sigs;
 	int sig = 0, code = 1;
@@ -54,9 +62,15 @@ int main(int argc, char **argv)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	metrics = metrics_new();
+	if (!metrics) {
+		fprintf(stderr, "boardd: out of memory\n");
+		goto out;
+	}
 	if (open_store(&cfg, &st, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: store %s: %s\n", cfg.store, err);
 		goto out;
@@ -71,11 +85,17 @@ int main(int argc, char **argv)
 	acfg.listen = cfg.listen;
 	acfg.threads = (unsigned)cfg.threads;
 	acfg.max_body = (size_t)cfg.max_body;
+	acfg.max_streams = (unsigned)cfg.max_streams;
+	acfg.stream_heartbeat_ms = cfg.stream_heartbeat_ms;
 	acfg.lease_default_ms = cfg.lease_default_ms;
 	acfg.lease_min_ms = cfg.lease_min_ms;
 	acfg.lease_max_ms = cfg.lease_max_ms;
 	acfg.tokens = &tokens;
 	acfg.log_format = cfg.log_format;
+	acfg.metrics = metrics;
+	acfg.version = BOARDD_VERSION;
+	acfg.tls_cert = cfg.tls_cert;
+	acfg.tls_key = cfg.tls_key;
 
 	/* The reaper starts before the api: its startup repair sweep runs before any client. */
 	rcfg.gate = cfg.reaper_gate;
@@ -83,6 +103,7 @@ int main(int argc, char **argv)
 	rcfg.batch = (size_t)cfg.reaper_batch;
 	rcfg.lease_ms = cfg.lease_default_ms;
 	rcfg.run_ceiling = (size_t)cfg.run_ceiling;
+	rcfg.metrics = metrics;
 	/* ADR-096 §7: only the shared (Mongo) twin reparks to eligible[0] under a run ceiling;
 	 * the FS twin releases in place (its running column is eligible). */
 	rcfg.repark_to_pool = strcmp(store_name(st), "fs") != 0;
@@ -98,12 +119,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "boardd: %s\n", err);
 		goto out;
 	}
-	fprintf(stderr, "boardd %s: listening on %s (port %u), store %s (%s), reaper gate %s\n",
-		BOARDD_VERSION, cfg.listen, (unsigned)api_port(api), cfg.store, store_name(st),
+	if (cfg.tls_cert)
+		hooks[0] = (struct server_reload_hook){"the TLS certificate and key", reload_tls,
+						       api};
+	fprintf(stderr,
+		"boardd %s: listening on %s (port %u) over %s, store %s (%s), reaper gate %s\n",
+		BOARDD_VERSION, cfg.listen, (unsigned)api_port(api),
+		cfg.tls_cert ? "https, TLS 1.2+" : "http", cfg.store, store_name(st),
 		cfg.reaper_gate ? "on" : "off");
 
-	while (sigwait(&sigs, &sig) != 0)
-		;
+	for (;;) {
+		while (sigwait(&sigs, &sig) != 0)
+			;
+		if (sig != SIGHUP)
+			break;
+		server_reload(hooks, sizeof hooks / sizeof hooks[0]);
+	}
 	fprintf(stderr, "boardd: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	api_quiesce(api);
 	api_stop(api); /* finishes in-flight requests */
@@ -117,5 +148,6 @@ out:
 	server_reaper_free(reaper);
 	store_close(st);
 	api_tokens_release(&tokens);
+	metrics_free(metrics);
 	return code;
 }

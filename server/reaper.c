@@ -166,7 +166,9 @@ static void resolve_run(struct server_reaper *r, const struct core_card *c, bool
 		out->seen = CORE_RUN_SEEN_NONE;
 		return;
 	}
-	rc = store_run_get(r->st, c->last_run_id, &run);
+	/* Tombstones included: a pruned run still tells which claim it was created under. An
+	 * id never used (a pointer older than the last-run check) reads as gone, as before. */
+	rc = store_run_get_any(r->st, c->last_run_id, &run);
 	if (rc == CORE_ERR_NOT_FOUND) {
 		out->seen = CORE_RUN_SEEN_GONE;
 		return;
@@ -178,6 +180,11 @@ static void resolve_run(struct server_reaper *r, const struct core_card *c, bool
 	if (same_claim && !core_run_of_claim(run, c)) {
 		core_run_free(run);
 		out->seen = CORE_RUN_SEEN_NONE;
+		return;
+	}
+	if (run->pruned) {
+		core_run_free(run);
+		out->seen = CORE_RUN_SEEN_GONE;
 		return;
 	}
 	if (run->status && (strcmp(run->status, CORE_RUN_RUNNING) == 0 ||
@@ -627,13 +634,40 @@ static void reap_all(struct server_reaper *r, struct core_card **cards, size_t n
 	free(w);
 }
 
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A finished pass into the metrics: its actions, its candidates, its duration. */
+static void stats_count(struct server_reaper *r, const struct server_reaper_stats *s,
+			int64_t us)
+{
+	struct metrics *m = r->cfg.metrics;
+	size_t a;
+
+	if (!m)
+		return;
+	for (a = 0; a < CORE_STUCK_ACTION_COUNT_; a++)
+		metrics_add(m, METRICS_REAPER_ACTIONS,
+			    core_stuck_action_name((enum core_stuck_action)a), NULL, s->actions[a]);
+	metrics_add(m, METRICS_REAPER_ACTIONS, "repair_release", NULL, s->repaired);
+	metrics_add(m, METRICS_REAPER_CANDIDATES, "transferred", NULL, s->transferred);
+	metrics_add(m, METRICS_REAPER_CANDIDATES, "skipped", NULL, s->skipped);
+	metrics_add(m, METRICS_REAPER_CANDIDATES, "error", NULL, s->errors);
+	metrics_observe(m, METRICS_REAPER_PASS, NULL, NULL, us > 0 ? (uint64_t)us : 0);
+}
+
 enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_stats *out)
 {
 	struct server_reaper_stats s = {0};
 	struct core_card **cards = NULL;
 	size_t n = 0;
 	enum core_rc rc;
-	int64_t t0 = mono_ms();
+	int64_t t0 = mono_ms(), t0_us = mono_us();
 	/* A pass started by an HTTP request (POST /v1/reaper/pass) must not write under the
 	 * request's ack: the repair sweep's writes wait here, and each worker share binds and
 	 * waits for its own (a thread owing lines to two acks could wait on itself). */
@@ -656,6 +690,7 @@ enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_st
 		store_cards_free(cards, n);
 	}
 	s.duration_ms = mono_ms() - t0;
+	stats_count(r, &s, mono_us() - t0_us);
 	pthread_mutex_lock(&r->lock);
 	r->passes++;
 	r->last = s;

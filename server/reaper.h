@@ -6,6 +6,7 @@
 #define BOARDD_SERVER_REAPER_H
 
 #include "core/core.h"
+#include "metrics/metrics.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -27,6 +28,8 @@ struct server_reaper_config {
 	 * with run_ceiling runs to the failed column; the FS twin releases in place. */
 	bool repark_to_pool;
 	size_t run_ceiling;     /* default 20; used only with repark_to_pool */
+	/* Counters of each pass (METRICS_REAPER_*), borrowed; NULL: none. */
+	struct metrics *metrics;
 	/* Log sink for one line per reclaim and per sweep; NULL: stderr. */
 	void (*log)(void *ctx, const char *line);
 	void *log_ctx;

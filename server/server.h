@@ -26,10 +26,24 @@ struct server_config {
 	int64_t run_ceiling;          /* 20 */
 	int64_t threads;              /* number of cores */
 	int64_t max_body;             /* 1048576 */
+	int64_t max_streams;          /* 128: open event streams (DESIGN §15) */
+	int64_t stream_heartbeat_ms;  /* 15000: the idle stream's comment line */
 	int64_t max_comments;         /* 1000 (DESIGN §11) */
 	enum api_log_format log_format;
 	bool reaper_gate;             /* --reaper=on / ITERION_BOARD_CLAIM_REAPER=on; default off */
+	const char *tls_cert;         /* --tls-cert FILE (PEM chain); NULL: plain HTTP */
+	const char *tls_key;          /* --tls-key FILE (PEM key); with tls_cert */
 };
+
+/* SIGHUP: what is re-read, each on its own (tokens, the TLS pair, ...). A hook that fails
+ * keeps what it had and says why in err; the others still run. */
+struct server_reload_hook {
+	const char *what;
+	bool (*reload)(void *ctx, char *err, size_t errlen);
+	void *ctx;
+};
+/* Runs every hook with a non-NULL reload, logging one line each on stderr. */
+void server_reload(const struct server_reload_hook *hooks, size_t n);
 
 enum server_parse_result {
 	SERVER_PARSE_RUN,   /* start the server */

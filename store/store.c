@@ -7,6 +7,8 @@
  */
 #include "store/store.h"
 
+#include "metrics/metrics.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +225,35 @@ enum core_rc store_ping(struct store *st)
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, ping);
 	return st->ops->ping(st);
+}
+
+void store_fence_refused(struct store *st, const struct core_card *c, const struct core_token *t)
+{
+	enum core_fence_reason why;
+
+	if (!st || !c)
+		return;
+	why = core_fence_why(c, t);
+	if (why != CORE_FENCE_OK)
+		atomic_fetch_add_explicit(&st->counters.fence_refused[why], 1, memory_order_relaxed);
+}
+
+enum core_rc store_stats(struct store *st, struct metrics_sink *out)
+{
+	size_t i;
+
+	if (!st || !out)
+		return CORE_ERR_BAD_REQUEST;
+	for (i = 0; i < CORE_FENCE_REASON_COUNT_; i++) {
+		const char *why = core_fence_reason_name((enum core_fence_reason)i);
+
+		if (i != CORE_FENCE_OK)
+			metrics_sink_value(out, METRICS_FENCE_REFUSED, &why,
+					   (double)atomic_load_explicit(&st->counters.fence_refused[i],
+									memory_order_relaxed));
+	}
+	NEED_OP(st, stats);
+	return st->ops->stats(st, out);
 }
 
 int64_t store_now(struct store *st)
@@ -633,6 +664,58 @@ enum core_rc store_events_list(struct store *st, const char *board, const char *
 	return st->ops->events_list(st, board, boards, after, limit, wait_ms, out, n, next);
 }
 
+/* ---- attention ---- */
+
+enum core_rc store_attention_list(struct store *st, const char *board, const char *const *boards,
+				  size_t limit, struct store_attention **out, size_t *n,
+				  bool *truncated)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (truncated)
+		*truncated = false;
+	if (!st || !out || !n || !truncated || limit < 1 || limit > 1000 ||
+	    (board && !core_name_valid(board)) || !boards_valid(boards))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, attention_list);
+	return st->ops->attention_list(st, board, boards, limit, out, n, truncated);
+}
+
+void store_attention_free(struct store_attention *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; v && i < n; i++)
+		core_card_free(v[i].card);
+	free(v);
+}
+
+static int attention_cmp(const void *a, const void *b)
+{
+	const struct core_card *x = ((const struct store_attention *)a)->card;
+	const struct core_card *y = ((const struct store_attention *)b)->card;
+
+	if (x->updated_at != y->updated_at)
+		return x->updated_at > y->updated_at ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+void store_attention_finish(struct store_attention *v, size_t *n, size_t limit,
+			    bool *truncated)
+{
+	size_t i;
+
+	if (*n > 1)
+		qsort(v, *n, sizeof(*v), attention_cmp);
+	*truncated = *n > limit;
+	for (i = limit; i < *n; i++)
+		core_card_free(v[i].card);
+	if (*n > limit)
+		*n = limit;
+}
+
 void store_events_free(struct core_event *ev, size_t n)
 {
 	size_t i;
@@ -665,6 +748,16 @@ enum core_rc store_run_get(struct store *st, const char *id, struct core_run **o
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, run_get);
 	return st->ops->run_get(st, id, out);
+}
+
+enum core_rc store_run_get_any(struct store *st, const char *id, struct core_run **out)
+{
+	if (out)
+		*out = NULL;
+	if (!st || !out || !core_id_valid(id))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, run_get_any);
+	return st->ops->run_get_any(st, id, out);
 }
 
 enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,

@@ -20,11 +20,13 @@
 #include "core/core.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct store;
+struct metrics_sink;
 
 /* A clock the tests can inject; returns ms since the epoch. */
 typedef int64_t (*store_clock_fn)(void *ctx);
@@ -154,6 +156,12 @@ struct store_label_sweep {
 	const char *to;
 };
 
+/* One card of the attention lane (DESIGN §15). */
+struct store_attention {
+	struct core_card *card; /* owned */
+	unsigned reasons;       /* bits 1u << enum core_attention_reason; never 0 */
+};
+
 /* ---- deferred acknowledgement ----
  *
  * A write is acknowledged only once durable (DESIGN §9). A caller that must not hold a thread
@@ -201,11 +209,17 @@ struct store_ack *store_ack_current(void);
 
 /* ---- the interface ---- */
 
+/* Counters every twin keeps the same way (store_fence_refused); store_stats serves them. */
+struct store_counters {
+	atomic_uint_least64_t fence_refused[CORE_FENCE_REASON_COUNT_];
+};
+
 struct store {
 	const struct store_ops *ops;
 	store_clock_fn clock;
 	void *clock_ctx;
 	size_t max_comments; /* comments per card; 0: CORE_COMMENTS_MAX (store_limits_set) */
+	struct store_counters counters;
 };
 
 struct store_ops {
@@ -290,11 +304,22 @@ struct store_ops {
 				    int64_t after, size_t limit, int64_t wait_ms,
 				    struct core_event **out, size_t *n, int64_t *next);
 
+	/* The cards that need an operator (DESIGN §15) with their reasons
+	 * (core_attention_reasons at the store's now), newest update first, at most `limit`;
+	 * *truncated when more were found. Never a scan of the whole board: the FS twin reads
+	 * its candidate and claim indexes, the Mongo twin runs indexed queries. */
+	enum core_rc (*attention_list)(struct store *st, const char *board,
+				       const char *const *boards, size_t limit,
+				       struct store_attention **out, size_t *n, bool *truncated);
+
 	/* Runs (DESIGN §5). */
 	enum core_rc (*run_create)(struct store *st, const struct store_run_create *in,
 				   const struct store_actor *actor, struct core_run **out);
-	/* A pruned run answers NOT_FOUND to run_get but *out_pruned tells the reaper it existed. */
+	/* A pruned run answers NOT_FOUND to run_get. */
 	enum core_rc (*run_get)(struct store *st, const char *id, struct core_run **out);
+	/* The same, tombstones included (pruned set): the reaper asks which claim a pruned run
+	 * was created under. NOT_FOUND only for an id never used. */
+	enum core_rc (*run_get_any)(struct store *st, const char *id, struct core_run **out);
 	enum core_rc (*run_update)(struct store *st, const char *id,
 				   const struct store_run_update *u,
 				   const struct store_actor *actor, struct core_run **out);
@@ -316,6 +341,12 @@ struct store_ops {
 					    size_t *touched);
 	enum core_rc (*labels_sweep)(struct store *st, const struct store_label_sweep *sw,
 				     const struct store_actor *actor, size_t *touched);
+
+	/* Metrics (metrics/metrics.h): adds this twin's samples to a scrape — cards by board
+	 * and state (METRICS_CARDS), claims held and expired (now: the twin's clock), and the
+	 * twin's own counters (FS journal, Mongo driver). A failure to read is
+	 * STORE_UNAVAILABLE; what was added by then stays in the sink. */
+	enum core_rc (*stats)(struct store *st, struct metrics_sink *out);
 
 	/* Reaper support (DESIGN §6). */
 	/* Claimed cards with an expired lease (lease_until < now), oldest lease first. */
@@ -347,6 +378,13 @@ enum core_rc store_open(const char *spec, struct store **out, char *err, size_t 
 void store_close(struct store *st);
 const char *store_name(const struct store *st);
 enum core_rc store_ping(struct store *st);
+
+/* Adds the store's samples to a scrape: the fence refusals every twin counts
+ * (METRICS_FENCE_REFUSED, by reason), then the twin's stats op. */
+enum core_rc store_stats(struct store *st, struct metrics_sink *out);
+/* For twins: a fenced write of `t` was refused on card c as the twin observed it; counts the
+ * reason (core_fence_why) for store_stats. Nothing when the fence passes or c is NULL. */
+void store_fence_refused(struct store *st, const struct core_card *c, const struct core_token *t);
 
 /* The store's clock (the injected clock if set). */
 int64_t store_now(struct store *st);
@@ -423,10 +461,20 @@ enum core_rc store_events_list(struct store *st, const char *board, const char *
 			       struct core_event **out, size_t *n, int64_t *next);
 /* Frees an array from store_events_list. */
 void store_events_free(struct core_event *ev, size_t n);
+/* limit 1..1000. *out: caller frees with store_attention_free (also when n is 0). */
+enum core_rc store_attention_list(struct store *st, const char *board, const char *const *boards,
+				  size_t limit, struct store_attention **out, size_t *n,
+				  bool *truncated);
+void store_attention_free(struct store_attention *v, size_t n);
+/* For twins: sorts v (newest update first, then id) and cuts it to limit, freeing the rest;
+ * *truncated tells whether anything was cut. */
+void store_attention_finish(struct store_attention *v, size_t *n, size_t limit,
+			    bool *truncated);
 
 enum core_rc store_run_create(struct store *st, const struct store_run_create *in,
 			      const struct store_actor *actor, struct core_run **out);
 enum core_rc store_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc store_run_get_any(struct store *st, const char *id, struct core_run **out);
 enum core_rc store_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			      const struct store_actor *actor, struct core_run **out);
 enum core_rc store_run_cancel(struct store *st, const char *id, const struct store_actor *actor,

@@ -27,6 +27,7 @@
 #ifndef BOARDD_STORE_FS_FS_H
 #define BOARDD_STORE_FS_FS_H
 
+#include "metrics/metrics.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -74,6 +75,7 @@ struct fs_card_ent {
 	size_t cslot;           /* 1 + its index in fs->claimed; 0 when it holds no claim */
 	size_t rslot;           /* 1 + its index in fs->recov; 0: not a recovery claim */
 	size_t sslot;           /* 1 + its index in its state's posting list; 0: in none */
+	size_t aslot;           /* 1 + its index in fs->attn; 0: not an attention candidate */
 };
 
 /* A list of cards under one key, in no order (fs_post.c): the dependents of a blocker id
@@ -204,6 +206,11 @@ struct fs {
 	struct fs_card_ent **recov; /* the claims held under a recovery marker ("reaper:"), in
 				     * no order: the repair sweep's population, usually tiny */
 	size_t n_recov, cap_recov;
+	struct fs_card_ent **attn; /* attention candidates (core_attention_candidate: gave_up,
+				    * awaiting input, a failed or paused recorded run), in no
+				    * order; with the claimed heap and `recov` they are all that
+				    * GET /v1/attention reads (fs_attention.c) */
+	size_t n_attn, cap_attn;
 	struct fs_map runs; /* id -> struct core_run */
 	struct fs_map floors; /* card id -> struct fs_floor: the epoch floor of ids deleted once
 			       * (never removed; only raised) */
@@ -241,6 +248,7 @@ struct fs {
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;
 	struct store_fs_stats stats;
+	struct metrics_hist group_width; /* lines made durable per successful sync (atomic) */
 	unsigned faults;           /* STORE_FS_FAULT_* (test hook; atomic) */
 
 	/* ---- event visibility and long-poll: guarded by evmu ---- */
@@ -294,6 +302,17 @@ size_t fs_order_lower(const struct fs *fs, uint64_t ord);
 /* Puts ent in, out of, or back in place in the claimed heap and the recovery set, to match
  * ent->card (never allocates). */
 void fs_claimed_update(struct fs *fs, struct fs_card_ent *ent);
+/* ---- attention (fs_attention.c): callers hold `lock` ---- */
+
+/* Puts ent in or out of the attention candidates to match ent->card and its recorded run
+ * (never allocates: room is reserved by fs_change_reserve). */
+void fs_attn_update(struct fs *fs, struct fs_card_ent *ent);
+/* The same for the card a run belongs to, after the run changed. */
+void fs_attn_update_run(struct fs *fs, const struct core_run *r);
+enum core_rc fs_attention_list(struct store *st, const char *board, const char *const *boards,
+			       size_t limit, struct store_attention **out, size_t *n,
+			       bool *truncated);
+
 /* Moves ent's reverse-index edges from `before` (NULL: none) to `now` (NULL: none). */
 void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
 		    const struct core_card *now);
@@ -543,6 +562,8 @@ enum core_rc fs_card_release(struct store *st, const char *id, const struct core
 enum core_rc fs_card_owned_write(struct store *st, const char *id,
 				 const struct store_owned_write *w, const struct store_actor *actor,
 				 struct core_card **out);
+/* store_ops.stats (fs_stats.c). */
+enum core_rc fs_stats(struct store *st, struct metrics_sink *out);
 enum core_rc fs_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
 				    size_t *n);
 enum core_rc fs_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
@@ -566,6 +587,7 @@ enum core_rc fs_labels_sweep(struct store *st, const struct store_label_sweep *s
 enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 			   const struct store_actor *actor, struct core_run **out);
 enum core_rc fs_run_get(struct store *st, const char *id, struct core_run **out);
+enum core_rc fs_run_get_any(struct store *st, const char *id, struct core_run **out);
 enum core_rc fs_run_update(struct store *st, const char *id, const struct store_run_update *u,
 			   const struct store_actor *actor, struct core_run **out);
 enum core_rc fs_run_cancel(struct store *st, const char *id, const struct store_actor *actor,

@@ -281,6 +281,8 @@ enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_t
 	rc = begin_card(st, &t, id, actor, &c, &b);
 	if (rc == CORE_OK)
 		rc = core_claim_renew(c, tok, lease_ms, t.now);
+	if (rc == CORE_ERR_CLAIM_CONFLICT)
+		store_fence_refused(st, c, tok);
 	return end_card(&t, rc, c, out);
 }
 
@@ -304,8 +306,8 @@ enum core_rc fs_card_release(struct store *st, const char *id, const struct core
 	enum core_rc rc;
 
 	rc = begin_card(st, &t, id, actor, &c, &b);
-	if (rc == CORE_OK)
-		rc = core_fence_check(c, tok);
+	if (rc == CORE_OK && (rc = core_fence_check(c, tok)) != CORE_OK)
+		store_fence_refused(st, c, tok);
 	if (rc == CORE_OK)
 		rc = fs_release_with_event(&t, c, NULL);
 	return end_card(&t, rc, c, out);
@@ -339,8 +341,8 @@ enum core_rc fs_card_owned_write(struct store *st, const char *id,
 
 	rc = begin_card(st, &t, id, actor, &c, &b);
 	/* The fence first, for every kind: a stale token changes nothing at all. */
-	if (rc == CORE_OK)
-		rc = core_fence_check(c, &w->token);
+	if (rc == CORE_OK && (rc = core_fence_check(c, &w->token)) != CORE_OK)
+		store_fence_refused(st, c, &w->token);
 	if (rc != CORE_OK)
 		goto out;
 	switch (w->kind) {

@@ -236,6 +236,7 @@ void fs_claimed_update(struct fs *fs, struct fs_card_ent *ent)
 		}
 	}
 	recov_update(fs, ent);
+	fs_attn_update(fs, ent); /* the same publish points: every card write, replay, undo */
 }
 
 /* ---- change sets ---- */
@@ -339,6 +340,7 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 	    fs_map_reserve(&fs->floors, n_floors) ||
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
 	    fs_ptrs_reserve(&fs->recov, &fs->cap_recov, fs->n_recov + n_recov) ||
+	    fs_ptrs_reserve(&fs->attn, &fs->cap_attn, fs->n_attn + ch->n_cards + ch->n_runs) ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new) ||
 	    lists_reserve(fs, ch))
 		return CORE_ERR_NOMEM;
@@ -507,6 +509,7 @@ static void apply_run(struct fs *fs, struct core_run *r, struct fs_undo *u)
 		u->runs[u->n_runs++] = (struct fs_undo_run){.now = r, .old = old};
 	else
 		fs_retire_run(fs, old);
+	fs_attn_update_run(fs, r);
 }
 
 static void apply_event(struct fs *fs, struct core_event *e, struct fs_undo *u)
@@ -581,6 +584,7 @@ void fs_state_release(struct fs *fs)
 	free(fs->order);
 	free(fs->claimed);
 	free(fs->recov);
+	free(fs->attn);
 	fs_map_release(&fs->cards);
 	fs_post_map_release(&fs->deps);
 	fs_post_release(fs);

@@ -234,6 +234,7 @@ static enum core_rc wait_locked(struct fs *fs, uint64_t seq)
 		if (err) {
 			fail_locked(fs, "journal fdatasync", err); /* the loop rolls back next */
 		} else if (target > fs->synced) {
+			metrics_hist_observe(&fs->group_width, METRICS_B_WIDTH, target - fs->synced);
 			fs->synced = target;
 			if (gen == fs->gen && bytes > fs->jsynced_bytes)
 				fs->jsynced_bytes = bytes;

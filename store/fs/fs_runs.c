@@ -110,6 +110,20 @@ enum core_rc fs_run_get(struct store *st, const char *id, struct core_run **out)
 	return rc;
 }
 
+enum core_rc fs_run_get_any(struct store *st, const char *id, struct core_run **out)
+{
+	struct fs *fs = fs_of(st);
+	const struct core_run *r;
+	enum core_rc rc = CORE_ERR_NOT_FOUND;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	r = fs_map_get(&fs->runs, id);
+	if (r)
+		rc = run_out(r, out);
+	pthread_rwlock_unlock(&fs->lock);
+	return rc;
+}
+
 /* A private copy of live run `id` in t: NOT_FOUND for unknown or pruned runs. */
 static enum core_rc txn_run(struct fs_txn *t, const char *id, struct core_run **out)
 {

@@ -179,6 +179,7 @@ static void undo_one(struct fs *fs, struct fs_undo *u)
 			fs_map_replace(&fs->runs, old->id, old);
 		else
 			fs_map_del(&fs->runs, now->id);
+		fs_attn_update_run(fs, now); /* before it is retired: it names the card */
 		retire_run(fs, now);
 	}
 	for (i = u->n_cards; i-- > 0;)

@@ -111,13 +111,16 @@ static const struct store_ops mgo_ops = {
 	.card_comment_add = mgo_card_comment_add,
 	.labels_count = mgo_labels_count,
 	.events_list = mgo_events_list,
+	.attention_list = mgo_attention_list,
 	.run_create = mgo_run_create,
 	.run_get = mgo_run_get,
+	.run_get_any = mgo_run_get_any,
 	.run_update = mgo_run_update,
 	.run_cancel = mgo_run_cancel,
 	.run_prune = mgo_run_prune,
 	.run_promote_if_orphaned = mgo_run_promote_if_orphaned,
 	.run_count_for_card = mgo_run_count_for_card,
+	.stats = mgo_stats,
 	.reaper_list_expired = mgo_reaper_list_expired,
 	.reaper_list_repair = mgo_reaper_list_repair,
 	.reaper_transfer = mgo_reaper_transfer,
@@ -154,9 +157,13 @@ static const struct index_spec indexes[] = {
 	{"cards", "labels", "labels", NULL, false, {NULL}},
 	{"cards", "blockers", "blockers", NULL, false, {NULL}},
 	{"cards", "ord", "ord", NULL, false, {NULL}},
+	{"cards", "claim_marker", "claim.marker", NULL, false, {NULL}}, /* attention: recovery holds */
+	{"cards", "gave_up", "gave_up.at", NULL, false, {NULL}},       /* attention */
+	{"cards", "awaiting_input", "awaiting_input", NULL, false, {NULL}}, /* attention */
 	{"cards", "outbox", "outbox.q_ts", NULL, false, {NULL}},
 	{"events", "seq", "seq", NULL, true, {NULL}},
 	{"runs", "card_id", "card_id", NULL, false, {NULL}},
+	{"runs", "status", "status", NULL, false, {NULL}}, /* attention: failed and paused runs */
 	{"runs", "outbox", "outbox.q_ts", NULL, false, {NULL}},
 };
 
@@ -362,6 +369,9 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
+	if (!mgo_stats_attach(m))
+		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
+				"or error counts\n");
 	rc = mgo_clock_init(m, err, errlen);
 	if (rc == CORE_OK && pthread_mutex_init(&m->counter_mu, NULL) != 0) {
 		mgo_clock_release(m);

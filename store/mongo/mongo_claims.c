@@ -98,8 +98,9 @@ static enum core_rc renew_once(struct mgo_conn *c, const void *arg, bool *hit,
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
 	mgo_evq_init(&q, c->m);
-	if (rc == CORE_OK)
-		rc = core_claim_renew(a.now, x->t, x->lease_ms, c->now);
+	if (rc == CORE_OK && (rc = core_claim_renew(a.now, x->t, x->lease_ms, c->now)) ==
+				    CORE_ERR_CLAIM_CONFLICT)
+		store_fence_refused(&c->m->base, a.was, x->t);
 	if (rc == CORE_OK)
 		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM, &q, hit, out);
 	mgo_evq_release(&q);
@@ -148,8 +149,8 @@ static enum core_rc release_once(struct mgo_conn *c, const void *arg, bool *hit,
 	struct mgo_attempt a;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
-	if (rc == CORE_OK)
-		rc = core_fence_check(a.was, x->t);
+	if (rc == CORE_OK && (rc = core_fence_check(a.was, x->t)) != CORE_OK)
+		store_fence_refused(&c->m->base, a.was, x->t);
 	if (rc == CORE_OK)
 		rc = mgo_release_write(c, &a, NULL, hit, out);
 	mgo_attempt_end(&a);
@@ -227,8 +228,8 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 
 	mgo_evq_init(&q, c->m);
 	/* The fence first, for every kind: a stale token changes nothing at all. */
-	if (rc == CORE_OK)
-		rc = core_fence_check(a.was, &w->token);
+	if (rc == CORE_OK && (rc = core_fence_check(a.was, &w->token)) != CORE_OK)
+		store_fence_refused(&c->m->base, a.was, &w->token);
 	if (rc != CORE_OK)
 		goto out;
 	switch (w->kind) {

@@ -99,6 +99,18 @@ enum core_rc mgo_run_read_any(struct mgo_conn *c, const char *id, struct core_ru
 	return run_read(c, id, out);
 }
 
+enum core_rc mgo_run_get_any(struct store *st, const char *id, struct core_run **out)
+{
+	struct mgo_conn c;
+	enum core_rc rc = mgo_conn_open(mgo_of(st), &c);
+
+	if (rc != CORE_OK)
+		return rc;
+	rc = run_read(&c, id, out);
+	mgo_conn_close(&c);
+	return rc;
+}
+
 enum core_rc mgo_run_get(struct store *st, const char *id, struct core_run **out)
 {
 	struct mgo_conn c;

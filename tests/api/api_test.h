@@ -60,5 +60,6 @@ TCase *api_tcase_units(void);
 TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);
 TCase *api_tcase_next(void);
+TCase *api_tcase_fence(void);
 
 #endif

@@ -110,12 +110,12 @@ START_TEST(one_thread_writes_share_a_sync)
 		const char *p;
 
 		t_must(200, "GET", "/metrics", NULL, NULL, NULL);
-		p = strstr(T_BODY, "\nboardd_fs_syncs_total ");
+		p = strstr(T_BODY, "\nboardd_fs_journal_syncs_total ");
 		ck_assert_ptr_nonnull(p);
-		ck_assert_int_eq(sscanf(p, "\nboardd_fs_syncs_total %llu", &syncs), 1);
-		p = strstr(T_BODY, "\nboardd_fs_commits_total ");
+		ck_assert_int_eq(sscanf(p, "\nboardd_fs_journal_syncs_total %llu", &syncs), 1);
+		p = strstr(T_BODY, "\nboardd_fs_journal_lines_total ");
 		ck_assert_ptr_nonnull(p);
-		ck_assert_int_eq(sscanf(p, "\nboardd_fs_commits_total %llu", &commits), 1);
+		ck_assert_int_eq(sscanf(p, "\nboardd_fs_journal_lines_total %llu", &commits), 1);
 		ck_assert_uint_eq(syncs, s1.syncs);
 		ck_assert_uint_eq(commits, s1.commits);
 	}

@@ -333,7 +333,8 @@ START_TEST(boards_and_meta)
 	json_decref(j);
 	json_decref(t_must(200, "GET", "/readyz", NULL, NULL, NULL));
 	t_must(200, "GET", "/metrics", NULL, NULL, NULL);
-	ck_assert_ptr_nonnull(strstr(T_BODY, "boardd_http_requests_total{status=\"200\"}"));
+	ck_assert_ptr_nonnull(strstr(T_BODY, "boardd_http_request_duration_seconds_count{"
+					     "route=\"/healthz\",method=\"GET\",code=\"200\"} 1\n"));
 	j = t_must(200, "GET", "/openapi.json", NULL, NULL, NULL);
 	ck_assert_ptr_nonnull(json_object_get(json_object_get(j, "paths"), "/v1/cards"));
 	json_decref(j);

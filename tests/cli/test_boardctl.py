@@ -214,6 +214,18 @@ def case_outcomes_and_env(srv, tmp):
     check(run['status'] == 'failed' and run['error'] == 'exit status 1',
           'run failed with its error: %s' % run)
 
+    # the failed job needs an operator: the attention lane says so, and why
+    env = dict(os.environ, BOARDD_URL=srv.url, BOARDD_TOKEN=srv.op)
+    r = subprocess.run([BOARDCTL, '--json', 'attention'], capture_output=True, text=True,
+                       env=env)
+    lane = {c['card']['id']: c['reasons'] for c in json.loads(r.stdout)['cards']} \
+        if r.returncode == 0 else {}
+    check('run_failed' in lane.get('bad1', []), 'attention lists the failed job: %s %s'
+          % (r.stdout[:300], r.stderr))
+    r = subprocess.run([BOARDCTL, 'attention'], capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and re.search(r'bad1.*\n\s+why: .*run_failed', r.stdout),
+          'attention as a table: %s' % r.stdout)
+
     # run --card: the command's exit code; --on-success to any column, or release
     srv.new_card('one', 'rc')
     p = boardctl(srv, ['run', '--card', 'one', '--on-success', 'review', '--', 'true'])

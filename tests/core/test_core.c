@@ -58,6 +58,11 @@ START_TEST(test_ids_and_names)
 	ck_assert(!core_marker_valid(""));
 	ck_assert(core_marker_is_recovery("reaper:h1"));
 	ck_assert(!core_marker_is_recovery("worker-1"));
+	/* Reserved in any case (DESIGN §11). */
+	ck_assert(core_marker_is_recovery("REAPER:x"));
+	ck_assert(core_marker_is_recovery("Reaper:host"));
+	ck_assert(!core_marker_is_recovery("reaper"));
+	ck_assert(!core_marker_is_recovery("reapers:x"));
 	ck_assert(core_status_valid("some_status"));
 	ck_assert(!core_status_valid("Running"));
 	ck_assert(!core_status_valid("abcdefghijklmnopqrstuvwxyzabcdefg"));
@@ -291,6 +296,47 @@ START_TEST(test_claim_missing_epoch_refuses_holder)
 }
 END_TEST
 
+/* DESIGN §11: the holder, the lease a renew keeps, runs of a claim, last-run, final runs. */
+START_TEST(test_fence_holder_and_runs)
+{
+	struct core_card *c = card_in("c1", "ready");
+	struct core_token mine = {"w1", 1, "tok-a"}, theirs = {"w1", 1, "tok-b"},
+			  none = {"w1", 1, NULL}, prev = {"w1", 1, NULL};
+	struct core_run r = {.id = "r1", .card_id = "c1", .owner = "w1", .claim_epoch = 1};
+	bool fresh;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", "tok-a", 5000, NOW, 0, &fresh),
+			 CORE_OK);
+	ck_assert_str_eq(c->claim.holder, "tok-a");
+	ck_assert_int_eq(core_fence_check(c, &mine), CORE_OK);
+	ck_assert_int_eq(core_fence_check(c, &theirs), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_fence_check(c, &none), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", "tok-b", 5000, NOW, 0, &fresh),
+			 CORE_ERR_CLAIM_CONFLICT);
+	/* lease_ms 0 keeps the claim's own */
+	ck_assert_int_eq(core_claim_renew(c, &mine, 0, NOW + 100), CORE_OK);
+	ck_assert_int_eq(c->claim.lease_ms, 5000);
+	ck_assert_int_eq(c->claim.lease_until, NOW + 100 + 5000);
+	/* runs of this claim, and last-run */
+	ck_assert(core_run_of_claim(&r, c));
+	ck_assert_int_eq(core_last_run_check(&r, "c1", &mine), CORE_OK);
+	ck_assert_int_eq(core_last_run_check(&r, "c2", &mine), CORE_ERR_TRANSITION_REJECTED);
+	ck_assert_int_eq(core_last_run_check(NULL, "c1", &mine), CORE_ERR_TRANSITION_REJECTED);
+	r.claim_epoch = 0;
+	ck_assert(!core_run_of_claim(&r, c));
+	ck_assert_int_eq(core_last_run_check(&r, "c1", &mine), CORE_ERR_TRANSITION_REJECTED);
+	r.claim_epoch = 1;
+	/* the transfer asks (marker, epoch) only; the recovery claim is the server's own */
+	ck_assert_int_eq(core_claim_transfer(c, &prev, "reaper:h", LEASE, NOW + 6000, 0), CORE_OK);
+	ck_assert_str_eq(c->claim.holder, "reaper:h");
+	ck_assert(!core_run_of_claim(&r, c)); /* w1's run is not the recovery claim's */
+	ck_assert(core_run_status_final("finished") && core_run_status_final("failed") &&
+		  core_run_status_final("cancelled"));
+	ck_assert(!core_run_status_final("failed_resumable") && !core_run_status_final("running"));
+	core_card_free(c);
+}
+END_TEST
+
 START_TEST(test_fence_and_renew_release)
 {
 	struct core_card *c = card_in("c1", "ready");
@@ -313,6 +359,52 @@ START_TEST(test_fence_and_renew_release)
 	ck_assert_int_eq(c->claim_epoch, 1); /* survives release */
 	ck_assert_int_eq(core_fence_check(c, &good), CORE_ERR_CLAIM_CONFLICT);
 	core_card_free(c);
+}
+END_TEST
+
+/* core_fence_why: one case per row of CORE_FENCE_REASONS. */
+START_TEST(test_fence_reasons)
+{
+	/* The claim is w1's, epoch 1, taken by token "tok-a". */
+	static const struct {
+		const char *marker;
+		int64_t epoch;
+		const char *holder;
+		bool claimed, has_epoch;
+		enum core_fence_reason want;
+		const char *name;
+	} rows[] = {
+		{"w1", 1, "tok-a", true, true, CORE_FENCE_OK, "ok"},
+		{"w1", 1, "tok-a", false, true, CORE_FENCE_UNCLAIMED, "unclaimed"},
+		{"w1", 1, "tok-a", true, false, CORE_FENCE_UNCLAIMED, "unclaimed"},
+		{"w2", 1, "tok-a", true, true, CORE_FENCE_MARKER, "marker"},
+		{"w1", 0, "tok-a", true, true, CORE_FENCE_EPOCH, "epoch"},
+		{"w1", 1, "tok-b", true, true, CORE_FENCE_HOLDER, "holder"},
+		{"w1", 1, NULL, true, true, CORE_FENCE_HOLDER, "holder"},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		struct core_card *c = card_in("c1", "ready");
+		struct core_token t = {rows[i].marker, rows[i].epoch, rows[i].holder};
+		bool fresh;
+
+		if (rows[i].claimed)
+			ck_assert_int_eq(core_claim_acquire(c, &board, "w1", "tok-a", LEASE, NOW, 0,
+							    &fresh),
+					 CORE_OK);
+		c->has_epoch = rows[i].has_epoch;
+		ck_assert_int_eq(core_fence_why(c, &t), rows[i].want);
+		ck_assert_str_eq(core_fence_reason_name(core_fence_why(c, &t)), rows[i].name);
+		ck_assert_int_eq(core_fence_check(c, &t) == CORE_OK, rows[i].want == CORE_FENCE_OK);
+		core_card_free(c);
+	}
+	{
+		struct core_card *c = card_in("c2", "ready");
+
+		ck_assert_int_eq(core_fence_why(c, NULL), CORE_FENCE_UNCLAIMED);
+		core_card_free(c);
+	}
 }
 END_TEST
 
@@ -846,6 +938,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_claim_terminal_rejected);
 	tcase_add_test(tc, test_claim_missing_epoch_refuses_holder);
 	tcase_add_test(tc, test_fence_and_renew_release);
+	tcase_add_test(tc, test_fence_holder_and_runs);
+	tcase_add_test(tc, test_fence_reasons);
 	tcase_add_test(tc, test_transfer_cas);
 	tcase_add_test(tc, test_claim_expired);
 	tcase_add_loop_test(tc, test_transition_table, 0,
@@ -869,6 +963,7 @@ static Suite *core_suite(void)
 			    (int)(sizeof(file_cases) / sizeof(file_cases[0])));
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, test_core_effect_tcase());
+	suite_add_tcase(s, test_core_attention_tcase());
 	return s;
 }
 

@@ -5,5 +5,6 @@
 #include <check.h>
 
 TCase *test_core_effect_tcase(void); /* tests/core/test_effect.c */
+TCase *test_core_attention_tcase(void); /* tests/core/test_attention.c */
 
 #endif

@@ -2,9 +2,10 @@
 """The README's configuration table and `boardd --help` say the same: the same flags, each
 with the same value name, environment variable and default. --help is rendered from the one
 flag table in server/config.c, so a flag added there shows up in --help by itself; this test
-then asks for its README row.
+then asks for its README row, and for its entry in the man page (flag, value name and
+variable; the man page's prose defaults are not compared).
 
-usage: check_config.py path/to/boardd path/to/README.md
+usage: check_config.py path/to/boardd path/to/README.md path/to/boardd.1
 """
 import re
 import subprocess
@@ -55,10 +56,28 @@ def readme_rows(path):
     return rows
 
 
+def man_rows(path):
+    text = open(path, encoding='utf-8').read().replace('\\-', '-')
+    return [m.groups() for m in re.finditer(
+        r'^\.BI --([a-z0-9-]+) " (\S+)"\n\.RB \( (BOARDD_[A-Z0-9_]+) ,', text, re.M)]
+
+
 def main():
-    boardd, readme = sys.argv[1], sys.argv[2]
+    boardd, readme, man = sys.argv[1], sys.argv[2], sys.argv[3]
     h, r = help_rows(boardd), readme_rows(readme)
     failed = 0
+    md = {x[0]: x for x in man_rows(man)}
+    for f, arg, env, _ in h:
+        if f not in md:
+            print('FAIL: --%s is in --help but not in %s' % (f, man))
+            failed += 1
+        elif md[f] != (f, arg, env):
+            print('FAIL: --%s: --help says %s, %s says %s' % (f, (arg, env), man, md[f][1:]))
+            failed += 1
+    for f in md:
+        if f not in [x[0] for x in h]:
+            print('FAIL: --%s is in %s but boardd does not know it' % (f, man))
+            failed += 1
     hd, rd = {x[0]: x for x in h}, {x[0]: x for x in r}
     for f in hd:
         if f not in rd:
@@ -71,7 +90,7 @@ def main():
         if f not in hd:
             print('FAIL: --%s is in the README table but boardd does not know it' % f)
             failed += 1
-    print('%d flags compared, %d mismatches' % (len(h), failed))
+    print('%d flags compared with the README and the man page, %d mismatches' % (len(h), failed))
     return 1 if failed else 0
 
 

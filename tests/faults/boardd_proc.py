@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import time
 import urllib.parse
@@ -38,10 +39,12 @@ def token_add(boardd, tokens, name, roles):
 class Server:
     """One boardd process. start() waits (bounded) for the port line and /readyz 200."""
 
-    def __init__(self, boardd, datadir, tokens, logdir, extra=(), store=None):
+    def __init__(self, boardd, datadir, tokens, logdir, extra=(), store=None, cafile=None):
         """datadir: the FS data directory; store: another store spec (mongodb://...)
-        used instead when given."""
+        used instead when given; cafile: the server speaks HTTPS (extra has --tls-cert and
+        --tls-key) with a certificate this CA file verifies."""
         self.boardd = boardd
+        self.cafile = cafile
         self.datadir = datadir
         self.store = store or 'fs:' + datadir
         self.tokens = tokens
@@ -80,7 +83,8 @@ class Server:
                                                                           self.log_tail())
         while time.monotonic() < deadline:
             try:
-                st, body = Client(self.port, None, timeout=5).call('GET', '/readyz')
+                st, body = Client(self.port, None, timeout=5,
+                                  cafile=self.cafile).call('GET', '/readyz')
                 if st == 200:
                     return True, ''
             except OSError:
@@ -126,10 +130,12 @@ class Client:
     mapped to OSError here) on any transport failure: the caller cannot know whether a write
     that failed that way was applied."""
 
-    def __init__(self, port, token, timeout=10.0):
+    def __init__(self, port, token, timeout=10.0, cafile=None):
+        """cafile: speak HTTPS, verifying the server's certificate with it."""
         self.port = port
         self.token = token
         self.timeout = timeout
+        self.cafile = cafile
         self.conn = None
 
     def close(self):
@@ -139,6 +145,14 @@ class Client:
 
     def call(self, method, path, body=None, headers=None):
         """Returns (status, parsed JSON body or None)."""
+        status, raw = self.call_raw(method, path, body, headers)
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, {'_raw': raw.decode(errors='replace')}
+
+    def call_raw(self, method, path, body=None, headers=None):
+        """Returns (status, the body's bytes)."""
         h = {'Connection': 'keep-alive'}
         if self.token:
             h['Authorization'] = 'Bearer ' + self.token
@@ -148,7 +162,11 @@ class Client:
             h['Content-Type'] = 'application/json'
         h.update(headers or {})
         try:
-            if self.conn is None:
+            if self.conn is None and self.cafile:
+                self.conn = http.client.HTTPSConnection(
+                    '127.0.0.1', self.port, timeout=self.timeout,
+                    context=ssl.create_default_context(cafile=self.cafile))
+            elif self.conn is None:
                 self.conn = http.client.HTTPConnection('127.0.0.1', self.port,
                                                        timeout=self.timeout)
             self.conn.request(method, path, body=data, headers=h)
@@ -160,10 +178,7 @@ class Client:
         except (OSError, http.client.HTTPException) as e:
             self.close()
             raise OSError('%s %s: %s: %s' % (method, path, type(e).__name__, e)) from None
-        try:
-            return status, json.loads(raw) if raw else None
-        except ValueError:
-            return status, {'_raw': raw.decode(errors='replace')}
+        return status, raw
 
 
 def events_since(client, after, board='default', limit=1000):

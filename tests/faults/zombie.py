@@ -23,7 +23,8 @@ Checks, over GET /v1/events and the workers' request logs:
     log, and when the write names its epoch (reason / run id) that epoch is the current one;
   * every 2xx owned write of a worker is in the log exactly once, every 409 is absent, and
     nothing else was answered;
-  * every write of a zombie with its old token after SIGCONT, and every write of the
+  * every write of a zombie with its old token after SIGCONT (its run writes included: a run
+    is fenced by the claim it was created under, DESIGN §11), and every write of the
     controller's burst, was refused 409 and left no event.
 
 usage: zombie.py BOARDD [--workers N] [--cards N] [--stops N] [--lease-ms MS] [--seed S]
@@ -270,9 +271,17 @@ def check_requests(logs, tags, episodes, burst_tags):
     n_ok = n_409 = late = fenced_409 = 0
     for rec in logs:
         st, op, tag = rec['status'], rec['op'], rec['tag']
-        if op in ('get', 'run_create', 'run_update', 'heartbeat'):
-            if st not in (200, 201):
+        if op == 'get':
+            if st != 200:
                 raise Failure('%s answered %s: %s' % (op, st, rec))
+            continue
+        if op in ('run_create', 'run_update', 'heartbeat'):
+            # Runs are fenced by the claim they were created under (DESIGN §11): a worker
+            # that lost its claim is refused 409 on its run too.
+            if st not in (200, 201, 409):
+                raise Failure('%s answered %s: %s' % (op, st, rec))
+            if st == 409:
+                fenced_409 += 1
             continue
         if st not in (200, 409):
             raise Failure('%s answered %s: %s' % (op, st, rec))
@@ -290,7 +299,7 @@ def check_requests(logs, tags, episodes, burst_tags):
         for rec in logs:
             if (rec['marker'] == ep['marker'] and rec['card'] == ep['card'] and
                     rec['epoch'] == ep['epoch'] and rec['t0'] >= ep['t_cont'] and
-                    rec['op'] not in ('get', 'run_create', 'run_update', 'heartbeat')):
+                    rec['op'] != 'get'):
                 late += 1
                 if rec['status'] != 409:
                     raise Failure('zombie %s wrote %s to card %s with its old epoch %d after '

@@ -111,17 +111,35 @@ static void template_build(void)
 	in = (struct store_card_create){.id = "c2", .title = "two", .blockers = &blockers};
 	must(store_card_create(st, &in, &fuzz_actor, &c), "create c2");
 	core_card_free(c);
+	/* c2 is claimable once its blocker is done (DESIGN §11: blockers_pending otherwise). */
+	must(store_card_set_state_from(st, "c1", "ready", "done", "fuzz", &fuzz_actor, &c),
+	     "state");
+	core_card_free(c);
 	must(store_card_claim(st, "c2", "host-1", 600000, &fuzz_actor, &cr), "claim");
 	core_card_free(cr.card);
 	must(store_run_create(st, &rin, &fuzz_actor, &r), "run");
 	core_run_free(r);
+	/* An id deleted once keeps an epoch floor: the snapshot carries it. */
+	in = (struct store_card_create){.id = "c4", .title = "four"};
+	must(store_card_create(st, &in, &fuzz_actor, &c), "create c4");
+	core_card_free(c);
+	must(store_card_claim(st, "c4", "host-1", 600000, &fuzz_actor, &cr), "claim c4");
+	core_card_free(cr.card);
+	must(store_card_delete(st, "c4", &fuzz_actor), "delete c4");
 	must(store_fs_compact(st), "compact");
+	/* A claim-only line (a renew) in the new generation. */
+	{
+		struct core_token t = {.marker = "host-1", .epoch = 1};
+
+		must(store_card_renew(st, "c2", &t, 0, &fuzz_actor, &c), "renew");
+		core_card_free(c);
+	}
 	must(store_card_comment_add(st, "c1", "a comment", &fuzz_actor, &c), "comment");
 	core_card_free(c);
 	in = (struct store_card_create){.id = "c3", .title = "three"};
 	must(store_card_create(st, &in, &fuzz_actor, &c), "create c3");
 	core_card_free(c);
-	must(store_card_set_state_from(st, "c1", "ready", "done", "fuzz", &fuzz_actor, &c),
+	must(store_card_set_state_from(st, "c3", NULL, "ready", "fuzz", &fuzz_actor, &c),
 	     "state");
 	core_card_free(c);
 	must(store_fs_stats_get(st, &stats), "stats");

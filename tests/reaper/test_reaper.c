@@ -18,7 +18,8 @@ static int64_t now_ms;
 static char dir[64];
 static struct store *st;
 static struct server_reaper *reaper;
-static const struct store_actor bot = {"bot"}, worker = {"worker"}, ops = {"ops"};
+static const struct store_actor bot = {"bot"}, worker = {"worker"}, ops = {"ops"},
+				 worker2 = {"worker2"};
 
 static int64_t test_clock(void *ctx)
 {
@@ -168,6 +169,23 @@ static void assert_untouched_by(const char *id, const struct core_card *before)
 
 	ck_assert_msg(core_card_equal(before, after), "card %s changed", id);
 	core_card_free(after);
+}
+
+/* The last event seq. */
+static int64_t ct_seq(void)
+{
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next = 0, seq = 0;
+
+	do {
+		ck_assert_int_eq(store_events_list(st, NULL, NULL, seq, 1000, 0, &ev, &n, &next),
+				 CORE_OK);
+		if (n)
+			seq = ev[n - 1].seq;
+		store_events_free(ev, n);
+	} while (n == 1000);
+	return seq;
 }
 
 /* ---- one scenario per table row ---- */
@@ -751,6 +769,131 @@ START_TEST(test_zombie_writes_refused)
 END_TEST
 
 /* A watchdog filing into done carries run_finished, so the blocker cascade fires. */
+/* Issue 9's zombie, end to end at the store: w1 claims and records run r1; the reaper
+ * promotes r1 and frees the card; w2 claims; w1 wakes and writes r1 finished (refused: r1's
+ * claim is gone); w2 dies before recording a run; the next pass must not file the card done
+ * on r1's word — r1 is a run of an earlier claim, so for w2's claim no run is recorded. */
+START_TEST(test_zombie_run_cannot_file_the_new_owners_card)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct store_run_update fin = {.marker = "w1", .status = "finished"};
+	struct store_claim_result res = {0};
+	struct core_event ev;
+	struct core_run *r = NULL;
+	struct core_card *c;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE / 2);
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_REPARK], 1);
+	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
+	core_card_free(res.card);
+	/* w1's late write: refused, the run unchanged. */
+	ck_assert_int_eq(store_run_update(st, "r1", &fin, &worker, &r), CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_OK);
+	ck_assert_str_eq(r->status, CORE_RUN_FAILED_RESUMABLE);
+	core_run_free(r);
+	/* Even a run of an earlier claim that did finish decides nothing for w2's claim. */
+	ck_assert_int_eq(store_run_create(st, &(struct store_run_create){.id = "r-w2",
+			 .card_id = "c1", .marker = "w2", .status = "finished", .lease_ms = 1},
+			 &worker2, &r), CORE_OK);
+	core_run_free(r);
+	/* w2 dies without recording it: last_run_id still names r1, of w1's claim. */
+	advance(3 * LEASE); /* past w2's lease and its stamp window */
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "in_progress"); /* not done: nobody finished the work */
+	ck_assert(!c->claim.present);
+	ck_assert_str_eq(c->last_run_id, "r1");
+	core_card_free(c);
+	/* The watchdog's own release is a machine event: actor blank. */
+	ck_assert(last_event("c1", CORE_EV_CARD_RELEASED, &ev));
+	ck_assert(ev.machine);
+	ck_assert_str_eq(ev.actor, "");
+	ck_assert_str_eq(ev.reason, "watchdog");
+	core_event_release(&ev);
+}
+END_TEST
+
+/* A finished run of an earlier claim is not a verdict on a later one: w1's run finished and
+ * w1 let go without filing; w2 claims and dies before recording a run. Judged by w1's run,
+ * the card would be filed done for work w2 never did. */
+START_TEST(test_earlier_claims_run_counts_as_none)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct store_claim_result res = {0};
+	struct core_token t = {"w1", e, NULL};
+	struct core_card *c = NULL;
+
+	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	ck_assert_int_eq(store_card_release(st, "c1", &t, &worker, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
+	core_card_free(res.card);
+	advance(3 * LEASE);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "in_progress");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+}
+END_TEST
+
+/* A pruned run of an earlier claim is no give-up for a later one: w1's run was pruned after
+ * w1 let go; w2 claims and dies before recording a run: released, not filed blocked. */
+START_TEST(test_earlier_claims_pruned_run_counts_as_none)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct store_claim_result res = {0};
+	struct core_token t = {"w1", e, NULL};
+	struct core_card *c = NULL;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE);
+	ck_assert_int_eq(store_card_release(st, "c1", &t, &worker, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_run_prune(st, "r1", &ops), CORE_OK);
+	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
+	core_card_free(res.card);
+	advance(3 * LEASE);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "in_progress");
+	ck_assert(!c->gave_up.set);
+	core_card_free(c);
+}
+END_TEST
+
+/* Every write the watchdog makes on its own is a machine event (actor blank); its terminal
+ * filing carries the run's verdict and is not. */
+START_TEST(test_reaper_events_consistent)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_event *ev = NULL;
+	size_t n = 0, i;
+	int64_t next = 0, seq;
+	int filings = 0;
+
+	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	seq = ct_seq();
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_COMPLETE], 1);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, seq, 1000, 0, &ev, &n, &next), CORE_OK);
+	ck_assert_uint_gt(n, 0);
+	for (i = 0; i < n; i++) {
+		if (ev[i].type == CORE_EV_CARD_STATE_CHANGED) {
+			ck_assert_str_eq(ev[i].reason, "run_finished");
+			ck_assert(!ev[i].machine);
+			filings++;
+			continue;
+		}
+		ck_assert_msg(ev[i].machine && strcmp(ev[i].actor, "") == 0,
+			      "%s by the watchdog: machine %d actor '%s'",
+			      core_event_type_name(ev[i].type), ev[i].machine, ev[i].actor);
+	}
+	ck_assert_int_eq(filings, 1);
+	store_events_free(ev, n);
+}
+END_TEST
+
 START_TEST(test_filing_fires_unblocked_cascade)
 {
 	struct store_card_create dep = {.id = "dep", .title = "dep"};
@@ -856,6 +999,10 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_parked_kept_once_then_released);
 	tcase_add_test(tc, test_zombie_writes_refused);
 	tcase_add_test(tc, test_filing_fires_unblocked_cascade);
+	tcase_add_test(tc, test_zombie_run_cannot_file_the_new_owners_card);
+	tcase_add_test(tc, test_reaper_events_consistent);
+	tcase_add_test(tc, test_earlier_claims_run_counts_as_none);
+	tcase_add_test(tc, test_earlier_claims_pruned_run_counts_as_none);
 	tcase_add_test(tc, test_stats_json_shape);
 	tcase_add_test(tc, test_thread_stops_cleanly);
 	suite_add_tcase(s, tc);

@@ -161,6 +161,55 @@ START_TEST(test_zombie_refused_over_http)
 }
 END_TEST
 
+/* Issue 9, finding 1, over HTTP: w1 claims (lease 1 s), moves to in_progress, creates run R
+ * and records it; the reaper promotes R and frees the card; w2 claims; w1 wakes and PATCHes
+ * R finished (was 200: now 409, R unchanged); w2 dies before recording a run; the next pass
+ * must not file the card done (was: done under run_finished). */
+START_TEST(test_zombie_run_write_cannot_file_done)
+{
+	json_t *j;
+	char hdr[64];
+	int64_t epoch;
+
+	json_decref(call_json(201, "POST", "/v1/cards", HARNESS_TOK_BOT, NULL,
+			      "{\"id\":\"c1\",\"state\":\"ready\"}"));
+	j = call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER, NULL,
+		      "{\"marker\":\"w1\",\"lease_ms\":1000}");
+	epoch = json_integer_value(json_object_get(j, "epoch"));
+	json_decref(j);
+	snprintf(hdr, sizeof(hdr), "If-Match: \"%lld\"", (long long)epoch);
+	json_decref(call_json(200, "PATCH", "/v1/cards/c1/state", HARNESS_TOK_WORKER, hdr,
+			      "{\"marker\":\"w1\",\"to\":\"in_progress\"}"));
+	json_decref(call_json(201, "POST", "/v1/runs", HARNESS_TOK_WORKER, NULL,
+			      "{\"id\":\"R\",\"card_id\":\"c1\",\"marker\":\"w1\","
+			      "\"status\":\"running\",\"lease_ms\":1000}"));
+	json_decref(call_json(200, "PUT", "/v1/cards/c1/last-run", HARNESS_TOK_WORKER, hdr,
+			      "{\"marker\":\"w1\",\"run_id\":\"R\"}"));
+	__atomic_add_fetch(&now_ms, 1001, __ATOMIC_SEQ_CST);
+	j = call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
+	ck_assert_int_eq(
+		json_integer_value(json_object_get(json_object_get(j, "actions"), "repark")), 1);
+	json_decref(j);
+	json_decref(call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER2, NULL,
+			      "{\"marker\":\"w2\",\"lease_ms\":1000}"));
+	/* w1 wakes */
+	expect_conflict("PATCH", "/v1/runs/R", NULL, "{\"marker\":\"w1\",\"status\":\"finished\"}");
+	expect_conflict("POST", "/v1/runs/R/heartbeat", NULL, "{\"marker\":\"w1\"}");
+	j = call_json(200, "GET", "/v1/runs/R", HARNESS_TOK_OPERATOR, NULL, NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "failed_resumable");
+	json_decref(j);
+	/* w2 dies before recording a run; past its lease and stamp window */
+	__atomic_add_fetch(&now_ms, 3000, __ATOMIC_SEQ_CST);
+	j = call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
+	ck_assert_int_eq(
+		json_integer_value(json_object_get(json_object_get(j, "actions"), "complete")), 0);
+	json_decref(j);
+	j = call_json(200, "GET", "/v1/cards/c1", HARNESS_TOK_OPERATOR, NULL, NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "state")), "in_progress");
+	json_decref(j);
+}
+END_TEST
+
 static Suite *reaper_http_suite(void)
 {
 	Suite *s = suite_create("reaper-http");
@@ -169,6 +218,7 @@ static Suite *reaper_http_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_zombie_refused_over_http);
+	tcase_add_test(tc, test_zombie_run_write_cannot_file_done);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -155,5 +155,7 @@ Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
 	conformance_add_runs(s);
 	conformance_add_admin(s);
 	conformance_add_next(s);
+	conformance_add_attention(s);
+	conformance_add_fence(s);
 	return s;
 }

@@ -114,6 +114,12 @@ START_TEST(run_cancel_prune_tombstone)
 	ck_assert_int_eq(store_run_prune(st, "r1", &ct_op), CORE_OK);
 	ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_ERR_NOT_FOUND);
 	ck_assert_ptr_null(r);
+	/* The tombstone still says which claim the run was created under (the reaper asks). */
+	ck_assert_int_eq(store_run_get_any(st, "r1", &r), CORE_OK);
+	ck_assert(r->pruned);
+	ck_assert_int_gt(r->claim_epoch, 0);
+	core_run_free(r);
+	ck_assert_int_eq(store_run_get_any(st, "r-never", &r), CORE_ERR_NOT_FOUND);
 	ck_assert_int_eq(store_run_prune(st, "r1", &ct_op), CORE_ERR_NOT_FOUND);
 	ck_assert_int_eq(store_run_update(st, "r1", &u, &ct_bot, &r), CORE_ERR_NOT_FOUND);
 	ck_assert_int_eq(store_run_cancel(st, "r1", &ct_op, &r), CORE_ERR_NOT_FOUND);

@@ -844,6 +844,134 @@ START_TEST(posting_lists_follow_every_path)
 }
 END_TEST
 
+/* ---- the attention candidates: the lane agrees with a scan, through every path ---- */
+
+static int64_t attn_now = 1780000000000LL;
+
+static int64_t attn_clock(void *ctx)
+{
+	(void)ctx;
+	return attn_now;
+}
+
+static void attn_check(struct store *st)
+{
+	struct store_card_filter f = {.claimed = -1, .limit = 1000};
+	struct core_card **v = NULL;
+	struct store_attention *lane = NULL;
+	struct core_board b = {0};
+	char *next = NULL;
+	size_t n, nl, i, k = 0;
+	bool truncated;
+	int64_t now = store_now(st);
+
+	ck_assert_int_eq(store_board_get(st, "default", &b), CORE_OK);
+	ck_assert_int_eq(store_card_list(st, &f, &v, &n, &next), CORE_OK);
+	ck_assert_int_eq(store_attention_list(st, NULL, NULL, 1000, &lane, &nl, &truncated), CORE_OK);
+	for (i = 0; i < n; i++) {
+		struct core_run *r = NULL;
+		unsigned want, got = 0;
+		size_t j;
+
+		if (v[i]->last_run_id)
+			store_run_get(st, v[i]->last_run_id, &r);
+		want = core_attention_reasons(v[i], core_board_is_terminal(&b, v[i]->state), r, now);
+		core_run_free(r);
+		for (j = 0; j < nl; j++)
+			if (strcmp(lane[j].card->id, v[i]->id) == 0)
+				got = lane[j].reasons;
+		ck_assert_msg(got == want, "card %s: lane %#x, scan %#x", v[i]->id, got, want);
+		k += want != 0;
+	}
+	ck_assert_uint_eq(k, nl);
+	ck_assert_uint_gt(nl, 0);
+	store_attention_free(lane, nl);
+	store_cards_free(v, n);
+	free(next);
+	core_board_release(&b);
+}
+
+START_TEST(attention_index_agrees)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct core_card *c = NULL;
+	struct core_run *r = NULL;
+	char id[16], rid[16];
+	int i;
+
+	store_clock_set(st, attn_clock, NULL);
+
+	for (i = 0; i < 60; i++) {
+		struct store_claim_result cr;
+		struct store_owned_write w = {.kind = STORE_OWNED_AWAITING_INPUT,
+					      .awaiting_input = true};
+		struct core_gave_up g = {.set = true, .reason = "run_pruned", .at = 1};
+
+		snprintf(id, sizeof id, "t%03d", i);
+		snprintf(rid, sizeof rid, "r%03d", i);
+		create(st, id);
+		ck_assert_int_eq(store_card_claim(st, id, "w1", i % 2 ? 1000 : 600000, &bot, &cr),
+				 CORE_OK);
+		w.token = (struct core_token){.marker = "w1", .epoch = cr.token.epoch};
+		core_card_free(cr.card);
+		if (i % 3 == 0) {
+			ck_assert_int_eq(store_card_owned_write(st, id, &w, &bot, &c), CORE_OK);
+			core_card_free(c);
+		}
+		if (i % 5 == 0) {
+			struct store_run_create in = {.id = rid, .card_id = id, .marker = "w1",
+						      .status = "running", .lease_ms = 5000};
+			struct store_run_update u = {.marker = "w1",
+						     .status = i % 10 ? "failed" : "paused_operator",
+						     .lease_ms = 5000};
+
+			ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
+			core_run_free(r);
+			w.kind = STORE_OWNED_LAST_RUN;
+			w.run_id = rid;
+			ck_assert_int_eq(store_card_owned_write(st, id, &w, &bot, &c), CORE_OK);
+			core_card_free(c);
+			ck_assert_int_eq(store_run_update(st, rid, &u, &bot, &r), CORE_OK);
+			core_run_free(r);
+		}
+		if (i % 7 == 0) {
+			w.kind = STORE_OWNED_GAVE_UP;
+			w.gave_up = &g;
+			ck_assert_int_eq(store_card_owned_write(st, id, &w, &bot, &c), CORE_OK);
+			core_card_free(c);
+		}
+	}
+	attn_check(st);
+	attn_now += 2000; /* the odd cards' leases expire: the heap's part of the lane */
+	attn_check(st);
+	/* a rollback: refused writes leave the candidates as they were */
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(store_card_delete(st, "t000", &bot), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_run_update(st, "r010", &(struct store_run_update){.marker = "w1",
+			 .status = "running", .lease_ms = 5000}, &bot, &r), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	attn_check(st);
+	/* a run write alone takes its card out; a delete too */
+	ck_assert_int_eq(store_run_update(st, "r010", &(struct store_run_update){.marker = "w1",
+			 .status = "running", .lease_ms = 5000}, &bot, &r), CORE_OK);
+	core_run_free(r);
+	ck_assert_int_eq(store_card_delete(st, "t003", &bot), CORE_OK);
+	attn_check(st);
+	/* rebuilt from the snapshot and the journal */
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	ck_assert_int_eq(store_run_update(st, "r020", &(struct store_run_update){.marker = "w1",
+			 .status = "running", .lease_ms = 5000}, &bot, &r), CORE_OK);
+	core_run_free(r);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	store_clock_set(st, attn_clock, NULL);
+	attn_check(st);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* ---- the claimed heap: the expired listing agrees with a scan, through every path ---- */
 
 static int cmp_lease_id(const void *a, const void *b)
@@ -967,6 +1095,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, restart_loses_nothing);
+	tcase_add_test(tc, attention_index_agrees);
 	tcase_add_test(tc, compaction_keeps_everything);
 	tcase_add_test(tc, background_compaction);
 	tcase_add_test(tc, group_commit_shares_syncs);
@@ -982,6 +1111,7 @@ int main(void)
 	tcase_add_test(tc, claimed_heap_follows_every_path);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
+	suite_add_tcase(s, store_fs_fence_tcase());
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -7,6 +7,8 @@
 
 /* Recovery from damaged directories: torn/corrupt lines, gaps, the legacy sweep. */
 TCase *store_fs_crash_tcase(void);
+/* DESIGN §11 on the FS twin: claim-only journal lines, fence state across restarts. */
+TCase *store_fs_fence_tcase(void);
 /* Path of the journal generation the store is writing (caller frees). */
 char *fx_journal_path(const char *dir, uint64_t gen);
 /* Size of a file, -1 when missing. */

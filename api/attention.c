@@ -1,0 +1,50 @@
+/* GET /v1/attention: the cards that need an operator, each with its reasons (DESIGN §15).
+ * The store decides (store_attention_list: core_attention_reasons at the store's now). */
+#include "api/api_int.h"
+
+enum core_rc api_h_attention(struct api_req *r)
+{
+	const char *board;
+	int64_t limit;
+	struct store_attention *v = NULL;
+	size_t n = 0, i;
+	bool truncated = false;
+	json_t *list;
+	enum core_rc rc;
+
+	if ((rc = api_query(r, "board", &board)) != CORE_OK ||
+	    (rc = api_query_int(r, "limit", 1000, 1, 1000, &limit)) != CORE_OK)
+		return rc;
+	if (board && !core_name_valid(board))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+	if (board && (rc = api_auth_board(r, board)) != CORE_OK)
+		return rc;
+	rc = store_attention_list(r->api->st, board, api_auth_boards(r), (size_t)limit, &v, &n,
+				  &truncated);
+	if (rc != CORE_OK)
+		return rc;
+	list = json_array();
+	for (i = 0; list && i < n; i++) {
+		json_t *reasons = json_array(), *item;
+		int k;
+
+		for (k = 0; reasons && k < CORE_ATTN_COUNT_; k++)
+			if ((v[i].reasons & (1u << k)) &&
+			    json_array_append_new(reasons,
+						  json_string(core_attention_reason_name(k))) != 0) {
+				json_decref(reasons);
+				reasons = NULL;
+			}
+		item = reasons ? json_pack("{s:o, s:o}", "card", store_card_to_json(v[i].card),
+					   "reasons", reasons)
+			       : NULL;
+		if (!item || json_array_append_new(list, item) != 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	}
+	store_attention_free(v, n);
+	if (!list)
+		return CORE_ERR_NOMEM;
+	return api_reply(r, 200, json_pack("{s:o, s:b}", "cards", list, "truncated", truncated));
+}

@@ -1,0 +1,437 @@
+/* GET /v1/events/stream: the audit tail as Server-Sent Events (DESIGN §15).
+ *
+ * Per event: "id: <seq>", "event: <type>", "data: <event JSON>" and a blank line; a comment
+ * line when the stream was idle for stream_heartbeat_ms (15 s); resumable from `after` or
+ * the Last-Event-ID header (which wins: a reconnecting EventSource sends it); scoped as
+ * GET /v1/events (the `board` asked for, within the token's boards).
+ *
+ * No thread is held per stream. The answer is an MHD callback response: MHD calls
+ * stream_read on the connection's own pool thread whenever the socket can take more; with
+ * nothing to send, stream_read suspends the connection (allowed from a content reader) and
+ * returns 0. One hub thread for all streams waits on the store for any new event and resumes
+ * the suspended streams when one arrives or a heartbeat is due; each then reads its own
+ * events from the store (scoped, from its own cursor) on its pool thread, without waiting.
+ * At most cfg.max_streams are open: past that the answer is 503 busy with Retry-After.
+ *
+ * Lifetime: a stream lives from the handler until MHD destroys the response (stream_free),
+ * on its list under hub->mu. The hub touches a stream's connection only while the stream is
+ * suspended, which MHD's side cannot end but through the hub (or api_streams_stop). */
+#include "api/api_int.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STREAM_BATCH 100        /* events read per store call */
+#define STREAM_HUB_WAIT_MS 500  /* the hub's store wait: its heartbeat resolution */
+#define STREAM_BLOCK (16 * 1024)
+
+struct api_stream {
+	struct api *a;
+	struct MHD_Connection *conn;
+	char *board;     /* owned; NULL: every board in scope */
+	char **boards;   /* owned NULL-terminated copy of the token's boards; NULL: all */
+	int64_t after;   /* the cursor: the seq after which the next read starts */
+	char *buf;       /* bytes owed to the client: buf[off, len) */
+	size_t off, len, cap;
+	/* under hub->mu */
+	int64_t last_write_ms; /* monotonic */
+	int64_t seen;          /* hub->seq when it last read the store */
+	bool suspended;
+	struct api_stream *prev, *next;
+};
+
+struct api_streams {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;  /* the hub: a first stream, or stop */
+	pthread_t th;
+	bool started, stop;
+	struct api_stream *head;
+	unsigned n;
+	int64_t seq;        /* the newest event seq the hub has seen (every board) */
+};
+
+/* ---- the per-stream buffer ---- */
+
+static bool buf_reserve(struct api_stream *s, size_t more)
+{
+	size_t cap = s->cap ? s->cap : 4096;
+	char *nb;
+
+	if (s->len + more <= s->cap)
+		return true;
+	while (cap < s->len + more)
+		cap *= 2;
+	nb = realloc(s->buf, cap);
+	if (!nb)
+		return false;
+	s->buf = nb;
+	s->cap = cap;
+	return true;
+}
+
+static bool buf_add(struct api_stream *s, const char *text, size_t n)
+{
+	if (!buf_reserve(s, n))
+		return false;
+	memcpy(s->buf + s->len, text, n);
+	s->len += n;
+	return true;
+}
+
+/* One event as an SSE frame. The JSON is compact: one line, newlines escaped. */
+static bool frame_add(struct api_stream *s, const struct core_event *e)
+{
+	json_t *j = store_event_to_json(e);
+	char *data = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	char head[96];
+	int hl;
+	bool ok;
+
+	json_decref(j);
+	if (!data)
+		return false;
+	hl = snprintf(head, sizeof head, "id: %" PRId64 "\nevent: %s\ndata: ", e->seq,
+		      core_event_type_name(e->type));
+	ok = hl > 0 && (size_t)hl < sizeof head && buf_add(s, head, (size_t)hl) &&
+	     buf_add(s, data, strlen(data)) && buf_add(s, "\n\n", 2);
+	free(data);
+	return ok;
+}
+
+static ssize_t buf_out(struct api_stream *s, char *out, size_t max)
+{
+	size_t n = s->len - s->off;
+
+	if (n > max)
+		n = max;
+	memcpy(out, s->buf + s->off, n);
+	s->off += n;
+	if (s->off == s->len)
+		s->off = s->len = 0;
+	return (ssize_t)n;
+}
+
+/* ---- MHD's side ---- */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct api_stream *s = cls;
+	struct api_streams *h = s->a->streams;
+	struct core_event *ev = NULL;
+	size_t n = 0, i;
+	int64_t next = 0, seen, now;
+	enum core_rc rc;
+	bool stop, beat;
+
+	(void)pos;
+	if (s->off < s->len)
+		return buf_out(s, out, max);
+	pthread_mutex_lock(&h->mu);
+	stop = h->stop;
+	seen = h->seq;
+	pthread_mutex_unlock(&h->mu);
+	if (stop)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	rc = store_events_list(s->a->st, s->board, (const char *const *)s->boards, s->after,
+			       STREAM_BATCH, 0, &ev, &n, &next);
+	if (rc != CORE_OK)
+		return MHD_CONTENT_READER_END_WITH_ERROR; /* the client resumes from its last id */
+	for (i = 0; i < n; i++)
+		if (!frame_add(s, &ev[i])) {
+			store_events_free(ev, n);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+	store_events_free(ev, n);
+	if (next > s->after)
+		s->after = next;
+	now = api_mono_ms();
+	pthread_mutex_lock(&h->mu);
+	beat = n == 0 && now - s->last_write_ms >= s->a->cfg.stream_heartbeat_ms;
+	if (beat && !buf_add(s, ": keep-alive\n\n", 14)) {
+		pthread_mutex_unlock(&h->mu);
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	if (s->len > 0) {
+		s->last_write_ms = now;
+		pthread_mutex_unlock(&h->mu);
+		return buf_out(s, out, max);
+	}
+	/* Nothing to say. Unless the hub saw an event since we read, wait for it to wake us;
+	 * deciding under hub->mu is what keeps the hub from missing a suspended stream. */
+	if (h->seq == seen && !h->stop) {
+		s->seen = seen;
+		s->suspended = true;
+		MHD_suspend_connection(s->conn);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return 0;
+}
+
+static void stream_free(void *cls)
+{
+	struct api_stream *s = cls;
+	struct api_streams *h = s->a->streams;
+	size_t i;
+
+	pthread_mutex_lock(&h->mu);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		h->head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	h->n--;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	for (i = 0; s->boards && s->boards[i]; i++)
+		free(s->boards[i]);
+	free(s->boards);
+	free(s->board);
+	free(s->buf);
+	free(s);
+}
+
+/* ---- the hub ---- */
+
+/* Resumes the suspended streams that have news or owe a heartbeat (all of them when
+ * stopping). Caller holds h->mu. */
+static void hub_wake(struct api *a, bool all)
+{
+	struct api_streams *h = a->streams;
+	int64_t now = api_mono_ms();
+	struct api_stream *s;
+
+	for (s = h->head; s; s = s->next) {
+		if (!s->suspended)
+			continue;
+		if (all || h->seq > s->seen ||
+		    now - s->last_write_ms >= a->cfg.stream_heartbeat_ms) {
+			s->suspended = false;
+			MHD_resume_connection(s->conn);
+		}
+	}
+}
+
+static void *hub_main(void *arg)
+{
+	struct api *a = arg;
+	struct api_streams *h = a->streams;
+	int64_t after = 0; /* catches up to the tail in batches at its first streams */
+
+	pthread_mutex_lock(&h->mu);
+	while (!h->stop) {
+		struct core_event *ev = NULL;
+		size_t n = 0;
+		int64_t next = 0;
+		enum core_rc rc;
+
+		if (!h->head) { /* no stream: no reason to read the store */
+			pthread_cond_wait(&h->cv, &h->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&h->mu);
+		rc = store_events_list(a->st, NULL, NULL, after, 1000, STREAM_HUB_WAIT_MS, &ev, &n,
+				       &next);
+		store_events_free(ev, n);
+		if (rc != CORE_OK) {
+			struct timespec nap = {0, STREAM_HUB_WAIT_MS * 1000000L};
+
+			nanosleep(&nap, NULL); /* the store is down: heartbeats go on */
+			next = after;
+		}
+		pthread_mutex_lock(&h->mu);
+		if (next > after)
+			after = h->seq = next;
+		hub_wake(a, false);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+enum core_rc api_streams_init(struct api *a)
+{
+	struct api_streams *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return CORE_ERR_NOMEM;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cv, NULL);
+	a->streams = h;
+	return CORE_OK;
+}
+
+void api_streams_stop(struct api *a)
+{
+	struct api_streams *h = a->streams;
+	int64_t deadline = api_mono_ms() + 2000;
+	bool started;
+
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->stop = true;
+	started = h->started;
+	pthread_cond_broadcast(&h->cv);
+	hub_wake(a, true);
+	pthread_mutex_unlock(&h->mu);
+	if (started)
+		pthread_join(h->th, NULL);
+	/* The streams answer their end at once; give their connections a moment to finish
+	 * (MHD_stop_daemon frees what is left: nothing stays suspended). */
+	pthread_mutex_lock(&h->mu);
+	while (h->n > 0 && api_mono_ms() < deadline) {
+		struct api_stream *s;
+
+		for (s = h->head; s; s = s->next)
+			if (s->suspended) { /* suspended after the wake above: a last look */
+				s->suspended = false;
+				MHD_resume_connection(s->conn);
+			}
+		pthread_mutex_unlock(&h->mu);
+		{
+			struct timespec nap = {0, 10 * 1000000L};
+
+			nanosleep(&nap, NULL);
+		}
+		pthread_mutex_lock(&h->mu);
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+void api_streams_free(struct api *a)
+{
+	struct api_streams *h = a->streams;
+
+	if (!h)
+		return;
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+	a->streams = NULL;
+}
+
+/* ---- the handler ---- */
+
+static char **boards_copy(const char *const *v, bool *ok)
+{
+	size_t n = 0, i;
+	char **out;
+
+	*ok = true;
+	if (!v)
+		return NULL;
+	while (v[n])
+		n++;
+	out = calloc(n + 1, sizeof(*out));
+	for (i = 0; out && i < n; i++)
+		if (!(out[i] = strdup(v[i]))) {
+			while (i-- > 0)
+				free(out[i]);
+			free(out);
+			out = NULL;
+		}
+	*ok = out != NULL;
+	return out;
+}
+
+/* Last-Event-ID: a seq (digits only); NULL when absent. */
+static enum core_rc last_event_id(struct api_req *r, int64_t *after)
+{
+	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Last-Event-ID");
+	char *end;
+	long long x;
+
+	if (!v)
+		return CORE_OK;
+	if (*v < '0' || *v > '9')
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"Last-Event-ID must be an event seq (an integer >= 0)");
+	x = strtoll(v, &end, 10);
+	if (*end || x < 0 || x == LLONG_MAX)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"Last-Event-ID must be an event seq (an integer >= 0)");
+	*after = x;
+	return CORE_OK;
+}
+
+/* Frees a stream that is on no list (never handed to MHD). */
+static void stream_discard(struct api_stream *s)
+{
+	size_t i;
+
+	for (i = 0; s->boards && s->boards[i]; i++)
+		free(s->boards[i]);
+	free(s->boards);
+	free(s->board);
+	free(s->buf);
+	free(s);
+}
+
+enum core_rc api_h_events_stream(struct api_req *r)
+{
+	struct api *a = r->api;
+	struct api_streams *h = a->streams;
+	struct api_stream *s = NULL;
+	struct MHD_Response *resp;
+	const char *board;
+	int64_t after;
+	bool ok, busy;
+	enum core_rc rc;
+
+	if ((rc = api_query(r, "board", &board)) != CORE_OK ||
+	    (rc = api_query_int(r, "after", 0, 0, INT64_MAX, &after)) != CORE_OK ||
+	    (rc = last_event_id(r, &after)) != CORE_OK)
+		return rc;
+	if (board && !core_name_valid(board))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+	if (board && (rc = api_auth_board(r, board)) != CORE_OK)
+		return rc;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return CORE_ERR_NOMEM;
+	s->a = a;
+	s->conn = r->conn;
+	s->after = after;
+	s->boards = boards_copy(api_auth_boards(r), &ok);
+	if (!ok || (board && !(s->board = strdup(board))) ||
+	    !buf_add(s, "retry: 2000\n: stream open\n\n", 27)) {
+		stream_discard(s);
+		return CORE_ERR_NOMEM;
+	}
+	pthread_mutex_lock(&h->mu);
+	busy = h->stop || h->n >= a->cfg.max_streams;
+	if (!busy) {
+		/* Listed from here on: stream_free unlists it, whatever happens to resp. */
+		s->next = h->head;
+		if (h->head)
+			h->head->prev = s;
+		h->head = s;
+		h->n++;
+		s->last_write_ms = api_mono_ms();
+		s->seen = h->seq;
+		if (!h->started)
+			h->started = pthread_create(&h->th, NULL, hub_main, a) == 0;
+		pthread_cond_broadcast(&h->cv);
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (busy) {
+		stream_discard(s);
+		return api_fail(r, CORE_ERR_BUSY, "at most %u event streams are open at once; retry",
+				a->cfg.max_streams);
+	}
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, s,
+						 stream_free);
+	if (!resp) {
+		stream_free(s);
+		return CORE_ERR_NOMEM;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	r->resp = resp;
+	r->status = 200;
+	return CORE_OK;
+}

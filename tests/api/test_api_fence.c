@@ -1,0 +1,255 @@
+/* DESIGN §11 over HTTP (issue 9): the claim bound to its token, runs fenced and final,
+ * last-run checked, reopen and revoke releasing, epochs across delete, the reserved marker
+ * in any case, blockers, renew keeping its lease, the comment limit, and details that say
+ * what was wrong. Each test runs against a fresh in-process server. */
+#include "tests/api/api_test.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *detail(const json_t *j)
+{
+	return t_str(j, "detail");
+}
+
+/* Asserts a problem answer whose detail contains `needle`. */
+static void t_problem_says(int want, const char *code, const char *needle, const char *method,
+			   const char *path, const char *tok, const char *hdr, const char *body)
+{
+	json_t *j = t_must(want, method, path, tok, hdr, body);
+
+	ck_assert_str_eq(t_str(j, "code"), code);
+	ck_assert_msg(detail(j) && strstr(detail(j), needle), "detail \"%s\" lacks \"%s\"",
+		      detail(j) ? detail(j) : "", needle);
+	json_decref(j);
+}
+
+START_TEST(claim_bound_to_the_token)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], body[128], hdr[64], *before;
+	long long e = t_claim(id, "w1");
+	json_t *j;
+
+	snprintf(path, sizeof path, "/v1/cards/%s", id);
+	j = t_must(200, "GET", path, BOT, NULL, NULL);
+	ck_assert_str_eq(t_str(json_object_get(j, "claim"), "holder"), "t-worker");
+	json_decref(j);
+	before = t_card_raw(id);
+	/* Another worker token that read (marker, epoch) off the card is not the holder. */
+	snprintf(body, sizeof body, "{\"marker\":\"w1\",\"epoch\":%lld}", e);
+	snprintf(hdr, sizeof hdr, "If-Match: \"%lld\"", e);
+	snprintf(path, sizeof path, "/v1/cards/%s/renew", id);
+	t_problem(409, "claim_conflict", "POST", path, W2, NULL, body);
+	snprintf(path, sizeof path, "/v1/cards/%s/release", id);
+	t_problem(409, "claim_conflict", "POST", path, W2, NULL, body);
+	snprintf(path, sizeof path, "/v1/cards/%s/claim", id);
+	t_problem(409, "claim_conflict", "POST", path, W2, NULL, "{\"marker\":\"w1\"}");
+	ck_assert_int_eq(t_owned_state(W2, id, "w1", e, "review"), 409);
+	snprintf(path, sizeof path, "/v1/cards/%s/awaiting-input", id);
+	t_problem(409, "claim_conflict", "PUT", path, W2, hdr,
+		  "{\"marker\":\"w1\",\"awaiting_input\":true}");
+	snprintf(body, sizeof body, "{\"card_id\":\"%s\",\"marker\":\"w1\",\"status\":\"running\"}",
+		 id);
+	t_problem(409, "claim_conflict", "POST", "/v1/runs", W2, NULL, body);
+	{
+		char *after = t_card_raw(id);
+
+		ck_assert_str_eq(before, after);
+		free(after);
+	}
+	free(before);
+	/* The holder's own token goes on. */
+	ck_assert_int_eq(t_owned_state(W, id, "w1", e, "review"), 200);
+	free(id);
+}
+END_TEST
+
+START_TEST(runs_fenced_and_final)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), body[256], hdr[64], path[128];
+	long long e = t_claim(id, "w1");
+	json_t *j;
+
+	snprintf(body, sizeof body,
+		 "{\"id\":\"r1\",\"card_id\":\"%s\",\"marker\":\"w1\",\"status\":\"running\"}", id);
+	j = t_must(201, "POST", "/v1/runs", W, NULL, body);
+	ck_assert_int_eq(t_int(j, "claim_epoch"), e);
+	json_decref(j);
+	/* run events carry the marker */
+	j = t_must(200, "GET", "/v1/events?after=0&limit=1000", OP, NULL, NULL);
+	{
+		json_t *ev = json_object_get(j, "events"), *last;
+
+		last = json_array_get(ev, json_array_size(ev) - 1);
+		ck_assert_str_eq(t_str(last, "type"), "run_created");
+		ck_assert_str_eq(t_str(json_object_get(last, "payload"), "marker"), "w1");
+	}
+	json_decref(j);
+	/* last-run: a made-up run, and a run of another card, are refused 422 */
+	snprintf(hdr, sizeof hdr, "If-Match: \"%lld\"", e);
+	snprintf(path, sizeof path, "/v1/cards/%s/last-run", id);
+	t_problem_says(422, "transition_rejected", "no run made-up", "PUT", path, W, hdr,
+		       "{\"marker\":\"w1\",\"run_id\":\"made-up\"}");
+	json_decref(t_must(200, "PUT", path, W, hdr, "{\"marker\":\"w1\",\"run_id\":\"r1\"}"));
+	/* final stays final: the owner cannot undo it, nor an operator cancel it */
+	json_decref(t_must(200, "PATCH", "/v1/runs/r1", W, NULL,
+			   "{\"marker\":\"w1\",\"status\":\"cancelled\"}"));
+	t_problem(409, "run_final", "PATCH", "/v1/runs/r1", W, NULL,
+		  "{\"marker\":\"w1\",\"status\":\"running\"}");
+	t_problem(409, "run_final", "POST", "/v1/runs/r1/heartbeat", W, NULL, "{\"marker\":\"w1\"}");
+	t_problem(409, "run_final", "POST", "/v1/runs/r1/cancel", OP, NULL, NULL);
+	j = t_must(200, "GET", "/v1/runs/r1", BOT, NULL, NULL);
+	ck_assert_str_eq(t_str(j, "status"), "cancelled");
+	json_decref(j);
+	free(id);
+}
+END_TEST
+
+START_TEST(reopen_and_revoke_release)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], body[128];
+	long long e = t_claim(id, "w1");
+	json_t *j;
+
+	ck_assert_int_eq(t_owned_state(W, id, "w1", e, "done"), 200);
+	snprintf(path, sizeof path, "/v1/cards/%s/reopen", id);
+	t_problem_says(422, "transition_rejected", "not a working column", "POST", path, OP, NULL,
+		       "{\"to\":\"blocked\"}");
+	t_problem_says(422, "transition_rejected", "no column nowhere", "POST", path, OP, NULL,
+		       "{\"to\":\"nowhere\"}");
+	j = t_must(200, "POST", path, OP, NULL, "{\"to\":\"ready\"}");
+	ck_assert(json_is_null(json_object_get(j, "claim")));
+	ck_assert_int_eq(t_int(j, "claim_epoch"), e);
+	json_decref(j);
+	/* the worker that filed it done can no longer write */
+	ck_assert_int_eq(t_owned_state(W, id, "w1", e, "in_progress"), 409);
+	snprintf(body, sizeof body, "{\"marker\":\"w1\",\"epoch\":%lld}", e);
+	snprintf(path, sizeof path, "/v1/cards/%s/renew", id);
+	t_problem(409, "claim_conflict", "POST", path, W, NULL, body);
+
+	/* revoke: the operator's lever when the reaper is off */
+	e = t_claim(id, "w1");
+	snprintf(path, sizeof path, "/v1/cards/%s/claim/revoke", id);
+	t_problem(403, "forbidden", "POST", path, W, NULL, NULL);
+	j = t_must(200, "POST", path, OP, NULL, NULL);
+	ck_assert(json_is_null(json_object_get(j, "claim")));
+	json_decref(j);
+	j = t_must(200, "GET", "/v1/events?after=0&limit=1000", OP, NULL, NULL);
+	{
+		json_t *ev = json_object_get(j, "events"), *last;
+
+		last = json_array_get(ev, json_array_size(ev) - 1);
+		ck_assert_str_eq(t_str(last, "type"), "card_released");
+		ck_assert_str_eq(t_str(last, "reason"), "operator_revoke");
+		ck_assert_str_eq(t_str(last, "actor"), "t-operator");
+	}
+	json_decref(j);
+	snprintf(path, sizeof path, "/v1/cards/%s/renew", id);
+	snprintf(body, sizeof body, "{\"marker\":\"w1\",\"epoch\":%lld}", e);
+	t_problem(409, "claim_conflict", "POST", path, W, NULL, body);
+	t_problem(404, "not_found", "POST", "/v1/cards/ghost/claim/revoke", OP, NULL, NULL);
+	free(id);
+}
+END_TEST
+
+START_TEST(epochs_never_repeat_and_markers_reserved)
+{
+	char path[128], body[128];
+	long long e1, e2;
+
+	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"id\":\"re\",\"state\":\"ready\"}"));
+	e1 = t_claim("re", "w1");
+	ck_assert_int_eq(t_call("DELETE", "/v1/cards/re", OP, NULL, NULL, NULL), 204);
+	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"id\":\"re\",\"state\":\"ready\"}"));
+	e2 = t_claim("re", "w1");
+	ck_assert_int_gt(e2, e1);
+	snprintf(body, sizeof body, "{\"marker\":\"w1\",\"epoch\":%lld}", e1);
+	t_problem(409, "claim_conflict", "POST", "/v1/cards/re/renew", W, NULL, body);
+	/* the reaper's marker family, in any case */
+	snprintf(path, sizeof path, "/v1/cards/re/claim");
+	t_problem(400, "bad_request", "POST", path, W2, NULL, "{\"marker\":\"REAPER:x\"}");
+	t_problem(400, "bad_request", "POST", path, W2, NULL, "{\"marker\":\"Reaper:host\"}");
+}
+END_TEST
+
+START_TEST(blockers_pending_and_dependents)
+{
+	json_t *j;
+
+	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"id\":\"a\",\"state\":\"ready\"}"));
+	j = t_must(201, "POST", "/v1/cards", BOT, NULL,
+		   "{\"id\":\"b\",\"state\":\"ready\",\"blockers\":[\"a\"]}");
+	ck_assert_str_eq(t_str(j, "state"), "waiting_deps");
+	json_decref(j);
+	t_problem_says(409, "blockers_pending", "blocker a", "POST", "/v1/cards/b/claim", W, NULL,
+		       "{\"marker\":\"w1\"}");
+	t_problem_says(409, "dependents_outstanding", "blockers", "DELETE", "/v1/cards/a", OP, NULL,
+		       NULL);
+	json_decref(t_must(200, "PATCH", "/v1/cards/a/state", OP, NULL, "{\"to\":\"done\"}"));
+	t_claim("b", "w1");
+}
+END_TEST
+
+START_TEST(renew_keeps_the_lease_and_limits)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], body[128];
+	json_t *j;
+	long long e;
+	int i;
+
+	snprintf(path, sizeof path, "/v1/cards/%s/claim", id);
+	j = t_must(200, "POST", path, W, NULL, "{\"marker\":\"w1\",\"lease_ms\":5000}");
+	e = t_int(j, "epoch");
+	json_decref(j);
+	snprintf(path, sizeof path, "/v1/cards/%s/renew", id);
+	snprintf(body, sizeof body, "{\"marker\":\"w1\",\"epoch\":%lld}", e);
+	j = t_must(200, "POST", path, W, NULL, body);
+	ck_assert_int_eq(t_int(j, "lease_ms"), 5000); /* not the 15-minute default */
+	json_decref(j);
+
+	store_limits_set(T.st, 2);
+	snprintf(path, sizeof path, "/v1/cards/%s/comments", id);
+	for (i = 0; i < 2; i++)
+		json_decref(t_must(201, "POST", path, BOT, NULL, "{\"body\":\"note\"}"));
+	t_problem_says(413, "payload_too_large", "at most 2", "POST", path, BOT, NULL,
+		       "{\"body\":\"one too many\"}");
+	free(id);
+}
+END_TEST
+
+START_TEST(details_name_what_was_wrong)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], body[160];
+
+	t_problem_says(422, "transition_rejected", "no column nowhere", "POST", "/v1/cards", BOT,
+		       NULL, "{\"state\":\"nowhere\"}");
+	t_problem_says(404, "not_found", "no board ghost", "POST", "/v1/cards", OP, NULL,
+		       "{\"board\":\"ghost\"}");
+	snprintf(path, sizeof path, "/v1/cards/%s/state", id);
+	t_problem_says(422, "transition_rejected", "no column nowhere", "PATCH", path, OP, NULL,
+		       "{\"to\":\"nowhere\"}");
+	t_problem_says(422, "transition_rejected", "blocker ghost is not a card", "POST",
+		       "/v1/cards", BOT, NULL, "{\"blockers\":[\"ghost\"]}");
+	snprintf(path, sizeof path, "/v1/cards/%s", id);
+	snprintf(body, sizeof body, "{\"blockers\":[\"%s\"]}", id);
+	t_problem_says(422, "transition_rejected", "cannot block itself", "PATCH", path, BOT, NULL,
+		       body);
+	free(id);
+}
+END_TEST
+
+TCase *api_tcase_fence(void)
+{
+	TCase *tc = tcase_create("fence");
+
+	tcase_add_checked_fixture(tc, t_setup, t_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, claim_bound_to_the_token);
+	tcase_add_test(tc, runs_fenced_and_final);
+	tcase_add_test(tc, reopen_and_revoke_release);
+	tcase_add_test(tc, epochs_never_repeat_and_markers_reserved);
+	tcase_add_test(tc, blockers_pending_and_dependents);
+	tcase_add_test(tc, renew_keeps_the_lease_and_limits);
+	tcase_add_test(tc, details_name_what_was_wrong);
+	return tc;
+}

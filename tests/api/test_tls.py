@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""HTTPS end to end: boardd with --tls-cert/--tls-key and a self-signed certificate made
+here (the openssl CLI). Checks that curl --cacert gets answers, that TLS 1.1 is refused
+(with a control proving the client speaks 1.1 to a server that allows it), that plain HTTP
+on the TLS port is not served, and that SIGHUP serves a new pair on the same listener while
+a bad new pair keeps the old one and says why.
+
+usage: test_tls.py path/to/boardd
+"""
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'faults'))
+import boardd_proc  # noqa: E402
+
+BOARDD = sys.argv[1]
+failed = 0
+
+
+def check(cond, what):
+    global failed
+    print(('ok   ' if cond else 'FAIL ') + what)
+    if not cond:
+        failed += 1
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def make_pair(d, name, cn):
+    """A self-signed P-256 certificate for 127.0.0.1 (its own CA) and its key."""
+    cert, key = os.path.join(d, name + '.crt'), os.path.join(d, name + '.key')
+    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
+                    'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert,
+                    '-subj', '/CN=' + cn, '-addext', 'subjectAltName=IP:127.0.0.1',
+                    '-days', '2'], check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def served_cert(port):
+    """The PEM certificate the server presents now (no verification)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(('127.0.0.1', port), timeout=10) as s:
+        with ctx.wrap_socket(s) as t:
+            return ssl.DER_cert_to_PEM_cert(t.getpeercert(binary_form=True))
+
+
+def same_cert(pem_a, path_b):
+    with open(path_b) as f:
+        return ssl.PEM_cert_to_DER_cert(pem_a) == ssl.PEM_cert_to_DER_cert(f.read())
+
+
+def curl(port, cafile, path, extra=()):
+    return subprocess.run(['curl', '-sS', '--max-time', '10', '--cacert', cafile] +
+                          list(extra) + ['https://127.0.0.1:%d%s' % (port, path)],
+                          capture_output=True, text=True, timeout=30)
+
+
+def gnutls_tls11(port, cafile):
+    """True when a TLS 1.1-only handshake with 127.0.0.1:port completes."""
+    r = subprocess.run(['gnutls-cli', '--priority', 'NORMAL:-VERS-ALL:+VERS-TLS1.1',
+                        '--x509cafile', cafile, '-p', str(port), '127.0.0.1'],
+                       input='', capture_output=True, text=True, timeout=30)
+    return 'Handshake was completed' in r.stdout + r.stderr
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix='boardd-tls-') as tmp:
+        cert1, key1 = make_pair(tmp, 'one', 'boardd-one')
+        cert2, key2 = make_pair(tmp, 'two', 'boardd-two')
+        live_cert, live_key = os.path.join(tmp, 'live.crt'), os.path.join(tmp, 'live.key')
+        os.link(cert1, live_cert)
+        os.link(key1, live_key)
+        tokens = os.path.join(tmp, 'tokens.json')
+        worker = boardd_proc.token_add(BOARDD, tokens, 'w', ['worker', 'bot'])
+
+        # Control: this gnutls-cli does speak TLS 1.1 to a server that allows it, so its
+        # refusal below is boardd's priority string, not the client's policy.
+        cport = free_port()
+        ctl = subprocess.Popen(['gnutls-serv', '--priority', 'NORMAL:+VERS-TLS1.1',
+                                '--x509certfile', cert1, '--x509keyfile', key1, '-p',
+                                str(cport)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        try:
+            ok = wait_for(lambda: gnutls_tls11(cport, cert1), 15)
+        finally:
+            ctl.terminate()
+            ctl.wait(timeout=10)
+        check(ok, 'control: gnutls-cli completes a TLS 1.1 handshake with gnutls-serv')
+
+        srv = boardd_proc.Server(BOARDD, os.path.join(tmp, 'data'), tokens, tmp,
+                                 extra=['--tls-cert', live_cert, '--tls-key', live_key],
+                                 cafile=cert1)
+        ok, detail = srv.start()
+        check(ok, 'boardd starts with --tls-cert/--tls-key ' + detail)
+        if not ok:
+            return
+        port = srv.port
+        try:
+            r = curl(port, cert1, '/healthz')
+            check(r.returncode == 0 and '"ok"' in r.stdout, 'curl --cacert: /healthz over '
+                  'https ' + r.stderr)
+            r = curl(port, cert1, '/v1/cards', ['-H', 'Authorization: Bearer ' + worker])
+            check(r.returncode == 0 and '"cards"' in r.stdout, 'curl --cacert: an '
+                  'authenticated route over https ' + r.stderr)
+            r = curl(port, cert1, '/healthz', ['--tlsv1.3'])
+            check(r.returncode == 0, 'TLS 1.3 is served ' + r.stderr)
+            r = curl(port, cert1, '/healthz', ['--tlsv1.2', '--tls-max', '1.2'])
+            check(r.returncode == 0, 'TLS 1.2 is served ' + r.stderr)
+            check(not gnutls_tls11(port, cert1), 'TLS 1.1 is refused')
+
+            # Plain HTTP to the TLS port: never an HTTP answer.
+            with socket.create_connection(('127.0.0.1', port), timeout=10) as s:
+                s.sendall(b'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+                got = b''
+                try:
+                    while len(got) < 4096:
+                        b = s.recv(4096)
+                        if not b:
+                            break
+                        got += b
+                except (socket.timeout, ConnectionResetError):
+                    pass
+            check(b'HTTP/' not in got and b'"ok"' not in got,
+                  'plain HTTP on the TLS port is not served (got %r)' % got[:60])
+
+            # SIGHUP with a new pair: new handshakes get it, the listener stays.
+            check(same_cert(served_cert(port), cert1), 'the first certificate is served')
+            kept = socket.create_connection(('127.0.0.1', port), timeout=10)
+            os.replace(cert2, live_cert)
+            os.replace(key2, live_key)
+            srv.proc.send_signal(signal.SIGHUP)
+            check(wait_for(lambda: 'SIGHUP: the TLS certificate and key re-read' in
+                           srv.log_text()), 'SIGHUP: the reload is logged')
+            check(same_cert(served_cert(port), live_cert), 'after SIGHUP the new '
+                  'certificate is served')
+            r = curl(port, live_cert, '/healthz')
+            check(r.returncode == 0, 'curl --cacert NEW after SIGHUP ' + r.stderr)
+            r = curl(port, cert1, '/healthz')
+            check(r.returncode != 0, 'curl --cacert OLD after SIGHUP fails verification')
+            # A connection accepted before the reload still handshakes (and gets the new
+            # pair): the listener was never replaced.
+            ctx = ssl.create_default_context(cafile=live_cert)
+            with ctx.wrap_socket(kept, server_hostname='127.0.0.1') as t:
+                t.sendall(b'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n'
+                          b'Connection: close\r\n\r\n')
+                check(b' 200 ' in t.recv(4096), 'a connection accepted before SIGHUP is '
+                      'served')
+
+            # A bad new pair (the key of another certificate): the old pair stays.
+            os.replace(key1, live_key)
+            srv.proc.send_signal(signal.SIGHUP)
+            check(wait_for(lambda: 'SIGHUP: the TLS certificate and key kept as it was' in
+                           srv.log_text()), 'SIGHUP with a mismatched key: refused, logged')
+            check(same_cert(served_cert(port), live_cert), 'the previous certificate is '
+                  'still served')
+            r = curl(port, live_cert, '/metrics')
+            check('boardd_tls_reloads_total{result="ok"} 1' in r.stdout and
+                  'boardd_tls_reloads_total{result="error"} 1' in r.stdout,
+                  'reload counters in /metrics')
+            check('boardd_tls_certificate_not_after_seconds ' in r.stdout,
+                  'certificate expiry in /metrics')
+            check(srv.alive(), 'boardd is still running')
+        finally:
+            code = srv.stop()
+            check(code == 0, 'clean exit on SIGTERM (%s)' % code)
+            if failed:
+                print(srv.log_tail(40))
+
+        # Both or neither: a clear refusal at start.
+        r = subprocess.run([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp +
+                            '/d2', '--tls-cert', cert1], capture_output=True, text=True,
+                           timeout=30, env=boardd_proc.clean_env())
+        check(r.returncode == 2 and '--tls-key' in r.stderr, '--tls-cert alone: exit 2')
+        r = subprocess.run([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp +
+                            '/d3', '--tls-cert', cert1, '--tls-key', os.path.join(tmp, 'no')],
+                           capture_output=True, text=True, timeout=30,
+                           env=boardd_proc.clean_env())
+        check(r.returncode != 0 and 'cannot read' in r.stderr, 'an unreadable key: refused '
+              'at start, saying why (%s)' % r.stderr.strip()[-120:])
+
+
+if __name__ == '__main__':
+    main()
+    print('tls: %s' % ('FAIL' if failed else 'ok'))
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""API tests of DESIGN §15 against the boardd binary: GET /v1/events/stream (framing, resume
+with Last-Event-ID, scoping, heartbeats, the stream limit -> 503), GET /v1/attention (each
+reason, scope, refusals), GET /v1/whoami and the /ui answers' headers. Standard library only.
+
+usage: test_stream_api.py path/to/boardd
+"""
+import http.client
+import json
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from boardd_srv import Boardd  # noqa: E402
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print('FAIL:', what, flush=True)
+
+
+class Stream:
+    """One GET /v1/events/stream, read frame by frame."""
+
+    def __init__(self, srv, who='op', query='', last_id=None):
+        self.c = http.client.HTTPConnection('127.0.0.1', srv.port, timeout=20)
+        h = {'Authorization': 'Bearer ' + srv.tok[who], 'Accept': 'text/event-stream'}
+        if last_id is not None:
+            h['Last-Event-ID'] = str(last_id)
+        self.c.request('GET', '/v1/events/stream' + query, headers=h)
+        self.r = self.c.getresponse()
+        self.status = self.r.status
+        self.headers = {k.lower(): v for k, v in self.r.getheaders()}
+        self.body = self.r.read().decode() if self.status != 200 else None
+
+    def frame(self, seconds=20):
+        """The next frame as a dict {id, event, data, comments}; None at the end or timeout."""
+        self.c.sock.settimeout(seconds)
+        f = {'id': None, 'event': None, 'data': None, 'comments': [], 'retry': None}
+        try:
+            while True:
+                line = self.r.readline().decode()
+                if not line:
+                    return None
+                line = line.rstrip('\n')
+                if line == '':
+                    if f['data'] is not None or f['comments'] or f['retry']:
+                        return f
+                    continue
+                if line.startswith(':'):
+                    f['comments'].append(line[1:].strip())
+                    continue
+                k, _, v = line.partition(':')
+                v = v[1:] if v.startswith(' ') else v
+                if k == 'data':
+                    f['data'] = json.loads(v)
+                else:
+                    f[k] = v
+        except (socket.timeout, TimeoutError):
+            return None
+
+    def event(self, seconds=20):
+        """The next frame that carries an event."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            f = self.frame(max(0.1, deadline - time.time()))
+            if f is None:
+                return None
+            if f['data'] is not None:
+                return f
+        return None
+
+    def close(self):
+        self.c.close()
+
+
+def open_stream(srv, who='op', query='', last_id=None, seconds=15):
+    """A stream, retried while the server is at its limit: streams closed by earlier checks
+    hold their slot until their next heartbeat write finds the client gone."""
+    deadline = time.time() + seconds
+    while True:
+        s = Stream(srv, who, query, last_id)
+        if s.status != 503 or time.time() > deadline:
+            return s
+        time.sleep(0.2)
+
+
+def test_stream(srv):
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 's1', 'title': 'one'})
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 's2', 'title': 'two'})
+    s = open_stream(srv, query='?board=default')
+    check(s.status == 200, 'stream answers 200 (%s %s)' % (s.status, s.body))
+    check(s.headers.get('content-type') == 'text/event-stream', 'content type text/event-stream')
+    check(s.headers.get('cache-control') == 'no-store', 'the stream is not cached')
+    first = s.frame()
+    check(first and first['retry'] == '2000', 'the first frame sets the retry delay')
+    seen = []
+    while True:
+        f = s.event(5)
+        check(f is not None, 'the backlog is streamed')
+        if f is None:
+            break
+        check(f['id'] == str(f['data']['seq']), 'id: is the event seq')
+        check(f['event'] == f['data']['type'], 'event: is the event type')
+        seen.append(f)
+        if f['data'].get('card_id') == 's2':
+            break
+    check([f['data']['type'] for f in seen][-2:] == ['card_created', 'card_created'],
+          'the two creations, in order')
+    # live: an event written now arrives on the open stream
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 's3', 'title': 'three'})
+    f = s.event()
+    check(f and f['data']['card_id'] == 's3' and f['event'] == 'card_created', 'a live event arrives')
+    last = int(f['id'])
+    s.close()
+    # resume: Last-Event-ID wins over after=0; nothing is sent twice
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 's4', 'title': 'four'})
+    s = open_stream(srv, query='?board=default&after=0', last_id=last)
+    f = s.event()
+    check(f and int(f['id']) > last and f['data']['card_id'] == 's4',
+          'Last-Event-ID resumes right after the last event (%s)' % (f and f['id']))
+    s.close()
+    s = open_stream(srv, query='?after=%d' % last)
+    f = s.event()
+    check(f and f['data']['card_id'] == 's4', 'after= resumes too')
+    s.close()
+    # refusals
+    s = open_stream(srv, last_id='x')
+    check(s.status == 400 and 'Last-Event-ID' in s.body, 'a bad Last-Event-ID is 400')
+    s = open_stream(srv, query='?after=-1')
+    check(s.status == 400, 'a negative after is 400')
+    st, _, _ = srv.call('GET', '/v1/events/stream', who=None)
+    check(st == 401, 'no token: 401')
+
+
+def test_scope(srv):
+    cfg = srv.ok('GET', '/v1/boards/default')
+    cfg['name'] = 'other'
+    st, _, _ = srv.call('PUT', '/v1/boards/other', 'op', cfg)
+    check(st in (200, 201), 'board other created (%s)' % st)
+    s = open_stream(srv, 'scoped')
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'd-secret', 'title': 'default board'})
+    srv.ok('POST', '/v1/cards', 'scoped', {'id': 'o1', 'title': 'other board', 'board': 'other'})
+    f = s.event()
+    while f and f['data']['type'] == 'board_updated':
+        f = s.event()
+    check(f and f['data']['card_id'] == 'o1', 'a scoped token sees its board only (%s)' % (f and f['data']))
+    s.close()
+    s = open_stream(srv, 'scoped', '?board=default')
+    check(s.status == 403, 'a scoped token may not stream another board')
+    s = open_stream(srv, 'op', '?board=other&after=0')
+    boards = set()
+    while True:
+        f = s.event(3)
+        if not f:
+            break
+        boards.add(f['data']['board'])
+        if f['data'].get('card_id') == 'o1':
+            break
+    check(boards == {'other'}, 'board=other streams that board only (%s)' % boards)
+    s.close()
+    s = open_stream(srv, 'op', '?board=no%20such')
+    check(s.status == 400, 'a malformed board is 400')
+
+
+def test_heartbeat_and_limit(srv):
+    # the server runs with --max-streams 3 --stream-heartbeat-ms 300
+    a = open_stream(srv, query='?after=999999')
+    a.frame()  # the opening frame
+    f = a.frame(10)
+    check(f and 'keep-alive' in f['comments'], 'an idle stream gets a comment line')
+    b = open_stream(srv, query='?after=999999')
+    c = open_stream(srv, query='?after=999999')
+    check(b.status == 200 and c.status == 200, 'three streams open')
+    d = Stream(srv, query='?after=999999')
+    check(d.status == 503, 'a fourth stream is refused (%s)' % d.status)
+    check(d.headers.get('retry-after') is not None, '... with Retry-After')
+    check(d.headers.get('content-type') == 'application/problem+json', '... as problem+json')
+    check(d.body and json.loads(d.body).get('code') == 'busy', '... code busy')
+    # a client that goes away frees its slot (found at its next heartbeat at the latest)
+    a.close()
+    ok = False
+    deadline = time.time() + 15
+    while time.time() < deadline and not ok:
+        e = Stream(srv, query='?after=999999')
+        ok = e.status == 200
+        if not ok:
+            time.sleep(0.2)
+        else:
+            e.close()
+    check(ok, 'a closed stream frees its slot')
+    b.close()
+    c.close()
+
+
+def reasons(srv, cid, who='op', board=None):
+    q = '/v1/attention' + ('?board=' + board if board else '')
+    j = srv.ok('GET', q, who)
+    for item in j['cards']:
+        if item['card']['id'] == cid:
+            return sorted(item['reasons'])
+    return []
+
+
+def test_attention(srv):
+    check(srv.ok('GET', '/v1/attention')['truncated'] is False, 'attention answers {cards, truncated}')
+    # gave_up: stamped by its holder and filed to blocked
+    srv.give_up('a-gave', 'gave up')
+    check(reasons(srv, 'a-gave') == ['gave_up'], 'gave_up (%s)' % reasons(srv, 'a-gave'))
+    # run_failed
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'a-fail', 'title': 'failed', 'state': 'in_progress'})
+    ep = srv.claim('a-fail')['epoch']
+    srv.run_with_status('a-fail', ep, 'r-fail', 'failed')
+    check(reasons(srv, 'a-fail') == ['run_failed'], 'run_failed (%s)' % reasons(srv, 'a-fail'))
+    # run_paused
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'a-pause', 'title': 'paused', 'state': 'in_progress'})
+    ep = srv.claim('a-pause')['epoch']
+    srv.run_with_status('a-pause', ep, 'r-pause', 'paused_waiting_human')
+    check(reasons(srv, 'a-pause') == ['run_paused'], 'run_paused')
+    # awaiting_input
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'a-input', 'title': 'input', 'state': 'in_progress'})
+    ep = srv.claim('a-input')['epoch']
+    srv.owned('PUT', '/v1/cards/a-input/awaiting-input', ep, {'marker': 'w1', 'awaiting_input': True})
+    check(reasons(srv, 'a-input') == ['awaiting_input'], 'awaiting_input')
+    # recovery_hold: the reaper transfers an expired claim and keeps it (a resumable run
+    # parked outside the running and eligible columns)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'a-hold', 'title': 'held', 'state': 'review'})
+    ep = srv.claim('a-hold', lease_ms=200)['epoch']
+    srv.run_with_status('a-hold', ep, 'r-hold', 'failed_resumable')
+    time.sleep(0.4)
+    check(reasons(srv, 'a-hold') == ['lease_expired_kept'], 'lease_expired_kept before the pass')
+    p = srv.ok('POST', '/v1/reaper/pass')
+    check(p['actions']['keep'] >= 1, 'the reaper kept it (%s)' % p)
+    check(reasons(srv, 'a-hold') == ['recovery_hold'], 'recovery_hold (%s)' % reasons(srv, 'a-hold'))
+    # lease_expired_kept: nobody took it (no pass since)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'a-lease', 'title': 'lease', 'state': 'in_progress'})
+    srv.claim('a-lease', lease_ms=200)
+    check(reasons(srv, 'a-lease') == [], 'a live lease is fine')
+    time.sleep(0.4)
+    check(reasons(srv, 'a-lease') == ['lease_expired_kept'], 'lease_expired_kept')
+    # a reopen answers a give-up
+    srv.ok('POST', '/v1/cards/a-gave/reopen', 'op', {'to': 'ready'})
+    check(reasons(srv, 'a-gave') == [], 'reopened: out of the lane')
+    # scope and refusals
+    check(reasons(srv, 'a-fail', 'scoped') == [], 'a scoped token sees no other board in the lane')
+    st, _, _ = srv.call('GET', '/v1/attention?board=default', 'scoped')
+    check(st == 403, 'a scoped token may not ask for another board')
+    st, _, _ = srv.call('GET', '/v1/attention?limit=0')
+    check(st == 400, 'limit=0 is 400')
+    j = srv.ok('GET', '/v1/attention?limit=1')
+    check(len(j['cards']) == 1 and j['truncated'] is True, 'limit cuts and says so')
+    check(reasons(srv, 'a-fail', 'bot') == ['run_failed'], 'any role reads the lane')
+
+
+def test_whoami_and_ui(srv):
+    j = srv.ok('GET', '/v1/whoami', 'bot')
+    check(j == {'name': 'bot', 'roles': ['bot'], 'boards': ['*']}, 'whoami bot (%s)' % j)
+    j = srv.ok('GET', '/v1/whoami', 'scoped')
+    check(j['roles'] == ['bot', 'operator'] and j['boards'] == ['other'], 'whoami scoped')
+    st, _, _ = srv.call('GET', '/v1/whoami', None)
+    check(st == 401, 'whoami needs a token')
+    # read-only tokens are refused by the server, whatever a UI shows
+    st, j, _ = srv.call('POST', '/v1/cards/a-fail/reopen', 'bot', {'to': 'ready'})
+    check(st == 403, 'a bot may not reopen')
+    st, j, _ = srv.call('POST', '/v1/reaper/pass', 'worker')
+    check(st == 403, 'a worker may not run a reaper pass')
+    st, html, h = srv.call('GET', '/ui/', None)
+    check(st == 200 and h['content-type'].startswith('text/html'), '/ui/ is the index')
+    csp = h.get('content-security-policy', '')
+    check("script-src 'self'" in csp and "default-src 'none'" in csp and 'unsafe-inline' not in csp,
+          'a strict CSP (%s)' % csp)
+    check(h.get('x-content-type-options') == 'nosniff', 'nosniff')
+    check(h.get('referrer-policy') == 'no-referrer', 'no-referrer')
+    check(h.get('cache-control') == 'no-cache', 'the index is revalidated')
+    check('<script>' not in html and ' style=' not in html, 'no inline script or style')
+    import re
+    assets = re.findall(r'/ui/(app\.[0-9a-f]{12}\.(?:js|css))', html)
+    check(len(assets) == 2, 'two fingerprinted assets (%s)' % assets)
+    for a in assets:
+        st, _, h = srv.call('GET', '/ui/' + a, None)
+        check(st == 200 and 'immutable' in h.get('cache-control', '') and 'max-age=31536000' in h.get('cache-control', ''),
+              '%s cached for a year' % a)
+    st, _, _ = srv.call('GET', '/ui/app.js', None)
+    check(st == 404, 'an unfingerprinted name is 404')
+    st, html2, _ = srv.call('GET', '/ui', None)
+    check(st == 200 and html2 == html, '/ui is the index too')
+
+
+def main():
+    held = None
+    srv = Boardd(sys.argv[1], ['--max-streams', '3', '--stream-heartbeat-ms', '300',
+                               '--lease-min-ms', '100', '--reaper=on',
+                               '--reaper-interval-ms', '3600000'])
+    try:
+        for t in (test_stream, test_scope, test_heartbeat_and_limit, test_attention,
+                  test_whoami_and_ui):
+            try:
+                t(srv)
+            except Exception as e:  # a crash in one group is a failure, the others still run
+                check(False, '%s raised %r' % (t.__name__, e))
+        # a stream open at shutdown ends, and boardd still stops cleanly
+        held = open_stream(srv, query='?after=999999')
+        check(held.status == 200, 'a stream is open at shutdown')
+    finally:
+        rc = srv.stop()
+        check(rc == 0, 'boardd stopped cleanly on SIGTERM (exit %s)' % rc)
+    if held is not None and held.status == 200:
+        end = None
+        for _ in range(5):
+            end = held.frame(5)
+            if end is None or end['data'] is not None:
+                break
+        check(end is None, 'the open stream ended with the server')
+    print('%d passed, %d failed' % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""The operator UI in a real browser (DESIGN §15): Debian's chromium, headless, driven by
+Playwright (pinned in tests/requirements.txt; the system browser through executable_path, no
+browser download), against the boardd of this build.
+
+Checks: sign in; a card created over the API appears live; the attention lane lists a give-up
+card with its reason, opens it, and reopens it to ready (it moves); a refused reopen lists the
+dependents; a bulk re-queue over a filter previews its count and keeps to its cap; keyboard
+operation; the phone-width layout; a read-only (bot) token gets no action buttons and the
+server refuses it anyway.
+
+usage: test_ui_browser.py path/to/boardd
+env:   BOARDD_CHROMIUM (default /usr/bin/chromium)
+       BOARDD_UI_SCREENSHOTS=DIR to save board.png, attention.png, reopen.png, ... there
+"""
+import os
+import sys
+import tempfile
+import shutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from boardd_srv import Boardd  # noqa: E402
+
+CHROMIUM = os.environ.get('BOARDD_CHROMIUM', '/usr/bin/chromium')
+SHOTS = os.environ.get('BOARDD_UI_SCREENSHOTS')
+ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync']
+T = 15000  # ms: the most any single wait may take (a live update usually takes milliseconds)
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print('FAIL:', what, flush=True)
+
+
+def shot(target, name):
+    if SHOTS:
+        os.makedirs(SHOTS, exist_ok=True)
+        target.screenshot(path=os.path.join(SHOTS, name))
+
+
+def seed(srv):
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-build', 'title': 'Build the release',
+                                        'state': 'ready', 'labels': ['release']})
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-docs', 'title': 'Write the operator docs',
+                                        'state': 'backlog', 'labels': ['docs']})
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-run', 'title': 'Nightly index rebuild',
+                                        'state': 'in_progress', 'labels': ['ops']})
+    ep = srv.claim('c-run', 'worker-7', lease_ms=600000)['epoch']
+    srv.run_with_status('c-run', ep, 'r-run', 'running', marker='worker-7')
+    srv.give_up('c-gave', 'Migrate the billing tables')
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-pause', 'title': 'Ask legal about the license',
+                                        'state': 'in_progress'})
+    ep = srv.claim('c-pause', 'worker-9')['epoch']
+    srv.run_with_status('c-pause', ep, 'r-pause', 'paused_waiting_human', marker='worker-9')
+    # a done card whose dependent has moved on: its reopen is refused
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-base', 'title': 'Provision the database',
+                                        'state': 'ready'})
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-dep', 'title': 'Load the fixtures',
+                                        'blockers': ['c-base']})
+    srv.ok('PATCH', '/v1/cards/c-base/state', 'op', {'to': 'done'})
+    # three failed cards for the bulk re-queue
+    for i in range(3):
+        cid = 'c-bulk%d' % i
+        srv.ok('POST', '/v1/cards', 'bot', {'id': cid, 'title': 'Flaky job %d' % i,
+                                            'state': 'ready', 'labels': ['flaky']})
+        srv.ok('PATCH', '/v1/cards/%s/state' % cid, 'op', {'to': 'blocked'})
+
+
+def sign_in(page, srv, who):
+    page.goto(srv.url + '/ui/')
+    page.fill('#token', srv.tok[who])
+    page.click('#login-form button[type=submit]')
+    page.wait_for_selector('#board [data-column]', timeout=T)
+
+
+def in_column(col, cid):
+    return '#board [data-column="%s"] [data-card="%s"]' % (col, cid)
+
+
+def operator_flows(page, srv):
+    sign_in(page, srv, 'op')
+    check(page.locator('#whoami').inner_text().startswith('op'), 'signed in as op')
+    check(page.evaluate("sessionStorage.getItem('boardd.token')") == srv.tok['op'],
+          'the token is kept in sessionStorage')
+    check(page.evaluate('document.cookie') == '', 'and never in a cookie')
+    page.wait_for_selector('#live.on', timeout=T)
+    chip = page.locator(in_column('in_progress', 'c-run'))
+    check('worker-7' in chip.inner_text() and 'lease' in chip.inner_text() and
+          ('holder' not in srv.ok('GET', '/v1/cards/c-run')['claim'] or 'worker' in chip.inner_text()),
+          'a claimed chip shows its holder and lease countdown (%r)' % chip.inner_text())
+
+    # live: a card created over the API appears without a reload
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-live', 'title': 'Created over the API',
+                                        'state': 'ready', 'labels': ['live']})
+    page.wait_for_selector(in_column('ready', 'c-live'), timeout=T)
+    check(True, 'a card created over the API appeared live')
+
+    # the attention lane
+    item = page.locator('#attention-list li[data-card="c-gave"]')
+    item.wait_for(timeout=T)
+    check('gave_up' in item.inner_text(), 'the lane shows the give-up reason')
+    paused = page.locator('#attention-list li[data-card="c-pause"]')
+    check('run_paused' in paused.inner_text(), 'the lane shows a paused run')
+    check(paused.locator('[data-action="cancel-run"]').count() == 1,
+          'a paused run offers Cancel run')
+    page.wait_for_timeout(300)
+    shot(page, 'board.png')
+    shot(page.locator('#attention'), 'attention.png')
+
+    # open the give-up card from the lane
+    item.locator('button.open').click()
+    dlg = page.locator('#card-dialog')
+    dlg.wait_for(state='visible', timeout=T)
+    page.wait_for_selector('#card-body h3:has-text("Gave up")', timeout=T)
+    body = page.locator('#card-body').inner_text()
+    check('run_pruned' in body and 'blocked' in body, 'the card view shows the gave_up stamp')
+    check('card_gave_up' in body, 'and its event timeline')
+    shot(page, 'card.png')
+    page.keyboard.press('Escape')
+    dlg.wait_for(state='hidden', timeout=T)
+
+    # reopen it to ready from the lane, and see it move
+    item.locator('[data-action="reopen"]').click()
+    page.locator('#reopen-dialog').wait_for(state='visible', timeout=T)
+    check(page.locator('#reopen-to option').count() >= 5, 'the reopen dialog lists working columns')
+    check(page.locator('#reopen-to option[value="done"]').count() == 0, 'and no terminal one')
+    page.select_option('#reopen-to', 'ready')
+    page.fill('#reopen-reason', 'the tables are back')
+    shot(page, 'reopen.png')
+    page.click('#reopen-submit')
+    page.wait_for_selector(in_column('ready', 'c-gave'), timeout=T)
+    page.wait_for_selector('#attention-list li[data-card="c-gave"]', state='detached', timeout=T)
+    check(page.locator(in_column('blocked', 'c-gave')).count() == 0, 'reopened: it moved to ready')
+    check(srv.ok('GET', '/v1/cards/c-gave')['state'] == 'ready', 'and the server agrees')
+
+    # a refused reopen lists the dependents
+    page.locator(in_column('done', 'c-base')).click()
+    page.locator('#card-dialog').wait_for(state='visible', timeout=T)
+    page.locator('#card-dialog [data-action="reopen"]').click()
+    page.locator('#reopen-dialog').wait_for(state='visible', timeout=T)
+    page.select_option('#reopen-to', 'ready')
+    page.click('#reopen-submit')
+    page.wait_for_selector('#reopen-error [data-dependent="c-dep"]', timeout=T)
+    err = page.locator('#reopen-error').inner_text()
+    check('dependents_outstanding' in err and 'Load the fixtures' in err,
+          'the refusal names the dependents (%r)' % err)
+    shot(page, 'reopen-refused.png')
+    check(srv.ok('GET', '/v1/cards/c-base')['state'] == 'done', 'nothing changed')
+    page.keyboard.press('Escape')
+    page.locator('#reopen-dialog').wait_for(state='hidden', timeout=T)
+    page.keyboard.press('Escape')
+    page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
+
+    # bulk re-queue over the current filter: preview count, then the cap
+    page.select_option('#f-label', 'flaky')
+    check('3 of' in page.locator('#f-count').inner_text(), 'the filter matches three cards')
+    page.select_option('#bulk-action', 'requeue')
+    page.fill('#bulk-cap', '2')
+    page.click('#bulk-preview')
+    out = page.locator('#bulk-out').inner_text()
+    check('3 card(s)' in out and '2 will be acted on' in out, 'the preview counts and caps (%r)' % out)
+    page.click('#bulk-apply')
+    page.wait_for_selector('#bulk-out:has-text("2 done")', timeout=T)
+    states = sorted(srv.ok('GET', '/v1/cards/c-bulk%d' % i)['state'] for i in range(3))
+    check(states == ['blocked', 'ready', 'ready'], 'two re-queued, one left by the cap (%s)' % states)
+    page.wait_for_selector('#board [data-column="ready"] [data-card^="c-bulk"] >> nth=1', timeout=T)
+    page.select_option('#f-label', '')
+
+    # revoke a claim from the lane (the lever when the reaper is off)
+    held = page.locator('#attention-list li[data-card="c-pause"]')
+    held.locator('[data-action="revoke"]').click()
+    page.wait_for_function(
+        "() => !document.querySelector('#board [data-card=\"c-pause\"]').textContent.includes('worker-9')",
+        timeout=T)
+    check(srv.ok('GET', '/v1/cards/c-pause')['claim'] is None, 'revoke dropped the claim')
+
+    # keyboard: a chip is a button; Enter opens it; focus is visible
+    page.focus(in_column('ready', 'c-build'))
+    page.keyboard.press('Shift+Tab')  # keyboard navigation: focus-visible applies
+    page.keyboard.press('Tab')
+    check(page.evaluate("document.activeElement.dataset.card") == 'c-build', 'Tab moves between chips')
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    check(outline not in ('', 'none'), 'a focused chip shows a focus ring (%s)' % outline)
+    page.keyboard.press('Enter')
+    page.locator('#card-dialog').wait_for(state='visible', timeout=T)
+    page.wait_for_selector('#card-title:has-text("Build the release")', timeout=T)
+    page.keyboard.press('Escape')
+    check(page.locator('#board').get_attribute('aria-label') == 'Board columns',
+          'the board is labelled for screen readers')
+
+    # the reaper panel
+    check('off' in page.locator('#reaper-stats').inner_text(), 'the reaper panel shows the gate')
+    page.click('#reaper-pass')
+    page.wait_for_selector('#reaper-out:has-text("pass done")', timeout=T)
+    check(True, 'run a pass now')
+
+    # phone width: one column of columns, nothing wider than the screen
+    page.set_viewport_size({'width': 390, 'height': 844})
+    page.wait_for_timeout(200)
+    width = page.evaluate('document.documentElement.scrollWidth')
+    check(width <= 392, 'no horizontal scrolling at phone width (%d)' % width)
+    shot(page, 'phone.png')
+    page.set_viewport_size({'width': 1280, 'height': 800})
+
+
+def readonly_flows(page, srv):
+    sign_in(page, srv, 'bot')
+    page.wait_for_selector('#attention-list li[data-card="c-pause"]', timeout=T)
+    check(page.locator('#readonly').is_visible(), 'a bot token sees the read-only banner')
+    check(page.locator('[data-action]').count() == 0, 'and no action buttons')
+    check(not page.locator('#bulk').is_visible(), 'no bulk actions')
+    check(not page.locator('#reaper-pass').is_visible(), 'no reaper pass button')
+    page.locator(in_column('done', 'c-base')).click()
+    page.wait_for_selector('#card-body h3:has-text("Timeline")', timeout=T)
+    check(page.locator('#card-dialog [data-action]').count() == 0, 'no actions in the card view')
+    page.keyboard.press('Escape')
+    status = page.evaluate("""async (tok) => (await fetch('/v1/cards/c-base/reopen', {
+        method: 'POST', headers: {Authorization: 'Bearer ' + tok,
+        'Content-Type': 'application/json'}, body: JSON.stringify({to: 'ready'})})).status""",
+                           srv.tok['bot'])
+    check(status == 403, 'and the server refuses its reopen (%s)' % status)
+
+
+def main():
+    if not os.access(CHROMIUM, os.X_OK):
+        print('no chromium at %s' % CHROMIUM)
+        sys.exit(1 if os.environ.get('CI') == 'true' else 77)
+    from playwright.sync_api import sync_playwright
+
+    srv = Boardd(sys.argv[1], ['--lease-min-ms', '100'])
+    profile = tempfile.mkdtemp(prefix='boardd-chromium-')
+    try:
+        seed(srv)
+        with sync_playwright() as p:
+            ctx = p.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, headless=True, args=ARGS,
+                viewport={'width': 1280, 'height': 800})
+            errors = []
+            try:
+                for flow in (operator_flows, readonly_flows):
+                    page = ctx.new_page()
+                    page.on('console', lambda m: errors.append(m.text) if m.type == 'error' else None)
+                    page.on('pageerror', lambda e: errors.append(str(e)))
+                    try:
+                        flow(page, srv)
+                    except Exception as e:
+                        check(False, '%s raised %r' % (flow.__name__, e))
+                        shot(page, 'failure-%s.png' % flow.__name__)
+                    page.close()
+            finally:
+                ctx.close()
+            csp = [e for e in errors if 'Content Security Policy' in e]
+            check(not csp, 'no CSP violations (%s)' % csp)
+            bad = [e for e in errors if 'Content Security Policy' not in e and
+                   '403' not in e and '409' not in e]
+            check(not bad, 'no script errors (%s)' % bad)
+    finally:
+        rc = srv.stop()
+        check(rc == 0, 'boardd stopped cleanly on SIGTERM (exit %s)' % rc)
+        shutil.rmtree(profile, ignore_errors=True)
+    print('%d passed, %d failed' % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == '__main__':
+    main()

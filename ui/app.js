@@ -1,0 +1,742 @@
+/* boardd's operator UI: plain JavaScript over the public /v1 API, nothing else.
+ *
+ * The token is entered once and kept in sessionStorage (never a cookie), sent as
+ * Authorization: Bearer. Every action is an ordinary /v1 call, so the UI can do nothing the
+ * token could not do with curl; a token without the operator role gets no action buttons
+ * (and the server refuses the calls anyway). Live updates come from GET /v1/events/stream,
+ * read with fetch (EventSource cannot send a bearer token) and resumed with Last-Event-ID.
+ * Text from the server is only ever set as textContent. */
+'use strict';
+
+const TOKEN_KEY = 'boardd.token';
+const BULK_CAP_MAX = 500;
+
+const S = {
+  token: null,
+  me: null,
+  boards: [],
+  board: null,       // the board's config {name, columns:[{name, terminal, eligible}], ...}
+  cards: new Map(),  // id -> card
+  attention: new Map(), // id -> reasons[]
+  reaper: null,
+  stream: null,      // AbortController of the live stream
+  lastId: null,      // the last event seq received
+  openCard: null,    // id shown in the card dialog
+  bulkPlan: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k === 'text') el.textContent = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return el;
+}
+
+/* Re-renders `root` with `render` and gives the keyboard focus back to the same card's
+ * element (live updates must not steal it from a keyboard user). */
+function keepFocus(root, render) {
+  const a = document.activeElement;
+  const holder = a && root.contains(a) ? a.closest('[data-card]') : null;
+  const id = holder ? holder.dataset.card : null;
+  const action = a && a.dataset ? a.dataset.action || (a.classList.contains('open') ? 'open' : null) : null;
+  render();
+  if (!id) return;
+  const sel = '[data-card="' + CSS.escape(id) + '"]';
+  let el = root.querySelector(sel + (action === 'open' ? ' button.open' : action ? ' [data-action="' + action + '"]' : ''));
+  if (!el) el = root.querySelector(sel);
+  if (el && el.tagName !== 'BUTTON') el = el.querySelector('button') || el;
+  if (el) el.focus();
+}
+
+function isOperator() {
+  return !!(S.me && S.me.roles.includes('operator'));
+}
+
+function toast(msg) {
+  const t = $('toast');
+  t.textContent = msg;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.textContent = ''; }, 6000);
+}
+
+/* ---- the API ---- */
+
+class ApiError extends Error {
+  constructor(status, problem) {
+    super((problem && (problem.detail || problem.title)) || ('HTTP ' + status));
+    this.status = status;
+    this.problem = problem || {};
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Authorization: 'Bearer ' + S.token };
+  const init = { method, headers, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, init);
+  if (resp.status === 204) return null;
+  let data = null;
+  const text = await resp.text();
+  if (text) {
+    try { data = JSON.parse(text); } catch (e) { data = null; }
+  }
+  if (!resp.ok) {
+    if (resp.status === 401 && path !== '/v1/whoami') signOut('The token was refused (401).');
+    throw new ApiError(resp.status, data);
+  }
+  return data;
+}
+
+const enc = encodeURIComponent;
+
+async function allCards(board) {
+  const out = [];
+  let after = null;
+  for (let page = 0; page < 100; page++) {
+    const q = '/v1/cards?board=' + enc(board) + '&limit=1000' + (after ? '&after=' + enc(after) : '');
+    const r = await api('GET', q);
+    out.push(...r.cards);
+    if (!r.next) break;
+    after = r.next;
+  }
+  return out;
+}
+
+/* ---- sign in / out ---- */
+
+async function signIn(token) {
+  S.token = token;
+  try {
+    S.me = await api('GET', '/v1/whoami');
+  } catch (e) {
+    S.token = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    $('login-error').textContent = e.status === 401 ? 'That token is not valid.' : 'Sign-in failed: ' + e.message;
+    showLogin();
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $('login').hidden = true;
+  $('app').hidden = false;
+  $('session').hidden = false;
+  $('whoami').textContent = S.me.name + ' (' + S.me.roles.join(', ') + ')';
+  $('readonly').hidden = isOperator();
+  $('bulk').hidden = !isOperator();
+  $('reaper-pass').hidden = !isOperator();
+  await loadBoards();
+}
+
+function signOut(why) {
+  if (S.stream) S.stream.abort();
+  S.stream = null;
+  S.token = null;
+  S.me = null;
+  sessionStorage.removeItem(TOKEN_KEY);
+  $('login-error').textContent = why || '';
+  showLogin();
+}
+
+function showLogin() {
+  $('app').hidden = true;
+  $('session').hidden = true;
+  $('login').hidden = false;
+  $('token').value = '';
+  $('token').focus();
+}
+
+/* ---- loading ---- */
+
+async function loadBoards() {
+  const r = await api('GET', '/v1/boards');
+  S.boards = r.boards || r;
+  const sel = $('board-select');
+  sel.replaceChildren(...S.boards.map((b) => h('option', { value: b.name, text: b.name })));
+  const want = new URLSearchParams(location.hash.slice(1)).get('board');
+  const pick = S.boards.find((b) => b.name === want) || S.boards.find((b) => b.name === 'default') || S.boards[0];
+  if (!pick) return;
+  sel.value = pick.name;
+  await openBoard(pick.name);
+}
+
+async function openBoard(name) {
+  if (S.stream) S.stream.abort();
+  S.board = await api('GET', '/v1/boards/' + enc(name));
+  S.cards = new Map((await allCards(name)).map((c) => [c.id, c]));
+  S.lastId = null;
+  const sel = $('bulk-to');
+  sel.replaceChildren(...workingColumns().map((c) => h('option', { value: c.name, text: c.name })));
+  sel.value = firstEligible();
+  await Promise.all([loadAttention(), loadReaper()]);
+  renderLabels();
+  renderBoard();
+  startStream();
+}
+
+function columns() {
+  return (S.board && (S.board.columns || S.board.cols)) || [];
+}
+function column(name) {
+  return columns().find((c) => c.name === name);
+}
+function isTerminal(state) {
+  const c = column(state);
+  return !!(c && c.terminal);
+}
+function workingColumns() {
+  return columns().filter((c) => !c.terminal);
+}
+function firstEligible() {
+  const c = columns().find((x) => x.eligible);
+  return c ? c.name : (workingColumns()[0] || {}).name;
+}
+
+async function loadAttention() {
+  const r = await api('GET', '/v1/attention?board=' + enc(S.board.name));
+  S.attention = new Map();
+  for (const item of r.cards) {
+    S.attention.set(item.card.id, item.reasons);
+    S.cards.set(item.card.id, item.card);
+  }
+  renderAttention();
+}
+
+async function loadReaper() {
+  try {
+    S.reaper = await api('GET', '/v1/reaper');
+  } catch (e) {
+    S.reaper = { error: e.message };
+  }
+  renderReaper();
+}
+
+let attentionTimer = null;
+function refreshAttentionSoon() {
+  clearTimeout(attentionTimer);
+  attentionTimer = setTimeout(() => { loadAttention().then(renderBoard).catch(() => {}); }, 250);
+}
+
+/* ---- the live stream ---- */
+
+function setLive(state, text) {
+  const el = $('live');
+  el.className = 'live ' + state;
+  el.textContent = text;
+}
+
+function startStream() {
+  const ctl = new AbortController();
+  S.stream = ctl;
+  let delay = 500;
+  const board = S.board.name;
+  const run = async () => {
+    while (!ctl.signal.aborted) {
+      try {
+        const headers = { Authorization: 'Bearer ' + S.token, Accept: 'text/event-stream' };
+        if (S.lastId !== null) headers['Last-Event-ID'] = String(S.lastId);
+        const after = S.lastId === null ? '&after=' + (await tailSeq(board)) : '';
+        const resp = await fetch('/v1/events/stream?board=' + enc(board) + after,
+          { headers, signal: ctl.signal, cache: 'no-store' });
+        if (resp.status === 401) { signOut('The token was refused (401).'); return; }
+        if (!resp.ok || !resp.body) throw new Error('HTTP ' + resp.status);
+        setLive('on', 'live');
+        delay = 500;
+        await readSSE(resp.body, ctl.signal, onEvent);
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+      }
+      setLive('off', 'reconnecting');
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 10000);
+    }
+  };
+  run();
+}
+
+/* The seq to start a fresh stream from: the board's newest event (we just loaded the board). */
+async function tailSeq(board) {
+  let after = 0;
+  for (let i = 0; i < 200; i++) {
+    const r = await api('GET', '/v1/events?board=' + enc(board) + '&after=' + after + '&limit=1000');
+    if (!r.events.length || r.next <= after) return r.next > after ? r.next : after;
+    after = r.next;
+  }
+  return after;
+}
+
+async function readSSE(body, signal, onMessage) {
+  const reader = body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  let ev = { id: null, event: 'message', data: [] };
+  while (!signal.aborted) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl).replace(/\r$/, '');
+      buf = buf.slice(nl + 1);
+      if (line === '') {
+        if (ev.data.length) onMessage(ev);
+        ev = { id: null, event: 'message', data: [] };
+      } else if (line.startsWith(':')) {
+        /* a heartbeat comment */
+      } else {
+        const i = line.indexOf(':');
+        const field = i < 0 ? line : line.slice(0, i);
+        const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+        if (field === 'id') ev.id = val;
+        else if (field === 'event') ev.event = val;
+        else if (field === 'data') ev.data.push(val);
+      }
+    }
+  }
+}
+
+function onEvent(msg) {
+  let e;
+  try { e = JSON.parse(msg.data.join('\n')); } catch (x) { return; }
+  if (msg.id !== null) S.lastId = Number(msg.id);
+  if (!S.board || e.board !== S.board.name) return;
+  if (e.type === 'board_updated') { openBoard(S.board.name); return; }
+  if (e.card_id) refreshCard(e.card_id, e.type === 'card_deleted');
+  refreshAttentionSoon();
+  if (S.openCard && S.openCard === e.card_id) renderCardDialog(S.openCard, false);
+}
+
+async function refreshCard(id, deleted) {
+  if (deleted) {
+    S.cards.delete(id);
+  } else {
+    try {
+      S.cards.set(id, await api('GET', '/v1/cards/' + enc(id)));
+    } catch (e) {
+      if (e.status === 404) S.cards.delete(id);
+    }
+  }
+  renderLabels();
+  renderBoard();
+}
+
+/* ---- filters ---- */
+
+function filterState() {
+  return {
+    text: $('f-text').value.trim().toLowerCase(),
+    label: $('f-label').value,
+    claimed: $('f-claimed').value,
+  };
+}
+
+function matches(c, f) {
+  if (f.text && !(c.id.toLowerCase().includes(f.text) || (c.title || '').toLowerCase().includes(f.text))) return false;
+  if (f.label && !(c.labels || []).includes(f.label)) return false;
+  if (f.claimed === '1' && !c.claim) return false;
+  if (f.claimed === '0' && c.claim) return false;
+  return true;
+}
+
+function filtered() {
+  const f = filterState();
+  return [...S.cards.values()].filter((c) => matches(c, f));
+}
+
+function renderLabels() {
+  const sel = $('f-label');
+  const cur = sel.value;
+  const all = new Set();
+  for (const c of S.cards.values()) for (const l of c.labels || []) all.add(l);
+  sel.replaceChildren(h('option', { value: '', text: 'any' }),
+    ...[...all].sort().map((l) => h('option', { value: l, text: l })));
+  sel.value = all.has(cur) ? cur : '';
+}
+
+/* ---- rendering: the board ---- */
+
+function leaseText(claim) {
+  if (!claim || !claim.lease_until) return null;
+  const left = Date.parse(claim.lease_until) - Date.now();
+  const s = Math.round(Math.abs(left) / 1000);
+  const span = s >= 3600 ? Math.floor(s / 3600) + 'h' + String(Math.floor(s % 3600 / 60)).padStart(2, '0') + 'm'
+    : s >= 60 ? Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's' : s + 's';
+  return left >= 0 ? { text: 'lease ' + span, expired: false } : { text: 'expired ' + span + ' ago', expired: true };
+}
+
+function leaseTag(claim) {
+  const l = leaseText(claim);
+  if (!l) return null;
+  return h('span', { class: 'tag lease' + (l.expired ? ' expired' : ''), 'data-lease-until': claim.lease_until, text: l.text });
+}
+
+function tickLeases() {
+  for (const el of document.querySelectorAll('[data-lease-until]')) {
+    const l = leaseText({ lease_until: el.getAttribute('data-lease-until') });
+    el.textContent = l.text;
+    el.classList.toggle('expired', l.expired);
+  }
+}
+
+function chip(c) {
+  const reasons = S.attention.get(c.id);
+  const meta = [];
+  if (c.priority !== undefined && c.priority !== 0) meta.push(h('span', { class: 'tag prio', text: 'p' + c.priority }));
+  if (c.claim) {
+    const who = c.claim.holder ? c.claim.marker + ' (' + c.claim.holder + ')' : c.claim.marker;
+    meta.push(h('span', { class: 'tag holder', title: 'claimed by marker (token), epoch', text: '⚑ ' + who + ' · e' + c.claim_epoch }));
+    meta.push(leaseTag(c.claim));
+  } else if (c.claim_epoch) {
+    meta.push(h('span', { class: 'tag', title: 'claim epoch', text: 'epoch ' + c.claim_epoch }));
+  }
+  for (const l of c.labels || []) meta.push(h('span', { class: 'tag', text: l }));
+  if ((c.blockers || []).length) meta.push(h('span', { class: 'tag blk', title: 'blocked by ' + c.blockers.join(', '), text: 'blocked by ' + c.blockers.join(', ') }));
+  if (c.gave_up) meta.push(h('span', { class: 'reason', text: 'gave up: ' + c.gave_up.reason }));
+  const label = (c.title || c.id) + ', ' + c.state + (reasons ? ', needs attention: ' + reasons.join(', ') : '');
+  return h('li', {},
+    h('button', { type: 'button', class: 'chip' + (reasons ? ' attn' : ''), 'data-card': c.id, 'aria-label': label, onclick: () => openCardDialog(c.id) },
+      h('span', { class: 'title', text: c.title || '(untitled)' }),
+      h('span', { class: 'id', text: c.id }),
+      meta.length ? h('span', { class: 'meta' }, meta) : null));
+}
+
+function renderBoard() {
+  if (!S.board) return;
+  const list = filtered();
+  $('f-count').textContent = list.length + ' of ' + S.cards.size + ' cards match';
+  const byState = new Map(columns().map((c) => [c.name, []]));
+  for (const c of list) {
+    if (!byState.has(c.state)) byState.set(c.state, []);
+    byState.get(c.state).push(c);
+  }
+  const cols = [];
+  for (const [name, cards] of byState) {
+    const col = column(name) || { name };
+    cards.sort((a, b) => (b.priority || 0) - (a.priority || 0) || a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+    cols.push(h('section', { class: 'column' + (col.terminal ? ' terminal' : ''), 'data-column': name, 'aria-label': 'Column ' + name },
+      h('h2', {}, h('span', { text: name }), h('span', { class: 'count', text: String(cards.length) })),
+      h('ul', {}, cards.map(chip))));
+  }
+  keepFocus($('board'), () => $('board').replaceChildren(...cols));
+}
+
+/* ---- rendering: the attention lane ---- */
+
+function actionsFor(c, reasons) {
+  if (!isOperator()) return [];
+  const out = [];
+  if (isTerminal(c.state)) {
+    out.push(h('button', { type: 'button', class: 'primary', 'data-action': 'reopen', onclick: () => openReopen(c.id) }, 'Reopen…'));
+    out.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
+  }
+  if (c.claim) out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => act(() => revoke(c.id), 'Revoked the claim on ' + c.id) }, 'Revoke claim'));
+  if (c.last_run_id && (reasons.includes('run_paused') || reasons.includes('run_failed'))) {
+    if (reasons.includes('run_paused')) out.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(c.last_run_id) + '/cancel'), 'Cancelled run ' + c.last_run_id) }, 'Cancel run'));
+    out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'prune-run', onclick: () => act(() => api('DELETE', '/v1/runs/' + enc(c.last_run_id)), 'Pruned run ' + c.last_run_id) }, 'Prune run'));
+  }
+  return out;
+}
+
+function renderAttention() {
+  const items = [...S.attention.entries()].map(([id, reasons]) => [S.cards.get(id), reasons]).filter(([c]) => c);
+  $('attention-count').textContent = '(' + items.length + ')';
+  if (!items.length) {
+    $('attention-list').replaceChildren(h('li', { class: 'attn-empty', text: 'Nothing needs an operator.' }));
+    return;
+  }
+  keepFocus($('attention-list'), () => $('attention-list').replaceChildren(...items.map(([c, reasons]) => h('li', { 'data-card': c.id },
+    h('button', { type: 'button', class: 'open', onclick: () => openCardDialog(c.id), 'aria-label': 'Open ' + (c.title || c.id) }, c.title || c.id),
+    h('span', { class: 'id muted', text: c.id + ' · ' + c.state }),
+    reasons.map((r) => h('span', { class: 'reason', text: r })),
+    h('span', { class: 'actions' }, actionsFor(c, reasons))))));
+}
+
+/* ---- rendering: the reaper ---- */
+
+function renderReaper() {
+  const r = S.reaper || {};
+  const rows = [];
+  const add = (k, v) => rows.push(h('dt', { text: k }), h('dd', { text: v }));
+  if (r.error) add('status', r.error);
+  if (r.gate) add('gate', r.gate);
+  if (r.interval_ms !== undefined) add('interval', Math.round(r.interval_ms / 1000) + ' s');
+  if (r.marker) add('marker', r.marker);
+  if (r.passes !== undefined) add('passes', String(r.passes));
+  const last = r.last_pass || null;
+  if (last) {
+    add('last pass', 'gate ' + last.gate);
+    for (const k of ['listed', 'transferred', 'skipped', 'errors', 'repaired', 'duration_ms']) if (last[k] !== undefined) add(k, String(last[k]));
+    if (last.actions) add('actions', Object.entries(last.actions).map(([k, v]) => k + ' ' + v).join(', '));
+  } else if (!r.error) {
+    add('last pass', 'none yet');
+  }
+  $('reaper-stats').replaceChildren(...rows);
+}
+
+/* ---- actions ---- */
+
+async function act(fn, done) {
+  try {
+    await fn();
+    toast(done);
+  } catch (e) {
+    toast('Refused: ' + e.message + (e.problem.code ? ' (' + e.problem.code + ')' : ''));
+  }
+  refreshAttentionSoon();
+}
+
+function revoke(id) {
+  return api('POST', '/v1/cards/' + enc(id) + '/claim/revoke');
+}
+
+/* Back to the dispatch pool: a terminal card is reopened to the first eligible column, a
+ * working card is moved there (compare-and-swap on the column it is in). */
+function requeue(c) {
+  const to = firstEligible();
+  if (isTerminal(c.state)) return api('POST', '/v1/cards/' + enc(c.id) + '/reopen', { to, reason: 'requeue' });
+  return api('PATCH', '/v1/cards/' + enc(c.id) + '/state', { from: c.state, to });
+}
+
+function openReopen(id) {
+  const c = S.cards.get(id);
+  const d = $('reopen-dialog');
+  d.dataset.card = id;
+  $('reopen-what').textContent = (c ? (c.title || id) + ' (' + id + ') is in ' + c.state : id) + '. Choose the working column it goes back to.';
+  $('reopen-to').replaceChildren(...workingColumns().map((col) => h('option', { value: col.name, text: col.name })));
+  $('reopen-to').value = firstEligible();
+  $('reopen-reason').value = '';
+  $('reopen-error').replaceChildren();
+  if (!d.open) d.showModal();
+  $('reopen-to').focus();
+}
+
+async function submitReopen(ev) {
+  ev.preventDefault();
+  const d = $('reopen-dialog');
+  const id = d.dataset.card;
+  const body = { to: $('reopen-to').value };
+  if ($('reopen-reason').value.trim()) body.reason = $('reopen-reason').value.trim();
+  try {
+    const card = await api('POST', '/v1/cards/' + enc(id) + '/reopen', body);
+    S.cards.set(id, card);
+    d.close();
+    toast('Reopened ' + id + ' to ' + body.to);
+    renderBoard();
+    refreshAttentionSoon();
+  } catch (e) {
+    const err = $('reopen-error');
+    err.replaceChildren(h('p', { text: 'Refused: ' + e.message + (e.problem.code ? ' (' + e.problem.code + ')' : '') }));
+    if (e.problem.code === 'dependents_outstanding') {
+      const deps = await dependents(id);
+      err.append(h('p', { text: 'These cards are blocked on it and have already moved on:' }),
+        h('ul', { class: 'deps' }, deps.map((c) => h('li', { 'data-dependent': c.id, text: c.id + ' — ' + (c.title || '') + ' (' + c.state + ')' }))));
+    }
+  }
+}
+
+/* The cards that list id as a blocker and are outside the waiting column: what refuses a
+ * reopen out of done (DESIGN §4). Read fresh from /v1/cards. */
+async function dependents(id) {
+  const waiting = (S.board && S.board.waiting) || 'waiting_deps';
+  const cards = await allCards(S.board.name);
+  return cards.filter((c) => (c.blockers || []).includes(id) && c.state !== waiting);
+}
+
+/* ---- bulk actions over the current filter ---- */
+
+function bulkTargets() {
+  const action = $('bulk-action').value;
+  return filtered().filter((c) => {
+    if (action === 'revoke') return !!c.claim;
+    return isTerminal(c.state);
+  }).sort((a, b) => a.id.localeCompare(b.id));
+}
+
+function bulkCap() {
+  const n = parseInt($('bulk-cap').value, 10);
+  return Math.max(1, Math.min(BULK_CAP_MAX, Number.isFinite(n) ? n : 50));
+}
+
+function bulkPreview() {
+  const all = bulkTargets();
+  const cap = bulkCap();
+  S.bulkPlan = { action: $('bulk-action').value, to: $('bulk-to').value, ids: all.slice(0, cap).map((c) => c.id) };
+  $('bulk-out').textContent = all.length + ' card(s) in the current filter qualify; ' + S.bulkPlan.ids.length +
+    ' will be acted on (cap ' + cap + ').';
+  $('bulk-apply').disabled = S.bulkPlan.ids.length === 0;
+}
+
+async function bulkApply() {
+  const plan = S.bulkPlan;
+  if (!plan) return;
+  $('bulk-apply').disabled = true;
+  let ok = 0;
+  const failed = [];
+  for (const id of plan.ids) {
+    const c = S.cards.get(id);
+    if (!c) continue;
+    try {
+      if (plan.action === 'revoke') await revoke(id);
+      else if (plan.action === 'reopen') await api('POST', '/v1/cards/' + enc(id) + '/reopen', { to: plan.to, reason: 'bulk' });
+      else await requeue(c);
+      ok++;
+    } catch (e) {
+      failed.push(id + ': ' + (e.problem.code || e.message));
+    }
+  }
+  S.bulkPlan = null;
+  $('bulk-out').textContent = ok + ' done' + (failed.length ? ', ' + failed.length + ' refused (' + failed.slice(0, 5).join('; ') + (failed.length > 5 ? '; …' : '') + ')' : '') + '.';
+  refreshAttentionSoon();
+}
+
+/* ---- the card dialog ---- */
+
+function openCardDialog(id) {
+  S.openCard = id;
+  const d = $('card-dialog');
+  if (!d.open) d.showModal();
+  renderCardDialog(id, true);
+}
+
+function fieldList(pairs) {
+  return h('dl', { class: 'fields' }, pairs.filter(([, v]) => v !== null && v !== undefined && v !== '')
+    .flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v instanceof Node ? v : String(v))]));
+}
+
+async function cardTimeline(c) {
+  const out = [];
+  let after = 0;
+  for (let page = 0; page < 50; page++) {
+    const r = await api('GET', '/v1/events?board=' + enc(c.board) + '&after=' + after + '&limit=1000');
+    for (const e of r.events) if (e.card_id === c.id) out.push(e);
+    if (!r.events.length || r.next <= after) break;
+    after = r.next;
+  }
+  return out;
+}
+
+async function renderCardDialog(id, full) {
+  let c;
+  try {
+    c = await api('GET', '/v1/cards/' + enc(id));
+  } catch (e) {
+    $('card-title').textContent = id;
+    $('card-body').replaceChildren(h('p', { class: 'error', text: e.status === 404 ? 'This card is gone.' : e.message }));
+    return;
+  }
+  S.cards.set(id, c);
+  let run = null;
+  let runErr = null;
+  if (c.last_run_id) {
+    try { run = await api('GET', '/v1/runs/' + enc(c.last_run_id)); } catch (e) { runErr = e.status === 404 ? 'pruned or gone' : e.message; }
+  }
+  const events = await cardTimeline(c).catch(() => []);
+  if (S.openCard !== id) return;
+  const reasons = S.attention.get(id) || [];
+  $('card-title').textContent = c.title || c.id;
+  const parts = [
+    fieldList([
+      ['id', c.id], ['board', c.board], ['state', c.state], ['state reason', c.state_reason],
+      ['priority', c.priority], ['labels', (c.labels || []).join(', ')], ['blockers', (c.blockers || []).join(', ')],
+      ['claim epoch', c.claim_epoch], ['awaiting input', c.awaiting_input ? 'yes' : null],
+      ['created', c.created_at], ['updated', c.updated_at],
+      ['needs attention', reasons.length ? reasons.join(', ') : null],
+    ]),
+  ];
+  if (c.body) parts.push(h('h3', { text: 'Body' }), h('p', { text: c.body }));
+  parts.push(h('h3', { text: 'Claim' }), c.claim ? fieldList([
+    ['marker', c.claim.marker], ['holder', c.claim.holder], ['epoch', c.claim_epoch],
+    ['claimed at', c.claim.claimed_at], ['lease until', c.claim.lease_until], ['lease', leaseTag(c.claim)],
+  ]) : h('p', { class: 'muted', text: 'Not claimed.' }));
+  parts.push(h('h3', { text: 'Run' }));
+  if (run) {
+    parts.push(fieldList([
+      ['id', run.id], ['status', run.status], ['continuation', run.continuation], ['failure code', run.failure_code],
+      ['owner', run.owner], ['lock until', run.lock_until], ['error', run.error],
+      ['result', run.result !== undefined && run.result !== null ? h('pre', { class: 'json', text: JSON.stringify(run.result, null, 2) }) : null],
+    ]));
+  } else {
+    parts.push(h('p', { class: 'muted', text: c.last_run_id ? 'Run ' + c.last_run_id + ': ' + runErr : 'No run recorded.' }));
+  }
+  if (c.gave_up) {
+    parts.push(h('h3', { text: 'Gave up' }), fieldList([['reason', c.gave_up.reason], ['run', c.gave_up.run_id], ['in state', c.gave_up.state], ['at', c.gave_up.at]]));
+  }
+  if (isOperator()) {
+    const btns = actionsFor(c, reasons.length ? reasons : (run && ['paused_waiting_human', 'paused_operator'].includes(run.status) ? ['run_paused'] : []));
+    if (run && !['finished', 'failed', 'cancelled'].includes(run.status) && !btns.some((b) => b.dataset.action === 'cancel-run')) {
+      btns.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(run.id) + '/cancel'), 'Cancelled run ' + run.id) }, 'Cancel run'));
+    }
+    if (!isTerminal(c.state) && c.state !== firstEligible()) {
+      btns.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
+    }
+    if (btns.length) parts.push(h('div', { class: 'card-actions' }, btns));
+  }
+  parts.push(h('h3', { text: 'Comments (' + (c.comments || []).length + ')' }),
+    h('ul', { class: 'comments' }, (c.comments || []).map((m) => h('li', {}, h('strong', { text: m.author || '?' }), ' ', h('span', { class: 'muted', text: m.created_at }), h('div', { text: m.body })))));
+  parts.push(h('h3', { text: 'Timeline' }),
+    h('ol', { class: 'timeline' }, events.map((e) => h('li', {},
+      h('span', { class: 'muted', text: e.at + ' ' }), h('strong', { text: e.type }),
+      e.payload && e.payload.from ? ' ' + e.payload.from + ' → ' + e.payload.to : '',
+      e.actor ? ' by ' + e.actor : (e.machine ? ' (machine)' : ''),
+      e.reason ? ' — ' + e.reason : ''))));
+  $('card-body').replaceChildren(...parts);
+}
+
+/* ---- wiring ---- */
+
+function wire() {
+  $('login-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    $('login-error').textContent = '';
+    signIn($('token').value.trim());
+  });
+  $('logout').addEventListener('click', () => signOut(''));
+  $('board-select').addEventListener('change', (ev) => {
+    location.hash = 'board=' + enc(ev.target.value);
+    openBoard(ev.target.value);
+  });
+  for (const id of ['f-text', 'f-label', 'f-claimed']) $(id).addEventListener('input', () => { renderBoard(); $('bulk-apply').disabled = true; });
+  $('filters').addEventListener('submit', (ev) => ev.preventDefault());
+  $('bulk-preview').addEventListener('click', bulkPreview);
+  $('bulk-apply').addEventListener('click', bulkApply);
+  $('bulk-action').addEventListener('change', () => {
+    $('bulk-apply').disabled = true;
+    $('bulk-out').textContent = '';
+    $('bulk-to-wrap').hidden = $('bulk-action').value !== 'reopen';
+  });
+  $('reaper-pass').addEventListener('click', async () => {
+    $('reaper-out').textContent = 'running…';
+    try {
+      const r = await api('POST', '/v1/reaper/pass');
+      $('reaper-out').textContent = 'pass done: listed ' + r.listed + ', transferred ' + r.transferred + ', repaired ' + r.repaired + ' in ' + r.duration_ms + ' ms';
+    } catch (e) {
+      $('reaper-out').textContent = 'refused: ' + e.message;
+    }
+    loadReaper();
+    refreshAttentionSoon();
+  });
+  $('reopen-form').addEventListener('submit', submitReopen);
+  for (const b of document.querySelectorAll('[data-close]')) b.addEventListener('click', () => b.closest('dialog').close());
+  $('card-dialog').addEventListener('close', () => { S.openCard = null; });
+  setInterval(tickLeases, 1000);
+  setInterval(() => { if (S.token && S.board) loadReaper(); }, 15000);
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  wire();
+  const saved = sessionStorage.getItem(TOKEN_KEY);
+  if (saved) signIn(saved);
+  else showLogin();
+});
