@@ -60,10 +60,15 @@ def alive(pid):
 
 
 class Server:
-    def __init__(self, tmp):
+    def __init__(self, tmp, extra=(), scheme='http', data='data', tokens_from=None):
         self.tmp = tmp
         self.port = 0
         self.p = None
+        self.extra, self.scheme, self.data = list(extra), scheme, data
+        if tokens_from:
+            self.worker, self.op = tokens_from.worker, tokens_from.op
+            self.log = open(os.path.join(tmp, data + '.log'), 'a')
+            return
         self.log = open(os.path.join(tmp, 'server.log'), 'a')
         out = subprocess.run([BOARDD, 'token', 'add', '--tokens', tmp + '/tokens.json',
                               '--name', 'worker', '--role', 'worker', '--role', 'bot'],
@@ -79,8 +84,8 @@ class Server:
                if not k.startswith('BOARDD_') and k != 'ITERION_BOARD_CLAIM_REAPER'}
         self.p = subprocess.Popen(
             [BOARDD, '--listen', '127.0.0.1:%d' % self.port, '--store',
-             'fs:' + self.tmp + '/data', '--tokens', self.tmp + '/tokens.json',
-             '--threads', '2', '--reaper', 'on', '--reaper-interval-ms', '300'],
+             'fs:' + self.tmp + '/' + self.data, '--tokens', self.tmp + '/tokens.json',
+             '--threads', '2', '--reaper', 'on', '--reaper-interval-ms', '300'] + self.extra,
             stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + 10
         while time.time() < deadline:
@@ -107,7 +112,7 @@ class Server:
 
     @property
     def url(self):
-        return 'http://127.0.0.1:%d' % self.port
+        return '%s://127.0.0.1:%d' % (self.scheme, self.port)
 
     def api(self, method, path, body=None, token=None, if_match=None):
         req = urllib.request.Request(self.url + path, method=method,
@@ -400,6 +405,34 @@ def case_server_restart(srv, tmp):
           'nothing written while away: %s' % c)
 
 
+def case_tls(srv, tmp):
+    cert, key = os.path.join(tmp, 'tls.crt'), os.path.join(tmp, 'tls.key')
+    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
+                    'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert,
+                    '-subj', '/CN=boardctl-test', '-addext', 'subjectAltName=IP:127.0.0.1',
+                    '-days', '2'], check=True, capture_output=True, timeout=60)
+    tls = Server(tmp, extra=['--tls-cert', cert, '--tls-key', key], scheme='https',
+                 data='data-tls', tokens_from=srv)
+    tls.start()
+    try:
+        env = dict(os.environ, BOARDD_URL=tls.url, BOARDD_TOKEN=srv.op)
+        r = subprocess.run([BOARDCTL, 'cards', 'create', '--id', 'tls1', '--state', 'ready'],
+                           capture_output=True, text=True, env=env)
+        check(r.returncode == 1 and 'certificate' in r.stderr.lower(),
+              'an unknown CA is refused: %s' % r.stderr)
+        r = subprocess.run([BOARDCTL, '--cacert', cert, 'cards', 'create', '--id', 'tls1',
+                            '--state', 'ready'], capture_output=True, text=True, env=env)
+        check(r.returncode == 0, 'cards create over TLS with --cacert: %s' % r.stderr)
+        env['BOARDD_TOKEN'] = srv.worker
+        r = subprocess.run([BOARDCTL, '--cacert', cert, 'run', '--card', 'tls1', '--', 'sh',
+                            '-c', 'case "$BOARDD_URL" in https://*) exit 0;; esac; exit 1'],
+                           capture_output=True, text=True, env=env, timeout=30)
+        check(r.returncode == 0 and 'succeeded' in r.stderr,
+              'a job over TLS, BOARDD_URL handed on: %d %s' % (r.returncode, r.stderr))
+    finally:
+        tls.stop()
+
+
 def case_help():
     for verb in ([], ['work'], ['run'], ['cards'], ['cards', 'ls'], ['cards', 'create'],
                  ['cards', 'move'], ['reopen'], ['events'], ['attention']):
@@ -463,6 +496,10 @@ def main():
         case_sigstop(srv, tmp)
         case_revoke(srv, tmp)
         case_server_restart(srv, tmp)
+        if shutil.which('openssl'):
+            case_tls(srv, tmp)
+        else:
+            print('SKIP: TLS case: no openssl CLI to make a certificate', flush=True)
     finally:
         srv.stop()
     print('boardctl: %d passed, %d failed' % (passed, failed), flush=True)
