@@ -11,10 +11,12 @@
  * findAndModify require exactly that epoch and write it + 1. Either way the epoch is
  * monotone and known before the write, so the card_claimed event rides in the same update.
  *
- * Blockers live in other documents, so "all done" cannot be a filter term. A card with no
- * blockers needs no check; the best few cards that have some are checked first (one find, and
- * a lookup of their blockers), and the findAndModify admits exactly the ones that passed. A
- * card whose blockers are pending is therefore never claimed, whatever the order. */
+ * Blockers live in other documents, so "all done" cannot be a filter term. One find looks at
+ * the first few cards in claim order (their epoch and blockers, a lookup of the blockers of
+ * those that have some); the findAndModify admits cards with no blockers, and the one card
+ * with blockers found all done. A card whose blockers are pending is never claimed, whatever
+ * the order. So a claim is one find and one findAndModify, both on the claim_next index; only
+ * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch). */
 #include "store/mongo/mongo.h"
 
 #include <stdlib.h>
@@ -165,6 +167,88 @@ static bool take_update(bson_t *u, const char *marker, const char *holder, int64
 	       bson_append_document_end(u, &push);
 }
 
+/* ---- the look-up before the write: one find, usually ----
+ * The first NEXT_PEEK cards in claim order (blockers aside), with their epoch and blockers:
+ * the first with no blockers, or with blockers all done, is the best card that fits. Only when
+ * each of those is blocked does the caller fall back to blocked_pick + best_epoch. */
+
+#define NEXT_PEEK 4
+
+struct peek {
+	struct mgo_conn *c;
+	const struct core_board *b;
+	struct mgo_lookup lk;
+	struct core_card_lookup look;
+	size_t seen;
+	bool found, has_epoch;
+	int64_t epoch;
+	char *blocked_ok; /* the card found, when it carries blockers (all done) */
+};
+
+static enum core_rc peek_doc(void *ctx, const bson_t *doc)
+{
+	struct peek *pk = ctx;
+	struct core_strv bl = {0};
+	bson_iter_t it, ai;
+	const char *id = NULL;
+	enum core_rc rc = CORE_OK;
+	bool done = true;
+
+	if (pk->found)
+		return CORE_OK;
+	pk->seen++;
+	if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it))
+		id = bson_iter_utf8(&it, NULL);
+	if (bson_iter_init_find(&it, doc, "blockers") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	    bson_iter_recurse(&it, &ai))
+		while (rc == CORE_OK && bson_iter_next(&ai))
+			if (BSON_ITER_HOLDS_UTF8(&ai))
+				rc = core_strv_push(&bl, bson_iter_utf8(&ai, NULL));
+	if (rc == CORE_OK && bl.n) {
+		done = core_blockers_all_done(pk->b, &bl, &pk->look);
+		rc = pk->lk.rc;
+	}
+	if (rc == CORE_OK && done && id) {
+		pk->found = true;
+		pk->has_epoch = bson_iter_init_find(&it, doc, "claim_epoch") &&
+				mgo_iter_i64(&it, &pk->epoch);
+		if (bl.n && !(pk->blocked_ok = strdup(id)))
+			rc = CORE_ERR_NOMEM;
+	}
+	core_strv_release(&bl);
+	return rc;
+}
+
+/* *state: 1 found (blocked_ok, epoch set), 0 none fits at all, -1 the peek cannot tell. */
+static enum core_rc peek_best(struct mgo_conn *c, const struct core_board *b,
+			      const struct core_strv *cols, const struct core_strv *labels,
+			      int *state, char **blocked_ok, bool *has_epoch, int64_t *epoch)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, proj;
+	struct peek pk = {.c = c, .b = b};
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	pk.look = mgo_lookup_init(&pk.lk, c);
+	if (base_filter(&filter, b->name, cols, labels) && sort_append(&opts, "sort") &&
+	    BSON_APPEND_INT64(&opts, "limit", NEXT_PEEK) &&
+	    BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj) &&
+	    BSON_APPEND_INT32(&proj, "claim_epoch", 1) && BSON_APPEND_INT32(&proj, "blockers", 1) &&
+	    bson_append_document_end(&opts, &proj))
+		rc = mgo_find_each(c->cards, &filter, &opts, peek_doc, &pk);
+	mgo_lookup_release(&pk.lk);
+	*state = pk.found ? 1 : pk.seen < NEXT_PEEK ? 0 : -1;
+	*blocked_ok = pk.blocked_ok;
+	*has_epoch = pk.has_epoch;
+	*epoch = pk.epoch;
+	if (rc != CORE_OK) {
+		free(pk.blocked_ok);
+		*blocked_ok = NULL;
+	}
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return rc;
+}
+
 /* The epoch of the best card that fits now (*found false: none fits). */
 static enum core_rc best_epoch(struct mgo_conn *c, const char *board,
 			       const struct core_strv *cols, const struct core_strv *labels,
@@ -223,11 +307,19 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 		bool found = false, has_epoch = false;
 		int64_t prev = 0, eq = -1, epoch = c.now;
 
+		int state = -1;
+
 		free(blocked_ok);
-		rc = blocked_pick(&c, &b, cols, in->labels, &blocked_ok);
-		if (rc == CORE_OK)
-			rc = best_epoch(&c, b.name, cols, in->labels, blocked_ok, &found, &has_epoch,
-					&prev);
+		blocked_ok = NULL;
+		rc = peek_best(&c, &b, cols, in->labels, &state, &blocked_ok, &has_epoch, &prev);
+		found = state == 1;
+		if (rc == CORE_OK && state < 0) {
+			/* the best few are all blocked: look further down the order */
+			rc = blocked_pick(&c, &b, cols, in->labels, &blocked_ok);
+			if (rc == CORE_OK)
+				rc = best_epoch(&c, b.name, cols, in->labels, blocked_ok, &found,
+						&has_epoch, &prev);
+		}
 		if (rc != CORE_OK || !found)
 			break; /* nothing available */
 		if (has_epoch && prev >= c.now) {

@@ -192,6 +192,46 @@ START_TEST(next_priority_patch)
 }
 END_TEST
 
+/* More blocked cards ahead than the Mongo twin's first look covers (4): the order holds. */
+START_TEST(next_past_blocked_cards)
+{
+	struct store *st = ct_open();
+	const char *pend[] = {"open", NULL}, *fin[] = {"closed", NULL};
+	struct store_card_patch p = {.has_priority = true};
+	struct core_card *c;
+	char id[16];
+	int i;
+
+	mk(st, "open", "backlog", 0, NULL);
+	mk(st, "closed", "done", 0, NULL);
+	/* six cards at priority 90 waiting on "open", dragged into ready by an operator */
+	for (i = 0; i < 6; i++) {
+		snprintf(id, sizeof id, "b%d", i);
+		core_card_free(ct_create(st, id, "ready", pend));
+		ck_assert_int_eq(store_card_set_state_from(st, id, NULL, "ready", NULL, &ct_op, &c),
+				 CORE_OK);
+		core_card_free(c);
+		p.priority = 90;
+		ck_assert_int_eq(store_card_patch(st, id, &p, &ct_bot, &c), CORE_OK);
+		core_card_free(c);
+		ct_now += 1;
+	}
+	core_card_free(ct_create(st, "ok-dep", "ready", fin)); /* blockers all done */
+	p.priority = 50;
+	ck_assert_int_eq(store_card_patch(st, "ok-dep", &p, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	mk(st, "plain", "ready", 10, NULL);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "ok-dep");
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "plain");
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "");
+	ck_assert_int_eq(store_card_set_state_from(st, "open", NULL, "done", NULL, &ct_op, &c),
+			 CORE_OK);
+	core_card_free(c);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "b0");
+	ct_close(st);
+}
+END_TEST
+
 #define MANY 159 /* > the FS twin's per-state cache (128); a multiple of 3 */
 
 /* The order holds over more cards than any cache of them, and whatever becomes available
@@ -380,6 +420,7 @@ void conformance_add_next(Suite *s)
 	tcase_add_test(tc, next_blockers_epoch_event);
 	tcase_add_test(tc, next_priority_patch);
 	tcase_add_test(tc, next_order_many_and_arrivals);
+	tcase_add_test(tc, next_past_blocked_cards);
 	tcase_add_test(tc, next_race_drain);
 	suite_add_tcase(s, tc);
 }
