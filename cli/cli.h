@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,8 +68,9 @@ struct cli_job_opts {
 	struct cli_outcome on_success, on_failure;
 	int64_t grace_ms;         /* SIGTERM -> SIGKILL */
 	int stop_fd;              /* readable once boardctl was told to stop (work.c) */
-	const volatile sig_atomic_t *stop_sig; /* the signal to forward (0: none yet) */
-	const volatile sig_atomic_t *kill_now; /* a second signal: SIGKILL at once */
+	const atomic_int *stop_sig; /* the signal to forward (0: none yet); set by work.c's main
+				     * thread, read by the slots */
+	const atomic_int *kill_now; /* a second signal: SIGKILL at once */
 };
 
 /* What a claim handed us (from claim-next or claim). */

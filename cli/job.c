@@ -227,7 +227,7 @@ static int terminate(pid_t pid, int pidfd, int sig, const struct cli_job_opts *o
 	for (;;) {
 		int64_t left = deadline - cli_mono_ms();
 
-		if (!killed && (left <= 0 || (o->kill_now && *o->kill_now))) {
+		if (!killed && (left <= 0 || (o->kill_now && atomic_load(o->kill_now)))) {
 			kill(-pid, SIGKILL);
 			killed = true;
 		}
@@ -410,8 +410,8 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 				exited = true;
 				break;
 			}
-			if (p[1].revents && o->stop_sig && *o->stop_sig) {
-				sig = *o->stop_sig;
+			if (p[1].revents && o->stop_sig && atomic_load(o->stop_sig)) {
+				sig = atomic_load(o->stop_sig);
 				break;
 			}
 		}

@@ -41,17 +41,18 @@ struct work {
 	int stop_pipe[2];
 };
 
-static volatile sig_atomic_t stop_sig, kill_now;
+static atomic_int stop_sig, kill_now; /* written by the main thread only */
 
 struct slot {
 	struct work *w;
 	unsigned idx;
 	pthread_t th;
+	json_t *columns, *labels; /* this slot's own copies: jansson's counts are not shared safely */
 };
 
 static bool stopping(void)
 {
-	return stop_sig != 0;
+	return atomic_load(&stop_sig) != 0;
 }
 
 /* Sleeps ms, or less when a stop comes. */
@@ -63,7 +64,8 @@ static void nap(const struct work *w, int64_t ms)
 }
 
 /* Asks for a claim; 1 with *c filled, 0 when none (or stopping), -1 on a fatal error. */
-static int take(struct work *w, struct cli_http *h, const char *marker, struct cli_claim *c)
+static int take(struct work *w, const struct slot *s, struct cli_http *h, const char *marker,
+		struct cli_claim *c)
 {
 	char path[512], esc[400], err[CLI_ERR_MAX];
 	json_t *body = json_pack("{s:s}", "marker", marker), *ans = NULL;
@@ -80,10 +82,10 @@ static int take(struct work *w, struct cli_http *h, const char *marker, struct c
 		cli_http_escape(w->board, esc, sizeof esc);
 		snprintf(path, sizeof path, "/v1/boards/%s/claim-next", esc);
 		json_object_set_new(body, "wait_ms", json_integer(w->wait_ms));
-		if (w->columns)
-			json_object_set(body, "columns", w->columns);
-		if (w->labels)
-			json_object_set(body, "labels", w->labels);
+		if (s->columns)
+			json_object_set(body, "columns", s->columns);
+		if (s->labels)
+			json_object_set(body, "labels", s->labels);
 	}
 	while (!stopping()) {
 		c->asked_ms = cli_mono_ms();
@@ -148,7 +150,7 @@ static void *slot_main(void *arg)
 			break;
 		do {
 			memset(&c, 0, sizeof c);
-			got = take(w, h, marker, &c);
+			got = take(w, s, h, marker, &c);
 		} while (got == 0 && !w->card && !stopping());
 		if (got < 0) {
 			atomic_store(&w->fatal, 2);
@@ -374,7 +376,9 @@ static int work_common(int argc, char **argv, bool is_run)
 	}
 	atomic_store(&w.running, w.concurrency);
 	for (i = 0; i < w.concurrency; i++) {
-		slots[i] = (struct slot){.w = &w, .idx = i};
+		slots[i] = (struct slot){.w = &w, .idx = i,
+					 .columns = w.columns ? json_deep_copy(w.columns) : NULL,
+					 .labels = w.labels ? json_deep_copy(w.labels) : NULL};
 		if (pthread_create(&slots[i].th, NULL, slot_main, &slots[i]) != 0) {
 			cli_warn("cannot start slot %u", i);
 			atomic_fetch_sub(&w.running, 1);
@@ -387,20 +391,23 @@ static int work_common(int argc, char **argv, bool is_run)
 		sig = sigtimedwait(&set, NULL, &tick);
 		if (sig <= 0)
 			continue;
-		if (!stop_sig) {
-			stop_sig = sig;
+		if (!atomic_load(&stop_sig)) {
+			atomic_store(&stop_sig, sig);
 			cli_warn("got signal %d: forwarding it to the commands, then releasing",
 				 sig);
 			if (write(w.stop_pipe[1], "x", 1) < 0)
 				cli_warn("stop pipe: %s", strerror(errno));
 		} else {
-			kill_now = 1;
+			atomic_store(&kill_now, 1);
 			cli_warn("second signal: SIGKILL to the commands");
 		}
 	}
-	for (i = 0; i < w.concurrency; i++)
+	for (i = 0; i < w.concurrency; i++) {
 		if (slots[i].w)
 			pthread_join(slots[i].th, NULL);
+		json_decref(slots[i].columns);
+		json_decref(slots[i].labels);
+	}
 	rc = atomic_load(&w.fatal);
 	if (!rc && is_run)
 		rc = atomic_load(&w.last_exit);
