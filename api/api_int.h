@@ -311,6 +311,8 @@ enum core_rc api_h_events_stream(struct api_req *r);
 enum core_rc api_streams_init(struct api *a);
 /* Ends every stream and stops the hub thread (before MHD_stop_daemon). */
 void api_streams_stop(struct api *a);
+/* Streams open now (the metrics gauge). */
+unsigned api_streams_open(struct api *a);
 /* Frees the hub (after MHD_stop_daemon: the last streams are freed by it). */
 void api_streams_free(struct api *a);
 /* attention.c: GET /v1/attention. ui.c: GET /ui/..., GET /v1/whoami. */
@@ -340,6 +342,13 @@ enum core_rc api_h_labels_rename(struct api_req *r);
 enum core_rc api_h_labels_merge(struct api_req *r);
 enum core_rc api_h_labels_delete(struct api_req *r);
 enum core_rc api_h_column_rename(struct api_req *r);
+
+enum core_rc api_h_sub_put(struct api_req *r);
+enum core_rc api_h_sub_get(struct api_req *r);
+enum core_rc api_h_sub_list(struct api_req *r);
+enum core_rc api_h_sub_delete(struct api_req *r);
+enum core_rc api_h_delivery_list(struct api_req *r);
+enum core_rc api_h_delivery_retry(struct api_req *r);
 
 enum core_rc api_h_healthz(struct api_req *r);
 enum core_rc api_h_readyz(struct api_req *r);

@@ -375,34 +375,32 @@ enum core_rc api_h_labels_patch(struct api_req *r)
 
 enum core_rc api_h_comment_add(struct api_req *r)
 {
+	struct store_owned_write w = {.kind = STORE_OWNED_COMMENT};
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
+	bool owned = json_object_get(r->json, "marker") != NULL;
 	const char *body;
 	enum core_rc rc;
 
-	struct core_token t = {0};
-	bool owned = json_object_get(r->json, "marker") != NULL;
-
-	/* A worker comments on a card it holds: marker in the body, epoch in If-Match, fenced
-	 * (DESIGN §12); bots and operators comment without a claim. */
+	/* With a marker it is a worker's comment, by the claim's holder: fenced like every
+	 * owned write (DESIGN §11, §12). Without, a bot's or an operator's. */
 	if (owned && !api_auth_has(r, API_ROLE_WORKER))
 		return api_fail(r, CORE_ERR_FORBIDDEN, "a comment with \"marker\" needs the worker role");
 	if (!owned && !api_auth_has(r, API_ROLE_BOT | API_ROLE_OPERATOR))
 		return api_fail(r, CORE_ERR_FORBIDDEN,
-				"workers comment with \"marker\" and If-Match on a card they hold");
+				"workers comment as the claim's holder: send \"marker\" and If-Match");
 	if ((rc = api_json_str(r, "body", true, API_STRING_MAX, &body)) != CORE_OK)
 		return rc;
 	if (!*body)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "a comment body may not be empty");
-	if (owned && ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
-		      (rc = api_if_match(r, &t.epoch)) != CORE_OK))
+	if (owned && ((rc = api_json_marker(r, true, &w.token.marker)) != CORE_OK ||
+		      (rc = api_if_match(r, &w.token.epoch)) != CORE_OK))
 		return rc;
 	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;
-	if (owned)
-		rc = store_card_comment_add_owned(r->api->st, api_param(r), body, &t, &actor, &c);
-	else
-		rc = store_card_comment_add(r->api->st, api_param(r), body, &actor, &c);
+	w.comment = body;
+	rc = owned ? store_card_owned_write(r->api->st, api_param(r), &w, &actor, &c)
+		   : store_card_comment_add(r->api->st, api_param(r), body, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		return too_large_detail(r, api_param(r));
 	if (rc != CORE_OK)

@@ -148,6 +148,7 @@ enum core_rc api_h_metrics(struct api_req *r)
 	polls = a->polls;
 	pthread_mutex_unlock(&a->poll_mu);
 	metrics_sink_value(s, METRICS_LONG_POLLS, NULL, polls);
+	metrics_sink_value(s, METRICS_EVENT_STREAMS, NULL, api_streams_open(a));
 	/* A store that cannot answer does not cost the rest of the scrape: it says so. */
 	store_up = store_stats(a->st, s) == CORE_OK;
 	metrics_sink_value(s, METRICS_STORE_UP, NULL, store_up ? 1 : 0);

@@ -38,7 +38,7 @@
 	X("POST", "/v1/cards/{id}/reopen", api_h_card_reopen, O, BODY)                     \
 	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY)                   \
 	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY)               \
-	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, W | B | O, BODY)               \
+	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, W | B | O, BODY)           \
 	X("GET", "/v1/labels", api_h_labels_count, ANY, 0)                                 \
 	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY)                       \
 	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY)                         \
@@ -61,6 +61,12 @@
 	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY)                               \
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY)       \
 	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY)                  \
+	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0)                      \
+	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0)                \
+	X("PUT", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_put, O, BODY)             \
+	X("DELETE", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_delete, O, 0)          \
+	X("GET", "/v1/deliveries", api_h_delivery_list, O, 0)                              \
+	X("POST", "/v1/deliveries/{id}/retry", api_h_delivery_retry, O, 0)                 \
 	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0)                                   \
 	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0)
 

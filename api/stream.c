@@ -301,6 +301,17 @@ void api_streams_stop(struct api *a)
 	pthread_mutex_unlock(&h->mu);
 }
 
+unsigned api_streams_open(struct api *a)
+{
+	struct api_streams *h = a->streams;
+	unsigned n;
+
+	pthread_mutex_lock(&h->mu);
+	n = h->n;
+	pthread_mutex_unlock(&h->mu);
+	return n;
+}
+
 void api_streams_free(struct api *a)
 {
 	struct api_streams *h = a->streams;

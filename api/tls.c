@@ -19,6 +19,7 @@
 /* TLS 1.2 and 1.3, GnuTLS's NORMAL ciphers for them. */
 #define API_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 #define API_TLS_FILE_MAX (1u << 20)
+#define API_TLS_CHAIN_MAX 16 /* certificates in the chain file */
 
 /* A certificate chain and its key, as read (PEM), checked to belong together. */
 struct tls_pair {
@@ -87,6 +88,20 @@ static enum core_rc pair_load(const char *cert_path, const char *key_path,
 			 gnutls_strerror(rc));
 		goto fail;
 	}
+	/* What each handshake will do with it (api_tls_cert_callback), done once here. */
+	{
+		gnutls_pcert_st list[API_TLS_CHAIN_MAX];
+		unsigned n = API_TLS_CHAIN_MAX, i;
+
+		rc = gnutls_pcert_list_import_x509_raw(list, &n, &p->cert, GNUTLS_X509_FMT_PEM, 0);
+		if (rc < 0) {
+			snprintf(err, errlen, "certificate %s: %s (at most %d certificates)",
+				 cert_path, gnutls_strerror(rc), API_TLS_CHAIN_MAX);
+			goto fail;
+		}
+		for (i = 0; i < n; i++)
+			gnutls_pcert_deinit(&list[i]);
+	}
 	if (gnutls_x509_crt_init(&crt) < 0 ||
 	    gnutls_x509_crt_import(crt, &p->cert, GNUTLS_X509_FMT_PEM) < 0) {
 		snprintf(err, errlen, "certificate %s: no PEM certificate", cert_path);
@@ -114,7 +129,7 @@ int api_tls_cert_callback(gnutls_session_t session, const struct gnutls_cert_ret
 {
 	gnutls_pcert_st *list = NULL;
 	gnutls_privkey_t key = NULL;
-	unsigned n = 16, i;
+	unsigned n = API_TLS_CHAIN_MAX, i;
 	int rc = -1;
 
 	*certs = NULL;

@@ -225,6 +225,12 @@ size_t core_card_size(const struct core_card *c);
 enum core_rc core_card_gave_up_set(struct core_card *c, const struct core_gave_up *g,
 				   int64_t now_ms);
 
+/* Appends a comment {id "cm-<n>", author, body, created_at = now} (n: its position, 1-based:
+ * comments are never removed, so it is unique per card); updated_at = now. The new comment's
+ * id is c->comments[c->n_comments - 1].id. NOMEM leaves the card unchanged. */
+enum core_rc core_comment_append(struct core_card *c, const char *author, const char *body,
+				 int64_t now_ms);
+
 /* Replaces *dst by a copy of src (NULL clears). */
 enum core_rc core_str_set(char **dst, const char *src);
 
@@ -597,6 +603,9 @@ struct core_effect_event {
 	const char *to_state;           /* the state the event moved the card into; NULL if none */
 	const struct core_strv *labels; /* the card's labels after the event; NULL: none */
 };
+
+/* The types a subscription may name: card events but card_deleted (-1 and unknown: false). */
+bool core_event_type_subscribable(int t);
 
 /* True when the event fires the subscription. A machine event never matches (ADR-096). */
 bool core_sub_matches(const struct core_sub_filter *f, const struct core_effect_event *ev);

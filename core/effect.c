@@ -37,12 +37,20 @@ void core_sub_filter_release(struct core_sub_filter *f)
 		core_strv_release(&f->dim[d]);
 }
 
+bool core_event_type_subscribable(int t)
+{
+	/* A delivery carries the card: board-level and run events have none to carry, and a
+	 * deleted card has no effect left to fire. */
+	return t >= 0 && t < CORE_EV_COUNT_ && t != CORE_EV_CARD_DELETED &&
+	       strncmp(core_event_type_name((enum core_event_type)t), "card_", 5) == 0;
+}
+
 /* Is each value of dimension d well-formed? */
 static bool dim_value_valid(enum core_sub_dimension d, const char *v)
 {
 	switch (d) {
 	case CORE_SUB_TYPES:
-		return core_event_type_parse(v) >= 0;
+		return core_event_type_subscribable(core_event_type_parse(v));
 	case CORE_SUB_TO_STATES:
 		return core_name_valid(v);
 	case CORE_SUB_ALL_LABELS:
@@ -106,7 +114,7 @@ bool core_sub_matches(const struct core_sub_filter *f, const struct core_effect_
 
 	/* A subscription is written for a person's or a bot's gesture: the watchdog's own
 	 * decisions, a column rename, a migration flow to the audit tail and fire nothing. */
-	if (ev->machine)
+	if (ev->machine || !core_event_type_subscribable((int)ev->type))
 		return false;
 	for (d = 0; d < CORE_SUB_DIM_COUNT_; d++)
 		if (!dim_holds(d, &f->dim[d], ev))

@@ -1,6 +1,7 @@
 /* Card objects: allocation, deep copy, deep equality. */
 #include "core/core.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,6 +194,33 @@ size_t core_card_size(const struct core_card *c)
 		n += len_opt(c->comments[i].id) + len_opt(c->comments[i].author) +
 		     len_opt(c->comments[i].body);
 	return n;
+}
+
+enum core_rc core_comment_append(struct core_card *c, const char *author, const char *body,
+				 int64_t now_ms)
+{
+	struct core_comment *nv, *cm;
+	char cid[32];
+
+	nv = realloc(c->comments, (c->n_comments + 1) * sizeof(*nv));
+	if (!nv)
+		return CORE_ERR_NOMEM;
+	c->comments = nv;
+	cm = memset(&c->comments[c->n_comments], 0, sizeof(*cm));
+	snprintf(cid, sizeof(cid), "cm-%zu", c->n_comments + 1);
+	cm->created_at = now_ms;
+	cm->id = strdup(cid);
+	cm->author = strdup(author ? author : "");
+	cm->body = strdup(body ? body : "");
+	if (!cm->id || !cm->author || !cm->body) {
+		free(cm->id);
+		free(cm->author);
+		free(cm->body);
+		return CORE_ERR_NOMEM;
+	}
+	c->n_comments++;
+	c->updated_at = now_ms;
+	return CORE_OK;
 }
 
 enum core_rc core_card_gave_up_set(struct core_card *c, const struct core_gave_up *g,

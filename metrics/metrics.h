@@ -54,6 +54,8 @@ enum metrics_buckets {
 	  "code (route \"unmatched\": no route).")                                             \
 	X(METRICS_LONG_POLLS, METRICS_GAUGE, "boardd_events_long_polls", "", NULL, NULL,      \
 	  METRICS_B_NONE, "Long-polls of GET /v1/events waiting now.")                         \
+	X(METRICS_EVENT_STREAMS, METRICS_GAUGE, "boardd_event_streams_open", "", NULL, NULL,  \
+	  METRICS_B_NONE, "Event streams (GET /v1/events/stream) open now.")                  \
 	X(METRICS_CLAIMS, METRICS_COUNTER, "boardd_claims_total", "outcome",                  \
 	  METRICS_V("fresh", "idempotent", "conflict", "blockers_pending"), NULL,              \
 	  METRICS_B_NONE, "Claim requests answered, by outcome.")                              \
@@ -109,6 +111,19 @@ enum metrics_buckets {
 	X(METRICS_TLS_NOT_AFTER, METRICS_GAUGE, "boardd_tls_certificate_not_after_seconds", \
 	  "", NULL, NULL, METRICS_B_NONE,                                                      \
 	  "Expiry of the served certificate, seconds since the Unix epoch.")                   \
+	X(METRICS_WEBHOOK_ATTEMPTS, METRICS_COUNTER, "boardd_webhook_attempts_total", "",     \
+	  METRICS_ONE, NULL, METRICS_B_NONE,                                                   \
+	  "Webhook requests sent by this replica's deliverers (delivery attempts).")           \
+	X(METRICS_WEBHOOK_OUTCOMES, METRICS_COUNTER, "boardd_webhook_outcomes_total",         \
+	  "outcome",                                                                           \
+	  METRICS_V("done", "retry", "dead", "disabled", "lease_lost", "store_error"), NULL,    \
+	  METRICS_B_NONE,                                                                      \
+	  "Delivery outcomes: done (2xx), retry (scheduled again), dead (last attempt failed, "  \
+	  "or the subscription is gone), disabled (410), lease_lost (the outcome was refused: "  \
+	  "the lease was taken meanwhile), store_error (not written).")                        \
+	X(METRICS_WEBHOOK_DURATION, METRICS_HISTOGRAM, "boardd_webhook_attempt_duration_seconds", \
+	  "", METRICS_ONE, NULL, METRICS_B_PASS_US,                                            \
+	  "Time a webhook receiver took to answer (or the attempt to fail).")                  \
 	X(METRICS_BUILD_INFO, METRICS_GAUGE, "boardd_build_info", "version", NULL, NULL,      \
 	  METRICS_B_NONE, "1, labelled with the version of boardd.")                           \
 	X(METRICS_PROC_CPU, METRICS_COUNTER, "process_cpu_seconds_total", "", NULL, NULL,     \

@@ -1,6 +1,7 @@
 /* boardd: parse the configuration, open the store, set up tokens, start the reaper and the
  * HTTP api, wait for SIGTERM/SIGINT, then shut down in order: stop accepting, finish
  * in-flight requests, stop the reaper, close the store. */
+#include "server/deliver.h"
 #include "server/reaper.h"
 #include "server/server.h"
 
@@ -25,12 +26,6 @@ static enum core_rc open_store(const struct server_config *cfg, struct store **s
 	return store_open(cfg->store, st, err, errlen);
 }
 
-/* SIGHUP hook: the TLS certificate and key (api_tls_reload). */
-static bool reload_tls(void *ctx, char *err, size_t errlen)
-{
-	return api_tls_reload(ctx, err, errlen) == CORE_OK;
-}
-
 int main(int argc, char **argv)
 {
 	struct server_config cfg;
@@ -40,8 +35,10 @@ int main(int argc, char **argv)
 	struct api *api = NULL;
 	struct server_reaper_config rcfg = {0};
 	struct server_reaper *reaper = NULL;
+	struct server_deliver_config dcfg = {0};
+	struct server_deliver *deliver = NULL;
+	const char *scale = getenv("BOARDD_TEST_DELIVERY_TIME_SCALE");
 	struct metrics *metrics = NULL;
-	struct server_reload_hook hooks[1] = {{"the TLS certificate and key", NULL, NULL}};
 	char err[512];
 	sigset_t sigs;
 	int sig = 0, code = 1;
@@ -115,13 +112,21 @@ int main(int argc, char **argv)
 	acfg.reaper = (struct api_reaper_hooks){server_reaper_hook_status, server_reaper_hook_pass,
 						reaper};
 
+	dcfg.threads = (unsigned)cfg.deliverers;
+	dcfg.lease_ms = cfg.delivery_lease_ms;
+	dcfg.timeout_ms = cfg.delivery_timeout_ms;
+	dcfg.metrics = metrics;
+	/* Test only: the retry schedule divided by this (README: test-only variables). */
+	dcfg.time_scale = scale ? strtod(scale, NULL) : 1;
+	if (server_deliver_start(st, &dcfg, &deliver) != CORE_OK) {
+		fprintf(stderr, "boardd: cannot start the webhook deliverers\n");
+		goto out;
+	}
+
 	if (api_start(&acfg, st, &api, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: %s\n", err);
 		goto out;
 	}
-	if (cfg.tls_cert)
-		hooks[0] = (struct server_reload_hook){"the TLS certificate and key", reload_tls,
-						       api};
 	fprintf(stderr,
 		"boardd %s: listening on %s (port %u) over %s, store %s (%s), reaper gate %s\n",
 		BOARDD_VERSION, cfg.listen, (unsigned)api_port(api),
@@ -133,7 +138,7 @@ int main(int argc, char **argv)
 			;
 		if (sig != SIGHUP)
 			break;
-		server_reload(hooks, sizeof hooks / sizeof hooks[0]);
+		server_reload(&(struct server_reload_ctx){.cfg = &cfg, .api = api});
 	}
 	fprintf(stderr, "boardd: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	api_quiesce(api);
@@ -145,6 +150,7 @@ int main(int argc, char **argv)
 	code = 0;
 out:
 	api_stop(api);
+	server_deliver_stop(deliver); /* an attempt in flight finishes or times out first */
 	server_reaper_free(reaper);
 	store_close(st);
 	api_tokens_release(&tokens);

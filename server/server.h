@@ -31,19 +31,14 @@ struct server_config {
 	int64_t max_comments;         /* 1000 (DESIGN §11) */
 	enum api_log_format log_format;
 	bool reaper_gate;             /* --reaper=on / ITERION_BOARD_CLAIM_REAPER=on; default off */
+	int64_t deliverers;           /* webhook deliverer threads (2; 0: none) */
+	int64_t delivery_lease_ms;    /* 60000 */
+	int64_t delivery_timeout_ms;  /* 15000 */
 	const char *tls_cert;         /* --tls-cert FILE (PEM chain); NULL: plain HTTP */
 	const char *tls_key;          /* --tls-key FILE (PEM key); with tls_cert */
 };
 
-/* SIGHUP: what is re-read, each on its own (tokens, the TLS pair, ...). A hook that fails
- * keeps what it had and says why in err; the others still run. */
-struct server_reload_hook {
-	const char *what;
-	bool (*reload)(void *ctx, char *err, size_t errlen);
-	void *ctx;
-};
-/* Runs every hook with a non-NULL reload, logging one line each on stderr. */
-void server_reload(const struct server_reload_hook *hooks, size_t n);
+
 
 enum server_parse_result {
 	SERVER_PARSE_RUN,   /* start the server */
@@ -63,5 +58,14 @@ int server_token_main(int argc, char **argv);
  * stderr). *out is zeroed by the caller; returns false with err filled on failure. */
 bool server_tokens_setup(const struct server_config *cfg, struct api_tokens *out, char *err,
 			 size_t errlen);
+
+/* SIGHUP: what a running server re-reads (server/reload.c). Each step is one row of a table;
+ * a step that fails keeps what it had and says why on stderr. */
+struct server_reload_ctx {
+	const struct server_config *cfg;
+	struct api *api;
+};
+/* Runs every reload step; returns how many failed. */
+int server_reload(const struct server_reload_ctx *ctx);
 
 #endif

@@ -79,6 +79,7 @@ enum store_owned_kind {
 	STORE_OWNED_LAST_RUN,
 	STORE_OWNED_AWAITING_INPUT,
 	STORE_OWNED_GAVE_UP,
+	STORE_OWNED_COMMENT, /* a worker's comment, by the claim's holder (DESIGN §11, §12) */
 };
 
 struct store_owned_write {
@@ -89,6 +90,7 @@ struct store_owned_write {
 	const char *run_id; /* LAST_RUN (NULL clears) */
 	bool awaiting_input;
 	const struct core_gave_up *gave_up; /* GAVE_UP: NULL or !set clears */
+	const char *comment;                /* COMMENT: the body, non-empty */
 	/* The reason the GAVE_UP event and the release's event carry (NULL: none); the reaper's
 	 * "watchdog" makes them machine events (DESIGN §7). */
 	const char *event_reason;
@@ -154,6 +156,86 @@ struct store_label_sweep {
 	const char *const *boards;    /* NULL: any; else NULL-terminated list the caller may see */
 	const struct core_strv *from;
 	const char *to;
+};
+
+
+/* ---- effects (DESIGN §14): subscriptions and the webhook outbox ----
+ *
+ * A subscription belongs to a board and is named there. Every event a mutation appends is
+ * matched (core_sub_matches) against the enabled subscriptions of its board in the same atomic
+ * step: a match enqueues one delivery and applies the subscription's consume_labels to the
+ * card, and the consumption is recorded as a card_labels_changed event (reason
+ * "consume_labels") that is itself never matched (a one-shot fires one delivery, never a
+ * cascade). A machine event matches nothing. */
+
+struct store_sub {
+	char *board;
+	char *name;
+	char *url;
+	char *secret;                /* "whsec_<base64>"; never served */
+	struct core_sub_filter on;
+	struct core_strv consume;    /* consume_labels */
+	bool enabled;
+	char *disabled_reason;       /* NULL unless disabled by a 410 ("gone") */
+	int64_t created_at, updated_at;
+};
+
+void store_sub_free(struct store_sub *s);
+void store_subs_free(struct store_sub **v, size_t n);
+
+#define STORE_DELIVERY_STATUSES(X)                                                           \
+	X(STORE_DELIVERY_PENDING, "pending")                                                  \
+	X(STORE_DELIVERY_DONE, "done")                                                        \
+	X(STORE_DELIVERY_DEAD, "dead")
+
+enum store_delivery_status {
+#define STORE_DLV_ENUM(id, name) id,
+	STORE_DELIVERY_STATUSES(STORE_DLV_ENUM)
+#undef STORE_DLV_ENUM
+	STORE_DELIVERY_STATUS_COUNT_
+};
+const char *store_delivery_status_name(enum store_delivery_status s);
+/* -1 when unknown. */
+int store_delivery_status_parse(const char *s);
+
+struct store_delivery {
+	char *id;          /* the webhook-id: "<event key>.<subscription>" */
+	char *board;
+	char *sub;         /* the subscription's name */
+	int64_t event_seq; /* 0 until known (Mongo: set when the event got its seq) */
+	char *event_type;
+	char *card_id;     /* may be NULL */
+	char *body;        /* the request body, fixed at enqueue: {type, event, card} */
+	enum store_delivery_status status;
+	int attempts;      /* attempts made */
+	int64_t next_at;   /* pending: not before */
+	char *lease_owner; /* NULL: not leased */
+	int64_t lease_until;
+	int64_t lease_epoch; /* the fence of the outcome write; never repeats for an id */
+	int last_status;   /* HTTP status of the last attempt; 0: none / no answer */
+	char *last_error;  /* may be NULL */
+	int64_t created_at, updated_at;
+};
+
+void store_delivery_free(struct store_delivery *d);
+void store_deliveries_free(struct store_delivery **v, size_t n);
+
+/* The fenced outcome of one delivery attempt (the deliverer judged it with
+ * core_delivery_judge). */
+struct store_delivery_outcome {
+	const char *owner;   /* the lease owner */
+	int64_t epoch;       /* the lease epoch */
+	enum core_delivery_verdict verdict;
+	int status;          /* the answer's HTTP status; 0: none */
+	int64_t next_at;     /* RETRY */
+	const char *error;   /* may be NULL */
+};
+
+struct store_delivery_filter {
+	const char *board;         /* NULL: any */
+	const char *const *boards; /* NULL: any; else NULL-terminated list the caller may see */
+	int status;                /* -1: any */
+	size_t limit;              /* 1..1000 */
 };
 
 /* One card of the attention lane (DESIGN §15). */
@@ -243,6 +325,9 @@ struct store_ops {
 	enum core_rc (*board_put)(struct store *st, const struct core_board *b,
 				  const struct store_actor *actor);
 
+	/* A card re-created under an id deleted before starts with claim_epoch at the id's
+	 * highest epoch, so no epoch repeats (DESIGN §11). Over the limits: PAYLOAD_TOO_LARGE
+	 * (store_card_fits; so do card_patch and card_comment_add). */
 	enum core_rc (*card_create)(struct store *st, const struct store_card_create *in,
 				    const struct store_actor *actor, struct core_card **out);
 	enum core_rc (*card_get)(struct store *st, const char *id, struct core_card **out);
@@ -251,9 +336,12 @@ struct store_ops {
 	enum core_rc (*card_patch)(struct store *st, const char *id,
 				   const struct store_card_patch *p, const struct store_actor *actor,
 				   struct core_card **out);
+	/* DEPENDENTS_OUTSTANDING while another card lists it in its blockers. */
 	enum core_rc (*card_delete)(struct store *st, const char *id,
 				    const struct store_actor *actor);
 
+	/* The claim records store_actor_holder(actor) as its holder. A fresh claim of a card
+	 * whose blockers are not all done: BLOCKERS_PENDING. */
 	enum core_rc (*card_claim)(struct store *st, const char *id, const char *marker,
 				   int64_t lease_ms, const struct store_actor *actor,
 				   struct store_claim_result *out);
@@ -290,10 +378,7 @@ struct store_ops {
 					   const struct core_strv *add,
 					   const struct core_strv *remove,
 					   const struct store_actor *actor, struct core_card **out);
-	/* t NULL: an ordinary write (bot, operator); else fenced by the claim token, as an owned
-	 * write (a worker's comment, DESIGN §12): a stale token adds nothing. */
 	enum core_rc (*card_comment_add)(struct store *st, const char *id, const char *body,
-					 const struct core_token *t,
 					 const struct store_actor *actor, struct core_card **out);
 	/* label -> count over a board (NULL: all boards); *out is a new json object. */
 	enum core_rc (*labels_count)(struct store *st, const char *board,
@@ -342,6 +427,34 @@ struct store_ops {
 	enum core_rc (*labels_sweep)(struct store *st, const struct store_label_sweep *sw,
 				     const struct store_actor *actor, size_t *touched);
 
+	/* Effects (DESIGN §14). sub_put upserts (s->secret NULL keeps the stored one; a new
+	 * subscription then takes `secret_if_new`); *created says which. */
+	enum core_rc (*sub_put)(struct store *st, const struct store_sub *s,
+				const char *secret_if_new, bool *created, struct store_sub **out);
+	enum core_rc (*sub_get)(struct store *st, const char *board, const char *name,
+				struct store_sub **out);
+	enum core_rc (*sub_list)(struct store *st, const char *board, struct store_sub ***out,
+				 size_t *n);
+	enum core_rc (*sub_delete)(struct store *st, const char *board, const char *name);
+	enum core_rc (*delivery_get)(struct store *st, const char *id,
+				     struct store_delivery **out);
+	/* Newest first. */
+	enum core_rc (*delivery_list)(struct store *st, const struct store_delivery_filter *f,
+				      struct store_delivery ***out, size_t *n);
+	/* Leases the oldest pending delivery that is due (next_at <= now) and not leased (or
+	 * whose lease expired) to `owner` for lease_ms: lease_epoch advances. *out NULL: none. */
+	enum core_rc (*delivery_lease)(struct store *st, const char *owner, int64_t lease_ms,
+				       struct store_delivery **out);
+	/* Writes an attempt's outcome, fenced by (owner, epoch): CLAIM_CONFLICT when the lease
+	 * was lost (expired and taken, or retried by an operator). Clears the lease. DISABLE also
+	 * disables the subscription. */
+	enum core_rc (*delivery_finish)(struct store *st, const char *id,
+					const struct store_delivery_outcome *o,
+					struct store_delivery **out);
+	/* Operator retry: a done or dead delivery becomes pending again, due now, with a fresh
+	 * schedule (attempts 0); any lease is voided. STATE_CONFLICT when it is pending. */
+	enum core_rc (*delivery_retry)(struct store *st, const char *id,
+				       struct store_delivery **out);
 	/* Metrics (metrics/metrics.h): adds this twin's samples to a scrape — cards by board
 	 * and state (METRICS_CARDS), claims held and expired (now: the twin's clock), and the
 	 * twin's own counters (FS journal, Mongo driver). A failure to read is
@@ -448,10 +561,6 @@ enum core_rc store_card_labels_set(struct store *st, const char *id, const struc
 enum core_rc store_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,
 				      const struct core_strv *remove,
 				      const struct store_actor *actor, struct core_card **out);
-/* The worker's comment: fenced by t (CLAIM_CONFLICT and nothing added on a stale token). */
-enum core_rc store_card_comment_add_owned(struct store *st, const char *id, const char *body,
-					  const struct core_token *t,
-					  const struct store_actor *actor, struct core_card **out);
 enum core_rc store_card_comment_add(struct store *st, const char *id, const char *body,
 				    const struct store_actor *actor, struct core_card **out);
 enum core_rc store_labels_count(struct store *st, const char *board, const char *const *boards,
@@ -483,6 +592,23 @@ enum core_rc store_run_prune(struct store *st, const char *id, const struct stor
 enum core_rc store_run_promote_if_orphaned(struct store *st, const char *id,
 					   struct core_run **out, bool *promoted);
 enum core_rc store_run_count_for_card(struct store *st, const char *card_id, size_t *n);
+
+enum core_rc store_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
+			   bool *created, struct store_sub **out);
+enum core_rc store_sub_get(struct store *st, const char *board, const char *name,
+			   struct store_sub **out);
+enum core_rc store_sub_list(struct store *st, const char *board, struct store_sub ***out,
+			    size_t *n);
+enum core_rc store_sub_delete(struct store *st, const char *board, const char *name);
+enum core_rc store_delivery_get(struct store *st, const char *id, struct store_delivery **out);
+enum core_rc store_delivery_list(struct store *st, const struct store_delivery_filter *f,
+				 struct store_delivery ***out, size_t *n);
+enum core_rc store_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
+				  struct store_delivery **out);
+enum core_rc store_delivery_finish(struct store *st, const char *id,
+				   const struct store_delivery_outcome *o,
+				   struct store_delivery **out);
+enum core_rc store_delivery_retry(struct store *st, const char *id, struct store_delivery **out);
 
 enum core_rc store_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
 				       size_t *n);
@@ -554,6 +680,26 @@ json_t *store_run_to_json(const struct core_run *r);
 enum core_rc store_run_from_json(const json_t *j, struct core_run **out);
 json_t *store_event_to_json(const struct core_event *e);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
+
+/* Subscriptions and deliveries. `stored`: the twins' own form (times as integers, the secret
+ * and the body included); else the served form (RFC 3339 times, no secret, no body). */
+json_t *store_sub_to_json(const struct store_sub *s, bool stored);
+enum core_rc store_sub_from_json(const json_t *j, struct store_sub **out);
+json_t *store_delivery_to_json(const struct store_delivery *d, bool stored);
+enum core_rc store_delivery_from_json(const json_t *j, struct store_delivery **out);
+
+/* The matching both twins run in a mutation's atomic step (store/effect.c). */
+/* Does event (type, reason, the state its payload moved the card to or NULL) on `card` (its
+ * labels after the step) fire s? The state of a card_created event is the card's. */
+bool store_effect_match(const struct store_sub *s, enum core_event_type type, const char *reason,
+			const char *to_state, const struct core_card *card);
+/* The request body of a delivery: {"type":"board.event","event":<e>,"card":<c or null>}.
+ * New string (caller frees), NULL on OOM. */
+char *store_delivery_body(const struct core_event *e, const struct core_card *card);
+/* A new pending delivery of event key `ekey` (FS: its seq; Mongo: its _id) to s. */
+struct store_delivery *store_delivery_new(const struct store_sub *s, const char *ekey,
+					  int64_t seq, enum core_event_type type,
+					  const char *card_id, char *body, int64_t now);
 
 /* ---- the Mongo twin (store/mongo; built when libmongoc is found: BOARDD_HAVE_MONGO) ---- */
 

@@ -175,8 +175,11 @@ async function loadBoards() {
 async function openBoard(name) {
   if (S.stream) S.stream.abort();
   S.board = await api('GET', '/v1/boards/' + enc(name));
+  /* The tail first, then the cards: the stream resumes after that tail, so nothing written
+   * while the cards load is missed (re-reading a card twice is harmless). */
+  const tail = await tailSeq(name);
   S.cards = new Map((await allCards(name)).map((c) => [c.id, c]));
-  S.lastId = null;
+  S.lastId = tail;
   const sel = $('bulk-to');
   sel.replaceChildren(...workingColumns().map((c) => h('option', { value: c.name, text: c.name })));
   sel.value = firstEligible();
@@ -247,8 +250,7 @@ function startStream() {
       try {
         const headers = { Authorization: 'Bearer ' + S.token, Accept: 'text/event-stream' };
         if (S.lastId !== null) headers['Last-Event-ID'] = String(S.lastId);
-        const after = S.lastId === null ? '&after=' + (await tailSeq(board)) : '';
-        const resp = await fetch('/v1/events/stream?board=' + enc(board) + after,
+        const resp = await fetch('/v1/events/stream?board=' + enc(board),
           { headers, signal: ctl.signal, cache: 'no-store' });
         if (resp.status === 401) { signOut('The token was refused (401).'); return; }
         if (!resp.ok || !resp.body) throw new Error('HTTP ' + resp.status);
@@ -266,15 +268,34 @@ function startStream() {
   run();
 }
 
-/* The seq to start a fresh stream from: the board's newest event (we just loaded the board). */
+/* The seq of the board's newest event: where a stream that follows a freshly loaded board
+ * starts. Found by galloping and bisection over `after` with limit=1 (is there an event of
+ * this board after a?), about 2 log2(seq) tiny requests, however long the audit tail is. */
+async function firstAfter(board, a) {
+  const r = await api('GET', '/v1/events?board=' + enc(board) + '&after=' + a + '&limit=1');
+  return r.events.length ? r.events[0].seq : null;
+}
+
 async function tailSeq(board) {
-  let after = 0;
-  for (let i = 0; i < 200; i++) {
-    const r = await api('GET', '/v1/events?board=' + enc(board) + '&after=' + after + '&limit=1000');
-    if (!r.events.length || r.next <= after) return r.next > after ? r.next : after;
-    after = r.next;
+  let lo = await firstAfter(board, 0);
+  if (lo === null) return 0;
+  let step = 1024;
+  let hi;
+  for (;;) {
+    const s = await firstAfter(board, lo + step);
+    if (s === null) { hi = lo + step; break; }
+    lo = s;
+    step *= 2;
   }
-  return after;
+  /* an event of the board at lo, none after hi */
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    const s = await firstAfter(board, mid);
+    if (s === null) hi = mid;
+    else lo = s;
+  }
+  const last = await firstAfter(board, lo);
+  return last === null ? lo : last;
 }
 
 async function readSSE(body, signal, onMessage) {
@@ -605,6 +626,10 @@ async function bulkApply() {
 
 function openCardDialog(id) {
   S.openCard = id;
+  const c = S.cards.get(id);
+  /* Never show (or let anyone click) the previous card's content while this one loads. */
+  $('card-title').textContent = c ? c.title || id : id;
+  $('card-body').replaceChildren(h('p', { class: 'muted', text: 'Loading…' }));
   const d = $('card-dialog');
   if (!d.open) d.showModal();
   renderCardDialog(id, true);
@@ -615,14 +640,18 @@ function fieldList(pairs) {
     .flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v instanceof Node ? v : String(v))]));
 }
 
+/* The card's events, read back from the tail in windows of 1000 seqs until its creation
+ * (at most 20 windows: the timeline of an old card on a busy board is its recent part). */
 async function cardTimeline(c) {
   const out = [];
-  let after = 0;
-  for (let page = 0; page < 50; page++) {
-    const r = await api('GET', '/v1/events?board=' + enc(c.board) + '&after=' + after + '&limit=1000');
-    for (const e of r.events) if (e.card_id === c.id) out.push(e);
-    if (!r.events.length || r.next <= after) break;
-    after = r.next;
+  let hi = await tailSeq(c.board);
+  for (let page = 0; page < 20 && hi > 0; page++) {
+    const lo = Math.max(0, hi - 1000);
+    const r = await api('GET', '/v1/events?board=' + enc(c.board) + '&after=' + lo + '&limit=1000');
+    const mine = r.events.filter((e) => e.seq <= hi && e.card_id === c.id);
+    out.unshift(...mine);
+    if (mine.some((e) => e.type === 'card_created')) break;
+    hi = lo;
   }
   return out;
 }
@@ -732,6 +761,8 @@ function wire() {
   $('card-dialog').addEventListener('close', () => { S.openCard = null; });
   setInterval(tickLeases, 1000);
   setInterval(() => { if (S.token && S.board) loadReaper(); }, 15000);
+  /* Leases expire without an event: the lane is re-read now and then as well. */
+  setInterval(() => { if (S.token && S.board) refreshAttentionSoon(); }, 10000);
 }
 
 document.addEventListener('DOMContentLoaded', () => {

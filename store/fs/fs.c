@@ -83,6 +83,15 @@ static const struct store_ops fs_ops = {
 	.reaper_list_repair = fs_reaper_list_repair,
 	.reaper_transfer = fs_reaper_transfer,
 	.reaper_release_exact = fs_reaper_release_exact,
+	.sub_put = fs_sub_put,
+	.sub_get = fs_sub_get,
+	.sub_list = fs_sub_list,
+	.sub_delete = fs_sub_delete,
+	.delivery_get = fs_delivery_get,
+	.delivery_list = fs_delivery_list,
+	.delivery_lease = fs_delivery_lease,
+	.delivery_finish = fs_delivery_finish,
+	.delivery_retry = fs_delivery_retry,
 };
 
 /* mkdir -p; 0 or -1 with errno. */

@@ -126,7 +126,18 @@ struct fs_change_card {
 	bool claim_only;
 };
 
+/* An effect record (store/fs/fs_effect.c): a subscription ("s/<board>/<name>") or a delivery
+ * ("d/<id>"), held as its stored JSON text. `due`: a pending delivery's next_at, else -1 (0 for
+ * subscriptions). In a change, val NULL deletes the key. Published entries are immutable. */
+struct fs_kv {
+	char *key;
+	char *val;
+	int64_t due;
+};
+
 struct fs_change {
+	struct fs_kv *kvs; /* owned; upserted (val NULL: deleted) */
+	size_t n_kvs, cap_kvs;
 	struct fs_change_card *cards;
 	size_t n_cards, cap_cards;
 	struct core_run **runs; /* owned; upserted */
@@ -159,8 +170,15 @@ struct fs_undo_board {
 	bool is_new;
 };
 
+struct fs_undo_kv {
+	struct fs_kv *now; /* what the change published (NULL: it deleted the key) */
+	struct fs_kv *old; /* what it replaced (NULL: the key was new) */
+};
+
 struct fs_undo {
 	uint64_t seq;            /* the journal line */
+	struct fs_undo_kv *kvs;
+	size_t n_kvs;
 	struct fs_counters ctr;  /* the counters before */
 	struct fs_undo_card *cards;
 	size_t n_cards;
@@ -212,6 +230,9 @@ struct fs {
 				    * GET /v1/attention reads (fs_attention.c) */
 	size_t n_attn, cap_attn;
 	struct fs_map runs; /* id -> struct core_run */
+	struct fs_map subs; /* "s/<board>/<name>" -> struct fs_kv: subscriptions (no matching at
+			     * all while empty) */
+	struct fs_map kv;   /* "d/<id>" -> struct fs_kv: deliveries */
 	struct fs_map floors; /* card id -> struct fs_floor: the epoch floor of ids deleted once
 			       * (never removed; only raised) */
 	struct fs_map post_states; /* state -> struct fs_post (published cards only) */
@@ -369,7 +390,8 @@ char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_boar
 			   size_t n_boards, const struct core_card *const *cards,
 			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
 			   size_t n_runs, const struct core_event *const *events, size_t n_events,
-			   const struct fs_snap_floor *floors, size_t n_floors, size_t *len);
+			   const struct fs_snap_floor *floors, size_t n_floors,
+			   const struct fs_kv *kvs, size_t n_kvs, size_t *len);
 char *fs_snap_end_encode(uint64_t gen, const struct fs_counters *ctr, uint64_t n_records,
 			 size_t *len);
 /* Frames the record at buf (avail bytes from there on): on FS_REC_OK and FS_REC_BAD_PAYLOAD
@@ -467,11 +489,15 @@ void fs_compactor_poke(struct fs *fs);
 
 /* ---- transactions (fs_txn.c) ---- */
 
+struct fs_effect_hit; /* fs_effect.c */
+
 struct fs_txn {
 	struct fs *fs;
 	int64_t now;
 	const char *actor; /* borrowed */
 	struct fs_change ch;
+	struct fs_effect_hit *hits; /* matched (event, subscription) pairs (fs_effect.c) */
+	size_t n_hits;
 };
 
 /* Takes the state write lock and reads "now" once for the whole mutation. */
@@ -497,11 +523,31 @@ enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const cha
  * the transaction ends. O(dependents), never a walk of the board. */
 enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char ***ids,
 			       size_t *n);
+/* Upserts (val non-NULL) or deletes an effect record; key and val are copied. */
+enum core_rc fs_txn_kv(struct fs_txn *t, const char *key, const char *val, int64_t due);
+/* The effect record as this transaction sees it (borrowed; NULL: none). */
+const char *fs_txn_kv_peek(struct fs_txn *t, const char *key);
 /* A lookup over cards as this transaction sees them (for core_blockers_*). */
 struct core_card_lookup fs_txn_lookup(struct fs_txn *t);
 /* rc == OK: commits (journal, swap, unlock, wait for durability); else aborts and unlocks.
  * Returns the final rc. */
 enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc);
+
+/* ---- effects (fs_effect.c) ---- */
+
+/* Publishes (undo NULL: a replay) one effect record of a change, taking kv's strings. */
+void fs_kv_apply(struct fs *fs, struct fs_kv *kv, struct fs_undo *undo);
+void fs_kv_release(struct fs *fs);
+/* Frees what settled undo entries replaced / puts back what rolled-back ones replaced. */
+void fs_kv_undo_settle(struct fs_undo *u);
+void fs_kv_undo_rollback(struct fs *fs, struct fs_undo *u);
+/* Run by fs_txn_end before the seqs are handed out: matches the transaction's events against
+ * the subscriptions of their boards, applies consume_labels, queues the consumption events. */
+enum core_rc fs_effects_match(struct fs_txn *t);
+/* After the seqs: writes one delivery per match (its body carries the event's seq). */
+enum core_rc fs_effects_enqueue(struct fs_txn *t);
+/* Frees the matches (idempotent). */
+void fs_effects_clear(struct fs_txn *t);
 
 /* ---- domain helpers shared by the op files (fs_cards.c) ---- */
 
@@ -510,6 +556,9 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc);
  * non-machine write. A move to the current column is a no-op. */
 enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct core_board *b,
 			   const char *to, const char *reason, json_t *extra);
+/* Appends a comment by the transaction's actor with its card_comment_added event, within the
+ * card limits (PAYLOAD_TOO_LARGE). */
+enum core_rc fs_comment_write(struct fs_txn *t, struct core_card *c, const char *body);
 /* Duplicates into *out for the caller (NOMEM). */
 enum core_rc fs_card_out(const struct core_card *c, struct core_card **out);
 /* A new array of copies of matching recovery claims (want sees only those); cmp orders
@@ -542,7 +591,6 @@ enum core_rc fs_card_labels_adjust(struct store *st, const char *id, const struc
 				   const struct core_strv *remove, const struct store_actor *actor,
 				   struct core_card **out);
 enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *body,
-				 const struct core_token *tok,
 				 const struct store_actor *actor, struct core_card **out);
 
 /* fs_claims.c */
@@ -575,6 +623,23 @@ enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 				     const struct store_actor *actor);
 /* The legacy same-host sweep run at open (one journal line for all releases). */
 enum core_rc fs_legacy_sweep(struct fs *fs);
+
+/* fs_effect.c */
+enum core_rc fs_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
+			bool *created, struct store_sub **out);
+enum core_rc fs_sub_get(struct store *st, const char *board, const char *name,
+			struct store_sub **out);
+enum core_rc fs_sub_list(struct store *st, const char *board, struct store_sub ***out, size_t *n);
+enum core_rc fs_sub_delete(struct store *st, const char *board, const char *name);
+enum core_rc fs_delivery_get(struct store *st, const char *id, struct store_delivery **out);
+enum core_rc fs_delivery_list(struct store *st, const struct store_delivery_filter *f,
+			      struct store_delivery ***out, size_t *n);
+enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
+			       struct store_delivery **out);
+enum core_rc fs_delivery_finish(struct store *st, const char *id,
+				const struct store_delivery_outcome *o,
+				struct store_delivery **out);
+enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_delivery **out);
 
 /* fs_admin.c */
 enum core_rc fs_board_column_rename(struct store *st, const char *board, const char *from,

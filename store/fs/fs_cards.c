@@ -306,6 +306,18 @@ out:
 	return fs_txn_end(&t, rc);
 }
 
+enum core_rc fs_comment_write(struct fs_txn *t, struct core_card *c, const char *body)
+{
+	enum core_rc rc = core_comment_append(c, t->actor, body, t->now);
+
+	if (rc == CORE_OK)
+		rc = store_card_fits(&t->fs->base, c, NULL, 0);
+	if (rc == CORE_OK)
+		rc = fs_txn_event(t, CORE_EV_CARD_COMMENT_ADDED, c->board, c->id, NULL,
+				  json_pack("{ss}", "comment_id", c->comments[c->n_comments - 1].id));
+	return rc;
+}
+
 /* Ends a card transaction that produced `c` (the txn's copy): *out gets a copy on success. */
 static enum core_rc end_with_card(struct fs_txn *t, enum core_rc rc, struct core_card *c,
 				  struct core_card **out)
@@ -440,38 +452,15 @@ enum core_rc fs_card_labels_adjust(struct store *st, const char *id, const struc
 }
 
 enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *body,
-				 const struct core_token *tok,
 				 const struct store_actor *actor, struct core_card **out)
 {
 	struct fs_txn t;
 	struct core_card *c = NULL;
-	struct core_comment *cm, *nv;
-	char cid[32];
 	enum core_rc rc;
 
 	fs_txn_begin(fs_of(st), &t, actor);
 	rc = fs_txn_card(&t, id, &c);
-	if (rc == CORE_OK && tok)
-		rc = core_fence_check(c, tok);
-	if (rc != CORE_OK)
-		goto out;
-	rc = CORE_ERR_NOMEM;
-	nv = realloc(c->comments, (c->n_comments + 1) * sizeof(*nv));
-	if (!nv)
-		goto out;
-	c->comments = nv;
-	cm = memset(&c->comments[c->n_comments++], 0, sizeof(*cm));
-	/* Comments are never removed, so the position numbers them uniquely per card. */
-	snprintf(cid, sizeof(cid), "cm-%zu", c->n_comments);
-	cm->created_at = t.now;
-	if (core_str_set(&cm->id, cid) || core_str_set(&cm->author, t.actor) ||
-	    core_str_set(&cm->body, body))
-		goto out;
-	c->updated_at = t.now;
-	rc = store_card_fits(st, c, NULL, 0);
 	if (rc == CORE_OK)
-		rc = fs_txn_event(&t, CORE_EV_CARD_COMMENT_ADDED, c->board, c->id, NULL,
-				  json_pack("{ss}", "comment_id", cid));
-out:
+		rc = fs_comment_write(&t, c, body);
 	return end_with_card(&t, rc, c, out);
 }

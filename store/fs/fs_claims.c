@@ -372,6 +372,9 @@ enum core_rc fs_card_owned_write(struct store *st, const char *id,
 	case STORE_OWNED_GAVE_UP:
 		rc = gave_up_write(&t, c, w->gave_up, w->event_reason);
 		break;
+	case STORE_OWNED_COMMENT:
+		rc = fs_comment_write(&t, c, w->comment);
+		break;
 	default:
 		rc = CORE_ERR_BAD_REQUEST;
 	}

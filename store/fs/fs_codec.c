@@ -217,6 +217,22 @@ static void w_event(struct wbuf *b, const struct core_event *e)
 	w_str(b, e->payload);
 }
 
+/* The effect records ride after the events, only when there are some: a change without any
+ * is the bytes earlier versions wrote. */
+static void w_kvs(struct wbuf *b, const struct fs_kv *kvs, size_t n)
+{
+	size_t i;
+
+	if (!n)
+		return;
+	w_u32(b, (uint32_t)n);
+	for (i = 0; i < n; i++) {
+		w_str(b, kvs[i].key);
+		w_str(b, kvs[i].val);
+		w_i64(b, kvs[i].due);
+	}
+}
+
 static void w_begin(struct wbuf *b)
 {
 	w_room(b, FS_REC_HDR);
@@ -305,6 +321,7 @@ char *fs_change_encode(const struct fs_change *ch, size_t *len)
 	w_u32(&b, (uint32_t)ch->n_events);
 	for (i = 0; i < ch->n_events; i++)
 		w_event(&b, ch->events[i]);
+	w_kvs(&b, ch->kvs, ch->n_kvs);
 	return w_finish(&b, FS_REC_CHANGE, len);
 }
 
@@ -312,7 +329,8 @@ char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_boar
 			   size_t n_boards, const struct core_card *const *cards,
 			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
 			   size_t n_runs, const struct core_event *const *events, size_t n_events,
-			   const struct fs_snap_floor *floors, size_t n_floors, size_t *len)
+			   const struct fs_snap_floor *floors, size_t n_floors,
+			   const struct fs_kv *kvs, size_t n_kvs, size_t *len)
 {
 	struct wbuf b = {0};
 	size_t i;
@@ -341,6 +359,7 @@ char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_boar
 	w_u32(&b, (uint32_t)n_events);
 	for (i = 0; i < n_events; i++)
 		w_event(&b, events[i]);
+	w_kvs(&b, kvs, n_kvs);
 	return w_finish(&b, FS_REC_CHANGE, len);
 }
 
@@ -730,6 +749,19 @@ static enum core_rc decode_change(struct rbuf *b, struct fs_change *ch)
 		}
 		ch->events[ch->n_events++] = e;
 		r_event(b, e);
+	}
+	n = !b->bad && b->off != b->n ? r_count(b, 16) : 0;
+	if (n && !b->bad) {
+		ch->kvs = calloc(n, sizeof(*ch->kvs));
+		ch->cap_kvs = n;
+		b->bad = !ch->kvs;
+	}
+	for (i = 0; i < n && !b->bad; i++) {
+		struct fs_kv *kv = &ch->kvs[ch->n_kvs++];
+
+		r_str(b, &kv->key, false);
+		r_str(b, &kv->val, true);
+		kv->due = r_i64(b);
 	}
 	if (!b->bad && b->off != b->n)
 		b->bad = true; /* trailing bytes: not what this version writes */

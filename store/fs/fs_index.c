@@ -259,6 +259,11 @@ void fs_change_release(struct fs_change *ch)
 	for (i = 0; i < ch->n_events; i++)
 		event_free(ch->events[i]);
 	free(ch->events);
+	for (i = 0; i < ch->n_kvs; i++) {
+		free(ch->kvs[i].key);
+		free(ch->kvs[i].val);
+	}
+	free(ch->kvs);
 	memset(ch, 0, sizeof(*ch));
 }
 
@@ -337,6 +342,7 @@ enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
 			   !(ent && ent->rslot);
 	}
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
+	    fs_map_reserve(&fs->kv, ch->n_kvs) || fs_map_reserve(&fs->subs, ch->n_kvs) ||
 	    fs_map_reserve(&fs->floors, n_floors) ||
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
 	    fs_ptrs_reserve(&fs->recov, &fs->cap_recov, fs->n_recov + n_recov) ||
@@ -554,6 +560,9 @@ void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
 	for (i = 0; i < ch->n_events; i++)
 		apply_event(fs, ch->events[i], undo);
 	ch->n_events = 0;
+	for (i = 0; i < ch->n_kvs; i++)
+		fs_kv_apply(fs, &ch->kvs[i], undo);
+	ch->n_kvs = 0;
 	if (ch->ctr.seq > fs->ctr.seq)
 		fs->ctr.seq = ch->ctr.seq;
 	if (ch->ctr.card > fs->ctr.card)
@@ -592,6 +601,7 @@ void fs_state_release(struct fs *fs)
 		if (fs->runs.slots[i].key)
 			core_run_free(fs->runs.slots[i].val);
 	fs_map_release(&fs->runs);
+	fs_kv_release(fs);
 	for (i = 0; i < fs->floors.cap; i++) {
 		struct fs_floor *fl = fs->floors.slots[i].key ? fs->floors.slots[i].val : NULL;
 

@@ -42,6 +42,8 @@ struct snap {
 	size_t n_runs;
 	const struct core_event **events;
 	size_t n_events;
+	struct fs_kv *kvs; /* copies: effect records are few and small */
+	size_t n_kvs;
 	struct fs_snap_floor *floors; /* ids borrowed: a floor is never freed while open */
 	size_t n_floors;
 };
@@ -53,6 +55,11 @@ static void snap_release(struct snap *s)
 	free(s->ords);
 	free(s->runs);
 	free(s->events);
+	while (s->n_kvs--) {
+		free(s->kvs[s->n_kvs].key);
+		free(s->kvs[s->n_kvs].val);
+	}
+	free(s->kvs);
 	free(s->floors);
 	memset(s, 0, sizeof(*s));
 }
@@ -92,6 +99,24 @@ static enum core_rc snap_capture(struct fs *fs, struct snap *s)
 			s->runs[s->n_runs++] = fs->runs.slots[i].val;
 	for (i = fs->ev_head; i < fs->ev_n; i++)
 		s->events[s->n_events++] = fs->ev[i];
+	s->kvs = calloc(fs->kv.n + fs->subs.n + 1, sizeof(*s->kvs));
+	if (!s->kvs)
+		return CORE_ERR_NOMEM;
+	for (i = 0; i < fs->kv.cap + fs->subs.cap; i++) {
+		const struct fs_map *m = i < fs->kv.cap ? &fs->kv : &fs->subs;
+		size_t k = i < fs->kv.cap ? i : i - fs->kv.cap;
+		const struct fs_kv *kv = m->slots[k].val;
+		struct fs_kv *c = &s->kvs[s->n_kvs];
+
+		if (!m->slots[k].key)
+			continue;
+		c->key = strdup(kv->key);
+		c->val = strdup(kv->val);
+		c->due = kv->due;
+		s->n_kvs++;
+		if (!c->key || !c->val)
+			return CORE_ERR_NOMEM;
+	}
 	return CORE_OK;
 }
 
@@ -118,30 +143,36 @@ static bool snap_emit(FILE *f, const struct snap *s)
 	char *rec;
 
 	rec = fs_snap_chunk_encode(&s->ctr, s->boards, s->n_boards, NULL, NULL, 0, NULL, 0, NULL, 0,
-				   NULL, 0, &len);
+				   NULL, 0, NULL, 0, &len);
 	ok = emit(f, rec, &len);
 	for (i = 0; ok && i < s->n_cards; i += k, n_rec++) {
 		k = s->n_cards - i < SNAP_CHUNK ? s->n_cards - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, s->cards + i, s->ords + i, k, NULL, 0,
-					   NULL, 0, NULL, 0, &len);
+					   NULL, 0, NULL, 0, NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_runs; i += k, n_rec++) {
 		k = s->n_runs - i < SNAP_CHUNK ? s->n_runs - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, s->runs + i, k, NULL, 0,
-					   NULL, 0, &len);
+					   NULL, 0, NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_events; i += k, n_rec++) {
 		k = s->n_events - i < SNAP_CHUNK ? s->n_events - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, s->events + i,
-					   k, NULL, 0, &len);
+					   k, NULL, 0, NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_floors; i += k, n_rec++) {
 		k = s->n_floors - i < SNAP_CHUNK ? s->n_floors - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0,
-					   s->floors + i, k, &len);
+					   s->floors + i, k, NULL, 0, &len);
+		ok = emit(f, rec, &len);
+	}
+	for (i = 0; ok && i < s->n_kvs; i += k, n_rec++) {
+		k = s->n_kvs - i < SNAP_CHUNK ? s->n_kvs - i : SNAP_CHUNK;
+		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0, NULL,
+					   0, s->kvs + i, k, &len);
 		ok = emit(f, rec, &len);
 	}
 	if (!ok)

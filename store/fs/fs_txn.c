@@ -230,6 +230,52 @@ out:
 	return rc;
 }
 
+enum core_rc fs_txn_kv(struct fs_txn *t, const char *key, const char *val, int64_t due)
+{
+	struct fs_change *ch = &t->ch;
+	char *k = strdup(key), *v = val ? strdup(val) : NULL;
+	size_t i;
+
+	if (!k || (val && !v))
+		goto oom;
+	for (i = 0; i < ch->n_kvs; i++) {
+		if (strcmp(ch->kvs[i].key, key) == 0) {
+			free(k);
+			free(ch->kvs[i].val);
+			ch->kvs[i].val = v;
+			ch->kvs[i].due = due;
+			return CORE_OK;
+		}
+	}
+	if (ch->n_kvs == ch->cap_kvs) {
+		size_t cap = ch->cap_kvs ? ch->cap_kvs * 2 : 4;
+		struct fs_kv *nk = realloc(ch->kvs, cap * sizeof(*nk));
+
+		if (!nk)
+			goto oom;
+		ch->kvs = nk;
+		ch->cap_kvs = cap;
+	}
+	ch->kvs[ch->n_kvs++] = (struct fs_kv){.key = k, .val = v, .due = due};
+	return CORE_OK;
+oom:
+	free(k);
+	free(v);
+	return CORE_ERR_NOMEM;
+}
+
+const char *fs_txn_kv_peek(struct fs_txn *t, const char *key)
+{
+	const struct fs_kv *kv;
+	size_t i;
+
+	for (i = 0; i < t->ch.n_kvs; i++)
+		if (strcmp(t->ch.kvs[i].key, key) == 0)
+			return t->ch.kvs[i].val;
+	kv = fs_map_get(key[0] == 's' ? &t->fs->subs : &t->fs->kv, key);
+	return kv ? kv->val : NULL;
+}
+
 struct dep_hit {
 	const char *id;
 	uint64_t ord;
@@ -339,12 +385,20 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 
 	if (rc == CORE_OK)
 		txn_drop_unchanged(t);
-	if (rc != CORE_OK || (!ch->n_cards && !ch->n_runs && !ch->n_boards && !ch->n_events))
+	if (rc != CORE_OK ||
+	    (!ch->n_cards && !ch->n_runs && !ch->n_boards && !ch->n_events && !ch->n_kvs))
+		goto unlock;
+	/* The effects ride in the same line as the events that fired them (DESIGN §14). */
+	rc = fs_effects_match(t);
+	if (rc != CORE_OK)
 		goto unlock;
 	/* Seqs are handed out here, under the lock, so they follow journal order. */
 	for (i = 0; i < ch->n_events; i++)
 		ch->events[i]->seq = ++ch->ctr.seq;
 	last_event = ch->n_events ? ch->ctr.seq : 0;
+	rc = fs_effects_enqueue(t);
+	if (rc != CORE_OK)
+		goto unlock;
 	line = fs_change_encode(ch, &len);
 	rc = line ? fs_change_reserve(fs, ch) : CORE_ERR_NOMEM;
 	if (rc == CORE_OK) {
@@ -363,6 +417,7 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 		compact = fs->jbytes > fs->compact_bytes;
 	}
 unlock:
+	fs_effects_clear(t); /* what a failed step left matched */
 	fs_undo_free(fs, undo);
 	pthread_rwlock_unlock(&fs->lock);
 	free(line);

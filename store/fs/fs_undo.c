@@ -28,7 +28,9 @@ struct fs_undo *fs_undo_new(const struct fs_change *ch, const struct fs_counters
 	u->cards = calloc(ch->n_cards + 1, sizeof(*u->cards));
 	u->runs = calloc(ch->n_runs + 1, sizeof(*u->runs));
 	u->boards = calloc(ch->n_boards + 1, sizeof(*u->boards));
-	if (!u->cards || !u->runs || !u->boards) {
+	u->kvs = calloc(ch->n_kvs + 1, sizeof(*u->kvs));
+	if (!u->cards || !u->runs || !u->boards || !u->kvs) {
+		free(u->kvs);
 		free(u->cards);
 		free(u->runs);
 		free(u->boards);
@@ -76,6 +78,7 @@ void fs_undo_free(struct fs *fs, struct fs_undo *u)
 	free(u->cards);
 	free(u->runs);
 	free(u->boards);
+	free(u->kvs);
 	free(u);
 }
 
@@ -92,6 +95,7 @@ static void settle_one(struct fs *fs, struct fs_undo *u)
 	}
 	for (i = 0; i < u->n_runs; i++)
 		retire_run(fs, u->runs[i].old);
+	fs_kv_undo_settle(u);
 	if (u->n_events)
 		fs->ev_durable = u->ctr.seq + (int64_t)u->n_events;
 	fs_undo_free(fs, u);
@@ -172,6 +176,7 @@ static void undo_one(struct fs *fs, struct fs_undo *u)
 	/* The events it appended are the newest ones: pop them. */
 	for (i = 0; i < u->n_events && fs->ev_n > fs->ev_head; i++)
 		retire_event(fs, fs->ev[--fs->ev_n]);
+	fs_kv_undo_rollback(fs, u);
 	for (i = u->n_runs; i-- > 0;) {
 		struct core_run *now = u->runs[i].now, *old = u->runs[i].old;
 

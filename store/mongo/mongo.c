@@ -125,6 +125,15 @@ static const struct store_ops mgo_ops = {
 	.reaper_list_repair = mgo_reaper_list_repair,
 	.reaper_transfer = mgo_reaper_transfer,
 	.reaper_release_exact = mgo_reaper_release_exact,
+	.sub_put = mgo_sub_put,
+	.sub_get = mgo_sub_get,
+	.sub_list = mgo_sub_list,
+	.sub_delete = mgo_sub_delete,
+	.delivery_get = mgo_delivery_get,
+	.delivery_list = mgo_delivery_list,
+	.delivery_lease = mgo_delivery_lease,
+	.delivery_finish = mgo_delivery_finish,
+	.delivery_retry = mgo_delivery_retry,
 };
 
 /* ---- the driver's global state: mongoc_init() once, mongoc_cleanup() at exit ---- */
@@ -165,6 +174,9 @@ static const struct index_spec indexes[] = {
 	{"runs", "card_id", "card_id", NULL, false, {NULL}},
 	{"runs", "status", "status", NULL, false, {NULL}}, /* attention: failed and paused runs */
 	{"runs", "outbox", "outbox.q_ts", NULL, false, {NULL}},
+	{"subscriptions", "board", "board", NULL, false, {NULL}},
+	{"deliveries", "status_next", "status", "next_at", false, {NULL}},
+	{"deliveries", "board_created", "board", "created_at", false, {NULL}},
 };
 
 static enum core_rc indexes_create(struct mgo *m)
@@ -373,7 +385,9 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
 				"or error counts\n");
 	rc = mgo_clock_init(m, err, errlen);
-	if (rc == CORE_OK && pthread_mutex_init(&m->counter_mu, NULL) != 0) {
+	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
+			      pthread_mutex_init(&m->subs_mu, NULL) != 0 ||
+			      pthread_mutex_init(&m->lease_mu, NULL) != 0)) {
 		mgo_clock_release(m);
 		snprintf(err, errlen, "mongo store: cannot initialise the counters lock");
 		rc = CORE_ERR_INTERNAL;
@@ -418,6 +432,9 @@ static void mgo_close(struct store *st)
 	}
 	mongoc_client_pool_destroy(m->pool);
 	pthread_mutex_destroy(&m->counter_mu);
+	mgo_subs_cache_release(m);
+	pthread_mutex_destroy(&m->subs_mu);
+	pthread_mutex_destroy(&m->lease_mu);
 	mgo_clock_release(m);
 	free(m->db);
 	free(m);

@@ -68,6 +68,13 @@ struct mgo {
 	bool counter_serial;
 	pthread_mutex_t counter_mu;
 
+	/* ---- the subscriptions cache (mongo_effect.c): guarded by subs_mu ---- */
+	pthread_mutex_t subs_mu;
+	struct mgo_subs_ent *subs_cache;
+	size_t n_subs_cache;
+	/* FerretDB (counter_serial): this process's deliverers take turns on the lease's
+	 * findAndModify, which is not atomic there; between processes nothing can help. */
+	pthread_mutex_t lease_mu;
 	/* ---- the driver's counters (mongo_stats.c; atomic, from its monitoring callbacks) ---- */
 	atomic_uint_least64_t round_trips;   /* commands started */
 	atomic_uint_least64_t err_command;   /* commands failed */
@@ -280,6 +287,32 @@ void mgo_state_after(struct mgo_conn *c, const struct core_board *b, const char 
 
 /* ---- the ops, by file ---- */
 
+/* mongo_effect.c */
+/* Matches q's events on `card` (a private copy about to be written, changed by the
+ * consume_labels of the matches: *labels_changed) and marks each matched event's outbox entry
+ * with its deliveries; queues the consumption event. */
+enum core_rc mgo_effects_match(struct mgo_conn *c, struct core_card *card, struct mgo_evq *q,
+			       bool *labels_changed);
+/* Inserts the deliveries q's events carry (after the events are in `events`). */
+enum core_rc mgo_effects_store(struct mgo_conn *c, const struct mgo_evq *q);
+void mgo_subs_cache_release(struct mgo *m);
+enum core_rc mgo_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
+			 bool *created, struct store_sub **out);
+enum core_rc mgo_sub_get(struct store *st, const char *board, const char *name,
+			 struct store_sub **out);
+enum core_rc mgo_sub_list(struct store *st, const char *board, struct store_sub ***out,
+			  size_t *n);
+enum core_rc mgo_sub_delete(struct store *st, const char *board, const char *name);
+enum core_rc mgo_delivery_get(struct store *st, const char *id, struct store_delivery **out);
+enum core_rc mgo_delivery_list(struct store *st, const struct store_delivery_filter *f,
+			       struct store_delivery ***out, size_t *n);
+enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
+				struct store_delivery **out);
+enum core_rc mgo_delivery_finish(struct store *st, const char *id,
+				 const struct store_delivery_outcome *o,
+				 struct store_delivery **out);
+enum core_rc mgo_delivery_retry(struct store *st, const char *id, struct store_delivery **out);
+
 /* mongo_boards.c */
 enum core_rc mgo_board_list(struct store *st, struct core_board **boards, size_t *n);
 enum core_rc mgo_board_get(struct store *st, const char *name, struct core_board *out);
@@ -332,8 +365,12 @@ enum core_rc mgo_card_labels_adjust(struct store *st, const char *id, const stru
 				    const struct core_strv *remove,
 				    const struct store_actor *actor, struct core_card **out);
 enum core_rc mgo_card_comment_add(struct store *st, const char *id, const char *body,
-				  const struct core_token *t,
 				  const struct store_actor *actor, struct core_card **out);
+
+/* Appends a comment by c->actor to `now` with its event queued into q, within the card
+ * limits; the caller's update must pin the comment count (MGO_PRE_COMMENTS). */
+enum core_rc mgo_comment_apply(struct mgo_conn *c, struct core_card *now, const char *body,
+			       struct mgo_evq *q);
 
 /* mongo_claims.c */
 /* Clears the claim of a->now (a->was as read) with its card_released event ({marker, epoch},

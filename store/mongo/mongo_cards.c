@@ -321,9 +321,12 @@ enum core_rc mgo_card_create(struct store *st, const struct store_card_create *i
 	struct mgo_conn c;
 	struct mgo_evq q;
 	bson_t doc = BSON_INITIALIZER, push;
-	char idbuf[CORE_ID_MAX + 1];
+	char idbuf[CORE_ID_MAX + 1], ibuf[16];
+	const char *ikey;
 	bson_error_t e;
 	int64_t ord;
+	size_t i;
+	bool consumed;
 	enum core_rc rc = mgo_conn_open(mgo_of(st), &c);
 
 	if (rc != CORE_OK)
@@ -353,11 +356,18 @@ enum core_rc mgo_card_create(struct store *st, const struct store_card_create *i
 		goto out;
 	mgo_evq_add(&q, CORE_EV_CARD_CREATED, b.name, card->id, c.actor, NULL, c.now,
 		    json_pack("{ss}", "state", card->state));
+	/* Its subscriptions fire in the insert itself (DESIGN §14). */
+	rc = mgo_effects_match(&c, card, &q, &consumed);
+	if (rc != CORE_OK)
+		goto out;
 	rc = CORE_ERR_NOMEM;
 	if (q.failed || !mgo_card_to_bson(card, ord, &doc) ||
 	    !BSON_APPEND_ARRAY_BEGIN(&doc, "outbox", &push))
 		goto out;
-	bson_append_document(&push, "0", 1, q.ev[0]);
+	for (i = 0; i < q.n; i++) {
+		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
+		BSON_APPEND_DOCUMENT(&push, ikey, q.ev[i]);
+	}
 	bson_append_array_end(&doc, &push);
 	rc = CORE_OK;
 	if (!mongoc_collection_insert_one(c.cards, &doc, NULL, NULL, &e))

@@ -218,17 +218,51 @@ static bool update_build(bson_t *u, const struct core_card *was, const struct co
 	return ok && !q->failed;
 }
 
+/* Copies of `now` and `q` with the effects applied (mgo_effects_match). */
+static enum core_rc effects_copy(struct mgo_conn *c, const struct core_card *now,
+				 const struct mgo_evq *q, struct core_card **card,
+				 struct mgo_evq *eq, bool *consumed)
+{
+	size_t i;
+
+	*card = core_card_dup(now);
+	*eq = *q;
+	eq->n = 0;
+	for (i = 0; *card && i < q->n; i++, eq->n++)
+		if (!(eq->ev[i] = bson_copy(q->ev[i])))
+			break;
+	if (!*card || eq->n != q->n)
+		return CORE_ERR_NOMEM;
+	return mgo_effects_match(c, *card, eq, consumed);
+}
+
 enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 			  const struct core_card *now, unsigned pre, const struct mgo_evq *q,
 			  bool *hit, struct core_card **out)
 {
 	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, *doc = NULL;
+	struct core_card *eff_card = NULL;
+	struct mgo_evq eff_q = {0};
 	size_t n;
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	*hit = false;
 	if (out)
 		*out = NULL;
+	/* The effects of the step's events, decided on private copies: the caller's queue and
+	 * card stay as given, so a miss retried by the caller matches afresh. */
+	if (q->n) {
+		bool consumed = false;
+
+		rc = effects_copy(c, now, q, &eff_card, &eff_q, &consumed);
+		if (rc != CORE_OK)
+			goto out;
+		now = eff_card;
+		q = &eff_q;
+		if (consumed)
+			pre |= MGO_PRE_LABELS;
+		rc = CORE_ERR_NOMEM;
+	}
 	if (!update_build(&update, was, now, q, &n))
 		goto out;
 	if (n == 0 && q->n == 0) {
@@ -253,6 +287,8 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 			rc = CORE_ERR_INTERNAL;
 	}
 out:
+	core_card_free(eff_card);
+	mgo_evq_release(&eff_q);
 	bson_destroy(doc);
 	bson_destroy(&update);
 	bson_destroy(&filter);

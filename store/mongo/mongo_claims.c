@@ -262,6 +262,9 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	case STORE_OWNED_GAVE_UP:
 		rc = gave_up_write(c, a.now, w->gave_up, w->event_reason, &q);
 		break;
+	case STORE_OWNED_COMMENT:
+		rc = mgo_comment_apply(c, a.now, w->comment, &q);
+		break;
 	default:
 		rc = CORE_ERR_BAD_REQUEST;
 	}
@@ -270,7 +273,10 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	if (rc == CORE_OK && w->release)
 		mgo_release_apply(c, &a, w->event_reason, &q);
 	if (rc == CORE_OK)
-		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM | MGO_PRE_STATE, &q, hit, out);
+		rc = mgo_card_cas(c, a.was, a.now,
+				  MGO_PRE_CLAIM | MGO_PRE_STATE |
+					  (w->kind == STORE_OWNED_COMMENT ? MGO_PRE_COMMENTS : 0),
+				  &q, hit, out);
 	if (rc == CORE_OK && *hit && moved)
 		mgo_state_after(c, &a.b, a.now->id, w->state, w->reason);
 out:

@@ -176,7 +176,8 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
 	for (i = 0; i < q->n; i++) {
 		doc = bson_new();
-		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", NULL);
+		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", "dlv", "dlv_board", "dlv_card",
+					      NULL);
 		/* An event pushed before its card was known (claim-next picks the card in the
 		 * same findAndModify) names the card whose outbox held it. */
 		if (fill && !bson_has_field(q->ev[i], "card_id"))
@@ -360,7 +361,8 @@ static void evq_pull(struct mgo_conn *c, mongoc_collection_t *coll, const char *
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q)
 {
-	if (!q->n || evq_store(c, q, true, coll == c->cards ? doc_id : NULL) != CORE_OK)
+	if (!q->n || evq_store(c, q, true, coll == c->cards ? doc_id : NULL) != CORE_OK ||
+	    mgo_effects_store(c, q) != CORE_OK)
 		return; /* left in the outbox: the maintenance drain retries */
 	evq_pull(c, coll, doc_id, q);
 }
@@ -412,7 +414,8 @@ static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 	mgo_evq_from_outbox(&q, doc);
 	/* What was delivered already (a writer that died before its pull) is only pulled. */
 	if (q.n && evq_store(d->c, &q, false,
-			     d->coll == d->c->cards ? bson_iter_utf8(&it, NULL) : NULL) == CORE_OK)
+			     d->coll == d->c->cards ? bson_iter_utf8(&it, NULL) : NULL) == CORE_OK &&
+	    mgo_effects_store(d->c, &q) == CORE_OK)
 		evq_pull(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
 	mgo_evq_release(&q);
 	return CORE_OK;

@@ -48,11 +48,21 @@ bool mgo_stats_attach(struct mgo *m)
 	return ok;
 }
 
+/* A scrape must not outlast Prometheus' scrape timeout (10 s by default): each count is
+ * bounded on the server; an unreachable server costs the server selection timeout (5 s
+ * unless the URI says otherwise) once, since the first failure ends the scrape's questions. */
+#define MGO_STATS_MAX_TIME_MS 2000
+
 /* count_documents(filter) as a double; STORE_UNAVAILABLE on a driver error. */
 static enum core_rc count(struct mgo_conn *c, const bson_t *filter, double *n)
 {
 	bson_error_t e;
-	int64_t cnt = mongoc_collection_count_documents(c->cards, filter, NULL, NULL, NULL, &e);
+	bson_t opts = BSON_INITIALIZER;
+	int64_t cnt;
+
+	BSON_APPEND_INT32(&opts, "maxTimeMS", MGO_STATS_MAX_TIME_MS);
+	cnt = mongoc_collection_count_documents(c->cards, filter, &opts, NULL, NULL, &e);
+	bson_destroy(&opts);
 
 	if (cnt < 0)
 		return mgo_error("stats: count cards", &e);

@@ -169,46 +169,38 @@ enum core_rc mgo_card_labels_adjust(struct store *st, const char *id, const stru
 
 struct comment_arg {
 	const char *id, *body;
-	const struct core_token *t; /* NULL: unfenced */
 };
+
+enum core_rc mgo_comment_apply(struct mgo_conn *c, struct core_card *now, const char *body,
+			       struct mgo_evq *q)
+{
+	enum core_rc rc = core_comment_append(now, c->actor, body, c->now);
+
+	if (rc == CORE_OK)
+		rc = store_card_fits(&c->m->base, now, NULL, 0);
+	if (rc == CORE_OK)
+		mgo_evq_add(q, CORE_EV_CARD_COMMENT_ADDED, now->board, now->id, c->actor, NULL,
+			    c->now, json_pack("{ss}", "comment_id",
+					      now->comments[now->n_comments - 1].id));
+	return rc;
+}
 
 static enum core_rc comment_once(struct mgo_conn *c, const void *arg, bool *hit,
 				 struct core_card **out)
 {
 	const struct comment_arg *x = arg;
-	struct core_comment *cm, *nv;
 	struct mgo_attempt a;
 	struct mgo_evq q;
-	char cid[32];
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
 	mgo_evq_init(&q, c->m);
-	if (rc == CORE_OK && x->t)
-		rc = core_fence_check(a.was, x->t);
 	if (rc != CORE_OK)
 		goto out;
-	rc = CORE_ERR_NOMEM;
-	nv = realloc(a.now->comments, (a.now->n_comments + 1) * sizeof(*nv));
-	if (!nv)
-		goto out;
-	a.now->comments = nv;
-	cm = memset(&a.now->comments[a.now->n_comments++], 0, sizeof(*cm));
-	/* Comments are never removed, so the position numbers them uniquely per card; the
-	 * update is guarded on the count read, so two racing comments cannot share one. */
-	snprintf(cid, sizeof(cid), "cm-%zu", a.now->n_comments);
-	cm->created_at = c->now;
-	if (core_str_set(&cm->id, cid) || core_str_set(&cm->author, c->actor) ||
-	    core_str_set(&cm->body, x->body))
-		goto out;
-	a.now->updated_at = c->now;
-	rc = store_card_fits(&c->m->base, a.now, NULL, 0);
-	if (rc != CORE_OK)
-		goto out;
-	mgo_evq_add(&q, CORE_EV_CARD_COMMENT_ADDED, a.now->board, a.now->id, c->actor, NULL,
-		    c->now, json_pack("{ss}", "comment_id", cid));
-	/* An owned comment is also guarded on the claim as read (the fence). */
-	rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_COMMENTS | (x->t ? MGO_PRE_CLAIM : 0), &q, hit,
-			  out);
+	/* The position numbers a comment; the update is guarded on the count read, so two
+	 * racing comments cannot share one. */
+	rc = mgo_comment_apply(c, a.now, x->body, &q);
+	if (rc == CORE_OK)
+		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_COMMENTS, &q, hit, out);
 out:
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);
@@ -216,10 +208,9 @@ out:
 }
 
 enum core_rc mgo_card_comment_add(struct store *st, const char *id, const char *body,
-				  const struct core_token *t,
 				  const struct store_actor *actor, struct core_card **out)
 {
-	struct comment_arg x = {id, body, t};
+	struct comment_arg x = {id, body};
 
 	return mgo_card_retry(st, actor, comment_once, &x, CORE_ERR_STATE_CONFLICT, out);
 }

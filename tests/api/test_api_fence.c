@@ -58,6 +58,17 @@ START_TEST(claim_bound_to_the_token)
 		free(after);
 	}
 	free(before);
+	/* A worker comments as the claim's holder: fenced like every owned write. */
+	snprintf(path, sizeof path, "/v1/cards/%s/comments", id);
+	t_problem(409, "claim_conflict", "POST", path, W2, hdr,
+		  "{\"marker\":\"w1\",\"body\":\"not mine\"}");
+	t_problem(428, "precondition_required", "POST", path, W, NULL,
+		  "{\"marker\":\"w1\",\"body\":\"no epoch\"}");
+	t_problem(403, "forbidden", "POST", path, W, NULL, "{\"body\":\"no marker\"}");
+	j = t_must(201, "POST", path, W, hdr, "{\"marker\":\"w1\",\"body\":\"progress\"}");
+	ck_assert_str_eq(t_str(json_array_get(json_object_get(j, "comments"), 0), "author"),
+			 "t-worker");
+	json_decref(j);
 	/* The holder's own token goes on. */
 	ck_assert_int_eq(t_owned_state(W, id, "w1", e, "review"), 200);
 	free(id);
@@ -192,7 +203,7 @@ END_TEST
 
 START_TEST(renew_keeps_the_lease_and_limits)
 {
-	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], body[128];
+	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], body[256];
 	json_t *j;
 	long long e;
 	int i;
@@ -205,6 +216,14 @@ START_TEST(renew_keeps_the_lease_and_limits)
 	snprintf(body, sizeof body, "{\"marker\":\"w1\",\"epoch\":%lld}", e);
 	j = t_must(200, "POST", path, W, NULL, body);
 	ck_assert_int_eq(t_int(j, "lease_ms"), 5000); /* not the 15-minute default */
+	json_decref(j);
+	/* a run heartbeat likewise keeps the run's own */
+	snprintf(body, sizeof body,
+		 "{\"id\":\"rk\",\"card_id\":\"%s\",\"marker\":\"w1\",\"status\":\"running\","
+		 "\"lease_ms\":4000}", id);
+	json_decref(t_must(201, "POST", "/v1/runs", W, NULL, body));
+	j = t_must(200, "POST", "/v1/runs/rk/heartbeat", W, NULL, "{\"marker\":\"w1\"}");
+	ck_assert_int_eq(t_int(j, "lease_ms"), 4000);
 	json_decref(j);
 
 	store_limits_set(T.st, 2);

@@ -5,9 +5,16 @@ here (the openssl CLI). Checks that curl --cacert gets answers, that TLS 1.1 is 
 on the TLS port is not served, and that SIGHUP serves a new pair on the same listener while
 a bad new pair keeps the old one and says why.
 
-usage: test_tls.py path/to/boardd
+Also a short run of the bench's claim cycle over HTTPS (loadgen -C): the bench client
+verifies the certificate and every cycle succeeds.
+
+And boardctl (cli/, when this tree builds it) with --cacert: its listing over HTTPS works,
+and without the CA it is refused.
+
+usage: test_tls.py path/to/boardd path/to/loadgen [path/to/boardctl]
 """
 import os
+import re
 import signal
 import socket
 import ssl
@@ -19,7 +26,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'faults'))
 import boardd_proc  # noqa: E402
 
-BOARDD = sys.argv[1]
+BOARDD, LOADGEN = sys.argv[1], sys.argv[2]
+BOARDCTL = sys.argv[3] if len(sys.argv) > 3 else ''
+
 failed = 0
 
 
@@ -95,6 +104,9 @@ def main():
         os.link(key1, live_key)
         tokens = os.path.join(tmp, 'tokens.json')
         worker = boardd_proc.token_add(BOARDD, tokens, 'w', ['worker', 'bot'])
+        lg_tokens = os.path.join(tmp, 'loadgen.tokens')
+        with open(lg_tokens, 'w') as f:
+            f.write('worker %s\nbot %s\n' % (worker, worker))
 
         # Control: this gnutls-cli does speak TLS 1.1 to a server that allows it, so its
         # refusal below is boardd's priority string, not the client's policy.
@@ -131,6 +143,36 @@ def main():
             check(r.returncode == 0, 'TLS 1.2 is served ' + r.stderr)
             check(not gnutls_tls11(port, cert1), 'TLS 1.1 is refused')
 
+            # The bench client over HTTPS: a short claim cycle, every answer as expected.
+            r = subprocess.run([LOADGEN, '-p', str(port), '-T', lg_tokens, '-C', cert1,
+                                '-w', '2', '-d', '1', '-W', '0', '-P', 'tls'],
+                               capture_output=True, text=True, timeout=120)
+            res = re.search(r'^RESULT .*\bcycles=(\d+) .*\berrors=(\d+) ', r.stdout, re.M)
+            check(r.returncode == 0 and res and int(res.group(1)) > 0 and res.group(2) == '0',
+                  'loadgen -C: the claim cycle over https (%s)' %
+                  (res.group(0)[:120] if res else r.stdout[-300:] + r.stderr[-300:]))
+            r = subprocess.run([LOADGEN, '-p', str(port), '-T', lg_tokens, '-C', cert2,
+                                '-w', '1', '-d', '1', '-W', '0', '-P', 'tls2'],
+                               capture_output=True, text=True, timeout=120)
+            check(r.returncode != 0 or ' errors=0 ' not in r.stdout,
+                  'loadgen -C with another CA: refused (certificate verified)')
+
+            # boardctl over HTTPS, when this tree has it.
+            if BOARDCTL and os.path.exists(BOARDCTL):
+                tf = os.path.join(tmp, 'worker.token')
+                with open(tf, 'w') as f:
+                    f.write(worker + '\n')
+                url = 'https://127.0.0.1:%d' % port
+                r = subprocess.run([BOARDCTL, '--url', url, '--token-file', tf, '--cacert', cert1,
+                                    'cards', 'ls'], capture_output=True, text=True, timeout=60)
+                check(r.returncode == 0, 'boardctl --cacert: cards ls over https (%s)' %
+                      r.stderr.strip()[-200:])
+                r = subprocess.run([BOARDCTL, '--url', url, '--token-file', tf, 'cards', 'ls'],
+                                   capture_output=True, text=True, timeout=60)
+                check(r.returncode != 0, 'boardctl without --cacert: the certificate is refused')
+            else:
+                print('note: no boardctl in this build (%s)' % (BOARDCTL or 'not given'))
+
             # Plain HTTP to the TLS port: never an HTTP answer.
             with socket.create_connection(('127.0.0.1', port), timeout=10) as s:
                 s.sendall(b'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
@@ -152,7 +194,7 @@ def main():
             os.replace(cert2, live_cert)
             os.replace(key2, live_key)
             srv.proc.send_signal(signal.SIGHUP)
-            check(wait_for(lambda: 'SIGHUP: the TLS certificate and key re-read' in
+            check(wait_for(lambda: 'SIGHUP: tls: certificate and key re-read' in
                            srv.log_text()), 'SIGHUP: the reload is logged')
             check(same_cert(served_cert(port), live_cert), 'after SIGHUP the new '
                   'certificate is served')
@@ -172,8 +214,9 @@ def main():
             # A bad new pair (the key of another certificate): the old pair stays.
             os.replace(key1, live_key)
             srv.proc.send_signal(signal.SIGHUP)
-            check(wait_for(lambda: 'SIGHUP: the TLS certificate and key kept as it was' in
-                           srv.log_text()), 'SIGHUP with a mismatched key: refused, logged')
+            check(wait_for(lambda: re.search(r'SIGHUP: tls: certificate .* with key .*; keeping '
+                                             r'the ones loaded before', srv.log_text())),
+                  'SIGHUP with a mismatched key: refused, logged with the reason')
             check(same_cert(served_cert(port), live_cert), 'the previous certificate is '
                   'still served')
             r = curl(port, live_cert, '/metrics')

@@ -37,7 +37,8 @@ static const struct match_case {
 	/* explicit types replace the default set */
 	{"card_labels_changed", NULL, NULL, CORE_EV_CARD_LABELS_CHANGED, NULL, NULL, "a", true},
 	{"card_labels_changed", NULL, NULL, CORE_EV_CARD_CREATED, NULL, "ready", NULL, false},
-	{"card_created,card_deleted", NULL, NULL, CORE_EV_CARD_DELETED, NULL, NULL, NULL, true},
+	{"card_created,card_claimed", NULL, NULL, CORE_EV_CARD_CLAIMED, NULL, NULL, NULL, true},
+	{"card_created", NULL, NULL, CORE_EV_CARD_DELETED, NULL, NULL, NULL, false},
 	/* to_states: OR within, and only an event that moved the card */
 	{NULL, "done,blocked", NULL, CORE_EV_CARD_STATE_CHANGED, NULL, "blocked", NULL, true},
 	{NULL, "done,blocked", NULL, CORE_EV_CARD_STATE_CHANGED, NULL, "review", NULL, false},
@@ -96,6 +97,16 @@ START_TEST(test_sub_filter_validate)
 	ck_assert_ptr_nonnull(strstr(detail, "on.types"));
 	ck_assert_ptr_nonnull(strstr(detail, "card_exploded"));
 	core_sub_filter_release(&f);
+
+	strv_of(&f.dim[CORE_SUB_TYPES], "run_created");
+	ck_assert_int_eq(core_sub_filter_validate(&f, detail, sizeof detail), CORE_ERR_BAD_REQUEST);
+	core_sub_filter_release(&f);
+	strv_of(&f.dim[CORE_SUB_TYPES], "card_deleted");
+	ck_assert_int_eq(core_sub_filter_validate(&f, detail, sizeof detail), CORE_ERR_BAD_REQUEST);
+	core_sub_filter_release(&f);
+	ck_assert(core_event_type_subscribable(CORE_EV_CARD_LABELS_CHANGED));
+	ck_assert(!core_event_type_subscribable(CORE_EV_BOARD_UPDATED));
+	ck_assert(!core_event_type_subscribable(-1));
 
 	strv_of(&f.dim[CORE_SUB_TO_STATES], "has space");
 	ck_assert_int_eq(core_sub_filter_validate(&f, detail, sizeof detail), CORE_ERR_BAD_REQUEST);

@@ -39,10 +39,12 @@ def token_add(boardd, tokens, name, roles):
 class Server:
     """One boardd process. start() waits (bounded) for the port line and /readyz 200."""
 
-    def __init__(self, boardd, datadir, tokens, logdir, extra=(), store=None, cafile=None):
+    def __init__(self, boardd, datadir, tokens, logdir, extra=(), store=None, cafile=None,
+                 env=None):
         """datadir: the FS data directory; store: another store spec (mongodb://...)
         used instead when given; cafile: the server speaks HTTPS (extra has --tls-cert and
-        --tls-key) with a certificate this CA file verifies."""
+        --tls-key) with a certificate this CA file verifies; env: variables added to the
+        clean environment."""
         self.boardd = boardd
         self.cafile = cafile
         self.datadir = datadir
@@ -50,6 +52,7 @@ class Server:
         self.tokens = tokens
         self.logdir = logdir
         self.extra = list(extra)
+        self.env = dict(env or {})
         self.proc = None
         self.port = None
         self.log_path = None
@@ -62,8 +65,10 @@ class Server:
         log = open(self.log_path, 'w')
         args = [self.boardd, '--store', self.store, '--listen', '127.0.0.1:0',
                 '--tokens', self.tokens, '--threads', '4'] + self.extra
+        env = clean_env()
+        env.update(self.env)
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     env=clean_env())
+                                     env=env)
         log.close()
         deadline = time.monotonic() + timeout
         self.port = None

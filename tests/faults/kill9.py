@@ -24,8 +24,22 @@ followed by a fresh claim. k is a per-card counter that only grows.
 After the last round the server is stopped with SIGTERM (exit status 0 expected), started
 again and checked once more.
 
+With --webhooks (issue 13, DESIGN §14) a subscription fires on every owned state write of a
+card labelled "go" and consumes that label (a one-shot); label writes add "go" now and then.
+The model predicts each consumption (its own card_labels_changed event, reason
+consume_labels), so the checks above already prove every one-shot was consumed exactly once,
+in the same step as its state change. A receiver (tests/effects/receiver.py) records every
+delivery, and the checker adds:
+
+  * the event and its delivery are one atomic step: after every kill, each matched event in
+    the log has exactly one delivery, and each delivery names a matched event;
+  * every matched event is delivered at least once (the receiver got it, signed, once the
+    outbox drained after the last restart);
+  * no delivery ever carries a machine event: the run ends with a column rename (machine
+    reason state_rename) of the cards in flight, and nothing of it is delivered.
+
 usage: kill9.py BOARDD [--rounds N] [--clients N] [--cards N] [--kill-min-ms MS]
-                       [--kill-max-ms MS] [--big] [--seed S] [--keep]
+                       [--kill-max-ms MS] [--big] [--webhooks] [--seed S] [--keep]
 Exit status 0 when every check passed; the last line is a summary.
 """
 import argparse
@@ -39,6 +53,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'effects'))
 from boardd_proc import Client, Server, cards_all, events_since, token_add  # noqa: E402
 
 STATES = ('in_progress', 'review')
@@ -106,6 +121,8 @@ def event_key(e):
     t = e['type']
     if t in ('card_claimed', 'card_released'):
         return (t, p.get('marker'), p.get('epoch'))
+    if t == 'card_labels_changed' and e.get('reason') == 'consume_labels':
+        return (t, 'consumed', tuple(p.get('removed') or ()))
     if t == 'card_labels_changed':
         return (t, tuple(p.get('labels') or ()))
     if t == 'card_state_changed':
@@ -116,8 +133,9 @@ def event_key(e):
 
 
 class ClientState:
-    def __init__(self, i, token, n_cards, big, seed):
+    def __init__(self, i, token, n_cards, big, seed, webhooks=False):
         self.i = i
+        self.webhooks = webhooks
         self.name = 'c%d' % i
         self.token = token
         self.big = big
@@ -147,6 +165,8 @@ class ClientState:
         r = self.rng.random()
         if r < 0.3:
             a.labels = [self.name, 'n-%d' % k]
+            if self.webhooks and self.rng.random() < 0.5:
+                a.labels.append('go')  # arms the one-shot
             a.events.append(('card_labels_changed', tuple(a.labels)))
             return 'PUT', path + '/labels', {'labels': a.labels}, None, a
         if r < 0.6:
@@ -154,6 +174,10 @@ class ClientState:
             a.state = to
             a.state_reason = 'n-%d' % k
             a.events.append(('card_state_changed', m.state, to, a.state_reason))
+            if self.webhooks and 'go' in m.labels:
+                # The subscription fires and consumes the label, in the same step.
+                a.labels = [x for x in m.labels if x != 'go']
+                a.events.append(('card_labels_changed', 'consumed', ('go',)))
             return ('PATCH', path + '/state',
                     {'marker': self.name, 'to': to, 'reason': a.state_reason},
                     {'If-Match': '"%d"' % m.claim[1]}, a)
@@ -205,9 +229,97 @@ class ClientState:
             c.close()
 
 
+MACHINE = ('watchdog', 'state_rename', 'state_delete', 'migration')
+
+
+class EffectsChecker:
+    """The webhook checks of --webhooks: fed the events log as the Checker reads it."""
+
+    def __init__(self, receiver, sub='k9'):
+        self.receiver = receiver
+        self.sub = sub
+        self.prev = {}        # card id -> its last event
+        self.matched = set()  # seqs of the events that fired the subscription
+        self.machine = set()  # seqs of machine events
+
+    def observe(self, evs, where):
+        for e in evs:
+            cid = e.get('card_id')
+            if e.get('machine') or e.get('reason') in MACHINE:
+                self.machine.add(e['seq'])
+            if e['type'] == 'card_labels_changed' and e.get('reason') == 'consume_labels':
+                p = self.prev.get(cid)
+                if not p or p['type'] != 'card_state_changed' or p['seq'] != e['seq'] - 1:
+                    raise Failure('%s: card %s: a consumption (seq %d) without the state change '
+                                  'that fired it right before it' % (where, cid, e['seq']))
+                self.matched.add(p['seq'])
+            if cid:
+                self.prev[cid] = e
+
+    def prev_seq(self):
+        return max((e['seq'] for e in self.prev.values()), default=0)
+
+    def deliveries(self, port, token, where):
+        c = Client(port, token, timeout=30)
+        try:
+            st, body = c.call('GET', '/v1/deliveries?board=default&limit=1000')
+        except OSError as e:
+            raise Failure('%s: GET /v1/deliveries: %s' % (where, e))
+        finally:
+            c.close()
+        if st != 200:
+            raise Failure('%s: GET /v1/deliveries answered %s: %s' % (where, st, body))
+        got = body['deliveries']
+        if len(got) >= 1000:
+            raise Failure('%s: 1000 deliveries or more: beyond what this checker lists; run '
+                          'fewer rounds or cards' % where)
+        return got
+
+    def check(self, port, token, where):
+        """Each matched event has exactly one delivery, and each delivery a matched event."""
+        dl = self.deliveries(port, token, where)
+        seqs = [d['event_seq'] for d in dl]
+        if len(seqs) != len(set(seqs)):
+            raise Failure('%s: an event was enqueued twice' % where)
+        if set(seqs) != self.matched:
+            raise Failure('%s: events and deliveries disagree: matched without a delivery %s, '
+                          'delivered without a match %s' %
+                          (where, sorted(self.matched - set(seqs))[:10],
+                           sorted(set(seqs) - self.matched)[:10]))
+        return dl
+
+    def drained(self, port, token, where, timeout=60.0):
+        """Waits (bounded) until no delivery is pending, then checks the receiver."""
+        deadline = time.monotonic() + timeout
+        while True:
+            dl = self.check(port, token, where)
+            pending = [d for d in dl if d['status'] != 'done']
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise Failure('%s: %d deliveries still not done after %.0f s: %s' %
+                              (where, len(pending), timeout, pending[:3]))
+            time.sleep(0.2)
+        got = {}
+        for body in self.receiver.events('/k9/'):
+            got.setdefault(body['event']['seq'], body['event'])
+        missing = self.matched - set(got)
+        if missing:
+            raise Failure('%s: matched events never received: %s' % (where, sorted(missing)[:10]))
+        self.no_machine(where)
+        return len(self.matched), len(self.receiver.hits_for('/k9/'))
+
+    def no_machine(self, where):
+        for body in self.receiver.events('/k9/'):
+            e = body['event']
+            if e.get('machine') or e.get('reason') in MACHINE or e['seq'] in self.machine:
+                raise Failure('%s: a machine event was delivered: %s' % (where, e))
+
+
 class Checker:
-    def __init__(self, clients):
+    def __init__(self, clients, effects=None):
         self.clients = clients
+        self.effects = effects
         self.last_seq = 0
         self.by_card = {}
         self.applied_in_flight = 0
@@ -226,6 +338,8 @@ class Checker:
         finally:
             c.close()
         self.verify(cards, evs, where)
+        if self.effects:
+            self.effects.check(port, admin_token, where)
         return len(cards)
 
     def verify(self, cards, evs, where):
@@ -237,6 +351,8 @@ class Checker:
             self.last_seq = e['seq']
             if e.get('card_id'):
                 self.by_card.setdefault(e['card_id'], []).append(event_key(e))
+        if self.effects:
+            self.effects.observe(evs, where)
         for cl in self.clients:
             if cl.pending:
                 j, after = cl.pending
@@ -298,6 +414,20 @@ def self_test():
         except Failure:
             continue
         raise SystemExit('kill9: self-test: the checker missed bad case #%d' % i)
+    # The webhook checker: a consumption needs the state change that fired it right before.
+    moved = {'seq': 3, 'type': 'card_state_changed', 'card_id': cid, 'payload': {}}
+    consumed = {'seq': 4, 'type': 'card_labels_changed', 'card_id': cid,
+                'reason': 'consume_labels', 'payload': {'removed': ['go']}}
+    fx = EffectsChecker(None)
+    fx.observe([created, moved, consumed], 'self-test')
+    if fx.matched != {3}:
+        raise SystemExit('kill9: self-test: the webhook checker missed a match')
+    for evs in ([created, consumed], [moved, dict(consumed, seq=5)]):
+        try:
+            EffectsChecker(None).observe(evs, 'self-test')
+        except Failure:
+            continue
+        raise SystemExit('kill9: self-test: the webhook checker missed a lone consumption')
 
 
 def startup_check(srv, where):
@@ -322,6 +452,39 @@ def journal_files(datadir):
     return sorted(f for f in os.listdir(datadir) if f.startswith(('journal.', 'snapshot')))
 
 
+def subscribe(port, token, receiver):
+    c = Client(port, token, timeout=30)
+    try:
+        st, body = c.call('PUT', '/v1/boards/default/subscriptions/k9',
+                          {'url': receiver.base + '/k9/ok',
+                           'on': {'types': ['card_state_changed'], 'all_labels': ['go']},
+                           'consume_labels': ['go']})
+    finally:
+        c.close()
+    if st != 201:
+        raise Failure('PUT the subscription answered %s: %s' % (st, body))
+
+
+def machine_rename(port, token, effects, where):
+    """Renames the column most cards sit in (machine reason state_rename): cards that carry
+    "go" move under a machine event, which must fire nothing."""
+    c = Client(port, token, timeout=30)
+    try:
+        st, body = c.call('POST', '/v1/boards/default/columns/%s/rename' % STATES[0],
+                          {'to': 'k9-renamed'})
+        if st != 200:
+            raise Failure('%s: the column rename answered %s: %s' % (where, st, body))
+        time.sleep(1.5)  # the deliverers poll every 250 ms: time to (wrongly) fire
+        evs, _ = events_since(c, 0)
+    except OSError as e:
+        raise Failure('%s: %s' % (where, e))
+    finally:
+        c.close()
+    effects.observe([e for e in evs if e['seq'] > max(effects.prev_seq(), 0)], where)
+    effects.check(port, token, where)
+    effects.no_machine(where)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('boardd')
@@ -331,24 +494,34 @@ def main():
     ap.add_argument('--kill-min-ms', type=int, default=300)
     ap.add_argument('--kill-max-ms', type=int, default=3000)
     ap.add_argument('--big', action='store_true', help='16..60 KB bodies (compactions)')
+    ap.add_argument('--webhooks', action='store_true',
+                    help='a subscription with a one-shot label and a receiver (issue 13)')
     ap.add_argument('--seed', type=int, default=None)
     ap.add_argument('--keep', action='store_true', help='keep the data directory and logs')
     o = ap.parse_args()
     self_test()
     seed = o.seed if o.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    print('kill9: seed %d, %d rounds, %d clients x %d cards, kill after %d..%d ms%s' %
+    print('kill9: seed %d, %d rounds, %d clients x %d cards, kill after %d..%d ms%s%s' %
           (seed, o.rounds, o.clients, o.cards, o.kill_min_ms, o.kill_max_ms,
-           ', big bodies' if o.big else ''), flush=True)
+           ', big bodies' if o.big else '', ', webhooks' if o.webhooks else ''), flush=True)
 
     tmp = tempfile.mkdtemp(prefix='boardd-kill9.')
     datadir = os.path.join(tmp, 'data')
     tokens = os.path.join(tmp, 'tokens.json')
     admin = token_add(o.boardd, tokens, 'k9-admin', ['operator', 'bot'])
     clients = [ClientState(i, token_add(o.boardd, tokens, 'c%d' % i, ['worker', 'bot']),
-                           o.cards, o.big, rng.randrange(1 << 30)) for i in range(o.clients)]
-    srv = Server(o.boardd, datadir, tokens, tmp)
-    chk = Checker(clients)
+                           o.cards, o.big, rng.randrange(1 << 30), o.webhooks)
+               for i in range(o.clients)]
+    extra, effects, receiver = [], None, None
+    if o.webhooks:
+        from receiver import Receiver
+        receiver = Receiver()
+        effects = EffectsChecker(receiver)
+        # A lease short enough that a delivery in flight at a kill is retried soon after.
+        extra = ['--delivery-lease-ms', '2000', '--delivery-timeout-ms', '1000']
+    srv = Server(o.boardd, datadir, tokens, tmp, extra=extra)
+    chk = Checker(clients, effects)
     ok = False
     torn = mid_compaction = 0
     last_sig = None
@@ -358,6 +531,8 @@ def main():
             if not started:
                 raise Failure('round %d: the store did not open cleanly: %s' % (rnd, why))
             startup_check(srv, 'round %d' % rnd)
+            if rnd == 1 and effects:
+                subscribe(srv.port, admin, receiver)
             n_cards = chk.check(srv.port, admin, 'round %d (after restart)' % rnd)
             stop = threading.Event()
             deadline = time.monotonic() + o.kill_max_ms / 1000.0 + 30
@@ -400,6 +575,10 @@ def main():
             startup_check(srv, what)
             torn += srv.log_text().count('cutting a torn last line')
             n_cards = chk.check(srv.port, admin, what)
+            if effects and what == 'after the last kill':
+                fx = effects.drained(srv.port, admin, what)
+            if effects and what == 'after a clean SIGTERM':
+                machine_rename(srv.port, admin, effects, what)
             code = srv.stop()
             if code != 0:
                 raise Failure('%s: boardd exited %s on SIGTERM:\n%s' % (what, code,
@@ -411,8 +590,14 @@ def main():
     finally:
         if srv.alive():
             srv.kill()
+    if receiver:
+        receiver.stop()
     acked = sum(cl.acked for cl in clients)
     unc = sum(cl.uncertain for cl in clients)
+    if effects and ok:
+        print('kill9: webhooks: %d matched events, each enqueued once with its event and '
+              'delivered (%d requests received), one-shots consumed exactly once, no machine '
+              'event delivered' % fx, flush=True)
     print('kill9: %s: %d rounds, %d writes acknowledged and all present, %d in flight at a kill '
           '(%d landed, %d did not), %d events checked, %d torn journal line(s) cut, %d kill(s) '
           'during a compaction, seed %d' %

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""The Grafana dashboard (deploy/grafana/boardd.json) against the one metrics table
-(metrics/metrics.h): valid JSON, every panel's query names metric families that exist (a
-histogram through its _bucket/_sum/_count series), groups only by labels those families
-have, and every family of the table is on some panel.
+"""The Grafana dashboard (deploy/grafana/boardd.json) and the alerting rules
+(deploy/prometheus/boardd-alerts.yml) against the one metrics table (metrics/metrics.h):
+valid JSON, `promtool check rules`, every query names metric families that exist (a
+histogram through its _bucket/_sum/_count series) and groups or matches only on labels those
+families have; a family on no panel is noted.
 
-usage: test_dashboard.py deploy/grafana/boardd.json metrics/metrics.h
+usage: test_dashboard.py deploy/grafana/boardd.json metrics/metrics.h deploy/prometheus/boardd-alerts.yml
 """
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
 
-DASH, TABLE = sys.argv[1], sys.argv[2]
+DASH, TABLE, RULES = sys.argv[1], sys.argv[2], sys.argv[3]
 failed = 0
 
 
@@ -69,31 +73,47 @@ def main():
         targets = p.get('targets') or []
         check(targets, 'panel %r has a query' % p.get('title'))
         for t in targets:
-            expr = t.get('expr', '')
-            names = re.findall(r'\b((?:boardd|process)_[a-zA-Z0-9_]+)\b', expr)
-            check(names, 'panel %r: %r names a metric' % (p.get('title'), expr))
-            labels = set()
-            for n in names:
-                f = family_of(n, fams)
-                check(f is not None, 'panel %r: %s is not a metric of the table' %
-                      (p.get('title'), n))
-                if f:
-                    used.add(f)
-                    labels |= fams[f][1] | ({'le'} if n.endswith('_bucket') else set())
-            # Grouping and matchers may use the family's labels and the scrape's own.
-            labels |= {'job', 'instance'}
-            for grp in re.findall(r'\b(?:by|without)\s*\(([^)]*)\)', expr):
-                for lab in (x.strip() for x in grp.split(',') if x.strip()):
-                    check(lab in labels, 'panel %r: groups by %r, not a label of %s' %
-                          (p.get('title'), lab, names))
-            for lab in re.findall(r'[{,]\s*([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)', expr):
-                check(lab in labels, 'panel %r: matches on %r, not a label of %s' %
-                      (p.get('title'), lab, names))
+            used |= expr_check('panel %r' % p.get('title'), t.get('expr', ''), fams)
+    # A family added to the table without a panel yet is told, not failed: adding a counter
+    # stays one table line.
     for f in sorted(fams):
-        check(f in used, 'family %s is on no panel' % f)
+        if f not in used:
+            print('note: family %s is on no panel of the dashboard' % f)
+
+    r = subprocess.run(['promtool', 'check', 'rules', RULES], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 0, 'promtool check rules: %s' % (r.stdout + r.stderr).strip())
+    exprs = re.findall(r'^\s+expr:\s*(.+)$', open(RULES).read(), re.M)
+    check(len(exprs) >= 10, 'the rules file has its alerts (%d)' % len(exprs))
+    for e in exprs:
+        expr_check('rule', e, fams)
+
+
+def expr_check(where, expr, fams):
+    """Checks one PromQL expression; returns the families it names."""
+    names = re.findall(r'\b((?:boardd|process)_[a-zA-Z0-9_]+)\b', expr)
+    check(names, '%s: %r names a metric' % (where, expr))
+    labels, used = set(), set()
+    for n in names:
+        f = family_of(n, fams)
+        check(f is not None, '%s: %s is not a metric of the table' % (where, n))
+        if f:
+            used.add(f)
+            labels |= fams[f][1] | ({'le'} if n.endswith('_bucket') else set())
+    # Grouping and matchers may use the family's labels and the scrape's own.
+    labels |= {'job', 'instance'}
+    for grp in re.findall(r'\b(?:by|without)\s*\(([^)]*)\)', expr):
+        for lab in (x.strip() for x in grp.split(',') if x.strip()):
+            check(lab in labels, '%s: groups by %r, not a label of %s' % (where, lab, names))
+    for lab in re.findall(r'[{,]\s*([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)', expr):
+        check(lab in labels, '%s: matches on %r, not a label of %s' % (where, lab, names))
+    return used
 
 
 if __name__ == '__main__':
+    if not shutil.which('promtool'):
+        print('promtool not found (Debian: apt-get install prometheus; deploy/deps.sh --test)')
+        sys.exit(1 if os.environ.get('CI') == 'true' else 77)
     main()
     print('dashboard: %s' % ('FAIL' if failed else 'ok'))
     sys.exit(1 if failed else 0)

@@ -8,6 +8,7 @@ usage: test_scrape.py path/to/boardd path/to/metrics.h
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -174,6 +175,9 @@ def main():
 
 
 if __name__ == '__main__':
+    if not shutil.which('promtool'):
+        print('promtool not found (Debian: apt-get install prometheus; deploy/deps.sh --test)')
+        sys.exit(1 if os.environ.get('CI') == 'true' else 77)
     main()
     print('metrics scrape: %s' % ('FAIL' if failed else 'ok'))
     sys.exit(1 if failed else 0)

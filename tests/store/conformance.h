@@ -63,6 +63,8 @@ void conformance_add_next(Suite *s);
  * document (claim-next's race test needs it); false with *why for a server that does not
  * (FerretDB 1.24). NULL: atomic (the FS twin). */
 extern bool (*ct_atomic)(const char **why);
+void conformance_add_stats(Suite *s);
+void conformance_add_effects(Suite *s);
 void conformance_add_attention(Suite *s);
 void conformance_add_fence(Suite *s);
 

@@ -51,7 +51,20 @@ START_TEST(claim_bound_to_its_actor)
 	ck_assert(core_card_equal(before, after));
 	core_card_free(before);
 	core_card_free(after);
+	/* A worker's comment is an owned write too. */
+	w.kind = STORE_OWNED_COMMENT;
+	w.comment = "from the holder";
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &wk2, &c), CORE_ERR_CLAIM_CONFLICT);
+	after = ct_get(st, "c1");
+	ck_assert_uint_eq(after->n_comments, 0);
+	core_card_free(after);
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &wk1, &c), CORE_OK);
+	ck_assert_uint_eq(c->n_comments, 1);
+	ck_assert_str_eq(c->comments[0].author, "wk-one");
+	ck_assert_str_eq(c->comments[0].body, "from the holder");
+	core_card_free(c);
 	/* The holder itself goes on. */
+	w.kind = STORE_OWNED_AWAITING_INPUT;
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &wk1, &c), CORE_OK);
 	ck_assert_str_eq(c->claim.holder, "wk-one");
 	core_card_free(c);

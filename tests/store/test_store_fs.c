@@ -232,6 +232,76 @@ START_TEST(compaction_keeps_everything)
 }
 END_TEST
 
+/* Effects (DESIGN §14) ride in the journal record of their event: subscriptions and
+ * deliveries survive a restart (journal replay) and a compaction (snapshot), and a write
+ * whose sync failed leaves neither its card nor its delivery behind. */
+static size_t deliveries_n(struct store *st, struct store_delivery ***v)
+{
+	struct store_delivery_filter f = {.status = -1, .limit = 1000};
+	size_t n = 0;
+
+	ck_assert_int_eq(store_delivery_list(st, &f, v, &n), CORE_OK);
+	return n;
+}
+
+START_TEST(effects_survive_restart_and_compaction)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_sub in = {.board = "default", .name = "s", .url = "http://127.0.0.1:9/x",
+			       .enabled = true};
+	struct store_sub *sub = NULL;
+	struct store_delivery **v = NULL, *d = NULL;
+	struct store_card_create cc = {.id = "c2"};
+	struct core_card *c = NULL;
+	bool created;
+	int64_t epoch;
+	int round;
+
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0", &created,
+				       &sub),
+			 CORE_OK);
+	store_sub_free(sub);
+	create(st, "c1");
+	ck_assert_int_eq(store_delivery_lease(st, "r1", 60000, &d), CORE_OK);
+	ck_assert_ptr_nonnull(d);
+	epoch = d->lease_epoch;
+	store_delivery_free(d);
+	for (round = 0; round < 2; round++) {
+		/* round 0: the journal replays; round 1: the snapshot holds them */
+		if (round == 1)
+			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+		store_close(st);
+		st = fx_open(dir, 0, 0, NULL);
+		ck_assert_int_eq(store_sub_get(st, "default", "s", &sub), CORE_OK);
+		ck_assert_str_eq(sub->secret, "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0");
+		store_sub_free(sub);
+		ck_assert_uint_eq(deliveries_n(st, &v), 1);
+		ck_assert_str_eq(v[0]->lease_owner, "r1");
+		ck_assert_int_eq(v[0]->lease_epoch, epoch);
+		ck_assert_str_eq(v[0]->card_id, "c1");
+		store_deliveries_free(v, 1);
+	}
+	/* A refused sync rolls the card and its delivery back together. */
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(store_card_create(st, &cc, &bot, &c), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
+	ck_assert_int_eq(store_card_get(st, "c2", &c), CORE_ERR_NOT_FOUND);
+	ck_assert_uint_eq(deliveries_n(st, &v), 1);
+	store_deliveries_free(v, 1);
+	ck_assert_int_eq(store_card_create(st, &cc, &bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_uint_eq(deliveries_n(st, &v), 2);
+	store_deliveries_free(v, 2);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert_uint_eq(deliveries_n(st, &v), 2);
+	store_deliveries_free(v, 2);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* The background compactor runs on its own once the journal passes compact_bytes. */
 START_TEST(background_compaction)
 {
@@ -1109,6 +1179,7 @@ int main(void)
 	tcase_add_test(tc, claimed_set_follows_every_path);
 	tcase_add_test(tc, posting_lists_follow_every_path);
 	tcase_add_test(tc, claimed_heap_follows_every_path);
+	tcase_add_test(tc, effects_survive_restart_and_compaction);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
 	suite_add_tcase(s, store_fs_fence_tcase());

@@ -700,6 +700,7 @@ int main(void)
 	mongo_add_faults(tc);
 	mongo_add_reaper(tc);
 	mongo_add_interleave(tc);
+	mongo_add_effects(tc);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	ct_atomic = server_atomic;

@@ -43,5 +43,6 @@ bool listed(struct core_card **v, size_t n, const char *id);
 void mongo_add_faults(TCase *tc);
 void mongo_add_reaper(TCase *tc);
 void mongo_add_interleave(TCase *tc);
+void mongo_add_effects(TCase *tc);
 
 #endif

@@ -18,9 +18,16 @@ import time
 class Boardd:
     ROLES = {'op': ['operator'], 'bot': ['bot'], 'worker': ['worker'], 'worker2': ['worker']}
 
-    def __init__(self, binary, extra=()):
+    def __init__(self, binary, extra=(), mongo_uri=None):
+        """mongo_uri: run on the Mongo twin, in a fresh database named after the URI's."""
         self.binary = binary
         self.dir = tempfile.mkdtemp(prefix='boardd-ui-')
+        store = 'fs:' + self.dir + '/data'
+        if mongo_uri:
+            base, _, query = mongo_uri.partition('?')
+            head, _, db = base.rstrip('/').rpartition('/')
+            store = '%s/%s_ui%d%s' % (head, db or 'boardd', os.getpid(),
+                                      '?' + query if query else '')
         self.tokens_file = os.path.join(self.dir, 'tokens.json')
         self.tok = {}
         for name, roles in self.ROLES.items():
@@ -29,7 +36,7 @@ class Boardd:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith('BOARDD_') and k != 'ITERION_BOARD_CLAIM_REAPER'}
         self.proc = subprocess.Popen(
-            [binary, '--listen', '127.0.0.1:0', '--store', 'fs:' + self.dir + '/data',
+            [binary, '--listen', '127.0.0.1:0', '--store', store,
              '--tokens', self.tokens_file, '--threads', '2', '--log-format', 'text'] + list(extra),
             stderr=subprocess.PIPE, text=True, env=env)
         self.lines = []

@@ -3,7 +3,9 @@
 with Last-Event-ID, scoping, heartbeats, the stream limit -> 503), GET /v1/attention (each
 reason, scope, refusals), GET /v1/whoami and the /ui answers' headers. Standard library only.
 
-usage: test_stream_api.py path/to/boardd
+usage: test_stream_api.py path/to/boardd [--mongo]
+  --mongo: on the Mongo twin at $BOARDD_TEST_MONGO_URI (skipped, exit 77, when unset; in CI
+  it fails instead)
 """
 import http.client
 import json
@@ -180,6 +182,8 @@ def test_heartbeat_and_limit(srv):
     b = open_stream(srv, query='?after=999999')
     c = open_stream(srv, query='?after=999999')
     check(b.status == 200 and c.status == 200, 'three streams open')
+    st, text, _ = srv.call('GET', '/metrics', None)
+    check(st == 200 and 'boardd_event_streams_open 3' in text, 'the gauge counts three streams')
     d = Stream(srv, query='?after=999999')
     check(d.status == 503, 'a fourth stream is refused (%s)' % d.status)
     check(d.headers.get('retry-after') is not None, '... with Retry-After')
@@ -296,9 +300,15 @@ def test_whoami_and_ui(srv):
 
 def main():
     held = None
+    uri = None
+    if '--mongo' in sys.argv[2:]:
+        uri = os.environ.get('BOARDD_TEST_MONGO_URI')
+        if not uri:
+            print('BOARDD_TEST_MONGO_URI is not set')
+            sys.exit(1 if os.environ.get('CI') == 'true' else 77)
     srv = Boardd(sys.argv[1], ['--max-streams', '3', '--stream-heartbeat-ms', '300',
                                '--lease-min-ms', '100', '--reaper=on',
-                               '--reaper-interval-ms', '3600000'])
+                               '--reaper-interval-ms', '3600000'], mongo_uri=uri)
     try:
         for t in (test_stream, test_scope, test_heartbeat_and_limit, test_attention,
                   test_whoami_and_ui):

@@ -1,0 +1,724 @@
+/* Effects on the FS twin (DESIGN §14): subscriptions and deliveries are effect records (struct
+ * fs_kv, their stored JSON) that ride in the journal line of the transaction that writes them.
+ * Matching runs inside fs_txn_end, so an event, the deliveries it enqueues and the labels it
+ * consumes are one line: durable together or not at all.
+ *
+ * Leases: the deliverer threads lease a due delivery (a journaled write: lease_owner,
+ * lease_until, lease_epoch + 1) and write its outcome fenced by (owner, epoch), the claim's
+ * shape again. On this twin only one process holds the directory, so the fence only has to
+ * keep two threads of one process, or an operator retry and a late outcome, apart. */
+#include "store/fs/fs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SUB_KEY_MAX (2 + CORE_NAME_MAX + 1 + CORE_NAME_MAX + 1)
+
+struct fs_effect_hit {
+	size_t ev;             /* index into the change's events */
+	struct store_sub *sub; /* owned */
+};
+
+static void sub_key(char *buf, const char *board, const char *name)
+{
+	snprintf(buf, SUB_KEY_MAX, "s/%s/%s", board, name);
+}
+
+/* "d/<id>" in a new string; NULL on OOM. */
+static char *dlv_key(const char *id)
+{
+	size_t n = strlen(id) + 3;
+	char *k = malloc(n);
+
+	if (k)
+		snprintf(k, n, "d/%s", id);
+	return k;
+}
+
+static struct fs_map *kv_map(struct fs *fs, const char *key)
+{
+	return key[0] == 's' ? &fs->subs : &fs->kv;
+}
+
+static void kv_free(struct fs_kv *kv)
+{
+	if (!kv)
+		return;
+	free(kv->key);
+	free(kv->val);
+	free(kv);
+}
+
+/* ---- publication, undo ---- */
+
+void fs_kv_apply(struct fs *fs, struct fs_kv *kv, struct fs_undo *undo)
+{
+	struct fs_map *m = kv_map(fs, kv->key);
+	struct fs_kv *old = fs_map_get(m, kv->key), *now = NULL;
+
+	if (kv->val) {
+		now = malloc(sizeof(*now));
+		if (!now) {
+			/* Reserved room is for the map only; a lost record here would be silent
+			 * divergence from the journal, so keep the old one and say so. */
+			fprintf(stderr, "boardd: fs store: out of memory publishing %s\n", kv->key);
+			free(kv->key);
+			free(kv->val);
+			kv->key = kv->val = NULL;
+			return;
+		}
+		*now = *kv;
+		fs_map_put(m, now->key, now); /* reserved: cannot fail */
+	} else {
+		if (old)
+			fs_map_del(m, kv->key);
+		free(kv->key);
+	}
+	kv->key = kv->val = NULL;
+	if (undo)
+		undo->kvs[undo->n_kvs++] = (struct fs_undo_kv){.now = now, .old = old};
+	else
+		kv_free(old);
+}
+
+void fs_kv_undo_settle(struct fs_undo *u)
+{
+	size_t i;
+
+	for (i = 0; i < u->n_kvs; i++)
+		kv_free(u->kvs[i].old);
+	u->n_kvs = 0;
+}
+
+void fs_kv_undo_rollback(struct fs *fs, struct fs_undo *u)
+{
+	size_t i;
+
+	for (i = u->n_kvs; i-- > 0;) {
+		struct fs_kv *now = u->kvs[i].now, *old = u->kvs[i].old;
+
+		if (now)
+			fs_map_del(kv_map(fs, now->key), now->key);
+		if (old)
+			fs_map_put(kv_map(fs, old->key), old->key, old); /* the map never shrinks */
+		kv_free(now);
+	}
+	u->n_kvs = 0;
+}
+
+static void kv_map_free(struct fs_map *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->cap; i++)
+		if (m->slots[i].key)
+			kv_free(m->slots[i].val);
+	fs_map_release(m);
+}
+
+void fs_kv_release(struct fs *fs)
+{
+	kv_map_free(&fs->kv);
+	kv_map_free(&fs->subs);
+}
+
+/* ---- decoding the records ---- */
+
+static enum core_rc sub_parse(const char *text, struct store_sub **out)
+{
+	json_t *j = json_loads(text, 0, NULL);
+	enum core_rc rc = j ? store_sub_from_json(j, out) : CORE_ERR_INTERNAL;
+
+	json_decref(j);
+	return rc == CORE_ERR_BAD_REQUEST ? CORE_ERR_INTERNAL : rc;
+}
+
+static enum core_rc dlv_parse(const char *text, struct store_delivery **out)
+{
+	json_t *j = json_loads(text, 0, NULL);
+	enum core_rc rc = j ? store_delivery_from_json(j, out) : CORE_ERR_INTERNAL;
+
+	json_decref(j);
+	return rc == CORE_ERR_BAD_REQUEST ? CORE_ERR_INTERNAL : rc;
+}
+
+static enum core_rc sub_write(struct fs_txn *t, const struct store_sub *s)
+{
+	char key[SUB_KEY_MAX];
+	json_t *j = store_sub_to_json(s, true);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	enum core_rc rc = text ? CORE_OK : CORE_ERR_NOMEM;
+
+	sub_key(key, s->board, s->name);
+	if (rc == CORE_OK)
+		rc = fs_txn_kv(t, key, text, 0);
+	free(text);
+	json_decref(j);
+	return rc;
+}
+
+static enum core_rc dlv_write(struct fs_txn *t, const struct store_delivery *d)
+{
+	json_t *j = store_delivery_to_json(d, true);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL, *key = dlv_key(d->id);
+	enum core_rc rc = text && key ? CORE_OK : CORE_ERR_NOMEM;
+
+	if (rc == CORE_OK)
+		rc = fs_txn_kv(t, key, text,
+			       d->status == STORE_DELIVERY_PENDING ? d->next_at : -1);
+	free(key);
+	free(text);
+	json_decref(j);
+	return rc;
+}
+
+/* ---- matching, in the transaction's atomic step ---- */
+
+/* The enabled subscriptions of `board` (a new array; caller frees with store_subs_free). */
+static enum core_rc board_subs(struct fs *fs, const char *board, struct store_sub ***out,
+			       size_t *n)
+{
+	struct store_sub **v = NULL, *s;
+	size_t i, k = 0;
+	enum core_rc rc = CORE_OK;
+	char prefix[SUB_KEY_MAX];
+	size_t plen;
+
+	*out = NULL;
+	*n = 0;
+	snprintf(prefix, sizeof prefix, "s/%s/", board);
+	plen = strlen(prefix);
+	v = calloc(fs->subs.n + 1, sizeof(*v));
+	if (!v)
+		return CORE_ERR_NOMEM;
+	for (i = 0; rc == CORE_OK && i < fs->subs.cap; i++) {
+		const struct fs_kv *kv = fs->subs.slots[i].val;
+
+		if (!fs->subs.slots[i].key || strncmp(kv->key, prefix, plen) != 0)
+			continue;
+		rc = sub_parse(kv->val, &s);
+		if (rc == CORE_OK && s->enabled)
+			v[k++] = s;
+		else if (rc == CORE_OK)
+			store_sub_free(s);
+	}
+	if (rc != CORE_OK) {
+		store_subs_free(v, k);
+		return rc;
+	}
+	*out = v;
+	*n = k;
+	return CORE_OK;
+}
+
+/* The "to" of an event's payload (a new string), or NULL. */
+static char *payload_to(const struct core_event *e)
+{
+	json_t *p = e->payload ? json_loads(e->payload, 0, NULL) : NULL;
+	const char *to = json_string_value(json_object_get(p, "to"));
+	char *s = to ? strdup(to) : NULL;
+
+	json_decref(p);
+	return s;
+}
+
+void fs_effects_clear(struct fs_txn *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n_hits; i++)
+		store_sub_free(t->hits[i].sub);
+	free(t->hits);
+	t->hits = NULL;
+	t->n_hits = 0;
+}
+
+static struct store_sub *sub_dup(const struct store_sub *s)
+{
+	json_t *j = store_sub_to_json(s, true);
+	struct store_sub *c = NULL;
+
+	if (j && store_sub_from_json(j, &c) != CORE_OK)
+		c = NULL;
+	json_decref(j);
+	return c;
+}
+
+/* Removes the hit's consume_labels from its card and records the consumption as an event
+ * (never matched itself: it is appended after the events being matched). */
+static enum core_rc consume(struct fs_txn *t, const struct core_event *e,
+			    const struct store_sub *s)
+{
+	struct core_card *c;
+	struct core_strv before = {0};
+	json_t *removed;
+	enum core_rc rc;
+	bool changed = false;
+	size_t i;
+
+	if (!s->consume.n || !e->card_id)
+		return CORE_OK;
+	rc = fs_txn_card(t, e->card_id, &c);
+	if (rc == CORE_ERR_NOT_FOUND)
+		return CORE_OK; /* deleted in this very step */
+	if (rc == CORE_OK)
+		rc = core_strv_copy(&before, &c->labels);
+	if (rc == CORE_OK)
+		rc = core_effect_consume(c, &s->consume, &changed);
+	if (rc != CORE_OK || !changed)
+		goto out;
+	c->updated_at = t->now;
+	rc = CORE_ERR_NOMEM;
+	removed = json_array();
+	for (i = 0; removed && i < before.n; i++)
+		if (!core_strv_contains(&c->labels, before.v[i]) &&
+		    json_array_append_new(removed, json_string(before.v[i])) != 0)
+			break;
+	if (removed)
+		rc = fs_txn_event(t, CORE_EV_CARD_LABELS_CHANGED, c->board, c->id, "consume_labels",
+				  json_pack("{s:o, s:s}", "removed", removed, "subscription",
+					    s->name));
+out:
+	core_strv_release(&before);
+	return rc;
+}
+
+enum core_rc fs_effects_match(struct fs_txn *t)
+{
+	struct fs_change *ch = &t->ch;
+	struct store_sub **subs = NULL;
+	size_t n_subs = 0, n_ev = ch->n_events, i, k;
+	const char *subs_board = NULL;
+	enum core_rc rc = CORE_OK;
+
+	if (!t->fs->subs.n)
+		return CORE_OK;
+	for (i = 0; rc == CORE_OK && i < n_ev; i++) {
+		const struct core_event *e = ch->events[i];
+		const struct core_card *card;
+		char *to;
+
+		if (e->machine)
+			continue; /* flows to the tail, fires nothing (ADR-096) */
+		if (!subs_board || strcmp(subs_board, e->board) != 0) {
+			store_subs_free(subs, n_subs);
+			subs_board = e->board;
+			rc = board_subs(t->fs, e->board, &subs, &n_subs);
+			if (rc != CORE_OK)
+				break;
+		}
+		if (!n_subs)
+			continue;
+		card = e->card_id ? fs_txn_peek(t, e->card_id) : NULL;
+		to = payload_to(e);
+		for (k = 0; rc == CORE_OK && k < n_subs; k++) {
+			struct fs_effect_hit *nh;
+
+			if (!store_effect_match(subs[k], e->type, e->reason, to, card))
+				continue;
+			nh = realloc(t->hits, (t->n_hits + 1) * sizeof(*nh));
+			if (!nh || !(nh[t->n_hits].sub = sub_dup(subs[k]))) {
+				if (nh)
+					t->hits = nh;
+				rc = CORE_ERR_NOMEM;
+				break;
+			}
+			t->hits = nh;
+			t->hits[t->n_hits++].ev = i;
+		}
+		free(to);
+	}
+	store_subs_free(subs, n_subs);
+	/* Every match judged the labels as the step left them; now the one-shots go. */
+	for (i = 0; rc == CORE_OK && i < t->n_hits; i++)
+		rc = consume(t, ch->events[t->hits[i].ev], t->hits[i].sub);
+	return rc;
+}
+
+enum core_rc fs_effects_enqueue(struct fs_txn *t)
+{
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	for (i = 0; rc == CORE_OK && i < t->n_hits; i++) {
+		const struct core_event *e = t->ch.events[t->hits[i].ev];
+		const struct core_card *card = e->card_id ? fs_txn_peek(t, e->card_id) : NULL;
+		struct store_delivery *d;
+		char ekey[32];
+
+		snprintf(ekey, sizeof ekey, "%lld", (long long)e->seq);
+		d = store_delivery_new(t->hits[i].sub, ekey, e->seq, e->type, e->card_id,
+				       store_delivery_body(e, card), t->now);
+		rc = d ? dlv_write(t, d) : CORE_ERR_NOMEM;
+		store_delivery_free(d);
+	}
+	fs_effects_clear(t);
+	return rc;
+}
+
+/* ---- subscriptions ---- */
+
+enum core_rc fs_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
+			bool *created, struct store_sub **out)
+{
+	struct fs *fs = fs_of(st);
+	struct fs_txn t;
+	struct store_sub *old = NULL, *now = NULL;
+	char key[SUB_KEY_MAX];
+	const char *text;
+	enum core_rc rc;
+
+	fs_txn_begin(fs, &t, NULL);
+	sub_key(key, s->board, s->name);
+	rc = fs_board_find(fs, s->board) ? CORE_OK : CORE_ERR_NOT_FOUND;
+	text = rc == CORE_OK ? fs_txn_kv_peek(&t, key) : NULL;
+	if (text)
+		rc = sub_parse(text, &old);
+	if (rc == CORE_OK)
+		rc = (now = sub_dup(s)) ? CORE_OK : CORE_ERR_NOMEM;
+	if (rc == CORE_OK && !s->secret) {
+		free(now->secret);
+		now->secret = strdup(old ? old->secret : secret_if_new);
+		rc = now->secret ? CORE_OK : CORE_ERR_NOMEM;
+	}
+	if (rc == CORE_OK) {
+		free(now->disabled_reason);
+		now->disabled_reason = NULL;
+		now->created_at = old ? old->created_at : t.now;
+		now->updated_at = t.now;
+		rc = sub_write(&t, now);
+	}
+	rc = fs_txn_end(&t, rc);
+	if (rc == CORE_OK) {
+		*created = !old;
+		*out = now;
+		now = NULL;
+	}
+	store_sub_free(now);
+	store_sub_free(old);
+	return rc;
+}
+
+enum core_rc fs_sub_get(struct store *st, const char *board, const char *name,
+			struct store_sub **out)
+{
+	struct fs *fs = fs_of(st);
+	char key[SUB_KEY_MAX];
+	const struct fs_kv *kv;
+	enum core_rc rc;
+
+	sub_key(key, board, name);
+	pthread_rwlock_rdlock(&fs->lock);
+	kv = fs_map_get(&fs->subs, key);
+	rc = kv ? sub_parse(kv->val, out) : CORE_ERR_NOT_FOUND;
+	pthread_rwlock_unlock(&fs->lock);
+	return rc;
+}
+
+static int cmp_sub(const void *a, const void *b)
+{
+	return strcmp((*(struct store_sub *const *)a)->name, (*(struct store_sub *const *)b)->name);
+}
+
+enum core_rc fs_sub_list(struct store *st, const char *board, struct store_sub ***out, size_t *n)
+{
+	struct fs *fs = fs_of(st);
+	struct store_sub **v;
+	char prefix[SUB_KEY_MAX];
+	size_t plen, i, k = 0;
+	enum core_rc rc = CORE_OK;
+
+	snprintf(prefix, sizeof prefix, "s/%s/", board);
+	plen = strlen(prefix);
+	pthread_rwlock_rdlock(&fs->lock);
+	v = calloc(fs->subs.n + 1, sizeof(*v));
+	if (!v)
+		rc = CORE_ERR_NOMEM;
+	for (i = 0; rc == CORE_OK && i < fs->subs.cap; i++) {
+		const struct fs_kv *kv = fs->subs.slots[i].val;
+
+		if (fs->subs.slots[i].key && strncmp(kv->key, prefix, plen) == 0 &&
+		    (rc = sub_parse(kv->val, &v[k])) == CORE_OK)
+			k++;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc != CORE_OK) {
+		store_subs_free(v, k);
+		return rc;
+	}
+	qsort(v, k, sizeof(*v), cmp_sub);
+	*out = v;
+	*n = k;
+	return CORE_OK;
+}
+
+enum core_rc fs_sub_delete(struct store *st, const char *board, const char *name)
+{
+	struct fs *fs = fs_of(st);
+	struct fs_txn t;
+	char key[SUB_KEY_MAX];
+	enum core_rc rc;
+
+	fs_txn_begin(fs, &t, NULL);
+	sub_key(key, board, name);
+	rc = fs_txn_kv_peek(&t, key) ? fs_txn_kv(&t, key, NULL, 0) : CORE_ERR_NOT_FOUND;
+	return fs_txn_end(&t, rc);
+}
+
+/* ---- deliveries ---- */
+
+enum core_rc fs_delivery_get(struct store *st, const char *id, struct store_delivery **out)
+{
+	struct fs *fs = fs_of(st);
+	char *key = dlv_key(id);
+	const struct fs_kv *kv;
+	enum core_rc rc;
+
+	if (!key)
+		return CORE_ERR_NOMEM;
+	pthread_rwlock_rdlock(&fs->lock);
+	kv = fs_map_get(&fs->kv, key);
+	rc = kv ? dlv_parse(kv->val, out) : CORE_ERR_NOT_FOUND;
+	pthread_rwlock_unlock(&fs->lock);
+	free(key);
+	return rc;
+}
+
+static bool board_in(const char *board, const char *const *boards)
+{
+	for (; boards && *boards; boards++)
+		if (strcmp(*boards, board) == 0 || strcmp(*boards, "*") == 0)
+			return true;
+	return !boards;
+}
+
+/* Newest first: created_at, then id, both descending. */
+static int cmp_dlv_newest(const void *a, const void *b)
+{
+	const struct store_delivery *x = *(struct store_delivery *const *)a;
+	const struct store_delivery *y = *(struct store_delivery *const *)b;
+
+	if (x->created_at != y->created_at)
+		return x->created_at < y->created_at ? 1 : -1;
+	return -strcmp(x->id, y->id);
+}
+
+enum core_rc fs_delivery_list(struct store *st, const struct store_delivery_filter *f,
+			      struct store_delivery ***out, size_t *n)
+{
+	struct fs *fs = fs_of(st);
+	struct store_delivery **v, *d;
+	size_t i, k = 0;
+	enum core_rc rc = CORE_OK;
+
+	pthread_rwlock_rdlock(&fs->lock);
+	v = calloc(fs->kv.n + 1, sizeof(*v));
+	if (!v)
+		rc = CORE_ERR_NOMEM;
+	for (i = 0; rc == CORE_OK && i < fs->kv.cap; i++) {
+		const struct fs_kv *kv = fs->kv.slots[i].val;
+
+		if (!fs->kv.slots[i].key)
+			continue;
+		/* The due index tells pending from settled without a parse. */
+		if (f->status >= 0 && (kv->due >= 0) != (f->status == STORE_DELIVERY_PENDING))
+			continue;
+		rc = dlv_parse(kv->val, &d);
+		if (rc != CORE_OK)
+			break;
+		if ((f->status >= 0 && (int)d->status != f->status) ||
+		    (f->board && strcmp(f->board, d->board) != 0) || !board_in(d->board, f->boards)) {
+			store_delivery_free(d);
+			continue;
+		}
+		v[k++] = d;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (rc != CORE_OK) {
+		store_deliveries_free(v, k);
+		return rc;
+	}
+	qsort(v, k, sizeof(*v), cmp_dlv_newest);
+	for (i = f->limit; i < k; i++)
+		store_delivery_free(v[i]);
+	*n = k < f->limit ? k : f->limit;
+	*out = v;
+	return CORE_OK;
+}
+
+/* Earliest due first, then oldest, then id. */
+static bool dlv_before(const struct store_delivery *x, const struct store_delivery *y)
+{
+	if (x->next_at != y->next_at)
+		return x->next_at < y->next_at;
+	if (x->created_at != y->created_at)
+		return x->created_at < y->created_at;
+	return strcmp(x->id, y->id) < 0;
+}
+
+enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
+			       struct store_delivery **out)
+{
+	struct fs *fs = fs_of(st);
+	struct store_delivery *best = NULL, *d;
+	struct fs_txn t;
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	fs_txn_begin(fs, &t, NULL);
+	for (i = 0; rc == CORE_OK && i < fs->kv.cap; i++) {
+		const struct fs_kv *kv = fs->kv.slots[i].val;
+
+		if (!fs->kv.slots[i].key || kv->due < 0 || kv->due > t.now)
+			continue;
+		rc = dlv_parse(kv->val, &d);
+		if (rc != CORE_OK)
+			break;
+		if (d->status != STORE_DELIVERY_PENDING ||
+		    (d->lease_owner && d->lease_until >= t.now) || (best && !dlv_before(d, best))) {
+			store_delivery_free(d);
+			continue;
+		}
+		store_delivery_free(best);
+		best = d;
+	}
+	if (rc == CORE_OK && best) {
+		free(best->lease_owner);
+		best->lease_owner = strdup(owner);
+		best->lease_until = t.now + lease_ms;
+		best->lease_epoch++;
+		best->updated_at = t.now;
+		rc = best->lease_owner ? dlv_write(&t, best) : CORE_ERR_NOMEM;
+	}
+	rc = fs_txn_end(&t, rc);
+	if (rc == CORE_OK) {
+		*out = best;
+		best = NULL;
+	}
+	store_delivery_free(best);
+	return rc;
+}
+
+/* Reads delivery `id` inside a transaction (caller frees). */
+static enum core_rc txn_dlv(struct fs_txn *t, const char *id, struct store_delivery **out)
+{
+	char *key = dlv_key(id);
+	const char *text;
+	enum core_rc rc;
+
+	*out = NULL;
+	if (!key)
+		return CORE_ERR_NOMEM;
+	text = fs_txn_kv_peek(t, key);
+	rc = text ? dlv_parse(text, out) : CORE_ERR_NOT_FOUND;
+	free(key);
+	return rc;
+}
+
+/* The 410 verdict: the subscription is disabled in the same step. */
+static enum core_rc sub_disable(struct fs_txn *t, const char *board, const char *name)
+{
+	struct store_sub *s = NULL;
+	char key[SUB_KEY_MAX];
+	const char *text;
+	enum core_rc rc;
+
+	sub_key(key, board, name);
+	text = fs_txn_kv_peek(t, key);
+	if (!text)
+		return CORE_OK; /* deleted meanwhile */
+	rc = sub_parse(text, &s);
+	if (rc == CORE_OK) {
+		s->enabled = false;
+		free(s->disabled_reason);
+		s->disabled_reason = strdup("gone");
+		s->updated_at = t->now;
+		rc = s->disabled_reason ? sub_write(t, s) : CORE_ERR_NOMEM;
+	}
+	store_sub_free(s);
+	return rc;
+}
+
+enum core_rc fs_delivery_finish(struct store *st, const char *id,
+				const struct store_delivery_outcome *o,
+				struct store_delivery **out)
+{
+	struct fs *fs = fs_of(st);
+	struct store_delivery *d = NULL;
+	struct fs_txn t;
+	enum core_rc rc;
+
+	fs_txn_begin(fs, &t, NULL);
+	rc = txn_dlv(&t, id, &d);
+	if (rc == CORE_OK && (d->status != STORE_DELIVERY_PENDING || !d->lease_owner ||
+			      strcmp(d->lease_owner, o->owner) != 0 || d->lease_epoch != o->epoch))
+		rc = CORE_ERR_CLAIM_CONFLICT;
+	if (rc == CORE_OK) {
+		d->attempts++;
+		d->last_status = o->status;
+		free(d->last_error);
+		d->last_error = o->error ? strdup(o->error) : NULL;
+		free(d->lease_owner);
+		d->lease_owner = NULL;
+		d->lease_until = 0;
+		d->updated_at = t.now;
+		switch (o->verdict) {
+		case CORE_DELIVERY_DONE:
+			d->status = STORE_DELIVERY_DONE;
+			break;
+		case CORE_DELIVERY_RETRY:
+			d->next_at = o->next_at;
+			break;
+		case CORE_DELIVERY_DISABLE:
+			rc = sub_disable(&t, d->board, d->sub);
+			d->status = STORE_DELIVERY_DEAD;
+			break;
+		case CORE_DELIVERY_DEAD:
+			d->status = STORE_DELIVERY_DEAD;
+			break;
+		}
+		if (rc == CORE_OK && o->error && !d->last_error)
+			rc = CORE_ERR_NOMEM;
+		if (rc == CORE_OK)
+			rc = dlv_write(&t, d);
+	}
+	rc = fs_txn_end(&t, rc);
+	if (rc == CORE_OK && out) {
+		*out = d;
+		d = NULL;
+	}
+	store_delivery_free(d);
+	return rc;
+}
+
+enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_delivery **out)
+{
+	struct fs *fs = fs_of(st);
+	struct store_delivery *d = NULL;
+	struct fs_txn t;
+	enum core_rc rc;
+
+	fs_txn_begin(fs, &t, NULL);
+	rc = txn_dlv(&t, id, &d);
+	if (rc == CORE_OK && d->status == STORE_DELIVERY_PENDING)
+		rc = CORE_ERR_STATE_CONFLICT;
+	if (rc == CORE_OK) {
+		d->status = STORE_DELIVERY_PENDING;
+		d->attempts = 0;
+		d->next_at = t.now;
+		free(d->lease_owner);
+		d->lease_owner = NULL;
+		d->lease_until = 0;
+		d->lease_epoch++; /* whatever lease an outcome still carries is void */
+		d->updated_at = t.now;
+		rc = dlv_write(&t, d);
+	}
+	rc = fs_txn_end(&t, rc);
+	if (rc == CORE_OK && out) {
+		*out = d;
+		d = NULL;
+	}
+	store_delivery_free(d);
+	return rc;
+}

@@ -1,0 +1,387 @@
+/* Conformance: effects (DESIGN §14, ADR-096) — subscriptions, the outbox written in the
+ * event's own atomic step, the one-shot labels, machine events that fire nothing, and the
+ * delivery lease with its fenced outcome. */
+#include "tests/store/conformance.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct store_sub *ct_sub_put(struct store *st, const char *name, const char *const *types,
+				    const char *const *to_states, const char *const *all_labels,
+				    const char *const *consume)
+{
+	struct core_strv t = ct_strv(types), s = ct_strv(to_states), l = ct_strv(all_labels),
+			 c = ct_strv(consume);
+	struct store_sub in = {.board = "default", .name = (char *)name,
+			       .url = "http://127.0.0.1:9/hook", .enabled = true};
+	struct store_sub *out = NULL;
+	bool created = false;
+	size_t i;
+
+	in.on.dim[CORE_SUB_TYPES] = t;
+	in.on.dim[CORE_SUB_TO_STATES] = s;
+	in.on.dim[CORE_SUB_ALL_LABELS] = l;
+	in.consume = c;
+	ck_assert_int_eq(store_sub_put(st, &in, NULL, &created, &out), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_c2VjcmV0", &created, &out), CORE_OK);
+	ck_assert(created);
+	ck_assert_str_eq(out->secret, "whsec_c2VjcmV0");
+	for (i = 0; i < c.n; i++)
+		ck_assert_str_eq(out->consume.v[i], c.v[i]);
+	free(t.v);
+	free(s.v);
+	free(l.v);
+	free(c.v);
+	return out;
+}
+
+/* The deliveries of the board, newest first (status -1: any). */
+static struct store_delivery **dlvs(struct store *st, int status, size_t *n)
+{
+	struct store_delivery_filter f = {.board = "default", .status = status, .limit = 1000};
+	struct store_delivery **v = NULL;
+
+	ck_assert_int_eq(store_delivery_list(st, &f, &v, n), CORE_OK);
+	return v;
+}
+
+static size_t dlv_count(struct store *st)
+{
+	size_t n = 0;
+	struct store_delivery **v = dlvs(st, -1, &n);
+
+	store_deliveries_free(v, n);
+	return n;
+}
+
+static void set_labels(struct store *st, const char *id, const char *const *labels)
+{
+	struct core_strv sv = ct_strv(labels);
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_labels_set(st, id, &sv, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	free(sv.v);
+}
+
+static void move(struct store *st, const char *id, const char *to, const char *reason)
+{
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_set_state_from(st, id, NULL, to, reason, &ct_op, &c), CORE_OK);
+	core_card_free(c);
+}
+
+START_TEST(subscription_crud)
+{
+	struct store *st = ct_open();
+	const char *const types[] = {"card_state_changed", NULL};
+	struct store_sub *s = ct_sub_put(st, "hook", types, NULL, NULL, NULL), *g = NULL, **v;
+	struct store_sub in = {.board = "default", .name = "hook", .url = "http://x/y",
+			       .enabled = false};
+	struct store_sub bad = {.board = "nope", .name = "x", .url = "http://x/y"};
+	bool created = true;
+	size_t n;
+
+	store_sub_free(s);
+	/* Re-put without a secret keeps the stored one; it is not a creation. */
+	ct_now += 10;
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_b3RoZXI=", &created, &s), CORE_OK);
+	ck_assert(!created);
+	ck_assert_str_eq(s->secret, "whsec_c2VjcmV0");
+	ck_assert(!s->enabled);
+	ck_assert_int_eq(s->created_at, CT_T0);
+	ck_assert_int_eq(s->updated_at, CT_T0 + 10);
+	store_sub_free(s);
+	ck_assert_int_eq(store_sub_get(st, "default", "hook", &g), CORE_OK);
+	ck_assert_str_eq(g->url, "http://x/y");
+	ck_assert_uint_eq(g->on.dim[CORE_SUB_TYPES].n, 0);
+	store_sub_free(g);
+	ck_assert_int_eq(store_sub_put(st, &bad, "whsec_eA==", &created, &s), CORE_ERR_NOT_FOUND);
+	ck_assert_int_eq(store_sub_list(st, "default", &v, &n), CORE_OK);
+	ck_assert_uint_eq(n, 1);
+	store_subs_free(v, n);
+	ck_assert_int_eq(store_sub_delete(st, "default", "hook"), CORE_OK);
+	ck_assert_int_eq(store_sub_delete(st, "default", "hook"), CORE_ERR_NOT_FOUND);
+	ck_assert_int_eq(store_sub_get(st, "default", "hook", &g), CORE_ERR_NOT_FOUND);
+	ct_close(st);
+}
+END_TEST
+
+START_TEST(match_enqueues_and_consumes_in_one_step)
+{
+	struct store *st = ct_open();
+	const char *const to_done[] = {"done", NULL}, *const deploy[] = {"deploy", NULL};
+	const char *const labels[] = {"deploy", "x", NULL};
+	struct store_delivery **v;
+	struct core_event *ev;
+	struct core_card *c;
+	json_t *body;
+	size_t n, i, consumed = 0;
+	int64_t before;
+
+	store_sub_free(ct_sub_put(st, "deployer", NULL, to_done, deploy, deploy));
+	core_card_free(ct_create(st, "c1", "ready", NULL));
+	set_labels(st, "c1", labels);
+	ck_assert_uint_eq(dlv_count(st), 0); /* created in ready, labels are not a default type */
+	before = ct_last_seq(st);
+	move(st, "c1", "done", NULL);
+	v = dlvs(st, STORE_DELIVERY_PENDING, &n);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0]->sub, "deployer");
+	ck_assert_str_eq(v[0]->event_type, "card_state_changed");
+	ck_assert_str_eq(v[0]->card_id, "c1");
+	ck_assert_int_eq(v[0]->attempts, 0);
+	ck_assert_int_eq(v[0]->next_at, CT_T0);
+	body = json_loads(v[0]->body, 0, NULL);
+	ck_assert_ptr_nonnull(body);
+	ck_assert_str_eq(json_string_value(json_object_get(body, "type")), "board.event");
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(body, "event"), "type")),
+			 "card_state_changed");
+	ck_assert_int_eq(v[0]->event_seq,
+			 json_integer_value(json_object_get(json_object_get(body, "event"), "seq")));
+	ck_assert_int_gt(v[0]->event_seq, before);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(body, "card"), "id")),
+			 "c1");
+	json_decref(body);
+	store_deliveries_free(v, n);
+	/* The one-shot went in that step, recorded as its own event. */
+	c = ct_get(st, "c1");
+	ck_assert_uint_eq(c->labels.n, 1);
+	ck_assert_str_eq(c->labels.v[0], "x");
+	core_card_free(c);
+	ev = ct_events(st, before, &n);
+	for (i = 0; i < n; i++)
+		if (ev[i].type == CORE_EV_CARD_LABELS_CHANGED) {
+			consumed++;
+			ck_assert_str_eq(ev[i].reason, "consume_labels");
+			ct_assert_payload(&ev[i], "{\"removed\":[\"deploy\"],\"subscription\":"
+						  "\"deployer\"}");
+		}
+	ck_assert_uint_eq(consumed, 1);
+	store_events_free(ev, n);
+	/* Consumed: back to done again does not fire. Adding the label re-arms it. */
+	move(st, "c1", "blocked", NULL);
+	move(st, "c1", "done", NULL);
+	ck_assert_uint_eq(dlv_count(st), 1);
+	set_labels(st, "c1", labels);
+	move(st, "c1", "blocked", NULL);
+	move(st, "c1", "done", NULL);
+	ck_assert_uint_eq(dlv_count(st), 2);
+	ct_close(st);
+}
+END_TEST
+
+START_TEST(defaults_and_unblocked_fire)
+{
+	struct store *st = ct_open();
+	const char *const blockers[] = {"b1", NULL};
+	struct store_delivery **v;
+	size_t n, i, created = 0, unblocked = 0, changed = 0;
+
+	store_sub_free(ct_sub_put(st, "all", NULL, NULL, NULL, NULL));
+	core_card_free(ct_create(st, "b1", "ready", NULL));
+	core_card_free(ct_create(st, "d1", NULL, blockers)); /* waiting_deps */
+	ct_assert_state(st, "d1", "waiting_deps");
+	move(st, "b1", "done", "finished");
+	ct_assert_state(st, "d1", "ready");
+	v = dlvs(st, -1, &n);
+	for (i = 0; i < n; i++) {
+		created += strcmp(v[i]->event_type, "card_created") == 0;
+		changed += strcmp(v[i]->event_type, "card_state_changed") == 0;
+		unblocked += strcmp(v[i]->event_type, "card_unblocked") == 0;
+		ck_assert_str_ne(v[i]->event_type, "card_labels_changed");
+	}
+	ck_assert_uint_eq(created, 2);
+	ck_assert_uint_eq(changed, 1);
+	ck_assert_uint_eq(unblocked, 1);
+	store_deliveries_free(v, n);
+	ct_close(st);
+}
+END_TEST
+
+/* ADR-096: the watchdog's own decisions and a column rename fire nothing, its run_finished
+ * filing fires exactly as the live owner's would, with the dependents promoted. */
+START_TEST(machine_events_never_match)
+{
+	struct store *st = ct_open();
+	const char *const label[] = {"go", NULL}, *const blockers[] = {"w3", NULL};
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .release = true};
+	const struct store_actor reaper = {.name = "reaper:h"}; /* the reaper acts as its marker */
+	struct core_card *c = NULL;
+	struct store_delivery **v;
+	size_t touched, n, i, unblocked = 0;
+	const char *ids[] = {"w1", "w2", "w3", "w4"};
+	const char *reasons[] = {"watchdog", "watchdog", "run_finished", "watchdog"};
+	const char *targets[] = {"ready", "blocked", "done", "blocked"};
+
+	for (i = 0; i < 4; i++) {
+		core_card_free(ct_create(st, ids[i], "in_progress", NULL));
+		set_labels(st, ids[i], label);
+	}
+	core_card_free(ct_create(st, "dep", NULL, blockers));
+	core_card_free(ct_create(st, "r1", "review", NULL));
+	set_labels(st, "r1", label);
+	store_sub_free(ct_sub_put(st, "s", NULL, NULL, label, label));
+	/* Column rename: machine reason state_rename. */
+	ck_assert_int_eq(store_board_column_rename(st, "default", "review", "qa", &ct_op, &touched),
+			 CORE_OK);
+	ck_assert_uint_eq(dlv_count(st), 0);
+	/* The watchdog's path: transfer an expired claim, act under the recovery token. */
+	for (i = 0; i < 4; i++)
+		ct_claim(st, ids[i], "worker");
+	ct_now += 61000;
+	for (i = 0; i < 4; i++) {
+		struct core_card *cur = ct_get(st, ids[i]);
+		struct core_token prev = {.marker = "worker", .epoch = cur->claim_epoch};
+
+		ck_assert_int_eq(store_reaper_transfer(st, ids[i], &prev, "reaper:h", 60000, &c),
+				 CORE_OK);
+		w.token = (struct core_token){.marker = "reaper:h", .epoch = c->claim_epoch};
+		w.state = targets[i];
+		w.reason = reasons[i];
+		core_card_free(c);
+		ck_assert_int_eq(store_card_owned_write(st, ids[i], &w, &reaper, &c), CORE_OK);
+		core_card_free(c);
+		core_card_free(cur);
+		ct_assert_state(st, ids[i], targets[i]);
+	}
+	v = dlvs(st, -1, &n);
+	/* Only w3's run_finished filing fired (its label consumed once), plus nothing for dep:
+	 * its unblocked event matches the label dimension only if it carries the label. */
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0]->card_id, "w3");
+	ck_assert_str_eq(v[0]->event_type, "card_state_changed");
+	store_deliveries_free(v, n);
+	ct_assert_state(st, "dep", "ready");
+	for (i = 0; i < 4; i++) {
+		c = ct_get(st, ids[i]);
+		ck_assert_uint_eq(c->labels.n, i == 2 ? 0 : 1); /* consumed only by a match */
+		core_card_free(c);
+	}
+	/* A subscription without the label dimension sees dep's promotion. */
+	store_sub_free(ct_sub_put(st, "u", NULL, NULL, NULL, NULL));
+	core_card_free(ct_create(st, "w5", "in_progress", NULL));
+	core_card_free(ct_create(st, "dep2", "waiting_deps", NULL));
+	{
+		struct core_strv bl = ct_strv((const char *const[]){"w5", NULL});
+		struct store_card_patch p = {.blockers = &bl};
+
+		ck_assert_int_eq(store_card_patch(st, "dep2", &p, &ct_bot, &c), CORE_OK);
+		core_card_free(c);
+		free(bl.v);
+	}
+	move(st, "w5", "done", "run_finished");
+	v = dlvs(st, -1, &n);
+	for (i = 0; i < n; i++)
+		unblocked += strcmp(v[i]->event_type, "card_unblocked") == 0 &&
+			     strcmp(v[i]->card_id, "dep2") == 0;
+	ck_assert_uint_eq(unblocked, 1);
+	store_deliveries_free(v, n);
+	ct_close(st);
+}
+END_TEST
+
+START_TEST(lease_and_fenced_outcome)
+{
+	struct store *st = ct_open();
+	struct store_delivery *d = NULL, *e = NULL, *f = NULL;
+	struct store_sub *s = NULL;
+	struct store_delivery_outcome o = {.owner = "r1", .status = 500};
+	int64_t epoch;
+
+	store_sub_free(ct_sub_put(st, "s", NULL, NULL, NULL, NULL));
+	core_card_free(ct_create(st, "c1", "ready", NULL));
+	ck_assert_int_eq(store_delivery_lease(st, "r1", 30000, &d), CORE_OK);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_str_eq(d->lease_owner, "r1");
+	ck_assert_int_eq(d->lease_until, CT_T0 + 30000);
+	/* Leased: nobody else gets it. */
+	ck_assert_int_eq(store_delivery_lease(st, "r2", 30000, &e), CORE_OK);
+	ck_assert_ptr_null(e);
+	/* A wrong fence is refused and changes nothing. */
+	o.epoch = d->lease_epoch + 1;
+	o.verdict = CORE_DELIVERY_RETRY;
+	o.next_at = CT_T0 + 5000;
+	ck_assert_int_eq(store_delivery_finish(st, d->id, &o, NULL), CORE_ERR_CLAIM_CONFLICT);
+	o.epoch = d->lease_epoch;
+	ck_assert_int_eq(store_delivery_finish(st, d->id, &o, &e), CORE_OK);
+	ck_assert_int_eq(e->attempts, 1);
+	ck_assert_int_eq(e->status, STORE_DELIVERY_PENDING);
+	ck_assert_int_eq(e->last_status, 500);
+	ck_assert_ptr_null(e->lease_owner);
+	store_delivery_free(e);
+	/* Not due yet. */
+	ck_assert_int_eq(store_delivery_lease(st, "r2", 30000, &e), CORE_OK);
+	ck_assert_ptr_null(e);
+	/* Due: r2 takes it; r2 then dies; after its lease r3 takes it, and r2's late outcome
+	 * is refused. */
+	ct_now += 5000;
+	ck_assert_int_eq(store_delivery_lease(st, "r2", 30000, &e), CORE_OK);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_int_gt(e->lease_epoch, d->lease_epoch);
+	ct_now += 30001;
+	ck_assert_int_eq(store_delivery_lease(st, "r3", 30000, &f), CORE_OK);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_str_eq(f->id, e->id);
+	ck_assert_int_gt(f->lease_epoch, e->lease_epoch);
+	o.owner = "r2";
+	o.epoch = e->lease_epoch;
+	o.verdict = CORE_DELIVERY_DONE;
+	ck_assert_int_eq(store_delivery_finish(st, e->id, &o, NULL), CORE_ERR_CLAIM_CONFLICT);
+	/* 410: dead, and the subscription disabled in that step. */
+	o.owner = "r3";
+	o.epoch = f->lease_epoch;
+	o.verdict = CORE_DELIVERY_DISABLE;
+	o.status = 410;
+	store_delivery_free(e);
+	ck_assert_int_eq(store_delivery_finish(st, f->id, &o, &e), CORE_OK);
+	ck_assert_int_eq(e->status, STORE_DELIVERY_DEAD);
+	ck_assert_int_eq(e->attempts, 2);
+	ck_assert_int_eq(store_sub_get(st, "default", "s", &s), CORE_OK);
+	ck_assert(!s->enabled);
+	ck_assert_str_eq(s->disabled_reason, "gone");
+	store_sub_free(s);
+	/* Disabled: a new event enqueues nothing. */
+	core_card_free(ct_create(st, "c2", "ready", NULL));
+	ck_assert_uint_eq(dlv_count(st), 1);
+	/* The operator retry: pending again, a fresh schedule; a second retry is a conflict. */
+	store_delivery_free(e);
+	ck_assert_int_eq(store_delivery_retry(st, f->id, &e), CORE_OK);
+	ck_assert_int_eq(e->status, STORE_DELIVERY_PENDING);
+	ck_assert_int_eq(e->attempts, 0);
+	ck_assert_int_eq(e->next_at, ct_now);
+	ck_assert_int_eq(store_delivery_retry(st, f->id, NULL), CORE_ERR_STATE_CONFLICT);
+	ck_assert_int_eq(store_delivery_retry(st, "nope.x", NULL), CORE_ERR_NOT_FOUND);
+	epoch = e->lease_epoch;
+	store_delivery_free(e);
+	ck_assert_int_eq(store_delivery_lease(st, "r4", 30000, &e), CORE_OK);
+	ck_assert_ptr_nonnull(e);
+	ck_assert_int_gt(e->lease_epoch, epoch);
+	o.owner = "r4";
+	o.epoch = e->lease_epoch;
+	o.verdict = CORE_DELIVERY_DEAD;
+	o.status = 0;
+	o.error = "timeout";
+	store_delivery_free(f);
+	ck_assert_int_eq(store_delivery_finish(st, e->id, &o, &f), CORE_OK);
+	ck_assert_int_eq(f->status, STORE_DELIVERY_DEAD);
+	ck_assert_str_eq(f->last_error, "timeout");
+	store_delivery_free(f);
+	store_delivery_free(e);
+	store_delivery_free(d);
+	ct_close(st);
+}
+END_TEST
+
+void conformance_add_effects(Suite *s)
+{
+	TCase *tc = tcase_create("effects");
+
+	tcase_add_test(tc, subscription_crud);
+	tcase_add_test(tc, match_enqueues_and_consumes_in_one_step);
+	tcase_add_test(tc, defaults_and_unblocked_fire);
+	tcase_add_test(tc, machine_events_never_match);
+	tcase_add_test(tc, lease_and_fenced_outcome);
+	suite_add_tcase(s, tc);
+}
