@@ -29,6 +29,9 @@ void api_config_init(struct api_config *cfg)
 	cfg->lease_min_ms = 1000;
 	cfg->lease_max_ms = 86400000;
 	cfg->conn_timeout_s = 30;
+	cfg->max_connections = 4096;
+	cfg->max_connections_per_ip = 512;
+	cfg->header_timeout_ms = 10000;
 	cfg->events_wait_max_ms = 30000;
 	cfg->max_long_polls = 256;
 	cfg->max_streams = 128;
@@ -61,6 +64,8 @@ enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MH
 
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
 				r->cache_control ? r->cache_control : "no-store");
+	if (r->close_after) /* MHD closes the connection after an answer saying so */
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	ok = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	if (ok == MHD_YES) {
@@ -136,16 +141,70 @@ static bool request_has_body(struct api_req *r)
 					   MHD_HTTP_HEADER_TRANSFER_ENCODING);
 }
 
+struct cl_scan {
+	const char *first;
+	bool disagree;
+};
+
+static enum MHD_Result cl_each(void *cls, enum MHD_ValueKind kind, const char *key,
+			       const char *value)
+{
+	struct cl_scan *c = cls;
+
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+		return MHD_YES;
+	if (!c->first)
+		c->first = value ? value : "";
+	else if (strcmp(c->first, value ? value : "") != 0)
+		c->disagree = true;
+	return MHD_YES;
+}
+
+/* The body's framing, before anything else: a request whose length is in doubt is refused
+ * and its connection closed, so no byte of it is ever read as a next request (smuggling
+ * behind a proxy that framed it the other way). */
+static enum core_rc framing_check(struct api_req *r)
+{
+	struct cl_scan c = {0};
+	const char *te;
+
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, cl_each, &c);
+	te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+					 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	if (c.disagree) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"two Content-Length headers that disagree");
+	}
+	if (te && strcasecmp(te, "chunked") != 0) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_NOT_IMPLEMENTED,
+				"Transfer-Encoding \"%.64s\" is not supported (only chunked)", te);
+	}
+	if (te && c.first) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"both Transfer-Encoding and Content-Length");
+	}
+	return CORE_OK;
+}
+
 static enum core_rc request_begin(struct api_req *r)
 {
 	const struct api *a = r->api;
 	const char *cl, *te, *ct;
 	enum core_rc rc;
 
+	rc = framing_check(r);
+	if (rc != CORE_OK)
+		return rc;
 	rc = api_router_match(r);
 	if (rc != CORE_OK)
 		return rc;
 	rc = api_auth_check(r);
+	if (rc != CORE_OK)
+		return rc;
+	rc = api_query_check(r);
 	if (rc != CORE_OK)
 		return rc;
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -302,6 +361,91 @@ static enum MHD_Result dispatch(struct api_req *r)
 	return success_queue(r);
 }
 
+static void req_account(struct api *a, struct api_req *r);
+
+/* Set by on_uri when it answered on the socket: libmicrohttpd, parsing on in the same call on
+ * this thread, may then refuse the same request itself (too many query parameters for its
+ * pool), and that answer -- never seen by the client -- is not counted again. */
+static _Thread_local bool lib_answer_is_ours;
+
+#define API_URI_MAX 8192     /* longer request targets: 414 */
+#define API_QUERY_PARAMS_MAX 64 /* more query parameters: 414 (libmicrohttpd's pool holds
+				 * each one; past it, it would stall the connection unanswered) */
+
+/* The connection's state for the headers deadline (NULL when its socket context is gone). */
+static struct api_conn *conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+static void conn_mark(struct api *a, struct MHD_Connection *conn, bool in_request)
+{
+	struct api_conn *cc = conn_of(conn);
+
+	if (!cc)
+		return;
+	pthread_mutex_lock(&a->conns.mu);
+	cc->in_request = in_request;
+	if (!in_request)
+		cc->ready_ms = api_mono_ms();
+	pthread_mutex_unlock(&a->conns.mu);
+}
+
+static struct api_req *req_new(struct api *a, struct MHD_Connection *conn, const char *uri)
+{
+	struct api_req *r = calloc(1, sizeof *r);
+	size_t plen = strcspn(uri, "?");
+
+	if (!r)
+		return NULL;
+	r->api = a;
+	r->conn = conn;
+	r->t0_ns = mono_ns();
+	r->path = strndup(uri, plen);
+	if (!r->path) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* libmicrohttpd calls this once a request line is read, before it parses the query or the
+ * headers: the request's state starts here (it becomes *req_cls), so every request is
+ * logged and counted, also one libmicrohttpd then answers itself. A target it could not
+ * parse safely is answered here. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct api *a = cls;
+	struct api_req *r = req_new(a, conn, uri ? uri : "");
+	const char *q;
+	size_t n = 0;
+
+	if (!r || !uri)
+		return r;
+	q = strchr(uri, '?');
+	if (q && q[1]) {
+		n = 1;
+		for (q++; *q; q++)
+			n += *q == '&';
+	}
+	if (strlen(uri) > API_URI_MAX)
+		api_fail(r, CORE_ERR_URI_TOO_LONG, "the request target is longer than %d bytes",
+			 API_URI_MAX);
+	else if (n > API_QUERY_PARAMS_MAX)
+		api_fail(r, CORE_ERR_URI_TOO_LONG, "%zu query parameters (at most %d)", n,
+			 API_QUERY_PARAMS_MAX);
+	/* libmicrohttpd may drop the connection without telling us the request ended: the
+	 * answer is accounted now. */
+	if (r->detail[0] && api_problem_write_raw(r, CORE_ERR_URI_TOO_LONG, r->detail)) {
+		req_account(a, r);
+		lib_answer_is_ours = true;
+	}
+	return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size,
@@ -311,20 +455,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct api_req *r = *req_cls;
 	enum core_rc rc;
 
-	if (!r) {
-		r = calloc(1, sizeof *r);
+	if (!r) { /* on_uri ran out of memory */
+		r = req_new(a, conn, url);
 		if (!r)
 			return MHD_NO;
 		*req_cls = r;
-		r->api = a;
-		r->conn = conn;
+	}
+	lib_answer_is_ours = false; /* libmicrohttpd parsed on: it answers nothing of this one */
+	if (r->raw_answered)
+		return MHD_NO; /* answered on the socket already: close */
+	if (!r->started) {
+		r->started = true;
 		r->method = method;
-		r->t0_ns = mono_ns();
-		r->path = strdup(url);
-		if (!r->path)
-			return MHD_NO;
+		conn_mark(a, conn, true); /* the headers arrived: the deadline is met */
 		rc = request_begin(r);
-		if (rc != CORE_OK && request_has_body(r))
+		if (rc != CORE_OK && (request_has_body(r) || r->close_after))
 			return api_problem_queue(r, rc, r->detail); /* the body is never read */
 		/* Without a body, answering on the next call keeps the connection alive. */
 		r->early_rc = rc;
@@ -492,30 +637,94 @@ static void log_emit(struct api *a, const char *line)
 	pthread_mutex_unlock(&a->log.mu);
 }
 
+/* Copies s into out (cap bytes) for a log line: valid UTF-8 stays, a control byte, DEL, a
+ * backslash, a double quote and every byte that is not valid UTF-8 become \xHH, so a line
+ * never carries a raw control byte and a JSON line never loses the path. Cut at cap. */
+static void log_escape(const char *s, char *out, size_t cap)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0;
+
+	while (*p && o + 5 < cap) {
+		unsigned char c = *p;
+		size_t k = 0, i;
+
+		if (c >= 0xc2 && c <= 0xdf)
+			k = 1;
+		else if (c >= 0xe0 && c <= 0xef)
+			k = 2;
+		else if (c >= 0xf0 && c <= 0xf4)
+			k = 3;
+		for (i = 1; i <= k; i++)
+			if ((p[i] & 0xc0) != 0x80)
+				break;
+		if (k && i > k && o + k + 1 < cap &&
+		    !(c == 0xe0 && p[1] < 0xa0) && !(c == 0xed && p[1] >= 0xa0) &&
+		    !(c == 0xf0 && p[1] < 0x90) && !(c == 0xf4 && p[1] >= 0x90)) {
+			memcpy(out + o, p, k + 1);
+			o += k + 1;
+			p += k + 1;
+			continue;
+		}
+		if (c < 0x20 || c >= 0x7f || c == '\\' || c == '"') {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		} else {
+			out[o++] = (char)c;
+		}
+		p++;
+	}
+	out[o] = '\0';
+}
+
 static void log_line(struct api *a, const struct api_req *r, double ms)
 {
-	char line[1024], ts[CORE_TIME_BUF];
-	const char *path = r->path ? r->path : "";
+	char line[1024], ts[CORE_TIME_BUF], path[512], method[40];
+	const char *status_by = "";
 
 	if (a->cfg.log_format == API_LOG_NONE)
 		return;
 	core_time_format(wall_ms(), ts);
+	log_escape(r->path ? r->path : "", path, sizeof path);
+	log_escape(r->method ? r->method : "-", method, sizeof method);
+	if (!r->started && !r->raw_answered)
+		status_by = "libmicrohttpd"; /* refused the request itself (lib_log) */
 	if (a->cfg.log_format == API_LOG_JSON) {
-		json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:f, s:s?}", "ts", ts, "method",
-				      r->method ? r->method : "", "path", path, "status",
-				      (int)r->final_status, "ms", ms, "token",
-				      r->tok ? r->tok->name : NULL);
+		json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:f, s:s?, s:s?}", "ts", ts, "method",
+				      method, "path", path, "status", (int)r->final_status, "ms",
+				      ms, "token", r->tok ? r->tok->name : NULL, "answered_by",
+				      status_by[0] ? status_by : NULL);
 		char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
 
-		snprintf(line, sizeof line, "%s", text ? text : "{}");
+		/* Everything packed is escaped ASCII/UTF-8, so this holds; never a bare {}. */
+		if (text)
+			snprintf(line, sizeof line, "%s", text);
+		else
+			snprintf(line, sizeof line, "{\"ts\":\"%s\",\"path\":\"%s\",\"status\":%u}",
+				 ts, path, r->final_status);
 		free(text);
 		json_decref(j);
 	} else {
-		snprintf(line, sizeof line, "%s %s %.200s %u %.1fms%s%s", ts,
-			 r->method ? r->method : "-", path, r->final_status, ms,
-			 r->tok ? " " : "", r->tok ? r->tok->name : "");
+		snprintf(line, sizeof line, "%s %s %.200s %u %.1fms%s%s%s%s", ts, method, path,
+			 r->final_status, ms, r->tok ? " " : "", r->tok ? r->tok->name : "",
+			 status_by[0] ? " answered-by=" : "", status_by);
 	}
 	log_emit(a, line);
+}
+
+/* Counts the request's answer in the metrics and writes its log line, once. */
+static void req_account(struct api *a, struct api_req *r)
+{
+	int64_t ns = mono_ns() - r->t0_ns;
+
+	if (r->accounted)
+		return;
+	r->accounted = true;
+	api_metrics_request(a, r, ns > 0 ? (uint64_t)ns : 0);
+	log_line(a, r, (double)ns / 1e6);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -523,29 +732,211 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 {
 	struct api *a = cls;
 	struct api_req *r = *req_cls;
-	int64_t ns;
 
 	if (!r)
 		return;
-	ns = mono_ns() - r->t0_ns;
-	api_metrics_request(a, r, ns > 0 ? (uint64_t)ns : 0);
-	log_line(a, r, (double)ns / 1e6);
+	conn_mark(a, conn, false); /* the next request's headers deadline starts now */
+	/* A request whose headers never reached us was either refused by libmicrohttpd (its
+	 * answer is counted and logged by lib_log) or dropped by the client mid-headers. */
+	if (r->started || r->answered)
+		req_account(a, r);
 	req_free(r);
 	*req_cls = NULL;
+}
+
+/* libmicrohttpd's own messages (MHD_USE_ERROR_LOG). The answers it gives by itself -- a
+ * request line or headers too large for its buffer (414, 431), an HTTP version it does not
+ * speak (505), a malformed header (400) -- are announced here just before they are sent, on
+ * the connection's thread: each is counted and logged like any other answer. Its bodies stay
+ * its own (libmicrohttpd 0.9.75 has no hook for them); the targets and query strings that
+ * would reach those limits first are answered as problem+json in on_uri. Other messages
+ * (connection limits, peers gone) are counted; a line at most every few seconds. */
+static void lib_log(void *cls, const char *fmt, va_list ap)
+{
+	static const char answer_fmt[] = "Error processing request (HTTP response code is %u";
+	struct api *a = cls;
+
+	if (strncmp(fmt, answer_fmt, sizeof answer_fmt - 1) == 0) {
+		struct api_req r = {.api = a, .method = "-", .path = (char *)"-"};
+
+		if (lib_answer_is_ours) {
+			lib_answer_is_ours = false;
+			return;
+		}
+
+		r.final_status = va_arg(ap, unsigned);
+		r.t0_ns = mono_ns();
+		r.answered = true;
+		atomic_fetch_add(&a->library_answers, 1);
+		req_account(a, &r);
+		return;
+	}
+	if (strstr(fmt, "connection limit") || strstr(fmt, "per-IP") ||
+	    strstr(fmt, "connections from"))
+		atomic_fetch_add(&a->connections_refused, 1);
+	{
+		int64_t now = api_mono_ms(), last = atomic_load(&a->lib_log_last_ms);
+
+		if (now - last < 5000 ||
+		    !atomic_compare_exchange_strong(&a->lib_log_last_ms, &last, now))
+			return;
+		if (a->cfg.log_format != API_LOG_NONE) {
+			char msg[256], line[300];
+			size_t n;
+
+			vsnprintf(msg, sizeof msg, fmt, ap);
+			n = strlen(msg);
+			while (n && msg[n - 1] == '\n')
+				msg[--n] = '\0';
+			snprintf(line, sizeof line, "boardd: libmicrohttpd: %s", msg);
+			log_emit(a, line);
+		}
+	}
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
+	struct api *a = cls;
 	struct api_conn *cc = *socket_context;
 
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		*socket_context = calloc(1, sizeof(struct api_conn)); /* NULL: no cache */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		cc = calloc(1, sizeof(struct api_conn)); /* NULL: no cache, no deadline */
+		*socket_context = cc;
+		if (!cc)
+			return;
+		cc->fd = ci ? ci->connect_fd : -1;
+		cc->ready_ms = api_mono_ms();
+		pthread_mutex_lock(&a->conns.mu);
+		cc->next = a->conns.head;
+		if (cc->next)
+			cc->next->prev = cc;
+		a->conns.head = cc;
+		a->conns.n++;
+		pthread_mutex_unlock(&a->conns.mu);
 	} else if (cc) {
+		/* Before libmicrohttpd closes the socket: the sweeper never sees a reused fd. */
+		pthread_mutex_lock(&a->conns.mu);
+		if (cc->prev)
+			cc->prev->next = cc->next;
+		else
+			a->conns.head = cc->next;
+		if (cc->next)
+			cc->next->prev = cc->prev;
+		a->conns.n--;
+		pthread_mutex_unlock(&a->conns.mu);
 		OPENSSL_cleanse(cc, sizeof(*cc)); /* the cached bearer token */
 		free(cc);
 		*socket_context = NULL;
 	}
+}
+
+/* ---- the headers deadline ----
+ *
+ * libmicrohttpd's idle timeout restarts on every byte, so a client sending one header line
+ * every few seconds holds a connection for ever (slowloris), and a thousand of them hold
+ * every slot. A connection waiting for a request's headers (from its start or from its last
+ * answer) longer than header_timeout_ms is shut down here; libmicrohttpd then sees the end
+ * of the stream and closes it. An idle keep-alive connection is waiting for headers too: it
+ * is closed after the same time. */
+static void *sweeper_main(void *arg)
+{
+	struct api *a = arg;
+	int64_t limit = (int64_t)a->cfg.header_timeout_ms;
+	struct timespec until;
+
+	pthread_mutex_lock(&a->conns.mu);
+	while (!a->conns.stop) {
+		int64_t now = api_mono_ms();
+		struct api_conn *cc;
+
+		for (cc = a->conns.head; cc; cc = cc->next) {
+			if (cc->in_request || cc->cut || cc->fd < 0 || now - cc->ready_ms < limit)
+				continue;
+			cc->cut = true;
+			shutdown(cc->fd, SHUT_RDWR);
+			atomic_fetch_add(&a->header_timeouts, 1);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += 250 * 1000000L; /* the deadline is kept to within a quarter second */
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&a->conns.cv, &a->conns.mu, &until);
+	}
+	pthread_mutex_unlock(&a->conns.mu);
+	return NULL;
+}
+
+static bool sweeper_start(struct api *a)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&a->conns.mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&a->conns.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	a->conns.started = pthread_create(&a->conns.th, NULL, sweeper_main, a) == 0;
+	return a->conns.started;
+}
+
+/* After the daemon stopped (every connection closed). */
+static void sweeper_stop(struct api *a)
+{
+	if (a->conns.started) {
+		pthread_mutex_lock(&a->conns.mu);
+		a->conns.stop = true;
+		pthread_cond_signal(&a->conns.cv);
+		pthread_mutex_unlock(&a->conns.mu);
+		pthread_join(a->conns.th, NULL);
+	}
+	pthread_cond_destroy(&a->conns.cv);
+	pthread_mutex_destroy(&a->conns.mu);
+}
+
+/* ---- tokens ---- */
+
+enum core_rc api_tokens_replace(struct api *a, struct api_tokens *fresh)
+{
+	struct api_tokens *t, **nv;
+
+	t = malloc(sizeof *t);
+	if (!t)
+		return CORE_ERR_NOMEM;
+	pthread_mutex_lock(&a->tokens_mu);
+	nv = realloc(a->owned, (a->n_owned + 1) * sizeof *nv);
+	if (!nv) {
+		pthread_mutex_unlock(&a->tokens_mu);
+		free(t);
+		return CORE_ERR_NOMEM;
+	}
+	a->owned = nv;
+	*t = *fresh;
+	memset(fresh, 0, sizeof *fresh);
+	a->owned[a->n_owned++] = t;
+	/* The set first, then the generation: a connection that cached a token under the old
+	 * generation looks it up again (auth.c). */
+	atomic_store(&a->tokens_now, t);
+	atomic_fetch_add(&a->tokens_gen, 1);
+	pthread_mutex_unlock(&a->tokens_mu);
+	return CORE_OK;
+}
+
+static void tokens_free(struct api *a)
+{
+	size_t i;
+
+	for (i = 0; i < a->n_owned; i++) {
+		api_tokens_release(a->owned[i]);
+		free(a->owned[i]);
+	}
+	free(a->owned);
+	pthread_mutex_destroy(&a->tokens_mu);
 }
 
 /* We percent-decode path segments ourselves (router.c): MHD's in-place decoding of the whole
@@ -620,6 +1011,10 @@ static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct soc
 	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, sa,
 				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
+				MHD_OPTION_CONNECTION_LIMIT, a->cfg.max_connections,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, a->cfg.max_connections_per_ip,
+				MHD_OPTION_URI_LOG_CALLBACK, on_uri, a,
+				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
 				MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
@@ -654,7 +1049,8 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		return CORE_ERR_NOMEM;
 	a->cfg = *cfg;
 	a->st = st;
-	a->tokens = cfg->tokens;
+	atomic_init(&a->tokens_now, cfg->tokens);
+	pthread_mutex_init(&a->tokens_mu, NULL);
 	a->listen = strdup(cfg->listen);
 	if (!a->listen) {
 		rc = CORE_ERR_NOMEM;
@@ -679,6 +1075,12 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		a->cfg.max_body = 1u << 20;
 	if (!a->cfg.conn_timeout_s)
 		a->cfg.conn_timeout_s = 30;
+	if (!a->cfg.max_connections)
+		a->cfg.max_connections = 4096;
+	if (!a->cfg.max_connections_per_ip)
+		a->cfg.max_connections_per_ip = 512;
+	if (!a->cfg.header_timeout_ms)
+		a->cfg.header_timeout_ms = 10000;
 	if (a->cfg.events_wait_max_ms <= 0)
 		a->cfg.events_wait_max_ms = 30000;
 	if (!a->cfg.max_long_polls)
@@ -700,8 +1102,18 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		goto fail;
 	}
 	log_start(a);
+	if (!sweeper_start(a)) {
+		snprintf(err, errlen, "cannot start the headers-deadline thread");
+		rc = CORE_ERR_NOMEM;
+		log_stop(a);
+		sweeper_stop(a);
+		pthread_cond_destroy(&a->poll_cv);
+		pthread_mutex_destroy(&a->poll_mu);
+		goto fail;
+	}
 
-	flags = MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (a->tls ? MHD_USE_TLS : 0);
+	flags = MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
+		(a->tls ? MHD_USE_TLS : 0);
 	a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
 				 (struct sockaddr *)&ss);
 	if (!a->daemon && errno != EADDRINUSE && errno != EACCES) /* no epoll: let MHD pick */
@@ -711,6 +1123,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 		log_stop(a);
+		sweeper_stop(a);
 		api_streams_free(a);
 		pthread_cond_destroy(&a->poll_cv);
 		pthread_mutex_destroy(&a->poll_mu);
@@ -723,6 +1136,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	*out = a;
 	return CORE_OK;
 fail:
+	tokens_free(a);
 	api_metrics_release(a);
 	api_tls_release(a);
 	free(a->tls_cert);
@@ -777,8 +1191,10 @@ void api_stop(struct api *a)
 	}
 	MHD_stop_daemon(a->daemon);
 	api_next_free(a);
+	sweeper_stop(a);
 	api_streams_free(a);
 	log_stop(a);
+	tokens_free(a);
 	pthread_cond_destroy(&a->poll_cv);
 	pthread_mutex_destroy(&a->poll_mu);
 	api_metrics_release(a);

@@ -92,6 +92,10 @@ struct api_config {
 	int64_t lease_min_ms;
 	int64_t lease_max_ms;
 	unsigned conn_timeout_s;     /* idle connections are dropped after this; 0: 30 */
+	unsigned max_connections;    /* open connections in all; 0: 4096 */
+	unsigned max_connections_per_ip; /* open connections from one address; 0: 512 */
+	unsigned header_timeout_ms;  /* a request's headers must arrive whole within this, counted
+				      * from the connection's start or its previous answer; 0: 10000 */
 	int64_t events_wait_max_ms;  /* cap on wait_ms of GET /v1/events; 0: 30000 */
 	unsigned max_long_polls;     /* concurrent suspended long-polls; 0: 256 */
 	unsigned max_streams;        /* open GET /v1/events/stream answers; 0: 128 */
@@ -121,6 +125,12 @@ void api_config_init(struct api_config *cfg);
  * *out is NULL and err holds a readable reason. */
 enum core_rc api_start(const struct api_config *cfg, struct store *st, struct api **out,
 		       char *err, size_t errlen);
+/* Replaces the tokens every new request is checked against (SIGHUP). Takes ownership of the
+ * contents of *fresh (left empty); the api keeps every set it was given until api_stop(),
+ * since requests in flight may still borrow from an older one. The set given to api_start()
+ * stays the caller's. */
+enum core_rc api_tokens_replace(struct api *a, struct api_tokens *fresh);
+
 /* Re-reads the certificate and key named at start and serves them to new handshakes; the
  * listener and open connections stay. On failure (unreadable, unparsable, a key that is not
  * the certificate's) the pair in use stays and err says why. BAD_REQUEST when TLS is off. */

@@ -32,6 +32,8 @@ struct api_route {
 	api_handler_fn handler;
 	unsigned roles; /* enum api_role bits; checked before the handler (finer checks inside) */
 	unsigned flags;
+	const char *fields; /* API_ROUTE_BODY: the body's fields, "a b ?c" (?: may be null) */
+	const char *query;  /* the query parameters it reads, "a b"; NULL: none */
 };
 
 enum api_poll_state {
@@ -41,12 +43,20 @@ enum api_poll_state {
 };
 
 /* Per TCP connection (MHD's socket context, api.c): the last bearer token verified on it, so
- * a keep-alive client is not hashed again on every request (auth.c). */
+ * a keep-alive client is not hashed again on every request (auth.c), and what the headers
+ * deadline needs (api.c's sweeper; fields below `conns` are under api->conns_mu). */
 #define API_TOKEN_CACHE_MAX 128
 struct api_conn {
 	char plain[API_TOKEN_CACHE_MAX];
 	size_t len;                  /* 0: nothing cached */
 	const struct api_token *tok; /* what `plain` resolved to */
+	unsigned tokens_gen;         /* api->tokens_gen when cached; another: stale */
+
+	struct api_conn *prev, *next; /* api->conns */
+	int fd;
+	int64_t ready_ms;            /* monotonic: waiting for a request's headers since */
+	bool in_request;             /* headers arrived; the request is being served */
+	bool cut;                    /* the sweeper shut it down */
 };
 
 enum api_ack_state {
@@ -64,6 +74,9 @@ struct api_req {
 	char *path;                  /* owned: the raw (still escaped) path */
 	int64_t t0_ns;               /* monotonic start */
 	bool started;                /* headers checked, route resolved */
+	bool close_after;            /* answer with Connection: close (framing in doubt) */
+	bool raw_answered;           /* answered on the socket by api_problem_write_raw */
+	bool accounted;              /* counted and logged (api.c's req_account) */
 	bool answered;               /* a response was queued */
 	unsigned final_status;
 
@@ -133,6 +146,13 @@ struct api {
 	struct MHD_Daemon *daemon;
 	struct store *st;
 	const struct api_tokens *tokens;
+	/* Tokens: replaced whole on SIGHUP (api_tokens_replace); requests load the pointer once.
+	 * Every set handed over is kept in `owned` until api_stop. */
+	const struct api_tokens *_Atomic tokens_now;
+	atomic_uint tokens_gen;
+	struct api_tokens **owned;
+	size_t n_owned;
+	pthread_mutex_t tokens_mu;   /* replacements */
 	struct api_config cfg;
 	char *listen;                /* owned copy of cfg.listen */
 	char *tls_cert, *tls_key;    /* owned copies of cfg.tls_cert / tls_key */
@@ -148,6 +168,20 @@ struct api {
 	 * "unmatched" */
 	_Atomic(struct metrics_hist *) *http_series;
 	size_t http_routes;
+	atomic_ulong header_timeouts;   /* connections cut by the headers deadline */
+	atomic_ulong library_answers;   /* requests libmicrohttpd answered itself */
+	atomic_ulong connections_refused; /* over --max-connections or --max-connections-per-ip */
+	_Atomic int64_t lib_log_last_ms; /* libmicrohttpd's other messages: one line per 5 s */
+
+	/* open connections, for the headers deadline (api.c's sweeper thread) */
+	struct {
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		pthread_t th;
+		struct api_conn *head;
+		unsigned n;
+		bool started, stop;
+	} conns;
 
 	/* the access log on stderr (api.c): lines queue in `buf`; a writer thread empties it
 	 * with one write(2) per batch */
@@ -176,8 +210,15 @@ struct api {
 /* ---- errors.c: the one error table and the one renderer ---- */
 unsigned api_rc_status(enum core_rc rc);
 const char *api_rc_title(enum core_rc rc);
+/* The problem+json body for rc (detail may be ""): a new string (caller frees), NULL on OOM;
+ * *status gets the HTTP status. */
+char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status);
 /* Queues the problem+json answer for rc (detail may be ""). */
 enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char *detail);
+/* Answers rc straight on the socket, before libmicrohttpd has parsed the request (which it
+ * could not: a target longer than its buffer, more query parameters than its pool holds),
+ * then shuts the socket for writing. False when it cannot (TLS, OOM): libmicrohttpd answers. */
+bool api_problem_write_raw(struct api_req *r, enum core_rc rc, const char *detail);
 /* Records a detail for the error the handler is about to return; returns rc. */
 enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -228,8 +269,15 @@ const char *const *api_auth_boards(const struct api_req *r);
 struct store_actor api_auth_actor(const struct api_req *r);
 
 /* ---- request.c: bodies, queries, JSON helpers ---- */
-/* Parses r->body into r->json (an object); BAD_REQUEST with a detail otherwise. */
+/* Parses r->body into r->json (an object) and checks its fields against the route's list;
+ * BAD_REQUEST with a detail otherwise. */
 enum core_rc api_body_parse(struct api_req *r);
+/* Every key of obj must be in spec ("a b ?c": c may be null, the others may not): else
+ * BAD_REQUEST naming the field (prefixed with `prefix`, e.g. "gave_up."). */
+enum core_rc api_json_fields_check(struct api_req *r, const json_t *obj, const char *spec,
+				   const char *prefix);
+/* Every query parameter must be one the route reads, given once: else BAD_REQUEST naming it. */
+enum core_rc api_query_check(struct api_req *r);
 /* Query parameter, percent-decoded into a copy the request owns; *out NULL when absent.
  * BAD_REQUEST when the value cannot be decoded safely (bad escape, embedded NUL). */
 enum core_rc api_query(struct api_req *r, const char *key, const char **out);

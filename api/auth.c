@@ -403,16 +403,22 @@ static const struct api_token *conn_token(struct api_req *r, const char *plain)
 	struct api_conn *cc = ci ? ci->socket_context : NULL;
 	size_t len = strlen(plain);
 	const struct api_token *tok;
+	/* The generation first: a set replaced after this load is seen by the next request. */
+	unsigned gen = atomic_load(&r->api->tokens_gen);
 
-	if (cc && cc->len && cc->len == len && CRYPTO_memcmp(cc->plain, plain, len) == 0)
+	if (cc && cc->len && cc->len == len && cc->tokens_gen == gen &&
+	    CRYPTO_memcmp(cc->plain, plain, len) == 0)
 		return cc->tok;
-	tok = api_tokens_find(r->api->tokens, plain);
+	tok = api_tokens_find(atomic_load(&r->api->tokens_now), plain);
 	if (cc) {
-		OPENSSL_cleanse(cc, sizeof(*cc));
+		OPENSSL_cleanse(cc->plain, sizeof(cc->plain));
+		cc->len = 0;
+		cc->tok = NULL;
 		if (tok && len < sizeof(cc->plain)) {
 			memcpy(cc->plain, plain, len);
 			cc->len = len;
 			cc->tok = tok;
+			cc->tokens_gen = gen;
 		}
 	}
 	return tok;

@@ -61,6 +61,7 @@ enum core_rc api_h_board_put(struct api_req *r)
 	struct store_actor actor = api_auth_actor(r);
 	struct core_board b = {0};
 	const json_t *nj = json_object_get(r->json, "name");
+	const json_t *cols = json_object_get(r->json, "columns");
 	const char *name;
 	char detail[API_DETAIL_MAX];
 	json_t *j;
@@ -68,8 +69,19 @@ enum core_rc api_h_board_put(struct api_req *r)
 
 	if ((rc = board_param(r, &name)) != CORE_OK)
 		return rc;
+	if (json_is_array(cols)) {
+		size_t i;
+		const json_t *c;
+
+		json_array_foreach(cols, i, c) {
+			if (json_is_object(c) &&
+			    (rc = api_json_fields_check(r, c, "name terminal eligible", "columns[].")) !=
+				    CORE_OK)
+				return rc;
+		}
+	}
 	if (nj && !(json_is_string(nj) && strcmp(json_string_value(nj), name) == 0))
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "\"name\" must equal the board in the path");
+		return api_fail(r, CORE_ERR_INVALID_BOARD, "\"name\" must equal the board in the path");
 	if (!nj && json_object_set_new(r->json, "name", json_string(name)) != 0)
 		return CORE_ERR_NOMEM;
 	rc = store_board_from_json(r->json, &b);
@@ -83,7 +95,9 @@ enum core_rc api_h_board_put(struct api_req *r)
 	rc = core_board_validate(&b, detail, sizeof detail);
 	if (rc != CORE_OK) {
 		core_board_release(&b);
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "invalid board: %s", detail);
+		/* Well-formed, but not a board: 422, as the contract says (400 is for a body
+		 * its schema refuses). */
+		return api_fail(r, CORE_ERR_INVALID_BOARD, "invalid board: %s", detail);
 	}
 	rc = store_board_put(r->api->st, &b, &actor);
 	if (rc == CORE_OK) {
@@ -98,9 +112,17 @@ enum core_rc api_h_reaper_get(struct api_req *r)
 {
 	const struct api_reaper_hooks *h = &r->api->cfg.reaper;
 
+	json_t *st;
+
 	if (!h->status)
 		return api_fail(r, CORE_ERR_STORE_UNAVAILABLE, "reaper not running");
-	return api_reply(r, 200, h->status(h->ctx));
+	st = h->status(h->ctx);
+	/* A pass spans every board: its counts would tell a board-scoped token about the
+	 * others' cards. It sees the configuration only. */
+	if (st && r->tok && !r->tok->all_boards) {
+		json_object_del(st, "last_pass");
+	}
+	return api_reply(r, 200, st);
 }
 
 enum core_rc api_h_reaper_pass(struct api_req *r)

@@ -200,8 +200,10 @@ enum core_rc api_h_card_list(struct api_req *r)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "state must match [A-Za-z0-9._-]{1,64}");
 	if (f.label && !core_label_valid(f.label))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "label is not a valid label");
-	if (f.after && (!*f.after || strlen(f.after) > 512))
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "after is not a cursor");
+	if (f.after && (!*f.after || strlen(f.after) > 18 ||
+			strspn(f.after, "0123456789") != strlen(f.after)))
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"after is not a cursor (the next of a previous page)");
 	f.claimed = -1;
 	if (claimed && strcmp(claimed, "true") == 0)
 		f.claimed = 1;

@@ -308,6 +308,9 @@ enum core_rc api_h_claim_next(struct api_req *r)
 		core_board_release(&b);
 		if (rc != CORE_OK)
 			goto out;
+		/* The server's bound on every long-poll (--events-wait-max-ms) holds here too. */
+		if (wait_ms > r->api->cfg.events_wait_max_ms)
+			wait_ms = r->api->cfg.events_wait_max_ms;
 		r->next_deadline = api_mono_ms() + wait_ms;
 		snprintf(r->next_board, sizeof r->next_board, "%s", in.board);
 	}

@@ -235,7 +235,9 @@ enum core_rc api_h_state(struct api_req *r)
 	if ((rc = api_json_name(r, "from", false, &from)) != CORE_OK)
 		return rc;
 	if (!from && !api_auth_has(r, API_ROLE_OPERATOR))
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "bots must send \"from\"");
+		return api_fail(r, CORE_ERR_FORBIDDEN,
+				"only an operator may move a card without \"from\"; a bot must "
+				"send the column it expects the card in");
 	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;
 	rc = store_card_set_state_from(r->api->st, api_param(r), from, to, reason, &actor, &c);
@@ -278,6 +280,10 @@ enum core_rc api_h_gave_up(struct api_req *r)
 	if (!v)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"gave_up\" (null clears)");
 	if (json_is_object(v)) {
+		enum core_rc frc = api_json_fields_check(r, v, "reason ?run_id ?state at", "gave_up.");
+
+		if (frc != CORE_OK)
+			return frc;
 		g.set = true;
 		g.reason = (char *)json_string_value(json_object_get(v, "reason"));
 		if (!g.reason || !*g.reason || strlen(g.reason) > API_REASON_MAX)

@@ -3,7 +3,9 @@
 #include "api/api_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* Every enum core_rc, with its status and title. A row missing here fails the build (the
  * count check below) and the unit test that walks CORE_RC_LIST. */
@@ -39,6 +41,12 @@
 	  "the workflow does not allow this transition")                                   \
 	X(CORE_ERR_PRECONDITION_REQUIRED, 428, "Precondition Required",                    \
 	  "owned writes need If-Match: \"<epoch>\"")                                       \
+	X(CORE_ERR_URI_TOO_LONG, 414, "URI Too Long",                                      \
+	  "the request target is longer than the server accepts")                          \
+	X(CORE_ERR_INVALID_BOARD, 422, "Invalid Board",                                    \
+	  "the columns do not make a board")                                               \
+	X(CORE_ERR_NOT_IMPLEMENTED, 501, "Not Implemented",                                \
+	  "the server does not implement what the request needs")                          \
 	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable",                            \
 	  "the store could not complete the request; nothing was acknowledged, retry")     \
 	X(CORE_ERR_BUSY, 503, "Busy",                                                      \
@@ -98,24 +106,45 @@ enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 static const char oom_body[] = "{\"type\":\"/problems/out_of_memory\",\"title\":\"Out Of "
 			       "Memory\",\"status\":500,\"code\":\"out_of_memory\",\"detail\":\"\"}";
 
-enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char *detail)
+char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status)
 {
-	struct MHD_Response *resp = NULL;
-	unsigned status;
 	char type[64];
-	json_t *j = NULL;
+	json_t *j;
 	char *text = NULL;
 
 	if (rc == CORE_OK)
 		rc = CORE_ERR_INTERNAL; /* an error answer for "ok" is a bug, never a success */
-	status = api_rc_status(rc);
+	*status = api_rc_status(rc);
 	snprintf(type, sizeof type, "/problems/%s", core_rc_code(rc));
 	j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", api_rc_title(rc),
-		      "status", (int)status, "code", core_rc_code(rc), "detail",
+		      "status", (int)*status, "code", core_rc_code(rc), "detail",
 		      detail && detail[0] ? detail : rc_detail(rc));
+	if (!j && detail) {
+		/* A detail cut inside a UTF-8 sequence (or echoing bad bytes): say it in ASCII. */
+		char ascii[API_DETAIL_MAX];
+		size_t i;
+
+		for (i = 0; detail[i] && i + 1 < sizeof ascii; i++)
+			ascii[i] = (unsigned char)detail[i] < 0x80 ? detail[i] : '?';
+		ascii[i] = '\0';
+		j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", api_rc_title(rc),
+			      "status", (int)*status, "code", core_rc_code(rc), "detail",
+			      ascii[0] ? ascii : rc_detail(rc));
+	}
+	/* ASCII only: a detail that echoes a client's bytes (an unknown field's name) reads the
+	 * same whatever charset a client guesses for a body without one. */
 	if (j)
-		text = json_dumps(j, JSON_COMPACT);
+		text = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(j);
+	return text;
+}
+
+enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char *detail)
+{
+	struct MHD_Response *resp = NULL;
+	unsigned status;
+	char *text = api_problem_text(rc, detail, &status);
+
 	if (text) {
 		resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 		if (!resp)
@@ -135,4 +164,37 @@ enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char
 	if (status == 405 && r->allow[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
 	return api_response_queue(r, status, resp);
+}
+
+bool api_problem_write_raw(struct api_req *r, enum core_rc rc, const char *detail)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	unsigned status;
+	char head[256], *text;
+	int n;
+
+	/* Raw bytes on a TLS connection would break its record stream: libmicrohttpd answers
+	 * those itself. */
+	if (!ci || MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION))
+		return false;
+	text = api_problem_text(rc, detail, &status);
+	if (!text)
+		return false;
+	n = snprintf(head, sizeof head,
+		     "HTTP/1.1 %u %s\r\nContent-Type: application/problem+json\r\n"
+		     "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+		     status, api_rc_title(rc), strlen(text));
+	/* A fresh connection's send buffer takes these few hundred bytes at once; whatever it
+	 * does not take is lost with the connection, which closes either way. */
+	if (n > 0 && (size_t)n < sizeof head) {
+		(void)send(ci->connect_fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)send(ci->connect_fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	shutdown(ci->connect_fd, SHUT_WR);
+	free(text);
+	r->answered = true;
+	r->raw_answered = true;
+	r->final_status = status;
+	return true;
 }

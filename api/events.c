@@ -22,12 +22,24 @@ void api_poll_release(struct api_req *r)
 	r->poll_board = NULL;
 }
 
+/* The cursor a client gets. The store's `next` is where its scan stopped, which moves with
+ * every board's events: to a board-scoped token that would tell how much the other boards
+ * write. Such a token's cursor is the last event it was shown, or the `after` it sent. */
+static int64_t cursor_for(const struct api_req *r, const struct core_event *ev, size_t n,
+			  int64_t after, int64_t next)
+{
+	if (r->tok && r->tok->all_boards)
+		return next;
+	return n ? ev[n - 1].seq : after;
+}
+
 static enum core_rc reply_events(struct api_req *r, struct core_event *ev, size_t n,
-				 int64_t next)
+				 int64_t after, int64_t next)
 {
 	json_t *list = json_array();
 	size_t i;
 
+	next = cursor_for(r, ev, n, after, next);
 	for (i = 0; list && i < n; i++)
 		if (json_array_append_new(list, store_event_to_json(&ev[i])) != 0) {
 			json_decref(list);
@@ -138,7 +150,7 @@ enum core_rc api_h_events(struct api_req *r)
 	if (r->poll == API_POLL_DONE) {
 		if (r->poll_rc != CORE_OK)
 			return r->poll_rc;
-		return reply_events(r, r->poll_ev, r->poll_n, r->poll_next);
+		return reply_events(r, r->poll_ev, r->poll_n, r->poll_after, r->poll_next);
 	}
 	if ((rc = api_query(r, "board", &board)) != CORE_OK ||
 	    (rc = api_query_int(r, "after", 0, 0, INT64_MAX, &after)) != CORE_OK ||
@@ -156,7 +168,7 @@ enum core_rc api_h_events(struct api_req *r)
 	if (rc != CORE_OK)
 		return rc;
 	if (n > 0 || wait_ms == 0) {
-		rc = reply_events(r, ev, n, next);
+		rc = reply_events(r, ev, n, after, next);
 		store_events_free(ev, n);
 		return rc;
 	}
@@ -171,5 +183,5 @@ enum core_rc api_h_events(struct api_req *r)
 	r->poll_wait_ms = wait_ms;
 	if (poll_start(r))
 		return CORE_OK; /* answered on resume */
-	return reply_events(r, NULL, 0, after);
+	return reply_events(r, NULL, 0, after, after);
 }

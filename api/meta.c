@@ -15,7 +15,8 @@ enum core_rc api_h_readyz(struct api_req *r)
 	enum core_rc rc = store_ping(r->api->st);
 
 	if (rc != CORE_OK)
-		return api_fail(r, rc, "store %s is not ready", store_name(r->api->st));
+		return api_fail(r, rc, "store %s is not ready: it refuses writes or cannot be reached",
+				store_name(r->api->st));
 	return api_reply(r, 200, json_pack("{s:s, s:s}", "status", "ready", "store",
 					   store_name(r->api->st)));
 }

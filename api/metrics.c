@@ -138,7 +138,7 @@ enum core_rc api_h_metrics(struct api_req *r)
 	const char *version = a->cfg.version ? a->cfg.version : "unknown";
 	char *text = NULL;
 	size_t len = 0;
-	unsigned polls;
+	unsigned polls, conns;
 	bool store_up;
 
 	if (!s)
@@ -149,6 +149,16 @@ enum core_rc api_h_metrics(struct api_req *r)
 	pthread_mutex_unlock(&a->poll_mu);
 	metrics_sink_value(s, METRICS_LONG_POLLS, NULL, polls);
 	metrics_sink_value(s, METRICS_EVENT_STREAMS, NULL, api_streams_open(a));
+	pthread_mutex_lock(&a->conns.mu);
+	conns = a->conns.n;
+	pthread_mutex_unlock(&a->conns.mu);
+	metrics_sink_value(s, METRICS_HTTP_CONNECTIONS, NULL, conns);
+	metrics_sink_value(s, METRICS_HTTP_REFUSED, NULL,
+			   (double)atomic_load(&a->connections_refused));
+	metrics_sink_value(s, METRICS_HTTP_HEADER_TIMEOUTS, NULL,
+			   (double)atomic_load(&a->header_timeouts));
+	metrics_sink_value(s, METRICS_HTTP_LIBRARY_ANSWERS, NULL,
+			   (double)atomic_load(&a->library_answers));
 	/* A store that cannot answer does not cost the rest of the scrape: it says so. */
 	store_up = store_stats(a->st, s) == CORE_OK;
 	metrics_sink_value(s, METRICS_STORE_UP, NULL, store_up ? 1 : 0);

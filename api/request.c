@@ -10,6 +10,8 @@
 
 #define STRV_MAX 1000 /* labels or blockers in one body */
 
+static bool spec_has(const char *spec, const char *key, bool *nullable);
+
 enum core_rc api_body_parse(struct api_req *r)
 {
 	json_error_t jerr;
@@ -22,7 +24,100 @@ enum core_rc api_body_parse(struct api_req *r)
 				jerr.text, jerr.line, jerr.column);
 	if (!json_is_object(r->json))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "the body must be a JSON object");
+	return api_json_fields_check(r, r->json, r->route->fields ? r->route->fields : "", "");
+}
+
+/* Is `key` a word of spec? *nullable when it is written "?key". */
+static bool spec_has(const char *spec, const char *key, bool *nullable)
+{
+	size_t klen = strlen(key);
+
+	while (*spec) {
+		const char *w;
+		size_t n;
+
+		while (*spec == ' ')
+			spec++;
+		*nullable = *spec == '?';
+		w = spec + *nullable;
+		n = strcspn(w, " ");
+		if (n && n == klen && memcmp(w, key, n) == 0)
+			return true;
+		spec = w + n;
+	}
+	return false;
+}
+
+enum core_rc api_json_fields_check(struct api_req *r, const json_t *obj, const char *spec,
+				   const char *prefix)
+{
+	const char *key;
+	json_t *v;
+	bool nullable;
+
+	json_object_foreach((json_t *)obj, key, v) {
+		if (!spec_has(spec, key, &nullable)) {
+			char allowed[160];
+			size_t i, o = 0;
+
+			for (i = 0; spec[i] && o + 1 < sizeof allowed; i++)
+				if (spec[i] != '?')
+					allowed[o++] = spec[i] == ' ' ? ',' : spec[i];
+			allowed[o] = '\0';
+			return api_fail(r, CORE_ERR_BAD_REQUEST, "unknown field \"%s%.64s\" (known: %s)",
+					prefix, key, allowed[0] ? allowed : "none");
+		}
+		if (json_is_null(v) && !nullable)
+			return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s%s\" may not be null",
+					prefix, key);
+	}
 	return CORE_OK;
+}
+
+struct query_scan {
+	const char *spec;
+	const char *seen[8]; /* the known keys met so far (borrowed from the spec's words) */
+	size_t n_seen;
+	const char *bad;     /* the first unknown or repeated key (borrowed from MHD) */
+	bool repeated;
+};
+
+static enum MHD_Result query_each(void *cls, enum MHD_ValueKind kind, const char *key,
+				  const char *value)
+{
+	struct query_scan *q = cls;
+	bool nullable;
+	size_t i;
+
+	(void)kind;
+	(void)value;
+	if (!spec_has(q->spec, key, &nullable)) {
+		q->bad = key;
+		return MHD_NO;
+	}
+	for (i = 0; i < q->n_seen; i++)
+		if (strcmp(q->seen[i], key) == 0) {
+			q->bad = key;
+			q->repeated = true;
+			return MHD_NO;
+		}
+	if (q->n_seen < sizeof q->seen / sizeof q->seen[0])
+		q->seen[q->n_seen++] = key;
+	return MHD_YES;
+}
+
+enum core_rc api_query_check(struct api_req *r)
+{
+	struct query_scan q = {.spec = r->route->query ? r->route->query : ""};
+
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_each, &q);
+	if (!q.bad)
+		return CORE_OK;
+	if (q.repeated)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "query parameter \"%.64s\" given twice",
+				q.bad);
+	return api_fail(r, CORE_ERR_BAD_REQUEST, "unknown query parameter \"%.64s\" (known: %s)",
+			q.bad, r->route->query ? r->route->query : "none");
 }
 
 enum core_rc api_query(struct api_req *r, const char *key, const char **out)
@@ -82,6 +177,17 @@ enum core_rc api_query_int(struct api_req *r, const char *key, int64_t def, int6
 	return CORE_OK;
 }
 
+/* Characters (code points) of a UTF-8 string (jansson checked it): the contract counts
+ * characters, as JSON Schema's maxLength does. */
+static size_t utf8_chars(const char *s, size_t len)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++)
+		n += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return n;
+}
+
 /* The field, or NULL when absent or JSON null. */
 static const json_t *field(struct api_req *r, const char *key)
 {
@@ -101,9 +207,9 @@ enum core_rc api_json_str(struct api_req *r, const char *key, bool required, siz
 				: CORE_OK;
 	if (!json_is_string(v))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" must be a string", key);
-	if (json_string_length(v) > max)
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" is longer than %zu bytes",
-				key, max);
+	if (utf8_chars(json_string_value(v), json_string_length(v)) > max)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"field \"%s\" is longer than %zu characters", key, max);
 	*out = json_string_value(v);
 	return CORE_OK;
 }

@@ -15,63 +15,84 @@
 #define PUB API_ROUTE_PUBLIC
 #define BODY API_ROUTE_BODY
 
-/* method, pattern, handler, roles, flags */
+/* method, pattern, handler, roles, flags, the body's fields (BODY routes; "?name": may be
+ * null), the query's parameters. A field or parameter not listed is refused with 400 naming
+ * it (request.c), before the handler: a new one is one word here. */
 #define API_ROUTES(X)                                                                      \
-	X("GET", "/healthz", api_h_healthz, ANY, PUB)                                      \
-	X("GET", "/readyz", api_h_readyz, ANY, PUB)                                        \
-	X("GET", "/metrics", api_h_metrics, ANY, PUB)                                      \
-	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB)                            \
-	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB)                            \
-	X("POST", "/v1/cards", api_h_card_create, B | O, BODY)                             \
-	X("GET", "/v1/cards", api_h_card_list, ANY, 0)                                     \
-	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, 0)                                 \
-	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY)                        \
-	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0)                             \
-	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY)                            \
-	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY)                            \
-	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY)                        \
-	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0)                 \
-	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY)                         \
-	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY)                       \
-	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY)           \
-	X("PUT", "/v1/cards/{id}/gave-up", api_h_gave_up, W, BODY)                         \
-	X("POST", "/v1/cards/{id}/reopen", api_h_card_reopen, O, BODY)                     \
-	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY)                   \
-	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY)               \
-	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, W | B | O, BODY)           \
-	X("GET", "/v1/labels", api_h_labels_count, ANY, 0)                                 \
-	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY)                       \
-	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY)                         \
-	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0)                        \
-	X("POST", "/v1/runs", api_h_run_create, W, BODY)                                   \
-	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, 0)                                   \
-	X("PATCH", "/v1/runs/{id}", api_h_run_patch, W, BODY)                              \
-	X("DELETE", "/v1/runs/{id}", api_h_run_delete, O, 0)                               \
-	X("POST", "/v1/runs/{id}/heartbeat", api_h_run_heartbeat, W, BODY)                 \
-	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0)                          \
-	X("GET", "/v1/events", api_h_events, ANY, 0)                                       \
-	X("GET", "/v1/events/stream", api_h_events_stream, ANY, 0)                         \
-	X("GET", "/v1/attention", api_h_attention, ANY, 0)                                 \
-	X("GET", "/v1/whoami", api_h_whoami, ANY, 0)                                       \
-	X("GET", "/ui", api_h_ui_root, ANY, PUB)                                           \
-	X("GET", "/ui/", api_h_ui_index, ANY, PUB)                                         \
-	X("GET", "/ui/{file}", api_h_ui_asset, ANY, PUB)                                   \
-	X("GET", "/v1/boards", api_h_board_list, ANY, 0)                                   \
-	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0)                                \
-	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY)                               \
-	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY)       \
-	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY)                  \
-	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0)                      \
-	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0)                \
-	X("PUT", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_put, O, BODY)             \
-	X("DELETE", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_delete, O, 0)          \
-	X("GET", "/v1/deliveries", api_h_delivery_list, O, 0)                              \
-	X("POST", "/v1/deliveries/{id}/retry", api_h_delivery_retry, O, 0)                 \
-	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0)                                   \
-	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0)
+	X("GET", "/healthz", api_h_healthz, ANY, PUB, NULL, NULL)                                 \
+	X("GET", "/readyz", api_h_readyz, ANY, PUB, NULL, NULL)                                   \
+	X("GET", "/metrics", api_h_metrics, ANY, PUB, NULL, NULL)                                 \
+	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB, NULL, NULL)                       \
+	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB, NULL, NULL)                       \
+	X("POST", "/v1/cards", api_h_card_create, B | O, BODY,                                    \
+	  "id board title body state labels blockers priority", NULL)                             \
+	X("GET", "/v1/cards", api_h_card_list, ANY, 0,                                            \
+	  NULL, "board state label claimed limit after")                                          \
+	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, 0, NULL, NULL)                            \
+	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY,                               \
+	  "title body blockers priority", NULL)                                                   \
+	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0, NULL, NULL)                        \
+	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY, "marker lease_ms", NULL)          \
+	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY,                                   \
+	  "marker epoch lease_ms", NULL)                                                          \
+	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY, "marker epoch", NULL)         \
+	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL, NULL)            \
+	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY,                                \
+	  "marker from to reason release", NULL)                                                  \
+	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY,                              \
+	  "marker ?run_id", NULL)                                                                 \
+	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY,                  \
+	  "marker awaiting_input", NULL)                                                          \
+	X("PUT", "/v1/cards/{id}/gave-up", api_h_gave_up, W, BODY,                                \
+	  "marker ?gave_up", NULL)                                                                \
+	X("POST", "/v1/cards/{id}/reopen", api_h_card_reopen, O, BODY, "to reason", NULL)         \
+	X("PUT", "/v1/cards/{id}/labels", api_h_labels_put, B | O, BODY, "labels", NULL)          \
+	X("PATCH", "/v1/cards/{id}/labels", api_h_labels_patch, B | O, BODY,                      \
+	  "add remove", NULL)                                                                     \
+	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, W | B | O, BODY,                  \
+	  "body marker", NULL)                                                                    \
+	X("GET", "/v1/labels", api_h_labels_count, ANY, 0, NULL, "board")                         \
+	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY,                              \
+	  "board from to", NULL)                                                                  \
+	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY, "board from to", NULL)         \
+	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0, NULL, "board")                \
+	X("POST", "/v1/runs", api_h_run_create, W, BODY,                                          \
+	  "card_id marker status id lease_ms", NULL)                                              \
+	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, 0, NULL, NULL)                              \
+	X("PATCH", "/v1/runs/{id}", api_h_run_patch, W, BODY,                                     \
+	  "marker status ?continuation failure_code ?result error lease_ms", NULL)                \
+	X("DELETE", "/v1/runs/{id}", api_h_run_delete, O, 0, NULL, NULL)                          \
+	X("POST", "/v1/runs/{id}/heartbeat", api_h_run_heartbeat, W, BODY,                        \
+	  "marker lease_ms", NULL)                                                                \
+	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0, NULL, NULL)                     \
+	X("GET", "/v1/events", api_h_events, ANY, 0, NULL, "board after limit wait_ms")           \
+	X("GET", "/v1/events/stream", api_h_events_stream, ANY, 0, NULL, "board after")           \
+	X("GET", "/v1/attention", api_h_attention, ANY, 0, NULL, "board limit")                   \
+	X("GET", "/v1/whoami", api_h_whoami, ANY, 0, NULL, NULL)                                  \
+	X("GET", "/ui", api_h_ui_root, ANY, PUB, NULL, NULL)                                      \
+	X("GET", "/ui/", api_h_ui_index, ANY, PUB, NULL, NULL)                                    \
+	X("GET", "/ui/{file}", api_h_ui_asset, ANY, PUB, NULL, NULL)                              \
+	X("GET", "/v1/boards", api_h_board_list, ANY, 0, NULL, NULL)                              \
+	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, 0, NULL, NULL)                           \
+	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY,                                      \
+	  "name columns running completed failed waiting", NULL)                                  \
+	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,              \
+	  "to", NULL)                                                                             \
+	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY,                         \
+	  "marker lease_ms columns labels wait_ms", NULL)                                         \
+	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0, NULL, NULL)                \
+	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0, NULL, NULL)          \
+	X("PUT", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_put, O, BODY,                   \
+	  "url secret on consume_labels enabled", NULL)                                           \
+	X("DELETE", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_delete, O, 0,                \
+	  NULL, NULL)                                                                             \
+	X("GET", "/v1/deliveries", api_h_delivery_list, O, 0, NULL, "board status limit")         \
+	X("POST", "/v1/deliveries/{id}/retry", api_h_delivery_retry, O, 0, NULL, NULL)            \
+	X("GET", "/v1/reaper", api_h_reaper_get, ANY, 0, NULL, NULL)                              \
+	X("POST", "/v1/reaper/pass", api_h_reaper_pass, O, 0, NULL, NULL)
 
 static const struct api_route routes[] = {
-#define API_ROUTE_ROW(m, p, h, ro, fl) {m, p, h, ro, fl},
+#define API_ROUTE_ROW(m, p, h, ro, fl, fi, q) {m, p, h, ro, fl, fi, q},
 	API_ROUTES(API_ROUTE_ROW)
 #undef API_ROUTE_ROW
 };
@@ -152,24 +173,43 @@ char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
 	return out;
 }
 
-/* Does the route's pattern match the split path? Literal segments compare raw. */
-static bool pattern_match(const char *pattern, const char *const *seg, const size_t *len, size_t n)
+/* Does the route's pattern match the split path? Literal segments compare raw. Returns the
+ * number of literal segments that matched (its specificity), or -1. */
+static int pattern_match(const char *pattern, const char *const *seg, const size_t *len, size_t n)
 {
 	const char *pseg[MAX_SEGS];
 	size_t plen[MAX_SEGS], pn, i;
+	int lit = 0;
 
 	if (!path_split(pattern, pseg, plen, &pn) || pn != n)
-		return false;
+		return -1;
 	for (i = 0; i < n; i++) {
 		if (plen[i] > 0 && pseg[i][0] == '{') {
 			if (len[i] == 0)
-				return false;
+				return -1;
 			continue;
 		}
 		if (plen[i] != len[i] || memcmp(pseg[i], seg[i], len[i]) != 0)
-			return false;
+			return -1;
+		lit++;
 	}
-	return true;
+	return lit;
+}
+
+/* The highest specificity any route has for the path: a literal segment beats a parameter,
+ * whatever the method (DELETE /v1/labels/merge is the merge route's 405, never the deletion
+ * of a label named "merge"). -1 when none matches. */
+static int best_specificity(const char *const *seg, const size_t *len, size_t n)
+{
+	int best = -1, m;
+	size_t i;
+
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+		m = pattern_match(routes[i].pattern, seg, len, n);
+		if (m > best)
+			best = m;
+	}
+	return best;
 }
 
 static void allow_add(char *allow, size_t cap, const char *method)
@@ -187,15 +227,23 @@ enum core_rc api_router_match(struct api_req *r)
 	size_t len[MAX_SEGS], plen[MAX_SEGS], n, pn, i, k;
 	const struct api_route *hit = NULL;
 
+	/* HEAD is answered by every GET route (libmicrohttpd sends the headers only). */
+	const char *method = strcmp(r->method, "HEAD") == 0 ? "GET" : r->method;
+
+	int best;
+
 	r->allow[0] = '\0';
 	if (!path_split(r->path, seg, len, &n))
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-		if (!pattern_match(routes[i].pattern, seg, len, n))
+	best = best_specificity(seg, len, n);
+	for (i = 0; best >= 0 && i < sizeof routes / sizeof routes[0]; i++) {
+		if (pattern_match(routes[i].pattern, seg, len, n) != best)
 			continue;
-		if (strcmp(routes[i].method, r->method) == 0 && !hit)
+		if (strcmp(routes[i].method, method) == 0 && !hit)
 			hit = &routes[i];
 		allow_add(r->allow, sizeof r->allow, routes[i].method);
+		if (strcmp(routes[i].method, "GET") == 0)
+			allow_add(r->allow, sizeof r->allow, "HEAD");
 	}
 	if (!r->allow[0])
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");

@@ -1,7 +1,7 @@
 /* GET /v1/events/stream: the audit tail as Server-Sent Events (DESIGN §15).
  *
  * Per event: "id: <seq>", "event: <type>", "data: <event JSON>" and a blank line; a comment
- * line when the stream was idle for stream_heartbeat_ms (15 s); resumable from `after` or
+ * line every stream_heartbeat_ms (15 s), busy or idle; resumable from `after` or
  * the Last-Event-ID header (which wins: a reconnecting EventSource sends it); scoped as
  * GET /v1/events (the `board` asked for, within the token's boards).
  *
@@ -37,7 +37,7 @@ struct api_stream {
 	char *buf;       /* bytes owed to the client: buf[off, len) */
 	size_t off, len, cap;
 	/* under hub->mu */
-	int64_t last_write_ms; /* monotonic */
+	int64_t last_beat_ms;  /* monotonic: the last comment line (or the opening) */
 	int64_t seen;          /* hub->seq when it last read the store */
 	bool suspended;
 	struct api_stream *prev, *next;
@@ -149,13 +149,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 		s->after = next;
 	now = api_mono_ms();
 	pthread_mutex_lock(&h->mu);
-	beat = n == 0 && now - s->last_write_ms >= s->a->cfg.stream_heartbeat_ms;
+	beat = now - s->last_beat_ms >= s->a->cfg.stream_heartbeat_ms;
 	if (beat && !buf_add(s, ": keep-alive\n\n", 14)) {
 		pthread_mutex_unlock(&h->mu);
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
+	if (beat)
+		s->last_beat_ms = now;
 	if (s->len > 0) {
-		s->last_write_ms = now;
 		pthread_mutex_unlock(&h->mu);
 		return buf_out(s, out, max);
 	}
@@ -208,7 +209,7 @@ static void hub_wake(struct api *a, bool all)
 		if (!s->suspended)
 			continue;
 		if (all || h->seq > s->seen ||
-		    now - s->last_write_ms >= a->cfg.stream_heartbeat_ms) {
+		    now - s->last_beat_ms >= a->cfg.stream_heartbeat_ms) {
 			s->suspended = false;
 			MHD_resume_connection(s->conn);
 		}
@@ -422,7 +423,7 @@ enum core_rc api_h_events_stream(struct api_req *r)
 			h->head->prev = s;
 		h->head = s;
 		h->n++;
-		s->last_write_ms = api_mono_ms();
+		s->last_beat_ms = api_mono_ms();
 		s->seen = h->seq;
 		if (!h->started)
 			h->started = pthread_create(&h->th, NULL, hub_main, a) == 0;

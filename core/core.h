@@ -35,6 +35,9 @@
 	X(CORE_ERR_TERMINAL_STATE_EXIT, "terminal_state_exit")                                \
 	X(CORE_ERR_TRANSITION_REJECTED, "transition_rejected")                                \
 	X(CORE_ERR_PRECONDITION_REQUIRED, "precondition_required")                            \
+	X(CORE_ERR_URI_TOO_LONG, "uri_too_long")                                              \
+	X(CORE_ERR_NOT_IMPLEMENTED, "not_implemented")                                        \
+	X(CORE_ERR_INVALID_BOARD, "invalid_board")                                            \
 	X(CORE_ERR_STORE_UNAVAILABLE, "store_unavailable")                                    \
 	X(CORE_ERR_BUSY, "busy")                                                              \
 	X(CORE_ERR_NOMEM, "out_of_memory")                                                    \

@@ -3,8 +3,7 @@
 # missing. Idempotent: does nothing when everything is there.
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libgnutls28-dev libjansson-dev libssl-dev
-      libcurl4-openssl-dev # boardctl (cli/) and the webhook deliverer
-      libmongoc-dev libbson-dev)
+      libmongoc-dev libbson-dev libcurl4-openssl-dev) # libcurl: the webhook deliverer, boardctl
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
   pkgs+=(openjdk-17-jdk-headless maven) # mongo-java-server, the atomic Mongo test server

@@ -9,7 +9,12 @@
  *    struct metrics the server creates and hands to the api and the reaper. Each label value
  *    is a fixed string of the table; the hot path is one relaxed atomic add (no lock).
  *    Adding a counter is one table line plus `metrics_inc(m, METRICS_X, "value")` where it
- *    happens.
+ *    happens, e.g.
+ *        X(METRICS_DELIVERIES, METRICS_COUNTER, "boardd_deliveries_total", "outcome",
+ *          METRICS_V("done", "retry", "dead"), NULL, METRICS_B_NONE, "Webhook deliveries.")
+ *        metrics_inc(api_metrics(a), METRICS_DELIVERIES, "done");
+ *    (two labels: a second value list, and metrics_add(m, id, v1, v2, n)). A counter name
+ *    ends in _total; every registry series is served from the start, zeros included.
  *  - collected families (no value list): produced at scrape time into a struct metrics_sink
  *    by whoever owns the numbers — the store through store_stats() (cards, claims, journal,
  *    driver), the api (its latency histogram), the process itself (metrics_process_collect).
@@ -56,6 +61,19 @@ enum metrics_buckets {
 	  METRICS_B_NONE, "Long-polls of GET /v1/events waiting now.")                         \
 	X(METRICS_EVENT_STREAMS, METRICS_GAUGE, "boardd_event_streams_open", "", NULL, NULL,  \
 	  METRICS_B_NONE, "Event streams (GET /v1/events/stream) open now.")                  \
+	X(METRICS_HTTP_CONNECTIONS, METRICS_GAUGE, "boardd_http_connections_open", "", NULL,  \
+	  NULL, METRICS_B_NONE, "TCP connections open now.")                                   \
+	X(METRICS_HTTP_REFUSED, METRICS_COUNTER, "boardd_http_connections_refused_total", "", \
+	  NULL, NULL, METRICS_B_NONE,                                                          \
+	  "Connections closed at accept: over --max-connections or --max-connections-per-ip.") \
+	X(METRICS_HTTP_HEADER_TIMEOUTS, METRICS_COUNTER, "boardd_http_header_timeouts_total",  \
+	  "", NULL, NULL, METRICS_B_NONE,                                                      \
+	  "Connections closed because a request's headers did not arrive whole within "       \
+	  "--header-timeout-ms (an idle keep-alive connection included).")                     \
+	X(METRICS_HTTP_LIBRARY_ANSWERS, METRICS_COUNTER, "boardd_http_library_answers_total",  \
+	  "", NULL, NULL, METRICS_B_NONE,                                                      \
+	  "Requests libmicrohttpd refused itself (414, 431, 505, ...), also in the request "   \
+	  "histogram under route \"unmatched\".")                                              \
 	X(METRICS_CLAIMS, METRICS_COUNTER, "boardd_claims_total", "outcome",                  \
 	  METRICS_V("fresh", "idempotent", "conflict", "blockers_pending"), NULL,              \
 	  METRICS_B_NONE, "Claim requests answered, by outcome.")                              \

@@ -1,5 +1,5 @@
 /* boardd: parse the configuration, open the store, set up tokens, start the reaper and the
- * HTTP api, wait for SIGTERM/SIGINT, then shut down in order: stop accepting, finish
+ * HTTP api, wait for SIGTERM/SIGINT (SIGHUP: server_reload), then shut down in order: stop accepting, finish
  * in-flight requests, stop the reaper, close the store. */
 #include "server/deliver.h"
 #include "server/reaper.h"
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* store_open knows every spec; the Mongo twin also takes the un-leased arm's horizon. */
 static enum core_rc open_store(const struct server_config *cfg, struct store **st, char *err,
@@ -24,6 +25,24 @@ static enum core_rc open_store(const struct server_config *cfg, struct store **s
 	}
 #endif
 	return store_open(cfg->store, st, err, errlen);
+}
+
+/* Every connection is a descriptor: the soft limit (often 1024) is raised toward the hard
+ * one so --max-connections can be reached; a warning when even that is too low. */
+static void fd_limit_raise(const struct server_config *cfg)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->max_connections + 256; /* store, journal, threads, listen */
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_cur < want)
+		fprintf(stderr,
+			"boardd: warning: at most %llu open files (ulimit -n): fewer than "
+			"--max-connections %lld can be served\n",
+			(unsigned long long)rl.rlim_cur, (long long)cfg->max_connections);
 }
 
 int main(int argc, char **argv)
@@ -63,6 +82,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	fd_limit_raise(&cfg);
 	metrics = metrics_new();
 	if (!metrics) {
 		fprintf(stderr, "boardd: out of memory\n");
@@ -82,6 +102,10 @@ int main(int argc, char **argv)
 	acfg.listen = cfg.listen;
 	acfg.threads = (unsigned)cfg.threads;
 	acfg.max_body = (size_t)cfg.max_body;
+	acfg.max_connections = (unsigned)cfg.max_connections;
+	acfg.max_connections_per_ip = (unsigned)cfg.max_connections_per_ip;
+	acfg.header_timeout_ms = (unsigned)cfg.header_timeout_ms;
+	acfg.events_wait_max_ms = cfg.events_wait_max_ms;
 	acfg.max_streams = (unsigned)cfg.max_streams;
 	acfg.stream_heartbeat_ms = cfg.stream_heartbeat_ms;
 	acfg.lease_default_ms = cfg.lease_default_ms;
@@ -134,8 +158,8 @@ int main(int argc, char **argv)
 		cfg.reaper_gate ? "on" : "off");
 
 	for (;;) {
-		while (sigwait(&sigs, &sig) != 0)
-			;
+		if (sigwait(&sigs, &sig) != 0)
+			continue;
 		if (sig != SIGHUP)
 			break;
 		server_reload(&(struct server_reload_ctx){.cfg = &cfg, .api = api});

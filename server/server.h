@@ -26,6 +26,10 @@ struct server_config {
 	int64_t run_ceiling;          /* 20 */
 	int64_t threads;              /* number of cores */
 	int64_t max_body;             /* 1048576 */
+	int64_t max_connections;      /* 4096 */
+	int64_t max_connections_per_ip; /* 512 */
+	int64_t header_timeout_ms;    /* 10000 */
+	int64_t events_wait_max_ms;   /* 30000 */
 	int64_t max_streams;          /* 128: open event streams (DESIGN §15) */
 	int64_t stream_heartbeat_ms;  /* 15000: the idle stream's comment line */
 	int64_t max_comments;         /* 1000 (DESIGN §11) */
@@ -67,5 +71,8 @@ struct server_reload_ctx {
 };
 /* Runs every reload step; returns how many failed. */
 int server_reload(const struct server_reload_ctx *ctx);
+/* The tokens file the server reads: cfg->tokens, or DATADIR/tokens.json (new string, caller
+ * frees; NULL on OOM or a store spec without a directory). */
+char *server_tokens_path(const struct server_config *cfg);
 
 #endif

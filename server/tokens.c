@@ -22,6 +22,11 @@ static char *default_tokens_path(const char *store_spec)
 	return strdup("./tokens.json");
 }
 
+char *server_tokens_path(const struct server_config *cfg)
+{
+	return cfg->tokens ? strdup(cfg->tokens) : default_tokens_path(cfg->store);
+}
+
 bool server_tokens_setup(const struct server_config *cfg, struct api_tokens *out, char *err,
 			 size_t errlen)
 {

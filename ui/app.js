@@ -336,19 +336,51 @@ function onEvent(msg) {
   if (e.type === 'board_updated') { openBoard(S.board.name); return; }
   if (e.card_id) refreshCard(e.card_id, e.type === 'card_deleted');
   refreshAttentionSoon();
-  if (S.openCard && S.openCard === e.card_id) renderCardDialog(S.openCard, false);
+  if (S.openCard && S.openCard === e.card_id) refreshOpenCard();
 }
 
-async function refreshCard(id, deleted) {
-  if (deleted) {
-    S.cards.delete(id);
-  } else {
+/* One re-render of the open card at a time; events during it ask for one more after it. */
+let cardRender = null;
+let cardAgain = false;
+function refreshOpenCard() {
+  if (cardRender) {
+    cardAgain = true;
+    return;
+  }
+  cardRender = renderCardDialog(S.openCard, false).finally(() => {
+    cardRender = null;
+    if (cardAgain && S.openCard) {
+      cardAgain = false;
+      refreshOpenCard();
+    }
+  });
+}
+
+/* Cards named by events are re-read in batches: a burst of events on one card costs one
+ * read, and the board is drawn once per batch. */
+const pendingCards = new Map(); // id -> deleted?
+let pendingTimer = null;
+
+function refreshCard(id, deleted) {
+  pendingCards.set(id, !!deleted); /* the last event on a card decides */
+  if (!pendingTimer) pendingTimer = setTimeout(flushCards, 100);
+}
+
+async function flushCards() {
+  const batch = [...pendingCards.entries()];
+  pendingCards.clear();
+  pendingTimer = null;
+  await Promise.all(batch.map(async ([id, deleted]) => {
+    if (deleted) {
+      S.cards.delete(id);
+      return;
+    }
     try {
       S.cards.set(id, await api('GET', '/v1/cards/' + enc(id)));
     } catch (e) {
       if (e.status === 404) S.cards.delete(id);
     }
-  }
+  }));
   renderLabels();
   renderBoard();
 }
@@ -656,11 +688,16 @@ async function cardTimeline(c) {
   return out;
 }
 
+/* Renders may overlap (the opening one and a live refresh): only the newest writes. */
+let cardTicket = 0;
+
 async function renderCardDialog(id, full) {
+  const ticket = ++cardTicket;
   let c;
   try {
     c = await api('GET', '/v1/cards/' + enc(id));
   } catch (e) {
+    if (ticket !== cardTicket) return;
     $('card-title').textContent = id;
     $('card-body').replaceChildren(h('p', { class: 'error', text: e.status === 404 ? 'This card is gone.' : e.message }));
     return;
@@ -672,7 +709,7 @@ async function renderCardDialog(id, full) {
     try { run = await api('GET', '/v1/runs/' + enc(c.last_run_id)); } catch (e) { runErr = e.status === 404 ? 'pruned or gone' : e.message; }
   }
   const events = await cardTimeline(c).catch(() => []);
-  if (S.openCard !== id) return;
+  if (S.openCard !== id || ticket !== cardTicket) return;
   const reasons = S.attention.get(id) || [];
   $('card-title').textContent = c.title || c.id;
   const parts = [

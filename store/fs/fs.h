@@ -199,6 +199,15 @@ struct fs_grave {
 	size_t n_events, cap_events;
 };
 
+/* A log line that may repeat (a full disk refuses every write): the first is written, then at
+ * most one per FS_LOG_QUIET_MS saying how many were suppressed meanwhile. Guarded by the lock
+ * its user names. */
+#define FS_LOG_QUIET_MS 30000
+struct fs_log_quiet {
+	int64_t last_ms; /* CLOCK_MONOTONIC of the last line written; 0: none yet */
+	unsigned long suppressed;
+};
+
 struct fs {
 	struct store base; /* first: what the wrappers see */
 	char *dir;
@@ -269,6 +278,8 @@ struct fs {
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;
 	struct store_fs_stats stats;
+	struct fs_log_quiet quiet_fail; /* "writes refused" lines (under jmu) */
+	struct fs_log_quiet quiet_recover; /* "recovery failed" lines (under snapmu) */
 	struct metrics_hist group_width; /* lines made durable per successful sync (atomic) */
 	unsigned faults;           /* STORE_FS_FAULT_* (test hook; atomic) */
 
@@ -357,6 +368,10 @@ ssize_t fs_io_write(struct fs *fs, int fd, const void *buf, size_t len);
 int fs_io_sync(struct fs *fs, int fd);     /* fdatasync */
 int fs_io_dir_sync(struct fs *fs);         /* fsync of DIR */
 bool fs_io_fault(struct fs *fs, unsigned fault);
+/* Writes "boardd: fs store DIR: <fmt>" to stderr unless q wrote one within FS_LOG_QUIET_MS
+ * (then it only counts it; the next line written says how many were suppressed). */
+void fs_log_quiet(struct fs *fs, struct fs_log_quiet *q, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 void fs_grave_empty(struct fs *fs);
 void fs_state_release(struct fs *fs);
 

@@ -14,6 +14,9 @@
 #include <string.h>
 
 #define SUB_KEY_MAX (2 + CORE_NAME_MAX + 1 + CORE_NAME_MAX + 1)
+/* Settled (done or dead) deliveries kept, newest first; an older one goes when another
+ * settles. Pending ones are never dropped. */
+#define FS_SETTLED_KEEP 10000
 
 struct fs_effect_hit {
 	size_t ev;             /* index into the change's events */
@@ -164,9 +167,12 @@ static enum core_rc dlv_write(struct fs_txn *t, const struct store_delivery *d)
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL, *key = dlv_key(d->id);
 	enum core_rc rc = text && key ? CORE_OK : CORE_ERR_NOMEM;
 
+	/* The due index: a pending delivery's next_at; a settled one's -(updated_at), so the
+	 * retention finds the oldest without a parse. */
 	if (rc == CORE_OK)
 		rc = fs_txn_kv(t, key, text,
-			       d->status == STORE_DELIVERY_PENDING ? d->next_at : -1);
+			       d->status == STORE_DELIVERY_PENDING ? d->next_at
+								   : -(d->updated_at > 0 ? d->updated_at : 1));
 	free(key);
 	free(text);
 	json_decref(j);
@@ -299,8 +305,6 @@ enum core_rc fs_effects_match(struct fs_txn *t)
 		const struct core_card *card;
 		char *to;
 
-		if (e->machine)
-			continue; /* flows to the tail, fires nothing (ADR-096) */
 		if (!subs_board || strcmp(subs_board, e->board) != 0) {
 			store_subs_free(subs, n_subs);
 			subs_board = e->board;
@@ -564,8 +568,21 @@ enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t leas
 	struct store_delivery *best = NULL, *d;
 	struct fs_txn t;
 	enum core_rc rc = CORE_OK;
+	int64_t now = store_now(st);
+	bool any = false;
 	size_t i;
 
+	/* Idle deliverers poll: look for a due one under the read lock first, so an idle poll
+	 * never takes the write lock writers need. */
+	pthread_rwlock_rdlock(&fs->lock);
+	for (i = 0; !any && i < fs->kv.cap; i++) {
+		const struct fs_kv *kv = fs->kv.slots[i].val;
+
+		any = fs->kv.slots[i].key && kv->due >= 0 && kv->due <= now;
+	}
+	pthread_rwlock_unlock(&fs->lock);
+	if (!any)
+		return CORE_OK;
 	fs_txn_begin(fs, &t, NULL);
 	for (i = 0; rc == CORE_OK && i < fs->kv.cap; i++) {
 		const struct fs_kv *kv = fs->kv.slots[i].val;
@@ -640,6 +657,27 @@ static enum core_rc sub_disable(struct fs_txn *t, const char *board, const char 
 	return rc;
 }
 
+/* Past FS_SETTLED_KEEP settled deliveries, the oldest settled one goes in this step (one per
+ * settling, so the count stays at the bound). */
+static enum core_rc settled_trim(struct fs_txn *t)
+{
+	const struct fs_kv *oldest = NULL;
+	size_t i, settled = 0;
+
+	for (i = 0; i < t->fs->kv.cap; i++) {
+		const struct fs_kv *kv = t->fs->kv.slots[i].val;
+
+		if (!t->fs->kv.slots[i].key || kv->due >= 0)
+			continue;
+		settled++;
+		if (!oldest || kv->due > oldest->due)
+			oldest = kv;
+	}
+	if (settled < FS_SETTLED_KEEP || !oldest)
+		return CORE_OK;
+	return fs_txn_kv(t, oldest->key, NULL, 0);
+}
+
 enum core_rc fs_delivery_finish(struct store *st, const char *id,
 				const struct store_delivery_outcome *o,
 				struct store_delivery **out)
@@ -680,6 +718,8 @@ enum core_rc fs_delivery_finish(struct store *st, const char *id,
 		}
 		if (rc == CORE_OK && o->error && !d->last_error)
 			rc = CORE_ERR_NOMEM;
+		if (rc == CORE_OK && d->status != STORE_DELIVERY_PENDING)
+			rc = settled_trim(&t);
 		if (rc == CORE_OK)
 			rc = dlv_write(&t, d);
 	}

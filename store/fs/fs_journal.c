@@ -18,6 +18,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -88,15 +89,39 @@ int fs_io_dir_sync(struct fs *fs)
 	return fs_dir_sync(fs->dir);
 }
 
-/* Marks the store failed: writes are refused (reads keep working) until fs_recover has
- * re-established a journal. Called with jmu held. */
+void fs_log_quiet(struct fs *fs, struct fs_log_quiet *q, const char *fmt, ...)
+{
+	struct timespec ts;
+	int64_t now;
+	char msg[512];
+	va_list ap;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (q->last_ms && now - q->last_ms < FS_LOG_QUIET_MS) {
+		q->suppressed++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (q->suppressed)
+		fprintf(stderr, "boardd: fs store %s: %s (%lu like it suppressed in the last %lds)\n",
+			fs->dir, msg, q->suppressed, (long)((now - q->last_ms) / 1000));
+	else
+		fprintf(stderr, "boardd: fs store %s: %s\n", fs->dir, msg);
+	q->last_ms = now ? now : 1;
+	q->suppressed = 0;
+}
+
+/* Marks the store failed: writes are refused (reads keep working, /readyz answers 503) until
+ * fs_recover has re-established a journal. Called with jmu held. */
 static void fail_locked(struct fs *fs, const char *what, int err)
 {
 	if (!fs->failed)
-		fprintf(stderr,
-			"boardd: fs store %s: %s failed: %s; writes refused until a fresh snapshot "
-			"is durable\n",
-			fs->dir, what, strerror(err));
+		fs_log_quiet(fs, &fs->quiet_fail,
+			     "%s failed: %s; writes refused until a fresh snapshot is durable", what,
+			     strerror(err));
 	fs->failed = true;
 	fs->stats.failed = true;
 	/* The compactor thread retries recovery too (cmu is a leaf: taking it here is fine). */
@@ -136,9 +161,11 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
 		 * that fails, the file is unknown and the store stops taking writes. */
 		if (done && ftruncate(fs->jfd, (off_t)fs->jbytes) != 0)
 			fail_locked(fs, "journal truncate", errno);
+		/* A disk that refused one write (ENOSPC, EIO) refuses the next ones too: the
+		 * store says so (ping, /readyz, boardd_fs_failed) and stops trying every write;
+		 * recovery retries about once a second and takes writes again once it can. */
+		fail_locked(fs, "journal write", err);
 		pthread_mutex_unlock(&fs->jmu);
-		fprintf(stderr, "boardd: fs store %s: journal write failed: %s\n", fs->dir,
-			strerror(err));
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	fs->jbytes += len;

@@ -423,8 +423,9 @@ out:
 		journal_unlink(fs, gen);
 	}
 	if (rc != CORE_OK)
-		fprintf(stderr, "boardd: fs store %s: %s failed: %s\n", fs->dir,
-			recover ? "recovery" : "compaction", err ? strerror(err) : core_rc_code(rc));
+		fs_log_quiet(fs, &fs->quiet_recover, "%s failed: %s",
+			     recover ? "recovery" : "compaction",
+			     err ? strerror(err) : core_rc_code(rc));
 	snap_release(&s);
 	pthread_mutex_unlock(&fs->snapmu);
 	return rc;

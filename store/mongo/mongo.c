@@ -234,6 +234,7 @@ static void *maintenance_main(void *arg)
 	for (;;) {
 		mgo_outbox_drain(m);
 		mgo_events_trim(m);
+		mgo_deliveries_trim(m);
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += MGO_RESAMPLE_MS / 1000;
 		pthread_mutex_lock(&m->mu);

@@ -296,6 +296,8 @@ enum core_rc mgo_effects_match(struct mgo_conn *c, struct core_card *card, struc
 /* Inserts the deliveries q's events carry (after the events are in `events`). */
 enum core_rc mgo_effects_store(struct mgo_conn *c, const struct mgo_evq *q);
 void mgo_subs_cache_release(struct mgo *m);
+/* Deletes the settled deliveries older than the newest 10 000 (the maintenance thread). */
+void mgo_deliveries_trim(struct mgo *m);
 enum core_rc mgo_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
 			 bool *created, struct store_sub **out);
 enum core_rc mgo_sub_get(struct store *st, const char *board, const char *name,

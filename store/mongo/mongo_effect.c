@@ -286,14 +286,6 @@ static const char *doc_str(const bson_t *d, const char *key)
 		       : NULL;
 }
 
-static bool doc_bool(const bson_t *d, const char *key)
-{
-	bson_iter_t it;
-
-	return bson_iter_init_find(&it, d, key) && BSON_ITER_HOLDS_BOOL(&it) &&
-	       bson_iter_bool(&it);
-}
-
 struct hit {
 	size_t ev;
 	struct store_sub *sub;
@@ -322,7 +314,8 @@ enum core_rc mgo_effects_match(struct mgo_conn *c, struct core_card *card, struc
 		const char *to = NULL;
 		int t = type ? core_event_type_parse(type) : -1;
 
-		if (t < 0 || !cid || strcmp(cid, card->id) != 0 || doc_bool(e, "machine"))
+		/* A machine event is refused by the one rule (core_sub_matches, from its reason). */
+		if (t < 0 || !cid || strcmp(cid, card->id) != 0)
 			continue;
 		if (bson_iter_init_find(&it, e, "payload") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
 		    bson_iter_recurse(&it, &sub) && bson_iter_find(&sub, "to") &&
@@ -930,4 +923,48 @@ enum core_rc mgo_delivery_retry(struct store *st, const char *id, struct store_d
 	mongoc_collection_destroy(coll);
 	mgo_conn_close(&c);
 	return rc;
+}
+
+/* ---- retention ---- */
+
+/* Keeps the newest MGO_SETTLED_KEEP settled (done or dead) deliveries: the maintenance
+ * thread deletes the older ones. Pending deliveries are never deleted. */
+#define MGO_SETTLED_KEEP 10000
+
+void mgo_deliveries_trim(struct mgo *m)
+{
+	struct mgo_conn c;
+	mongoc_collection_t *coll;
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort, in, arr, lte, *doc = NULL;
+	bson_iter_t it;
+	bson_error_t e;
+	int64_t cut;
+
+	if (mgo_conn_open_bare(m, &c) != CORE_OK)
+		return;
+	coll = coll_get(&c, "deliveries");
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "status", &in);
+	BSON_APPEND_ARRAY_BEGIN(&in, "$in", &arr);
+	BSON_APPEND_UTF8(&arr, "0", "done");
+	BSON_APPEND_UTF8(&arr, "1", "dead");
+	bson_append_array_end(&in, &arr);
+	bson_append_document_end(&filter, &in);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+	BSON_APPEND_INT32(&sort, "updated_at", -1);
+	bson_append_document_end(&opts, &sort);
+	BSON_APPEND_INT64(&opts, "skip", MGO_SETTLED_KEEP);
+	if (mgo_find_one(coll, &filter, &opts, &doc) == CORE_OK && doc &&
+	    bson_iter_init_find(&it, doc, "updated_at") && mgo_iter_i64(&it, &cut)) {
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, "updated_at", &lte);
+		BSON_APPEND_INT64(&lte, "$lte", cut);
+		bson_append_document_end(&filter, &lte);
+		if (!mongoc_collection_delete_many(coll, &filter, NULL, NULL, &e))
+			mgo_error("trim deliveries", &e);
+	}
+	if (doc)
+		bson_destroy(doc);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	mongoc_collection_destroy(coll);
+	mgo_conn_close(&c);
 }

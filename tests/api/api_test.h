@@ -23,6 +23,7 @@ extern char *T_BODY;         /* body of the last answer */
 void t_setup(void);
 void t_setup_small_body(void); /* max_body 4096 */
 void t_setup_one_thread(void); /* one HTTP thread */
+void t_setup_with(const struct harness_options *o);
 void t_teardown(void);
 
 /* One request; returns the status and parses the body (new reference in *out when
@@ -60,6 +61,8 @@ TCase *api_tcase_units(void);
 TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);
 TCase *api_tcase_next(void);
+TCase *api_tcase_edge(void);
+TCase *api_tcase_edge_reaper(void);
 TCase *api_tcase_fence(void);
 
 #endif

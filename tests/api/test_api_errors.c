@@ -34,7 +34,7 @@ START_TEST(err_400_401_403_404_405)
 
 	t_problem(405, "method_not_allowed", "DELETE", "/v1/cards", OP, NULL, NULL);
 	allow = httpc_header(T_HDRS, "Allow");
-	ck_assert_str_eq(allow, "POST, GET");
+	ck_assert_str_eq(allow, "POST, GET, HEAD");
 	free(allow);
 	t_problem(405, "method_not_allowed", "POST", "/v1/cards/x/state", W, NULL, "{}");
 	allow = httpc_header(T_HDRS, "Allow");
@@ -324,8 +324,13 @@ START_TEST(boards_and_meta)
 	ck_assert_str_eq(t_str(j, "name"), "ops");
 	json_decref(j);
 	t_problem(400, "bad_request", "PUT", "/v1/boards/ops", OP, NULL, "{\"columns\":[]}");
-	t_problem(400, "bad_request", "PUT", "/v1/boards/ops", OP, NULL,
-		  "{\"name\":\"other\",\"columns\":[]}");
+	t_problem(422, "invalid_board", "PUT", "/v1/boards/ops", OP, NULL,
+		  "{\"name\":\"other\",\"columns\":[{\"name\":\"a\",\"terminal\":false,"
+		  "\"eligible\":true}],\"running\":\"a\",\"completed\":\"a\",\"failed\":\"a\","
+		  "\"waiting\":\"a\"}");
+	t_problem(400, "bad_request", "GET", "/v1/cards?limt=5", BOT, NULL, NULL);
+	ck_assert_ptr_nonnull(strstr(T_BODY, "unknown query parameter \\\"limt\\\""));
+	t_problem(400, "bad_request", "GET", "/v1/cards?limit=5&limit=6", BOT, NULL, NULL);
 	t_problem(404, "not_found", "GET", "/v1/boards/none", BOT, NULL, NULL);
 
 	j = t_must(200, "GET", "/healthz", NULL, NULL, NULL);

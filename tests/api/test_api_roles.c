@@ -116,8 +116,8 @@ START_TEST(role_matrix)
 		ck_assert_int_eq(json_array_size(json_object_get(j, "events")), 0);
 		json_decref(j);
 	}
-	/* bots must send "from"; operators may omit it */
-	t_problem(400, "bad_request", "PATCH", "/v1/cards/rm/state", BOT, NULL, "{\"to\":\"review\"}");
+	/* bots must send "from" (the role, not the body's shape: 403); operators may omit it */
+	t_problem(403, "forbidden", "PATCH", "/v1/cards/rm/state", BOT, NULL, "{\"to\":\"review\"}");
 	json_decref(t_must(200, "PATCH", "/v1/cards/rm/state", OP, NULL, "{\"to\":\"review\"}"));
 	free(before);
 	free(id);

@@ -105,7 +105,11 @@ def main():
         except Exception as e:  # a harness error is a failure, with the log
             check(False, 'harness: %r\n%s' % (e, srv.log_tail()))
         finally:
-            srv.stop()
+            code = srv.stop()
+            log = srv.log_text()
+            check(code == 0 and 'Sanitizer' not in log and 'runtime error' not in log,
+                  'boardd stopped cleanly (exit %s)%s' % (code, '' if code == 0 else
+                                                          '\n' + srv.log_tail(40)))
             recv.stop()
             other.stop()
     print('%d passed, %d failed' % (passed, failed))

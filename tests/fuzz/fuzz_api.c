@@ -52,6 +52,7 @@ static void up(void)
 	cfg.threads = 1;
 	cfg.max_body = 65536;
 	cfg.events_wait_max_ms = 20;
+	cfg.stream_heartbeat_ms = 20; /* a hung-up event stream is noticed at its next beat */
 	cfg.shutdown_grace_ms = 200;
 	cfg.conn_timeout_s = 5;
 	cfg.log_format = API_LOG_NONE;

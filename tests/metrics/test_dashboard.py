@@ -3,7 +3,8 @@
 (deploy/prometheus/boardd-alerts.yml) against the one metrics table (metrics/metrics.h):
 valid JSON, `promtool check rules`, every query names metric families that exist (a
 histogram through its _bucket/_sum/_count series) and groups or matches only on labels those
-families have; a family on no panel is noted.
+families have; a family on no panel is noted. openapi.yaml's /metrics description names only
+families of the table (one it does not name yet is noted).
 
 usage: test_dashboard.py deploy/grafana/boardd.json metrics/metrics.h deploy/prometheus/boardd-alerts.yml
 """
@@ -27,7 +28,10 @@ def check(cond, what):
 
 def table():
     """{name: (type, {labels})} of METRICS_TABLE."""
-    text = open(TABLE).read().replace('\\\n', ' ')  # joined continuation lines
+    text = open(TABLE).read()
+    # The table's own lines only (the header's comment shows an example row).
+    text = text[text.index('#define METRICS_TABLE(X)'):text.index('enum metrics_id')]
+    text = text.replace('\\\n', ' ')  # joined continuation lines
     rows = re.findall(r'X\(METRICS_\w+,\s*METRICS_(COUNTER|GAUGE|HISTOGRAM),\s*"(\w+)",'
                       r'\s*"([^"]*)"', text)
     out = {}
@@ -79,6 +83,17 @@ def main():
     for f in sorted(fams):
         if f not in used:
             print('note: family %s is on no panel of the dashboard' % f)
+
+    # openapi.yaml's /metrics description names families of the table (one missing: a note).
+    api = open(os.path.join(os.path.dirname(os.path.abspath(TABLE)), '..', 'openapi',
+                            'openapi.yaml')).read()
+    m = re.search(r'^  /metrics:\n(.*?)^  /', api, re.M | re.S)
+    named = set(re.findall(r'\b((?:boardd|process)_[a-z0-9_]+)', m.group(1) if m else ''))
+    check(named, 'openapi.yaml: /metrics names the families')
+    for n in sorted(named):
+        check(n in fams, 'openapi.yaml /metrics names %s, not a family of the table' % n)
+    for f in sorted(set(fams) - named):
+        print('note: family %s is not named in openapi.yaml\'s /metrics' % f)
 
     r = subprocess.run(['promtool', 'check', 'rules', RULES], capture_output=True, text=True,
                        timeout=60)

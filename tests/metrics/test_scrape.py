@@ -29,7 +29,10 @@ def check(cond, what):
 
 def table_families():
     """{name: type} of METRICS_TABLE, read from the header as the server is built from it."""
-    text = open(TABLE).read().replace('\\\n', ' ')  # joined continuation lines
+    text = open(TABLE).read()
+    # The table's own lines only (the header's comment shows an example row).
+    text = text[text.index('#define METRICS_TABLE(X)'):text.index('enum metrics_id')]
+    text = text.replace('\\\n', ' ')  # joined continuation lines
     rows = re.findall(r'X\(METRICS_\w+,\s*METRICS_(COUNTER|GAUGE|HISTOGRAM),\s*"(\w+)"', text)
     return {name: kind.lower() for kind, name in rows}
 

@@ -917,6 +917,75 @@ START_TEST(test_filing_fires_unblocked_cascade)
 }
 END_TEST
 
+/* Effects (DESIGN §14, ADR-096): with a subscription to every card event, a pass that files a
+ * finished run, releases an orphaned one in place and gives up on a pruned one enqueues only
+ * the run's own verdict and the dependent's promotion; nothing the watchdog decided alone. */
+START_TEST(test_pass_fires_only_the_runs_verdict)
+{
+	struct store_sub in = {.board = "default", .name = "all", .url = "http://127.0.0.1:9/x",
+			       .enabled = true};
+	struct store_delivery_filter f = {.status = -1, .limit = 1000};
+	struct store_card_create dep = {.id = "dep", .title = "dep"};
+	struct store_delivery **v = NULL;
+	struct store_sub *out = NULL;
+	struct core_strv bl = {0};
+	struct core_card *c = NULL;
+	int64_t e1 = claimed("fin", "in_progress", "w1"), e2 = claimed("orph", "in_progress", "w2"),
+		e3 = claimed("gone", "in_progress", "w3");
+	size_t n = 0, before, i, verdicts = 0, promotions = 0;
+	bool created;
+	int t;
+
+	ck_assert_int_eq(core_strv_push(&bl, "fin"), CORE_OK);
+	dep.blockers = &bl;
+	ck_assert_int_eq(store_card_create(st, &dep, &bot, &c), CORE_OK);
+	core_card_free(c);
+	core_strv_release(&bl);
+	with_run("fin", "r1", "w1", e1, "finished", LEASE);
+	with_run("orph", "r2", "w2", e2, "running", LEASE / 2);
+	with_run("gone", "r3", "w3", e3, "running", LEASE);
+	ck_assert_int_eq(store_run_prune(st, "r3", &ops), CORE_OK);
+	for (t = 0; t < CORE_EV_COUNT_; t++)
+		if (core_event_type_subscribable(t))
+			ck_assert_int_eq(core_strv_push(&in.on.dim[CORE_SUB_TYPES],
+							core_event_type_name(t)),
+					 CORE_OK);
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0", &created,
+				       &out),
+			 CORE_OK);
+	store_sub_free(out);
+	core_sub_filter_release(&in.on);
+	ck_assert_int_eq(store_delivery_list(st, &f, &v, &before), CORE_OK);
+	store_deliveries_free(v, before);
+	advance(LEASE + 1);
+	{
+		struct server_reaper_stats s = pass(reaper);
+
+		ck_assert_int_eq(s.actions[CORE_STUCK_COMPLETE], 1);
+		ck_assert_int_eq(s.actions[CORE_STUCK_REPARK], 1);
+		ck_assert_int_eq(s.actions[CORE_STUCK_GIVE_UP], 1);
+	}
+	ck_assert_int_eq(store_delivery_list(st, &f, &v, &n), CORE_OK);
+	for (i = 0; i + before < n; i++) { /* newest first: the pass's */
+		json_t *b = json_loads(v[i]->body, 0, NULL), *ev = json_object_get(b, "event");
+		const char *reason = json_string_value(json_object_get(ev, "reason"));
+		const char *type = json_string_value(json_object_get(ev, "type"));
+
+		ck_assert_msg(!json_is_true(json_object_get(ev, "machine")) &&
+				      !core_is_machine_reason(reason),
+			      "machine event enqueued: %s %s", type, reason ? reason : "");
+		verdicts += strcmp(type, "card_state_changed") == 0 && reason &&
+			    strcmp(reason, "run_finished") == 0 && strcmp(v[i]->card_id, "fin") == 0;
+		promotions += strcmp(type, "card_unblocked") == 0 &&
+			      strcmp(v[i]->card_id, "dep") == 0;
+		json_decref(b);
+	}
+	store_deliveries_free(v, n);
+	ck_assert_uint_eq(verdicts, 1);
+	ck_assert_uint_eq(promotions, 1);
+}
+END_TEST
+
 START_TEST(test_stats_json_shape)
 {
 	struct server_reaper_stats s = {.gate = true, .listed = 3};
@@ -999,6 +1068,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_parked_kept_once_then_released);
 	tcase_add_test(tc, test_zombie_writes_refused);
 	tcase_add_test(tc, test_filing_fires_unblocked_cascade);
+	tcase_add_test(tc, test_pass_fires_only_the_runs_verdict);
 	tcase_add_test(tc, test_zombie_run_cannot_file_the_new_owners_card);
 	tcase_add_test(tc, test_reaper_events_consistent);
 	tcase_add_test(tc, test_earlier_claims_run_counts_as_none);

@@ -10,10 +10,12 @@
 #include "tests/store/fs_fixture.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct store_actor bot = {.name = "bot"};
 static int64_t clock_ms;
@@ -186,6 +188,57 @@ START_TEST(write_fault_refuses_cleanly)
 	store_close(st);
 	st = fx_open(dir, 0, 0, NULL);
 	assert_card(st, "a", "new", "ready");
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A disk that refuses every write (ENOSPC, EIO) is said once, not once per refused write;
+ * the store reports itself failed until a write gets through again. */
+START_TEST(refused_writes_are_logged_once)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	char logpath[512], id[32], *text;
+	size_t len, lines = 0, i;
+	int saved, fd, k;
+
+	snprintf(logpath, sizeof logpath, "%s.stderr", dir);
+	fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, true), CORE_OK);
+	for (k = 0; k < 200; k++) {
+		snprintf(id, sizeof id, "c%d", k);
+		ck_assert_int_eq(create(st, id, "ready", NULL), CORE_ERR_STORE_UNAVAILABLE);
+	}
+	ck_assert(failed(st));
+	ck_assert_int_eq(store_ping(st), CORE_ERR_STORE_UNAVAILABLE);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	{
+		FILE *f = fopen(logpath, "r");
+
+		ck_assert_ptr_nonnull(f);
+		text = calloc(1, 65536);
+		ck_assert_ptr_nonnull(text);
+		len = fread(text, 1, 65535, f);
+		fclose(f);
+	}
+	for (i = 0; i < len; i++)
+		lines += text[i] == '\n';
+	/* The refusal once, and at most a recovery attempt's line (rate-limited). */
+	ck_assert_msg(lines >= 1 && lines <= 3, "%zu lines for 200 refused writes:\n%s", lines,
+		      text);
+	free(text);
+	unlink(logpath);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, false), CORE_OK);
+	ck_assert_int_eq(create(st, "after", "ready", NULL), CORE_OK);
+	ck_assert_int_eq(store_ping(st), CORE_OK);
 	store_close(st);
 	fx_rmdir(dir);
 }
@@ -378,6 +431,7 @@ int main(void)
 	tcase_add_test(tc, sync_fault_is_rolled_back_then_recovers);
 	tcase_add_test(tc, refused_write_absent_after_reopen);
 	tcase_add_test(tc, write_fault_refuses_cleanly);
+	tcase_add_test(tc, refused_writes_are_logged_once);
 	tcase_add_test(tc, rollback_undoes_every_kind_of_change);
 	tcase_add_test(tc, failed_group_fails_together);
 	tcase_add_test(tc, http_503_with_retry_after_then_recovery);

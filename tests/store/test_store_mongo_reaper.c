@@ -49,6 +49,60 @@ static void assert_card(struct store *st, const char *id, const char *state, boo
 	core_card_free(c);
 }
 
+/* A subscription to every card event type (ADR-096: only the run's own verdicts may fire it
+ * in a reaper pass). */
+static void subscribe_all(struct store *st)
+{
+	struct store_sub in = {.board = "default", .name = "all", .url = "http://127.0.0.1:9/x",
+			       .enabled = true};
+	struct store_sub *out = NULL;
+	bool created;
+	int t;
+
+	for (t = 0; t < CORE_EV_COUNT_; t++)
+		if (core_event_type_subscribable(t))
+			ck_assert_int_eq(core_strv_push(&in.on.dim[CORE_SUB_TYPES],
+							core_event_type_name(t)),
+					 CORE_OK);
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0", &created,
+				       &out),
+			 CORE_OK);
+	store_sub_free(out);
+	core_sub_filter_release(&in.on);
+}
+
+/* The events (from the delivery bodies) of the deliveries enqueued after `before` of them. */
+static json_t *delivered_events(struct store *st, size_t before)
+{
+	struct store_delivery_filter f = {.status = -1, .limit = 1000};
+	struct store_delivery **v = NULL;
+	json_t *out = json_array();
+	size_t n = 0, i;
+
+	ck_assert_int_eq(store_delivery_list(st, &f, &v, &n), CORE_OK);
+	ck_assert_uint_ge(n, before);
+	for (i = 0; i + before < n; i++) { /* newest first */
+		json_t *b = json_loads(v[i]->body, 0, NULL);
+
+		ck_assert_ptr_nonnull(b);
+		json_array_append(out, json_object_get(b, "event"));
+		json_decref(b);
+	}
+	store_deliveries_free(v, n);
+	return out;
+}
+
+static size_t deliveries_count(struct store *st)
+{
+	struct store_delivery_filter f = {.status = -1, .limit = 1000};
+	struct store_delivery **v = NULL;
+	size_t n = 0;
+
+	ck_assert_int_eq(store_delivery_list(st, &f, &v, &n), CORE_OK);
+	store_deliveries_free(v, n);
+	return n;
+}
+
 /* A gated pass: finished -> done (run verdict, not machine); failed_resumable -> back to
  * eligible[0] under watchdog; at the run ceiling -> the failed column with a gave_up stamp. */
 START_TEST(reaper_pass_files_reparks_and_caps)
@@ -58,6 +112,9 @@ START_TEST(reaper_pass_files_reparks_and_caps)
 	struct server_reaper_stats s;
 	struct core_token t;
 	struct core_card *c = NULL;
+	json_t *evs, *e;
+	size_t before, i;
+	int fin_done = 0;
 
 	tnow = CT_T0;
 	store_clock_set(st, test_clock, &tnow);
@@ -75,9 +132,28 @@ START_TEST(reaper_pass_files_reparks_and_caps)
 	run_create(st, "r-cap0", "cap", "w3", "failed");
 	run_create(st, "r-cap", "cap", "w3", "failed_resumable");
 	set_last_run(st, "cap", t, "r-cap");
+	subscribe_all(st);
+	before = deliveries_count(st);
 	tnow += 120000; /* every lease expired */
 	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
 	ck_assert_uint_eq(s.transferred, 3);
+	/* Effects: the repark and the run-ceiling filing (watchdog) fire nothing; the run's
+	 * own verdict (run_finished) fires as the live owner's would. */
+	evs = delivered_events(st, before);
+	ck_assert_uint_ge(json_array_size(evs), 1);
+	json_array_foreach(evs, i, e) {
+		const char *reason = json_string_value(json_object_get(e, "reason"));
+
+		ck_assert_msg(!json_is_true(json_object_get(e, "machine")) &&
+				      !core_is_machine_reason(reason),
+			      "a machine event was enqueued: %s", reason ? reason : "(none)");
+		ck_assert_str_eq(json_string_value(json_object_get(e, "card_id")), "fin");
+		fin_done += strcmp(json_string_value(json_object_get(e, "type")),
+				   "card_state_changed") == 0 &&
+			    reason && strcmp(reason, "run_finished") == 0;
+	}
+	ck_assert_int_eq(fin_done, 1);
+	json_decref(evs);
 	assert_card(st, "fin", "done", false);
 	assert_card(st, "res", "ready", false);
 	assert_card(st, "cap", "blocked", false);

@@ -179,6 +179,25 @@ def test_heartbeat_and_limit(srv):
     a.frame()  # the opening frame
     f = a.frame(10)
     check(f and 'keep-alive' in f['comments'], 'an idle stream gets a comment line')
+    # a busy stream gets its comment line too (every heartbeat, not only when idle)
+    last = srv.ok('GET', '/v1/events?after=0&limit=1000')['next']
+    busy = open_stream(srv, query='?after=%d' % last)
+    busy.frame()
+    for i in range(12):
+        srv.ok('POST', '/v1/cards', 'bot', {'title': 'busy %d' % i})
+        time.sleep(0.1)
+    events = comments = 0
+    while True:
+        f = busy.frame(1)
+        if f is None:
+            break
+        events += f['data'] is not None
+        comments += 'keep-alive' in f['comments']
+        if events >= 12 and comments:
+            break
+    check(events >= 12 and comments >= 1,
+          'a busy stream gets comment lines as well (%d events, %d comments)' % (events, comments))
+    busy.close()
     b = open_stream(srv, query='?after=999999')
     c = open_stream(srv, query='?after=999999')
     check(b.status == 200 and c.status == 200, 'three streams open')
@@ -245,9 +264,11 @@ def test_attention(srv):
     check(p['actions']['keep'] >= 1, 'the reaper kept it (%s)' % p)
     check(reasons(srv, 'a-hold') == ['recovery_hold'], 'recovery_hold (%s)' % reasons(srv, 'a-hold'))
     # lease_expired_kept: nobody took it (no pass since)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'a-live', 'title': 'live', 'state': 'in_progress'})
+    srv.claim('a-live', lease_ms=600000)
+    check(reasons(srv, 'a-live') == [], 'a live lease is fine')
     srv.ok('POST', '/v1/cards', 'bot', {'id': 'a-lease', 'title': 'lease', 'state': 'in_progress'})
     srv.claim('a-lease', lease_ms=200)
-    check(reasons(srv, 'a-lease') == [], 'a live lease is fine')
     time.sleep(0.4)
     check(reasons(srv, 'a-lease') == ['lease_expired_kept'], 'lease_expired_kept')
     # a reopen answers a give-up

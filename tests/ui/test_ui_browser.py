@@ -191,6 +191,11 @@ def operator_flows(page, srv):
     page.keyboard.press('Enter')
     page.locator('#card-dialog').wait_for(state='visible', timeout=T)
     page.wait_for_selector('#card-title:has-text("Build the release")', timeout=T)
+    # the open card view follows the card live
+    srv.ok('POST', '/v1/cards/c-build/comments', 'bot', {'body': 'release notes are in'})
+    page.wait_for_selector('#card-body .comments li:has-text("release notes are in")', timeout=T)
+    check('card_comment_added' in page.locator('#card-body .timeline').inner_text(),
+          'the open card view shows a new comment and its event live')
     page.keyboard.press('Escape')
     check(page.locator('#board').get_attribute('aria-label') == 'Board columns',
           'the board is labelled for screen readers')

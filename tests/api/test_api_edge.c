@@ -1,0 +1,228 @@
+/* DESIGN §11 at the HTTP edge, in-process: unknown body fields and forbidden nulls are
+ * refused on every route with a body (from the route table itself), /readyz follows a store
+ * that refuses writes, a board-scoped token sees neither the reaper's counts nor other
+ * boards' traffic in its event cursors. */
+#include "api/api_int.h"
+#include "tests/api/api_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The route's pattern with every {param} replaced by "x". */
+static void path_fill(const char *pattern, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (; *pattern && o + 2 < cap; pattern++) {
+		if (*pattern == '{') {
+			out[o++] = 'x';
+			while (*pattern && *pattern != '}')
+				pattern++;
+			continue;
+		}
+		out[o++] = *pattern;
+	}
+	out[o] = '\0';
+}
+
+START_TEST(unknown_field_refused_on_every_body_route)
+{
+	const struct api_route *rt;
+	size_t n, i, seen = 0;
+	char path[256];
+
+	rt = api_router_table(&n);
+	for (i = 0; i < n; i++) {
+		if (!(rt[i].flags & API_ROUTE_BODY))
+			continue;
+		ck_assert_msg(rt[i].fields != NULL, "%s %s lists no fields", rt[i].method,
+			      rt[i].pattern);
+		path_fill(rt[i].pattern, path, sizeof path);
+		/* A token holding every role: the field check comes before anything else. */
+		t_problem(400, "bad_request", rt[i].method, path, ALL, NULL,
+			  "{\"zz_unknown\":1}");
+		ck_assert_msg(strstr(T_BODY, "unknown field \\\"zz_unknown\\\"") != NULL, "%s %s: %s",
+			      rt[i].method, path, T_BODY);
+		seen++;
+	}
+	ck_assert_uint_ge(seen, 15);
+	/* A field name that is not ASCII is echoed escaped: the body is ASCII, whatever charset
+	 * a client guesses (one guessed Shift-JIS and read broken JSON). */
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, NULL, "{\"caf\u00e9\":1}");
+	ck_assert_msg(strstr(T_BODY, "caf\\u00E9") != NULL, "%s", T_BODY);
+	for (i = 0; T_BODY[i]; i++)
+		ck_assert_msg((unsigned char)T_BODY[i] < 0x80, "%s", T_BODY);
+}
+END_TEST
+
+START_TEST(misspelt_lease_is_not_a_long_lease)
+{
+	char *id = t_card_new("{\"title\":\"t\",\"state\":\"ready\"}");
+	char path[256];
+	json_t *j;
+
+	snprintf(path, sizeof path, "/v1/cards/%s/claim", id);
+	/* The example: leas_ms used to be ignored and the lease became 15 minutes. */
+	t_problem(400, "bad_request", "POST", path, W, NULL, "{\"marker\":\"m\",\"leas_ms\":1000}");
+	ck_assert_ptr_nonnull(strstr(T_BODY, "leas_ms"));
+	snprintf(path, sizeof path, "/v1/cards/%s", id);
+	j = t_must(200, "GET", path, BOT, NULL, NULL);
+	ck_assert(json_is_null(json_object_get(j, "claim"))); /* and nothing was claimed */
+	json_decref(j);
+	free(id);
+}
+END_TEST
+
+START_TEST(null_refused_where_the_schema_forbids_it)
+{
+	char *id = t_card_new("{\"title\":\"t\",\"state\":\"ready\"}");
+	char path[256];
+
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, NULL, "{\"title\":null}");
+	ck_assert_ptr_nonnull(strstr(T_BODY, "\\\"title\\\" may not be null"));
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, NULL, "{\"labels\":null}");
+	snprintf(path, sizeof path, "/v1/cards/%s/claim", id);
+	t_problem(400, "bad_request", "POST", path, W, NULL, "{\"marker\":\"m\",\"lease_ms\":null}");
+	snprintf(path, sizeof path, "/v1/cards/%s", id);
+	t_problem(400, "bad_request", "PATCH", path, BOT, NULL, "{\"body\":null}");
+	t_problem(400, "bad_request", "PUT", "/v1/boards/default", OP, NULL,
+		  "{\"columns\":[{\"name\":\"a\",\"terminal\":false,\"eligible\":true,\"x\":1}]}");
+	ck_assert_ptr_nonnull(strstr(T_BODY, "columns[].x"));
+	free(id);
+}
+END_TEST
+
+START_TEST(readyz_503_while_the_store_refuses_writes)
+{
+	int st;
+
+	json_decref(t_must(200, "GET", "/readyz", NULL, NULL, NULL));
+	ck_assert_int_eq(store_fs_fault_set(T.st, STORE_FS_FAULT_WRITE, true), CORE_OK);
+	t_problem(503, "store_unavailable", "POST", "/v1/cards", BOT, NULL, "{\"title\":\"a\"}");
+	t_problem(503, "store_unavailable", "GET", "/readyz", NULL, NULL, NULL);
+	st = t_call("GET", "/metrics", NULL, NULL, NULL, NULL);
+	ck_assert_int_eq(st, 200);
+	ck_assert_msg(strstr(T_BODY, "\nboardd_fs_writes_refused 1\n") != NULL, "%s", T_BODY);
+	/* Still refused, and still not ready, while the disk refuses. */
+	t_problem(503, "store_unavailable", "POST", "/v1/cards", BOT, NULL, "{\"title\":\"b\"}");
+	t_problem(503, "store_unavailable", "GET", "/readyz", NULL, NULL, NULL);
+	/* The disk takes writes again: the next write re-establishes the journal. */
+	ck_assert_int_eq(store_fs_fault_set(T.st, STORE_FS_FAULT_WRITE, false), CORE_OK);
+	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"title\":\"c\"}"));
+	json_decref(t_must(200, "GET", "/readyz", NULL, NULL, NULL));
+	st = t_call("GET", "/metrics", NULL, NULL, NULL, NULL);
+	ck_assert_int_eq(st, 200);
+	ck_assert_msg(strstr(T_BODY, "\nboardd_fs_writes_refused 0\n") != NULL, "%s", T_BODY);
+}
+END_TEST
+
+
+/* ---- a board-scoped token (HARNESS_TOK_SCOPED: board "scoped" only) ---- */
+
+static json_t *fake_status(void *ctx)
+{
+	(void)ctx;
+	return json_pack("{s:s, s:I, s:I, s:{s:I, s:I}}", "gate", "on", "interval_ms",
+			 (json_int_t)60000, "passes", (json_int_t)3, "last_pass", "listed",
+			 (json_int_t)41, "transferred", (json_int_t)7);
+}
+
+static enum core_rc fake_pass(void *ctx, json_t **out)
+{
+	*out = fake_status(ctx);
+	return CORE_OK;
+}
+
+static void setup_reaper(void)
+{
+	struct harness_options o = {.reaper = {fake_status, fake_pass, NULL}};
+
+	t_setup_with(&o);
+}
+
+START_TEST(scoped_token_sees_no_pass_counts)
+{
+	json_t *j;
+
+	j = t_must(200, "GET", "/v1/reaper", ALL, NULL, NULL);
+	ck_assert(json_is_object(json_object_get(j, "last_pass")));
+	json_decref(j);
+	j = t_must(200, "GET", "/v1/reaper", SCOPED, NULL, NULL);
+	ck_assert_ptr_null(json_object_get(j, "last_pass"));
+	ck_assert_str_eq(t_str(j, "gate"), "on");
+	json_decref(j);
+}
+END_TEST
+
+START_TEST(scoped_cursor_says_nothing_of_other_boards)
+{
+	json_t *j;
+	char path[128];
+	long long mine, base;
+	int i;
+
+	t_board_new(HARNESS_SCOPED_BOARD);
+	j = t_must(200, "GET", "/v1/events?after=0", SCOPED, NULL, NULL);
+	base = t_int(j, "next"); /* its board's creation, if that is an event of it */
+	json_decref(j);
+	for (i = 0; i < 5; i++)
+		free(t_card_new("{\"title\":\"elsewhere\"}"));
+	/* Nothing new of its own: the cursor stays where the client put it. */
+	snprintf(path, sizeof path, "/v1/events?after=%lld", base);
+	j = t_must(200, "GET", path, SCOPED, NULL, NULL);
+	ck_assert_uint_eq(json_array_size(json_object_get(j, "events")), 0);
+	ck_assert_int_eq(t_int(j, "next"), base);
+	json_decref(j);
+	snprintf(path, sizeof path, "/v1/events?after=%lld&wait_ms=50", base);
+	j = t_must(200, "GET", path, SCOPED, NULL, NULL);
+	ck_assert_int_eq(t_int(j, "next"), base);
+	json_decref(j);
+	free(t_card_new("{\"title\":\"mine\",\"board\":\"" HARNESS_SCOPED_BOARD "\"}"));
+	snprintf(path, sizeof path, "/v1/events?after=%lld", base);
+	j = t_must(200, "GET", path, SCOPED, NULL, NULL);
+	ck_assert_uint_ge(json_array_size(json_object_get(j, "events")), 1);
+	mine = t_int(j, "next");
+	ck_assert_int_eq(mine, t_int(json_array_get(json_object_get(j, "events"),
+						     json_array_size(json_object_get(j, "events")) -
+							     1),
+				     "seq"));
+	json_decref(j);
+	for (i = 0; i < 5; i++)
+		free(t_card_new("{\"title\":\"elsewhere again\"}"));
+	snprintf(path, sizeof path, "/v1/events?after=%lld", mine);
+	j = t_must(200, "GET", path, SCOPED, NULL, NULL);
+	ck_assert_uint_eq(json_array_size(json_object_get(j, "events")), 0);
+	ck_assert_int_eq(t_int(j, "next"), mine);
+	json_decref(j);
+	/* A token for every board keeps the store's cursor (it sees every event anyway). */
+	j = t_must(200, "GET", path, ALL, NULL, NULL);
+	ck_assert_int_gt(t_int(j, "next"), mine);
+	json_decref(j);
+}
+END_TEST
+
+TCase *api_tcase_edge(void)
+{
+	TCase *tc = tcase_create("edge");
+
+	tcase_add_checked_fixture(tc, t_setup, t_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, unknown_field_refused_on_every_body_route);
+	tcase_add_test(tc, misspelt_lease_is_not_a_long_lease);
+	tcase_add_test(tc, null_refused_where_the_schema_forbids_it);
+	tcase_add_test(tc, readyz_503_while_the_store_refuses_writes);
+	tcase_add_test(tc, scoped_cursor_says_nothing_of_other_boards);
+	return tc;
+}
+
+TCase *api_tcase_edge_reaper(void)
+{
+	TCase *tc = tcase_create("edge_reaper");
+
+	tcase_add_checked_fixture(tc, setup_reaper, t_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, scoped_token_sees_no_pass_counts);
+	return tc;
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""The contract, exactly: schemathesis against the running boardd's own /openapi.json.
+
+Every operation the document lists (collected from it, so a route added to the spec is tested
+without touching this file), positive and negative data, all of schemathesis's checks, once
+with a token holding every role and again with each single role's token. Seeded, a bounded
+number of examples per operation, no example database: the same run every time.
+
+Positive data may also be answered 409/422/428: those depend on the board's state (a card
+claimed by someone else, a column that does not exist, an owned write without If-Match), not
+on the request's shape. Negative data must be refused with a 4xx.
+
+usage: test_contract.py path/to/boardd      (run by tests/tools/vpython: meson test contract)
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+BOARDD = sys.argv[1]
+SEED = os.environ.get('BOARDD_CONTRACT_SEED', '1')
+# examples per operation: the all-roles run, then each single role's run
+EXAMPLES_ALL = int(os.environ.get('BOARDD_CONTRACT_EXAMPLES', '10'))
+EXAMPLES_ROLE = max(1, EXAMPLES_ALL // 3)
+ROLES = [('all', ['worker', 'bot', 'operator'], EXAMPLES_ALL),
+         ('worker', ['worker'], EXAMPLES_ROLE),
+         ('bot', ['bot'], EXAMPLES_ROLE),
+         ('operator', ['operator'], EXAMPLES_ROLE)]
+
+
+def token_add(path, name, roles):
+    args = [BOARDD, 'token', 'add', '--tokens', path, '--name', name]
+    for r in roles:
+        args += ['--role', r]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=10)
+    m = re.search(r'\b([0-9a-f]{64})\b', p.stdout + p.stderr)
+    if not m:
+        raise SystemExit('token add failed: ' + p.stdout + p.stderr)
+    return m.group(1)
+
+
+def start(tmp, tokens):
+    log = open(os.path.join(tmp, 'boardd.log'), 'wb')
+    p = subprocess.Popen([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/data',
+                          '--tokens', tokens, '--threads', '2', '--log-format', 'json',
+                          '--events-wait-max-ms', '200'],
+                         stderr=log)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        m = re.search(rb'listening on .* \(port (\d+)\)', open(log.name, 'rb').read())
+        if m:
+            return p, int(m.group(1)), log.name
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    p.kill()
+    raise SystemExit('boardd did not start: ' + open(log.name, errors='replace').read())
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix='boardd-contract-') as tmp:
+        tokens = os.path.join(tmp, 'tokens.json')
+        plain = {name: token_add(tokens, name, roles) for name, roles, _ in ROLES}
+        p, port, logpath = start(tmp, tokens)
+        failed = []
+        try:
+            url = 'http://127.0.0.1:%d/openapi.json' % port
+            spec = json.load(urllib.request.urlopen(url, timeout=10))
+            n_ops = sum(1 for item in spec['paths'].values() for m in item
+                        if m in ('get', 'put', 'post', 'patch', 'delete'))
+            for name, _, examples in ROLES:
+                t = time.time()
+                cmd = [sys.executable, '-m', 'schemathesis.cli', 'run', url,
+                       '--experimental=openapi-3.1',
+                       '--experimental=positive_data_acceptance',
+                       '--experimental-positive-data-acceptance-allowed-statuses',
+                       '2xx,401,403,404,409,422,428',
+                       '--checks', 'all', '--data-generation-method', 'all',
+                       '--hypothesis-seed', SEED,
+                       '--hypothesis-max-examples', str(examples),
+                       '--hypothesis-phases', 'explicit,generate',
+                       '--hypothesis-database', 'none',
+                       '--generation-allow-x00', 'false', '--generation-codec', 'utf-8',
+                       '--request-timeout', '10000', '--no-color',
+                       '-H', 'Authorization: Bearer ' + plain[name]]
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+                out = r.stdout + r.stderr
+                m = re.search(r'Collected API operations: (\d+)', out)
+                collected = int(m.group(1)) if m else -1
+                summary = out.strip().splitlines()[-1] if out.strip() else ''
+                print('%s token: %s (%.0f s, %d operations)' % (name, summary,
+                                                                time.time() - t, collected),
+                      flush=True)
+                if collected != n_ops:
+                    failed.append(name)
+                    print('FAIL: schemathesis collected %d operations, the spec has %d'
+                          % (collected, n_ops))
+                if r.returncode != 0:
+                    failed.append(name)
+                    print(out[-20000:])
+        finally:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            if p.returncode not in (0, -signal.SIGTERM):
+                failed.append('boardd exit %s' % p.returncode)
+                print(open(logpath, errors='replace').read()[-5000:])
+        if failed:
+            print('FAIL:', ', '.join(failed))
+            return 1
+        print('the contract holds: %d operations, tokens %s, seed %s' %
+              (n_ops, ', '.join(n for n, _, _ in ROLES), SEED))
+        return 0
+
+
+sys.exit(main())

@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""The HTTP edge of the boardd binary (DESIGN §11), from outside, over raw sockets:
+
+  slow         thousands of slow and idle connections from 127.0.0.1 do not keep a client
+               from 127.0.0.2 from being served; the slow ones are cut at the headers deadline
+  framing      disagreeing Content-Length (400, closed, nothing smuggled), unsupported
+               Transfer-Encoding (501 at once), HEAD on every GET route, ~250 query
+               parameters, over-long targets, libmicrohttpd's own answers logged and counted
+  log          control bytes and non-UTF-8 in a path are escaped, text and json
+  sighup       tokens re-read on SIGHUP; a bad file keeps the old ones and says why
+
+usage: test_edge.py path/to/boardd [case ...]
+"""
+import json
+import os
+import re
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BOARDD = sys.argv[1]
+ONLY = set(sys.argv[2:])
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print('FAIL:', what, flush=True)
+
+
+class Server:
+    """boardd on 127.0.0.1:PORT over a temporary FS store; stderr collected by a thread."""
+
+    def __init__(self, tmp, extra=(), tokens=None):
+        args = [BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/data',
+                '--threads', '2'] + list(extra)
+        if tokens:
+            args += ['--tokens', tokens]
+        env = {k: v for k, v in os.environ.items() if not k.startswith('BOARDD_')}
+        self.p = subprocess.Popen(args, stderr=subprocess.PIPE, env=env)
+        self.lines = []
+        self.mu = threading.Lock()
+        self.port = None
+        ready = threading.Event()
+
+        def pump():
+            for raw in self.p.stderr:
+                with self.mu:
+                    self.lines.append(raw)
+                m = re.search(rb'listening on .* \(port (\d+)\)', raw)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        self.th = threading.Thread(target=pump, daemon=True)
+        self.th.start()
+        if not ready.wait(15) or not self.port:
+            self.p.kill()
+            raise SystemExit('server did not start: ' + b''.join(self.lines).decode('latin-1'))
+        self.tokens = {}
+        for raw in self.lines:
+            m = re.match(rb'boardd:\s+(dev-\w+)\s+([0-9a-f]{64})', raw)
+            if m:
+                self.tokens[m.group(1).decode()] = m.group(2).decode()
+
+    def log(self):
+        with self.mu:
+            return b''.join(self.lines)
+
+    def wait_log(self, pattern, timeout=5.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if re.search(pattern, self.log()):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(15)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+
+
+def raw(port, data, timeout=5.0, src='127.0.0.1'):
+    """Sends bytes, reads until the server closes (or timeout): (bytes, closed_by_server)."""
+    s = socket.socket()
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(('127.0.0.1', port))
+    s.sendall(data)
+    out = b''
+    closed = False
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline:
+            b = s.recv(65536)
+            if not b:
+                closed = True
+                break
+            out += b
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    s.close()
+    return out, closed
+
+
+def request(port, method, path, token=None, body=None, headers=(), timeout=5.0,
+            src='127.0.0.1'):
+    """One request on its own connection: (status, headers dict, body bytes); status 0 when
+    no answer came."""
+    h = ['%s %s HTTP/1.1' % (method, path), 'Host: t', 'Connection: close']
+    if token:
+        h.append('Authorization: Bearer ' + token)
+    data = b''
+    if body is not None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        h += ['Content-Type: application/json', 'Content-Length: %d' % len(data)]
+    h += list(headers)
+    out, _ = raw(port, ('\r\n'.join(h) + '\r\n\r\n').encode() + data, timeout, src)
+    return parse(out)
+
+
+def parse(out):
+    m = re.match(rb'HTTP/1\.1 (\d{3})[^\r]*\r\n', out)
+    if not m:
+        return 0, {}, out
+    head, _, body = out.partition(b'\r\n\r\n')
+    hdrs = {}
+    for line in head.split(b'\r\n')[1:]:
+        k, _, v = line.partition(b':')
+        hdrs[k.strip().lower().decode()] = v.strip().decode('latin-1')
+    return int(m.group(1)), hdrs, body
+
+
+def responses(out):
+    return len(re.findall(rb'(?:^|\r\n\r\n|})HTTP/1\.1 \d{3} ', out))
+
+
+def metric(port, name, src='127.0.0.1'):
+    st, _, body = request(port, 'GET', '/metrics', src=src)
+    m = re.search(rb'^' + re.escape(name.encode()) + rb' (\S+)$', body, re.M)
+    return float(m.group(1)) if m else None
+
+
+def is_problem(hdrs, body, status=None):
+    try:
+        j = json.loads(body)
+    except ValueError:
+        return False
+    return (hdrs.get('content-type', '').startswith('application/problem+json') and
+            (status is None or j.get('status') == status) and bool(j.get('detail')))
+
+
+# ---- slow and idle clients ---------------------------------------------------------------
+
+def case_slow(tmp):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 3000
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+        soft = min(want, hard)
+    n_slow, n_idle = (1500, 500) if soft >= 2300 else (soft // 2 - 100, 100)
+    deadline_ms = 3000
+    srv = Server(tmp, ['--header-timeout-ms', str(deadline_ms)])
+    port = srv.port
+    try:
+        slow, idle = [], []
+        t0 = time.time()
+        for i in range(n_slow + n_idle):
+            s = socket.socket()
+            s.setblocking(False)
+            s.bind(('127.0.0.1', 0))
+            try:
+                s.connect(('127.0.0.1', port))
+            except BlockingIOError:
+                pass
+            (slow if i < n_slow else idle).append(s)
+        time.sleep(0.3)
+        # The slow ones start a request and keep sending a header line every 500 ms.
+        alive = list(slow)
+
+        def trickle(conns, line):
+            keep = []
+            for s in conns:
+                try:
+                    s.send(line)
+                    keep.append(s)
+                except (BlockingIOError, InterruptedError):
+                    keep.append(s)
+                except OSError:
+                    s.close()
+            return keep
+
+        alive = trickle(alive, b'GET /healthz HTTP/1.1\r\nHost: t\r\n')
+        # While they are held: a client from another address is served (generous bound).
+        served = None
+        for _ in range(3):
+            alive = trickle(alive, b'X-Slow: 1\r\n')
+            st, _, body = request(port, 'GET', '/healthz', src='127.0.0.2', timeout=10)
+            if st == 200:
+                served = True
+                break
+            served = False
+            time.sleep(0.5)
+        check(served, 'a client from 127.0.0.2 is served while %d slow and %d idle '
+              'connections from 127.0.0.1 are held' % (n_slow, n_idle))
+        held = metric(port, 'boardd_http_connections_open', '127.0.0.3')
+        check(held is not None and held <= 512 + 2,
+              'at most --max-connections-per-ip (512) are held for one address: %s' % held)
+        refused = metric(port, 'boardd_http_connections_refused_total', '127.0.0.3')
+        check(refused is not None and refused >= n_slow + n_idle - 512 - 5,
+              'the connections over the per-address limit were refused: %s' % refused)
+        # Keep trickling past the deadline: the server must cut every slow one anyway.
+        cut_by = time.time() + deadline_ms / 1000.0 + 8
+        while time.time() < cut_by:
+            alive = trickle(alive, b'X-Slow: 1\r\n')
+            still = 0
+            for s in alive:
+                try:
+                    if s.recv(1) == b'':
+                        continue
+                except BlockingIOError:
+                    still += 1
+                except OSError:
+                    continue
+            if still == 0:
+                break
+            time.sleep(0.5)
+        check(still == 0, '%d slow connections still open %.1f s after the %d ms headers '
+              'deadline' % (still, time.time() - t0, deadline_ms))
+        timeouts = metric(port, 'boardd_http_header_timeouts_total', '127.0.0.3')
+        check(timeouts is not None and timeouts >= 400,
+              'the cuts are counted in boardd_http_header_timeouts_total: %s' % timeouts)
+        # And a plain client from the first address is served again.
+        for s in slow + idle:
+            s.close()
+        st = 0
+        for _ in range(20):
+            st, _, _ = request(port, 'GET', '/healthz')
+            if st == 200:
+                break
+            time.sleep(0.25)
+        check(st == 200, '127.0.0.1 is served again once its connections are gone: %d' % st)
+    finally:
+        srv.stop()
+
+
+# ---- framing, HEAD, limits, libmicrohttpd's own answers ----------------------------------
+
+def case_framing(tmp):
+    srv = Server(tmp)
+    port = srv.port
+    bot = srv.tokens['dev-bot']
+    try:
+        # Two Content-Length headers that disagree: 400, closed, the tail never runs.
+        smuggled = b'GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n'
+        body = b'{"title":"a"}' + smuggled
+        out, closed = raw(port, b'POST /v1/cards HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer '
+                          + bot.encode() + b'\r\nContent-Type: application/json\r\n'
+                          b'Content-Length: 13\r\nContent-Length: %d\r\n\r\n' % len(body)
+                          + body)
+        st, hdrs, b = parse(out)
+        check(st == 400 and is_problem(hdrs, b, 400), 'disagreeing Content-Length -> 400 '
+              'problem+json: %r' % out[:200])
+        check(b'Content-Length' in b, 'the detail names Content-Length: %r' % b)
+        check(closed and responses(out) == 1, 'the connection is closed, no second answer: '
+              '%r' % out)
+        st, _, b = request(port, 'GET', '/v1/cards?limit=100', bot)
+        check(st == 200 and json.loads(b)['cards'] == [], 'no card was created: %r' % b)
+
+        # An unsupported transfer coding: a prompt 501 problem+json, never a hang.
+        t = time.time()
+        out, closed = raw(port, b'POST /v1/cards HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer '
+                          + bot.encode() + b'\r\nContent-Type: application/json\r\n'
+                          b'Transfer-Encoding: gzip\r\n\r\n{}', timeout=10)
+        st, hdrs, b = parse(out)
+        check(st == 501 and is_problem(hdrs, b, 501) and closed and time.time() - t < 5,
+              'Transfer-Encoding: gzip -> prompt 501 problem+json: %r' % out[:300])
+
+        # ~250 query parameters: an answer, never a closed connection without one.
+        q = '&'.join('p%d=%d' % (i, i) for i in range(250))
+        st, hdrs, b = request(port, 'GET', '/v1/cards?' + q, bot)
+        check(400 <= st < 500 and is_problem(hdrs, b), '250 query parameters -> a 4xx '
+              'problem+json: %d %r' % (st, b[:200]))
+        st, _, _ = request(port, 'GET', '/v1/cards?limit=5&board=default', bot)
+        check(st == 200, 'a few query parameters are fine: %d' % st)
+        # A long target within libmicrohttpd's buffer: our 414, as problem+json.
+        st, hdrs, b = request(port, 'GET', '/v1/cards?x=' + 'a' * 9000, bot)
+        check(st == 414 and is_problem(hdrs, b, 414), 'a 9000-byte target -> 414 '
+              'problem+json: %d %r' % (st, b[:200]))
+
+        # HEAD on every GET route of the contract: the GET's status, headers, no body.
+        spec = json.loads(request(port, 'GET', '/openapi.json')[2])
+        n_get = 0
+        for path, item in spec['paths'].items():
+            if 'get' not in item or path.endswith('/stream'):
+                continue  # an event stream: libmicrohttpd writes its chunked terminator
+            n_get += 1
+            p = re.sub(r'\{[^}]+\}', 'x', path)
+            gst, ghdrs, _ = request(port, 'GET', p, bot)
+            hst, hhdrs, hbody = request(port, 'HEAD', p, bot)
+            check(hst == gst and hbody == b'' and
+                  hhdrs.get('content-type') == ghdrs.get('content-type'),
+                  'HEAD %s answers like GET (%d) without a body: %d %r' % (p, gst, hst, hbody))
+        check(n_get >= 10, 'the spec lists the GET routes: %d' % n_get)
+        st, hdrs, _ = request(port, 'PATCH', '/v1/boards', bot)
+        check(st == 405 and 'HEAD' in hdrs.get('allow', ''), 'Allow lists HEAD: %r' % hdrs)
+
+        # A literal route segment wins over a parameter: never the label named "merge".
+        op = srv.tokens['dev-operator']
+        for m in ('DELETE', 'OPTIONS'):
+            st, hdrs, b = request(port, m, '/v1/labels/merge', op)
+            check(st == 405 and hdrs.get('allow') == 'POST',
+                  '%s /v1/labels/merge is the merge route\'s 405: %d %r' % (m, st, hdrs))
+
+        # libmicrohttpd's own answers are logged and counted.
+        before = metric(port, 'boardd_http_library_answers_total')
+        out, _ = raw(port, b'GET /healthz HTTP/2.0\r\nHost: t\r\n\r\n')
+        check(parse(out)[0] == 505, 'HTTP/2.0 request line -> 505: %r' % out[:100])
+        out, _ = raw(port, b'GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: ' + b'a' * 20000 +
+                     b'\r\n\r\n')
+        check(parse(out)[0] == 431, 'a 20 kB header -> 431: %r' % out[:100])
+        after = metric(port, 'boardd_http_library_answers_total')
+        check(before is not None and after == before + 2,
+              'boardd_http_library_answers_total counts them: %s -> %s' % (before, after))
+        st, _, b = request(port, 'GET', '/metrics')
+        check(re.search(rb'boardd_http_request_duration_seconds_count\{[^}]*code="505"[^}]*\} 1',
+                        b) is not None and
+              re.search(rb'boardd_http_request_duration_seconds_count\{[^}]*code="431"[^}]*\} 1',
+                        b) is not None,
+              'the request histogram counts them by code')
+        check(srv.wait_log(rb' 505 [0-9.]+ms answered-by=libmicrohttpd') and
+              srv.wait_log(rb' 431 [0-9.]+ms answered-by=libmicrohttpd'),
+              'the access log has a line for each')
+    finally:
+        srv.stop()
+
+
+# ---- the access log ----------------------------------------------------------------------
+
+def case_log(tmp):
+    srv = Server(tmp)
+    try:
+        out, _ = raw(srv.port, b'GET /v1/\x01\x1b[31mred\x7f\\ HTTP/1.1\r\nHost: t\r\n'
+                     b'Connection: close\r\n\r\n')
+        check(parse(out)[0] in (400, 401, 404), 'control bytes in the path: an answer: %r'
+              % out[:80])
+        check(srv.wait_log(rb'/v1/\\x01\\x1b\[31mred\\x7f\\x5c '),
+              'the text log escapes the control bytes: %r' % srv.log()[-300:])
+        check(b'\x1b' not in srv.log() and b'\x01' not in srv.log(),
+              'no raw control byte reaches the text log')
+    finally:
+        srv.stop()
+    srv = Server(tmp, ['--log-format', 'json'])
+    try:
+        out, _ = raw(srv.port, b'GET /v1/caf\xe9/\xff\xfe/\xc3\xa9 HTTP/1.1\r\nHost: t\r\n'
+                     b'Connection: close\r\n\r\n')
+        check(parse(out)[0] in (400, 401, 404), 'non-UTF-8 in the path: an answer')
+        srv.wait_log(rb'"path":')
+        paths = []
+        for line in srv.log().splitlines():
+            if line.startswith(b'{'):
+                try:
+                    paths.append(json.loads(line).get('path'))
+                except ValueError:
+                    check(False, 'a json log line that does not parse: %r' % line)
+        check('/v1/caf\\xe9/\\xff\\xfe/\u00e9' in paths,
+              'the json log keeps the path, escaped: %r' % paths)
+        check(b'\n{}\n' not in srv.log(), 'never an empty {} line')
+    finally:
+        srv.stop()
+
+
+# ---- SIGHUP ------------------------------------------------------------------------------
+
+def token_add(path, name, *roles):
+    args = [BOARDD, 'token', 'add', '--tokens', path, '--name', name]
+    for r in roles:
+        args += ['--role', r]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=10)
+    m = re.search(r'\b([0-9a-f]{64})\b', p.stdout + p.stderr)
+    if not m:
+        raise SystemExit('token add failed: ' + p.stdout + p.stderr)
+    return m.group(1)
+
+
+def case_sighup(tmp):
+    path = os.path.join(tmp, 'tokens.json')
+    first = token_add(path, 'first', 'bot')
+    srv = Server(tmp, tokens=path)
+    try:
+        second = token_add(path, 'second', 'operator')
+        check(request(srv.port, 'GET', '/v1/boards', second)[0] == 401,
+              'a token added to the file is unknown before SIGHUP')
+        srv.p.send_signal(signal.SIGHUP)
+        check(srv.wait_log(rb'SIGHUP: tokens: 2 from'), 'SIGHUP says what it loaded')
+        check(request(srv.port, 'GET', '/v1/boards', second)[0] == 200,
+              'the new token works after SIGHUP')
+        check(request(srv.port, 'GET', '/v1/boards', first)[0] == 200,
+              'the first one still works')
+        good = open(path).read()
+        with open(path, 'w') as f:
+            f.write('{"tokens": [ this is not json')
+        srv.p.send_signal(signal.SIGHUP)
+        check(srv.wait_log(rb'SIGHUP: tokens: .*keeping the ones loaded before'),
+              'a bad file is refused and the log says why: %r' % srv.log()[-300:])
+        check(request(srv.port, 'GET', '/v1/boards', second)[0] == 200 and
+              request(srv.port, 'GET', '/v1/boards', first)[0] == 200,
+              'the old tokens are kept')
+        # A removed token stops working, also on a keep-alive connection that used it.
+        s = socket.create_connection(('127.0.0.1', srv.port), timeout=5)
+        req = ('GET /v1/boards HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n\r\n'
+               % first).encode()
+        s.sendall(req)
+        check(s.recv(65536).startswith(b'HTTP/1.1 200'), 'keep-alive: first request OK')
+        j = json.loads(good)
+        j['tokens'] = [t for t in j['tokens'] if t['name'] != 'first']
+        with open(path, 'w') as f:
+            json.dump(j, f)
+        srv.p.send_signal(signal.SIGHUP)
+        check(srv.wait_log(rb'SIGHUP: tokens: 1 from'), 'the smaller file is loaded')
+        s.sendall(req)
+        check(s.recv(65536).startswith(b'HTTP/1.1 401'),
+              'a removed token is refused on the connection that cached it')
+        s.close()
+    finally:
+        srv.stop()
+
+
+CASES = [('slow', case_slow), ('framing', case_framing), ('log', case_log),
+         ('sighup', case_sighup)]
+
+for name, fn in CASES:
+    if ONLY and name not in ONLY:
+        continue
+    with tempfile.TemporaryDirectory(prefix='boardd-edge-') as tmp:
+        t = time.time()
+        fn(tmp)
+        print('%s: done in %.1f s' % (name, time.time() - t), flush=True)
+print('%d passed, %d failed' % (passed, failed))
+sys.exit(1 if failed else 0)
