@@ -102,8 +102,16 @@ static int take(struct work *w, const struct slot *s, struct cli_http *h, const 
 		}
 		json_decref(ans);
 		ans = NULL;
-		if (st == 204)
-			break; /* nothing within the wait: the caller asks again */
+		if (st == 204) {
+			/* Nothing within the wait: the caller asks again. An answer much sooner
+			 * than the wait (the server's long-poll cap is reached, or --wait-ms 0) is
+			 * not a reason to ask in a tight loop. */
+			if (cli_mono_ms() - c->asked_ms < (w->wait_ms < 1000 ? w->wait_ms : 1000))
+				nap(w, 250);
+			else if (!w->wait_ms)
+				nap(w, 250);
+			break;
+		}
 		if (st != 0 && st < 500 && st != 429) {
 			cli_warn("%s", err);
 			rc = -1;
