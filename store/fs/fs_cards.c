@@ -173,6 +173,7 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 	if (rc != CORE_OK)
 		goto out;
 	c->has_epoch = true;
+	c->priority = in->priority;
 	/* An id deleted before starts above every epoch it had: no old token works again. */
 	c->claim_epoch = fs_floor_get(t.fs, c->id);
 	c->created_at = t.now;
@@ -238,6 +239,11 @@ enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_
 	if (p->body && (core_str_set(&c->body, p->body) ||
 			json_array_append_new(fields, json_string("body"))))
 		goto out;
+	if (p->has_priority) {
+		c->priority = p->priority;
+		if (json_array_append_new(fields, json_string("priority")))
+			goto out;
+	}
 	if (p->blockers) {
 		core_strv_release(&c->blockers);
 		c->blockers = bl;
