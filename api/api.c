@@ -389,8 +389,23 @@ static void conn_mark(struct api *a, struct MHD_Connection *conn, bool in_reques
 		return;
 	pthread_mutex_lock(&a->conns.mu);
 	cc->in_request = in_request;
-	if (!in_request)
+	cc->line_ms = 0;
+	if (!in_request) {
 		cc->ready_ms = api_mono_ms();
+		cc->served = true;
+	}
+	pthread_mutex_unlock(&a->conns.mu);
+}
+
+/* The request line arrived: its headers' deadline runs from now. */
+static void conn_line(struct api *a, struct MHD_Connection *conn)
+{
+	struct api_conn *cc = conn_of(conn);
+
+	if (!cc)
+		return;
+	pthread_mutex_lock(&a->conns.mu);
+	cc->line_ms = api_mono_ms();
 	pthread_mutex_unlock(&a->conns.mu);
 }
 
@@ -423,6 +438,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	const char *q;
 	size_t n = 0;
 
+	conn_line(a, conn);
 	if (!r || !uri)
 		return r;
 	q = strchr(uri, '?');
@@ -838,14 +854,15 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
  *
  * libmicrohttpd's idle timeout restarts on every byte, so a client sending one header line
  * every few seconds holds a connection for ever (slowloris), and a thousand of them hold
- * every slot. A connection waiting for a request's headers (from its start or from its last
- * answer) longer than header_timeout_ms is shut down here; libmicrohttpd then sees the end
- * of the stream and closes it. An idle keep-alive connection is waiting for headers too: it
- * is closed after the same time. */
+ * every slot. Shut down here (libmicrohttpd then sees the end of the stream and closes it):
+ * a request whose headers are not whole header_timeout_ms after its request line, a new
+ * connection without a whole request that long after its start, and a keep-alive
+ * connection idle (or sending a request line) for the idle timeout. */
 static void *sweeper_main(void *arg)
 {
 	struct api *a = arg;
 	int64_t limit = (int64_t)a->cfg.header_timeout_ms;
+	int64_t idle = (int64_t)a->cfg.conn_timeout_s * 1000;
 	struct timespec until;
 
 	pthread_mutex_lock(&a->conns.mu);
@@ -854,7 +871,10 @@ static void *sweeper_main(void *arg)
 		struct api_conn *cc;
 
 		for (cc = a->conns.head; cc; cc = cc->next) {
-			if (cc->in_request || cc->cut || cc->fd < 0 || now - cc->ready_ms < limit)
+			int64_t since = cc->line_ms ? cc->line_ms : cc->ready_ms;
+			int64_t allowed = cc->line_ms || !cc->served ? limit : idle;
+
+			if (cc->in_request || cc->cut || cc->fd < 0 || now - since < allowed)
 				continue;
 			cc->cut = true;
 			shutdown(cc->fd, SHUT_RDWR);
@@ -1008,13 +1028,14 @@ bad:
 
 static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct sockaddr *sa)
 {
-	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a, MHD_OPTION_SOCK_ADDR, sa,
+	/* The logger first: libmicrohttpd's messages about the options after it reach it. */
+	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
+				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a, MHD_OPTION_SOCK_ADDR, sa,
 				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, a->cfg.max_connections,
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, a->cfg.max_connections_per_ip,
 				MHD_OPTION_URI_LOG_CALLBACK, on_uri, a,
-				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
 				MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,

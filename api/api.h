@@ -94,8 +94,8 @@ struct api_config {
 	unsigned conn_timeout_s;     /* idle connections are dropped after this; 0: 30 */
 	unsigned max_connections;    /* open connections in all; 0: 4096 */
 	unsigned max_connections_per_ip; /* open connections from one address; 0: 512 */
-	unsigned header_timeout_ms;  /* a request's headers must arrive whole within this, counted
-				      * from the connection's start or its previous answer; 0: 10000 */
+	unsigned header_timeout_ms;  /* a request's headers must arrive whole within this of its
+				      * first line (a new connection's: of its start); 0: 10000 */
 	int64_t events_wait_max_ms;  /* cap on wait_ms of GET /v1/events; 0: 30000 */
 	unsigned max_long_polls;     /* concurrent suspended long-polls; 0: 256 */
 	unsigned max_streams;        /* open GET /v1/events/stream answers; 0: 128 */

@@ -54,7 +54,9 @@ struct api_conn {
 
 	struct api_conn *prev, *next; /* api->conns */
 	int fd;
-	int64_t ready_ms;            /* monotonic: waiting for a request's headers since */
+	int64_t ready_ms;            /* monotonic: started, or answered its last request */
+	int64_t line_ms;             /* monotonic: the current request's line arrived; 0: none */
+	bool served;                 /* answered a request (then idle until ready_ms + idle) */
 	bool in_request;             /* headers arrived; the request is being served */
 	bool cut;                    /* the sweeper shut it down */
 };

@@ -79,8 +79,9 @@ enum metrics_buckets {
 	  METRICS_B_NONE, "Claim requests answered, by outcome.")                              \
 	X(METRICS_FENCE_REFUSED, METRICS_COUNTER, "boardd_fenced_writes_refused_total",       \
 	  "reason", NULL, NULL, METRICS_B_NONE,                                                \
-	  "Fenced writes (renew, release, owned writes) refused by the fence, by what the "    \
-	  "token did not match: unclaimed, marker, epoch, holder (another token).")            \
+	  "Fenced writes refused, by what did not match: unclaimed, marker, epoch, holder "    \
+	  "(another token) for renew, release and owned writes; run: a run write whose claim " \
+	  "is no longer the card's, or held by another token.")                                \
 	X(METRICS_REAPER_ACTIONS, METRICS_COUNTER, "boardd_reaper_actions_total", "action",   \
 	  METRICS_V("keep", "complete", "fail", "repark", "release", "give_up",               \
 		    "repair_release"),                                                         \

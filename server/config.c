@@ -91,8 +91,8 @@ static const struct opt opts[] = {
 	 .arg = "N", .def = "512", .help = "open connections from one address"},
 	{.flag = "header-timeout-ms", .env = "BOARDD_HEADER_TIMEOUT_MS", .kind = OPT_INT,
 	 .off = OFF(header_timeout_ms), .min = 100, .max = 3600000, .arg = "MS", .def = "10000",
-	 .help = "a request's headers must arrive whole within this (also how long an idle "
-		 "keep-alive connection is kept)"},
+	 .help = "a request's headers must arrive whole within this of its first line (a new "
+		 "connection's, of its start)"},
 	{.flag = "events-wait-max-ms", .env = "BOARDD_EVENTS_WAIT_MAX_MS", .kind = OPT_INT,
 	 .off = OFF(events_wait_max_ms), .min = 1, .max = 3600000, .arg = "MS", .def = "30000",
 	 .help = "the longest GET /v1/events?wait_ms= holds a request (larger waits are cut)"},

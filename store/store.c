@@ -238,8 +238,15 @@ void store_fence_refused(struct store *st, const struct core_card *c, const stru
 		atomic_fetch_add_explicit(&st->counters.fence_refused[why], 1, memory_order_relaxed);
 }
 
+void store_run_fence_refused(struct store *st)
+{
+	if (st)
+		atomic_fetch_add_explicit(&st->counters.run_refused, 1, memory_order_relaxed);
+}
+
 enum core_rc store_stats(struct store *st, struct metrics_sink *out)
 {
+	const char *run = "run";
 	size_t i;
 
 	if (!st || !out)
@@ -252,6 +259,9 @@ enum core_rc store_stats(struct store *st, struct metrics_sink *out)
 					   (double)atomic_load_explicit(&st->counters.fence_refused[i],
 									memory_order_relaxed));
 	}
+	metrics_sink_value(out, METRICS_FENCE_REFUSED, &run,
+			   (double)atomic_load_explicit(&st->counters.run_refused,
+							memory_order_relaxed));
 	NEED_OP(st, stats);
 	return st->ops->stats(st, out);
 }

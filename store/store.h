@@ -277,6 +277,7 @@ struct store_ack *store_ack_current(void);
 /* Counters every twin keeps the same way (store_fence_refused); store_stats serves them. */
 struct store_counters {
 	atomic_uint_least64_t fence_refused[CORE_FENCE_REASON_COUNT_];
+	atomic_uint_least64_t run_refused; /* run writes whose claim is gone (DESIGN §11) */
 };
 
 struct store {
@@ -476,6 +477,9 @@ enum core_rc store_stats(struct store *st, struct metrics_sink *out);
 /* For twins: a fenced write of `t` was refused on card c as the twin observed it; counts the
  * reason (core_fence_why) for store_stats. Nothing when the fence passes or c is NULL. */
 void store_fence_refused(struct store *st, const struct core_card *c, const struct core_token *t);
+/* For twins: a run write (create, update, heartbeat) was refused because its claim is not the
+ * card's current claim, or another token holds it; served as reason "run". */
+void store_run_fence_refused(struct store *st);
 
 /* The store's clock (the injected clock if set). */
 int64_t store_now(struct store *st);

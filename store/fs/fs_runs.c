@@ -42,8 +42,10 @@ static enum core_rc run_fence(struct fs_txn *t, const struct core_run *r,
 	const struct core_card *card = fs_txn_peek(t, r->card_id);
 
 	if (!card || !core_run_of_claim(r, card) ||
-	    !core_holder_match(&card->claim, store_actor_holder(actor)))
+	    !core_holder_match(&card->claim, store_actor_holder(actor))) {
+		store_run_fence_refused(&t->fs->base);
 		return CORE_ERR_CLAIM_CONFLICT;
+	}
 	return CORE_OK;
 }
 
@@ -65,8 +67,10 @@ enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 	/* Only the card's current holder starts a run, bound to its claim (DESIGN §11). */
 	rc = CORE_ERR_CLAIM_CONFLICT;
 	if (!card->claim.present || !card->has_epoch || strcmp(card->claim.marker, in->marker) != 0 ||
-	    !core_holder_match(&card->claim, store_actor_holder(actor)))
+	    !core_holder_match(&card->claim, store_actor_holder(actor))) {
+		store_run_fence_refused(st);
 		goto out;
+	}
 	rc = CORE_ERR_ALREADY_EXISTS;
 	if (id && fs_txn_run_peek(&t, id)) /* a tombstone keeps its id too */
 		goto out;

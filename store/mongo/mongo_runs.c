@@ -52,8 +52,10 @@ enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 	/* Only the card's current holder starts a run, bound to its claim (DESIGN §11). */
 	if (rc == CORE_OK &&
 	    (!card->claim.present || !card->has_epoch || strcmp(card->claim.marker, in->marker) != 0 ||
-	     !core_holder_match(&card->claim, store_actor_holder(actor))))
+	     !core_holder_match(&card->claim, store_actor_holder(actor)))) {
+		store_run_fence_refused(st);
 		rc = CORE_ERR_CLAIM_CONFLICT;
+	}
 	if (rc == CORE_OK && !in->id)
 		rc = mgo_counter_add(&c, "runs", 1, &n);
 	if (rc != CORE_OK)
@@ -194,8 +196,10 @@ static enum core_rc run_fence(struct mgo_conn *c, const struct core_run *r, cons
 	if (rc == CORE_ERR_NOT_FOUND)
 		rc = CORE_ERR_CLAIM_CONFLICT;
 	if (rc == CORE_OK &&
-	    (!core_run_of_claim(r, card) || !core_holder_match(&card->claim, holder)))
+	    (!core_run_of_claim(r, card) || !core_holder_match(&card->claim, holder))) {
+		store_run_fence_refused(&c->m->base);
 		rc = CORE_ERR_CLAIM_CONFLICT;
+	}
 	core_card_free(card);
 	return rc;
 }

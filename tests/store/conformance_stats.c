@@ -64,6 +64,19 @@ START_TEST(stats_cards_claims_and_fence_reasons)
 	t = (struct core_token){"w1", e1, "intruder"};
 	ck_assert_int_eq(store_card_release(st, "s1", &t, &other, &c), CORE_ERR_CLAIM_CONFLICT);
 
+	/* Run writes: a run of s2's claim by another token, a run on a claim gone. */
+	{
+		struct store_run_create rin = {.card_id = "s2", .marker = "w9", .status = "running",
+					       .lease_ms = 30000};
+		struct store_run_update u = {.marker = "w2", .status = "running", .lease_ms = 30000};
+		struct core_run *r = NULL;
+
+		ck_assert_int_eq(store_run_create(st, &rin, &ct_bot, &r), CORE_ERR_CLAIM_CONFLICT);
+		ct_run(st, "s-run", "s2", "w2", &ct_bot);
+		ck_assert_int_eq(store_run_update(st, "s-run", &u, &other, &r),
+				 CORE_ERR_CLAIM_CONFLICT);
+	}
+
 	text = scrape(st);
 	has_line(text, "boardd_cards{board=\"default\",state=\"ready\"} 3");
 	has_line(text, "boardd_cards{board=\"default\",state=\"done\"} 0");
@@ -75,6 +88,7 @@ START_TEST(stats_cards_claims_and_fence_reasons)
 	has_line(text, "boardd_fenced_writes_refused_total{reason=\"marker\"} 1");
 	has_line(text, "boardd_fenced_writes_refused_total{reason=\"epoch\"} 1");
 	has_line(text, "boardd_fenced_writes_refused_total{reason=\"holder\"} 1");
+	has_line(text, "boardd_fenced_writes_refused_total{reason=\"run\"} 2");
 	ck_assert_ptr_null(strstr(text, "state=\"ready\"} 4")); /* b2's card is not default's */
 	free(text);
 	ct_close(st);
