@@ -1156,6 +1156,8 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	}
 	info = MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	a->port = info ? info->port : 0;
+	if (api_next_start(a) != CORE_OK) /* without it claim-next answers at once, never waits */
+		fprintf(stderr, "boardd: claim-next: no waker thread; wait_ms is not honoured\n");
 	*out = a;
 	return CORE_OK;
 fail:
@@ -1193,6 +1195,7 @@ void api_stop(struct api *a)
 	if (!a)
 		return;
 	api_quiesce(a);
+	api_next_stop(a);
 	api_polls_stop(a);
 	api_streams_stop(a);
 	/* No request binds an ack any more (stopping is set); the bound ones end within a sync,
@@ -1212,6 +1215,7 @@ void api_stop(struct api *a)
 		usleep(10000);
 	}
 	MHD_stop_daemon(a->daemon);
+	api_next_free(a);
 	sweeper_stop(a);
 	api_streams_free(a);
 	log_stop(a);

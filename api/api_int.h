@@ -134,6 +134,14 @@ struct api_req {
 	int64_t poll_wait_ms;
 	char *poll_board;            /* owned */
 
+	/* claim-next long-poll (claimnext.c): next_link and next_parked are guarded by the
+	 * waker's mutex while parked; the rest is only touched by MHD's thread */
+	struct api_req *next_link;
+	bool next_parked;
+	bool next_woken;             /* resumed by the waker: the checks were made already */
+	int64_t next_deadline;       /* monotonic ms */
+	char next_board[CORE_NAME_MAX + 1];
+
 	/* deferred acknowledgement (api.c): a write's answer waits, connection suspended, for
 	 * the store to make it durable; ack_rc is set by the store's thread before it resumes */
 	struct store_ack ack;
@@ -200,6 +208,7 @@ struct api {
 	pthread_mutex_t agent_mu;
 	bool agent_key_ok;
 	unsigned char agent_key[STORE_SECRET_LEN];
+	struct api_next *next;       /* claim-next's waiters and waker (claimnext.c) */
 
 	/* long-polls in flight (helper threads) */
 	pthread_mutex_t poll_mu;
@@ -330,6 +339,8 @@ enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bo
  * zeroed by the caller and released by it. *present tells whether the key was there. */
 enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key,
 			   bool (*valid)(const char *), struct core_strv *out, bool *present);
+/* "priority" from the body: an int32 (absent: *out untouched, *present false). */
+enum core_rc api_json_priority(struct api_req *r, int32_t *out, bool *present);
 /* lease_ms from the body, default and bounds from the config. */
 enum core_rc api_json_lease(struct api_req *r, int64_t *out);
 /* The same, but absent is 0: "keep the claim's (run's) own" (claims.c). */
@@ -405,6 +416,13 @@ enum core_rc api_h_whoami(struct api_req *r);
 /* Long-poll plumbing for api.c. */
 void api_poll_release(struct api_req *r);
 void api_polls_stop(struct api *a);
+
+enum core_rc api_h_claim_next(struct api_req *r);
+/* claim-next's waker thread: started with the daemon; stop resumes every waiter (they answer
+ * 204) and joins it; free after the daemon stopped. */
+enum core_rc api_next_start(struct api *a);
+void api_next_stop(struct api *a);
+void api_next_free(struct api *a);
 
 enum core_rc api_h_board_list(struct api_req *r);
 enum core_rc api_h_board_get(struct api_req *r);

@@ -134,6 +134,8 @@ enum core_rc api_h_card_create(struct api_req *r)
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
 		    CORE_OK)
 		goto out;
+	if ((rc = api_json_priority(r, &in.priority, NULL)) != CORE_OK)
+		goto out;
 	rc = api_auth_board(r, in.board ? in.board : "default");
 	if (rc != CORE_OK)
 		goto out;
@@ -247,6 +249,7 @@ enum core_rc api_h_card_patch(struct api_req *r)
 	    (rc = api_json_str(r, "body", false, API_STRING_MAX, &p.body)) != CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
 		    CORE_OK ||
+	    (rc = api_json_priority(r, &p.priority, &p.has_priority)) != CORE_OK ||
 	    (rc = api_card_scope(r)) != CORE_OK)
 		goto out;
 	p.blockers = has_blockers ? &blockers : NULL;

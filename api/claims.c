@@ -223,8 +223,14 @@ enum core_rc api_h_state(struct api_req *r)
 	if (owned) {
 		w.state = to;
 		w.reason = reason;
+		/* "release": true ends the hold in the same fenced step (boardctl's outcome). */
+		if ((rc = api_json_bool(r, "release", false, &w.release)) != CORE_OK)
+			return rc;
 		return owned_write(r, &w);
 	}
+	if (json_object_get(r->json, "release"))
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"\"release\" is for the owned form (with \"marker\" and If-Match)");
 	/* SetStateFrom: bots must declare the source column, operators may omit it. */
 	if ((rc = api_json_name(r, "from", false, &from)) != CORE_OK)
 		return rc;

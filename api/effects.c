@@ -206,7 +206,15 @@ enum core_rc api_h_sub_list(struct api_req *r)
 	size_t n = 0, i;
 	enum core_rc rc;
 
+	struct core_board b = {0};
+
 	if ((rc = sub_params(r, &board, &name)) != CORE_OK)
+		return rc;
+	rc = store_board_get(r->api->st, board, &b);
+	core_board_release(&b);
+	if (rc == CORE_ERR_NOT_FOUND)
+		return api_fail(r, rc, "no board %s", board);
+	if (rc != CORE_OK)
 		return rc;
 	rc = store_sub_list(r->api->st, board, &v, &n);
 	if (rc != CORE_OK)

@@ -74,7 +74,9 @@ static const struct mcp_tool tools[] = {
 	 S_IN("\"title\":{\"type\":\"string\",\"maxLength\":65536},\"body\":{\"type\":\"string\","
 	      "\"maxLength\":65536},\"board\":" S_NAME("board name (default: default)")
 	      ",\"state\":" S_NAME("column name") ",\"labels\":" S_LABELS("labels")
-	      ",\"blockers\":{\"type\":\"array\",\"items\":" S_ID ",\"maxItems\":1000}",
+	      ",\"blockers\":{\"type\":\"array\",\"items\":" S_ID ",\"maxItems\":1000}"
+	      ",\"priority\":{\"type\":\"integer\",\"minimum\":-2147483648,\"maximum\":2147483647,"
+	      "\"description\":\"claim-next order: higher first (default 0)\"}",
 	      "\"title\""),
 	 S_CARD, run_create_card},
 	{"move_card", API_CAP_MOVE, "store_card_set_state_from (PATCH /v1/cards/{id}/state)",
@@ -194,6 +196,7 @@ static enum core_rc run_create_card(struct api_req *r, json_t **out)
 		    CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
 		    CORE_OK ||
+	    (rc = api_json_priority(r, &in.priority, NULL)) != CORE_OK ||
 	    (rc = api_auth_board(r, in.board ? in.board : "default")) != CORE_OK)
 		goto out;
 	in.labels = has_labels ? &labels : NULL;

@@ -264,6 +264,23 @@ enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int
 	return CORE_OK;
 }
 
+enum core_rc api_json_priority(struct api_req *r, int32_t *out, bool *present)
+{
+	int64_t v = 0;
+	bool have = false;
+	enum core_rc rc = api_json_int(r, "priority", false, &v, &have);
+
+	if (present)
+		*present = have;
+	if (rc != CORE_OK || !have)
+		return rc;
+	if (v < INT32_MIN || v > INT32_MAX)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"field \"priority\" must be a 32-bit integer (-2147483648..2147483647)");
+	*out = (int32_t)v;
+	return CORE_OK;
+}
+
 enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bool *out)
 {
 	const json_t *v = field(r, key);

@@ -30,12 +30,12 @@
 	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB, NULL, NULL)                \
 	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB, NULL, NULL)                \
 	X("POST", "/v1/cards", api_h_card_create, B | O, BODY | C_CREATE,                  \
-	  "id board title body state labels blockers", NULL)                               \
+	  "id board title body state labels blockers priority", NULL)                      \
 	X("GET", "/v1/cards", api_h_card_list, ANY, C_READ,                                \
 	  NULL, "board state label claimed limit after")                                   \
 	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, C_READ, NULL, NULL)                \
 	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY | C_CREATE,             \
-	  "title body blockers", NULL)                                                     \
+	  "title body blockers priority", NULL)                                            \
 	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0, NULL, NULL)                 \
 	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY, "marker lease_ms", NULL)   \
 	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY,                            \
@@ -43,7 +43,7 @@
 	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY, "marker epoch", NULL)  \
 	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL, NULL)     \
 	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY,                         \
-	  "marker from to reason", NULL)                                                   \
+	  "marker from to reason release", NULL)                                           \
 	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY,                       \
 	  "marker ?run_id", NULL)                                                          \
 	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY,           \
@@ -68,15 +68,13 @@
 	  "card_id marker status id lease_ms", NULL)                                       \
 	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, 0, NULL, NULL)                       \
 	X("PATCH", "/v1/runs/{id}", api_h_run_patch, W, BODY,                              \
-	  "marker status ?continuation failure_code lease_ms", NULL)                       \
+	  "marker status ?continuation failure_code ?result error lease_ms", NULL)         \
 	X("DELETE", "/v1/runs/{id}", api_h_run_delete, O, 0, NULL, NULL)                   \
 	X("POST", "/v1/runs/{id}/heartbeat", api_h_run_heartbeat, W, BODY,                 \
 	  "marker lease_ms", NULL)                                                         \
 	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0, NULL, NULL)              \
-	X("GET", "/v1/events", api_h_events, ANY, C_READ, NULL,                            \
-	  "board after limit wait_ms")                                                     \
-	X("GET", "/v1/events/stream", api_h_events_stream, ANY, C_READ, NULL,              \
-	  "board after")                                                                   \
+	X("GET", "/v1/events", api_h_events, ANY, C_READ, NULL, "board after limit wait_ms") \
+	X("GET", "/v1/events/stream", api_h_events_stream, ANY, C_READ, NULL, "board after") \
 	X("GET", "/v1/attention", api_h_attention, ANY, C_READ, NULL, "board limit")       \
 	X("GET", "/v1/whoami", api_h_whoami, ANY, 0, NULL, NULL)                           \
 	X("GET", "/ui", api_h_ui_root, ANY, PUB, NULL, NULL)                               \
@@ -88,6 +86,8 @@
 	  "name columns running completed failed waiting", NULL)                           \
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,       \
 	  "to", NULL)                                                                      \
+	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY,                  \
+	  "marker lease_ms columns labels wait_ms", NULL)                                  \
 	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0, NULL, NULL)         \
 	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0, NULL, NULL)   \
 	X("PUT", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_put, O, BODY,            \

@@ -3,6 +3,7 @@
 #include "api/api_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FAILURE_CODE_MAX 64
@@ -107,12 +108,35 @@ enum core_rc api_h_run_get(struct api_req *r)
 	return reply_run(r, 200, run);
 }
 
+/* "result" (any JSON, at most CORE_RUN_RESULT_MAX bytes as compact text) and "error" (a
+ * string of at most CORE_RUN_ERROR_MAX bytes), DESIGN §12. *text: new string, caller frees. */
+static enum core_rc run_outcome_fields(struct api_req *r, struct store_run_update *u, char **text)
+{
+	const json_t *res = json_object_get(r->json, "result");
+	enum core_rc rc = api_json_str(r, "error", false, CORE_RUN_ERROR_MAX, &u->error);
+
+	if (rc != CORE_OK)
+		return rc;
+	if (!res)
+		return CORE_OK;
+	*text = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (!*text)
+		return CORE_ERR_NOMEM;
+	if (strlen(*text) > CORE_RUN_RESULT_MAX)
+		return api_fail(r, CORE_ERR_PAYLOAD_TOO_LARGE,
+				"result is %zu bytes as compact JSON; at most %d are kept",
+				strlen(*text), CORE_RUN_RESULT_MAX);
+	u->result = *text;
+	return CORE_OK;
+}
+
 enum core_rc api_h_run_patch(struct api_req *r)
 {
 	struct store_run_update u = {0};
 	struct store_actor actor = api_auth_actor(r);
 	struct core_run *run = NULL;
 	const json_t *cont = json_object_get(r->json, "continuation");
+	char *result_text = NULL;
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &u.marker)) != CORE_OK ||
@@ -132,17 +156,20 @@ enum core_rc api_h_run_patch(struct api_req *r)
 					"continuation must be redelivery_pending, retry_armed, "
 					"final or null");
 	}
-	if ((rc = run_load(r, NULL)) != CORE_OK)
-		return rc;
+	if ((rc = run_outcome_fields(r, &u, &result_text)) != CORE_OK ||
+	    (rc = run_load(r, NULL)) != CORE_OK)
+		goto out;
 	rc = store_run_update(r->api->st, api_param(r), &u, &actor, &run);
 	if (rc == CORE_ERR_CLAIM_CONFLICT)
-		return api_fail(r, rc,
-				"run %s is not held by marker %s under the card's current claim and "
-				"this token",
-				api_param(r), u.marker);
+		rc = api_fail(r, rc,
+			      "run %s is not held by marker %s under the card's current claim and "
+			      "this token",
+			      api_param(r), u.marker);
 	if (rc == CORE_ERR_RUN_FINAL)
-		return api_fail(r, rc, "run %s is final: finished, failed and cancelled stay final",
-				api_param(r));
+		rc = api_fail(r, rc, "run %s is final: finished, failed and cancelled stay final",
+			      api_param(r));
+out:
+	free(result_text);
 	if (rc != CORE_OK)
 		return rc;
 	return reply_run(r, 200, run);

@@ -294,7 +294,9 @@ static int http_answer_read(struct bench_http *c, int *status, bool *got_any, bo
 		c->body[k] = '\0';
 		return 0;
 	}
-	if (cl) {
+	if (*status == 204 || *status == 304 || (*status >= 100 && *status < 200)) {
+		blen = 0; /* no body, whatever the headers say (RFC 9112 6.3) */
+	} else if (cl) {
 		blen = strtoul(cl, NULL, 10);
 		while (c->rlen < hlen + blen)
 			if (http_fill(c) <= 0)

@@ -2,6 +2,7 @@
 #include "core/core.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 static int64_t next_epoch(int64_t prev, int64_t floor)
@@ -161,4 +162,55 @@ enum core_rc core_claim_transfer(struct core_card *c, const struct core_token *p
 		return CORE_ERR_CLAIM_CONFLICT;
 	return claim_stamp(c, marker, marker, next_epoch(c->claim_epoch, epoch_floor), lease_ms,
 			   now_ms);
+}
+
+/* ---- claim-next ---- */
+
+enum core_rc core_pick_check(const struct core_board *b, const struct core_strv *columns,
+			     char *detail, size_t detail_len)
+{
+	const struct core_column *col;
+	size_t i;
+
+	for (i = 0; columns && i < columns->n; i++) {
+		col = core_board_column(b, columns->v[i]);
+		if (!col || col->terminal) {
+			if (detail && detail_len && col)
+				snprintf(detail, detail_len,
+					 "column %s of board %s is terminal: its cards cannot be "
+					 "claimed", columns->v[i], b->name);
+			else if (detail && detail_len)
+				snprintf(detail, detail_len, "board %s has no column %s", b->name,
+					 columns->v[i]);
+			return CORE_ERR_TRANSITION_REJECTED;
+		}
+	}
+	return CORE_OK;
+}
+
+bool core_pick_fits(const struct core_pick *p, const struct core_card *c)
+{
+	size_t i;
+
+	if (c->claim.present || core_board_is_terminal(p->board, c->state))
+		return false;
+	if (p->columns && p->columns->n) {
+		if (!core_strv_contains(p->columns, c->state))
+			return false;
+	} else if (!core_board_is_eligible(p->board, c->state)) {
+		return false;
+	}
+	for (i = 0; p->labels && i < p->labels->n; i++)
+		if (!core_strv_contains(&c->labels, p->labels->v[i]))
+			return false;
+	return !p->lk || !c->blockers.n || core_blockers_all_done(p->board, &c->blockers, p->lk);
+}
+
+bool core_pick_before(const struct core_card *a, const struct core_card *b)
+{
+	if (a->priority != b->priority)
+		return a->priority > b->priority;
+	if (a->created_at != b->created_at)
+		return a->created_at < b->created_at;
+	return strcmp(a->id, b->id) < 0;
 }

@@ -75,6 +75,8 @@ bool core_time_parse(const char *s, int64_t *ms);
 #define CORE_STATUS_MAX 32   /* run status / continuation: [a-z_]{1,32} */
 #define CORE_LABELS_MAX 128  /* labels on one card */
 #define CORE_BLOCKERS_MAX 256 /* blockers of one card */
+#define CORE_RUN_RESULT_MAX 65536 /* a run's result, as compact JSON text */
+#define CORE_RUN_ERROR_MAX 4096   /* a run's error message */
 #define CORE_RECOVERY_PREFIX "reaper:" /* matched case-insensitively */
 #define CORE_COMMENTS_MAX 1000 /* comments on one card (the default of --max-comments) */
 #define CORE_CARD_BYTES_MAX (1024 * 1024) /* a card's stored size (DESIGN §11) */
@@ -189,6 +191,7 @@ struct core_card {
 	char *title;
 	char *body;
 	char *state;
+	int32_t priority; /* claim-next takes the highest first (DESIGN §12); default 0 */
 	struct core_strv labels;
 	struct core_strv blockers;
 	struct core_comment *comments;
@@ -298,6 +301,28 @@ bool core_claim_expired(const struct core_card *c, int64_t now_ms);
 enum core_rc core_claim_transfer(struct core_card *c, const struct core_token *prev,
 				 const char *marker, int64_t lease_ms, int64_t now_ms,
 				 int64_t epoch_floor);
+
+/* claim-next (DESIGN §12): which unclaimed card a worker gets next. One rule for both twins:
+ * the FS twin walks a posting list with it, the Mongo twin's query filter and sort say the
+ * same thing (and its conformance test holds it to this). */
+struct core_card_lookup;
+
+struct core_pick {
+	const struct core_board *board;
+	const struct core_strv *columns;  /* NULL or empty: the board's eligible columns */
+	const struct core_strv *labels;   /* NULL or empty: any */
+	const struct core_card_lookup *lk; /* blockers' states (NULL: blockers are not looked at) */
+};
+
+/* Checks a columns filter: every column known on b and not terminal (a terminal card cannot
+ * be claimed). TRANSITION_REJECTED with a detail naming the column otherwise. */
+enum core_rc core_pick_check(const struct core_board *b, const struct core_strv *columns,
+			     char *detail, size_t detail_len);
+/* c is unclaimed, sits in one of the columns, carries every label and its blockers are all
+ * in the completed column. */
+bool core_pick_fits(const struct core_pick *p, const struct core_card *c);
+/* a comes before b: higher priority, then older created_at, then smaller id. */
+bool core_pick_before(const struct core_card *a, const struct core_card *b);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Workflow rules (DESIGN §4, ADR-096 §5).                                                   */
@@ -439,6 +464,8 @@ struct core_run {
 	char *continuation; /* may be NULL */
 	char *failure_code; /* may be NULL */
 	char *owner;        /* the marker holding the run lock */
+	char *result;       /* the owner's result: JSON text (any value, <= 64 KiB); may be NULL */
+	char *error;        /* the owner's error message (<= 4 KiB); may be NULL */
 	int64_t claim_epoch; /* the epoch of the card's claim the run was created under (DESIGN
 			      * §11); 0: a run older than the fence, of no claim */
 	int64_t lock_until;

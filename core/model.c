@@ -136,7 +136,7 @@ static bool equal_except_claim(const struct core_card *a, const struct core_card
 	size_t i;
 
 	if (!str_eq(a->id, b->id) || !str_eq(a->board, b->board) || !str_eq(a->title, b->title) ||
-	    !str_eq(a->body, b->body) || !str_eq(a->state, b->state) ||
+	    !str_eq(a->body, b->body) || !str_eq(a->state, b->state) || a->priority != b->priority ||
 	    !strv_eq(&a->labels, &b->labels) || !strv_eq(&a->blockers, &b->blockers) ||
 	    a->n_comments != b->n_comments)
 		return false;

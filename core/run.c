@@ -20,6 +20,8 @@ void core_run_release(struct core_run *r)
 	free(r->continuation);
 	free(r->failure_code);
 	free(r->owner);
+	free(r->result);
+	free(r->error);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -44,7 +46,8 @@ struct core_run *core_run_dup(const struct core_run *r)
 	if (core_str_set(&d->id, r->id) || core_str_set(&d->card_id, r->card_id) ||
 	    core_str_set(&d->board, r->board) || core_str_set(&d->status, r->status) ||
 	    core_str_set(&d->continuation, r->continuation) ||
-	    core_str_set(&d->failure_code, r->failure_code) || core_str_set(&d->owner, r->owner)) {
+	    core_str_set(&d->failure_code, r->failure_code) || core_str_set(&d->owner, r->owner) ||
+	    core_str_set(&d->result, r->result) || core_str_set(&d->error, r->error)) {
 		core_run_free(d);
 		return NULL;
 	}

@@ -95,7 +95,7 @@ static const struct opt opts[] = {
 		 "connection's, of its start)"},
 	{.flag = "events-wait-max-ms", .env = "BOARDD_EVENTS_WAIT_MAX_MS", .kind = OPT_INT,
 	 .off = OFF(events_wait_max_ms), .min = 1, .max = 3600000, .arg = "MS", .def = "30000",
-	 .help = "the longest GET /v1/events?wait_ms= holds a request (larger waits are cut)"},
+	 .help = "the longest a long-poll (GET /v1/events, claim-next) holds a request (larger waits are cut)"},
 	{.flag = "max-streams", .env = "BOARDD_MAX_STREAMS", .kind = OPT_INT,
 	 .off = OFF(max_streams), .min = 1, .max = 100000, .arg = "N", .def = "128",
 	 .help = "open GET /v1/events/stream answers at once; one more is refused 503"},

@@ -134,6 +134,7 @@ json_t *store_card_to_json(const struct core_card *c)
 	put(o, "title", json_string(c->title ? c->title : ""), &ok);
 	put(o, "body", json_string(c->body ? c->body : ""), &ok);
 	put(o, "state", json_string(c->state ? c->state : ""), &ok);
+	put(o, "priority", json_integer(c->priority), &ok);
 	put(o, "labels", strv_json(&c->labels), &ok);
 	put(o, "blockers", strv_json(&c->blockers), &ok);
 	put(o, "comments", comments_json(c), &ok);
@@ -331,6 +332,8 @@ char *store_card_json_text(const struct core_card *c, size_t *len)
 	jb_str(&b, c->body ? c->body : "");
 	jb_key(&b, "state");
 	jb_str(&b, c->state ? c->state : "");
+	jb_key(&b, "priority");
+	jb_int(&b, c->priority);
 	jb_key(&b, "labels");
 	jb_strv(&b, &c->labels);
 	jb_key(&b, "blockers");
@@ -456,6 +459,14 @@ json_t *store_board_to_json(const struct core_board *b)
 	return o;
 }
 
+/* A run's result is stored as JSON text; served as the value it holds (null when none). */
+static json_t *run_result_json(const char *text)
+{
+	if (!text)
+		return json_null();
+	return json_loads(text, JSON_DECODE_ANY, NULL);
+}
+
 json_t *store_run_to_json(const struct core_run *r)
 {
 	json_t *o;
@@ -470,6 +481,8 @@ json_t *store_run_to_json(const struct core_run *r)
 	put(o, "continuation", str_or_null(r->continuation), &ok);
 	put(o, "failure_code", str_or_null(r->failure_code), &ok);
 	put(o, "owner", str_or_null(r->owner), &ok);
+	put(o, "result", run_result_json(r->result), &ok);
+	put(o, "error", str_or_null(r->error), &ok);
 	put(o, "claim_epoch", json_integer(r->claim_epoch), &ok);
 	put(o, "lock_until", time_json(r->lock_until), &ok);
 	put(o, "lease_ms", json_integer(r->lease_ms), &ok);
@@ -645,7 +658,7 @@ static bool get_gave_up(const json_t *o, struct core_gave_up *g)
 enum core_rc store_card_from_json(const json_t *j, struct core_card **out)
 {
 	struct core_card *c;
-	const json_t *ep;
+	const json_t *ep, *pri;
 	bool ok;
 
 	if (!out)
@@ -672,6 +685,14 @@ enum core_rc store_card_from_json(const json_t *j, struct core_card **out)
 		return CORE_ERR_BAD_REQUEST;
 	}
 	c->has_epoch = json_is_integer(ep);
+	/* Written since DESIGN §12; older lines have none (0). */
+	pri = json_object_get(j, "priority");
+	if (pri && (!json_is_integer(pri) || json_integer_value(pri) < INT32_MIN ||
+		    json_integer_value(pri) > INT32_MAX)) {
+		core_card_free(c);
+		return CORE_ERR_BAD_REQUEST;
+	}
+	c->priority = (int32_t)json_integer_value(pri);
 	*out = c;
 	return CORE_OK;
 }
@@ -720,7 +741,7 @@ enum core_rc store_board_from_json(const json_t *j, struct core_board *out)
 enum core_rc store_run_from_json(const json_t *j, struct core_run **out)
 {
 	struct core_run *r;
-	const json_t *pr;
+	const json_t *pr, *res;
 	bool ok;
 
 	if (!out)
@@ -745,6 +766,16 @@ enum core_rc store_run_from_json(const json_t *j, struct core_run **out)
 		return CORE_ERR_BAD_REQUEST;
 	}
 	r->pruned = json_is_true(pr);
+	res = json_object_get(j, "result");
+	if (res && !json_is_null(res) &&
+	    !(r->result = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY))) {
+		core_run_free(r);
+		return CORE_ERR_NOMEM;
+	}
+	if (json_object_get(j, "error") && !get_str_opt(j, "error", &r->error)) {
+		core_run_free(r);
+		return CORE_ERR_BAD_REQUEST;
+	}
 	*out = r;
 	return CORE_OK;
 }

@@ -453,6 +453,34 @@ enum core_rc store_card_claim(struct store *st, const char *id, const char *mark
 	return st->ops->card_claim(st, id, marker, lease_ms, actor, out);
 }
 
+static bool names_valid(const struct core_strv *sv)
+{
+	size_t i;
+
+	for (i = 0; sv && i < sv->n; i++)
+		if (!core_name_valid(sv->v[i]))
+			return false;
+	return true;
+}
+
+enum core_rc store_card_claim_next(struct store *st, const struct store_claim_next *in,
+				   const struct store_actor *actor, struct store_claim_result *out)
+{
+	struct store_claim_next k;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!st || !in || !out || !core_name_valid(in->board) || !core_marker_valid(in->marker) ||
+	    in->lease_ms <= 0 || !names_valid(in->columns) || (in->labels && !labels_valid(in->labels)))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, card_claim_next);
+	/* The claim is bound to the credential presenting it, never to a name chosen by the
+	 * caller (DESIGN §11). */
+	k = *in;
+	k.holder = store_actor_holder(actor);
+	return st->ops->card_claim_next(st, &k, actor, out);
+}
+
 enum core_rc store_card_renew(struct store *st, const char *id, const struct core_token *t,
 			      int64_t lease_ms, const struct store_actor *actor,
 			      struct core_card **out)
@@ -737,7 +765,9 @@ enum core_rc store_run_update(struct store *st, const char *id, const struct sto
 	if (!st || !u || !out || !core_id_valid(id) || !core_marker_valid(u->marker) ||
 	    (u->status && !core_status_valid(u->status)) ||
 	    (u->continuation && !core_continuation_valid(u->continuation)) ||
-	    (u->failure_code && !*u->failure_code) || u->lease_ms < 0)
+	    (u->failure_code && !*u->failure_code) || u->lease_ms < 0 ||
+	    (u->result && strlen(u->result) > CORE_RUN_RESULT_MAX) ||
+	    (u->error && strlen(u->error) > CORE_RUN_ERROR_MAX))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, run_update);
 	return st->ops->run_update(st, id, u, actor, out);

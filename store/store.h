@@ -55,12 +55,15 @@ struct store_card_create {
 	const char *state; /* NULL: the board's first column */
 	const struct core_strv *labels;   /* may be NULL */
 	const struct core_strv *blockers; /* may be NULL */
+	int32_t priority;                 /* claim-next order (DESIGN §12) */
 };
 
 struct store_card_patch {
 	const char *title;                /* NULL: unchanged */
 	const char *body;                 /* NULL: unchanged */
 	const struct core_strv *blockers; /* NULL: unchanged */
+	bool has_priority;                /* false: priority unchanged */
+	int32_t priority;
 };
 
 struct store_card_filter {
@@ -106,6 +109,18 @@ struct store_claim_result {
 	struct core_card *card; /* caller frees */
 };
 
+/* claim-next (DESIGN §12): a fresh claim of the best unclaimed card (core_pick_fits,
+ * core_pick_before) in one atomic step. */
+struct store_claim_next {
+	const char *board;
+	const char *marker;
+	int64_t lease_ms;
+	const struct core_strv *columns; /* NULL or empty: the board's eligible columns */
+	const struct core_strv *labels;  /* NULL or empty: any */
+	const char *holder; /* the name of the token taking it (DESIGN §11's claim.holder): set
+			     * by store_card_claim_next from the actor, whatever the caller says */
+};
+
 /* A run is created by the card's current holder only (marker and actor, DESIGN §11): else
  * CLAIM_CONFLICT. It records the claim's epoch (core_run.claim_epoch). */
 struct store_run_create {
@@ -124,6 +139,8 @@ struct store_run_update {
 	const char *continuation; /* NULL: unchanged */
 	bool clear_continuation;
 	const char *failure_code; /* NULL: unchanged */
+	const char *result;       /* compact JSON text (<= CORE_RUN_RESULT_MAX); NULL: unchanged */
+	const char *error;        /* <= CORE_RUN_ERROR_MAX bytes; NULL: unchanged */
 	int64_t lease_ms;         /* the run lock is renewed to now + lease_ms; 0: the run's own */
 };
 
@@ -150,8 +167,8 @@ struct store_label_sweep {
  * A subscription belongs to a board and is named there. Every event a mutation appends is
  * matched (core_sub_matches) against the enabled subscriptions of its board in the same atomic
  * step: a match enqueues one delivery and applies the subscription's consume_labels to the
- * card, and the consumption is recorded as a card_labels_changed event (reason
- * "consume_labels") that is itself never matched (a one-shot fires one delivery, never a
+ * card, and the consumption is recorded as one card_labels_changed event per card and step
+ * (reason "consume_labels", payload {removed, subscriptions}) that is itself never matched (a one-shot fires one delivery, never a
  * cascade). A machine event matches nothing. */
 
 struct store_sub {
@@ -332,6 +349,11 @@ struct store_ops {
 	enum core_rc (*card_claim)(struct store *st, const char *id, const char *marker,
 				   int64_t lease_ms, const struct store_actor *actor,
 				   struct store_claim_result *out);
+	/* OK with out->card NULL: nothing available now. NOT_FOUND: no such board;
+	 * TRANSITION_REJECTED: a column unknown or terminal (core_pick_check). */
+	enum core_rc (*card_claim_next)(struct store *st, const struct store_claim_next *in,
+					const struct store_actor *actor,
+					struct store_claim_result *out);
 	/* lease_ms 0: the claim's own lease_ms. */
 	enum core_rc (*card_renew)(struct store *st, const char *id, const struct core_token *t,
 				   int64_t lease_ms, const struct store_actor *actor,
@@ -524,6 +546,8 @@ enum core_rc store_card_delete(struct store *st, const char *id, const struct st
 enum core_rc store_card_claim(struct store *st, const char *id, const char *marker,
 			      int64_t lease_ms, const struct store_actor *actor,
 			      struct store_claim_result *out);
+enum core_rc store_card_claim_next(struct store *st, const struct store_claim_next *in,
+				   const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc store_card_renew(struct store *st, const char *id, const struct core_token *t,
 			      int64_t lease_ms, const struct store_actor *actor,
 			      struct core_card **out);

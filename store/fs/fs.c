@@ -57,6 +57,7 @@ static const struct store_ops fs_ops = {
 	.card_patch = fs_card_patch,
 	.card_delete = fs_card_delete,
 	.card_claim = fs_card_claim,
+	.card_claim_next = fs_card_claim_next,
 	.card_renew = fs_card_renew,
 	.card_release = fs_card_release,
 	.card_owned_write = fs_card_owned_write,

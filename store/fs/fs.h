@@ -86,6 +86,15 @@ struct fs_post {
 	size_t n, cap;
 	size_t pending;            /* fs_change_reserve's scratch: members about to be added */
 	bool reserved;             /* room reserved for a change not applied yet: keep */
+	/* claim-next's cache (fs_claims.c; state lists only): the best unclaimed members in
+	 * core_pick_before order as of one walk, top[top_pos..top_n) still to look at. Valid
+	 * until a member may have become available ahead of them (fs_post_update drops it:
+	 * a card joins unclaimed, is released, changes priority, or is deleted). Members
+	 * claimed or moved away since are skipped when met. top_all: the walk saw fewer
+	 * unclaimed members than the cache holds, so it holds them all. */
+	struct fs_card_ent **top;
+	size_t top_n, top_pos;
+	bool top_valid, top_all;
 };
 
 /* The highest epoch a deleted id had: a card re-created under it starts above. */
@@ -434,6 +443,9 @@ void fs_post_reserve_card(struct fs *fs, const struct core_card *before,
 /* ent's card goes from before to now (either NULL): its state and label lists follow. */
 void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
 		    const struct core_card *now);
+/* Drops every state's claim-next cache: before card entries are freed (a cache may still
+ * point at a card that left its state and was deleted since). */
+void fs_post_tops_drop(struct fs *fs);
 /* The list of a state / a label; NULL when no card carries it. */
 const struct fs_post *fs_post_state(const struct fs *fs, const char *state);
 const struct fs_post *fs_post_label(const struct fs *fs, const char *label);
@@ -502,7 +514,17 @@ struct fs_txn {
 	struct fs_change ch;
 	struct fs_effect_hit *hits; /* matched (event, subscription) pairs (fs_effect.c) */
 	size_t n_hits;
+	/* The caller's answers (fs_txn_answer): refreshed if a one-shot changes their card */
+	struct {
+		const char *id;          /* borrowed from the txn's copy */
+		struct core_card **out;
+	} answers[2];
+	size_t n_answers;
 };
+
+/* *out = a copy of c (the transaction's card) for the caller, refreshed by fs_txn_end when
+ * the step's effects (consume_labels) change that card after this call. NOMEM. */
+enum core_rc fs_txn_answer(struct fs_txn *t, const struct core_card *c, struct core_card **out);
 
 /* Takes the state write lock and reads "now" once for the whole mutation. */
 void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *actor);
@@ -600,6 +622,8 @@ enum core_rc fs_card_comment_add(struct store *st, const char *id, const char *b
 /* fs_claims.c */
 enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker, int64_t lease_ms,
 			   const struct store_actor *actor, struct store_claim_result *out);
+enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next *in,
+				const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_token *t,
 			   int64_t lease_ms, const struct store_actor *actor, struct core_card **out);
 enum core_rc fs_card_revoke(struct store *st, const char *id, const struct store_actor *actor,

@@ -173,6 +173,7 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 	if (rc != CORE_OK)
 		goto out;
 	c->has_epoch = true;
+	c->priority = in->priority;
 	/* An id deleted before starts above every epoch it had: no old token works again. */
 	c->claim_epoch = fs_floor_get(t.fs, c->id);
 	c->created_at = t.now;
@@ -185,7 +186,7 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 		rc = fs_txn_event(&t, CORE_EV_CARD_CREATED, b->name, in->id ? in->id : idbuf, NULL,
 				  json_pack("{ss}", "state", state));
 	if (rc == CORE_OK)
-		rc = fs_card_out(fs_txn_peek(&t, in->id ? in->id : idbuf), out);
+		rc = fs_txn_answer(&t, fs_txn_peek(&t, in->id ? in->id : idbuf), out);
 out:
 	core_card_free(c);
 	rc = fs_txn_end(&t, rc);
@@ -238,6 +239,11 @@ enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_
 	if (p->body && (core_str_set(&c->body, p->body) ||
 			json_array_append_new(fields, json_string("body"))))
 		goto out;
+	if (p->has_priority) {
+		c->priority = p->priority;
+		if (json_array_append_new(fields, json_string("priority")))
+			goto out;
+	}
 	if (p->blockers) {
 		core_strv_release(&c->blockers);
 		c->blockers = bl;
@@ -258,7 +264,7 @@ enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_
 		rc = blockers_reposition(&t, c, b);
 done:
 	if (rc == CORE_OK)
-		rc = fs_card_out(c, out);
+		rc = fs_txn_answer(&t, c, out);
 out:
 	core_strv_release(&bl);
 	json_decref(fields);
@@ -317,7 +323,7 @@ static enum core_rc end_with_card(struct fs_txn *t, enum core_rc rc, struct core
 				  struct core_card **out)
 {
 	if (rc == CORE_OK)
-		rc = fs_card_out(c, out);
+		rc = fs_txn_answer(t, c, out);
 	rc = fs_txn_end(t, rc);
 	if (rc != CORE_OK && *out) {
 		core_card_free(*out);

@@ -33,7 +33,7 @@ static enum core_rc end_card(struct fs_txn *t, enum core_rc rc, const struct cor
 			     struct core_card **out)
 {
 	if (rc == CORE_OK && out)
-		rc = fs_card_out(c, out);
+		rc = fs_txn_answer(t, c, out);
 	rc = fs_txn_end(t, rc);
 	if (rc != CORE_OK && out && *out) {
 		core_card_free(*out);
@@ -81,6 +81,193 @@ enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker,
 		out->token.epoch = out->card->claim_epoch;
 	}
 	return rc;
+}
+
+/* ---- claim-next (DESIGN §12) ----
+ * The candidates come from the posting lists, never from a walk of the board: the lists of
+ * the asked columns, or the list of the rarest asked label when that one is shorter. The
+ * whole pick and the claim run under the write lock, so two workers never get one card. */
+
+/* Folds the members of list p that fit into *best (core_pick_before decides). */
+static void pick_from(const struct fs_post *p, const struct core_pick *pk,
+		      const struct core_card **best)
+{
+	size_t i;
+
+	for (i = 0; p && i < p->n; i++) {
+		const struct core_card *c = p->v[i]->card;
+
+		/* The cheap tests first: most members are held, or lose to the best so far. */
+		if (c->claim.present || (*best && !core_pick_before(c, *best)))
+			continue;
+		if (core_pick_fits(pk, c))
+			*best = c;
+	}
+}
+
+/* ---- the per-state cache (struct fs_post's top): a drain of N ready cards walks the ready
+ * list once per TOP_MAX claims instead of once per claim ---- */
+
+#define TOP_MAX 128
+
+/* Inserts ent into the sorted top (best first), keeping the best TOP_MAX. */
+static void top_insert(struct fs_card_ent **top, size_t *n, struct fs_card_ent *ent)
+{
+	size_t lo = 0, hi = *n, mid;
+
+	if (*n == TOP_MAX && !core_pick_before(ent->card, top[TOP_MAX - 1]->card))
+		return;
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (core_pick_before(top[mid]->card, ent->card))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (*n == TOP_MAX)
+		(*n)--;
+	memmove(top + lo + 1, top + lo, (*n - lo) * sizeof(*top));
+	top[lo] = ent;
+	(*n)++;
+}
+
+/* Rebuilds p's cache from one walk of the list; false when out of memory. */
+static bool top_build(struct fs_post *p)
+{
+	size_t i, unclaimed = 0;
+
+	if (!p->top && !(p->top = malloc(TOP_MAX * sizeof(*p->top))))
+		return false;
+	p->top_n = p->top_pos = 0;
+	for (i = 0; i < p->n; i++) {
+		if (p->v[i]->card->claim.present)
+			continue;
+		unclaimed++;
+		top_insert(p->top, &p->top_n, p->v[i]);
+	}
+	p->top_all = unclaimed <= TOP_MAX;
+	p->top_valid = true;
+	return true;
+}
+
+/* A member still in the list's state and unclaimed (what the cache was built from). */
+static const struct core_card *top_live(const struct fs_post *p, size_t i)
+{
+	const struct core_card *c = p->top[i]->card;
+
+	return c && !c->claim.present && strcmp(c->state, p->key) == 0 ? c : NULL;
+}
+
+/* The best fitting card of state list p through its cache. *known false: the cache cannot
+ * tell (out of memory, or every cached member failed the fit and more lie beyond it): walk
+ * the list instead. */
+static const struct core_card *top_pick(struct fs_post *p, const struct core_pick *pk,
+					bool *known)
+{
+	const struct core_card *c;
+	size_t i;
+
+	*known = true;
+	if ((!p->top_valid || (p->top_pos == p->top_n && !p->top_all)) && !top_build(p)) {
+		*known = false;
+		return NULL;
+	}
+	while (p->top_pos < p->top_n && !top_live(p, p->top_pos))
+		p->top_pos++; /* claimed or gone since: for good, until the cache is dropped */
+	for (i = p->top_pos; i < p->top_n; i++)
+		if ((c = top_live(p, i)) && core_pick_fits(pk, c))
+			return c; /* a fit can fail and pass later (blockers): not consumed */
+	*known = p->top_all;
+	return NULL;
+}
+
+enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next *in,
+				const struct store_actor *actor, struct store_claim_result *out)
+{
+	struct fs_txn t;
+	struct core_strv eligible = {0};
+	const struct core_strv *cols = in->columns;
+	const struct fs_post *by_label = NULL, *p;
+	const struct core_card *best = NULL;
+	const struct core_board *b;
+	struct core_card_lookup lk;
+	struct core_pick pk;
+	struct core_card *c = NULL;
+	size_t i, n_states = 0;
+	bool fresh = false;
+	enum core_rc rc = CORE_OK;
+
+	fs_txn_begin(fs_of(st), &t, actor);
+	lk = fs_txn_lookup(&t);
+	b = fs_board_find(t.fs, in->board);
+	if (!b) {
+		rc = CORE_ERR_NOT_FOUND;
+		goto out;
+	}
+	if ((rc = core_pick_check(b, cols, NULL, 0)) != CORE_OK)
+		goto out;
+	if (!cols || !cols->n) {
+		for (i = 0; rc == CORE_OK && i < b->n_cols; i++)
+			if (b->cols[i].eligible)
+				rc = core_strv_push(&eligible, b->cols[i].name);
+		cols = &eligible;
+	}
+	pk = (struct core_pick){.board = b, .columns = cols, .labels = in->labels, .lk = &lk};
+	for (i = 0; i < cols->n; i++)
+		if ((p = fs_post_state(t.fs, cols->v[i])))
+			n_states += p->n;
+	/* A label list holds every state's cards, the column lists only theirs: the shorter. */
+	for (i = 0; in->labels && i < in->labels->n; i++) {
+		p = fs_post_label(t.fs, in->labels->v[i]);
+		if (!p) {
+			n_states = 0; /* nobody carries it: nothing fits */
+			by_label = NULL;
+			cols = NULL;
+			break;
+		}
+		if ((!by_label || p->n < by_label->n) && p->n < n_states)
+			by_label = p;
+	}
+	if (by_label) {
+		pick_from(by_label, &pk, &best);
+	} else {
+		for (i = 0; cols && i < cols->n; i++) {
+			struct fs_post *sp = fs_map_get(&t.fs->post_states, cols->v[i]);
+			const struct core_card *head = NULL;
+			bool known = false;
+
+			if (!sp)
+				continue;
+			if (!in->labels || !in->labels->n)
+				head = top_pick(sp, &pk, &known);
+			if (!known) {
+				pick_from(sp, &pk, &best);
+				continue;
+			}
+			if (head && (!best || core_pick_before(head, best)))
+				best = head;
+		}
+	}
+	if (rc != CORE_OK || !best)
+		goto out; /* nothing available: OK with no card */
+	rc = fs_txn_card(&t, best->id, &c);
+	if (rc == CORE_OK)
+		rc = core_claim_acquire(c, b, in->marker, in->holder, in->lease_ms, t.now, 0,
+					&fresh);
+	if (rc == CORE_OK)
+		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
+				  token_json(in->marker, c));
+	rc = end_card(&t, rc, c, &out->card);
+	if (rc == CORE_OK) {
+		out->fresh = fresh;
+		out->token.marker = out->card->claim.marker;
+		out->token.epoch = out->card->claim_epoch;
+	}
+	core_strv_release(&eligible);
+	return rc;
+out:
+	core_strv_release(&eligible);
+	return fs_txn_end(&t, rc);
 }
 
 enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_token *tok,

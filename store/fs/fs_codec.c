@@ -146,7 +146,7 @@ static void w_card(struct wbuf *b, const struct core_card *c)
 	}
 	w_u8(b, (c->claim.present ? 1u : 0u) | (c->claim.has_lease ? 2u : 0u) |
 			(c->has_epoch ? 4u : 0u) | (c->awaiting_input ? 8u : 0u) |
-			(c->gave_up.set ? 16u : 0u));
+			(c->gave_up.set ? 16u : 0u) | (c->priority ? 32u : 0u));
 	w_str(b, c->claim.marker);
 	w_str(b, c->claim.holder);
 	w_i64(b, c->claim.claimed_at);
@@ -162,6 +162,8 @@ static void w_card(struct wbuf *b, const struct core_card *c)
 	w_i64(b, c->created_at);
 	w_i64(b, c->updated_at);
 	w_i64(b, c->state_at);
+	if (c->priority) /* flag 32: written only when set, so older records read the same */
+		w_i64(b, c->priority);
 }
 
 static void w_run(struct wbuf *b, const struct core_run *r)
@@ -178,7 +180,12 @@ static void w_run(struct wbuf *b, const struct core_run *r)
 	w_i64(b, r->lease_ms);
 	w_i64(b, r->created_at);
 	w_i64(b, r->updated_at);
-	w_u8(b, r->pruned);
+	/* bit 0: pruned; bit 1: result and error follow (DESIGN §12; absent in older records) */
+	w_u8(b, (r->pruned ? 1u : 0u) | (r->result || r->error ? 2u : 0u));
+	if (r->result || r->error) {
+		w_str(b, r->result);
+		w_str(b, r->error);
+	}
 }
 
 static void w_board(struct wbuf *b, const struct core_board *bd)
@@ -534,7 +541,14 @@ static struct core_card *r_card(struct rbuf *b)
 	c->created_at = r_i64(b);
 	c->updated_at = r_i64(b);
 	c->state_at = r_i64(b);
-	if (!b->bad && (!core_id_valid(c->id) || (flags & ~31u) ||
+	if (flags & 32u) {
+		int64_t pri = r_i64(b);
+
+		if (pri < INT32_MIN || pri > INT32_MAX || pri == 0)
+			b->bad = true;
+		c->priority = (int32_t)pri;
+	}
+	if (!b->bad && (!core_id_valid(c->id) || (flags & ~63u) ||
 			(!c->claim.present && (c->claim.marker || c->claim.holder))))
 		b->bad = true;
 	if (b->bad) {
@@ -567,8 +581,12 @@ static struct core_run *r_run(struct rbuf *b)
 	r->created_at = r_i64(b);
 	r->updated_at = r_i64(b);
 	pruned = r_u8(b);
-	r->pruned = pruned == 1;
-	if (!b->bad && (!core_id_valid(r->id) || pruned > 1))
+	r->pruned = pruned & 1u;
+	if (pruned & 2u) {
+		r_str(b, &r->result, true);
+		r_str(b, &r->error, true);
+	}
+	if (!b->bad && (!core_id_valid(r->id) || pruned > 3))
 		b->bad = true;
 	if (b->bad) {
 		core_run_free(r);

@@ -251,28 +251,42 @@ static struct store_sub *sub_dup(const struct store_sub *s)
 	return c;
 }
 
-/* Removes the hit's consume_labels from its card and records the consumption as an event
- * (never matched itself: it is appended after the events being matched). */
-static enum core_rc consume(struct fs_txn *t, const struct core_event *e,
-			    const struct store_sub *s)
+/* The one-shots of every hit on the card of hit `first` (and the later hits on that card):
+ * their consume_labels leave the card together, recorded as ONE card_labels_changed event
+ * (reason consume_labels) that is never matched itself (it is appended after the events
+ * being matched). */
+static enum core_rc consume_card(struct fs_txn *t, size_t first, bool *done)
 {
-	struct core_card *c;
+	const char *card_id = t->ch.events[t->hits[first].ev]->card_id;
 	struct core_strv before = {0};
-	json_t *removed;
+	struct core_card *c;
+	json_t *removed = NULL, *subs = NULL;
 	enum core_rc rc;
-	bool changed = false;
+	bool changed = false, any = false;
 	size_t i;
 
-	if (!s->consume.n || !e->card_id)
-		return CORE_OK;
-	rc = fs_txn_card(t, e->card_id, &c);
+	rc = fs_txn_card(t, card_id, &c);
 	if (rc == CORE_ERR_NOT_FOUND)
-		return CORE_OK; /* deleted in this very step */
-	if (rc == CORE_OK)
+		rc = CORE_OK, c = NULL; /* deleted in this very step */
+	if (rc == CORE_OK && c)
 		rc = core_strv_copy(&before, &c->labels);
-	if (rc == CORE_OK)
+	if (rc == CORE_OK && c && !(subs = json_array()))
+		rc = CORE_ERR_NOMEM;
+	for (i = first; rc == CORE_OK && i < t->n_hits; i++) {
+		const struct core_event *e = t->ch.events[t->hits[i].ev];
+		const struct store_sub *s = t->hits[i].sub;
+
+		if (done[i] || !e->card_id || strcmp(e->card_id, card_id) != 0)
+			continue;
+		done[i] = true;
+		if (!c || !s->consume.n)
+			continue;
 		rc = core_effect_consume(c, &s->consume, &changed);
-	if (rc != CORE_OK || !changed)
+		if (rc == CORE_OK && changed && json_array_append_new(subs, json_string(s->name)))
+			rc = CORE_ERR_NOMEM;
+		any |= changed;
+	}
+	if (rc != CORE_OK || !any)
 		goto out;
 	c->updated_at = t->now;
 	rc = CORE_ERR_NOMEM;
@@ -283,9 +297,9 @@ static enum core_rc consume(struct fs_txn *t, const struct core_event *e,
 			break;
 	if (removed)
 		rc = fs_txn_event(t, CORE_EV_CARD_LABELS_CHANGED, c->board, c->id, "consume_labels",
-				  json_pack("{s:o, s:s}", "removed", removed, "subscription",
-					    s->name));
+				  json_pack("{s:o, s:O}", "removed", removed, "subscriptions", subs));
 out:
+	json_decref(subs);
 	core_strv_release(&before);
 	return rc;
 }
@@ -334,9 +348,18 @@ enum core_rc fs_effects_match(struct fs_txn *t)
 		free(to);
 	}
 	store_subs_free(subs, n_subs);
-	/* Every match judged the labels as the step left them; now the one-shots go. */
-	for (i = 0; rc == CORE_OK && i < t->n_hits; i++)
-		rc = consume(t, ch->events[t->hits[i].ev], t->hits[i].sub);
+	/* Every match judged the labels as the step left them; now the one-shots go, card by
+	 * card. */
+	if (rc == CORE_OK && t->n_hits) {
+		bool *done = calloc(t->n_hits, sizeof(*done));
+
+		if (!done)
+			rc = CORE_ERR_NOMEM;
+		for (i = 0; rc == CORE_OK && i < t->n_hits; i++)
+			if (!done[i] && ch->events[t->hits[i].ev]->card_id)
+				rc = consume_card(t, i, done);
+		free(done);
+	}
 	return rc;
 }
 

@@ -431,6 +431,7 @@ static void order_compact(struct fs *fs)
 
 	if (fs->n_dead < 64 || fs->n_dead * 2 < fs->n_order)
 		return;
+	fs_post_tops_drop(fs); /* entries are freed below */
 	/* A held entry (an undo may revive it) stays, counted, for a later pass. */
 	for (i = 0; i < fs->n_order; i++) {
 		struct fs_card_ent *e = fs->order[i];

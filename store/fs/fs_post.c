@@ -16,6 +16,7 @@
 
 static void post_free(struct fs_post *p)
 {
+	free(p->top);
 	free(p->v);
 	free(p->key);
 	free(p);
@@ -177,6 +178,25 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_ca
 			abort(); /* reserved: cannot happen */
 		fs_post_add(p, ent);
 	}
+	/* claim-next's cache of a state holds its best unclaimed members: a card that may now
+	 * rank among them (newly there unclaimed, released, re-ranked) or that goes away for
+	 * good (its entry may be freed) drops it. */
+	if (now && !now->claim.present &&
+	    (!before || before->claim.present || state_moves(before, now) ||
+	     before->priority != now->priority || before->created_at != now->created_at) &&
+	    (p = fs_map_get(&fs->post_states, now->state)))
+		p->top_valid = false;
+	if (before && !now && (p = fs_map_get(&fs->post_states, before->state)))
+		p->top_valid = false;
+}
+
+void fs_post_tops_drop(struct fs *fs)
+{
+	size_t i;
+
+	for (i = 0; i < fs->post_states.cap; i++)
+		if (fs->post_states.slots[i].key)
+			((struct fs_post *)fs->post_states.slots[i].val)->top_valid = false;
 }
 
 const struct fs_post *fs_post_state(const struct fs *fs, const char *state)

@@ -174,7 +174,9 @@ enum core_rc fs_run_update(struct store *st, const char *id, const struct store_
 	if ((u->status && core_str_set(&r->status, u->status)) ||
 	    (u->clear_continuation && core_str_set(&r->continuation, NULL)) ||
 	    (u->continuation && core_str_set(&r->continuation, u->continuation)) ||
-	    (u->failure_code && core_str_set(&r->failure_code, u->failure_code))) {
+	    (u->failure_code && core_str_set(&r->failure_code, u->failure_code)) ||
+	    (u->result && core_str_set(&r->result, u->result)) ||
+	    (u->error && core_str_set(&r->error, u->error))) {
 		rc = CORE_ERR_NOMEM;
 		goto out;
 	}

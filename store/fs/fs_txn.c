@@ -243,6 +243,37 @@ out:
 	return rc;
 }
 
+enum core_rc fs_txn_answer(struct fs_txn *t, const struct core_card *c, struct core_card **out)
+{
+	enum core_rc rc = fs_card_out(c, out);
+
+	if (rc == CORE_OK && t->n_answers < sizeof t->answers / sizeof t->answers[0]) {
+		t->answers[t->n_answers].id = c->id;
+		t->answers[t->n_answers++].out = out;
+	}
+	return rc;
+}
+
+/* After the effects: an answer whose card a one-shot changed gets the card as the step
+ * leaves it. */
+static enum core_rc txn_answers_refresh(struct fs_txn *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n_answers; i++) {
+		const struct core_card *now = fs_txn_peek(t, t->answers[i].id);
+		struct core_card **out = t->answers[i].out;
+
+		if (!now || !*out || core_card_equal(now, *out))
+			continue;
+		core_card_free(*out);
+		*out = core_card_dup(now);
+		if (!*out)
+			return CORE_ERR_NOMEM;
+	}
+	return CORE_OK;
+}
+
 enum core_rc fs_txn_kv(struct fs_txn *t, const char *key, const char *val, int64_t due)
 {
 	struct fs_change *ch = &t->ch;
@@ -378,11 +409,25 @@ static void txn_drop_unchanged(struct fs_txn *t)
 			core_card_free(cc->card);
 			continue;
 		}
-		/* A renew (any write of the claim fields alone) journals those, not the card. */
-		cc->claim_only = ent && core_card_equal_except_claim(ent->card, cc->card);
 		ch->cards[out++] = *cc;
 	}
 	ch->n_cards = out;
+}
+
+/* A renew (any write of the claim fields alone) journals those, not the card. Judged once the
+ * step is whole: a matched subscription may have consumed labels of a claimed card. */
+static void txn_mark_claim_only(struct fs_txn *t)
+{
+	struct fs_change *ch = &t->ch;
+	struct fs_card_ent *ent;
+	size_t i;
+
+	for (i = 0; i < ch->n_cards; i++) {
+		struct fs_change_card *cc = &ch->cards[i];
+
+		ent = cc->is_new || !cc->card ? NULL : fs_card_find(t->fs, cc->id);
+		cc->claim_only = ent && core_card_equal_except_claim(ent->card, cc->card);
+	}
 }
 
 enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
@@ -403,8 +448,11 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 		goto unlock;
 	/* The effects ride in the same line as the events that fired them (DESIGN §14). */
 	rc = fs_effects_match(t);
+	if (rc == CORE_OK && t->n_hits)
+		rc = txn_answers_refresh(t);
 	if (rc != CORE_OK)
 		goto unlock;
+	txn_mark_claim_only(t);
 	/* Seqs are handed out here, under the lock, so they follow journal order. */
 	for (i = 0; i < ch->n_events; i++)
 		ch->events[i]->seq = ++ch->ctr.seq;

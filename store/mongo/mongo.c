@@ -99,6 +99,7 @@ static const struct store_ops mgo_ops = {
 	.card_patch = mgo_card_patch,
 	.card_delete = mgo_card_delete,
 	.card_claim = mgo_card_claim,
+	.card_claim_next = mgo_card_claim_next,
 	.card_renew = mgo_card_renew,
 	.card_release = mgo_card_release,
 	.card_owned_write = mgo_card_owned_write,
@@ -153,26 +154,30 @@ struct index_spec {
 	const char *name;
 	const char *k1, *k2; /* ascending keys; k2 may be NULL */
 	bool unique;
+	const char *more[3]; /* further keys ("-name": descending), NULL-ended */
 };
 
 static const struct index_spec indexes[] = {
-	{"cards", "board_state", "board", "state", false},
-	{"cards", "claim_lease", "claim.lease_until", NULL, false},
-	{"cards", "claim_claimed_at", "claim.claimed_at", NULL, false},
-	{"cards", "labels", "labels", NULL, false},
-	{"cards", "blockers", "blockers", NULL, false},
-	{"cards", "ord", "ord", NULL, false},
-	{"cards", "claim_marker", "claim.marker", NULL, false}, /* attention: recovery holds */
-	{"cards", "gave_up", "gave_up.at", NULL, false},       /* attention */
-	{"cards", "awaiting_input", "awaiting_input", NULL, false}, /* attention */
-	{"cards", "outbox", "outbox.q_ts", NULL, false},
-	{"events", "seq", "seq", NULL, true},
-	{"runs", "card_id", "card_id", NULL, false},
-	{"runs", "status", "status", NULL, false}, /* attention: failed and paused runs */
-	{"runs", "outbox", "outbox.q_ts", NULL, false},
-	{"subscriptions", "board", "board", NULL, false},
-	{"deliveries", "status_next", "status", "next_at", false},
-	{"deliveries", "board_created", "board", "created_at", false},
+	{"cards", "board_state", "board", "state", false, {NULL}},
+	/* claim-next's filter and sort (mongo_next.c): equality on board, $in on state, then
+	 * the sort keys, so each state's run is read in order and merged */
+	{"cards", "claim_next", "board", "state", false, {"-priority", "created_at", "_id"}},
+	{"cards", "claim_lease", "claim.lease_until", NULL, false, {NULL}},
+	{"cards", "claim_claimed_at", "claim.claimed_at", NULL, false, {NULL}},
+	{"cards", "labels", "labels", NULL, false, {NULL}},
+	{"cards", "blockers", "blockers", NULL, false, {NULL}},
+	{"cards", "ord", "ord", NULL, false, {NULL}},
+	{"cards", "claim_marker", "claim.marker", NULL, false, {NULL}}, /* attention: recovery holds */
+	{"cards", "gave_up", "gave_up.at", NULL, false, {NULL}},       /* attention */
+	{"cards", "awaiting_input", "awaiting_input", NULL, false, {NULL}}, /* attention */
+	{"cards", "outbox", "outbox.q_ts", NULL, false, {NULL}},
+	{"events", "seq", "seq", NULL, true, {NULL}},
+	{"runs", "card_id", "card_id", NULL, false, {NULL}},
+	{"runs", "status", "status", NULL, false, {NULL}}, /* attention: failed and paused runs */
+	{"runs", "outbox", "outbox.q_ts", NULL, false, {NULL}},
+	{"subscriptions", "board", "board", NULL, false, {NULL}},
+	{"deliveries", "status_next", "status", "next_at", false, {NULL}},
+	{"deliveries", "board_created", "board", "created_at", false, {NULL}},
 };
 
 static enum core_rc indexes_create(struct mgo *m)
@@ -201,6 +206,9 @@ static enum core_rc indexes_create(struct mgo *m)
 		BSON_APPEND_INT32(&key, s->k1, 1);
 		if (s->k2)
 			BSON_APPEND_INT32(&key, s->k2, 1);
+		for (size_t k = 0; k < 3 && s->more[k]; k++)
+			BSON_APPEND_INT32(&key, s->more[k] + (s->more[k][0] == '-'),
+					  s->more[k][0] == '-' ? -1 : 1);
 		bson_append_document_end(&ix, &key);
 		BSON_APPEND_UTF8(&ix, "name", s->name);
 		if (s->unique)

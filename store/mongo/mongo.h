@@ -132,6 +132,9 @@ enum core_rc mgo_find_one(mongoc_collection_t *coll, const bson_t *filter, const
 /* findAndModify returning the post-image: *doc NULL when the filter matched nothing. */
 enum core_rc mgo_find_modify(mongoc_collection_t *coll, const bson_t *filter,
 			     const bson_t *update, bson_t **doc);
+/* The same, taking the first match in `sort` order (NULL: any). */
+enum core_rc mgo_find_modify_sort(mongoc_collection_t *coll, const bson_t *filter,
+				  const bson_t *sort, const bson_t *update, bson_t **doc);
 /* Runs a find and hands each document to fn (which returns an rc; non-OK stops). */
 enum core_rc mgo_find_each(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
 			   enum core_rc (*fn)(void *ctx, const bson_t *doc), void *ctx);
@@ -385,6 +388,8 @@ enum core_rc mgo_release_write(struct mgo_conn *c, struct mgo_attempt *a, const 
 enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker,
 			    int64_t lease_ms, const struct store_actor *actor,
 			    struct store_claim_result *out);
+enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next *in,
+				 const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_token *t,
 			    int64_t lease_ms, const struct store_actor *actor,
 			    struct core_card **out);

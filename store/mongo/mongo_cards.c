@@ -284,6 +284,7 @@ static enum core_rc create_build(struct mgo_conn *c, const struct store_card_cre
 	    core_str_set(&card->title, in->title ? in->title : "") ||
 	    core_str_set(&card->body, in->body ? in->body : ""))
 		goto out;
+	card->priority = in->priority;
 	if (in->labels && (rc = core_labels_set(card, in->labels, &changed)) != CORE_OK)
 		goto out;
 	if (in->blockers &&
@@ -440,6 +441,11 @@ static enum core_rc patch_once(struct mgo_conn *c, const char *id,
 	if (p->body && (core_str_set(&now->body, p->body) ||
 			json_array_append_new(fields, json_string("body"))))
 		goto out;
+	if (p->has_priority) {
+		now->priority = p->priority;
+		if (json_array_append_new(fields, json_string("priority")))
+			goto out;
+	}
 	if (p->blockers) {
 		core_strv_release(&now->blockers);
 		now->blockers = bl;

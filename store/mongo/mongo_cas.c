@@ -182,6 +182,8 @@ static bool update_build(bson_t *u, const struct core_card *was, const struct co
 	/* The epoch is never unset by boardd: release keeps it (the fence generation). */
 	if (now->has_epoch && (!was->has_epoch || was->claim_epoch != now->claim_epoch) && ++*n)
 		ok = ok && BSON_APPEND_INT64(&set, "claim_epoch", now->claim_epoch);
+	if (was->priority != now->priority && ++*n)
+		ok = ok && BSON_APPEND_INT32(&set, "priority", now->priority);
 	if (was->awaiting_input != now->awaiting_input && ++*n)
 		ok = ok && BSON_APPEND_BOOL(&set, "awaiting_input", now->awaiting_input);
 	if (!gave_up_eq(&was->gave_up, &now->gave_up) && ++*n) {

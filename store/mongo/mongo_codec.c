@@ -84,6 +84,7 @@ bool mgo_card_to_bson(const struct core_card *c, int64_t ord, bson_t *doc)
 	ok = BSON_APPEND_UTF8(doc, "_id", c->id) && BSON_APPEND_INT64(doc, "ord", ord) &&
 	     BSON_APPEND_UTF8(doc, "board", c->board) && BSON_APPEND_UTF8(doc, "title", c->title) &&
 	     BSON_APPEND_UTF8(doc, "body", c->body) && BSON_APPEND_UTF8(doc, "state", c->state) &&
+	     BSON_APPEND_INT32(doc, "priority", c->priority) &&
 	     mgo_strv_append(doc, "labels", &c->labels) &&
 	     mgo_strv_append(doc, "blockers", &c->blockers);
 	ok = ok && BSON_APPEND_ARRAY_BEGIN(doc, "comments", &arr);
@@ -116,6 +117,8 @@ bool mgo_run_to_bson(const struct core_run *r, bson_t *doc)
 	       append_str_opt(doc, "continuation", r->continuation) &&
 	       append_str_opt(doc, "failure_code", r->failure_code) &&
 	       BSON_APPEND_UTF8(doc, "owner", r->owner ? r->owner : "") &&
+	       append_str_opt(doc, "result_json", r->result) &&
+	       append_str_opt(doc, "error", r->error) &&
 	       BSON_APPEND_INT64(doc, "claim_epoch", r->claim_epoch) &&
 	       BSON_APPEND_DATE_TIME(doc, "lock_until", r->lock_until) &&
 	       BSON_APPEND_INT64(doc, "lease_ms", r->lease_ms) &&
@@ -476,6 +479,7 @@ enum core_rc mgo_card_from_bson(const bson_t *doc, struct core_card **out)
 		r.ok = (c->title = strdup("")) != NULL;
 	if (r.ok && !c->body)
 		r.ok = (c->body = strdup("")) != NULL;
+	c->priority = (int32_t)rd_i64(&r, "priority", false, NULL);
 	rd_strv(&r, "labels", &c->labels);
 	rd_strv(&r, "blockers", &c->blockers);
 	rd_comments(&r, c);
@@ -512,6 +516,8 @@ enum core_rc mgo_run_from_bson(const bson_t *doc, struct core_run **out)
 	run->continuation = rd_str(&r, "continuation", false);
 	run->failure_code = rd_str(&r, "failure_code", false);
 	run->owner = rd_str(&r, "owner", false);
+	run->result = rd_str(&r, "result_json", false);
+	run->error = rd_str(&r, "error", false);
 	run->claim_epoch = rd_i64(&r, "claim_epoch", false, NULL);
 	run->lock_until = rd_i64(&r, "lock_until", false, NULL);
 	run->lease_ms = rd_i64(&r, "lease_ms", false, NULL);

@@ -90,6 +90,12 @@ enum core_rc mgo_find_one(mongoc_collection_t *coll, const bson_t *filter, const
 enum core_rc mgo_find_modify(mongoc_collection_t *coll, const bson_t *filter,
 			     const bson_t *update, bson_t **doc)
 {
+	return mgo_find_modify_sort(coll, filter, NULL, update, doc);
+}
+
+enum core_rc mgo_find_modify_sort(mongoc_collection_t *coll, const bson_t *filter,
+				  const bson_t *sort, const bson_t *update, bson_t **doc)
+{
 	mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
 	bson_iter_t it;
 	bson_error_t e;
@@ -100,6 +106,8 @@ enum core_rc mgo_find_modify(mongoc_collection_t *coll, const bson_t *filter,
 	if (!opts)
 		return CORE_ERR_NOMEM;
 	mongoc_find_and_modify_opts_set_update(opts, update);
+	if (sort)
+		mongoc_find_and_modify_opts_set_sort(opts, sort);
 	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_RETURN_NEW);
 	if (!mongoc_collection_find_and_modify_with_opts(coll, filter, opts, &reply, &e)) {
 		rc = mgo_error("findAndModify", &e);

@@ -336,18 +336,24 @@ enum core_rc mgo_effects_match(struct mgo_conn *c, struct core_card *card, struc
 			hits[n_hits++] = (struct hit){.ev = i, .sub = subs[k]};
 		}
 	}
-	/* The one-shots, judged on the labels the step left, then recorded. */
-	for (i = 0; rc == CORE_OK && i < n_hits; i++) {
+	/* The one-shots, judged on the labels the step left, leave together: one event. */
+	if (rc == CORE_OK && n_hits) {
 		struct core_strv before = {0};
-		json_t *removed;
-		bool changed = false;
+		json_t *removed = NULL, *names = json_array();
+		bool changed, any = false;
 
-		if (!hits[i].sub->consume.n)
-			continue;
-		rc = core_strv_copy(&before, &card->labels);
-		if (rc == CORE_OK)
+		rc = names ? core_strv_copy(&before, &card->labels) : CORE_ERR_NOMEM;
+		for (i = 0; rc == CORE_OK && i < n_hits; i++) {
+			changed = false;
+			if (!hits[i].sub->consume.n)
+				continue;
 			rc = core_effect_consume(card, &hits[i].sub->consume, &changed);
-		if (rc == CORE_OK && changed) {
+			if (rc == CORE_OK && changed &&
+			    json_array_append_new(names, json_string(hits[i].sub->name)))
+				rc = CORE_ERR_NOMEM;
+			any |= changed;
+		}
+		if (rc == CORE_OK && any) {
 			*labels_changed = true;
 			card->updated_at = c->now;
 			removed = json_array();
@@ -356,11 +362,12 @@ enum core_rc mgo_effects_match(struct mgo_conn *c, struct core_card *card, struc
 					json_array_append_new(removed, json_string(before.v[k]));
 			mgo_evq_add(q, CORE_EV_CARD_LABELS_CHANGED, card->board, card->id, c->actor,
 				    "consume_labels", c->now,
-				    json_pack("{s:o?, s:s}", "removed", removed, "subscription",
-					      hits[i].sub->name));
+				    json_pack("{s:o?, s:O}", "removed", removed, "subscriptions",
+					      names));
 			if (q->failed)
 				rc = CORE_ERR_NOMEM;
 		}
+		json_decref(names);
 		core_strv_release(&before);
 	}
 	if (rc != CORE_OK || !n_hits)

@@ -159,7 +159,8 @@ static enum core_rc evq_undelivered(struct mgo_conn *c, const struct mgo_evq *q,
  * ALREADY_EXISTS: a duplicate key stopped the insert (ordered: nothing after it was tried) —
  * on _id (delivered meanwhile by someone else) or on seq (the counter handed out a seq that
  * is taken); which, the caller finds out from `events` itself. */
-static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, int64_t *first)
+static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, const char *fill,
+			       int64_t *first)
 {
 	mongoc_bulk_operation_t *bulk;
 	bson_t opts = BSON_INITIALIZER, reply, *doc;
@@ -180,6 +181,10 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, int6
 		doc = bson_new();
 		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", "dlv", "dlv_board", "dlv_card",
 					      NULL);
+		/* An event pushed before its card was known (claim-next picks the card in the
+		 * same findAndModify) names the card whose outbox held it. */
+		if (fill && !bson_has_field(q->ev[i], "card_id"))
+			BSON_APPEND_UTF8(doc, "card_id", fill);
 		BSON_APPEND_INT64(doc, "seq", *first + (int64_t)i);
 		BSON_APPEND_DATE_TIME(doc, "ts", ts);
 		mongoc_bulk_operation_insert(bulk, doc);
@@ -290,7 +295,8 @@ static void collision_backoff(int tries)
  * try re-reads what `events` holds by _id and inserts the rest with new seqs, so a seq
  * collision costs a try, never an event. Any other failure is returned, and the events stay
  * in the outbox for the drain. */
-static enum core_rc evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool just_pushed)
+static enum core_rc evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool just_pushed,
+			      const char *fill)
 {
 	struct mgo_evq rest;
 	const struct mgo_evq *todo = q;
@@ -310,7 +316,7 @@ static enum core_rc evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool 
 				return rc;
 			todo = &rest;
 		}
-		rc = todo->n ? evq_insert(c, todo, &first) : CORE_OK;
+		rc = todo->n ? evq_insert(c, todo, fill, &first) : CORE_OK;
 		if (rc == CORE_ERR_ALREADY_EXISTS) {
 			if (first > 0) /* 0: the counter's own upsert raced, nothing handed out */
 				seqs_fill(c, first, todo->n);
@@ -358,14 +364,15 @@ static void evq_pull(struct mgo_conn *c, mongoc_collection_t *coll, const char *
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q)
 {
-	if (!q->n || evq_store(c, q, true) != CORE_OK || mgo_effects_store(c, q) != CORE_OK)
+	if (!q->n || evq_store(c, q, true, coll == c->cards ? doc_id : NULL) != CORE_OK ||
+	    mgo_effects_store(c, q) != CORE_OK)
 		return; /* left in the outbox: the maintenance drain retries */
 	evq_pull(c, coll, doc_id, q);
 }
 
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q)
 {
-	return evq_store(c, q, false);
+	return evq_store(c, q, false, NULL);
 }
 
 /* ---- the maintenance drain ---- */
@@ -409,7 +416,9 @@ static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 		return CORE_OK;
 	mgo_evq_from_outbox(&q, doc);
 	/* What was delivered already (a writer that died before its pull) is only pulled. */
-	if (q.n && evq_store(d->c, &q, false) == CORE_OK && mgo_effects_store(d->c, &q) == CORE_OK)
+	if (q.n && evq_store(d->c, &q, false,
+			     d->coll == d->c->cards ? bson_iter_utf8(&it, NULL) : NULL) == CORE_OK &&
+	    mgo_effects_store(d->c, &q) == CORE_OK)
 		evq_pull(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
 	mgo_evq_release(&q);
 	return CORE_OK;

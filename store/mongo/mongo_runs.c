@@ -243,7 +243,9 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 				  (x->u->continuation &&
 				   core_str_set(&now->continuation, x->u->continuation)) ||
 				  (x->u->failure_code &&
-				   core_str_set(&now->failure_code, x->u->failure_code))))
+				   core_str_set(&now->failure_code, x->u->failure_code)) ||
+				  (x->u->result && core_str_set(&now->result, x->u->result)) ||
+				  (x->u->error && core_str_set(&now->error, x->u->error))))
 				rc = CORE_ERR_NOMEM;
 			if (x->u->lease_ms > 0)
 				now->lease_ms = x->u->lease_ms; /* else the run keeps its own */

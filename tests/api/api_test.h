@@ -61,6 +61,7 @@ TCase *api_tcase_race(void);
 TCase *api_tcase_units(void);
 TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);
+TCase *api_tcase_next(void);
 TCase *api_tcase_edge(void);
 TCase *api_tcase_edge_reaper(void);
 TCase *api_tcase_fence(void);

@@ -20,6 +20,7 @@ usage: webhooks.py path/to/boardd [--mongo]
 """
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -30,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import boardd_proc  # noqa: E402
 from receiver import Receiver  # noqa: E402
 
-SCALE = 10000  # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h -> 0.5 ms ... 3.6 s
+SCALE = 40000  # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h -> 0.125 ms ... 0.9 s
 passed = failed = 0
 
 
@@ -154,10 +155,40 @@ def run(srv, ops, wrk, recv, other):
     check(st == 400 and 'secret' in err.get('detail', ''), 'short secret: %s' % err)
     st, _ = ops.call('PUT', '/v1/boards/nope/subscriptions/x', {'url': 'http://x/y'})
     check(st == 404, 'unknown board: %s' % st)
+    st, err = ops.call('GET', '/v1/boards/nope/subscriptions')
+    check(st == 404 and 'nope' in err.get('detail', ''), 'list of an unknown board: %s' % st)
+    st, _ = ops.call('GET', '/v1/boards/default/subscriptions/x')
+    check(st == 404, 'unknown subscription: %s' % st)
+    st, _ = ops.call('DELETE', '/v1/boards/default/subscriptions/x')
+    check(st == 404, 'delete of an unknown subscription: %s' % st)
     st, _ = wrk.call('GET', '/v1/boards/default/subscriptions')
     check(st == 403, 'a worker may not read subscriptions: %s' % st)
     st, _ = ops.call('GET', '/v1/deliveries?status=later')
     check(st == 400, 'bad status filter: %s' % st)
+
+    # ---- the answers are what openapi.yaml says (served as /openapi.json) ----
+    spec = must(ops, 200, 'GET', '/openapi.json')['components']['schemas']
+
+    def conforms(obj, name):
+        sch = spec[name]
+        keys = set(obj)
+        return (set(sch.get('required', [])) <= keys and keys <= set(sch['properties']),
+                'served %s keys %s vs schema required %s, properties %s' % (
+                    name, sorted(keys), sorted(sch.get('required', [])),
+                    sorted(sch['properties'])))
+
+    # The types a subscription may name are core's (core/core.h: card events, not deleted).
+    core_h = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'core',
+                               'core.h')).read()
+    core_types = [t for t in re.findall(r'X\(CORE_EV_\w+, "(\w+)"\)', core_h)
+                  if t.startswith('card_') and t != 'card_deleted']
+    check(sorted(spec['SubscriptionOn']['properties']['types']['items']['enum']) ==
+          sorted(core_types), 'openapi: on.types is core\'s subscribable set %s' % core_types)
+    for what, obj in (('PUT 201', s), ('GET', one), ('PUT 200', again)):
+        good, why = conforms(obj, 'Subscription')
+        check(good, 'openapi: %s: %s' % (what, why))
+    good, why = conforms(one['on'], 'SubscriptionOn')
+    check(good, 'openapi: on: %s' % why)
 
     # ---- one card per behaviour ----
     t0 = time.time()
@@ -235,6 +266,11 @@ def run(srv, ops, wrk, recv, other):
         check(st in (409, 200), 'retry again: %s' % st)
         done = wait_delivery(ops, lambda x: x['id'] == d['id'] and x['status'] == 'done', 10)
         check(done is not None, 'retry: delivered once the receiver heals')
+    for x in deliveries(ops):
+        good, why = conforms(x, 'Delivery')
+        if not good:
+            break
+    check(good, 'openapi: deliveries: %s' % why)
     st, _ = ops.call('POST', '/v1/deliveries/nope.x/retry')
     check(st == 404, 'retry of an unknown delivery: %s' % st)
 

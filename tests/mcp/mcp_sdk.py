@@ -107,8 +107,9 @@ async def modern_era(port, rest, bot, op):
               'every tool has inputSchema and outputSchema')
 
         res = await c.call_tool('create_card', {'title': 'mcp card', 'labels': ['x'],
-                                                'state': 'backlog'})
-        check(not res.is_error and sc(res).get('state') == 'backlog', 'create_card: %s' % res)
+                                                'state': 'backlog', 'priority': 5})
+        check(not res.is_error and sc(res).get('state') == 'backlog' and
+              sc(res).get('priority') == 5, 'create_card: %s' % res)
         cid = sc(res).get('id')
         check(res.content and json.loads(res.content[0].text).get('id') == cid,
               'the text rendering is the structured content')

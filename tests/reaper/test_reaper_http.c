@@ -6,6 +6,8 @@
 
 #include <check.h>
 #include <jansson.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +212,74 @@ START_TEST(test_zombie_run_write_cannot_file_done)
 }
 END_TEST
 
+/* A worker parked in claim-next (DESIGN §12) on its own connection. */
+struct waiter {
+	int status;
+	char *body;
+	volatile int done;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	struct httpc *c = harness_connect(&H);
+
+	w->status = c ? harness_call(c, "POST", "/v1/boards/default/claim-next",
+				     HARNESS_TOK_WORKER2, NULL,
+				     "{\"marker\":\"w2\",\"wait_ms\":20000}", &w->body)
+		      : 0;
+	httpc_close(c);
+	w->done = 1;
+	return NULL;
+}
+
+/* The reaper reparks a dead worker's card (its run promoted failed_resumable): a worker
+ * waiting in claim-next gets it at once, not at the end of its wait. */
+START_TEST(test_repark_wakes_claim_next)
+{
+	struct waiter w = {0};
+	pthread_t th;
+	json_t *j;
+	char hdr[64];
+	int64_t epoch;
+
+	json_decref(call_json(201, "POST", "/v1/cards", HARNESS_TOK_BOT, NULL,
+			      "{\"id\":\"c1\",\"state\":\"ready\"}"));
+	j = call_json(200, "POST", "/v1/boards/default/claim-next", HARNESS_TOK_WORKER, NULL,
+		      "{\"marker\":\"w1\",\"lease_ms\":1000}");
+	epoch = json_integer_value(json_object_get(json_object_get(j, "token"), "epoch"));
+	json_decref(j);
+	snprintf(hdr, sizeof(hdr), "If-Match: \"%lld\"", (long long)epoch);
+	json_decref(call_json(200, "PATCH", "/v1/cards/c1/state", HARNESS_TOK_WORKER, hdr,
+			      "{\"marker\":\"w1\",\"to\":\"in_progress\"}"));
+	json_decref(call_json(201, "POST", "/v1/runs", HARNESS_TOK_WORKER, NULL,
+			      "{\"id\":\"R\",\"card_id\":\"c1\",\"marker\":\"w1\","
+			      "\"status\":\"running\",\"lease_ms\":1000}"));
+	json_decref(call_json(200, "PUT", "/v1/cards/c1/last-run", HARNESS_TOK_WORKER, hdr,
+			      "{\"marker\":\"w1\",\"run_id\":\"R\"}"));
+	ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
+	usleep(300 * 1000);
+	ck_assert_msg(!w.done, "claim-next answered with nothing free: %d %s", w.status,
+		      w.body ? w.body : "");
+	__atomic_add_fetch(&now_ms, 1001, __ATOMIC_SEQ_CST);
+	j = call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
+	ck_assert_int_eq(
+		json_integer_value(json_object_get(json_object_get(j, "actions"), "repark")), 1);
+	json_decref(j);
+	pthread_join(th, NULL);
+	ck_assert_msg(w.status == 200, "woken: %d %s", w.status, w.body ? w.body : "");
+	j = json_loads(w.body, 0, NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "card"), "id")),
+			 "c1");
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "card"), "state")),
+			 "in_progress"); /* reparked in place: in_progress is eligible */
+	ck_assert_int_gt(json_integer_value(json_object_get(json_object_get(j, "token"), "epoch")),
+			 epoch);
+	json_decref(j);
+	free(w.body);
+}
+END_TEST
+
 static Suite *reaper_http_suite(void)
 {
 	Suite *s = suite_create("reaper-http");
@@ -219,6 +289,7 @@ static Suite *reaper_http_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_zombie_refused_over_http);
 	tcase_add_test(tc, test_zombie_run_write_cannot_file_done);
+	tcase_add_test(tc, test_repark_wakes_claim_next);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -154,6 +154,7 @@ Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
 	conformance_add_claims(s);
 	conformance_add_runs(s);
 	conformance_add_admin(s);
+	conformance_add_next(s);
 	conformance_add_stats(s);
 	conformance_add_effects(s);
 	conformance_add_attention(s);

@@ -57,6 +57,12 @@ void conformance_add_workflow(Suite *s);
 void conformance_add_claims(Suite *s);
 void conformance_add_runs(Suite *s);
 void conformance_add_admin(Suite *s);
+void conformance_add_next(Suite *s);
+
+/* Asked inside a test: whether the twin under test serialises concurrent writes to one
+ * document (claim-next's race test needs it); false with *why for a server that does not
+ * (FerretDB 1.24). NULL: atomic (the FS twin). */
+extern bool (*ct_atomic)(const char **why);
 void conformance_add_stats(Suite *s);
 void conformance_add_effects(Suite *s);
 void conformance_add_attention(Suite *s);

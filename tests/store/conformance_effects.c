@@ -125,7 +125,12 @@ START_TEST(match_enqueues_and_consumes_in_one_step)
 	set_labels(st, "c1", labels);
 	ck_assert_uint_eq(dlv_count(st), 0); /* created in ready, labels are not a default type */
 	before = ct_last_seq(st);
-	move(st, "c1", "done", NULL);
+	/* The write's own answer is the card as the step left it: the one-shot gone. */
+	ck_assert_int_eq(store_card_set_state_from(st, "c1", NULL, "done", NULL, &ct_op, &c),
+			 CORE_OK);
+	ck_assert_uint_eq(c->labels.n, 1);
+	ck_assert_str_eq(c->labels.v[0], "x");
+	core_card_free(c);
 	v = dlvs(st, STORE_DELIVERY_PENDING, &n);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_str_eq(v[0]->sub, "deployer");
@@ -155,8 +160,8 @@ START_TEST(match_enqueues_and_consumes_in_one_step)
 		if (ev[i].type == CORE_EV_CARD_LABELS_CHANGED) {
 			consumed++;
 			ck_assert_str_eq(ev[i].reason, "consume_labels");
-			ct_assert_payload(&ev[i], "{\"removed\":[\"deploy\"],\"subscription\":"
-						  "\"deployer\"}");
+			ct_assert_payload(&ev[i], "{\"removed\":[\"deploy\"],\"subscriptions\":"
+						  "[\"deployer\"]}");
 		}
 	ck_assert_uint_eq(consumed, 1);
 	store_events_free(ev, n);
@@ -374,12 +379,50 @@ START_TEST(lease_and_fenced_outcome)
 }
 END_TEST
 
+START_TEST(one_shots_of_one_step_leave_together)
+{
+	struct store *st = ct_open();
+	const char *const a[] = {"a", NULL}, *const b[] = {"b", NULL};
+	const char *const labels[] = {"a", "b", "keep", NULL};
+	struct core_event *ev;
+	struct core_card *c;
+	size_t n, i, consumed = 0;
+	int64_t before;
+
+	store_sub_free(ct_sub_put(st, "sa", NULL, NULL, a, a));
+	store_sub_free(ct_sub_put(st, "sb", NULL, NULL, b, b));
+	core_card_free(ct_create(st, "c1", "ready", NULL));
+	set_labels(st, "c1", labels);
+	before = ct_last_seq(st);
+	move(st, "c1", "review", NULL);
+	ck_assert_uint_eq(dlv_count(st), 2);
+	c = ct_get(st, "c1");
+	ck_assert_uint_eq(c->labels.n, 1);
+	ck_assert_str_eq(c->labels.v[0], "keep");
+	core_card_free(c);
+	ev = ct_events(st, before, &n);
+	for (i = 0; i < n; i++)
+		if (ev[i].type == CORE_EV_CARD_LABELS_CHANGED) {
+			json_t *p = json_loads(ev[i].payload, 0, NULL);
+
+			consumed++;
+			ck_assert_uint_eq(json_array_size(json_object_get(p, "removed")), 2);
+			ck_assert_uint_eq(json_array_size(json_object_get(p, "subscriptions")), 2);
+			json_decref(p);
+		}
+	ck_assert_uint_eq(consumed, 1);
+	store_events_free(ev, n);
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_effects(Suite *s)
 {
 	TCase *tc = tcase_create("effects");
 
 	tcase_add_test(tc, subscription_crud);
 	tcase_add_test(tc, match_enqueues_and_consumes_in_one_step);
+	tcase_add_test(tc, one_shots_of_one_step_leave_together);
 	tcase_add_test(tc, defaults_and_unblocked_fire);
 	tcase_add_test(tc, machine_events_never_match);
 	tcase_add_test(tc, lease_and_fenced_outcome);

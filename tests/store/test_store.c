@@ -18,6 +18,7 @@ static struct core_card *full_card(void)
 	core_str_set(&c->title, "T \"quoted\"\nline");
 	core_str_set(&c->body, "b\xc3\xa9");
 	core_str_set(&c->state, "in_progress");
+	c->priority = -7;
 	core_strv_push(&c->labels, "x");
 	core_strv_push(&c->labels, "y");
 	core_strv_push(&c->blockers, "c-0");
@@ -65,7 +66,7 @@ START_TEST(codec_card_shape_and_roundtrip)
 	struct core_card *c = full_card();
 	json_t *j = store_card_to_json(c), *cl;
 	static const char *const keys[] = {
-		"id", "board", "title", "body", "state", "labels", "blockers", "comments", "claim",
+		"id", "board", "title", "body", "state", "priority", "labels", "blockers", "comments", "claim",
 		"claim_epoch", "last_run_id", "awaiting_input", "gave_up", "state_reason",
 		"created_at", "updated_at", "state_at"};
 	size_t i;

@@ -282,21 +282,57 @@ START_TEST(effects_survive_restart_and_compaction)
 		ck_assert_str_eq(v[0]->card_id, "c1");
 		store_deliveries_free(v, 1);
 	}
+	/* A claim (a claim-only journal record) that fires a one-shot journals the card whole:
+	 * the consumed label stays consumed across a restart. */
+	{
+		struct store_sub cl = {.board = "default", .name = "on-claim", .url = "http://x/y",
+				       .enabled = true};
+		struct core_strv one = {0}, lab = {0};
+		struct store_claim_result res = {0};
+
+		ck_assert_int_eq(core_strv_push(&cl.on.dim[CORE_SUB_TYPES], "card_claimed"),
+				 CORE_OK);
+		ck_assert_int_eq(core_strv_push(&one, "once"), CORE_OK);
+		cl.consume = one;
+		ck_assert_int_eq(store_sub_put(st, &cl, "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0",
+					       &created, &sub),
+				 CORE_OK);
+		store_sub_free(sub);
+		ck_assert_int_eq(core_strv_push(&lab, "once"), CORE_OK);
+		ck_assert_int_eq(store_card_labels_set(st, "c1", &lab, &bot, &c), CORE_OK);
+		core_card_free(c);
+		ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &res), CORE_OK);
+		ck_assert_uint_eq(res.card->labels.n, 0);
+		core_card_free(res.card);
+		store_close(st);
+		st = fx_open(dir, 0, 0, NULL);
+		c = NULL;
+		ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_OK);
+		ck_assert_msg(c->labels.n == 0, "the consumed label came back after a restart");
+		ck_assert(c->claim.present);
+		core_card_free(c);
+		ck_assert_int_eq(store_sub_delete(st, "default", "on-claim"), CORE_OK);
+		core_sub_filter_release(&cl.on);
+		core_strv_release(&one);
+		core_strv_release(&lab);
+		ck_assert_uint_eq(deliveries_n(st, &v), 2);
+		store_deliveries_free(v, 2);
+	}
 	/* A refused sync rolls the card and its delivery back together. */
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
 	ck_assert_int_eq(store_card_create(st, &cc, &bot, &c), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, false), CORE_OK);
 	ck_assert_int_eq(store_card_get(st, "c2", &c), CORE_ERR_NOT_FOUND);
-	ck_assert_uint_eq(deliveries_n(st, &v), 1);
-	store_deliveries_free(v, 1);
+	ck_assert_uint_eq(deliveries_n(st, &v), 2);
+	store_deliveries_free(v, 2);
 	ck_assert_int_eq(store_card_create(st, &cc, &bot, &c), CORE_OK);
 	core_card_free(c);
-	ck_assert_uint_eq(deliveries_n(st, &v), 2);
-	store_deliveries_free(v, 2);
+	ck_assert_uint_eq(deliveries_n(st, &v), 3);
+	store_deliveries_free(v, 3);
 	store_close(st);
 	st = fx_open(dir, 0, 0, NULL);
-	ck_assert_uint_eq(deliveries_n(st, &v), 2);
-	store_deliveries_free(v, 2);
+	ck_assert_uint_eq(deliveries_n(st, &v), 3);
+	store_deliveries_free(v, 3);
 	store_close(st);
 	fx_rmdir(dir);
 }

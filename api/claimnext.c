@@ -1,0 +1,348 @@
+/* POST /v1/boards/{b}/claim-next (DESIGN §12): the next card for a worker, with a long-poll.
+ *
+ * The claim itself is one store op (store_card_claim_next). When nothing is available and the
+ * worker asked to wait, the request is suspended (MHD_suspend_connection) and parked on a list;
+ * no thread is held per waiter. One waker thread follows the audit tail (the same events
+ * GET /v1/events serves) and, when an event can have made a card available on a board
+ * (created, moved, released, unblocked, updated, relabelled, board changed), resumes every
+ * waiter of that board; their handler runs again on MHD's thread and tries again, through the
+ * ordinary write path (deferred acknowledgement included). It also resumes waiters whose wait
+ * is over: they answer 204.
+ *
+ * No wake-up is lost: a waiter notes the waker's cursor before its attempt, and parks only if
+ * no availability event was seen since; otherwise it tries again at once. */
+#include "api/api_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NEXT_WAIT_MAX_MS 30000
+#define NEXT_SLICE_MS 250     /* the waker's longest sleep (shutdown, deadlines) */
+#define NEXT_RETRIES 16       /* immediate re-tries before parking regardless */
+#define NEXT_EVENTS_BATCH 1000
+
+struct api_next {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool started, stop;
+	struct api_req *head; /* parked requests */
+	unsigned n;
+	int64_t cursor;    /* the last event seq the waker has looked at */
+	int64_t avail_seq; /* the last availability event it saw (any board) */
+};
+
+/* Events after which a card may fit a waiter that found none. */
+static bool event_makes_available(enum core_event_type t)
+{
+	switch (t) {
+	case CORE_EV_CARD_CREATED:
+	case CORE_EV_CARD_STATE_CHANGED:
+	case CORE_EV_CARD_RELEASED:
+	case CORE_EV_CARD_UNBLOCKED:
+	case CORE_EV_CARD_UPDATED:
+	case CORE_EV_CARD_LABELS_CHANGED:
+	case CORE_EV_BOARD_UPDATED:
+	case CORE_EV_LABEL_RENAME:
+	case CORE_EV_LABEL_MERGE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Under mu: unlinks r and hands it back to MHD's thread. */
+static void wake(struct api_next *nx, struct api_req **link)
+{
+	struct api_req *r = *link;
+
+	*link = r->next_link;
+	r->next_link = NULL;
+	nx->n--;
+	r->next_parked = false;
+	r->next_woken = true;
+	MHD_resume_connection(r->conn); /* r belongs to MHD's thread from here on */
+}
+
+static bool board_in(const char (*boards)[CORE_NAME_MAX + 1], size_t n, const char *b)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(boards[i], b) == 0)
+			return true;
+	return false;
+}
+
+#define NEXT_BOARDS_MAX 16
+
+static void *waker_main(void *arg)
+{
+	struct api *a = arg;
+	struct api_next *nx = a->next;
+	char boards[NEXT_BOARDS_MAX][CORE_NAME_MAX + 1];
+
+	pthread_mutex_lock(&nx->mu);
+	while (!nx->stop) {
+		int64_t now = api_mono_ms(), slice = NEXT_SLICE_MS, after = nx->cursor;
+		struct core_event *ev = NULL;
+		struct api_req **link;
+		size_t n = 0, nb = 0, i;
+		int64_t next = after, avail = 0;
+		bool all = false;
+		enum core_rc rc;
+
+		for (link = &nx->head; *link;) {
+			if ((*link)->next_deadline <= now) {
+				wake(nx, link);
+				continue;
+			}
+			if ((*link)->next_deadline - now < slice)
+				slice = (*link)->next_deadline - now;
+			link = &(*link)->next_link;
+		}
+		pthread_mutex_unlock(&nx->mu);
+		rc = store_events_list(a->st, NULL, NULL, after, NEXT_EVENTS_BATCH,
+				       slice > 0 ? slice : 1, &ev, &n, &next);
+		if (rc != CORE_OK) {
+			/* The store is away: waiters keep waiting until their deadline. */
+			struct timespec ts = {0, 50 * 1000000L};
+
+			nanosleep(&ts, NULL);
+			next = after;
+		}
+		for (i = 0; i < n; i++) {
+			if (!event_makes_available(ev[i].type) || !ev[i].board)
+				continue;
+			avail = ev[i].seq;
+			if (nb < NEXT_BOARDS_MAX) {
+				if (!board_in((const char (*)[CORE_NAME_MAX + 1])boards, nb, ev[i].board))
+					snprintf(boards[nb++], sizeof boards[0], "%s", ev[i].board);
+			} else {
+				all = true; /* many boards at once: wake everyone, they sort it out */
+			}
+		}
+		store_events_free(ev, n);
+		pthread_mutex_lock(&nx->mu);
+		nx->cursor = next > after ? next : after;
+		if (avail > nx->avail_seq)
+			nx->avail_seq = avail;
+		if (!avail)
+			continue;
+		for (link = &nx->head; *link;) {
+			if (all || board_in((const char (*)[CORE_NAME_MAX + 1])boards, nb,
+					    (*link)->next_board))
+				wake(nx, link);
+			else
+				link = &(*link)->next_link;
+		}
+	}
+	/* Stopping: every parked request answers now (204). */
+	while (nx->head)
+		wake(nx, &nx->head);
+	pthread_mutex_unlock(&nx->mu);
+	return NULL;
+}
+
+enum core_rc api_next_start(struct api *a)
+{
+	struct api_next *nx = calloc(1, sizeof *nx);
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next = 0, after = 0;
+
+	if (!nx)
+		return CORE_ERR_NOMEM;
+	pthread_mutex_init(&nx->mu, NULL);
+	pthread_cond_init(&nx->cv, NULL);
+	/* Start at the tail: what happened before the server took requests wakes nobody. */
+	while (store_events_list(a->st, NULL, NULL, after, NEXT_EVENTS_BATCH, 0, &ev, &n, &next) ==
+		       CORE_OK &&
+	       n > 0) {
+		store_events_free(ev, n);
+		ev = NULL;
+		if (next <= after)
+			break;
+		after = next;
+		n = 0;
+	}
+	store_events_free(ev, n);
+	nx->cursor = after;
+	a->next = nx;
+	if (pthread_create(&nx->th, NULL, waker_main, a) != 0) {
+		a->next = NULL;
+		pthread_cond_destroy(&nx->cv);
+		pthread_mutex_destroy(&nx->mu);
+		free(nx);
+		return CORE_ERR_NOMEM;
+	}
+	nx->started = true;
+	return CORE_OK;
+}
+
+void api_next_stop(struct api *a)
+{
+	struct api_next *nx = a->next;
+
+	if (!nx)
+		return;
+	pthread_mutex_lock(&nx->mu);
+	nx->stop = true;
+	pthread_mutex_unlock(&nx->mu);
+	if (nx->started)
+		pthread_join(nx->th, NULL);
+	nx->started = false;
+}
+
+void api_next_free(struct api *a)
+{
+	struct api_next *nx = a->next;
+
+	if (!nx)
+		return;
+	pthread_cond_destroy(&nx->cv);
+	pthread_mutex_destroy(&nx->mu);
+	a->next = NULL;
+	free(nx);
+}
+
+/* The waker's cursor (what "nothing since" is measured against). */
+static int64_t avail_seq(struct api_next *nx)
+{
+	int64_t s;
+
+	pthread_mutex_lock(&nx->mu);
+	s = nx->avail_seq;
+	pthread_mutex_unlock(&nx->mu);
+	return s;
+}
+
+/* Parks r unless an availability event came after `seen` (then false: try again now) or
+ * the waiters are at the cap or stopping (false with *give_up: answer 204). */
+static bool park(struct api_req *r, int64_t seen, bool *give_up)
+{
+	struct api *a = r->api;
+	struct api_next *nx = a->next;
+	bool ok;
+
+	*give_up = false;
+	pthread_mutex_lock(&nx->mu);
+	if (nx->stop || nx->n >= a->cfg.max_long_polls) {
+		*give_up = true;
+		ok = false;
+	} else if (nx->avail_seq > seen) {
+		ok = false;
+	} else {
+		r->next_parked = true;
+		r->next_woken = false;
+		r->suspended = true;
+		MHD_suspend_connection(r->conn);
+		r->next_link = nx->head;
+		nx->head = r;
+		nx->n++;
+		ok = true;
+	}
+	pthread_mutex_unlock(&nx->mu);
+	return ok;
+}
+
+static enum core_rc reply_claimed(struct api_req *r, struct store_claim_result *res)
+{
+	const struct core_claim *cl = &res->card->claim;
+	json_t *card = store_card_to_json(res->card);
+	enum core_rc rc;
+
+	if (!card)
+		return CORE_ERR_NOMEM;
+	rc = api_reply(r, 200,
+		       json_pack("{s:o, s:{s:s, s:I, s:o, s:o, s:I, s:I, s:b}}", "card", card,
+				 "token", "marker", res->token.marker, "epoch",
+				 (json_int_t)res->token.epoch, "claimed_at",
+				 api_time_json(cl->claimed_at), "lease_until",
+				 api_time_json(cl->lease_until), "lease_ms", (json_int_t)cl->lease_ms,
+				 "renew_after_ms", (json_int_t)(cl->lease_ms / 3), "fresh",
+				 res->fresh));
+	return rc;
+}
+
+enum core_rc api_h_claim_next(struct api_req *r)
+{
+	struct store_claim_next in = {.board = api_param(r)};
+	struct store_actor actor = api_auth_actor(r);
+	struct core_strv columns = {0}, labels = {0};
+	struct core_board b = {0};
+	bool has_cols = false, has_labels = false, give_up = false;
+	int64_t wait_ms = 0;
+	enum core_rc rc;
+	int tries;
+
+	if ((rc = api_json_marker(r, true, &in.marker)) != CORE_OK ||
+	    (rc = api_json_lease(r, &in.lease_ms)) != CORE_OK ||
+	    (rc = api_json_strv(r, NULL, "columns", core_name_valid, &columns, &has_cols)) !=
+		    CORE_OK ||
+	    (rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &has_labels)) !=
+		    CORE_OK ||
+	    (rc = api_json_int(r, "wait_ms", false, &wait_ms, NULL)) != CORE_OK)
+		goto out;
+	if (wait_ms < 0 || wait_ms > NEXT_WAIT_MAX_MS) {
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "wait_ms must be within 0..%d",
+			      NEXT_WAIT_MAX_MS);
+		goto out;
+	}
+	if (!core_name_valid(in.board)) {
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+		goto out;
+	}
+	if ((rc = api_auth_board(r, in.board)) != CORE_OK)
+		goto out;
+	/* The first pass checks the board and the columns, with details; a woken request was
+	 * checked already. */
+	if (!r->next_woken) {
+		rc = store_board_get(r->api->st, in.board, &b);
+		if (rc == CORE_ERR_NOT_FOUND) {
+			rc = api_fail(r, rc, "no board %s", in.board);
+			goto out;
+		}
+		if (rc == CORE_OK)
+			rc = core_pick_check(&b, &columns, r->detail, sizeof r->detail);
+		core_board_release(&b);
+		if (rc != CORE_OK)
+			goto out;
+		/* The server's bound on every long-poll (--events-wait-max-ms) holds here too. */
+		if (wait_ms > r->api->cfg.events_wait_max_ms)
+			wait_ms = r->api->cfg.events_wait_max_ms;
+		r->next_deadline = api_mono_ms() + wait_ms;
+		snprintf(r->next_board, sizeof r->next_board, "%s", in.board);
+	}
+	r->next_woken = false;
+	in.columns = has_cols ? &columns : NULL;
+	in.labels = has_labels ? &labels : NULL;
+	in.holder = actor.name;
+	for (tries = 0;; tries++) {
+		struct store_claim_result res = {0};
+		int64_t seen = r->api->next ? avail_seq(r->api->next) : 0;
+
+		rc = store_card_claim_next(r->api->st, &in, &actor, &res);
+		if (rc == CORE_OK && res.card) {
+			rc = reply_claimed(r, &res);
+			core_card_free(res.card);
+			break;
+		}
+		if (rc != CORE_OK)
+			break;
+		if (api_mono_ms() >= r->next_deadline || !r->api->next) {
+			r->status = 204; /* nothing available within the wait */
+			break;
+		}
+		if (park(r, tries < NEXT_RETRIES ? seen : INT64_MAX, &give_up))
+			break; /* answered when the waker resumes us */
+		if (give_up) {
+			r->status = 204;
+			break;
+		}
+	}
+out:
+	core_strv_release(&columns);
+	core_strv_release(&labels);
+	return rc;
+}

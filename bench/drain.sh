@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The drain (DESIGN §12, issue 10): N ready cards drained by W workers, each job claim-next ->
+# fenced done+release, on boardd (FS store) and the same on PostgreSQL 15 (a private cluster
+# in a temp dir, durable defaults: fsync and synchronous_commit on; SELECT ... FOR UPDATE SKIP
+# LOCKED LIMIT 1 -> UPDATE, W connections), alternated ROUNDS times, fresh data each round;
+# then `boardctl work -- true` (its own overhead per job: run create, last-run, run finished,
+# outcome+release, a process spawned). Prints figures; asserts nothing.
+#
+#   bench/drain.sh                     # 10 000 jobs, 32 workers, 2 rounds, 1 000 boardctl jobs
+#   JOBS=10000 WORKERS=32 ROUNDS=3 BOARDCTL_JOBS=2000 bench/drain.sh
+#   BUILD=build bench/drain.sh         # another build directory (default build-bench, release)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$root/build-bench}
+JOBS=${JOBS:-10000}
+WORKERS=${WORKERS:-32}
+ROUNDS=${ROUNDS:-2}
+BOARDCTL_JOBS=${BOARDCTL_JOBS:-1000}
+PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
+
+if [ ! -d "$BUILD" ]; then
+  meson setup "$BUILD" --buildtype=release >/dev/null
+fi
+ninja -C "$BUILD" server/boardd cli/boardctl bench/drain >/dev/null
+
+tmp=$(mktemp -d /tmp/boardd-drain.XXXXXX)
+chmod 755 "$tmp"
+boardd_pid=""
+pg_data=""
+cleanup() {
+  [ -n "$boardd_pid" ] && kill "$boardd_pid" 2>/dev/null && wait "$boardd_pid" 2>/dev/null || true
+  if [ -n "$pg_data" ] && [ -f "$pg_data/postmaster.pid" ]; then
+    pg "$PGBIN/pg_ctl" -D "$pg_data" -m fast stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# PostgreSQL refuses to run as root: the cluster belongs to the postgres user when we are root.
+pg() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+start_boardd() { # fresh store in $tmp/fs-$1
+  "$BUILD/server/boardd" --listen 127.0.0.1:0 --store "fs:$tmp/fs-$1" --tokens "$tmp/tokens.json" \
+    2>"$tmp/boardd-$1.log" &
+  boardd_pid=$!
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening on .* (port \([0-9]*\)).*/\1/p' "$tmp/boardd-$1.log" | head -1)
+    [ -n "$port" ] && return 0
+    sleep 0.05
+  done
+  echo "drain.sh: boardd did not start" >&2
+  cat "$tmp/boardd-$1.log" >&2
+  exit 1
+}
+stop_boardd() {
+  kill "$boardd_pid"
+  wait "$boardd_pid" 2>/dev/null || true
+  boardd_pid=""
+}
+
+# tokens: one worker, one bot (boardd token add prints the plain token on its last line)
+"$BUILD/server/boardd" token add --tokens "$tmp/tokens.json" --name bench-worker --role worker \
+  >"$tmp/worker.tok" 2>/dev/null
+"$BUILD/server/boardd" token add --tokens "$tmp/tokens.json" --name bench-bot --role bot \
+  >"$tmp/bot.tok" 2>/dev/null
+export BENCH_WORKER_TOKEN=$(tail -1 "$tmp/worker.tok") BENCH_BOT_TOKEN=$(tail -1 "$tmp/bot.tok")
+
+# the PostgreSQL cluster
+pg_port=$(( 20000 + RANDOM % 20000 ))
+pg_data="$tmp/pg"
+mkdir -p "$pg_data" "$tmp/pgsock"
+[ "$(id -u)" -eq 0 ] && chown postgres "$pg_data" "$tmp/pgsock"
+pg "$PGBIN/initdb" -D "$pg_data" -A trust -U postgres >/dev/null
+pg "$PGBIN/pg_ctl" -D "$pg_data" -l "$pg_data/server.log" -w \
+  -o "-c listen_addresses='' -k $tmp/pgsock -p $pg_port -c max_connections=$((WORKERS + 20))" \
+  start >/dev/null
+conninfo="host=$tmp/pgsock port=$pg_port user=postgres dbname=postgres"
+echo "drain.sh: $JOBS jobs, $WORKERS workers, $ROUNDS rounds; $(nproc) cores;" \
+     "load $(cut -d' ' -f1-3 /proc/loadavg); PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}')" \
+     "(fsync=$(pg "$PGBIN/psql" -h "$tmp/pgsock" -p $pg_port -U postgres -Atc 'show fsync')," \
+     "synchronous_commit=$(pg "$PGBIN/psql" -h "$tmp/pgsock" -p $pg_port -U postgres -Atc 'show synchronous_commit'))"
+
+for r in $(seq "$ROUNDS"); do
+  start_boardd "$r"
+  "$BUILD/bench/drain" boardd -p "$port" -n "$JOBS" -w "$WORKERS" || true
+  stop_boardd
+  "$BUILD/bench/drain" pg -c "$conninfo" -n "$JOBS" -w "$WORKERS" || true
+done
+
+# boardctl work with `true`: jobs/s of one process (concurrency 1, then 8)
+start_boardd bc
+for conc in 1 8; do
+  "$BUILD/bench/drain" boardd -p "$port" -n "$BOARDCTL_JOBS" -w 8 -S
+  t0=$(date +%s.%N)
+  BOARDD_URL=http://127.0.0.1:$port BOARDD_TOKEN=$BENCH_WORKER_TOKEN \
+    "$BUILD/cli/boardctl" work --board default --concurrency $conc --max-jobs "$BOARDCTL_JOBS" \
+    -- true 2>"$tmp/boardctl.err" || true
+  t1=$(date +%s.%N)
+  ok=$(grep -c ': succeeded in ' "$tmp/boardctl.err" || true)
+  awk -v n="$ok" -v a="$t0" -v b="$t1" -v c="$conc" -v want="$BOARDCTL_JOBS" \
+    'BEGIN { printf "boardctl work --concurrency %d -- true: %d/%d jobs in %.2f s: %.0f jobs/s\n", c, n, want, b - a, n / (b - a) }'
+done
+stop_boardd

@@ -1,0 +1,509 @@
+/* One job under a claim (DESIGN §12; consul lock's and etcdctl lock's contract): the command
+ * runs only while the claim is held.
+ *
+ * - The command gets its own process group and dies with boardctl (PR_SET_PDEATHSIG): a
+ *   command that outlives its supervisor would keep working after the lease ends.
+ * - The claim is renewed and the run heartbeaten every renew_after_ms. A renew that fails
+ *   without an answer (network, 5xx) is retried with backoff until the lease would end; a
+ *   renew refused (409: the claim was taken, revoked or reclaimed) is a loss at once. The
+ *   lease end is measured locally from the moment each renew was SENT, so a boardctl stopped
+ *   (SIGSTOP) past its lease knows it on waking, before it writes anything.
+ * - On loss: SIGTERM to the process group, SIGKILL after the grace, and nothing is written:
+ *   the server would refuse it anyway; this stops the work toward refusals.
+ * - On the command's exit: the run's status (and result/error), then the card's state and the
+ *   release in one fenced step (PATCH state with release), or a fenced release alone.
+ * - Told to stop (SIGTERM/SIGINT to boardctl): the signal is forwarded to the group, the
+ *   command gets the grace to finish, then the run is marked failed_resumable and the claim
+ *   released, so the card goes back to the pool at once. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define RENEW_TIMEOUT_MAX_MS 10000
+#define BACKOFF_FIRST_MS 200
+#define BACKOFF_MAX_MS 5000
+#define WRITE_TIMEOUT_MS 15000
+
+bool cli_claim_parse(const json_t *answer, const char *card_id, struct cli_claim *c)
+{
+	const json_t *tok = json_object_get(answer, "token"), *card = json_object_get(answer, "card");
+	const char *id = card ? json_string_value(json_object_get(card, "id")) : card_id;
+	const char *board = card ? json_string_value(json_object_get(card, "board")) : NULL;
+	const char *marker;
+
+	if (!tok)
+		tok = answer; /* POST /v1/cards/{id}/claim answers the token itself */
+	marker = json_string_value(json_object_get(tok, "marker"));
+	if (!id || !marker || !json_is_integer(json_object_get(tok, "epoch")) ||
+	    !json_is_integer(json_object_get(tok, "lease_ms")))
+		return false;
+	snprintf(c->card, sizeof c->card, "%s", id);
+	snprintf(c->board, sizeof c->board, "%s", board ? board : "");
+	snprintf(c->marker, sizeof c->marker, "%s", marker);
+	c->epoch = json_integer_value(json_object_get(tok, "epoch"));
+	c->lease_ms = json_integer_value(json_object_get(tok, "lease_ms"));
+	c->renew_after_ms = json_integer_value(json_object_get(tok, "renew_after_ms"));
+	if (c->renew_after_ms <= 0)
+		c->renew_after_ms = c->lease_ms / 3;
+	return c->lease_ms > 0;
+}
+
+/* ---- the requests ---- */
+
+static void card_path(char *buf, size_t len, const struct cli_claim *c, const char *tail)
+{
+	char id[400];
+
+	cli_http_escape(c->card, id, sizeof id);
+	snprintf(buf, len, "/v1/cards/%s%s", id, tail);
+}
+
+/* A refusal: the server answered and said no (the claim is not ours any more). */
+static bool refused(long status)
+{
+	return status == 409 || status == 404 || status == 403 || status == 422;
+}
+
+static long renew(struct cli_http *h, const struct cli_claim *c, long timeout, char *err)
+{
+	char path[512];
+	json_t *body = json_pack("{s:s, s:I, s:I}", "marker", c->marker, "epoch",
+				 (json_int_t)c->epoch, "lease_ms", (json_int_t)c->lease_ms);
+	long st;
+
+	card_path(path, sizeof path, c, "/renew");
+	st = cli_http_call(h, "POST", path, body, -1, timeout, NULL, err, CLI_ERR_MAX);
+	json_decref(body);
+	return st;
+}
+
+static void heartbeat(struct cli_http *h, const struct cli_claim *c, const char *run, long timeout)
+{
+	char path[400], err[CLI_ERR_MAX], id[300];
+	json_t *body = json_pack("{s:s}", "marker", c->marker);
+
+	cli_http_escape(run, id, sizeof id);
+	snprintf(path, sizeof path, "/v1/runs/%s/heartbeat", id);
+	if (cli_http_call(h, "POST", path, body, -1, timeout, NULL, err, sizeof err) != 200)
+		cli_warn("card %s: run heartbeat: %s", c->card, err); /* the claim is what counts */
+	json_decref(body);
+}
+
+/* The fenced release (nothing else), retried on transport errors until `until`. */
+static long release(struct cli_http *h, const struct cli_claim *c, int64_t until, char *err)
+{
+	char path[512];
+	json_t *body = json_pack("{s:s, s:I}", "marker", c->marker, "epoch", (json_int_t)c->epoch);
+	int64_t backoff = BACKOFF_FIRST_MS;
+	long st;
+
+	card_path(path, sizeof path, c, "/release");
+	for (;;) {
+		st = cli_http_call(h, "POST", path, body, -1, WRITE_TIMEOUT_MS, NULL, err, CLI_ERR_MAX);
+		if (st != 0 && st < 500)
+			break;
+		if (cli_mono_ms() + backoff >= until)
+			break;
+		usleep((useconds_t)backoff * 1000);
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+	json_decref(body);
+	return st;
+}
+
+/* ---- the command ---- */
+
+static char *env_pair(const char *k, const char *v)
+{
+	char *s = NULL;
+
+	return asprintf(&s, "%s=%s", k, v) < 0 ? NULL : s;
+}
+
+static bool env_ours(const char *e)
+{
+	static const char *const keys[] = {"BOARDD_URL=", "BOARDD_CARD=", "BOARDD_MARKER=",
+					   "BOARDD_EPOCH=", "BOARDD_RUN=", "BOARDD_RESULT=",
+					   "BOARDD_BOARD="};
+	size_t i;
+
+	for (i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (strncmp(e, keys[i], strlen(keys[i])) == 0)
+			return true;
+	return false;
+}
+
+/* environ without our keys, then ours (a new array; free each string after the fork). */
+static char **env_build(const struct cli_claim *c, const char *run, const char *result_path,
+			size_t *n_ours)
+{
+	size_t n = 0, k = 0, i;
+	char epoch[32], **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 8, sizeof *env);
+	if (!env)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (!env_ours(environ[i]))
+			env[k++] = environ[i];
+	*n_ours = k;
+	snprintf(epoch, sizeof epoch, "%lld", (long long)c->epoch);
+	env[k++] = env_pair("BOARDD_URL", cli_g.url);
+	env[k++] = env_pair("BOARDD_CARD", c->card);
+	env[k++] = env_pair("BOARDD_MARKER", c->marker);
+	env[k++] = env_pair("BOARDD_EPOCH", epoch);
+	env[k++] = env_pair("BOARDD_RUN", run);
+	env[k++] = env_pair("BOARDD_RESULT", result_path);
+	env[k++] = env_pair("BOARDD_BOARD", c->board);
+	return env;
+}
+
+static void env_free(char **env, size_t from)
+{
+	size_t i;
+
+	for (i = from; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* fork + exec in a new process group; -1 on failure (errno). */
+static pid_t spawn(char *const *argv, char **env)
+{
+	pid_t parent = getpid(), pid;
+	sigset_t none;
+
+	pid = fork();
+	if (pid != 0) {
+		if (pid > 0)
+			setpgid(pid, pid); /* both sides set it: no window where a kill misses */
+		return pid;
+	}
+	/* the child: async-signal-safe calls only until exec */
+	setpgid(0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(125); /* boardctl died before the line above: do not run unsupervised */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	execvpe(argv[0], argv, env);
+	_exit(127);
+}
+
+/* Waits for the exit reported on pidfd; returns the wait status. */
+static int reap(pid_t pid)
+{
+	int ws = 0;
+
+	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	return ws;
+}
+
+/* SIGTERM to the group, SIGKILL after grace_ms (or at once on a second signal); returns the
+ * wait status. */
+static int terminate(pid_t pid, int pidfd, int sig, const struct cli_job_opts *o)
+{
+	int64_t deadline = cli_mono_ms() + o->grace_ms;
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	bool killed = false;
+
+	kill(-pid, sig);
+	for (;;) {
+		int64_t left = deadline - cli_mono_ms();
+
+		if (!killed && (left <= 0 || (o->kill_now && atomic_load(o->kill_now)))) {
+			kill(-pid, SIGKILL);
+			killed = true;
+		}
+		if (poll(&p, 1, killed ? 1000 : (int)(left < 100 ? (left > 0 ? left : 1) : 100)) > 0)
+			break;
+	}
+	return reap(pid);
+}
+
+static int exit_code_of(int ws)
+{
+	if (WIFEXITED(ws))
+		return WEXITSTATUS(ws);
+	if (WIFSIGNALED(ws))
+		return -WTERMSIG(ws);
+	return -1;
+}
+
+/* The result file the command may have written: JSON (any value) or NULL. */
+static json_t *result_read(const char *path)
+{
+	struct stat sb;
+	json_t *j;
+
+	if (stat(path, &sb) != 0 || sb.st_size == 0)
+		return NULL;
+	if (sb.st_size > 65536) {
+		cli_warn("%s: larger than 64 KiB, not sent", path);
+		return NULL;
+	}
+	j = json_load_file(path, JSON_DECODE_ANY, NULL);
+	if (!j)
+		cli_warn("%s: not JSON, not sent", path);
+	return j;
+}
+
+/* PATCH the run: status, error, result. Transport errors retried until `until`. */
+static long run_patch(struct cli_http *h, const struct cli_claim *c, const char *run,
+		      const char *status, const char *error, json_t *result, int64_t until,
+		      char *err)
+{
+	char path[400], id[300];
+	json_t *body = json_pack("{s:s, s:s}", "marker", c->marker, "status", status);
+	int64_t backoff = BACKOFF_FIRST_MS;
+	long st;
+
+	if (error)
+		json_object_set_new(body, "error", json_string(error));
+	if (result)
+		json_object_set(body, "result", result);
+	cli_http_escape(run, id, sizeof id);
+	snprintf(path, sizeof path, "/v1/runs/%s", id);
+	for (;;) {
+		st = cli_http_call(h, "PATCH", path, body, -1, WRITE_TIMEOUT_MS, NULL, err,
+				   CLI_ERR_MAX);
+		if ((st != 0 && st < 500) || cli_mono_ms() + backoff >= until)
+			break;
+		usleep((useconds_t)backoff * 1000);
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+	json_decref(body);
+	return st;
+}
+
+/* The card's outcome and the release, in one fenced step (or the release alone). */
+static long outcome_write(struct cli_http *h, const struct cli_claim *c,
+			  const struct cli_outcome *o, const char *reason, int64_t until, char *err)
+{
+	char path[512];
+	json_t *body;
+	int64_t backoff = BACKOFF_FIRST_MS;
+	long st;
+
+	if (o->kind == CLI_OUTCOME_RELEASE)
+		return release(h, c, until, err);
+	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", o->column, "reason",
+			 reason, "release", 1);
+	card_path(path, sizeof path, c, "/state");
+	for (;;) {
+		st = cli_http_call(h, "PATCH", path, body, c->epoch, WRITE_TIMEOUT_MS, NULL, err,
+				   CLI_ERR_MAX);
+		if ((st != 0 && st < 500) || cli_mono_ms() + backoff >= until)
+			break;
+		usleep((useconds_t)backoff * 1000);
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+	json_decref(body);
+	return st;
+}
+
+/* Creates the run and records it on the card. */
+static bool run_start(struct cli_http *h, const struct cli_claim *c, struct cli_job_report *rep)
+{
+	char path[512];
+	json_t *body, *ans = NULL;
+	long st;
+
+	body = json_pack("{s:s, s:s, s:s, s:I}", "card_id", c->card, "marker", c->marker,
+			 "status", "running", "lease_ms", (json_int_t)c->lease_ms);
+	st = cli_http_call(h, "POST", "/v1/runs", body, -1, WRITE_TIMEOUT_MS, &ans, rep->detail,
+			   sizeof rep->detail);
+	json_decref(body);
+	if (st != 201 || !json_string_value(json_object_get(ans, "id"))) {
+		json_decref(ans);
+		rep->end = refused(st) ? CLI_JOB_LOST : CLI_JOB_ERROR;
+		return false;
+	}
+	snprintf(rep->run, sizeof rep->run, "%s", json_string_value(json_object_get(ans, "id")));
+	json_decref(ans);
+	/* The reaper judges the claim by the run the card records. */
+	body = json_pack("{s:s, s:s}", "marker", c->marker, "run_id", rep->run);
+	card_path(path, sizeof path, c, "/last-run");
+	st = cli_http_call(h, "PUT", path, body, c->epoch, WRITE_TIMEOUT_MS, NULL, rep->detail,
+			   sizeof rep->detail);
+	json_decref(body);
+	if (st != 200) {
+		rep->end = refused(st) ? CLI_JOB_LOST : CLI_JOB_ERROR;
+		return false;
+	}
+	return true;
+}
+
+void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli_job_opts *o,
+		 struct cli_job_report *rep)
+{
+	/* The lease counts from before the claim was asked for; each renew restarts it from the
+	 * moment the renew was sent. */
+	int64_t t0 = cli_mono_ms(), lease_end = (c->asked_ms ? c->asked_ms : t0) + c->lease_ms;
+	int64_t next_renew;
+	int64_t backoff = BACKOFF_FIRST_MS, now;
+	char result_path[] = "/tmp/boardctl-result-XXXXXX", err[CLI_ERR_MAX];
+	char **env = NULL;
+	size_t n_ours = 0;
+	int pidfd = -1, fd, ws = 0, sig = 0;
+	pid_t pid = -1;
+	bool exited = false, lost = false;
+	json_t *result = NULL;
+	long st;
+
+	memset(rep, 0, sizeof *rep);
+	if (!run_start(h, c, rep)) {
+		if (rep->end == CLI_JOB_ERROR)
+			release(h, c, lease_end, err);
+		goto done;
+	}
+	fd = mkstemp(result_path);
+	if (fd >= 0)
+		close(fd);
+	else
+		result_path[0] = '\0';
+	env = env_build(c, rep->run, result_path, &n_ours);
+	if (!env || (pid = spawn(o->argv, env)) < 0 ||
+	    (pidfd = (int)pidfd_open(pid, 0)) < 0) {
+		snprintf(rep->detail, sizeof rep->detail, "cannot start %s: %s", o->argv[0],
+			 strerror(errno));
+		if (pid > 0) {
+			kill(-pid, SIGKILL);
+			reap(pid);
+		}
+		rep->end = CLI_JOB_ERROR;
+		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err);
+		release(h, c, lease_end, err);
+		goto done;
+	}
+	next_renew = (c->asked_ms ? c->asked_ms : t0) + c->renew_after_ms;
+	while (!exited && !lost && !sig) {
+		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
+				      {.fd = o->stop_fd, .events = POLLIN}};
+		int64_t wake;
+
+		now = cli_mono_ms();
+		if (now >= lease_end) {
+			lost = true; /* no renew made it in time (or we slept through it) */
+			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
+			break;
+		}
+		wake = next_renew < lease_end ? next_renew : lease_end;
+		if (poll(p, o->stop_fd >= 0 ? 2 : 1, wake > now ? (int)(wake - now) : 0) > 0) {
+			if (p[0].revents) {
+				exited = true;
+				break;
+			}
+			if (p[1].revents && o->stop_sig && atomic_load(o->stop_sig)) {
+				sig = atomic_load(o->stop_sig);
+				break;
+			}
+		}
+		now = cli_mono_ms();
+		if (now >= lease_end) {
+			lost = true;
+			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
+			break;
+		}
+		if (now < next_renew)
+			continue;
+		{
+			int64_t sent = now;
+			long tmo = (long)(lease_end - now);
+
+			st = renew(h, c, tmo < RENEW_TIMEOUT_MAX_MS ? tmo : RENEW_TIMEOUT_MAX_MS,
+				   err);
+			if (st == 200) {
+				lease_end = sent + c->lease_ms;
+				next_renew = sent + c->renew_after_ms;
+				backoff = BACKOFF_FIRST_MS;
+				heartbeat(h, c, rep->run, RENEW_TIMEOUT_MAX_MS);
+			} else if (refused(st)) {
+				lost = true;
+				snprintf(rep->detail, sizeof rep->detail, "renew refused: %.400s", err);
+			} else {
+				cli_warn("card %s: renew failed, retrying: %s", c->card, err);
+				next_renew = cli_mono_ms() + backoff;
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+			}
+		}
+	}
+	if (exited) {
+		ws = reap(pid);
+		/* Exited while we were away (stopped): a lease that ended meanwhile is lost. */
+		if (cli_mono_ms() >= lease_end) {
+			lost = true;
+			snprintf(rep->detail, sizeof rep->detail,
+				 "the command ended after the lease did: nothing written");
+		}
+	} else if (lost) {
+		ws = terminate(pid, pidfd, SIGTERM, o);
+	} else {
+		ws = terminate(pid, pidfd, sig, o);
+	}
+	rep->exit_code = exit_code_of(ws);
+	if (lost) {
+		rep->end = CLI_JOB_LOST;
+		goto done;
+	}
+	if (sig) {
+		char why[64];
+
+		snprintf(why, sizeof why, "boardctl stopped by signal %d", sig);
+		rep->end = CLI_JOB_STOPPED;
+		run_patch(h, c, rep->run, "failed_resumable", why, NULL, lease_end, err);
+		st = release(h, c, lease_end, err);
+		if (st != 200)
+			snprintf(rep->detail, sizeof rep->detail, "release: %.400s", err);
+		goto done;
+	}
+	rep->end = rep->exit_code == 0 ? CLI_JOB_SUCCEEDED : CLI_JOB_FAILED;
+	if (result_path[0])
+		result = result_read(result_path);
+	{
+		char why[64];
+
+		if (rep->exit_code >= 0)
+			snprintf(why, sizeof why, "exit status %d", rep->exit_code);
+		else
+			snprintf(why, sizeof why, "killed by signal %d", -rep->exit_code);
+		st = run_patch(h, c, rep->run, rep->end == CLI_JOB_SUCCEEDED ? "finished" : "failed",
+			       rep->end == CLI_JOB_SUCCEEDED ? NULL : why, result, lease_end, err);
+		if (st != 200)
+			cli_warn("card %s: run %s: %s", c->card, rep->run, err);
+		st = outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
+				   rep->end == CLI_JOB_SUCCEEDED ? "boardctl_succeeded" : "boardctl_failed",
+				   lease_end, err);
+	}
+	if (st == 200) {
+		rep->outcome_written = true;
+	} else {
+		snprintf(rep->detail, sizeof rep->detail, "outcome not written: %.400s", err);
+		if (refused(st))
+			rep->end = CLI_JOB_LOST;
+	}
+done:
+	json_decref(result);
+	if (pidfd >= 0)
+		close(pidfd);
+	if (result_path[0])
+		unlink(result_path);
+	env_free(env, n_ours);
+	rep->duration_ms = cli_mono_ms() - t0;
+}

@@ -1,0 +1,46 @@
+/* The per-job report: one line on stderr for people ("card, epoch, duration, outcome"), and
+ * with --json one JSON object per job on stdout for machines. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+
+const char *cli_job_end_name(enum cli_job_end e)
+{
+	switch (e) {
+	case CLI_JOB_SUCCEEDED:
+		return "succeeded";
+	case CLI_JOB_FAILED:
+		return "failed";
+	case CLI_JOB_LOST:
+		return "lost";
+	case CLI_JOB_STOPPED:
+		return "stopped";
+	case CLI_JOB_ERROR:
+		return "error";
+	}
+	return "?";
+}
+
+void cli_progress_job(const struct cli_claim *c, const struct cli_job_report *rep)
+{
+	fprintf(stderr, "boardctl: card %s epoch %lld run %s: %s in %.3fs (exit %d)%s%s\n",
+		c->card, (long long)c->epoch, rep->run[0] ? rep->run : "-",
+		cli_job_end_name(rep->end), (double)rep->duration_ms / 1000.0, rep->exit_code,
+		rep->detail[0] ? ": " : "", rep->detail);
+	if (cli_g.json) {
+		json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s?, s:I, s:i, s:b, s:s?}", "card",
+				      c->card, "board", c->board, "epoch", (json_int_t)c->epoch,
+				      "outcome", cli_job_end_name(rep->end), "run",
+				      rep->run[0] ? rep->run : NULL, "duration_ms",
+				      (json_int_t)rep->duration_ms, "exit_code", rep->exit_code,
+				      "written", rep->outcome_written, "detail",
+				      rep->detail[0] ? rep->detail : NULL);
+
+		if (o) {
+			json_dumpf(o, stdout, JSON_COMPACT);
+			fputc('\n', stdout);
+			fflush(stdout);
+			json_decref(o);
+		}
+	}
+}

@@ -1,0 +1,443 @@
+/* `boardctl work` and `boardctl run` (DESIGN §12): slots that each take a claim and run one
+ * command under it (job.c), and the signal handling around them.
+ *
+ * Threads: the main thread only waits for signals (they are blocked everywhere else, and the
+ * commands get an empty mask); --concurrency N slots each loop claim-next (long-poll) -> job.
+ * The first SIGTERM/SIGINT/SIGHUP sets the stop signal and makes the stop pipe readable: each
+ * slot forwards that signal to its command's process group, waits up to --grace, and releases
+ * its claim; a second signal SIGKILLs the commands at once. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POLL_WAIT_MS 5000 /* claim-next's long-poll: also the longest a stop waits for it */
+
+struct work {
+	/* options */
+	const char *board;
+	const char *card; /* `run`: this card only, once */
+	json_t *columns, *labels; /* arrays or NULL */
+	int64_t lease_ms;   /* 0: the server's default */
+	int64_t wait_ms;
+	unsigned concurrency;
+	long max_jobs;      /* 0: no limit */
+	struct cli_job_opts job;
+	char marker_prefix[96];
+
+	/* shared state */
+	atomic_long started;  /* jobs begun (for --max-jobs) */
+	atomic_int fatal;     /* an error no retry fixes: exit code */
+	atomic_int last_exit; /* `run`: the command's exit code */
+	atomic_uint running;  /* slots still looping */
+	int stop_pipe[2];
+};
+
+static atomic_int stop_sig, kill_now; /* written by the main thread only */
+
+struct slot {
+	struct work *w;
+	unsigned idx;
+	pthread_t th;
+	json_t *columns, *labels; /* this slot's own copies: jansson's counts are not shared safely */
+};
+
+static bool stopping(void)
+{
+	return atomic_load(&stop_sig) != 0;
+}
+
+/* Sleeps ms, or less when a stop comes. */
+static void nap(const struct work *w, int64_t ms)
+{
+	struct pollfd p = {.fd = w->stop_pipe[0], .events = POLLIN};
+
+	poll(&p, 1, (int)ms);
+}
+
+/* Asks for a claim; 1 with *c filled, 0 when none (or stopping), -1 on a fatal error. */
+static int take(struct work *w, const struct slot *s, struct cli_http *h, const char *marker,
+		struct cli_claim *c)
+{
+	char path[512], esc[400], err[CLI_ERR_MAX];
+	json_t *body = json_pack("{s:s}", "marker", marker), *ans = NULL;
+	int64_t backoff = 200;
+	long st;
+	int rc = 0;
+
+	if (w->lease_ms)
+		json_object_set_new(body, "lease_ms", json_integer(w->lease_ms));
+	if (w->card) {
+		cli_http_escape(w->card, esc, sizeof esc);
+		snprintf(path, sizeof path, "/v1/cards/%s/claim", esc);
+	} else {
+		cli_http_escape(w->board, esc, sizeof esc);
+		snprintf(path, sizeof path, "/v1/boards/%s/claim-next", esc);
+		json_object_set_new(body, "wait_ms", json_integer(w->wait_ms));
+		if (s->columns)
+			json_object_set(body, "columns", s->columns);
+		if (s->labels)
+			json_object_set(body, "labels", s->labels);
+	}
+	while (!stopping()) {
+		c->asked_ms = cli_mono_ms();
+		st = cli_http_call(h, "POST", path, body, -1, (long)w->wait_ms + 15000, &ans, err,
+				   sizeof err);
+		if (st == 200) {
+			if (!cli_claim_parse(ans, w->card, c)) {
+				cli_warn("unexpected claim answer from %s", path);
+				rc = -1;
+			} else {
+				rc = 1;
+			}
+			break;
+		}
+		json_decref(ans);
+		ans = NULL;
+		if (st == 204) {
+			/* Nothing within the wait: the caller asks again. An answer much sooner
+			 * than the wait (the server's long-poll cap is reached, or --wait-ms 0) is
+			 * not a reason to ask in a tight loop. */
+			if (cli_mono_ms() - c->asked_ms < (w->wait_ms < 1000 ? w->wait_ms : 1000))
+				nap(w, 250);
+			else if (!w->wait_ms)
+				nap(w, 250);
+			break;
+		}
+		if (st != 0 && st < 500 && st != 429) {
+			cli_warn("%s", err);
+			rc = -1;
+			break;
+		}
+		cli_warn("%s; retrying", err);
+		nap(w, backoff);
+		backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+	}
+	if (rc == 1 && stopping()) {
+		/* Taken as we were told to stop: give it straight back. */
+		char rel[600];
+		json_t *rb = json_pack("{s:s, s:I}", "marker", c->marker, "epoch",
+				       (json_int_t)c->epoch);
+
+		cli_http_escape(c->card, esc, sizeof esc);
+		snprintf(rel, sizeof rel, "/v1/cards/%s/release", esc);
+		cli_http_call(h, "POST", rel, rb, -1, 10000, NULL, err, sizeof err);
+		json_decref(rb);
+		rc = 0;
+	}
+	json_decref(ans);
+	json_decref(body);
+	return rc;
+}
+
+static void *slot_main(void *arg)
+{
+	struct slot *s = arg;
+	struct work *w = s->w;
+	struct cli_http *h = cli_http_new();
+	struct cli_claim c;
+	struct cli_job_report rep;
+	char marker[160];
+	int got;
+
+	snprintf(marker, sizeof marker, "%s-%u", w->marker_prefix, s->idx);
+	if (!h) {
+		cli_warn("out of memory");
+		atomic_store(&w->fatal, 2);
+	}
+	while (h && !stopping() && !atomic_load(&w->fatal)) {
+		if (w->max_jobs > 0 && atomic_fetch_add(&w->started, 1) >= w->max_jobs)
+			break;
+		do {
+			memset(&c, 0, sizeof c);
+			got = take(w, s, h, marker, &c);
+		} while (got == 0 && !w->card && !stopping());
+		if (got < 0) {
+			atomic_store(&w->fatal, 2);
+			break;
+		}
+		if (got == 0)
+			break;
+		cli_job_run(h, &c, &w->job, &rep);
+		cli_progress_job(&c, &rep);
+		if (w->card) {
+			atomic_store(&w->last_exit, rep.end == CLI_JOB_SUCCEEDED || rep.end == CLI_JOB_FAILED
+						      ? (rep.exit_code >= 0 ? rep.exit_code : 128 - rep.exit_code)
+						      : rep.end == CLI_JOB_LOST ? 3 : 2);
+			break;
+		}
+	}
+	cli_http_free(h);
+	atomic_fetch_sub(&w->running, 1);
+	if (write(w->stop_pipe[1], "", 0) < 0) {
+		/* nothing: the main thread also polls `running` */
+	}
+	return NULL;
+}
+
+static json_t *csv_array(const char *s)
+{
+	json_t *a = json_array();
+	char *dup = strdup(s), *save = NULL, *tok;
+
+	for (tok = strtok_r(dup, ",", &save); a && tok; tok = strtok_r(NULL, ",", &save))
+		if (*tok)
+			json_array_append_new(a, json_string(tok));
+	free(dup);
+	return a;
+}
+
+/* "10", "10s", "500ms", "2m" -> ms; -1 when malformed. */
+static int64_t duration_ms(const char *s, int64_t unit_ms)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v < 0)
+		return -1;
+	if (!*end)
+		return (int64_t)(v * (double)unit_ms);
+	if (strcmp(end, "ms") == 0)
+		return (int64_t)v;
+	if (strcmp(end, "s") == 0)
+		return (int64_t)(v * 1000);
+	if (strcmp(end, "m") == 0)
+		return (int64_t)(v * 60000);
+	return -1;
+}
+
+bool cli_outcome_parse(const char *s, struct cli_outcome *o)
+{
+	size_t i, n = strlen(s);
+
+	if (strcmp(s, "release") == 0) {
+		*o = (struct cli_outcome){CLI_OUTCOME_RELEASE, NULL};
+		return true;
+	}
+	if (n == 0 || n > 64)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' || s[i] == '-'))
+			return false;
+	*o = (struct cli_outcome){CLI_OUTCOME_COLUMN, s};
+	return true;
+}
+
+static const char work_help[] =
+	"usage: boardctl work --board B [options] -- COMMAND [ARG...]\n"
+	"       boardctl run --card ID [options] -- COMMAND [ARG...]\n"
+	"\n"
+	"work: loop on claim-next (long-poll) and run COMMAND for each card it hands out.\n"
+	"run:  claim card ID and run COMMAND once for it; exits with COMMAND's status.\n"
+	"\n"
+	"COMMAND runs in its own process group, only while the claim is held, with\n"
+	"BOARDD_URL, BOARDD_CARD, BOARDD_BOARD, BOARDD_MARKER, BOARDD_EPOCH, BOARDD_RUN and\n"
+	"BOARDD_RESULT (a file it may fill with a JSON result) in its environment.\n"
+	"The claim is renewed and the run heartbeaten every renew_after_ms; a renew that gets\n"
+	"no answer is retried until the lease would end. When the claim is lost, COMMAND's\n"
+	"group gets SIGTERM, then SIGKILL after the grace, and nothing is written.\n"
+	"\n"
+	"options:\n"
+	"  --board B            board to take cards from (work)\n"
+	"  --card ID            the card to run (run)\n"
+	"  --columns A,B        columns to take from (default: the board's eligible ones)\n"
+	"  --label L            only cards carrying L (repeatable: all of them)\n"
+	"  --lease-ms N         lease to ask for (default: the server's)\n"
+	"  --concurrency N      N commands at once, one claim each (default 1)\n"
+	"  --max-jobs N         stop after N jobs (default: no limit)\n"
+	"  --grace D            SIGTERM -> SIGKILL delay: 10, 10s, 500ms (default 10s)\n"
+	"  --on-success COL     column on exit 0, or \"release\" (default done)\n"
+	"  --on-failure COL     column on failure, or \"release\" (default blocked)\n"
+	"  --wait-ms N          claim-next long-poll per request, 0..30000 (default 5000)\n"
+	"  --marker PREFIX      claim marker prefix (default boardctl-<host>-<pid>)\n"
+	"  -h, --help           this help\n"
+	"\n"
+	"SIGTERM/SIGINT are forwarded to COMMAND; after it ends (or the grace) the claim is\n"
+	"released. A second signal SIGKILLs at once. One progress line per job goes to\n"
+	"stderr; with --json, one JSON object per job to stdout.\n";
+
+static int work_common(int argc, char **argv, bool is_run)
+{
+	static const struct option longopts[] = {
+		{"board", required_argument, NULL, 'b'},
+		{"card", required_argument, NULL, 'c'},
+		{"columns", required_argument, NULL, 'C'},
+		{"label", required_argument, NULL, 'l'},
+		{"lease-ms", required_argument, NULL, 'L'},
+		{"concurrency", required_argument, NULL, 'n'},
+		{"max-jobs", required_argument, NULL, 'm'},
+		{"grace", required_argument, NULL, 'g'},
+		{"on-success", required_argument, NULL, 's'},
+		{"on-failure", required_argument, NULL, 'f'},
+		{"wait-ms", required_argument, NULL, 'w'},
+		{"marker", required_argument, NULL, 'M'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct work w = {.concurrency = 1, .wait_ms = POLL_WAIT_MS};
+	struct slot *slots = NULL;
+	sigset_t set;
+	char host[64] = "host";
+	unsigned i;
+	int opt, sig, rc = 0;
+	char *end;
+
+	w.job.grace_ms = 10000;
+	w.job.on_success = (struct cli_outcome){CLI_OUTCOME_COLUMN, "done"};
+	w.job.on_failure = (struct cli_outcome){CLI_OUTCOME_COLUMN, "blocked"};
+	gethostname(host, sizeof host - 1);
+	snprintf(w.marker_prefix, sizeof w.marker_prefix, "boardctl-%.40s-%ld", host,
+		 (long)getpid());
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'b': w.board = optarg; break;
+		case 'c': w.card = optarg; break;
+		case 'C':
+			json_decref(w.columns);
+			w.columns = csv_array(optarg);
+			break;
+		case 'l':
+			if (!w.labels)
+				w.labels = json_array();
+			json_array_append_new(w.labels, json_string(optarg));
+			break;
+		case 'L':
+			w.lease_ms = strtoll(optarg, &end, 10);
+			if (*end || w.lease_ms <= 0)
+				goto bad;
+			break;
+		case 'n':
+			w.concurrency = (unsigned)strtoul(optarg, &end, 10);
+			if (*end || w.concurrency < 1 || w.concurrency > 1024)
+				goto bad;
+			break;
+		case 'm':
+			w.max_jobs = strtol(optarg, &end, 10);
+			if (*end || w.max_jobs < 0)
+				goto bad;
+			break;
+		case 'g':
+			if ((w.job.grace_ms = duration_ms(optarg, 1000)) < 0)
+				goto bad;
+			break;
+		case 's':
+			if (!cli_outcome_parse(optarg, &w.job.on_success))
+				goto bad;
+			break;
+		case 'f':
+			if (!cli_outcome_parse(optarg, &w.job.on_failure))
+				goto bad;
+			break;
+		case 'w':
+			w.wait_ms = strtoll(optarg, &end, 10);
+			if (*end || w.wait_ms < 0 || w.wait_ms > 30000)
+				goto bad;
+			break;
+		case 'M':
+			snprintf(w.marker_prefix, sizeof w.marker_prefix, "%s", optarg);
+			break;
+		case 'h':
+			fputs(work_help, stdout);
+			rc = 0;
+			goto out;
+		default:
+			goto bad;
+		}
+	}
+	if (optind >= argc || (is_run ? !w.card : !w.board) || (is_run && w.board)) {
+		cli_warn(is_run ? "run needs --card ID and a command after --"
+				: "work needs --board B and a command after --");
+		goto bad;
+	}
+	if (is_run)
+		w.concurrency = 1;
+	w.job.argv = argv + optind;
+	w.job.stop_sig = &stop_sig;
+	w.job.kill_now = &kill_now;
+	if (pipe(w.stop_pipe) != 0) {
+		cli_warn("pipe: %s", strerror(errno));
+		rc = 2;
+		goto out;
+	}
+	w.job.stop_fd = w.stop_pipe[0];
+	/* Signals are taken by this thread only (sigtimedwait below). */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	slots = calloc(w.concurrency, sizeof *slots);
+	if (!slots) {
+		rc = 2;
+		goto out;
+	}
+	atomic_store(&w.running, w.concurrency);
+	for (i = 0; i < w.concurrency; i++) {
+		slots[i] = (struct slot){.w = &w, .idx = i,
+					 .columns = w.columns ? json_deep_copy(w.columns) : NULL,
+					 .labels = w.labels ? json_deep_copy(w.labels) : NULL};
+		if (pthread_create(&slots[i].th, NULL, slot_main, &slots[i]) != 0) {
+			cli_warn("cannot start slot %u", i);
+			atomic_fetch_sub(&w.running, 1);
+			slots[i].w = NULL;
+		}
+	}
+	while (atomic_load(&w.running) > 0) {
+		struct timespec tick = {0, 100 * 1000000L};
+
+		sig = sigtimedwait(&set, NULL, &tick);
+		if (sig <= 0)
+			continue;
+		if (!atomic_load(&stop_sig)) {
+			atomic_store(&stop_sig, sig);
+			cli_warn("got signal %d: forwarding it to the commands, then releasing",
+				 sig);
+			if (write(w.stop_pipe[1], "x", 1) < 0)
+				cli_warn("stop pipe: %s", strerror(errno));
+		} else {
+			atomic_store(&kill_now, 1);
+			cli_warn("second signal: SIGKILL to the commands");
+		}
+	}
+	for (i = 0; i < w.concurrency; i++) {
+		if (slots[i].w)
+			pthread_join(slots[i].th, NULL);
+		json_decref(slots[i].columns);
+		json_decref(slots[i].labels);
+	}
+	rc = atomic_load(&w.fatal);
+	if (!rc && is_run)
+		rc = atomic_load(&w.last_exit);
+	close(w.stop_pipe[0]);
+	close(w.stop_pipe[1]);
+	goto out;
+bad:
+	fputs(work_help, stderr);
+	rc = 2;
+out:
+	free(slots);
+	json_decref(w.columns);
+	json_decref(w.labels);
+	return rc;
+}
+
+int cli_work_main(int argc, char **argv)
+{
+	return work_common(argc, argv, false);
+}
+
+int cli_run_main(int argc, char **argv)
+{
+	return work_common(argc, argv, true);
+}

@@ -1,0 +1,377 @@
+/* claim-next on the Mongo twin (DESIGN §12): ONE findAndModify whose filter is the whole of
+ * core_pick_fits (board, state in the columns, unclaimed, every label, no blockers pending)
+ * and whose sort is core_pick_before (priority desc, created_at, _id), served by the
+ * cards index "claim_next" {board, state, priority -1, created_at, _id}. Many workers at once
+ * each get a different card: the server takes the first match and writes it in one step.
+ *
+ * The fresh epoch is max(previous + 1, now) (DESIGN §3) without reading the previous value:
+ * the filter also requires claim_epoch < now (or none), so `now` is that maximum. The best
+ * card is looked up first (one find, same filter and sort); only when its epoch is already
+ * >= now (claimed and released within this millisecond, or a clock that went back) does the
+ * findAndModify require exactly that epoch and write it + 1. Either way the epoch is
+ * monotone and known before the write, so the card_claimed event rides in the same update.
+ *
+ * Blockers live in other documents, so "all done" cannot be a filter term. One find looks at
+ * the first few cards in claim order (their epoch and blockers, a lookup of the blockers of
+ * those that have some); the findAndModify admits cards with no blockers, and the one card
+ * with blockers found all done. A card whose blockers are pending is never claimed, whatever
+ * the order. So a claim is one find and one findAndModify, both on the claim_next index; only
+ * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch). */
+#include "store/mongo/mongo.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NEXT_BLOCKED_SCAN 20 /* cards with blockers looked at per call, best first */
+
+static bool strv_array(bson_t *d, const char *key, const struct core_strv *sv)
+{
+	bson_t arr;
+	char ibuf[16];
+	const char *ikey;
+	size_t i;
+	bool ok = BSON_APPEND_ARRAY_BEGIN(d, key, &arr);
+
+	for (i = 0; ok && i < sv->n; i++) {
+		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
+		ok = BSON_APPEND_UTF8(&arr, ikey, sv->v[i]);
+	}
+	return ok && bson_append_array_end(d, &arr);
+}
+
+/* {board, state: {$in}, claim: null, labels: {$all}} — the part every query shares. */
+static bool base_filter(bson_t *f, const char *board, const struct core_strv *cols,
+			const struct core_strv *labels)
+{
+	bson_t sub;
+	bool ok = BSON_APPEND_UTF8(f, "board", board) &&
+		  BSON_APPEND_DOCUMENT_BEGIN(f, "state", &sub) && strv_array(&sub, "$in", cols) &&
+		  bson_append_document_end(f, &sub) && BSON_APPEND_NULL(f, "claim");
+
+	if (ok && labels && labels->n)
+		ok = BSON_APPEND_DOCUMENT_BEGIN(f, "labels", &sub) &&
+		     strv_array(&sub, "$all", labels) && bson_append_document_end(f, &sub);
+	return ok;
+}
+
+static bool sort_append(bson_t *d, const char *key)
+{
+	bson_t s;
+
+	return BSON_APPEND_DOCUMENT_BEGIN(d, key, &s) && BSON_APPEND_INT32(&s, "priority", -1) &&
+	       BSON_APPEND_INT32(&s, "created_at", 1) && BSON_APPEND_INT32(&s, "_id", 1) &&
+	       bson_append_document_end(d, &s);
+}
+
+/* The best card carrying blockers that are all done, among the first NEXT_BLOCKED_SCAN that
+ * carry any; *id receives a copy (caller frees) or stays NULL. */
+static enum core_rc blocked_pick(struct mgo_conn *c, const struct core_board *b,
+				 const struct core_strv *cols, const struct core_strv *labels,
+				 char **id)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, ex;
+	struct core_card **cards = NULL;
+	struct mgo_lookup lk;
+	struct core_card_lookup look;
+	size_t n = 0, i;
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	*id = NULL;
+	if (!base_filter(&filter, b->name, cols, labels) ||
+	    !BSON_APPEND_DOCUMENT_BEGIN(&filter, "blockers.0", &ex) ||
+	    !BSON_APPEND_BOOL(&ex, "$exists", true) || !bson_append_document_end(&filter, &ex) ||
+	    !sort_append(&opts, "sort") || !BSON_APPEND_INT64(&opts, "limit", NEXT_BLOCKED_SCAN))
+		goto out;
+	rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
+	if (rc != CORE_OK)
+		goto out;
+	look = mgo_lookup_init(&lk, c);
+	for (i = 0; i < n && !*id; i++) {
+		bool done = core_blockers_all_done(b, &cards[i]->blockers, &look);
+
+		if (lk.rc != CORE_OK) {
+			rc = lk.rc;
+			break;
+		}
+		if (done && !(*id = strdup(cards[i]->id)))
+			rc = CORE_ERR_NOMEM;
+	}
+	mgo_lookup_release(&lk);
+out:
+	store_cards_free(cards, n);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return rc;
+}
+
+/* The findAndModify filter: base, admitted blockers, and the epoch below `now` (epoch_eq < 0)
+ * or exactly epoch_eq. */
+static bool take_filter(bson_t *f, const char *board, const struct core_strv *cols,
+			const struct core_strv *labels, const char *blocked_ok, int64_t now,
+			int64_t epoch_eq)
+{
+	bson_t and, a0, a1, or0, or1, o, sub;
+	bool ok = base_filter(f, board, cols, labels) && BSON_APPEND_ARRAY_BEGIN(f, "$and", &and);
+
+	/* blockers: none, or the one card checked above */
+	ok = ok && BSON_APPEND_DOCUMENT_BEGIN(&and, "0", &a0) &&
+	     BSON_APPEND_ARRAY_BEGIN(&a0, "$or", &or0) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&or0, "0", &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&o, "blockers", &sub) && BSON_APPEND_INT32(&sub, "$size", 0) &&
+	     bson_append_document_end(&o, &sub) && bson_append_document_end(&or0, &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&or0, "1", &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&o, "blockers", &sub) &&
+	     BSON_APPEND_BOOL(&sub, "$exists", false) && bson_append_document_end(&o, &sub) &&
+	     bson_append_document_end(&or0, &o);
+	if (ok && blocked_ok)
+		ok = BSON_APPEND_DOCUMENT_BEGIN(&or0, "2", &o) &&
+		     BSON_APPEND_UTF8(&o, "_id", blocked_ok) && bson_append_document_end(&or0, &o);
+	ok = ok && bson_append_array_end(&a0, &or0) && bson_append_document_end(&and, &a0);
+	if (epoch_eq == INT64_MIN) /* no epoch term (best_epoch's look-up) */
+		return ok && bson_append_array_end(f, &and);
+	if (epoch_eq >= 0) /* then epoch_eq + 1 is max(previous + 1, now) */
+		return ok && bson_append_array_end(f, &and) &&
+		       BSON_APPEND_INT64(f, "claim_epoch", epoch_eq);
+	/* claim_epoch < now, or none: then `now` is max(previous + 1, now) */
+	ok = ok && BSON_APPEND_DOCUMENT_BEGIN(&and, "1", &a1) &&
+	     BSON_APPEND_ARRAY_BEGIN(&a1, "$or", &or1) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&or1, "0", &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&o, "claim_epoch", &sub) &&
+	     BSON_APPEND_INT64(&sub, "$lt", now) && bson_append_document_end(&o, &sub) &&
+	     bson_append_document_end(&or1, &o) && BSON_APPEND_DOCUMENT_BEGIN(&or1, "1", &o) &&
+	     BSON_APPEND_DOCUMENT_BEGIN(&o, "claim_epoch", &sub) &&
+	     BSON_APPEND_BOOL(&sub, "$exists", false) && bson_append_document_end(&o, &sub) &&
+	     bson_append_document_end(&or1, &o) && bson_append_array_end(&a1, &or1) &&
+	     bson_append_document_end(&and, &a1);
+	return ok && bson_append_array_end(f, &and);
+}
+
+/* $set of the fresh claim and its epoch, the card_claimed event pushed into the outbox
+ * (its card_id is filled in on delivery: the card is not known before the write). */
+static bool take_update(bson_t *u, const char *marker, const char *holder, int64_t lease_ms,
+			int64_t now, int64_t epoch, const struct mgo_evq *q)
+{
+	bson_t set, push;
+	struct core_claim cl = {.present = true,
+				.marker = (char *)marker,
+				.holder = (char *)holder,
+				.claimed_at = now,
+				.has_lease = true,
+				.lease_until = now + lease_ms,
+				.lease_ms = lease_ms};
+
+	return BSON_APPEND_DOCUMENT_BEGIN(u, "$set", &set) && mgo_claim_append(&set, "claim", &cl) &&
+	       BSON_APPEND_INT64(&set, "claim_epoch", epoch) &&
+	       BSON_APPEND_DATE_TIME(&set, "updated_at", now) && bson_append_document_end(u, &set) &&
+	       BSON_APPEND_DOCUMENT_BEGIN(u, "$push", &push) && mgo_evq_push_append(q, &push) &&
+	       bson_append_document_end(u, &push);
+}
+
+/* ---- the look-up before the write: one find, usually ----
+ * The first NEXT_PEEK cards in claim order (blockers aside), with their epoch and blockers:
+ * the first with no blockers, or with blockers all done, is the best card that fits. Only when
+ * each of those is blocked does the caller fall back to blocked_pick + best_epoch. */
+
+#define NEXT_PEEK 4
+
+struct peek {
+	struct mgo_conn *c;
+	const struct core_board *b;
+	struct mgo_lookup lk;
+	struct core_card_lookup look;
+	size_t seen;
+	bool found, has_epoch;
+	int64_t epoch;
+	char *blocked_ok; /* the card found, when it carries blockers (all done) */
+};
+
+static enum core_rc peek_doc(void *ctx, const bson_t *doc)
+{
+	struct peek *pk = ctx;
+	struct core_strv bl = {0};
+	bson_iter_t it, ai;
+	const char *id = NULL;
+	enum core_rc rc = CORE_OK;
+	bool done = true;
+
+	if (pk->found)
+		return CORE_OK;
+	pk->seen++;
+	if (bson_iter_init_find(&it, doc, "_id") && BSON_ITER_HOLDS_UTF8(&it))
+		id = bson_iter_utf8(&it, NULL);
+	if (bson_iter_init_find(&it, doc, "blockers") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	    bson_iter_recurse(&it, &ai))
+		while (rc == CORE_OK && bson_iter_next(&ai))
+			if (BSON_ITER_HOLDS_UTF8(&ai))
+				rc = core_strv_push(&bl, bson_iter_utf8(&ai, NULL));
+	if (rc == CORE_OK && bl.n) {
+		done = core_blockers_all_done(pk->b, &bl, &pk->look);
+		rc = pk->lk.rc;
+	}
+	if (rc == CORE_OK && done && id) {
+		pk->found = true;
+		pk->has_epoch = bson_iter_init_find(&it, doc, "claim_epoch") &&
+				mgo_iter_i64(&it, &pk->epoch);
+		if (bl.n && !(pk->blocked_ok = strdup(id)))
+			rc = CORE_ERR_NOMEM;
+	}
+	core_strv_release(&bl);
+	return rc;
+}
+
+/* *state: 1 found (blocked_ok, epoch set), 0 none fits at all, -1 the peek cannot tell. */
+static enum core_rc peek_best(struct mgo_conn *c, const struct core_board *b,
+			      const struct core_strv *cols, const struct core_strv *labels,
+			      int *state, char **blocked_ok, bool *has_epoch, int64_t *epoch)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, proj;
+	struct peek pk = {.c = c, .b = b};
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	pk.look = mgo_lookup_init(&pk.lk, c);
+	if (base_filter(&filter, b->name, cols, labels) && sort_append(&opts, "sort") &&
+	    BSON_APPEND_INT64(&opts, "limit", NEXT_PEEK) &&
+	    BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj) &&
+	    BSON_APPEND_INT32(&proj, "claim_epoch", 1) && BSON_APPEND_INT32(&proj, "blockers", 1) &&
+	    bson_append_document_end(&opts, &proj))
+		rc = mgo_find_each(c->cards, &filter, &opts, peek_doc, &pk);
+	mgo_lookup_release(&pk.lk);
+	*state = pk.found ? 1 : pk.seen < NEXT_PEEK ? 0 : -1;
+	*blocked_ok = pk.blocked_ok;
+	*has_epoch = pk.has_epoch;
+	*epoch = pk.epoch;
+	if (rc != CORE_OK) {
+		free(pk.blocked_ok);
+		*blocked_ok = NULL;
+	}
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return rc;
+}
+
+/* The epoch of the best card that fits now (*found false: none fits). */
+static enum core_rc best_epoch(struct mgo_conn *c, const char *board,
+			       const struct core_strv *cols, const struct core_strv *labels,
+			       const char *blocked_ok, bool *found, bool *has_epoch, int64_t *epoch)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, proj, *doc = NULL;
+	bson_iter_t it;
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	*found = *has_epoch = false;
+	*epoch = 0;
+	/* epoch_eq 0 would pin the epoch: take the filter without its epoch part instead */
+	if (take_filter(&filter, board, cols, labels, blocked_ok, 0, INT64_MIN) &&
+	    sort_append(&opts, "sort") && BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj) &&
+	    BSON_APPEND_INT32(&proj, "claim_epoch", 1) && bson_append_document_end(&opts, &proj))
+		rc = mgo_find_one(c->cards, &filter, &opts, &doc);
+	if (rc == CORE_OK && doc) {
+		*found = true;
+		*has_epoch = bson_iter_init_find(&it, doc, "claim_epoch") && mgo_iter_i64(&it, epoch);
+	}
+	bson_destroy(doc);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return rc;
+}
+
+enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next *in,
+				 const struct store_actor *actor, struct store_claim_result *out)
+{
+	struct mgo *m = mgo_of(st);
+	struct mgo_conn c;
+	struct core_board b = {0};
+	struct core_strv eligible = {0};
+	const struct core_strv *cols = in->columns;
+	char *blocked_ok = NULL;
+	bson_t *doc = NULL;
+	int tries;
+	size_t i;
+	enum core_rc rc = mgo_conn_open(m, &c);
+
+	if (rc != CORE_OK)
+		return rc;
+	c.actor = mgo_actor_name(actor);
+	rc = mgo_board_read(&c, in->board, &b);
+	if (rc == CORE_OK)
+		rc = core_pick_check(&b, cols, NULL, 0);
+	if (rc == CORE_OK && (!cols || !cols->n)) {
+		for (i = 0; rc == CORE_OK && i < b.n_cols; i++)
+			if (b.cols[i].eligible)
+				rc = core_strv_push(&eligible, b.cols[i].name);
+		cols = &eligible;
+	}
+	for (tries = 0; rc == CORE_OK && tries < MGO_CAS_TRIES; tries++) {
+		bson_t filter = BSON_INITIALIZER, sort = BSON_INITIALIZER, update = BSON_INITIALIZER;
+		struct mgo_evq q;
+		bool found = false, has_epoch = false;
+		int64_t prev = 0, eq = -1, epoch = c.now;
+
+		int state = -1;
+
+		free(blocked_ok);
+		blocked_ok = NULL;
+		rc = peek_best(&c, &b, cols, in->labels, &state, &blocked_ok, &has_epoch, &prev);
+		found = state == 1;
+		if (rc == CORE_OK && state < 0) {
+			/* the best few are all blocked: look further down the order */
+			rc = blocked_pick(&c, &b, cols, in->labels, &blocked_ok);
+			if (rc == CORE_OK)
+				rc = best_epoch(&c, b.name, cols, in->labels, blocked_ok, &found,
+						&has_epoch, &prev);
+		}
+		if (rc != CORE_OK || !found)
+			break; /* nothing available */
+		if (has_epoch && prev >= c.now) {
+			eq = prev;
+			epoch = prev + 1;
+		}
+		mgo_evq_init(&q, m);
+		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, b.name, NULL, c.actor, NULL, c.now,
+			    json_pack("{sssI}", "marker", in->marker, "epoch", (json_int_t)epoch));
+		rc = CORE_ERR_NOMEM;
+		if (!q.failed &&
+		    take_filter(&filter, b.name, cols, in->labels, blocked_ok, c.now, eq) &&
+		    BSON_APPEND_INT32(&sort, "priority", -1) &&
+		    BSON_APPEND_INT32(&sort, "created_at", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
+		    take_update(&update, in->marker, in->holder, in->lease_ms, c.now, epoch, &q))
+			rc = mgo_find_modify_sort(c.cards, &filter, &sort, &update, &doc);
+		if (rc == CORE_OK && doc) {
+			rc = mgo_card_from_bson(doc, &out->card);
+			if (rc == CORE_ERR_BAD_REQUEST)
+				rc = CORE_ERR_INTERNAL;
+			if (rc == CORE_OK)
+				mgo_evq_deliver(&c, c.cards, out->card->id, &q);
+		}
+		mgo_evq_release(&q);
+		bson_destroy(&update);
+		bson_destroy(&sort);
+		bson_destroy(&filter);
+		if (rc != CORE_OK || doc)
+			break;
+		/* Taken by another worker between the look-up and the write: look again. */
+		c.now = store_now(st);
+	}
+	if (rc == CORE_OK && out->card &&
+	    (!out->card->claim.present || !out->card->has_epoch ||
+	     strcmp(out->card->claim.marker, in->marker) != 0)) {
+		core_card_free(out->card);
+		out->card = NULL;
+		rc = CORE_ERR_INTERNAL; /* the post-image must hold what was just written */
+	}
+	if (rc == CORE_OK && out->card) {
+		out->fresh = true;
+		out->token.marker = out->card->claim.marker;
+		out->token.epoch = out->card->claim_epoch;
+	}
+	if (rc != CORE_OK && out->card) {
+		core_card_free(out->card);
+		out->card = NULL;
+	}
+	bson_destroy(doc);
+	free(blocked_ok);
+	core_strv_release(&eligible);
+	core_board_release(&b);
+	mgo_conn_close(&c);
+	return rc;
+}

@@ -1,0 +1,514 @@
+#!/usr/bin/env python3
+"""boardctl against a real boardd, with real processes (DESIGN §12): success and failure
+outcomes, the command's environment, the result file, run --card and its exit code, SIGTERM
+forwarded then release, --concurrency, kill -9 of boardctl mid-job (the command dies with it,
+the reaper reclaims after the lease), SIGSTOP past the lease then SIGCONT (the command is
+killed, no late write lands), the server restarted under it (ridden when the lease allows,
+given up cleanly when not), an operator's revoke, and --help on every verb.
+
+usage: test_boardctl.py path/to/boardd path/to/boardctl
+Stdlib only. Each case takes its cards by a label of its own, so cases never steal work.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+BOARDD, BOARDCTL = sys.argv[1], sys.argv[2]
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print('FAIL:', what, flush=True)
+    return cond
+
+
+def wait_for(pred, timeout, step=0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().split(') ')[1][0] != 'Z'
+    except OSError:
+        return False
+
+
+class Server:
+    def __init__(self, tmp, extra=(), scheme='http', data='data', tokens_from=None):
+        self.tmp = tmp
+        self.port = 0
+        self.p = None
+        self.extra, self.scheme, self.data = list(extra), scheme, data
+        if tokens_from:
+            self.worker, self.op = tokens_from.worker, tokens_from.op
+            self.log = open(os.path.join(tmp, data + '.log'), 'a')
+            return
+        self.log = open(os.path.join(tmp, 'server.log'), 'a')
+        out = subprocess.run([BOARDD, 'token', 'add', '--tokens', tmp + '/tokens.json',
+                              '--name', 'worker', '--role', 'worker', '--role', 'bot'],
+                             capture_output=True, text=True, check=True)
+        self.worker = out.stdout.strip().splitlines()[-1]
+        out = subprocess.run([BOARDD, 'token', 'add', '--tokens', tmp + '/tokens.json',
+                              '--name', 'ops', '--role', 'operator', '--role', 'bot'],
+                             capture_output=True, text=True, check=True)
+        self.op = out.stdout.strip().splitlines()[-1]
+
+    def start(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith('BOARDD_') and k != 'ITERION_BOARD_CLAIM_REAPER'}
+        self.p = subprocess.Popen(
+            [BOARDD, '--listen', '127.0.0.1:%d' % self.port, '--store',
+             'fs:' + self.tmp + '/' + self.data, '--tokens', self.tmp + '/tokens.json',
+             '--threads', '2', '--reaper', 'on', '--reaper-interval-ms', '300'] + self.extra,
+            stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            line = self.p.stderr.readline()
+            if not line:
+                break
+            self.log.write(line)
+            m = re.search(r'listening on .* \(port (\d+)\)', line)
+            if m:
+                self.port = int(m.group(1))
+                threading.Thread(target=self._drain, args=(self.p,), daemon=True).start()
+                return
+        raise SystemExit('boardd did not start; see ' + self.tmp + '/server.log')
+
+    def _drain(self, p):
+        for line in p.stderr:
+            self.log.write(line)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p and self.p.poll() is None:
+            self.p.send_signal(sig)
+            self.p.wait(timeout=20)
+        self.p = None
+
+    @property
+    def url(self):
+        return '%s://127.0.0.1:%d' % (self.scheme, self.port)
+
+    def api(self, method, path, body=None, token=None, if_match=None):
+        req = urllib.request.Request(self.url + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None)
+        req.add_header('Authorization', 'Bearer ' + (token or self.op))
+        if body is not None:
+            req.add_header('Content-Type', 'application/json')
+        if if_match is not None:
+            req.add_header('If-Match', '"%d"' % if_match)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                data = r.read().decode()
+                return r.status, json.loads(data) if data else None
+        except urllib.error.HTTPError as e:
+            data = e.read().decode()
+            return e.code, json.loads(data) if data else None
+
+    def card(self, cid):
+        st, c = self.api('GET', '/v1/cards/' + cid)
+        assert st == 200, (st, c)
+        return c
+
+    def new_card(self, cid, label, priority=0, state='ready'):
+        st, c = self.api('POST', '/v1/cards', {'id': cid, 'state': state, 'labels': [label],
+                                               'priority': priority, 'title': cid})
+        assert st == 201, (st, c)
+
+    def events_after(self, seq):
+        st, ev = self.api('GET', '/v1/events?after=%d&limit=1000' % seq)
+        assert st == 200
+        return ev['events']
+
+    def last_seq(self):
+        seq = 0
+        while True:
+            ev = self.events_after(seq)
+            if not ev:
+                return seq
+            seq = ev[-1]['seq']
+
+
+def boardctl(srv, args, **kw):
+    env = dict(os.environ)
+    env.update({'BOARDD_URL': srv.url, 'BOARDD_TOKEN': srv.worker})
+    env.update(kw.pop('env', {}))
+    return subprocess.Popen([BOARDCTL] + args, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def finish(p, timeout=30):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        check(False, 'boardctl did not finish in %ds: %s' % (timeout, err))
+    return p.returncode, out, err
+
+
+def read_pid(path, timeout=10):
+    def get():
+        try:
+            with open(path) as f:
+                s = f.read().strip()
+                return int(s) if s else None
+        except (OSError, ValueError):
+            return None
+    return wait_for(get, timeout)
+
+
+# ---------------------------------------------------------------------------------------
+
+def case_outcomes_and_env(srv, tmp):
+    srv.new_card('ok1', 'oe', priority=2)
+    srv.new_card('bad1', 'oe', priority=1)
+    script = ('env | grep ^BOARDD_ > %s/$BOARDD_CARD.env; '
+              'echo \'{"card":"\'$BOARDD_CARD\'"}\' > $BOARDD_RESULT; '
+              'test "$BOARDD_CARD" = ok1' % tmp)
+    p = boardctl(srv, ['--json', 'work', '--board', 'default', '--label', 'oe',
+                       '--max-jobs', '2', '--lease-ms', '5000', '--', 'sh', '-c', script])
+    rc, out, err = finish(p)
+    check(rc == 0, 'work exits 0: %d %s' % (rc, err))
+    lines = [json.loads(l) for l in out.splitlines() if l.strip()]
+    check([l['card'] for l in lines] == ['ok1', 'bad1'], 'priority order: %s' % out)
+    check([l['outcome'] for l in lines] == ['succeeded', 'failed'], 'outcomes: %s' % out)
+    check(all(l['written'] for l in lines), 'outcomes written: %s' % out)
+    check(len(re.findall(r'^boardctl: card \S+ epoch \d+ run \S+: (succeeded|failed) in ',
+                         err, re.M)) == 2, 'one progress line per job: %s' % err)
+    ok, bad = srv.card('ok1'), srv.card('bad1')
+    check(ok['state'] == 'done' and ok['claim'] is None, 'success -> done, released: %s' % ok)
+    check(bad['state'] == 'blocked' and bad['claim'] is None,
+          'failure -> blocked, released: %s' % bad)
+    env = dict(l.split('=', 1) for l in open(tmp + '/ok1.env').read().splitlines())
+    check(env.get('BOARDD_URL') == srv.url, 'BOARDD_URL: %s' % env)
+    check(env.get('BOARDD_CARD') == 'ok1', 'BOARDD_CARD')
+    check(env.get('BOARDD_EPOCH') == str(ok['claim_epoch']), 'BOARDD_EPOCH is the fence')
+    check(env.get('BOARDD_RUN') == ok['last_run_id'], 'BOARDD_RUN is the recorded run')
+    check(env.get('BOARDD_MARKER', '').startswith('boardctl-'), 'BOARDD_MARKER')
+    check(env.get('BOARDD_BOARD') == 'default', 'BOARDD_BOARD')
+    st, run = srv.api('GET', '/v1/runs/' + ok['last_run_id'])
+    check(run['status'] == 'finished' and run['result'] == {'card': 'ok1'},
+          'run finished with the result file: %s' % run)
+    st, run = srv.api('GET', '/v1/runs/' + bad['last_run_id'])
+    check(run['status'] == 'failed' and run['error'] == 'exit status 1',
+          'run failed with its error: %s' % run)
+
+    # the failed job needs an operator: the attention lane says so, and why
+    env = dict(os.environ, BOARDD_URL=srv.url, BOARDD_TOKEN=srv.op)
+    r = subprocess.run([BOARDCTL, '--json', 'attention'], capture_output=True, text=True,
+                       env=env)
+    lane = {c['card']['id']: c['reasons'] for c in json.loads(r.stdout)['cards']} \
+        if r.returncode == 0 else {}
+    check('run_failed' in lane.get('bad1', []), 'attention lists the failed job: %s %s'
+          % (r.stdout[:300], r.stderr))
+    r = subprocess.run([BOARDCTL, 'attention'], capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and re.search(r'bad1.*\n\s+why: .*run_failed', r.stdout),
+          'attention as a table: %s' % r.stdout)
+
+    # run --card: the command's exit code; --on-success to any column, or release
+    srv.new_card('one', 'rc')
+    p = boardctl(srv, ['run', '--card', 'one', '--on-success', 'review', '--', 'true'])
+    rc, out, err = finish(p)
+    c = srv.card('one')
+    check(rc == 0 and c['state'] == 'review' and c['claim'] is None,
+          'run --card --on-success review: %d %s %s' % (rc, c['state'], err))
+    srv.new_card('seven', 'rc')
+    p = boardctl(srv, ['run', '--card', 'seven', '--on-failure', 'release', '--', 'sh', '-c',
+                       'exit 7'])
+    rc, out, err = finish(p)
+    c = srv.card('seven')
+    check(rc == 7, 'run exits with the command\'s status: %d' % rc)
+    check(c['state'] == 'ready' and c['claim'] is None, '--on-failure release: %s' % c)
+
+
+def case_concurrency(srv, tmp):
+    for i in range(6):
+        srv.new_card('cc%d' % i, 'cc')
+    t0 = time.time()
+    p = boardctl(srv, ['--json', 'work', '--board', 'default', '--label', 'cc',
+                       '--concurrency', '3', '--max-jobs', '6', '--', 'sleep', '0.4'])
+    rc, out, err = finish(p)
+    cards = sorted(json.loads(l)['card'] for l in out.splitlines() if l.strip())
+    check(rc == 0 and cards == ['cc%d' % i for i in range(6)], 'concurrency 3 did all 6: %s %s'
+          % (cards, err))
+    check(all(srv.card('cc%d' % i)['state'] == 'done' for i in range(6)), 'all done')
+
+
+def case_sigterm_forwarded(srv, tmp):
+    srv.new_card('term', 'st')
+    script = ('trap "echo got-term > %s/term.flag; exit 0" TERM; echo $$ > %s/term.pid; '
+              'while true; do sleep 0.1; done' % (tmp, tmp))
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'st', '--grace', '5s', '--',
+                       'sh', '-c', script])
+    pid = read_pid(tmp + '/term.pid')
+    check(pid is not None, 'command started')
+    run_id = srv.card('term')['last_run_id']
+    p.send_signal(signal.SIGTERM)
+    rc, out, err = finish(p)
+    check(os.path.exists(tmp + '/term.flag'), 'SIGTERM reached the command')
+    c = srv.card('term')
+    check(c['claim'] is None and c['state'] == 'ready', 'released, state untouched: %s' % c)
+    st, run = srv.api('GET', '/v1/runs/' + run_id)
+    check(run['status'] == 'failed_resumable', 'run marked resumable: %s' % run)
+    check('stopped' in err, 'reported as stopped: %s' % err)
+
+
+def case_kill9(srv, tmp):
+    srv.new_card('k9', 'k9')
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'k9', '--lease-ms', '1500',
+                       '--', 'sh', '-c', 'echo $$ > %s/k9.pid; exec sleep 60' % tmp])
+    pid = read_pid(tmp + '/k9.pid')
+    check(pid is not None, 'command started')
+    c = srv.card('k9')
+    epoch, marker = c['claim_epoch'], c['claim']['marker']
+    p.kill()
+    p.wait()
+    check(wait_for(lambda: not alive(pid), 10), 'the command died with boardctl (pdeathsig)')
+    # The reaper (pass every 300 ms) reclaims once the 1.5 s lease is over: the run's lock
+    # expired, it is promoted to failed_resumable and the card goes back to the pool.
+    def reclaimed():
+        c = srv.card('k9')
+        return c if c['claim'] is None and c['claim_epoch'] > epoch else None
+    c = wait_for(reclaimed, 20)
+    check(c is not None, 'the reaper reclaimed the card after the lease: %s' % srv.card('k9'))
+    if c:
+        st, run = srv.api('GET', '/v1/runs/' + c['last_run_id'])
+        check(run['status'] == 'failed_resumable', 'orphaned run promoted: %s' % run)
+    check(srv.card('k9')['state'] == 'ready', 'back in the pool')
+    del marker
+
+
+def case_sigstop(srv, tmp):
+    srv.new_card('stop', 'ss')
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'ss', '--lease-ms', '1500',
+                       '--grace', '1s', '--max-jobs', '1', '--',
+                       'sh', '-c', 'echo $$ > %s/ss.pid; exec sleep 60' % tmp])
+    pid = read_pid(tmp + '/ss.pid')
+    check(pid is not None, 'command started')
+    c = srv.card('stop')
+    epoch, marker = c['claim_epoch'], c['claim']['marker']
+    os.kill(p.pid, signal.SIGSTOP)
+    ok = wait_for(lambda: srv.card('stop')['claim_epoch'] > epoch, 20)
+    check(ok, 'the reaper took the claim while boardctl was stopped')
+    # the card may now be claimed by the reaper or released; take another worker's view of it
+    seq = srv.last_seq()
+    os.kill(p.pid, signal.SIGCONT)
+    rc, out, err = finish(p)
+    check(wait_for(lambda: not alive(pid), 5), 'the command was killed after SIGCONT')
+    check('lost' in err, 'reported lost: %s' % err)
+    late = [e for e in srv.events_after(seq)
+            if e.get('card_id') == 'stop' and e['type'] != 'card_claimed'
+            and (e.get('payload') or {}).get('marker') == marker]
+    check(not late, 'no late write landed: %s' % late)
+    c = srv.card('stop')
+    check(c['state'] == 'ready', 'state untouched by the stale holder: %s' % c['state'])
+
+    # The sharper shape: the command ENDS while boardctl sleeps past its lease. On waking it
+    # must not write that outcome (the server would refuse it; boardctl does not even try).
+    srv.new_card('stop2', 'ss2')
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'ss2', '--lease-ms', '1500',
+                       '--max-jobs', '1', '--', 'sh', '-c',
+                       'echo $$ > %s/ss2.pid; sleep 2' % tmp])
+    pid = read_pid(tmp + '/ss2.pid')
+    epoch = srv.card('stop2')['claim_epoch']
+    os.kill(p.pid, signal.SIGSTOP)
+    wait_for(lambda: not alive(pid), 10)
+    wait_for(lambda: srv.card('stop2')['claim_epoch'] > epoch, 20)
+    seq = srv.last_seq()
+    os.kill(p.pid, signal.SIGCONT)
+    rc, out, err = finish(p)
+    check('lost' in err and 'after the lease' in err, 'late exit reported lost: %s' % err)
+    check(not [e for e in srv.events_after(seq) if e.get('card_id') == 'stop2'],
+          'nothing written for it after waking')
+    check(srv.card('stop2')['state'] == 'ready', 'not filed done by the stale holder')
+
+
+def case_revoke(srv, tmp):
+    srv.new_card('rev', 'rv')
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'rv', '--lease-ms', '1500',
+                       '--grace', '1s', '--max-jobs', '1', '--',
+                       'sh', '-c', 'echo $$ > %s/rv.pid; exec sleep 60' % tmp])
+    pid = read_pid(tmp + '/rv.pid')
+    check(pid is not None, 'command started')
+    st, c = srv.api('POST', '/v1/cards/rev/claim/revoke')
+    if st == 404 and c and c.get('code') != 'not_found':
+        print('SKIP: revoke route absent', flush=True)
+        p.kill()
+        return
+    check(st == 200, 'revoke answered %d %s' % (st, c))
+    t0 = time.time()
+    # renew period (500 ms) + grace (1 s), with slack for a busy machine
+    check(wait_for(lambda: not alive(pid), 15), 'command killed after the revoke')
+    rc, out, err = finish(p)
+    check('lost' in err and 'renew refused' in err, 'revoke seen as a refused renew: %s' % err)
+    c = srv.card('rev')
+    check(c['claim'] is None and c['state'] == 'ready', 'nothing written after: %s' % c)
+    del t0
+
+
+def case_server_restart(srv, tmp):
+    # Ridden: the server is away for less than the lease; renews retry and the job finishes.
+    srv.new_card('ride', 'rs')
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'rs', '--lease-ms', '6000',
+                       '--max-jobs', '1', '--', 'sh', '-c',
+                       'echo $$ > %s/rs.pid; sleep 4' % tmp])
+    check(read_pid(tmp + '/rs.pid') is not None, 'command started')
+    srv.stop()
+    time.sleep(1.5)
+    srv.start()
+    rc, out, err = finish(p)
+    c = srv.card('ride')
+    check(rc == 0 and c['state'] == 'done' and c['claim'] is None,
+          'rode the restart: %d %s %s' % (rc, c, err))
+
+    # Given up: away longer than the lease; boardctl declares the claim lost when the lease
+    # would end, kills the command and writes nothing.
+    srv.new_card('away', 'ra')
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'ra', '--lease-ms', '2000',
+                       '--grace', '1s', '--max-jobs', '1', '--',
+                       'sh', '-c', 'echo $$ > %s/ra.pid; exec sleep 60' % tmp])
+    pid = read_pid(tmp + '/ra.pid')
+    epoch = srv.card('away')['claim_epoch']
+    srv.stop()
+    rc, out, err = finish(p, timeout=30)
+    check('lost' in err, 'gave up when the lease ended: %s' % err)
+    check(not alive(pid), 'command killed')
+    srv.start()
+    c = srv.card('away')
+    check(c['state'] == 'ready' and c['claim_epoch'] == epoch,
+          'nothing written while away: %s' % c)
+
+
+def case_tls(srv, tmp):
+    cert, key = os.path.join(tmp, 'tls.crt'), os.path.join(tmp, 'tls.key')
+    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
+                    'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert,
+                    '-subj', '/CN=boardctl-test', '-addext', 'subjectAltName=IP:127.0.0.1',
+                    '-days', '2'], check=True, capture_output=True, timeout=60)
+    tls = Server(tmp, extra=['--tls-cert', cert, '--tls-key', key], scheme='https',
+                 data='data-tls', tokens_from=srv)
+    tls.start()
+    try:
+        env = dict(os.environ, BOARDD_URL=tls.url, BOARDD_TOKEN=srv.op)
+        r = subprocess.run([BOARDCTL, 'cards', 'create', '--id', 'tls1', '--state', 'ready'],
+                           capture_output=True, text=True, env=env)
+        check(r.returncode == 1 and 'certificate' in r.stderr.lower(),
+              'an unknown CA is refused: %s' % r.stderr)
+        r = subprocess.run([BOARDCTL, '--cacert', cert, 'cards', 'create', '--id', 'tls1',
+                            '--state', 'ready'], capture_output=True, text=True, env=env)
+        check(r.returncode == 0, 'cards create over TLS with --cacert: %s' % r.stderr)
+        env['BOARDD_TOKEN'] = srv.worker
+        r = subprocess.run([BOARDCTL, '--cacert', cert, 'run', '--card', 'tls1', '--', 'sh',
+                            '-c', 'case "$BOARDD_URL" in https://*) exit 0;; esac; exit 1'],
+                           capture_output=True, text=True, env=env, timeout=30)
+        check(r.returncode == 0 and 'succeeded' in r.stderr,
+              'a job over TLS, BOARDD_URL handed on: %d %s' % (r.returncode, r.stderr))
+    finally:
+        tls.stop()
+
+
+def case_help():
+    for verb in ([], ['work'], ['run'], ['cards'], ['cards', 'ls'], ['cards', 'create'],
+                 ['cards', 'move'], ['reopen'], ['events'], ['attention']):
+        r = subprocess.run([BOARDCTL] + verb + ['--help'], capture_output=True, text=True)
+        check(r.returncode == 0 and 'usage: boardctl' in r.stdout,
+              '--help on %s: %d %s' % (verb, r.returncode, r.stderr))
+
+
+def case_verbs(srv, tmp):
+    env = dict(os.environ, BOARDD_URL=srv.url, BOARDD_TOKEN=srv.op)
+    r = subprocess.run([BOARDCTL, 'cards', 'create', '--id', 'v1', '--title', 'verb card',
+                        '--label', 'vv', '--priority', '4', '--state', 'backlog'],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and r.stdout.strip() == 'v1', 'cards create: %s' % r.stderr)
+    r = subprocess.run([BOARDCTL, '--json', 'cards', 'ls', '--label', 'vv'],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and [c['id'] for c in json.loads(r.stdout)['cards']] == ['v1'],
+          'cards ls --json')
+    r = subprocess.run([BOARDCTL, 'cards', 'move', 'v1', '--from', 'backlog', '--to', 'done'],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and srv.card('v1')['state'] == 'done', 'cards move')
+    r = subprocess.run([BOARDCTL, 'reopen', 'v1', '--to', 'ready'],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and srv.card('v1')['state'] == 'ready', 'reopen: %s' % r.stderr)
+    r = subprocess.run([BOARDCTL, '--json', 'cards', 'show', 'v1'],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and json.loads(r.stdout)['priority'] == 4, 'cards show')
+    r = subprocess.run([BOARDCTL, 'cards', 'move', 'nope', '--to', 'done'],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 1 and '404' in r.stderr, 'errors say what was wrong: %s' % r.stderr)
+    r = subprocess.run([BOARDCTL, '--json', 'events'], capture_output=True, text=True, env=env)
+    check(r.returncode == 0 and any(json.loads(l).get('card_id') == 'v1'
+                                    for l in r.stdout.splitlines()), 'events')
+    p = subprocess.Popen([BOARDCTL, '--json', 'events', '--follow', '--after',
+                          str(srv.last_seq())], env=env, stdout=subprocess.PIPE, text=True)
+    srv.api('PATCH', '/v1/cards/v1', {'title': 'followed'})
+    line = p.stdout.readline()
+    p.terminate()
+    p.wait()
+    check('"card_updated"' in line, 'events --follow sees a new event: %s' % line)
+    tf = os.path.join(tmp, 'token')
+    with open(tf, 'w') as f:
+        f.write(srv.op + '\n')
+    r = subprocess.run([BOARDCTL, '--url', srv.url, '--token-file', tf, 'cards', 'ls'],
+                       capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if not k.startswith('BOARDD_')})
+    check(r.returncode == 0 and 'v1' in r.stdout, '--url and --token-file')
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix='boardctl-test-')
+    srv = Server(tmp)
+    srv.start()
+    try:
+        case_help()
+        case_verbs(srv, tmp)
+        case_outcomes_and_env(srv, tmp)
+        case_concurrency(srv, tmp)
+        case_sigterm_forwarded(srv, tmp)
+        case_kill9(srv, tmp)
+        case_sigstop(srv, tmp)
+        case_revoke(srv, tmp)
+        case_server_restart(srv, tmp)
+        if shutil.which('openssl'):
+            case_tls(srv, tmp)
+        else:
+            print('SKIP: TLS case: no openssl CLI to make a certificate', flush=True)
+    finally:
+        srv.stop()
+    print('boardctl: %d passed, %d failed' % (passed, failed), flush=True)
+    if failed:
+        print('server log: ' + tmp + '/server.log')
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
