@@ -71,6 +71,9 @@ struct cli_job_opts {
 	const atomic_int *stop_sig; /* the signal to forward (0: none yet); set by work.c's main
 				     * thread, read by the slots */
 	const atomic_int *kill_now; /* a second signal: SIGKILL at once */
+	const json_t *agent_caps; /* --agent-caps: capability names (borrowed); NULL: no agent
+				   * token. Each job mints one bound to its claim (DESIGN §13) and
+				   * passes it as BOARDD_AGENT_TOKEN */
 };
 
 /* What a claim handed us (from claim-next or claim). */

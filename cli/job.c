@@ -136,7 +136,7 @@ static bool env_ours(const char *e)
 {
 	static const char *const keys[] = {"BOARDD_URL=", "BOARDD_CARD=", "BOARDD_MARKER=",
 					   "BOARDD_EPOCH=", "BOARDD_RUN=", "BOARDD_RESULT=",
-					   "BOARDD_BOARD="};
+					   "BOARDD_BOARD=", "BOARDD_AGENT_TOKEN="};
 	size_t i;
 
 	for (i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -147,14 +147,14 @@ static bool env_ours(const char *e)
 
 /* environ without our keys, then ours (a new array; free each string after the fork). */
 static char **env_build(const struct cli_claim *c, const char *run, const char *result_path,
-			size_t *n_ours)
+			const char *agent_token, size_t *n_ours)
 {
 	size_t n = 0, k = 0, i;
 	char epoch[32], **env;
 
 	while (environ[n])
 		n++;
-	env = calloc(n + 8, sizeof *env);
+	env = calloc(n + 9, sizeof *env);
 	if (!env)
 		return NULL;
 	for (i = 0; i < n; i++)
@@ -169,6 +169,8 @@ static char **env_build(const struct cli_claim *c, const char *run, const char *
 	env[k++] = env_pair("BOARDD_RUN", run);
 	env[k++] = env_pair("BOARDD_RESULT", result_path);
 	env[k++] = env_pair("BOARDD_BOARD", c->board);
+	if (agent_token)
+		env[k++] = env_pair("BOARDD_AGENT_TOKEN", agent_token);
 	return env;
 }
 
@@ -176,8 +178,10 @@ static void env_free(char **env, size_t from)
 {
 	size_t i;
 
-	for (i = from; env && env[i]; i++)
+	for (i = from; env && env[i]; i++) {
+		explicit_bzero(env[i], strlen(env[i])); /* BOARDD_AGENT_TOKEN is a credential */
 		free(env[i]);
+	}
 	free(env);
 }
 
@@ -350,6 +354,30 @@ static bool run_start(struct cli_http *h, const struct cli_claim *c, struct cli_
 	return true;
 }
 
+/* An agent token bound to this claim (POST /v1/cards/{id}/agent-tokens, fenced by the epoch):
+ * the command's agent acts on the board only while the claim is held. New string in *out
+ * (caller wipes and frees); false with rep->detail on a refusal. */
+static bool agent_token_mint(struct cli_http *h, const struct cli_claim *c, const json_t *caps,
+			     char **out, struct cli_job_report *rep)
+{
+	char path[512];
+	json_t *body = json_pack("{s:s, s:O}", "marker", c->marker, "caps", caps), *ans = NULL;
+	long st;
+
+	*out = NULL;
+	card_path(path, sizeof path, c, "/agent-tokens");
+	st = cli_http_call(h, "POST", path, body, c->epoch, WRITE_TIMEOUT_MS, &ans, rep->detail,
+			   sizeof rep->detail);
+	json_decref(body);
+	if (st == 201 && json_string_value(json_object_get(ans, "token")))
+		*out = strdup(json_string_value(json_object_get(ans, "token")));
+	else if (st != 0)
+		snprintf(rep->detail, sizeof rep->detail, "agent token refused (%ld): %s", st,
+			 cli_http_problem(ans));
+	json_decref(ans);
+	return *out != NULL;
+}
+
 void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli_job_opts *o,
 		 struct cli_job_report *rep)
 {
@@ -359,7 +387,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	int64_t next_renew;
 	int64_t backoff = BACKOFF_FIRST_MS, now;
 	char result_path[] = "/tmp/boardctl-result-XXXXXX", err[CLI_ERR_MAX];
-	char **env = NULL;
+	char **env = NULL, *agent = NULL;
 	size_t n_ours = 0;
 	int pidfd = -1, fd, ws = 0, sig = 0;
 	pid_t pid = -1;
@@ -378,7 +406,18 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		close(fd);
 	else
 		result_path[0] = '\0';
-	env = env_build(c, rep->run, result_path, &n_ours);
+	if (o->agent_caps && !agent_token_mint(h, c, o->agent_caps, &agent, rep)) {
+		rep->end = CLI_JOB_ERROR;
+		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err);
+		release(h, c, lease_end, err);
+		goto done;
+	}
+	env = env_build(c, rep->run, result_path, agent, &n_ours);
+	if (agent) {
+		explicit_bzero(agent, strlen(agent));
+		free(agent);
+		agent = NULL;
+	}
 	if (!env || (pid = spawn(o->argv, env)) < 0 ||
 	    (pidfd = (int)pidfd_open(pid, 0)) < 0) {
 		snprintf(rep->detail, sizeof rep->detail, "cannot start %s: %s", o->argv[0],

@@ -26,6 +26,7 @@ struct work {
 	const char *board;
 	const char *card; /* `run`: this card only, once */
 	json_t *columns, *labels; /* arrays or NULL */
+	json_t *agent_caps;       /* --agent-caps: an array or NULL (job.agent_caps borrows it) */
 	int64_t lease_ms;   /* 0: the server's default */
 	int64_t wait_ms;
 	unsigned concurrency;
@@ -241,7 +242,9 @@ static const char work_help[] =
 	"\n"
 	"COMMAND runs in its own process group, only while the claim is held, with\n"
 	"BOARDD_URL, BOARDD_CARD, BOARDD_BOARD, BOARDD_MARKER, BOARDD_EPOCH, BOARDD_RUN and\n"
-	"BOARDD_RESULT (a file it may fill with a JSON result) in its environment.\n"
+	"BOARDD_RESULT (a file it may fill with a JSON result) in its environment, and with\n"
+	"--agent-caps BOARDD_AGENT_TOKEN: a bot token for the card's board holding those\n"
+	"capabilities, valid only while this claim is held (for an agent the command runs).\n"
 	"The claim is renewed and the run heartbeaten every renew_after_ms; a renew that gets\n"
 	"no answer is retried until the lease would end. When the claim is lost, COMMAND's\n"
 	"group gets SIGTERM, then SIGKILL after the grace, and nothing is written.\n"
@@ -259,6 +262,9 @@ static const char work_help[] =
 	"  --on-failure COL     column on failure, or \"release\" (default blocked)\n"
 	"  --wait-ms N          claim-next long-poll per request, 0..30000 (default 5000)\n"
 	"  --marker PREFIX      claim marker prefix (default boardctl-<host>-<pid>)\n"
+	"  --agent-caps A,B     mint BOARDD_AGENT_TOKEN with these capabilities (board.read,\n"
+	"                       board.create, board.move, board.label, board.comment,\n"
+	"                       board.close); a refused mint fails the job, claim released\n"
 	"  -h, --help           this help\n"
 	"\n"
 	"SIGTERM/SIGINT are forwarded to COMMAND; after it ends (or the grace) the claim is\n"
@@ -280,6 +286,7 @@ static int work_common(int argc, char **argv, bool is_run)
 		{"on-failure", required_argument, NULL, 'f'},
 		{"wait-ms", required_argument, NULL, 'w'},
 		{"marker", required_argument, NULL, 'M'},
+		{"agent-caps", required_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -304,6 +311,7 @@ static int work_common(int argc, char **argv, bool is_run)
 		case 'c': w.card = optarg; break;
 		case 'C':
 			json_decref(w.columns);
+	json_decref(w.agent_caps);
 			w.columns = csv_array(optarg);
 			break;
 		case 'l':
@@ -342,6 +350,13 @@ static int work_common(int argc, char **argv, bool is_run)
 			w.wait_ms = strtoll(optarg, &end, 10);
 			if (*end || w.wait_ms < 0 || w.wait_ms > 30000)
 				goto bad;
+			break;
+		case 'A':
+			json_decref(w.agent_caps);
+			w.agent_caps = csv_array(optarg);
+			if (!w.agent_caps || json_array_size(w.agent_caps) == 0)
+				goto bad;
+			w.job.agent_caps = w.agent_caps;
 			break;
 		case 'M':
 			snprintf(w.marker_prefix, sizeof w.marker_prefix, "%s", optarg);

@@ -482,6 +482,52 @@ def case_verbs(srv, tmp):
     check(r.returncode == 0 and 'v1' in r.stdout, '--url and --token-file')
 
 
+def case_agent_caps(srv, tmp):
+    """--agent-caps: the command gets BOARDD_AGENT_TOKEN, a token bound to its claim (DESIGN
+    §13) holding those capabilities; it works while the job runs and is refused once the
+    claim is released."""
+    agent_py = os.path.join(tmp, 'agent.py')
+    with open(agent_py, 'w') as f:
+        f.write(
+            'import json, os, sys, urllib.request, urllib.error\n'
+            'tok = os.environ["BOARDD_AGENT_TOKEN"]\n'
+            'url = os.environ["BOARDD_URL"] + "/v1/cards/" + os.environ["BOARDD_CARD"]\n'
+            'def call(method, path, body):\n'
+            '    req = urllib.request.Request(url + path, method=method,\n'
+            '        data=json.dumps(body).encode() if body is not None else None,\n'
+            '        headers={"Authorization": "Bearer " + tok,\n'
+            '                 "Content-Type": "application/json"})\n'
+            '    try:\n'
+            '        return urllib.request.urlopen(req, timeout=10).status\n'
+            '    except urllib.error.HTTPError as e:\n'
+            '        return e.code\n'
+            'out = {"token": tok, "label": call("PATCH", "/labels", {"add": ["by-agent"]}),\n'
+            '       "comment": call("POST", "/comments", {"body": "no"})}\n'
+            'open(sys.argv[1], "w").write(json.dumps(out))\n')
+    srv.new_card('ag1', 'ag')
+    p = boardctl(srv, ['run', '--card', 'ag1', '--agent-caps', 'board.read,board.label', '--',
+                       sys.executable, agent_py, os.path.join(tmp, 'ag1.agent')])
+    rc, out, err = finish(p)
+    check(rc == 0, 'run --agent-caps exits 0: %d %s' % (rc, err))
+    seen = json.load(open(os.path.join(tmp, 'ag1.agent')))
+    check(seen['label'] == 200, 'the agent token labels the card: %s' % seen)
+    check(seen['comment'] == 403, 'a capability not granted is refused: %s' % seen)
+    c = srv.card('ag1')
+    check('by-agent' in c['labels'] and c['claim'] is None, 'labelled, then released: %s' % c)
+    ev = [e for e in srv.events_after(0) if e['card_id'] == 'ag1'
+          and e['type'] == 'card_labels_changed']
+    check(ev and ev[-1]['actor'] == 'worker/agent', 'actor <worker>/agent: %s' % ev)
+    st, _ = srv.api('GET', '/v1/cards/ag1', token=seen['token'])
+    check(st == 401, 'the agent token dies with the claim: %d' % st)
+    # a mint the server refuses fails the job before the command runs; the claim is released
+    srv.new_card('ag2', 'ag')
+    p = boardctl(srv, ['run', '--card', 'ag2', '--agent-caps', 'board.fly', '--', 'true'])
+    rc, out, err = finish(p)
+    c = srv.card('ag2')
+    check(rc != 0 and 'agent token' in err and c['claim'] is None,
+          'a refused mint: %d %s %s' % (rc, err.strip()[-200:], c['claim']))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix='boardctl-test-')
     srv = Server(tmp)
@@ -490,6 +536,7 @@ def main():
         case_help()
         case_verbs(srv, tmp)
         case_outcomes_and_env(srv, tmp)
+        case_agent_caps(srv, tmp)
         case_concurrency(srv, tmp)
         case_sigterm_forwarded(srv, tmp)
         case_kill9(srv, tmp)
