@@ -114,6 +114,8 @@ def fill(base, ops, wrk):
         st = ['inbox', 'backlog', 'blocked', 'done', 'review'][i % 5]
         must(base, ops, 'POST', '/v1/cards', {'id': 'c%02d' % i, 'title': 'card %d' % i,
                                               'state': st, 'labels': ['n%d' % (i % 3)]})
+    must(base, ops, 'POST', '/v1/cards', {'id': 'urgent', 'title': 'urgent', 'state': 'ready',
+                                          'priority': 7})
     for i in range(5):
         must(base, ops, 'POST', '/v1/cards', {'id': 'ops-%d' % i, 'board': 'ops',
                                               'title': 'o%d' % i,
@@ -135,7 +137,8 @@ def fill(base, ops, wrk):
 
 
 def fields(c):
-    return {k: c.get(k) for k in ('board', 'title', 'body', 'state', 'labels', 'blockers')}
+    return {k: c.get(k) for k in ('board', 'title', 'body', 'state', 'labels', 'blockers',
+                                  'priority')}
 
 
 def run_copy(src, dst, ops_file, extra=()):
