@@ -138,6 +138,19 @@ static int card_path(const char *id, const char *tail, char *buf, size_t len)
 	return 0;
 }
 
+/* Sends `body` (borrowed) to the card's `tail` route; prints the card it answers (200). */
+static int card_write(const char *method, const char *id, const char *tail, const json_t *body)
+{
+	char path[512];
+	json_t *j = NULL;
+
+	if (card_path(id, tail, path, sizeof path) || call(method, path, body, 200, &j))
+		return 1;
+	show(j, card_line);
+	json_decref(j);
+	return 0;
+}
+
 static int cards_show(int argc, char **argv)
 {
 	char path[512];
@@ -228,8 +241,7 @@ static int cards_move(int argc, char **argv)
 					   {"reason", required_argument, NULL, 'r'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
-	json_t *body = json_object(), *j = NULL;
-	char path[512];
+	json_t *body = json_object();
 	int opt, rc;
 
 	optind = 1;
@@ -251,17 +263,9 @@ static int cards_move(int argc, char **argv)
 		json_decref(body);
 		return 2;
 	}
-	rc = card_path(argv[optind], "/state", path, sizeof path) ||
-	     call("PATCH", path, body, 200, &j);
+	rc = card_write("PATCH", argv[optind], "/state", body);
 	json_decref(body);
-	if (rc)
-		return 1;
-	if (cli_g.json)
-		show(j, NULL);
-	else
-		card_line(j);
-	json_decref(j);
-	return 0;
+	return rc;
 }
 
 int cli_cards_main(int argc, char **argv)
@@ -295,8 +299,7 @@ int cli_reopen_main(int argc, char **argv)
 					   {"reason", required_argument, NULL, 'r'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
-	json_t *body = json_object(), *j = NULL;
-	char path[512];
+	json_t *body = json_object();
 	int opt, rc;
 
 	optind = 1;
@@ -313,17 +316,9 @@ int cli_reopen_main(int argc, char **argv)
 		json_decref(body);
 		return 2;
 	}
-	rc = card_path(argv[optind], "/reopen", path, sizeof path) ||
-	     call("POST", path, body, 200, &j);
+	rc = card_write("POST", argv[optind], "/reopen", body);
 	json_decref(body);
-	if (rc)
-		return 1;
-	if (cli_g.json)
-		show(j, NULL);
-	else
-		card_line(j);
-	json_decref(j);
-	return 0;
+	return rc;
 }
 
 static const char events_help[] =
