@@ -684,6 +684,13 @@ json_t *store_run_to_json(const struct core_run *r);
 enum core_rc store_run_from_json(const json_t *j, struct core_run **out);
 json_t *store_event_to_json(const struct core_event *e);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
+/* The codec's building blocks (store/codec.c), shared with the effect codecs (store/effect.c):
+ * a new reference to s as a string, or null for NULL; a new array of sv's strings (NULL on
+ * OOM); json_object_set_new that remembers a failure (NULL v included) in *ok, consuming v
+ * either way. */
+json_t *store_json_str_or_null(const char *s);
+json_t *store_json_strv(const struct core_strv *sv);
+void store_json_put(json_t *o, const char *key, json_t *v, bool *ok);
 
 /* Subscriptions and deliveries. `stored`: the twins' own form (times as integers, the secret
  * and the body included); else the served form (RFC 3339 times, no secret, no body). */
