@@ -50,6 +50,39 @@ void store_subs_free(struct store_sub **v, size_t n)
 	free(v);
 }
 
+struct store_sub *store_sub_dup(const struct store_sub *s)
+{
+	json_t *j = store_sub_to_json(s, true);
+	struct store_sub *c = NULL;
+
+	if (j && store_sub_from_json(j, &c) != CORE_OK)
+		c = NULL;
+	json_decref(j);
+	return c;
+}
+
+struct store_sub *store_sub_put_merge(const struct store_sub *s, const struct store_sub *old,
+				      const char *secret_if_new, int64_t now)
+{
+	struct store_sub *n = store_sub_dup(s);
+
+	if (!n)
+		return NULL;
+	if (!s->secret) {
+		free(n->secret);
+		n->secret = strdup(old ? old->secret : secret_if_new);
+		if (!n->secret) {
+			store_sub_free(n);
+			return NULL;
+		}
+	}
+	free(n->disabled_reason);
+	n->disabled_reason = NULL;
+	n->created_at = old ? old->created_at : now;
+	n->updated_at = now;
+	return n;
+}
+
 void store_delivery_free(struct store_delivery *d)
 {
 	if (!d)

@@ -182,6 +182,13 @@ struct store_sub {
 
 void store_sub_free(struct store_sub *s);
 void store_subs_free(struct store_sub **v, size_t n);
+/* A deep copy of s (through its stored form); NULL on OOM. */
+struct store_sub *store_sub_dup(const struct store_sub *s);
+/* What a put stores over `old` (NULL: none yet), the same in both twins: a copy of s that
+ * keeps old's secret when s brings none (secret_if_new when there is no old), old's
+ * created_at (else now), no disabled_reason, updated_at now. New; NULL on OOM. */
+struct store_sub *store_sub_put_merge(const struct store_sub *s, const struct store_sub *old,
+				      const char *secret_if_new, int64_t now);
 
 #define STORE_DELIVERY_STATUSES(X)                                                           \
 	X(STORE_DELIVERY_PENDING, "pending")                                                  \
