@@ -476,6 +476,20 @@ enum core_rc fs_sub_delete(struct store *st, const char *board, const char *name
 
 /* ---- deliveries ---- */
 
+/* Ends t with rc; on success hands d (owned) over through out when out is given, else frees
+ * it. */
+static enum core_rc dlv_txn_end(struct fs_txn *t, enum core_rc rc, struct store_delivery *d,
+				struct store_delivery **out)
+{
+	rc = fs_txn_end(t, rc);
+	if (rc == CORE_OK && out) {
+		*out = d;
+		d = NULL;
+	}
+	store_delivery_free(d);
+	return rc;
+}
+
 enum core_rc fs_delivery_get(struct store *st, const char *id, struct store_delivery **out)
 {
 	struct fs *fs = fs_of(st);
@@ -612,13 +626,7 @@ enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t leas
 		best->updated_at = t.now;
 		rc = best->lease_owner ? dlv_write(&t, best) : CORE_ERR_NOMEM;
 	}
-	rc = fs_txn_end(&t, rc);
-	if (rc == CORE_OK) {
-		*out = best;
-		best = NULL;
-	}
-	store_delivery_free(best);
-	return rc;
+	return dlv_txn_end(&t, rc, best, out);
 }
 
 /* Reads delivery `id` inside a transaction (caller frees). */
@@ -727,13 +735,7 @@ enum core_rc fs_delivery_finish(struct store *st, const char *id,
 		if (rc == CORE_OK)
 			rc = dlv_write(&t, d);
 	}
-	rc = fs_txn_end(&t, rc);
-	if (rc == CORE_OK && out) {
-		*out = d;
-		d = NULL;
-	}
-	store_delivery_free(d);
-	return rc;
+	return dlv_txn_end(&t, rc, d, out);
 }
 
 enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_delivery **out)
@@ -758,11 +760,5 @@ enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_de
 		d->updated_at = t.now;
 		rc = dlv_write(&t, d);
 	}
-	rc = fs_txn_end(&t, rc);
-	if (rc == CORE_OK && out) {
-		*out = d;
-		d = NULL;
-	}
-	store_delivery_free(d);
-	return rc;
+	return dlv_txn_end(&t, rc, d, out);
 }
