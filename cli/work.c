@@ -311,7 +311,6 @@ static int work_common(int argc, char **argv, bool is_run)
 		case 'c': w.card = optarg; break;
 		case 'C':
 			json_decref(w.columns);
-	json_decref(w.agent_caps);
 			w.columns = csv_array(optarg);
 			break;
 		case 'l':
@@ -444,6 +443,7 @@ out:
 	free(slots);
 	json_decref(w.columns);
 	json_decref(w.labels);
+	json_decref(w.agent_caps);
 	return rc;
 }
 
