@@ -101,24 +101,34 @@ static void heartbeat(struct cli_http *h, const struct cli_claim *c, const char 
 	json_decref(body);
 }
 
+/* One write (`body` borrowed), retried with backoff while it gets no answer or a 5xx, until
+ * another try would start at or past `until`; returns the last status (0: no answer). */
+static long write_retried(struct cli_http *h, const char *method, const char *path,
+			  const json_t *body, int64_t if_match, int64_t until, char *err)
+{
+	int64_t backoff = BACKOFF_FIRST_MS;
+	long st;
+
+	for (;;) {
+		st = cli_http_call(h, method, path, body, if_match, WRITE_TIMEOUT_MS, NULL, err,
+				   CLI_ERR_MAX);
+		if ((st != 0 && st < 500) || cli_mono_ms() + backoff >= until)
+			break;
+		usleep((useconds_t)backoff * 1000);
+		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+	}
+	return st;
+}
+
 /* The fenced release (nothing else), retried on transport errors until `until`. */
 static long release(struct cli_http *h, const struct cli_claim *c, int64_t until, char *err)
 {
 	char path[512];
 	json_t *body = json_pack("{s:s, s:I}", "marker", c->marker, "epoch", (json_int_t)c->epoch);
-	int64_t backoff = BACKOFF_FIRST_MS;
 	long st;
 
 	card_path(path, sizeof path, c, "/release");
-	for (;;) {
-		st = cli_http_call(h, "POST", path, body, -1, WRITE_TIMEOUT_MS, NULL, err, CLI_ERR_MAX);
-		if (st != 0 && st < 500)
-			break;
-		if (cli_mono_ms() + backoff >= until)
-			break;
-		usleep((useconds_t)backoff * 1000);
-		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-	}
+	st = write_retried(h, "POST", path, body, -1, until, err);
 	json_decref(body);
 	return st;
 }
@@ -275,7 +285,6 @@ static long run_patch(struct cli_http *h, const struct cli_claim *c, const char 
 {
 	char path[400], id[300];
 	json_t *body = json_pack("{s:s, s:s}", "marker", c->marker, "status", status);
-	int64_t backoff = BACKOFF_FIRST_MS;
 	long st;
 
 	if (error)
@@ -284,14 +293,7 @@ static long run_patch(struct cli_http *h, const struct cli_claim *c, const char 
 		json_object_set(body, "result", result);
 	cli_http_escape(run, id, sizeof id);
 	snprintf(path, sizeof path, "/v1/runs/%s", id);
-	for (;;) {
-		st = cli_http_call(h, "PATCH", path, body, -1, WRITE_TIMEOUT_MS, NULL, err,
-				   CLI_ERR_MAX);
-		if ((st != 0 && st < 500) || cli_mono_ms() + backoff >= until)
-			break;
-		usleep((useconds_t)backoff * 1000);
-		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-	}
+	st = write_retried(h, "PATCH", path, body, -1, until, err);
 	json_decref(body);
 	return st;
 }
@@ -302,7 +304,6 @@ static long outcome_write(struct cli_http *h, const struct cli_claim *c,
 {
 	char path[512];
 	json_t *body;
-	int64_t backoff = BACKOFF_FIRST_MS;
 	long st;
 
 	if (o->kind == CLI_OUTCOME_RELEASE)
@@ -310,14 +311,7 @@ static long outcome_write(struct cli_http *h, const struct cli_claim *c,
 	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", o->column, "reason",
 			 reason, "release", 1);
 	card_path(path, sizeof path, c, "/state");
-	for (;;) {
-		st = cli_http_call(h, "PATCH", path, body, c->epoch, WRITE_TIMEOUT_MS, NULL, err,
-				   CLI_ERR_MAX);
-		if ((st != 0 && st < 500) || cli_mono_ms() + backoff >= until)
-			break;
-		usleep((useconds_t)backoff * 1000);
-		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-	}
+	st = write_retried(h, "PATCH", path, body, c->epoch, until, err);
 	json_decref(body);
 	return st;
 }

@@ -37,9 +37,13 @@ void cli_progress_job(const struct cli_claim *c, const struct cli_job_report *re
 				      rep->detail[0] ? rep->detail : NULL);
 
 		if (o) {
+			/* One line per job even with --concurrency: json_dumpf writes in pieces,
+			 * so the jobs' threads take stdout's lock for the whole line. */
+			flockfile(stdout);
 			json_dumpf(o, stdout, JSON_COMPACT);
 			fputc('\n', stdout);
 			fflush(stdout);
+			funlockfile(stdout);
 			json_decref(o);
 		}
 	}

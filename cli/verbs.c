@@ -43,6 +43,19 @@ static int call(const char *method, const char *path, const json_t *body, long w
 	return 0;
 }
 
+/* One call expecting 200; prints the answer through show(). 0, or 1 after a problem. */
+static int call_show(const char *method, const char *path, const json_t *body,
+		     void (*human)(const json_t *))
+{
+	json_t *j = NULL;
+
+	if (call(method, path, body, 200, &j))
+		return 1;
+	show(j, human);
+	json_decref(j);
+	return 0;
+}
+
 static bool query_add(char *q, size_t len, const char *key, const char *val)
 {
 	char esc[512];
@@ -101,7 +114,6 @@ static int cards_ls(int argc, char **argv)
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 	char q[2048] = "/v1/cards";
-	json_t *j = NULL;
 	int opt;
 	bool ok = true;
 
@@ -121,11 +133,7 @@ static int cards_ls(int argc, char **argv)
 		cli_warn("query too long");
 		return 2;
 	}
-	if (call("GET", q, NULL, 200, &j))
-		return 1;
-	show(j, cards_table);
-	json_decref(j);
-	return 0;
+	return call_show("GET", q, NULL, cards_table);
 }
 
 static int card_path(const char *id, const char *tail, char *buf, size_t len)
@@ -138,20 +146,27 @@ static int card_path(const char *id, const char *tail, char *buf, size_t len)
 	return 0;
 }
 
+/* Sends `body` (borrowed) to the card's `tail` route; prints the card it answers (200). */
+static int card_write(const char *method, const char *id, const char *tail, const json_t *body)
+{
+	char path[512];
+
+	if (card_path(id, tail, path, sizeof path))
+		return 1;
+	return call_show(method, path, body, card_line);
+}
+
 static int cards_show(int argc, char **argv)
 {
 	char path[512];
-	json_t *j = NULL;
 
 	if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(cards_help, argc == 2 ? stdout : stderr);
 		return argc == 2 ? 0 : 2;
 	}
-	if (card_path(argv[1], "", path, sizeof path) || call("GET", path, NULL, 200, &j))
+	if (card_path(argv[1], "", path, sizeof path))
 		return 1;
-	show(j, NULL);
-	json_decref(j);
-	return 0;
+	return call_show("GET", path, NULL, NULL);
 }
 
 static int cards_create(int argc, char **argv)
@@ -228,8 +243,7 @@ static int cards_move(int argc, char **argv)
 					   {"reason", required_argument, NULL, 'r'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
-	json_t *body = json_object(), *j = NULL;
-	char path[512];
+	json_t *body = json_object();
 	int opt, rc;
 
 	optind = 1;
@@ -251,17 +265,9 @@ static int cards_move(int argc, char **argv)
 		json_decref(body);
 		return 2;
 	}
-	rc = card_path(argv[optind], "/state", path, sizeof path) ||
-	     call("PATCH", path, body, 200, &j);
+	rc = card_write("PATCH", argv[optind], "/state", body);
 	json_decref(body);
-	if (rc)
-		return 1;
-	if (cli_g.json)
-		show(j, NULL);
-	else
-		card_line(j);
-	json_decref(j);
-	return 0;
+	return rc;
 }
 
 int cli_cards_main(int argc, char **argv)
@@ -295,8 +301,7 @@ int cli_reopen_main(int argc, char **argv)
 					   {"reason", required_argument, NULL, 'r'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
-	json_t *body = json_object(), *j = NULL;
-	char path[512];
+	json_t *body = json_object();
 	int opt, rc;
 
 	optind = 1;
@@ -313,17 +318,9 @@ int cli_reopen_main(int argc, char **argv)
 		json_decref(body);
 		return 2;
 	}
-	rc = card_path(argv[optind], "/reopen", path, sizeof path) ||
-	     call("POST", path, body, 200, &j);
+	rc = card_write("POST", argv[optind], "/reopen", body);
 	json_decref(body);
-	if (rc)
-		return 1;
-	if (cli_g.json)
-		show(j, NULL);
-	else
-		card_line(j);
-	json_decref(j);
-	return 0;
+	return rc;
 }
 
 static const char events_help[] =
@@ -458,7 +455,6 @@ int cli_attention_main(int argc, char **argv)
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 	char q[2048] = "/v1/attention";
-	json_t *j = NULL;
 	int opt;
 
 	optind = 1;
@@ -473,9 +469,5 @@ int cli_attention_main(int argc, char **argv)
 		}
 		query_add(q, sizeof q, opt == 'b' ? "board" : "limit", optarg);
 	}
-	if (call("GET", q, NULL, 200, &j))
-		return 1;
-	show(j, attention_human);
-	json_decref(j);
-	return 0;
+	return call_show("GET", q, NULL, attention_human);
 }

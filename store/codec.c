@@ -21,13 +21,12 @@ static json_t *time_json(int64_t ms)
 	return json_string(core_time_format(ms, buf));
 }
 
-/* New reference: a string, or null for NULL. */
-static json_t *str_or_null(const char *s)
+json_t *store_json_str_or_null(const char *s)
 {
 	return s ? json_string(s) : json_null();
 }
 
-static json_t *strv_json(const struct core_strv *sv)
+json_t *store_json_strv(const struct core_strv *sv)
 {
 	json_t *a = json_array();
 	size_t i;
@@ -41,8 +40,7 @@ static json_t *strv_json(const struct core_strv *sv)
 	return a;
 }
 
-/* json_object_set_new that remembers a failure in *ok (the value is consumed either way). */
-static void put(json_t *o, const char *key, json_t *v, bool *ok)
+void store_json_put(json_t *o, const char *key, json_t *v, bool *ok)
 {
 	if (!v || json_object_set_new(o, key, v) != 0)
 		*ok = false;
@@ -62,10 +60,10 @@ static json_t *comments_json(const struct core_card *c)
 			ok = false;
 			break;
 		}
-		put(o, "id", json_string(cm->id ? cm->id : ""), &ok);
-		put(o, "author", json_string(cm->author ? cm->author : ""), &ok);
-		put(o, "body", json_string(cm->body ? cm->body : ""), &ok);
-		put(o, "created_at", time_json(cm->created_at), &ok);
+		store_json_put(o, "id", json_string(cm->id ? cm->id : ""), &ok);
+		store_json_put(o, "author", json_string(cm->author ? cm->author : ""), &ok);
+		store_json_put(o, "body", json_string(cm->body ? cm->body : ""), &ok);
+		store_json_put(o, "created_at", time_json(cm->created_at), &ok);
 		if (json_array_append_new(a, o) != 0)
 			ok = false;
 	}
@@ -86,14 +84,15 @@ static json_t *claim_json(const struct core_card *c)
 	o = json_object();
 	if (!o)
 		return NULL;
-	put(o, "marker", json_string(c->claim.marker ? c->claim.marker : ""), &ok);
-	put(o, "holder", str_or_null(c->claim.holder), &ok);
-	put(o, "epoch", c->has_epoch ? json_integer(c->claim_epoch) : json_null(), &ok);
-	put(o, "claimed_at", time_json(c->claim.claimed_at), &ok);
+	store_json_put(o, "marker", json_string(c->claim.marker ? c->claim.marker : ""), &ok);
+	store_json_put(o, "holder", store_json_str_or_null(c->claim.holder), &ok);
+	store_json_put(o, "epoch", c->has_epoch ? json_integer(c->claim_epoch) : json_null(), &ok);
+	store_json_put(o, "claimed_at", time_json(c->claim.claimed_at), &ok);
 	/* A legacy or stripped claim has no lease: say so rather than invent one. */
-	put(o, "lease_until", c->claim.has_lease ? time_json(c->claim.lease_until) : json_null(),
-	    &ok);
-	put(o, "lease_ms", c->claim.has_lease ? json_integer(c->claim.lease_ms) : json_null(), &ok);
+	store_json_put(o, "lease_until",
+		       c->claim.has_lease ? time_json(c->claim.lease_until) : json_null(), &ok);
+	store_json_put(o, "lease_ms",
+		       c->claim.has_lease ? json_integer(c->claim.lease_ms) : json_null(), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -111,10 +110,10 @@ json_t *store_gave_up_to_json(const struct core_gave_up *g)
 	o = json_object();
 	if (!o)
 		return NULL;
-	put(o, "reason", json_string(g->reason ? g->reason : ""), &ok);
-	put(o, "run_id", str_or_null(g->run_id), &ok);
-	put(o, "state", str_or_null(g->state), &ok);
-	put(o, "at", time_json(g->at), &ok);
+	store_json_put(o, "reason", json_string(g->reason ? g->reason : ""), &ok);
+	store_json_put(o, "run_id", store_json_str_or_null(g->run_id), &ok);
+	store_json_put(o, "state", store_json_str_or_null(g->state), &ok);
+	store_json_put(o, "at", time_json(g->at), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -129,24 +128,25 @@ json_t *store_card_to_json(const struct core_card *c)
 
 	if (!c || !(o = json_object()))
 		return NULL;
-	put(o, "id", json_string(c->id ? c->id : ""), &ok);
-	put(o, "board", json_string(c->board ? c->board : ""), &ok);
-	put(o, "title", json_string(c->title ? c->title : ""), &ok);
-	put(o, "body", json_string(c->body ? c->body : ""), &ok);
-	put(o, "state", json_string(c->state ? c->state : ""), &ok);
-	put(o, "priority", json_integer(c->priority), &ok);
-	put(o, "labels", strv_json(&c->labels), &ok);
-	put(o, "blockers", strv_json(&c->blockers), &ok);
-	put(o, "comments", comments_json(c), &ok);
-	put(o, "claim", claim_json(c), &ok);
-	put(o, "claim_epoch", c->has_epoch ? json_integer(c->claim_epoch) : json_null(), &ok);
-	put(o, "last_run_id", str_or_null(c->last_run_id), &ok);
-	put(o, "awaiting_input", json_boolean(c->awaiting_input), &ok);
-	put(o, "gave_up", store_gave_up_to_json(&c->gave_up), &ok);
-	put(o, "state_reason", str_or_null(c->state_reason), &ok);
-	put(o, "created_at", time_json(c->created_at), &ok);
-	put(o, "updated_at", time_json(c->updated_at), &ok);
-	put(o, "state_at", time_json(c->state_at), &ok);
+	store_json_put(o, "id", json_string(c->id ? c->id : ""), &ok);
+	store_json_put(o, "board", json_string(c->board ? c->board : ""), &ok);
+	store_json_put(o, "title", json_string(c->title ? c->title : ""), &ok);
+	store_json_put(o, "body", json_string(c->body ? c->body : ""), &ok);
+	store_json_put(o, "state", json_string(c->state ? c->state : ""), &ok);
+	store_json_put(o, "priority", json_integer(c->priority), &ok);
+	store_json_put(o, "labels", store_json_strv(&c->labels), &ok);
+	store_json_put(o, "blockers", store_json_strv(&c->blockers), &ok);
+	store_json_put(o, "comments", comments_json(c), &ok);
+	store_json_put(o, "claim", claim_json(c), &ok);
+	store_json_put(o, "claim_epoch", c->has_epoch ? json_integer(c->claim_epoch) : json_null(),
+		       &ok);
+	store_json_put(o, "last_run_id", store_json_str_or_null(c->last_run_id), &ok);
+	store_json_put(o, "awaiting_input", json_boolean(c->awaiting_input), &ok);
+	store_json_put(o, "gave_up", store_gave_up_to_json(&c->gave_up), &ok);
+	store_json_put(o, "state_reason", store_json_str_or_null(c->state_reason), &ok);
+	store_json_put(o, "created_at", time_json(c->created_at), &ok);
+	store_json_put(o, "updated_at", time_json(c->updated_at), &ok);
+	store_json_put(o, "state_at", time_json(c->state_at), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -432,7 +432,7 @@ json_t *store_board_to_json(const struct core_board *b)
 
 	if (!b || !(o = json_object()))
 		return NULL;
-	put(o, "name", json_string(b->name ? b->name : ""), &ok);
+	store_json_put(o, "name", json_string(b->name ? b->name : ""), &ok);
 	cols = json_array();
 	for (i = 0; ok && cols && i < b->n_cols; i++) {
 		json_t *col = json_object();
@@ -441,17 +441,18 @@ json_t *store_board_to_json(const struct core_board *b)
 			ok = false;
 			break;
 		}
-		put(col, "name", json_string(b->cols[i].name ? b->cols[i].name : ""), &ok);
-		put(col, "terminal", json_boolean(b->cols[i].terminal), &ok);
-		put(col, "eligible", json_boolean(b->cols[i].eligible), &ok);
+		store_json_put(col, "name", json_string(b->cols[i].name ? b->cols[i].name : ""),
+			       &ok);
+		store_json_put(col, "terminal", json_boolean(b->cols[i].terminal), &ok);
+		store_json_put(col, "eligible", json_boolean(b->cols[i].eligible), &ok);
 		if (json_array_append_new(cols, col) != 0)
 			ok = false;
 	}
-	put(o, "columns", cols, &ok);
-	put(o, "running", str_or_null(b->running), &ok);
-	put(o, "completed", str_or_null(b->completed), &ok);
-	put(o, "failed", str_or_null(b->failed), &ok);
-	put(o, "waiting", str_or_null(b->waiting), &ok);
+	store_json_put(o, "columns", cols, &ok);
+	store_json_put(o, "running", store_json_str_or_null(b->running), &ok);
+	store_json_put(o, "completed", store_json_str_or_null(b->completed), &ok);
+	store_json_put(o, "failed", store_json_str_or_null(b->failed), &ok);
+	store_json_put(o, "waiting", store_json_str_or_null(b->waiting), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -474,22 +475,22 @@ json_t *store_run_to_json(const struct core_run *r)
 
 	if (!r || !(o = json_object()))
 		return NULL;
-	put(o, "id", json_string(r->id ? r->id : ""), &ok);
-	put(o, "card_id", json_string(r->card_id ? r->card_id : ""), &ok);
-	put(o, "board", json_string(r->board ? r->board : ""), &ok);
-	put(o, "status", json_string(r->status ? r->status : ""), &ok);
-	put(o, "continuation", str_or_null(r->continuation), &ok);
-	put(o, "failure_code", str_or_null(r->failure_code), &ok);
-	put(o, "owner", str_or_null(r->owner), &ok);
-	put(o, "result", run_result_json(r->result), &ok);
-	put(o, "error", str_or_null(r->error), &ok);
-	put(o, "claim_epoch", json_integer(r->claim_epoch), &ok);
-	put(o, "lock_until", time_json(r->lock_until), &ok);
-	put(o, "lease_ms", json_integer(r->lease_ms), &ok);
-	put(o, "created_at", time_json(r->created_at), &ok);
-	put(o, "updated_at", time_json(r->updated_at), &ok);
+	store_json_put(o, "id", json_string(r->id ? r->id : ""), &ok);
+	store_json_put(o, "card_id", json_string(r->card_id ? r->card_id : ""), &ok);
+	store_json_put(o, "board", json_string(r->board ? r->board : ""), &ok);
+	store_json_put(o, "status", json_string(r->status ? r->status : ""), &ok);
+	store_json_put(o, "continuation", store_json_str_or_null(r->continuation), &ok);
+	store_json_put(o, "failure_code", store_json_str_or_null(r->failure_code), &ok);
+	store_json_put(o, "owner", store_json_str_or_null(r->owner), &ok);
+	store_json_put(o, "result", run_result_json(r->result), &ok);
+	store_json_put(o, "error", store_json_str_or_null(r->error), &ok);
+	store_json_put(o, "claim_epoch", json_integer(r->claim_epoch), &ok);
+	store_json_put(o, "lock_until", time_json(r->lock_until), &ok);
+	store_json_put(o, "lease_ms", json_integer(r->lease_ms), &ok);
+	store_json_put(o, "created_at", time_json(r->created_at), &ok);
+	store_json_put(o, "updated_at", time_json(r->updated_at), &ok);
 	if (r->pruned)
-		put(o, "pruned", json_true(), &ok);
+		store_json_put(o, "pruned", json_true(), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -512,15 +513,15 @@ json_t *store_event_to_json(const struct core_event *e)
 		json_decref(payload);
 		payload = json_object();
 	}
-	put(o, "seq", json_integer(e->seq), &ok);
-	put(o, "at", time_json(e->at), &ok);
-	put(o, "board", json_string(e->board ? e->board : ""), &ok);
-	put(o, "type", json_string(core_event_type_name(e->type)), &ok);
-	put(o, "card_id", str_or_null(e->card_id), &ok);
-	put(o, "actor", json_string(e->actor ? e->actor : ""), &ok);
-	put(o, "reason", str_or_null(e->reason), &ok);
-	put(o, "machine", json_boolean(e->machine), &ok);
-	put(o, "payload", payload, &ok);
+	store_json_put(o, "seq", json_integer(e->seq), &ok);
+	store_json_put(o, "at", time_json(e->at), &ok);
+	store_json_put(o, "board", json_string(e->board ? e->board : ""), &ok);
+	store_json_put(o, "type", json_string(core_event_type_name(e->type)), &ok);
+	store_json_put(o, "card_id", store_json_str_or_null(e->card_id), &ok);
+	store_json_put(o, "actor", json_string(e->actor ? e->actor : ""), &ok);
+	store_json_put(o, "reason", store_json_str_or_null(e->reason), &ok);
+	store_json_put(o, "machine", json_boolean(e->machine), &ok);
+	store_json_put(o, "payload", payload, &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;

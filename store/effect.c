@@ -50,6 +50,39 @@ void store_subs_free(struct store_sub **v, size_t n)
 	free(v);
 }
 
+struct store_sub *store_sub_dup(const struct store_sub *s)
+{
+	json_t *j = store_sub_to_json(s, true);
+	struct store_sub *c = NULL;
+
+	if (j && store_sub_from_json(j, &c) != CORE_OK)
+		c = NULL;
+	json_decref(j);
+	return c;
+}
+
+struct store_sub *store_sub_put_merge(const struct store_sub *s, const struct store_sub *old,
+				      const char *secret_if_new, int64_t now)
+{
+	struct store_sub *n = store_sub_dup(s);
+
+	if (!n)
+		return NULL;
+	if (!s->secret) {
+		free(n->secret);
+		n->secret = strdup(old ? old->secret : secret_if_new);
+		if (!n->secret) {
+			store_sub_free(n);
+			return NULL;
+		}
+	}
+	free(n->disabled_reason);
+	n->disabled_reason = NULL;
+	n->created_at = old ? old->created_at : now;
+	n->updated_at = now;
+	return n;
+}
+
 void store_delivery_free(struct store_delivery *d)
 {
 	if (!d)
@@ -83,30 +116,6 @@ static json_t *time_or_int(int64_t ms, bool stored)
 	return stored ? json_integer(ms) : json_string(core_time_format(ms, buf));
 }
 
-static json_t *str_or_null(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
-
-static json_t *strv_json(const struct core_strv *sv)
-{
-	json_t *a = json_array();
-	size_t i;
-
-	for (i = 0; a && i < sv->n; i++)
-		if (json_array_append_new(a, json_string(sv->v[i])) != 0) {
-			json_decref(a);
-			return NULL;
-		}
-	return a;
-}
-
-static void put(json_t *o, const char *key, json_t *v, bool *ok)
-{
-	if (!v || json_object_set_new(o, key, v) != 0)
-		*ok = false;
-}
-
 json_t *store_sub_to_json(const struct store_sub *s, bool stored)
 {
 	json_t *o = json_object(), *on = json_object();
@@ -114,20 +123,21 @@ json_t *store_sub_to_json(const struct store_sub *s, bool stored)
 	int d;
 
 	for (d = 0; ok && d < CORE_SUB_DIM_COUNT_; d++)
-		put(on, core_sub_dimension_name(d), strv_json(&s->on.dim[d]), &ok);
+		store_json_put(on, core_sub_dimension_name(d), store_json_strv(&s->on.dim[d]), &ok);
 	if (ok) {
-		put(o, "board", json_string(s->board), &ok);
-		put(o, "name", json_string(s->name), &ok);
-		put(o, "url", json_string(s->url), &ok);
-		put(o, "on", on, &ok);
+		store_json_put(o, "board", json_string(s->board), &ok);
+		store_json_put(o, "name", json_string(s->name), &ok);
+		store_json_put(o, "url", json_string(s->url), &ok);
+		store_json_put(o, "on", on, &ok);
 		on = NULL;
-		put(o, "consume_labels", strv_json(&s->consume), &ok);
-		put(o, "enabled", json_boolean(s->enabled), &ok);
-		put(o, "disabled_reason", str_or_null(s->disabled_reason), &ok);
-		put(o, "created_at", time_or_int(s->created_at, stored), &ok);
-		put(o, "updated_at", time_or_int(s->updated_at, stored), &ok);
+		store_json_put(o, "consume_labels", store_json_strv(&s->consume), &ok);
+		store_json_put(o, "enabled", json_boolean(s->enabled), &ok);
+		store_json_put(o, "disabled_reason", store_json_str_or_null(s->disabled_reason),
+			       &ok);
+		store_json_put(o, "created_at", time_or_int(s->created_at, stored), &ok);
+		store_json_put(o, "updated_at", time_or_int(s->updated_at, stored), &ok);
 		if (stored)
-			put(o, "secret", str_or_null(s->secret), &ok);
+			store_json_put(o, "secret", store_json_str_or_null(s->secret), &ok);
 	}
 	json_decref(on);
 	if (!ok) {
@@ -210,32 +220,34 @@ json_t *store_delivery_to_json(const struct store_delivery *d, bool stored)
 
 	if (!ok)
 		return NULL;
-	put(o, "id", json_string(d->id), &ok);
-	put(o, "board", json_string(d->board), &ok);
-	put(o, "subscription", json_string(d->sub), &ok);
-	put(o, "event_seq", json_integer(d->event_seq), &ok);
-	put(o, "event_type", str_or_null(d->event_type), &ok);
-	put(o, "card_id", str_or_null(d->card_id), &ok);
-	put(o, "status", json_string(store_delivery_status_name(d->status)), &ok);
-	put(o, "attempts", json_integer(d->attempts), &ok);
-	put(o, "next_at", d->status == STORE_DELIVERY_PENDING || stored
-				  ? time_or_int(d->next_at, stored)
-				  : json_null(),
-	    &ok);
-	put(o, "last_status", d->last_status ? json_integer(d->last_status) : json_null(), &ok);
-	put(o, "last_error", str_or_null(d->last_error), &ok);
-	put(o, "created_at", time_or_int(d->created_at, stored), &ok);
-	put(o, "updated_at", time_or_int(d->updated_at, stored), &ok);
+	store_json_put(o, "id", json_string(d->id), &ok);
+	store_json_put(o, "board", json_string(d->board), &ok);
+	store_json_put(o, "subscription", json_string(d->sub), &ok);
+	store_json_put(o, "event_seq", json_integer(d->event_seq), &ok);
+	store_json_put(o, "event_type", store_json_str_or_null(d->event_type), &ok);
+	store_json_put(o, "card_id", store_json_str_or_null(d->card_id), &ok);
+	store_json_put(o, "status", json_string(store_delivery_status_name(d->status)), &ok);
+	store_json_put(o, "attempts", json_integer(d->attempts), &ok);
+	store_json_put(o, "next_at",
+		       d->status == STORE_DELIVERY_PENDING || stored
+			       ? time_or_int(d->next_at, stored)
+			       : json_null(),
+		       &ok);
+	store_json_put(o, "last_status",
+		       d->last_status ? json_integer(d->last_status) : json_null(), &ok);
+	store_json_put(o, "last_error", store_json_str_or_null(d->last_error), &ok);
+	store_json_put(o, "created_at", time_or_int(d->created_at, stored), &ok);
+	store_json_put(o, "updated_at", time_or_int(d->updated_at, stored), &ok);
 	if (stored) {
-		put(o, "body", str_or_null(d->body), &ok);
-		put(o, "lease_owner", str_or_null(d->lease_owner), &ok);
-		put(o, "lease_until", json_integer(d->lease_until), &ok);
-		put(o, "lease_epoch", json_integer(d->lease_epoch), &ok);
+		store_json_put(o, "body", store_json_str_or_null(d->body), &ok);
+		store_json_put(o, "lease_owner", store_json_str_or_null(d->lease_owner), &ok);
+		store_json_put(o, "lease_until", json_integer(d->lease_until), &ok);
+		store_json_put(o, "lease_epoch", json_integer(d->lease_epoch), &ok);
 	} else {
 		if (d->lease_owner)
 			lease = json_pack("{s:s, s:o}", "owner", d->lease_owner, "until",
 					  time_or_int(d->lease_until, false));
-		put(o, "lease", d->lease_owner ? lease : json_null(), &ok);
+		store_json_put(o, "lease", d->lease_owner ? lease : json_null(), &ok);
 	}
 	if (!ok) {
 		json_decref(o);

@@ -185,6 +185,13 @@ struct store_sub {
 
 void store_sub_free(struct store_sub *s);
 void store_subs_free(struct store_sub **v, size_t n);
+/* A deep copy of s (through its stored form); NULL on OOM. */
+struct store_sub *store_sub_dup(const struct store_sub *s);
+/* What a put stores over `old` (NULL: none yet), the same in both twins: a copy of s that
+ * keeps old's secret when s brings none (secret_if_new when there is no old), old's
+ * created_at (else now), no disabled_reason, updated_at now. New; NULL on OOM. */
+struct store_sub *store_sub_put_merge(const struct store_sub *s, const struct store_sub *old,
+				      const char *secret_if_new, int64_t now);
 
 #define STORE_DELIVERY_STATUSES(X)                                                           \
 	X(STORE_DELIVERY_PENDING, "pending")                                                  \
@@ -696,6 +703,13 @@ json_t *store_run_to_json(const struct core_run *r);
 enum core_rc store_run_from_json(const json_t *j, struct core_run **out);
 json_t *store_event_to_json(const struct core_event *e);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
+/* The codec's building blocks (store/codec.c), shared with the effect codecs (store/effect.c):
+ * a new reference to s as a string, or null for NULL; a new array of sv's strings (NULL on
+ * OOM); json_object_set_new that remembers a failure (NULL v included) in *ok, consuming v
+ * either way. */
+json_t *store_json_str_or_null(const char *s);
+json_t *store_json_strv(const struct core_strv *sv);
+void store_json_put(json_t *o, const char *key, json_t *v, bool *ok);
 
 /* Subscriptions and deliveries. `stored`: the twins' own form (times as integers, the secret
  * and the body included); else the served form (RFC 3339 times, no secret, no body). */

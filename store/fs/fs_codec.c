@@ -126,6 +126,18 @@ static void w_strv(struct wbuf *b, const struct core_strv *sv)
 		w_str(b, sv->v[i]);
 }
 
+/* A card's claim fields, in the order a card record and a claim-only entry both carry them
+ * (after their flag byte). */
+static void w_claim(struct wbuf *b, const struct core_card *c)
+{
+	w_str(b, c->claim.marker);
+	w_str(b, c->claim.holder);
+	w_i64(b, c->claim.claimed_at);
+	w_i64(b, c->claim.lease_until);
+	w_i64(b, c->claim.lease_ms);
+	w_i64(b, c->claim_epoch);
+}
+
 static void w_card(struct wbuf *b, const struct core_card *c)
 {
 	size_t i;
@@ -147,12 +159,7 @@ static void w_card(struct wbuf *b, const struct core_card *c)
 	w_u8(b, (c->claim.present ? 1u : 0u) | (c->claim.has_lease ? 2u : 0u) |
 			(c->has_epoch ? 4u : 0u) | (c->awaiting_input ? 8u : 0u) |
 			(c->gave_up.set ? 16u : 0u) | (c->priority ? 32u : 0u));
-	w_str(b, c->claim.marker);
-	w_str(b, c->claim.holder);
-	w_i64(b, c->claim.claimed_at);
-	w_i64(b, c->claim.lease_until);
-	w_i64(b, c->claim.lease_ms);
-	w_i64(b, c->claim_epoch);
+	w_claim(b, c);
 	w_str(b, c->last_run_id);
 	w_str(b, c->gave_up.reason);
 	w_str(b, c->gave_up.run_id);
@@ -275,12 +282,7 @@ static void w_claim_patch(struct wbuf *b, const struct core_card *c)
 {
 	w_u8(b, (c->claim.present ? 1u : 0u) | (c->claim.has_lease ? 2u : 0u) |
 			(c->has_epoch ? 4u : 0u));
-	w_str(b, c->claim.marker);
-	w_str(b, c->claim.holder);
-	w_i64(b, c->claim.claimed_at);
-	w_i64(b, c->claim.lease_until);
-	w_i64(b, c->claim.lease_ms);
-	w_i64(b, c->claim_epoch);
+	w_claim(b, c);
 	w_i64(b, c->updated_at);
 }
 
@@ -491,6 +493,19 @@ static void r_strv(struct rbuf *b, struct core_strv *sv)
 		r_str(b, &sv->v[i], false);
 }
 
+/* w_claim's fields back (claim.present already read); `holder`: the record carries one
+ * (FS_REC_CHANGE records, the first layout, do not). */
+static void r_claim(struct rbuf *b, struct core_card *c, bool holder)
+{
+	r_str(b, &c->claim.marker, !c->claim.present);
+	if (holder)
+		r_str(b, &c->claim.holder, true);
+	c->claim.claimed_at = r_i64(b);
+	c->claim.lease_until = r_i64(b);
+	c->claim.lease_ms = r_i64(b);
+	c->claim_epoch = r_i64(b);
+}
+
 static struct core_card *r_card(struct rbuf *b)
 {
 	struct core_card *c = core_card_new();
@@ -525,13 +540,7 @@ static struct core_card *r_card(struct rbuf *b)
 	c->has_epoch = flags & 4u;
 	c->awaiting_input = flags & 8u;
 	c->gave_up.set = flags & 16u;
-	r_str(b, &c->claim.marker, !c->claim.present);
-	if (b->v2)
-		r_str(b, &c->claim.holder, true);
-	c->claim.claimed_at = r_i64(b);
-	c->claim.lease_until = r_i64(b);
-	c->claim.lease_ms = r_i64(b);
-	c->claim_epoch = r_i64(b);
+	r_claim(b, c, b->v2);
 	r_str(b, &c->last_run_id, true);
 	r_str(b, &c->gave_up.reason, !c->gave_up.set);
 	r_str(b, &c->gave_up.run_id, true);
@@ -661,12 +670,7 @@ static struct core_card *r_claim_patch(struct rbuf *b, const char *id)
 	c->claim.present = flags & 1u;
 	c->claim.has_lease = flags & 2u;
 	c->has_epoch = flags & 4u;
-	r_str(b, &c->claim.marker, !c->claim.present);
-	r_str(b, &c->claim.holder, true);
-	c->claim.claimed_at = r_i64(b);
-	c->claim.lease_until = r_i64(b);
-	c->claim.lease_ms = r_i64(b);
-	c->claim_epoch = r_i64(b);
+	r_claim(b, c, true);
 	c->updated_at = r_i64(b);
 	if (!b->bad && ((flags & ~7u) || (!c->claim.present && (c->claim.marker || c->claim.holder))))
 		b->bad = true;

@@ -240,17 +240,6 @@ void fs_effects_clear(struct fs_txn *t)
 	t->n_hits = 0;
 }
 
-static struct store_sub *sub_dup(const struct store_sub *s)
-{
-	json_t *j = store_sub_to_json(s, true);
-	struct store_sub *c = NULL;
-
-	if (j && store_sub_from_json(j, &c) != CORE_OK)
-		c = NULL;
-	json_decref(j);
-	return c;
-}
-
 /* The one-shots of every hit on the card of hit `first` (and the later hits on that card):
  * their consume_labels leave the card together, recorded as ONE card_labels_changed event
  * (reason consume_labels) that is never matched itself (it is appended after the events
@@ -336,7 +325,7 @@ enum core_rc fs_effects_match(struct fs_txn *t)
 			if (!store_effect_match(subs[k], e->type, e->reason, to, card))
 				continue;
 			nh = realloc(t->hits, (t->n_hits + 1) * sizeof(*nh));
-			if (!nh || !(nh[t->n_hits].sub = sub_dup(subs[k]))) {
+			if (!nh || !(nh[t->n_hits].sub = store_sub_dup(subs[k]))) {
 				if (nh)
 					t->hits = nh;
 				rc = CORE_ERR_NOMEM;
@@ -402,20 +391,12 @@ enum core_rc fs_sub_put(struct store *st, const struct store_sub *s, const char 
 	text = rc == CORE_OK ? fs_txn_kv_peek(&t, key) : NULL;
 	if (text)
 		rc = sub_parse(text, &old);
-	if (rc == CORE_OK)
-		rc = (now = sub_dup(s)) ? CORE_OK : CORE_ERR_NOMEM;
-	if (rc == CORE_OK && !s->secret) {
-		free(now->secret);
-		now->secret = strdup(old ? old->secret : secret_if_new);
-		rc = now->secret ? CORE_OK : CORE_ERR_NOMEM;
-	}
 	if (rc == CORE_OK) {
-		free(now->disabled_reason);
-		now->disabled_reason = NULL;
-		now->created_at = old ? old->created_at : t.now;
-		now->updated_at = t.now;
-		rc = sub_write(&t, now);
+		now = store_sub_put_merge(s, old, secret_if_new, t.now);
+		rc = now ? CORE_OK : CORE_ERR_NOMEM;
 	}
+	if (rc == CORE_OK)
+		rc = sub_write(&t, now);
 	rc = fs_txn_end(&t, rc);
 	if (rc == CORE_OK) {
 		*created = !old;
@@ -494,6 +475,20 @@ enum core_rc fs_sub_delete(struct store *st, const char *board, const char *name
 }
 
 /* ---- deliveries ---- */
+
+/* Ends t with rc; on success hands d (owned) over through out when out is given, else frees
+ * it. */
+static enum core_rc dlv_txn_end(struct fs_txn *t, enum core_rc rc, struct store_delivery *d,
+				struct store_delivery **out)
+{
+	rc = fs_txn_end(t, rc);
+	if (rc == CORE_OK && out) {
+		*out = d;
+		d = NULL;
+	}
+	store_delivery_free(d);
+	return rc;
+}
 
 enum core_rc fs_delivery_get(struct store *st, const char *id, struct store_delivery **out)
 {
@@ -631,13 +626,7 @@ enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t leas
 		best->updated_at = t.now;
 		rc = best->lease_owner ? dlv_write(&t, best) : CORE_ERR_NOMEM;
 	}
-	rc = fs_txn_end(&t, rc);
-	if (rc == CORE_OK) {
-		*out = best;
-		best = NULL;
-	}
-	store_delivery_free(best);
-	return rc;
+	return dlv_txn_end(&t, rc, best, out);
 }
 
 /* Reads delivery `id` inside a transaction (caller frees). */
@@ -746,13 +735,7 @@ enum core_rc fs_delivery_finish(struct store *st, const char *id,
 		if (rc == CORE_OK)
 			rc = dlv_write(&t, d);
 	}
-	rc = fs_txn_end(&t, rc);
-	if (rc == CORE_OK && out) {
-		*out = d;
-		d = NULL;
-	}
-	store_delivery_free(d);
-	return rc;
+	return dlv_txn_end(&t, rc, d, out);
 }
 
 enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_delivery **out)
@@ -777,11 +760,5 @@ enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_de
 		d->updated_at = t.now;
 		rc = dlv_write(&t, d);
 	}
-	rc = fs_txn_end(&t, rc);
-	if (rc == CORE_OK && out) {
-		*out = d;
-		d = NULL;
-	}
-	store_delivery_free(d);
-	return rc;
+	return dlv_txn_end(&t, rc, d, out);
 }

@@ -191,17 +191,6 @@ static enum core_rc subs_query(struct mgo_conn *c, const char *board, bool enabl
 	return CORE_OK;
 }
 
-static struct store_sub *sub_dup(const struct store_sub *s)
-{
-	json_t *j = store_sub_to_json(s, true);
-	struct store_sub *c = NULL;
-
-	if (j && store_sub_from_json(j, &c) != CORE_OK)
-		c = NULL;
-	json_decref(j);
-	return c;
-}
-
 /* The enabled subscriptions of board (copies; caller frees with store_subs_free). */
 static enum core_rc board_subs(struct mgo_conn *c, const char *board, struct store_sub ***out,
 			       size_t *n)
@@ -223,7 +212,7 @@ static enum core_rc board_subs(struct mgo_conn *c, const char *board, struct sto
 		rc = CORE_OK;
 		v = calloc(e->n + 1, sizeof(*v));
 		for (i = 0; v && i < e->n; i++)
-			if ((v[k] = sub_dup(e->v[i])))
+			if ((v[k] = store_sub_dup(e->v[i])))
 				k++;
 		pthread_mutex_unlock(&m->subs_mu);
 		if (!v || k != e->n) {
@@ -258,7 +247,7 @@ static enum core_rc board_subs(struct mgo_conn *c, const char *board, struct sto
 		size_t ck = 0;
 
 		for (i = 0; cv && i < k; i++)
-			if ((cv[ck] = sub_dup(v[i])))
+			if ((cv[ck] = store_sub_dup(v[i])))
 				ck++;
 		if (cv && ck == k) {
 			store_subs_free(e->v, e->n);
@@ -514,18 +503,11 @@ enum core_rc mgo_sub_put(struct store *st, const struct store_sub *s, const char
 		rc = mgo_find_by_id(coll, id, &found);
 	if (rc == CORE_OK && found)
 		rc = sub_from_bson(found, &old);
-	if (rc == CORE_OK)
-		rc = (now = sub_dup(s)) ? CORE_OK : CORE_ERR_NOMEM;
-	if (rc == CORE_OK && !s->secret) {
-		free(now->secret);
-		now->secret = strdup(old ? old->secret : secret_if_new);
-		rc = now->secret ? CORE_OK : CORE_ERR_NOMEM;
+	if (rc == CORE_OK) {
+		now = store_sub_put_merge(s, old, secret_if_new, c.now);
+		rc = now ? CORE_OK : CORE_ERR_NOMEM;
 	}
 	if (rc == CORE_OK) {
-		free(now->disabled_reason);
-		now->disabled_reason = NULL;
-		now->created_at = old ? old->created_at : c.now;
-		now->updated_at = c.now;
 		j = store_sub_to_json(now, true);
 		doc = json_to_bson(j, id);
 		rc = doc ? CORE_OK : CORE_ERR_NOMEM;
