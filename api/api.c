@@ -768,6 +768,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
  * its own (libmicrohttpd 0.9.75 has no hook for them); the targets and query strings that
  * would reach those limits first are answered as problem+json in on_uri. Other messages
  * (connection limits, peers gone) are counted; a line at most every few seconds. */
+__attribute__((format(printf, 2, 0)))
 static void lib_log(void *cls, const char *fmt, va_list ap)
 {
 	static const char answer_fmt[] = "Error processing request (HTTP response code is %u";
