@@ -28,7 +28,11 @@ if ! ninja -C "$dir" -t targets all | grep -c "^tests/fuzz/fuzz_api:" >/dev/null
   echo "fuzz: clang cannot link libFuzzer here (-fsanitize=fuzzer)" >&2
   exit 77
 fi
-ninja -C "$dir" tests/fuzz/fuzz_api tests/fuzz/fuzz_journal >/dev/null
+if ! ninja -C "$dir" tests/fuzz/fuzz_api tests/fuzz/fuzz_journal >"$dir/ninja-fuzz.log" 2>&1; then
+  cat "$dir/ninja-fuzz.log" >&2
+  echo "fuzz: the fuzz targets did not build" >&2
+  exit 1
+fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
