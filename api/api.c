@@ -1072,7 +1072,6 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		return CORE_ERR_NOMEM;
 	a->cfg = *cfg;
 	a->st = st;
-	a->quiesced_fd = -1;
 	atomic_init(&a->tokens_now, cfg->tokens);
 	pthread_mutex_init(&a->tokens_mu, NULL);
 	a->listen = strdup(cfg->listen);
@@ -1186,13 +1185,8 @@ void api_quiesce(struct api *a)
 		return;
 	a->quiesced = true;
 	fd = MHD_quiesce_daemon(a->daemon);
-	/* MHD's threads may still poll the socket until MHD_stop_daemon returns (its manual:
-	 * close it only after that). shutdown() refuses new connections now without freeing
-	 * the descriptor under them. */
-	if (fd != MHD_INVALID_SOCKET) {
-		shutdown(fd, SHUT_RDWR);
-		a->quiesced_fd = fd;
-	}
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
 }
 
 void api_stop(struct api *a)
@@ -1222,8 +1216,6 @@ void api_stop(struct api *a)
 		usleep(10000);
 	}
 	MHD_stop_daemon(a->daemon);
-	if (a->quiesced_fd >= 0)
-		close(a->quiesced_fd);
 	api_next_free(a);
 	sweeper_stop(a);
 	api_streams_free(a);

@@ -167,7 +167,6 @@ struct api {
 	char *tls_cert, *tls_key;    /* owned copies of cfg.tls_cert / tls_key */
 	uint16_t port;
 	bool quiesced;
-	int quiesced_fd;             /* the listen socket MHD gave back; closed after MHD stops */
 
 	/* metrics (metrics.c) */
 	struct metrics *metrics;     /* cfg.metrics, or owned when metrics_owned */
