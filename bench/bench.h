@@ -142,6 +142,11 @@ int bench_op_untimed(struct bench_worker *w, const char *method, const char *pat
 
 /* Small helpers for the drivers. */
 double bench_mono_s(void);
+/* BENCH_SERVER_PID's CPU time (utime + stime) in seconds, or -1 when unset or unreadable. */
+double bench_server_cpu_s(void);
+/* The FS store's boardd_fs_journal_lines_total and _syncs_total from GET /metrics. */
+bool bench_fs_counters(const char *host, uint16_t port, unsigned long long *lines,
+		       unsigned long long *syncs);
 /* The integer after "key": (plain or "quoted") in a JSON text; false when absent. */
 bool bench_json_int(const char *json, const char *key, int64_t *out);
 /* Base64 of len bytes of src into dst (NUL-terminated); dst holds 4*((len+2)/3)+1 bytes. */

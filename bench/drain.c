@@ -12,8 +12,10 @@
  *           UPDATE jobs SET state done, marker NULL WHERE id AND marker AND epoch   (fenced)
  * each statement its own transaction (autocommit), durable defaults (fsync, synchronous_commit
  * on). Seeding is not measured. Printed: jobs/s over the drain, job latency (claim sent ->
- * finish answered) p50/p99/max, conflicts (a claim or finish refused), errors. Measured, not
- * asserted. */
+ * finish answered) p50/p99/max, conflicts (a claim or finish refused), errors; with
+ * BENCH_SERVER_PID, the server's CPU (utime + stime) over the drain per job and per request;
+ * on boardd's FS store, journal lines per fdatasync and fdatasyncs/s (from /metrics).
+ * Measured, not asserted. */
 #include "bench/bench.h"
 
 #include <inttypes.h>
@@ -292,6 +294,9 @@ int main(int argc, char **argv)
 	pthread_barrier_t go;
 	struct bench_lat all = {0};
 	uint64_t jobs = 0, conflicts = 0, errors = 0, t0, t1;
+	double cpu0, cpu1;
+	unsigned long long lines0 = 0, syncs0 = 0, lines1 = 0, syncs1 = 0;
+	bool fsc = false;
 	void *(*fn)(void *) = NULL;
 	const char *first_err = NULL;
 	int opt, i;
@@ -358,11 +363,17 @@ int main(int argc, char **argv)
 		pthread_create(&th[i], NULL, fn, &ws[i]);
 	}
 	usleep(200 * 1000); /* connections opened, statements prepared */
+	if (fn == boardd_main)
+		fsc = bench_fs_counters("127.0.0.1", o.port, &lines0, &syncs0);
+	cpu0 = bench_server_cpu_s();
 	t0 = now_us();
 	pthread_barrier_wait(&go);
 	for (i = 0; i < o.workers; i++)
 		pthread_join(th[i], NULL);
 	t1 = now_us();
+	cpu1 = bench_server_cpu_s();
+	if (fsc)
+		fsc = bench_fs_counters("127.0.0.1", o.port, &lines1, &syncs1) && syncs1 > syncs0;
 	for (i = 0; i < o.workers; i++) {
 		bench_lat_merge(&all, &ws[i].lat);
 		jobs += ws[i].jobs;
@@ -377,6 +388,14 @@ int main(int argc, char **argv)
 	       (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0, (double)all.max_us / 1000.0,
 	       conflicts, errors, (double)(t1 - t0) / 1e6);
+	if (cpu0 >= 0 && cpu1 >= 0 && jobs)
+		printf("  server cpu %.2f s: %.0f us per job, %.0f us per request (BENCH_SERVER_PID)\n",
+		       cpu1 - cpu0, (cpu1 - cpu0) * 1e6 / (double)jobs,
+		       (cpu1 - cpu0) * 1e6 / (double)(2 * jobs));
+	if (fsc)
+		printf("  group commit (/metrics): %.1f journal lines per fdatasync, %.0f fdatasync/s\n",
+		       (double)(lines1 - lines0) / (double)(syncs1 - syncs0),
+		       (double)(syncs1 - syncs0) / ((double)(t1 - t0) / 1e6));
 	if (first_err)
 		printf("  first error: %s\n", first_err);
 	pthread_barrier_destroy(&go);

@@ -84,7 +84,7 @@ echo "drain.sh: $JOBS jobs, $WORKERS workers, $ROUNDS rounds; $(nproc) cores;" \
 
 for r in $(seq "$ROUNDS"); do
   start_boardd "$r"
-  "$BUILD/bench/drain" boardd -p "$port" -n "$JOBS" -w "$WORKERS" || true
+  BENCH_SERVER_PID=$boardd_pid "$BUILD/bench/drain" boardd -p "$port" -n "$JOBS" -w "$WORKERS" || true
   stop_boardd
   "$BUILD/bench/drain" pg -c "$conninfo" -n "$JOBS" -w "$WORKERS" || true
 done

@@ -172,19 +172,8 @@ struct lg_counters {
 
 static bool lg_metrics(const struct bench_opts *o, struct lg_counters *c)
 {
-	struct bench_http *h = bench_http_open(o->host, o->port);
-	const char *resp = NULL, *p;
-	int status = 0;
-
-	c->ok = false;
-	if (h && bench_http_request(h, "GET", "/metrics", NULL, NULL, &status, &resp) == 0 &&
-	    status == 200 && resp && (p = strstr(resp, "\nboardd_fs_journal_lines_total ")) &&
-	    sscanf(p, "\nboardd_fs_journal_lines_total %llu", &c->commits) == 1 &&
-	    (p = strstr(resp, "\nboardd_fs_journal_syncs_total ")) &&
-	    sscanf(p, "\nboardd_fs_journal_syncs_total %llu", &c->syncs) == 1)
-		c->ok = true;
+	c->ok = bench_fs_counters(o->host, o->port, &c->commits, &c->syncs);
 	c->t = bench_mono_s();
-	bench_http_close(h);
 	return c->ok;
 }
 

@@ -276,6 +276,48 @@ out:
 	return NULL;
 }
 
+/* BENCH_SERVER_PID's utime + stime in seconds, or -1 when unset or unreadable. */
+double bench_server_cpu_s(void)
+{
+	const char *pid = getenv("BENCH_SERVER_PID");
+	unsigned long long ut, st;
+	double s = -1;
+	char path[64];
+	FILE *f;
+
+	if (!pid)
+		return -1;
+	snprintf(path, sizeof path, "/proc/%s/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	/* Fields 14 and 15; the command name (field 2) may hold spaces, so skip past ')'. */
+	if (fscanf(f, "%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+		   &st) == 2)
+		s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	fclose(f);
+	return s;
+}
+
+/* The FS store's group-commit counters from GET /metrics (no token needed). */
+bool bench_fs_counters(const char *host, uint16_t port, unsigned long long *lines,
+		       unsigned long long *syncs)
+{
+	struct bench_http *h = bench_http_open(host, port);
+	const char *resp = NULL, *p;
+	bool ok = false;
+	int status = 0;
+
+	if (h && bench_http_request(h, "GET", "/metrics", NULL, NULL, &status, &resp) == 0 &&
+	    status == 200 && resp && (p = strstr(resp, "\nboardd_fs_journal_lines_total ")) &&
+	    sscanf(p, "\nboardd_fs_journal_lines_total %llu", lines) == 1 &&
+	    (p = strstr(resp, "\nboardd_fs_journal_syncs_total ")) &&
+	    sscanf(p, "\nboardd_fs_journal_syncs_total %llu", syncs) == 1)
+		ok = true;
+	bench_http_close(h);
+	return ok;
+}
+
 /* CPU seen over the window, to tell what else ran on the machine meanwhile. */
 struct run_cpu {
 	double busy_s;          /* /proc/stat, all CPUs: user + nice + system (processes) */
@@ -288,11 +330,10 @@ struct run_cpu {
 static void cpu_sample(struct run_cpu *c)
 {
 	double tick = (double)sysconf(_SC_CLK_TCK);
-	unsigned long long v[10] = {0}, ut, st;
-	const char *pid = getenv("BENCH_SERVER_PID");
+	unsigned long long v[10] = {0};
 	struct rusage ru;
-	char path[64];
 	FILE *f;
+
 	memset(c, 0, sizeof *c);
 	c->server_s = -1;
 	f = fopen("/proc/stat", "r");
@@ -308,17 +349,7 @@ static void cpu_sample(struct run_cpu *c)
 	getrusage(RUSAGE_SELF, &ru);
 	c->self_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 		    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-	if (!pid)
-		return;
-	snprintf(path, sizeof path, "/proc/%s/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	/* Fields 14 and 15; the command name (field 2) may hold spaces, so skip past ')'. */
-	if (fscanf(f, "%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-		   &st) == 2)
-		c->server_s = (double)(ut + st) / tick;
-	fclose(f);
+	c->server_s = bench_server_cpu_s();
 }
 
 /* Prints the CPU line. OUT: *others, the share of everything else, and *server_us, the
