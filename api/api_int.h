@@ -357,6 +357,9 @@ json_t *api_time_json(int64_t ms);
 int64_t api_mono_ms(void);
 /* Sets a JSON answer (takes the reference; NULL means out of memory). */
 enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out);
+/* Sets a JSON answer already written as text (takes text, malloc'd; NULL means out of
+ * memory): the hot answers skip the jansson tree. */
+enum core_rc api_reply_json_text(struct api_req *r, unsigned status, char *text, size_t len);
 
 /* ---- handlers: cards.c, claims.c, runs.c, events.c, boards.c, admin.c, meta.c ---- */
 /* Reads card `id` and checks the token may see its board; caller frees *out. */

@@ -34,16 +34,7 @@ enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card
 	char *text = store_card_json_text(c, &len); /* the tree's bytes, without the tree */
 
 	core_card_free(c);
-	if (!text)
-		return CORE_ERR_NOMEM;
-	json_decref(r->out);
-	r->out = NULL;
-	free(r->raw_owned);
-	r->raw_owned = text;
-	r->raw_len = len;
-	r->raw_type = "application/json";
-	r->status = status;
-	return CORE_OK;
+	return api_reply_json_text(r, status, text, len);
 }
 
 enum core_rc api_card_scope(struct api_req *r)

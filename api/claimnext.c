@@ -248,21 +248,10 @@ static bool park(struct api_req *r, int64_t seen, bool *give_up)
 
 static enum core_rc reply_claimed(struct api_req *r, struct store_claim_result *res)
 {
-	const struct core_claim *cl = &res->card->claim;
-	json_t *card = store_card_to_json(res->card);
-	enum core_rc rc;
+	size_t len = 0;
+	char *text = store_claim_json_text(res->card, &res->token, res->fresh, true, &len);
 
-	if (!card)
-		return CORE_ERR_NOMEM;
-	rc = api_reply(r, 200,
-		       json_pack("{s:o, s:{s:s, s:I, s:o, s:o, s:I, s:I, s:b}}", "card", card,
-				 "token", "marker", res->token.marker, "epoch",
-				 (json_int_t)res->token.epoch, "claimed_at",
-				 api_time_json(cl->claimed_at), "lease_until",
-				 api_time_json(cl->lease_until), "lease_ms", (json_int_t)cl->lease_ms,
-				 "renew_after_ms", (json_int_t)(cl->lease_ms / 3), "fresh",
-				 res->fresh));
-	return rc;
+	return api_reply_json_text(r, 200, text, len);
 }
 
 enum core_rc api_h_claim_next(struct api_req *r)

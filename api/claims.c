@@ -70,7 +70,6 @@ enum core_rc api_h_claim(struct api_req *r)
 {
 	struct store_claim_result res = {0};
 	struct store_actor actor = api_auth_actor(r);
-	const struct core_claim *cl;
 	const char *marker;
 	int64_t lease_ms;
 	enum core_rc rc;
@@ -91,15 +90,13 @@ enum core_rc api_h_claim(struct api_req *r)
 	if (rc != CORE_OK)
 		return rc;
 	metrics_inc(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent");
-	cl = &res.card->claim;
-	rc = api_reply(r, 200,
-		       json_pack("{s:s, s:I, s:o, s:o, s:I, s:I, s:b}", "marker", res.token.marker,
-				 "epoch", (json_int_t)res.token.epoch, "claimed_at",
-				 api_time_json(cl->claimed_at), "lease_until", api_time_json(cl->lease_until),
-				 "lease_ms", (json_int_t)cl->lease_ms, "renew_after_ms",
-				 (json_int_t)(cl->lease_ms / 3), "fresh", res.fresh));
-	core_card_free(res.card);
-	return rc;
+	{
+		size_t len = 0;
+		char *text = store_claim_json_text(res.card, &res.token, res.fresh, false, &len);
+
+		core_card_free(res.card);
+		return api_reply_json_text(r, 200, text, len);
+	}
 }
 
 enum core_rc api_h_renew(struct api_req *r)

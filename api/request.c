@@ -418,3 +418,17 @@ enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out)
 	r->status = status;
 	return CORE_OK;
 }
+
+enum core_rc api_reply_json_text(struct api_req *r, unsigned status, char *text, size_t len)
+{
+	if (!text)
+		return CORE_ERR_NOMEM;
+	json_decref(r->out);
+	r->out = NULL;
+	free(r->raw_owned);
+	r->raw_owned = text;
+	r->raw_len = len;
+	r->raw_type = "application/json";
+	r->status = status;
+	return CORE_OK;
+}

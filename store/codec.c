@@ -316,112 +316,156 @@ static void jb_strv(struct jbuf *b, const struct core_strv *sv)
 	jb_put(b, "]", 1);
 }
 
-char *store_card_json_text(const struct core_card *c, size_t *len)
+/* The card as served (DESIGN §2), appended to b. */
+static void jb_card(struct jbuf *b, const struct core_card *c)
 {
-	struct jbuf b = {.ok = true};
 	size_t i;
 
-	jb_put(&b, "{", 1);
-	jb_key(&b, "id");
-	jb_str(&b, c->id ? c->id : "");
-	jb_key(&b, "board");
-	jb_str(&b, c->board ? c->board : "");
-	jb_key(&b, "title");
-	jb_str(&b, c->title ? c->title : "");
-	jb_key(&b, "body");
-	jb_str(&b, c->body ? c->body : "");
-	jb_key(&b, "state");
-	jb_str(&b, c->state ? c->state : "");
-	jb_key(&b, "priority");
-	jb_int(&b, c->priority);
-	jb_key(&b, "labels");
-	jb_strv(&b, &c->labels);
-	jb_key(&b, "blockers");
-	jb_strv(&b, &c->blockers);
-	jb_key(&b, "comments");
-	jb_put(&b, "[", 1);
+	jb_put(b, "{", 1);
+	jb_key(b, "id");
+	jb_str(b, c->id ? c->id : "");
+	jb_key(b, "board");
+	jb_str(b, c->board ? c->board : "");
+	jb_key(b, "title");
+	jb_str(b, c->title ? c->title : "");
+	jb_key(b, "body");
+	jb_str(b, c->body ? c->body : "");
+	jb_key(b, "state");
+	jb_str(b, c->state ? c->state : "");
+	jb_key(b, "priority");
+	jb_int(b, c->priority);
+	jb_key(b, "labels");
+	jb_strv(b, &c->labels);
+	jb_key(b, "blockers");
+	jb_strv(b, &c->blockers);
+	jb_key(b, "comments");
+	jb_put(b, "[", 1);
 	for (i = 0; i < c->n_comments; i++) {
 		const struct core_comment *cm = &c->comments[i];
 
-		jb_lit(&b, i ? ",{" : "{");
-		jb_key(&b, "id");
-		jb_str(&b, cm->id ? cm->id : "");
-		jb_key(&b, "author");
-		jb_str(&b, cm->author ? cm->author : "");
-		jb_key(&b, "body");
-		jb_str(&b, cm->body ? cm->body : "");
-		jb_key(&b, "created_at");
-		jb_time(&b, cm->created_at);
-		jb_put(&b, "}", 1);
+		jb_lit(b, i ? ",{" : "{");
+		jb_key(b, "id");
+		jb_str(b, cm->id ? cm->id : "");
+		jb_key(b, "author");
+		jb_str(b, cm->author ? cm->author : "");
+		jb_key(b, "body");
+		jb_str(b, cm->body ? cm->body : "");
+		jb_key(b, "created_at");
+		jb_time(b, cm->created_at);
+		jb_put(b, "}", 1);
 	}
-	jb_put(&b, "]", 1);
-	jb_key(&b, "claim");
+	jb_put(b, "]", 1);
+	jb_key(b, "claim");
 	if (!c->claim.present) {
-		jb_lit(&b, "null");
+		jb_lit(b, "null");
 	} else {
-		jb_put(&b, "{", 1);
-		jb_key(&b, "marker");
-		jb_str(&b, c->claim.marker ? c->claim.marker : "");
-		jb_key(&b, "holder");
-		jb_str_or_null(&b, c->claim.holder);
-		jb_key(&b, "epoch");
+		jb_put(b, "{", 1);
+		jb_key(b, "marker");
+		jb_str(b, c->claim.marker ? c->claim.marker : "");
+		jb_key(b, "holder");
+		jb_str_or_null(b, c->claim.holder);
+		jb_key(b, "epoch");
 		if (c->has_epoch)
-			jb_int(&b, c->claim_epoch);
+			jb_int(b, c->claim_epoch);
 		else
-			jb_lit(&b, "null");
-		jb_key(&b, "claimed_at");
-		jb_time(&b, c->claim.claimed_at);
-		jb_key(&b, "lease_until");
+			jb_lit(b, "null");
+		jb_key(b, "claimed_at");
+		jb_time(b, c->claim.claimed_at);
+		jb_key(b, "lease_until");
 		if (c->claim.has_lease)
-			jb_time(&b, c->claim.lease_until);
+			jb_time(b, c->claim.lease_until);
 		else
-			jb_lit(&b, "null");
-		jb_key(&b, "lease_ms");
+			jb_lit(b, "null");
+		jb_key(b, "lease_ms");
 		if (c->claim.has_lease)
-			jb_int(&b, c->claim.lease_ms);
+			jb_int(b, c->claim.lease_ms);
 		else
-			jb_lit(&b, "null");
-		jb_put(&b, "}", 1);
+			jb_lit(b, "null");
+		jb_put(b, "}", 1);
 	}
-	jb_key(&b, "claim_epoch");
+	jb_key(b, "claim_epoch");
 	if (c->has_epoch)
-		jb_int(&b, c->claim_epoch);
+		jb_int(b, c->claim_epoch);
 	else
-		jb_lit(&b, "null");
-	jb_key(&b, "last_run_id");
-	jb_str_or_null(&b, c->last_run_id);
-	jb_key(&b, "awaiting_input");
-	jb_lit(&b, c->awaiting_input ? "true" : "false");
-	jb_key(&b, "gave_up");
+		jb_lit(b, "null");
+	jb_key(b, "last_run_id");
+	jb_str_or_null(b, c->last_run_id);
+	jb_key(b, "awaiting_input");
+	jb_lit(b, c->awaiting_input ? "true" : "false");
+	jb_key(b, "gave_up");
 	if (!c->gave_up.set) {
-		jb_lit(&b, "null");
+		jb_lit(b, "null");
 	} else {
-		jb_put(&b, "{", 1);
-		jb_key(&b, "reason");
-		jb_str(&b, c->gave_up.reason ? c->gave_up.reason : "");
-		jb_key(&b, "run_id");
-		jb_str_or_null(&b, c->gave_up.run_id);
-		jb_key(&b, "state");
-		jb_str_or_null(&b, c->gave_up.state);
-		jb_key(&b, "at");
-		jb_time(&b, c->gave_up.at);
-		jb_put(&b, "}", 1);
+		jb_put(b, "{", 1);
+		jb_key(b, "reason");
+		jb_str(b, c->gave_up.reason ? c->gave_up.reason : "");
+		jb_key(b, "run_id");
+		jb_str_or_null(b, c->gave_up.run_id);
+		jb_key(b, "state");
+		jb_str_or_null(b, c->gave_up.state);
+		jb_key(b, "at");
+		jb_time(b, c->gave_up.at);
+		jb_put(b, "}", 1);
 	}
-	jb_key(&b, "state_reason");
-	jb_str_or_null(&b, c->state_reason);
-	jb_key(&b, "created_at");
-	jb_time(&b, c->created_at);
-	jb_key(&b, "updated_at");
-	jb_time(&b, c->updated_at);
-	jb_key(&b, "state_at");
-	jb_time(&b, c->state_at);
-	jb_put(&b, "}", 1);
-	if (!b.ok) {
-		free(b.p);
+	jb_key(b, "state_reason");
+	jb_str_or_null(b, c->state_reason);
+	jb_key(b, "created_at");
+	jb_time(b, c->created_at);
+	jb_key(b, "updated_at");
+	jb_time(b, c->updated_at);
+	jb_key(b, "state_at");
+	jb_time(b, c->state_at);
+	jb_put(b, "}", 1);
+}
+
+/* b's text (caller frees) and its length, or NULL when a write failed. */
+static char *jb_done(struct jbuf *b, size_t *len)
+{
+	if (!b->ok) {
+		free(b->p);
 		return NULL;
 	}
-	*len = b.len;
-	return b.p;
+	*len = b->len;
+	return b->p;
+}
+
+char *store_card_json_text(const struct core_card *c, size_t *len)
+{
+	struct jbuf b = {.ok = true};
+
+	jb_card(&b, c);
+	return jb_done(&b, len);
+}
+
+char *store_claim_json_text(const struct core_card *c, const struct core_token *t, bool fresh,
+			    bool with_card, size_t *len)
+{
+	const struct core_claim *cl = &c->claim;
+	struct jbuf b = {.ok = true};
+
+	jb_put(&b, "{", 1);
+	if (with_card) {
+		jb_key(&b, "card");
+		jb_card(&b, c);
+		jb_key(&b, "token");
+		jb_put(&b, "{", 1);
+	}
+	jb_key(&b, "marker");
+	jb_str(&b, t->marker ? t->marker : "");
+	jb_key(&b, "epoch");
+	jb_int(&b, t->epoch);
+	jb_key(&b, "claimed_at");
+	jb_time(&b, cl->claimed_at);
+	jb_key(&b, "lease_until");
+	jb_time(&b, cl->lease_until);
+	jb_key(&b, "lease_ms");
+	jb_int(&b, cl->lease_ms);
+	jb_key(&b, "renew_after_ms");
+	jb_int(&b, cl->lease_ms / 3);
+	jb_key(&b, "fresh");
+	jb_lit(&b, fresh ? "true" : "false");
+	jb_put(&b, with_card ? "}}" : "}", with_card ? 2 : 1);
+	return jb_done(&b, len);
 }
 
 json_t *store_board_to_json(const struct core_board *b)

@@ -694,6 +694,11 @@ json_t *store_card_to_json(const struct core_card *c);
  * without the tree (the hot path of every answer that is a card). New string (caller frees)
  * and its length; NULL on OOM or a string that is not UTF-8 (json_string refuses those). */
 char *store_card_json_text(const struct core_card *c, size_t *len);
+/* A claim's answer, written the same way: the token of DESIGN §3 ({marker, epoch, claimed_at,
+ * lease_until, lease_ms, renew_after_ms, fresh}, times from c's claim) or, with_card,
+ * {"card": <c>, "token": <that>} (claim-next, DESIGN §12). Caller frees; NULL as above. */
+char *store_claim_json_text(const struct core_card *c, const struct core_token *t, bool fresh,
+			    bool with_card, size_t *len);
 /* A card's gave_up as served: null when not set, else {reason, run_id, state, at}. */
 json_t *store_gave_up_to_json(const struct core_gave_up *g);
 enum core_rc store_card_from_json(const json_t *j, struct core_card **out);
