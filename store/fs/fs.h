@@ -93,7 +93,7 @@ struct fs_post {
 	 * claimed or moved away since are skipped when met. top_all: the walk saw fewer
 	 * unclaimed members than the cache holds, so it holds them all. */
 	struct fs_card_ent **top;
-	size_t top_n, top_pos;
+	size_t top_n, top_pos, top_capn; /* top_capn: top's room */
 	bool top_valid, top_all;
 };
 

@@ -106,46 +106,95 @@ static void pick_from(const struct fs_post *p, const struct core_pick *pk,
 }
 
 /* ---- the per-state cache (struct fs_post's top): a drain of N ready cards walks the ready
- * list once per TOP_MAX claims instead of once per claim ---- */
+ * list once per top_cap claims instead of once per claim ----
+ *
+ * The cache holds about a sixteenth of the list (TOP_MIN..TOP_MAX), so a drain walks each
+ * member about sixteen times in all whatever the list's length (a fixed 128 walked a list of
+ * 10 000 once per 128 claims: 5 % of the server's CPU in the drain). The walk keeps the best
+ * in a heap (worst at the root), then sorts them. */
 
-#define TOP_MAX 128
+#define TOP_MIN 128
+#define TOP_MAX 4096
 
-/* Inserts ent into the sorted top (best first), keeping the best TOP_MAX. */
-static void top_insert(struct fs_card_ent **top, size_t *n, struct fs_card_ent *ent)
+static size_t top_cap(size_t n)
 {
-	size_t lo = 0, hi = *n, mid;
+	size_t k = n / 16;
 
-	if (*n == TOP_MAX && !core_pick_before(ent->card, top[TOP_MAX - 1]->card))
-		return;
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (core_pick_before(top[mid]->card, ent->card))
-			lo = mid + 1;
-		else
-			hi = mid;
+	return k < TOP_MIN ? TOP_MIN : k > TOP_MAX ? TOP_MAX : k;
+}
+
+/* heap order: a parent ranks after (or with) its children, so the root is the worst kept */
+static bool heap_above(const struct fs_card_ent *a, const struct fs_card_ent *b)
+{
+	return core_pick_before(b->card, a->card);
+}
+
+static void heap_down(struct fs_card_ent **h, size_t n, size_t i)
+{
+	struct fs_card_ent *x = h[i];
+	size_t c;
+
+	while ((c = 2 * i + 1) < n) {
+		if (c + 1 < n && heap_above(h[c + 1], h[c]))
+			c++;
+		if (!heap_above(h[c], x))
+			break;
+		h[i] = h[c];
+		i = c;
 	}
-	if (*n == TOP_MAX)
-		(*n)--;
-	memmove(top + lo + 1, top + lo, (*n - lo) * sizeof(*top));
-	top[lo] = ent;
-	(*n)++;
+	h[i] = x;
+}
+
+static void heap_up(struct fs_card_ent **h, size_t i)
+{
+	struct fs_card_ent *x = h[i];
+
+	while (i && heap_above(x, h[(i - 1) / 2])) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i] = x;
 }
 
 /* Rebuilds p's cache from one walk of the list; false when out of memory. */
 static bool top_build(struct fs_post *p)
 {
-	size_t i, unclaimed = 0;
+	size_t i, unclaimed = 0, k = top_cap(p->n), n = 0;
+	struct fs_card_ent *tmp;
 
-	if (!p->top && !(p->top = malloc(TOP_MAX * sizeof(*p->top))))
-		return false;
+	if (k > p->top_capn) {
+		struct fs_card_ent **nt = realloc(p->top, k * sizeof(*p->top));
+
+		if (!nt)
+			return false;
+		p->top = nt;
+		p->top_capn = k;
+	}
+	k = p->top_capn;
 	p->top_n = p->top_pos = 0;
 	for (i = 0; i < p->n; i++) {
-		if (p->v[i]->card->claim.present)
+		struct fs_card_ent *ent = p->v[i];
+
+		if (ent->card->claim.present)
 			continue;
 		unclaimed++;
-		top_insert(p->top, &p->top_n, p->v[i]);
+		if (n < k) {
+			p->top[n++] = ent;
+			heap_up(p->top, n - 1);
+		} else if (core_pick_before(ent->card, p->top[0]->card)) {
+			p->top[0] = ent;
+			heap_down(p->top, n, 0);
+		}
 	}
-	p->top_all = unclaimed <= TOP_MAX;
+	/* heap sort: the worst goes to the end each time, leaving them best first */
+	for (i = n; i > 1; i--) {
+		tmp = p->top[0];
+		p->top[0] = p->top[i - 1];
+		p->top[i - 1] = tmp;
+		heap_down(p->top, i - 1, 0);
+	}
+	p->top_n = n;
+	p->top_all = unclaimed <= k;
 	p->top_valid = true;
 	return true;
 }

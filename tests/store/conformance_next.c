@@ -232,7 +232,7 @@ START_TEST(next_past_blocked_cards)
 }
 END_TEST
 
-#define MANY 132 /* > the FS twin's per-state cache (128); a multiple of 3 */
+#define MANY 132 /* > the FS twin's per-state cache (at least 128); a multiple of 3 */
 
 /* The order holds over more cards than any cache of them, and whatever becomes available
  * mid-way (created, moved in, released, re-ranked, unblocked) is seen at once. */
