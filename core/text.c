@@ -155,21 +155,50 @@ static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
 	return era * 146097 + (int64_t)doe - 719468;
 }
 
+static char *put_digits(char *p, int v, int n)
+{
+	int i;
+
+	for (i = n - 1; i >= 0; i--, v /= 10)
+		p[i] = (char)('0' + v % 10);
+	return p + n;
+}
+
 char *core_time_format(int64_t ms, char *buf)
 {
 	time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
 	int millis = (int)(ms - (int64_t)secs * 1000);
 	struct tm tm;
-	char wide[96];
+	char wide[96], *p = buf;
 
 	if (!gmtime_r(&secs, &tm)) {
 		snprintf(buf, CORE_TIME_BUF, "1970-01-01T00:00:00.000Z");
 		return buf;
 	}
-	/* Through a wide buffer: the compiler cannot know tm's fields are in range. */
-	snprintf(wide, sizeof(wide), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
-	snprintf(buf, CORE_TIME_BUF, "%.*s", CORE_TIME_BUF - 1, wide);
+	if (tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999) {
+		/* Through a wide buffer: the compiler cannot know tm's fields are in range. */
+		snprintf(wide, sizeof(wide), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec, millis);
+		snprintf(buf, CORE_TIME_BUF, "%.*s", CORE_TIME_BUF - 1, wide);
+		return buf;
+	}
+	/* The same text as that format without printf (every answer carries several times). */
+	p = put_digits(p, tm.tm_year + 1900, 4);
+	*p++ = '-';
+	p = put_digits(p, tm.tm_mon + 1, 2);
+	*p++ = '-';
+	p = put_digits(p, tm.tm_mday, 2);
+	*p++ = 'T';
+	p = put_digits(p, tm.tm_hour, 2);
+	*p++ = ':';
+	p = put_digits(p, tm.tm_min, 2);
+	*p++ = ':';
+	p = put_digits(p, tm.tm_sec, 2);
+	*p++ = '.';
+	p = put_digits(p, millis, 3);
+	*p++ = 'Z';
+	*p = '\0';
 	return buf;
 }
 

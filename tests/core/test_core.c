@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NOW 1764670000000LL
 #define LEASE 60000LL
@@ -98,6 +99,24 @@ START_TEST(test_time_roundtrip)
 
 	ck_assert_str_eq(core_time_format(0, buf), "1970-01-01T00:00:00.000Z");
 	ck_assert_str_eq(core_time_format(1764670000123LL, buf), "2025-12-02T10:06:40.123Z");
+	/* the same text as the printf format, across dates and the edges of each field */
+	{
+		static const int64_t at[] = {1, 999, 1000, 59999, 951782399999LL, 951868800001LL,
+					     4102444799999LL, 253402300799999LL, -1, -86400001LL};
+		char want[96];
+		size_t i;
+
+		for (i = 0; i < sizeof at / sizeof at[0]; i++) {
+			time_t secs = (time_t)(at[i] >= 0 ? at[i] / 1000 : (at[i] - 999) / 1000);
+			struct tm tm;
+
+			ck_assert_ptr_nonnull(gmtime_r(&secs, &tm));
+			snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+				 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+				 tm.tm_sec, (int)(at[i] - (int64_t)secs * 1000));
+			ck_assert_str_eq(core_time_format(at[i], buf), want);
+		}
+	}
 	ck_assert(core_time_parse("2025-12-02T10:06:40.123Z", &ms));
 	ck_assert_int_eq(ms, 1764670000123LL);
 	ck_assert(core_time_parse("2025-12-02T11:06:40.123+01:00", &ms));
