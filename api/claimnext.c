@@ -313,19 +313,22 @@ enum core_rc api_h_claim_next(struct api_req *r)
 	}
 	if ((rc = api_auth_board(r, in.board)) != CORE_OK)
 		goto out;
-	/* The first pass checks the board and the columns, with details; a woken request was
-	 * checked already. */
+	/* The first pass checks the asked columns, with details; a woken request was checked
+	 * already. Without columns there is only the board to check, and the store's claim
+	 * finds it missing itself (NOT_FOUND below): no copy of the board per claim. */
 	if (!r->next_woken) {
-		rc = store_board_get(r->api->st, in.board, &b);
-		if (rc == CORE_ERR_NOT_FOUND) {
-			rc = api_fail(r, rc, "no board %s", in.board);
-			goto out;
+		if (has_cols && columns.n) {
+			rc = store_board_get(r->api->st, in.board, &b);
+			if (rc == CORE_ERR_NOT_FOUND) {
+				rc = api_fail(r, rc, "no board %s", in.board);
+				goto out;
+			}
+			if (rc == CORE_OK)
+				rc = core_pick_check(&b, &columns, r->detail, sizeof r->detail);
+			core_board_release(&b);
+			if (rc != CORE_OK)
+				goto out;
 		}
-		if (rc == CORE_OK)
-			rc = core_pick_check(&b, &columns, r->detail, sizeof r->detail);
-		core_board_release(&b);
-		if (rc != CORE_OK)
-			goto out;
 		/* The server's bound on every long-poll (--events-wait-max-ms) holds here too. */
 		if (wait_ms > r->api->cfg.events_wait_max_ms)
 			wait_ms = r->api->cfg.events_wait_max_ms;
@@ -341,6 +344,10 @@ enum core_rc api_h_claim_next(struct api_req *r)
 		int64_t seen = r->api->next ? avail_seq(r->api->next) : 0;
 
 		rc = store_card_claim_next(r->api->st, &in, &actor, &res);
+		if (rc == CORE_ERR_NOT_FOUND) {
+			rc = api_fail(r, rc, "no board %s", in.board);
+			break;
+		}
 		if (rc == CORE_OK && res.card) {
 			rc = reply_claimed(r, &res);
 			core_card_free(res.card);

@@ -187,9 +187,20 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 	if (!api_auth_has(r, API_ROLE_WORKER))
 		return api_fail(r, CORE_ERR_FORBIDDEN, "owned writes need the worker role");
 	if ((rc = api_json_marker(r, true, &w->token.marker)) != CORE_OK ||
-	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK)
 		return rc;
+	/* A token that sees every board needs no copy of the card first: the store's own
+	 * NOT_FOUND answers the same (the drain's done+release is one of these). */
+	if (r->tok && r->tok->all_boards) {
+		if (!core_id_valid(api_param(r)))
+			return api_fail(r, CORE_ERR_BAD_REQUEST,
+					"card id must match [A-Za-z0-9._:-]{1,128}");
+	} else if ((rc = api_card_scope(r)) != CORE_OK) {
+		return rc;
+	}
 	rc = store_card_owned_write(r->api->st, api_param(r), w, &actor, &c);
+	if (rc == CORE_ERR_NOT_FOUND)
+		return api_fail(r, rc, "no card %s", api_param(r));
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_LAST_RUN)
 		return last_run_detail(r, w);
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_STATE)

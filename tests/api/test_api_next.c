@@ -51,8 +51,19 @@ START_TEST(next_shape_and_refusals)
 	ck_assert_ptr_nonnull(strstr(T_BODY, "nope"));
 	t_problem(422, "transition_rejected", "POST", NEXT, W, NULL,
 		  "{\"marker\":\"m\",\"columns\":[\"done\"]}");
+	/* a missing board says so, with or without columns (without, the store finds it) */
 	t_problem(404, "not_found", "POST", "/v1/boards/ghost/claim-next", W, NULL,
 		  "{\"marker\":\"m\"}");
+	ck_assert_ptr_nonnull(strstr(T_BODY, "no board ghost"));
+	t_problem(404, "not_found", "POST", "/v1/boards/ghost/claim-next", W, NULL,
+		  "{\"marker\":\"m\",\"columns\":[\"ready\"]}");
+	ck_assert_ptr_nonnull(strstr(T_BODY, "no board ghost"));
+	/* the owned done+release of a missing card names it */
+	t_problem(404, "not_found", "PATCH", "/v1/cards/ghost/state", W, "If-Match: \"1\"",
+		  "{\"marker\":\"m\",\"to\":\"done\",\"release\":true}");
+	ck_assert_ptr_nonnull(strstr(T_BODY, "no card ghost"));
+	t_problem(400, "bad_request", "PATCH", "/v1/cards/bad%20id/state", W, "If-Match: \"1\"",
+		  "{\"marker\":\"m\",\"to\":\"done\"}");
 	t_problem(403, "forbidden", "POST", NEXT, BOT, NULL, "{\"marker\":\"m\"}");
 	t_problem(403, "forbidden", "POST", "/v1/boards/default/claim-next", SCOPED, NULL,
 		  "{\"marker\":\"m\"}");
