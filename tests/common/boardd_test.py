@@ -12,6 +12,7 @@ A test imports it from this directory:
 Nothing here decides what a test asserts: check() only counts, the helpers raise on broken
 plumbing (a server that does not start, a token that cannot be made).
 """
+import atexit
 import http.client
 import json
 import os
@@ -143,7 +144,7 @@ class Server:
         """datadir: the FS data directory; store: another store spec (mongodb://...) used
         instead when given; tokens: the tokens file (None: boardd bootstraps one in the data
         directory and prints the dev tokens); logdir: where the logs go (default: a temporary
-        directory removed by stop()); cafile: the server speaks HTTPS (extra has --tls-cert
+        directory removed at exit); cafile: the server speaks HTTPS (extra has --tls-cert
         and --tls-key) with a certificate this CA file verifies; env: variables added to the
         clean environment; argv: the whole command line after the binary, as given (then
         store, tokens, threads and extra are not used); keep_port: a restart listens on the
@@ -152,9 +153,11 @@ class Server:
         self.cafile = cafile
         self.datadir = datadir
         self.store = store or ('fs:' + datadir if datadir else None)
-        self.tokens = tokens
-        self._own_logdir = logdir is None
-        self.logdir = logdir or tempfile.mkdtemp(prefix='boardd-log-')
+        self.tokens_file = tokens
+        if logdir is None:
+            logdir = tempfile.mkdtemp(prefix='boardd-log-')
+            atexit.register(shutil.rmtree, logdir, True)
+        self.logdir = logdir
         self.extra = list(extra)
         self.env = dict(env or {})
         self.threads = threads
@@ -171,8 +174,8 @@ class Server:
         listen = '127.0.0.1:%d' % (self.port if self.keep_port and self.port else 0)
         args = [self.boardd, '--store', self.store, '--listen', listen,
                 '--threads', str(self.threads)]
-        if self.tokens:
-            args += ['--tokens', self.tokens]
+        if self.tokens_file:
+            args += ['--tokens', self.tokens_file]
         return args + self.extra
 
     def start(self, timeout=60.0, readyz=True):
@@ -238,8 +241,7 @@ class Server:
         return self.proc.wait(timeout=30) if self.proc else None
 
     def stop(self, timeout=30.0, sig=signal.SIGTERM):
-        """`sig` (SIGTERM), bounded wait (then SIGKILL); returns the exit status. A log
-        directory of its own is removed."""
+        """`sig` (SIGTERM), bounded wait (then SIGKILL); returns the exit status."""
         if not self.proc:
             return None
         if self.proc.poll() is None:
@@ -248,10 +250,7 @@ class Server:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        code = self.proc.wait(timeout=30)
-        if self._own_logdir and code == 0:
-            shutil.rmtree(self.logdir, ignore_errors=True)
-        return code
+        return self.proc.wait(timeout=30)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
