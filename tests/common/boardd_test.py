@@ -140,7 +140,7 @@ class Server:
     not to, for /readyz 200."""
 
     def __init__(self, boardd, datadir=None, tokens=None, logdir=None, extra=(), store=None,
-                 cafile=None, env=None, threads=4, argv=None, keep_port=False):
+                 cafile=None, env=None, threads=4, argv=None, keep_port=False, name='boardd'):
         """datadir: the FS data directory; store: another store spec (mongodb://...) used
         instead when given; tokens: the tokens file (None: boardd bootstraps one in the data
         directory and prints the dev tokens); logdir: where the logs go (default: a temporary
@@ -148,7 +148,7 @@ class Server:
         and --tls-key) with a certificate this CA file verifies; env: variables added to the
         clean environment; argv: the whole command line after the binary, as given (then
         store, tokens, threads and extra are not used); keep_port: a restart listens on the
-        port of the first start."""
+        port of the first start; name: the logs' (name.NNN.log)."""
         self.boardd = boardd
         self.cafile = cafile
         self.datadir = datadir
@@ -163,6 +163,7 @@ class Server:
         self.threads = threads
         self.argv = list(argv) if argv is not None else None
         self.keep_port = keep_port
+        self.name = name
         self.proc = None
         self.port = None
         self.log_path = None
@@ -181,7 +182,7 @@ class Server:
     def start(self, timeout=60.0, readyz=True):
         """Returns (ok, detail). On failure the process is gone and detail says why."""
         self.starts += 1
-        self.log_path = os.path.join(self.logdir, 'boardd.%03d.log' % self.starts)
+        self.log_path = os.path.join(self.logdir, '%s.%03d.log' % (self.name, self.starts))
         log = open(self.log_path, 'w')
         args = self.command()
         if not self.keep_port:
@@ -221,7 +222,7 @@ class Server:
 
     def started(self, timeout=60.0, readyz=True):
         """start(), raising SystemExit (with the log) when boardd does not come up."""
-        ok, detail = self.start(timeout, readyz)
+        ok, detail = Server.start(self, timeout, readyz)  # a subclass may wrap start()
         if not ok:
             raise SystemExit('boardd did not start (%s): %s' % (' '.join(self.command()),
                                                                 detail))
