@@ -215,12 +215,19 @@ def case_sigterm_forwarded(srv, tmp):
     check('stopped' in err, 'reported as stopped: %s' % err)
 
 
-def case_kill9(srv, tmp):
-    srv.new_card('k9', 'k9')
-    p = boardctl(srv, ['work', '--board', 'default', '--label', 'k9', '--lease-ms', '1500',
-                       '--', 'sh', '-c', 'echo $$ > %s/k9.pid; exec sleep 60' % tmp])
-    pid = read_pid(tmp + '/k9.pid')
+def sleeper(srv, tmp, cid, label, *flags):
+    """Card `cid` labelled `label`, taken by `boardctl work --label label flags...` whose
+    command writes its pid to tmp/<label>.pid and sleeps 60 s: (boardctl, the command's pid)."""
+    srv.new_card(cid, label)
+    p = boardctl(srv, ['work', '--board', 'default', '--label', label] + list(flags) +
+                 ['--', 'sh', '-c', 'echo $$ > %s/%s.pid; exec sleep 60' % (tmp, label)])
+    pid = read_pid('%s/%s.pid' % (tmp, label))
     check(pid is not None, 'command started')
+    return p, pid
+
+
+def case_kill9(srv, tmp):
+    p, pid = sleeper(srv, tmp, 'k9', 'k9', '--lease-ms', '1500')
     c = srv.card('k9')
     epoch, marker = c['claim_epoch'], c['claim']['marker']
     p.kill()
@@ -241,12 +248,8 @@ def case_kill9(srv, tmp):
 
 
 def case_sigstop(srv, tmp):
-    srv.new_card('stop', 'ss')
-    p = boardctl(srv, ['work', '--board', 'default', '--label', 'ss', '--lease-ms', '1500',
-                       '--grace', '1s', '--max-jobs', '1', '--',
-                       'sh', '-c', 'echo $$ > %s/ss.pid; exec sleep 60' % tmp])
-    pid = read_pid(tmp + '/ss.pid')
-    check(pid is not None, 'command started')
+    p, pid = sleeper(srv, tmp, 'stop', 'ss', '--lease-ms', '1500', '--grace', '1s',
+                     '--max-jobs', '1')
     c = srv.card('stop')
     epoch, marker = c['claim_epoch'], c['claim']['marker']
     os.kill(p.pid, signal.SIGSTOP)
@@ -286,12 +289,8 @@ def case_sigstop(srv, tmp):
 
 
 def case_revoke(srv, tmp):
-    srv.new_card('rev', 'rv')
-    p = boardctl(srv, ['work', '--board', 'default', '--label', 'rv', '--lease-ms', '1500',
-                       '--grace', '1s', '--max-jobs', '1', '--',
-                       'sh', '-c', 'echo $$ > %s/rv.pid; exec sleep 60' % tmp])
-    pid = read_pid(tmp + '/rv.pid')
-    check(pid is not None, 'command started')
+    p, pid = sleeper(srv, tmp, 'rev', 'rv', '--lease-ms', '1500', '--grace', '1s',
+                     '--max-jobs', '1')
     st, c = srv.api('POST', '/v1/cards/rev/claim/revoke')
     if st == 404 and c and c.get('code') != 'not_found':
         print('SKIP: revoke route absent', flush=True)
