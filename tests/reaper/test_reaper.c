@@ -814,25 +814,37 @@ START_TEST(test_zombie_run_cannot_file_the_new_owners_card)
 }
 END_TEST
 
-/* A finished run of an earlier claim is not a verdict on a later one: w1's run finished and
- * w1 let go without filing; w2 claims and dies before recording a run. Judged by w1's run,
- * the card would be filed done for work w2 never did. */
-START_TEST(test_earlier_claims_run_counts_as_none)
+/* w1 claims c1 (in_progress), records run r1 with `status` and lets go (the run then pruned
+ * when `prune`); w2 claims and dies before recording a run. Past w2's lease the pass releases
+ * the card, left in_progress; returns it (the caller frees it). */
+static struct core_card *earlier_run_then_w2_dies(const char *status, bool prune)
 {
 	int64_t e = claimed("c1", "in_progress", "w1");
 	struct store_claim_result res = {0};
 	struct core_token t = {"w1", e, NULL};
 	struct core_card *c = NULL;
 
-	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	with_run("c1", "r1", "w1", e, status, LEASE);
 	ck_assert_int_eq(store_card_release(st, "c1", &t, &worker, &c), CORE_OK);
 	core_card_free(c);
+	if (prune)
+		ck_assert_int_eq(store_run_prune(st, "r1", &ops), CORE_OK);
 	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
 	core_card_free(res.card);
 	advance(3 * LEASE);
 	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
 	c = get("c1");
 	ck_assert_str_eq(c->state, "in_progress");
+	return c;
+}
+
+/* A finished run of an earlier claim is not a verdict on a later one: w1's run finished and
+ * w1 let go without filing; w2 claims and dies before recording a run. Judged by w1's run,
+ * the card would be filed done for work w2 never did. */
+START_TEST(test_earlier_claims_run_counts_as_none)
+{
+	struct core_card *c = earlier_run_then_w2_dies("finished", false);
+
 	ck_assert(!c->claim.present);
 	core_card_free(c);
 }
@@ -842,21 +854,8 @@ END_TEST
  * w1 let go; w2 claims and dies before recording a run: released, not filed blocked. */
 START_TEST(test_earlier_claims_pruned_run_counts_as_none)
 {
-	int64_t e = claimed("c1", "in_progress", "w1");
-	struct store_claim_result res = {0};
-	struct core_token t = {"w1", e, NULL};
-	struct core_card *c = NULL;
+	struct core_card *c = earlier_run_then_w2_dies("running", true);
 
-	with_run("c1", "r1", "w1", e, "running", LEASE);
-	ck_assert_int_eq(store_card_release(st, "c1", &t, &worker, &c), CORE_OK);
-	core_card_free(c);
-	ck_assert_int_eq(store_run_prune(st, "r1", &ops), CORE_OK);
-	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
-	core_card_free(res.card);
-	advance(3 * LEASE);
-	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
-	c = get("c1");
-	ck_assert_str_eq(c->state, "in_progress");
 	ck_assert(!c->gave_up.set);
 	core_card_free(c);
 }
