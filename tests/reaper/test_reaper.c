@@ -3,6 +3,7 @@
 #include "core/core.h"
 #include "server/reaper.h"
 #include "store/store.h"
+#include "tests/store/sub_fixture.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -921,19 +922,14 @@ END_TEST
  * the run's own verdict and the dependent's promotion; nothing the watchdog decided alone. */
 START_TEST(test_pass_fires_only_the_runs_verdict)
 {
-	struct store_sub in = {.board = "default", .name = "all", .url = "http://127.0.0.1:9/x",
-			       .enabled = true};
 	struct store_delivery_filter f = {.status = -1, .limit = 1000};
 	struct store_card_create dep = {.id = "dep", .title = "dep"};
 	struct store_delivery **v = NULL;
-	struct store_sub *out = NULL;
 	struct core_strv bl = {0};
 	struct core_card *c = NULL;
 	int64_t e1 = claimed("fin", "in_progress", "w1"), e2 = claimed("orph", "in_progress", "w2"),
 		e3 = claimed("gone", "in_progress", "w3");
 	size_t n = 0, before, i, verdicts = 0, promotions = 0;
-	bool created;
-	int t;
 
 	ck_assert_int_eq(core_strv_push(&bl, "fin"), CORE_OK);
 	dep.blockers = &bl;
@@ -944,16 +940,7 @@ START_TEST(test_pass_fires_only_the_runs_verdict)
 	with_run("orph", "r2", "w2", e2, "running", LEASE / 2);
 	with_run("gone", "r3", "w3", e3, "running", LEASE);
 	ck_assert_int_eq(store_run_prune(st, "r3", &ops), CORE_OK);
-	for (t = 0; t < CORE_EV_COUNT_; t++)
-		if (core_event_type_subscribable(t))
-			ck_assert_int_eq(core_strv_push(&in.on.dim[CORE_SUB_TYPES],
-							core_event_type_name(t)),
-					 CORE_OK);
-	ck_assert_int_eq(store_sub_put(st, &in, "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0", &created,
-				       &out),
-			 CORE_OK);
-	store_sub_free(out);
-	core_sub_filter_release(&in.on);
+	fx_subscribe_all(st);
 	ck_assert_int_eq(store_delivery_list(st, &f, &v, &before), CORE_OK);
 	store_deliveries_free(v, before);
 	advance(LEASE + 1);
