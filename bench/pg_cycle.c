@@ -32,8 +32,9 @@
  * so that branch never runs. What each side does per write favours PostgreSQL: boardd's owned
  * state write also stamps updated_at/state_at/state_reason and appends an event (the stream,
  * the journal line), a claim answers the whole token and every answer is JSON over HTTP on
- * loopback TCP; PostgreSQL updates the row in place (HOT: no index column changes) and speaks
- * its binary-framed protocol over a unix socket, with no event log.
+ * loopback TCP; PostgreSQL updates the row in place (HOT: no indexed column changes) and
+ * answers prepared statements (extended protocol, text parameters) over a unix socket, with
+ * no event log.
  *
  * The server's CPU per request counts every postgres process (run.sh sets BENCH_SERVER_PID to
  * the postmaster: the runner adds its live and reaped children, i.e. the backends, the WAL
