@@ -268,8 +268,15 @@ static void pgc_window(const struct bench_opts *o, bool end, void *ctx, char *no
 		pgc_stats(c0);
 		return;
 	}
-	if (!c0->ok || !pgc_stats(&c1) || c1.syncs <= c0->syncs || c1.t <= c0->t) {
+	if (!pgc_stats(&c1)) {
 		snprintf(note, len, "group commit: no pg_stat_wal counters");
+		return;
+	}
+	if (!c0->ok || c1.syncs <= c0->syncs || c1.t <= c0->t) {
+		/* Backends flush their statistics about once a second: a short window may see
+		 * none of them. */
+		snprintf(note, len, "group commit: no WAL sync counted yet in the window; %s",
+			 c1.durability);
 		return;
 	}
 	snprintf(note, len,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/pg_cycle's smoke (issue 15): one second of the claim cycle against a private
+# bench/pg_cycle's smoke (issue 15): half a second of the claim cycle against a private
 # PostgreSQL cluster (bench/pg.sh: initdb in a temp dir, durable defaults, a unix socket),
 # a few seconds in all. Checks that the driver runs the whole cycle with no error, that the
 # server's CPU it reports includes the backends (children of the postmaster), that the
@@ -34,7 +34,7 @@ result() {
 
 # 1. The cycle alone: every statement touched its one row.
 rc=0
-BENCH_SERVER_PID=$PG_PID "$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 4 -d 1 -W 0.2 \
+BENCH_SERVER_PID=$PG_PID "$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 4 -d 0.5 -W 0.1 \
 	-P smoke >"$tmp/clean" || rc=$?
 cat "$tmp/clean"
 [ "$rc" = 0 ] || fail "pg_cycle exited $rc"
@@ -48,9 +48,9 @@ grep -q 'fsync=on synchronous_commit=on' "$tmp/clean" || fail "not PostgreSQL's 
 
 # 2. Two drivers on the same rows: one's claim finds the row held by the other and must be
 # counted as an error of claim (status -1), never as a cycle done.
-"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 1 -W 0.2 -P clash >"$tmp/a" &
+"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 0.5 -W 0.1 -P clash >"$tmp/a" &
 a=$!
-"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 1 -W 0.2 -P clash >"$tmp/b" || rc=$?
+"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 0.5 -W 0.1 -P clash >"$tmp/b" || rc=$?
 [ "$rc" = 0 ] || fail "the second clashing pg_cycle exited $rc"
 wait "$a" || rc=$?
 [ "$rc" = 0 ] || fail "the first clashing pg_cycle exited $rc"
