@@ -14,8 +14,9 @@
  *
  * With nobody parked the waker reads nothing: it sleeps on its condition until the first
  * waiter parks (a drain without waits made it copy every event of the audit tail, ~5 % of the
- * server's CPU). It then reads on from where it stopped: events older than the waiter's
- * attempt can wake it once for nothing (it tries again and parks again), none is missed. */
+ * server's CPU). It then reads on from where it stopped, batch after batch without waiting,
+ * and wakes once at the end of that catch-up: events older than the waiter's attempt can wake
+ * it once for nothing (it tries again and parks again), none is missed. */
 #include "api/api_int.h"
 
 #include <stdlib.h>
@@ -86,21 +87,27 @@ static void *waker_main(void *arg)
 	struct api *a = arg;
 	struct api_next *nx = a->next;
 	char boards[NEXT_BOARDS_MAX][CORE_NAME_MAX + 1];
+	/* The boards to wake, gathered over the batches of one catch-up (see below). */
+	size_t nb = 0;
+	bool all = false, more = false;
+	int full_batches = 0;
 
 	pthread_mutex_lock(&nx->mu);
 	while (!nx->stop) {
 		int64_t now = api_mono_ms(), slice = NEXT_SLICE_MS, after = nx->cursor;
 		struct core_event *ev = NULL;
 		struct api_req **link;
-		size_t n = 0, nb = 0, i;
+		size_t n = 0, i;
 		int64_t next = after, avail = 0;
-		bool all = false;
 		enum core_rc rc;
 
 		if (!nx->head) {
 			/* Nobody to wake: wait for the first waiter (park signals) or a stop. */
 			struct timespec until;
 
+			nb = 0;
+			all = more = false;
+			full_batches = 0;
 			clock_gettime(CLOCK_MONOTONIC, &until);
 			until.tv_sec += NEXT_SLICE_MS / 1000;
 			until.tv_nsec += (NEXT_SLICE_MS % 1000) * 1000000L;
@@ -123,8 +130,9 @@ static void *waker_main(void *arg)
 			link = &(*link)->next_link;
 		}
 		pthread_mutex_unlock(&nx->mu);
+		/* After a full batch more is there: read it at once, without waiting. */
 		rc = store_events_list(a->st, NULL, NULL, after, NEXT_EVENTS_BATCH,
-				       slice > 0 ? slice : 1, &ev, &n, &next);
+				       more ? 0 : slice > 0 ? slice : 1, &ev, &n, &next);
 		if (rc != CORE_OK) {
 			/* The store is away: waiters keep waiting until their deadline. */
 			struct timespec ts = {0, 50 * 1000000L};
@@ -146,9 +154,16 @@ static void *waker_main(void *arg)
 		store_events_free(ev, n);
 		pthread_mutex_lock(&nx->mu);
 		nx->cursor = next > after ? next : after;
+		/* At once: a waiter that parks from now on tries again instead (nothing lost). */
 		if (avail > nx->avail_seq)
 			nx->avail_seq = avail;
-		if (!avail)
+		/* A catch-up (the waker idle while events came, or a burst) wakes once at its end,
+		 * not once per batch: each wake of a waiter is a claim attempt under the store's
+		 * write lock. Bounded, so a tail that never stops growing still wakes them. */
+		more = rc == CORE_OK && n == NEXT_EVENTS_BATCH && ++full_batches < 64;
+		if (!more)
+			full_batches = 0;
+		if (more || (!nb && !all))
 			continue;
 		for (link = &nx->head; *link;) {
 			if (all || board_in((const char (*)[CORE_NAME_MAX + 1])boards, nb,
@@ -157,6 +172,9 @@ static void *waker_main(void *arg)
 			else
 				link = &(*link)->next_link;
 		}
+		nb = 0;
+		all = false;
+		full_batches = 0;
 	}
 	/* Stopping: every parked request answers now (204). */
 	while (nx->head)

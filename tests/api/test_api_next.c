@@ -185,6 +185,24 @@ START_TEST(next_wakes_on_each_availability)
 }
 END_TEST
 
+/* 1 500 events while nobody waits (backlog cards: nothing a worker may take). The waker, idle
+ * meanwhile, reads them all once a worker parks (more than one batch of 1 000, woken once at
+ * the end of that catch-up), and the worker is still woken by the card that comes next. */
+START_TEST(next_wakes_after_a_long_idle)
+{
+	char body[96];
+	int i;
+
+	for (i = 0; i < 1500; i++) {
+		snprintf(body, sizeof body, "{\"id\":\"bk%d\",\"state\":\"backlog\"}", i);
+		json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, body));
+	}
+	wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_create, "new");
+	/* and parks again afterwards: nothing else is there */
+	json_decref(t_must(204, "POST", NEXT, W, NULL, "{\"marker\":\"w2\",\"wait_ms\":300}"));
+}
+END_TEST
+
 #define DRAINERS 32
 #define DRAIN_CARDS 160
 
@@ -367,6 +385,7 @@ TCase *api_tcase_next(void)
 	tcase_add_test(tc, next_shape_and_refusals);
 	tcase_add_test(tc, next_wait_ends_with_204);
 	tcase_add_test(tc, next_wakes_on_each_availability);
+	tcase_add_test(tc, next_wakes_after_a_long_idle);
 	tcase_add_test(tc, next_drain_32_workers);
 	tcase_add_test(tc, run_result_comment_and_finish);
 	tcase_add_test(tc, priority_on_create_and_patch);
