@@ -206,6 +206,10 @@ struct core_card {
 	int64_t created_at;
 	int64_t updated_at;
 	int64_t state_at;
+	/* One allocation holding the struct and its strings, some of them shared and immortal
+	 * (the FS twin's published cards, store/fs/fs_flat.c): read-only; core_card_free frees
+	 * the block, never a field; a copy (core_card_dup) is an ordinary card. */
+	bool flat;
 };
 
 /* Allocates a zeroed card; caller frees with core_card_free. NULL on OOM. */

@@ -248,7 +248,7 @@ static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err
 			continue;
 		}
 		n_rec++;
-		if (fs_change_decode_bin(kind, payload, plen, &ch) != CORE_OK) {
+		if (fs_change_decode_bin(kind, payload, plen, &fs->atoms, &ch) != CORE_OK) {
 			rc = CORE_ERR_STORE_UNAVAILABLE;
 			break;
 		}

@@ -330,7 +330,7 @@ START_TEST(binary_decoder_survives_any_damage)
 	ck_assert_int_eq(fs_rec_check(rec, len, &kind, &payload, &plen), FS_REC_OK);
 	ck_assert_uint_eq(kind, FS_REC_CHANGE2);
 	fs_change_release(&ch);
-	ck_assert_int_eq(fs_change_decode_bin(kind, payload, plen, &ch), CORE_OK);
+	ck_assert_int_eq(fs_change_decode_bin(kind, payload, plen, NULL, &ch), CORE_OK);
 	ck_assert_str_eq(ch.cards[0].card->comments[0].body, "note");
 	fs_change_release(&ch);
 	copy = malloc(plen);
@@ -340,12 +340,12 @@ START_TEST(binary_decoder_survives_any_damage)
 
 			memcpy(copy, payload, plen);
 			copy[i] ^= (char)x;
-			rc = fs_change_decode_bin(kind, copy, plen, &ch);
+			rc = fs_change_decode_bin(kind, copy, plen, NULL, &ch);
 			ck_assert(rc == CORE_OK || rc == CORE_ERR_BAD_REQUEST);
 			fs_change_release(&ch);
 		}
 		/* Cut short there, too. */
-		ck_assert_int_eq(fs_change_decode_bin(kind, payload, i, &ch), CORE_ERR_BAD_REQUEST);
+		ck_assert_int_eq(fs_change_decode_bin(kind, payload, i, NULL, &ch), CORE_ERR_BAD_REQUEST);
 	}
 	free(copy);
 	free(rec);
