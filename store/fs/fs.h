@@ -103,12 +103,14 @@ struct core_card *fs_card_flat(struct fs_atoms *atoms, const struct core_card *c
 struct fs_card_ent {
 	struct core_card *card; /* owned; immutable once published */
 	uint64_t ord;           /* creation order, persisted: the list cursor */
+	/* 32-bit slots keep the entry and its id in 64 bytes (fs_change_reserve refuses the
+	 * 2^32-1st entry, so an index always fits) */
+	uint32_t cslot;         /* 1 + its index in fs->claimed; 0 when it holds no claim */
+	uint32_t rslot;         /* 1 + its index in fs->recov; 0: not a recovery claim */
+	uint32_t sslot;         /* 1 + its index in its state's posting list; 0: in none */
+	uint32_t aslot;         /* 1 + its index in fs->attn; 0: not an attention candidate */
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
-	size_t cslot;           /* 1 + its index in fs->claimed; 0 when it holds no claim */
-	size_t rslot;           /* 1 + its index in fs->recov; 0: not a recovery claim */
-	size_t sslot;           /* 1 + its index in its state's posting list; 0: in none */
-	size_t aslot;           /* 1 + its index in fs->attn; 0: not an attention candidate */
 	char id[];              /* the map key (in the same block: one allocation per card) */
 };
 

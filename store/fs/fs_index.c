@@ -354,6 +354,8 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 		n_recov += now && now->claim.present && core_marker_is_recovery(now->claim.marker) &&
 			   !(ent && ent->rslot);
 	}
+	if (fs->n_order + n_new >= UINT32_MAX)
+		return CORE_ERR_NOMEM; /* the entries' 32-bit slots */
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
 	    fs_map_reserve(&fs->kv, ch->n_kvs) || fs_map_reserve(&fs->subs, ch->n_kvs) ||
 	    fs_map_reserve(&fs->floors, n_floors) ||
