@@ -386,6 +386,9 @@ struct rbuf {
 	bool v2; /* FS_REC_CHANGE2's layout */
 	struct fs_atoms *atoms; /* NULL: nothing interned */
 	struct fs_arena *ar;    /* set while a flat card is laid out (r_card) */
+	/* The atoms the measuring walk found, in order, for the filling walk to reuse */
+	const char *memo[16];
+	size_t n_memo, i_memo;
 };
 
 static const unsigned char *r_take(struct rbuf *b, size_t n)
@@ -472,10 +475,18 @@ static void r_str_as(struct rbuf *b, char **dst, bool opt, bool atom)
 		return;
 	}
 	if (b->ar) {
-		if (atom && b->atoms &&
-		    (at = fs_atom(b->atoms, (const char *)p, n, !b->ar->base))) {
-			*dst = (char *)at;
-			return;
+		if (atom && b->atoms) {
+			if (b->ar->base && b->i_memo < b->n_memo) {
+				at = b->memo[b->i_memo++];
+			} else {
+				at = fs_atom(b->atoms, (const char *)p, n, !b->ar->base);
+				if (!b->ar->base && b->n_memo < sizeof b->memo / sizeof b->memo[0])
+					b->memo[b->n_memo++] = at;
+			}
+			if (at) {
+				*dst = (char *)at;
+				return;
+			}
 		}
 		*dst = fs_arena_take(b->ar, (size_t)n + 1, 1);
 	} else {
@@ -593,6 +604,7 @@ static struct core_card *r_card(struct rbuf *b)
 	size_t start = b->off;
 
 	b->ar = &a;
+	b->n_memo = b->i_memo = 0;
 	fs_arena_take(&a, sizeof(*c), _Alignof(struct core_card));
 	r_card_fields(b, &scratch);
 	b->ar = NULL;
@@ -852,8 +864,8 @@ enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,
 				  struct fs_atoms *atoms, struct fs_change *ch)
 {
-	struct rbuf b = {(const unsigned char *)payload, len, 0, false, kind == FS_REC_CHANGE2,
-			 atoms, NULL};
+	struct rbuf b = {.p = (const unsigned char *)payload, .n = len,
+			 .v2 = kind == FS_REC_CHANGE2, .atoms = atoms};
 
 	if (kind != FS_REC_CHANGE && kind != FS_REC_CHANGE2) {
 		memset(ch, 0, sizeof(*ch));
@@ -865,7 +877,7 @@ enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 				struct fs_counters *ctr, uint64_t *n_records)
 {
-	struct rbuf b = {(const unsigned char *)payload, len, 0, false, false, NULL, NULL};
+	struct rbuf b = {.p = (const unsigned char *)payload, .n = len};
 
 	*gen = r_u64(&b);
 	r_counters(&b, ctr);
