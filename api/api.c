@@ -1137,6 +1137,9 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		goto fail;
 	}
 
+	/* The waker before MHD's threads: a claim-next reads a->next from its first request on. */
+	if (api_next_start(a) != CORE_OK) /* without it claim-next answers at once, never waits */
+		fprintf(stderr, "boardd: claim-next: no waker thread; wait_ms is not honoured\n");
 	flags = MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
 		(a->tls ? MHD_USE_TLS : 0);
 	a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
@@ -1147,6 +1150,8 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	if (!a->daemon) {
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
 		rc = CORE_ERR_STORE_UNAVAILABLE;
+		api_next_stop(a);
+		api_next_free(a);
 		log_stop(a);
 		sweeper_stop(a);
 		api_streams_free(a);
@@ -1157,8 +1162,6 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	}
 	info = MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	a->port = info ? info->port : 0;
-	if (api_next_start(a) != CORE_OK) /* without it claim-next answers at once, never waits */
-		fprintf(stderr, "boardd: claim-next: no waker thread; wait_ms is not honoured\n");
 	*out = a;
 	return CORE_OK;
 fail:
