@@ -328,7 +328,7 @@ START_TEST(binary_decoder_survives_any_damage)
 	rec = fs_change_encode(&ch, &len);
 	ck_assert_ptr_nonnull(rec);
 	ck_assert_int_eq(fs_rec_check(rec, len, &kind, &payload, &plen), FS_REC_OK);
-	ck_assert_uint_eq(kind, FS_REC_CHANGE2);
+	ck_assert_uint_eq(kind, FS_REC_CHANGE3);
 	fs_change_release(&ch);
 	ck_assert_int_eq(fs_change_decode_bin(kind, payload, plen, &ch), CORE_OK);
 	ck_assert_str_eq(ch.cards[0].card->comments[0].body, "note");
