@@ -133,6 +133,7 @@ struct api_req {
 	size_t poll_limit;
 	int64_t poll_wait_ms;
 	char *poll_board;            /* owned */
+	bool poll_by_board;          /* the board's own seq (a token scoped to boards) */
 
 	/* claim-next long-poll (claimnext.c): next_link and next_parked are guarded by the
 	 * waker's mutex while parked; the rest is only touched by MHD's thread */
@@ -415,6 +416,11 @@ enum core_rc api_h_ui_asset(struct api_req *r);
 enum core_rc api_h_whoami(struct api_req *r);
 /* Long-poll plumbing for api.c. */
 void api_poll_release(struct api_req *r);
+/* The events a request reads (GET /v1/events and its stream): an unscoped token reads every
+ * board, or *board, in the global seq (*by_board false); a token scoped to boards reads one
+ * board in that board's own seq (board_seq, DESIGN §11): *board, else its only board
+ * (borrowed from the token), else 400 naming `board`. Checks *board's name and access. */
+enum core_rc api_events_scope(struct api_req *r, const char **board, bool *by_board);
 void api_polls_stop(struct api *a);
 
 enum core_rc api_h_claim_next(struct api_req *r);
