@@ -34,7 +34,7 @@ static void bfield(char *out, size_t cap, const char *board)
 enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boards,
 			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast)
 {
-	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, fields, reply;
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, reply;
 	mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
 	bson_iter_t it, v;
 	bson_error_t e;
@@ -56,15 +56,8 @@ enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boa
 		BSON_APPEND_INT64(&inc, f, counts[i]);
 	}
 	bson_append_document_end(&update, &inc);
-	bson_init(&fields);
-	BSON_APPEND_INT32(&fields, "seq", 1);
-	for (i = 0; i < nb; i++) {
-		bfield(f, sizeof f, boards[i]);
-		BSON_APPEND_INT32(&fields, f, 1);
-	}
+	/* The whole document comes back: FerretDB 1.24's findAndModify takes no `fields`. */
 	mongoc_find_and_modify_opts_set_update(opts, &update);
-	mongoc_find_and_modify_opts_set_fields(opts, &fields);
-	bson_destroy(&fields);
 	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |
 							    MONGOC_FIND_AND_MODIFY_RETURN_NEW);
 	if (c->m->counter_serial)

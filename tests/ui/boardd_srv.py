@@ -1,5 +1,5 @@
 """A boardd process for the UI and stream tests: a temp data dir, a tokens file with one token
-per role (and an operator scoped to board `other`), 127.0.0.1 on a free port, and a small JSON
+per role (an operator scoped to board `other`, a bot scoped to `other` and `third`), 127.0.0.1 on a free port, and a small JSON
 client. Standard library only.
 """
 import http.client
@@ -33,6 +33,7 @@ class Boardd:
         for name, roles in self.ROLES.items():
             self.tok[name] = self._token_add(name, roles, [])
         self.tok['scoped'] = self._token_add('scoped', ['operator', 'bot'], ['other'])
+        self.tok['scoped2'] = self._token_add('scoped2', ['bot'], ['other', 'third'])
         env = {k: v for k, v in os.environ.items()
                if not k.startswith('BOARDD_') and k != 'ITERION_BOARD_CLAIM_REAPER'}
         self.proc = subprocess.Popen(
