@@ -165,6 +165,23 @@ static const char *ev_board(const bson_t *ev)
 		       : "";
 }
 
+/* Kept and newly taken board_seqs mix after a collision: each board's go to its events in
+ * ascending order, so a write's events keep their order in the board's sequence too. */
+static void bseq_order(const struct mgo_evq *q, int64_t *bseq)
+{
+	size_t i, j;
+	int64_t t;
+
+	for (i = 0; i < q->n; i++)
+		for (j = i + 1; j < q->n; j++)
+			if (bseq[j] < bseq[i] &&
+			    strcmp(ev_board(q->ev[i]), ev_board(q->ev[j])) == 0) {
+				t = bseq[i];
+				bseq[i] = bseq[j];
+				bseq[j] = t;
+			}
+}
+
 /* Inserts q's events, in q's order, with seqs [*first, *first + q->n) from the counter and
  * board_seqs bseq[i] (0: taken here, in the same findAndModify as the seqs, so a board_seq
  * costs no round trip; bseq is filled in). ALREADY_EXISTS: a duplicate key stopped the
@@ -208,6 +225,7 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 			;
 		bseq[i] = ++blast[k];
 	}
+	bseq_order(q, bseq);
 	ts = mgo_clock_now(&c->m->base);
 	BSON_APPEND_BOOL(&opts, "ordered", true);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);

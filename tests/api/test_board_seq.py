@@ -43,7 +43,7 @@ def noise(srv, busy, tag):
 
 def events(srv, who, query):
     j = srv.ok('GET', '/v1/events' + query, who)
-    return [(e['seq'], e['board_seq'], e['type'], e.get('card_id')) for e in j['events']], j['next']
+    return [(e['seq'], e.get('board_seq'), e['type'], e.get('card_id')) for e in j['events']], j['next']
 
 
 def scenario(srv, busy):
