@@ -15,20 +15,11 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'common'))
 sys.path.insert(0, os.path.join(HERE, '..', 'ui'))
-from boardd_srv import Boardd  # noqa: E402
+import boardd_test as bt  # noqa: E402
+from boardd_test import Board, check  # noqa: E402
 from test_stream_api import open_stream  # noqa: E402
-
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what, flush=True)
 
 
 def noise(srv, busy, tag):
@@ -88,7 +79,7 @@ def scenario(srv, busy):
 def test_scoped_cursors(binary, uri):
     views = []
     for busy in (False, True):
-        srv = Boardd(binary, mongo_uri=uri and uri + ('_busy' if busy else '_quiet'))
+        srv = Board(binary, mongo_uri=uri, db_tag='bseq_busy' if busy else 'bseq_quiet')
         try:
             views.append(scenario(srv, busy))
             if busy:
@@ -141,18 +132,12 @@ def test_unscoped_and_several(srv):
 
 
 def main():
-    uri = None
-    if '--mongo' in sys.argv[2:]:
-        uri = os.environ.get('BOARDD_TEST_MONGO_URI')
-        if not uri:
-            print('BOARDD_TEST_MONGO_URI is not set')
-            sys.exit(1 if os.environ.get('CI') == 'true' else 77)
+    uri = bt.mongo_uri() if '--mongo' in sys.argv[2:] else None
     try:
         test_scoped_cursors(sys.argv[1], uri)
     except Exception as e:
         check(False, 'raised %r' % e)
-    print('%d passed, %d failed' % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(bt.summary())
 
 
 if __name__ == '__main__':
