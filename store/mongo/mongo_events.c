@@ -253,8 +253,11 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 
 /* Fills each seq of [first, first + n) that is still free with a filler the tail steps over
  * (MGO_FILLER), so a seq handed out and left unused never holds the tail back for the gap
- * grace. A taken seq refuses its filler (duplicate key): that is the point. */
-static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n)
+ * grace. A taken seq refuses its filler (duplicate key): that is the point. The filler of
+ * slot i also fills board_seq lost[i] of board boards[i] (lost[i] 0: none): the board_seq of
+ * an event another deliverer stored first, under a number of its own. */
+static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n, const char *const *boards,
+		      const int64_t *lost)
 {
 	mongoc_bulk_operation_t *bulk;
 	bson_t opts = BSON_INITIALIZER, reply, *doc;
@@ -270,6 +273,10 @@ static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n)
 		snprintf(id, sizeof(id), "filler-%" PRId64, first + (int64_t)i);
 		BSON_APPEND_UTF8(doc, "_id", id);
 		BSON_APPEND_INT64(doc, "seq", first + (int64_t)i);
+		if (lost[i]) {
+			BSON_APPEND_UTF8(doc, "board", boards[i]);
+			BSON_APPEND_INT64(doc, "board_seq", lost[i]);
+		}
 		BSON_APPEND_DATE_TIME(doc, "ts", ts);
 		BSON_APPEND_BOOL(doc, MGO_FILLER, true);
 		mongoc_bulk_operation_insert(bulk, doc);
@@ -342,6 +349,50 @@ static void collision_backoff(int tries)
 	nanosleep(&ts, NULL);
 }
 
+/* After a try that met a duplicate key: fills the seqs it was handed, and the board_seqs
+ * bseq[] of its events that another deliverer (the maintenance drain, a stalled writer's
+ * twin) stored first under numbers of its own, so neither sequence keeps a hole. A board_seq
+ * whose event is not stored yet is kept for the next try, never filled. */
+static void seqs_fill_lost(struct mgo_conn *c, const struct mgo_evq *todo, int64_t first,
+			   const int64_t *bseq)
+{
+	bson_t filter = BSON_INITIALIZER, in, arr, opts = BSON_INITIALIZER, proj;
+	const char *boards[sizeof(todo->ev) / sizeof(todo->ev[0])];
+	int64_t lost[sizeof(todo->ev) / sizeof(todo->ev[0])] = {0}, have;
+	mongoc_cursor_t *cur;
+	const bson_t *d;
+	bson_iter_t it;
+	char ibuf[16];
+	const char *ikey;
+	size_t i;
+
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
+	BSON_APPEND_ARRAY_BEGIN(&in, "$in", &arr);
+	for (i = 0; i < todo->n; i++) {
+		boards[i] = ev_board(todo->ev[i]);
+		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
+		BSON_APPEND_UTF8(&arr, ikey, todo->eid[i]);
+	}
+	bson_append_array_end(&in, &arr);
+	bson_append_document_end(&filter, &in);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+	BSON_APPEND_INT32(&proj, "board_seq", 1);
+	bson_append_document_end(&opts, &proj);
+	cur = mongoc_collection_find_with_opts(c->events, &filter, &opts, NULL);
+	while (mongoc_cursor_next(cur, &d))
+		for (i = 0; i < todo->n; i++)
+			if (bson_iter_init_find(&it, d, "_id") && BSON_ITER_HOLDS_UTF8(&it) &&
+			    strcmp(todo->eid[i], bson_iter_utf8(&it, NULL)) == 0 &&
+			    bson_iter_init_find(&it, d, "board_seq") && mgo_iter_i64(&it, &have) &&
+			    have != bseq[i])
+				lost[i] = bseq[i];
+	/* A failed read fills no board_seq: a hole the tail waits out, never a twin. */
+	mongoc_cursor_destroy(cur);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	seqs_fill(c, first, todo->n, boards, lost);
+}
+
 /* Makes every event of q present in `events`: OK only then (the caller may pull them from the
  * outbox). `just_pushed`: q was pushed by this very write, so none of it can be delivered
  * yet (saves a read on the first try). A duplicate key is never taken for "delivered": each
@@ -392,7 +443,7 @@ static enum core_rc evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool 
 			bseq[qi[j]] = tb[j];
 		if (rc == CORE_ERR_ALREADY_EXISTS) {
 			if (first > 0) /* 0: the counter's own upsert raced, nothing handed out */
-				seqs_fill(c, first, todo->n);
+				seqs_fill_lost(c, todo, first, tb);
 			counter_catch_up(c);
 		}
 		mgo_evq_release(&rest);
