@@ -85,6 +85,12 @@ static enum MHD_Result success_queue(struct api_req *r)
 	if (r->resp) {
 		resp = r->resp; /* the handler's own (the event stream): headers already set */
 		r->resp = NULL;
+		/* Its length is unknown, so libmicrohttpd 0.9.75 frames it chunked -- and then
+		 * ends a HEAD answer with the chunked terminator, a body a HEAD answer must not
+		 * carry. Unchunked, an unknown length is framed by the close: headers only, then
+		 * the connection closes. (A handler's own answer sets no other flag.) */
+		if (strcmp(r->method, "HEAD") == 0)
+			MHD_set_response_options(resp, MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RO_END);
 		return api_response_queue(r, r->status ? r->status : 200, resp);
 	} else if (r->status == 204 || (r->status == 202 && !r->out)) {
 		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
