@@ -1034,10 +1034,31 @@ bad:
  * of about 8 KiB; larger ones are answered 431 by MHD. */
 #define API_CONN_MEMORY (16u * 1024u)
 
+/* libmicrohttpd's accept policy, on the accepting thread: once stopping, a new connection is
+ * closed at once (the client sees it closed before a byte was read, and retries elsewhere).
+ *
+ * This is how boardd stops taking connections, not MHD_quiesce_daemon: in libmicrohttpd
+ * 0.9.75 (and its later releases), quiescing an epoll daemon removes the listen socket from
+ * each thread's epoll set from the caller's thread while those threads may be removing it
+ * themselves (they read was_quiesced unlocked); the loser's epoll_ctl fails with ENOENT and
+ * the library aborts ("Failed to remove listen FD from epoll set", daemon.c:4976 or :5531;
+ * tests/api/test_api_quiesce.c hits it within a few rounds under TSan). Nor
+ * may the socket it hands back be closed before MHD_stop_daemon (its threads may still poll
+ * it). Here the listen socket stays the library's, closed by MHD_stop_daemon after it joined
+ * its threads. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	const struct api *a = cls;
+
+	(void)addr;
+	(void)addrlen;
+	return atomic_load_explicit(&a->draining, memory_order_relaxed) ? MHD_NO : MHD_YES;
+}
+
 static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct sockaddr *sa)
 {
 	/* The logger first: libmicrohttpd's messages about the options after it reach it. */
-	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
+	return MHD_start_daemon(flags, 0, on_accept, a, on_request, a,
 				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a, MHD_OPTION_SOCK_ADDR, sa,
 				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
@@ -1078,6 +1099,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		return CORE_ERR_NOMEM;
 	a->cfg = *cfg;
 	a->st = st;
+	atomic_init(&a->draining, false);
 	atomic_init(&a->tokens_now, cfg->tokens);
 	pthread_mutex_init(&a->tokens_mu, NULL);
 	a->listen = strdup(cfg->listen);
@@ -1185,14 +1207,8 @@ uint16_t api_port(const struct api *a)
 
 void api_quiesce(struct api *a)
 {
-	MHD_socket fd;
-
-	if (!a || a->quiesced)
-		return;
-	a->quiesced = true;
-	fd = MHD_quiesce_daemon(a->daemon);
-	if (fd != MHD_INVALID_SOCKET)
-		close(fd);
+	if (a)
+		atomic_store(&a->draining, true); /* on_accept: why not MHD_quiesce_daemon */
 }
 
 void api_stop(struct api *a)
