@@ -369,10 +369,16 @@ static enum MHD_Result dispatch(struct api_req *r)
 
 static void req_account(struct api *a, struct api_req *r);
 
-/* Set by on_uri when it answered on the socket: libmicrohttpd, parsing on in the same call on
- * this thread, may then refuse the same request itself (too many query parameters for its
- * pool), and that answer -- never seen by the client -- is not counted again. */
-static _Thread_local bool lib_answer_is_ours;
+/* The request whose query string libmicrohttpd is splitting on this thread, or NULL. In
+ * 0.9.75 one call on the connection's thread (parse_initial_message_line) runs the URI log
+ * callback (on_uri, which sets it), splits the query into its pool (unescaping each
+ * parameter), then unescapes the path itself -- the very pointer on_uri was given
+ * (unescape_none clears it then); nothing of another connection runs between. So an answer
+ * the library announces (lib_log) inside that window is exactly this request's: its pool
+ * could not hold the query's parameters. The only such window 0.9.75 has: its other own
+ * answers come while no callback of ours tells which connection is being read. */
+static _Thread_local struct api_req *query_req;
+static _Thread_local const char *query_uri;
 
 #define API_URI_MAX 8192     /* longer request targets: 414 */
 #define API_QUERY_PARAMS_MAX 64 /* more query parameters: 414 (libmicrohttpd's pool holds
@@ -460,12 +466,43 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 		api_fail(r, CORE_ERR_URI_TOO_LONG, "%zu query parameters (at most %d)", n,
 			 API_QUERY_PARAMS_MAX);
 	/* libmicrohttpd may drop the connection without telling us the request ended: the
-	 * answer is accounted now. */
-	if (r->detail[0] && api_problem_write_raw(r, CORE_ERR_URI_TOO_LONG, r->detail)) {
-		req_account(a, r);
-		lib_answer_is_ours = true;
+	 * answer is accounted now. Over TLS (no raw answer) it is given through libmicrohttpd
+	 * when the headers are in, unless the query overflows its pool first (lib_log). */
+	if (r->detail[0]) {
+		if (api_problem_write_raw(r, CORE_ERR_URI_TOO_LONG, r->detail))
+			req_account(a, r);
+		else
+			r->early_rc = CORE_ERR_URI_TOO_LONG;
+	}
+	if (q) { /* the query is split next: see query_req */
+		query_req = r;
+		query_uri = uri;
 	}
 	return r;
+}
+
+/* libmicrohttpd's answer to the request on this thread whose query it could not hold (called
+ * from lib_log inside the query_req window). Plain HTTP: boardd's own 414 goes out first (it
+ * may have already: then the library's answer never reaches the client), and the library's
+ * is not counted. True when that is so. Over TLS no raw answer can be written, and 0.9.75
+ * would not deliver its own either (it parses on as if the line were fine; the connection
+ * stalls until the headers deadline): the connection is ended now, and the library's answer
+ * is counted as given. */
+static bool query_overflow(struct api_req *r)
+{
+	const union MHD_ConnectionInfo *ci;
+
+	if (!r->raw_answered &&
+	    api_problem_write_raw(r, CORE_ERR_URI_TOO_LONG,
+				  "the query's parameters do not fit the server's request buffer"))
+		req_account(r->api, r);
+	if (r->raw_answered)
+		return true;
+	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		shutdown(ci->connect_fd, SHUT_RDWR);
+	r->early_rc = CORE_OK;
+	return false;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -483,13 +520,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		*req_cls = r;
 	}
-	lib_answer_is_ours = false; /* libmicrohttpd parsed on: it answers nothing of this one */
 	if (r->raw_answered)
 		return MHD_NO; /* answered on the socket already: close */
 	if (!r->started) {
 		r->started = true;
 		r->method = method;
 		conn_mark(a, conn, true); /* the headers arrived: the deadline is met */
+		if (r->early_rc != CORE_OK) { /* on_uri's verdict, over TLS */
+			r->close_after = true;
+			return api_problem_queue(r, r->early_rc, r->detail);
+		}
 		rc = request_begin(r);
 		if (rc != CORE_OK && (request_has_body(r) || r->close_after))
 			return api_problem_queue(r, rc, r->detail); /* the body is never read */
@@ -758,6 +798,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 
 	if (!r)
 		return;
+	if (query_req == r) /* never left open by libmicrohttpd; never dangling either */
+		query_req = NULL;
 	conn_mark(a, conn, false); /* the next request's headers deadline starts now */
 	/* A request whose headers never reached us was either refused by libmicrohttpd (its
 	 * answer is counted and logged by lib_log) or dropped by the client mid-headers. */
@@ -771,9 +813,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
  * request line or headers too large for its buffer (414, 431), an HTTP version it does not
  * speak (505), a malformed header (400) -- are announced here just before they are sent, on
  * the connection's thread: each is counted and logged like any other answer. Its bodies stay
- * its own (libmicrohttpd 0.9.75 has no hook for them); the targets and query strings that
- * would reach those limits first are answered as problem+json in on_uri. Other messages
- * (connection limits, peers gone) are counted; a line at most every few seconds. */
+ * its own: the message does not say which connection is concerned (docs/http.md, "What
+ * libmicrohttpd answers itself", lists each and why) -- but for the query split, whose
+ * request query_req names (query_overflow). The targets and query strings that would reach
+ * those limits first are answered as problem+json in on_uri. Other messages (connection
+ * limits, peers gone) are counted; a line at most every few seconds. */
 __attribute__((format(printf, 2, 0)))
 static void lib_log(void *cls, const char *fmt, va_list ap)
 {
@@ -782,11 +826,11 @@ static void lib_log(void *cls, const char *fmt, va_list ap)
 
 	if (strncmp(fmt, answer_fmt, sizeof answer_fmt - 1) == 0) {
 		struct api_req r = {.api = a, .method = "-", .path = (char *)"-"};
+		struct api_req *q = query_req;
 
-		if (lib_answer_is_ours) {
-			lib_answer_is_ours = false;
+		query_req = NULL;
+		if (q && query_overflow(q))
 			return;
-		}
 
 		r.final_status = va_arg(ap, unsigned);
 		r.t0_ns = mono_ns();
@@ -971,6 +1015,8 @@ static void tokens_free(struct api *a)
  * path would turn %2F into a separator and %00 into a silent cut. */
 static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s)
 {
+	if (s == query_uri) /* the path, after its query was split: the window closes */
+		query_req = NULL, query_uri = NULL;
 	return strlen(s);
 }
 
