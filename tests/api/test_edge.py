@@ -8,6 +8,8 @@
                parameters, over-long targets, libmicrohttpd's own answers logged and counted
   log          control bytes and non-UTF-8 in a path are escaped, text and json
   sighup       tokens re-read on SIGHUP; a bad file keeps the old ones and says why
+  drain        SIGTERM: a connected client is served through the grace period, a new
+               connection is closed at once
 
 usage: test_edge.py path/to/boardd [case ...]
 """
@@ -427,8 +429,40 @@ def case_sighup(tmp):
         srv.stop()
 
 
+# ---- stopping ----------------------------------------------------------------------------
+
+def case_drain(tmp):
+    """SIGTERM while a keep-alive client is connected: during the grace period that client
+    is still served, a new connection is closed at once without an answer (never left
+    hanging in the listen queue), and boardd then exits 0."""
+    srv = Server(tmp)
+    port = srv.port
+    try:
+        kept = socket.create_connection(('127.0.0.1', port), timeout=5)
+        kept.sendall(b'GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n')
+        check(kept.recv(65536).startswith(b'HTTP/1.1 200'), 'keep-alive: first request OK')
+        srv.send_signal(signal.SIGTERM)
+        check(srv.wait_log(rb'SIGTERM: stopping'), 'boardd says it is stopping')
+        time.sleep(0.2)
+        t = time.time()
+        try:
+            out, closed = raw(port, b'GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n', timeout=4)
+        except ConnectionRefusedError:
+            out, closed = b'', True
+        check(out == b'' and closed and time.time() - t < 2,
+              'a new connection while stopping: closed at once, no answer (%r, %.1f s)'
+              % (out[:80], time.time() - t))
+        kept.sendall(b'GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n')
+        check(kept.recv(65536).startswith(b'HTTP/1.1 200'),
+              'the connected keep-alive client is still served while stopping')
+        kept.close()
+        check(srv.proc.wait(timeout=15) == 0, 'boardd exits 0')
+    finally:
+        srv.stop()
+
+
 CASES = [('slow', case_slow), ('framing', case_framing), ('log', case_log),
-         ('sighup', case_sighup)]
+         ('sighup', case_sighup), ('drain', case_drain)]
 
 for name, fn in CASES:
     if ONLY and name not in ONLY:
