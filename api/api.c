@@ -498,10 +498,12 @@ static bool query_overflow(struct api_req *r)
 		req_account(r->api, r);
 	if (r->raw_answered)
 		return true;
+	if (r->early_rc == CORE_OK) /* should the library read on, it is refused all the same */
+		r->early_rc = api_fail(r, CORE_ERR_URI_TOO_LONG, "the query's parameters do not "
+				       "fit the server's request buffer");
 	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (ci)
 		shutdown(ci->connect_fd, SHUT_RDWR);
-	r->early_rc = CORE_OK;
 	return false;
 }
 
@@ -1015,8 +1017,10 @@ static void tokens_free(struct api *a)
  * path would turn %2F into a separator and %00 into a silent cut. */
 static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s)
 {
-	if (s == query_uri) /* the path, after its query was split: the window closes */
-		query_req = NULL, query_uri = NULL;
+	if (s == query_uri) { /* the path, after its query was split: the window closes */
+		query_req = NULL;
+		query_uri = NULL;
+	}
 	return strlen(s);
 }
 
@@ -1076,8 +1080,9 @@ bad:
 
 /* MHD's per-connection pool holds the request line and headers (bodies are copied out as they
  * arrive) and is zeroed for every request on a keep-alive connection: MHD's 32 KiB default
- * cost 5 % of the server's CPU in the claim-cycle profile. 16 KiB still takes request headers
- * of about 8 KiB; larger ones are answered 431 by MHD. */
+ * cost 5 % of the server's CPU in the claim-cycle profile. 16 KiB takes a request line of up
+ * to 16 382 bytes and a head of about 16 200 bytes less 64 per header field and query
+ * parameter (measured; docs/http.md); larger ones are answered 414/431 by MHD. */
 #define API_CONN_MEMORY (16u * 1024u)
 
 /* libmicrohttpd's accept policy, on the accepting thread: once stopping, a new connection is
@@ -1088,10 +1093,10 @@ bad:
  * each thread's epoll set from the caller's thread while those threads may be removing it
  * themselves (they read was_quiesced unlocked); the loser's epoll_ctl fails with ENOENT and
  * the library aborts ("Failed to remove listen FD from epoll set", daemon.c:4976 or :5531;
- * tests/api/test_api_quiesce.c hits it within a few rounds under TSan). Nor
- * may the socket it hands back be closed before MHD_stop_daemon (its threads may still poll
- * it). Here the listen socket stays the library's, closed by MHD_stop_daemon after it joined
- * its threads. */
+ * tests/api/test_api_quiesce.c hits it within a few rounds under TSan). Nor may the socket
+ * it hands back be closed before MHD_stop_daemon (its threads may still poll it: the TSan
+ * report on the close). Here the listen socket stays the library's, closed by
+ * MHD_stop_daemon after it joined its threads. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
 	const struct api *a = cls;
