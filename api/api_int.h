@@ -167,7 +167,8 @@ struct api {
 	char *listen;                /* owned copy of cfg.listen */
 	char *tls_cert, *tls_key;    /* owned copies of cfg.tls_cert / tls_key */
 	uint16_t port;
-	bool quiesced;
+	/* Stopping: every new connection is closed as it is accepted (on_accept in api.c). */
+	atomic_bool draining;
 
 	/* metrics (metrics.c) */
 	struct metrics *metrics;     /* cfg.metrics, or owned when metrics_owned */
