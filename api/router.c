@@ -182,23 +182,44 @@ char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
 	return out;
 }
 
-/* Does the route's pattern match the split path? Literal segments compare raw. Returns the
- * number of literal segments that matched (its specificity), or -1. */
-static int pattern_match(const char *pattern, const char *const *seg, const size_t *len, size_t n)
+/* The patterns split once (they are constant): splitting ~80 patterns twice per request
+ * cost 3 % of the server's CPU in the claim-cycle profile. */
+struct route_segs {
+	const char *seg[MAX_SEGS];
+	size_t len[MAX_SEGS];
+	size_t n;
+	bool ok;
+};
+
+static struct route_segs route_segs[sizeof routes / sizeof routes[0]];
+static pthread_once_t route_segs_once = PTHREAD_ONCE_INIT;
+
+static void route_segs_init(void)
 {
-	const char *pseg[MAX_SEGS];
-	size_t plen[MAX_SEGS], pn, i;
+	size_t i;
+
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
+		route_segs[i].ok = path_split(routes[i].pattern, route_segs[i].seg,
+					      route_segs[i].len, &route_segs[i].n);
+}
+
+/* Does route i's pattern match the split path? Literal segments compare raw. Returns the
+ * number of literal segments that matched (its specificity), or -1. */
+static int pattern_match(size_t route, const char *const *seg, const size_t *len, size_t n)
+{
+	const struct route_segs *p = &route_segs[route];
+	size_t i;
 	int lit = 0;
 
-	if (!path_split(pattern, pseg, plen, &pn) || pn != n)
+	if (!p->ok || p->n != n)
 		return -1;
 	for (i = 0; i < n; i++) {
-		if (plen[i] > 0 && pseg[i][0] == '{') {
+		if (p->len[i] > 0 && p->seg[i][0] == '{') {
 			if (len[i] == 0)
 				return -1;
 			continue;
 		}
-		if (plen[i] != len[i] || memcmp(pseg[i], seg[i], len[i]) != 0)
+		if (p->len[i] != len[i] || memcmp(p->seg[i], seg[i], len[i]) != 0)
 			return -1;
 		lit++;
 	}
@@ -207,16 +228,16 @@ static int pattern_match(const char *pattern, const char *const *seg, const size
 
 /* The highest specificity any route has for the path: a literal segment beats a parameter,
  * whatever the method (DELETE /v1/labels/merge is the merge route's 405, never the deletion
- * of a label named "merge"). -1 when none matches. */
-static int best_specificity(const char *const *seg, const size_t *len, size_t n)
+ * of a label named "merge"). -1 when none matches. OUT: m[i], route i's match. */
+static int best_specificity(const char *const *seg, const size_t *len, size_t n, int *m)
 {
-	int best = -1, m;
+	int best = -1;
 	size_t i;
 
 	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-		m = pattern_match(routes[i].pattern, seg, len, n);
-		if (m > best)
-			best = m;
+		m[i] = pattern_match(i, seg, len, n);
+		if (m[i] > best)
+			best = m[i];
 	}
 	return best;
 }
@@ -232,21 +253,24 @@ static void allow_add(char *allow, size_t cap, const char *method)
 
 enum core_rc api_router_match(struct api_req *r)
 {
-	const char *seg[MAX_SEGS], *pseg[MAX_SEGS];
-	size_t len[MAX_SEGS], plen[MAX_SEGS], n, pn, i, k;
+	const char *seg[MAX_SEGS];
+	size_t len[MAX_SEGS], n, i, k;
 	const struct api_route *hit = NULL;
+	const struct route_segs *p;
+	int m[sizeof routes / sizeof routes[0]];
 
 	/* HEAD is answered by every GET route (libmicrohttpd sends the headers only). */
 	const char *method = strcmp(r->method, "HEAD") == 0 ? "GET" : r->method;
 
 	int best;
 
+	pthread_once(&route_segs_once, route_segs_init);
 	r->allow[0] = '\0';
 	if (!path_split(r->path, seg, len, &n))
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
-	best = best_specificity(seg, len, n);
+	best = best_specificity(seg, len, n, m);
 	for (i = 0; best >= 0 && i < sizeof routes / sizeof routes[0]; i++) {
-		if (pattern_match(routes[i].pattern, seg, len, n) != best)
+		if (m[i] != best)
 			continue;
 		if (strcmp(routes[i].method, method) == 0 && !hit)
 			hit = &routes[i];
@@ -259,11 +283,11 @@ enum core_rc api_router_match(struct api_req *r)
 	if (!hit)
 		return api_fail(r, CORE_ERR_METHOD_NOT_ALLOWED, "allowed: %s", r->allow);
 
-	path_split(hit->pattern, pseg, plen, &pn);
+	p = &route_segs[hit - routes];
 	for (i = 0, k = 0; i < n; i++) {
 		bool oom;
 
-		if (plen[i] == 0 || pseg[i][0] != '{')
+		if (p->len[i] == 0 || p->seg[i][0] != '{')
 			continue;
 		if (k == API_MAX_PARAMS)
 			return CORE_ERR_INTERNAL;
