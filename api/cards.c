@@ -380,7 +380,7 @@ enum core_rc api_h_comment_add(struct api_req *r)
 	struct store_owned_write w = {.kind = STORE_OWNED_COMMENT};
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
-	bool owned = json_object_get(r->json, "marker") != NULL;
+	bool owned = api_json_has(r, "marker");
 	const char *body;
 	enum core_rc rc;
 

@@ -33,7 +33,7 @@ static enum core_rc epoch_field(struct api_req *r, int64_t *epoch)
 enum core_rc api_json_lease_keep(struct api_req *r, int64_t *out)
 {
 	*out = 0;
-	if (!json_object_get(r->json, "lease_ms"))
+	if (!api_json_has(r, "lease_ms"))
 		return CORE_OK;
 	return api_json_lease(r, out);
 }
@@ -208,7 +208,7 @@ enum core_rc api_h_state(struct api_req *r)
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
 	const char *from = NULL, *to, *reason;
-	bool owned = json_object_get(r->json, "marker") != NULL;
+	bool owned = api_json_has(r, "marker");
 	enum core_rc rc;
 
 	if (owned && !api_auth_has(r, API_ROLE_WORKER))
@@ -228,7 +228,7 @@ enum core_rc api_h_state(struct api_req *r)
 			return rc;
 		return owned_write(r, &w);
 	}
-	if (json_object_get(r->json, "release"))
+	if (api_json_has(r, "release"))
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
 				"\"release\" is for the owned form (with \"marker\" and If-Match)");
 	/* SetStateFrom: bots must declare the source column, operators may omit it. */
@@ -259,7 +259,7 @@ enum core_rc api_h_last_run(struct api_req *r)
 	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN};
 	enum core_rc rc;
 
-	if (!json_object_get(r->json, "run_id"))
+	if (!api_json_has(r, "run_id"))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"run_id\" (null clears)");
 	if ((rc = api_json_id(r, "run_id", false, &w.run_id)) != CORE_OK)
 		return rc;

@@ -4,6 +4,7 @@
  * API_ROUTES below and checks openapi/openapi.yaml lists exactly these methods and paths. */
 #include "api/api_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #define PUB API_ROUTE_PUBLIC
 #define BODY API_ROUTE_BODY
 #define RPC API_ROUTE_JSONRPC
+#define FLAT API_ROUTE_FLAT
 #define C_READ API_ROUTE_CAP(API_CAP_READ)
 #define C_CREATE API_ROUTE_CAP(API_CAP_CREATE)
 #define C_LABEL API_ROUTE_CAP(API_CAP_LABEL)
@@ -22,7 +24,8 @@
 
 /* method, pattern, handler, roles, flags, the body's fields (BODY routes; "?name": may be
  * null), the query's parameters. A field or parameter not listed is refused with 400 naming
- * it (request.c), before the handler: a new one is one word here. */
+ * it (request.c), before the handler: a new one is one word here. FLAT: the handler reads
+ * the body through the api_json_* helpers only, so a flat body needs no tree (body.c). */
 #define API_ROUTES(X)                                                                      \
 	X("GET", "/healthz", api_h_healthz, ANY, PUB, NULL, NULL)                          \
 	X("GET", "/readyz", api_h_readyz, ANY, PUB, NULL, NULL)                            \
@@ -37,16 +40,18 @@
 	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY | C_CREATE,             \
 	  "title body blockers priority", NULL)                                            \
 	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0, NULL, NULL)                 \
-	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY, "marker lease_ms", NULL)   \
-	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY,                            \
+	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY | FLAT,                     \
+	  "marker lease_ms", NULL)                                                         \
+	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY | FLAT,                     \
 	  "marker epoch lease_ms", NULL)                                                   \
-	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY, "marker epoch", NULL)  \
+	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY | FLAT,                 \
+	  "marker epoch", NULL)                                                            \
 	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL, NULL)     \
-	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY,                         \
+	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY | FLAT,                  \
 	  "marker from to reason release", NULL)                                           \
-	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY,                       \
+	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY | FLAT,                \
 	  "marker ?run_id", NULL)                                                          \
-	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY,           \
+	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY | FLAT,    \
 	  "marker awaiting_input", NULL)                                                   \
 	X("PUT", "/v1/cards/{id}/gave-up", api_h_gave_up, W, BODY,                         \
 	  "marker ?gave_up", NULL)                                                         \
