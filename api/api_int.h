@@ -412,6 +412,13 @@ enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card *
 /* Checks the token may see the board of the path's card (before a mutation: a card never
  * changes board). */
 enum core_rc api_card_scope(struct api_req *r);
+/* The same before a write whose store call reads the card itself (claim, renew, release, the
+ * owned writes): a token that sees every board skips the read (a copy of the card) and only
+ * the id is checked; the store's NOT_FOUND then goes through api_card_missing, so the answer
+ * is the one api_card_scope gives. */
+enum core_rc api_card_scope_lazy(struct api_req *r);
+/* rc; NOT_FOUND with no detail yet gets api_card_load's "no card <id>". */
+enum core_rc api_card_missing(struct api_req *r, enum core_rc rc);
 /* Names `col` in the detail of rc when board `board` has no such column; returns rc. */
 enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
 			       const char *col);

@@ -76,9 +76,11 @@ enum core_rc api_h_claim(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &marker)) != CORE_OK ||
-	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK ||
+	    (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = store_card_claim(r->api->st, api_param(r), marker, lease_ms, &actor, &res);
+	rc = api_card_missing(r, store_card_claim(r->api->st, api_param(r), marker, lease_ms,
+						  &actor, &res));
 	if (rc == CORE_ERR_CLAIM_CONFLICT)
 		metrics_inc(r->api->metrics, METRICS_CLAIMS, "conflict");
 	if (rc == CORE_ERR_BLOCKERS_PENDING) {
@@ -113,9 +115,10 @@ enum core_rc api_h_renew(struct api_req *r)
 	if ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
 	    (rc = epoch_field(r, &t.epoch)) != CORE_OK ||
 	    (rc = api_json_lease_keep(r, &lease_ms)) != CORE_OK ||
-	    (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = store_card_renew(r->api->st, api_param(r), &t, lease_ms, &actor, &c);
+	rc = api_card_missing(r, store_card_renew(r->api->st, api_param(r), &t, lease_ms, &actor,
+						  &c));
 	if (rc != CORE_OK)
 		return rc;
 	rc = api_reply(r, 200,
@@ -135,9 +138,9 @@ enum core_rc api_h_release(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
-	    (rc = epoch_field(r, &t.epoch)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = epoch_field(r, &t.epoch)) != CORE_OK || (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = store_card_release(r->api->st, api_param(r), &t, &actor, &c);
+	rc = api_card_missing(r, store_card_release(r->api->st, api_param(r), &t, &actor, &c));
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -190,9 +193,10 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 	if (!api_auth_has(r, API_ROLE_WORKER))
 		return api_fail(r, CORE_ERR_FORBIDDEN, "owned writes need the worker role");
 	if ((rc = api_json_marker(r, true, &w->token.marker)) != CORE_OK ||
-	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK ||
+	    (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = store_card_owned_write(r->api->st, api_param(r), w, &actor, &c);
+	rc = api_card_missing(r, store_card_owned_write(r->api->st, api_param(r), w, &actor, &c));
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_LAST_RUN)
 		return last_run_detail(r, w);
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_STATE)

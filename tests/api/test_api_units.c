@@ -167,6 +167,14 @@ static enum core_rc broken_card_create(struct store *st, const struct store_card
 	return CORE_ERR_STORE_UNAVAILABLE;
 }
 
+/* The claim reads the card itself (api_card_scope_lazy skips the handler's own read). */
+static enum core_rc broken_card_claim(struct store *st, const char *id, const char *marker,
+				      int64_t lease_ms, const struct store_actor *actor,
+				      struct store_claim_result *out)
+{
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
 static enum core_rc broken_events(struct store *st, const char *board,
 				  const char *const *boards, int64_t after, size_t limit,
 				  int64_t wait_ms, struct core_event **out, size_t *n,
@@ -181,6 +189,7 @@ static const struct store_ops broken_ops = {
 	.card_get = broken_card_get,
 	.card_list = broken_card_list,
 	.card_create = broken_card_create,
+	.card_claim = broken_card_claim,
 	.events_list = broken_events,
 };
 
