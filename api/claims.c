@@ -121,13 +121,19 @@ enum core_rc api_h_renew(struct api_req *r)
 						  &c));
 	if (rc != CORE_OK)
 		return rc;
-	rc = api_reply(r, 200,
-		       json_pack("{s:s, s:I, s:o, s:I}", "marker", t.marker, "epoch",
-				 (json_int_t)c->claim_epoch, "lease_until",
-				 api_time_json(c->claim.lease_until), "lease_ms",
-				 (json_int_t)c->claim.lease_ms));
-	core_card_free(c);
-	return rc;
+	{
+		size_t len = 0;
+		char *text = store_renew_json_text(c, t.marker, &len); /* no tree */
+
+		core_card_free(c);
+		if (!text)
+			return CORE_ERR_NOMEM;
+		r->raw_owned = text;
+		r->raw_len = len;
+		r->raw_type = "application/json";
+		r->status = 200;
+		return CORE_OK;
+	}
 }
 
 enum core_rc api_h_release(struct api_req *r)
