@@ -411,9 +411,17 @@ static void conn_line(struct api *a, struct MHD_Connection *conn)
 
 static struct api_req *req_new(struct api *a, struct MHD_Connection *conn, const char *uri)
 {
-	struct api_req *r = calloc(1, sizeof *r);
+	struct api_conn *cc = conn_of(conn);
+	struct api_req *r;
 	size_t plen = strcspn(uri, "?");
 
+	if (cc && cc->spare) {
+		r = cc->spare;
+		cc->spare = NULL;
+		memset(r, 0, sizeof *r);
+	} else {
+		r = calloc(1, sizeof *r);
+	}
 	if (!r)
 		return NULL;
 	r->api = a;
@@ -508,6 +516,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void req_free(struct api_req *r)
 {
+	struct api_conn *cc;
 	size_t i;
 
 	api_poll_release(r);
@@ -523,6 +532,11 @@ static void req_free(struct api_req *r)
 	free(r->raw_owned);
 	free(r->body);
 	free(r->path);
+	cc = conn_of(r->conn);
+	if (cc && !cc->spare) {
+		cc->spare = r; /* the connection's next request reuses it */
+		return;
+	}
 	free(r);
 }
 
@@ -846,6 +860,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 			cc->next->prev = cc->prev;
 		a->conns.n--;
 		pthread_mutex_unlock(&a->conns.mu);
+		free(cc->spare);
 		OPENSSL_cleanse(cc, sizeof(*cc)); /* the cached bearer token */
 		free(cc);
 		*socket_context = NULL;
