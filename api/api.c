@@ -278,29 +278,32 @@ static bool body_append(struct api_req *r, const char *data, size_t n)
  * failed: then the answer is 503 and the write was rolled back). The thread meanwhile serves
  * other connections, whose writes join the same sync. */
 
-/* Counts r among the requests api_stop must wait for; false once stopping (then the store
- * waits on this thread, as for any other caller). */
+/* Counts r among the requests api_stop must wait for; false once it stops (then the store
+ * waits on this thread, as for any other caller). No lock on this path, taken twice per write:
+ * the count goes up before `acks_closed` is read, and api_stop sets the flag before it reads
+ * the count, so one of the two sees the other. */
+static void ack_unbind(struct api *a);
+
 static bool ack_bind(struct api_req *r)
 {
 	struct api *a = r->api;
-	bool ok;
 
-	pthread_mutex_lock(&a->poll_mu);
-	ok = !a->stopping;
-	if (ok)
-		a->acks++;
-	pthread_mutex_unlock(&a->poll_mu);
-	if (ok)
-		store_ack_begin(&r->ack);
-	return ok;
+	atomic_fetch_add(&a->acks, 1);
+	if (atomic_load(&a->acks_closed)) {
+		ack_unbind(a);
+		return false;
+	}
+	store_ack_begin(&r->ack);
+	return true;
 }
 
 static void ack_unbind(struct api *a)
 {
-	pthread_mutex_lock(&a->poll_mu);
-	a->acks--;
-	pthread_cond_broadcast(&a->poll_cv);
-	pthread_mutex_unlock(&a->poll_mu);
+	if (atomic_fetch_sub(&a->acks, 1) == 1 && atomic_load(&a->acks_closed)) {
+		pthread_mutex_lock(&a->poll_mu); /* api_stop waits under it: no lost wake-up */
+		pthread_cond_broadcast(&a->poll_cv);
+		pthread_mutex_unlock(&a->poll_mu);
+	}
 }
 
 /* The store's thread: the write is durable (OK) or rolled back. */
@@ -1216,8 +1219,9 @@ void api_stop(struct api *a)
 	api_streams_stop(a);
 	/* No request binds an ack any more (stopping is set); the bound ones end within a sync,
 	 * and their answers go out in the grace period below. */
+	atomic_store(&a->acks_closed, true);
 	pthread_mutex_lock(&a->poll_mu);
-	while (a->acks > 0)
+	while (atomic_load(&a->acks) > 0)
 		pthread_cond_wait(&a->poll_cv, &a->poll_mu);
 	pthread_mutex_unlock(&a->poll_mu);
 	/* Give in-flight requests (and idle keep-alive clients) a grace period to finish. */

@@ -245,7 +245,9 @@ struct api {
 	pthread_mutex_t poll_mu;
 	pthread_cond_t poll_cv;
 	unsigned polls;
-	unsigned acks;               /* requests bound to a store_ack, until answered or resumed */
+	atomic_uint acks;            /* requests bound to a store_ack, until answered or resumed
+				      * (lock-free: api.c's ack_bind) */
+	atomic_bool acks_closed;     /* api_stop: no more binding; the last unbind wakes it */
 	bool stopping;
 
 	struct api_streams *streams; /* GET /v1/events/stream (stream.c) */
