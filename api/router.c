@@ -274,19 +274,21 @@ enum core_rc api_router_match(struct api_req *r)
 	if (!path_split(r->path, seg, len, &n))
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
 	best = best_specificity(seg, len, n, m);
-	for (i = 0; best >= 0 && i < sizeof routes / sizeof routes[0]; i++) {
-		if (m[i] != best)
-			continue;
-		if (strcmp(routes[i].method, method) == 0 && !hit)
+	for (i = 0; best >= 0 && !hit && i < sizeof routes / sizeof routes[0]; i++)
+		if (m[i] == best && strcmp(routes[i].method, method) == 0)
 			hit = &routes[i];
-		allow_add(r->allow, sizeof r->allow, routes[i].method);
-		if (strcmp(routes[i].method, "GET") == 0)
-			allow_add(r->allow, sizeof r->allow, "HEAD");
-	}
-	if (!r->allow[0])
+	if (best < 0)
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
-	if (!hit)
+	if (!hit) { /* the Allow header of the 405, only then */
+		for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+			if (m[i] != best)
+				continue;
+			allow_add(r->allow, sizeof r->allow, routes[i].method);
+			if (strcmp(routes[i].method, "GET") == 0)
+				allow_add(r->allow, sizeof r->allow, "HEAD");
+		}
 		return api_fail(r, CORE_ERR_METHOD_NOT_ALLOWED, "allowed: %s", r->allow);
+	}
 
 	p = &route_segs[hit - routes];
 	for (i = 0, k = 0; i < n; i++) {
