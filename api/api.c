@@ -347,7 +347,7 @@ static enum MHD_Result dispatch(struct api_req *r)
 	}
 	if (r->body_too_large)
 		return api_problem_queue(r, CORE_ERR_PAYLOAD_TOO_LARGE, "the body is too large");
-	if ((r->route->flags & API_ROUTE_BODY) && !r->json)
+	if ((r->route->flags & API_ROUTE_BODY) && !r->json && !r->flat.on)
 		rc = api_body_parse(r);
 	if (rc == CORE_OK) {
 		bound = ack_bind(r);
