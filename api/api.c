@@ -280,16 +280,14 @@ static bool body_append(struct api_req *r, const char *data, size_t n)
 
 /* Counts r among the requests api_stop must wait for; false once it stops (then the store
  * waits on this thread, as for any other caller). No lock on this path, taken twice per write:
- * the count goes up before `acks_closed` is read, and api_stop sets the flag before it reads
- * the count, so one of the two sees the other. */
+ * the count and api_stop's API_ACKS_CLOSED share one atomic word. */
 static void ack_unbind(struct api *a);
 
 static bool ack_bind(struct api_req *r)
 {
 	struct api *a = r->api;
 
-	atomic_fetch_add(&a->acks, 1);
-	if (atomic_load(&a->acks_closed)) {
+	if (atomic_fetch_add(&a->acks, 1) & API_ACKS_CLOSED) {
 		ack_unbind(a);
 		return false;
 	}
@@ -297,13 +295,20 @@ static bool ack_bind(struct api_req *r)
 	return true;
 }
 
+/* Before api_stop closes the count, one compare-and-swap and `a` is not touched again; once it
+ * is closed, the count goes down under poll_mu, so api_stop (waiting under it) neither misses
+ * the last one nor frees `a` before this thread let go of the lock. */
 static void ack_unbind(struct api *a)
 {
-	if (atomic_fetch_sub(&a->acks, 1) == 1 && atomic_load(&a->acks_closed)) {
-		pthread_mutex_lock(&a->poll_mu); /* api_stop waits under it: no lost wake-up */
-		pthread_cond_broadcast(&a->poll_cv);
-		pthread_mutex_unlock(&a->poll_mu);
-	}
+	unsigned n = atomic_load(&a->acks);
+
+	while (!(n & API_ACKS_CLOSED))
+		if (atomic_compare_exchange_weak(&a->acks, &n, n - 1))
+			return;
+	pthread_mutex_lock(&a->poll_mu);
+	atomic_fetch_sub(&a->acks, 1);
+	pthread_cond_broadcast(&a->poll_cv);
+	pthread_mutex_unlock(&a->poll_mu);
 }
 
 /* The store's thread: the write is durable (OK) or rolled back. */
@@ -1219,9 +1224,9 @@ void api_stop(struct api *a)
 	api_streams_stop(a);
 	/* No request binds an ack any more (stopping is set); the bound ones end within a sync,
 	 * and their answers go out in the grace period below. */
-	atomic_store(&a->acks_closed, true);
 	pthread_mutex_lock(&a->poll_mu);
-	while (atomic_load(&a->acks) > 0)
+	atomic_fetch_or(&a->acks, API_ACKS_CLOSED);
+	while (atomic_load(&a->acks) & ~API_ACKS_CLOSED)
 		pthread_cond_wait(&a->poll_cv, &a->poll_mu);
 	pthread_mutex_unlock(&a->poll_mu);
 	/* Give in-flight requests (and idle keep-alive clients) a grace period to finish. */

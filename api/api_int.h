@@ -182,6 +182,8 @@ struct api_req {
 };
 
 
+#define API_ACKS_CLOSED (1u << 31)
+
 struct api {
 	struct MHD_Daemon *daemon;
 	struct store *st;
@@ -245,9 +247,8 @@ struct api {
 	pthread_mutex_t poll_mu;
 	pthread_cond_t poll_cv;
 	unsigned polls;
-	atomic_uint acks;            /* requests bound to a store_ack, until answered or resumed
-				      * (lock-free: api.c's ack_bind) */
-	atomic_bool acks_closed;     /* api_stop: no more binding; the last unbind wakes it */
+	atomic_uint acks;            /* requests bound to a store_ack, until answered or resumed,
+				      * | API_ACKS_CLOSED once api_stop waits for them (api.c) */
 	bool stopping;
 
 	struct api_streams *streams; /* GET /v1/events/stream (stream.c) */
