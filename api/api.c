@@ -284,27 +284,35 @@ static bool body_append(struct api_req *r, const char *data, size_t n)
  * failed: then the answer is 503 and the write was rolled back). The thread meanwhile serves
  * other connections, whose writes join the same sync. */
 
-/* Counts r among the requests api_stop must wait for; false once stopping (then the store
- * waits on this thread, as for any other caller). */
+/* Counts r among the requests api_stop must wait for; false once it stops (then the store
+ * waits on this thread, as for any other caller). No lock on this path, taken twice per write:
+ * the count and api_stop's API_ACKS_CLOSED share one atomic word. */
+static void ack_unbind(struct api *a);
+
 static bool ack_bind(struct api_req *r)
 {
 	struct api *a = r->api;
-	bool ok;
 
-	pthread_mutex_lock(&a->poll_mu);
-	ok = !a->stopping;
-	if (ok)
-		a->acks++;
-	pthread_mutex_unlock(&a->poll_mu);
-	if (ok)
-		store_ack_begin(&r->ack);
-	return ok;
+	if (atomic_fetch_add(&a->acks, 1) & API_ACKS_CLOSED) {
+		ack_unbind(a);
+		return false;
+	}
+	store_ack_begin(&r->ack);
+	return true;
 }
 
+/* Before api_stop closes the count, one compare-and-swap and `a` is not touched again; once it
+ * is closed, the count goes down under poll_mu, so api_stop (waiting under it) neither misses
+ * the last one nor frees `a` before this thread let go of the lock. */
 static void ack_unbind(struct api *a)
 {
+	unsigned n = atomic_load(&a->acks);
+
+	while (!(n & API_ACKS_CLOSED))
+		if (atomic_compare_exchange_weak(&a->acks, &n, n - 1))
+			return;
 	pthread_mutex_lock(&a->poll_mu);
-	a->acks--;
+	atomic_fetch_sub(&a->acks, 1);
 	pthread_cond_broadcast(&a->poll_cv);
 	pthread_mutex_unlock(&a->poll_mu);
 }
@@ -350,7 +358,7 @@ static enum MHD_Result dispatch(struct api_req *r)
 	}
 	if (r->body_too_large)
 		return api_problem_queue(r, CORE_ERR_PAYLOAD_TOO_LARGE, "the body is too large");
-	if ((r->route->flags & API_ROUTE_BODY) && !r->json)
+	if ((r->route->flags & API_ROUTE_BODY) && !r->json && !r->flat.on)
 		rc = api_body_parse(r);
 	if (rc == CORE_OK) {
 		bound = ack_bind(r);
@@ -423,9 +431,17 @@ static void conn_line(struct api *a, struct MHD_Connection *conn)
 
 static struct api_req *req_new(struct api *a, struct MHD_Connection *conn, const char *uri)
 {
-	struct api_req *r = calloc(1, sizeof *r);
+	struct api_conn *cc = conn_of(conn);
+	struct api_req *r;
 	size_t plen = strcspn(uri, "?");
 
+	if (cc && cc->spare) {
+		r = cc->spare;
+		cc->spare = NULL;
+		memset(r, 0, sizeof *r);
+	} else {
+		r = calloc(1, sizeof *r);
+	}
 	if (!r)
 		return NULL;
 	r->api = a;
@@ -556,6 +572,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void req_free(struct api_req *r)
 {
+	struct api_conn *cc;
 	size_t i;
 
 	api_poll_release(r);
@@ -571,6 +588,11 @@ static void req_free(struct api_req *r)
 	free(r->raw_owned);
 	free(r->body);
 	free(r->path);
+	cc = conn_of(r->conn);
+	if (cc && !cc->spare) {
+		cc->spare = r; /* the connection's next request reuses it */
+		return;
+	}
 	free(r);
 }
 
@@ -898,6 +920,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 			cc->next->prev = cc->prev;
 		a->conns.n--;
 		pthread_mutex_unlock(&a->conns.mu);
+		free(cc->spare);
 		OPENSSL_cleanse(cc, sizeof(*cc)); /* the cached bearer token */
 		free(cc);
 		*socket_context = NULL;
@@ -1275,7 +1298,8 @@ void api_stop(struct api *a)
 	/* No request binds an ack any more (stopping is set); the bound ones end within a sync,
 	 * and their answers go out in the grace period below. */
 	pthread_mutex_lock(&a->poll_mu);
-	while (a->acks > 0)
+	atomic_fetch_or(&a->acks, API_ACKS_CLOSED);
+	while (atomic_load(&a->acks) & ~API_ACKS_CLOSED)
 		pthread_cond_wait(&a->poll_cv, &a->poll_mu);
 	pthread_mutex_unlock(&a->poll_mu);
 	/* Give in-flight requests (and idle keep-alive clients) a grace period to finish. */

@@ -717,6 +717,10 @@ json_t *store_event_to_json(const struct core_event *e);
  * boards write (what a token scoped to boards and a webhook subscriber see, DESIGN §11). */
 json_t *store_event_to_json_as(const struct core_event *e, bool board_view);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
+/* POST renew's answer {marker, epoch, lease_until, lease_ms} for the renewed card c, written
+ * without a tree. New string (caller frees) and its length; NULL on OOM or a marker that is
+ * not UTF-8. */
+char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len);
 /* The codec's building blocks (store/codec.c), shared with the effect codecs (store/effect.c):
  * a new reference to s as a string, or null for NULL; a new array of sv's strings (NULL on
  * OOM); json_object_set_new that remembers a failure (NULL v included) in *ok, consuming v
