@@ -155,13 +155,43 @@ static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
 	return era * 146097 + (int64_t)doe - 719468;
 }
 
-static char *put_digits(char *p, int v, int n)
-{
-	int i;
+/* 9999-12-31T23:59:59.999Z: the last instant with a four-digit year. */
+#define TIME_FAST_END INT64_C(253402300800000)
 
-	for (i = n - 1; i >= 0; i--, v /= 10)
-		p[i] = (char)('0' + v % 10);
-	return p + n;
+static void put_digits(char *p, int64_t v, int n)
+{
+	while (n--) {
+		p[n] = (char)('0' + v % 10);
+		v /= 10;
+	}
+}
+
+/* Years 1970..9999 without gmtime_r and snprintf (every answer and log line writes times):
+ * days to the civil date as in Howard Hinnant's days_from_civil inverse, for days >= 0. */
+static void time_format_fast(int64_t ms, char *buf)
+{
+	int64_t days = ms / 86400000, rem = ms % 86400000;
+	int64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
+	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+	int64_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+	int64_t y = yoe + era * 400 + (m <= 2);
+
+	put_digits(buf, y, 4);
+	buf[4] = '-';
+	put_digits(buf + 5, m, 2);
+	buf[7] = '-';
+	put_digits(buf + 8, d, 2);
+	buf[10] = 'T';
+	put_digits(buf + 11, rem / 3600000, 2);
+	buf[13] = ':';
+	put_digits(buf + 14, rem / 60000 % 60, 2);
+	buf[16] = ':';
+	put_digits(buf + 17, rem / 1000 % 60, 2);
+	buf[19] = '.';
+	put_digits(buf + 20, rem % 1000, 3);
+	buf[23] = 'Z';
+	buf[24] = '\0';
 }
 
 char *core_time_format(int64_t ms, char *buf)
@@ -169,36 +199,20 @@ char *core_time_format(int64_t ms, char *buf)
 	time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
 	int millis = (int)(ms - (int64_t)secs * 1000);
 	struct tm tm;
-	char wide[96], *p = buf;
+	char wide[96];
 
+	if (ms >= 0 && ms < TIME_FAST_END) {
+		time_format_fast(ms, buf);
+		return buf;
+	}
 	if (!gmtime_r(&secs, &tm)) {
 		snprintf(buf, CORE_TIME_BUF, "1970-01-01T00:00:00.000Z");
 		return buf;
 	}
-	if (tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999) {
-		/* Through a wide buffer: the compiler cannot know tm's fields are in range. */
-		snprintf(wide, sizeof(wide), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-			 tm.tm_sec, millis);
-		snprintf(buf, CORE_TIME_BUF, "%.*s", CORE_TIME_BUF - 1, wide);
-		return buf;
-	}
-	/* The same text as that format without printf (every answer carries several times). */
-	p = put_digits(p, tm.tm_year + 1900, 4);
-	*p++ = '-';
-	p = put_digits(p, tm.tm_mon + 1, 2);
-	*p++ = '-';
-	p = put_digits(p, tm.tm_mday, 2);
-	*p++ = 'T';
-	p = put_digits(p, tm.tm_hour, 2);
-	*p++ = ':';
-	p = put_digits(p, tm.tm_min, 2);
-	*p++ = ':';
-	p = put_digits(p, tm.tm_sec, 2);
-	*p++ = '.';
-	p = put_digits(p, millis, 3);
-	*p++ = 'Z';
-	*p = '\0';
+	/* Through a wide buffer: the compiler cannot know tm's fields are in range. */
+	snprintf(wide, sizeof(wide), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+	snprintf(buf, CORE_TIME_BUF, "%.*s", CORE_TIME_BUF - 1, wide);
 	return buf;
 }
 
