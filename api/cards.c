@@ -46,11 +46,6 @@ enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card
 	return CORE_OK;
 }
 
-enum core_rc api_card_scope(struct api_req *r)
-{
-	return api_card_scope_id(r, api_param(r));
-}
-
 enum core_rc api_card_scope_id(struct api_req *r, const char *id)
 {
 	struct core_card *c = NULL;
@@ -60,36 +55,9 @@ enum core_rc api_card_scope_id(struct api_req *r, const char *id)
 	return rc;
 }
 
-enum core_rc api_json_labels(struct api_req *r, struct core_strv *labels)
+enum core_rc api_card_scope(struct api_req *r)
 {
-	bool present = false;
-	enum core_rc rc = api_json_strv(r, NULL, "labels", core_label_valid, labels, &present);
-
-	if (rc == CORE_OK && !present)
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"labels\"");
-	return rc;
-}
-
-enum core_rc api_json_labels_delta(struct api_req *r, struct core_strv *add,
-				   struct core_strv *remove)
-{
-	bool has_add = false, has_remove = false;
-	enum core_rc rc = api_json_strv(r, NULL, "add", core_label_valid, add, &has_add);
-
-	if (rc == CORE_OK)
-		rc = api_json_strv(r, NULL, "remove", core_label_valid, remove, &has_remove);
-	if (rc == CORE_OK && !has_add && !has_remove)
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "expected \"add\" and/or \"remove\"");
-	return rc;
-}
-
-enum core_rc api_json_comment(struct api_req *r, const char **body)
-{
-	enum core_rc rc = api_json_str(r, "body", true, API_STRING_MAX, body);
-
-	if (rc == CORE_OK && !**body)
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "a comment body may not be empty");
-	return rc;
+	return api_card_scope_id(r, api_param(r));
 }
 
 /* Details that say what was wrong (DESIGN §11), worked out after the store refused: the
@@ -365,6 +333,38 @@ enum core_rc api_h_card_reopen(struct api_req *r)
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
+}
+
+enum core_rc api_json_labels(struct api_req *r, struct core_strv *labels)
+{
+	bool present = false;
+	enum core_rc rc = api_json_strv(r, NULL, "labels", core_label_valid, labels, &present);
+
+	if (rc == CORE_OK && !present)
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"labels\"");
+	return rc;
+}
+
+enum core_rc api_json_labels_delta(struct api_req *r, struct core_strv *add,
+				   struct core_strv *remove)
+{
+	bool has_add = false, has_remove = false;
+	enum core_rc rc = api_json_strv(r, NULL, "add", core_label_valid, add, &has_add);
+
+	if (rc == CORE_OK)
+		rc = api_json_strv(r, NULL, "remove", core_label_valid, remove, &has_remove);
+	if (rc == CORE_OK && !has_add && !has_remove)
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "expected \"add\" and/or \"remove\"");
+	return rc;
+}
+
+enum core_rc api_json_comment(struct api_req *r, const char **body)
+{
+	enum core_rc rc = api_json_str(r, "body", true, API_STRING_MAX, body);
+
+	if (rc == CORE_OK && !**body)
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "a comment body may not be empty");
+	return rc;
 }
 
 enum core_rc api_h_labels_put(struct api_req *r)
