@@ -28,6 +28,15 @@ enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card *
 	return CORE_OK;
 }
 
+enum core_rc api_card_scope_id(struct api_req *r, const char *id)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = api_card_load(r, id, &c);
+
+	core_card_free(c);
+	return rc;
+}
+
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c)
 {
 	size_t len = 0;
@@ -44,15 +53,6 @@ enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card
 	r->raw_type = "application/json";
 	r->status = status;
 	return CORE_OK;
-}
-
-enum core_rc api_card_scope_id(struct api_req *r, const char *id)
-{
-	struct core_card *c = NULL;
-	enum core_rc rc = api_card_load(r, id, &c);
-
-	core_card_free(c);
-	return rc;
 }
 
 enum core_rc api_card_scope(struct api_req *r)
