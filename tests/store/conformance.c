@@ -78,6 +78,15 @@ void ct_set_labels(struct store *st, const char *id, const char *const *labels)
 	free(sv.v);
 }
 
+void ct_move(struct store *st, const char *id, const char *from, const char *to,
+	     const char *reason, const struct store_actor *actor)
+{
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_set_state_from(st, id, from, to, reason, actor, &c), CORE_OK);
+	core_card_free(c);
+}
+
 struct core_card *ct_create(struct store *st, const char *id, const char *state,
 			    const char *const *blockers)
 {
