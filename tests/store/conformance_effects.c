@@ -133,10 +133,7 @@ START_TEST(match_enqueues_and_consumes_in_one_step)
 	json_decref(body);
 	store_deliveries_free(v, n);
 	/* The one-shot went in that step, recorded as its own event. */
-	c = ct_get(st, "c1");
-	ck_assert_uint_eq(c->labels.n, 1);
-	ck_assert_str_eq(c->labels.v[0], "x");
-	core_card_free(c);
+	ct_assert_labels(st, "c1", (const char *const[]){"x", NULL});
 	ev = ct_events(st, before, &n);
 	for (i = 0; i < n; i++)
 		if (ev[i].type == CORE_EV_CARD_LABELS_CHANGED) {
@@ -367,7 +364,6 @@ START_TEST(one_shots_of_one_step_leave_together)
 	const char *const a[] = {"a", NULL}, *const b[] = {"b", NULL};
 	const char *const labels[] = {"a", "b", "keep", NULL};
 	struct core_event *ev;
-	struct core_card *c;
 	size_t n, i, consumed = 0;
 	int64_t before;
 
@@ -378,10 +374,7 @@ START_TEST(one_shots_of_one_step_leave_together)
 	before = ct_last_seq(st);
 	ct_move(st, "c1", NULL, "review", NULL, &ct_op);
 	ck_assert_uint_eq(dlv_count(st), 2);
-	c = ct_get(st, "c1");
-	ck_assert_uint_eq(c->labels.n, 1);
-	ck_assert_str_eq(c->labels.v[0], "keep");
-	core_card_free(c);
+	ct_assert_labels(st, "c1", (const char *const[]){"keep", NULL});
 	ev = ct_events(st, before, &n);
 	for (i = 0; i < n; i++)
 		if (ev[i].type == CORE_EV_CARD_LABELS_CHANGED) {
