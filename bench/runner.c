@@ -283,18 +283,38 @@ struct run_cpu {
 	double steal_s;         /* steal: time the hypervisor gave this VM's CPUs to others */
 	double self_s;          /* this driver (getrusage) */
 	double server_s;        /* BENCH_SERVER_PID's utime + stime, or -1 */
+	double backend_s;       /* BENCH_BACKEND_PID's (the server's database), or -1 */
 };
+
+/* utime + stime of process `pid` (a decimal string) in seconds; -1 when unknown. */
+static double proc_cpu_s(const char *pid)
+{
+	unsigned long long ut, st;
+	char path[64];
+	double s = -1;
+	FILE *f;
+
+	if (!pid)
+		return -1;
+	snprintf(path, sizeof path, "/proc/%s/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	/* Fields 14 and 15; the command name (field 2) may hold spaces, so skip past ')'. */
+	if (fscanf(f, "%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+		   &st) == 2)
+		s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	fclose(f);
+	return s;
+}
 
 static void cpu_sample(struct run_cpu *c)
 {
 	double tick = (double)sysconf(_SC_CLK_TCK);
-	unsigned long long v[10] = {0}, ut, st;
-	const char *pid = getenv("BENCH_SERVER_PID");
+	unsigned long long v[10] = {0};
 	struct rusage ru;
-	char path[64];
 	FILE *f;
 	memset(c, 0, sizeof *c);
-	c->server_s = -1;
 	f = fopen("/proc/stat", "r");
 	if (f) {
 		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
@@ -308,44 +328,44 @@ static void cpu_sample(struct run_cpu *c)
 	getrusage(RUSAGE_SELF, &ru);
 	c->self_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 		    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-	if (!pid)
-		return;
-	snprintf(path, sizeof path, "/proc/%s/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	/* Fields 14 and 15; the command name (field 2) may hold spaces, so skip past ')'. */
-	if (fscanf(f, "%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-		   &st) == 2)
-		c->server_s = (double)(ut + st) / tick;
-	fclose(f);
+	c->server_s = proc_cpu_s(getenv("BENCH_SERVER_PID"));
+	c->backend_s = proc_cpu_s(getenv("BENCH_BACKEND_PID"));
 }
 
 /* Prints the CPU line. OUT: *others, the share of everything else, and *server_us, the
  * server's CPU per answered request in microseconds; both -1 when the server is unknown. */
 static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double window,
-		      uint64_t ops, double *others, double *server_us, double *steal_pct)
+		      uint64_t ops, double *others, double *server_us, double *backend_us,
+		      double *steal_pct)
 {
 	double busy = b->busy_s - a->busy_s, self = b->self_s - a->self_s;
 	double irq = b->irq_s - a->irq_s, steal = b->steal_s - a->steal_s;
 	double server = a->server_s >= 0 && b->server_s >= 0 ? b->server_s - a->server_s : -1;
+	double backend = a->backend_s >= 0 && b->backend_s >= 0 ? b->backend_s - a->backend_s : -1;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
-	*others = *server_us = -1;
+	*others = *server_us = *backend_us = -1;
 	*steal_pct = 100 * steal / window;
 	printf("cpu over the window (%% of one core): machine %.0f%% of %ld cores (interrupts "
 	       "%.0f%%, stolen by the hypervisor %.0f%%), this driver %.0f%%",
 	       100 * (busy + irq + steal) / window, cores, 100 * irq / window,
 	       100 * steal / window, 100 * self / window);
 	if (server >= 0) {
+		*server_us = ops ? server * 1e6 / (double)ops : -1;
+		if (backend >= 0) {
+			*backend_us = ops ? backend * 1e6 / (double)ops : -1;
+			busy -= backend;
+		}
+		printf(", server %.0f%% (%.0f us per request)", 100 * server / window, *server_us);
+		if (backend >= 0)
+			printf(", its database %.0f%% (%.0f us per request)", 100 * backend / window,
+			       *backend_us);
 		/* Softirq time charged to a process is also in /proc/stat's softirq field: the
 		 * difference is good to about 10 % of a core; below zero means "nothing". */
 		*others = 100 * (busy - self - server) / window;
 		if (*others < 0)
 			*others = 0;
-		*server_us = ops ? server * 1e6 / (double)ops : -1;
-		printf(", server %.0f%% (%.0f us per request), other processes %.0f%%",
-		       100 * server / window, *server_us, *others);
+		printf(", other processes %.0f%%", *others);
 	}
 	printf("\n");
 }
@@ -389,7 +409,7 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	struct bench_stat tot[BENCH_OPS_MAX];
 	struct bench_lat all = {0}, cyc = {0};
 	uint64_t cycles = 0, failed = 0, ops = 0, errs = 0;
-	double others, server_us, steal;
+	double others, server_us, backend_us, steal;
 	size_t i, k, j;
 
 	memset(tot, 0, sizeof tot);
@@ -447,18 +467,18 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	} else {
 		printf("errors: none\n");
 	}
-	cpu_print(c0, c1, window, ops + errs, &others, &server_us, &steal);
+	cpu_print(c0, c1, window, ops + errs, &others, &server_us, &backend_us, &steal);
 	if (note && note[0])
 		printf("%s\n", note);
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
 	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f"
-	       " steal_pct=%.0f\n",
+	       " steal_pct=%.0f backend_cpu_us_per_op=%.0f\n",
 	       d->target, o->workers, window, cycles, (double)cycles / window,
 	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
 	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others, server_us,
-	       steal);
+	       steal, backend_us);
 	fflush(stdout);
 }
 
