@@ -99,7 +99,7 @@ struct bench_worker {
 };
 
 struct bench_driver {
-	const char *target;             /* "boardd", "etcd" */
+	const char *target;             /* "boardd", "etcd", "pg" */
 	const char *const *ops;         /* names of the operations, index = op number */
 	size_t n_ops;
 	const char *cycle_desc;         /* one line printed above the table */
@@ -114,6 +114,12 @@ struct bench_driver {
 	 * report into note (the server's own counters over the window). */
 	void (*window)(const struct bench_opts *o, bool end, void *ctx, char *note, size_t len);
 	size_t window_ctx_size; /* bytes of zeroed ctx the runner hands to both calls */
+	/* true: the driver opens its own connection in setup (libpq); the runner opens no
+	 * HTTP connection and w->http stays NULL. */
+	bool own_connection;
+	/* How to read the status column of the error table; NULL: the HTTP one (0 = transport
+	 * error, -1 = a 2xx whose body said no). */
+	const char *err_legend;
 };
 
 /* Parses the common options (-H host -p port -w workers -d seconds -W warmup -n cycles
@@ -124,7 +130,9 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 		     const char *usage);
 
 /* Runs the driver with o->workers threads, prints the table and one machine-readable
- * "RESULT ..." line. Returns 0 when the run happened (errors are reported, not fatal), 1
+ * "RESULT ..." line. The server's CPU per request is measured when BENCH_SERVER_PID names
+ * the server's process: its own CPU, its live children's and its reaped children's
+ * (PostgreSQL's postmaster: every backend, the WAL writer, the checkpointer...). Returns 0 when the run happened (errors are reported, not fatal), 1
  * when setup failed. */
 int bench_run(const struct bench_driver *d, const struct bench_opts *o);
 
@@ -136,12 +144,18 @@ int bench_op_request(struct bench_worker *w, size_t op, const char *method, cons
 /* Turns the last 2xx of `op` into an error (an answer whose body said no: etcd's
  * "succeeded" missing, a claim that was not fresh). */
 void bench_op_unexpected(struct bench_worker *w, size_t op, const char *resp);
+/* Records one timed operation of a driver that does not speak HTTP (pg_cycle): started at
+ * t0_us (bench_now_us()), ok when it did what it must; otherwise it is counted as an error
+ * of `op` with `code` in the status column (as err_legend explains) and detail as its text. */
+void bench_op_record(struct bench_worker *w, size_t op, uint64_t t0_us, bool ok, int code,
+		     const char *detail);
 /* Counts one request outside the measured cycle (recovery after a failure). */
 int bench_op_untimed(struct bench_worker *w, const char *method, const char *path,
 		     const char *headers, const char *body, const char **resp);
 
 /* Small helpers for the drivers. */
 double bench_mono_s(void);
+uint64_t bench_now_us(void); /* CLOCK_MONOTONIC in microseconds */
 /* The integer after "key": (plain or "quoted") in a JSON text; false when absent. */
 bool bench_json_int(const char *json, const char *key, int64_t *out);
 /* Base64 of len bytes of src into dst (NUL-terminated); dst holds 4*((len+2)/3)+1 bytes. */

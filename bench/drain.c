@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #ifdef BENCH_HAVE_PQ
-#include <libpq-fe.h>
+#include "bench/bench_pg.h"
 #endif
 
 struct opts {
@@ -166,31 +166,11 @@ static void *boardd_main(void *arg)
 /* ---- PostgreSQL ---- */
 
 #ifdef BENCH_HAVE_PQ
-static PGconn *pg_open(const struct opts *o)
-{
-	PGconn *pg = PQconnectdb(o->conninfo);
-
-	if (PQstatus(pg) != CONNECTION_OK) {
-		fprintf(stderr, "drain: pg: %s", PQerrorMessage(pg));
-		PQfinish(pg);
-		return NULL;
-	}
-	return pg;
-}
-
-static bool pg_ok(PGresult *r)
-{
-	ExecStatusType s = PQresultStatus(r);
-
-	return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
-}
-
 static int pg_seed(const struct opts *o)
 {
-	PGconn *pg = pg_open(o);
+	PGconn *pg = bench_pg_open(o->conninfo, "drain");
 	char sql[1024];
-	PGresult *r;
-	int rc = 0;
+	int rc;
 
 	if (!pg)
 		return -1;
@@ -204,14 +184,8 @@ static int pg_seed(const struct opts *o)
 		 "INSERT INTO jobs (state, priority, created_at)"
 		 " SELECT 'ready', g %% 4, now() + g * interval '1 microsecond'"
 		 " FROM generate_series(0, %ld) g;", o->n - 1);
-	r = PQexec(pg, sql);
-	if (!pg_ok(r)) {
-		fprintf(stderr, "drain: pg seed: %s", PQerrorMessage(pg));
-		rc = -1;
-	}
-	PQclear(r);
-	r = PQexec(pg, "VACUUM ANALYZE jobs");
-	PQclear(r);
+	rc = bench_pg_exec(pg, sql, "drain: seed");
+	bench_pg_exec(pg, "VACUUM ANALYZE jobs", "drain: seed");
 	PQfinish(pg);
 	return rc;
 }
@@ -219,34 +193,35 @@ static int pg_seed(const struct opts *o)
 static void *pg_main(void *arg)
 {
 	struct wstate *w = arg;
-	PGconn *pg = pg_open(w->o);
+	PGconn *pg = bench_pg_open(w->o->conninfo, "drain");
 	char marker[48], epoch_s[32], id[32];
 	const char *claim_p[1], *fin_p[3];
 	PGresult *r;
 	uint64_t t0;
 
 	snprintf(marker, sizeof marker, "drain-%d", w->idx);
-	if (pg) {
-		r = PQprepare(pg, "claim",
+	if (pg &&
+	    (bench_pg_prepare(pg, "claim",
 			      "UPDATE jobs SET marker = $1, epoch = epoch + 1,"
 			      " lease_until = now() + interval '30 seconds'"
-			      " WHERE id = (SELECT id FROM jobs WHERE state = 'ready' AND marker IS NULL"
-			      " ORDER BY priority DESC, created_at, id FOR UPDATE SKIP LOCKED LIMIT 1)"
-			      " RETURNING id, epoch",
-			      1, NULL);
-		PQclear(r);
-		r = PQprepare(pg, "finish",
+			      " WHERE id = (SELECT id FROM jobs WHERE state = 'ready' AND"
+			      " marker IS NULL ORDER BY priority DESC, created_at, id"
+			      " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, epoch",
+			      1, "drain") != 0 ||
+	     bench_pg_prepare(pg, "finish",
 			      "UPDATE jobs SET state = 'done', marker = NULL, lease_until = NULL"
 			      " WHERE id = $1 AND marker = $2 AND epoch = $3",
-			      3, NULL);
-		PQclear(r);
+			      3, "drain") != 0)) {
+		err_note(w, "prepare", 0, PQerrorMessage(pg));
+		PQfinish(pg);
+		pg = NULL;
 	}
 	pthread_barrier_wait(w->go);
 	while (pg) {
 		t0 = now_us();
 		claim_p[0] = marker;
 		r = PQexecPrepared(pg, "claim", 1, claim_p, NULL, NULL, 0);
-		if (!pg_ok(r)) {
+		if (!bench_pg_ok(r)) {
 			err_note(w, "claim", 0, PQerrorMessage(pg));
 			PQclear(r);
 			break;
@@ -262,7 +237,7 @@ static void *pg_main(void *arg)
 		fin_p[1] = marker;
 		fin_p[2] = epoch_s;
 		r = PQexecPrepared(pg, "finish", 3, fin_p, NULL, NULL, 0);
-		if (!pg_ok(r))
+		if (!bench_pg_ok(r))
 			err_note(w, "finish", 0, PQerrorMessage(pg));
 		else if (strcmp(PQcmdTuples(r), "1") != 0)
 			w->conflicts++;

@@ -16,7 +16,7 @@ JOBS=${JOBS:-10000}
 WORKERS=${WORKERS:-32}
 ROUNDS=${ROUNDS:-2}
 BOARDCTL_JOBS=${BOARDCTL_JOBS:-1000}
-PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
+source "$root/bench/pg.sh" # the private cluster: pg_cluster_start, pg_cluster_stop, PGBIN
 
 if [ ! -d "$BUILD" ]; then
   meson setup "$BUILD" --buildtype=release >/dev/null
@@ -24,22 +24,13 @@ fi
 ninja -C "$BUILD" server/boardd cli/boardctl bench/drain >/dev/null
 
 tmp=$(mktemp -d /tmp/boardd-drain.XXXXXX)
-chmod 755 "$tmp"
 boardd_pid=""
-pg_data=""
 cleanup() {
   [ -n "$boardd_pid" ] && kill "$boardd_pid" 2>/dev/null && wait "$boardd_pid" 2>/dev/null || true
-  if [ -n "$pg_data" ] && [ -f "$pg_data/postmaster.pid" ]; then
-    pg "$PGBIN/pg_ctl" -D "$pg_data" -m fast stop >/dev/null 2>&1 || true
-  fi
+  pg_cluster_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-
-# PostgreSQL refuses to run as root: the cluster belongs to the postgres user when we are root.
-pg() {
-  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
 
 start_boardd() { # fresh store in $tmp/fs-$1
   "$BUILD/server/boardd" --listen 127.0.0.1:0 --store "fs:$tmp/fs-$1" --tokens "$tmp/tokens.json" \
@@ -68,19 +59,11 @@ stop_boardd() {
 export BENCH_WORKER_TOKEN=$(tail -1 "$tmp/worker.tok") BENCH_BOT_TOKEN=$(tail -1 "$tmp/bot.tok")
 
 # the PostgreSQL cluster
-pg_port=$(( 20000 + RANDOM % 20000 ))
-pg_data="$tmp/pg"
-mkdir -p "$pg_data" "$tmp/pgsock"
-[ "$(id -u)" -eq 0 ] && chown postgres "$pg_data" "$tmp/pgsock"
-pg "$PGBIN/initdb" -D "$pg_data" -A trust -U postgres >/dev/null
-pg "$PGBIN/pg_ctl" -D "$pg_data" -l "$pg_data/server.log" -w \
-  -o "-c listen_addresses='' -k $tmp/pgsock -p $pg_port -c max_connections=$((WORKERS + 20))" \
-  start >/dev/null
-conninfo="host=$tmp/pgsock port=$pg_port user=postgres dbname=postgres"
+pg_cluster_start "$tmp" $((WORKERS + 20))
+conninfo=$PG_CONNINFO
 echo "drain.sh: $JOBS jobs, $WORKERS workers, $ROUNDS rounds; $(nproc) cores;" \
-     "load $(cut -d' ' -f1-3 /proc/loadavg); PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}')" \
-     "(fsync=$(pg "$PGBIN/psql" -h "$tmp/pgsock" -p $pg_port -U postgres -Atc 'show fsync')," \
-     "synchronous_commit=$(pg "$PGBIN/psql" -h "$tmp/pgsock" -p $pg_port -U postgres -Atc 'show synchronous_commit'))"
+     "load $(cut -d' ' -f1-3 /proc/loadavg); PostgreSQL $PG_VERSION" \
+     "(fsync=$(pg_setting fsync), synchronous_commit=$(pg_setting synchronous_commit))"
 
 for r in $(seq "$ROUNDS"); do
   start_boardd "$r"

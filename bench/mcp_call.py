@@ -7,29 +7,20 @@ usage: bench/mcp_call.py path/to/boardd [N]
 """
 import http.client
 import json
-import re
-import subprocess
+import os
 import sys
 import tempfile
-import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests',
+                                'common'))
+import boardd_test as bt  # noqa: E402
 
 boardd, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2000
 with tempfile.TemporaryDirectory() as tmp:
-    tok = subprocess.run([boardd, 'token', 'add', '--tokens', tmp + '/t.json', '--name', 'b',
-                          '--role', 'bot'], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    p = subprocess.Popen([boardd, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/d',
-                          '--tokens', tmp + '/t.json', '--threads', '2'],
-                         stderr=subprocess.PIPE, text=True)
-    port = None
-    while port is None:
-        line = p.stderr.readline()
-        if not line:
-            raise SystemExit('boardd did not start')
-        m = re.search(r'\(port (\d+)\)', line)
-        port = int(m.group(1)) if m else None
-    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+    tok = bt.token_add(boardd, tmp + '/t.json', 'b', ['bot'])
+    srv = bt.Server(boardd, tmp + '/d', tmp + '/t.json', tmp, threads=2).started()
+    port = srv.port
     h = {'Authorization': 'Bearer ' + tok, 'Content-Type': 'application/json'}
     c = http.client.HTTPConnection('127.0.0.1', port)
     c.request('POST', '/v1/cards', json.dumps({'id': 'c1', 'title': 't'}), h)
@@ -60,5 +51,4 @@ with tempfile.TemporaryDirectory() as tmp:
     for name, fn in (('REST GET /v1/cards/{id}', rest), ('MCP tools/call get_card', mcp)):
         mean, p99 = run(fn)
         print('%-26s n=%d  mean %.0f us  p99 %.0f us' % (name, n, mean, p99))
-    p.terminate()
-    p.wait()
+    srv.stop()

@@ -2,6 +2,8 @@
  * report. Every non-2xx answer is counted and printed with its status; nothing is hidden. */
 #include "bench/bench.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -26,7 +28,7 @@ double bench_mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static uint64_t mono_us(void)
+uint64_t bench_now_us(void)
 {
 	struct timespec ts;
 
@@ -101,24 +103,38 @@ static void stat_error(struct bench_stat *s, int status, const char *resp)
 	/* More distinct statuses than slots: the total in err still counts them. */
 }
 
-int bench_op_request(struct bench_worker *w, size_t op, const char *method, const char *path,
-		     const char *headers, const char *body, const char **resp)
+/* One operation done: ok ones inside the window go to the histogram, the others are errors. */
+static void op_done(struct bench_worker *w, size_t op, uint64_t t0, bool ok, int code,
+		    const char *detail)
 {
 	struct bench_stat *s = &w->op[op];
-	int status = 0;
-	uint64_t t0 = mono_us(), t1;
+	uint64_t t1 = bench_now_us();
 
-	bench_http_request(w->http, method, path, headers, body, &status, resp);
-	t1 = mono_us();
-	if (status < 200 || status > 299) {
-		stat_error(s, status, *resp);
-		return status;
+	if (!ok) {
+		stat_error(s, code, detail);
+		return;
 	}
 	if (__atomic_load_n(&run_recording, __ATOMIC_RELAXED)) {
 		s->ok++;
 		bench_lat_record(&s->lat, t1 - t0);
 	}
+}
+
+int bench_op_request(struct bench_worker *w, size_t op, const char *method, const char *path,
+		     const char *headers, const char *body, const char **resp)
+{
+	int status = 0;
+	uint64_t t0 = bench_now_us();
+
+	bench_http_request(w->http, method, path, headers, body, &status, resp);
+	op_done(w, op, t0, status >= 200 && status <= 299, status, *resp);
 	return status;
+}
+
+void bench_op_record(struct bench_worker *w, size_t op, uint64_t t0_us, bool ok, int code,
+		     const char *detail)
+{
+	op_done(w, op, t0_us, ok, code, detail);
 }
 
 void bench_op_unexpected(struct bench_worker *w, size_t op, const char *resp)
@@ -238,8 +254,9 @@ static void *run_worker(void *p)
 	struct run_arg *a = p;
 	struct bench_worker *w = a->w;
 
-	w->http = bench_http_open(w->opts->host, w->opts->port);
-	a->setup_rc = w->http ? a->d->setup(w) : -1;
+	if (!a->d->own_connection)
+		w->http = bench_http_open(w->opts->host, w->opts->port);
+	a->setup_rc = w->http || a->d->own_connection ? a->d->setup(w) : -1;
 	pthread_barrier_wait(a->ready);
 	pthread_barrier_wait(a->ready); /* main checked every setup */
 	while (a->setup_rc == 0 && !__atomic_load_n(&run_stop, __ATOMIC_ACQUIRE)) {
@@ -256,9 +273,9 @@ static void *run_worker(void *p)
 			} while (!__atomic_compare_exchange_n(&run_tickets, &left, left - 1, false,
 							      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 		}
-		t0 = mono_us();
+		t0 = bench_now_us();
 		rc = a->d->cycle(w);
-		t1 = mono_us();
+		t1 = bench_now_us();
 		if (rc != 0) {
 			w->cycles_failed++;
 			continue;
@@ -282,39 +299,73 @@ struct run_cpu {
 	double irq_s;           /* irq + softirq: loopback TCP, disk completions */
 	double steal_s;         /* steal: time the hypervisor gave this VM's CPUs to others */
 	double self_s;          /* this driver (getrusage) */
-	double server_s;        /* BENCH_SERVER_PID's utime + stime, or -1 */
-	double backend_s;       /* BENCH_BACKEND_PID's (the server's database), or -1 */
+	double server_s;        /* BENCH_SERVER_PID's CPU and its children's (proc_tree_ticks),
+				 * or -1 */
+	double backend_s;       /* BENCH_BACKEND_PID's (the server's database), the same way */
 };
 
-/* utime + stime of process `pid` (a decimal string) in seconds; -1 when unknown. */
-static double proc_cpu_s(const char *pid)
+/* From /proc/PID/stat: utime + stime + cutime + cstime in clock ticks (the last two: the
+ * children it has reaped), and the parent's pid. -1 when the process is gone. */
+static int proc_ticks(const char *pid, unsigned long long *ticks, long *ppid)
 {
 	unsigned long long ut, st;
-	char path[64];
-	double s = -1;
+	long long cut, cst;
+	char path[300]; /* d_name is up to 255 bytes */
 	FILE *f;
+	int n;
 
-	if (!pid)
-		return -1;
 	snprintf(path, sizeof path, "/proc/%s/stat", pid);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
-	/* Fields 14 and 15; the command name (field 2) may hold spaces, so skip past ')'. */
-	if (fscanf(f, "%*[^)]) %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-		   &st) == 2)
-		s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+	/* Fields 4 and 14-17; the command name (field 2) may hold spaces: skip past ')'. */
+	n = fscanf(f, "%*[^)]) %*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld",
+		   ppid, &ut, &st, &cut, &cst);
 	fclose(f);
-	return s;
+	if (n != 5)
+		return -1;
+	*ticks = ut + st + (unsigned long long)(cut > 0 ? cut : 0) +
+		 (unsigned long long)(cst > 0 ? cst : 0);
+	return 0;
+}
+
+/* The CPU of a server in clock ticks: the process, its reaped children and its live ones
+ * (with what they reaped). A child that exits inside the window moves its time into the
+ * parent's cutime/cstime, so the difference of two samples counts every child that ran in
+ * between exactly once. -1 when the server is gone. */
+static double proc_tree_ticks(const char *pid)
+{
+	unsigned long long total, t;
+	long root = strtol(pid, NULL, 10), ppid;
+	struct dirent *e;
+	DIR *d;
+
+	if (proc_ticks(pid, &total, &ppid) != 0)
+		return -1;
+	d = opendir("/proc");
+	if (!d)
+		return (double)total;
+	while ((e = readdir(d))) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		if (proc_ticks(e->d_name, &t, &ppid) == 0 && ppid == root)
+			total += t;
+	}
+	closedir(d);
+	return (double)total;
 }
 
 static void cpu_sample(struct run_cpu *c)
 {
 	double tick = (double)sysconf(_SC_CLK_TCK);
 	unsigned long long v[10] = {0};
+	const char *pid = getenv("BENCH_SERVER_PID"), *backend = getenv("BENCH_BACKEND_PID");
 	struct rusage ru;
+	double ticks;
 	FILE *f;
+
 	memset(c, 0, sizeof *c);
+	c->server_s = c->backend_s = -1;
 	f = fopen("/proc/stat", "r");
 	if (f) {
 		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
@@ -328,8 +379,10 @@ static void cpu_sample(struct run_cpu *c)
 	getrusage(RUSAGE_SELF, &ru);
 	c->self_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 		    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-	c->server_s = proc_cpu_s(getenv("BENCH_SERVER_PID"));
-	c->backend_s = proc_cpu_s(getenv("BENCH_BACKEND_PID"));
+	if (pid && (ticks = proc_tree_ticks(pid)) >= 0)
+		c->server_s = ticks / tick;
+	if (backend && (ticks = proc_tree_ticks(backend)) >= 0)
+		c->backend_s = ticks / tick;
 }
 
 /* Prints the CPU line. OUT: *others, the share of everything else, and *server_us, the
@@ -352,14 +405,13 @@ static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double w
 	       100 * steal / window, 100 * self / window);
 	if (server >= 0) {
 		*server_us = ops ? server * 1e6 / (double)ops : -1;
+		printf(", server %.0f%% (%.0f us per request)", 100 * server / window, *server_us);
 		if (backend >= 0) {
 			*backend_us = ops ? backend * 1e6 / (double)ops : -1;
 			busy -= backend;
-		}
-		printf(", server %.0f%% (%.0f us per request)", 100 * server / window, *server_us);
-		if (backend >= 0)
 			printf(", its database %.0f%% (%.0f us per request)", 100 * backend / window,
 			       *backend_us);
+		}
 		/* Softirq time charged to a process is also in /proc/stat's softirq field: the
 		 * difference is good to about 10 % of a core; below zero means "nothing". */
 		*others = 100 * (busy - self - server) / window;
@@ -454,8 +506,9 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	ms_print(cyc.n ? cyc.sum_us / cyc.n : 0);
 	printf("\n");
 	if (errs || failed) {
-		printf("errors (warm-up included; status 0 = transport error, -1 = 2xx whose body "
-		       "said no):\n");
+		printf("errors (warm-up included; status %s):\n",
+		       d->err_legend ? d->err_legend
+				     : "0 = transport error, -1 = 2xx whose body said no");
 		for (k = 0; k < d->n_ops; k++) {
 			if (!tot[k].err)
 				continue;

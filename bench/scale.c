@@ -13,7 +13,9 @@
  *      shape is the same at every size, so the growth factors compare like with like;
  *   2. cold start of a real boardd on that directory: exec -> first GET /readyz 200;
  *   3. its RSS (/proc/PID/status VmRSS) right after the start and VmHWM after the queries;
- *   4. list latency over HTTP, one keep-alive connection, -q requests per filter;
+ *   4. list latency over HTTP, one keep-alive connection, -q requests per filter; then -q
+ *      claim-nexts on the default board (a worker token, each a fresh claim of the best
+ *      ready card, lease 1 h so the reaper below leaves them alone);
  *   5. SIGTERM, then the reaper in-process on the same directory (its open time is the
  *      in-process recovery figure), clock moved past the lease: gated passes of -B cards
  *      (default 100, the server's default batch) until one lists nothing or the -t budget
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -70,8 +73,12 @@ struct scale_fig {
 	double rss_mib, hwm_mib;
 	double list_p50_ms[N_QUERIES], list_p99_ms[N_QUERIES];
 	size_t list_errors;
+	double next_p50_ms, next_p99_ms;
+	size_t next_errors;
 	double open_ms;           /* in-process store_fs_open (recovery) */
+	double open_cpu_ms;       /* this process's CPU (all threads) during it */
 	double reap_s;            /* sum of the passes' wall time */
+	double reap_cpu_s;        /* this process's CPU (all threads) during the passes */
 	double reap_projected_s;  /* reap_s scaled to all claims when the budget ran out */
 	double reap_per_1k;       /* reap_projected_s per 1000 claims */
 	size_t reap_passes, reap_done, reap_errors;
@@ -328,8 +335,11 @@ static int serve(const char *boardd, const char *dir, const char *data, size_t n
 		 struct scale_fig *f)
 {
 	char tokens[700], store[700], listen[64], logp[700], tok[256], auth[320];
+	char wtok[256], wauth[320], body[128];
 	char *add[] = {(char *)boardd, "token", "add", "--tokens", tokens, "--name", "scale-bot",
 		       "--role", "bot", NULL};
+	char *wadd[] = {(char *)boardd, "token", "add", "--tokens", tokens, "--name",
+			"scale-worker", "--role", "worker", NULL};
 	struct bench_http *c = NULL;
 	uint16_t port = port_pick();
 	const char *resp;
@@ -342,11 +352,13 @@ static int serve(const char *boardd, const char *dir, const char *data, size_t n
 	snprintf(store, sizeof store, "fs:%s", data);
 	snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)port);
 	snprintf(logp, sizeof logp, "%s/boardd.log", dir);
-	if (!port || run_capture(add, tok, sizeof tok) != 0 || !tok[0]) {
+	if (!port || run_capture(add, tok, sizeof tok) != 0 || !tok[0] ||
+	    run_capture(wadd, wtok, sizeof wtok) != 0 || !wtok[0]) {
 		fprintf(stderr, "scale: %s token add failed\n", boardd);
 		return -1;
 	}
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", tok);
+	snprintf(wauth, sizeof wauth, "Authorization: Bearer %s\r\n", wtok);
 	t0 = bench_mono_s();
 	pid = fork();
 	if (pid < 0)
@@ -406,6 +418,28 @@ static int serve(const char *boardd, const char *dir, const char *data, size_t n
 		f->list_p50_ms[q] = (double)bench_lat_quantile(&lat, 0.50) / 1000.0;
 		f->list_p99_ms[q] = (double)bench_lat_quantile(&lat, 0.99) / 1000.0;
 	}
+	{
+		struct bench_lat lat = {0};
+
+		for (i = 0; i < n_queries; i++) {
+			double a = bench_mono_s();
+
+			snprintf(body, sizeof body,
+				 "{\"marker\":\"scale-next-%zu\",\"lease_ms\":3600000}", i);
+			if (bench_http_request(c, "POST", "/v1/boards/default/claim-next", wauth,
+					       body, &status, &resp) != 0 ||
+			    status != 200) {
+				if (!f->next_errors)
+					fprintf(stderr, "scale: claim-next: %d %.200s\n", status,
+						resp);
+				f->next_errors++;
+				continue;
+			}
+			bench_lat_record(&lat, (uint64_t)((bench_mono_s() - a) * 1e6));
+		}
+		f->next_p50_ms = (double)bench_lat_quantile(&lat, 0.50) / 1000.0;
+		f->next_p99_ms = (double)bench_lat_quantile(&lat, 0.99) / 1000.0;
+	}
 	f->hwm_mib = status_mib(pid, "VmHWM");
 	code = 0;
 out:
@@ -413,6 +447,18 @@ out:
 	if (pid > 0)
 		child_stop(pid);
 	return code;
+}
+
+/* CPU (user + system) of this process so far, all threads, in seconds: on a shared machine
+ * the figure that wall time hides. */
+static double self_cpu_s(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 static int64_t reap_now;
@@ -443,14 +489,16 @@ static int reap(const char *data, size_t batch, double budget_s, struct scale_fi
 	struct store *st = NULL;
 	char err[256] = "";
 	enum core_rc rc;
-	double t0;
+	double t0, c0;
 
 	t0 = bench_mono_s();
+	c0 = self_cpu_s();
 	if ((rc = store_fs_open(&o, &st, err, sizeof err)) != CORE_OK) {
 		fprintf(stderr, "scale: reopen %s: %s\n", data, err);
 		return -1;
 	}
 	f->open_ms = (bench_mono_s() - t0) * 1000.0;
+	f->open_cpu_ms = (self_cpu_s() - c0) * 1000.0;
 	reap_now = store_now(st) + 2 * LEASE_MS;
 	store_clock_set(st, reap_clock, NULL);
 	if ((rc = server_reaper_new(st, &cfg, &r)) != CORE_OK) {
@@ -460,11 +508,13 @@ static int reap(const char *data, size_t batch, double budget_s, struct scale_fi
 	}
 	while (f->reap_s < budget_s) {
 		t0 = bench_mono_s();
+		c0 = self_cpu_s();
 		if ((rc = server_reaper_pass(r, &s)) != CORE_OK) {
 			fail("reaper pass", rc);
 			break;
 		}
 		f->reap_s += bench_mono_s() - t0;
+		f->reap_cpu_s += self_cpu_s() - c0;
 		f->reap_passes++;
 		f->reap_done += s.actions[CORE_STUCK_COMPLETE];
 		f->reap_errors += s.errors;
@@ -523,9 +573,9 @@ static int one_size(const char *boardd, const char *parent, size_t n, size_t cla
 	fflush(stdout);
 	if (reap(data, batch, budget_s, f) != 0)
 		goto out;
-	printf("   reaper: %zu of %zu claims filed in %.3f s of pass time (%zu passes of %zu, "
-	       "errors %zu)%s\n",
-	       f->reap_done, claims, f->reap_s, f->reap_passes, batch, f->reap_errors,
+	printf("   reaper: %zu of %zu claims filed in %.3f s of pass time, %.3f s of CPU (%zu passes "
+	       "of %zu, errors %zu)%s\n",
+	       f->reap_done, claims, f->reap_s, f->reap_cpu_s, f->reap_passes, batch, f->reap_errors,
 	       f->reap_done < claims ? " -- budget spent, figure projected" : "");
 	fflush(stdout);
 	code = 0;
@@ -631,6 +681,7 @@ int main(int argc, char **argv)
 	ROW("cold start exec->readyz (ms)", cold_ms, 1);
 	ROW("cold start: boardd CPU (ms)", cold_cpu_ms, 1);
 	ROW("store reopen in-process (ms)", open_ms, 1);
+	ROW("store reopen: CPU (ms)", open_cpu_ms, 1);
 	ROW("RSS after start (MiB)", rss_mib, 1);
 	ROW("peak RSS after lists (MiB)", hwm_mib, 1);
 	for (q = 0; q < N_QUERIES; q++) {
@@ -641,6 +692,8 @@ int main(int argc, char **argv)
 		row(name, figs, n_sizes,
 		    offsetof(struct scale_fig, list_p99_ms) + q * sizeof(double), 3);
 	}
+	ROW("claim-next p50 (ms)", next_p50_ms, 3);
+	ROW("claim-next p99 (ms)", next_p99_ms, 3);
 	snprintf(name, sizeof name, "reaper, all claims (s of passes)");
 	ROW(name, reap_projected_s, 3);
 	for (i = 0; i < n_sizes; i++)
@@ -648,6 +701,7 @@ int main(int argc, char **argv)
 							       (double)figs[i].claims
 						     : 0;
 	ROW("reaper per 1000 claims (s)", reap_per_1k, 3);
+	ROW("reaper: CPU during the passes (s)", reap_cpu_s, 3);
 	printf("reaper: passes of %zu; claims filed / claimed per size:", batch);
 	for (i = 0; i < n_sizes; i++)
 		printf(" %zu/%zu in %.1f s%s (errors %zu);", figs[i].reap_done, figs[i].claims,
@@ -659,6 +713,10 @@ int main(int argc, char **argv)
 	for (i = 0, q = 0; i < n_sizes; i++)
 		q += figs[i].list_errors;
 	printf(" %zu requests each, non-200 answers %zu\n", n_queries, q);
+	for (i = 0, q = 0; i < n_sizes; i++)
+		q += figs[i].next_errors;
+	printf("claim-next: POST /v1/boards/default/claim-next, %zu fresh claims per size over one "
+	       "connection, non-200 answers %zu\n", n_queries, q);
 	printf("growth = figure at %zu cards / figure at %zu cards (cards x%.0f)\n",
 	       sizes[n_sizes - 1], sizes[0], (double)sizes[n_sizes - 1] / (double)sizes[0]);
 	return 0;

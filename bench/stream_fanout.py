@@ -14,8 +14,9 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests', 'ui'))
-from boardd_srv import Boardd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'tests',
+                                'common'))
+from boardd_test import Board  # noqa: E402
 
 
 def proc_stat(pid):
@@ -81,7 +82,7 @@ def main():
     ap.add_argument('-n', '--streams', type=int, default=100)
     ap.add_argument('-m', '--events', type=int, default=2000)
     a = ap.parse_args()
-    srv = Boardd(a.boardd, ['--max-streams', str(a.streams), '--log-format', 'json'])
+    srv = Board(a.boardd, ['--max-streams', str(a.streams), '--log-format', 'json'])
     try:
         asyncio.run(main_async(a, srv))
     finally:

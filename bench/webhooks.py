@@ -19,9 +19,9 @@ import tempfile
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, '..', 'tests', 'faults'))
+sys.path.insert(0, os.path.join(here, '..', 'tests', 'common'))
 sys.path.insert(0, os.path.join(here, '..', 'tests', 'effects'))
-import boardd_proc  # noqa: E402
+import boardd_test  # noqa: E402
 from receiver import Receiver  # noqa: E402
 
 
@@ -51,13 +51,13 @@ def main():
     recv = Receiver()
     with tempfile.TemporaryDirectory() as tmp:
         tokens = os.path.join(tmp, 'tokens.json')
-        tok = boardd_proc.token_add(o.boardd, tokens, 'ops', ['operator', 'bot'])
-        srv = boardd_proc.Server(o.boardd, os.path.join(tmp, 'data'), tokens, tmp,
+        tok = boardd_test.token_add(o.boardd, tokens, 'ops', ['operator', 'bot'])
+        srv = boardd_test.Server(o.boardd, os.path.join(tmp, 'data'), tokens, tmp,
                                  store=o.store, extra=['--deliverers', str(o.deliverers)])
         ok, why = srv.start()
         if not ok:
             raise SystemExit(why)
-        c = boardd_proc.Client(srv.port, tok)
+        c = boardd_test.Client(srv.port, tok)
         try:
             base = creates(c, 'plain', o.cards)
             st, _ = c.call('PUT', '/v1/boards/default/subscriptions/bench',

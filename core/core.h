@@ -175,32 +175,38 @@ struct core_token {
 };
 
 struct core_claim {
-	bool present;       /* card is claimed */
 	char *marker;       /* non-NULL iff present */
 	char *holder;       /* the name of the token that took it; NULL: not bound (unnamed
 			     * caller, or a claim older than the binding) */
 	int64_t claimed_at;
-	bool has_lease;     /* false: a legacy or stripped claim with no lease stamped */
 	int64_t lease_until;
 	int64_t lease_ms;
+	bool present;       /* card is claimed */
+	bool has_lease;     /* false: a legacy or stripped claim with no lease stamped */
 };
 
 struct core_card {
+	/* Fields are ordered so that the struct has no holes: a million of them are held in
+	 * memory by the FS twin. */
 	char *id;
 	char *board;
 	char *title;
 	char *body;
 	char *state;
 	int32_t priority; /* claim-next takes the highest first (DESIGN §12); default 0 */
+	bool has_epoch; /* false only when a foreign writer dropped the field (Mongo twin) */
+	bool awaiting_input;
+	/* One allocation holding the struct and its strings, some of them shared and immortal
+	 * (the FS twin's published cards, store/fs/fs_flat.c): read-only; core_card_free frees
+	 * the block, never a field; a copy (core_card_dup) is an ordinary card. */
+	bool flat;
 	struct core_strv labels;
 	struct core_strv blockers;
 	struct core_comment *comments;
 	size_t n_comments;
 	struct core_claim claim;
-	bool has_epoch; /* false only when a foreign writer dropped the field (Mongo twin) */
 	int64_t claim_epoch;
 	char *last_run_id; /* may be NULL */
-	bool awaiting_input;
 	struct core_gave_up gave_up;
 	char *state_reason; /* may be NULL */
 	int64_t created_at;

@@ -1,6 +1,7 @@
 /* Card objects: allocation, deep copy, deep equality. */
 #include "core/core.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@ void core_card_release(struct core_card *c)
 	size_t i;
 
 	if (!c)
+		return;
+	assert(!c->flat); /* its fields are not its own: only core_card_free takes it */
+	if (c->flat)
 		return;
 	free(c->id);
 	free(c->board);
@@ -47,6 +51,10 @@ void core_card_release(struct core_card *c)
 
 void core_card_free(struct core_card *c)
 {
+	if (c && c->flat) {
+		free(c);
+		return;
+	}
 	core_card_release(c);
 	free(c);
 }
@@ -73,6 +81,7 @@ struct core_card *core_card_dup(const struct core_card *c)
 	if (!d)
 		return NULL;
 	*d = *c;
+	d->flat = false;
 	d->id = dup_opt(c->id, &ok);
 	d->board = dup_opt(c->board, &ok);
 	d->title = dup_opt(c->title, &ok);

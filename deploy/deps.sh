@@ -4,6 +4,9 @@
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libmicrohttpd-dev libgnutls28-dev libjansson-dev libssl-dev
       libmongoc-dev libbson-dev libcurl4-openssl-dev) # libcurl: the webhook deliverer, boardctl
+# libpq: bench/'s PostgreSQL drivers (drain, pg_cycle), built in every build so they do not
+# rot; optional to meson, and not in the image (deploy/Dockerfile builds server/boardd only).
+pkgs+=(libpq-dev)
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(check python3 python3-venv curl procps clang libclang-rt-14-dev) # clang: the fuzz smoke
   pkgs+=(openjdk-17-jdk-headless maven) # mongo-java-server, the atomic Mongo test server
@@ -11,6 +14,7 @@ if [ "${1:-}" = "--test" ]; then
   pkgs+=(openssl gnutls-bin prometheus) # TLS test: certificates, a TLS 1.1 client; promtool
   pkgs+=(docker-compose systemd) # tests/deploy: `docker-compose config`, `systemd-analyze verify`
   pkgs+=(groff-base) # tests/docs: the man pages render without a warning
+  pkgs+=(postgresql) # tests/bench: pg_cycle's smoke on a private cluster (Debian's PostgreSQL)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -487,21 +487,27 @@ struct pass_work {
 	size_t width; /* slots that take cards: min(threads, n) */
 	size_t next;  /* atomic */
 	struct server_reaper_stats stats[64];
+	/* each share's durability wait and what it did, settled by the pass's thread */
+	struct store_ack acks[64];
+	bool owed[64];
+	struct server_reaper_stats pend[64];
 };
 
 static void stats_add(struct server_reaper_stats *into, const struct server_reaper_stats *s);
 
-/* A worker's writes share one durability wait (store_ack), at the end of its share of the
- * pass: its reclaims are journaled back to back and made durable by one group sync instead
- * of one sync wait per write. Nothing outside reads a reclaim as done before then: the pass's
- * stats are counted, and its events published, only once the wait succeeded. If the sync
- * fails, the store rolls every one of those writes back, and each card of the share counts
- * as an error (it is still claimed by its dead owner: the next pass judges it again). */
+/* A worker's writes are bound to one durability wait (store_ack) for its whole share of the
+ * pass, and the pass's thread waits for all the shares once every worker is done: the pass's
+ * reclaims are journaled back to back and made durable together, by one group sync (the
+ * first wait covers every line appended; the others find them durable), instead of one sync
+ * per share that ends while others still write. Nothing outside reads a reclaim as done
+ * before then: the pass's stats are counted, and its events published, only once the wait
+ * succeeded. If the sync fails, the store rolls every one of those writes back, and each card
+ * of the share counts as an error (it is still claimed by its dead owner: the next pass
+ * judges it again). */
 static void pass_share(struct pass_work *w, size_t slot)
 {
-	struct server_reaper_stats *s = &w->stats[slot], pend = {0};
+	struct server_reaper_stats pend = {0};
 	struct store_ack ack;
-	enum core_rc rc;
 	size_t i;
 
 	store_ack_begin(&ack);
@@ -514,14 +520,24 @@ static void pass_share(struct pass_work *w, size_t slot)
 		pend.listed++;
 		reap_one(w->r, w->cards[i], &pend);
 	}
-	rc = store_ack_end(&ack) ? store_ack_wait(&ack) : CORE_OK;
+	w->owed[slot] = store_ack_end(&ack);
+	w->acks[slot] = ack;
+	w->pend[slot] = pend;
+}
+
+/* On the pass's thread, every worker done: waits for share `slot`'s lines, then counts it. */
+static void share_settle(struct pass_work *w, size_t slot)
+{
+	struct server_reaper_stats *s = &w->stats[slot], *pend = &w->pend[slot];
+	enum core_rc rc = w->owed[slot] ? store_ack_wait(&w->acks[slot]) : CORE_OK;
+
 	if (rc == CORE_OK) {
-		stats_add(s, &pend);
+		stats_add(s, pend);
 	} else {
-		s->listed += pend.listed;
-		s->errors += pend.listed;
+		s->listed += pend->listed;
+		s->errors += pend->listed;
 		reaper_log(w->r, "%zu reclaims rolled back: the store could not make them durable (%s)",
-			   pend.transferred, core_rc_code(rc));
+			   pend->transferred, core_rc_code(rc));
 	}
 }
 
@@ -629,6 +645,8 @@ static void reap_all(struct server_reaper *r, struct core_card **cards, size_t n
 		pthread_cond_wait(&r->pool_idle, &r->pool_mu);
 	r->pool_work = NULL;
 	pthread_mutex_unlock(&r->pool_mu);
+	for (k = 0; k < w->width; k++)
+		share_settle(w, k);
 	for (k = 0; k < w->width; k++)
 		stats_add(s, &w->stats[k]);
 	free(w);

@@ -51,6 +51,8 @@ struct fs_map {
 };
 
 void *fs_map_get(const struct fs_map *m, const char *key);
+/* The same for the n bytes at key (no NUL needed). */
+void *fs_map_get_n(const struct fs_map *m, const char *key, size_t n);
 /* Inserts or replaces (key and value). NOMEM leaves the map unchanged. */
 enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val);
 /* Ensures `extra` more inserts cannot fail. */
@@ -64,18 +66,52 @@ uint32_t fs_crc32(const void *buf, size_t len);
 /* Grows the pointer array *arrp (any T **) to hold `want` entries, doubling. */
 enum core_rc fs_ptrs_reserve(void *arrp, size_t *cap, size_t want);
 
+/* ---- flat cards (fs_flat.c) ----
+ * A published card is one allocation (core_card.flat): the struct, then its arrays and
+ * strings, except the few strings many cards repeat (board, column, labels, the claim's token
+ * name), which point at interned copies. At a million cards this halves the memory of a card
+ * and the mallocs of a load (bench/README.md, scale). */
+
+/* Interned strings: immortal until the store closes, so a card (published, parked for a
+ * snapshot, or kept by an undo entry) may point at one for as long as it lives. At most
+ * FS_ATOMS_MAX of them, each shorter than FS_ATOM_LEN: past that, strings are copied. Guarded
+ * by the state write lock (or used by the opening thread alone). */
+#define FS_ATOMS_MAX 4096
+#define FS_ATOM_LEN 64
+struct fs_atoms {
+	struct fs_map map; /* string -> the same string (owned) */
+};
+
+/* The interned copy of the n bytes at p, NULL when there is none; `create` interns them if
+ * there is room (NULL when not: out of memory, too long, or the table is full). */
+const char *fs_atom(struct fs_atoms *a, const char *p, size_t n, bool create);
+void fs_atoms_release(struct fs_atoms *a);
+
+/* A bump allocator over one block. base NULL: it only measures (take returns NULL). */
+struct fs_arena {
+	char *base;
+	size_t off;
+};
+
+void *fs_arena_take(struct fs_arena *a, size_t n, size_t align);
+/* A flat copy of c (an ordinary or a flat card); caller frees with core_card_free. NULL on
+ * OOM. atoms may be NULL (nothing interned). */
+struct core_card *fs_card_flat(struct fs_atoms *atoms, const struct core_card *c);
+
 /* ---- state ---- */
 
 struct fs_card_ent {
-	char *id;               /* the map key; owned */
 	struct core_card *card; /* owned; immutable once published */
 	uint64_t ord;           /* creation order, persisted: the list cursor */
+	/* 32-bit slots keep the entry and its id in 64 bytes (fs_change_reserve refuses the
+	 * 2^32-1st entry, so an index always fits) */
+	uint32_t cslot;         /* 1 + its index in fs->claimed; 0 when it holds no claim */
+	uint32_t rslot;         /* 1 + its index in fs->recov; 0: not a recovery claim */
+	uint32_t sslot;         /* 1 + its index in its state's posting list; 0: in none */
+	uint32_t aslot;         /* 1 + its index in fs->attn; 0: not an attention candidate */
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
-	size_t cslot;           /* 1 + its index in fs->claimed; 0 when it holds no claim */
-	size_t rslot;           /* 1 + its index in fs->recov; 0: not a recovery claim */
-	size_t sslot;           /* 1 + its index in its state's posting list; 0: in none */
-	size_t aslot;           /* 1 + its index in fs->attn; 0: not an attention candidate */
+	char id[];              /* the map key (in the same block: one allocation per card) */
 };
 
 /* A list of cards under one key, in no order (fs_post.c): the dependents of a blocker id
@@ -124,6 +160,9 @@ struct fs_change_card {
 	 * never the card whole (DESIGN §11). A decoded one holds only those fields until
 	 * fs_change_resolve merges them into the card as it stands. */
 	bool claim_only;
+	/* fs_change_reserve's lookup of id, for lists_reserve and apply to reuse (a map probe is
+	 * a cache miss at a million cards); NULL: not in the index then. */
+	struct fs_card_ent *ent;
 };
 
 /* An effect record (store/fs/fs_effect.c): a subscription ("s/<board>/<name>") or a delivery
@@ -220,6 +259,7 @@ struct fs {
 	pthread_rwlock_t lock;
 	struct core_board *boards;
 	size_t n_boards;
+	struct fs_atoms atoms; /* the strings flat cards share (fs_flat.c) */
 	struct fs_map cards; /* id -> struct fs_card_ent */
 	struct fs_card_ent **order;
 	size_t n_order, cap_order, n_dead;
@@ -316,8 +356,8 @@ const struct fs_post *fs_deps_find(const struct fs *fs, const char *blocker);
 enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch);
 /* The epoch floor of id (0: none). */
 int64_t fs_floor_get(const struct fs *fs, const char *id);
-/* Makes fs_change_apply(ch) unable to fail for lack of memory. */
-enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch);
+/* Makes fs_change_apply(ch) unable to fail for lack of memory; its cards become flat. */
+enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch);
 /* Publishes ch into the state (taking its objects; ch is left empty). Infallible after a
  * successful fs_change_reserve. `undo` NULL: a replay (idempotent merge of a journal record
  * or snapshot); else a commit, whose replaced objects go to undo (fs_undo_new) instead of
@@ -414,9 +454,10 @@ char *fs_snap_end_encode(uint64_t gen, const struct fs_counters *ctr, uint64_t n
 enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 				const char **payload, size_t *plen);
 /* Decodes a FS_REC_CHANGE or FS_REC_CHANGE2 payload (`kind`). BAD_REQUEST when malformed
- * or of another kind (ch left empty). */
+ * or of another kind (ch left empty). Its cards are flat (fs_flat.c), sharing atoms (NULL:
+ * none). */
 enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,
-				  struct fs_change *ch);
+				  struct fs_atoms *atoms, struct fs_change *ch);
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 				struct fs_counters *ctr, uint64_t *n_records);
 

@@ -384,6 +384,11 @@ struct rbuf {
 	size_t n, off;
 	bool bad;
 	bool v2; /* FS_REC_CHANGE2's layout */
+	struct fs_atoms *atoms; /* NULL: nothing interned */
+	struct fs_arena *ar;    /* set while a flat card is laid out (r_card) */
+	/* The atoms the measuring walk found, in order, for the filling walk to reuse */
+	const char *memo[16];
+	size_t n_memo, i_memo;
 };
 
 static const unsigned char *r_take(struct rbuf *b, size_t n)
@@ -446,11 +451,13 @@ static size_t r_count(struct rbuf *b, size_t min)
 	return n;
 }
 
-/* A string (NULL allowed only when `opt`); *dst receives a new copy. */
-static void r_str(struct rbuf *b, char **dst, bool opt)
+/* A string (NULL allowed only when `opt`); *dst receives a new copy, or while a flat card is
+ * laid out its place in the arena (NULL while measuring), or its atom when `atom`. */
+static void r_str_as(struct rbuf *b, char **dst, bool opt, bool atom)
 {
 	uint32_t n = r_u32(b);
 	const unsigned char *p;
+	const char *at;
 
 	*dst = NULL;
 	if (b->bad)
@@ -467,30 +474,56 @@ static void r_str(struct rbuf *b, char **dst, bool opt)
 		b->bad = true;
 		return;
 	}
-	*dst = malloc((size_t)n + 1);
-	if (!*dst) {
-		b->bad = true;
-		return;
+	if (b->ar) {
+		if (atom && b->atoms) {
+			if (b->ar->base && b->i_memo < b->n_memo) {
+				at = b->memo[b->i_memo++];
+			} else {
+				at = fs_atom(b->atoms, (const char *)p, n, !b->ar->base);
+				if (!b->ar->base && b->n_memo < sizeof b->memo / sizeof b->memo[0])
+					b->memo[b->n_memo++] = at;
+			}
+			if (at) {
+				*dst = (char *)at;
+				return;
+			}
+		}
+		*dst = fs_arena_take(b->ar, (size_t)n + 1, 1);
+	} else {
+		*dst = malloc((size_t)n + 1);
+		if (!*dst) {
+			b->bad = true;
+			return;
+		}
 	}
-	memcpy(*dst, p, n);
-	(*dst)[n] = '\0';
+	if (*dst) {
+		memcpy(*dst, p, n);
+		(*dst)[n] = '\0';
+	}
 }
 
-static void r_strv(struct rbuf *b, struct core_strv *sv)
+static void r_str(struct rbuf *b, char **dst, bool opt)
+{
+	r_str_as(b, dst, opt, false);
+}
+
+static void r_strv(struct rbuf *b, struct core_strv *sv, bool atom)
 {
 	size_t n = r_count(b, 4), i;
+	char *measured;
 
 	sv->v = NULL;
 	sv->n = 0;
 	if (b->bad || !n)
 		return;
-	sv->v = calloc(n, sizeof(*sv->v));
-	if (!sv->v) {
+	if (b->ar) {
+		sv->v = fs_arena_take(b->ar, n * sizeof(*sv->v), _Alignof(char *));
+	} else if (!(sv->v = calloc(n, sizeof(*sv->v)))) {
 		b->bad = true;
 		return;
 	}
 	for (i = 0; i < n && !b->bad; i++, sv->n++)
-		r_str(b, &sv->v[i], false);
+		r_str_as(b, sv->v ? &sv->v[i] : &measured, false, atom);
 }
 
 /* w_claim's fields back (claim.present already read); `holder`: the record carries one
@@ -499,40 +532,41 @@ static void r_claim(struct rbuf *b, struct core_card *c, bool holder)
 {
 	r_str(b, &c->claim.marker, !c->claim.present);
 	if (holder)
-		r_str(b, &c->claim.holder, true);
+		r_str_as(b, &c->claim.holder, true, true);
 	c->claim.claimed_at = r_i64(b);
 	c->claim.lease_until = r_i64(b);
 	c->claim.lease_ms = r_i64(b);
 	c->claim_epoch = r_i64(b);
 }
 
-static struct core_card *r_card(struct rbuf *b)
+/* The fields of a card record into c (zeroed), its strings and arrays as r_str places them. */
+static void r_card_fields(struct rbuf *b, struct core_card *c)
 {
-	struct core_card *c = core_card_new();
+	struct core_comment *cm = NULL, scratch;
 	unsigned flags;
 	size_t i, n;
 
-	if (!c) {
-		b->bad = true;
-		return NULL;
-	}
 	r_str(b, &c->id, false);
-	r_str(b, &c->board, false);
+	r_str_as(b, &c->board, false, true);
 	r_str(b, &c->title, false);
 	r_str(b, &c->body, false);
-	r_str(b, &c->state, false);
-	r_strv(b, &c->labels);
-	r_strv(b, &c->blockers);
+	r_str_as(b, &c->state, false, true);
+	r_strv(b, &c->labels, true);
+	r_strv(b, &c->blockers, false);
 	n = r_count(b, 20);
 	if (n && !b->bad) {
-		c->comments = calloc(n, sizeof(*c->comments));
-		b->bad = !c->comments;
+		cm = fs_arena_take(b->ar, n * sizeof(*cm), _Alignof(struct core_comment));
+		if (cm)
+			memset(cm, 0, n * sizeof(*cm));
+		c->comments = cm;
 	}
 	for (i = 0; i < n && !b->bad; i++, c->n_comments++) {
-		r_str(b, &c->comments[i].id, false);
-		r_str(b, &c->comments[i].author, false);
-		r_str(b, &c->comments[i].body, false);
-		c->comments[i].created_at = r_i64(b);
+		struct core_comment *x = cm ? &cm[i] : &scratch;
+
+		r_str(b, &x->id, false);
+		r_str_as(b, &x->author, false, true);
+		r_str(b, &x->body, false);
+		x->created_at = r_i64(b);
 	}
 	flags = r_u8(b);
 	c->claim.present = flags & 1u;
@@ -544,7 +578,7 @@ static struct core_card *r_card(struct rbuf *b)
 	r_str(b, &c->last_run_id, true);
 	r_str(b, &c->gave_up.reason, !c->gave_up.set);
 	r_str(b, &c->gave_up.run_id, true);
-	r_str(b, &c->gave_up.state, true);
+	r_str_as(b, &c->gave_up.state, true, true);
 	c->gave_up.at = r_i64(b);
 	r_str(b, &c->state_reason, true);
 	c->created_at = r_i64(b);
@@ -557,7 +591,39 @@ static struct core_card *r_card(struct rbuf *b)
 			b->bad = true;
 		c->priority = (int32_t)pri;
 	}
-	if (!b->bad && (!core_id_valid(c->id) || (flags & ~63u) ||
+	if (flags & ~63u)
+		b->bad = true;
+}
+
+/* A card record as a flat card (fs_flat.c): one walk measures it, the second lays it out in
+ * one block, so a load makes one allocation per card. */
+static struct core_card *r_card(struct rbuf *b)
+{
+	struct fs_arena a = {0};
+	struct core_card scratch = {0}, *c;
+	size_t start = b->off;
+
+	b->ar = &a;
+	b->n_memo = b->i_memo = 0;
+	fs_arena_take(&a, sizeof(*c), _Alignof(struct core_card));
+	r_card_fields(b, &scratch);
+	b->ar = NULL;
+	if (b->bad)
+		return NULL;
+	a.base = malloc(a.off);
+	if (!a.base) {
+		b->bad = true;
+		return NULL;
+	}
+	a.off = 0;
+	b->off = start;
+	b->ar = &a;
+	c = fs_arena_take(&a, sizeof(*c), _Alignof(struct core_card));
+	memset(c, 0, sizeof(*c));
+	c->flat = true;
+	r_card_fields(b, c);
+	b->ar = NULL;
+	if (!b->bad && (!core_id_valid(c->id) ||
 			(!c->claim.present && (c->claim.marker || c->claim.holder))))
 		b->bad = true;
 	if (b->bad) {
@@ -796,9 +862,10 @@ enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 }
 
 enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,
-				  struct fs_change *ch)
+				  struct fs_atoms *atoms, struct fs_change *ch)
 {
-	struct rbuf b = {(const unsigned char *)payload, len, 0, false, kind == FS_REC_CHANGE2};
+	struct rbuf b = {.p = (const unsigned char *)payload, .n = len,
+			 .v2 = kind == FS_REC_CHANGE2, .atoms = atoms};
 
 	if (kind != FS_REC_CHANGE && kind != FS_REC_CHANGE2) {
 		memset(ch, 0, sizeof(*ch));
@@ -810,7 +877,7 @@ enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
 				struct fs_counters *ctr, uint64_t *n_records)
 {
-	struct rbuf b = {(const unsigned char *)payload, len, 0, false, false};
+	struct rbuf b = {.p = (const unsigned char *)payload, .n = len};
 
 	*gen = r_u64(&b);
 	r_counters(&b, ctr);

@@ -99,7 +99,7 @@ static bool edge_new(const struct core_card *before, const struct core_card *now
 
 /* Room for every list member ch adds (blockers index, state and label lists): pass 0 counts
  * them per list, pass 1 grows each list once (and always runs, so no count is left behind on
- * failure). */
+ * failure). The cards' entries were looked up by fs_change_reserve just before. */
 static enum core_rc lists_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	enum core_rc rc = CORE_OK;
@@ -109,7 +109,7 @@ static enum core_rc lists_reserve(struct fs *fs, const struct fs_change *ch)
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < ch->n_cards; i++) {
 			const struct core_card *now = ch->cards[i].card;
-			const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
+			const struct fs_card_ent *ent = now ? ch->cards[i].ent : NULL;
 			const struct core_card *before = ent ? ent->card : NULL;
 
 			for (k = 0; now && k < now->blockers.n; k++)
@@ -298,7 +298,7 @@ enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch)
 	for (i = 0; i < ch->n_cards; i++) {
 		struct fs_change_card *cc = &ch->cards[i];
 		const struct fs_card_ent *ent;
-		struct core_card *full, *patch = cc->card;
+		struct core_card *full, *patch = cc->card, merged;
 
 		if (!cc->claim_only || !patch)
 			continue;
@@ -310,37 +310,52 @@ enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch)
 			cc->floor_only = true;
 			continue;
 		}
-		full = core_card_dup(ent->card);
+		/* The card as it stands with the patch's claim fields, laid out flat at once
+		 * (its strings borrowed from both until fs_card_flat copies them). */
+		merged = *ent->card;
+		merged.claim = patch->claim;
+		merged.has_epoch = patch->has_epoch;
+		merged.claim_epoch = patch->claim_epoch;
+		merged.updated_at = patch->updated_at;
+		full = fs_card_flat(&fs->atoms, &merged);
 		if (!full)
 			return CORE_ERR_NOMEM;
-		free(full->claim.marker);
-		free(full->claim.holder);
-		full->claim = patch->claim;
-		memset(&patch->claim, 0, sizeof(patch->claim));
-		full->has_epoch = patch->has_epoch;
-		full->claim_epoch = patch->claim_epoch;
-		full->updated_at = patch->updated_at;
 		core_card_free(patch);
 		cc->card = full;
 	}
 	return CORE_OK;
 }
 
-enum core_rc fs_change_reserve(struct fs *fs, const struct fs_change *ch)
+enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 {
 	struct core_board *nb;
 	size_t n_new = 0, n_claims = 0, n_recov = 0, n_floors = 0, i;
 
+	/* What gets published is flat (fs_flat.c); decoded cards already are. */
+	for (i = 0; i < ch->n_cards; i++) {
+		struct core_card *c = ch->cards[i].card, *f;
+
+		if (!c || c->flat)
+			continue;
+		if (!(f = fs_card_flat(&fs->atoms, c)))
+			return CORE_ERR_NOMEM;
+		core_card_free(c);
+		ch->cards[i].card = f;
+	}
 	for (i = 0; i < ch->n_cards; i++) {
 		n_floors += ch->cards[i].floor > 0;
 		const struct core_card *now = ch->cards[i].card;
 		const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
+
+		ch->cards[i].ent = (struct fs_card_ent *)ent;
 
 		n_new += now && !ent;
 		n_claims += now && now->claim.present && !(ent && ent->cslot);
 		n_recov += now && now->claim.present && core_marker_is_recovery(now->claim.marker) &&
 			   !(ent && ent->rslot);
 	}
+	if (fs->n_order + n_new >= UINT32_MAX)
+		return CORE_ERR_NOMEM; /* the entries' 32-bit slots */
 	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
 	    fs_map_reserve(&fs->kv, ch->n_kvs) || fs_map_reserve(&fs->subs, ch->n_kvs) ||
 	    fs_map_reserve(&fs->floors, n_floors) ||
@@ -436,7 +451,6 @@ static void order_compact(struct fs *fs)
 	for (i = 0; i < fs->n_order; i++) {
 		struct fs_card_ent *e = fs->order[i];
 		if (e->dead && !e->held) {
-			free(e->id);
 			free(e);
 			fs->n_dead--;
 		} else {
@@ -460,6 +474,7 @@ static void replaced_card(struct fs *fs, struct fs_undo *u, struct fs_card_ent *
 static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo *u)
 {
 	struct fs_card_ent *ent;
+	size_t idlen;
 
 	if (cc->floor > 0)
 		floor_raise(fs, cc->id, cc->floor);
@@ -478,7 +493,8 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 		}
 		return;
 	}
-	ent = fs_card_find(fs, cc->id);
+	/* reserve's lookup, unless an earlier entry of the same change deleted it */
+	ent = cc->ent && !cc->ent->dead ? cc->ent : fs_card_find(fs, cc->id);
 	if (ent) {
 		fs_deps_update(fs, ent, ent->card, cc->card);
 		replaced_card(fs, u, ent, ent->card, false);
@@ -487,15 +503,16 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 		fs_claimed_update(fs, ent);
 		return;
 	}
-	ent = calloc(1, sizeof(*ent));
+	idlen = strlen(cc->id) + 1;
+	ent = malloc(sizeof(*ent) + idlen);
 	if (!ent)
 		abort(); /* one small block; everything else was reserved */
-	ent->id = cc->id;
+	memset(ent, 0, sizeof(*ent));
+	memcpy(ent->id, cc->id, idlen);
 	ent->card = cc->card;
 	ent->ord = cc->ord;
 	if (ent->ord > fs->ctr.ord)
 		fs->ctr.ord = ent->ord; /* likewise: an ordinal is a list cursor, never reused */
-	cc->id = NULL;
 	cc->card = NULL;
 	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
 	order_insert(fs, ent);
@@ -587,7 +604,6 @@ void fs_state_release(struct fs *fs)
 	free(fs->grave.events);
 	for (i = 0; i < fs->n_order; i++) {
 		core_card_free(fs->order[i]->card);
-		free(fs->order[i]->id);
 		free(fs->order[i]);
 	}
 	free(fs->order);
@@ -617,4 +633,5 @@ void fs_state_release(struct fs *fs)
 	for (i = 0; i < fs->n_boards; i++)
 		core_board_release(&fs->boards[i]);
 	free(fs->boards);
+	fs_atoms_release(&fs->atoms); /* last: every card is gone */
 }

@@ -526,8 +526,8 @@ static enum core_rc replay_change(struct fs *fs, struct fs_change *ch)
 /* Decodes the record at buf + pos (binary or an old JSON line). Returns true with *ch filled
  * and *end past the record; false when it is torn or damaged: then *torn_tail says whether
  * the damage runs to the end of the file (the record may be the last thing ever written). */
-static bool record_next(const char *buf, size_t len, size_t pos, struct fs_change *ch,
-			size_t *end, bool *torn_tail)
+static bool record_next(struct fs_atoms *atoms, const char *buf, size_t len, size_t pos,
+			struct fs_change *ch, size_t *end, bool *torn_tail)
 {
 	const char *payload, *nl;
 	unsigned kind = 0;
@@ -538,7 +538,7 @@ static bool record_next(const char *buf, size_t len, size_t pos, struct fs_chang
 		switch (fs_rec_check(buf + pos, len - pos, &kind, &payload, &plen)) {
 		case FS_REC_OK:
 			*end = pos + FS_REC_HDR + plen;
-			if (fs_change_decode_bin(kind, payload, plen, ch) == CORE_OK)
+			if (fs_change_decode_bin(kind, payload, plen, atoms, ch) == CORE_OK)
 				return true;
 			/* Whole and checksummed, so it was written completely and may have been
 			 * acknowledged: a record this binary cannot read (a newer writer's) is
@@ -587,7 +587,7 @@ static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, char *err
 	}
 	while (pos < len) {
 		lineno++;
-		if (record_next(buf, len, pos, &ch, &end, &torn_tail)) {
+		if (record_next(&fs->atoms, buf, len, pos, &ch, &end, &torn_tail)) {
 			if (replay_change(fs, &ch) != CORE_OK) {
 				snprintf(err, errlen, "out of memory replaying %s", path);
 				rc = CORE_ERR_NOMEM;

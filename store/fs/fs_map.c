@@ -76,6 +76,24 @@ static size_t map_probe(const struct fs_map *m, const char *key, uint32_t h)
 	return i;
 }
 
+void *fs_map_get_n(const struct fs_map *m, const char *key, size_t n)
+{
+	uint32_t h = 2166136261u;
+	size_t i, k;
+
+	if (!m->cap)
+		return NULL;
+	for (k = 0; k < n; k++) {
+		h ^= (unsigned char)key[k];
+		h *= 16777619u;
+	}
+	for (i = h & (m->cap - 1); m->slots[i].key; i = (i + 1) & (m->cap - 1))
+		if (m->slots[i].hash == h && strncmp(m->slots[i].key, key, n) == 0 &&
+		    m->slots[i].key[n] == '\0')
+			return m->slots[i].val;
+	return NULL;
+}
+
 void *fs_map_get(const struct fs_map *m, const char *key)
 {
 	size_t i;

@@ -140,7 +140,6 @@ static void unlink_new(struct fs *fs, struct fs_card_ent *ent)
 		fs->n_order--;
 	}
 	fs_post_tops_drop(fs); /* a claim-next cache may point at it */
-	free(ent->id);
 	free(ent);
 }
 

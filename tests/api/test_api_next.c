@@ -97,14 +97,13 @@ static void *waiter_main(void *arg)
 	return NULL;
 }
 
-/* Starts a waiter, checks it is still parked after a while, runs `act`, and returns the id
- * the waiter got (asserting 200). */
-static char *wake_by(const char *body, void (*act)(void))
+/* Starts a waiter, checks it is still parked after a while, runs `act`, and asserts the
+ * waiter got 200 and card `want`. */
+static void wake_by(const char *body, void (*act)(void), const char *want)
 {
 	struct waiter w = {.body = body};
 	pthread_t th;
 	json_t *j;
-	char *id;
 
 	ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
 	usleep(300 * 1000);
@@ -114,10 +113,9 @@ static char *wake_by(const char *body, void (*act)(void))
 	pthread_join(th, NULL);
 	ck_assert_msg(w.status == 200, "woken claim-next: %d %s", w.status, w.resp ? w.resp : "");
 	j = json_loads(w.resp, 0, NULL);
-	id = strdup(t_str(json_object_get(j, "card"), "id"));
+	ck_assert_str_eq(t_str(json_object_get(j, "card"), "id"), want);
 	json_decref(j);
 	free(w.resp);
-	return id;
 }
 
 static void act_create(void)
@@ -154,37 +152,25 @@ static void act_label(void)
 
 START_TEST(next_wakes_on_each_availability)
 {
-	char *id;
-
 	/* created */
-	id = wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_create);
-	ck_assert_str_eq(id, "new");
-	free(id);
+	wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_create, "new");
 	/* moved into an eligible column */
 	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL,
 			   "{\"id\":\"parked\",\"state\":\"backlog\"}"));
-	id = wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_move);
-	ck_assert_str_eq(id, "parked");
-	free(id);
+	wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_move, "parked");
 	/* released (the reaper's FS repark is a release in place: the same event) */
 	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"id\":\"held\",\"state\":\"ready\"}"));
 	held_epoch = t_claim("held", "holder");
-	id = wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_release);
-	ck_assert_str_eq(id, "held");
-	free(id);
+	wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_release, "held");
 	/* unblocked: its blocker reaches done, the dependent moves to ready */
 	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL,
 			   "{\"id\":\"blocker\",\"state\":\"backlog\"}"));
 	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL,
 			   "{\"id\":\"dep\",\"state\":\"ready\",\"blockers\":[\"blocker\"]}"));
-	id = wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_unblock);
-	ck_assert_str_eq(id, "dep");
-	free(id);
+	wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_unblock, "dep");
 	/* a label the waiter asked for arrives */
 	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"id\":\"plain\",\"state\":\"ready\"}"));
-	id = wake_by("{\"marker\":\"w\",\"wait_ms\":20000,\"labels\":[\"gpu\"]}", act_label);
-	ck_assert_str_eq(id, "plain");
-	free(id);
+	wake_by("{\"marker\":\"w\",\"wait_ms\":20000,\"labels\":[\"gpu\"]}", act_label, "plain");
 }
 END_TEST
 

@@ -23,6 +23,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+
 BOARDD = sys.argv[1]
 SEED = os.environ.get('BOARDD_CONTRACT_SEED', '1')
 # examples per operation: the all-roles run, then each single role's run
@@ -37,40 +40,14 @@ ROLES = [('all', ['worker', 'bot', 'operator'], EXAMPLES_ALL),
          ('operator', ['operator'], EXAMPLES_ROLE)]
 
 
-def token_add(path, name, roles):
-    args = [BOARDD, 'token', 'add', '--tokens', path, '--name', name]
-    for r in roles:
-        args += ['--role', r]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=10)
-    m = re.search(r'\b([0-9a-f]{64})\b', p.stdout + p.stderr)
-    if not m:
-        raise SystemExit('token add failed: ' + p.stdout + p.stderr)
-    return m.group(1)
-
-
-def start(tmp, tokens):
-    log = open(os.path.join(tmp, 'boardd.log'), 'wb')
-    p = subprocess.Popen([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/data',
-                          '--tokens', tokens, '--threads', '2', '--log-format', 'json',
-                          '--events-wait-max-ms', '200'],
-                         stderr=log)
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        m = re.search(rb'listening on .* \(port (\d+)\)', open(log.name, 'rb').read())
-        if m:
-            return p, int(m.group(1)), log.name
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    p.kill()
-    raise SystemExit('boardd did not start: ' + open(log.name, errors='replace').read())
-
-
 def main():
     with tempfile.TemporaryDirectory(prefix='boardd-contract-') as tmp:
         tokens = os.path.join(tmp, 'tokens.json')
-        plain = {name: token_add(tokens, name, roles) for name, roles, _ in ROLES}
-        p, port, logpath = start(tmp, tokens)
+        plain = {name: bt.token_add(BOARDD, tokens, name, roles) for name, roles, _ in ROLES}
+        srv = bt.Server(BOARDD, tmp + '/data', tokens, tmp, threads=2,
+                        extra=['--log-format', 'json', '--events-wait-max-ms', '200'])
+        srv.started(timeout=15)
+        port = srv.port
         failed = []
         try:
             url = 'http://127.0.0.1:%d/openapi.json' % port
@@ -120,14 +97,10 @@ def main():
                     failed.append(name)
                     print(out[-20000:])
         finally:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-            if p.returncode not in (0, -signal.SIGTERM):
-                failed.append('boardd exit %s' % p.returncode)
-                print(open(logpath, errors='replace').read()[-5000:])
+            code = srv.stop(timeout=15)
+            if code not in (0, -signal.SIGTERM):
+                failed.append('boardd exit %s' % code)
+                print(srv.log_text()[-5000:])
         if failed:
             print('FAIL:', ', '.join(failed))
             return 1

@@ -15,84 +15,34 @@ import json
 import os
 import re
 import resource
-import select
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check, is_problem  # noqa: E402
 
 BOARDD = sys.argv[1]
 ONLY = set(sys.argv[2:])
-passed = failed = 0
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what, flush=True)
-
-
-class Server:
-    """boardd on 127.0.0.1:PORT over a temporary FS store; stderr collected by a thread."""
+class Server(bt.Server):
+    """boardd on 127.0.0.1:PORT over a temporary FS store (dev tokens bootstrapped unless a
+    tokens file is given), its log in a directory of its own."""
 
     def __init__(self, tmp, extra=(), tokens=None):
-        args = [BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/data',
-                '--threads', '2'] + list(extra)
-        if tokens:
-            args += ['--tokens', tokens]
-        env = {k: v for k, v in os.environ.items() if not k.startswith('BOARDD_')}
-        self.p = subprocess.Popen(args, stderr=subprocess.PIPE, env=env)
-        self.lines = []
-        self.mu = threading.Lock()
-        self.port = None
-        ready = threading.Event()
-
-        def pump():
-            for raw in self.p.stderr:
-                with self.mu:
-                    self.lines.append(raw)
-                m = re.search(rb'listening on .* \(port (\d+)\)', raw)
-                if m:
-                    self.port = int(m.group(1))
-                    ready.set()
-            ready.set()
-
-        self.th = threading.Thread(target=pump, daemon=True)
-        self.th.start()
-        if not ready.wait(15) or not self.port:
-            self.p.kill()
-            raise SystemExit('server did not start: ' + b''.join(self.lines).decode('latin-1'))
-        self.tokens = {}
-        for raw in self.lines:
-            m = re.match(rb'boardd:\s+(dev-\w+)\s+([0-9a-f]{64})', raw)
-            if m:
-                self.tokens[m.group(1).decode()] = m.group(2).decode()
+        super().__init__(BOARDD, tmp + '/data', tokens, extra=extra, threads=2)
+        self.started(timeout=15)
+        self.tokens = self.dev_tokens()
 
     def log(self):
-        with self.mu:
-            return b''.join(self.lines)
-
-    def wait_log(self, pattern, timeout=5.0):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if re.search(pattern, self.log()):
-                return True
-            time.sleep(0.05)
-        return False
+        return self.log_bytes()
 
     def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            self.p.wait(15)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+        return super().stop(timeout=15)
 
 
 def raw(port, data, timeout=5.0, src='127.0.0.1'):
@@ -156,15 +106,6 @@ def metric(port, name, src='127.0.0.1'):
     st, _, body = request(port, 'GET', '/metrics', src=src)
     m = re.search(rb'^' + re.escape(name.encode()) + rb' (\S+)$', body, re.M)
     return float(m.group(1)) if m else None
-
-
-def is_problem(hdrs, body, status=None):
-    try:
-        j = json.loads(body)
-    except ValueError:
-        return False
-    return (hdrs.get('content-type', '').startswith('application/problem+json') and
-            (status is None or j.get('status') == status) and bool(j.get('detail')))
 
 
 # ---- slow and idle clients ---------------------------------------------------------------
@@ -390,14 +331,7 @@ def case_log(tmp):
 # ---- SIGHUP ------------------------------------------------------------------------------
 
 def token_add(path, name, *roles):
-    args = [BOARDD, 'token', 'add', '--tokens', path, '--name', name]
-    for r in roles:
-        args += ['--role', r]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=10)
-    m = re.search(r'\b([0-9a-f]{64})\b', p.stdout + p.stderr)
-    if not m:
-        raise SystemExit('token add failed: ' + p.stdout + p.stderr)
-    return m.group(1)
+    return bt.token_add(BOARDD, path, name, roles)
 
 
 def case_sighup(tmp):
@@ -408,7 +342,7 @@ def case_sighup(tmp):
         second = token_add(path, 'second', 'operator')
         check(request(srv.port, 'GET', '/v1/boards', second)[0] == 401,
               'a token added to the file is unknown before SIGHUP')
-        srv.p.send_signal(signal.SIGHUP)
+        srv.send_signal(signal.SIGHUP)
         check(srv.wait_log(rb'SIGHUP: tokens: 2 from'), 'SIGHUP says what it loaded')
         check(request(srv.port, 'GET', '/v1/boards', second)[0] == 200,
               'the new token works after SIGHUP')
@@ -417,7 +351,7 @@ def case_sighup(tmp):
         good = open(path).read()
         with open(path, 'w') as f:
             f.write('{"tokens": [ this is not json')
-        srv.p.send_signal(signal.SIGHUP)
+        srv.send_signal(signal.SIGHUP)
         check(srv.wait_log(rb'SIGHUP: tokens: .*keeping the ones loaded before'),
               'a bad file is refused and the log says why: %r' % srv.log()[-300:])
         check(request(srv.port, 'GET', '/v1/boards', second)[0] == 200 and
@@ -433,7 +367,7 @@ def case_sighup(tmp):
         j['tokens'] = [t for t in j['tokens'] if t['name'] != 'first']
         with open(path, 'w') as f:
             json.dump(j, f)
-        srv.p.send_signal(signal.SIGHUP)
+        srv.send_signal(signal.SIGHUP)
         check(srv.wait_log(rb'SIGHUP: tokens: 1 from'), 'the smaller file is loaded')
         s.sendall(req)
         check(s.recv(65536).startswith(b'HTTP/1.1 401'),
@@ -453,5 +387,4 @@ for name, fn in CASES:
         t = time.time()
         fn(tmp)
         print('%s: done in %.1f s' % (name, time.time() - t), flush=True)
-print('%d passed, %d failed' % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(bt.summary())

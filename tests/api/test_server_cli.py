@@ -13,95 +13,27 @@ import stat
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
 
 BOARDD = sys.argv[1]
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what)
 
 
 def run(args, env=None, timeout=10):
-    e = dict(os.environ)
-    for k in list(e):
-        if k.startswith('BOARDD_') or k == 'ITERION_BOARD_CLAIM_REAPER':
-            del e[k]
-    e.update(env or {})
-    return subprocess.run([BOARDD] + args, capture_output=True, text=True, timeout=timeout, env=e)
+    return subprocess.run([BOARDD] + args, capture_output=True, text=True, timeout=timeout,
+                          env=bt.clean_env(env))
 
 
 def start(tmp, extra=(), env=None):
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.Popen([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/data',
-                          '--threads', '2'] + list(extra),
-                         stderr=subprocess.PIPE, text=True, env=e)
-    lines = []
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(r'listening on .* \(port (\d+)\)', line)
-        if m:
-            return p, int(m.group(1)), lines
-    p.kill()
-    raise SystemExit('server did not start: ' + ''.join(lines))
+    """boardd on the data dir tmp/data (no --tokens: the bootstrap), started."""
+    return bt.Server(BOARDD, tmp + '/data', extra=extra, env=env, threads=2).started(10)
 
 
 def get(port, path, token=None, method='GET'):
-    req = urllib.request.Request('http://127.0.0.1:%d%s' % (port, path), method=method)
-    if token:
-        req.add_header('Authorization', 'Bearer ' + token)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-class StderrLines:
-    """Collects a process's stderr lines on a thread (select and a buffered pipe disagree)."""
-
-    def __init__(self, p):
-        self.lines, self.cv = [], threading.Condition()
-        self.t = threading.Thread(target=self._run, args=(p,), daemon=True)
-        self.t.start()
-
-    def _run(self, p):
-        for line in p.stderr:
-            with self.cv:
-                self.lines.append(line.rstrip('\n'))
-                self.cv.notify_all()
-
-    def wait_for(self, pattern, seconds):
-        """The first line matching pattern, or None after `seconds`."""
-        deadline = time.time() + seconds
-        with self.cv:
-            while True:
-                for line in self.lines:
-                    if re.search(pattern, line):
-                        return line
-                left = deadline - time.time()
-                if left <= 0:
-                    return None
-                self.cv.wait(left)
-
-    def text(self):
-        self.t.join(timeout=15)
-        with self.cv:
-            return '\n'.join(self.lines)
+    """(status, body text) of one request."""
+    return bt.request(port, method, path, token, timeout=5, raw=True)[:2]
 
 
 def main():
@@ -146,7 +78,8 @@ def main():
         check(r.returncode == 2 and 'capability' in r.stderr, 'unknown capability refused')
 
         # a server with that tokens file: the token works, roles apply
-        p, port, _ = start(tmp, ['--tokens', tf])
+        srv = start(tmp, ['--tokens', tf])
+        port = srv.port
         check(get(port, '/healthz')[0] == 200, 'healthz')
         check(get(port, '/v1/cards')[0] == 401, 'no token 401')
         check(get(port, '/v1/cards', plain)[0] == 200, 'token add token works')
@@ -155,8 +88,7 @@ def main():
         st, body = get(port, '/v1/cards/x/labels', reader, method='PUT')
         check(st == 403 and 'board.label' in body, 'a token without board.label: 403 %s' % body)
         # the access log: a lone request's line shows up at once, not at the next flush
-        log = StderrLines(p)
-        check(log.wait_for(r' GET /v1/boards/other 403 [0-9.]+ms ci$', 5) is not None,
+        check(srv.wait_log(r'(?m) GET /v1/boards/other 403 [0-9.]+ms ci$', 5) is not None,
               'access log line of a lone request written at once')
         # a burst over one keep-alive connection: every line is written, none lost
         conn = http.client.HTTPConnection('127.0.0.1', port, timeout=5)
@@ -165,16 +97,15 @@ def main():
             r = conn.getresponse()
             r.read()
         conn.close()
-        p.send_signal(signal.SIGTERM)
-        check(p.wait(timeout=15) == 0, 'SIGTERM exits 0')
-        rest = log.text()
+        check(srv.stop(timeout=15) == 0, 'SIGTERM exits 0')
+        rest = srv.log_text()
         burst = re.findall(r' GET /v1/cards/burst-(\d+) 404 ', rest)
         check(sorted(int(b) for b in burst) == list(range(300)),
               'access log: 300 burst lines, each once (%d seen)' % len(burst))
 
         # bootstrap: no --tokens creates DATADIR/tokens.json and prints the dev tokens once
-        p, port, lines = start(tmp, env={'ITERION_BOARD_CLAIM_REAPER': 'ON'})
-        text = ''.join(lines)
+        srv = start(tmp, env={'ITERION_BOARD_CLAIM_REAPER': 'ON'})
+        port, text = srv.port, srv.log_text()
         toks = dict(re.findall(r'(dev-worker|dev-bot|dev-operator)\s+([0-9a-f]{64})', text))
         check(len(toks) == 3, 'three dev tokens printed')
         check(os.path.exists(tmp + '/data/tokens.json'), 'bootstrap file in the data dir')
@@ -189,19 +120,16 @@ def main():
             stats = json.loads(body) if st == 200 else {}
             check(st == 200 and 'actions' in stats and 'listed' in stats,
                   'POST /v1/reaper/pass returns the stats: %s' % body)
-        p.send_signal(signal.SIGINT)
-        check(p.wait(timeout=15) == 0, 'SIGINT exits 0')
-        p, port, lines = start(tmp, ['--reaper', 'off'])
-        text = ''.join(lines)
+        check(srv.stop(timeout=15, sig=signal.SIGINT) == 0, 'SIGINT exits 0')
+        srv = start(tmp, ['--reaper', 'off'])
+        port, text = srv.port, srv.log_text()
         check(not re.search(r'[0-9a-f]{64}', text) and 'tokens.json' in text,
               'restart reuses the file and prints no token')
         check('reaper gate off' in text, '--reaper off')
         if len(toks) == 3:
             check(get(port, '/v1/cards', toks['dev-bot'])[0] == 200, 'dev token survives restart')
-        p.send_signal(signal.SIGTERM)
-        check(p.wait(timeout=15) == 0, 'SIGTERM exits 0 again')
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+        check(srv.stop(timeout=15) == 0, 'SIGTERM exits 0 again')
+    return bt.summary()
 
 
 if __name__ == '__main__':

@@ -21,40 +21,14 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'faults'))
-import boardd_proc  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check, free_port, make_pair, wait_for  # noqa: E402
 
 BOARDD, LOADGEN = sys.argv[1], sys.argv[2]
 BOARDCTL = sys.argv[3] if len(sys.argv) > 3 else ''
-
-failed = 0
-
-
-def check(cond, what):
-    global failed
-    print(('ok   ' if cond else 'FAIL ') + what)
-    if not cond:
-        failed += 1
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def make_pair(d, name, cn):
-    """A self-signed P-256 certificate for 127.0.0.1 (its own CA) and its key."""
-    cert, key = os.path.join(d, name + '.crt'), os.path.join(d, name + '.key')
-    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
-                    'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert,
-                    '-subj', '/CN=' + cn, '-addext', 'subjectAltName=IP:127.0.0.1',
-                    '-days', '2'], check=True, capture_output=True, timeout=60)
-    return cert, key
+bt.verbose()
 
 
 def served_cert(port):
@@ -86,15 +60,6 @@ def gnutls_tls11(port, cafile):
     return 'Handshake was completed' in r.stdout + r.stderr
 
 
-def wait_for(cond, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
-
-
 def main():
     with tempfile.TemporaryDirectory(prefix='boardd-tls-') as tmp:
         cert1, key1 = make_pair(tmp, 'one', 'boardd-one')
@@ -103,7 +68,7 @@ def main():
         os.link(cert1, live_cert)
         os.link(key1, live_key)
         tokens = os.path.join(tmp, 'tokens.json')
-        worker = boardd_proc.token_add(BOARDD, tokens, 'w', ['worker', 'bot'])
+        worker = bt.token_add(BOARDD, tokens, 'w', ['worker', 'bot'])
         lg_tokens = os.path.join(tmp, 'loadgen.tokens')
         with open(lg_tokens, 'w') as f:
             f.write('worker %s\nbot %s\n' % (worker, worker))
@@ -122,7 +87,7 @@ def main():
             ctl.wait(timeout=10)
         check(ok, 'control: gnutls-cli completes a TLS 1.1 handshake with gnutls-serv')
 
-        srv = boardd_proc.Server(BOARDD, os.path.join(tmp, 'data'), tokens, tmp,
+        srv = bt.Server(BOARDD, os.path.join(tmp, 'data'), tokens, tmp,
                                  extra=['--tls-cert', live_cert, '--tls-key', live_key],
                                  cafile=cert1)
         ok, detail = srv.start()
@@ -229,23 +194,22 @@ def main():
         finally:
             code = srv.stop()
             check(code == 0, 'clean exit on SIGTERM (%s)' % code)
-            if failed:
+            if bt.failed():
                 print(srv.log_tail(40))
 
         # Both or neither: a clear refusal at start.
         r = subprocess.run([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp +
                             '/d2', '--tls-cert', cert1], capture_output=True, text=True,
-                           timeout=30, env=boardd_proc.clean_env())
+                           timeout=30, env=bt.clean_env())
         check(r.returncode == 2 and '--tls-key' in r.stderr, '--tls-cert alone: exit 2')
         r = subprocess.run([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp +
                             '/d3', '--tls-cert', cert1, '--tls-key', os.path.join(tmp, 'no')],
                            capture_output=True, text=True, timeout=30,
-                           env=boardd_proc.clean_env())
+                           env=bt.clean_env())
         check(r.returncode != 0 and 'cannot read' in r.stderr, 'an unreadable key: refused '
               'at start, saying why (%s)' % r.stderr.strip()[-120:])
 
 
 if __name__ == '__main__':
     main()
-    print('tls: %s' % ('FAIL' if failed else 'ok'))
-    sys.exit(1 if failed else 0)
+    sys.exit(bt.summary('tls'))

@@ -17,33 +17,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check, wait_for  # noqa: E402
 
 BOARDD, BOARDCTL = sys.argv[1], sys.argv[2]
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what, flush=True)
-    return cond
-
-
-def wait_for(pred, timeout, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return pred()
 
 
 def alive(pid):
@@ -59,76 +39,32 @@ def alive(pid):
         return False
 
 
-class Server:
-    def __init__(self, tmp, extra=(), scheme='http', data='data', tokens_from=None):
-        self.tmp = tmp
-        self.port = 0
-        self.p = None
-        self.extra, self.scheme, self.data = list(extra), scheme, data
+class Server(bt.Server):
+    """boardd with its reaper on (a pass every 300 ms) on tmp/<data>, tokens 'worker'
+    (worker+bot) and 'ops' (operator+bot) in tmp/tokens.json (or those of tokens_from); a
+    restart listens on the same port. Logs: tmp/<data>.NNN.log."""
+
+    def __init__(self, tmp, extra=(), data='data', tokens_from=None, cafile=None):
+        tokens = tmp + '/tokens.json'
+        super().__init__(BOARDD, tmp + '/' + data, tokens, tmp, threads=2, cafile=cafile,
+                         extra=['--reaper', 'on', '--reaper-interval-ms', '300'] + list(extra),
+                         keep_port=True, name=data)
         if tokens_from:
             self.worker, self.op = tokens_from.worker, tokens_from.op
-            self.log = open(os.path.join(tmp, data + '.log'), 'a')
-            return
-        self.log = open(os.path.join(tmp, 'server.log'), 'a')
-        out = subprocess.run([BOARDD, 'token', 'add', '--tokens', tmp + '/tokens.json',
-                              '--name', 'worker', '--role', 'worker', '--role', 'bot'],
-                             capture_output=True, text=True, check=True)
-        self.worker = out.stdout.strip().splitlines()[-1]
-        out = subprocess.run([BOARDD, 'token', 'add', '--tokens', tmp + '/tokens.json',
-                              '--name', 'ops', '--role', 'operator', '--role', 'bot'],
-                             capture_output=True, text=True, check=True)
-        self.op = out.stdout.strip().splitlines()[-1]
+        else:
+            self.worker = bt.token_add(BOARDD, tokens, 'worker', ['worker', 'bot'])
+            self.op = bt.token_add(BOARDD, tokens, 'ops', ['operator', 'bot'])
 
     def start(self):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith('BOARDD_') and k != 'ITERION_BOARD_CLAIM_REAPER'}
-        self.p = subprocess.Popen(
-            [BOARDD, '--listen', '127.0.0.1:%d' % self.port, '--store',
-             'fs:' + self.tmp + '/' + self.data, '--tokens', self.tmp + '/tokens.json',
-             '--threads', '2', '--reaper', 'on', '--reaper-interval-ms', '300'] + self.extra,
-            stderr=subprocess.PIPE, text=True, env=env)
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            line = self.p.stderr.readline()
-            if not line:
-                break
-            self.log.write(line)
-            m = re.search(r'listening on .* \(port (\d+)\)', line)
-            if m:
-                self.port = int(m.group(1))
-                threading.Thread(target=self._drain, args=(self.p,), daemon=True).start()
-                return
-        raise SystemExit('boardd did not start; see ' + self.tmp + '/server.log')
-
-    def _drain(self, p):
-        for line in p.stderr:
-            self.log.write(line)
+        return self.started(timeout=10)
 
     def stop(self, sig=signal.SIGTERM):
-        if self.p and self.p.poll() is None:
-            self.p.send_signal(sig)
-            self.p.wait(timeout=20)
-        self.p = None
-
-    @property
-    def url(self):
-        return '%s://127.0.0.1:%d' % (self.scheme, self.port)
+        return super().stop(timeout=20, sig=sig)
 
     def api(self, method, path, body=None, token=None, if_match=None):
-        req = urllib.request.Request(self.url + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None)
-        req.add_header('Authorization', 'Bearer ' + (token or self.op))
-        if body is not None:
-            req.add_header('Content-Type', 'application/json')
-        if if_match is not None:
-            req.add_header('If-Match', '"%d"' % if_match)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                data = r.read().decode()
-                return r.status, json.loads(data) if data else None
-        except urllib.error.HTTPError as e:
-            data = e.read().decode()
-            return e.code, json.loads(data) if data else None
+        headers = {'If-Match': '"%d"' % if_match} if if_match is not None else None
+        return bt.request(self.port, method, path, token or self.op, body, headers,
+                          cafile=self.cafile)[:2]
 
     def card(self, cid):
         st, c = self.api('GET', '/v1/cards/' + cid)
@@ -279,12 +215,19 @@ def case_sigterm_forwarded(srv, tmp):
     check('stopped' in err, 'reported as stopped: %s' % err)
 
 
-def case_kill9(srv, tmp):
-    srv.new_card('k9', 'k9')
-    p = boardctl(srv, ['work', '--board', 'default', '--label', 'k9', '--lease-ms', '1500',
-                       '--', 'sh', '-c', 'echo $$ > %s/k9.pid; exec sleep 60' % tmp])
-    pid = read_pid(tmp + '/k9.pid')
+def sleeper(srv, tmp, cid, label, *flags):
+    """Card `cid` labelled `label`, taken by `boardctl work --label label flags...` whose
+    command writes its pid to tmp/<label>.pid and sleeps 60 s: (boardctl, the command's pid)."""
+    srv.new_card(cid, label)
+    p = boardctl(srv, ['work', '--board', 'default', '--label', label] + list(flags) +
+                 ['--', 'sh', '-c', 'echo $$ > %s/%s.pid; exec sleep 60' % (tmp, label)])
+    pid = read_pid('%s/%s.pid' % (tmp, label))
     check(pid is not None, 'command started')
+    return p, pid
+
+
+def case_kill9(srv, tmp):
+    p, pid = sleeper(srv, tmp, 'k9', 'k9', '--lease-ms', '1500')
     c = srv.card('k9')
     epoch, marker = c['claim_epoch'], c['claim']['marker']
     p.kill()
@@ -305,12 +248,8 @@ def case_kill9(srv, tmp):
 
 
 def case_sigstop(srv, tmp):
-    srv.new_card('stop', 'ss')
-    p = boardctl(srv, ['work', '--board', 'default', '--label', 'ss', '--lease-ms', '1500',
-                       '--grace', '1s', '--max-jobs', '1', '--',
-                       'sh', '-c', 'echo $$ > %s/ss.pid; exec sleep 60' % tmp])
-    pid = read_pid(tmp + '/ss.pid')
-    check(pid is not None, 'command started')
+    p, pid = sleeper(srv, tmp, 'stop', 'ss', '--lease-ms', '1500', '--grace', '1s',
+                     '--max-jobs', '1')
     c = srv.card('stop')
     epoch, marker = c['claim_epoch'], c['claim']['marker']
     os.kill(p.pid, signal.SIGSTOP)
@@ -350,12 +289,8 @@ def case_sigstop(srv, tmp):
 
 
 def case_revoke(srv, tmp):
-    srv.new_card('rev', 'rv')
-    p = boardctl(srv, ['work', '--board', 'default', '--label', 'rv', '--lease-ms', '1500',
-                       '--grace', '1s', '--max-jobs', '1', '--',
-                       'sh', '-c', 'echo $$ > %s/rv.pid; exec sleep 60' % tmp])
-    pid = read_pid(tmp + '/rv.pid')
-    check(pid is not None, 'command started')
+    p, pid = sleeper(srv, tmp, 'rev', 'rv', '--lease-ms', '1500', '--grace', '1s',
+                     '--max-jobs', '1')
     st, c = srv.api('POST', '/v1/cards/rev/claim/revoke')
     if st == 404 and c and c.get('code') != 'not_found':
         print('SKIP: revoke route absent', flush=True)
@@ -406,12 +341,8 @@ def case_server_restart(srv, tmp):
 
 
 def case_tls(srv, tmp):
-    cert, key = os.path.join(tmp, 'tls.crt'), os.path.join(tmp, 'tls.key')
-    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
-                    'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert,
-                    '-subj', '/CN=boardctl-test', '-addext', 'subjectAltName=IP:127.0.0.1',
-                    '-days', '2'], check=True, capture_output=True, timeout=60)
-    tls = Server(tmp, extra=['--tls-cert', cert, '--tls-key', key], scheme='https',
+    cert, key = bt.make_pair(tmp, 'tls', 'boardctl-test')
+    tls = Server(tmp, extra=['--tls-cert', cert, '--tls-key', key], cafile=cert,
                  data='data-tls', tokens_from=srv)
     tls.start()
     try:
@@ -549,9 +480,8 @@ def main():
             print('SKIP: TLS case: no openssl CLI to make a certificate', flush=True)
     finally:
         srv.stop()
-    print('boardctl: %d passed, %d failed' % (passed, failed), flush=True)
-    if failed:
-        print('server log: ' + tmp + '/server.log')
+    if bt.summary('boardctl'):
+        print('server logs: ' + tmp + '/data.NNN.log')
         return 1
     shutil.rmtree(tmp, ignore_errors=True)
     return 0

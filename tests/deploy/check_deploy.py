@@ -27,30 +27,20 @@ import json
 import os
 import re
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import CI, check  # noqa: E402
+
 BOARDD, ROOT = sys.argv[1], os.path.realpath(sys.argv[2])
 DEPLOY = os.path.join(ROOT, 'deploy')
-CI = os.environ.get('CI') == 'true'
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what)
-    return cond
 
 
 def boardd_env_names():
@@ -74,11 +64,7 @@ def run_boardd(what, args, env, tokens_json, scheme='http'):
                  ('--tokens', tok)]
         tls_env = {}
         if uses_tls(args, env):
-            crt, key = os.path.join(tmp, 'tls.crt'), os.path.join(tmp, 'tls.key')
-            subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt',
-                            'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj',
-                            '/CN=127.0.0.1', '-keyout', key, '-out', crt],
-                           check=True, capture_output=True, timeout=30)
+            crt, key = bt.make_pair(tmp, 'tls', '127.0.0.1')
             swaps += [('--tls-cert', crt), ('--tls-key', key)]
             tls_env = {'BOARDD_TLS_CERT': crt, 'BOARDD_TLS_KEY': key}
         args = list(args)
@@ -88,30 +74,17 @@ def run_boardd(what, args, env, tokens_json, scheme='http'):
                     args[i + 1] = value
                 elif a.startswith(flag + '='):
                     args[i] = flag + '=' + value
-        e = {k: v for k, v in os.environ.items()
-             if not k.startswith('BOARDD_') and k != 'ITERION_BOARD_CLAIM_REAPER'}
-        e.update(env)
+        e = dict(env)
         e.update({'BOARDD_STORE': 'fs:' + tmp + '/data', 'BOARDD_LISTEN': '127.0.0.1:0',
                   'BOARDD_TOKENS': tok}, **tls_env)
         known = boardd_env_names()
         for k in env:
             check(k in known, '%s: %s is not a variable boardd reads' % (what, k))
-        p = subprocess.Popen([BOARDD] + args, stderr=subprocess.PIPE, text=True, env=e)
-        port, lines, deadline = None, [], time.time() + 15
-        while time.time() < deadline:
-            line = p.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = re.search(r'listening on .* \(port (\d+)\)', line)
-            if m:
-                port = int(m.group(1))
-                break
-        if not check(port is not None, '%s: boardd did not start with %s: %s'
-                     % (what, args, ''.join(lines))):
-            p.kill()
-            p.wait()
+        srv = bt.Server(BOARDD, logdir=tmp, env=e, argv=args)
+        ok, detail = srv.start(timeout=15, readyz=False)  # the probes below are the checks
+        if not check(ok, '%s: boardd did not start with %s: %s' % (what, args, detail)):
             return
+        port = srv.port
         # Like the kubelet's HTTPS probe: the certificate is not verified.
         ctx = ssl._create_unverified_context() if scheme == 'https' else None
         for path in ('/healthz', '/readyz'):
@@ -122,9 +95,7 @@ def run_boardd(what, args, env, tokens_json, scheme='http'):
             except OSError as ex:
                 st = ex
             check(st == 200, '%s: %s over %s answered %s' % (what, path, scheme, st))
-        p.send_signal(signal.SIGTERM)
-        check(p.wait(timeout=20) == 0, '%s: boardd did not exit 0 on SIGTERM' % what)
-        p.stderr.close()
+        check(srv.stop(timeout=20) == 0, '%s: boardd did not exit 0 on SIGTERM' % what)
 
 
 def routes():
@@ -368,8 +339,7 @@ def main():
     check_compose()
     check_systemd()
     check_dockerfile()
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+    return bt.summary()
 
 
 if __name__ == '__main__':

@@ -13,65 +13,30 @@ or with --mongo on BOARDD_TEST_MONGO_URI's server (the move the tool is for) —
 
 usage: test_copy.py path/to/boardd path/to/boardd-copy [--mongo]
 """
-import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
 
 BOARDD, COPY = sys.argv[1], sys.argv[2]
 MONGO = '--mongo' in sys.argv[3:]
-passed = failed = 0
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what)
-    return cond
+def start(store, tokens, logdir, name):
+    return bt.Server(BOARDD, store=store, tokens=tokens, logdir=logdir, threads=2,
+                     name=name).started(timeout=20)
 
 
-def start(store, tokens):
-    p = subprocess.Popen([BOARDD, '--listen', '127.0.0.1:0', '--store', store, '--tokens', tokens,
-                          '--threads', '2'], stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 20
-    lines = []
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(r'listening on .* \(port (\d+)\)', line)
-        if m:
-            return p, 'http://127.0.0.1:%s' % m.group(1)
-    p.kill()
-    raise SystemExit('boardd did not start: ' + ''.join(lines))
+def call(srv, tok, method, path, body=None, headers=None):
+    return bt.request(srv.port, method, path, tok, body, headers)[:2]
 
 
-def call(base, tok, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + path, data=data, method=method)
-    req.add_header('Authorization', 'Bearer ' + tok)
-    if data is not None:
-        req.add_header('Content-Type', 'application/json')
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            text = r.read().decode()
-            return r.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read().decode() or 'null')
-
-
-def must(base, tok, method, path, body=None):
-    st, doc = call(base, tok, method, path, body)
+def must(srv, tok, method, path, body=None, headers=None):
+    st, doc = call(srv, tok, method, path, body, headers)
     if st not in (200, 201, 204):
         raise SystemExit('%s %s: %d %s' % (method, path, st, doc))
     return doc
@@ -127,12 +92,8 @@ def fill(base, ops, wrk):
     tok = must(base, wrk, 'POST', '/v1/cards/c00/claim', {'marker': 'w1'})
     run = must(base, wrk, 'POST', '/v1/runs', {'card_id': 'c00', 'marker': 'w1',
                                                'status': 'running'})
-    req = urllib.request.Request(base + '/v1/cards/c00/last-run', method='PUT',
-                                 data=json.dumps({'marker': 'w1', 'run_id': run['id']}).encode())
-    req.add_header('Authorization', 'Bearer ' + wrk)
-    req.add_header('Content-Type', 'application/json')
-    req.add_header('If-Match', '"%d"' % tok['epoch'])
-    urllib.request.urlopen(req, timeout=10).read()
+    must(base, wrk, 'PUT', '/v1/cards/c00/last-run', {'marker': 'w1', 'run_id': run['id']},
+         {'If-Match': '"%d"' % tok['epoch']})
     must(base, wrk, 'POST', '/v1/cards/c00/release', {'marker': 'w1', 'epoch': tok['epoch']})
 
 
@@ -142,34 +103,24 @@ def fields(c):
 
 
 def run_copy(src, dst, ops_file, extra=()):
-    return subprocess.run([sys.executable, COPY, '--from', src, '--to', dst,
+    return subprocess.run([sys.executable, COPY, '--from', src.url, '--to', dst.url,
                            '--from-token-file', ops_file, '--to-token-file', ops_file,
                            '--comments'] + list(extra),
                           capture_output=True, text=True, timeout=120)
 
 
 def main():
-    if MONGO and not os.environ.get('BOARDD_TEST_MONGO_URI'):
-        print('SKIP: BOARDD_TEST_MONGO_URI is not set (tests/run.sh sets it)')
-        return 1 if os.environ.get('CI') == 'true' else 77
+    uri = bt.mongo_uri() if MONGO else None
     with tempfile.TemporaryDirectory() as tmp:
         tokens = os.path.join(tmp, 'tokens.json')
-        plain = {}
-        for name, role in (('ops', 'operator'), ('wrk', 'worker')):
-            r = subprocess.run([BOARDD, 'token', 'add', '--tokens', tokens, '--name', name,
-                                '--role', role], capture_output=True, text=True, check=True)
-            plain[name] = r.stdout.strip()
+        plain = {name: bt.token_add(BOARDD, tokens, name, [role])
+                 for name, role in (('ops', 'operator'), ('wrk', 'worker'))}
         ops_file = os.path.join(tmp, 'ops.token')
         with open(ops_file, 'w') as f:
             f.write(plain['ops'])
-        if MONGO:
-            uri = os.environ['BOARDD_TEST_MONGO_URI']
-            m = re.match(r'(mongodb://[^/?]+)/?([^?]*)(\?.*)?$', uri)
-            target = '%s/boardd_copy_%d%s' % (m.group(1), os.getpid(), m.group(3) or '')
-        else:
-            target = 'fs:' + tmp + '/dst'
-        ps, src = start('fs:' + tmp + '/src', tokens)
-        pd, dst = start(target, tokens)
+        target = bt.mongo_database(uri, 'copy') if MONGO else 'fs:' + tmp + '/dst'
+        src = start('fs:' + tmp + '/src', tokens, tmp, 'src')
+        dst = start(target, tokens, tmp, 'dst')
         try:
             ops, wrk = plain['ops'], plain['wrk']
             fill(src, ops, wrk)
@@ -215,11 +166,9 @@ def main():
                   % r.stdout)
             check(all_cards(src, ops) == before, 'the source is unchanged')
         finally:
-            for p in (ps, pd):
-                p.send_signal(signal.SIGTERM)
-                p.wait(timeout=20)
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+            for srv in (src, dst):
+                srv.stop(timeout=20)
+    return bt.summary()
 
 
 if __name__ == '__main__':

@@ -18,6 +18,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+
 ROOT = sys.argv[1]
 failed = 0
 
@@ -112,18 +115,11 @@ def event_types():
     return len(named)
 
 
-def metrics_rows():
-    # METRICS_TABLE's own lines (metrics.h's comment shows an example row).
-    src = read('metrics', 'metrics.h')
-    return src[src.index('#define METRICS_TABLE(X)'):src.index('enum metrics_id')]
-
-
 def metric_families():
     path = os.path.join(ROOT, 'metrics', 'metrics.h')
     if not os.path.exists(path):
         return 0
-    code = {n: t.lower() for t, n in re.findall(
-        r'X\(METRICS_[A-Z0-9_]+, METRICS_([A-Z]+), "([a-z0-9_]+)"', metrics_rows())}
+    code = {n: t for n, (t, _) in bt.metrics_table(path).items()}
     doc = {}
     for r in md_rows(md_section(read('docs', 'operations.md'), 'Metrics and alerts')):
         names = [x.strip().strip('`') for x in r[0].split(',')]

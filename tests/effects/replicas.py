@@ -21,35 +21,19 @@ import os
 import sys
 import tempfile
 import time
-import urllib.parse
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'faults'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import boardd_proc  # noqa: E402
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
 from receiver import Receiver  # noqa: E402
 
 LEASE_MS = 3000
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-    print(('ok   ' if cond else 'FAIL ') + what, flush=True)
-
-
-def must(client, want, method, path, body=None):
-    st, out = client.call(method, path, body)
-    if st != want:
-        raise RuntimeError('%s %s: want %s, got %s %s' % (method, path, want, st, out))
-    return out
+bt.verbose()
 
 
 def deliveries(c, prefix):
-    out = must(c, 200, 'GET', '/v1/deliveries?board=default&limit=1000')['deliveries']
+    out = c.must(200, 'GET', '/v1/deliveries?board=default&limit=1000')['deliveries']
     return [d for d in out if d['card_id'] and d['card_id'].startswith(prefix)]
 
 
@@ -64,7 +48,7 @@ def wait_done(c, prefix, n, timeout):
 
 
 def attempts_of(srv, token):
-    st, body = boardd_proc.Client(srv.port, token).call('GET', '/metrics')
+    st, body = bt.Client(srv.port, token).call('GET', '/metrics')
     for line in (body or {}).get('_raw', '').splitlines():
         if line.startswith('boardd_webhook_attempts_total '):
             return int(float(line.split()[1]))
@@ -73,27 +57,18 @@ def attempts_of(srv, token):
 
 def main():
     boardd = sys.argv[1]
-    uri = os.environ.get('BOARDD_TEST_MONGO_URI')
-    if not uri:
-        if os.environ.get('CI') == 'true':
-            print('FAIL: BOARDD_TEST_MONGO_URI is not set; the Mongo suite must run in CI')
-            return 1
-        print('SKIP: BOARDD_TEST_MONGO_URI is not set')
-        return 77
-    ferret = os.environ.get('BOARDD_TEST_MONGO_IS_FERRETDB') == '1'
-    parts = urllib.parse.urlsplit(uri)
-    store = urllib.parse.urlunsplit((parts.scheme, parts.netloc, '/boardd_dlv_%d_%d' %
-                                     (os.getpid(), int(time.time())), parts.query, ''))
+    store = bt.mongo_database(bt.mongo_uri(), 'dlv')
+    ferret = bt.mongo_is_ferretdb()
     recv = Receiver()
     servers = []
     with tempfile.TemporaryDirectory() as tmp:
         tokens = os.path.join(tmp, 'tokens.json')
-        ops_t = boardd_proc.token_add(boardd, tokens, 'ops', ['operator', 'bot'])
+        ops_t = bt.token_add(boardd, tokens, 'ops', ['operator', 'bot'])
 
         def start(name, deliverers):
             d = os.path.join(tmp, name)
             os.mkdir(d)
-            srv = boardd_proc.Server(boardd, d, tokens, d, store=store,
+            srv = bt.Server(boardd, d, tokens, d, store=store,
                                      extra=['--deliverers', str(deliverers),
                                             '--delivery-lease-ms', str(LEASE_MS),
                                             '--delivery-timeout-ms', '2500'])
@@ -105,8 +80,8 @@ def main():
 
         try:
             a = start('a', 4)
-            ops = boardd_proc.Client(a.port, ops_t)
-            must(ops, 201, 'PUT', '/v1/boards/default/subscriptions/slow',
+            ops = bt.Client(a.port, ops_t)
+            ops.must(201, 'PUT', '/v1/boards/default/subscriptions/slow',
                  {'url': recv.base + '/slow/ok', 'on': {'types': ['card_created']}})
             if ferret:
                 print('SKIP race: FerretDB 1.24: single-document updates are not atomic under '
@@ -123,16 +98,15 @@ def main():
                 if s.alive():
                     s.kill()
             recv.stop()
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+    return bt.summary()
 
 
 def race(start, a, ops, ops_t, recv):
     b = start('b', 4)
-    opsb = boardd_proc.Client(b.port, ops_t)
+    opsb = bt.Client(b.port, ops_t)
     recv.delay_s = 0.4
     for i in range(16):
-        must(ops if i % 2 else opsb, 201, 'POST', '/v1/cards', {'id': 'race-%d' % i})
+        (ops if i % 2 else opsb).must(201, 'POST', '/v1/cards', {'id': 'race-%d' % i})
     dl = wait_done(ops, 'race-', 16, 60)
     check(len(dl) == 16 and all(d['status'] == 'done' for d in dl),
           'race: 16 deliveries done (%d)' % len(dl))
@@ -151,11 +125,11 @@ def race(start, a, ops, ops_t, recv):
 
 def takeover(start, a, ops, ops_t, recv):
     quiet = start('quiet', 0)  # serves requests, delivers nothing
-    opsq = boardd_proc.Client(quiet.port, ops_t)
+    opsq = bt.Client(quiet.port, ops_t)
     recv.delay_s = 2.0
     base = len(recv.hits_for('/slow/'))
     for i in range(4):
-        must(ops, 201, 'POST', '/v1/cards', {'id': 'take-%d' % i})
+        ops.must(201, 'POST', '/v1/cards', {'id': 'take-%d' % i})
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and len(recv.hits_for('/slow/')) == base:
         time.sleep(0.02)

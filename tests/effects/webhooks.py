@@ -24,38 +24,21 @@ import re
 import sys
 import tempfile
 import time
-import urllib.parse
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'faults'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import boardd_proc  # noqa: E402
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
 from receiver import Receiver  # noqa: E402
 
 SCALE = 40000  # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h -> 0.125 ms ... 0.9 s
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what, flush=True)
-
-
-def must(client, want, method, path, body=None, headers=None):
-    st, out = client.call(method, path, body, headers)
-    if st != want:
-        raise RuntimeError('%s %s: want %s, got %s %s' % (method, path, want, st, out))
-    return out
 
 
 def deliveries(ops, status=None):
     q = '/v1/deliveries?board=default&limit=1000'
     if status:
         q += '&status=' + status
-    return must(ops, 200, 'GET', q)['deliveries']
+    return ops.must(200, 'GET', q)['deliveries']
 
 
 def wait_delivery(ops, pred, timeout):
@@ -70,26 +53,15 @@ def wait_delivery(ops, pred, timeout):
 
 def main():
     boardd = sys.argv[1]
-    mongo = os.environ.get('BOARDD_TEST_MONGO_URI') if '--mongo' in sys.argv else None
-    store = None
-    if '--mongo' in sys.argv and not mongo:
-        if os.environ.get('CI') == 'true':
-            print('FAIL: BOARDD_TEST_MONGO_URI is not set; the Mongo suite must run in CI')
-            return 1
-        print('SKIP: BOARDD_TEST_MONGO_URI is not set')
-        return 77
-    if mongo:
-        parts = urllib.parse.urlsplit(mongo)
-        store = urllib.parse.urlunsplit((parts.scheme, parts.netloc, '/boardd_webhooks_%d_%d' %
-                                         (os.getpid(), int(time.time())), parts.query, ''))
+    store = bt.mongo_database(bt.mongo_uri(), 'webhooks') if '--mongo' in sys.argv else None
     recv = Receiver()
     other = Receiver(host='127.0.0.2')  # the redirect target: must never be reached
     recv.redirect_to = other.base + '/elsewhere/ok'
     with tempfile.TemporaryDirectory() as tmp:
         tokens = os.path.join(tmp, 'tokens.json')
-        ops_t = boardd_proc.token_add(boardd, tokens, 'ops', ['operator', 'bot'])
-        wrk_t = boardd_proc.token_add(boardd, tokens, 'wrk', ['worker'])
-        srv = boardd_proc.Server(boardd, os.path.join(tmp, 'data'), tokens, tmp, store=store,
+        ops_t = bt.token_add(boardd, tokens, 'ops', ['operator', 'bot'])
+        wrk_t = bt.token_add(boardd, tokens, 'wrk', ['worker'])
+        srv = bt.Server(boardd, os.path.join(tmp, 'data'), tokens, tmp, store=store,
                                  extra=['--deliverers', '6', '--delivery-timeout-ms', '1000',
                                         '--delivery-lease-ms', '5000', '--reaper=on',
                                         '--reaper-interval-ms', '3600000'],
@@ -99,8 +71,8 @@ def main():
             print('FAIL: boardd did not start:', detail)
             return 1
         print('store:', store or 'fs', flush=True)
-        ops = boardd_proc.Client(srv.port, ops_t)
-        wrk = boardd_proc.Client(srv.port, wrk_t)
+        ops = bt.Client(srv.port, ops_t)
+        wrk = bt.Client(srv.port, wrk_t)
         try:
             run(srv, ops, wrk, recv, other)
         except Exception as e:  # a harness error is a failure, with the log
@@ -113,14 +85,13 @@ def main():
                                                           '\n' + srv.log_tail(40)))
             recv.stop()
             other.stop()
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+    return bt.summary()
 
 
 def put_sub(ops, name, path, labels, want=201, **extra):
     body = {'url': path, 'on': {'all_labels': labels}}
     body.update(extra)
-    return must(ops, want, 'PUT', '/v1/boards/default/subscriptions/' + name, body)
+    return ops.must(want, 'PUT', '/v1/boards/default/subscriptions/' + name, body)
 
 
 def run(srv, ops, wrk, recv, other):
@@ -133,10 +104,10 @@ def run(srv, ops, wrk, recv, other):
         secrets['/h-%s/' % k] = s['secret']
     recv.secrets = secrets
     recv.fail_until_ok.add('/h-fail')
-    one = must(ops, 200, 'GET', '/v1/boards/default/subscriptions/h-ok')
+    one = ops.must(200, 'GET', '/v1/boards/default/subscriptions/h-ok')
     check('secret' not in one, 'GET never shows the secret')
     check(one['on']['all_labels'] == ['to-ok'] and one['enabled'] is True, 'GET: %s' % one)
-    lst = must(ops, 200, 'GET', '/v1/boards/default/subscriptions')['subscriptions']
+    lst = ops.must(200, 'GET', '/v1/boards/default/subscriptions')['subscriptions']
     check(sorted(x['name'] for x in lst) == sorted('h-' + k for k in kinds), 'list: %s' % lst)
     check(all('secret' not in x for x in lst), 'the list never shows a secret')
     again = put_sub(ops, 'h-ok', recv.base + '/h-ok/ok', ['to-ok'], want=200)
@@ -167,7 +138,7 @@ def run(srv, ops, wrk, recv, other):
     check(st == 400, 'bad status filter: %s' % st)
 
     # ---- the answers are what openapi.yaml says (served as /openapi.json) ----
-    spec = must(ops, 200, 'GET', '/openapi.json')['components']['schemas']
+    spec = ops.must(200, 'GET', '/openapi.json')['components']['schemas']
 
     def conforms(obj, name):
         sch = spec[name]
@@ -193,7 +164,7 @@ def run(srv, ops, wrk, recv, other):
     # ---- one card per behaviour ----
     t0 = time.time()
     for k in kinds:
-        must(ops, 201, 'POST', '/v1/cards', {'id': 'card-' + k, 'labels': ['to-' + k]})
+        ops.must(201, 'POST', '/v1/cards', {'id': 'card-' + k, 'labels': ['to-' + k]})
 
     got = recv.wait_for('/h-ok/', 1, 10)
     check(len(got) == 1, 'ok: delivered once: %s' % [(round(x['t'], 3), x['headers'].get(
@@ -230,9 +201,9 @@ def run(srv, ops, wrk, recv, other):
     d = wait_delivery(ops, lambda d: d['subscription'] == 'h-gone' and d['status'] == 'dead',
                       5)
     check(len(gone) == 1 and d is not None and d['last_status'] == 410, 'gone: dead: %s' % d)
-    s = must(ops, 200, 'GET', '/v1/boards/default/subscriptions/h-gone')
+    s = ops.must(200, 'GET', '/v1/boards/default/subscriptions/h-gone')
     check(s['enabled'] is False and s['disabled_reason'] == 'gone', 'gone: disabled: %s' % s)
-    must(ops, 201, 'POST', '/v1/cards', {'id': 'card-gone-2', 'labels': ['to-gone']})
+    ops.must(201, 'POST', '/v1/cards', {'id': 'card-gone-2', 'labels': ['to-gone']})
     check(not [x for x in deliveries(ops) if x['card_id'] == 'card-gone-2'],
           'gone: a disabled subscription enqueues nothing')
 
@@ -260,7 +231,7 @@ def run(srv, ops, wrk, recv, other):
     check(any(x['id'] == d['id'] for x in dead) if d else False, 'GET ?status=dead lists it')
     recv.fail_until_ok.discard('/h-fail')
     if d:
-        r = must(ops, 200, 'POST', '/v1/deliveries/%s/retry' % d['id'])
+        r = ops.must(200, 'POST', '/v1/deliveries/%s/retry' % d['id'])
         check(r['status'] == 'pending' and r['attempts'] == 0, 'retry: pending: %s' % r)
         st, _ = ops.call('POST', '/v1/deliveries/%s/retry' % d['id'])
         check(st in (409, 200), 'retry again: %s' % st)
@@ -286,22 +257,22 @@ def run(srv, ops, wrk, recv, other):
 def watchdog(ops, wrk, recv, secrets):
     """The reaper files a dead worker's finished run: delivered, dependent promoted and
     delivered; a column rename afterwards fires nothing."""
-    s = must(ops, 201, 'PUT', '/v1/boards/default/subscriptions/wd',
+    s = ops.must(201, 'PUT', '/v1/boards/default/subscriptions/wd',
              {'url': recv.base + '/wd/ok',
               'on': {'all_labels': ['wd'], 'to_states': ['done', 'ready', 'queued']}})
     recv.secrets['/wd/'] = s['secret']
-    must(ops, 201, 'POST', '/v1/cards', {'id': 'wd-1', 'state': 'in_progress', 'labels': ['wd']})
-    must(ops, 201, 'POST', '/v1/cards', {'id': 'wd-2', 'blockers': ['wd-1'], 'labels': ['wd']})
-    claim = must(wrk, 200, 'POST', '/v1/cards/wd-1/claim', {'marker': 'w-1', 'lease_ms': 1000})
-    must(wrk, 201, 'POST', '/v1/runs', {'id': 'wd-run', 'card_id': 'wd-1', 'marker': 'w-1',
+    ops.must(201, 'POST', '/v1/cards', {'id': 'wd-1', 'state': 'in_progress', 'labels': ['wd']})
+    ops.must(201, 'POST', '/v1/cards', {'id': 'wd-2', 'blockers': ['wd-1'], 'labels': ['wd']})
+    claim = wrk.must(200, 'POST', '/v1/cards/wd-1/claim', {'marker': 'w-1', 'lease_ms': 1000})
+    wrk.must(201, 'POST', '/v1/runs', {'id': 'wd-run', 'card_id': 'wd-1', 'marker': 'w-1',
                                         'status': 'running', 'lease_ms': 1000})
-    must(wrk, 200, 'PUT', '/v1/cards/wd-1/last-run', {'marker': 'w-1', 'run_id': 'wd-run'},
+    wrk.must(200, 'PUT', '/v1/cards/wd-1/last-run', {'marker': 'w-1', 'run_id': 'wd-run'},
          {'If-Match': '"%d"' % claim['epoch']})
-    must(wrk, 200, 'PATCH', '/v1/runs/wd-run', {'marker': 'w-1', 'status': 'finished',
+    wrk.must(200, 'PATCH', '/v1/runs/wd-run', {'marker': 'w-1', 'status': 'finished',
                                                 'lease_ms': 1000})
     base = len(recv.hits_for('/wd/'))
     time.sleep(2.5)  # the worker is dead: its lease runs out
-    stats = must(ops, 200, 'POST', '/v1/reaper/pass')
+    stats = ops.must(200, 'POST', '/v1/reaper/pass')
     check(stats['actions']['complete'] == 1, 'watchdog: completed: %s' % stats)
     got = recv.wait_for('/wd/', base + 2, 10)[base:]
     evs = [json.loads(x['body'])['event'] for x in got]
@@ -310,9 +281,9 @@ def watchdog(ops, wrk, recv, secrets):
           ('wd-2', 'card_unblocked', 'unblocked') in kinds,
           'watchdog: the run_finished filing and the promotion delivered: %s' % kinds)
     check(all(x['verified'] is True for x in got), 'watchdog: signed')
-    check(must(ops, 200, 'GET', '/v1/cards/wd-2')['state'] == 'ready', 'dependent promoted')
+    check(ops.must(200, 'GET', '/v1/cards/wd-2')['state'] == 'ready', 'dependent promoted')
     n = len(recv.hits_for('/wd/'))
-    must(ops, 200, 'POST', '/v1/boards/default/columns/ready/rename', {'to': 'queued'})
+    ops.must(200, 'POST', '/v1/boards/default/columns/ready/rename', {'to': 'queued'})
     time.sleep(1.0)
     check(len(recv.hits_for('/wd/')) == n and
           not [d for d in deliveries(ops) if d['card_id'] == 'wd-2' and

@@ -52,9 +52,9 @@ import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'effects'))
-from boardd_proc import Client, Server, cards_all, events_since, token_add  # noqa: E402
+from boardd_test import Client, Server, cards_all, events_since, token_add  # noqa: E402
 
 STATES = ('in_progress', 'review')
 LEASE_MS = 3600000

@@ -44,8 +44,9 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from boardd_proc import Client, Server, cards_all, events_since, token_add  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+from boardd_test import (Client, Server, cards_all, events_since, token_add,  # noqa: E402
+                         wait_for)
 
 STATES = ('ready', 'in_progress', 'review')
 OWNED_WRITES = ('state', 'last_run', 'awaiting', 'gave_up')
@@ -384,14 +385,8 @@ def burst(port, token, marker, card, epoch, k):
     return out, [t_state, t_gave, t_run]
 
 
-def poll(fn, timeout, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(step)
-    return None
+def poll(fn, timeout):
+    return wait_for(fn, timeout, final=False)
 
 
 def main():

@@ -11,79 +11,29 @@ usage: mcp_sdk.py path/to/boardd
 import asyncio
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
+
 BOARDD = sys.argv[1]
-passed = failed = 0
 ALL_TOOLS = ['list_cards', 'get_card', 'create_card', 'move_card', 'close_card', 'set_labels',
              'adjust_labels', 'add_comment']
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what, flush=True)
-
-
-def token_add(tokens, name, roles, caps=()):
-    args = [BOARDD, 'token', 'add', '--tokens', tokens, '--name', name]
-    for r in roles:
-        args += ['--role', r]
-    for c in caps:
-        args += ['--cap', c]
-    out = subprocess.run(args, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
-
-
-def start(tmp, tokens):
-    p = subprocess.Popen([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/data',
-                          '--threads', '2', '--tokens', tokens, '--log-format', 'json'],
-                         stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        m = re.search(r'listening on .* \(port (\d+)\)', line)
-        if m:
-            return p, int(m.group(1))
-    p.kill()
-    raise SystemExit('boardd did not start')
-
-
 class Rest:
     def __init__(self, port):
-        self.base = 'http://127.0.0.1:%d' % port
+        self.port = port
 
     def call(self, method, path, token, body=None, headers=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method)
-        req.add_header('Authorization', 'Bearer ' + token)
-        if data is not None:
-            req.add_header('Content-Type', 'application/json')
-        for k, v in (headers or {}).items():
-            req.add_header(k, v)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                raw = r.read()
-                return r.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            return e.code, json.loads(raw) if raw else None
+        return bt.request(self.port, method, path, token, body, headers)[:2]
 
 
 def client(port, token, mode='auto'):
@@ -243,11 +193,13 @@ async def agent_tokens(port, rest, worker, op):
 async def main():
     with tempfile.TemporaryDirectory() as tmp:
         tokens = tmp + '/tokens.json'
-        bot = token_add(tokens, 't-bot', ['bot'])
-        op = token_add(tokens, 't-op', ['operator'])
-        worker = token_add(tokens, 't-worker', ['worker'])
-        reader = token_add(tokens, 't-reader', ['bot'], ['board.read'])
-        p, port = start(tmp, tokens)
+        bot = bt.token_add(BOARDD, tokens, 't-bot', ['bot'])
+        op = bt.token_add(BOARDD, tokens, 't-op', ['operator'])
+        worker = bt.token_add(BOARDD, tokens, 't-worker', ['worker'])
+        reader = bt.token_add(BOARDD, tokens, 't-reader', ['bot'], caps=['board.read'])
+        srv = bt.Server(BOARDD, tmp + '/data', tokens, tmp, threads=2,
+                        extra=['--log-format', 'json']).started(timeout=10)
+        port = srv.port
         try:
             rest = Rest(port)
             cid = await modern_era(port, rest, bot, op)
@@ -255,10 +207,8 @@ async def main():
             await narrow_caps(port, reader)
             await agent_tokens(port, rest, worker, op)
         finally:
-            p.terminate()
-            p.wait(timeout=10)
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+            srv.stop(timeout=10)
+    return bt.summary()
 
 
 sys.exit(asyncio.run(main()))

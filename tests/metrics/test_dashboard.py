@@ -11,34 +11,14 @@ usage: test_dashboard.py deploy/grafana/boardd.json metrics/metrics.h deploy/pro
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
+
 DASH, TABLE, RULES = sys.argv[1], sys.argv[2], sys.argv[3]
-failed = 0
-
-
-def check(cond, what):
-    global failed
-    if not cond:
-        failed += 1
-        print('FAIL ' + what)
-
-
-def table():
-    """{name: (type, {labels})} of METRICS_TABLE."""
-    text = open(TABLE).read()
-    # The table's own lines only (the header's comment shows an example row).
-    text = text[text.index('#define METRICS_TABLE(X)'):text.index('enum metrics_id')]
-    text = text.replace('\\\n', ' ')  # joined continuation lines
-    rows = re.findall(r'X\(METRICS_\w+,\s*METRICS_(COUNTER|GAUGE|HISTOGRAM),\s*"(\w+)",'
-                      r'\s*"([^"]*)"', text)
-    out = {}
-    for kind, name, labels in rows:
-        labs = {x for x in labels.split(',') if x}
-        out[name] = (kind.lower(), labs)
-    return out
 
 
 def family_of(series, fams):
@@ -59,7 +39,7 @@ def panels(d):
 
 
 def main():
-    fams = table()
+    fams = bt.metrics_table(TABLE)
     check(len(fams) > 20, 'the table was read (%d families)' % len(fams))
     try:
         d = json.load(open(DASH))
@@ -126,9 +106,6 @@ def expr_check(where, expr, fams):
 
 
 if __name__ == '__main__':
-    if not shutil.which('promtool'):
-        print('promtool not found (Debian: apt-get install prometheus; deploy/deps.sh --test)')
-        sys.exit(1 if os.environ.get('CI') == 'true' else 77)
+    bt.need_promtool()
     main()
-    print('dashboard: %s' % ('FAIL' if failed else 'ok'))
-    sys.exit(1 if failed else 0)
+    sys.exit(bt.summary('dashboard'))

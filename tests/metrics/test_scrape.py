@@ -8,33 +8,21 @@ usage: test_scrape.py path/to/boardd path/to/metrics.h
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'faults'))
-import boardd_proc  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
 
 BOARDD, TABLE = sys.argv[1], sys.argv[2]
-failed = 0
-
-
-def check(cond, what):
-    global failed
-    print(('ok   ' if cond else 'FAIL ') + what)
-    if not cond:
-        failed += 1
+bt.verbose()
 
 
 def table_families():
     """{name: type} of METRICS_TABLE, read from the header as the server is built from it."""
-    text = open(TABLE).read()
-    # The table's own lines only (the header's comment shows an example row).
-    text = text[text.index('#define METRICS_TABLE(X)'):text.index('enum metrics_id')]
-    text = text.replace('\\\n', ' ')  # joined continuation lines
-    rows = re.findall(r'X\(METRICS_\w+,\s*METRICS_(COUNTER|GAUGE|HISTOGRAM),\s*"(\w+)"', text)
-    return {name: kind.lower() for kind, name in rows}
+    return {name: kind for name, (kind, _) in bt.metrics_table(TABLE).items()}
 
 
 def value(text, series):
@@ -52,16 +40,16 @@ def promtool(text):
 def scenario(tmp, store, name):
     tokens = os.path.join(tmp, 'tokens.json')
     if not os.path.exists(tokens):
-        boardd_proc.token_add(BOARDD, tokens, 'w', ['worker', 'bot', 'operator'])
-    srv = boardd_proc.Server(BOARDD, os.path.join(tmp, 'data-' + name), tokens, tmp,
+        bt.token_add(BOARDD, tokens, 'w', ['worker', 'bot', 'operator'])
+    srv = bt.Server(BOARDD, os.path.join(tmp, 'data-' + name), tokens, tmp,
                              store=store)
-    plain = boardd_proc.token_add(BOARDD, tokens, 'w-' + name, ['worker', 'bot', 'operator'])
+    plain = bt.token_add(BOARDD, tokens, 'w-' + name, ['worker', 'bot', 'operator'])
     ok, detail = srv.start()
     check(ok, name + ': boardd starts ' + detail)
     if not ok:
         return
     try:
-        c = boardd_proc.Client(srv.port, plain)
+        c = bt.Client(srv.port, plain)
         card = 'm-' + name
         board = 'default'
         st, _ = c.call('POST', '/v1/cards', {'id': card, 'board': board, 'state': 'ready'})
@@ -155,7 +143,7 @@ def scenario(tmp, store, name):
     finally:
         code = srv.stop()
         check(code == 0, name + ': clean exit (%s)' % code)
-        if failed:
+        if bt.failed():
             print(srv.log_tail(30))
 
 
@@ -170,17 +158,12 @@ def main():
         uri = os.environ.get('BOARDD_TEST_MONGO_URI')
         if uri:
             # A database of its own, so the counts are this test's.
-            base, _, query = uri.partition('?')
-            base = base.rsplit('/', 1)[0] + '/boardd_metrics_%d' % os.getpid()
-            scenario(tmp, base + ('?' + query if query else ''), 'mongo')
+            scenario(tmp, bt.mongo_database(uri, 'metrics'), 'mongo')
         else:
             print('skip mongo: BOARDD_TEST_MONGO_URI is not set')
 
 
 if __name__ == '__main__':
-    if not shutil.which('promtool'):
-        print('promtool not found (Debian: apt-get install prometheus; deploy/deps.sh --test)')
-        sys.exit(1 if os.environ.get('CI') == 'true' else 77)
+    bt.need_promtool()
     main()
-    print('metrics scrape: %s' % ('FAIL' if failed else 'ok'))
-    sys.exit(1 if failed else 0)
+    sys.exit(bt.summary('metrics scrape'))

@@ -3,6 +3,7 @@
 #include "core/core.h"
 #include "server/reaper.h"
 #include "store/store.h"
+#include "tests/store/sub_fixture.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -814,25 +815,37 @@ START_TEST(test_zombie_run_cannot_file_the_new_owners_card)
 }
 END_TEST
 
-/* A finished run of an earlier claim is not a verdict on a later one: w1's run finished and
- * w1 let go without filing; w2 claims and dies before recording a run. Judged by w1's run,
- * the card would be filed done for work w2 never did. */
-START_TEST(test_earlier_claims_run_counts_as_none)
+/* w1 claims c1 (in_progress), records run r1 with `status` and lets go (the run then pruned
+ * when `prune`); w2 claims and dies before recording a run. Past w2's lease the pass releases
+ * the card, left in_progress; returns it (the caller frees it). */
+static struct core_card *earlier_run_then_w2_dies(const char *status, bool prune)
 {
 	int64_t e = claimed("c1", "in_progress", "w1");
 	struct store_claim_result res = {0};
 	struct core_token t = {"w1", e, NULL};
 	struct core_card *c = NULL;
 
-	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	with_run("c1", "r1", "w1", e, status, LEASE);
 	ck_assert_int_eq(store_card_release(st, "c1", &t, &worker, &c), CORE_OK);
 	core_card_free(c);
+	if (prune)
+		ck_assert_int_eq(store_run_prune(st, "r1", &ops), CORE_OK);
 	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
 	core_card_free(res.card);
 	advance(3 * LEASE);
 	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
 	c = get("c1");
 	ck_assert_str_eq(c->state, "in_progress");
+	return c;
+}
+
+/* A finished run of an earlier claim is not a verdict on a later one: w1's run finished and
+ * w1 let go without filing; w2 claims and dies before recording a run. Judged by w1's run,
+ * the card would be filed done for work w2 never did. */
+START_TEST(test_earlier_claims_run_counts_as_none)
+{
+	struct core_card *c = earlier_run_then_w2_dies("finished", false);
+
 	ck_assert(!c->claim.present);
 	core_card_free(c);
 }
@@ -842,21 +855,8 @@ END_TEST
  * w1 let go; w2 claims and dies before recording a run: released, not filed blocked. */
 START_TEST(test_earlier_claims_pruned_run_counts_as_none)
 {
-	int64_t e = claimed("c1", "in_progress", "w1");
-	struct store_claim_result res = {0};
-	struct core_token t = {"w1", e, NULL};
-	struct core_card *c = NULL;
+	struct core_card *c = earlier_run_then_w2_dies("running", true);
 
-	with_run("c1", "r1", "w1", e, "running", LEASE);
-	ck_assert_int_eq(store_card_release(st, "c1", &t, &worker, &c), CORE_OK);
-	core_card_free(c);
-	ck_assert_int_eq(store_run_prune(st, "r1", &ops), CORE_OK);
-	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
-	core_card_free(res.card);
-	advance(3 * LEASE);
-	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
-	c = get("c1");
-	ck_assert_str_eq(c->state, "in_progress");
 	ck_assert(!c->gave_up.set);
 	core_card_free(c);
 }
@@ -922,19 +922,14 @@ END_TEST
  * the run's own verdict and the dependent's promotion; nothing the watchdog decided alone. */
 START_TEST(test_pass_fires_only_the_runs_verdict)
 {
-	struct store_sub in = {.board = "default", .name = "all", .url = "http://127.0.0.1:9/x",
-			       .enabled = true};
 	struct store_delivery_filter f = {.status = -1, .limit = 1000};
 	struct store_card_create dep = {.id = "dep", .title = "dep"};
 	struct store_delivery **v = NULL;
-	struct store_sub *out = NULL;
 	struct core_strv bl = {0};
 	struct core_card *c = NULL;
 	int64_t e1 = claimed("fin", "in_progress", "w1"), e2 = claimed("orph", "in_progress", "w2"),
 		e3 = claimed("gone", "in_progress", "w3");
 	size_t n = 0, before, i, verdicts = 0, promotions = 0;
-	bool created;
-	int t;
 
 	ck_assert_int_eq(core_strv_push(&bl, "fin"), CORE_OK);
 	dep.blockers = &bl;
@@ -945,16 +940,7 @@ START_TEST(test_pass_fires_only_the_runs_verdict)
 	with_run("orph", "r2", "w2", e2, "running", LEASE / 2);
 	with_run("gone", "r3", "w3", e3, "running", LEASE);
 	ck_assert_int_eq(store_run_prune(st, "r3", &ops), CORE_OK);
-	for (t = 0; t < CORE_EV_COUNT_; t++)
-		if (core_event_type_subscribable(t))
-			ck_assert_int_eq(core_strv_push(&in.on.dim[CORE_SUB_TYPES],
-							core_event_type_name(t)),
-					 CORE_OK);
-	ck_assert_int_eq(store_sub_put(st, &in, "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0", &created,
-				       &out),
-			 CORE_OK);
-	store_sub_free(out);
-	core_sub_filter_release(&in.on);
+	fx_subscribe_all(st);
 	ck_assert_int_eq(store_delivery_list(st, &f, &v, &before), CORE_OK);
 	store_deliveries_free(v, before);
 	advance(LEASE + 1);

@@ -101,6 +101,41 @@ static void expect_conflict(const char *method, const char *path, const char *hd
 	json_decref(j);
 }
 
+/* w1, holding c1 at the epoch in hdr ("If-Match: ..."), creates run `run` (its lock for
+ * lease_ms) and records it as the card's last run. */
+static void record_run(const char *hdr, const char *run, int lease_ms)
+{
+	char body[192];
+
+	snprintf(body, sizeof(body),
+		 "{\"id\":\"%s\",\"card_id\":\"c1\",\"marker\":\"w1\","
+		 "\"status\":\"running\",\"lease_ms\":%d}",
+		 run, lease_ms);
+	json_decref(call_json(201, "POST", "/v1/runs", HARNESS_TOK_WORKER, NULL, body));
+	snprintf(body, sizeof(body), "{\"marker\":\"w1\",\"run_id\":\"%s\"}", run);
+	json_decref(call_json(200, "PUT", "/v1/cards/c1/last-run", HARNESS_TOK_WORKER, hdr, body));
+}
+
+/* w1 moves c1 to in_progress and records run R (lock 1 s) under the epoch in hdr. */
+static void start_run_r(const char *hdr)
+{
+	json_decref(call_json(200, "PATCH", "/v1/cards/c1/state", HARNESS_TOK_WORKER, hdr,
+			      "{\"marker\":\"w1\",\"to\":\"in_progress\"}"));
+	record_run(hdr, "R", 1000);
+}
+
+/* An operator's reaper pass; the caller frees the stats. */
+static json_t *operator_pass(void)
+{
+	return call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
+}
+
+/* One action's count in a pass's stats. */
+static json_int_t pass_action(const json_t *stats, const char *action)
+{
+	return json_integer_value(json_object_get(json_object_get(stats, "actions"), action));
+}
+
 START_TEST(test_zombie_refused_over_http)
 {
 	json_t *j;
@@ -114,19 +149,14 @@ START_TEST(test_zombie_refused_over_http)
 	epoch = json_integer_value(json_object_get(j, "epoch"));
 	json_decref(j);
 	snprintf(hdr, sizeof(hdr), "If-Match: \"%lld\"", (long long)epoch);
-	json_decref(call_json(201, "POST", "/v1/runs", HARNESS_TOK_WORKER, NULL,
-			      "{\"id\":\"r1\",\"card_id\":\"c1\",\"marker\":\"w1\","
-			      "\"status\":\"running\",\"lease_ms\":30000}"));
-	json_decref(call_json(200, "PUT", "/v1/cards/c1/last-run", HARNESS_TOK_WORKER, hdr,
-			      "{\"marker\":\"w1\",\"run_id\":\"r1\"}"));
+	record_run(hdr, "r1", 30000);
 
 	/* the worker dies: neither the claim nor the run lock is renewed */
 	__atomic_add_fetch(&now_ms, LEASE + 1, __ATOMIC_SEQ_CST);
 	ck_assert_int_eq(call("POST", "/v1/reaper/pass", HARNESS_TOK_WORKER, NULL, "{}", NULL), 403);
-	j = call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
+	j = operator_pass();
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "transferred")), 1);
-	ck_assert_int_eq(
-		json_integer_value(json_object_get(json_object_get(j, "actions"), "repark")), 1);
+	ck_assert_int_eq(pass_action(j, "repark"), 1);
 	json_decref(j);
 	j = call_json(200, "GET", "/v1/runs/r1", HARNESS_TOK_OPERATOR, NULL, NULL);
 	ck_assert_str_eq(json_string_value(json_object_get(j, "status")), "failed_resumable");
@@ -180,17 +210,10 @@ START_TEST(test_zombie_run_write_cannot_file_done)
 	epoch = json_integer_value(json_object_get(j, "epoch"));
 	json_decref(j);
 	snprintf(hdr, sizeof(hdr), "If-Match: \"%lld\"", (long long)epoch);
-	json_decref(call_json(200, "PATCH", "/v1/cards/c1/state", HARNESS_TOK_WORKER, hdr,
-			      "{\"marker\":\"w1\",\"to\":\"in_progress\"}"));
-	json_decref(call_json(201, "POST", "/v1/runs", HARNESS_TOK_WORKER, NULL,
-			      "{\"id\":\"R\",\"card_id\":\"c1\",\"marker\":\"w1\","
-			      "\"status\":\"running\",\"lease_ms\":1000}"));
-	json_decref(call_json(200, "PUT", "/v1/cards/c1/last-run", HARNESS_TOK_WORKER, hdr,
-			      "{\"marker\":\"w1\",\"run_id\":\"R\"}"));
+	start_run_r(hdr);
 	__atomic_add_fetch(&now_ms, 1001, __ATOMIC_SEQ_CST);
-	j = call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
-	ck_assert_int_eq(
-		json_integer_value(json_object_get(json_object_get(j, "actions"), "repark")), 1);
+	j = operator_pass();
+	ck_assert_int_eq(pass_action(j, "repark"), 1);
 	json_decref(j);
 	json_decref(call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER2, NULL,
 			      "{\"marker\":\"w2\",\"lease_ms\":1000}"));
@@ -202,9 +225,8 @@ START_TEST(test_zombie_run_write_cannot_file_done)
 	json_decref(j);
 	/* w2 dies before recording a run; past its lease and stamp window */
 	__atomic_add_fetch(&now_ms, 3000, __ATOMIC_SEQ_CST);
-	j = call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
-	ck_assert_int_eq(
-		json_integer_value(json_object_get(json_object_get(j, "actions"), "complete")), 0);
+	j = operator_pass();
+	ck_assert_int_eq(pass_action(j, "complete"), 0);
 	json_decref(j);
 	j = call_json(200, "GET", "/v1/cards/c1", HARNESS_TOK_OPERATOR, NULL, NULL);
 	ck_assert_str_eq(json_string_value(json_object_get(j, "state")), "in_progress");
@@ -250,21 +272,14 @@ START_TEST(test_repark_wakes_claim_next)
 	epoch = json_integer_value(json_object_get(json_object_get(j, "token"), "epoch"));
 	json_decref(j);
 	snprintf(hdr, sizeof(hdr), "If-Match: \"%lld\"", (long long)epoch);
-	json_decref(call_json(200, "PATCH", "/v1/cards/c1/state", HARNESS_TOK_WORKER, hdr,
-			      "{\"marker\":\"w1\",\"to\":\"in_progress\"}"));
-	json_decref(call_json(201, "POST", "/v1/runs", HARNESS_TOK_WORKER, NULL,
-			      "{\"id\":\"R\",\"card_id\":\"c1\",\"marker\":\"w1\","
-			      "\"status\":\"running\",\"lease_ms\":1000}"));
-	json_decref(call_json(200, "PUT", "/v1/cards/c1/last-run", HARNESS_TOK_WORKER, hdr,
-			      "{\"marker\":\"w1\",\"run_id\":\"R\"}"));
+	start_run_r(hdr);
 	ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
 	usleep(300 * 1000);
 	ck_assert_msg(!w.done, "claim-next answered with nothing free: %d %s", w.status,
 		      w.body ? w.body : "");
 	__atomic_add_fetch(&now_ms, 1001, __ATOMIC_SEQ_CST);
-	j = call_json(200, "POST", "/v1/reaper/pass", HARNESS_TOK_OPERATOR, NULL, "{}");
-	ck_assert_int_eq(
-		json_integer_value(json_object_get(json_object_get(j, "actions"), "repark")), 1);
+	j = operator_pass();
+	ck_assert_int_eq(pass_action(j, "repark"), 1);
 	json_decref(j);
 	pthread_join(th, NULL);
 	ck_assert_msg(w.status == 200, "woken: %d %s", w.status, w.body ? w.body : "");

@@ -13,72 +13,31 @@ time, so both reapers race for the same cards.
 usage: two_replicas.py BOARDD_BINARY    (needs BOARDD_TEST_MONGO_URI; skips with 77 without it,
                                          unless CI=true, where a missing server fails)
 """
-import http.client
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import boardd_test as bt  # noqa: E402
 
 CARDS = 12
 LEASE_MS = 1000
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Replica:
+class Replica(bt.Server):
     def __init__(self, binary, uri, tokens, name, tmp):
-        self.port = free_port()
-        self.log = open(os.path.join(tmp, name + ".log"), "w+")
-        self.proc = subprocess.Popen(
-            [binary, "--listen", "127.0.0.1:%d" % self.port, "--store", uri,
-             "--tokens", tokens, "--reaper=on", "--reaper-interval-ms", "3600000",
-             "--lease-min-ms", "1000", "--threads", "4"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit("replica %s exited at start:\n%s" % (name, self.tail()))
-            try:
-                if self.call("GET", "/readyz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise SystemExit("replica %s never became ready:\n%s" % (name, self.tail()))
-
-    def tail(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()[-3000:]
+        super().__init__(binary, store=uri, tokens=tokens, logdir=tmp, name=name,
+                         extra=["--reaper=on", "--reaper-interval-ms", "3600000",
+                                "--lease-min-ms", "1000"])
+        ok, why = self.start(timeout=30)
+        if not ok:
+            raise SystemExit("replica %s did not start: %s" % (name, why))
 
     def call(self, method, path, token=None, body=None, headers=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        h = dict(headers or {})
-        if token:
-            h["Authorization"] = "Bearer " + token
-        data = None
-        if body is not None:
-            data = json.dumps(body)
-            h["Content-Type"] = "application/json"
-        conn.request(method, path, body=data, headers=h)
-        r = conn.getresponse()
-        raw = r.read()
-        conn.close()
-        try:
-            return r.status, json.loads(raw) if raw else None
-        except ValueError:
-            return r.status, raw
+        return bt.request(self.port, method, path, token, body, headers, timeout=30)[:2]
 
     def must(self, want, method, path, token=None, body=None, headers=None):
         st, out = self.call(method, path, token, body, headers)
@@ -87,41 +46,20 @@ class Replica:
         return out
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            code = self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = -9
+        code = super().stop(timeout=20)
         if code != 0:
-            raise SystemExit("replica exited %s on SIGTERM:\n%s" % (code, self.tail()))
-
-
-def token_add(binary, tokens, name, *roles):
-    args = [binary, "token", "add", "--tokens", tokens, "--name", name]
-    for r in roles:
-        args += ["--role", r]
-    return subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
+            raise SystemExit("replica exited %s on SIGTERM:\n%s" % (code, self.log_tail(60)))
 
 
 def main():
     binary = sys.argv[1]
-    uri = os.environ.get("BOARDD_TEST_MONGO_URI")
-    if not uri:
-        if os.environ.get("CI") == "true":
-            print("FAIL: BOARDD_TEST_MONGO_URI is not set; the Mongo suite must run in CI")
-            return 1
-        print("SKIP: BOARDD_TEST_MONGO_URI is not set")
-        return 77
-    ferret = os.environ.get("BOARDD_TEST_MONGO_IS_FERRETDB") == "1"
-    parts = urllib.parse.urlsplit(uri)
-    db = "boardd_replicas_%d_%d" % (os.getpid(), int(time.time()))
-    uri = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "/" + db, parts.query, ""))
+    uri = bt.mongo_database(bt.mongo_uri(), "replicas")
+    ferret = bt.mongo_is_ferretdb()
 
     with tempfile.TemporaryDirectory() as tmp:
         tokens = os.path.join(tmp, "tokens.json")
-        worker = token_add(binary, tokens, "worker", "worker")
-        ops = token_add(binary, tokens, "ops", "operator", "bot")
+        worker = bt.token_add(binary, tokens, "worker", ["worker"])
+        ops = bt.token_add(binary, tokens, "ops", ["operator", "bot"])
         a = Replica(binary, uri, tokens, "a", tmp)
         b = Replica(binary, uri, tokens, "b", tmp)
         try:

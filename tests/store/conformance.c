@@ -68,6 +68,16 @@ struct core_strv ct_strv(const char *const *v)
 	return sv;
 }
 
+void ct_set_labels(struct store *st, const char *id, const char *const *labels)
+{
+	struct core_strv sv = ct_strv(labels);
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_labels_set(st, id, &sv, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	free(sv.v);
+}
+
 struct core_card *ct_create(struct store *st, const char *id, const char *state,
 			    const char *const *blockers)
 {

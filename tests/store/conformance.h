@@ -51,6 +51,8 @@ void ct_assert_payload(const struct core_event *e, const char *want, ...)
 	__attribute__((format(printf, 2, 3)));
 /* A strv over a NULL-terminated list (borrowed strings; free only .v). */
 struct core_strv ct_strv(const char *const *v);
+/* Sets card id's labels to the NULL-terminated list, as the bot; fails the test on error. */
+void ct_set_labels(struct store *st, const char *id, const char *const *labels);
 
 void conformance_add_cards(Suite *s);
 void conformance_add_workflow(Suite *s);

@@ -4,16 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_labels(struct store *st, const char *id, const char *const *labels)
-{
-	struct core_strv sv = ct_strv(labels);
-	struct core_card *c = NULL;
-
-	ck_assert_int_eq(store_card_labels_set(st, id, &sv, &ct_bot, &c), CORE_OK);
-	core_card_free(c);
-	free(sv.v);
-}
-
 static void assert_labels(struct store *st, const char *id, const char *const *want)
 {
 	struct core_card *c = ct_get(st, id);
@@ -121,9 +111,9 @@ START_TEST(label_sweeps)
 	core_card_free(ct_create(st, "a", NULL, NULL));
 	core_card_free(ct_create(st, "b", NULL, NULL));
 	core_card_free(ct_create(st, "c", NULL, NULL));
-	set_labels(st, "a", (const char *const[]){"bug", "p1", NULL});
-	set_labels(st, "b", (const char *const[]){"defect", "bug", NULL});
-	set_labels(st, "c", (const char *const[]){"p2", NULL});
+	ct_set_labels(st, "a", (const char *const[]){"bug", "p1", NULL});
+	ct_set_labels(st, "b", (const char *const[]){"defect", "bug", NULL});
+	ct_set_labels(st, "c", (const char *const[]){"p2", NULL});
 
 	/* rename keeps the position; a card holding both keeps one */
 	from = ct_strv((const char *const[]){"bug", NULL});

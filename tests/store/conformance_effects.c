@@ -54,16 +54,6 @@ static size_t dlv_count(struct store *st)
 	return n;
 }
 
-static void set_labels(struct store *st, const char *id, const char *const *labels)
-{
-	struct core_strv sv = ct_strv(labels);
-	struct core_card *c = NULL;
-
-	ck_assert_int_eq(store_card_labels_set(st, id, &sv, &ct_bot, &c), CORE_OK);
-	core_card_free(c);
-	free(sv.v);
-}
-
 static void move(struct store *st, const char *id, const char *to, const char *reason)
 {
 	struct core_card *c = NULL;
@@ -122,7 +112,7 @@ START_TEST(match_enqueues_and_consumes_in_one_step)
 
 	store_sub_free(ct_sub_put(st, "deployer", NULL, to_done, deploy, deploy));
 	core_card_free(ct_create(st, "c1", "ready", NULL));
-	set_labels(st, "c1", labels);
+	ct_set_labels(st, "c1", labels);
 	ck_assert_uint_eq(dlv_count(st), 0); /* created in ready, labels are not a default type */
 	before = ct_last_seq(st);
 	/* The write's own answer is the card as the step left it: the one-shot gone. */
@@ -169,7 +159,7 @@ START_TEST(match_enqueues_and_consumes_in_one_step)
 	move(st, "c1", "blocked", NULL);
 	move(st, "c1", "done", NULL);
 	ck_assert_uint_eq(dlv_count(st), 1);
-	set_labels(st, "c1", labels);
+	ct_set_labels(st, "c1", labels);
 	move(st, "c1", "blocked", NULL);
 	move(st, "c1", "done", NULL);
 	ck_assert_uint_eq(dlv_count(st), 2);
@@ -222,11 +212,11 @@ START_TEST(machine_events_never_match)
 
 	for (i = 0; i < 4; i++) {
 		core_card_free(ct_create(st, ids[i], "in_progress", NULL));
-		set_labels(st, ids[i], label);
+		ct_set_labels(st, ids[i], label);
 	}
 	core_card_free(ct_create(st, "dep", NULL, blockers));
 	core_card_free(ct_create(st, "r1", "review", NULL));
-	set_labels(st, "r1", label);
+	ct_set_labels(st, "r1", label);
 	store_sub_free(ct_sub_put(st, "s", NULL, NULL, label, label));
 	/* Column rename: machine reason state_rename. */
 	ck_assert_int_eq(store_board_column_rename(st, "default", "review", "qa", &ct_op, &touched),
@@ -392,7 +382,7 @@ START_TEST(one_shots_of_one_step_leave_together)
 	store_sub_free(ct_sub_put(st, "sa", NULL, NULL, a, a));
 	store_sub_free(ct_sub_put(st, "sb", NULL, NULL, b, b));
 	core_card_free(ct_create(st, "c1", "ready", NULL));
-	set_labels(st, "c1", labels);
+	ct_set_labels(st, "c1", labels);
 	before = ct_last_seq(st);
 	move(st, "c1", "review", NULL);
 	ck_assert_uint_eq(dlv_count(st), 2);

@@ -330,7 +330,7 @@ START_TEST(binary_decoder_survives_any_damage)
 	ck_assert_int_eq(fs_rec_check(rec, len, &kind, &payload, &plen), FS_REC_OK);
 	ck_assert_uint_eq(kind, FS_REC_CHANGE2);
 	fs_change_release(&ch);
-	ck_assert_int_eq(fs_change_decode_bin(kind, payload, plen, &ch), CORE_OK);
+	ck_assert_int_eq(fs_change_decode_bin(kind, payload, plen, NULL, &ch), CORE_OK);
 	ck_assert_str_eq(ch.cards[0].card->comments[0].body, "note");
 	fs_change_release(&ch);
 	copy = malloc(plen);
@@ -340,12 +340,12 @@ START_TEST(binary_decoder_survives_any_damage)
 
 			memcpy(copy, payload, plen);
 			copy[i] ^= (char)x;
-			rc = fs_change_decode_bin(kind, copy, plen, &ch);
+			rc = fs_change_decode_bin(kind, copy, plen, NULL, &ch);
 			ck_assert(rc == CORE_OK || rc == CORE_ERR_BAD_REQUEST);
 			fs_change_release(&ch);
 		}
 		/* Cut short there, too. */
-		ck_assert_int_eq(fs_change_decode_bin(kind, payload, i, &ch), CORE_ERR_BAD_REQUEST);
+		ck_assert_int_eq(fs_change_decode_bin(kind, payload, i, NULL, &ch), CORE_ERR_BAD_REQUEST);
 	}
 	free(copy);
 	free(rec);
@@ -521,6 +521,84 @@ START_TEST(json_directory_migrates)
 }
 END_TEST
 
+/* A directory written by the binary format before the cards were flat (tests/store/fixtures/
+ * fs-v2, made by fixtures/fs-v2.c with main at 2c6ffd1: cards a, b, d and run r1 in
+ * snapshot.bin, then journal.2 with a claim-only renewal of a, card c created, patched and
+ * labelled, d deleted) opens with every field as it was written, its label and state lists
+ * rebuilt; it stays so after a new write, a compaction by this version and reopens. */
+START_TEST(binary_directory_loads)
+{
+	struct store_card_filter f = {.label = "team-a", .claimed = -1, .limit = 100};
+	struct core_card *c = NULL, **cards = NULL;
+	struct core_run *r = NULL;
+	char *dir = fx_tmpdir(), *p, *next = NULL;
+	struct store *st;
+	size_t n;
+	int round;
+
+	ck_assert_int_gt(asprintf(&p, "%s/snapshot.bin", dir), 0);
+	copy_file(BOARDD_FIXTURES "/fs-v2/snapshot.bin", p);
+	free(p);
+	ck_assert_int_gt(asprintf(&p, "%s/journal.2", dir), 0);
+	copy_file(BOARDD_FIXTURES "/fs-v2/journal.2", p);
+	free(p);
+	for (round = 0; round < 3; round++) {
+		st = fx_open(dir, 0, 0, "fixture");
+		ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
+		ck_assert_str_eq(c->title, "first");
+		ck_assert_str_eq(c->body, "body of a");
+		ck_assert_str_eq(c->board, "default");
+		ck_assert_int_eq(c->priority, 5);
+		ck_assert_uint_eq(c->labels.n, 2);
+		ck_assert_str_eq(c->labels.v[0], "prio-1");
+		ck_assert_str_eq(c->labels.v[1], "team-a");
+		ck_assert_uint_eq(c->n_comments, 1);
+		ck_assert_str_eq(c->comments[0].body, "a comment");
+		ck_assert_str_eq(c->comments[0].author, "bot-1");
+		ck_assert(c->claim.present && c->claim.has_lease && c->has_epoch);
+		ck_assert_str_eq(c->claim.marker, "w1");
+		ck_assert_str_eq(c->claim.holder, "tok-w1");
+		ck_assert_int_eq(c->claim.lease_ms, 90000); /* the journal's claim-only renewal */
+		ck_assert_int_eq(c->claim_epoch, 1);
+		ck_assert_str_eq(c->last_run_id, "r1");
+		ck_assert(!c->flat); /* a reader's copy is an ordinary card */
+		core_card_free(c);
+		ck_assert_int_eq(store_card_get(st, "b", &c), CORE_OK);
+		ck_assert(!c->claim.present);
+		ck_assert(c->gave_up.set);
+		ck_assert_str_eq(c->gave_up.reason, "stuck");
+		ck_assert_str_eq(c->gave_up.state, "backlog");
+		core_card_free(c);
+		ck_assert_int_eq(store_card_get(st, "c", &c), CORE_OK);
+		ck_assert_str_eq(c->title, "third, renamed");
+		ck_assert_uint_eq(c->blockers.n, 1);
+		ck_assert_str_eq(c->blockers.v[0], "a");
+		ck_assert_uint_eq(c->labels.n, 1);
+		ck_assert_str_eq(c->labels.v[0], "team-c");
+		core_card_free(c);
+		ck_assert_int_eq(store_card_get(st, "d", &c), CORE_ERR_NOT_FOUND);
+		ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_OK);
+		ck_assert_str_eq(r->status, "finished");
+		ck_assert_str_eq(r->result, "{\"ok\":true}");
+		core_run_free(r);
+		ck_assert_int_eq(store_card_list(st, &f, &cards, &n, &next), CORE_OK);
+		ck_assert_uint_eq(n, 2);
+		ck_assert_str_eq(cards[0]->id, "a");
+		ck_assert_str_eq(cards[1]->id, "b");
+		store_cards_free(cards, n);
+		free(next);
+		next = NULL;
+		if (round == 0)
+			create(st, "new"); /* a record of this version after the old ones */
+		else if (round == 1)
+			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+		ck_assert(round == 0 || exists(st, "new"));
+		store_close(st);
+	}
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* A pid that existed and is gone. */
 static pid_t dead_pid(void)
 {
@@ -638,6 +716,7 @@ TCase *store_fs_crash_tcase(void)
 	tcase_add_test(tc, unreadable_whole_last_record_refuses);
 	tcase_add_test(tc, damaged_snapshot_refuses);
 	tcase_add_test(tc, json_directory_migrates);
+	tcase_add_test(tc, binary_directory_loads);
 	tcase_add_test(tc, binary_decoder_survives_any_damage);
 	tcase_add_test(tc, far_generation_is_a_gap);
 	tcase_add_test(tc, lagging_counters_are_raised);

@@ -3,6 +3,7 @@
  * horizon. */
 #include "server/reaper.h"
 #include "tests/store/conformance.h"
+#include "tests/store/sub_fixture.h"
 #include "tests/store/test_store_mongo.h"
 
 #include <check.h>
@@ -47,28 +48,6 @@ static void assert_card(struct store *st, const char *id, const char *state, boo
 	ck_assert_msg(strcmp(c->state, state) == 0, "%s in %s, want %s", id, c->state, state);
 	ck_assert_msg(c->claim.present == claimed, "%s claimed=%d", id, c->claim.present);
 	core_card_free(c);
-}
-
-/* A subscription to every card event type (ADR-096: only the run's own verdicts may fire it
- * in a reaper pass). */
-static void subscribe_all(struct store *st)
-{
-	struct store_sub in = {.board = "default", .name = "all", .url = "http://127.0.0.1:9/x",
-			       .enabled = true};
-	struct store_sub *out = NULL;
-	bool created;
-	int t;
-
-	for (t = 0; t < CORE_EV_COUNT_; t++)
-		if (core_event_type_subscribable(t))
-			ck_assert_int_eq(core_strv_push(&in.on.dim[CORE_SUB_TYPES],
-							core_event_type_name(t)),
-					 CORE_OK);
-	ck_assert_int_eq(store_sub_put(st, &in, "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0", &created,
-				       &out),
-			 CORE_OK);
-	store_sub_free(out);
-	core_sub_filter_release(&in.on);
 }
 
 /* The events (from the delivery bodies) of the deliveries enqueued after `before` of them. */
@@ -132,7 +111,7 @@ START_TEST(reaper_pass_files_reparks_and_caps)
 	run_create(st, "r-cap0", "cap", "w3", "failed");
 	run_create(st, "r-cap", "cap", "w3", "failed_resumable");
 	set_last_run(st, "cap", t, "r-cap");
-	subscribe_all(st);
+	fx_subscribe_all(st);
 	before = deliveries_count(st);
 	tnow += 120000; /* every lease expired */
 	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);

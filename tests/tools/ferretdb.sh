@@ -10,6 +10,7 @@
 set -euo pipefail
 VERSION=v1.24.2
 CACHE=${BOARDD_FERRETDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boardd-ferretdb}
+. "$(cd "$(dirname "$0")" && pwd)/daemon.sh"
 BIN="$CACHE/ferretdb-$VERSION"
 
 build() {
@@ -38,27 +39,12 @@ start() {
     --listen-addr="127.0.0.1:$port" --debug-addr=- --telemetry=disable \
     >"$dir/ferretdb.log" 2>&1 &
   echo $! >"$dir/pid"
-  for _ in $(seq 1 300); do
-    if grep -q 'Listening on TCP' "$dir/ferretdb.log" 2>/dev/null; then return 0; fi
-    if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
-      echo "ferretdb.sh: FerretDB exited at start:" >&2; tail -20 "$dir/ferretdb.log" >&2; exit 1
-    fi
-    sleep 0.1
-  done
-  echo "ferretdb.sh: FerretDB did not start listening within 30 s" >&2; exit 1
-}
-
-stop() {
-  local dir=$1
-  [ -f "$dir/pid" ] || return 0
-  kill "$(cat "$dir/pid")" 2>/dev/null || true
-  wait "$(cat "$dir/pid")" 2>/dev/null || true
-  rm -f "$dir/pid"
+  daemon_wait ferretdb.sh "$dir" "$dir/ferretdb.log" 'Listening on TCP'
 }
 
 case "${1:-}" in
   build) build ;;
   start) start "$2" "$3" ;;
-  stop) stop "$2" ;;
+  stop) daemon_stop "$2" ;;
   *) echo "usage: ferretdb.sh build | start DIR PORT | stop DIR" >&2; exit 2 ;;
 esac

@@ -15,6 +15,7 @@ VERSION=1.47.0
 here=$(cd "$(dirname "$0")" && pwd)
 CACHE=${BOARDD_MJS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/boardd-mongo-java-server}/$VERSION
 SRC="$here/mongo-java-server/BoarddMongoServer.java"
+. "$here/daemon.sh"
 
 build() {
   command -v javac >/dev/null || { echo "mongo-java-server.sh: no javac (deploy/deps.sh --test)" >&2; exit 1; }
@@ -48,30 +49,12 @@ start() {
   java -Xmx512m -XX:+UseSerialGC -cp "$home/classes:$home/lib/*" BoarddMongoServer \
     127.0.0.1 "$port" >"$dir/mongo-java-server.log" 2>&1 &
   echo $! >"$dir/pid"
-  for _ in $(seq 1 300); do
-    if grep -q '^listening on ' "$dir/mongo-java-server.log" 2>/dev/null; then return 0; fi
-    if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
-      echo "mongo-java-server.sh: the server exited at start:" >&2
-      tail -20 "$dir/mongo-java-server.log" >&2; exit 1
-    fi
-    sleep 0.1
-  done
-  echo "mongo-java-server.sh: the server did not listen within 30 s" >&2; exit 1
-}
-
-stop() {
-  local dir=$1
-  [ -f "$dir/pid" ] || return 0
-  local pid
-  pid=$(cat "$dir/pid")
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  rm -f "$dir/pid"
+  daemon_wait mongo-java-server.sh "$dir" "$dir/mongo-java-server.log" '^listening on '
 }
 
 case "${1:-}" in
   build) build ;;
   start) start "$2" "$3" ;;
-  stop) stop "$2" ;;
+  stop) daemon_stop "$2" ;;
   *) echo "usage: mongo-java-server.sh build | start DIR PORT | stop DIR" >&2; exit 2 ;;
 esac

@@ -7,81 +7,15 @@ usage: test_stream_api.py path/to/boardd [--mongo]
   --mongo: on the Mongo twin at $BOARDD_TEST_MONGO_URI (skipped, exit 77, when unset; in CI
   it fails instead)
 """
-import http.client
 import json
 import os
-import socket
+import re
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from boardd_srv import Boardd  # noqa: E402
-
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what, flush=True)
-
-
-class Stream:
-    """One GET /v1/events/stream, read frame by frame."""
-
-    def __init__(self, srv, who='op', query='', last_id=None):
-        self.c = http.client.HTTPConnection('127.0.0.1', srv.port, timeout=20)
-        h = {'Authorization': 'Bearer ' + srv.tok[who], 'Accept': 'text/event-stream'}
-        if last_id is not None:
-            h['Last-Event-ID'] = str(last_id)
-        self.c.request('GET', '/v1/events/stream' + query, headers=h)
-        self.r = self.c.getresponse()
-        self.status = self.r.status
-        self.headers = {k.lower(): v for k, v in self.r.getheaders()}
-        self.body = self.r.read().decode() if self.status != 200 else None
-
-    def frame(self, seconds=20):
-        """The next frame as a dict {id, event, data, comments}; None at the end or timeout."""
-        self.c.sock.settimeout(seconds)
-        f = {'id': None, 'event': None, 'data': None, 'comments': [], 'retry': None}
-        try:
-            while True:
-                line = self.r.readline().decode()
-                if not line:
-                    return None
-                line = line.rstrip('\n')
-                if line == '':
-                    if f['data'] is not None or f['comments'] or f['retry']:
-                        return f
-                    continue
-                if line.startswith(':'):
-                    f['comments'].append(line[1:].strip())
-                    continue
-                k, _, v = line.partition(':')
-                v = v[1:] if v.startswith(' ') else v
-                if k == 'data':
-                    f['data'] = json.loads(v)
-                else:
-                    f[k] = v
-        except (socket.timeout, TimeoutError):
-            return None
-
-    def event(self, seconds=20):
-        """The next frame that carries an event."""
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            f = self.frame(max(0.1, deadline - time.time()))
-            if f is None:
-                return None
-            if f['data'] is not None:
-                return f
-        return None
-
-    def close(self):
-        self.c.close()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import Board, check  # noqa: E402
 
 
 def open_stream(srv, who='op', query='', last_id=None, seconds=15):
@@ -89,7 +23,7 @@ def open_stream(srv, who='op', query='', last_id=None, seconds=15):
     hold their slot until their next heartbeat write finds the client gone."""
     deadline = time.time() + seconds
     while True:
-        s = Stream(srv, who, query, last_id)
+        s = srv.stream(who, query, last_id)
         if s.status != 503 or time.time() > deadline:
             return s
         time.sleep(0.2)
@@ -203,7 +137,7 @@ def test_heartbeat_and_limit(srv):
     check(b.status == 200 and c.status == 200, 'three streams open')
     st, text, _ = srv.call('GET', '/metrics', None)
     check(st == 200 and 'boardd_event_streams_open 3' in text, 'the gauge counts three streams')
-    d = Stream(srv, query='?after=999999')
+    d = srv.stream(query='?after=999999')
     check(d.status == 503, 'a fourth stream is refused (%s)' % d.status)
     check(d.headers.get('retry-after') is not None, '... with Retry-After')
     check(d.headers.get('content-type') == 'application/problem+json', '... as problem+json')
@@ -213,7 +147,7 @@ def test_heartbeat_and_limit(srv):
     ok = False
     deadline = time.time() + 15
     while time.time() < deadline and not ok:
-        e = Stream(srv, query='?after=999999')
+        e = srv.stream(query='?after=999999')
         ok = e.status == 200
         if not ok:
             time.sleep(0.2)
@@ -308,7 +242,6 @@ def test_whoami_and_ui(srv):
     check(h.get('referrer-policy') == 'no-referrer', 'no-referrer')
     check(h.get('cache-control') == 'no-cache', 'the index is revalidated')
     check('<script>' not in html and ' style=' not in html, 'no inline script or style')
-    import re
     assets = re.findall(r'/ui/(app\.[0-9a-f]{12}\.(?:js|css))', html)
     check(len(assets) == 2, 'two fingerprinted assets (%s)' % assets)
     for a in assets:
@@ -323,13 +256,8 @@ def test_whoami_and_ui(srv):
 
 def main():
     held = None
-    uri = None
-    if '--mongo' in sys.argv[2:]:
-        uri = os.environ.get('BOARDD_TEST_MONGO_URI')
-        if not uri:
-            print('BOARDD_TEST_MONGO_URI is not set')
-            sys.exit(1 if os.environ.get('CI') == 'true' else 77)
-    srv = Boardd(sys.argv[1], ['--max-streams', '3', '--stream-heartbeat-ms', '300',
+    uri = bt.mongo_uri() if '--mongo' in sys.argv[2:] else None
+    srv = Board(sys.argv[1], ['--max-streams', '3', '--stream-heartbeat-ms', '300',
                                '--lease-min-ms', '100', '--reaper=on',
                                '--reaper-interval-ms', '3600000'], mongo_uri=uri)
     try:
@@ -352,8 +280,7 @@ def main():
             if end is None or end['data'] is not None:
                 break
         check(end is None, 'the open stream ended with the server')
-    print('%d passed, %d failed' % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(bt.summary())
 
 
 if __name__ == '__main__':

@@ -18,25 +18,15 @@ import sys
 import tempfile
 import shutil
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from boardd_srv import Boardd  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import Board, check  # noqa: E402
 
 CHROMIUM = os.environ.get('BOARDD_CHROMIUM', '/usr/bin/chromium')
 SHOTS = os.environ.get('BOARDD_UI_SCREENSHOTS')
 ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
         '--disable-background-networking', '--disable-component-update', '--disable-sync']
 T = 15000  # ms: the most any single wait may take (a live update usually takes milliseconds)
-
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL:', what, flush=True)
 
 
 def shot(target, name):
@@ -235,11 +225,10 @@ def readonly_flows(page, srv):
 
 def main():
     if not os.access(CHROMIUM, os.X_OK):
-        print('no chromium at %s' % CHROMIUM)
-        sys.exit(1 if os.environ.get('CI') == 'true' else 77)
+        bt.skip_or_fail('no chromium at %s' % CHROMIUM)
     from playwright.sync_api import sync_playwright
 
-    srv = Boardd(sys.argv[1], ['--lease-min-ms', '100'])
+    srv = Board(sys.argv[1], ['--lease-min-ms', '100'])
     profile = tempfile.mkdtemp(prefix='boardd-chromium-')
     try:
         seed(srv)
@@ -270,8 +259,7 @@ def main():
         rc = srv.stop()
         check(rc == 0, 'boardd stopped cleanly on SIGTERM (exit %s)' % rc)
         shutil.rmtree(profile, ignore_errors=True)
-    print('%d passed, %d failed' % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(bt.summary())
 
 
 if __name__ == '__main__':

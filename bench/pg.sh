@@ -1,0 +1,61 @@
+# Sourced by the bench scripts (drain.sh, run.sh): a private PostgreSQL cluster with Debian's
+# binaries, in a directory of the caller's temp dir, with PostgreSQL's durable defaults (fsync
+# and synchronous_commit on; nothing is tuned), reachable only through a unix socket in that
+# directory (listen_addresses is empty, so the port only names the socket file).
+#
+#   pg_cluster_start DIR MAX_CONNECTIONS   initdb DIR/pg, socket in DIR/pgsock, start; sets
+#                                          PG_DATA, PG_SOCKDIR, PG_PORT, PG_CONNINFO, PG_PID
+#                                          (the postmaster) and PG_VERSION; exits on failure
+#   pg_cluster_stop                        fast shutdown; safe to call twice or before start
+#   pg CMD ...                             CMD as the postgres user when we are root
+#                                          (PostgreSQL refuses to run as root)
+#   pg_setting NAME                        the running cluster's setting NAME
+# PGBIN: the binaries (default: the newest /usr/lib/postgresql/*/bin). The caller stops the
+# cluster on exit (its trap calls pg_cluster_stop before removing DIR).
+
+PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
+PG_DATA=""
+PG_PID=""
+
+pg() {
+	if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+pg_cluster_start() {
+	local dir=$1 maxconn=$2
+	if [ -z "$PGBIN" ] || [ ! -x "$PGBIN/initdb" ]; then
+		echo "pg.sh: no PostgreSQL binaries (Debian: apt-get install postgresql)" >&2
+		exit 2
+	fi
+	PG_DATA=$dir/pg
+	PG_SOCKDIR=$dir/pgsock
+	PG_PORT=$((20000 + RANDOM % 20000))
+	mkdir -p "$PG_DATA" "$PG_SOCKDIR"
+	if [ "$(id -u)" -eq 0 ]; then
+		chmod 711 "$dir" # the postgres user only traverses the caller's dir
+		chown postgres "$PG_DATA" "$PG_SOCKDIR"
+	fi
+	# -N: initdb skips its own final sync of the new files (a second on a busy disk); the
+	# cluster it makes still runs with fsync on, which is what the benchmarks measure.
+	pg "$PGBIN/initdb" -N -D "$PG_DATA" -A trust -U postgres >/dev/null
+	if ! pg "$PGBIN/pg_ctl" -D "$PG_DATA" -l "$PG_DATA/server.log" -w \
+		-o "-c listen_addresses='' -k $PG_SOCKDIR -p $PG_PORT -c max_connections=$maxconn" \
+		start >/dev/null; then
+		echo "pg.sh: PostgreSQL did not start:" >&2
+		tail "$PG_DATA/server.log" >&2
+		exit 1
+	fi
+	PG_PID=$(head -1 "$PG_DATA/postmaster.pid")
+	PG_CONNINFO="host=$PG_SOCKDIR port=$PG_PORT user=postgres dbname=postgres"
+	PG_VERSION=$("$PGBIN/postgres" --version | awk '{print $3}')
+}
+
+pg_setting() {
+	pg "$PGBIN/psql" -h "$PG_SOCKDIR" -p "$PG_PORT" -U postgres -Atc "show $1"
+}
+
+pg_cluster_stop() {
+	if [ -n "$PG_DATA" ] && [ -f "$PG_DATA/postmaster.pid" ]; then
+		pg "$PGBIN/pg_ctl" -D "$PG_DATA" -m fast -w stop >/dev/null 2>&1 || true
+	fi
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bench/pg_cycle's smoke (issue 15): half a second of the claim cycle against a private
+# PostgreSQL cluster (bench/pg.sh: initdb in a temp dir, durable defaults, a unix socket),
+# a few seconds in all. Checks that the driver runs the whole cycle with no error, that the
+# server's CPU it reports includes the backends (children of the postmaster), that the
+# cluster ran with fsync and synchronous_commit on, and that a refused claim is counted as an
+# error (two drivers on the same rows), not hidden. Figures are not asserted.
+#   tests/bench/pg_cycle_smoke.sh BUILD/bench/pg_cycle SOURCE_ROOT
+# Exits 77 (skip) without PostgreSQL's server binaries, and fails then when CI=true.
+set -euo pipefail
+pg_cycle=${1:?usage: pg_cycle_smoke.sh PG_CYCLE SOURCE_ROOT}
+root=${2:?usage: pg_cycle_smoke.sh PG_CYCLE SOURCE_ROOT}
+source "$root/bench/pg.sh"
+
+if [ -z "$PGBIN" ] || [ ! -x "$PGBIN/initdb" ] || [ ! -x "$PGBIN/pg_ctl" ]; then
+	echo "pg_cycle_smoke: no PostgreSQL server binaries (/usr/lib/postgresql/*/bin;" \
+		"Debian: apt-get install postgresql, deploy/deps.sh --test)" >&2
+	[ "${CI:-}" = true ] && exit 1
+	exit 77
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pg-cycle-smoke.XXXXXX")
+trap 'pg_cluster_stop; rm -rf "$tmp"' EXIT
+pg_cluster_start "$tmp" 20
+
+fail() {
+	echo "pg_cycle_smoke: $*" >&2
+	exit 1
+}
+# result FILE KEY: the value of KEY in FILE's RESULT line
+result() {
+	sed -n 's/^RESULT .*[[:space:]]'"$2"'=\([^[:space:]]*\).*/\1/p' "$1"
+}
+
+# 1. The cycle alone: every statement touched its one row.
+rc=0
+BENCH_SERVER_PID=$PG_PID "$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 4 -d 0.5 -W 0.1 \
+	-P smoke >"$tmp/clean" || rc=$?
+cat "$tmp/clean"
+[ "$rc" = 0 ] || fail "pg_cycle exited $rc"
+[ "$(result "$tmp/clean" errors)" = 0 ] || fail "errors in a run alone"
+[ "$(result "$tmp/clean" failed_cycles)" = 0 ] || fail "failed cycles in a run alone"
+[ "$(result "$tmp/clean" cycles)" -gt 0 ] || fail "no cycle in one second"
+# The postmaster alone would show ~0: the backends that run the statements are its children.
+[ "$(result "$tmp/clean" server_cpu_us_per_op)" -gt 0 ] ||
+	fail "no server CPU counted (the backends are missing from it)"
+grep -q 'fsync=on synchronous_commit=on' "$tmp/clean" || fail "not PostgreSQL's durable defaults"
+
+# 2. Two drivers on the same rows: one's claim finds the row held by the other and must be
+# counted as an error of claim (status -1), never as a cycle done.
+"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 0.5 -W 0.1 -P clash >"$tmp/a" &
+a=$!
+"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 0.5 -W 0.1 -P clash >"$tmp/b" || rc=$?
+[ "$rc" = 0 ] || fail "the second clashing pg_cycle exited $rc"
+wait "$a" || rc=$?
+[ "$rc" = 0 ] || fail "the first clashing pg_cycle exited $rc"
+errs=$(($(result "$tmp/a" errors) + $(result "$tmp/b" errors)))
+cat "$tmp/a" "$tmp/b"
+[ "$errs" -gt 0 ] || fail "two drivers on the same rows and no refused claim counted"
+grep -q 'claim touched 0 rows' "$tmp/a" "$tmp/b" || fail "the refused claim is not named"
+echo "pg_cycle_smoke: ok ($errs refused statements counted in the clash)"
