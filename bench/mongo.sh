@@ -16,6 +16,7 @@
 #   ROUNDS (2)  RENEWS (3)  BOARDD_THREADS (unset: boardd's default, one per core)
 #   PERF (unset)     1: perf record -g (DWARF unwinding) of boardd over PERF_S seconds (8) of
 #                    round 1 on each server, then the flat profile and boardd's own functions
+#   PERF_KEEP        a directory to keep the perf.data files in (perf report -i them later)
 #   BUILD            build dir (default build-bench, configured --buildtype=release)
 #   BASELINE         another boardd binary, measured alternately with BUILD's ("base" rows)
 #   QUIET_LOAD (1.5) QUIET_WAIT seconds (300): see quiet.sh
@@ -63,17 +64,19 @@ echo "== the claim cycle on the Mongo twin: $WORKERS workers, $ROUNDS round(s) x
 echo "host: $(nproc) cores, $(uname -r); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 profile() { # perf.data: the flat profile, then boardd's functions with their callees
+	# (each pipeline ends in head: perf's SIGPIPE is not a failure of the script)
 	echo
 	echo "-- perf: boardd over ${PERF_S} s of this round, flat (self) --"
-	perf report -i "$1" --no-children --sort dso,sym -g none 2>/dev/null | grep -v '^#' |
-		grep -v '^$' | head -30
+	{ perf report -i "$1" --no-children --sort dso,sym -g none 2>/dev/null | grep -v '^#' |
+		grep -v '^$' | head -30; } || true
 	echo "-- perf: by shared object --"
-	perf report -i "$1" --no-children --sort dso -g none 2>/dev/null | grep -v '^#' |
-		grep -v '^$' | head -12
+	{ perf report -i "$1" --no-children --sort dso -g none 2>/dev/null | grep -v '^#' |
+		grep -v '^$' | head -12; } || true
 	echo "-- perf: boardd's own functions and the driver's entry points, with callees --"
-	perf report -i "$1" --children --sort sym -g none 2>/dev/null |
+	{ perf report -i "$1" --children --sort sym -g none 2>/dev/null |
 		grep -E '\] (mgo_|api_h_|api_card|store_|log_|mongoc_(collection|cursor_next|cluster_run|client_pool)|bson_(new|copy|init))' |
-		head -45
+		head -45; } || true
+	[ -z "${PERF_KEEP:-}" ] || cp "$1" "$PERF_KEEP/"
 }
 
 for server in $SERVERS; do
