@@ -38,7 +38,10 @@
  *     guard read OTHER cards before the write; those reads are not part of the write's
  *     precondition. A concurrent blockers edit elsewhere can therefore close a cycle that
  *     neither write saw, and a dependent promoted between the guard and the reopen is not
- *     counted. The window is one round trip; the FS twin has none.
+ *     counted. The window is one round trip; the FS twin has none. (A write's own read of
+ *     its card may be the one the API made for the same request a moment before on the same
+ *     thread, at most MGO_JUST_READ_US old: the filter pins what the decision rests on, and
+ *     a fresh claim pins the card's blockers too, so an older read only costs a miss.)
  *  6. board_put's "no card left in a dropped column" check is a read before the write: a card
  *     moved into that column in between is stranded in an unknown column (it still reads and
  *     can be moved out by an operator's SetStateFrom).
