@@ -85,6 +85,12 @@ static enum MHD_Result success_queue(struct api_req *r)
 	if (r->resp) {
 		resp = r->resp; /* the handler's own (the event stream): headers already set */
 		r->resp = NULL;
+		/* Its length is unknown, so libmicrohttpd 0.9.75 frames it chunked -- and then
+		 * ends a HEAD answer with the chunked terminator, a body a HEAD answer must not
+		 * carry. Unchunked, an unknown length is framed by the close: headers only, then
+		 * the connection closes. (A handler's own answer sets no other flag.) */
+		if (strcmp(r->method, "HEAD") == 0)
+			MHD_set_response_options(resp, MHD_RF_HTTP_1_0_COMPATIBLE_STRICT, MHD_RO_END);
 		return api_response_queue(r, r->status ? r->status : 200, resp);
 	} else if (r->status == 204 || (r->status == 202 && !r->out)) {
 		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
@@ -278,27 +284,35 @@ static bool body_append(struct api_req *r, const char *data, size_t n)
  * failed: then the answer is 503 and the write was rolled back). The thread meanwhile serves
  * other connections, whose writes join the same sync. */
 
-/* Counts r among the requests api_stop must wait for; false once stopping (then the store
- * waits on this thread, as for any other caller). */
+/* Counts r among the requests api_stop must wait for; false once it stops (then the store
+ * waits on this thread, as for any other caller). No lock on this path, taken twice per write:
+ * the count and api_stop's API_ACKS_CLOSED share one atomic word. */
+static void ack_unbind(struct api *a);
+
 static bool ack_bind(struct api_req *r)
 {
 	struct api *a = r->api;
-	bool ok;
 
-	pthread_mutex_lock(&a->poll_mu);
-	ok = !a->stopping;
-	if (ok)
-		a->acks++;
-	pthread_mutex_unlock(&a->poll_mu);
-	if (ok)
-		store_ack_begin(&r->ack);
-	return ok;
+	if (atomic_fetch_add(&a->acks, 1) & API_ACKS_CLOSED) {
+		ack_unbind(a);
+		return false;
+	}
+	store_ack_begin(&r->ack);
+	return true;
 }
 
+/* Before api_stop closes the count, one compare-and-swap and `a` is not touched again; once it
+ * is closed, the count goes down under poll_mu, so api_stop (waiting under it) neither misses
+ * the last one nor frees `a` before this thread let go of the lock. */
 static void ack_unbind(struct api *a)
 {
+	unsigned n = atomic_load(&a->acks);
+
+	while (!(n & API_ACKS_CLOSED))
+		if (atomic_compare_exchange_weak(&a->acks, &n, n - 1))
+			return;
 	pthread_mutex_lock(&a->poll_mu);
-	a->acks--;
+	atomic_fetch_sub(&a->acks, 1);
 	pthread_cond_broadcast(&a->poll_cv);
 	pthread_mutex_unlock(&a->poll_mu);
 }
@@ -344,7 +358,7 @@ static enum MHD_Result dispatch(struct api_req *r)
 	}
 	if (r->body_too_large)
 		return api_problem_queue(r, CORE_ERR_PAYLOAD_TOO_LARGE, "the body is too large");
-	if ((r->route->flags & API_ROUTE_BODY) && !r->json)
+	if ((r->route->flags & API_ROUTE_BODY) && !r->json && !r->flat.on)
 		rc = api_body_parse(r);
 	if (rc == CORE_OK) {
 		bound = ack_bind(r);
@@ -363,10 +377,16 @@ static enum MHD_Result dispatch(struct api_req *r)
 
 static void req_account(struct api *a, struct api_req *r);
 
-/* Set by on_uri when it answered on the socket: libmicrohttpd, parsing on in the same call on
- * this thread, may then refuse the same request itself (too many query parameters for its
- * pool), and that answer -- never seen by the client -- is not counted again. */
-static _Thread_local bool lib_answer_is_ours;
+/* The request whose query string libmicrohttpd is splitting on this thread, or NULL. In
+ * 0.9.75 one call on the connection's thread (parse_initial_message_line) runs the URI log
+ * callback (on_uri, which sets it), splits the query into its pool (unescaping each
+ * parameter), then unescapes the path itself -- the very pointer on_uri was given
+ * (unescape_none clears it then); nothing of another connection runs between. So an answer
+ * the library announces (lib_log) inside that window is exactly this request's: its pool
+ * could not hold the query's parameters. The only such window 0.9.75 has: its other own
+ * answers come while no callback of ours tells which connection is being read. */
+static _Thread_local struct api_req *query_req;
+static _Thread_local const char *query_uri;
 
 #define API_URI_MAX 8192     /* longer request targets: 414 */
 #define API_QUERY_PARAMS_MAX 64 /* more query parameters: 414 (libmicrohttpd's pool holds
@@ -411,9 +431,17 @@ static void conn_line(struct api *a, struct MHD_Connection *conn)
 
 static struct api_req *req_new(struct api *a, struct MHD_Connection *conn, const char *uri)
 {
-	struct api_req *r = calloc(1, sizeof *r);
+	struct api_conn *cc = conn_of(conn);
+	struct api_req *r;
 	size_t plen = strcspn(uri, "?");
 
+	if (cc && cc->spare) {
+		r = cc->spare;
+		cc->spare = NULL;
+		memset(r, 0, sizeof *r);
+	} else {
+		r = calloc(1, sizeof *r);
+	}
 	if (!r)
 		return NULL;
 	r->api = a;
@@ -454,12 +482,45 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 		api_fail(r, CORE_ERR_URI_TOO_LONG, "%zu query parameters (at most %d)", n,
 			 API_QUERY_PARAMS_MAX);
 	/* libmicrohttpd may drop the connection without telling us the request ended: the
-	 * answer is accounted now. */
-	if (r->detail[0] && api_problem_write_raw(r, CORE_ERR_URI_TOO_LONG, r->detail)) {
-		req_account(a, r);
-		lib_answer_is_ours = true;
+	 * answer is accounted now. Over TLS (no raw answer) it is given through libmicrohttpd
+	 * when the headers are in, unless the query overflows its pool first (lib_log). */
+	if (r->detail[0]) {
+		if (api_problem_write_raw(r, CORE_ERR_URI_TOO_LONG, r->detail))
+			req_account(a, r);
+		else
+			r->early_rc = CORE_ERR_URI_TOO_LONG;
+	}
+	if (q) { /* the query is split next: see query_req */
+		query_req = r;
+		query_uri = uri;
 	}
 	return r;
+}
+
+/* libmicrohttpd's answer to the request on this thread whose query it could not hold (called
+ * from lib_log inside the query_req window). Plain HTTP: boardd's own 414 goes out first (it
+ * may have already: then the library's answer never reaches the client), and the library's
+ * is not counted. True when that is so. Over TLS no raw answer can be written, and 0.9.75
+ * would not deliver its own either (it parses on as if the line were fine; the connection
+ * stalls until the headers deadline): the connection is ended now, and the library's answer
+ * is counted as given. */
+static bool query_overflow(struct api_req *r)
+{
+	const union MHD_ConnectionInfo *ci;
+
+	if (!r->raw_answered &&
+	    api_problem_write_raw(r, CORE_ERR_URI_TOO_LONG,
+				  "the query's parameters do not fit the server's request buffer"))
+		req_account(r->api, r);
+	if (r->raw_answered)
+		return true;
+	if (r->early_rc == CORE_OK) /* should the library read on, it is refused all the same */
+		r->early_rc = api_fail(r, CORE_ERR_URI_TOO_LONG, "the query's parameters do not "
+				       "fit the server's request buffer");
+	ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		shutdown(ci->connect_fd, SHUT_RDWR);
+	return false;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -477,13 +538,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		*req_cls = r;
 	}
-	lib_answer_is_ours = false; /* libmicrohttpd parsed on: it answers nothing of this one */
 	if (r->raw_answered)
 		return MHD_NO; /* answered on the socket already: close */
 	if (!r->started) {
 		r->started = true;
 		r->method = method;
 		conn_mark(a, conn, true); /* the headers arrived: the deadline is met */
+		if (r->early_rc != CORE_OK) { /* on_uri's verdict, over TLS */
+			r->close_after = true;
+			return api_problem_queue(r, r->early_rc, r->detail);
+		}
 		rc = request_begin(r);
 		if (rc != CORE_OK && (request_has_body(r) || r->close_after))
 			return api_problem_queue(r, rc, r->detail); /* the body is never read */
@@ -508,6 +572,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void req_free(struct api_req *r)
 {
+	struct api_conn *cc;
 	size_t i;
 
 	api_poll_release(r);
@@ -523,6 +588,11 @@ static void req_free(struct api_req *r)
 	free(r->raw_owned);
 	free(r->body);
 	free(r->path);
+	cc = conn_of(r->conn);
+	if (cc && !cc->spare) {
+		cc->spare = r; /* the connection's next request reuses it */
+		return;
+	}
 	free(r);
 }
 
@@ -752,6 +822,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 
 	if (!r)
 		return;
+	if (query_req == r) /* never left open by libmicrohttpd; never dangling either */
+		query_req = NULL;
 	conn_mark(a, conn, false); /* the next request's headers deadline starts now */
 	/* A request whose headers never reached us was either refused by libmicrohttpd (its
 	 * answer is counted and logged by lib_log) or dropped by the client mid-headers. */
@@ -765,9 +837,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
  * request line or headers too large for its buffer (414, 431), an HTTP version it does not
  * speak (505), a malformed header (400) -- are announced here just before they are sent, on
  * the connection's thread: each is counted and logged like any other answer. Its bodies stay
- * its own (libmicrohttpd 0.9.75 has no hook for them); the targets and query strings that
- * would reach those limits first are answered as problem+json in on_uri. Other messages
- * (connection limits, peers gone) are counted; a line at most every few seconds. */
+ * its own: the message does not say which connection is concerned (docs/http.md, "What
+ * libmicrohttpd answers itself", lists each and why) -- but for the query split, whose
+ * request query_req names (query_overflow). The targets and query strings that would reach
+ * those limits first are answered as problem+json in on_uri. Other messages (connection
+ * limits, peers gone) are counted; a line at most every few seconds. */
 __attribute__((format(printf, 2, 0)))
 static void lib_log(void *cls, const char *fmt, va_list ap)
 {
@@ -776,11 +850,11 @@ static void lib_log(void *cls, const char *fmt, va_list ap)
 
 	if (strncmp(fmt, answer_fmt, sizeof answer_fmt - 1) == 0) {
 		struct api_req r = {.api = a, .method = "-", .path = (char *)"-"};
+		struct api_req *q = query_req;
 
-		if (lib_answer_is_ours) {
-			lib_answer_is_ours = false;
+		query_req = NULL;
+		if (q && query_overflow(q))
 			return;
-		}
 
 		r.final_status = va_arg(ap, unsigned);
 		r.t0_ns = mono_ns();
@@ -846,6 +920,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 			cc->next->prev = cc->prev;
 		a->conns.n--;
 		pthread_mutex_unlock(&a->conns.mu);
+		free(cc->spare);
 		OPENSSL_cleanse(cc, sizeof(*cc)); /* the cached bearer token */
 		free(cc);
 		*socket_context = NULL;
@@ -965,6 +1040,10 @@ static void tokens_free(struct api *a)
  * path would turn %2F into a separator and %00 into a silent cut. */
 static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s)
 {
+	if (s == query_uri) { /* the path, after its query was split: the window closes */
+		query_req = NULL;
+		query_uri = NULL;
+	}
 	return strlen(s);
 }
 
@@ -1024,14 +1103,36 @@ bad:
 
 /* MHD's per-connection pool holds the request line and headers (bodies are copied out as they
  * arrive) and is zeroed for every request on a keep-alive connection: MHD's 32 KiB default
- * cost 5 % of the server's CPU in the claim-cycle profile. 16 KiB still takes request headers
- * of about 8 KiB; larger ones are answered 431 by MHD. */
+ * cost 5 % of the server's CPU in the claim-cycle profile. 16 KiB takes a request line of up
+ * to 16 382 bytes and a head of about 16 200 bytes less 64 per header field and query
+ * parameter (measured; docs/http.md); larger ones are answered 414/431 by MHD. */
 #define API_CONN_MEMORY (16u * 1024u)
+
+/* libmicrohttpd's accept policy, on the accepting thread: once stopping, a new connection is
+ * closed at once (the client sees it closed before a byte was read, and retries elsewhere).
+ *
+ * This is how boardd stops taking connections, not MHD_quiesce_daemon: in libmicrohttpd
+ * 0.9.75 (and its later releases), quiescing an epoll daemon removes the listen socket from
+ * each thread's epoll set from the caller's thread while those threads may be removing it
+ * themselves (they read was_quiesced unlocked); the loser's epoll_ctl fails with ENOENT and
+ * the library aborts ("Failed to remove listen FD from epoll set", daemon.c:4976 or :5531;
+ * tests/api/test_api_quiesce.c hits it within a few rounds under TSan). Nor may the socket
+ * it hands back be closed before MHD_stop_daemon (its threads may still poll it: the TSan
+ * report on the close). Here the listen socket stays the library's, closed by
+ * MHD_stop_daemon after it joined its threads. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	const struct api *a = cls;
+
+	(void)addr;
+	(void)addrlen;
+	return atomic_load_explicit(&a->draining, memory_order_relaxed) ? MHD_NO : MHD_YES;
+}
 
 static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct sockaddr *sa)
 {
 	/* The logger first: libmicrohttpd's messages about the options after it reach it. */
-	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a,
+	return MHD_start_daemon(flags, 0, on_accept, a, on_request, a,
 				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a, MHD_OPTION_SOCK_ADDR, sa,
 				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
@@ -1072,6 +1173,7 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		return CORE_ERR_NOMEM;
 	a->cfg = *cfg;
 	a->st = st;
+	atomic_init(&a->draining, false);
 	atomic_init(&a->tokens_now, cfg->tokens);
 	pthread_mutex_init(&a->tokens_mu, NULL);
 	a->listen = strdup(cfg->listen);
@@ -1179,14 +1281,8 @@ uint16_t api_port(const struct api *a)
 
 void api_quiesce(struct api *a)
 {
-	MHD_socket fd;
-
-	if (!a || a->quiesced)
-		return;
-	a->quiesced = true;
-	fd = MHD_quiesce_daemon(a->daemon);
-	if (fd != MHD_INVALID_SOCKET)
-		close(fd);
+	if (a)
+		atomic_store(&a->draining, true); /* on_accept: why not MHD_quiesce_daemon */
 }
 
 void api_stop(struct api *a)
@@ -1202,7 +1298,8 @@ void api_stop(struct api *a)
 	/* No request binds an ack any more (stopping is set); the bound ones end within a sync,
 	 * and their answers go out in the grace period below. */
 	pthread_mutex_lock(&a->poll_mu);
-	while (a->acks > 0)
+	atomic_fetch_or(&a->acks, API_ACKS_CLOSED);
+	while (atomic_load(&a->acks) & ~API_ACKS_CLOSED)
 		pthread_cond_wait(&a->poll_cv, &a->poll_mu);
 	pthread_mutex_unlock(&a->poll_mu);
 	/* Give in-flight requests (and idle keep-alive clients) a grace period to finish. */

@@ -165,7 +165,8 @@ enum core_rc api_tls_reload(struct api *a, char *err, size_t errlen);
 struct metrics *api_metrics(const struct api *a);
 /* The bound TCP port (useful with port 0). */
 uint16_t api_port(const struct api *a);
-/* Stops accepting new connections; in-flight requests go on. Idempotent. */
+/* Stops taking new connections (each is closed as it is accepted); in-flight requests and
+ * open keep-alive connections go on. Idempotent; callable from any thread. */
 void api_quiesce(struct api *a);
 /* Quiesces, wakes long-polls, finishes in-flight requests, stops the threads, frees a. */
 void api_stop(struct api *a);

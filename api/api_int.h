@@ -25,6 +25,8 @@ enum api_route_flags {
 	API_ROUTE_PUBLIC = 1u << 0, /* no token needed */
 	API_ROUTE_BODY = 1u << 1,   /* expects a JSON body */
 	API_ROUTE_JSONRPC = 1u << 2, /* errors before the handler answer as JSON-RPC (/mcp) */
+	API_ROUTE_FLAT = 1u << 3,   /* the handler reads its body only through the api_json_*
+				     * helpers: a flat body is parsed without a tree (body.c) */
 };
 /* A route's capability (enum api_cap) rides in its flags above this shift; a route whose
  * need depends on the body (PATCH state: move or close) checks in its handler. */
@@ -39,6 +41,32 @@ struct api_route {
 	unsigned flags;
 	const char *fields; /* API_ROUTE_BODY: the body's fields, "a b ?c" (?: may be null) */
 	const char *query;  /* the query parameters it reads, "a b"; NULL: none */
+};
+
+/* A flat body (body.c): one object of scalar members, strings NUL-terminated in place in
+ * r->body (borrowed from it). */
+#define API_FLAT_MAX 8
+enum api_flat_type {
+	API_FLAT_NULL,
+	API_FLAT_STR,
+	API_FLAT_INT,
+	API_FLAT_BOOL,
+};
+
+struct api_flat_field {
+	const char *key;
+	size_t klen;
+	enum api_flat_type type;
+	const char *str; /* API_FLAT_STR, len bytes of printable ASCII */
+	size_t len;
+	int64_t i;       /* API_FLAT_INT */
+	bool b;          /* API_FLAT_BOOL */
+};
+
+struct api_flat {
+	struct api_flat_field f[API_FLAT_MAX];
+	size_t n;
+	bool on; /* parsed: the body's members, in order */
 };
 
 enum api_poll_state {
@@ -64,6 +92,8 @@ struct api_conn {
 	bool served;                 /* answered a request (then idle until ready_ms + idle) */
 	bool in_request;             /* headers arrived; the request is being served */
 	bool cut;                    /* the sweeper shut it down */
+	struct api_req *spare;       /* owned: the last request's memory, for the next (api.c:
+				      * keep-alive requests skip a 1.5 KiB calloc and free) */
 };
 
 enum api_ack_state {
@@ -93,6 +123,7 @@ struct api_req {
 	bool body_too_large;
 	size_t body_discarded;
 	json_t *json;                /* owned: the parsed body (API_ROUTE_BODY routes) */
+	struct api_flat flat;        /* or, API_ROUTE_FLAT routes, the flat body (body.c) */
 
 	/* routing and auth */
 	const struct api_route *route;
@@ -133,6 +164,7 @@ struct api_req {
 	size_t poll_limit;
 	int64_t poll_wait_ms;
 	char *poll_board;            /* owned */
+	bool poll_by_board;          /* the board's own seq (a token scoped to boards) */
 
 	/* claim-next long-poll (claimnext.c): next_link and next_parked are guarded by the
 	 * waker's mutex while parked; the rest is only touched by MHD's thread */
@@ -151,6 +183,8 @@ struct api_req {
 };
 
 
+#define API_ACKS_CLOSED (1u << 31)
+
 struct api {
 	struct MHD_Daemon *daemon;
 	struct store *st;
@@ -166,7 +200,8 @@ struct api {
 	char *listen;                /* owned copy of cfg.listen */
 	char *tls_cert, *tls_key;    /* owned copies of cfg.tls_cert / tls_key */
 	uint16_t port;
-	bool quiesced;
+	/* Stopping: every new connection is closed as it is accepted (on_accept in api.c). */
+	atomic_bool draining;
 
 	/* metrics (metrics.c) */
 	struct metrics *metrics;     /* cfg.metrics, or owned when metrics_owned */
@@ -214,7 +249,8 @@ struct api {
 	pthread_mutex_t poll_mu;
 	pthread_cond_t poll_cv;
 	unsigned polls;
-	unsigned acks;               /* requests bound to a store_ack, until answered or resumed */
+	atomic_uint acks;            /* requests bound to a store_ack, until answered or resumed,
+				      * | API_ACKS_CLOSED once api_stop waits for them (api.c) */
 	bool stopping;
 
 	struct api_streams *streams; /* GET /v1/events/stream (stream.c) */
@@ -312,10 +348,29 @@ const char *const *api_auth_boards(const struct api_req *r);
 /* The actor recorded on events. */
 struct store_actor api_auth_actor(const struct api_req *r);
 
+/* ---- body.c: flat bodies without a tree ---- */
+/* Parses [body, body+len) when it is a flat object (see body.c for the subset), writing the
+ * NULs that end its keys and strings into body; false, body untouched and *out off, for
+ * anything else (json_loadb judges it then). */
+bool api_flat_parse(char *body, size_t len, struct api_flat *out);
+/* The member `key` of a parsed flat body; NULL when absent (borrowed from fl). */
+const struct api_flat_field *api_flat_get(const struct api_flat *fl, const char *key);
+
 /* ---- request.c: bodies, queries, JSON helpers ---- */
-/* Parses r->body into r->json (an object) and checks its fields against the route's list;
- * BAD_REQUEST with a detail otherwise. */
+/* Parses r->body (API_ROUTE_FLAT routes: into r->flat when it is flat, else) into r->json (an
+ * object) and checks its fields against the route's list; BAD_REQUEST with a detail
+ * otherwise. */
 enum core_rc api_body_parse(struct api_req *r);
+/* The same with json_loadb only (the path every body took before body.c; the tests compare). */
+enum core_rc api_body_parse_tree(struct api_req *r);
+/* Is `key` in the body, null included? */
+bool api_json_has(struct api_req *r, const char *key);
+/* Test/fuzz only (api/fuzz_body.c, never linked into boardd): `body` through api_body_parse
+ * and api_body_parse_tree for the (route_sel modulo their number)-th API_ROUTE_FLAT route.
+ * NULL when both agree on the outcome, its detail and every helper's reading of the body;
+ * else what differed (valid until the next call on this thread). *flat: the flat parser
+ * took the body. */
+const char *api_fuzz_body(unsigned route_sel, const char *body, size_t len, bool *flat);
 /* Every key of obj must be in spec ("a b ?c": c may be null, the others may not): else
  * BAD_REQUEST naming the field (prefixed with `prefix`, e.g. "gave_up."). */
 enum core_rc api_json_fields_check(struct api_req *r, const json_t *obj, const char *spec,
@@ -364,6 +419,13 @@ enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card *
 /* Checks the token may see the board of the path's card (before a mutation: a card never
  * changes board). */
 enum core_rc api_card_scope(struct api_req *r);
+/* The same before a write whose store call reads the card itself (claim, renew, release, the
+ * owned writes): a token that sees every board skips the read (a copy of the card) and only
+ * the id is checked; the store's NOT_FOUND then goes through api_card_missing, so the answer
+ * is the one api_card_scope gives. */
+enum core_rc api_card_scope_lazy(struct api_req *r);
+/* rc; NOT_FOUND with no detail yet gets api_card_load's "no card <id>". */
+enum core_rc api_card_missing(struct api_req *r, enum core_rc rc);
 /* Names `col` in the detail of rc when board `board` has no such column; returns rc. */
 enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
 			       const char *col);
@@ -415,6 +477,11 @@ enum core_rc api_h_ui_asset(struct api_req *r);
 enum core_rc api_h_whoami(struct api_req *r);
 /* Long-poll plumbing for api.c. */
 void api_poll_release(struct api_req *r);
+/* The events a request reads (GET /v1/events and its stream): an unscoped token reads every
+ * board, or *board, in the global seq (*by_board false); a token scoped to boards reads one
+ * board in that board's own seq (board_seq, DESIGN §11): *board, else its only board
+ * (borrowed from the token), else 400 naming `board`. Checks *board's name and access. */
+enum core_rc api_events_scope(struct api_req *r, const char **board, bool *by_board);
 void api_polls_stop(struct api *a);
 
 enum core_rc api_h_claim_next(struct api_req *r);

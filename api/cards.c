@@ -55,6 +55,23 @@ enum core_rc api_card_scope(struct api_req *r)
 	return rc;
 }
 
+enum core_rc api_card_scope_lazy(struct api_req *r)
+{
+	if (!r->tok || !r->tok->all_boards)
+		return api_card_scope(r);
+	/* Every board is in scope: only what api_card_load would refuse before reading. */
+	if (!core_id_valid(api_param(r)))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "card id must match [A-Za-z0-9._:-]{1,128}");
+	return CORE_OK;
+}
+
+enum core_rc api_card_missing(struct api_req *r, enum core_rc rc)
+{
+	if (rc == CORE_ERR_NOT_FOUND && !r->detail[0])
+		return api_fail(r, rc, "no card %s", api_param(r));
+	return rc;
+}
+
 /* Details that say what was wrong (DESIGN §11), worked out after the store refused: the
  * store answers a code, the request knows the names. Each returns rc. */
 
@@ -380,7 +397,7 @@ enum core_rc api_h_comment_add(struct api_req *r)
 	struct store_owned_write w = {.kind = STORE_OWNED_COMMENT};
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
-	bool owned = json_object_get(r->json, "marker") != NULL;
+	bool owned = api_json_has(r, "marker");
 	const char *body;
 	enum core_rc rc;
 

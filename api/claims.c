@@ -33,7 +33,7 @@ static enum core_rc epoch_field(struct api_req *r, int64_t *epoch)
 enum core_rc api_json_lease_keep(struct api_req *r, int64_t *out)
 {
 	*out = 0;
-	if (!json_object_get(r->json, "lease_ms"))
+	if (!api_json_has(r, "lease_ms"))
 		return CORE_OK;
 	return api_json_lease(r, out);
 }
@@ -76,9 +76,11 @@ enum core_rc api_h_claim(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &marker)) != CORE_OK ||
-	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = api_json_lease(r, &lease_ms)) != CORE_OK ||
+	    (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = store_card_claim(r->api->st, api_param(r), marker, lease_ms, &actor, &res);
+	rc = api_card_missing(r, store_card_claim(r->api->st, api_param(r), marker, lease_ms,
+						  &actor, &res));
 	if (rc == CORE_ERR_CLAIM_CONFLICT)
 		metrics_inc(r->api->metrics, METRICS_CLAIMS, "conflict");
 	if (rc == CORE_ERR_BLOCKERS_PENDING) {
@@ -113,18 +115,25 @@ enum core_rc api_h_renew(struct api_req *r)
 	if ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
 	    (rc = epoch_field(r, &t.epoch)) != CORE_OK ||
 	    (rc = api_json_lease_keep(r, &lease_ms)) != CORE_OK ||
-	    (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = store_card_renew(r->api->st, api_param(r), &t, lease_ms, &actor, &c);
+	rc = api_card_missing(r, store_card_renew(r->api->st, api_param(r), &t, lease_ms, &actor,
+						  &c));
 	if (rc != CORE_OK)
 		return rc;
-	rc = api_reply(r, 200,
-		       json_pack("{s:s, s:I, s:o, s:I}", "marker", t.marker, "epoch",
-				 (json_int_t)c->claim_epoch, "lease_until",
-				 api_time_json(c->claim.lease_until), "lease_ms",
-				 (json_int_t)c->claim.lease_ms));
-	core_card_free(c);
-	return rc;
+	{
+		size_t len = 0;
+		char *text = store_renew_json_text(c, t.marker, &len); /* no tree */
+
+		core_card_free(c);
+		if (!text)
+			return CORE_ERR_NOMEM;
+		r->raw_owned = text;
+		r->raw_len = len;
+		r->raw_type = "application/json";
+		r->status = 200;
+		return CORE_OK;
+	}
 }
 
 enum core_rc api_h_release(struct api_req *r)
@@ -135,9 +144,9 @@ enum core_rc api_h_release(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
-	    (rc = epoch_field(r, &t.epoch)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = epoch_field(r, &t.epoch)) != CORE_OK || (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = store_card_release(r->api->st, api_param(r), &t, &actor, &c);
+	rc = api_card_missing(r, store_card_release(r->api->st, api_param(r), &t, &actor, &c));
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -190,9 +199,10 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 	if (!api_auth_has(r, API_ROLE_WORKER))
 		return api_fail(r, CORE_ERR_FORBIDDEN, "owned writes need the worker role");
 	if ((rc = api_json_marker(r, true, &w->token.marker)) != CORE_OK ||
-	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK || (rc = api_card_scope(r)) != CORE_OK)
+	    (rc = api_if_match(r, &w->token.epoch)) != CORE_OK ||
+	    (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = store_card_owned_write(r->api->st, api_param(r), w, &actor, &c);
+	rc = api_card_missing(r, store_card_owned_write(r->api->st, api_param(r), w, &actor, &c));
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_LAST_RUN)
 		return last_run_detail(r, w);
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_STATE)
@@ -208,7 +218,7 @@ enum core_rc api_h_state(struct api_req *r)
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
 	const char *from = NULL, *to, *reason;
-	bool owned = json_object_get(r->json, "marker") != NULL;
+	bool owned = api_json_has(r, "marker");
 	enum core_rc rc;
 
 	if (owned && !api_auth_has(r, API_ROLE_WORKER))
@@ -228,7 +238,7 @@ enum core_rc api_h_state(struct api_req *r)
 			return rc;
 		return owned_write(r, &w);
 	}
-	if (json_object_get(r->json, "release"))
+	if (api_json_has(r, "release"))
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
 				"\"release\" is for the owned form (with \"marker\" and If-Match)");
 	/* SetStateFrom: bots must declare the source column, operators may omit it. */
@@ -259,7 +269,7 @@ enum core_rc api_h_last_run(struct api_req *r)
 	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN};
 	enum core_rc rc;
 
-	if (!json_object_get(r->json, "run_id"))
+	if (!api_json_has(r, "run_id"))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"run_id\" (null clears)");
 	if ((rc = api_json_id(r, "run_id", false, &w.run_id)) != CORE_OK)
 		return rc;

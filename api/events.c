@@ -22,32 +22,53 @@ void api_poll_release(struct api_req *r)
 	r->poll_board = NULL;
 }
 
-/* The cursor a client gets. The store's `next` is where its scan stopped, which moves with
- * every board's events: to a board-scoped token that would tell how much the other boards
- * write. Such a token's cursor is the last event it was shown, or the `after` it sent. */
-static int64_t cursor_for(const struct api_req *r, const struct core_event *ev, size_t n,
-			  int64_t after, int64_t next)
+enum core_rc api_events_scope(struct api_req *r, const char **board, bool *by_board)
 {
-	if (r->tok && r->tok->all_boards)
-		return next;
-	return n ? ev[n - 1].seq : after;
+	const char *const *boards = api_auth_boards(r);
+
+	*by_board = boards != NULL;
+	if (*board && !core_name_valid(*board))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+	if (*board)
+		return api_auth_board(r, *board);
+	if (!boards)
+		return CORE_OK;
+	if (!boards[0])
+		return api_fail(r, CORE_ERR_FORBIDDEN, "token %s may not access any board",
+				r->tok ? r->tok->name : "?");
+	if (boards[1])
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"board is required: token %s is scoped to several boards, whose "
+				"events are read one board at a time, in that board's own seq",
+				r->tok->name);
+	*board = boards[0];
+	return CORE_OK;
 }
 
 static enum core_rc reply_events(struct api_req *r, struct core_event *ev, size_t n,
-				 int64_t after, int64_t next)
+				 int64_t next, bool by_board)
 {
 	json_t *list = json_array();
 	size_t i;
 
-	next = cursor_for(r, ev, n, after, next);
 	for (i = 0; list && i < n; i++)
-		if (json_array_append_new(list, store_event_to_json(&ev[i])) != 0) {
+		if (json_array_append_new(list, store_event_to_json_as(&ev[i], by_board)) != 0) {
 			json_decref(list);
 			list = NULL;
 		}
 	if (!list)
 		return CORE_ERR_NOMEM;
 	return api_reply(r, 200, json_pack("{s:o, s:I}", "events", list, "next", (json_int_t)next));
+}
+
+/* One read of the tail as the request's scope reads it. */
+static enum core_rc events_read(struct api *a, const char *board, const char *const *boards,
+				bool by_board, int64_t after, size_t limit, int64_t wait_ms,
+				struct core_event **ev, size_t *n, int64_t *next)
+{
+	if (by_board)
+		return store_events_list_board(a->st, board, after, limit, wait_ms, ev, n, next);
+	return store_events_list(a->st, board, boards, after, limit, wait_ms, ev, n, next);
 }
 
 static void *poll_main(void *arg)
@@ -70,8 +91,9 @@ static void *poll_main(void *arg)
 		pthread_mutex_unlock(&a->poll_mu);
 		if (stopping || left <= 0)
 			break;
-		rc = store_events_list(a->st, r->poll_board, boards, r->poll_after, r->poll_limit,
-				       left < POLL_SLICE_MS ? left : POLL_SLICE_MS, &ev, &n, &next);
+		rc = events_read(a, r->poll_board, boards, r->poll_by_board, r->poll_after,
+				 r->poll_limit, left < POLL_SLICE_MS ? left : POLL_SLICE_MS, &ev, &n,
+				 &next);
 		if (rc != CORE_OK || n > 0)
 			break;
 		store_events_free(ev, n);
@@ -145,30 +167,28 @@ enum core_rc api_h_events(struct api_req *r)
 	struct core_event *ev = NULL;
 	size_t n = 0;
 	int64_t next = 0;
+	bool by_board;
 	enum core_rc rc;
 
 	if (r->poll == API_POLL_DONE) {
 		if (r->poll_rc != CORE_OK)
 			return r->poll_rc;
-		return reply_events(r, r->poll_ev, r->poll_n, r->poll_after, r->poll_next);
+		return reply_events(r, r->poll_ev, r->poll_n, r->poll_next, r->poll_by_board);
 	}
 	if ((rc = api_query(r, "board", &board)) != CORE_OK ||
 	    (rc = api_query_int(r, "after", 0, 0, INT64_MAX, &after)) != CORE_OK ||
 	    (rc = api_query_int(r, "limit", 100, 1, 1000, &limit)) != CORE_OK ||
-	    (rc = api_query_int(r, "wait_ms", 0, 0, INT64_MAX, &wait_ms)) != CORE_OK)
-		return rc;
-	if (board && !core_name_valid(board))
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
-	if (board && (rc = api_auth_board(r, board)) != CORE_OK)
+	    (rc = api_query_int(r, "wait_ms", 0, 0, INT64_MAX, &wait_ms)) != CORE_OK ||
+	    (rc = api_events_scope(r, &board, &by_board)) != CORE_OK)
 		return rc;
 	if (wait_ms > r->api->cfg.events_wait_max_ms)
 		wait_ms = r->api->cfg.events_wait_max_ms;
-	rc = store_events_list(r->api->st, board, api_auth_boards(r), after, (size_t)limit, 0, &ev,
-			       &n, &next);
+	rc = events_read(r->api, board, api_auth_boards(r), by_board, after, (size_t)limit, 0, &ev,
+			 &n, &next);
 	if (rc != CORE_OK)
 		return rc;
 	if (n > 0 || wait_ms == 0) {
-		rc = reply_events(r, ev, n, after, next);
+		rc = reply_events(r, ev, n, next, by_board);
 		store_events_free(ev, n);
 		return rc;
 	}
@@ -179,9 +199,10 @@ enum core_rc api_h_events(struct api_req *r)
 			return CORE_ERR_NOMEM;
 	}
 	r->poll_after = after;
+	r->poll_by_board = by_board;
 	r->poll_limit = (size_t)limit;
 	r->poll_wait_ms = wait_ms;
 	if (poll_start(r))
 		return CORE_OK; /* answered on resume */
-	return reply_events(r, NULL, 0, after, after);
+	return reply_events(r, NULL, 0, after, by_board);
 }

@@ -12,7 +12,7 @@
 
 static bool spec_has(const char *spec, const char *key, bool *nullable);
 
-enum core_rc api_body_parse(struct api_req *r)
+enum core_rc api_body_parse_tree(struct api_req *r)
 {
 	json_error_t jerr;
 
@@ -25,6 +25,26 @@ enum core_rc api_body_parse(struct api_req *r)
 	if (!json_is_object(r->json))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "the body must be a JSON object");
 	return api_json_fields_check(r, r->json, r->route->fields ? r->route->fields : "", "");
+}
+
+static enum core_rc field_check(struct api_req *r, const char *spec, const char *prefix,
+				const char *key, bool is_null);
+
+enum core_rc api_body_parse(struct api_req *r)
+{
+	const char *spec = r->route->fields ? r->route->fields : "";
+	enum core_rc rc;
+	size_t i;
+
+	if (!(r->route->flags & API_ROUTE_FLAT) || !r->body ||
+	    !api_flat_parse(r->body, r->body_len, &r->flat))
+		return api_body_parse_tree(r);
+	for (i = 0; i < r->flat.n; i++) {
+		rc = field_check(r, spec, "", r->flat.f[i].key, r->flat.f[i].type == API_FLAT_NULL);
+		if (rc != CORE_OK)
+			return rc;
+	}
+	return CORE_OK;
 }
 
 /* Is `key` a word of spec? *nullable when it is written "?key". */
@@ -48,28 +68,40 @@ static bool spec_has(const char *spec, const char *key, bool *nullable)
 	return false;
 }
 
+/* One member of a body object against spec: the one wording of both parsers' refusals. */
+static enum core_rc field_check(struct api_req *r, const char *spec, const char *prefix,
+				const char *key, bool is_null)
+{
+	bool nullable;
+
+	if (!spec_has(spec, key, &nullable)) {
+		char allowed[160];
+		size_t i, o = 0;
+
+		for (i = 0; spec[i] && o + 1 < sizeof allowed; i++)
+			if (spec[i] != '?')
+				allowed[o++] = spec[i] == ' ' ? ',' : spec[i];
+		allowed[o] = '\0';
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "unknown field \"%s%.64s\" (known: %s)",
+				prefix, key, allowed[0] ? allowed : "none");
+	}
+	if (is_null && !nullable)
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s%s\" may not be null", prefix,
+				key);
+	return CORE_OK;
+}
+
 enum core_rc api_json_fields_check(struct api_req *r, const json_t *obj, const char *spec,
 				   const char *prefix)
 {
 	const char *key;
 	json_t *v;
-	bool nullable;
+	enum core_rc rc;
 
 	json_object_foreach((json_t *)obj, key, v) {
-		if (!spec_has(spec, key, &nullable)) {
-			char allowed[160];
-			size_t i, o = 0;
-
-			for (i = 0; spec[i] && o + 1 < sizeof allowed; i++)
-				if (spec[i] != '?')
-					allowed[o++] = spec[i] == ' ' ? ',' : spec[i];
-			allowed[o] = '\0';
-			return api_fail(r, CORE_ERR_BAD_REQUEST, "unknown field \"%s%.64s\" (known: %s)",
-					prefix, key, allowed[0] ? allowed : "none");
-		}
-		if (json_is_null(v) && !nullable)
-			return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s%s\" may not be null",
-					prefix, key);
+		rc = field_check(r, spec, prefix, key, json_is_null(v));
+		if (rc != CORE_OK)
+			return rc;
 	}
 	return CORE_OK;
 }
@@ -188,29 +220,82 @@ static size_t utf8_chars(const char *s, size_t len)
 	return n;
 }
 
-/* The field, or NULL when absent or JSON null. */
-static const json_t *field(struct api_req *r, const char *key)
-{
-	const json_t *v = json_object_get(r->json, key);
+/* A body member as the helpers see it, from the tree (r->json, also MCP's arguments) or the
+ * flat body: FV_ABSENT for absent and for JSON null. */
+enum fv_type {
+	FV_ABSENT,
+	FV_STR,
+	FV_INT,
+	FV_BOOL,
+	FV_OTHER, /* real, array, object */
+};
 
-	return json_is_null(v) ? NULL : v;
+struct fv {
+	enum fv_type t;
+	const char *s;
+	size_t len;
+	int64_t i;
+	bool b;
+};
+
+static struct fv field(struct api_req *r, const char *key)
+{
+	struct fv v = {FV_ABSENT, NULL, 0, 0, false};
+
+	if (r->json) {
+		const json_t *j = json_object_get(r->json, key);
+
+		if (!j || json_is_null(j))
+			return v;
+		if (json_is_string(j)) {
+			v.t = FV_STR;
+			v.s = json_string_value(j);
+			v.len = json_string_length(j);
+		} else if (json_is_integer(j)) {
+			v.t = FV_INT;
+			v.i = json_integer_value(j);
+		} else if (json_is_boolean(j)) {
+			v.t = FV_BOOL;
+			v.b = json_is_true(j);
+		} else {
+			v.t = FV_OTHER;
+		}
+	} else {
+		const struct api_flat_field *f = api_flat_get(&r->flat, key);
+
+		if (!f || f->type == API_FLAT_NULL)
+			return v;
+		v.t = f->type == API_FLAT_STR ? FV_STR : f->type == API_FLAT_INT ? FV_INT : FV_BOOL;
+		v.s = f->str;
+		v.len = f->len;
+		v.i = f->i;
+		v.b = f->b;
+	}
+	return v;
+}
+
+bool api_json_has(struct api_req *r, const char *key)
+{
+	if (r->json)
+		return json_object_get(r->json, key) != NULL;
+	return api_flat_get(&r->flat, key) != NULL;
 }
 
 enum core_rc api_json_str(struct api_req *r, const char *key, bool required, size_t max,
 			  const char **out)
 {
-	const json_t *v = field(r, key);
+	struct fv v = field(r, key);
 
 	*out = NULL;
-	if (!v)
+	if (v.t == FV_ABSENT)
 		return required ? api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"%s\"", key)
 				: CORE_OK;
-	if (!json_is_string(v))
+	if (v.t != FV_STR)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" must be a string", key);
-	if (utf8_chars(json_string_value(v), json_string_length(v)) > max)
+	if (utf8_chars(v.s, v.len) > max)
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
 				"field \"%s\" is longer than %zu characters", key, max);
-	*out = json_string_value(v);
+	*out = v.s;
 	return CORE_OK;
 }
 
@@ -251,16 +336,16 @@ enum core_rc api_json_marker(struct api_req *r, bool client, const char **out)
 enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,
 			  bool *present)
 {
-	const json_t *v = field(r, key);
+	struct fv v = field(r, key);
 
 	if (present)
-		*present = v != NULL;
-	if (!v)
+		*present = v.t != FV_ABSENT;
+	if (v.t == FV_ABSENT)
 		return required ? api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"%s\"", key)
 				: CORE_OK;
-	if (!json_is_integer(v))
+	if (v.t != FV_INT)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" must be an integer", key);
-	*out = json_integer_value(v);
+	*out = v.i;
 	return CORE_OK;
 }
 
@@ -283,14 +368,14 @@ enum core_rc api_json_priority(struct api_req *r, int32_t *out, bool *present)
 
 enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bool *out)
 {
-	const json_t *v = field(r, key);
+	struct fv v = field(r, key);
 
-	if (!v)
+	if (v.t == FV_ABSENT)
 		return required ? api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"%s\"", key)
 				: CORE_OK;
-	if (!json_is_boolean(v))
+	if (v.t != FV_BOOL)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"%s\" must be a boolean", key);
-	*out = json_is_true(v);
+	*out = v.b;
 	return CORE_OK;
 }
 
@@ -301,6 +386,15 @@ enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key
 	enum core_rc rc;
 	size_t i;
 
+	if (!obj && !r->json) { /* a flat body: only scalars, which are not arrays */
+		struct fv f = field(r, key);
+
+		if (present)
+			*present = f.t != FV_ABSENT;
+		return f.t == FV_ABSENT ? CORE_OK
+					: api_fail(r, CORE_ERR_BAD_REQUEST,
+						   "field \"%s\" must be an array of strings", key);
+	}
 	if (present)
 		*present = arr && !json_is_null(arr);
 	if (!arr || json_is_null(arr))

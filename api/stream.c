@@ -1,6 +1,8 @@
 /* GET /v1/events/stream: the audit tail as Server-Sent Events (DESIGN §15).
  *
- * Per event: "id: <seq>", "event: <type>", "data: <event JSON>" and a blank line; a comment
+ * Per event: "id: <seq>", "event: <type>", "data: <event JSON>" and a blank line (for a token
+ * scoped to boards, one board's stream: the seq, the id and Last-Event-ID are that board's
+ * board_seq, DESIGN §11); a comment
  * line every stream_heartbeat_ms (15 s), busy or idle; resumable from `after` or
  * the Last-Event-ID header (which wins: a reconnecting EventSource sends it); scoped as
  * GET /v1/events (the `board` asked for, within the token's boards).
@@ -33,7 +35,8 @@ struct api_stream {
 	struct MHD_Connection *conn;
 	char *board;     /* owned; NULL: every board in scope */
 	char **boards;   /* owned NULL-terminated copy of the token's boards; NULL: all */
-	int64_t after;   /* the cursor: the seq after which the next read starts */
+	bool by_board;   /* a token scoped to boards: one board, in its own seq (board_seq) */
+	int64_t after;   /* the cursor: the seq (board_seq) after which the next read starts */
 	char *buf;       /* bytes owed to the client: buf[off, len) */
 	size_t off, len, cap;
 	/* under hub->mu */
@@ -84,7 +87,7 @@ static bool buf_add(struct api_stream *s, const char *text, size_t n)
 /* One event as an SSE frame. The JSON is compact: one line, newlines escaped. */
 static bool frame_add(struct api_stream *s, const struct core_event *e)
 {
-	json_t *j = store_event_to_json(e);
+	json_t *j = store_event_to_json_as(e, s->by_board);
 	char *data = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	char head[96];
 	int hl;
@@ -93,7 +96,8 @@ static bool frame_add(struct api_stream *s, const struct core_event *e)
 	json_decref(j);
 	if (!data)
 		return false;
-	hl = snprintf(head, sizeof head, "id: %" PRId64 "\nevent: %s\ndata: ", e->seq,
+	hl = snprintf(head, sizeof head, "id: %" PRId64 "\nevent: %s\ndata: ",
+		      s->by_board ? e->board_seq : e->seq,
 		      core_event_type_name(e->type));
 	ok = hl > 0 && (size_t)hl < sizeof head && buf_add(s, head, (size_t)hl) &&
 	     buf_add(s, data, strlen(data)) && buf_add(s, "\n\n", 2);
@@ -135,8 +139,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	pthread_mutex_unlock(&h->mu);
 	if (stop)
 		return MHD_CONTENT_READER_END_OF_STREAM;
-	rc = store_events_list(s->a->st, s->board, (const char *const *)s->boards, s->after,
-			       STREAM_BATCH, 0, &ev, &n, &next);
+	rc = s->by_board ? store_events_list_board(s->a->st, s->board, s->after, STREAM_BATCH, 0,
+						   &ev, &n, &next)
+			 : store_events_list(s->a->st, s->board, (const char *const *)s->boards,
+					     s->after, STREAM_BATCH, 0, &ev, &n, &next);
 	if (rc != CORE_OK)
 		return MHD_CONTENT_READER_END_WITH_ERROR; /* the client resumes from its last id */
 	for (i = 0; i < n; i++)
@@ -390,16 +396,13 @@ enum core_rc api_h_events_stream(struct api_req *r)
 	struct MHD_Response *resp;
 	const char *board;
 	int64_t after;
-	bool ok, busy;
+	bool ok, busy, by_board;
 	enum core_rc rc;
 
 	if ((rc = api_query(r, "board", &board)) != CORE_OK ||
 	    (rc = api_query_int(r, "after", 0, 0, INT64_MAX, &after)) != CORE_OK ||
-	    (rc = last_event_id(r, &after)) != CORE_OK)
-		return rc;
-	if (board && !core_name_valid(board))
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
-	if (board && (rc = api_auth_board(r, board)) != CORE_OK)
+	    (rc = last_event_id(r, &after)) != CORE_OK ||
+	    (rc = api_events_scope(r, &board, &by_board)) != CORE_OK)
 		return rc;
 
 	s = calloc(1, sizeof(*s));
@@ -408,6 +411,7 @@ enum core_rc api_h_events_stream(struct api_req *r)
 	s->a = a;
 	s->conn = r->conn;
 	s->after = after;
+	s->by_board = by_board;
 	s->boards = boards_copy(api_auth_boards(r), &ok);
 	if (!ok || (board && !(s->board = strdup(board))) ||
 	    !buf_add(s, "retry: 2000\n: stream open\n\n", 27)) {

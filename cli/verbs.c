@@ -327,7 +327,8 @@ static const char events_help[] =
 	"usage: boardctl events [--board B] [--after SEQ] [--limit N] [--follow]\n"
 	"\n"
 	"Prints the audit tail, one event per line (JSON lines with --json). With --follow it\n"
-	"keeps long-polling for new events until interrupted.\n";
+	"keeps long-polling for new events until interrupted. With a token scoped to some boards\n"
+	"SEQ is the board's own board_seq; a token scoped to several boards needs --board.\n";
 
 static void event_line(const json_t *e)
 {

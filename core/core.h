@@ -427,7 +427,9 @@ const char *core_event_type_name(enum core_event_type t);
 int core_event_type_parse(const char *s);
 
 struct core_event {
-	int64_t seq; /* assigned by the store */
+	int64_t seq;       /* assigned by the store: one sequence over every board */
+	int64_t board_seq; /* assigned by the store with seq: 1, 2, 3 ... per board, no gaps
+			    * (what a token scoped to boards reads its cursors in, DESIGN §11) */
 	int64_t at;
 	char *board;
 	enum core_event_type type;

@@ -65,6 +65,7 @@ enum core_rc core_event_copy(struct core_event *dst, const struct core_event *sr
 {
 	memset(dst, 0, sizeof(*dst));
 	dst->seq = src->seq;
+	dst->board_seq = src->board_seq;
 	dst->at = src->at;
 	dst->type = src->type;
 	dst->machine = src->machine;

@@ -500,6 +500,11 @@ json_t *store_run_to_json(const struct core_run *r)
 
 json_t *store_event_to_json(const struct core_event *e)
 {
+	return store_event_to_json_as(e, false);
+}
+
+json_t *store_event_to_json_as(const struct core_event *e, bool board_view)
+{
 	json_t *o, *payload = NULL;
 	bool ok = true;
 
@@ -513,7 +518,8 @@ json_t *store_event_to_json(const struct core_event *e)
 		json_decref(payload);
 		payload = json_object();
 	}
-	store_json_put(o, "seq", json_integer(e->seq), &ok);
+	store_json_put(o, "seq", json_integer(board_view ? e->board_seq : e->seq), &ok);
+	store_json_put(o, "board_seq", json_integer(e->board_seq), &ok);
 	store_json_put(o, "at", time_json(e->at), &ok);
 	store_json_put(o, "board", json_string(e->board ? e->board : ""), &ok);
 	store_json_put(o, "type", json_string(core_event_type_name(e->type)), &ok);
@@ -800,6 +806,9 @@ enum core_rc store_event_from_json(const json_t *j, struct core_event *out)
 	     get_time(j, "at", &e.at) && get_str(j, "board", &e.board) &&
 	     get_str_opt(j, "card_id", &e.card_id) && get_str(j, "actor", &e.actor) &&
 	     get_str_opt(j, "reason", &e.reason) && get_bool(j, "machine", &e.machine);
+	/* board_seq: absent from what earlier versions stored (derived on load) */
+	if (ok && json_object_get(j, "board_seq"))
+		ok = get_int(j, "board_seq", &e.board_seq);
 	if (ok) {
 		e.type = (enum core_event_type)t;
 		/* Kept as compact text, as the stores build it, so a round trip is exact. */
@@ -812,4 +821,29 @@ enum core_rc store_event_from_json(const json_t *j, struct core_event *out)
 	}
 	*out = e;
 	return CORE_OK;
+}
+
+/* POST renew's answer (DESIGN §3): {marker, epoch, lease_until, lease_ms} of the renewed card
+ * for token marker `marker`, written as store_card_json_text writes (byte for byte what
+ * json_dumps wrote of the json_pack tree api/claims.c built before). */
+char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len)
+{
+	struct jbuf b = {.ok = true};
+
+	jb_put(&b, "{", 1);
+	jb_key(&b, "marker");
+	jb_str(&b, marker ? marker : "");
+	jb_key(&b, "epoch");
+	jb_int(&b, c->claim_epoch);
+	jb_key(&b, "lease_until");
+	jb_time(&b, c->claim.lease_until);
+	jb_key(&b, "lease_ms");
+	jb_int(&b, c->claim.lease_ms);
+	jb_put(&b, "}", 1);
+	if (!b.ok) {
+		free(b.p);
+		return NULL;
+	}
+	*len = b.len;
+	return b.p;
 }

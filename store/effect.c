@@ -312,9 +312,15 @@ bool store_effect_match(const struct store_sub *s, enum core_event_type type, co
 	return core_sub_matches(&s->on, &ev);
 }
 
+void store_delivery_ekey(char *out, size_t cap, const struct core_event *e)
+{
+	snprintf(out, cap, "%s:%lld", e->board ? e->board : "", (long long)e->board_seq);
+}
+
 char *store_delivery_body(const struct core_event *e, const struct core_card *card)
 {
-	json_t *o = json_object(), *ej = store_event_to_json(e);
+	/* A subscription is a board's: its subscriber reads that board's sequence. */
+	json_t *o = json_object(), *ej = store_event_to_json_as(e, true);
 	json_t *cj = card ? store_card_to_json(card) : json_null();
 	char *text = NULL;
 

@@ -661,6 +661,23 @@ enum core_rc store_events_list(struct store *st, const char *board, const char *
 	return st->ops->events_list(st, board, boards, after, limit, wait_ms, out, n, next);
 }
 
+enum core_rc store_events_list_board(struct store *st, const char *board, int64_t after,
+				     size_t limit, int64_t wait_ms, struct core_event **out,
+				     size_t *n, int64_t *next)
+{
+	if (out)
+		*out = NULL;
+	if (n)
+		*n = 0;
+	if (next)
+		*next = 0;
+	if (!st || !out || !n || !next || after < 0 || limit < 1 || limit > 1000 ||
+	    wait_ms < 0 || !board || !core_name_valid(board))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, events_list_board);
+	return st->ops->events_list_board(st, board, after, limit, wait_ms, out, n, next);
+}
+
 /* ---- attention ---- */
 
 enum core_rc store_attention_list(struct store *st, const char *board, const char *const *boards,

@@ -212,7 +212,7 @@ struct store_delivery {
 	char *id;          /* the webhook-id: "<event key>.<subscription>" */
 	char *board;
 	char *sub;         /* the subscription's name */
-	int64_t event_seq; /* 0 until known (Mongo: set when the event got its seq) */
+	int64_t event_seq; /* the event's board_seq (its board's sequence, DESIGN §11) */
 	char *event_type;
 	char *card_id;     /* may be NULL */
 	char *body;        /* the request body, fixed at enqueue: {type, event, card} */
@@ -399,6 +399,12 @@ struct store_ops {
 	enum core_rc (*events_list)(struct store *st, const char *board, const char *const *boards,
 				    int64_t after, size_t limit, int64_t wait_ms,
 				    struct core_event **out, size_t *n, int64_t *next);
+	/* Events of one board after board_seq `after`, oldest first, at most limit; waits up
+	 * to wait_ms for one. *next: the board_seq to resume from. Read off a per-board index,
+	 * never a scan of other boards' events (DESIGN §11). */
+	enum core_rc (*events_list_board)(struct store *st, const char *board, int64_t after,
+					  size_t limit, int64_t wait_ms, struct core_event **out,
+					  size_t *n, int64_t *next);
 
 	/* The cards that need an operator (DESIGN §15) with their reasons
 	 * (core_attention_reasons at the store's now), newest update first, at most `limit`;
@@ -591,7 +597,12 @@ enum core_rc store_labels_count(struct store *st, const char *board, const char 
 enum core_rc store_events_list(struct store *st, const char *board, const char *const *boards,
 			       int64_t after, size_t limit, int64_t wait_ms,
 			       struct core_event **out, size_t *n, int64_t *next);
-/* Frees an array from store_events_list. */
+/* The same, for one board in its own sequence: `after` and *next are board_seqs (what a
+ * token scoped to boards reads, so its cursors say nothing of other boards' traffic). */
+enum core_rc store_events_list_board(struct store *st, const char *board, int64_t after,
+				     size_t limit, int64_t wait_ms, struct core_event **out,
+				     size_t *n, int64_t *next);
+/* Frees an array from store_events_list or store_events_list_board. */
 void store_events_free(struct core_event *ev, size_t n);
 /* limit 1..1000. *out: caller frees with store_attention_free (also when n is 0). */
 enum core_rc store_attention_list(struct store *st, const char *board, const char *const *boards,
@@ -702,7 +713,14 @@ enum core_rc store_board_from_json(const json_t *j, struct core_board *out);
 json_t *store_run_to_json(const struct core_run *r);
 enum core_rc store_run_from_json(const json_t *j, struct core_run **out);
 json_t *store_event_to_json(const struct core_event *e);
+/* The same; board_view: "seq" is the event's board_seq, so nothing in it tells how much other
+ * boards write (what a token scoped to boards and a webhook subscriber see, DESIGN §11). */
+json_t *store_event_to_json_as(const struct core_event *e, bool board_view);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
+/* POST renew's answer {marker, epoch, lease_until, lease_ms} for the renewed card c, written
+ * without a tree. New string (caller frees) and its length; NULL on OOM or a marker that is
+ * not UTF-8. */
+char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len);
 /* The codec's building blocks (store/codec.c), shared with the effect codecs (store/effect.c):
  * a new reference to s as a string, or null for NULL; a new array of sv's strings (NULL on
  * OOM); json_object_set_new that remembers a failure (NULL v included) in *ok, consuming v
@@ -723,7 +741,12 @@ enum core_rc store_delivery_from_json(const json_t *j, struct store_delivery **o
  * labels after the step) fire s? The state of a card_created event is the card's. */
 bool store_effect_match(const struct store_sub *s, enum core_event_type type, const char *reason,
 			const char *to_state, const struct core_card *card);
-/* The request body of a delivery: {"type":"board.event","event":<e>,"card":<c or null>}.
+/* The event key of e's deliveries, "<board>:<board_seq>": a subscription is one board's, so
+ * neither its webhook-id nor its body tells how much other boards write (DESIGN §11). */
+#define STORE_DELIVERY_EKEY_MAX (CORE_NAME_MAX + 24)
+void store_delivery_ekey(char *out, size_t cap, const struct core_event *e);
+/* The request body of a delivery: {"type":"board.event","event":<e>,"card":<c or null>},
+ * the event as its board sees it (seq: its board_seq).
  * New string (caller frees), NULL on OOM. */
 char *store_delivery_body(const struct core_event *e, const struct core_card *card);
 /* A new pending delivery of event key `ekey` (FS: its seq; Mongo: its _id) to s. */

@@ -69,6 +69,7 @@ static const struct store_ops fs_ops = {
 	.card_comment_add = fs_card_comment_add,
 	.labels_count = fs_labels_count,
 	.events_list = fs_events_list,
+	.events_list_board = fs_events_list_board,
 	.attention_list = fs_attention_list,
 	.run_create = fs_run_create,
 	.run_get = fs_run_get,

@@ -174,6 +174,12 @@ struct fs_kv {
 	int64_t due;
 };
 
+/* A board's last board_seq, as a snapshot keeps it (the events themselves are trimmed). */
+struct fs_bctr {
+	char *board; /* owned in a decoded change; borrowed in a snapshot being written */
+	int64_t last;
+};
+
 struct fs_change {
 	struct fs_kv *kvs; /* owned; upserted (val NULL: deleted) */
 	size_t n_kvs, cap_kvs;
@@ -185,6 +191,8 @@ struct fs_change {
 	size_t n_boards;
 	struct core_event **events; /* owned; appended */
 	size_t n_events, cap_events;
+	struct fs_bctr *bctrs; /* a snapshot's board counters (raised to, never lowered) */
+	size_t n_bctrs;
 	struct fs_counters ctr;
 };
 
@@ -288,6 +296,7 @@ struct fs {
 	struct fs_map post_labels; /* label -> struct fs_post */
 	struct core_event **ev; /* the tail is ev[ev_head .. ev_n) */
 	size_t ev_head, ev_n, ev_cap;
+	struct fs_map evboards; /* board -> struct fs_evboard: board_seq and the board's tail */
 	struct fs_counters ctr;
 	bool snap_active;
 	struct fs_grave grave;
@@ -344,6 +353,36 @@ static inline struct fs *fs_of(struct store *st)
 {
 	return (struct fs *)st;
 }
+
+/* ---- per-board event sequence and index (fs_evboard.c): callers hold `lock` ---- */
+
+struct fs_evboard {
+	char *board;            /* the map key; owned */
+	int64_t last;           /* the last board_seq published (never lowered but by an undo) */
+	int64_t scratch;        /* fs_evboard_assign's and fs_evboard_reserve's */
+	struct core_event **v;  /* the board's events in the tail, in order: v[head .. n) */
+	size_t head, n, cap;
+};
+
+/* The board's entry; created (NULL on NOMEM) when `create`, else NULL when unknown. */
+struct fs_evboard *fs_evboard_get(struct fs *fs, const char *board, bool create);
+/* Before the journal line is written: gives each event its board_seq. NOMEM. */
+enum core_rc fs_evboard_assign(struct fs *fs, struct core_event *const *ev, size_t n);
+/* Part of fs_change_reserve: room for ch's events in their boards' lists. NOMEM. */
+enum core_rc fs_evboard_reserve(struct fs *fs, const struct fs_change *ch);
+/* apply_event's part (reserved: cannot fail); derives a missing board_seq (older data). */
+void fs_evboard_append(struct fs *fs, struct core_event *e);
+/* Raises the boards' counters to a snapshot's. */
+void fs_evboard_counters_apply(struct fs *fs, const struct fs_change *ch);
+/* e, the oldest of the tail, is trimmed / e, the newest, is undone. */
+void fs_evboard_shift(struct fs *fs, const struct core_event *e);
+void fs_evboard_pop(struct fs *fs, const struct core_event *e);
+/* First index of b->v whose board_seq (by_board_seq) or seq is > after. */
+size_t fs_evboard_after(const struct fs_evboard *b, int64_t after, bool by_board_seq);
+/* Fills out (room for fs->evboards.n) with each board's counter, names borrowed; returns
+ * how many. */
+size_t fs_evboard_counters(const struct fs *fs, struct fs_bctr *out);
+void fs_evboard_release(struct fs *fs);
 
 /* ---- index (fs_index.c): callers hold `lock` ---- */
 
@@ -423,8 +462,11 @@ enum fs_rec_kind {
 	FS_REC_CHANGE = 1,   /* a change: a journal commit, or a chunk of a snapshot */
 	FS_REC_SNAP_END = 2, /* a snapshot's last record: gen, counters, chunk count */
 	/* A change with claim holders, run claim epochs, epoch floors and claim-only entries
-	 * (DESIGN §11); what this version writes. FS_REC_CHANGE is still read. */
+	 * (DESIGN §11). FS_REC_CHANGE is still read. */
 	FS_REC_CHANGE2 = 3,
+	/* FS_REC_CHANGE2 with each event's board_seq and the boards' counters (DESIGN §11);
+	 * what this version writes. The earlier two are still read (board_seq derived). */
+	FS_REC_CHANGE3 = 4,
 };
 enum fs_rec_status {
 	FS_REC_OK,
@@ -446,6 +488,7 @@ char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_boar
 			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
 			   size_t n_runs, const struct core_event *const *events, size_t n_events,
 			   const struct fs_snap_floor *floors, size_t n_floors,
+			   const struct fs_bctr *bctrs, size_t n_bctrs,
 			   const struct fs_kv *kvs, size_t n_kvs, size_t *len);
 char *fs_snap_end_encode(uint64_t gen, const struct fs_counters *ctr, uint64_t n_records,
 			 size_t *len);
@@ -453,9 +496,9 @@ char *fs_snap_end_encode(uint64_t gen, const struct fs_counters *ctr, uint64_t n
  * *kind, *payload and *plen describe it (the record is FS_REC_HDR + *plen bytes). */
 enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 				const char **payload, size_t *plen);
-/* Decodes a FS_REC_CHANGE or FS_REC_CHANGE2 payload (`kind`). BAD_REQUEST when malformed
- * or of another kind (ch left empty). Its cards are flat (fs_flat.c), sharing atoms (NULL:
- * none). */
+/* Decodes a FS_REC_CHANGE, FS_REC_CHANGE2 or FS_REC_CHANGE3 payload (`kind`). BAD_REQUEST
+ * when malformed or of another kind (ch left empty). Its cards are flat (fs_flat.c), sharing
+ * atoms (NULL: none). */
 enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,
 				  struct fs_atoms *atoms, struct fs_change *ch);
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
@@ -741,6 +784,9 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 			  struct core_card ***out, size_t *n, char **next);
 enum core_rc fs_labels_count(struct store *st, const char *board, const char *const *boards,
 			     json_t **out);
+enum core_rc fs_events_list_board(struct store *st, const char *board, int64_t after,
+				  size_t limit, int64_t wait_ms, struct core_event **out,
+				  size_t *n, int64_t *next);
 enum core_rc fs_events_list(struct store *st, const char *board, const char *const *boards,
 			    int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
 			    size_t *n, int64_t *next);

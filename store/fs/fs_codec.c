@@ -14,11 +14,14 @@
  *
  * Payload of a change: counters (i64 seq, u64 card, run, ord), then u32-counted arrays of
  * cards ({str id, u64 ord, u8 present, card}), runs, boards and events. A string is u32 length
- * + bytes (0xFFFFFFFF: NULL). FS_REC_CHANGE2 (what this version writes) adds the claim's
+ * + bytes (0xFFFFFFFF: NULL). FS_REC_CHANGE2 adds the claim's
  * holder after its marker, a run's claim_epoch after its owner, and three kinds of card
  * entry: present 2 = deleted, i64 epoch floor; 3 = claim only (u8 flags, str marker, str
  * holder, i64 claimed_at, lease_until, lease_ms, claim_epoch, updated_at); 4 = epoch floor
- * only (a snapshot's), i64. Decoding checks every length against what is left, so arbitrary
+ * only (a snapshot's), i64. FS_REC_CHANGE3 (what this version writes) adds each event's
+ * i64 board_seq after its seq, always counts the effect records, and ends with the boards'
+ * counters (u32 count, {str board, i64 last}: a snapshot's; none in a journal line).
+ * Decoding checks every length against what is left, so arbitrary
  * bytes with a valid CRC still decode to an error, never to a read out of bounds. */
 #include "store/fs/fs.h"
 
@@ -214,6 +217,7 @@ static void w_board(struct wbuf *b, const struct core_board *bd)
 static void w_event(struct wbuf *b, const struct core_event *e)
 {
 	w_i64(b, e->seq);
+	w_i64(b, e->board_seq);
 	w_i64(b, e->at);
 	w_str(b, e->board);
 	w_u32(b, (uint32_t)e->type);
@@ -224,19 +228,28 @@ static void w_event(struct wbuf *b, const struct core_event *e)
 	w_str(b, e->payload);
 }
 
-/* The effect records ride after the events, only when there are some: a change without any
- * is the bytes earlier versions wrote. */
+/* The effect records ride after the events (counted, 0 included), then the boards'
+ * counters (a snapshot's; 0 in a journal line, whose events carry their board_seq). */
 static void w_kvs(struct wbuf *b, const struct fs_kv *kvs, size_t n)
 {
 	size_t i;
 
-	if (!n)
-		return;
 	w_u32(b, (uint32_t)n);
 	for (i = 0; i < n; i++) {
 		w_str(b, kvs[i].key);
 		w_str(b, kvs[i].val);
 		w_i64(b, kvs[i].due);
+	}
+}
+
+static void w_bctrs(struct wbuf *b, const struct fs_bctr *v, size_t n)
+{
+	size_t i;
+
+	w_u32(b, (uint32_t)n);
+	for (i = 0; i < n; i++) {
+		w_str(b, v[i].board);
+		w_i64(b, v[i].last);
 	}
 }
 
@@ -259,7 +272,7 @@ static char *w_finish(struct wbuf *b, unsigned kind, size_t *len)
 	b->p[0] = FS_REC_MAGIC;
 	b->p[1] = 1;
 	if (kind == FS_REC_CHANGE)
-		kind = FS_REC_CHANGE2; /* this version writes only the second layout */
+		kind = FS_REC_CHANGE3; /* this version writes only the third layout */
 	b->p[2] = (unsigned char)kind;
 	b->p[3] = (unsigned char)(kind >> 8);
 	put_u32(b->p + 4, (uint32_t)plen);
@@ -324,6 +337,7 @@ char *fs_change_encode(const struct fs_change *ch, size_t *len)
 	for (i = 0; i < ch->n_events; i++)
 		w_event(&b, ch->events[i]);
 	w_kvs(&b, ch->kvs, ch->n_kvs);
+	w_bctrs(&b, ch->bctrs, ch->n_bctrs);
 	return w_finish(&b, FS_REC_CHANGE, len);
 }
 
@@ -332,6 +346,7 @@ char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_boar
 			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
 			   size_t n_runs, const struct core_event *const *events, size_t n_events,
 			   const struct fs_snap_floor *floors, size_t n_floors,
+			   const struct fs_bctr *bctrs, size_t n_bctrs,
 			   const struct fs_kv *kvs, size_t n_kvs, size_t *len)
 {
 	struct wbuf b = {0};
@@ -362,6 +377,7 @@ char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_boar
 	for (i = 0; i < n_events; i++)
 		w_event(&b, events[i]);
 	w_kvs(&b, kvs, n_kvs);
+	w_bctrs(&b, bctrs, n_bctrs);
 	return w_finish(&b, FS_REC_CHANGE, len);
 }
 
@@ -383,7 +399,8 @@ struct rbuf {
 	const unsigned char *p;
 	size_t n, off;
 	bool bad;
-	bool v2; /* FS_REC_CHANGE2's layout */
+	bool v2; /* FS_REC_CHANGE2's layout (or CHANGE3's) */
+	bool v3; /* FS_REC_CHANGE3's: board_seq, counted effect records, the boards' counters */
 	struct fs_atoms *atoms; /* NULL: nothing interned */
 	struct fs_arena *ar;    /* set while a flat card is laid out (r_card) */
 	/* The atoms the measuring walk found, in order, for the filling walk to reuse */
@@ -699,6 +716,7 @@ static void r_event(struct rbuf *b, struct core_event *e)
 	unsigned machine;
 
 	e->seq = r_i64(b);
+	e->board_seq = b->v3 ? r_i64(b) : 0; /* 0: derived on replay */
 	e->at = r_i64(b);
 	r_str(b, &e->board, false);
 	type = r_u32(b);
@@ -745,6 +763,17 @@ static struct core_card *r_claim_patch(struct rbuf *b, const char *id)
 		return NULL;
 	}
 	return c;
+}
+
+/* A CHANGE3 event names its place in its board's sequence: 0 or less is damage. */
+static bool e_bad_board_seq(const struct fs_change *ch)
+{
+	size_t i;
+
+	for (i = 0; i < ch->n_events; i++)
+		if (ch->events[i]->board_seq < 1 && ch->events[i]->seq > 0)
+			return true;
+	return false;
 }
 
 /* Each array is sized from a count checked against the bytes left, so a damaged count cannot
@@ -820,7 +849,9 @@ static enum core_rc decode_change(struct rbuf *b, struct fs_change *ch)
 		ch->events[ch->n_events++] = e;
 		r_event(b, e);
 	}
-	n = !b->bad && b->off != b->n ? r_count(b, 16) : 0;
+	if (!b->bad && b->v3 && e_bad_board_seq(ch))
+		b->bad = true;
+	n = !b->bad && (b->v3 || b->off != b->n) ? r_count(b, 16) : 0;
 	if (n && !b->bad) {
 		ch->kvs = calloc(n, sizeof(*ch->kvs));
 		ch->cap_kvs = n;
@@ -832,6 +863,19 @@ static enum core_rc decode_change(struct rbuf *b, struct fs_change *ch)
 		r_str(b, &kv->key, false);
 		r_str(b, &kv->val, true);
 		kv->due = r_i64(b);
+	}
+	n = !b->bad && b->v3 ? r_count(b, 12) : 0;
+	if (n && !b->bad) {
+		ch->bctrs = calloc(n, sizeof(*ch->bctrs));
+		b->bad = !ch->bctrs;
+	}
+	for (i = 0; i < n && !b->bad; i++) {
+		struct fs_bctr *bc = &ch->bctrs[ch->n_bctrs++];
+
+		r_str(b, &bc->board, false);
+		bc->last = r_i64(b);
+		if (bc->last < 1)
+			b->bad = true;
 	}
 	if (!b->bad && b->off != b->n)
 		b->bad = true; /* trailing bytes: not what this version writes */
@@ -865,9 +909,10 @@ enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len
 				  struct fs_atoms *atoms, struct fs_change *ch)
 {
 	struct rbuf b = {.p = (const unsigned char *)payload, .n = len,
-			 .v2 = kind == FS_REC_CHANGE2, .atoms = atoms};
+			 .v2 = kind == FS_REC_CHANGE2 || kind == FS_REC_CHANGE3,
+			 .v3 = kind == FS_REC_CHANGE3, .atoms = atoms};
 
-	if (kind != FS_REC_CHANGE && kind != FS_REC_CHANGE2) {
+	if (kind != FS_REC_CHANGE && kind != FS_REC_CHANGE2 && kind != FS_REC_CHANGE3) {
 		memset(ch, 0, sizeof(*ch));
 		return CORE_ERR_BAD_REQUEST;
 	}

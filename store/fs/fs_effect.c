@@ -361,10 +361,10 @@ enum core_rc fs_effects_enqueue(struct fs_txn *t)
 		const struct core_event *e = t->ch.events[t->hits[i].ev];
 		const struct core_card *card = e->card_id ? fs_txn_peek(t, e->card_id) : NULL;
 		struct store_delivery *d;
-		char ekey[32];
+		char ekey[STORE_DELIVERY_EKEY_MAX];
 
-		snprintf(ekey, sizeof ekey, "%lld", (long long)e->seq);
-		d = store_delivery_new(t->hits[i].sub, ekey, e->seq, e->type, e->card_id,
+		store_delivery_ekey(ekey, sizeof ekey, e);
+		d = store_delivery_new(t->hits[i].sub, ekey, e->board_seq, e->type, e->card_id,
 				       store_delivery_body(e, card), t->now);
 		rc = d ? dlv_write(t, d) : CORE_ERR_NOMEM;
 		store_delivery_free(d);

@@ -259,6 +259,9 @@ void fs_change_release(struct fs_change *ch)
 	for (i = 0; i < ch->n_events; i++)
 		event_free(ch->events[i]);
 	free(ch->events);
+	for (i = 0; i < ch->n_bctrs; i++)
+		free(ch->bctrs[i].board);
+	free(ch->bctrs);
 	for (i = 0; i < ch->n_kvs; i++) {
 		free(ch->kvs[i].key);
 		free(ch->kvs[i].val);
@@ -377,7 +380,8 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 		fs->ev_n -= fs->ev_head;
 		fs->ev_head = 0;
 	}
-	if (fs_ptrs_reserve(&fs->ev, &fs->ev_cap, fs->ev_n + ch->n_events))
+	if (fs_ptrs_reserve(&fs->ev, &fs->ev_cap, fs->ev_n + ch->n_events) ||
+	    fs_evboard_reserve(fs, ch))
 		return CORE_ERR_NOMEM;
 	if (fs->snap_active &&
 	    (fs_ptrs_reserve(&fs->grave.cards, &fs->grave.cap_cards,
@@ -543,6 +547,7 @@ static void apply_event(struct fs *fs, struct core_event *e, struct fs_undo *u)
 		return;
 	}
 	fs->ev[fs->ev_n++] = e;
+	fs_evboard_append(fs, e);
 	/* A commit's events are trimmable only once durable: an undo pops them back. */
 	if (u)
 		u->n_events++;
@@ -558,8 +563,10 @@ static void apply_event(struct fs *fs, struct core_event *e, struct fs_undo *u)
 void fs_events_trim(struct fs *fs)
 {
 	while (fs->ev_n - fs->ev_head > fs->events_keep &&
-	       fs->ev[fs->ev_head]->seq <= fs->ev_durable)
+	       fs->ev[fs->ev_head]->seq <= fs->ev_durable) {
+		fs_evboard_shift(fs, fs->ev[fs->ev_head]);
 		fs_retire_event(fs, fs->ev[fs->ev_head++]);
+	}
 }
 
 void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
@@ -577,6 +584,7 @@ void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
 	for (i = 0; i < ch->n_events; i++)
 		apply_event(fs, ch->events[i], undo);
 	ch->n_events = 0;
+	fs_evboard_counters_apply(fs, ch);
 	for (i = 0; i < ch->n_kvs; i++)
 		fs_kv_apply(fs, &ch->kvs[i], undo);
 	ch->n_kvs = 0;
@@ -630,6 +638,7 @@ void fs_state_release(struct fs *fs)
 	for (i = fs->ev_head; i < fs->ev_n; i++)
 		event_free(fs->ev[i]);
 	free(fs->ev);
+	fs_evboard_release(fs);
 	for (i = 0; i < fs->n_boards; i++)
 		core_board_release(&fs->boards[i]);
 	free(fs->boards);

@@ -47,6 +47,8 @@ struct snap {
 	size_t n_kvs;
 	struct fs_snap_floor *floors; /* ids borrowed: a floor is never freed while open */
 	size_t n_floors;
+	struct fs_bctr *bctrs; /* boards borrowed: an evboard is never freed while open */
+	size_t n_bctrs;
 };
 
 static void snap_release(struct snap *s)
@@ -62,6 +64,7 @@ static void snap_release(struct snap *s)
 	}
 	free(s->kvs);
 	free(s->floors);
+	free(s->bctrs);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -77,8 +80,12 @@ static enum core_rc snap_capture(struct fs *fs, struct snap *s)
 	s->runs = calloc(fs->runs.n + 1, sizeof(*s->runs));
 	s->events = calloc(fs->ev_n - fs->ev_head + 1, sizeof(*s->events));
 	s->floors = calloc(fs->floors.n + 1, sizeof(*s->floors));
-	if (!s->boards || !s->cards || !s->ords || !s->runs || !s->events || !s->floors)
+	s->bctrs = calloc(fs->evboards.n + 1, sizeof(*s->bctrs));
+	if (!s->boards || !s->cards || !s->ords || !s->runs || !s->events || !s->floors ||
+	    !s->bctrs)
 		return CORE_ERR_NOMEM;
+	/* By value: a counter moves with later commits. */
+	s->n_bctrs = fs_evboard_counters(fs, s->bctrs);
 	/* By value: a floor's epoch is raised in place by later commits. */
 	for (i = 0; i < fs->floors.cap; i++) {
 		const struct fs_floor *fl = fs->floors.slots[i].key ? fs->floors.slots[i].val : NULL;
@@ -144,36 +151,36 @@ static bool snap_emit(FILE *f, const struct snap *s)
 	char *rec;
 
 	rec = fs_snap_chunk_encode(&s->ctr, s->boards, s->n_boards, NULL, NULL, 0, NULL, 0, NULL, 0,
-				   NULL, 0, NULL, 0, &len);
+				   NULL, 0, s->bctrs, s->n_bctrs, NULL, 0, &len);
 	ok = emit(f, rec, &len);
 	for (i = 0; ok && i < s->n_cards; i += k, n_rec++) {
 		k = s->n_cards - i < SNAP_CHUNK ? s->n_cards - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, s->cards + i, s->ords + i, k, NULL, 0,
-					   NULL, 0, NULL, 0, NULL, 0, &len);
+					   NULL, 0, NULL, 0, NULL, 0, NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_runs; i += k, n_rec++) {
 		k = s->n_runs - i < SNAP_CHUNK ? s->n_runs - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, s->runs + i, k, NULL, 0,
-					   NULL, 0, NULL, 0, &len);
+					   NULL, 0, NULL, 0, NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_events; i += k, n_rec++) {
 		k = s->n_events - i < SNAP_CHUNK ? s->n_events - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, s->events + i,
-					   k, NULL, 0, NULL, 0, &len);
+					   k, NULL, 0, NULL, 0, NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_floors; i += k, n_rec++) {
 		k = s->n_floors - i < SNAP_CHUNK ? s->n_floors - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0,
-					   s->floors + i, k, NULL, 0, &len);
+					   s->floors + i, k, NULL, 0, NULL, 0, &len);
 		ok = emit(f, rec, &len);
 	}
 	for (i = 0; ok && i < s->n_kvs; i += k, n_rec++) {
 		k = s->n_kvs - i < SNAP_CHUNK ? s->n_kvs - i : SNAP_CHUNK;
 		rec = fs_snap_chunk_encode(&s->ctr, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, 0, NULL,
-					   0, s->kvs + i, k, &len);
+					   0, NULL, 0, s->kvs + i, k, &len);
 		ok = emit(f, rec, &len);
 	}
 	if (!ok)

@@ -457,7 +457,9 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 	for (i = 0; i < ch->n_events; i++)
 		ch->events[i]->seq = ++ch->ctr.seq;
 	last_event = ch->n_events ? ch->ctr.seq : 0;
-	rc = fs_effects_enqueue(t);
+	rc = fs_evboard_assign(fs, ch->events, ch->n_events);
+	if (rc == CORE_OK)
+		rc = fs_effects_enqueue(t);
 	if (rc != CORE_OK)
 		goto unlock;
 	line = fs_change_encode(ch, &len);

@@ -173,8 +173,10 @@ static void undo_one(struct fs *fs, struct fs_undo *u)
 	size_t i;
 
 	/* The events it appended are the newest ones: pop them. */
-	for (i = 0; i < u->n_events && fs->ev_n > fs->ev_head; i++)
+	for (i = 0; i < u->n_events && fs->ev_n > fs->ev_head; i++) {
+		fs_evboard_pop(fs, fs->ev[fs->ev_n - 1]);
 		retire_event(fs, fs->ev[--fs->ev_n]);
+	}
 	fs_kv_undo_rollback(fs, u);
 	for (i = u->n_runs; i-- > 0;) {
 		struct core_run *now = u->runs[i].now, *old = u->runs[i].old;

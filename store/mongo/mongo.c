@@ -115,6 +115,7 @@ static const struct store_ops mgo_ops = {
 	.card_comment_add = mgo_card_comment_add,
 	.labels_count = mgo_labels_count,
 	.events_list = mgo_events_list,
+	.events_list_board = mgo_events_list_board,
 	.attention_list = mgo_attention_list,
 	.run_create = mgo_run_create,
 	.run_get = mgo_run_get,
@@ -176,6 +177,9 @@ static const struct index_spec indexes[] = {
 	{"cards", "awaiting_input", "awaiting_input", NULL, false, {NULL}}, /* attention */
 	{"cards", "outbox", "outbox.q_ts", NULL, false, {NULL}},
 	{"events", "seq", "seq", NULL, true, {NULL}},
+	/* a board's tail by board_seq (DESIGN §11); not unique: fillers and events of an
+	 * earlier version hold none, and the counter hands board_seqs out (mongo_bseq.c) */
+	{"events", "board_seq", "board", "board_seq", false, {NULL}},
 	{"runs", "card_id", "card_id", NULL, false, {NULL}},
 	{"runs", "status", "status", NULL, false, {NULL}}, /* attention: failed and paused runs */
 	{"runs", "outbox", "outbox.q_ts", NULL, false, {NULL}},
@@ -425,6 +429,8 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		m->counter_serial = server_is_ferretdb(m);
 	if (rc == CORE_OK && (rc = indexes_create(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot create the indexes (details logged)");
+	if (rc == CORE_OK && (rc = mgo_bseq_migrate(m)) != CORE_OK)
+		snprintf(err, errlen, "cannot number the earlier events by board (details logged)");
 	if (rc == CORE_OK && (rc = mgo_board_default(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot create the default board (details logged)");
 	if (rc == CORE_OK && (rc = maintenance_start(m)) != CORE_OK)

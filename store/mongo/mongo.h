@@ -7,11 +7,12 @@
  *              outbox[]}
  *   runs      {_id, card_id, board, status, continuation?, failure_code?, owner, lock_until,
  *              lease_ms, created_at, updated_at, pruned, outbox[]}
- *   events    {_id: eid, seq, ts, at, board, type, card_id?, actor, reason?, machine, payload{}}
+ *   events    {_id: eid, seq, board_seq, ts, at, board, type, card_id?, actor, reason?, machine,
+ *              payload{}} (board_seq: the board's own 1, 2, 3 ...; mongo_bseq.c)
  *             or a filler {_id: "filler-<seq>", seq, ts, filler: true} (a seq left unused)
  *   boards    {_id: name, cols[{name, terminal, eligible}], running, completed, failed,
  *              waiting, outbox[]}
- *   counters  {_id: "events" | "cards" | "runs", seq}
+ *   counters  {_id: "events" | "cards" | "runs", seq}; "events" also holds b{<board>: last}
  * Times are BSON dates (ms). A missing field and a null one read alike.
  *
  * The outbox: a mutation pushes its events into the outbox array of the document it changes,
@@ -251,6 +252,22 @@ enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q);
 void mgo_outbox_drain(struct mgo *m);
 /* Deletes the events older than the newest m->events_keep seqs (the maintenance thread). */
 void mgo_events_trim(struct mgo *m);
+
+/* ---- board_seq (mongo_bseq.c) ---- */
+
+/* One findAndModify on the events counter: n seqs (*last: the highest) and counts[i]
+ * board_seqs of boards[i] (blast[i]: the highest), together. */
+enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boards,
+			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast);
+/* Does an event other than eid hold board's bseq? (A failed read answers yes.) */
+bool mgo_bseq_taken(struct mgo_conn *c, const char *board, int64_t bseq, const char *eid);
+/* Raises board's counter to the highest board_seq stored (never lowers it). */
+void mgo_bseq_catch_up(struct mgo_conn *c, const char *board);
+/* At open: numbers the events stored before board_seq existed, per board in seq order. */
+enum core_rc mgo_bseq_migrate(struct mgo *m);
+enum core_rc mgo_events_list_board(struct store *st, const char *board, int64_t after,
+				   size_t limit, int64_t wait_ms, struct core_event **out,
+				   size_t *n, int64_t *next);
 
 enum core_rc mgo_attention_list(struct store *st, const char *board, const char *const *boards,
 				size_t limit, struct store_attention **out, size_t *n,

@@ -588,6 +588,7 @@ enum core_rc mgo_event_from_bson(const bson_t *doc, struct core_event *out)
 
 	memset(out, 0, sizeof(*out));
 	e.seq = rd_i64(&r, "seq", true, NULL);
+	e.board_seq = rd_i64(&r, "board_seq", false, NULL); /* 0 until numbered (mgo_bseq_migrate) */
 	e.at = rd_i64(&r, "at", false, NULL);
 	e.board = rd_str(&r, "board", true);
 	e.card_id = rd_str(&r, "card_id", false);

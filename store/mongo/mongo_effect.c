@@ -3,7 +3,7 @@
  * Collections:
  *   subscriptions {_id: "<board>/<name>", board, name, url, secret, on{..}, consume_labels[],
  *                  enabled, disabled_reason, created_at, updated_at}
- *   deliveries    {_id: "<event _id>.<subscription>", board, subscription, event_seq, ...,
+ *   deliveries    {_id: "<board>:<board_seq>.<subscription>", board, subscription, event_seq, ...,
  *                  status, attempts, next_at, lease_owner, lease_until, lease_epoch, body}
  * Both hold the stored JSON form of store/effect.c (times as integer ms), converted to BSON.
  *
@@ -444,6 +444,7 @@ enum core_rc mgo_effects_store(struct mgo_conn *c, const struct mgo_evq *q)
 		bson_iter_recurse(&it, &arr);
 		while (rc == CORE_OK && bson_iter_next(&arr)) {
 			struct store_sub s = {.board = (char *)board};
+			char ekey[STORE_DELIVERY_EKEY_MAX];
 			struct store_delivery *d;
 			json_t *dj;
 			bson_t *doc;
@@ -452,7 +453,8 @@ enum core_rc mgo_effects_store(struct mgo_conn *c, const struct mgo_evq *q)
 			if (!BSON_ITER_HOLDS_UTF8(&arr))
 				continue;
 			s.name = (char *)bson_iter_utf8(&arr, NULL);
-			d = store_delivery_new(&s, q->eid[i], ev.seq, ev.type, ev.card_id,
+			store_delivery_ekey(ekey, sizeof ekey, &ev);
+			d = store_delivery_new(&s, ekey, ev.board_seq, ev.type, ev.card_id,
 					       store_delivery_body(&ev, card), c->now ? c->now
 										 : mgo_clock_now(&c->m->base));
 			dj = d ? store_delivery_to_json(d, true) : NULL;

@@ -155,25 +155,77 @@ static enum core_rc evq_undelivered(struct mgo_conn *c, const struct mgo_evq *q,
 	return rc;
 }
 
-/* Inserts q's events, in q's order, with seqs [*first, *first + q->n) from the counter.
- * ALREADY_EXISTS: a duplicate key stopped the insert (ordered: nothing after it was tried) —
- * on _id (delivered meanwhile by someone else) or on seq (the counter handed out a seq that
- * is taken); which, the caller finds out from `events` itself. */
+/* The board an event of an evq names (mgo_evq_add always writes one). */
+static const char *ev_board(const bson_t *ev)
+{
+	bson_iter_t it;
+
+	return bson_iter_init_find(&it, ev, "board") && BSON_ITER_HOLDS_UTF8(&it)
+		       ? bson_iter_utf8(&it, NULL)
+		       : "";
+}
+
+/* Kept and newly taken board_seqs mix after a collision: each board's go to its events in
+ * ascending order, so a write's events keep their order in the board's sequence too. */
+static void bseq_order(const struct mgo_evq *q, int64_t *bseq)
+{
+	size_t i, j;
+	int64_t t;
+
+	for (i = 0; i < q->n; i++)
+		for (j = i + 1; j < q->n; j++)
+			if (bseq[j] < bseq[i] &&
+			    strcmp(ev_board(q->ev[i]), ev_board(q->ev[j])) == 0) {
+				t = bseq[i];
+				bseq[i] = bseq[j];
+				bseq[j] = t;
+			}
+}
+
+/* Inserts q's events, in q's order, with seqs [*first, *first + q->n) from the counter and
+ * board_seqs bseq[i] (0: taken here, in the same findAndModify as the seqs, so a board_seq
+ * costs no round trip; bseq is filled in). ALREADY_EXISTS: a duplicate key stopped the
+ * insert (ordered: nothing after it was tried) — on _id (delivered meanwhile by someone
+ * else) or on seq (the counter handed out a seq that is taken); which, the caller finds out
+ * from `events` itself. */
 static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, const char *fill,
-			       int64_t *first)
+			       int64_t *bseq, int64_t *first)
 {
 	mongoc_bulk_operation_t *bulk;
 	bson_t opts = BSON_INITIALIZER, reply, *doc;
 	bson_error_t e;
+	const char *boards[sizeof(q->ev) / sizeof(q->ev[0])];
+	int64_t counts[sizeof(q->ev) / sizeof(q->ev[0])], blast[sizeof(q->ev) / sizeof(q->ev[0])];
 	int64_t last, ts;
 	enum core_rc rc;
-	size_t i;
+	size_t i, k, nb = 0;
 
 	*first = 0;
-	rc = mgo_counter_add(c, "events", (int64_t)q->n, &last);
+	for (i = 0; i < q->n; i++) {
+		if (bseq[i])
+			continue;
+		for (k = 0; k < nb && strcmp(boards[k], ev_board(q->ev[i])) != 0; k++)
+			;
+		if (k == nb) {
+			boards[nb] = ev_board(q->ev[i]);
+			counts[nb++] = 0;
+		}
+		counts[k]++;
+	}
+	rc = mgo_seqs_take(c, (int64_t)q->n, boards, counts, nb, &last, blast);
 	if (rc != CORE_OK)
 		return rc;
 	*first = last - (int64_t)q->n + 1;
+	for (k = 0; k < nb; k++)
+		blast[k] -= counts[k]; /* the last one before this range */
+	for (i = 0; i < q->n; i++) {
+		if (bseq[i])
+			continue;
+		for (k = 0; strcmp(boards[k], ev_board(q->ev[i])) != 0; k++)
+			;
+		bseq[i] = ++blast[k];
+	}
+	bseq_order(q, bseq);
 	ts = mgo_clock_now(&c->m->base);
 	BSON_APPEND_BOOL(&opts, "ordered", true);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
@@ -186,6 +238,7 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 		if (fill && !bson_has_field(q->ev[i], "card_id"))
 			BSON_APPEND_UTF8(doc, "card_id", fill);
 		BSON_APPEND_INT64(doc, "seq", *first + (int64_t)i);
+		BSON_APPEND_INT64(doc, "board_seq", bseq[i]);
 		BSON_APPEND_DATE_TIME(doc, "ts", ts);
 		mongoc_bulk_operation_insert(bulk, doc);
 		bson_destroy(doc);
@@ -200,8 +253,11 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 
 /* Fills each seq of [first, first + n) that is still free with a filler the tail steps over
  * (MGO_FILLER), so a seq handed out and left unused never holds the tail back for the gap
- * grace. A taken seq refuses its filler (duplicate key): that is the point. */
-static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n)
+ * grace. A taken seq refuses its filler (duplicate key): that is the point. The filler of
+ * slot i also fills board_seq lost[i] of board boards[i] (lost[i] 0: none): the board_seq of
+ * an event another deliverer stored first, under a number of its own. */
+static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n, const char *const *boards,
+		      const int64_t *lost)
 {
 	mongoc_bulk_operation_t *bulk;
 	bson_t opts = BSON_INITIALIZER, reply, *doc;
@@ -217,6 +273,10 @@ static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n)
 		snprintf(id, sizeof(id), "filler-%" PRId64, first + (int64_t)i);
 		BSON_APPEND_UTF8(doc, "_id", id);
 		BSON_APPEND_INT64(doc, "seq", first + (int64_t)i);
+		if (lost[i]) {
+			BSON_APPEND_UTF8(doc, "board", boards[i]);
+			BSON_APPEND_INT64(doc, "board_seq", lost[i]);
+		}
 		BSON_APPEND_DATE_TIME(doc, "ts", ts);
 		BSON_APPEND_BOOL(doc, MGO_FILLER, true);
 		mongoc_bulk_operation_insert(bulk, doc);
@@ -289,6 +349,50 @@ static void collision_backoff(int tries)
 	nanosleep(&ts, NULL);
 }
 
+/* After a try that met a duplicate key: fills the seqs it was handed, and the board_seqs
+ * bseq[] of its events that another deliverer (the maintenance drain, a stalled writer's
+ * twin) stored first under numbers of its own, so neither sequence keeps a hole. A board_seq
+ * whose event is not stored yet is kept for the next try, never filled. */
+static void seqs_fill_lost(struct mgo_conn *c, const struct mgo_evq *todo, int64_t first,
+			   const int64_t *bseq)
+{
+	bson_t filter = BSON_INITIALIZER, in, arr, opts = BSON_INITIALIZER, proj;
+	const char *boards[sizeof(todo->ev) / sizeof(todo->ev[0])];
+	int64_t lost[sizeof(todo->ev) / sizeof(todo->ev[0])] = {0}, have;
+	mongoc_cursor_t *cur;
+	const bson_t *d;
+	bson_iter_t it;
+	char ibuf[16];
+	const char *ikey;
+	size_t i;
+
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &in);
+	BSON_APPEND_ARRAY_BEGIN(&in, "$in", &arr);
+	for (i = 0; i < todo->n; i++) {
+		boards[i] = ev_board(todo->ev[i]);
+		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
+		BSON_APPEND_UTF8(&arr, ikey, todo->eid[i]);
+	}
+	bson_append_array_end(&in, &arr);
+	bson_append_document_end(&filter, &in);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+	BSON_APPEND_INT32(&proj, "board_seq", 1);
+	bson_append_document_end(&opts, &proj);
+	cur = mongoc_collection_find_with_opts(c->events, &filter, &opts, NULL);
+	while (mongoc_cursor_next(cur, &d))
+		for (i = 0; i < todo->n; i++)
+			if (bson_iter_init_find(&it, d, "_id") && BSON_ITER_HOLDS_UTF8(&it) &&
+			    strcmp(todo->eid[i], bson_iter_utf8(&it, NULL)) == 0 &&
+			    bson_iter_init_find(&it, d, "board_seq") && mgo_iter_i64(&it, &have) &&
+			    have != bseq[i])
+				lost[i] = bseq[i];
+	/* A failed read fills no board_seq: a hole the tail waits out, never a twin. */
+	mongoc_cursor_destroy(cur);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	seqs_fill(c, first, todo->n, boards, lost);
+}
+
 /* Makes every event of q present in `events`: OK only then (the caller may pull them from the
  * outbox). `just_pushed`: q was pushed by this very write, so none of it can be delivered
  * yet (saves a read on the first try). A duplicate key is never taken for "delivered": each
@@ -300,8 +404,14 @@ static enum core_rc evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool 
 {
 	struct mgo_evq rest;
 	const struct mgo_evq *todo = q;
+	/* Each event's board_seq, kept across tries (by its index in q): a seq collision
+	 * re-takes the seq, never a board_seq that is still free, so it leaves no hole. */
+	int64_t bseq[sizeof(q->ev) / sizeof(q->ev[0])] = {0};
+	int64_t tb[sizeof(q->ev) / sizeof(q->ev[0])];
+	size_t qi[sizeof(q->ev) / sizeof(q->ev[0])];
 	int64_t first = 0;
 	enum core_rc rc;
+	size_t i, j;
 	int tries;
 
 	if (q->failed)
@@ -316,10 +426,24 @@ static enum core_rc evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool 
 				return rc;
 			todo = &rest;
 		}
-		rc = todo->n ? evq_insert(c, todo, fill, &first) : CORE_OK;
+		for (j = 0; j < todo->n; j++) {
+			for (i = 0; todo != q && strcmp(q->eid[i], todo->eid[j]) != 0; i++)
+				;
+			qi[j] = todo == q ? j : i;
+			tb[j] = bseq[qi[j]];
+			/* After a collision: a board_seq another event holds is taken anew. */
+			if (tb[j] && tries > 0 &&
+			    mgo_bseq_taken(c, ev_board(todo->ev[j]), tb[j], todo->eid[j])) {
+				mgo_bseq_catch_up(c, ev_board(todo->ev[j]));
+				tb[j] = 0;
+			}
+		}
+		rc = todo->n ? evq_insert(c, todo, fill, tb, &first) : CORE_OK;
+		for (j = 0; j < todo->n; j++)
+			bseq[qi[j]] = tb[j];
 		if (rc == CORE_ERR_ALREADY_EXISTS) {
 			if (first > 0) /* 0: the counter's own upsert raced, nothing handed out */
-				seqs_fill(c, first, todo->n);
+				seqs_fill_lost(c, todo, first, tb);
 			counter_catch_up(c);
 		}
 		mgo_evq_release(&rest);
@@ -495,6 +619,7 @@ out:
 
 struct tail_ctx {
 	struct mgo *m;
+	const char *key;   /* the cursor's field: "seq", or "board_seq" (one board's tail) */
 	const char *board;
 	const char *const *boards;
 	size_t limit;
@@ -519,7 +644,9 @@ static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 	t->scanned++;
 	if (t->stop)
 		return CORE_OK;
-	if (!bson_iter_init_find(&it, doc, "seq") || !mgo_iter_i64(&it, &seq))
+	if (!bson_iter_init_find(&it, doc, t->key) || !mgo_iter_i64(&it, &seq))
+		return CORE_OK;
+	if (seq < t->expect) /* a board_seq handed out twice (mongo_bseq.c): served once */
 		return CORE_OK;
 	if (seq != t->expect) {
 		/* A hole: wait for it unless the event after it is old enough to prove it a
@@ -559,11 +686,14 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-enum core_rc mgo_events_list(struct store *st, const char *board, const char *const *boards,
-			     int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
-			     size_t *n, int64_t *next)
+/* The tail: by seq over the boards asked for, or (by_board) one board's by board_seq off the
+ * (board, board_seq) index, never a scan of other boards' events. */
+static enum core_rc events_list(struct mgo *m, const char *board, const char *const *boards,
+				bool by_board, int64_t after, size_t limit, int64_t wait_ms,
+				struct core_event **out, size_t *n, int64_t *next)
 {
-	struct mgo *m = mgo_of(st);
+	struct store *st = &m->base;
+	const char *key = by_board ? "board_seq" : "seq";
 	struct core_event *v = calloc(limit, sizeof(*v));
 	struct tail_ctx t;
 	struct mgo_conn c;
@@ -581,16 +711,20 @@ enum core_rc mgo_events_list(struct store *st, const char *board, const char *co
 		rc = mgo_conn_open_bare(m, &c);
 		if (rc != CORE_OK)
 			break;
-		t = (struct tail_ctx){.m = m, .board = board, .boards = boards, .limit = limit,
-				      .v = v, .n = n, .expect = *next + 1, .safe = *next,
-				      .real_now = mgo_clock_now(st)};
+		t = (struct tail_ctx){.m = m, .key = key, .board = board, .boards = boards,
+				      .limit = limit, .v = v, .n = n, .expect = *next + 1,
+				      .safe = *next, .real_now = mgo_clock_now(st)};
 		bson_init(&filter);
 		bson_init(&opts);
-		BSON_APPEND_DOCUMENT_BEGIN(&filter, "seq", &gt);
+		if (by_board)
+			BSON_APPEND_UTF8(&filter, "board", board);
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, key, &gt);
 		BSON_APPEND_INT64(&gt, "$gt", *next);
 		bson_append_document_end(&filter, &gt);
 		BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
-		BSON_APPEND_INT32(&sort, "seq", 1);
+		if (by_board)
+			BSON_APPEND_INT32(&sort, "board", 1);
+		BSON_APPEND_INT32(&sort, key, 1);
 		bson_append_document_end(&opts, &sort);
 		BSON_APPEND_INT64(&opts, "limit", 1000);
 		rc = mgo_find_each(c.events, &filter, &opts, tail_doc, &t);
@@ -618,4 +752,18 @@ enum core_rc mgo_events_list(struct store *st, const char *board, const char *co
 	}
 	*out = v;
 	return CORE_OK;
+}
+
+enum core_rc mgo_events_list(struct store *st, const char *board, const char *const *boards,
+			     int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
+			     size_t *n, int64_t *next)
+{
+	return events_list(mgo_of(st), board, boards, false, after, limit, wait_ms, out, n, next);
+}
+
+enum core_rc mgo_events_list_board(struct store *st, const char *board, int64_t after,
+				   size_t limit, int64_t wait_ms, struct core_event **out,
+				   size_t *n, int64_t *next)
+{
+	return events_list(mgo_of(st), board, NULL, true, after, limit, wait_ms, out, n, next);
 }

@@ -43,6 +43,49 @@ START_TEST(err_400_401_403_404_405)
 }
 END_TEST
 
+/* The claim routes and owned writes on a missing card answer 404 "no card <id>", and on a
+ * malformed id 400, with the same detail whether the token sees every board (the handler
+ * skips its own read of the card: api_card_scope_lazy) or only some (it reads it). */
+START_TEST(err_missing_card_writes)
+{
+	static const struct {
+		const char *method, *route, *body;
+	} writes[] = {
+		{"POST", "claim", "{\"marker\":\"m\"}"},
+		{"POST", "renew", "{\"marker\":\"m\",\"epoch\":1}"},
+		{"POST", "release", "{\"marker\":\"m\",\"epoch\":1}"},
+		{"PATCH", "state", "{\"marker\":\"m\",\"to\":\"review\"}"},
+		{"PUT", "last-run", "{\"marker\":\"m\",\"run_id\":null}"},
+		{"PUT", "awaiting-input", "{\"marker\":\"m\",\"awaiting_input\":true}"},
+	};
+	static const char *const toks[] = {W, ALL, SCOPED};
+	char path[256];
+	size_t i, k;
+
+	for (i = 0; i < sizeof writes / sizeof writes[0]; i++) {
+		for (k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+			json_t *j;
+
+			snprintf(path, sizeof path, "/v1/cards/nope/%s", writes[i].route);
+			ck_assert_int_eq(t_call(writes[i].method, path, toks[k], "If-Match: \"1\"",
+						writes[i].body, &j),
+					 404);
+			ck_assert_msg(j && strcmp(t_str(j, "detail"), "no card nope") == 0,
+				      "%s %s: %s", writes[i].method, path, T_BODY);
+			json_decref(j);
+			snprintf(path, sizeof path, "/v1/cards/a%%20b/%s", writes[i].route);
+			ck_assert_int_eq(t_call(writes[i].method, path, toks[k], "If-Match: \"1\"",
+						writes[i].body, &j),
+					 400);
+			ck_assert_msg(j && strcmp(t_str(j, "detail"),
+						  "card id must match [A-Za-z0-9._:-]{1,128}") == 0,
+				      "%s %s: %s", writes[i].method, path, T_BODY);
+			json_decref(j);
+		}
+	}
+}
+END_TEST
+
 START_TEST(err_409)
 {
 	char *a, *b, path[256], body[256];
@@ -188,6 +231,7 @@ TCase *api_tcase_errors(void)
 	tcase_add_checked_fixture(tc, t_setup, t_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, err_400_401_403_404_405);
+	tcase_add_test(tc, err_missing_card_writes);
 	tcase_add_test(tc, err_409);
 	tcase_add_test(tc, err_415_422_428_503);
 	return tc;

@@ -167,6 +167,14 @@ static enum core_rc broken_card_create(struct store *st, const struct store_card
 	return CORE_ERR_STORE_UNAVAILABLE;
 }
 
+/* The claim reads the card itself (api_card_scope_lazy skips the handler's own read). */
+static enum core_rc broken_card_claim(struct store *st, const char *id, const char *marker,
+				      int64_t lease_ms, const struct store_actor *actor,
+				      struct store_claim_result *out)
+{
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
 static enum core_rc broken_events(struct store *st, const char *board,
 				  const char *const *boards, int64_t after, size_t limit,
 				  int64_t wait_ms, struct core_event **out, size_t *n,
@@ -181,6 +189,7 @@ static const struct store_ops broken_ops = {
 	.card_get = broken_card_get,
 	.card_list = broken_card_list,
 	.card_create = broken_card_create,
+	.card_claim = broken_card_claim,
 	.events_list = broken_events,
 };
 
@@ -271,6 +280,120 @@ START_TEST(slow_client_dropped)
 }
 END_TEST
 
+/* The flat body parser (api/body.c) answers every body exactly as json_loadb's path does: the
+ * same code and detail for each malformed or refused body, the same readings for each
+ * accepted one, on every API_ROUTE_FLAT route; and it does take the claim cycle's bodies. */
+START_TEST(flat_bodies_match_the_tree)
+{
+	static const struct {
+		const char *body;
+		bool flat; /* the flat parser must take it (on every flat route) */
+	} corpus[] = {
+		{"{\"marker\":\"bench-w1\",\"lease_ms\":30000}", true},
+		{"{\"marker\":\"bench-w1\",\"epoch\":3,\"lease_ms\":30000}", true},
+		{"{\"marker\":\"bench-w1\",\"epoch\":3}", true},
+		{"{\"marker\":\"bench-w1\",\"to\":\"review\"}", true},
+		{"{\"marker\":\"w\",\"to\":\"done\",\"reason\":\"finished\",\"release\":true}", true},
+		{" \t\r\n{ \"marker\" : \"w\" , \"epoch\" : 0 } \n", true},
+		{"{}", true},
+		{"{ }", true},
+		{"{\"marker\":\"w\",\"run_id\":null}", true},
+		{"{\"marker\":null}", true},
+		{"{\"x\":1}", true},
+		{"{\"\":1}", true},
+		{"{\"marker\":\"w\",\"epoch\":-0}", true},
+		{"{\"marker\":\"w\",\"epoch\":-5}", true},
+		{"{\"marker\":\"w\",\"epoch\":999999999999999999}", true},
+		{"{\"marker\":\"w\",\"epoch\":\"3\"}", true},
+		{"{\"marker\":3}", true},
+		{"{\"marker\":true,\"epoch\":false}", true},
+		{"{\"release\":false,\"to\":\"x\"}", true},
+		{"{\"marker\":\"w\",\"awaiting_input\":true}", true},
+		{"{\"marker\":\"a b\"}", true},
+		{"{\"marker\":\"~!@#$%^&*()_+{}[]|:;'<>,.?/`\"}", true},
+		{"{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8}", true},
+		/* declined: json_loadb judges them */
+		{"", false},
+		{" ", false},
+		{"{", false},
+		{"}", false},
+		{"[]", false},
+		{"[{\"marker\":\"w\"}]", false},
+		{"null", false},
+		{"\"marker\"", false},
+		{"3", false},
+		{"{\"marker\":\"w\",}", false},
+		{"{,}", false},
+		{"{\"marker\"}", false},
+		{"{\"marker\" \"w\"}", false},
+		{"{\"marker\":}", false},
+		{"{\"marker\":\"w\"", false},
+		{"{\"marker\":\"w\"} x", false},
+		{"{\"marker\":\"w\"}{}", false},
+		{"{\"marker\":\"w\",\"marker\":\"v\"}", false},
+		{"{\"marker\":\"w\",\"epoch\":1.0}", false},
+		{"{\"marker\":\"w\",\"epoch\":1e3}", false},
+		{"{\"marker\":\"w\",\"epoch\":1E3}", false},
+		{"{\"marker\":\"w\",\"epoch\":01}", false},
+		{"{\"marker\":\"w\",\"epoch\":-}", false},
+		{"{\"marker\":\"w\",\"epoch\":+1}", false},
+		{"{\"marker\":\"w\",\"epoch\":1x}", false},
+		{"{\"marker\":\"w\",\"epoch\":9223372036854775807}", false},
+		{"{\"marker\":\"w\",\"epoch\":9223372036854775808}", false},
+		{"{\"marker\":\"w\",\"epoch\":-9223372036854775809}", false},
+		{"{\"marker\":\"w\",\"epoch\":99999999999999999999999}", false},
+		{"{\"marker\":\"w\\u0041\"}", false},
+		{"{\"marker\":\"w\\\"\"}", false},
+		{"{\"marker\":\"w\\x\"}", false},
+		{"{\"marker\":\"\xc3\xa9\"}", false},
+		{"{\"marker\":\"\xff\"}", false},
+		{"{\"marker\":\"a\tb\"}", false},
+		{"{\"marker\":\"a\x01\"}", false},
+		{"{\"m\xc3\xa9\":1}", false},
+		{"\xef\xbb\xbf{}", false},
+		{"{\"marker\":tru}", false},
+		{"{\"marker\":truex}", false},
+		{"{\"marker\":nul}", false},
+		{"{\"marker\":NULL}", false},
+		{"{\"marker\":True}", false},
+		{"{\"marker\":{}}", false},
+		{"{\"marker\":[]}", false},
+		{"{\"labels\":[\"a\"]}", false},
+		{"{\"gave_up\":{\"reason\":\"x\"}}", false},
+		{"{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9}", false},
+		{"{'marker':'w'}", false},
+		{"{marker:\"w\"}", false},
+		{"{\"marker\":\"w\"}\f", false},
+		{"{\"marker\":\"w\" /* c */}", false},
+	};
+	size_t n_routes, i, k, n_flat = 0;
+	const struct api_route *routes = api_router_table(&n_routes);
+
+	for (i = 0; i < n_routes; i++)
+		n_flat += (routes[i].flags & API_ROUTE_FLAT) != 0;
+	ck_assert_uint_ge(n_flat, 4); /* claim, renew, release, state at least */
+	for (k = 0; k < n_flat; k++) {
+		for (i = 0; i < sizeof corpus / sizeof corpus[0]; i++) {
+			bool flat = false;
+			const char *why = api_fuzz_body((unsigned)k, corpus[i].body,
+							strlen(corpus[i].body), &flat);
+
+			ck_assert_msg(!why, "body %zu (%s): %s", i, corpus[i].body, why);
+			ck_assert_msg(flat == corpus[i].flat, "body %zu (%s): flat %d, want %d", i,
+				      corpus[i].body, flat, corpus[i].flat);
+		}
+		{ /* a NUL inside: declined, and the same answer */
+			static const char nul[] = "{\"marker\":\"w\0\"}";
+			bool flat = true;
+			const char *why = api_fuzz_body((unsigned)k, nul, sizeof nul - 1, &flat);
+
+			ck_assert_msg(!why, "NUL body: %s", why);
+			ck_assert(!flat);
+		}
+	}
+}
+END_TEST
+
 TCase *api_tcase_units(void)
 {
 	TCase *tc = tcase_create("units");
@@ -281,5 +404,6 @@ TCase *api_tcase_units(void)
 	tcase_add_test(tc, route_table_well_formed);
 	tcase_add_test(tc, store_failure_is_never_a_success);
 	tcase_add_test(tc, slow_client_dropped);
+	tcase_add_test(tc, flat_bodies_match_the_tree);
 	return tc;
 }

@@ -533,20 +533,24 @@ def need_promtool():
 
 class Board:
     """A boardd on a temp data dir (or a fresh database of the Mongo test server), a tokens
-    file with one token per role (and 'scoped': an operator+bot scoped to board `other`), and
+    file with one token per role (and 'scoped': an operator+bot scoped to board `other`;
+    'scoped2': a bot scoped to boards `other` and `third`), and
     requests made as one of them by name."""
     ROLES = {'op': ['operator'], 'bot': ['bot'], 'worker': ['worker'], 'worker2': ['worker']}
 
-    def __init__(self, binary, extra=(), mongo_uri=None, threads=2):
-        """mongo_uri: run on the Mongo twin, in a fresh database of that server."""
+    def __init__(self, binary, extra=(), mongo_uri=None, threads=2, db_tag='ui'):
+        """mongo_uri: run on the Mongo twin, in a fresh database of that server (named after
+        db_tag: two boards of one test in one second need two tags)."""
         self.binary = binary
         self.dir = tempfile.mkdtemp(prefix='boardd-ui-')
-        store = mongo_database(mongo_uri, 'ui') if mongo_uri else None
+        store = mongo_database(mongo_uri, db_tag) if mongo_uri else None
         self.tokens_file = os.path.join(self.dir, 'tokens.json')
         self.tok = {name: token_add(binary, self.tokens_file, name, roles)
                     for name, roles in self.ROLES.items()}
         self.tok['scoped'] = token_add(binary, self.tokens_file, 'scoped', ['operator', 'bot'],
                                        ['other'])
+        self.tok['scoped2'] = token_add(binary, self.tokens_file, 'scoped2', ['bot'],
+                                        ['other', 'third'])
         self.srv = Server(binary, os.path.join(self.dir, 'data'), self.tokens_file, self.dir,
                           store=store, threads=threads,
                           extra=['--log-format', 'text'] + list(extra))

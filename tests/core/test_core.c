@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NOW 1764670000000LL
 #define LEASE 60000LL
@@ -107,6 +108,43 @@ START_TEST(test_time_roundtrip)
 	ck_assert(!core_time_parse("2025-12-02 10:06:40Z", &ms));
 	ck_assert(!core_time_parse("2025-13-02T10:06:40Z", &ms));
 	ck_assert(!core_time_parse("garbage", &ms));
+}
+END_TEST
+
+/* The fast path of core_time_format (years 1970..9999) writes what gmtime_r and snprintf
+ * write: every day boundary of leap years and centuries around the edges, and a walk of odd
+ * strides across the whole range. */
+static void time_gmtime(int64_t ms, char *out)
+{
+	time_t secs = (time_t)(ms / 1000);
+	struct tm tm;
+
+	ck_assert_ptr_nonnull(gmtime_r(&secs, &tm));
+	snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+}
+
+START_TEST(test_time_format_fast_matches_gmtime)
+{
+	static const int64_t edges[] = {
+		0, 1, 999, 1000, 86399999, 86400000, 951782399999LL, 951782400000LL,
+		951868800000LL, 4107542399999LL, 4107542400000LL, 4107628800000LL,
+		253402300799999LL, 1764670000123LL, 68256000000LL, 978307199999LL,
+	};
+	char want[64], buf[CORE_TIME_BUF];
+	int64_t ms;
+	size_t i;
+
+	for (i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+		time_gmtime(edges[i], want);
+		ck_assert_str_eq(core_time_format(edges[i], buf), want);
+	}
+	for (ms = 0; ms < 253402300800000LL; ms += 86399937LL * 97 + 13) {
+		time_gmtime(ms, want);
+		ck_assert_msg(strcmp(core_time_format(ms, buf), want) == 0, "%lld: %s, want %s",
+			      (long long)ms, buf, want);
+	}
+	ck_assert_str_eq(core_time_format(253402300800000LL, buf), "10000-01-01T00:00:00.000Z");
 }
 END_TEST
 
@@ -926,6 +964,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_ids_and_names);
 	tcase_add_test(tc, test_labels_valid);
 	tcase_add_test(tc, test_time_roundtrip);
+	tcase_add_test(tc, test_time_format_fast_matches_gmtime);
 	tcase_add_test(tc, test_rc_codes);
 	tcase_add_test(tc, test_default_board);
 	tcase_add_test(tc, test_board_validate_rejects);

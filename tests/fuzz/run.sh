@@ -4,13 +4,14 @@
 # inputs go to build-fuzz/fuzz-corpus/TARGET, crashes to build-fuzz/fuzz-crashes/TARGET).
 #   tests/fuzz/run.sh api 600
 #   tests/fuzz/run.sh journal 600
+#   tests/fuzz/run.sh body 600
 #   tests/fuzz/run.sh all 20        # each target 20 s: the smoke tests/run.sh runs
 # Exit status 0 when no target found anything; a finding prints the saved input, which
 # becomes a regression: copy it into tests/fuzz/regressions/TARGET/ (see README.md).
 # Exits 77 without clang or libFuzzer.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-target=${1:?usage: tests/fuzz/run.sh api|journal|all SECONDS}
+target=${1:?usage: tests/fuzz/run.sh api|journal|body|all SECONDS}
 secs=${2:-60}
 dir=build-fuzz
 
@@ -28,7 +29,7 @@ if ! ninja -C "$dir" -t targets all | grep -c "^tests/fuzz/fuzz_api:" >/dev/null
   echo "fuzz: clang cannot link libFuzzer here (-fsanitize=fuzzer)" >&2
   exit 77
 fi
-if ! ninja -C "$dir" tests/fuzz/fuzz_api tests/fuzz/fuzz_journal >"$dir/ninja-fuzz.log" 2>&1; then
+if ! ninja -C "$dir" tests/fuzz/fuzz_api tests/fuzz/fuzz_journal tests/fuzz/fuzz_body >"$dir/ninja-fuzz.log" 2>&1; then
   cat "$dir/ninja-fuzz.log" >&2
   echo "fuzz: the fuzz targets did not build" >&2
   exit 1
@@ -60,7 +61,8 @@ run_one() { # target max_len
 case $target in
   api) run_one api 4096 ;;
   journal) run_one journal 16384 ;;
-  all) run_one api 4096; run_one journal 16384 ;;
-  *) echo "fuzz: unknown target $target (api, journal, all)" >&2; exit 2 ;;
+  body) run_one body 1024 ;;
+  all) run_one api 4096; run_one journal 16384; run_one body 1024 ;;
+  *) echo "fuzz: unknown target $target (api, journal, body, all)" >&2; exit 2 ;;
 esac
 exit $status

@@ -169,5 +169,6 @@ Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
 	conformance_add_effects(s);
 	conformance_add_attention(s);
 	conformance_add_fence(s);
+	conformance_add_events(s);
 	return s;
 }

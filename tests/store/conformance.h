@@ -69,5 +69,6 @@ void conformance_add_stats(Suite *s);
 void conformance_add_effects(Suite *s);
 void conformance_add_attention(Suite *s);
 void conformance_add_fence(Suite *s);
+void conformance_add_events(Suite *s);
 
 #endif

@@ -133,6 +133,33 @@ static void same_text(const struct core_card *c)
 	json_decref(j);
 }
 
+/* store_renew_json_text writes what json_dumps wrote of renew's json_pack tree. */
+START_TEST(codec_renew_text_equals_the_tree)
+{
+	static const char *const markers[] = {"w-1", "q\"uote\\back/slash~", "a", ""};
+	struct core_card *c = full_card();
+	char lu[CORE_TIME_BUF];
+	size_t i, len = 0;
+
+	for (i = 0; i < sizeof markers / sizeof markers[0]; i++) {
+		json_t *j = json_pack("{s:s, s:I, s:s, s:I}", "marker", markers[i], "epoch",
+				      (json_int_t)c->claim_epoch, "lease_until",
+				      core_time_format(c->claim.lease_until, lu), "lease_ms",
+				      (json_int_t)c->claim.lease_ms);
+		char *want = json_dumps(j, JSON_COMPACT);
+		char *got = store_renew_json_text(c, markers[i], &len);
+
+		ck_assert_ptr_nonnull(got);
+		ck_assert_str_eq(got, want);
+		ck_assert_uint_eq(len, strlen(want));
+		free(got);
+		free(want);
+		json_decref(j);
+	}
+	core_card_free(c);
+}
+END_TEST
+
 START_TEST(codec_card_text_equals_the_tree)
 {
 	static const char *const strings[] = {
@@ -383,6 +410,7 @@ int main(void)
 
 	tcase_add_test(tc, codec_card_shape_and_roundtrip);
 	tcase_add_test(tc, codec_card_text_equals_the_tree);
+	tcase_add_test(tc, codec_renew_text_equals_the_tree);
 	tcase_add_test(tc, codec_rejects_wrong_types);
 	tcase_add_test(tc, codec_run_event_board);
 	tcase_add_test(tc, wrappers_check_arguments);

@@ -565,6 +565,88 @@ START_TEST(events_tail_bounded)
 }
 END_TEST
 
+/* Each board's board_seq (DESIGN §11) outlives the events it numbered: the tail is trimmed,
+ * the store restarts (journal replay) and compacts (the snapshot keeps each board's counter),
+ * and the next event of a board still takes the next number, whatever the other board did. */
+static int64_t board_last(struct store *st, const char *board, size_t *n_out)
+{
+	struct core_event *ev = NULL;
+	size_t n = 0, i;
+	int64_t next = 0;
+
+	ck_assert_int_eq(store_events_list_board(st, board, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	for (i = 1; i < n; i++)
+		ck_assert_int_eq(ev[i].board_seq, ev[i - 1].board_seq + 1);
+	if (n)
+		ck_assert_int_eq(next, ev[n - 1].board_seq);
+	store_events_free(ev, n);
+	if (n_out)
+		*n_out = n;
+	return next;
+}
+
+static void create_on(struct store *st, const char *board, const char *id)
+{
+	struct store_card_create in = {.id = id, .board = board};
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+	core_card_free(c);
+}
+
+START_TEST(board_seq_survives_trim_restart_snapshot)
+{
+	char *dir = fx_tmpdir(), id[16];
+	struct store *st = fx_open(dir, 0, 10, NULL);
+	struct core_board b = {0};
+	int64_t la, lb;
+	size_t n, i;
+	int round;
+
+	ck_assert_int_eq(core_board_init_default(&b, "b2"), CORE_OK);
+	ck_assert_int_eq(store_board_put(st, &b, &bot), CORE_OK);
+	core_board_release(&b);
+	la = board_last(st, "default", NULL); /* what opening the store wrote, if anything */
+	lb = board_last(st, "b2", NULL);
+	for (i = 0; i < 30; i++) {
+		snprintf(id, sizeof(id), "a%zu", i);
+		create_on(st, "default", id);
+		if (i % 3 == 0) {
+			snprintf(id, sizeof(id), "b%zu", i);
+			create_on(st, "b2", id);
+		}
+	}
+	ck_assert_int_eq(board_last(st, "default", &n), la += 30);
+	ck_assert_int_eq(board_last(st, "b2", NULL), lb += 10);
+	ck_assert_uint_lt(n, 30); /* the tail kept 10 events: most numbers outlived theirs */
+	for (round = 0; round < 3; round++) {
+		store_close(st);
+		st = fx_open(dir, 0, 10, NULL);
+		ck_assert_int_eq(board_last(st, "default", NULL), la);
+		ck_assert_int_eq(board_last(st, "b2", NULL), lb);
+		if (round == 0)
+			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+		snprintf(id, sizeof(id), "r%d", round);
+		create_on(st, round == 1 ? "b2" : "default", id);
+		if (round == 1)
+			ck_assert_int_eq(board_last(st, "b2", NULL), ++lb);
+		else
+			ck_assert_int_eq(board_last(st, "default", NULL), ++la);
+		if (round == 1) {
+			ck_assert_int_eq(store_card_delete(st, "a29", &bot), CORE_OK);
+			la++;
+			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+		}
+	}
+	/* b2 wrote nothing since round 1: none of its events remain in the tail of 10, and its
+	 * counter alone (the snapshot's) carries it. */
+	create_on(st, "b2", "last");
+	ck_assert_int_eq(board_last(st, "b2", NULL), lb + 1);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 static void create_blocked(struct store *st, const char *id, const char *b1, const char *b2)
 {
 	char *bv[2] = {(char *)b1, (char *)b2};
@@ -1211,6 +1293,7 @@ int main(void)
 	tcase_add_test(tc, second_open_refused);
 	tcase_add_test(tc, refused_write_is_not_applied);
 	tcase_add_test(tc, events_tail_bounded);
+	tcase_add_test(tc, board_seq_survives_trim_restart_snapshot);
 	tcase_add_test(tc, dependents_index_follows_every_path);
 	tcase_add_test(tc, owned_write_with_release_is_one_line);
 	tcase_add_test(tc, owned_write_release_fallback);

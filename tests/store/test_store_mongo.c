@@ -664,6 +664,74 @@ START_TEST(events_trimmed_to_the_newest)
 }
 END_TEST
 
+/* The board_seq of a board's events, in board_seq order; asserts 1..n without gaps. */
+static size_t board_events(struct store *st, const char *board, struct core_event **ev)
+{
+	size_t n = 0, i;
+	int64_t next = 0;
+
+	ck_assert_int_eq(store_events_list_board(st, board, 0, 1000, 0, ev, &n, &next), CORE_OK);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq((*ev)[i].board_seq, (int64_t)i + 1);
+	ck_assert_int_eq(next, (int64_t)n);
+	return n;
+}
+
+/* Events an earlier version stored carry no board_seq: the first open numbers them per board
+ * in seq order (DESIGN §11), after what the board had, and a later open changes nothing. */
+START_TEST(events_of_earlier_versions_get_board_seq)
+{
+	char db[64], json[512];
+	struct store *st, *st2, *st3;
+	struct core_event *ev = NULL;
+	size_t n = 0, k, i;
+	int64_t top, now = server_now();
+
+	db_name_new(db, sizeof(db));
+	st = open_db(db, 0, NULL);
+	create(st, "c0", "ready");
+	create(st, "c1", "ready");
+	k = board_events(st, "default", &ev);
+	ck_assert_uint_ge(k, 2);
+	top = ev[k - 1].seq;
+	store_events_free(ev, k);
+	for (i = 0; i < 5; i++) {
+		snprintf(json, sizeof json,
+			 "{\"_id\": \"legacy-%zu\", \"seq\": %lld, \"ts\": {\"$date\": %lld}, "
+			 "\"at\": {\"$date\": %lld}, \"board\": \"%s\", \"type\": \"card_updated\", "
+			 "\"card_id\": \"c0\", \"actor\": \"old\", \"machine\": false, \"payload\": {}}",
+			 i, (long long)(top + 1 + (int64_t)i), (long long)now, (long long)now,
+			 i % 2 ? "b2" : "default");
+		raw_insert(st, "events", json);
+	}
+	snprintf(json, sizeof json, "{\"$set\": {\"seq\": %lld}}", (long long)(top + 5));
+	raw_update(st, "counters", "events", json);
+	for (i = 0; i < 2; i++) {
+		st2 = open_db(db, 0, NULL); /* numbers them at open; the second numbers nothing */
+		n = board_events(st2, "default", &ev);
+		ck_assert_uint_eq(n, k + 3);
+		ck_assert_str_eq(ev[k].actor, "old");
+		ck_assert_int_eq(ev[k].seq, top + 1);
+		ck_assert_int_eq(ev[k + 2].seq, top + 5);
+		store_events_free(ev, n);
+		n = board_events(st2, "b2", &ev);
+		ck_assert_uint_eq(n, 2);
+		ck_assert_int_eq(ev[0].seq, top + 2);
+		ck_assert_int_eq(ev[1].seq, top + 4);
+		store_events_free(ev, n);
+		close_db(st2);
+	}
+	st3 = open_db(db, 0, NULL);
+	create(st3, "c2", "ready"); /* the counter goes on after them */
+	n = board_events(st3, "default", &ev);
+	ck_assert_uint_eq(n, k + 4);
+	ck_assert_str_eq(ev[n - 1].card_id, "c2");
+	store_events_free(ev, n);
+	close_db(st3);
+	close_db(st);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s;
@@ -693,6 +761,7 @@ int main(void)
 	tcase_add_test(tc, missing_epoch_refuses_holder_until_unleased_arm);
 	tcase_add_test(tc, unleased_arm_lists_after_expired_ones);
 	tcase_add_test(tc, repair_lists_unleased_residue);
+	tcase_add_test(tc, events_of_earlier_versions_get_board_seq);
 	tcase_add_test(tc, run_count_includes_pruned);
 	tcase_add_test(tc, outbox_left_behind_is_delivered);
 	tcase_add_test(tc, tail_waits_for_a_fresh_hole_and_skips_an_old_one);

@@ -259,6 +259,36 @@ static int64_t tail_end(struct store *st)
 	return next;
 }
 
+/* Asserts the default board's events are board_seq 1..n, each once (DESIGN §11); returns n.
+ * Waits (bounded) for a hole to fill: a write's events may still be on their way. */
+static size_t board_gap_free(struct store *st, bool strict)
+{
+	struct core_event *ev = NULL;
+	size_t n = 0, i, got = 0;
+	int64_t next = 0, after = 0, prev = 0;
+	int rounds;
+
+	/* Not strict (two stores writing at once): each once, in increasing board_seq; a
+	 * server whose findAndModify is not atomic under load may leave a hole, stepped over
+	 * after the gap grace (see conformance_events.c). Read until a wait brings nothing. */
+	for (rounds = 0; rounds < 20; rounds++, after = next) {
+		ck_assert_int_eq(store_events_list_board(st, "default", after, 1000,
+							 strict ? 0 : 3000, &ev, &n, &next),
+				 CORE_OK);
+		for (i = 0; i < n; i++, got++) {
+			ck_assert_msg(strict ? ev[i].board_seq == (int64_t)got + 1
+					     : ev[i].board_seq > prev,
+				      "event %zu (seq %lld) has board_seq %lld", got,
+				      (long long)ev[i].seq, (long long)ev[i].board_seq);
+			prev = ev[i].board_seq;
+		}
+		store_events_free(ev, n);
+		if (!n)
+			break;
+	}
+	return got;
+}
+
 /* The seq of the one event of `type` about card `id` in ev (-1: none; two fail). */
 static int64_t seq_of(const struct core_event *ev, size_t n, const char *id,
 		      enum core_event_type type)
@@ -319,8 +349,12 @@ static enum core_rc file_and_release(struct store *st, const char *id, const cha
  * two seqs are one taken and one free; by 2, both taken; reset to 0, far behind. */
 START_TEST(counter_behind_loses_no_event)
 {
+	/* The last two: the whole counters document restored from an older backup, the
+	 * board's counter with it (a board_seq handed out twice is taken anew, no twin). */
 	static const char *const back[] = {"{\"$inc\": {\"seq\": -1}}",
-					   "{\"$inc\": {\"seq\": -2}}", "{\"$set\": {\"seq\": 0}}"};
+					   "{\"$inc\": {\"seq\": -2}}", "{\"$set\": {\"seq\": 0}}",
+					   "{\"$inc\": {\"seq\": -2, \"b.default\": -2}}",
+					   "{\"$set\": {\"seq\": 0, \"b.default\": 0}}"};
 	struct store *st = open_fresh();
 	struct store_owned_write w;
 	struct core_event *ev = NULL;
@@ -343,6 +377,7 @@ START_TEST(counter_behind_loses_no_event)
 		assert_filed_events(ev, n, id);
 		ck_assert_uint_eq(n, 3);
 		store_events_free(ev, n);
+		ck_assert_uint_ge(board_gap_free(st, true), 3 * (i + 1));
 	}
 	close_db(st);
 }
@@ -427,6 +462,7 @@ START_TEST(parallel_writers_lose_no_event)
 		}
 	ck_assert_uint_eq(n, PAR_WRITERS * PAR_CARDS * 3);
 	store_events_free(ev, n);
+	ck_assert_uint_ge(board_gap_free(st, false), PAR_WRITERS * PAR_CARDS * 4);
 	if (st2 != st)
 		close_db(st2);
 	close_db(st);

@@ -1,0 +1,291 @@
+/* board_seq on the Mongo twin (DESIGN §11): each board's events are numbered 1, 2, 3 ... in
+ * that board's own sequence, so a token scoped to boards reads cursors that say nothing of
+ * other boards' traffic.
+ *
+ * The counters live beside the global one, in the same document of `counters`:
+ * {_id: "events", seq, b: {<board>: last}} (a board name's '.' written ':', which no board
+ * name holds). So one findAndModify hands out an event's seq and its board_seq together:
+ * allocating board_seq costs no round trip. A board_seq is kept across the retries of a
+ * seq collision (it is re-taken only when `events` shows it taken: a counter restored from
+ * an older backup, or FerretDB's non-atomic $inc between processes), so a collision leaves no
+ * hole in the board's sequence. What can leave one is a writer that dies between taking and
+ * inserting (its outbox is delivered later under new numbers); the board tail waits such a
+ * hole out like the global tail does (MGO_GAP_GRACE_MS), then steps over it.
+ *
+ * Events written before board_seq existed get theirs at open (mgo_bseq_migrate), in seq
+ * order per board, from the same counters. */
+#include "store/mongo/mongo.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The counter field of a board: "b.<board>" with '.' as ':'. */
+static void bfield(char *out, size_t cap, const char *board)
+{
+	size_t i;
+
+	snprintf(out, cap, "b.%s", board);
+	for (i = 2; out[i]; i++)
+		if (out[i] == '.')
+			out[i] = ':';
+}
+
+enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boards,
+			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, reply;
+	mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
+	bson_iter_t it, v;
+	bson_error_t e;
+	char f[CORE_NAME_MAX + 8];
+	enum core_rc rc = CORE_ERR_NOMEM;
+	size_t i;
+	bool ok;
+
+	*last = 0;
+	for (i = 0; i < nb; i++)
+		blast[i] = 0;
+	if (!opts)
+		goto out;
+	BSON_APPEND_UTF8(&filter, "_id", "events");
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
+	BSON_APPEND_INT64(&inc, "seq", n);
+	for (i = 0; i < nb; i++) {
+		bfield(f, sizeof f, boards[i]);
+		BSON_APPEND_INT64(&inc, f, counts[i]);
+	}
+	bson_append_document_end(&update, &inc);
+	/* The whole document comes back: FerretDB 1.24's findAndModify takes no `fields`. */
+	mongoc_find_and_modify_opts_set_update(opts, &update);
+	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |
+							    MONGOC_FIND_AND_MODIFY_RETURN_NEW);
+	if (c->m->counter_serial)
+		pthread_mutex_lock(&c->m->counter_mu);
+	ok = mongoc_collection_find_and_modify_with_opts(c->counters, &filter, opts, &reply, &e);
+	if (c->m->counter_serial)
+		pthread_mutex_unlock(&c->m->counter_mu);
+	if (!ok) {
+		rc = mgo_error("counter", &e);
+		goto out;
+	}
+	rc = CORE_OK;
+	if (!bson_iter_init_find(&it, &reply, "value") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+	    !bson_iter_recurse(&it, &v) || !bson_iter_find(&v, "seq") || !mgo_iter_i64(&v, last))
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+	for (i = 0; rc == CORE_OK && i < nb; i++) {
+		bfield(f, sizeof f, boards[i]);
+		if (!bson_iter_recurse(&it, &v) || !bson_iter_find_descendant(&v, f, &v) ||
+		    !mgo_iter_i64(&v, &blast[i]))
+			rc = CORE_ERR_STORE_UNAVAILABLE;
+	}
+	if (rc != CORE_OK)
+		fprintf(stderr, "boardd: mongo: counter events: malformed reply\n");
+	bson_destroy(&reply);
+out:
+	mongoc_find_and_modify_opts_destroy(opts);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+	return rc;
+}
+
+/* The highest board_seq `events` holds for board (0: none); false when the read failed. */
+static bool bseq_top(struct mgo_conn *c, const char *board, int64_t *top)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort, proj, *doc = NULL;
+	bson_iter_t it;
+	enum core_rc rc;
+
+	*top = 0;
+	BSON_APPEND_UTF8(&filter, "board", board);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+	BSON_APPEND_INT32(&sort, "board", 1);
+	BSON_APPEND_INT32(&sort, "board_seq", -1);
+	bson_append_document_end(&opts, &sort);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+	BSON_APPEND_INT32(&proj, "board_seq", 1);
+	bson_append_document_end(&opts, &proj);
+	rc = mgo_find_one(c->events, &filter, &opts, &doc);
+	if (rc == CORE_OK && doc && bson_iter_init_find(&it, doc, "board_seq"))
+		mgo_iter_i64(&it, top);
+	bson_destroy(doc);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return rc == CORE_OK;
+}
+
+bool mgo_bseq_taken(struct mgo_conn *c, const char *board, int64_t bseq, const char *eid)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, ne, proj, *doc = NULL;
+	bool taken;
+
+	BSON_APPEND_UTF8(&filter, "board", board);
+	BSON_APPEND_INT64(&filter, "board_seq", bseq);
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &ne);
+	BSON_APPEND_UTF8(&ne, "$ne", eid);
+	bson_append_document_end(&filter, &ne);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+	BSON_APPEND_INT32(&proj, "_id", 1);
+	bson_append_document_end(&opts, &proj);
+	/* A failed read counts as taken: a new number costs a hole at worst, never a twin. */
+	taken = mgo_find_one(c->events, &filter, &opts, &doc) != CORE_OK || doc;
+	bson_destroy(doc);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return taken;
+}
+
+void mgo_bseq_catch_up(struct mgo_conn *c, const char *board)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, max;
+	bson_error_t e;
+	char f[CORE_NAME_MAX + 8];
+	int64_t top;
+
+	if (!bseq_top(c, board, &top) || top < 1)
+		return;
+	bfield(f, sizeof f, board);
+	BSON_APPEND_UTF8(&filter, "_id", "events");
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$max", &max);
+	BSON_APPEND_INT64(&max, f, top);
+	bson_append_document_end(&update, &max);
+	if (!mongoc_collection_update_one(c->counters, &filter, &update, NULL, NULL, &e))
+		mgo_error("board counter catch-up", &e);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+}
+
+/* ---- events stored before board_seq: numbered once, at open ---- */
+
+struct legacy {
+	char (*eid)[25];
+	char **board; /* borrowed from names */
+	size_t n, cap;
+	char **names; /* owned: distinct boards */
+	int64_t *count, *next;
+	size_t nn;
+};
+
+static enum core_rc legacy_doc(void *ctx, const bson_t *doc)
+{
+	struct legacy *l = ctx;
+	bson_iter_t it, bi;
+	const char *board;
+	size_t k;
+
+	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it) ||
+	    !bson_iter_init_find(&bi, doc, "board") || !BSON_ITER_HOLDS_UTF8(&bi))
+		return CORE_OK;
+	board = bson_iter_utf8(&bi, NULL);
+	if (!core_name_valid(board))
+		return CORE_OK;
+	for (k = 0; k < l->nn && strcmp(l->names[k], board) != 0; k++)
+		;
+	if (k == l->nn) {
+		char **nv = realloc(l->names, (l->nn + 1) * sizeof(*nv));
+		int64_t *cv = nv ? realloc(l->count, (l->nn + 1) * sizeof(*cv)) : NULL;
+		int64_t *xv = cv ? realloc(l->next, (l->nn + 1) * sizeof(*xv)) : NULL;
+
+		if (nv)
+			l->names = nv;
+		if (cv)
+			l->count = cv;
+		if (xv)
+			l->next = xv;
+		if (!xv || !(l->names[k] = strdup(board)))
+			return CORE_ERR_NOMEM;
+		l->count[k] = 0;
+		l->nn++;
+	}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		char(*ev)[25] = realloc(l->eid, cap * sizeof(*ev));
+		char **bv = ev ? realloc(l->board, cap * sizeof(*bv)) : NULL;
+
+		if (ev)
+			l->eid = ev;
+		if (!bv)
+			return CORE_ERR_NOMEM;
+		l->board = bv;
+		l->cap = cap;
+	}
+	bson_strncpy(l->eid[l->n], bson_iter_utf8(&it, NULL), sizeof(l->eid[l->n]));
+	l->board[l->n++] = l->names[k];
+	l->count[k]++;
+	return CORE_OK;
+}
+
+enum core_rc mgo_bseq_migrate(struct mgo *m)
+{
+	struct legacy l = {0};
+	struct mgo_conn c;
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, ex, sort, proj;
+	mongoc_bulk_operation_t *bulk = NULL;
+	bson_error_t e;
+	int64_t last;
+	enum core_rc rc;
+	size_t i, k;
+
+	rc = mgo_conn_open_bare(m, &c);
+	if (rc != CORE_OK)
+		return rc;
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "board_seq", &ex);
+	BSON_APPEND_BOOL(&ex, "$exists", false);
+	bson_append_document_end(&filter, &ex);
+	BSON_APPEND_DOCUMENT_BEGIN(&filter, "board", &ex);
+	BSON_APPEND_BOOL(&ex, "$exists", true);
+	bson_append_document_end(&filter, &ex);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+	BSON_APPEND_INT32(&sort, "seq", 1);
+	bson_append_document_end(&opts, &sort);
+	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+	BSON_APPEND_INT32(&proj, "board", 1);
+	bson_append_document_end(&opts, &proj);
+	rc = mgo_find_each(c.events, &filter, &opts, legacy_doc, &l);
+	/* One range per board, then one unordered bulk: a few round trips, however many. */
+	for (k = 0; rc == CORE_OK && k < l.nn; k++) {
+		rc = mgo_seqs_take(&c, 0, (const char *const *)&l.names[k], &l.count[k], 1, &last,
+				   &l.next[k]);
+		l.next[k] -= l.count[k] - 1;
+	}
+	if (rc == CORE_OK && l.n) {
+		bson_t opts_b = BSON_INITIALIZER;
+
+		BSON_APPEND_BOOL(&opts_b, "ordered", false);
+		bulk = mongoc_collection_create_bulk_operation_with_opts(c.events, &opts_b);
+		bson_destroy(&opts_b);
+		for (i = 0; i < l.n; i++) {
+			bson_t f = BSON_INITIALIZER, u = BSON_INITIALIZER, set, x;
+
+			for (k = 0; l.names[k] != l.board[i]; k++)
+				;
+			BSON_APPEND_UTF8(&f, "_id", l.eid[i]);
+			BSON_APPEND_DOCUMENT_BEGIN(&f, "board_seq", &x);
+			BSON_APPEND_BOOL(&x, "$exists", false); /* another replica's numbering wins */
+			bson_append_document_end(&f, &x);
+			BSON_APPEND_DOCUMENT_BEGIN(&u, "$set", &set);
+			BSON_APPEND_INT64(&set, "board_seq", l.next[k]++);
+			bson_append_document_end(&u, &set);
+			mongoc_bulk_operation_update_one(bulk, &f, &u, false);
+			bson_destroy(&u);
+			bson_destroy(&f);
+		}
+		if (!mongoc_bulk_operation_execute(bulk, NULL, &e))
+			rc = mgo_error("number legacy events by board", &e);
+		else
+			fprintf(stderr, "boardd: mongo: gave %zu earlier events their board_seq\n", l.n);
+	}
+	if (bulk)
+		mongoc_bulk_operation_destroy(bulk);
+	for (k = 0; k < l.nn; k++)
+		free(l.names[k]);
+	free(l.names);
+	free(l.count);
+	free(l.next);
+	free(l.eid);
+	free(l.board);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	mgo_conn_close(&c);
+	return rc;
+}
