@@ -416,6 +416,9 @@ enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out);
 /* ---- handlers: cards.c, claims.c, runs.c, events.c, boards.c, admin.c, meta.c ---- */
 /* Reads card `id` and checks the token may see its board; caller frees *out. */
 enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card **out);
+/* Checks the token may see the board of card `id` (MCP tools name the card in their
+ * arguments). */
+enum core_rc api_card_scope_id(struct api_req *r, const char *id);
 /* Checks the token may see the board of the path's card (before a mutation: a card never
  * changes board). */
 enum core_rc api_card_scope(struct api_req *r);
@@ -431,6 +434,13 @@ enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *b
 			       const char *col);
 /* Answers the card (consumes it). */
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c);
+/* The bodies of the label and comment writes, checked the same way for REST and MCP:
+ * "labels" (required); "add" and/or "remove"; a non-empty "body". The lists are zeroed by
+ * the caller and released by it; *body is borrowed from the request. */
+enum core_rc api_json_labels(struct api_req *r, struct core_strv *labels);
+enum core_rc api_json_labels_delta(struct api_req *r, struct core_strv *add,
+				   struct core_strv *remove);
+enum core_rc api_json_comment(struct api_req *r, const char **body);
 
 enum core_rc api_h_card_create(struct api_req *r);
 enum core_rc api_h_card_list(struct api_req *r);

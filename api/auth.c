@@ -15,42 +15,57 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const struct {
+/* The names of the role and capability bits, as the tokens file spells them. */
+struct name_bit {
 	const char *name;
 	unsigned bit;
-} role_names[] = {
+};
+
+static const struct name_bit role_names[] = {
 	{"worker", API_ROLE_WORKER},
 	{"bot", API_ROLE_BOT},
 	{"operator", API_ROLE_OPERATOR},
 };
 
-unsigned api_role_parse(const char *s)
-{
-	size_t i;
-
-	for (i = 0; s && i < sizeof role_names / sizeof role_names[0]; i++)
-		if (strcmp(s, role_names[i].name) == 0)
-			return role_names[i].bit;
-	return 0;
-}
-
-static const struct {
-	unsigned bit;
-	const char *name;
-} cap_names[] = {
-#define API_CAP_ROW(id, bit, name) {id, name},
+static const struct name_bit cap_names[] = {
+#define API_CAP_ROW(id, bit, name) {name, id},
 	API_CAPS(API_CAP_ROW)
 #undef API_CAP_ROW
 };
 
-unsigned api_cap_parse(const char *s)
+#define NAME_BITS(t) (t), sizeof(t) / sizeof((t)[0])
+
+/* The bit named s in t[0, n); 0 for none (and for NULL). */
+static unsigned name_bit_parse(const struct name_bit *t, size_t n, const char *s)
 {
 	size_t i;
 
-	for (i = 0; s && i < sizeof cap_names / sizeof cap_names[0]; i++)
-		if (strcmp(s, cap_names[i].name) == 0)
-			return cap_names[i].bit;
+	for (i = 0; s && i < n; i++)
+		if (strcmp(s, t[i].name) == 0)
+			return t[i].bit;
 	return 0;
+}
+
+/* A new array of the names in t[0, n) of the bits set in bits. */
+static json_t *name_bit_json(const struct name_bit *t, size_t n, unsigned bits)
+{
+	json_t *a = json_array();
+	size_t i;
+
+	for (i = 0; a && i < n; i++)
+		if (bits & t[i].bit)
+			json_array_append_new(a, json_string(t[i].name));
+	return a;
+}
+
+unsigned api_role_parse(const char *s)
+{
+	return name_bit_parse(NAME_BITS(role_names), s);
+}
+
+unsigned api_cap_parse(const char *s)
+{
+	return name_bit_parse(NAME_BITS(cap_names), s);
 }
 
 const char *api_cap_name(unsigned bit)
@@ -327,13 +342,11 @@ static json_t *tokens_to_json(const struct api_tokens *t)
 		goto fail;
 	for (i = 0; i < t->n; i++) {
 		const struct api_token *tok = &t->v[i];
-		json_t *roles = json_array(), *boards = json_array();
+		json_t *roles = name_bit_json(NAME_BITS(role_names), tok->roles);
+		json_t *boards = json_array();
 		char hex[65];
 
 		hex_encode(tok->sha256, 32, hex);
-		for (k = 0; k < sizeof role_names / sizeof role_names[0]; k++)
-			if (tok->roles & role_names[k].bit)
-				json_array_append_new(roles, json_string(role_names[k].name));
 		if (tok->all_boards)
 			json_array_append_new(boards, json_string("*"));
 		for (k = 0; k < tok->n_boards; k++)
@@ -342,11 +355,8 @@ static json_t *tokens_to_json(const struct api_tokens *t)
 				      hex, "roles", roles, "boards", boards);
 
 		if (e && tok->caps != API_CAP_ALL) {
-			json_t *caps = json_array();
+			json_t *caps = name_bit_json(NAME_BITS(cap_names), tok->caps);
 
-			for (k = 0; k < sizeof cap_names / sizeof cap_names[0]; k++)
-				if (tok->caps & cap_names[k].bit)
-					json_array_append_new(caps, json_string(cap_names[k].name));
 			if (json_object_set_new(e, "caps", caps) != 0) {
 				json_decref(e);
 				e = NULL;

@@ -28,6 +28,15 @@ enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card *
 	return CORE_OK;
 }
 
+enum core_rc api_card_scope_id(struct api_req *r, const char *id)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = api_card_load(r, id, &c);
+
+	core_card_free(c);
+	return rc;
+}
+
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c)
 {
 	size_t len = 0;
@@ -48,11 +57,7 @@ enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card
 
 enum core_rc api_card_scope(struct api_req *r)
 {
-	struct core_card *c = NULL;
-	enum core_rc rc = api_card_load(r, api_param(r), &c);
-
-	core_card_free(c);
-	return rc;
+	return api_card_scope_id(r, api_param(r));
 }
 
 enum core_rc api_card_scope_lazy(struct api_req *r)
@@ -347,17 +352,46 @@ enum core_rc api_h_card_reopen(struct api_req *r)
 	return api_reply_card(r, 200, c);
 }
 
+enum core_rc api_json_labels(struct api_req *r, struct core_strv *labels)
+{
+	bool present = false;
+	enum core_rc rc = api_json_strv(r, NULL, "labels", core_label_valid, labels, &present);
+
+	if (rc == CORE_OK && !present)
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"labels\"");
+	return rc;
+}
+
+enum core_rc api_json_labels_delta(struct api_req *r, struct core_strv *add,
+				   struct core_strv *remove)
+{
+	bool has_add = false, has_remove = false;
+	enum core_rc rc = api_json_strv(r, NULL, "add", core_label_valid, add, &has_add);
+
+	if (rc == CORE_OK)
+		rc = api_json_strv(r, NULL, "remove", core_label_valid, remove, &has_remove);
+	if (rc == CORE_OK && !has_add && !has_remove)
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "expected \"add\" and/or \"remove\"");
+	return rc;
+}
+
+enum core_rc api_json_comment(struct api_req *r, const char **body)
+{
+	enum core_rc rc = api_json_str(r, "body", true, API_STRING_MAX, body);
+
+	if (rc == CORE_OK && !**body)
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "a comment body may not be empty");
+	return rc;
+}
+
 enum core_rc api_h_labels_put(struct api_req *r)
 {
 	struct core_strv labels = {0};
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
-	bool present = false;
 	enum core_rc rc;
 
-	rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &present);
-	if (rc == CORE_OK && !present)
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"labels\"");
+	rc = api_json_labels(r, &labels);
 	if (rc == CORE_OK)
 		rc = api_card_scope(r);
 	if (rc == CORE_OK)
@@ -373,14 +407,9 @@ enum core_rc api_h_labels_patch(struct api_req *r)
 	struct core_strv add = {0}, remove = {0};
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
-	bool has_add = false, has_remove = false;
 	enum core_rc rc;
 
-	rc = api_json_strv(r, NULL, "add", core_label_valid, &add, &has_add);
-	if (rc == CORE_OK)
-		rc = api_json_strv(r, NULL, "remove", core_label_valid, &remove, &has_remove);
-	if (rc == CORE_OK && !has_add && !has_remove)
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "expected \"add\" and/or \"remove\"");
+	rc = api_json_labels_delta(r, &add, &remove);
 	if (rc == CORE_OK)
 		rc = api_card_scope(r);
 	if (rc == CORE_OK)
@@ -408,10 +437,8 @@ enum core_rc api_h_comment_add(struct api_req *r)
 	if (!owned && !api_auth_has(r, API_ROLE_BOT | API_ROLE_OPERATOR))
 		return api_fail(r, CORE_ERR_FORBIDDEN,
 				"workers comment as the claim's holder: send \"marker\" and If-Match");
-	if ((rc = api_json_str(r, "body", true, API_STRING_MAX, &body)) != CORE_OK)
+	if ((rc = api_json_comment(r, &body)) != CORE_OK)
 		return rc;
-	if (!*body)
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "a comment body may not be empty");
 	if (owned && ((rc = api_json_marker(r, true, &w.token.marker)) != CORE_OK ||
 		      (rc = api_if_match(r, &w.token.epoch)) != CORE_OK))
 		return rc;

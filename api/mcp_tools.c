@@ -287,21 +287,12 @@ static enum core_rc run_set_labels(struct api_req *r, json_t **out)
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
 	const char *id;
-	bool present = false;
 	enum core_rc rc;
 
 	if ((rc = api_json_id(r, "id", true, &id)) != CORE_OK ||
-	    (rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &present)) !=
-		    CORE_OK)
+	    (rc = api_json_labels(r, &labels)) != CORE_OK ||
+	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		goto out;
-	if (!present) {
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "missing field \"labels\"");
-		goto out;
-	}
-	if ((rc = api_card_load(r, id, &c)) != CORE_OK)
-		goto out;
-	core_card_free(c);
-	c = NULL;
 	rc = store_card_labels_set(r->api->st, id, &labels, &actor, &c);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
@@ -316,22 +307,12 @@ static enum core_rc run_adjust_labels(struct api_req *r, json_t **out)
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
 	const char *id;
-	bool has_add = false, has_remove = false;
 	enum core_rc rc;
 
 	if ((rc = api_json_id(r, "id", true, &id)) != CORE_OK ||
-	    (rc = api_json_strv(r, NULL, "add", core_label_valid, &add, &has_add)) != CORE_OK ||
-	    (rc = api_json_strv(r, NULL, "remove", core_label_valid, &remove, &has_remove)) !=
-		    CORE_OK)
+	    (rc = api_json_labels_delta(r, &add, &remove)) != CORE_OK ||
+	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		goto out;
-	if (!has_add && !has_remove) {
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "expected \"add\" and/or \"remove\"");
-		goto out;
-	}
-	if ((rc = api_card_load(r, id, &c)) != CORE_OK)
-		goto out;
-	core_card_free(c);
-	c = NULL;
 	rc = store_card_labels_adjust(r->api->st, id, &add, &remove, &actor, &c);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
@@ -349,14 +330,9 @@ static enum core_rc run_add_comment(struct api_req *r, json_t **out)
 	enum core_rc rc;
 
 	if ((rc = api_json_id(r, "id", true, &id)) != CORE_OK ||
-	    (rc = api_json_str(r, "body", true, API_STRING_MAX, &body)) != CORE_OK)
+	    (rc = api_json_comment(r, &body)) != CORE_OK ||
+	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		return rc;
-	if (!*body)
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "a comment body may not be empty");
-	if ((rc = api_card_load(r, id, &c)) != CORE_OK)
-		return rc;
-	core_card_free(c);
-	c = NULL;
 	rc = store_card_comment_add(r->api->st, id, body, &actor, &c);
 	return rc == CORE_OK ? card_json(c, out) : rc;
 }

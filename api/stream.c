@@ -177,11 +177,23 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	return 0;
 }
 
+/* Frees a stream that is on no list (never handed to MHD, or taken off its list). */
+static void stream_discard(struct api_stream *s)
+{
+	size_t i;
+
+	for (i = 0; s->boards && s->boards[i]; i++)
+		free(s->boards[i]);
+	free(s->boards);
+	free(s->board);
+	free(s->buf);
+	free(s);
+}
+
 static void stream_free(void *cls)
 {
 	struct api_stream *s = cls;
 	struct api_streams *h = s->a->streams;
-	size_t i;
 
 	pthread_mutex_lock(&h->mu);
 	if (s->prev)
@@ -193,12 +205,7 @@ static void stream_free(void *cls)
 	h->n--;
 	pthread_cond_broadcast(&h->cv);
 	pthread_mutex_unlock(&h->mu);
-	for (i = 0; s->boards && s->boards[i]; i++)
-		free(s->boards[i]);
-	free(s->boards);
-	free(s->board);
-	free(s->buf);
-	free(s);
+	stream_discard(s);
 }
 
 /* ---- the hub ---- */
@@ -373,19 +380,6 @@ static enum core_rc last_event_id(struct api_req *r, int64_t *after)
 				"Last-Event-ID must be an event seq (an integer >= 0)");
 	*after = x;
 	return CORE_OK;
-}
-
-/* Frees a stream that is on no list (never handed to MHD). */
-static void stream_discard(struct api_stream *s)
-{
-	size_t i;
-
-	for (i = 0; s->boards && s->boards[i]; i++)
-		free(s->boards[i]);
-	free(s->boards);
-	free(s->board);
-	free(s->buf);
-	free(s);
 }
 
 enum core_rc api_h_events_stream(struct api_req *r)

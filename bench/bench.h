@@ -69,6 +69,27 @@ struct bench_stat {
 	char first_err[160]; /* the first error's status and body, for the report */
 };
 
+/* ---- the claim cycle's steps --------------------------------------------------------- */
+
+/* The steps every claim-cycle driver times (boardd, etcd, PostgreSQL), so their tables line
+ * up row for row. A driver with more steps numbers them from BENCH_CYCLE_OPS. */
+enum bench_cycle_op {
+	BENCH_OP_CLAIM,
+	BENCH_OP_RENEW,
+	BENCH_OP_TO_REVIEW,
+	BENCH_OP_TO_PROGRESS,
+	BENCH_OP_RELEASE,
+	BENCH_CYCLE_OPS,
+};
+
+/* Their names, as the start of a driver's designated initializer of its op names. */
+#define BENCH_CYCLE_OP_NAMES                      \
+	[BENCH_OP_CLAIM] = "claim",               \
+	[BENCH_OP_RENEW] = "renew",               \
+	[BENCH_OP_TO_REVIEW] = "state->review",   \
+	[BENCH_OP_TO_PROGRESS] = "state->back",   \
+	[BENCH_OP_RELEASE] = "release"
+
 /* ---- the cycle runner ----------------------------------------------------------------- */
 
 #define BENCH_OPS_MAX 8

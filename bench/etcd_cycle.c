@@ -33,22 +33,13 @@
 #include <string.h>
 
 enum {
-	OP_CLAIM,
-	OP_RENEW,
-	OP_TO_REVIEW,
-	OP_TO_PROGRESS,
-	OP_RELEASE,
-	OP_GRANT,
+	OP_GRANT = BENCH_CYCLE_OPS,
 	OP_REVOKE,
 	N_OPS,
 };
 
 static const char *const op_names[N_OPS] = {
-	[OP_CLAIM] = "claim",
-	[OP_RENEW] = "renew",
-	[OP_TO_REVIEW] = "state->review",
-	[OP_TO_PROGRESS] = "state->back",
-	[OP_RELEASE] = "release",
+	BENCH_CYCLE_OP_NAMES,
 	[OP_GRANT] = "lease_grant",
 	[OP_REVOKE] = "lease_revoke",
 };
@@ -180,35 +171,35 @@ static int etcd_cycle(struct bench_worker *w)
 		 "\"create_revision\":\"0\"}],\"success\":[{\"request_put\":{\"key\":\"%s\","
 		 "\"value\":\"%s\",\"lease\":\"%lld\"}}]}",
 		 ew->claim_key, ew->claim_key, ew->marker, (long long)ew->lease);
-	if (bench_op_request(w, OP_CLAIM, "POST", "/v3/kv/txn", NULL, body, &resp) != 200)
+	if (bench_op_request(w, BENCH_OP_CLAIM, "POST", "/v3/kv/txn", NULL, body, &resp) != 200)
 		goto fail_unclaimed;
 	if (!strstr(resp, "\"succeeded\":true") || !bench_json_int(resp, "revision", &ew->epoch)) {
-		bench_op_unexpected(w, OP_CLAIM, resp);
+		bench_op_unexpected(w, BENCH_OP_CLAIM, resp);
 		goto fail_unclaimed;
 	}
 	snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", (long long)ew->lease);
 	for (k = 0; k < (int)w->opts->renews; k++) {
-		if (bench_op_request(w, OP_RENEW, "POST", "/v3/lease/keepalive", NULL, body,
+		if (bench_op_request(w, BENCH_OP_RENEW, "POST", "/v3/lease/keepalive", NULL, body,
 				     &resp) != 200)
 			goto fail;
 		/* An expired lease answers TTL 0 (omitted from the JSON). */
 		if (!bench_json_int(resp, "TTL", &ttl) || ttl <= 0) {
-			bench_op_unexpected(w, OP_RENEW, resp);
+			bench_op_unexpected(w, BENCH_OP_RENEW, resp);
 			goto fail;
 		}
 	}
 	bench_base64("review", 6, val);
 	snprintf(op, sizeof op, "{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}",
 		 ew->state_key, val);
-	if (etcd_fenced_txn(w, ew, OP_TO_REVIEW, op) != 0)
+	if (etcd_fenced_txn(w, ew, BENCH_OP_TO_REVIEW, op) != 0)
 		goto fail;
 	bench_base64("in_progress", 11, val);
 	snprintf(op, sizeof op, "{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\"}}",
 		 ew->state_key, val);
-	if (etcd_fenced_txn(w, ew, OP_TO_PROGRESS, op) != 0)
+	if (etcd_fenced_txn(w, ew, BENCH_OP_TO_PROGRESS, op) != 0)
 		goto fail;
 	snprintf(op, sizeof op, "{\"request_delete_range\":{\"key\":\"%s\"}}", ew->claim_key);
-	if (etcd_fenced_txn(w, ew, OP_RELEASE, op) != 0)
+	if (etcd_fenced_txn(w, ew, BENCH_OP_RELEASE, op) != 0)
 		goto fail;
 	if (lease_per_claim)
 		etcd_lease_revoke(w, ew, true);

@@ -14,21 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-	OP_CLAIM,
-	OP_RENEW,
-	OP_TO_REVIEW,
-	OP_TO_PROGRESS,
-	OP_RELEASE,
-	N_OPS,
-};
+enum { N_OPS = BENCH_CYCLE_OPS };
 
 static const char *const op_names[N_OPS] = {
-	[OP_CLAIM] = "claim",
-	[OP_RENEW] = "renew",
-	[OP_TO_REVIEW] = "state->review",
-	[OP_TO_PROGRESS] = "state->back",
-	[OP_RELEASE] = "release",
+	BENCH_CYCLE_OP_NAMES,
 };
 
 static char worker_auth[256], bot_auth[256];
@@ -89,12 +78,12 @@ static int lg_cycle(struct bench_worker *w)
 
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"lease_ms\":%lld}", lw->marker,
 		 (long long)w->opts->lease_ms);
-	if (bench_op_request(w, OP_CLAIM, "POST", lw->path_claim, worker_auth, body, &resp) !=
+	if (bench_op_request(w, BENCH_OP_CLAIM, "POST", lw->path_claim, worker_auth, body, &resp) !=
 	    200)
 		return -1;
 	if (!strstr(resp, "\"fresh\":true") || !bench_json_int(resp, "epoch", &fresh_epoch)) {
 		/* Not a fresh acquisition: a release was lost. Count it, give it back. */
-		bench_op_unexpected(w, OP_CLAIM, resp);
+		bench_op_unexpected(w, BENCH_OP_CLAIM, resp);
 		bench_json_int(resp, "epoch", &lw->epoch);
 		lg_recover(w, lw);
 		return -1;
@@ -103,20 +92,20 @@ static int lg_cycle(struct bench_worker *w)
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld,\"lease_ms\":%lld}",
 		 lw->marker, (long long)lw->epoch, (long long)w->opts->lease_ms);
 	for (k = 0; k < (int)w->opts->renews; k++)
-		if (bench_op_request(w, OP_RENEW, "POST", lw->path_renew, worker_auth, body,
+		if (bench_op_request(w, BENCH_OP_RENEW, "POST", lw->path_renew, worker_auth, body,
 				     &resp) != 200)
 			goto fail;
 	snprintf(hdr, sizeof hdr, "%sIf-Match: \"%lld\"\r\n", worker_auth, (long long)lw->epoch);
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"to\":\"review\"}", lw->marker);
-	if (bench_op_request(w, OP_TO_REVIEW, "PATCH", lw->path_state, hdr, body, &resp) != 200)
+	if (bench_op_request(w, BENCH_OP_TO_REVIEW, "PATCH", lw->path_state, hdr, body, &resp) != 200)
 		goto fail;
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"to\":\"in_progress\"}", lw->marker);
-	if (bench_op_request(w, OP_TO_PROGRESS, "PATCH", lw->path_state, hdr, body, &resp) !=
+	if (bench_op_request(w, BENCH_OP_TO_PROGRESS, "PATCH", lw->path_state, hdr, body, &resp) !=
 	    200)
 		goto fail;
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld}", lw->marker,
 		 (long long)lw->epoch);
-	if (bench_op_request(w, OP_RELEASE, "POST", lw->path_release, worker_auth, body, &resp) !=
+	if (bench_op_request(w, BENCH_OP_RELEASE, "POST", lw->path_release, worker_auth, body, &resp) !=
 	    200)
 		goto fail;
 	return 0;

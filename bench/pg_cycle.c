@@ -49,21 +49,10 @@
 #include <string.h>
 #include <time.h>
 
-enum {
-	OP_CLAIM,
-	OP_RENEW,
-	OP_TO_REVIEW,
-	OP_TO_PROGRESS,
-	OP_RELEASE,
-	N_OPS,
-};
+enum { N_OPS = BENCH_CYCLE_OPS };
 
 static const char *const op_names[N_OPS] = {
-	[OP_CLAIM] = "claim",
-	[OP_RENEW] = "renew",
-	[OP_TO_REVIEW] = "state->review",
-	[OP_TO_PROGRESS] = "state->back",
-	[OP_RELEASE] = "release",
+	BENCH_CYCLE_OP_NAMES,
 };
 
 static char conninfo[1024];
@@ -155,7 +144,7 @@ static int pgc_step(struct bench_worker *w, size_t op, const char *stmt, int n,
 	if (!bench_pg_ok(r)) {
 		snprintf(detail, sizeof detail, "%s", PQerrorMessage(pw->pg));
 	} else if (strcmp(PQcmdTuples(r), "1") != 0 ||
-		   (op == OP_CLAIM && (PQntuples(r) != 1 || PQgetisnull(r, 0, 0)))) {
+		   (op == BENCH_OP_CLAIM && (PQntuples(r) != 1 || PQgetisnull(r, 0, 0)))) {
 		code = -1;
 		snprintf(detail, sizeof detail, "%s touched %s rows (fence or claim refused)",
 			 stmt, PQcmdTuples(r));
@@ -163,7 +152,7 @@ static int pgc_step(struct bench_worker *w, size_t op, const char *stmt, int n,
 		ok = true;
 	}
 	bench_op_record(w, op, t0, ok, code, ok ? NULL : detail);
-	if (ok && op == OP_CLAIM)
+	if (ok && op == BENCH_OP_CLAIM)
 		snprintf(pw->epoch, sizeof pw->epoch, "%s", PQgetvalue(r, 0, 0));
 	PQclear(r);
 	return ok ? 0 : -1;
@@ -200,14 +189,14 @@ static int pgc_cycle(struct bench_worker *w)
 	const char *release[3] = {pw->id, pw->marker, pw->epoch};
 	unsigned k;
 
-	if (pgc_step(w, OP_CLAIM, "claim", 3, claim) != 0)
+	if (pgc_step(w, BENCH_OP_CLAIM, "claim", 3, claim) != 0)
 		goto fail;
 	for (k = 0; k < w->opts->renews; k++)
-		if (pgc_step(w, OP_RENEW, "renew", 4, renew) != 0)
+		if (pgc_step(w, BENCH_OP_RENEW, "renew", 4, renew) != 0)
 			goto fail;
-	if (pgc_step(w, OP_TO_REVIEW, "state", 4, review) != 0 ||
-	    pgc_step(w, OP_TO_PROGRESS, "state", 4, back) != 0 ||
-	    pgc_step(w, OP_RELEASE, "release", 3, release) != 0)
+	if (pgc_step(w, BENCH_OP_TO_REVIEW, "state", 4, review) != 0 ||
+	    pgc_step(w, BENCH_OP_TO_PROGRESS, "state", 4, back) != 0 ||
+	    pgc_step(w, BENCH_OP_RELEASE, "release", 3, release) != 0)
 		goto fail;
 	return 0;
 fail:

@@ -586,11 +586,13 @@ static bool get_time(const json_t *o, const char *key, int64_t *dst)
 	return json_is_string(v) && core_time_parse(json_string_value(v), dst);
 }
 
-static bool get_strv(const json_t *o, const char *key, struct core_strv *dst)
+bool store_json_get_strv(const json_t *o, const char *key, bool opt, struct core_strv *dst)
 {
 	const json_t *a = json_object_get(o, key), *v;
 	size_t i;
 
+	if (!a)
+		return opt;
 	if (!json_is_array(a))
 		return false;
 	json_array_foreach(a, i, v)
@@ -679,8 +681,8 @@ enum core_rc store_card_from_json(const json_t *j, struct core_card **out)
 	ep = json_object_get(j, "claim_epoch");
 	ok = get_str(j, "id", &c->id) && core_id_valid(c->id) && get_str(j, "board", &c->board) &&
 	     get_str(j, "title", &c->title) && get_str(j, "body", &c->body) &&
-	     get_str(j, "state", &c->state) && get_strv(j, "labels", &c->labels) &&
-	     get_strv(j, "blockers", &c->blockers) && get_comments(j, c) && get_claim(j, c) &&
+	     get_str(j, "state", &c->state) && store_json_get_strv(j, "labels", false, &c->labels) &&
+	     store_json_get_strv(j, "blockers", false, &c->blockers) && get_comments(j, c) && get_claim(j, c) &&
 	     (json_is_null(ep) || get_int(j, "claim_epoch", &c->claim_epoch)) &&
 	     get_str_opt(j, "last_run_id", &c->last_run_id) &&
 	     get_bool(j, "awaiting_input", &c->awaiting_input) && get_gave_up(j, &c->gave_up) &&

@@ -173,21 +173,6 @@ static bool get_int(const json_t *o, const char *key, int64_t *dst)
 	return true;
 }
 
-static bool get_strv(const json_t *o, const char *key, struct core_strv *dst)
-{
-	const json_t *a = json_object_get(o, key), *v;
-	size_t i;
-
-	if (!a)
-		return true;
-	if (!json_is_array(a))
-		return false;
-	json_array_foreach(a, i, v)
-		if (!json_is_string(v) || core_strv_push(dst, json_string_value(v)) != CORE_OK)
-			return false;
-	return true;
-}
-
 enum core_rc store_sub_from_json(const json_t *j, struct store_sub **out)
 {
 	struct store_sub *s = calloc(1, sizeof(*s));
@@ -199,11 +184,11 @@ enum core_rc store_sub_from_json(const json_t *j, struct store_sub **out)
 	ok = ok && get_str(j, "board", false, &s->board) && get_str(j, "name", false, &s->name) &&
 	     get_str(j, "url", false, &s->url) && get_str(j, "secret", true, &s->secret) &&
 	     get_str(j, "disabled_reason", true, &s->disabled_reason) &&
-	     get_strv(j, "consume_labels", &s->consume) &&
+	     store_json_get_strv(j, "consume_labels", true, &s->consume) &&
 	     get_int(j, "created_at", &s->created_at) && get_int(j, "updated_at", &s->updated_at) &&
 	     (!on || json_is_object(on)) && (!en || json_is_boolean(en));
 	for (d = 0; ok && on && d < CORE_SUB_DIM_COUNT_; d++)
-		ok = get_strv(on, core_sub_dimension_name(d), &s->on.dim[d]);
+		ok = store_json_get_strv(on, core_sub_dimension_name(d), true, &s->on.dim[d]);
 	if (!ok) {
 		store_sub_free(s);
 		return s ? CORE_ERR_BAD_REQUEST : CORE_ERR_NOMEM;

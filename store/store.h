@@ -728,6 +728,9 @@ char *store_renew_json_text(const struct core_card *c, const char *marker, size_
 json_t *store_json_str_or_null(const char *s);
 json_t *store_json_strv(const struct core_strv *sv);
 void store_json_put(json_t *o, const char *key, json_t *v, bool *ok);
+/* Appends the strings of array `key` of o to *dst; false on a wrong type or OOM, and on a
+ * missing key unless `opt`. */
+bool store_json_get_strv(const json_t *o, const char *key, bool opt, struct core_strv *dst);
 
 /* Subscriptions and deliveries. `stored`: the twins' own form (times as integers, the secret
  * and the body included); else the served form (RFC 3339 times, no secret, no body). */

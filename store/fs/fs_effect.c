@@ -629,13 +629,16 @@ enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t leas
 	return dlv_txn_end(&t, rc, best, out);
 }
 
-/* Reads delivery `id` inside a transaction (caller frees). */
-static enum core_rc txn_dlv(struct fs_txn *t, const char *id, struct store_delivery **out)
+/* Opens *t (the caller closes it with dlv_txn_end, whatever this answers) and reads delivery
+ * id into *out (the caller's until it hands it to dlv_txn_end). */
+static enum core_rc dlv_txn_begin(struct store *st, struct fs_txn *t, const char *id,
+				  struct store_delivery **out)
 {
 	char *key = dlv_key(id);
 	const char *text;
 	enum core_rc rc;
 
+	fs_txn_begin(fs_of(st), t, NULL);
 	*out = NULL;
 	if (!key)
 		return CORE_ERR_NOMEM;
@@ -694,13 +697,10 @@ enum core_rc fs_delivery_finish(struct store *st, const char *id,
 				const struct store_delivery_outcome *o,
 				struct store_delivery **out)
 {
-	struct fs *fs = fs_of(st);
 	struct store_delivery *d = NULL;
 	struct fs_txn t;
-	enum core_rc rc;
+	enum core_rc rc = dlv_txn_begin(st, &t, id, &d);
 
-	fs_txn_begin(fs, &t, NULL);
-	rc = txn_dlv(&t, id, &d);
 	if (rc == CORE_OK && (d->status != STORE_DELIVERY_PENDING || !d->lease_owner ||
 			      strcmp(d->lease_owner, o->owner) != 0 || d->lease_epoch != o->epoch))
 		rc = CORE_ERR_CLAIM_CONFLICT;
@@ -740,13 +740,10 @@ enum core_rc fs_delivery_finish(struct store *st, const char *id,
 
 enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_delivery **out)
 {
-	struct fs *fs = fs_of(st);
 	struct store_delivery *d = NULL;
 	struct fs_txn t;
-	enum core_rc rc;
+	enum core_rc rc = dlv_txn_begin(st, &t, id, &d);
 
-	fs_txn_begin(fs, &t, NULL);
-	rc = txn_dlv(&t, id, &d);
 	if (rc == CORE_OK && d->status == STORE_DELIVERY_PENDING)
 		rc = CORE_ERR_STATE_CONFLICT;
 	if (rc == CORE_OK) {

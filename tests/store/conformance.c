@@ -78,6 +78,28 @@ void ct_set_labels(struct store *st, const char *id, const char *const *labels)
 	free(sv.v);
 }
 
+void ct_assert_labels(struct store *st, const char *id, const char *const *want)
+{
+	struct core_card *c = ct_get(st, id);
+	size_t k;
+
+	for (k = 0; want[k]; k++) {
+		ck_assert_msg(k < c->labels.n, "%s: missing label %s", id, want[k]);
+		ck_assert_str_eq(c->labels.v[k], want[k]);
+	}
+	ck_assert_uint_eq(k, c->labels.n);
+	core_card_free(c);
+}
+
+void ct_move(struct store *st, const char *id, const char *from, const char *to,
+	     const char *reason, const struct store_actor *actor)
+{
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_set_state_from(st, id, from, to, reason, actor, &c), CORE_OK);
+	core_card_free(c);
+}
+
 struct core_card *ct_create(struct store *st, const char *id, const char *state,
 			    const char *const *blockers)
 {

@@ -53,6 +53,12 @@ void ct_assert_payload(const struct core_event *e, const char *want, ...)
 struct core_strv ct_strv(const char *const *v);
 /* Sets card id's labels to the NULL-terminated list, as the bot; fails the test on error. */
 void ct_set_labels(struct store *st, const char *id, const char *const *labels);
+/* Card id's labels are exactly the NULL-terminated list, in that order. */
+void ct_assert_labels(struct store *st, const char *id, const char *const *want);
+/* SetStateFrom of card id (from: NULL for any; reason: NULL for none) by `actor`; fails the
+ * test unless it is done. */
+void ct_move(struct store *st, const char *id, const char *from, const char *to,
+	     const char *reason, const struct store_actor *actor);
 
 void conformance_add_cards(Suite *s);
 void conformance_add_workflow(Suite *s);

@@ -4,19 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void assert_labels(struct store *st, const char *id, const char *const *want)
-{
-	struct core_card *c = ct_get(st, id);
-	size_t k;
-
-	for (k = 0; want[k]; k++) {
-		ck_assert_msg(k < c->labels.n, "%s: missing label %s", id, want[k]);
-		ck_assert_str_eq(c->labels.v[k], want[k]);
-	}
-	ck_assert_uint_eq(k, c->labels.n);
-	core_card_free(c);
-}
-
 START_TEST(column_rename_moves_cards_as_machine)
 {
 	struct store *st = ct_open();
@@ -122,9 +109,9 @@ START_TEST(label_sweeps)
 	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
 	ck_assert_uint_eq(touched, 2);
 	free(from.v);
-	assert_labels(st, "a", (const char *const[]){"defect", "p1", NULL});
-	assert_labels(st, "b", (const char *const[]){"defect", NULL});
-	assert_labels(st, "c", (const char *const[]){"p2", NULL});
+	ct_assert_labels(st, "a", (const char *const[]){"defect", "p1", NULL});
+	ct_assert_labels(st, "b", (const char *const[]){"defect", NULL});
+	ct_assert_labels(st, "c", (const char *const[]){"p2", NULL});
 	ev = ct_events(st, before, &n);
 	ck_assert_uint_eq(n, 3);
 	ck_assert_int_eq(ev[0].type, CORE_EV_CARD_LABELS_CHANGED);
@@ -139,8 +126,8 @@ START_TEST(label_sweeps)
 	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
 	ck_assert_uint_eq(touched, 2);
 	free(from.v);
-	assert_labels(st, "a", (const char *const[]){"defect", "prio", NULL});
-	assert_labels(st, "c", (const char *const[]){"prio", NULL});
+	ct_assert_labels(st, "a", (const char *const[]){"defect", "prio", NULL});
+	ct_assert_labels(st, "c", (const char *const[]){"prio", NULL});
 
 	/* delete, scoped to a board the cards are not on: nothing */
 	from = ct_strv((const char *const[]){"prio", NULL});
@@ -156,8 +143,8 @@ START_TEST(label_sweeps)
 	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
 	ck_assert_uint_eq(touched, 2);
 	free(from.v);
-	assert_labels(st, "a", (const char *const[]){"defect", NULL});
-	assert_labels(st, "c", (const char *const[]){NULL});
+	ct_assert_labels(st, "a", (const char *const[]){"defect", NULL});
+	ct_assert_labels(st, "c", (const char *const[]){NULL});
 
 	/* bad input changes nothing */
 	from = ct_strv((const char *const[]){"defect", NULL});
@@ -166,7 +153,7 @@ START_TEST(label_sweeps)
 	sw = (struct store_label_sweep){.kind = STORE_LABELS_DELETE, .from = &from, .to = "x"};
 	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_ERR_BAD_REQUEST);
 	free(from.v);
-	assert_labels(st, "a", (const char *const[]){"defect", NULL});
+	ct_assert_labels(st, "a", (const char *const[]){"defect", NULL});
 	ct_close(st);
 }
 END_TEST

@@ -260,9 +260,7 @@ START_TEST(transfer_cas)
 
 	/* An operator moves the card between listing and transfer: the transfer returns the
 	 * card as it now stands. */
-	ck_assert_int_eq(store_card_set_state_from(st, "c1", NULL, "review", NULL, &ct_op, &c),
-			 CORE_OK);
-	core_card_free(c);
+	ct_move(st, "c1", NULL, "review", NULL, &ct_op);
 	ck_assert_int_eq(store_reaper_transfer(st, "c1", &prev, "reaper:h", 60000, &c), CORE_OK);
 	ck_assert_str_eq(c->claim.marker, "reaper:h");
 	ck_assert_int_gt(c->claim_epoch, prev.epoch);

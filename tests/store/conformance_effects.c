@@ -54,14 +54,6 @@ static size_t dlv_count(struct store *st)
 	return n;
 }
 
-static void move(struct store *st, const char *id, const char *to, const char *reason)
-{
-	struct core_card *c = NULL;
-
-	ck_assert_int_eq(store_card_set_state_from(st, id, NULL, to, reason, &ct_op, &c), CORE_OK);
-	core_card_free(c);
-}
-
 START_TEST(subscription_crud)
 {
 	struct store *st = ct_open();
@@ -141,10 +133,7 @@ START_TEST(match_enqueues_and_consumes_in_one_step)
 	json_decref(body);
 	store_deliveries_free(v, n);
 	/* The one-shot went in that step, recorded as its own event. */
-	c = ct_get(st, "c1");
-	ck_assert_uint_eq(c->labels.n, 1);
-	ck_assert_str_eq(c->labels.v[0], "x");
-	core_card_free(c);
+	ct_assert_labels(st, "c1", (const char *const[]){"x", NULL});
 	ev = ct_events(st, before, &n);
 	for (i = 0; i < n; i++)
 		if (ev[i].type == CORE_EV_CARD_LABELS_CHANGED) {
@@ -156,12 +145,12 @@ START_TEST(match_enqueues_and_consumes_in_one_step)
 	ck_assert_uint_eq(consumed, 1);
 	store_events_free(ev, n);
 	/* Consumed: back to done again does not fire. Adding the label re-arms it. */
-	move(st, "c1", "blocked", NULL);
-	move(st, "c1", "done", NULL);
+	ct_move(st, "c1", NULL, "blocked", NULL, &ct_op);
+	ct_move(st, "c1", NULL, "done", NULL, &ct_op);
 	ck_assert_uint_eq(dlv_count(st), 1);
 	ct_set_labels(st, "c1", labels);
-	move(st, "c1", "blocked", NULL);
-	move(st, "c1", "done", NULL);
+	ct_move(st, "c1", NULL, "blocked", NULL, &ct_op);
+	ct_move(st, "c1", NULL, "done", NULL, &ct_op);
 	ck_assert_uint_eq(dlv_count(st), 2);
 	ct_close(st);
 }
@@ -178,7 +167,7 @@ START_TEST(defaults_and_unblocked_fire)
 	core_card_free(ct_create(st, "b1", "ready", NULL));
 	core_card_free(ct_create(st, "d1", NULL, blockers)); /* waiting_deps */
 	ct_assert_state(st, "d1", "waiting_deps");
-	move(st, "b1", "done", "finished");
+	ct_move(st, "b1", NULL, "done", "finished", &ct_op);
 	ct_assert_state(st, "d1", "ready");
 	v = dlvs(st, -1, &n);
 	for (i = 0; i < n; i++) {
@@ -266,7 +255,7 @@ START_TEST(machine_events_never_match)
 		core_card_free(c);
 		free(bl.v);
 	}
-	move(st, "w5", "done", "run_finished");
+	ct_move(st, "w5", NULL, "done", "run_finished", &ct_op);
 	v = dlvs(st, -1, &n);
 	for (i = 0; i < n; i++)
 		unblocked += strcmp(v[i]->event_type, "card_unblocked") == 0 &&
@@ -375,7 +364,6 @@ START_TEST(one_shots_of_one_step_leave_together)
 	const char *const a[] = {"a", NULL}, *const b[] = {"b", NULL};
 	const char *const labels[] = {"a", "b", "keep", NULL};
 	struct core_event *ev;
-	struct core_card *c;
 	size_t n, i, consumed = 0;
 	int64_t before;
 
@@ -384,12 +372,9 @@ START_TEST(one_shots_of_one_step_leave_together)
 	core_card_free(ct_create(st, "c1", "ready", NULL));
 	ct_set_labels(st, "c1", labels);
 	before = ct_last_seq(st);
-	move(st, "c1", "review", NULL);
+	ct_move(st, "c1", NULL, "review", NULL, &ct_op);
 	ck_assert_uint_eq(dlv_count(st), 2);
-	c = ct_get(st, "c1");
-	ck_assert_uint_eq(c->labels.n, 1);
-	ck_assert_str_eq(c->labels.v[0], "keep");
-	core_card_free(c);
+	ct_assert_labels(st, "c1", (const char *const[]){"keep", NULL});
 	ev = ct_events(st, before, &n);
 	for (i = 0; i < n; i++)
 		if (ev[i].type == CORE_EV_CARD_LABELS_CHANGED) {

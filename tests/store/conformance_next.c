@@ -137,13 +137,9 @@ START_TEST(next_blockers_epoch_event)
 	core_card_free(ct_create(st, "dep", "ready", dep)); /* waits: blk is not done */
 	ct_assert_state(st, "dep", "waiting_deps");
 	/* An operator drags it into ready anyway: its blocker is still pending. */
-	ck_assert_int_eq(store_card_set_state_from(st, "dep", NULL, "ready", NULL, &ct_op, &c),
-			 CORE_OK);
-	core_card_free(c);
+	ct_move(st, "dep", NULL, "ready", NULL, &ct_op);
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "");
-	ck_assert_int_eq(store_card_set_state_from(st, "blk", NULL, "done", NULL, &ct_op, &c),
-			 CORE_OK);
-	core_card_free(c);
+	ct_move(st, "blk", NULL, "done", NULL, &ct_op);
 	ck_assert_str_eq(next_of(st, "w1", NULL, NULL, CORE_OK), "dep");
 
 	/* The event names the card and the token. */
@@ -208,9 +204,7 @@ START_TEST(next_past_blocked_cards)
 	for (i = 0; i < 6; i++) {
 		snprintf(id, sizeof id, "b%d", i);
 		core_card_free(ct_create(st, id, "ready", pend));
-		ck_assert_int_eq(store_card_set_state_from(st, id, NULL, "ready", NULL, &ct_op, &c),
-				 CORE_OK);
-		core_card_free(c);
+		ct_move(st, id, NULL, "ready", NULL, &ct_op);
 		p.priority = 90;
 		ck_assert_int_eq(store_card_patch(st, id, &p, &ct_bot, &c), CORE_OK);
 		core_card_free(c);
@@ -224,9 +218,7 @@ START_TEST(next_past_blocked_cards)
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "ok-dep");
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "plain");
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "");
-	ck_assert_int_eq(store_card_set_state_from(st, "open", NULL, "done", NULL, &ct_op, &c),
-			 CORE_OK);
-	core_card_free(c);
+	ct_move(st, "open", NULL, "done", NULL, &ct_op);
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "b0");
 	ct_close(st);
 }
@@ -256,9 +248,7 @@ START_TEST(next_order_many_and_arrivals)
 	mk(st, "blk", "backlog", 0, NULL);
 	mk(st, "low", "backlog", -5, NULL);
 	core_card_free(ct_create(st, "dep", "ready", dep));
-	ck_assert_int_eq(store_card_set_state_from(st, "dep", NULL, "ready", NULL, &ct_op, &c),
-			 CORE_OK);
-	core_card_free(c);
+	ct_move(st, "dep", NULL, "ready", NULL, &ct_op);
 	ck_assert_int_eq(store_card_patch(st, "dep", &p, &ct_bot, &c), CORE_OK);
 	core_card_free(c);
 	/* The first 10: priority 2, oldest first ("dep" outranks them but is blocked). */
@@ -286,14 +276,10 @@ START_TEST(next_order_many_and_arrivals)
 	p.priority = 70;
 	ck_assert_int_eq(store_card_patch(st, "low", &p, &ct_bot, &c), CORE_OK);
 	core_card_free(c);
-	ck_assert_int_eq(store_card_set_state_from(st, "low", "backlog", "ready", NULL, &ct_bot, &c),
-			 CORE_OK);
-	core_card_free(c);
+	ct_move(st, "low", "backlog", "ready", NULL, &ct_bot);
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "low");
 	/* unblocked: its blocker reaches done; nothing about "dep" itself changed */
-	ck_assert_int_eq(store_card_set_state_from(st, "blk", NULL, "done", NULL, &ct_op, &c),
-			 CORE_OK);
-	core_card_free(c);
+	ct_move(st, "blk", NULL, "done", NULL, &ct_op);
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "dep");
 	/* The rest, in order: priority 2 (from m032), then 1, then 0 (m000 was taken). */
 	for (i = 10; i < MANY / 3; i++) {
