@@ -181,6 +181,7 @@ uint64_t bench_now_us(void); /* CLOCK_MONOTONIC in microseconds */
  * seconds, or -1 when unset or gone. */
 double bench_server_cpu_s(void);
 /* The FS store's boardd_fs_journal_lines_total and _syncs_total from GET /metrics. */
+bool bench_metric_value(const char *resp, const char *name, unsigned long long *v);
 bool bench_fs_counters(const char *host, uint16_t port, unsigned long long *lines,
 		       unsigned long long *syncs);
 /* The integer after "key": (plain or "quoted") in a JSON text; false when absent. */

@@ -28,6 +28,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
+source "$here/lib.sh"
 WORKERS=${WORKERS:-32}
 DURATION=${DURATION:-20}
 WARMUP=${WARMUP:-2}
@@ -65,18 +66,6 @@ tmp=$(mktemp -d "${BENCH_TMP:-${TMPDIR:-/tmp}}/boardd-bench.XXXXXX")
 boardd_pid=
 etcd_pid=
 
-stop_pid() { # pid: SIGTERM, wait up to 10 s, then SIGKILL
-	local pid=$1 i
-	[ -n "$pid" ] || return 0
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for i in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
-
 cleanup() {
 	stop_pid "$boardd_pid"
 	stop_pid "$etcd_pid"
@@ -85,37 +74,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# A port with no socket at all on it (listening or not): ss when present, else a connect probe.
-port_free() {
-	if command -v ss >/dev/null; then
-		! ss -Htan | awk '{print $4}' | grep -q ":$1\$"
-	else
-		! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-	fi
-}
-
-pick_port() { # two free consecutive ports below the ephemeral range (bounded tries)
-	local p i
-	for i in $(seq 50); do
-		p=$((20000 + RANDOM % 12000))
-		if port_free "$p" && port_free "$((p + 1))"; then
-			echo "$p"
-			return 0
-		fi
-	done
-	echo "run.sh: no free port" >&2
-	return 1
-}
-
-wait_port() { # port seconds: until something accepts connections there
-	local i
-	for i in $(seq $(($2 * 20))); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 # Other people compile on this machine: wait (bounded) for a quiet moment.
 source "$here/quiet.sh"
@@ -129,11 +87,7 @@ echo "boardd: FS store, group commit, threads ${BOARDD_THREADS:-default (one per
 want etcd && echo "etcd: $("$ETCD" --version | head -1), default fsync"
 
 # ---- boardd on the FS store, with a tokens file of our own ----
-"$boardd" token add --tokens "$tmp/tokens.json" --name bench-worker --role worker \
-	>"$tmp/worker.tok" 2>/dev/null
-"$boardd" token add --tokens "$tmp/tokens.json" --name bench-bot --role bot \
-	>"$tmp/bot.tok" 2>/dev/null
-printf 'worker %s\nbot %s\n' "$(cat "$tmp/worker.tok")" "$(cat "$tmp/bot.tok")" >"$tmp/plain"
+bench_tokens "$boardd" "$tmp"
 bport=$(pick_port)
 "$boardd" --store "fs:$tmp/boardd" --tokens "$tmp/tokens.json" --listen "127.0.0.1:$bport" \
 	${BOARDD_THREADS:+--threads "$BOARDD_THREADS"} 2>"$tmp/boardd.log" &

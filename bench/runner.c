@@ -293,21 +293,29 @@ out:
 	return NULL;
 }
 
+/* One counter of a /metrics answer: the line "NAME VALUE". */
+bool bench_metric_value(const char *resp, const char *name, unsigned long long *v)
+{
+	char key[96];
+	const char *p;
+
+	snprintf(key, sizeof key, "\n%s ", name);
+	return (p = strstr(resp, key)) && sscanf(p + strlen(key), "%llu", v) == 1;
+}
+
 /* The FS store's group-commit counters from GET /metrics (no token needed). */
 bool bench_fs_counters(const char *host, uint16_t port, unsigned long long *lines,
 		       unsigned long long *syncs)
 {
 	struct bench_http *h = bench_http_open(host, port);
-	const char *resp = NULL, *p;
+	const char *resp = NULL;
 	bool ok = false;
 	int status = 0;
 
 	if (h && bench_http_request(h, "GET", "/metrics", NULL, NULL, &status, &resp) == 0 &&
-	    status == 200 && resp && (p = strstr(resp, "\nboardd_fs_journal_lines_total ")) &&
-	    sscanf(p, "\nboardd_fs_journal_lines_total %llu", lines) == 1 &&
-	    (p = strstr(resp, "\nboardd_fs_journal_syncs_total ")) &&
-	    sscanf(p, "\nboardd_fs_journal_syncs_total %llu", syncs) == 1)
-		ok = true;
+	    status == 200 && resp)
+		ok = bench_metric_value(resp, "boardd_fs_journal_lines_total", lines) &&
+		     bench_metric_value(resp, "boardd_fs_journal_syncs_total", syncs);
 	bench_http_close(h);
 	return ok;
 }
@@ -320,6 +328,7 @@ struct run_cpu {
 	double self_s;          /* this driver (getrusage) */
 	double server_s;        /* BENCH_SERVER_PID's CPU and its children's (proc_tree_ticks),
 				 * or -1 */
+	double backend_s;       /* BENCH_BACKEND_PID's (the server's database), the same way */
 };
 
 /* From /proc/PID/stat: utime + stime + cutime + cstime in clock ticks (the last two: the
@@ -387,11 +396,13 @@ static void cpu_sample(struct run_cpu *c)
 {
 	double tick = (double)sysconf(_SC_CLK_TCK);
 	unsigned long long v[10] = {0};
+	const char *backend = getenv("BENCH_BACKEND_PID");
 	struct rusage ru;
+	double ticks;
 	FILE *f;
 
 	memset(c, 0, sizeof *c);
-	c->server_s = -1;
+	c->server_s = c->backend_s = -1;
 	f = fopen("/proc/stat", "r");
 	if (f) {
 		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
@@ -406,33 +417,43 @@ static void cpu_sample(struct run_cpu *c)
 	c->self_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 		    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	c->server_s = bench_server_cpu_s();
+	if (backend && (ticks = proc_tree_ticks(backend)) >= 0)
+		c->backend_s = ticks / tick;
 }
 
 /* Prints the CPU line. OUT: *others, the share of everything else, and *server_us, the
  * server's CPU per answered request in microseconds; both -1 when the server is unknown. */
 static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double window,
-		      uint64_t ops, double *others, double *server_us, double *steal_pct)
+		      uint64_t ops, double *others, double *server_us, double *backend_us,
+		      double *steal_pct)
 {
 	double busy = b->busy_s - a->busy_s, self = b->self_s - a->self_s;
 	double irq = b->irq_s - a->irq_s, steal = b->steal_s - a->steal_s;
 	double server = a->server_s >= 0 && b->server_s >= 0 ? b->server_s - a->server_s : -1;
+	double backend = a->backend_s >= 0 && b->backend_s >= 0 ? b->backend_s - a->backend_s : -1;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
-	*others = *server_us = -1;
+	*others = *server_us = *backend_us = -1;
 	*steal_pct = 100 * steal / window;
 	printf("cpu over the window (%% of one core): machine %.0f%% of %ld cores (interrupts "
 	       "%.0f%%, stolen by the hypervisor %.0f%%), this driver %.0f%%",
 	       100 * (busy + irq + steal) / window, cores, 100 * irq / window,
 	       100 * steal / window, 100 * self / window);
 	if (server >= 0) {
+		*server_us = ops ? server * 1e6 / (double)ops : -1;
+		printf(", server %.0f%% (%.0f us per request)", 100 * server / window, *server_us);
+		if (backend >= 0) {
+			*backend_us = ops ? backend * 1e6 / (double)ops : -1;
+			busy -= backend;
+			printf(", its database %.0f%% (%.0f us per request)", 100 * backend / window,
+			       *backend_us);
+		}
 		/* Softirq time charged to a process is also in /proc/stat's softirq field: the
 		 * difference is good to about 10 % of a core; below zero means "nothing". */
 		*others = 100 * (busy - self - server) / window;
 		if (*others < 0)
 			*others = 0;
-		*server_us = ops ? server * 1e6 / (double)ops : -1;
-		printf(", server %.0f%% (%.0f us per request), other processes %.0f%%",
-		       100 * server / window, *server_us, *others);
+		printf(", other processes %.0f%%", *others);
 	}
 	printf("\n");
 }
@@ -476,7 +497,7 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	struct bench_stat tot[BENCH_OPS_MAX];
 	struct bench_lat all = {0}, cyc = {0};
 	uint64_t cycles = 0, failed = 0, ops = 0, errs = 0;
-	double others, server_us, steal;
+	double others, server_us, backend_us, steal;
 	size_t i, k, j;
 
 	memset(tot, 0, sizeof tot);
@@ -535,18 +556,18 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	} else {
 		printf("errors: none\n");
 	}
-	cpu_print(c0, c1, window, ops + errs, &others, &server_us, &steal);
+	cpu_print(c0, c1, window, ops + errs, &others, &server_us, &backend_us, &steal);
 	if (note && note[0])
 		printf("%s\n", note);
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
 	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f"
-	       " steal_pct=%.0f\n",
+	       " steal_pct=%.0f backend_cpu_us_per_op=%.0f\n",
 	       d->target, o->workers, window, cycles, (double)cycles / window,
 	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
 	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others, server_us,
-	       steal);
+	       steal, backend_us);
 	fflush(stdout);
 }
 

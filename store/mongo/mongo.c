@@ -38,7 +38,10 @@
  *     guard read OTHER cards before the write; those reads are not part of the write's
  *     precondition. A concurrent blockers edit elsewhere can therefore close a cycle that
  *     neither write saw, and a dependent promoted between the guard and the reopen is not
- *     counted. The window is one round trip; the FS twin has none.
+ *     counted. The window is one round trip; the FS twin has none. (A write's own read of
+ *     its card may be the one the API made for the same request a moment before on the same
+ *     thread, at most MGO_JUST_READ_US old: the filter pins what the decision rests on, and
+ *     a fresh claim pins the card's blockers too, so an older read only costs a miss.)
  *  6. board_put's "no card left in a dropped column" check is a read before the write: a card
  *     moved into that column in between is stranded in an unknown column (it still reads and
  *     can be moved out by an operator's SetStateFrom).
@@ -67,7 +70,8 @@ static void mgo_close(struct store *st);
 static enum core_rc mgo_ping(struct store *st)
 {
 	struct mgo *m = mgo_of(st);
-	mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+	struct mgo_conn c;
+	mongoc_client_t *client = mgo_conn_open_bare(m, &c) == CORE_OK ? c.client : NULL;
 	bson_t cmd = BSON_INITIALIZER;
 	bson_error_t e;
 	enum core_rc rc = CORE_OK;
@@ -78,7 +82,7 @@ static enum core_rc mgo_ping(struct store *st)
 	if (!mongoc_client_command_simple(client, "admin", &cmd, NULL, NULL, &e))
 		rc = mgo_error("ping", &e);
 	bson_destroy(&cmd);
-	mongoc_client_pool_push(m->pool, client);
+	mgo_conn_close(&c);
 	return rc;
 }
 
@@ -186,7 +190,8 @@ static const struct index_spec indexes[] = {
 
 static enum core_rc indexes_create(struct mgo *m)
 {
-	mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+	struct mgo_conn c;
+	mongoc_client_t *client = mgo_conn_open_bare(m, &c) == CORE_OK ? c.client : NULL;
 	mongoc_database_t *db;
 	bson_t cmd, arr, ix, key;
 	bson_error_t e;
@@ -224,7 +229,7 @@ static enum core_rc indexes_create(struct mgo *m)
 		bson_destroy(&cmd);
 	}
 	mongoc_database_destroy(db);
-	mongoc_client_pool_push(m->pool, client);
+	mgo_conn_close(&c);
 	return rc;
 }
 
@@ -278,7 +283,8 @@ static enum core_rc maintenance_start(struct mgo *m)
 /* Whether the server is FerretDB (buildInfo names it); false when it cannot tell. */
 static bool server_is_ferretdb(struct mgo *m)
 {
-	mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+	struct mgo_conn c;
+	mongoc_client_t *client = mgo_conn_open_bare(m, &c) == CORE_OK ? c.client : NULL;
 	bson_t cmd = BSON_INITIALIZER, reply;
 	bson_iter_t it;
 	bool yes = false;
@@ -291,7 +297,7 @@ static bool server_is_ferretdb(struct mgo *m)
 		      bson_iter_init_find(&it, &reply, "ferretdb");
 	bson_destroy(&reply);
 	bson_destroy(&cmd);
-	mongoc_client_pool_push(m->pool, client);
+	mgo_conn_close(&c);
 	return yes;
 }
 
@@ -387,6 +393,15 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
+	if (pthread_mutex_init(&m->conn_mu, NULL) != 0) {
+		snprintf(err, errlen, "mongo store: cannot initialise the connections lock");
+		mongoc_client_pool_destroy(m->pool);
+		free(m->db);
+		free(m);
+		return CORE_ERR_INTERNAL;
+	}
+	if (!mgo_just_read_init(m))
+		fprintf(stderr, "boardd: mongo: no thread-local key: every write reads its card\n");
 	if (!mgo_stats_attach(m))
 		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
 				"or error counts\n");
@@ -399,6 +414,9 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		rc = CORE_ERR_INTERNAL;
 	}
 	if (rc != CORE_OK) {
+		mgo_just_read_fini(m);
+		mgo_clients_release(m);
+		pthread_mutex_destroy(&m->conn_mu);
 		mongoc_client_pool_destroy(m->pool);
 		free(m->db);
 		free(m);
@@ -438,6 +456,9 @@ static void mgo_close(struct store *st)
 		pthread_cond_destroy(&m->cond);
 		pthread_mutex_destroy(&m->mu);
 	}
+	mgo_just_read_fini(m);
+	mgo_clients_release(m);
+	pthread_mutex_destroy(&m->conn_mu);
 	mongoc_client_pool_destroy(m->pool);
 	pthread_mutex_destroy(&m->counter_mu);
 	mgo_subs_cache_release(m);

@@ -76,6 +76,15 @@ struct mgo {
 	/* FerretDB (counter_serial): this process's deliverers take turns on the lease's
 	 * findAndModify, which is not atomic there; between processes nothing can help. */
 	pthread_mutex_t lease_mu;
+	/* ---- connections (mongo_db.c) ---- */
+	/* Clients popped from the pool with their collections, kept across ops (guarded by
+	 * conn_mu): an op pops one here before it asks the pool, and pushes it back here. */
+	pthread_mutex_t conn_mu;
+	struct mgo_client *clients;
+	/* The card this thread's last op read for its caller (mgo_card_get), for the write
+	 * that follows it on the same thread (mgo_attempt_begin): struct mgo_just_read. */
+	pthread_key_t just_read;
+	bool just_read_key;
 	/* ---- the driver's counters (mongo_stats.c; atomic, from its monitoring callbacks) ---- */
 	atomic_uint_least64_t round_trips;   /* commands started */
 	atomic_uint_least64_t err_command;   /* commands failed */
@@ -105,12 +114,29 @@ struct mgo_actor {
 	int64_t epoch;
 };
 
-struct mgo_conn {
-	struct mgo *m;
+/* A pooled client and its collections, made once per client (mongo_db.c). */
+struct mgo_client {
 	mongoc_client_t *client;
 	mongoc_collection_t *cards, *runs, *events, *boards, *counters;
+	struct mgo_client *next; /* on mgo.clients while idle */
+};
+
+/* A card read for the caller of an op, kept for the next op of the same thread. */
+struct mgo_just_read {
+	struct core_card *card; /* owned */
+	int64_t mono_us;        /* CLOCK_MONOTONIC when read */
+};
+
+struct mgo_conn {
+	struct mgo *m;
+	struct mgo_client *mc; /* owned until mgo_conn_close */
+	mongoc_client_t *client;
+	mongoc_collection_t *cards, *runs, *events, *boards, *counters; /* mc's, borrowed */
 	int64_t now;
 	struct mgo_actor actor; /* name borrowed; "" by default */
+	/* This thread's mgo_just_read, taken at open (owned; NULL: none); the first
+	 * mgo_attempt_begin uses it as its read when it is the same card and young enough. */
+	struct mgo_just_read *just;
 };
 
 /* Pops a client from the pool (blocks while the pool is exhausted) and reads now. NOMEM. */
@@ -119,6 +145,19 @@ enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c);
  * not call an injected test clock concurrently with the test that sets it. */
 enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c);
 void mgo_conn_close(struct mgo_conn *c);
+/* Pushes every idle client back to the pool (mgo_close, before the pool goes). */
+void mgo_clients_release(struct mgo *m);
+/* How old a card read for the caller may be and still serve as the read of the write that
+ * follows it on the same thread (the API reads a card for its scope check, then writes it). */
+#define MGO_JUST_READ_US 5000
+/* The thread-local key of mgo.just_read (open) and its removal (close). */
+bool mgo_just_read_init(struct mgo *m);
+void mgo_just_read_fini(struct mgo *m);
+/* Keeps a copy of `card` (just read for the caller) for this thread's next op. */
+void mgo_just_read_keep(struct mgo *m, const struct core_card *card);
+/* Takes c->just when it is card `id`'s and young enough; NULL otherwise. Either way c->just
+ * is gone afterwards: only the first attempt of the next op may use it. */
+struct core_card *mgo_just_read_take(struct mgo_conn *c, const char *id);
 
 /* Translates a driver error: logs `what` and the driver's text to stderr (never to a client)
  * and returns STORE_UNAVAILABLE, or ALREADY_EXISTS for a duplicate key. */
@@ -269,6 +308,9 @@ struct mgo_attempt {
 };
 /* NOT_FOUND, STORE_UNAVAILABLE, NOMEM, INTERNAL (no board). End with mgo_attempt_end always. */
 enum core_rc mgo_attempt_begin(struct mgo_conn *c, const char *id, struct mgo_attempt *a);
+/* The same without the board (a->b stays empty): for the writes whose rules never look at
+ * it (renew, release, revoke, the reaper's transfer and exact release). */
+enum core_rc mgo_attempt_begin_card(struct mgo_conn *c, const char *id, struct mgo_attempt *a);
 void mgo_attempt_end(struct mgo_attempt *a);
 /* Runs attempts until one hits or refuses, at most MGO_CAS_TRIES; a card that keeps moving
  * answers `exhausted`. out may be NULL. */

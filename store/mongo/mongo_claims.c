@@ -52,8 +52,12 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 	if (rc == CORE_OK && x->fresh)
 		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, a.now->board, a.now->id, c->actor, NULL,
 			    c->now, token_json(x->marker, a.now));
+	/* A fresh hold also pins the blockers it judged all done: one added since the read
+	 * makes the write miss and the next attempt judge again. */
 	if (rc == CORE_OK)
-		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_STATE | MGO_PRE_CLAIM, &q, hit, out);
+		rc = mgo_card_cas(c, a.was, a.now,
+				  MGO_PRE_STATE | MGO_PRE_CLAIM | (x->fresh ? MGO_PRE_BLOCKERS : 0),
+				  &q, hit, out);
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);
 	return rc;
@@ -95,7 +99,7 @@ static enum core_rc renew_once(struct mgo_conn *c, const void *arg, bool *hit,
 	const struct token_arg *x = arg;
 	struct mgo_evq q;
 	struct mgo_attempt a;
-	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+	enum core_rc rc = mgo_attempt_begin_card(c, x->id, &a);
 
 	mgo_evq_init(&q, c->m);
 	if (rc == CORE_OK && (rc = core_claim_renew(a.now, x->t, x->lease_ms, c->now)) ==
@@ -147,7 +151,7 @@ static enum core_rc release_once(struct mgo_conn *c, const void *arg, bool *hit,
 {
 	const struct token_arg *x = arg;
 	struct mgo_attempt a;
-	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+	enum core_rc rc = mgo_attempt_begin_card(c, x->id, &a);
 
 	if (rc == CORE_OK && (rc = core_fence_check(a.was, x->t)) != CORE_OK)
 		store_fence_refused(&c->m->base, a.was, x->t);
@@ -170,7 +174,7 @@ static enum core_rc revoke_once(struct mgo_conn *c, const void *arg, bool *hit,
 {
 	const struct token_arg *x = arg;
 	struct mgo_attempt a;
-	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+	enum core_rc rc = mgo_attempt_begin_card(c, x->id, &a);
 
 	if (rc == CORE_OK && !a.was->claim.present) {
 		*hit = true; /* nothing held: answered as it stands */

@@ -63,7 +63,8 @@ void mgo_clock_release(struct mgo *m)
 
 enum core_rc mgo_clock_sample(struct mgo *m)
 {
-	mongoc_client_t *client = mongoc_client_pool_pop(m->pool);
+	struct mgo_conn c;
+	mongoc_client_t *client = mgo_conn_open_bare(m, &c) == CORE_OK ? c.client : NULL;
 	bson_t cmd = BSON_INITIALIZER, reply = BSON_INITIALIZER;
 	bson_iter_t it;
 	bson_error_t e;
@@ -95,7 +96,7 @@ enum core_rc mgo_clock_sample(struct mgo *m)
 	}
 	bson_destroy(&reply);
 	bson_destroy(&cmd);
-	mongoc_client_pool_push(m->pool, client);
+	mgo_conn_close(&c);
 	if (rc != CORE_OK || slow)
 		return rc;
 	local = mgo_clock_local_ms(m);

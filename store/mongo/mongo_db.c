@@ -3,7 +3,9 @@
 #include "store/mongo/mongo.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c)
 {
@@ -14,36 +16,157 @@ enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c)
 	return rc;
 }
 
+static void client_free(struct mgo *m, struct mgo_client *mc)
+{
+	mongoc_collection_destroy(mc->counters);
+	mongoc_collection_destroy(mc->boards);
+	mongoc_collection_destroy(mc->events);
+	mongoc_collection_destroy(mc->runs);
+	mongoc_collection_destroy(mc->cards);
+	if (mc->client)
+		mongoc_client_pool_push(m->pool, mc->client);
+	free(mc);
+}
+
+/* An idle client of ours, or a new one from the pool (which blocks while the pool is
+ * exhausted) with its collections made once: they copy the client's read and write
+ * concerns, which is work no op needs to repeat. */
+static struct mgo_client *client_get(struct mgo *m)
+{
+	struct mgo_client *mc;
+
+	pthread_mutex_lock(&m->conn_mu);
+	mc = m->clients;
+	if (mc)
+		m->clients = mc->next;
+	pthread_mutex_unlock(&m->conn_mu);
+	if (mc)
+		return mc;
+	if (!(mc = calloc(1, sizeof(*mc))))
+		return NULL;
+	mc->client = mongoc_client_pool_pop(m->pool);
+	if (mc->client) {
+		mc->cards = mongoc_client_get_collection(mc->client, m->db, "cards");
+		mc->runs = mongoc_client_get_collection(mc->client, m->db, "runs");
+		mc->events = mongoc_client_get_collection(mc->client, m->db, "events");
+		mc->boards = mongoc_client_get_collection(mc->client, m->db, "boards");
+		mc->counters = mongoc_client_get_collection(mc->client, m->db, "counters");
+	}
+	if (!mc->client || !mc->cards || !mc->runs || !mc->events || !mc->boards ||
+	    !mc->counters) {
+		client_free(m, mc);
+		return NULL;
+	}
+	return mc;
+}
+
+void mgo_clients_release(struct mgo *m)
+{
+	struct mgo_client *mc;
+
+	while ((mc = m->clients)) {
+		m->clients = mc->next;
+		client_free(m, mc);
+	}
+}
+
 enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->m = m;
 	c->actor = (struct mgo_actor){.name = ""};
-	c->client = mongoc_client_pool_pop(m->pool);
-	if (!c->client)
+	c->mc = client_get(m);
+	if (!c->mc)
 		return CORE_ERR_NOMEM;
-	c->cards = mongoc_client_get_collection(c->client, m->db, "cards");
-	c->runs = mongoc_client_get_collection(c->client, m->db, "runs");
-	c->events = mongoc_client_get_collection(c->client, m->db, "events");
-	c->boards = mongoc_client_get_collection(c->client, m->db, "boards");
-	c->counters = mongoc_client_get_collection(c->client, m->db, "counters");
-	if (!c->cards || !c->runs || !c->events || !c->boards || !c->counters) {
-		mgo_conn_close(c);
-		return CORE_ERR_NOMEM;
-	}
+	c->client = c->mc->client;
+	c->cards = c->mc->cards;
+	c->runs = c->mc->runs;
+	c->events = c->mc->events;
+	c->boards = c->mc->boards;
+	c->counters = c->mc->counters;
+	if (m->just_read_key && (c->just = pthread_getspecific(m->just_read)))
+		pthread_setspecific(m->just_read, NULL);
 	return CORE_OK;
+}
+
+static void just_read_free(void *p)
+{
+	struct mgo_just_read *j = p;
+
+	if (j)
+		core_card_free(j->card);
+	free(j);
 }
 
 void mgo_conn_close(struct mgo_conn *c)
 {
-	mongoc_collection_destroy(c->counters);
-	mongoc_collection_destroy(c->boards);
-	mongoc_collection_destroy(c->events);
-	mongoc_collection_destroy(c->runs);
-	mongoc_collection_destroy(c->cards);
-	if (c->client)
-		mongoc_client_pool_push(c->m->pool, c->client);
+	struct mgo *m = c->m;
+
+	just_read_free(c->just);
+	if (c->mc) {
+		pthread_mutex_lock(&m->conn_mu);
+		c->mc->next = m->clients;
+		m->clients = c->mc;
+		pthread_mutex_unlock(&m->conn_mu);
+	}
 	memset(c, 0, sizeof(*c));
+}
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+bool mgo_just_read_init(struct mgo *m)
+{
+	m->just_read_key = pthread_key_create(&m->just_read, just_read_free) == 0;
+	return m->just_read_key;
+}
+
+void mgo_just_read_fini(struct mgo *m)
+{
+	if (!m->just_read_key)
+		return;
+	/* This thread's copy; threads that ended took theirs with them (the key's destructor). */
+	just_read_free(pthread_getspecific(m->just_read));
+	pthread_setspecific(m->just_read, NULL);
+	pthread_key_delete(m->just_read);
+	m->just_read_key = false;
+}
+
+void mgo_just_read_keep(struct mgo *m, const struct core_card *card)
+{
+	struct mgo_just_read *j;
+
+	if (!m->just_read_key)
+		return;
+	just_read_free(pthread_getspecific(m->just_read));
+	pthread_setspecific(m->just_read, NULL);
+	j = malloc(sizeof(*j));
+	if (!j || !(j->card = core_card_dup(card))) {
+		free(j);
+		return; /* the next op reads for itself */
+	}
+	j->mono_us = mono_us();
+	if (pthread_setspecific(m->just_read, j) != 0)
+		just_read_free(j);
+}
+
+struct core_card *mgo_just_read_take(struct mgo_conn *c, const char *id)
+{
+	struct mgo_just_read *j = c->just;
+	struct core_card *card = NULL;
+
+	c->just = NULL;
+	if (j && strcmp(j->card->id, id) == 0 && mono_us() - j->mono_us <= MGO_JUST_READ_US) {
+		card = j->card;
+		j->card = NULL;
+	}
+	just_read_free(j);
+	return card;
 }
 
 bool mgo_error_is_dup(const bson_error_t *e)

@@ -279,7 +279,7 @@ static enum core_rc transfer_once(struct mgo_conn *c, const void *arg, bool *hit
 	const struct transfer_arg *x = arg;
 	struct mgo_attempt a;
 	struct mgo_evq q;
-	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+	enum core_rc rc = mgo_attempt_begin_card(c, x->id, &a);
 
 	mgo_evq_init(&q, c->m);
 	if (rc == CORE_OK && !a.was->claim.present)
@@ -336,7 +336,7 @@ static enum core_rc release_exact_once(struct mgo_conn *c, const void *arg, bool
 {
 	const struct exact_arg *x = arg;
 	struct mgo_attempt a;
-	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
+	enum core_rc rc = mgo_attempt_begin_card(c, x->id, &a);
 
 	if (rc == CORE_OK && !claim_matches(a.was, x->expect))
 		rc = CORE_ERR_CLAIM_CONFLICT;
