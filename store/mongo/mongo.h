@@ -184,6 +184,10 @@ enum core_rc mgo_find_by_id(mongoc_collection_t *coll, const char *id, bson_t **
  * else a NULL-terminated list). */
 bool mgo_board_allowed(const char *board, const char *one, const char *const *many);
 /* Atomically adds n to counter `name`; *last receives the new value. */
+/* The counters collection's findAndModify (upsert, new document back, counter_serial
+ * honoured). OUT: *reply, always initialised; the caller destroys it. */
+enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bson_t *update,
+			     bson_t *reply);
 enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last);
 
 /* ---- the server clock (mongo_clock.c) ---- */

@@ -35,19 +35,14 @@ enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boa
 			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast)
 {
 	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, reply;
-	mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
 	bson_iter_t it, v;
-	bson_error_t e;
 	char f[CORE_NAME_MAX + 8];
-	enum core_rc rc = CORE_ERR_NOMEM;
+	enum core_rc rc;
 	size_t i;
-	bool ok;
 
 	*last = 0;
 	for (i = 0; i < nb; i++)
 		blast[i] = 0;
-	if (!opts)
-		goto out;
 	BSON_APPEND_UTF8(&filter, "_id", "events");
 	BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
 	BSON_APPEND_INT64(&inc, "seq", n);
@@ -57,19 +52,9 @@ enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boa
 	}
 	bson_append_document_end(&update, &inc);
 	/* The whole document comes back: FerretDB 1.24's findAndModify takes no `fields`. */
-	mongoc_find_and_modify_opts_set_update(opts, &update);
-	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |
-							    MONGOC_FIND_AND_MODIFY_RETURN_NEW);
-	if (c->m->counter_serial)
-		pthread_mutex_lock(&c->m->counter_mu);
-	ok = mongoc_collection_find_and_modify_with_opts(c->counters, &filter, opts, &reply, &e);
-	if (c->m->counter_serial)
-		pthread_mutex_unlock(&c->m->counter_mu);
-	if (!ok) {
-		rc = mgo_error("counter", &e);
+	rc = mgo_counter_fam(c, &filter, &update, &reply);
+	if (rc != CORE_OK)
 		goto out;
-	}
-	rc = CORE_OK;
 	if (!bson_iter_init_find(&it, &reply, "value") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
 	    !bson_iter_recurse(&it, &v) || !bson_iter_find(&v, "seq") || !mgo_iter_i64(&v, last))
 		rc = CORE_ERR_STORE_UNAVAILABLE;
@@ -81,14 +66,12 @@ enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boa
 	}
 	if (rc != CORE_OK)
 		fprintf(stderr, "boardd: mongo: counter events: malformed reply\n");
-	bson_destroy(&reply);
 out:
-	mongoc_find_and_modify_opts_destroy(opts);
+	bson_destroy(&reply);
 	bson_destroy(&update);
 	bson_destroy(&filter);
 	return rc;
 }
-
 /* The highest board_seq `events` holds for board (0: none); false when the read failed. */
 static bool bseq_top(struct mgo_conn *c, const char *board, int64_t *top)
 {

@@ -267,44 +267,51 @@ enum core_rc mgo_find_each(mongoc_collection_t *coll, const bson_t *filter, cons
 	return rc;
 }
 
-enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last)
+/* The counters collection's one findAndModify: UPDATE on the document FILTER names, upserted,
+ * the new document back, taken in turns within this process where the server needs it
+ * (counter_serial). OUT: *reply, always initialised: the caller destroys it. */
+enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bson_t *update,
+			     bson_t *reply)
 {
-	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc;
 	mongoc_find_and_modify_opts_t *opts = mongoc_find_and_modify_opts_new();
-	bson_iter_t it;
 	bson_error_t e;
-	bson_t reply;
-	enum core_rc rc = CORE_ERR_NOMEM;
 	bool ok;
 
-	*last = 0;
-	if (!opts)
-		goto out;
-	BSON_APPEND_UTF8(&filter, "_id", name);
-	BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
-	BSON_APPEND_INT64(&inc, "seq", n);
-	bson_append_document_end(&update, &inc);
-	mongoc_find_and_modify_opts_set_update(opts, &update);
+	if (!opts) {
+		bson_init(reply);
+		return CORE_ERR_NOMEM;
+	}
+	mongoc_find_and_modify_opts_set_update(opts, update);
 	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |
 							    MONGOC_FIND_AND_MODIFY_RETURN_NEW);
 	if (c->m->counter_serial)
 		pthread_mutex_lock(&c->m->counter_mu);
-	ok = mongoc_collection_find_and_modify_with_opts(c->counters, &filter, opts, &reply, &e);
+	ok = mongoc_collection_find_and_modify_with_opts(c->counters, filter, opts, reply, &e);
 	if (c->m->counter_serial)
 		pthread_mutex_unlock(&c->m->counter_mu);
-	if (!ok) {
-		rc = mgo_error("counter", &e);
-		goto out;
-	}
-	rc = CORE_ERR_STORE_UNAVAILABLE;
-	if (bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-	    bson_iter_recurse(&it, &it) && bson_iter_find(&it, "seq") && mgo_iter_i64(&it, last))
-		rc = CORE_OK;
-	else
-		fprintf(stderr, "boardd: mongo: counter %s: malformed reply\n", name);
-	bson_destroy(&reply);
-out:
 	mongoc_find_and_modify_opts_destroy(opts);
+	return ok ? CORE_OK : mgo_error("counter", &e);
+}
+
+enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, reply;
+	bson_iter_t it;
+	enum core_rc rc;
+
+	*last = 0;
+	BSON_APPEND_UTF8(&filter, "_id", name);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
+	BSON_APPEND_INT64(&inc, "seq", n);
+	bson_append_document_end(&update, &inc);
+	rc = mgo_counter_fam(c, &filter, &update, &reply);
+	if (rc == CORE_OK &&
+	    !(bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+	      bson_iter_recurse(&it, &it) && bson_iter_find(&it, "seq") && mgo_iter_i64(&it, last))) {
+		fprintf(stderr, "boardd: mongo: counter %s: malformed reply\n", name);
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+	}
+	bson_destroy(&reply);
 	bson_destroy(&update);
 	bson_destroy(&filter);
 	return rc;
