@@ -123,13 +123,7 @@ enum core_rc api_h_renew(struct api_req *r)
 		char *text = store_renew_json_text(c, t.marker, &len); /* no tree */
 
 		core_card_free(c);
-		if (!text)
-			return CORE_ERR_NOMEM;
-		r->raw_owned = text;
-		r->raw_len = len;
-		r->raw_type = "application/json";
-		r->status = 200;
-		return CORE_OK;
+		return api_reply_json_text(r, 200, text, len);
 	}
 }
 

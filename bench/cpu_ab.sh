@@ -15,6 +15,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
+source "$here/lib.sh" # boardd_log_port, bench_tokens
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-8}
 WORKERS=${WORKERS:-32}
@@ -41,22 +42,12 @@ for r in $(seq "$ROUNDS"); do
 		bin=${!i}
 		d=$tmp/r$r-s$i
 		mkdir -p "$d"
-		"$bin" token add --tokens "$d/tokens.json" --name bench-worker --role worker \
-			>"$d/worker.tok" 2>/dev/null
-		"$bin" token add --tokens "$d/tokens.json" --name bench-bot --role bot \
-			>"$d/bot.tok" 2>/dev/null
-		printf 'worker %s\nbot %s\n' "$(cat "$d/worker.tok")" "$(cat "$d/bot.tok")" >"$d/plain"
+		bench_tokens "$bin" "$d"
 		"$bin" --store "fs:$d/data" --tokens "$d/tokens.json" --listen 127.0.0.1:0 \
 			2>"$d/boardd.log" &
 		pids+=($!)
-		port=
-		for _ in $(seq 200); do # boardd prints the port it bound
-			port=$(grep -o '(port [0-9]*)' "$d/boardd.log" 2>/dev/null | head -1 |
-				tr -dc 0-9) || true
-			[ -n "$port" ] && break
-			sleep 0.05
-		done
-		[ -n "$port" ] || { echo "cpu_ab.sh: $bin did not start:" >&2; cat "$d/boardd.log" >&2; exit 1; }
+		port=$(boardd_log_port "$d/boardd.log") ||
+			{ echo "cpu_ab.sh: $bin did not start:" >&2; cat "$d/boardd.log" >&2; exit 1; }
 		ports+=("$port")
 	done
 	load=$(cut -d' ' -f1 /proc/loadavg)

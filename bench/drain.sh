@@ -17,6 +17,7 @@ WORKERS=${WORKERS:-32}
 ROUNDS=${ROUNDS:-2}
 BOARDCTL_JOBS=${BOARDCTL_JOBS:-1000}
 source "$root/bench/pg.sh" # the private cluster: pg_cluster_start, pg_cluster_stop, PGBIN
+source "$root/bench/lib.sh" # boardd_log_port, bench_tokens
 
 if [ ! -d "$BUILD" ]; then
   meson setup "$BUILD" --buildtype=release >/dev/null
@@ -36,11 +37,7 @@ start_boardd() { # fresh store in $tmp/fs-$1
   "$BUILD/server/boardd" --listen 127.0.0.1:0 --store "fs:$tmp/fs-$1" --tokens "$tmp/tokens.json" \
     2>"$tmp/boardd-$1.log" &
   boardd_pid=$!
-  for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on .* (port \([0-9]*\)).*/\1/p' "$tmp/boardd-$1.log" | head -1)
-    [ -n "$port" ] && return 0
-    sleep 0.05
-  done
+  port=$(boardd_log_port "$tmp/boardd-$1.log") && return 0
   echo "drain.sh: boardd did not start" >&2
   cat "$tmp/boardd-$1.log" >&2
   exit 1
@@ -52,10 +49,7 @@ stop_boardd() {
 }
 
 # tokens: one worker, one bot (boardd token add prints the plain token on its last line)
-"$BUILD/server/boardd" token add --tokens "$tmp/tokens.json" --name bench-worker --role worker \
-  >"$tmp/worker.tok" 2>/dev/null
-"$BUILD/server/boardd" token add --tokens "$tmp/tokens.json" --name bench-bot --role bot \
-  >"$tmp/bot.tok" 2>/dev/null
+bench_tokens "$BUILD/server/boardd" "$tmp"
 export BENCH_WORKER_TOKEN=$(tail -1 "$tmp/worker.tok") BENCH_BOT_TOKEN=$(tail -1 "$tmp/bot.tok")
 
 # the PostgreSQL cluster

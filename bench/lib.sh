@@ -1,4 +1,4 @@
-# Sourced by the bench scripts (run.sh, mongo.sh): processes, ports and tokens on 127.0.0.1.
+# Sourced by the bench scripts (run.sh, mongo.sh, drain.sh, cpu_ab.sh): processes, ports and tokens on 127.0.0.1.
 
 stop_pid() { # pid: SIGTERM, wait up to 10 s, then SIGKILL
 	local pid=$1 i
@@ -38,6 +38,18 @@ wait_port() { # port seconds: until something accepts connections there
 	local i
 	for i in $(seq $(($2 * 20))); do
 		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# boardd_log_port LOG: the port a boardd started with --listen ADDR:0 printed in LOG
+# ("... (port N)"), waiting up to 10 s; fails when it never did.
+boardd_log_port() {
+	local port
+	for _ in $(seq 200); do
+		port=$(grep -o '(port [0-9]*)' "$1" 2>/dev/null | head -1 | tr -dc 0-9) || true
+		[ -n "$port" ] && { echo "$port"; return 0; }
 		sleep 0.05
 	done
 	return 1

@@ -468,6 +468,26 @@ char *store_claim_json_text(const struct core_card *c, const struct core_token *
 	return jb_done(&b, len);
 }
 
+/* POST renew's answer (DESIGN §3): {marker, epoch, lease_until, lease_ms} of the renewed card
+ * for token marker `marker`, written as store_card_json_text writes (byte for byte what
+ * json_dumps wrote of the json_pack tree api/claims.c built before). */
+char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len)
+{
+	struct jbuf b = {.ok = true};
+
+	jb_put(&b, "{", 1);
+	jb_key(&b, "marker");
+	jb_str(&b, marker ? marker : "");
+	jb_key(&b, "epoch");
+	jb_int(&b, c->claim_epoch);
+	jb_key(&b, "lease_until");
+	jb_time(&b, c->claim.lease_until);
+	jb_key(&b, "lease_ms");
+	jb_int(&b, c->claim.lease_ms);
+	jb_put(&b, "}", 1);
+	return jb_done(&b, len);
+}
+
 json_t *store_board_to_json(const struct core_board *b)
 {
 	json_t *o, *cols;
@@ -867,24 +887,4 @@ enum core_rc store_event_from_json(const json_t *j, struct core_event *out)
 	}
 	*out = e;
 	return CORE_OK;
-}
-
-/* POST renew's answer (DESIGN §3): {marker, epoch, lease_until, lease_ms} of the renewed card
- * for token marker `marker`, written as store_card_json_text writes (byte for byte what
- * json_dumps wrote of the json_pack tree api/claims.c built before). */
-char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len)
-{
-	struct jbuf b = {.ok = true};
-
-	jb_put(&b, "{", 1);
-	jb_key(&b, "marker");
-	jb_str(&b, marker ? marker : "");
-	jb_key(&b, "epoch");
-	jb_int(&b, c->claim_epoch);
-	jb_key(&b, "lease_until");
-	jb_time(&b, c->claim.lease_until);
-	jb_key(&b, "lease_ms");
-	jb_int(&b, c->claim.lease_ms);
-	jb_put(&b, "}", 1);
-	return jb_done(&b, len);
 }
