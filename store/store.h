@@ -770,6 +770,10 @@ struct store_mongo_options {
 	/* Test hook (NULL in production): called by every conditional card write between its
 	 * read and its write, so a test can interleave a concurrent change deterministically. */
 	void (*test_before_write)(void *ctx, const char *card_id);
+	/* Test hook (NULL in production): called before each read a background poll makes,
+	 * naming it ("tail": `events`, "probe": the events counter, "lease": `deliveries`), so
+	 * a test can count what an idle poller asks the database. */
+	void (*test_read)(void *ctx, const char *what);
 	void *test_ctx;
 };
 

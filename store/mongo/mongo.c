@@ -316,6 +316,21 @@ static int64_t events_keep(void)
 	return *end || n < 1 ? MGO_EVENTS_KEEP_DEFAULT : (int64_t)n;
 }
 
+/* BOARDD_TEST_MONGO_TAIL_NAP_MS (test only, never for deployments): a waiting tail's nap
+ * between polls, fixed instead of adaptive (MGO_TAIL_NAP_MIN_MS..MAX_MS), so a test can make
+ * it longer than its wait and see that this process's own write wakes it. 0: adaptive. */
+static int64_t tail_nap(void)
+{
+	const char *v = getenv("BOARDD_TEST_MONGO_TAIL_NAP_MS");
+	char *end;
+	long long n;
+
+	if (!v || !*v)
+		return 0;
+	n = strtoll(v, &end, 10);
+	return *end || n < 1 ? 0 : (int64_t)n;
+}
+
 /* Defaults for a URI that does not say: fail over to 503 in seconds, not the driver's 30 s
  * server selection and 5 min socket wait, and acknowledge only majority-committed writes. */
 static void uri_defaults(mongoc_uri_t *uri)
@@ -379,7 +394,9 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		o->unleased_horizon_ms ? o->unleased_horizon_ms : MGO_HORIZON_DEFAULT_MS;
 	m->events_keep = events_keep();
 	m->test_before_write = o->test_before_write;
+	m->test_read = o->test_read;
 	m->test_ctx = o->test_ctx;
+	m->tail_nap_ms = tail_nap();
 	dbname = mongoc_uri_get_database(uri);
 	m->db = strdup(dbname && *dbname ? dbname : "boardd");
 	m->pool = mongoc_client_pool_new_with_error(uri, &e);
@@ -408,7 +425,7 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	rc = mgo_clock_init(m, err, errlen);
 	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->subs_mu, NULL) != 0 ||
-			      pthread_mutex_init(&m->lease_mu, NULL) != 0)) {
+			      pthread_mutex_init(&m->lease_mu, NULL) != 0 || !mgo_tail_init(m))) {
 		mgo_clock_release(m);
 		snprintf(err, errlen, "mongo store: cannot initialise the counters lock");
 		rc = CORE_ERR_INTERNAL;
@@ -464,6 +481,7 @@ static void mgo_close(struct store *st)
 	mgo_subs_cache_release(m);
 	pthread_mutex_destroy(&m->subs_mu);
 	pthread_mutex_destroy(&m->lease_mu);
+	mgo_tail_fini(m);
 	mgo_clock_release(m);
 	free(m->db);
 	free(m);

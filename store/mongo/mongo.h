@@ -44,6 +44,17 @@
 #define MGO_EVENTS_KEEP_DEFAULT ((int64_t)100000) /* the audit tail keeps the newest seqs */
 #define MGO_TRIM_BATCH ((int64_t)10000) /* seqs per delete when trimming `events` */
 #define MGO_TRIM_ROUNDS 50     /* deletes per trim; the rest waits for the next maintenance */
+/* A waiting tail (mongo_events.c) naps between polls, from MIN doubling to MAX while nothing
+ * comes; this process's own event inserts wake it at once. After a nap it reads the events
+ * counter (one document by _id) and queries `events` only when the counter moved past it,
+ * or when FULL has passed since its last query (a counter behind the stored events). */
+#define MGO_TAIL_NAP_MIN_MS 100
+#define MGO_TAIL_NAP_MAX_MS 250
+#define MGO_TAIL_FULL_MS 2000
+/* How long a lease that found no due delivery spares this process's deliverers the query
+ * (each deliverer polls every 250 ms; on FerretDB each poll scans `deliveries`): a delivery
+ * another replica enqueued is leased here within this; this process's own at once. */
+#define MGO_LEASE_QUIET_MS 1000
 
 struct mgo {
 	struct store base; /* first: what the wrappers see */
@@ -52,7 +63,9 @@ struct mgo {
 	int64_t unleased_horizon_ms;
 	int64_t events_keep; /* `events` retention, in seqs (BOARDD_TEST_MONGO_EVENTS_KEEP: tests) */
 	void (*test_before_write)(void *ctx, const char *card_id); /* store_mongo_options */
+	void (*test_read)(void *ctx, const char *what);            /* store_mongo_options */
 	void *test_ctx;
+	int64_t tail_nap_ms; /* 0: adaptive; BOARDD_TEST_MONGO_TAIL_NAP_MS (tests) fixes it */
 
 	/* ---- the server clock (mongo_clock.c): guarded by clock_mu ---- */
 	pthread_mutex_t clock_mu;
@@ -90,6 +103,22 @@ struct mgo {
 	atomic_uint_least64_t err_command;   /* commands failed */
 	atomic_uint_least64_t err_heartbeat; /* server monitor checks failed */
 	struct metrics_hist cmd_duration;    /* round trips of the commands that succeeded */
+
+	/* ---- the tail's wake-ups (mongo_events.c): guarded by tail_mu ---- */
+	pthread_mutex_t tail_mu;
+	pthread_cond_t tail_cv; /* CLOCK_MONOTONIC; broadcast when this process stores events */
+	uint64_t tail_gen;      /* bumped with each broadcast */
+	/* The last unfiltered tail query that found nothing new: from tail_memo_after, at
+	 * tail_memo_ms (monotonic), before write tail_memo_gen. A call from the same place
+	 * within MGO_TAIL_FULL_MS starts with the counter instead of the query. */
+	int64_t tail_memo_after, tail_memo_ms;
+	uint64_t tail_memo_gen;
+	/* The deliverers' gate (mongo_effect.c), under tail_mu too: a lease that found nothing
+	 * due lets this process's next leases skip the query until lease_quiet_until (server
+	 * ms): MGO_LEASE_QUIET_MS later, or sooner when a retry it wrote falls due. This
+	 * process's own enqueues and retries (lease_gen moves) open it at once. */
+	int64_t lease_quiet_until;
+	uint64_t lease_gen;
 
 	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
 	pthread_mutex_t mu;
@@ -254,6 +283,13 @@ void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc);
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q);
 /* Delivers outbox entries older than the grace period in all three collections. */
 void mgo_outbox_drain(struct mgo *m);
+/* Opens the deliverers' gate: this process enqueued or re-armed a delivery due at `due`
+ * (server ms; 0: now) (mongo_effect.c). */
+void mgo_lease_open(struct mgo *m, int64_t due);
+/* Wakes this process's waiting tails: events were just stored (mongo_events.c). */
+void mgo_tail_wake(struct mgo *m);
+bool mgo_tail_init(struct mgo *m);
+void mgo_tail_fini(struct mgo *m);
 /* Deletes the events older than the newest m->events_keep seqs (the maintenance thread). */
 void mgo_events_trim(struct mgo *m);
 
@@ -265,6 +301,8 @@ enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boa
 			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast);
 /* Does an event other than eid hold board's bseq? (A failed read answers yes.) */
 bool mgo_bseq_taken(struct mgo_conn *c, const char *board, int64_t bseq, const char *eid);
+/* The events counter's field of a board ("b.<board>", '.' written ':'). */
+void mgo_bseq_field(char *out, size_t cap, const char *board);
 /* Raises board's counter to the highest board_seq stored (never lowers it). */
 void mgo_bseq_catch_up(struct mgo_conn *c, const char *board);
 /* At open: numbers the events stored before board_seq existed, per board in seq order. */

@@ -21,7 +21,7 @@
 #include <string.h>
 
 /* The counter field of a board: "b.<board>" with '.' as ':'. */
-static void bfield(char *out, size_t cap, const char *board)
+void mgo_bseq_field(char *out, size_t cap, const char *board)
 {
 	size_t i;
 
@@ -47,7 +47,7 @@ enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boa
 	BSON_APPEND_DOCUMENT_BEGIN(&update, "$inc", &inc);
 	BSON_APPEND_INT64(&inc, "seq", n);
 	for (i = 0; i < nb; i++) {
-		bfield(f, sizeof f, boards[i]);
+		mgo_bseq_field(f, sizeof f, boards[i]);
 		BSON_APPEND_INT64(&inc, f, counts[i]);
 	}
 	bson_append_document_end(&update, &inc);
@@ -59,7 +59,7 @@ enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boa
 	    !bson_iter_recurse(&it, &v) || !bson_iter_find(&v, "seq") || !mgo_iter_i64(&v, last))
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 	for (i = 0; rc == CORE_OK && i < nb; i++) {
-		bfield(f, sizeof f, boards[i]);
+		mgo_bseq_field(f, sizeof f, boards[i]);
 		if (!bson_iter_recurse(&it, &v) || !bson_iter_find_descendant(&v, f, &v) ||
 		    !mgo_iter_i64(&v, &blast[i]))
 			rc = CORE_ERR_STORE_UNAVAILABLE;
@@ -127,7 +127,7 @@ void mgo_bseq_catch_up(struct mgo_conn *c, const char *board)
 
 	if (!bseq_top(c, board, &top) || top < 1)
 		return;
-	bfield(f, sizeof f, board);
+	mgo_bseq_field(f, sizeof f, board);
 	BSON_APPEND_UTF8(&filter, "_id", "events");
 	BSON_APPEND_DOCUMENT_BEGIN(&update, "$max", &max);
 	BSON_APPEND_INT64(&max, f, top);

@@ -464,6 +464,8 @@ enum core_rc mgo_effects_store(struct mgo_conn *c, const struct mgo_evq *q)
 			else if (!mongoc_collection_insert_one(dc, doc, NULL, NULL, &err) &&
 				 !mgo_error_is_dup(&err))
 				rc = mgo_error("insert delivery", &err);
+			else
+				mgo_lease_open(c->m, 0); /* due now: this process's deliverers */
 			if (doc)
 				bson_destroy(doc);
 			json_decref(dj);
@@ -712,6 +714,38 @@ static void lease_free_filter(bson_t *f, int64_t now)
 	bson_append_array_end(f, &or);
 }
 
+void mgo_lease_open(struct mgo *m, int64_t due)
+{
+	pthread_mutex_lock(&m->tail_mu);
+	m->lease_gen++;
+	if (due < m->lease_quiet_until)
+		m->lease_quiet_until = due;
+	pthread_mutex_unlock(&m->tail_mu);
+}
+
+/* Whether the gate is closed at server time now (no query); else *gen: the gate's
+ * generation as the query starts (lease_quiet_after compares it). */
+static bool lease_quiet(struct mgo *m, int64_t now, uint64_t *gen)
+{
+	bool quiet;
+
+	pthread_mutex_lock(&m->tail_mu);
+	quiet = now < m->lease_quiet_until;
+	*gen = m->lease_gen;
+	pthread_mutex_unlock(&m->tail_mu);
+	return quiet;
+}
+
+/* A query at `now` found no delivery due: close the gate for MGO_LEASE_QUIET_MS unless this
+ * process enqueued one since the query started. */
+static void lease_quiet_after(struct mgo *m, int64_t now, uint64_t gen)
+{
+	pthread_mutex_lock(&m->tail_mu);
+	if (m->lease_gen == gen)
+		m->lease_quiet_until = now + MGO_LEASE_QUIET_MS;
+	pthread_mutex_unlock(&m->tail_mu);
+}
+
 enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
 				struct store_delivery **out)
 {
@@ -720,10 +754,17 @@ enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lea
 	struct store_delivery **cand = NULL;
 	size_t n = 0, i;
 	bson_t filter = BSON_INITIALIZER, lte;
+	uint64_t gen;
 	enum core_rc rc = mgo_conn_open(mgo_of(st), &c);
 
 	if (rc != CORE_OK)
 		return rc;
+	if (lease_quiet(c.m, c.now, &gen)) {
+		mgo_conn_close(&c);
+		return CORE_OK; /* nothing due here a moment ago, and nothing enqueued since */
+	}
+	if (c.m->test_read)
+		c.m->test_read(c.m->test_ctx, "lease");
 	if (c.m->counter_serial)
 		pthread_mutex_lock(&c.m->lease_mu);
 	BSON_APPEND_UTF8(&filter, "status", "pending");
@@ -733,6 +774,8 @@ enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lea
 	lease_free_filter(&filter, c.now);
 	rc = dlv_query(&c, &filter, 1, MGO_LEASE_CANDIDATES, &cand, &n);
 	bson_destroy(&filter);
+	if (rc == CORE_OK && n == 0)
+		lease_quiet_after(c.m, c.now, gen);
 	coll = coll_get(&c, "deliveries");
 	for (i = 0; rc == CORE_OK && i < n && !*out; i++) {
 		bson_t f = BSON_INITIALIZER, u = BSON_INITIALIZER, set, inc, *doc = NULL;
@@ -867,6 +910,8 @@ enum core_rc mgo_delivery_finish(struct store *st, const char *id,
 	bson_append_document_end(&u, &inc);
 	(void)unset;
 	rc = dlv_cas(&c, coll, id, &f, &u, CORE_ERR_CLAIM_CONFLICT, &d);
+	if (rc == CORE_OK && o->verdict == CORE_DELIVERY_RETRY)
+		mgo_lease_open(c.m, o->next_at); /* leased here when it falls due */
 	/* After the outcome: a replica that dies in between leaves the subscription enabled,
 	 * and the next delivery to it meets the 410 again. */
 	if (rc == CORE_OK && o->verdict == CORE_DELIVERY_DISABLE)
@@ -909,6 +954,8 @@ enum core_rc mgo_delivery_retry(struct store *st, const char *id, struct store_d
 	BSON_APPEND_INT64(&inc, "lease_epoch", 1);
 	bson_append_document_end(&u, &inc);
 	rc = dlv_cas(&c, coll, id, &f, &u, CORE_ERR_STATE_CONFLICT, out);
+	if (rc == CORE_OK)
+		mgo_lease_open(c.m, 0);
 	bson_destroy(&u);
 	bson_destroy(&f);
 	mongoc_collection_destroy(coll);

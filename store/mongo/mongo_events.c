@@ -245,6 +245,8 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 	}
 	if (!mongoc_bulk_operation_execute(bulk, &reply, &e))
 		rc = mgo_error("insert events", &e);
+	else
+		mgo_tail_wake(c->m); /* this process's waiting tails read them at once */
 	bson_destroy(&reply);
 	mongoc_bulk_operation_destroy(bulk);
 	bson_destroy(&opts);
@@ -284,6 +286,7 @@ static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n, const char *c
 	}
 	if (!mongoc_bulk_operation_execute(bulk, &reply, &e) && !mgo_error_is_dup(&e))
 		mgo_error("fill events seqs", &e); /* left a hole: the tail waits out its grace */
+	mgo_tail_wake(c->m); /* a filled hole lets a waiting tail step over it */
 	bson_destroy(&reply);
 	mongoc_bulk_operation_destroy(bulk);
 	bson_destroy(&opts);
@@ -581,6 +584,8 @@ void mgo_outbox_drain(struct mgo *m)
 
 /* ---- retention ---- */
 
+static bool tail_probe(struct mgo *m, const char *board, int64_t *top);
+
 void mgo_events_trim(struct mgo *m)
 {
 	struct mgo_conn c;
@@ -593,7 +598,11 @@ void mgo_events_trim(struct mgo *m)
 		return;
 	/* By seq, not by count: no count of a large collection, and holes and fillers only
 	 * make the tail keep fewer than events_keep, never more. */
-	if (!events_edge(&c, -1, &top) || (cut = top - m->events_keep) < 1 ||
+	/* The newest seq from the counter (one document by _id): no read of `events` at all
+	 * while it holds fewer than events_keep seqs (FerretDB scans and sorts the whole
+	 * collection for an edge). A counter ahead of `events` trims a few more of the oldest,
+	 * one behind it trims less: neither loses a kept seq that matters. */
+	if (!tail_probe(m, NULL, &top) || (cut = top - m->events_keep) < 1 ||
 	    !events_edge(&c, 1, &low))
 		goto out;
 	/* A bounded delete at a time: a first trim of a long-grown collection does not hold one
@@ -686,8 +695,113 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* ---- the tail's wake-ups ---- */
+
+bool mgo_tail_init(struct mgo *m)
+{
+	pthread_condattr_t ca;
+	bool ok;
+
+	if (pthread_condattr_init(&ca) != 0)
+		return false;
+	ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+	     pthread_mutex_init(&m->tail_mu, NULL) == 0;
+	if (ok && pthread_cond_init(&m->tail_cv, &ca) != 0) {
+		pthread_mutex_destroy(&m->tail_mu);
+		ok = false;
+	}
+	pthread_condattr_destroy(&ca);
+	m->tail_memo_after = -1;
+	return ok;
+}
+
+void mgo_tail_fini(struct mgo *m)
+{
+	pthread_cond_destroy(&m->tail_cv);
+	pthread_mutex_destroy(&m->tail_mu);
+}
+
+void mgo_tail_wake(struct mgo *m)
+{
+	pthread_mutex_lock(&m->tail_mu);
+	m->tail_gen++;
+	pthread_cond_broadcast(&m->tail_cv);
+	pthread_mutex_unlock(&m->tail_mu);
+}
+
+static uint64_t tail_gen(struct mgo *m)
+{
+	uint64_t g;
+
+	pthread_mutex_lock(&m->tail_mu);
+	g = m->tail_gen;
+	pthread_mutex_unlock(&m->tail_mu);
+	return g;
+}
+
+/* Naps up to ms unless this process stores events meanwhile (its gen moves past gen): true
+ * then. */
+static bool tail_nap(struct mgo *m, uint64_t gen, int64_t ms)
+{
+	struct timespec until;
+	bool woke;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&m->tail_mu);
+	while (m->tail_gen == gen && pthread_cond_timedwait(&m->tail_cv, &m->tail_mu, &until) == 0)
+		;
+	woke = m->tail_gen != gen;
+	pthread_mutex_unlock(&m->tail_mu);
+	return woke;
+}
+
+/* The newest seq handed out (board NULL) or board's newest board_seq, from the events counter:
+ * one document by _id, which FerretDB reads without scanning (its SQLite backend pushes down
+ * only an {_id} filter; the tail's query reads and sorts every event there). False when the
+ * read failed: the caller queries instead. A missing counter reads 0. */
+static bool tail_probe(struct mgo *m, const char *board, int64_t *top)
+{
+	struct mgo_conn c;
+	bson_t *doc = NULL;
+	bson_iter_t it;
+	char f[CORE_NAME_MAX + 8];
+	bool ok;
+
+	if (m->test_read)
+		m->test_read(m->test_ctx, "probe");
+	if (mgo_conn_open_bare(m, &c) != CORE_OK)
+		return false;
+	ok = mgo_find_by_id(c.counters, "events", &doc) == CORE_OK;
+	mgo_conn_close(&c);
+	*top = 0;
+	if (ok && doc) {
+		if (board)
+			mgo_bseq_field(f, sizeof f, board);
+		if (bson_iter_init(&it, doc) &&
+		    bson_iter_find_descendant(&it, board ? f : "seq", &it))
+			ok = mgo_iter_i64(&it, top);
+	}
+	bson_destroy(doc);
+	return ok;
+}
+
 /* The tail: by seq over the boards asked for, or (by_board) one board's by board_seq off the
- * (board, board_seq) index, never a scan of other boards' events. */
+ * (board, board_seq) index, never a scan of other boards' events.
+ *
+ * Waiting (wait_ms), it queries `events` again only when there can be something new: this
+ * process stored events (mgo_tail_wake wakes its nap at once), the counter moved past where
+ * it stopped (read after each nap: another replica's events, within MGO_TAIL_NAP_MAX_MS), or
+ * MGO_TAIL_FULL_MS passed since its last query (a counter behind what `events` holds: one
+ * restored from an older backup, or moved back by FerretDB's non-atomic $inc). The naps grow
+ * from MGO_TAIL_NAP_MIN_MS to MGO_TAIL_NAP_MAX_MS while nothing comes. An unfiltered call
+ * from where the last one found nothing, within MGO_TAIL_FULL_MS and with no write of this
+ * process since, starts with the counter too (the claim-next waker's back-to-back calls). */
 static enum core_rc events_list(struct mgo *m, const char *board, const char *const *boards,
 				bool by_board, int64_t after, size_t limit, int64_t wait_ms,
 				struct core_event **out, size_t *n, int64_t *next)
@@ -695,17 +809,37 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 	struct store *st = &m->base;
 	const char *key = by_board ? "board_seq" : "seq";
 	struct core_event *v = calloc(limit, sizeof(*v));
+	bool plain = !by_board && !board && !boards; /* the memo's kind of call */
 	struct tail_ctx t;
 	struct mgo_conn c;
 	bson_t filter, opts, gt, sort;
-	int64_t deadline = mono_ms() + wait_ms, left;
-	enum core_rc rc;
-	struct timespec nap;
+	int64_t deadline = mono_ms() + wait_ms, left, last_query, top;
+	int64_t nap_ms = m->tail_nap_ms ? m->tail_nap_ms : MGO_TAIL_NAP_MIN_MS;
+	uint64_t gen = tail_gen(m);
+	bool query = true;
+	enum core_rc rc = CORE_OK;
 
 	if (!v)
 		return CORE_ERR_NOMEM;
 	*next = after;
+	last_query = mono_ms();
+	if (plain && wait_ms > 0) {
+		pthread_mutex_lock(&m->tail_mu);
+		query = !(m->tail_memo_after == after && m->tail_memo_gen == gen &&
+			  last_query - m->tail_memo_ms < MGO_TAIL_FULL_MS);
+		if (!query)
+			last_query = m->tail_memo_ms;
+		pthread_mutex_unlock(&m->tail_mu);
+		if (!query)
+			query = !tail_probe(m, NULL, &top) || top > after;
+	}
 	for (;;) {
+		if (!query)
+			goto nap;
+		gen = tail_gen(m); /* a write from here on wakes the nap below */
+		last_query = mono_ms();
+		if (m->test_read)
+			m->test_read(m->test_ctx, "tail");
 		/* A pooled client per poll, never across a nap: long-polls must not hold the
 		 * pool that every other request draws from. */
 		rc = mgo_conn_open_bare(m, &c);
@@ -737,12 +871,26 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		/* A full batch of other boards' events: read on without waiting. */
 		if (*n == 0 && !t.stop && t.scanned == 1000)
 			continue;
+		if (plain && *n == 0 && *next == after) {
+			pthread_mutex_lock(&m->tail_mu);
+			m->tail_memo_after = after;
+			m->tail_memo_ms = last_query;
+			m->tail_memo_gen = gen;
+			pthread_mutex_unlock(&m->tail_mu);
+		}
+	nap:
 		left = deadline - mono_ms();
 		if (*n > 0 || left <= 0)
 			break;
-		nap.tv_sec = 0;
-		nap.tv_nsec = (left < 100 ? left : 100) * 1000000L;
-		nanosleep(&nap, NULL);
+		if (tail_nap(m, gen, left < nap_ms ? left : nap_ms)) {
+			query = true; /* this process stored events */
+			nap_ms = m->tail_nap_ms ? m->tail_nap_ms : MGO_TAIL_NAP_MIN_MS;
+			continue;
+		}
+		if (!m->tail_nap_ms && nap_ms < MGO_TAIL_NAP_MAX_MS)
+			nap_ms = nap_ms * 2 < MGO_TAIL_NAP_MAX_MS ? nap_ms * 2 : MGO_TAIL_NAP_MAX_MS;
+		query = mono_ms() - last_query >= MGO_TAIL_FULL_MS ||
+			!tail_probe(m, by_board ? board : NULL, &top) || top > *next;
 	}
 	if (rc != CORE_OK) {
 		store_events_free(v, *n);

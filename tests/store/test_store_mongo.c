@@ -770,6 +770,7 @@ int main(void)
 	mongo_add_reaper(tc);
 	mongo_add_interleave(tc);
 	mongo_add_effects(tc);
+	mongo_add_tail(tc);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	ct_atomic = server_atomic;

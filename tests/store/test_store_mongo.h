@@ -44,5 +44,6 @@ void mongo_add_faults(TCase *tc);
 void mongo_add_reaper(TCase *tc);
 void mongo_add_interleave(TCase *tc);
 void mongo_add_effects(TCase *tc);
+void mongo_add_tail(TCase *tc);
 
 #endif
