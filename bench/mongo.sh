@@ -10,9 +10,12 @@
 #   PERF=1 bench/mongo.sh                   # and perf record -g boardd in each server's round 1
 #   BASELINE=/other/build/server/boardd bench/mongo.sh   # before/after: each round runs that
 #                                           # boardd, then this one, on the same server
+#   SERVERS="mjs mjs-delay" bench/mongo.sh  # mongo-java-server, then the same behind a proxy
+#                                           # that answers DELAY_MS later (delayproxy.py)
 #
 # Environment:
-#   SERVERS ("mjs ferretdb")  WORKERS (32)  DURATION seconds per round (15)  WARMUP (2)
+#   SERVERS ("mjs ferretdb"; also mjs-delay)  DELAY_MS (4: mjs-delay's added latency per answer)
+#   WORKERS (32)  DURATION seconds per round (15)  WARMUP (2)
 #   ROUNDS (2)  RENEWS (3)  BOARDD_THREADS (unset: boardd's default, one per core)
 #   PERF (unset)     1: perf record -g (DWARF unwinding) of boardd over PERF_S seconds (8) of
 #                    round 1 on each server, then the flat profile and boardd's own functions
@@ -46,11 +49,13 @@ builds="this=$BUILD/server/boardd"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/boardd-mongo-bench.XXXXXX")
 boardd_pid=
+proxy_pid=
 db_dir=
 db_tool=
 
 cleanup() {
 	stop_pid "$boardd_pid"
+	stop_pid "$proxy_pid"
 	[ -n "$db_dir" ] && "$db_tool" stop "$db_dir" >/dev/null 2>&1 || true
 	rm -rf "$tmp"
 }
@@ -82,13 +87,24 @@ profile() { # perf.data: the flat profile, then boardd's functions with their ca
 for server in $SERVERS; do
 	case $server in
 	mjs) db_tool=$top/tests/tools/mongo-java-server.sh name="mongo-java-server 1.47.0 (in memory)" ;;
+	mjs-delay) db_tool=$top/tests/tools/mongo-java-server.sh
+		name="mongo-java-server 1.47.0 (in memory) answering ${DELAY_MS:-4} ms later" ;;
 	ferretdb) db_tool=$top/tests/tools/ferretdb.sh name="FerretDB 1.24.2 (SQLite)" ;;
-	*) echo "mongo.sh: unknown server $server (mjs, ferretdb)" >&2; exit 2 ;;
+	*) echo "mongo.sh: unknown server $server (mjs, mjs-delay, ferretdb)" >&2; exit 2 ;;
 	esac
 	db_dir=$tmp/$server
 	port=$(pick_port)
 	"$db_tool" start "$db_dir" "$port" >/dev/null
 	db_pid=$(cat "$db_dir/pid")
+	if [ "$server" = mjs-delay ]; then
+		# boardd talks to the proxy; the database's CPU is still the server's own
+		server_port=$port
+		port=$(pick_port)
+		python3 "$here/delayproxy.py" "$port" "$server_port" \
+			"$(awk -v ms="${DELAY_MS:-4}" 'BEGIN { print ms / 1000 }')" &
+		proxy_pid=$!
+		wait_port "$port" 10
+	fi
 	echo
 	echo "==== $name on 127.0.0.1:$port; boardd threads ${BOARDD_THREADS:-default (one per core)} ===="
 	for r in $(seq "$ROUNDS"); do
@@ -131,6 +147,8 @@ for server in $SERVERS; do
 			boardd_pid=
 		done
 	done
+	stop_pid "$proxy_pid"
+	proxy_pid=
 	"$db_tool" stop "$db_dir" >/dev/null 2>&1 || true
 	db_dir=
 done

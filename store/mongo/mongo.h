@@ -47,10 +47,13 @@
 /* A waiting tail (mongo_events.c) naps between polls, from MIN doubling to MAX while nothing
  * comes; this process's own event inserts wake it at once. After a nap it reads the events
  * counter (one document by _id) and queries `events` only when the counter moved past it,
- * or when FULL has passed since its last query (a counter behind the stored events). */
+ * or when FULL has passed since its last query (a counter behind the stored events: on
+ * FerretDB each query of `events` reads and sorts all of it, so this is kept long). */
 #define MGO_TAIL_NAP_MIN_MS 100
 #define MGO_TAIL_NAP_MAX_MS 250
-#define MGO_TAIL_FULL_MS 2000
+#define MGO_TAIL_FULL_MS 60000
+/* How long this process's waiting tails share one read of the events counter. */
+#define MGO_TAIL_PROBE_SHARE_MS 200
 /* How long a lease that found no due delivery spares this process's deliverers the query
  * (each deliverer polls every 250 ms; on FerretDB each poll scans `deliveries`): a delivery
  * another replica enqueued is leased here within this; this process's own at once. */
@@ -113,6 +116,8 @@ struct mgo {
 	 * within MGO_TAIL_FULL_MS starts with the counter instead of the query. */
 	int64_t tail_memo_after, tail_memo_ms;
 	uint64_t tail_memo_gen;
+	bson_t *probe_doc; /* the events counter as last read (owned), at probe_ms (mono) */
+	int64_t probe_ms;
 	/* The deliverers' gate (mongo_effect.c), under tail_mu too: a lease that found nothing
 	 * due lets this process's next leases skip the query until lease_quiet_until (server
 	 * ms): MGO_LEASE_QUIET_MS later, or sooner when a retry it wrote falls due. This

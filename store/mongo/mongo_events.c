@@ -717,6 +717,8 @@ bool mgo_tail_init(struct mgo *m)
 
 void mgo_tail_fini(struct mgo *m)
 {
+	bson_destroy(m->probe_doc);
+	m->probe_doc = NULL;
 	pthread_cond_destroy(&m->tail_cv);
 	pthread_mutex_destroy(&m->tail_mu);
 }
@@ -725,6 +727,7 @@ void mgo_tail_wake(struct mgo *m)
 {
 	pthread_mutex_lock(&m->tail_mu);
 	m->tail_gen++;
+	m->probe_ms = 0; /* the shared counter is stale now */
 	pthread_cond_broadcast(&m->tail_cv);
 	pthread_mutex_unlock(&m->tail_mu);
 }
@@ -763,22 +766,39 @@ static bool tail_nap(struct mgo *m, uint64_t gen, int64_t ms)
 
 /* The newest seq handed out (board NULL) or board's newest board_seq, from the events counter:
  * one document by _id, which FerretDB reads without scanning (its SQLite backend pushes down
- * only an {_id} filter; the tail's query reads and sorts every event there). False when the
- * read failed: the caller queries instead. A missing counter reads 0. */
+ * only an {_id} filter; the tail's query reads and sorts every event there). The document is
+ * shared by this process's readers for MGO_TAIL_PROBE_SHARE_MS (dropped by its own inserts):
+ * a round trip costs FerretDB milliseconds of CPU even by _id, and the readers (the stream
+ * hub, the waker, every long-poll) would each ask several times a second. False when the read
+ * failed: the caller queries instead. A missing counter reads 0. */
 static bool tail_probe(struct mgo *m, const char *board, int64_t *top)
 {
 	struct mgo_conn c;
 	bson_t *doc = NULL;
 	bson_iter_t it;
 	char f[CORE_NAME_MAX + 8];
-	bool ok;
+	int64_t now = mono_ms();
+	bool ok = true;
 
-	if (m->test_read)
-		m->test_read(m->test_ctx, "probe");
-	if (mgo_conn_open_bare(m, &c) != CORE_OK)
-		return false;
-	ok = mgo_find_by_id(c.counters, "events", &doc) == CORE_OK;
-	mgo_conn_close(&c);
+	pthread_mutex_lock(&m->tail_mu);
+	if (m->probe_doc && now - m->probe_ms < MGO_TAIL_PROBE_SHARE_MS)
+		doc = bson_copy(m->probe_doc);
+	pthread_mutex_unlock(&m->tail_mu);
+	if (!doc) {
+		if (m->test_read)
+			m->test_read(m->test_ctx, "probe");
+		if (mgo_conn_open_bare(m, &c) != CORE_OK)
+			return false;
+		ok = mgo_find_by_id(c.counters, "events", &doc) == CORE_OK;
+		mgo_conn_close(&c);
+		if (ok && doc) {
+			pthread_mutex_lock(&m->tail_mu);
+			bson_destroy(m->probe_doc);
+			m->probe_doc = bson_copy(doc);
+			m->probe_ms = now;
+			pthread_mutex_unlock(&m->tail_mu);
+		}
+	}
 	*top = 0;
 	if (ok && doc) {
 		if (board)
@@ -889,6 +909,13 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		}
 		if (!m->tail_nap_ms && nap_ms < MGO_TAIL_NAP_MAX_MS)
 			nap_ms = nap_ms * 2 < MGO_TAIL_NAP_MAX_MS ? nap_ms * 2 : MGO_TAIL_NAP_MAX_MS;
+		if (plain) { /* another reader's empty query from here counts as this one's */
+			pthread_mutex_lock(&m->tail_mu);
+			if (m->tail_memo_after == *next && m->tail_memo_gen == gen &&
+			    m->tail_memo_ms > last_query)
+				last_query = m->tail_memo_ms;
+			pthread_mutex_unlock(&m->tail_mu);
+		}
 		query = mono_ms() - last_query >= MGO_TAIL_FULL_MS ||
 			!tail_probe(m, by_board ? board : NULL, &top) || top > *next;
 	}

@@ -121,7 +121,7 @@ START_TEST(back_to_back_waits_share_the_last_query)
 		store_events_free(ev, n);
 		ev = NULL;
 	}
-	/* 6 x 250 ms: one query, a second only past MGO_TAIL_FULL_MS (2 s) on a slow machine;
+	/* 6 x 250 ms: one query, a second only past MGO_TAIL_FULL_MS (60 s);
 	 * each call queried on its own before (18 queries at one per 100 ms). */
 	ck_assert_int_le(atomic_load(&r.tail), 2);
 	/* A write of this process ends the sharing: the next wait reads it at once. */
