@@ -124,6 +124,8 @@ struct mgo {
 	 * process's own enqueues and retries (lease_gen moves) open it at once. */
 	int64_t lease_quiet_until;
 	uint64_t lease_gen;
+	bool lease_asking;         /* a deliverer of this process is querying ... */
+	uint64_t lease_asking_gen; /* ... since this generation */
 
 	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
 	pthread_mutex_t mu;

@@ -723,25 +723,32 @@ void mgo_lease_open(struct mgo *m, int64_t due)
 	pthread_mutex_unlock(&m->tail_mu);
 }
 
-/* Whether the gate is closed at server time now (no query); else *gen: the gate's
- * generation as the query starts (lease_quiet_after compares it). */
+/* Whether the gate is closed at server time now (no query): quiet, or another deliverer of
+ * this process is asking right now with nothing enqueued here since. Else *gen: the gate's
+ * generation as this query starts (lease_quiet_after compares it). */
 static bool lease_quiet(struct mgo *m, int64_t now, uint64_t *gen)
 {
 	bool quiet;
 
 	pthread_mutex_lock(&m->tail_mu);
-	quiet = now < m->lease_quiet_until;
+	quiet = now < m->lease_quiet_until ||
+		(m->lease_asking && m->lease_asking_gen == m->lease_gen);
 	*gen = m->lease_gen;
+	if (!quiet) {
+		m->lease_asking = true;
+		m->lease_asking_gen = *gen;
+	}
 	pthread_mutex_unlock(&m->tail_mu);
 	return quiet;
 }
 
-/* A query at `now` found no delivery due: close the gate for MGO_LEASE_QUIET_MS unless this
- * process enqueued one since the query started. */
-static void lease_quiet_after(struct mgo *m, int64_t now, uint64_t gen)
+/* The query that started at `now` is over (found: whether it found a delivery due): with
+ * none, close the gate for MGO_LEASE_QUIET_MS unless this process enqueued one since. */
+static void lease_quiet_after(struct mgo *m, int64_t now, uint64_t gen, bool found)
 {
 	pthread_mutex_lock(&m->tail_mu);
-	if (m->lease_gen == gen)
+	m->lease_asking = false;
+	if (!found && m->lease_gen == gen)
 		m->lease_quiet_until = now + MGO_LEASE_QUIET_MS;
 	pthread_mutex_unlock(&m->tail_mu);
 }
@@ -774,8 +781,7 @@ enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lea
 	lease_free_filter(&filter, c.now);
 	rc = dlv_query(&c, &filter, 1, MGO_LEASE_CANDIDATES, &cand, &n);
 	bson_destroy(&filter);
-	if (rc == CORE_OK && n == 0)
-		lease_quiet_after(c.m, c.now, gen);
+	lease_quiet_after(c.m, c.now, gen, rc != CORE_OK || n > 0);
 	coll = coll_get(&c, "deliveries");
 	for (i = 0; rc == CORE_OK && i < n && !*out; i++) {
 		bson_t f = BSON_INITIALIZER, u = BSON_INITIALIZER, set, inc, *doc = NULL;
