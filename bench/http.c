@@ -130,6 +130,11 @@ static int http_sock_connect(struct bench_http *c)
 		c->fd = -1;
 		return -1;
 	}
+	if (bench_green_register(c->fd) != 0) { /* inside an event-loop worker (green.c) */
+		close(c->fd);
+		c->fd = -1;
+		return -1;
+	}
 	c->reused = false;
 	c->rlen = 0;
 	return tls_ctx ? http_tls_connect(c) : 0;
@@ -161,14 +166,26 @@ void bench_http_close(struct bench_http *c)
 	free(c);
 }
 
+/* Inside an event-loop worker (green.c, never over TLS) the socket calls do not block: a call
+ * that would parks the worker until its socket has an event, at most the 10 s the socket
+ * timeouts give a blocking thread. */
+#define HTTP_GREEN_WAIT_MS 10000
+
 static int http_send_all(struct bench_http *c, const char *p, size_t n)
 {
+	int flags = MSG_NOSIGNAL | (bench_green_on() ? MSG_DONTWAIT : 0);
+
 	while (n) {
 		ssize_t k = c->ssl ? SSL_write(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n)
-				   : send(c->fd, p, n, MSG_NOSIGNAL);
+				   : send(c->fd, p, n, flags);
 
 		if (k < 0 && errno == EINTR)
 			continue;
+		if (k < 0 && errno == EAGAIN && (flags & MSG_DONTWAIT)) {
+			if (bench_green_wait(HTTP_GREEN_WAIT_MS) != 0)
+				return -1;
+			continue;
+		}
 		if (k <= 0)
 			return -1;
 		p += k;
@@ -180,14 +197,20 @@ static int http_send_all(struct bench_http *c, const char *p, size_t n)
 /* Reads more bytes into c->r; returns the count, 0 at EOF, -1 on error. */
 static ssize_t http_fill(struct bench_http *c)
 {
+	int flags = bench_green_on() ? MSG_DONTWAIT : 0;
 	ssize_t k;
 
 	if (grow(&c->r, &c->rcap, c->rlen + 16384 + 1) != 0)
 		return -1;
-	do
+	for (;;) {
 		k = c->ssl ? SSL_read(c->ssl, c->r + c->rlen, (int)(c->rcap - c->rlen - 1))
-			   : recv(c->fd, c->r + c->rlen, c->rcap - c->rlen - 1, 0);
-	while (k < 0 && errno == EINTR);
+			   : recv(c->fd, c->r + c->rlen, c->rcap - c->rlen - 1, flags);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EAGAIN && flags && bench_green_wait(HTTP_GREEN_WAIT_MS) == 0)
+			continue;
+		break;
+	}
 	if (k > 0) {
 		c->rlen += (size_t)k;
 		c->r[c->rlen] = '\0';

@@ -218,6 +218,9 @@ int main(int argc, char **argv)
 		.setup = lg_setup,
 		.cycle = lg_cycle,
 		.teardown = lg_teardown,
+		/* One loop thread: the workers' requests wait on the server's group sync, so
+		 * the client is rarely busy; a second thread only adds wake-ups (bench/README). */
+		.loops_default = 1,
 	};
 	char worker[256] = "", bot[256] = "";
 	const char *tokens_file = NULL, *e;
