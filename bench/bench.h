@@ -49,6 +49,10 @@ bool bench_green_on(void);
 /* Inside a coroutine: adds a connected socket to the loop (edge-triggered, any event wakes
  * the coroutine parked on it); outside, does nothing. 0, or -1 (errno). */
 int bench_green_register(int fd);
+/* Inside a coroutine: whether the socket becoming writable wakes it too (registered: yes).
+ * A driver that waits only for answers says no: on a unix socket each read of the peer's
+ * signals writability, a wake-up for nothing. 0, or -1 (errno); outside, does nothing. */
+int bench_green_want_write(int fd, bool write);
 /* Inside a coroutine: parks it until its socket has an event (0) or timeout_ms passed (-1).
  * Wake-ups may be spurious: retry the call that would have blocked. */
 int bench_green_wait(int timeout_ms);
@@ -161,9 +165,14 @@ struct bench_driver {
 	 * HTTP connection and w->http stays NULL. */
 	bool own_connection;
 	/* Event-loop threads carrying the workers when -e is not given; 0: one blocking thread
-	 * per worker. Only for drivers whose waits are all bench_http's (never with
-	 * own_connection); HTTPS (-C) always runs one thread per worker. */
+	 * per worker. Only for drivers whose every wait parks the coroutine (bench_http's, or
+	 * an own connection with own_connection_parks); HTTPS (-C) always runs one thread per
+	 * worker. */
 	unsigned loops_default;
+	/* With own_connection: true when the driver's waits on its connection park the
+	 * coroutine through bench_green_wait inside an event-loop worker (pg_cycle's
+	 * nonblocking libpq), so -e may put it on a loop; false: always a thread per worker. */
+	bool own_connection_parks;
 	/* How to read the status column of the error table; NULL: the HTTP one (0 = transport
 	 * error, -1 = a 2xx whose body said no). */
 	const char *err_legend;

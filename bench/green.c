@@ -95,6 +95,18 @@ int bench_green_register(int fd)
 	return epoll_ctl(green_cur->loop->ep, EPOLL_CTL_ADD, fd, &ev);
 }
 
+int bench_green_want_write(int fd, bool write)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET};
+
+	if (!green_cur)
+		return 0;
+	if (write)
+		ev.events |= EPOLLOUT;
+	ev.data.ptr = green_cur;
+	return epoll_ctl(green_cur->loop->ep, EPOLL_CTL_MOD, fd, &ev);
+}
+
 int bench_green_wait(int timeout_ms)
 {
 	struct green_co *c = green_cur;

@@ -605,12 +605,13 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
 	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f"
-	       " steal_pct=%.0f backend_cpu_us_per_op=%.0f client_cpu_us_per_op=%.0f\n",
+	       " steal_pct=%.0f backend_cpu_us_per_op=%.0f client_cpu_us_per_op=%.0f"
+	       " client_loops=%u\n",
 	       d->target, o->workers, window, cycles, (double)cycles / window,
 	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
 	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others, server_us,
-	       steal, backend_us, client_us);
+	       steal, backend_us, client_us, run_loops);
 	fflush(stdout);
 }
 
@@ -652,7 +653,8 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 
 	if (!ws || !args || !th || !argp)
 		goto out;
-	if (d->own_connection || o->cacert) /* libpq and TLS block: a thread per worker */
+	/* Blocking libpq and TLS: a thread per worker. */
+	if ((d->own_connection && !d->own_connection_parks) || o->cacert)
 		loops = 0;
 	run_counted = o->cycles != 0;
 	run_tickets = o->cycles;
