@@ -1307,6 +1307,7 @@ int main(void)
 	tcase_add_test(tc, effects_survive_restart_and_compaction);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
+	suite_add_tcase(s, store_fs_segment_tcase());
 	suite_add_tcase(s, store_fs_fence_tcase());
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
