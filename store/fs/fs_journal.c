@@ -604,20 +604,34 @@ static size_t data_end(const char *buf, size_t len)
 
 /* Whether a sound record (both checksums) starts in (pos, dend): a later write that a torn
  * tail cannot explain. The log is never replayed past a bad record, and such a file is
- * refused rather than cut (the bad one may be damage in the middle of acknowledged data). */
+ * refused rather than cut (the bad one may be damage in the middle of acknowledged data).
+ * A change whose event counter is below `seq` (what the replay reached) is not a later
+ * write but stale bytes: blocks of an older, deleted generation that a crash exposed past
+ * the synced end of the file, never data this one needs. */
 static bool sound_record_after(const char *buf, size_t len, size_t dend, size_t pos,
-			       size_t *at)
+			       int64_t seq, size_t *at)
 {
 	const char *p = buf + pos + 1, *q, *payload;
+	const unsigned char *u;
 	unsigned kind;
 	size_t plen;
+	uint64_t rseq;
+	int i;
 
 	while (p < buf + dend && (q = memchr(p, FS_REC_MAGIC, (size_t)(buf + dend - p)))) {
-		if (fs_rec_check(q, len - (size_t)(q - buf), &kind, &payload, &plen) == FS_REC_OK) {
-			*at = (size_t)(q - buf);
-			return true;
-		}
 		p = q + 1;
+		if (fs_rec_check(q, len - (size_t)(q - buf), &kind, &payload, &plen) != FS_REC_OK)
+			continue;
+		if ((kind == FS_REC_CHANGE || kind == FS_REC_CHANGE2 || kind == FS_REC_CHANGE3) &&
+		    plen >= 8) {
+			u = (const unsigned char *)payload;
+			for (rseq = 0, i = 7; i >= 0; i--)
+				rseq = rseq << 8 | u[i];
+			if ((int64_t)rseq < seq)
+				continue;
+		}
+		*at = (size_t)(q - buf);
+		return true;
 	}
 	return false;
 }
@@ -669,7 +683,7 @@ static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, size_t *v
 			continue;
 		}
 		/* A bad record is only forgivable as the very last thing ever written. */
-		if (last && sound_record_after(buf, len, dend, pos, &at)) {
+		if (last && sound_record_after(buf, len, dend, pos, fs->ctr.seq, &at)) {
 			snprintf(err, errlen,
 				 "corrupt journal line %zu in %s (a sound record follows at byte "
 				 "%zu: the log is never replayed past a bad record, and acknowledged "

@@ -323,17 +323,24 @@ START_TEST(sound_record_after_bad_refuses)
 END_TEST
 
 /* Junk alone in the zero tail (a torn write of the unsynced group, no sound record after
- * it) is cut, like any torn tail. */
+ * it) is cut, like any torn tail; so is junk followed by a sound record older than what the
+ * log holds (the blocks of a deleted generation a crash can expose past the synced end: its
+ * event counter is behind the replay's). */
 START_TEST(junk_in_zero_tail_is_cut)
 {
 	static const char junk[] = "\xfb\x01 half a header";
-	char *dir = fx_tmpdir(), *j;
+	char *dir = fx_tmpdir(), *j, *buf;
 	struct crash c = crash_after(dir, five, 5, NULL);
 	struct store *st;
+	long len;
 	size_t k;
 
 	j = fx_journal_path(dir, c.gen);
+	buf = read_all(j, &len);
 	write_at(j, (long)c.bytes + 600, junk, sizeof(junk) - 1);
+	/* the records of a..d again: their event seqs are behind e's */
+	write_at(j, (long)c.bytes + 1200, buf + c.first_at, (size_t)(c.last_at - c.first_at));
+	free(buf);
 	st = fx_open(dir, 0, 0, NULL);
 	for (k = 0; k < 5; k++)
 		ck_assert(exists(st, five[k]));
