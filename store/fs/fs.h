@@ -570,7 +570,8 @@ void fs_post_release(struct fs *fs);
 
 /* Reads a whole file into a new buffer (NUL-terminated); NULL with *err = errno. */
 char *fs_file_read(const char *path, size_t *len, int *err);
-/* Under the state write lock: appends one line; *seq is what to pass to fs_journal_wait.
+/* Under the state write lock: writes one line at the logical end (jbytes); *seq is what to
+ * pass to fs_journal_wait.
  * On failure the file is as before (a partial write is cut) or the store is marked failed. */
 enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq);
 /* Without the state lock: returns once line `seq` is durable (group commit), or

@@ -7,8 +7,9 @@
  * and recovery still replays those (a generation may hold both: the first byte tells).
  * Each record carries the resulting whole documents, so replaying it is a plain upsert.
  *
- * Group commit: a writer appends its line with write(2) under the state lock (so lines are in
- * commit order), takes a line number, drops the lock, then either becomes the one flusher
+ * Group commit: a writer writes its line with pwrite(2) at the logical end of the generation
+ * (over the zeros pre-allocated ahead of it, fs_segment.c) under the state lock (so lines are
+ * in commit order), takes a line number, drops the lock, then either becomes the one flusher
  * (fdatasync for everybody appended so far) or waits on jcond until `synced` covers it. A
  * writer with a store_ack bound (the HTTP front end, the reaper's workers) leaves that wait
  * in its ack instead: fs_ack_wait does it on the caller's thread, fs_ack_submit hands it to
