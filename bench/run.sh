@@ -98,7 +98,7 @@ else client_mode="the workers on $CLIENT_LOOPS event-loop thread(s) (CLIENT_LOOP
 for t in $TARGETS; do
 	case $t in
 	boardd) echo "client of boardd: loadgen, $client_mode" ;;
-	etcd) echo "client of etcd: etcd_cycle, $client_mode${ETCD_FLAGS:+ (ETCD_FLAGS: $ETCD_FLAGS)}" ;;
+	etcd) echo "client of etcd: etcd_cycle, $client_mode${ETCD_FLAGS:+, then ETCD_FLAGS \"$ETCD_FLAGS\" (an -e there wins)}" ;;
 	pg) echo "client of pg: pg_cycle, $client_mode$([ "$CLIENT_LOOPS" != 0 ] &&
 		echo ", libpq's asynchronous calls")" ;;
 	esac
