@@ -731,6 +731,10 @@ enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct c
 enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 				     const struct core_card *expect,
 				     const struct store_actor *actor);
+enum core_rc fs_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
+				     const char *marker, int64_t lease_ms);
+enum core_rc fs_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
+			   const struct store_actor *actor);
 /* fs_secret.c */
 enum core_rc fs_secret_get(struct store *st, const char *name, unsigned char *out);
 /* The legacy same-host sweep run at open (one journal line for all releases). */
