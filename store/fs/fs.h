@@ -530,6 +530,10 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_ca
 /* Drops every state's claim-next cache: before card entries are freed (a cache may still
  * point at a card that left its state and was deleted since). */
 void fs_post_tops_drop(struct fs *fs);
+/* A card that became an unclaimed member of state list p (ent, now its published card `c`):
+ * inserted in rank order into p's claim-next cache when it ranks among the cached ones (the
+ * worst is pushed out of a full cache), so the cache stays exact without a walk (fs_claims.c). */
+void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct core_card *c);
 /* The list of a state / a label; NULL when no card carries it. */
 const struct fs_post *fs_post_state(const struct fs *fs, const char *state);
 const struct fs_post *fs_post_label(const struct fs *fs, const char *label);

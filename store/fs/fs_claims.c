@@ -206,6 +206,40 @@ static bool top_build(struct fs_post *p)
 	return true;
 }
 
+/* The cache's invariant: every unclaimed member not in top[top_pos..top_n) ranks after
+ * top[top_n - 1], or top_all and there is none. Members claimed, moved away or re-ranked
+ * since the walk keep their place (re-ranking drops the cache): the order of the entries is
+ * the order of their ranks, so a newcomer's place is found by bisection. */
+void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct core_card *c)
+{
+	size_t lo = p->top_pos, hi = p->top_n, mid;
+
+	if (!p->top_valid || (lo == hi && !p->top_all))
+		return; /* none, or spent: the next pick walks the list anyway */
+	if (!p->top_all && !core_pick_before(c, p->top[hi - 1]->card))
+		return; /* ranks after the last cached: the next walk finds it */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (core_pick_before(p->top[mid]->card, c))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == p->top_pos && p->top_pos > 0) {
+		p->top[--p->top_pos] = ent; /* ahead of every one left: a spent slot takes it */
+		return;
+	}
+	if (p->top_n == p->top_capn) {
+		p->top_all = false; /* one unclaimed member now lies beyond the cache */
+		if (lo == p->top_n)
+			return;
+		p->top_n--; /* the worst goes; it ranks after the new last */
+	}
+	memmove(&p->top[lo + 1], &p->top[lo], (p->top_n - lo) * sizeof(*p->top));
+	p->top[lo] = ent;
+	p->top_n++;
+}
+
 /* A member still in the list's state and unclaimed (what the cache was built from). */
 static const struct core_card *top_live(const struct fs_post *p, size_t i)
 {
