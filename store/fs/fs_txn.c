@@ -349,10 +349,15 @@ enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char
 	const struct fs_change *ch = &t->ch;
 	struct dep_hit *h;
 	const char **v;
-	size_t i, k = 0, cap = (d ? d->n : 0) + ch->n_cards + 1;
+	size_t i, k = 0, cap = (d ? d->n : 0) + 1;
 
 	*ids = NULL;
 	*n = 0;
+	/* Only copies naming the blocker can join (the test below): counted first, so a batch
+	 * of dozens of copies does not ask for an array its size per filed card. */
+	for (i = 0; i < ch->n_cards; i++)
+		cap += ch->cards[i].card &&
+		       core_strv_contains(&ch->cards[i].card->blockers, blocker);
 	h = calloc(cap, sizeof(*h));
 	v = calloc(cap, sizeof(*v));
 	if (!h || !v) {
