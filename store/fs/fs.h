@@ -620,6 +620,9 @@ void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *act
 const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id);
 /* A private, mutable copy of card `id`: NOT_FOUND, NOMEM. */
 enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **out);
+/* Room for that many card copies and events, asked at once (a batch: no growth by doubling,
+ * each a large realloc); best effort, the transaction grows as usual past it. */
+void fs_txn_reserve(struct fs_txn *t, size_t cards, size_t events);
 /* Adds a new card (takes ownership, also on failure). */
 enum core_rc fs_txn_card_add(struct fs_txn *t, struct core_card *c);
 enum core_rc fs_txn_card_delete(struct fs_txn *t, const char *id);

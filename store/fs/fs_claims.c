@@ -613,6 +613,7 @@ enum core_rc fs_reaper_transfer_many(struct store *st, struct store_transfer *v,
 	size_t i;
 
 	fs_txn_begin(fs_of(st), &t, NULL);
+	fs_txn_reserve(&t, n, n);
 	for (i = 0; i < n && rc == CORE_OK; i++) {
 		v[i].card = NULL;
 		v[i].rc = card_in(&t, v[i].id, &c, &b);
@@ -696,6 +697,7 @@ enum core_rc fs_reaper_act(struct store *st, struct store_reaper_act *v, size_t 
 	size_t i;
 
 	fs_txn_begin(fs_of(st), &t, actor);
+	fs_txn_reserve(&t, n, 2 * n); /* a filing and its release */
 	for (i = 0; i < n && rc == CORE_OK; i++)
 		rc = v[i].rc = act_in(&t, &v[i]);
 	if (rc != CORE_OK) {

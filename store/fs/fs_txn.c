@@ -124,6 +124,18 @@ enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **ou
 	return rc;
 }
 
+void fs_txn_reserve(struct fs_txn *t, size_t cards, size_t events)
+{
+	struct fs_change *ch = &t->ch;
+	struct fs_change_card *nc;
+
+	if (cards > ch->cap_cards && (nc = realloc(ch->cards, cards * sizeof(*nc)))) {
+		ch->cards = nc;
+		ch->cap_cards = cards;
+	}
+	(void)fs_ptrs_reserve(&ch->events, &ch->cap_events, events);
+}
+
 enum core_rc fs_txn_card_add(struct fs_txn *t, struct core_card *c)
 {
 	return txn_push(t, c->id, c, ++t->ch.ctr.ord, true);
