@@ -561,6 +561,10 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_ca
 /* Drops every state's claim-next cache: before card entries are freed (a cache may still
  * point at a card that left its state and was deleted since). */
 void fs_post_tops_drop(struct fs *fs);
+/* A card that became an unclaimed member of state list p (ent, now its published card `c`):
+ * inserted in rank order into p's claim-next cache when it ranks among the cached ones (the
+ * worst is pushed out of a full cache), so the cache stays exact without a walk (fs_claims.c). */
+void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct core_card *c);
 /* The list of a state / a label; NULL when no card carries it. */
 const struct fs_post *fs_post_state(const struct fs *fs, const char *state);
 const struct fs_post *fs_post_label(const struct fs *fs, const char *label);
@@ -648,6 +652,9 @@ void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *act
 const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id);
 /* A private, mutable copy of card `id`: NOT_FOUND, NOMEM. */
 enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **out);
+/* Room for that many card copies and events, asked at once (a batch: no growth by doubling,
+ * each a large realloc); best effort, the transaction grows as usual past it. */
+void fs_txn_reserve(struct fs_txn *t, size_t cards, size_t events);
 /* Adds a new card (takes ownership, also on failure). */
 enum core_rc fs_txn_card_add(struct fs_txn *t, struct core_card *c);
 enum core_rc fs_txn_card_delete(struct fs_txn *t, const char *id);
@@ -763,6 +770,10 @@ enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct c
 enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 				     const struct core_card *expect,
 				     const struct store_actor *actor);
+enum core_rc fs_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
+				     const char *marker, int64_t lease_ms);
+enum core_rc fs_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
+			   const struct store_actor *actor);
 /* fs_secret.c */
 enum core_rc fs_secret_get(struct store *st, const char *name, unsigned char *out);
 /* The legacy same-host sweep run at open (one journal line for all releases). */

@@ -11,14 +11,12 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* A transaction over card `id` with its board; the usual head of every op below. */
-static enum core_rc begin_card(struct store *st, struct fs_txn *t, const char *id,
-			       const struct store_actor *actor, struct core_card **c,
-			       const struct core_board **b)
+/* Card `id` in an open transaction (its private copy) with its board. */
+static enum core_rc card_in(struct fs_txn *t, const char *id, struct core_card **c,
+			    const struct core_board **b)
 {
 	enum core_rc rc;
 
-	fs_txn_begin(fs_of(st), t, actor);
 	*b = NULL;
 	rc = fs_txn_card(t, id, c);
 	if (rc == CORE_OK) {
@@ -27,6 +25,15 @@ static enum core_rc begin_card(struct store *st, struct fs_txn *t, const char *i
 			rc = CORE_ERR_INTERNAL;
 	}
 	return rc;
+}
+
+/* A transaction over card `id` with its board; the usual head of every op below. */
+static enum core_rc begin_card(struct store *st, struct fs_txn *t, const char *id,
+			       const struct store_actor *actor, struct core_card **c,
+			       const struct core_board **b)
+{
+	fs_txn_begin(fs_of(st), t, actor);
+	return card_in(t, id, c, b);
 }
 
 static enum core_rc end_card(struct fs_txn *t, enum core_rc rc, const struct core_card *c,
@@ -197,6 +204,40 @@ static bool top_build(struct fs_post *p)
 	p->top_all = unclaimed <= k;
 	p->top_valid = true;
 	return true;
+}
+
+/* The cache's invariant: every unclaimed member not in top[top_pos..top_n) ranks after
+ * top[top_n - 1], or top_all and there is none. Members claimed, moved away or re-ranked
+ * since the walk keep their place (re-ranking drops the cache): the order of the entries is
+ * the order of their ranks, so a newcomer's place is found by bisection. */
+void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct core_card *c)
+{
+	size_t lo = p->top_pos, hi = p->top_n, mid;
+
+	if (!p->top_valid || (lo == hi && !p->top_all))
+		return; /* none, or spent: the next pick walks the list anyway */
+	if (!p->top_all && !core_pick_before(c, p->top[hi - 1]->card))
+		return; /* ranks after the last cached: the next walk finds it */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (core_pick_before(p->top[mid]->card, c))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == p->top_pos && p->top_pos > 0) {
+		p->top[--p->top_pos] = ent; /* ahead of every one left: a spent slot takes it */
+		return;
+	}
+	if (p->top_n == p->top_capn) {
+		p->top_all = false; /* one unclaimed member now lies beyond the cache */
+		if (lo == p->top_n)
+			return;
+		p->top_n--; /* the worst goes; it ranks after the new last */
+	}
+	memmove(&p->top[lo + 1], &p->top[lo], (p->top_n - lo) * sizeof(*p->top));
+	p->top[lo] = ent;
+	p->top_n++;
 }
 
 /* A member still in the list's state and unclaimed (what the cache was built from). */
@@ -379,6 +420,53 @@ static enum core_rc gave_up_write(struct fs_txn *t, struct core_card *c,
 			    gave_up_payload(&c->gave_up));
 }
 
+/* The owned write w on card c (its fence already passed) in transaction t. */
+static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
+				   const struct core_board *b, const struct store_owned_write *w)
+{
+	enum core_rc rc;
+
+	switch (w->kind) {
+	case STORE_OWNED_STATE:
+		rc = core_transition_check(b, c->state, w->state);
+		if (rc == CORE_OK)
+			rc = fs_state_move(t, c, b, w->state, w->reason, NULL);
+		break;
+	case STORE_OWNED_LAST_RUN:
+		rc = w->run_id ? core_last_run_check(fs_txn_run_peek(t, w->run_id), c->id,
+						     &w->token)
+			       : CORE_OK;
+		if (rc == CORE_OK)
+			rc = core_str_set(&c->last_run_id, w->run_id);
+		c->updated_at = t->now;
+		if (rc == CORE_OK)
+			rc = fs_txn_event(t, CORE_EV_CARD_LAST_RUN, c->board, c->id, NULL,
+					  json_pack("{so}", "run_id",
+						    w->run_id ? json_string(w->run_id)
+							      : json_null()));
+		break;
+	case STORE_OWNED_AWAITING_INPUT:
+		c->awaiting_input = w->awaiting_input;
+		c->updated_at = t->now;
+		rc = fs_txn_event(t, CORE_EV_CARD_UPDATED, c->board, c->id, NULL,
+				  json_pack("{s[s]}", "fields", "awaiting_input"));
+		break;
+	case STORE_OWNED_GAVE_UP:
+		rc = gave_up_write(t, c, w->gave_up, w->event_reason);
+		break;
+	case STORE_OWNED_COMMENT:
+		rc = fs_comment_write(t, c, w->comment);
+		break;
+	default:
+		rc = CORE_ERR_BAD_REQUEST;
+	}
+	/* The token passed the fence and the write kept the epoch: the release is as fenced as
+	 * the write, and shares its line (the reaper's file-and-release). */
+	if (rc == CORE_OK && w->release)
+		rc = fs_release_with_event(t, c, w->event_reason);
+	return rc;
+}
+
 enum core_rc fs_card_owned_write(struct store *st, const char *id,
 				 const struct store_owned_write *w, const struct store_actor *actor,
 				 struct core_card **out)
@@ -392,46 +480,8 @@ enum core_rc fs_card_owned_write(struct store *st, const char *id,
 	/* The fence first, for every kind: a stale token changes nothing at all. */
 	if (rc == CORE_OK && (rc = core_fence_check(c, &w->token)) != CORE_OK)
 		store_fence_refused(st, c, &w->token);
-	if (rc != CORE_OK)
-		goto out;
-	switch (w->kind) {
-	case STORE_OWNED_STATE:
-		rc = core_transition_check(b, c->state, w->state);
-		if (rc == CORE_OK)
-			rc = fs_state_move(&t, c, b, w->state, w->reason, NULL);
-		break;
-	case STORE_OWNED_LAST_RUN:
-		rc = w->run_id ? core_last_run_check(fs_txn_run_peek(&t, w->run_id), id, &w->token)
-			       : CORE_OK;
-		if (rc == CORE_OK)
-			rc = core_str_set(&c->last_run_id, w->run_id);
-		c->updated_at = t.now;
-		if (rc == CORE_OK)
-			rc = fs_txn_event(&t, CORE_EV_CARD_LAST_RUN, c->board, c->id, NULL,
-					  json_pack("{so}", "run_id",
-						    w->run_id ? json_string(w->run_id)
-							      : json_null()));
-		break;
-	case STORE_OWNED_AWAITING_INPUT:
-		c->awaiting_input = w->awaiting_input;
-		c->updated_at = t.now;
-		rc = fs_txn_event(&t, CORE_EV_CARD_UPDATED, c->board, c->id, NULL,
-				  json_pack("{s[s]}", "fields", "awaiting_input"));
-		break;
-	case STORE_OWNED_GAVE_UP:
-		rc = gave_up_write(&t, c, w->gave_up, w->event_reason);
-		break;
-	case STORE_OWNED_COMMENT:
-		rc = fs_comment_write(&t, c, w->comment);
-		break;
-	default:
-		rc = CORE_ERR_BAD_REQUEST;
-	}
-	/* The token passed the fence above and the write kept the epoch: the release is as
-	 * fenced as the write, and shares its line (the reaper's file-and-release). */
-	if (rc == CORE_OK && w->release)
-		rc = fs_release_with_event(&t, c, w->event_reason);
-out:
+	if (rc == CORE_OK)
+		rc = owned_write_in(&t, c, b, w);
 	return end_card(&t, rc, c, out);
 }
 
@@ -484,6 +534,21 @@ enum core_rc fs_reaper_list_repair(struct store *st, size_t batch, struct core_c
 				n);
 }
 
+/* TRANSFER of card c in transaction t; a miss changes nothing (CLAIM_CONFLICT). */
+static enum core_rc transfer_in(struct fs_txn *t, struct core_card *c,
+				const struct core_token *prev, const char *marker,
+				int64_t lease_ms)
+{
+	enum core_rc rc = core_claim_transfer(c, prev, marker, lease_ms, t->now, 0);
+
+	if (rc == CORE_OK)
+		rc = fs_txn_event(t, CORE_EV_CARD_CLAIMED, c->board, c->id, "watchdog",
+				  json_pack("{sssIs{sssI}}", "marker", marker, "epoch",
+					    (json_int_t)c->claim_epoch, "reclaimed_from", "marker",
+					    prev->marker, "epoch", (json_int_t)prev->epoch));
+	return rc;
+}
+
 enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct core_token *prev,
 				const char *marker, int64_t lease_ms, struct core_card **out)
 {
@@ -494,12 +559,7 @@ enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct c
 
 	rc = begin_card(st, &t, id, NULL, &c, &b);
 	if (rc == CORE_OK)
-		rc = core_claim_transfer(c, prev, marker, lease_ms, t.now, 0);
-	if (rc == CORE_OK)
-		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, "watchdog",
-				  json_pack("{sssIs{sssI}}", "marker", marker, "epoch",
-					    (json_int_t)c->claim_epoch, "reclaimed_from", "marker",
-					    prev->marker, "epoch", (json_int_t)prev->epoch));
+		rc = transfer_in(&t, c, prev, marker, lease_ms);
 	return end_card(&t, rc, c, out);
 }
 
@@ -529,6 +589,128 @@ enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 	if (rc == CORE_OK)
 		rc = fs_release_with_event(&t, c, "watchdog");
 	return end_card(&t, rc, c, NULL);
+}
+
+/* ---- the reaper's batches: one transaction, one journal line, for a whole batch ----
+ * Each item runs the body of its single operation on the shared transaction, so it sees
+ * the items before it. The outcomes a single operation may answer without having changed
+ * anything (a transfer's miss, a card gone) stay the item's own; any other failure may have
+ * left part of an item in the transaction, so the whole batch is dropped and run again one
+ * operation per item: the outcome is then exactly the loop's, failures included. */
+
+static bool miss_is_clean(enum core_rc rc)
+{
+	return rc == CORE_ERR_CLAIM_CONFLICT || rc == CORE_ERR_NOT_FOUND;
+}
+
+enum core_rc fs_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
+				     const char *marker, int64_t lease_ms)
+{
+	struct fs_txn t;
+	struct core_card *c;
+	const struct core_board *b;
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	fs_txn_begin(fs_of(st), &t, NULL);
+	fs_txn_reserve(&t, n, n);
+	for (i = 0; i < n && rc == CORE_OK; i++) {
+		v[i].card = NULL;
+		v[i].rc = card_in(&t, v[i].id, &c, &b);
+		if (v[i].rc == CORE_OK)
+			v[i].rc = transfer_in(&t, c, &v[i].prev, marker, lease_ms);
+		/* The copy as transferred is final: the transfer's event is a machine one
+		 * (no effect changes the card), and a later item naming the same card misses. */
+		if (v[i].rc == CORE_OK)
+			v[i].rc = fs_card_out(c, &v[i].card);
+		if (v[i].rc != CORE_OK && !miss_is_clean(v[i].rc))
+			rc = v[i].rc;
+	}
+	if (rc != CORE_OK) {
+		fs_txn_end(&t, rc);
+		for (i = 0; i < n; i++) {
+			core_card_free(v[i].card);
+			v[i].rc = fs_reaper_transfer(st, v[i].id, &v[i].prev, marker, lease_ms,
+						     &v[i].card);
+		}
+		return CORE_OK;
+	}
+	rc = fs_txn_end(&t, CORE_OK);
+	for (i = 0; i < n && rc != CORE_OK; i++) {
+		if (v[i].rc != CORE_OK)
+			continue;
+		core_card_free(v[i].card);
+		v[i].card = NULL;
+		v[i].rc = rc; /* not committed: as each single transfer would have answered */
+	}
+	return CORE_OK;
+}
+
+/* One act item on the shared transaction; OK or the first failing step's rc. */
+static enum core_rc act_in(struct fs_txn *t, const struct store_reaper_act *a)
+{
+	struct core_card *c = NULL;
+	const struct core_board *b;
+	enum core_rc rc = CORE_OK;
+	size_t k;
+
+	if (!a->n_w && !a->release_expect)
+		return CORE_OK;
+	rc = card_in(t, a->id, &c, &b);
+	if (rc == CORE_OK && !a->n_w)
+		return claim_matches(c, a->release_expect)
+			       ? fs_release_with_event(t, c, "watchdog")
+			       : CORE_ERR_CLAIM_CONFLICT;
+	for (k = 0; rc == CORE_OK && k < a->n_w; k++) {
+		rc = core_fence_check(c, &a->w[k].token);
+		if (rc == CORE_OK)
+			rc = owned_write_in(t, c, b, &a->w[k]);
+	}
+	return rc;
+}
+
+/* The single operations of one act item, in order (the fallback). */
+static enum core_rc act_single(struct store *st, const struct store_reaper_act *a,
+			       const struct store_actor *actor)
+{
+	struct core_card *out = NULL;
+	enum core_rc rc = CORE_OK;
+	size_t k;
+
+	if (!a->n_w)
+		return a->release_expect
+			       ? fs_reaper_release_exact(st, a->id, a->release_expect, actor)
+			       : CORE_OK;
+	for (k = 0; rc == CORE_OK && k < a->n_w; k++) {
+		rc = fs_card_owned_write(st, a->id, &a->w[k], actor, &out);
+		core_card_free(out);
+		out = NULL;
+	}
+	return rc;
+}
+
+enum core_rc fs_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
+			   const struct store_actor *actor)
+{
+	struct fs_txn t;
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	fs_txn_begin(fs_of(st), &t, actor);
+	fs_txn_reserve(&t, n, 2 * n); /* a filing and its release */
+	for (i = 0; i < n && rc == CORE_OK; i++)
+		rc = v[i].rc = act_in(&t, &v[i]);
+	if (rc != CORE_OK) {
+		/* Even a fence refusal runs again singly: the single write counts it. */
+		fs_txn_end(&t, rc);
+		for (i = 0; i < n; i++)
+			v[i].rc = act_single(st, &v[i], actor);
+		return CORE_OK;
+	}
+	rc = fs_txn_end(&t, CORE_OK);
+	for (i = 0; i < n; i++)
+		v[i].rc = rc;
+	return CORE_OK;
 }
 
 /* "<host>-<pid>" with host == ours and a pid that no longer exists. */

@@ -178,14 +178,23 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_ca
 			abort(); /* reserved: cannot happen */
 		fs_post_add(p, ent);
 	}
-	/* claim-next's cache of a state holds its best unclaimed members: a card that may now
-	 * rank among them (newly there unclaimed, released, re-ranked) or that goes away for
-	 * good (its entry may be freed) drops it. */
-	if (now && !now->claim.present &&
-	    (!before || before->claim.present || state_moves(before, now) ||
-	     before->priority != now->priority || before->created_at != now->created_at) &&
-	    (p = fs_map_get(&fs->post_states, now->state)))
-		p->top_valid = false;
+	/* claim-next's cache of a state holds its best unclaimed members in rank order. A card
+	 * re-ranked may sit in the caches of the state it left and of the one it is in, out of
+	 * order: both are dropped. One newly there unclaimed, or released, is offered to its
+	 * state's cache (fs_post_top_offer keeps it exact without a walk: a worker's release or
+	 * the reaper's never costs the next claim-next a walk of a million-card column). One
+	 * that goes away for good (its entry may be freed) drops it. */
+	if (before && now &&
+	    (before->priority != now->priority || before->created_at != now->created_at)) {
+		if ((p = fs_map_get(&fs->post_states, before->state)))
+			p->top_valid = false;
+		if ((p = fs_map_get(&fs->post_states, now->state)))
+			p->top_valid = false;
+	} else if (now && !now->claim.present &&
+		   (!before || before->claim.present || state_moves(before, now)) &&
+		   (p = fs_map_get(&fs->post_states, now->state))) {
+		fs_post_top_offer(p, ent, now);
+	}
 	if (before && !now && (p = fs_map_get(&fs->post_states, before->state)))
 		p->top_valid = false;
 }

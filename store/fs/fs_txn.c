@@ -124,6 +124,18 @@ enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **ou
 	return rc;
 }
 
+void fs_txn_reserve(struct fs_txn *t, size_t cards, size_t events)
+{
+	struct fs_change *ch = &t->ch;
+	struct fs_change_card *nc;
+
+	if (cards > ch->cap_cards && (nc = realloc(ch->cards, cards * sizeof(*nc)))) {
+		ch->cards = nc;
+		ch->cap_cards = cards;
+	}
+	(void)fs_ptrs_reserve(&ch->events, &ch->cap_events, events);
+}
+
 enum core_rc fs_txn_card_add(struct fs_txn *t, struct core_card *c)
 {
 	return txn_push(t, c->id, c, ++t->ch.ctr.ord, true);
@@ -349,10 +361,15 @@ enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char
 	const struct fs_change *ch = &t->ch;
 	struct dep_hit *h;
 	const char **v;
-	size_t i, k = 0, cap = (d ? d->n : 0) + ch->n_cards + 1;
+	size_t i, k = 0, cap = (d ? d->n : 0) + 1;
 
 	*ids = NULL;
 	*n = 0;
+	/* Only copies naming the blocker can join (the test below): counted first, so a batch
+	 * of dozens of copies does not ask for an array its size per filed card. */
+	for (i = 0; i < ch->n_cards; i++)
+		cap += ch->cards[i].card &&
+		       core_strv_contains(&ch->cards[i].card->blockers, blocker);
 	h = calloc(cap, sizeof(*h));
 	v = calloc(cap, sizeof(*v));
 	if (!h || !v) {
@@ -365,7 +382,11 @@ enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char
 	for (i = 0; d && i < d->n; i++)
 		h[k++] = (struct dep_hit){d->v[i]->id, d->v[i]->ord};
 	for (i = 0; i < ch->n_cards; i++)
-		if (ch->cards[i].card && !hits_have(h, d ? d->n : 0, ch->cards[i].id))
+		/* A copy that does not name the blocker is dropped below anyway: the cheap test
+		 * first (a reaper batch holds dozens of copies, almost none with blockers). */
+		if (ch->cards[i].card &&
+		    core_strv_contains(&ch->cards[i].card->blockers, blocker) &&
+		    !hits_have(h, d ? d->n : 0, ch->cards[i].id))
 			h[k++] = (struct dep_hit){ch->cards[i].id, ch->cards[i].ord};
 	qsort(h, k, sizeof(*h), cmp_hit);
 	for (i = 0; i < k; i++) {
