@@ -124,15 +124,16 @@ static int pgc_green_attach(struct pg_worker *pw)
 /* Event loop: after a PQsend* call, the one result of that command, the coroutine parked on
  * the socket whenever libpq would block; NULL when the connection failed (PQerrorMessage says
  * why) or nothing came in PGC_GREEN_WAIT_MS (pw->stuck). No read is tried right after the
- * send: the answer cannot be there before the loop sees its event (no event of this socket is
- * taken while this coroutine runs), as in bench/http.c. Spurious wake-ups just wait again. */
+ * send: an answer that arrives before the worker parks still wakes it (the loop takes no
+ * event of this socket while this coroutine runs), as in bench/http.c. Spurious wake-ups just
+ * wait again. */
 static PGresult *pgc_green_result(struct pg_worker *pw)
 {
 	PGresult *first = NULL, *r;
 	int f;
 
-	/* libpq's nonblocking send: flush what the socket did not take (a statement fits in
-	 * the socket's buffer: in practice never), woken by writability meanwhile. */
+	/* libpq's nonblocking send: flush what the socket did not take (in practice nothing:
+	 * a statement fits in the socket's buffer), woken by writability meanwhile. */
 	if ((f = PQflush(pw->pg)) == 1) {
 		bench_green_want_write(PQsocket(pw->pg), true);
 		while ((f = PQflush(pw->pg)) == 1)
