@@ -1,0 +1,76 @@
+/* cold_open — the FS store's open alone, in-process, repeated: the cold start's CPU without
+ * exec, HTTP or the token file (bench/scale.c times the whole server start).
+ *
+ *   cold_open DIR [rounds 3]
+ *
+ * DIR is a data directory (e.g. one kept by `scale -k`; the open only reads it, but it takes
+ * the directory's lock: not one a server is using). Each round opens the store, closes it,
+ * and prints the open's wall and CPU (user + system, every thread of this process) time; then
+ * the minimum and median of each. For `perf record -g build-bench/bench/cold_open DIR 3`. */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define MAX_ROUNDS 50
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double cpu_ms(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	double wall[MAX_ROUNDS], cpu[MAX_ROUNDS];
+	char err[512] = "";
+	long rounds = argc > 2 ? strtol(argv[2], NULL, 10) : 3;
+	long i;
+
+	if (argc < 2 || argc > 3 || rounds < 1 || rounds > MAX_ROUNDS) {
+		fprintf(stderr, "usage: cold_open DIR [rounds 1..%d, default 3]\n", MAX_ROUNDS);
+		return 2;
+	}
+	for (i = 0; i < rounds; i++) {
+		struct store_fs_options o = {.dir = argv[1]};
+		struct store *st = NULL;
+		double w0 = mono_ms(), c0 = cpu_ms();
+		enum core_rc rc = store_fs_open(&o, &st, err, sizeof err);
+
+		wall[i] = mono_ms() - w0;
+		cpu[i] = cpu_ms() - c0;
+		if (rc != CORE_OK) {
+			fprintf(stderr, "cold_open: %s: %s\n", argv[1], err);
+			return 1;
+		}
+		store_close(st);
+		printf("round %ld: open %.1f ms wall, %.1f ms CPU\n", i + 1, wall[i], cpu[i]);
+		fflush(stdout);
+	}
+	qsort(wall, (size_t)rounds, sizeof(*wall), cmp_double);
+	qsort(cpu, (size_t)rounds, sizeof(*cpu), cmp_double);
+	printf("open of %s, %ld rounds: wall min %.1f median %.1f ms; CPU min %.1f median %.1f ms\n",
+	       argv[1], rounds, wall[0], wall[rounds / 2], cpu[0], cpu[rounds / 2]);
+	return 0;
+}
