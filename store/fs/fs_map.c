@@ -55,15 +55,29 @@ uint32_t fs_crc32(const void *buf, size_t len)
 
 /* ---- hash map ---- */
 
-static uint32_t hash_str(const char *s)
+/* 8 bytes at a time through a multiply-xorshift, folded to 32 bits (FNV-1a's byte-at-a-time
+ * multiply chain was a tenth of a million-card load: ids are ~20 bytes, and every load hashes
+ * each one twice). A hash lives in memory only (slots, probes), never on disk. */
+static uint32_t hash_bytes(const char *p, size_t n)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
+	uint64_t h = 0x9E3779B97F4A7C15ull * (n + 1), w;
 
-	while (*s) {
-		h ^= (unsigned char)*s++;
-		h *= 16777619u;
+	for (; n >= 8; n -= 8, p += 8) {
+		memcpy(&w, p, 8);
+		h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+		h ^= h >> 31;
 	}
-	return h;
+	w = 0;
+	memcpy(&w, p, n);
+	h = (h ^ w) * 0x94D049BB133111EBull;
+	h ^= h >> 29;
+	h *= 0xBF58476D1CE4E5B9ull;
+	return (uint32_t)(h ^ h >> 32);
+}
+
+uint32_t fs_map_hash(const char *key)
+{
+	return hash_bytes(key, strlen(key));
 }
 
 /* Slot index holding key, or the empty slot where it would go. */
@@ -71,22 +85,21 @@ static size_t map_probe(const struct fs_map *m, const char *key, uint32_t h)
 {
 	size_t i = h & (m->cap - 1);
 
-	while (m->slots[i].key && (m->slots[i].hash != h || strcmp(m->slots[i].key, key) != 0))
+	while (m->slots[i].key &&
+	       (m->slots[i].hash != h ||
+		(m->slots[i].key != key && strcmp(m->slots[i].key, key) != 0)))
 		i = (i + 1) & (m->cap - 1);
 	return i;
 }
 
 void *fs_map_get_n(const struct fs_map *m, const char *key, size_t n)
 {
-	uint32_t h = 2166136261u;
-	size_t i, k;
+	uint32_t h;
+	size_t i;
 
 	if (!m->cap)
 		return NULL;
-	for (k = 0; k < n; k++) {
-		h ^= (unsigned char)key[k];
-		h *= 16777619u;
-	}
+	h = hash_bytes(key, n);
 	for (i = h & (m->cap - 1); m->slots[i].key; i = (i + 1) & (m->cap - 1))
 		if (m->slots[i].hash == h && strncmp(m->slots[i].key, key, n) == 0 &&
 		    m->slots[i].key[n] == '\0')
@@ -94,14 +107,19 @@ void *fs_map_get_n(const struct fs_map *m, const char *key, size_t n)
 	return NULL;
 }
 
-void *fs_map_get(const struct fs_map *m, const char *key)
+void *fs_map_get_h(const struct fs_map *m, const char *key, uint32_t h)
 {
 	size_t i;
 
 	if (!m->cap)
 		return NULL;
-	i = map_probe(m, key, hash_str(key));
+	i = map_probe(m, key, h);
 	return m->slots[i].key ? m->slots[i].val : NULL;
+}
+
+void *fs_map_get(const struct fs_map *m, const char *key)
+{
+	return m->cap ? fs_map_get_h(m, key, fs_map_hash(key)) : NULL;
 }
 
 static enum core_rc map_grow(struct fs_map *m, size_t want)
@@ -138,7 +156,11 @@ enum core_rc fs_map_reserve(struct fs_map *m, size_t extra)
 
 enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val)
 {
-	uint32_t h = hash_str(key);
+	return fs_map_put_h(m, key, val, fs_map_hash(key));
+}
+
+enum core_rc fs_map_put_h(struct fs_map *m, const char *key, void *val, uint32_t h)
+{
 	size_t i;
 
 	if (map_grow(m, m->n + 1) != CORE_OK)
@@ -157,7 +179,7 @@ void *fs_map_del(struct fs_map *m, const char *key)
 
 	if (!m->cap)
 		return NULL;
-	i = map_probe(m, key, hash_str(key));
+	i = map_probe(m, key, fs_map_hash(key));
 	if (!m->slots[i].key)
 		return NULL;
 	val = m->slots[i].val;
@@ -185,7 +207,7 @@ out:
 
 void fs_map_replace(struct fs_map *m, const char *key, void *val)
 {
-	size_t i = map_probe(m, key, hash_str(key));
+	size_t i = map_probe(m, key, fs_map_hash(key));
 
 	if (!m->slots[i].key)
 		abort(); /* the caller's invariant: the key is present */

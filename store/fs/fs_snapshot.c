@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,67 +279,289 @@ static void snap_map_close(struct snap_map *m)
 		free(m->buf);
 }
 
-/* snapshot.bin: every record must be sound and the end record present, with the count of
- * chunks before it; anything else is a damaged snapshot and the open is refused. */
+/* ---- loading snapshot.bin ----
+ * Three steps:
+ *   1. frame: walk the record headers (each checks its own CRC) to the end record, noting
+ *      where each chunk's payload is and, from its entry count, how many cards to expect;
+ *   2. reserve the id map and the creation order for that many cards at once (no rehash
+ *      while loading);
+ *   3. check each payload's CRC and decode it (fs_change_decode_bin: flat cards, names
+ *      interned) on a second thread, SNAP_RING chunks ahead of the opening thread, which
+ *      resolves, reserves and applies them in file order — the same calls, in the same order,
+ *      as the serial load (serial_load, or a snapshot of a few chunks), so the state is the
+ *      same. The two threads share fs->atoms: the decoder interns under atoms_mu, and the
+ *      applier takes atoms_mu only for a change that would intern (a claim-only entry or a
+ *      card that is not flat: neither is in a snapshot this version writes).
+ * Every record must be sound and the end record present, with the count of chunks before it;
+ * anything else is a damaged snapshot and the open is refused. */
+
+struct snap_rec {
+	const char *payload;
+	size_t plen;
+	unsigned kind;
+};
+
+/* Decoded chunks the decoder may run ahead of the applier. */
+#define SNAP_RING 8
+
+struct snap_load {
+	struct fs *fs;
+	const struct snap_rec *recs;
+	size_t n_recs;
+	bool threaded;
+	pthread_t thread;
+	pthread_mutex_t mu; /* guards decoded, applied, stop, and the ring's ownership */
+	pthread_cond_t cond;
+	pthread_mutex_t atoms_mu; /* fs->atoms while the decoder runs */
+	size_t decoded, applied;  /* records handed over / done with */
+	bool stop;                /* the applier gave up: the decoder stops */
+	struct fs_change ring[SNAP_RING]; /* record i in slot i % SNAP_RING */
+	enum core_rc ring_rc[SNAP_RING];
+};
+
+/* Payload CRC and decode of record r into ch (left empty on failure). */
+static enum core_rc snap_decode(struct fs_atoms *atoms, const struct snap_rec *r,
+				struct fs_change *ch)
+{
+	memset(ch, 0, sizeof(*ch));
+	if (!fs_rec_payload_ok(r->payload, r->plen))
+		return CORE_ERR_STORE_UNAVAILABLE;
+	if (fs_change_decode_bin(r->kind, r->payload, r->plen, atoms, ch) != CORE_OK)
+		return CORE_ERR_STORE_UNAVAILABLE;
+	return CORE_OK;
+}
+
+static void *snap_decoder_main(void *arg)
+{
+	struct snap_load *l = arg;
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	for (i = 0; i < l->n_recs && rc == CORE_OK; i++) {
+		pthread_mutex_lock(&l->mu);
+		while (!l->stop && i - l->applied >= SNAP_RING)
+			pthread_cond_wait(&l->cond, &l->mu);
+		if (l->stop) {
+			pthread_mutex_unlock(&l->mu);
+			break;
+		}
+		pthread_mutex_unlock(&l->mu);
+		/* Slot i % SNAP_RING is ours until decoded moves past i; what the applier left
+		 * of record i - SNAP_RING goes first (freed in this thread's arena). */
+		fs_change_release(&l->ring[i % SNAP_RING]);
+		pthread_mutex_lock(&l->atoms_mu);
+		rc = snap_decode(&l->fs->atoms, &l->recs[i], &l->ring[i % SNAP_RING]);
+		pthread_mutex_unlock(&l->atoms_mu);
+		pthread_mutex_lock(&l->mu);
+		l->ring_rc[i % SNAP_RING] = rc;
+		l->decoded = i + 1;
+		pthread_cond_broadcast(&l->cond);
+		pthread_mutex_unlock(&l->mu);
+	}
+	return NULL;
+}
+
+/* Record i, decoded (by the decoder thread, or here); *ch is the applier's until the next
+ * call. */
+static enum core_rc snap_next(struct snap_load *l, size_t i, struct fs_change **ch)
+{
+	if (!l->threaded) {
+		*ch = &l->ring[0];
+		return snap_decode(&l->fs->atoms, &l->recs[i], *ch);
+	}
+	pthread_mutex_lock(&l->mu);
+	while (l->decoded <= i)
+		pthread_cond_wait(&l->cond, &l->mu);
+	pthread_mutex_unlock(&l->mu);
+	*ch = &l->ring[i % SNAP_RING];
+	return l->ring_rc[i % SNAP_RING];
+}
+
+static void snap_done(struct snap_load *l, size_t i)
+{
+	if (!l->threaded)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->applied = i + 1;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Does applying ch intern names (fs_change_resolve, fs_change_reserve)? */
+static bool snap_change_interns(const struct fs_change *ch)
+{
+	size_t i;
+
+	for (i = 0; i < ch->n_cards; i++)
+		if (ch->cards[i].card && (ch->cards[i].claim_only || !ch->cards[i].card->flat))
+			return true;
+	return false;
+}
+
+static enum core_rc snap_apply(struct snap_load *l, struct fs_change *ch)
+{
+	bool lock = l->threaded && snap_change_interns(ch);
+	enum core_rc rc;
+
+	if (lock)
+		pthread_mutex_lock(&l->atoms_mu);
+	rc = fs_change_resolve(l->fs, ch);
+	if (rc == CORE_OK)
+		rc = fs_change_reserve(l->fs, ch);
+	if (lock)
+		pthread_mutex_unlock(&l->atoms_mu);
+	if (rc != CORE_OK) {
+		fs_change_release(ch);
+		return rc;
+	}
+	if (l->threaded) {
+		fs_change_apply_keep(l->fs, ch, NULL); /* the rest: released by the decoder */
+	} else {
+		fs_change_apply(l->fs, ch, NULL);
+	}
+	return CORE_OK;
+}
+
+/* Stops and joins the decoder; releases what it decoded that was not applied. */
+static void snap_load_finish(struct snap_load *l)
+{
+	size_t i;
+
+	if (!l->threaded)
+		return;
+	pthread_mutex_lock(&l->mu);
+	l->stop = true;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->mu);
+	pthread_join(l->thread, NULL);
+	for (i = 0; i < SNAP_RING; i++) /* applied or not, decoded or empty */
+		fs_change_release(&l->ring[i]);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cond);
+	pthread_mutex_destroy(&l->atoms_mu);
+}
+
+/* The entry count of a chunk's payload (after its counters), as a hint for reservations:
+ * bounded by what the payload could hold; 0 when it is not there. */
+static size_t snap_rec_cards_hint(const struct snap_rec *r)
+{
+	const unsigned char *p = (const unsigned char *)r->payload + 32;
+	uint32_t n;
+
+	if (r->plen < 36)
+		return 0;
+	n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return n < r->plen / 16 ? n : r->plen / 16;
+}
+
+/* Chunks of at least this many records are decoded on a second thread. */
+#define SNAP_THREAD_MIN_RECS 4
+
 static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err,
 				      size_t errlen)
 {
-	struct fs_change ch;
+	struct snap_load l = {.fs = fs};
+	struct snap_rec *recs = NULL;
+	struct fs_change *ch;
 	struct fs_counters ctr;
 	struct snap_map map;
 	const char *payload;
-	uint64_t n_rec = 0, want = 0, gen = 0;
-	size_t len, pos = 0, plen;
+	uint64_t want = 0, gen = 0;
+	size_t pos = 0, plen, n = 0, cap = 0, hint = 0, i = 0;
 	unsigned kind;
 	bool ended = false;
 	enum core_rc rc = CORE_OK;
 	int ferr = 0;
-	char *buf;
 
 	if (!snap_map_open(path, &map, &ferr)) {
 		snprintf(err, errlen, "cannot read %s: %s", path, strerror(ferr));
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
-	buf = map.buf;
-	len = map.len;
-	while (rc == CORE_OK && pos < len && !ended) {
-		snap_map_done_upto(&map, pos);
-		if (fs_rec_check(buf + pos, len - pos, &kind, &payload, &plen) != FS_REC_OK) {
-			rc = CORE_ERR_STORE_UNAVAILABLE;
+	/* 1. Frame every record up to the end record. */
+	while (pos < map.len && !ended) {
+		if (fs_rec_frame(map.buf + pos, map.len - pos, &kind, &payload, &plen) != FS_REC_OK)
 			break;
-		}
 		pos += FS_REC_HDR + plen;
 		if (kind == FS_REC_SNAP_END) {
-			ended = true;
-			if (fs_snap_end_decode(payload, plen, &gen, &ctr, &want) != CORE_OK)
-				rc = CORE_ERR_STORE_UNAVAILABLE;
+			ended = fs_rec_payload_ok(payload, plen) &&
+				fs_snap_end_decode(payload, plen, &gen, &ctr, &want) == CORE_OK;
+			if (!ended)
+				break;
 			continue;
 		}
-		n_rec++;
-		if (fs_change_decode_bin(kind, payload, plen, &fs->atoms, &ch) != CORE_OK) {
-			rc = CORE_ERR_STORE_UNAVAILABLE;
-			break;
+		if (n == cap) {
+			struct snap_rec *nv;
+
+			cap = cap ? cap * 2 : 64;
+			nv = realloc(recs, cap * sizeof(*recs));
+			if (!nv) {
+				snprintf(err, errlen, "out of memory loading %s", path);
+				rc = CORE_ERR_NOMEM;
+				goto out;
+			}
+			recs = nv;
 		}
-		rc = fs_change_resolve(fs, &ch);
-		if (rc == CORE_OK)
-			rc = fs_change_reserve(fs, &ch);
+		recs[n++] = (struct snap_rec){payload, plen, kind};
+		hint += snap_rec_cards_hint(&recs[n - 1]);
+	}
+	if (!ended || pos != map.len || want != n || gen < 1) {
+		/* The records before the damage are not worth decoding: the open is refused. */
+		rc = CORE_ERR_STORE_UNAVAILABLE;
+		goto damaged;
+	}
+	/* 2. Room for every card at once (a hint: reserve grows past it if need be). */
+	if (fs_map_reserve(&fs->cards, fs->cards.n + hint) != CORE_OK ||
+	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + hint) != CORE_OK) {
+		snprintf(err, errlen, "out of memory loading %s", path);
+		rc = CORE_ERR_NOMEM;
+		goto out;
+	}
+	/* 3. Decode (on a second thread when there is enough to share) and apply, in order. */
+	l.recs = recs;
+	l.n_recs = n;
+	if (!fs->serial_load && n >= SNAP_THREAD_MIN_RECS) {
+		l.threaded = pthread_mutex_init(&l.mu, NULL) == 0;
+		if (l.threaded && pthread_cond_init(&l.cond, NULL) != 0) {
+			pthread_mutex_destroy(&l.mu);
+			l.threaded = false;
+		}
+		if (l.threaded && pthread_mutex_init(&l.atoms_mu, NULL) != 0) {
+			pthread_cond_destroy(&l.cond);
+			pthread_mutex_destroy(&l.mu);
+			l.threaded = false;
+		}
+		if (l.threaded && pthread_create(&l.thread, NULL, snap_decoder_main, &l) != 0) {
+			pthread_mutex_destroy(&l.atoms_mu);
+			pthread_cond_destroy(&l.cond);
+			pthread_mutex_destroy(&l.mu);
+			l.threaded = false; /* no thread: the serial load */
+		}
+	}
+	for (i = 0; i < n; i++) {
+		rc = snap_next(&l, i, &ch);
+		if (rc != CORE_OK)
+			break;
+		rc = snap_apply(&l, ch);
+		snap_done(&l, i);
 		if (rc != CORE_OK) {
-			fs_change_release(&ch);
+			i++;
+			snap_load_finish(&l);
 			snprintf(err, errlen, "out of memory loading %s", path);
 			goto out;
 		}
-		fs_change_apply(fs, &ch, NULL);
+		snap_map_done_upto(&map, (size_t)(recs[i].payload - map.buf) - FS_REC_HDR);
 	}
-	if (rc == CORE_OK && (!ended || pos != len || want != n_rec || gen < 1))
-		rc = CORE_ERR_STORE_UNAVAILABLE;
-	if (rc != CORE_OK) {
-		snprintf(err, errlen,
-			 "snapshot %s is damaged or truncated (record %" PRIu64 "); refusing to open",
-			 path, n_rec);
+	snap_load_finish(&l);
+	if (rc == CORE_OK) {
+		fs->gen = gen;
 		goto out;
 	}
-	fs->gen = gen;
+damaged:
+	snprintf(err, errlen,
+		 "snapshot %s is damaged or truncated (record %zu); refusing to open", path,
+		 i < n ? i + 1 : n + 1);
 out:
+	free(recs);
 	snap_map_close(&map);
 	return rc;
 }
