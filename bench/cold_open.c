@@ -1,7 +1,7 @@
 /* cold_open — the FS store's open alone, in-process, repeated: the cold start's CPU without
  * exec, HTTP or the token file (bench/scale.c times the whole server start).
  *
- *   cold_open DIR [rounds 3]
+ *   cold_open DIR [rounds 3] [serial]
  *
  * DIR is a data directory (e.g. one kept by `scale -k`; the open only reads it, but it takes
  * the directory's lock: not one a server is using). Each round opens the store, closes it,
@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -46,14 +47,16 @@ int main(int argc, char **argv)
 	double wall[MAX_ROUNDS], cpu[MAX_ROUNDS];
 	char err[512] = "";
 	long rounds = argc > 2 ? strtol(argv[2], NULL, 10) : 3;
+	bool serial = argc > 3 && strcmp(argv[3], "serial") == 0;
 	long i;
 
-	if (argc < 2 || argc > 3 || rounds < 1 || rounds > MAX_ROUNDS) {
-		fprintf(stderr, "usage: cold_open DIR [rounds 1..%d, default 3]\n", MAX_ROUNDS);
+	if (argc < 2 || argc > 4 || rounds < 1 || rounds > MAX_ROUNDS || (argc > 3 && !serial)) {
+		fprintf(stderr, "usage: cold_open DIR [rounds 1..%d, default 3] [serial]\n",
+			MAX_ROUNDS);
 		return 2;
 	}
 	for (i = 0; i < rounds; i++) {
-		struct store_fs_options o = {.dir = argv[1]};
+		struct store_fs_options o = {.dir = argv[1], .serial_load = serial};
 		struct store *st = NULL;
 		double w0 = mono_ms(), c0 = cpu_ms();
 		enum core_rc rc = store_fs_open(&o, &st, err, sizeof err);
@@ -70,7 +73,7 @@ int main(int argc, char **argv)
 	}
 	qsort(wall, (size_t)rounds, sizeof(*wall), cmp_double);
 	qsort(cpu, (size_t)rounds, sizeof(*cpu), cmp_double);
-	printf("open of %s, %ld rounds: wall min %.1f median %.1f ms; CPU min %.1f median %.1f ms\n",
-	       argv[1], rounds, wall[0], wall[rounds / 2], cpu[0], cpu[rounds / 2]);
+	printf("open of %s (%s), %ld rounds: wall min %.1f median %.1f ms; CPU min %.1f median %.1f ms\n",
+	       argv[1], serial ? "serial" : "two threads", rounds, wall[0], wall[rounds / 2], cpu[0], cpu[rounds / 2]);
 	return 0;
 }

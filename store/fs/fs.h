@@ -67,7 +67,10 @@ void *fs_map_del(struct fs_map *m, const char *key);
 /* Frees the slots only (values belong to the caller). */
 void fs_map_release(struct fs_map *m);
 
+/* CRC-32 (IEEE 802.3, reflected) of len bytes (fs_crc.c): carry-less multiplies where the
+ * CPU has them, else tables; fs_crc32_tables is always the tables (tests compare the two). */
 uint32_t fs_crc32(const void *buf, size_t len);
+uint32_t fs_crc32_tables(const void *buf, size_t len);
 /* Grows the pointer array *arrp (any T **) to hold `want` entries, doubling. */
 enum core_rc fs_ptrs_reserve(void *arrp, size_t *cap, size_t want);
 

@@ -352,7 +352,8 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 		const struct fs_card_ent *ent = NULL;
 
 		if (now) {
-			cc->hash = fs_map_hash(cc->id);
+			if (!cc->hashed) /* the snapshot's decoder hashes ids on its thread */
+				cc->hash = fs_map_hash(cc->id);
 			cc->hashed = true;
 			ent = fs_map_get_h(&fs->cards, cc->id, cc->hash);
 		}

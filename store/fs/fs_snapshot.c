@@ -319,15 +319,22 @@ struct snap_load {
 	enum core_rc ring_rc[SNAP_RING];
 };
 
-/* Payload CRC and decode of record r into ch (left empty on failure). */
+/* Payload CRC and decode of record r into ch (left empty on failure); the cards' ids are
+ * hashed here too, while they are in this thread's cache (fs_change_reserve uses the hash). */
 static enum core_rc snap_decode(struct fs_atoms *atoms, const struct snap_rec *r,
 				struct fs_change *ch)
 {
+	size_t i;
+
 	memset(ch, 0, sizeof(*ch));
 	if (!fs_rec_payload_ok(r->payload, r->plen))
 		return CORE_ERR_STORE_UNAVAILABLE;
 	if (fs_change_decode_bin(r->kind, r->payload, r->plen, atoms, ch) != CORE_OK)
 		return CORE_ERR_STORE_UNAVAILABLE;
+	for (i = 0; i < ch->n_cards; i++) {
+		ch->cards[i].hash = fs_map_hash(ch->cards[i].id);
+		ch->cards[i].hashed = true;
+	}
 	return CORE_OK;
 }
 
