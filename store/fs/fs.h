@@ -60,6 +60,9 @@ enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val);
 uint32_t fs_map_hash(const char *key);
 void *fs_map_get_h(const struct fs_map *m, const char *key, uint32_t h);
 enum core_rc fs_map_put_h(struct fs_map *m, const char *key, void *val, uint32_t h);
+/* Asks the CPU for the slot a key of hash h starts its probe at (a hint, no effect on the
+ * map): a lookup a few keys ahead in a batch then finds it in cache. */
+void fs_map_prefetch(const struct fs_map *m, uint32_t h);
 /* Ensures `extra` more inserts cannot fail. */
 enum core_rc fs_map_reserve(struct fs_map *m, size_t extra);
 /* Removes key; returns its value or NULL. */

@@ -64,6 +64,12 @@ void *fs_map_get_h(const struct fs_map *m, const char *key, uint32_t h)
 	return m->slots[i].key ? m->slots[i].val : NULL;
 }
 
+void fs_map_prefetch(const struct fs_map *m, uint32_t h)
+{
+	if (m->cap)
+		__builtin_prefetch(&m->slots[h & (m->cap - 1)]);
+}
+
 void *fs_map_get(const struct fs_map *m, const char *key)
 {
 	return m->cap ? fs_map_get_h(m, key, fs_map_hash(key)) : NULL;

@@ -285,13 +285,18 @@ static void snap_map_close(struct snap_map *m)
  *      where each chunk's payload is and, from its entry count, how many cards to expect;
  *   2. reserve the id map and the creation order for that many cards at once (no rehash
  *      while loading);
- *   3. check each payload's CRC and decode it (fs_change_decode_bin: flat cards, names
- *      interned) on a second thread, SNAP_RING chunks ahead of the opening thread, which
- *      resolves, reserves and applies them in file order — the same calls, in the same order,
- *      as the serial load (serial_load, or a snapshot of a few chunks), so the state is the
- *      same. The two threads share fs->atoms: the decoder interns under atoms_mu, and the
- *      applier takes atoms_mu only for a change that would intern (a claim-only entry or a
- *      card that is not flat: neither is in a snapshot this version writes).
+ *   3. the opening thread checks each payload's CRC and decodes it (fs_change_decode_bin:
+ *      flat cards, names interned, ids hashed), up to SNAP_RING chunks ahead of a second
+ *      thread that resolves, reserves and applies them in file order — the same calls, in
+ *      the same order, as the serial load (serial_load, or a snapshot of a few chunks), so
+ *      the state is the same. The decoder is the opening thread because it makes nearly
+ *      every allocation (the cards): glibc grows the main arena by brk in steps of
+ *      M_TOP_PAD, a thread's arena by one mprotect per page (that cost ~20 % of a
+ *      decoding thread's time). What the applier leaves of a change (its arrays and ids)
+ *      is freed by the decoder when it reuses the slot, in the arena it came from. The two
+ *      threads share fs->atoms: the decoder interns under atoms_mu, and the applier takes
+ *      atoms_mu only for a change that would intern (a claim-only entry or a card that is
+ *      not flat: neither is in a snapshot this version writes).
  * Every record must be sound and the end record present, with the count of chunks before it;
  * anything else is a damaged snapshot and the open is refused. */
 
@@ -306,17 +311,16 @@ struct snap_rec {
 
 struct snap_load {
 	struct fs *fs;
-	const struct snap_rec *recs;
 	size_t n_recs;
 	bool threaded;
-	pthread_t thread;
-	pthread_mutex_t mu; /* guards decoded, applied, stop, and the ring's ownership */
+	pthread_t thread;         /* the applier, when threaded */
+	pthread_mutex_t mu;       /* guards decoded, applied, apply_rc, ring_rc */
 	pthread_cond_t cond;
-	pthread_mutex_t atoms_mu; /* fs->atoms while the decoder runs */
-	size_t decoded, applied;  /* records handed over / done with */
-	bool stop;                /* the applier gave up: the decoder stops */
+	pthread_mutex_t atoms_mu; /* fs->atoms while both threads run */
+	size_t decoded, applied;  /* records handed over / done with (their slot free again) */
+	enum core_rc apply_rc;    /* the applier's failure (out of memory): it stopped */
 	struct fs_change ring[SNAP_RING]; /* record i in slot i % SNAP_RING */
-	enum core_rc ring_rc[SNAP_RING];
+	enum core_rc ring_rc[SNAP_RING];  /* its decode: not OK = damaged, the last one */
 };
 
 /* Payload CRC and decode of record r into ch (left empty on failure); the cards' ids are
@@ -338,62 +342,6 @@ static enum core_rc snap_decode(struct fs_atoms *atoms, const struct snap_rec *r
 	return CORE_OK;
 }
 
-static void *snap_decoder_main(void *arg)
-{
-	struct snap_load *l = arg;
-	enum core_rc rc = CORE_OK;
-	size_t i;
-
-	for (i = 0; i < l->n_recs && rc == CORE_OK; i++) {
-		pthread_mutex_lock(&l->mu);
-		while (!l->stop && i - l->applied >= SNAP_RING)
-			pthread_cond_wait(&l->cond, &l->mu);
-		if (l->stop) {
-			pthread_mutex_unlock(&l->mu);
-			break;
-		}
-		pthread_mutex_unlock(&l->mu);
-		/* Slot i % SNAP_RING is ours until decoded moves past i; what the applier left
-		 * of record i - SNAP_RING goes first (freed in this thread's arena). */
-		fs_change_release(&l->ring[i % SNAP_RING]);
-		pthread_mutex_lock(&l->atoms_mu);
-		rc = snap_decode(&l->fs->atoms, &l->recs[i], &l->ring[i % SNAP_RING]);
-		pthread_mutex_unlock(&l->atoms_mu);
-		pthread_mutex_lock(&l->mu);
-		l->ring_rc[i % SNAP_RING] = rc;
-		l->decoded = i + 1;
-		pthread_cond_broadcast(&l->cond);
-		pthread_mutex_unlock(&l->mu);
-	}
-	return NULL;
-}
-
-/* Record i, decoded (by the decoder thread, or here); *ch is the applier's until the next
- * call. */
-static enum core_rc snap_next(struct snap_load *l, size_t i, struct fs_change **ch)
-{
-	if (!l->threaded) {
-		*ch = &l->ring[0];
-		return snap_decode(&l->fs->atoms, &l->recs[i], *ch);
-	}
-	pthread_mutex_lock(&l->mu);
-	while (l->decoded <= i)
-		pthread_cond_wait(&l->cond, &l->mu);
-	pthread_mutex_unlock(&l->mu);
-	*ch = &l->ring[i % SNAP_RING];
-	return l->ring_rc[i % SNAP_RING];
-}
-
-static void snap_done(struct snap_load *l, size_t i)
-{
-	if (!l->threaded)
-		return;
-	pthread_mutex_lock(&l->mu);
-	l->applied = i + 1;
-	pthread_cond_broadcast(&l->cond);
-	pthread_mutex_unlock(&l->mu);
-}
-
 /* Does applying ch intern names (fs_change_resolve, fs_change_reserve)? */
 static bool snap_change_interns(const struct fs_change *ch)
 {
@@ -405,6 +353,8 @@ static bool snap_change_interns(const struct fs_change *ch)
 	return false;
 }
 
+/* Resolves, reserves and applies ch; threaded, what is left of it stays in its slot for the
+ * decoder to free. */
 static enum core_rc snap_apply(struct snap_load *l, struct fs_change *ch)
 {
 	bool lock = l->threaded && snap_change_interns(ch);
@@ -421,31 +371,59 @@ static enum core_rc snap_apply(struct snap_load *l, struct fs_change *ch)
 		fs_change_release(ch);
 		return rc;
 	}
-	if (l->threaded) {
-		fs_change_apply_keep(l->fs, ch, NULL); /* the rest: released by the decoder */
-	} else {
+	if (l->threaded)
+		fs_change_apply_keep(l->fs, ch, NULL);
+	else
 		fs_change_apply(l->fs, ch, NULL);
-	}
 	return CORE_OK;
 }
 
-/* Stops and joins the decoder; releases what it decoded that was not applied. */
-static void snap_load_finish(struct snap_load *l)
+/* The applier: every record in order, until one was damaged or it runs out of memory. */
+static void *snap_applier_main(void *arg)
 {
+	struct snap_load *l = arg;
+	enum core_rc rc;
 	size_t i;
 
-	if (!l->threaded)
-		return;
-	pthread_mutex_lock(&l->mu);
-	l->stop = true;
-	pthread_cond_broadcast(&l->cond);
-	pthread_mutex_unlock(&l->mu);
-	pthread_join(l->thread, NULL);
-	for (i = 0; i < SNAP_RING; i++) /* applied or not, decoded or empty */
-		fs_change_release(&l->ring[i]);
-	pthread_mutex_destroy(&l->mu);
-	pthread_cond_destroy(&l->cond);
+	for (i = 0; i < l->n_recs; i++) {
+		pthread_mutex_lock(&l->mu);
+		while (l->decoded <= i)
+			pthread_cond_wait(&l->cond, &l->mu);
+		rc = l->ring_rc[i % SNAP_RING];
+		pthread_mutex_unlock(&l->mu);
+		if (rc != CORE_OK)
+			break; /* damaged: the decoder stopped there */
+		rc = snap_apply(l, &l->ring[i % SNAP_RING]);
+		pthread_mutex_lock(&l->mu);
+		l->applied = i + 1;
+		l->apply_rc = rc;
+		pthread_cond_broadcast(&l->cond);
+		pthread_mutex_unlock(&l->mu);
+		if (rc != CORE_OK)
+			break;
+	}
+	return NULL;
+}
+
+/* Starts the applier thread; false (and nothing to undo) when it cannot. */
+static bool snap_thread_start(struct snap_load *l)
+{
+	if (pthread_mutex_init(&l->mu, NULL) != 0)
+		return false;
+	if (pthread_cond_init(&l->cond, NULL) != 0)
+		goto no_cond;
+	if (pthread_mutex_init(&l->atoms_mu, NULL) != 0)
+		goto no_atoms;
+	l->threaded = true;
+	if (pthread_create(&l->thread, NULL, snap_applier_main, l) == 0)
+		return true;
+	l->threaded = false;
 	pthread_mutex_destroy(&l->atoms_mu);
+no_atoms:
+	pthread_cond_destroy(&l->cond);
+no_cond:
+	pthread_mutex_destroy(&l->mu);
+	return false;
 }
 
 /* The entry count of a chunk's payload (after its counters), as a hint for reservations:
@@ -461,20 +439,71 @@ static size_t snap_rec_cards_hint(const struct snap_rec *r)
 	return n < r->plen / 16 ? n : r->plen / 16;
 }
 
-/* Chunks of at least this many records are decoded on a second thread. */
+/* Snapshots of at least this many records are loaded by two threads. */
 #define SNAP_THREAD_MIN_RECS 4
+
+/* Step 3: decodes every record here, applied here too or by the applier thread. Returns
+ * CORE_OK, CORE_ERR_STORE_UNAVAILABLE (record *bad damaged) or the applier's failure. */
+static enum core_rc snap_load_records(struct snap_load *l, const struct snap_rec *recs,
+				      struct snap_map *map, size_t *bad)
+{
+	enum core_rc rc = CORE_OK, arc = CORE_OK;
+	size_t i, k;
+
+	for (i = 0; i < l->n_recs && rc == CORE_OK; i++) {
+		struct fs_change *ch = &l->ring[i % SNAP_RING];
+
+		if (l->threaded) {
+			pthread_mutex_lock(&l->mu);
+			while (l->apply_rc == CORE_OK && i - l->applied >= SNAP_RING)
+				pthread_cond_wait(&l->cond, &l->mu);
+			arc = l->apply_rc;
+			pthread_mutex_unlock(&l->mu);
+			if (arc != CORE_OK)
+				break;
+			/* The slot is ours: what the applier left of record i - SNAP_RING goes
+			 * first (allocated here, freed here). */
+			fs_change_release(ch);
+			pthread_mutex_lock(&l->atoms_mu);
+			rc = snap_decode(&l->fs->atoms, &recs[i], ch);
+			pthread_mutex_unlock(&l->atoms_mu);
+			pthread_mutex_lock(&l->mu);
+			l->ring_rc[i % SNAP_RING] = rc;
+			l->decoded = i + 1;
+			pthread_cond_broadcast(&l->cond);
+			pthread_mutex_unlock(&l->mu);
+		} else {
+			rc = snap_decode(&l->fs->atoms, &recs[i], ch);
+			if (rc == CORE_OK && (arc = snap_apply(l, ch)) != CORE_OK)
+				break;
+		}
+		if (rc != CORE_OK)
+			*bad = i;
+		/* Decoded changes own copies: nothing refers to the bytes behind us. */
+		snap_map_done_upto(map, (size_t)(recs[i].payload - map->buf) - FS_REC_HDR);
+	}
+	if (l->threaded) {
+		pthread_join(l->thread, NULL); /* it stops at the end, a damaged record or OOM */
+		arc = l->apply_rc;
+		for (k = 0; k < SNAP_RING; k++) /* applied or not */
+			fs_change_release(&l->ring[k]);
+		pthread_mutex_destroy(&l->atoms_mu);
+		pthread_cond_destroy(&l->cond);
+		pthread_mutex_destroy(&l->mu);
+	}
+	return arc != CORE_OK ? arc : rc;
+}
 
 static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err,
 				      size_t errlen)
 {
 	struct snap_load l = {.fs = fs};
 	struct snap_rec *recs = NULL;
-	struct fs_change *ch;
 	struct fs_counters ctr;
 	struct snap_map map;
 	const char *payload;
 	uint64_t want = 0, gen = 0;
-	size_t pos = 0, plen, n = 0, cap = 0, hint = 0, i = 0;
+	size_t pos = 0, plen, n = 0, cap = 0, hint = 0, bad = 0;
 	unsigned kind;
 	bool ended = false;
 	enum core_rc rc = CORE_OK;
@@ -502,7 +531,6 @@ static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err
 			cap = cap ? cap * 2 : 64;
 			nv = realloc(recs, cap * sizeof(*recs));
 			if (!nv) {
-				snprintf(err, errlen, "out of memory loading %s", path);
 				rc = CORE_ERR_NOMEM;
 				goto out;
 			}
@@ -514,60 +542,29 @@ static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err
 	if (!ended || pos != map.len || want != n || gen < 1) {
 		/* The records before the damage are not worth decoding: the open is refused. */
 		rc = CORE_ERR_STORE_UNAVAILABLE;
-		goto damaged;
+		bad = n;
+		goto out;
 	}
 	/* 2. Room for every card at once (a hint: reserve grows past it if need be). */
 	if (fs_map_reserve(&fs->cards, fs->cards.n + hint) != CORE_OK ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + hint) != CORE_OK) {
-		snprintf(err, errlen, "out of memory loading %s", path);
 		rc = CORE_ERR_NOMEM;
 		goto out;
 	}
-	/* 3. Decode (on a second thread when there is enough to share) and apply, in order. */
-	l.recs = recs;
+	/* 3. Decode and apply, in order (on two threads when there is enough to share). */
 	l.n_recs = n;
-	if (!fs->serial_load && n >= SNAP_THREAD_MIN_RECS) {
-		l.threaded = pthread_mutex_init(&l.mu, NULL) == 0;
-		if (l.threaded && pthread_cond_init(&l.cond, NULL) != 0) {
-			pthread_mutex_destroy(&l.mu);
-			l.threaded = false;
-		}
-		if (l.threaded && pthread_mutex_init(&l.atoms_mu, NULL) != 0) {
-			pthread_cond_destroy(&l.cond);
-			pthread_mutex_destroy(&l.mu);
-			l.threaded = false;
-		}
-		if (l.threaded && pthread_create(&l.thread, NULL, snap_decoder_main, &l) != 0) {
-			pthread_mutex_destroy(&l.atoms_mu);
-			pthread_cond_destroy(&l.cond);
-			pthread_mutex_destroy(&l.mu);
-			l.threaded = false; /* no thread: the serial load */
-		}
-	}
-	for (i = 0; i < n; i++) {
-		rc = snap_next(&l, i, &ch);
-		if (rc != CORE_OK)
-			break;
-		rc = snap_apply(&l, ch);
-		snap_done(&l, i);
-		if (rc != CORE_OK) {
-			i++;
-			snap_load_finish(&l);
-			snprintf(err, errlen, "out of memory loading %s", path);
-			goto out;
-		}
-		snap_map_done_upto(&map, (size_t)(recs[i].payload - map.buf) - FS_REC_HDR);
-	}
-	snap_load_finish(&l);
-	if (rc == CORE_OK) {
+	if (!fs->serial_load && n >= SNAP_THREAD_MIN_RECS)
+		snap_thread_start(&l); /* else (or when it cannot) the serial load */
+	rc = snap_load_records(&l, recs, &map, &bad);
+	if (rc == CORE_OK)
 		fs->gen = gen;
-		goto out;
-	}
-damaged:
-	snprintf(err, errlen,
-		 "snapshot %s is damaged or truncated (record %zu); refusing to open", path,
-		 i < n ? i + 1 : n + 1);
 out:
+	if (rc == CORE_ERR_STORE_UNAVAILABLE)
+		snprintf(err, errlen,
+			 "snapshot %s is damaged or truncated (record %zu); refusing to open", path,
+			 bad + 1);
+	else if (rc != CORE_OK)
+		snprintf(err, errlen, "out of memory loading %s", path);
 	free(recs);
 	snap_map_close(&map);
 	return rc;
