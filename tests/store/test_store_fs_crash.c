@@ -713,9 +713,13 @@ START_TEST(legacy_sweep_releases_dead_local_pids)
 	snprintf(dead, sizeof(dead), "testhost-%ld", (long)gone);
 	snprintf(live, sizeof(live), "testhost-%ld", (long)getpid());
 	snprintf(other, sizeof(other), "otherhost-%ld", (long)gone);
+	create(st, "m2"); /* created before m1: swept before it, whatever the ids' order */
+	create(st, "m1");
 	create(st, "l1");
 	create(st, "l2");
 	create(st, "l3");
+	plant_legacy_claim(st, dir, "m1", dead);
+	plant_legacy_claim(st, dir, "m2", dead);
 	plant_legacy_claim(st, dir, "l1", dead);
 	plant_legacy_claim(st, dir, "l2", live);
 	plant_legacy_claim(st, dir, "l3", other);
@@ -742,6 +746,12 @@ START_TEST(legacy_sweep_releases_dead_local_pids)
 		snprintf(want, sizeof(want), "{\"marker\":\"%s\",\"epoch\":3}", dead);
 		ck_assert_str_eq(ev[n - 1].payload, want);
 	}
+	/* Swept in creation order (the sweep's candidates come from the claimed set, whose
+	 * un-leased members sit in id order). */
+	ck_assert_uint_ge(n, 3);
+	ck_assert_str_eq(ev[n - 3].card_id, "m2");
+	ck_assert_str_eq(ev[n - 2].card_id, "m1");
+	ck_assert_str_eq(ev[n - 2].reason, "legacy_sweep");
 	next = ev[n - 1].seq;
 	store_events_free(ev, n);
 	/* The un-leased survivors are left to the pid sweep alone: the FS twin has no
