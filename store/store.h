@@ -696,6 +696,9 @@ struct store_fs_options {
 	size_t compact_bytes;  /* journal size that triggers a snapshot; 0: 64 MiB */
 	size_t events_keep;    /* events kept in the audit tail; 0: 100 000 */
 	const char *hostname;  /* for the legacy same-host sweep; NULL: gethostname() */
+	bool serial_load;      /* decode the snapshot on the opening thread alone (tests compare
+				* it with the default: a second thread checks and decodes while
+				* the opening one applies) */
 };
 
 enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out, char *err,

@@ -219,6 +219,7 @@ enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out,
 	fs->lock_fd = fs->jfd = -1;
 	fs->compact_bytes = o->compact_bytes ? o->compact_bytes : FS_COMPACT_DEFAULT;
 	fs->events_keep = o->events_keep ? o->events_keep : FS_EVENTS_KEEP_DEFAULT;
+	fs->serial_load = o->serial_load;
 	if (!o->hostname)
 		gethostname(host, sizeof(host) - 1);
 	fs->dir = strdup(o->dir);

@@ -57,6 +57,14 @@ void *fs_map_get(const struct fs_map *m, const char *key);
 void *fs_map_get_n(const struct fs_map *m, const char *key, size_t n);
 /* Inserts or replaces (key and value). NOMEM leaves the map unchanged. */
 enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val);
+/* The hash the map files key under, and get/put with it computed once (h must be
+ * fs_map_hash(key)): a load hashes each id once, not at every lookup. */
+uint32_t fs_map_hash(const char *key);
+void *fs_map_get_h(const struct fs_map *m, const char *key, uint32_t h);
+enum core_rc fs_map_put_h(struct fs_map *m, const char *key, void *val, uint32_t h);
+/* Asks the CPU for the slot a key of hash h starts its probe at (a hint, no effect on the
+ * map): a lookup a few keys ahead in a batch then finds it in cache. */
+void fs_map_prefetch(const struct fs_map *m, uint32_t h);
 /* Ensures `extra` more inserts cannot fail. */
 enum core_rc fs_map_reserve(struct fs_map *m, size_t extra);
 /* Removes key; returns its value or NULL. */
@@ -64,7 +72,10 @@ void *fs_map_del(struct fs_map *m, const char *key);
 /* Frees the slots only (values belong to the caller). */
 void fs_map_release(struct fs_map *m);
 
+/* CRC-32 (IEEE 802.3, reflected) of len bytes (fs_crc.c): carry-less multiplies where the
+ * CPU has them, else tables; fs_crc32_tables is always the tables (tests compare the two). */
 uint32_t fs_crc32(const void *buf, size_t len);
+uint32_t fs_crc32_tables(const void *buf, size_t len);
 /* Grows the pointer array *arrp (any T **) to hold `want` entries, doubling. */
 enum core_rc fs_ptrs_reserve(void *arrp, size_t *cap, size_t want);
 
@@ -165,6 +176,8 @@ struct fs_change_card {
 	/* fs_change_reserve's lookup of id, for lists_reserve and apply to reuse (a map probe is
 	 * a cache miss at a million cards); NULL: not in the index then. */
 	struct fs_card_ent *ent;
+	uint32_t hash; /* fs_map_hash(id), when `hashed` (set by fs_change_reserve) */
+	bool hashed;
 };
 
 /* An effect record (store/fs/fs_effect.c): a subscription ("s/<board>/<name>") or a delivery
@@ -263,6 +276,7 @@ struct fs {
 	char *hostname;
 	size_t compact_bytes;
 	size_t events_keep;
+	bool serial_load; /* store_fs_options.serial_load */
 	int lock_fd;
 
 	/* ---- guarded by `lock` ---- */
@@ -416,6 +430,9 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch);
  * or snapshot); else a commit, whose replaced objects go to undo (fs_undo_new) instead of
  * being freed. */
 void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo);
+/* The same, leaving what remains of ch (its arrays and ids) for the caller to release: the
+ * snapshot load has the thread that decoded ch free it, in that thread's malloc arena. */
+void fs_change_apply_keep(struct fs *fs, struct fs_change *ch, struct fs_undo *undo);
 /* Frees an object no longer published (or parks it while a snapshot reads it). */
 void fs_retire_card(struct fs *fs, struct core_card *c);
 void fs_retire_run(struct fs *fs, struct core_run *r);
@@ -527,6 +544,12 @@ char *fs_snap_end_encode(uint64_t gen, const struct fs_counters *ctr, uint64_t n
  * *kind, *payload and *plen describe it (the record is FS_REC_HDR + *plen bytes). */
 enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 				const char **payload, size_t *plen);
+/* fs_rec_check in two steps: the header alone (FS_REC_OK: framed, the payload unchecked), then
+ * the payload's CRC (payload as framed, FS_REC_HDR bytes after its header): the snapshot
+ * load frames every record first and checks the payloads on its decoding thread. */
+enum fs_rec_status fs_rec_frame(const char *buf, size_t avail, unsigned *kind,
+				const char **payload, size_t *plen);
+bool fs_rec_payload_ok(const char *payload, size_t plen);
 /* Decodes a FS_REC_CHANGE, FS_REC_CHANGE2 or FS_REC_CHANGE3 payload (`kind`). BAD_REQUEST
  * when malformed or of another kind (ch left empty). Its cards are flat (fs_flat.c), sharing
  * atoms (NULL: none). */

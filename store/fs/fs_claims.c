@@ -733,24 +733,44 @@ static bool legacy_dead_marker(const char *marker, const char *host)
 	return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
+static int ent_ord_cmp(const void *a, const void *b)
+{
+	uint64_t x = (*(struct fs_card_ent *const *)a)->ord;
+	uint64_t y = (*(struct fs_card_ent *const *)b)->ord;
+
+	return (x > y) - (x < y);
+}
+
 enum core_rc fs_legacy_sweep(struct fs *fs)
 {
+	struct fs_card_ent **v = NULL;
 	struct fs_txn t;
 	struct core_card *c;
 	enum core_rc rc = CORE_OK;
-	size_t i;
+	size_t i, n = 0, cap = 0;
 
-	fs_txn_begin(fs, &t, NULL);
-	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
-		const struct core_card *pc = fs->order[i]->dead ? NULL : fs->order[i]->card;
+	/* The candidates come from the claimed set, not from every card (this runs at every
+	 * open: a walk of a million cards was ~5 % of it); released in creation order. */
+	for (i = 0; rc == CORE_OK && i < fs->n_claimed; i++) {
+		const struct core_card *pc = fs->claimed[i]->card;
 
 		/* Only un-leased (legacy) claims: a leased one is the reaper's to judge. */
 		if (!pc || !pc->claim.present || pc->claim.has_lease ||
 		    !legacy_dead_marker(pc->claim.marker, fs->hostname))
 			continue;
-		rc = fs_txn_card(&t, fs->order[i]->id, &c);
+		if (n == cap)
+			rc = fs_ptrs_reserve(&v, &cap, n + 1);
+		if (rc == CORE_OK)
+			v[n++] = fs->claimed[i];
+	}
+	if (n > 1)
+		qsort(v, n, sizeof(*v), ent_ord_cmp);
+	fs_txn_begin(fs, &t, NULL);
+	for (i = 0; rc == CORE_OK && i < n; i++) {
+		rc = fs_txn_card(&t, v[i]->id, &c);
 		if (rc == CORE_OK)
 			rc = fs_release_with_event(&t, c, "legacy_sweep");
 	}
+	free(v);
 	return fs_txn_end(&t, rc);
 }

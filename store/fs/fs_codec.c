@@ -886,7 +886,7 @@ static enum core_rc decode_change(struct rbuf *b, struct fs_change *ch)
 	return CORE_OK;
 }
 
-enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
+enum fs_rec_status fs_rec_frame(const char *buf, size_t avail, unsigned *kind,
 				const char **payload, size_t *plen)
 {
 	const unsigned char *p = (const unsigned char *)buf;
@@ -902,7 +902,23 @@ enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 	*kind = (unsigned)p[2] | (unsigned)p[3] << 8;
 	*payload = buf + FS_REC_HDR;
 	*plen = n;
-	return get_u32(p + 8) == fs_crc32(p + FS_REC_HDR, n) ? FS_REC_OK : FS_REC_BAD_PAYLOAD;
+	return FS_REC_OK;
+}
+
+bool fs_rec_payload_ok(const char *payload, size_t plen)
+{
+	return get_u32((const unsigned char *)payload - FS_REC_HDR + 8) ==
+	       fs_crc32(payload, plen);
+}
+
+enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
+				const char **payload, size_t *plen)
+{
+	enum fs_rec_status st = fs_rec_frame(buf, avail, kind, payload, plen);
+
+	if (st != FS_REC_OK)
+		return st;
+	return fs_rec_payload_ok(*payload, *plen) ? FS_REC_OK : FS_REC_BAD_PAYLOAD;
 }
 
 enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,

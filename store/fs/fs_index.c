@@ -329,6 +329,8 @@ enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch)
 	return CORE_OK;
 }
 
+#define FS_PREFETCH_AHEAD 8
+
 enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 {
 	struct core_board *nb;
@@ -347,10 +349,25 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 	}
 	for (i = 0; i < ch->n_cards; i++) {
 		n_floors += ch->cards[i].floor > 0;
-		const struct core_card *now = ch->cards[i].card;
-		const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
+		struct fs_change_card *cc = &ch->cards[i];
+		const struct core_card *now = cc->card;
+		const struct fs_card_ent *ent = NULL;
 
-		ch->cards[i].ent = (struct fs_card_ent *)ent;
+		/* At a million cards the id map is 48 MB: each lookup a cache miss, unless the
+		 * slot of a card a few ahead is fetched meanwhile (a loaded snapshot's ids come
+		 * hashed by its decoder). */
+		if (i + FS_PREFETCH_AHEAD < ch->n_cards && ch->cards[i + FS_PREFETCH_AHEAD].hashed) {
+			fs_map_prefetch(&fs->cards, ch->cards[i + FS_PREFETCH_AHEAD].hash);
+			__builtin_prefetch(ch->cards[i + FS_PREFETCH_AHEAD].card);
+		}
+
+		if (now) {
+			if (!cc->hashed) /* the snapshot's decoder hashes ids on its thread */
+				cc->hash = fs_map_hash(cc->id);
+			cc->hashed = true;
+			ent = fs_map_get_h(&fs->cards, cc->id, cc->hash);
+		}
+		cc->ent = (struct fs_card_ent *)ent;
 
 		n_new += now && !ent;
 		n_claims += now && now->claim.present && !(ent && ent->cslot);
@@ -497,8 +514,13 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 		}
 		return;
 	}
-	/* reserve's lookup, unless an earlier entry of the same change deleted it */
-	ent = cc->ent && !cc->ent->dead ? cc->ent : fs_card_find(fs, cc->id);
+	/* reserve's lookup, unless an earlier entry of the same change deleted it (or, for a
+	 * new id, added it: looked up again, with reserve's hash) */
+	if (cc->ent && !cc->ent->dead)
+		ent = cc->ent;
+	else
+		ent = cc->hashed ? fs_map_get_h(&fs->cards, cc->id, cc->hash)
+				 : fs_card_find(fs, cc->id);
 	if (ent) {
 		fs_deps_update(fs, ent, ent->card, cc->card);
 		replaced_card(fs, u, ent, ent->card, false);
@@ -518,7 +540,11 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 	if (ent->ord > fs->ctr.ord)
 		fs->ctr.ord = ent->ord; /* likewise: an ordinal is a list cursor, never reused */
 	cc->card = NULL;
-	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
+	/* reserved: cannot fail */
+	if (cc->hashed)
+		fs_map_put_h(&fs->cards, ent->id, ent, cc->hash);
+	else
+		fs_map_put(&fs->cards, ent->id, ent);
 	order_insert(fs, ent);
 	fs_deps_update(fs, ent, NULL, ent->card);
 	fs_claimed_update(fs, ent);
@@ -571,6 +597,12 @@ void fs_events_trim(struct fs *fs)
 
 void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
 {
+	fs_change_apply_keep(fs, ch, undo);
+	fs_change_release(ch);
+}
+
+void fs_change_apply_keep(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
+{
 	size_t i;
 
 	for (i = 0; i < ch->n_boards; i++)
@@ -597,7 +629,6 @@ void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
 	if (ch->ctr.ord > fs->ctr.ord)
 		fs->ctr.ord = ch->ctr.ord;
 	order_compact(fs);
-	fs_change_release(ch);
 }
 
 void fs_state_release(struct fs *fs)

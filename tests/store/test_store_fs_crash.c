@@ -619,6 +619,57 @@ static pid_t dead_pid(void)
 	return pid;
 }
 
+/* CRC-32 the bit-at-a-time way, straight from the polynomial: the reference both of
+ * fs_crc32's implementations (carry-less multiplies, tables) must agree with. */
+static uint32_t crc_bitwise(const unsigned char *p, size_t n)
+{
+	uint32_t c = 0xFFFFFFFFu;
+	int k;
+
+	while (n--) {
+		c ^= *p++;
+		for (k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+	}
+	return ~c;
+}
+
+/* The checksum every record carries stays the one files were written with: known values,
+ * and the fast path equal to the tables and to the bitwise reference at every length and
+ * alignment around its 16- and 64-byte steps, and over a large buffer. */
+START_TEST(crc32_vectors)
+{
+	static const char fox[] = "The quick brown fox jumps over the lazy dog";
+	size_t big = 300000, len, off;
+	unsigned char *buf = malloc(big + 16);
+	uint32_t x = 12345;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fs_crc32("", 0), 0);
+	ck_assert_uint_eq(fs_crc32("123456789", 9), 0xCBF43926u);
+	ck_assert_uint_eq(fs_crc32_tables("123456789", 9), 0xCBF43926u);
+	ck_assert_uint_eq(fs_crc32(fox, strlen(fox)), 0x414FA339u);
+	for (len = 0; len < big + 16; len++) {
+		x = x * 1103515245u + 12345u;
+		buf[len] = (unsigned char)(x >> 16);
+	}
+	for (off = 0; off < 16; off++) {
+		for (len = 0; len <= 300; len++) {
+			uint32_t want = crc_bitwise(buf + off, len);
+
+			ck_assert_msg(fs_crc32(buf + off, len) == want, "len %zu off %zu", len, off);
+			ck_assert_msg(fs_crc32_tables(buf + off, len) == want, "len %zu off %zu", len,
+				      off);
+		}
+	}
+	ck_assert_uint_eq(fs_crc32(buf + 3, big), crc_bitwise(buf + 3, big));
+	ck_assert_uint_eq(fs_crc32(buf, big + 16), fs_crc32_tables(buf, big + 16));
+	memset(buf, 0, big);
+	ck_assert_uint_eq(fs_crc32(buf, big), crc_bitwise(buf, big));
+	free(buf);
+}
+END_TEST
+
 /* A journal line giving `id` an un-leased legacy claim by `marker` at epoch 3: what an older
  * binary left on disk. Appended to *recs (*n bytes), for plant_append once st is closed (an
  * open store's journal ends in pre-allocated zeros, cut by its close). */
@@ -663,9 +714,13 @@ START_TEST(legacy_sweep_releases_dead_local_pids)
 	snprintf(dead, sizeof(dead), "testhost-%ld", (long)gone);
 	snprintf(live, sizeof(live), "testhost-%ld", (long)getpid());
 	snprintf(other, sizeof(other), "otherhost-%ld", (long)gone);
+	create(st, "m2"); /* created before m1: swept before it, whatever the ids' order */
+	create(st, "m1");
 	create(st, "l1");
 	create(st, "l2");
 	create(st, "l3");
+	plant_legacy_claim(st, "m1", dead, &recs, &nrecs);
+	plant_legacy_claim(st, "m2", dead, &recs, &nrecs);
 	plant_legacy_claim(st, "l1", dead, &recs, &nrecs);
 	plant_legacy_claim(st, "l2", live, &recs, &nrecs);
 	plant_legacy_claim(st, "l3", other, &recs, &nrecs);
@@ -695,6 +750,12 @@ START_TEST(legacy_sweep_releases_dead_local_pids)
 		snprintf(want, sizeof(want), "{\"marker\":\"%s\",\"epoch\":3}", dead);
 		ck_assert_str_eq(ev[n - 1].payload, want);
 	}
+	/* Swept in creation order (the sweep's candidates come from the claimed set, whose
+	 * un-leased members sit in id order). */
+	ck_assert_uint_ge(n, 3);
+	ck_assert_str_eq(ev[n - 3].card_id, "m2");
+	ck_assert_str_eq(ev[n - 2].card_id, "m1");
+	ck_assert_str_eq(ev[n - 2].reason, "legacy_sweep");
 	next = ev[n - 1].seq;
 	store_events_free(ev, n);
 	/* The un-leased survivors are left to the pid sweep alone: the FS twin has no
@@ -729,6 +790,7 @@ TCase *store_fs_crash_tcase(void)
 	tcase_add_test(tc, damaged_snapshot_refuses);
 	tcase_add_test(tc, json_directory_migrates);
 	tcase_add_test(tc, binary_directory_loads);
+	tcase_add_test(tc, crc32_vectors);
 	tcase_add_test(tc, binary_decoder_survives_any_damage);
 	tcase_add_test(tc, far_generation_is_a_gap);
 	tcase_add_test(tc, lagging_counters_are_raised);
