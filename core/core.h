@@ -329,6 +329,9 @@ enum core_rc core_pick_check(const struct core_board *b, const struct core_strv 
 bool core_pick_fits(const struct core_pick *p, const struct core_card *c);
 /* a comes before b: higher priority, then older created_at, then smaller id. */
 bool core_pick_before(const struct core_card *a, const struct core_card *b);
+/* The same order from the three keys (for a store that holds its cards in another form). */
+bool core_pick_keys_before(int32_t priority_a, int64_t created_a, const char *id_a,
+			   int32_t priority_b, int64_t created_b, const char *id_b);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Workflow rules (DESIGN §4, ADR-096 §5).                                                   */

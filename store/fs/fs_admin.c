@@ -35,7 +35,8 @@ enum core_rc fs_board_column_rename(struct store *st, const char *board, const c
 		rc = fs_txn_board_put(&t, &nb);
 	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
 		const struct fs_card_ent *ent = fs->order[i];
-		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, ent->id);
+		struct core_card view;
+		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, ent->id, &view);
 		struct core_card *c = NULL;
 
 		if (!seen || strcmp(seen->board, board) != 0 || strcmp(seen->state, from) != 0)
@@ -124,7 +125,8 @@ enum core_rc fs_labels_sweep(struct store *st, const struct store_label_sweep *s
 		rc = CORE_ERR_NOMEM;
 	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
 		const struct fs_card_ent *ent = fs->order[i];
-		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, ent->id);
+		struct core_card view;
+		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, ent->id, &view);
 		struct core_card *c = NULL;
 		json_t *labels;
 		bool changed = false;

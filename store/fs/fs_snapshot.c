@@ -36,7 +36,7 @@ struct snap {
 	struct fs_counters ctr;
 	struct core_board *boards;
 	size_t n_boards;
-	const struct core_card **cards;
+	const struct fs_card **cards;
 	uint64_t *ords;
 	size_t n_cards;
 	const struct core_run **runs;

@@ -41,7 +41,7 @@ struct fs_undo *fs_undo_new(const struct fs_change *ch, const struct fs_counters
 }
 
 /* Retires an object that may still be read by a running snapshot. */
-static void retire_card(struct fs *fs, struct core_card *c)
+static void retire_card(struct fs *fs, struct fs_card *c)
 {
 	if (fs->snap_active &&
 	    fs_ptrs_reserve(&fs->grave.cards, &fs->grave.cap_cards, fs->grave.n_cards + 1))
