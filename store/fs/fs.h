@@ -174,6 +174,35 @@ struct fs_card_ent {
 	char id[];              /* the map key (in the same block: one allocation per card) */
 };
 
+static inline const char *fs_ent_id(const struct fs_card_ent *e)
+{
+	return e->id;
+}
+
+/* ---- the card id table (fs_map.c): open addressing, linear probing, load <= 1/2 ----
+ * fs_map for the million-entry case: a slot is the entry and its id's hash (16 bytes, not
+ * fs_map's 24), the key read through the entry (fs_ent_id) only when the hashes match, which
+ * a lookup's caller reads next anyway. */
+struct fs_ids_slot {
+	struct fs_card_ent *ent; /* NULL: empty */
+	uint32_t hash;
+};
+
+struct fs_ids {
+	struct fs_ids_slot *slots;
+	size_t cap; /* 0 or a power of two */
+	size_t n;
+};
+
+struct fs_card_ent *fs_ids_get(const struct fs_ids *t, const char *id);
+/* Ensures `extra` more puts cannot fail. */
+enum core_rc fs_ids_reserve(struct fs_ids *t, size_t extra);
+/* Files ent under fs_ent_id(ent), which is not in the table; room was reserved. */
+void fs_ids_put(struct fs_ids *t, struct fs_card_ent *ent);
+/* Removes id; returns its entry or NULL. */
+struct fs_card_ent *fs_ids_del(struct fs_ids *t, const char *id);
+void fs_ids_release(struct fs_ids *t);
+
 /* A list of cards under one key, in no order (fs_post.c): the dependents of a blocker id
  * (fs->deps), the cards of a state or a label (fs->post_states, fs->post_labels). */
 struct fs_post {
@@ -331,7 +360,7 @@ struct fs {
 	struct core_board *boards;
 	size_t n_boards;
 	struct fs_atoms atoms; /* the strings flat cards share (fs_flat.c) */
-	struct fs_map cards; /* id -> struct fs_card_ent */
+	struct fs_ids cards; /* id -> struct fs_card_ent */
 	struct fs_card_ent **order;
 	size_t n_order, cap_order, n_dead;
 	struct fs_map deps; /* blocker id -> struct fs_post: the cards whose blockers name it

@@ -21,7 +21,7 @@ const struct core_board *fs_board_find(const struct fs *fs, const char *name)
 
 struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id)
 {
-	return id ? fs_map_get(&fs->cards, id) : NULL;
+	return id ? fs_ids_get(&fs->cards, id) : NULL;
 }
 
 /* ---- retiring published objects ---- */
@@ -368,7 +368,7 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 	}
 	if (fs->n_order + n_new >= UINT32_MAX)
 		return CORE_ERR_NOMEM; /* the entries' 32-bit slots */
-	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
+	if (fs_ids_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
 	    fs_map_reserve(&fs->kv, ch->n_kvs) || fs_map_reserve(&fs->subs, ch->n_kvs) ||
 	    fs_map_reserve(&fs->floors, n_floors) ||
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
@@ -494,7 +494,7 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 	if (cc->floor_only)
 		return;
 	if (!cc->pub) {
-		ent = fs_map_del(&fs->cards, cc->id);
+		ent = fs_ids_del(&fs->cards, cc->id);
 		if (ent) {
 			fs_deps_update(fs, ent, ent->card, NULL);
 			replaced_card(fs, u, ent, ent->card, true);
@@ -527,7 +527,7 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 	if (ent->ord > fs->ctr.ord)
 		fs->ctr.ord = ent->ord; /* likewise: an ordinal is a list cursor, never reused */
 	cc->pub = NULL;
-	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
+	fs_ids_put(&fs->cards, ent); /* reserved: cannot fail */
 	order_insert(fs, ent);
 	fs_deps_update(fs, ent, NULL, ent->card);
 	fs_claimed_update(fs, ent);
@@ -627,7 +627,7 @@ void fs_state_release(struct fs *fs)
 	free(fs->claimed);
 	free(fs->recov);
 	free(fs->attn);
-	fs_map_release(&fs->cards);
+	fs_ids_release(&fs->cards);
 	fs_post_map_release(&fs->deps);
 	fs_post_release(fs);
 	for (i = 0; i < fs->runs.cap; i++)

@@ -199,6 +199,100 @@ void fs_map_release(struct fs_map *m)
 	memset(m, 0, sizeof(*m));
 }
 
+/* ---- the card id table ---- */
+
+static size_t ids_probe(const struct fs_ids *t, const char *id, uint32_t h)
+{
+	size_t i = h & (t->cap - 1);
+
+	while (t->slots[i].ent &&
+	       (t->slots[i].hash != h || strcmp(fs_ent_id(t->slots[i].ent), id) != 0))
+		i = (i + 1) & (t->cap - 1);
+	return i;
+}
+
+struct fs_card_ent *fs_ids_get(const struct fs_ids *t, const char *id)
+{
+	return t->cap ? t->slots[ids_probe(t, id, hash_str(id))].ent : NULL;
+}
+
+enum core_rc fs_ids_reserve(struct fs_ids *t, size_t extra)
+{
+	struct fs_ids_slot *slots;
+	size_t cap = t->cap ? t->cap : 64, i, j;
+
+	while (cap < (t->n + extra) * 2)
+		cap *= 2;
+	if (cap == t->cap)
+		return CORE_OK;
+	slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return CORE_ERR_NOMEM;
+	for (i = 0; i < t->cap; i++) {
+		if (!t->slots[i].ent)
+			continue;
+		j = t->slots[i].hash & (cap - 1);
+		while (slots[j].ent)
+			j = (j + 1) & (cap - 1);
+		slots[j] = t->slots[i];
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->cap = cap;
+	return CORE_OK;
+}
+
+void fs_ids_put(struct fs_ids *t, struct fs_card_ent *ent)
+{
+	uint32_t h = hash_str(fs_ent_id(ent));
+	size_t i;
+
+	if (t->n + 1 > t->cap / 2)
+		abort(); /* reserved by the caller: cannot happen */
+	i = h & (t->cap - 1);
+	while (t->slots[i].ent)
+		i = (i + 1) & (t->cap - 1);
+	t->slots[i] = (struct fs_ids_slot){.ent = ent, .hash = h};
+	t->n++;
+}
+
+struct fs_card_ent *fs_ids_del(struct fs_ids *t, const char *id)
+{
+	struct fs_card_ent *ent;
+	size_t i, j, home;
+
+	if (!t->cap)
+		return NULL;
+	i = ids_probe(t, id, hash_str(id));
+	ent = t->slots[i].ent;
+	if (!ent)
+		return NULL;
+	/* Backward-shift deletion, as fs_map_del. */
+	for (j = i;;) {
+		t->slots[i].ent = NULL;
+		for (;;) {
+			j = (j + 1) & (t->cap - 1);
+			if (!t->slots[j].ent)
+				goto out;
+			home = t->slots[j].hash & (t->cap - 1);
+			if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+				continue;
+			break;
+		}
+		t->slots[i] = t->slots[j];
+		i = j;
+	}
+out:
+	t->n--;
+	return ent;
+}
+
+void fs_ids_release(struct fs_ids *t)
+{
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
+}
+
 /* ---- pointer arrays ---- */
 
 enum core_rc fs_ptrs_reserve(void *arrp, size_t *cap, size_t want)
