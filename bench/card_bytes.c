@@ -97,7 +97,7 @@ int main(int argc, char **argv)
 #define ROW(name, bytes)                                                                  \
 	printf("%-44s %12.1f %10.1f\n", name, (double)(bytes) / 1048576.0, (double)(bytes) / per)
 	ROW("published cards (blocks)", cards);
-	ROW("index entries (with their ids)", ents);
+	ROW("index entries", ents);
 	ROW("id map slots", idmap);
 	ROW("state / label / blocker lists", posts);
 	ROW("creation order array", order);

@@ -163,20 +163,20 @@ struct fs_card *fs_card_fill(void *block, const struct core_card *c);
 struct fs_card_ent {
 	struct fs_card *card;   /* owned; immutable once published */
 	uint64_t ord;           /* creation order, persisted: the list cursor */
-	/* 32-bit slots keep the entry and its id in 64 bytes (fs_change_reserve refuses the
-	 * 2^32-1st entry, so an index always fits) */
+	/* 32-bit slots keep the entry in 40 bytes, a 48-byte chunk (fs_change_reserve refuses
+	 * the 2^32-1st entry, so an index always fits) */
 	uint32_t cslot;         /* 1 + its index in fs->claimed; 0 when it holds no claim */
 	uint32_t rslot;         /* 1 + its index in fs->recov; 0: not a recovery claim */
 	uint32_t sslot;         /* 1 + its index in its state's posting list; 0: in none */
 	uint32_t aslot;         /* 1 + its index in fs->attn; 0: not an attention candidate */
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
-	char id[];              /* the map key (in the same block: one allocation per card) */
 };
 
+/* A live entry's id (its card's: the entry keeps no copy). Never called on a dead one. */
 static inline const char *fs_ent_id(const struct fs_card_ent *e)
 {
-	return e->id;
+	return e->card->id;
 }
 
 /* ---- the card id table (fs_map.c): open addressing, linear probing, load <= 1/2 ----

@@ -580,7 +580,7 @@ enum core_rc fs_legacy_sweep(struct fs *fs)
 		if (!pc || !fs_card_claimed(pc) || pc->more->claim.has_lease ||
 		    !legacy_dead_marker(pc->more->claim.marker, fs->hostname))
 			continue;
-		rc = fs_txn_card(&t, fs->order[i]->id, &c);
+		rc = fs_txn_card(&t, fs_ent_id(fs->order[i]), &c);
 		if (rc == CORE_OK)
 			rc = fs_release_with_event(&t, c, "legacy_sweep");
 	}

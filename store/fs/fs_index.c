@@ -165,7 +165,7 @@ static bool claim_before(const struct fs_card_ent *a, const struct fs_card_ent *
 
 	if (kx != ky)
 		return kx < ky;
-	return strcmp(a->id, b->id) < 0;
+	return strcmp(fs_ent_id(a), fs_ent_id(b)) < 0;
 }
 
 static void heap_put(struct fs *fs, size_t i, struct fs_card_ent *e)
@@ -487,7 +487,6 @@ static void replaced_card(struct fs *fs, struct fs_undo *u, struct fs_card_ent *
 static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo *u)
 {
 	struct fs_card_ent *ent;
-	size_t idlen;
 
 	if (cc->floor > 0)
 		floor_raise(fs, cc->id, cc->floor);
@@ -516,12 +515,9 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 		fs_claimed_update(fs, ent);
 		return;
 	}
-	idlen = strlen(cc->id) + 1;
-	ent = malloc(sizeof(*ent) + idlen);
+	ent = calloc(1, sizeof(*ent));
 	if (!ent)
 		abort(); /* one small block; everything else was reserved */
-	memset(ent, 0, sizeof(*ent));
-	memcpy(ent->id, cc->id, idlen);
 	ent->card = cc->pub;
 	ent->ord = cc->ord;
 	if (ent->ord > fs->ctr.ord)

@@ -416,7 +416,7 @@ static bool open_before(const struct fs *fs, size_t a, size_t b)
 
 	if (kx != ky)
 		return kx < ky;
-	return strcmp(fs->claimed[a]->id, fs->claimed[b]->id) < 0;
+	return strcmp(fs_ent_id(fs->claimed[a]), fs_ent_id(fs->claimed[b])) < 0;
 }
 
 static void open_push(const struct fs *fs, size_t *h, size_t *n, size_t v)

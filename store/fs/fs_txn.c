@@ -364,7 +364,7 @@ enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char
 	/* The published edges, then this transaction's copies (which may have gained or lost
 	 * the blocker); each candidate is judged by what the transaction sees. */
 	for (i = 0; d && i < d->n; i++)
-		h[k++] = (struct dep_hit){d->v[i]->id, d->v[i]->ord};
+		h[k++] = (struct dep_hit){fs_ent_id(d->v[i]), d->v[i]->ord};
 	for (i = 0; i < ch->n_cards; i++)
 		if (ch->cards[i].card && !hits_have(h, d ? d->n : 0, ch->cards[i].id))
 			h[k++] = (struct dep_hit){ch->cards[i].id, ch->cards[i].ord};
