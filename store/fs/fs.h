@@ -55,6 +55,8 @@ void *fs_map_get(const struct fs_map *m, const char *key);
 void *fs_map_get_n(const struct fs_map *m, const char *key, size_t n);
 /* Inserts or replaces (key and value). NOMEM leaves the map unchanged. */
 enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val);
+/* The hash the maps (and the card id table) file key under. */
+uint32_t fs_map_hash(const char *key);
 /* Ensures `extra` more inserts cannot fail. */
 enum core_rc fs_map_reserve(struct fs_map *m, size_t extra);
 /* Removes key; returns its value or NULL. */
@@ -195,10 +197,13 @@ struct fs_ids {
 };
 
 struct fs_card_ent *fs_ids_get(const struct fs_ids *t, const char *id);
+/* The same with h = fs_map_hash(id) computed once by the caller. */
+struct fs_card_ent *fs_ids_get_h(const struct fs_ids *t, const char *id, uint32_t h);
 /* Ensures `extra` more puts cannot fail. */
 enum core_rc fs_ids_reserve(struct fs_ids *t, size_t extra);
 /* Files ent under fs_ent_id(ent), which is not in the table; room was reserved. */
 void fs_ids_put(struct fs_ids *t, struct fs_card_ent *ent);
+void fs_ids_put_h(struct fs_ids *t, struct fs_card_ent *ent, uint32_t h);
 /* Removes id; returns its entry or NULL. */
 struct fs_card_ent *fs_ids_del(struct fs_ids *t, const char *id);
 void fs_ids_release(struct fs_ids *t);

@@ -211,9 +211,19 @@ static size_t ids_probe(const struct fs_ids *t, const char *id, uint32_t h)
 	return i;
 }
 
+uint32_t fs_map_hash(const char *key)
+{
+	return hash_str(key);
+}
+
+struct fs_card_ent *fs_ids_get_h(const struct fs_ids *t, const char *id, uint32_t h)
+{
+	return t->cap ? t->slots[ids_probe(t, id, h)].ent : NULL;
+}
+
 struct fs_card_ent *fs_ids_get(const struct fs_ids *t, const char *id)
 {
-	return t->cap ? t->slots[ids_probe(t, id, hash_str(id))].ent : NULL;
+	return fs_ids_get_h(t, id, hash_str(id));
 }
 
 enum core_rc fs_ids_reserve(struct fs_ids *t, size_t extra)
@@ -244,7 +254,11 @@ enum core_rc fs_ids_reserve(struct fs_ids *t, size_t extra)
 
 void fs_ids_put(struct fs_ids *t, struct fs_card_ent *ent)
 {
-	uint32_t h = hash_str(fs_ent_id(ent));
+	fs_ids_put_h(t, ent, hash_str(fs_ent_id(ent)));
+}
+
+void fs_ids_put_h(struct fs_ids *t, struct fs_card_ent *ent, uint32_t h)
+{
 	size_t i;
 
 	if (t->n + 1 > t->cap / 2)
