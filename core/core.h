@@ -196,9 +196,9 @@ struct core_card {
 	int32_t priority; /* claim-next takes the highest first (DESIGN §12); default 0 */
 	bool has_epoch; /* false only when a foreign writer dropped the field (Mongo twin) */
 	bool awaiting_input;
-	/* One allocation holding the struct and its strings, some of them shared and immortal
-	 * (the FS twin's published cards, store/fs/fs_flat.c): read-only; core_card_free frees
-	 * the block, never a field; a copy (core_card_dup) is an ordinary card. */
+	/* A view: the struct borrows every field from something else (the FS twin's views of
+	 * its published cards, store/fs/fs_flat.c): read-only, never released nor freed; a copy
+	 * (core_card_dup) is an ordinary card. */
 	bool flat;
 	struct core_strv labels;
 	struct core_strv blockers;

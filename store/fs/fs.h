@@ -364,7 +364,7 @@ struct fs {
 	pthread_rwlock_t lock;
 	struct core_board *boards;
 	size_t n_boards;
-	struct fs_atoms atoms; /* the strings flat cards share (fs_flat.c) */
+	struct fs_atoms atoms; /* the strings published cards share (fs_flat.c) */
 	struct fs_ids cards; /* id -> struct fs_card_ent */
 	struct fs_card_ent **order;
 	size_t n_order, cap_order, n_dead;
