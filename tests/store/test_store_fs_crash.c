@@ -462,6 +462,57 @@ START_TEST(published_card_keeps_every_field)
 }
 END_TEST
 
+/* The card id table (fs_ids): every id put is found, every id deleted is gone, whatever the
+ * order of the deletes (backward-shift deletion keeps the probe runs whole), and the table
+ * grows only on reserve. */
+START_TEST(id_table_finds_what_it_holds)
+{
+	enum { N = 5000 };
+	static struct fs_card cards[N];
+	static struct fs_card_ent ents[N];
+	static char ids[N][16];
+	struct fs_ids t = {0};
+	size_t i, k, cap;
+
+	for (i = 0; i < N; i++) {
+		snprintf(ids[i], sizeof ids[i], "c-%zu", i * 7919 % 100003);
+		cards[i].id = ids[i];
+		ents[i].card = &cards[i];
+	}
+	ck_assert_ptr_null(fs_ids_get(&t, "c-1"));
+	ck_assert_ptr_null(fs_ids_del(&t, "c-1"));
+	ck_assert_int_eq(fs_ids_reserve(&t, N), CORE_OK);
+	cap = t.cap;
+	ck_assert_uint_ge(cap, 2 * N);
+	for (i = 0; i < N; i++)
+		fs_ids_put_h(&t, &ents[i], fs_map_hash(ids[i]));
+	ck_assert_uint_eq(t.n, N);
+	ck_assert_int_eq(fs_ids_reserve(&t, 0), CORE_OK);
+	ck_assert_uint_eq(t.cap, cap);
+	for (i = 0; i < N; i++) {
+		ck_assert_ptr_eq(fs_ids_get(&t, ids[i]), &ents[i]);
+		ck_assert_ptr_eq(fs_ids_get_h(&t, ids[i], fs_map_hash(ids[i])), &ents[i]);
+	}
+	ck_assert_ptr_null(fs_ids_get(&t, "c-100004"));
+	/* Delete two thirds in a scattered order, then check everything. */
+	for (k = 0; k < N; k++) {
+		i = k * 3001 % N;
+		if (i % 3 != 0)
+			ck_assert_ptr_eq(fs_ids_del(&t, ids[i]), &ents[i]);
+	}
+	for (i = 0; i < N; i++)
+		ck_assert_ptr_eq(fs_ids_get(&t, ids[i]), i % 3 == 0 ? &ents[i] : NULL);
+	ck_assert_uint_eq(t.n, (N + 2) / 3);
+	/* Put back (the room is still there) and find them again. */
+	for (i = 0; i < N; i++)
+		if (i % 3 != 0)
+			fs_ids_put(&t, &ents[i]);
+	for (i = 0; i < N; i++)
+		ck_assert_ptr_eq(fs_ids_get(&t, ids[i]), &ents[i]);
+	fs_ids_release(&t);
+}
+END_TEST
+
 /* A stray far generation (an operator's copy named by date, say) is a gap like any other:
  * refused at once, never walked number by number; a non-canonical name is not ours. */
 START_TEST(far_generation_is_a_gap)
@@ -835,6 +886,7 @@ TCase *store_fs_crash_tcase(void)
 	tcase_add_test(tc, binary_directory_loads);
 	tcase_add_test(tc, binary_decoder_survives_any_damage);
 	tcase_add_test(tc, published_card_keeps_every_field);
+	tcase_add_test(tc, id_table_finds_what_it_holds);
 	tcase_add_test(tc, far_generation_is_a_gap);
 	tcase_add_test(tc, lagging_counters_are_raised);
 	tcase_add_test(tc, legacy_sweep_releases_dead_local_pids);
