@@ -672,7 +672,9 @@ struct store_fs_stats {
 	uint64_t syncs;         /* fdatasync calls on the journal since open (group commit) */
 	uint64_t compactions;   /* snapshots written since open */
 	uint64_t generation;    /* current journal generation */
-	uint64_t journal_bytes; /* size of the current generation */
+	uint64_t journal_bytes; /* records in the current generation (its logical size) */
+	uint64_t journal_alloc_bytes; /* its file: records, then the pre-allocated zeros */
+	uint64_t journal_grows; /* zero-filled steps added ahead of the writer since open */
 	bool failed;            /* a write or sync failed: writes refused until a fresh snapshot
 				 * of the rolled-back state is durable (retried by the next write
 				 * and every second in the background) */

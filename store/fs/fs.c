@@ -163,6 +163,7 @@ static enum core_rc sync_init(struct fs *fs)
 	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
 	     pthread_rwlock_init(&fs->lock, NULL) || pthread_mutex_init(&fs->jmu, NULL) ||
 	     pthread_cond_init(&fs->jcond, NULL) || pthread_cond_init(&fs->ackcond, &ca) ||
+	     pthread_cond_init(&fs->gcond, NULL) ||
 	     pthread_mutex_init(&fs->evmu, NULL) ||
 	     pthread_cond_init(&fs->evcond, &ca) || pthread_mutex_init(&fs->snapmu, NULL) ||
 	     pthread_mutex_init(&fs->cmu, NULL) || pthread_cond_init(&fs->ccond, NULL);
@@ -247,6 +248,8 @@ enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out,
 		snprintf(err, errlen, "cannot start the compactor thread");
 	if (rc == CORE_OK && (rc = fs_acker_start(fs)) != CORE_OK)
 		snprintf(err, errlen, "cannot start the acknowledgement thread");
+	if (rc == CORE_OK && (rc = fs_segment_start(fs)) != CORE_OK)
+		snprintf(err, errlen, "cannot start the journal pre-allocation thread");
 out:
 	if (rc != CORE_OK) {
 		fs_close(&fs->base);
@@ -263,6 +266,7 @@ static void fs_close(struct store *st)
 
 	fs_acker_stop(fs);
 	fs_compactor_stop(fs);
+	fs_segment_stop(fs); /* after the last writer: cuts the zero tail */
 	pthread_mutex_lock(&fs->evmu);
 	fs->closing = true;
 	pthread_cond_broadcast(&fs->evcond);
@@ -279,6 +283,7 @@ static void fs_close(struct store *st)
 	pthread_mutex_destroy(&fs->jmu);
 	pthread_cond_destroy(&fs->jcond);
 	pthread_cond_destroy(&fs->ackcond);
+	pthread_cond_destroy(&fs->gcond);
 	pthread_mutex_destroy(&fs->evmu);
 	pthread_cond_destroy(&fs->evcond);
 	pthread_mutex_destroy(&fs->snapmu);

@@ -12,7 +12,9 @@
  *                    one FS_REC_SNAP_END {gen G, counters, chunk count}; written temp + fsync +
  *                    rename + fsync dir. Replaces snapshot.json (JSON, read when no .bin)
  *   journal.N        generations N >= G, replayed in order after the snapshot; one binary
- *                    record per commit (fs_change_encode). Earlier versions wrote JSON lines
+ *                    record per commit (fs_change_encode), then zeros to the end of the file
+ *                    (pre-allocated ahead of the writer, fs_segment.c; none after a clean
+ *                    close). Earlier versions wrote JSON lines
  *                    "<crc32 as 8 hex> <json change>\n", still replayed (even interleaved)
  *
  * Lock order: snapmu -> state lock -> jmu -> cmu. evmu is a leaf (taken with nothing else
@@ -423,6 +425,18 @@ struct fs {
 	int64_t recover_after_ms;  /* CLOCK_MONOTONIC: no recovery attempt before */
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;
+	/* The pre-allocated tail (fs_segment.c): the file is zero-filled up to jalloc, records
+	 * are written with pwrite at jbytes. A record past jalloc extends the file. */
+	uint64_t jalloc;           /* zero-filled (and synced) end of the current generation */
+	uint64_t jwrite_end;       /* end of the record a writer may be writing right now */
+	uint64_t jepoch;           /* bumped when the file is cut or replaced: voids a grow */
+	bool growing;              /* the grower zero-fills from grow_from on (jmu dropped) */
+	uint64_t grow_from;
+	bool grow_wanted, grow_stop, grower_started;
+	int64_t grow_after_ms;     /* CLOCK_MONOTONIC: no grow before (after a failed one) */
+	pthread_cond_t gcond;      /* the grower's: grow_wanted or grow_stop */
+	pthread_t grower;
+	struct fs_log_quiet quiet_grow; /* failed pre-allocations (under jmu) */
 	struct store_fs_stats stats;
 	struct fs_log_quiet quiet_fail; /* "writes refused" lines (under jmu) */
 	struct fs_log_quiet quiet_recover; /* "recovery failed" lines (under snapmu) */
@@ -539,9 +553,26 @@ void fs_undo_settle(struct fs *fs, uint64_t synced);
 /* Undoes the entries whose line is not durable (seq > synced), newest first. */
 void fs_undo_rollback(struct fs *fs, uint64_t synced);
 
+/* ---- the journal's pre-allocated tail (fs_segment.c) ---- */
+
+/* Zero-fills the start of a new generation's file (fd, empty) before writers switch to it,
+ * as long as the current one's last step; returns the bytes filled (0 on failure: the file is
+ * left empty and grows by appending). Called by the compaction, no lock held. */
+uint64_t fs_segment_prealloc(struct fs *fs, int fd);
+/* With jmu held, after a record was written: asks the grower for the next step when less than
+ * half a step of zeros is left ahead of jbytes. */
+void fs_segment_poke_locked(struct fs *fs);
+/* With jmu held: the current file was cut to `bytes` (a failed write, a rollback). */
+void fs_segment_cut_locked(struct fs *fs, uint64_t bytes);
+/* With jmu held: writers switch to a new generation whose first `alloc` bytes are zeros. */
+void fs_segment_switch_locked(struct fs *fs, uint64_t alloc);
+enum core_rc fs_segment_start(struct fs *fs);
+/* Stops the grower and cuts the current generation's zero tail (a clean close). */
+void fs_segment_stop(struct fs *fs);
+
 /* ---- I/O the fault hook can refuse (fs_journal.c) ---- */
 
-ssize_t fs_io_write(struct fs *fs, int fd, const void *buf, size_t len);
+ssize_t fs_io_pwrite(struct fs *fs, int fd, const void *buf, size_t len, uint64_t off);
 int fs_io_sync(struct fs *fs, int fd);     /* fdatasync */
 int fs_io_dir_sync(struct fs *fs);         /* fsync of DIR */
 bool fs_io_fault(struct fs *fs, unsigned fault);
@@ -637,7 +668,8 @@ void fs_post_release(struct fs *fs);
 
 /* Reads a whole file into a new buffer (NUL-terminated); NULL with *err = errno. */
 char *fs_file_read(const char *path, size_t *len, int *err);
-/* Under the state write lock: appends one line; *seq is what to pass to fs_journal_wait.
+/* Under the state write lock: writes one line at the logical end (jbytes); *seq is what to
+ * pass to fs_journal_wait.
  * On failure the file is as before (a partial write is cut) or the store is marked failed. */
 enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq);
 /* Without the state lock: returns once line `seq` is durable (group commit), or
@@ -651,7 +683,7 @@ enum core_rc fs_ack_wait(struct store *st, struct store_ack *ack);
 enum core_rc fs_acker_start(struct fs *fs);
 /* Tells every queued ack, then stops the thread; later submits wait on their own thread. */
 void fs_acker_stop(struct fs *fs);
-/* Opens (creating) journal.gen for appending; -1 on error with errno set. */
+/* Opens (creating) journal.gen for writing (pwrite at fs->jbytes); -1 on error with errno set. */
 int fs_journal_open(const struct fs *fs, uint64_t gen);
 /* Replays journal generations from fs->gen on; leaves fs->jfd open on the last one. */
 enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen);

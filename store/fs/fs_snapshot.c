@@ -362,7 +362,7 @@ enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
  * fd goes to the next flusher for its last sync; a recovery abandons it (and any other still
  * owed a sync): what it holds past the durable prefix was rolled back, and the snapshot being
  * written replaces all of it. */
-static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, bool recover)
+static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, bool recover)
 {
 	int *nv;
 	size_t i;
@@ -390,6 +390,7 @@ static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, bool recover)
 	fs->gen = gen;
 	fs->jbytes = 0;
 	fs->jsynced_bytes = 0;
+	fs_segment_switch_locked(fs, alloc);
 	fs->stats.generation = gen;
 	fs->stats.journal_bytes = 0;
 	pthread_mutex_unlock(&fs->jmu);
@@ -416,7 +417,7 @@ static bool recover_ready(const struct fs *fs)
 static enum core_rc compact(struct fs *fs, bool recover)
 {
 	struct snap s = {0};
-	uint64_t gen, g;
+	uint64_t gen, g, alloc = 0;
 	enum core_rc rc = CORE_ERR_STORE_UNAVAILABLE;
 	int fd = -1, err = 0;
 	bool ready;
@@ -435,6 +436,8 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	}
 	gen = fs->gen + 1; /* fs->gen only moves here, under snapmu */
 	fd = fs_journal_open(fs, gen);
+	if (fd >= 0)
+		alloc = fs_segment_prealloc(fs, fd); /* zeros ahead of the writers, off their path */
 	if (fd < 0 || fs_io_dir_sync(fs) != 0) {
 		err = errno;
 		goto out;
@@ -443,7 +446,7 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	s.gen = gen;
 	rc = snap_capture(fs, &s);
 	if (rc == CORE_OK)
-		rc = rotate(fs, fd, gen, recover);
+		rc = rotate(fs, fd, gen, alloc, recover);
 	if (rc == CORE_OK) {
 		fd = -1;
 		fs->snap_active = true;

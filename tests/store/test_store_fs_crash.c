@@ -778,15 +778,15 @@ static pid_t dead_pid(void)
 	return pid;
 }
 
-/* Appends a journal line giving `id` an un-leased legacy claim by `marker` at epoch 3: what an
- * older binary left on disk. */
-static void plant_legacy_claim(struct store *st, const char *dir, const char *id,
-			       const char *marker)
+/* A journal line giving `id` an un-leased legacy claim by `marker` at epoch 3: what an older
+ * binary left on disk. Appended to *recs (*n bytes), for plant_append once st is closed (an
+ * open store's journal ends in pre-allocated zeros, cut by its close). */
+static void plant_legacy_claim(struct store *st, const char *id, const char *marker,
+			       char **recs, size_t *n)
 {
 	struct fs_change ch = {0};
 	struct core_card *c = NULL;
-	struct store_fs_stats s;
-	char *line, *j;
+	char *line;
 	size_t len;
 
 	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
@@ -800,18 +800,19 @@ static void plant_legacy_claim(struct store *st, const char *dir, const char *id
 					      .ord = fs_card_find(fs_of(st), id)->ord};
 	line = fs_change_encode(&ch, &len);
 	ck_assert_ptr_nonnull(line);
-	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
-	j = fx_journal_path(dir, s.generation);
-	append(j, line, len);
-	free(j);
+	*recs = realloc(*recs, *n + len);
+	ck_assert_ptr_nonnull(*recs);
+	memcpy(*recs + *n, line, len);
+	*n += len;
 	free(line);
 	fs_change_release(&ch);
 }
 
 START_TEST(legacy_sweep_releases_dead_local_pids)
 {
-	char *dir = fx_tmpdir(), dead[64], live[64], other[64];
+	char *dir = fx_tmpdir(), dead[64], live[64], other[64], *recs = NULL, *j;
 	struct store *st = fx_open(dir, 0, 0, "testhost");
+	size_t nrecs = 0;
 	struct core_card *c = NULL, **v = NULL;
 	struct core_event *ev = NULL;
 	size_t n;
@@ -824,10 +825,13 @@ START_TEST(legacy_sweep_releases_dead_local_pids)
 	create(st, "l1");
 	create(st, "l2");
 	create(st, "l3");
-	plant_legacy_claim(st, dir, "l1", dead);
-	plant_legacy_claim(st, dir, "l2", live);
-	plant_legacy_claim(st, dir, "l3", other);
-	store_close(st);
+	plant_legacy_claim(st, "l1", dead, &recs, &nrecs);
+	plant_legacy_claim(st, "l2", live, &recs, &nrecs);
+	plant_legacy_claim(st, "l3", other, &recs, &nrecs);
+	j = close_journal(st, dir);
+	append(j, recs, nrecs);
+	free(j);
+	free(recs);
 
 	st = fx_open(dir, 0, 0, "testhost");
 	ck_assert_int_eq(store_card_get(st, "l1", &c), CORE_OK);
