@@ -95,19 +95,33 @@ enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker,
  * the asked columns, or the list of the rarest asked label when that one is shorter. The
  * whole pick and the claim run under the write lock, so two workers never get one card. */
 
+/* core_pick_before over published cards. */
+static bool pick_before(const struct fs_card *a, const struct fs_card *b)
+{
+	return core_pick_keys_before(a->priority, a->created_at, a->id, b->priority, b->created_at,
+				     b->id);
+}
+
+static bool pick_fits(const struct core_pick *pk, const struct fs_card *c)
+{
+	struct core_card v;
+
+	return core_pick_fits(pk, fs_card_view(c, &v));
+}
+
 /* Folds the members of list p that fit into *best (core_pick_before decides). */
 static void pick_from(const struct fs_post *p, const struct core_pick *pk,
-		      const struct core_card **best)
+		      const struct fs_card **best)
 {
 	size_t i;
 
 	for (i = 0; p && i < p->n; i++) {
-		const struct core_card *c = p->v[i]->card;
+		const struct fs_card *c = p->v[i]->card;
 
 		/* The cheap tests first: most members are held, or lose to the best so far. */
-		if (c->claim.present || (*best && !core_pick_before(c, *best)))
+		if (fs_card_claimed(c) || (*best && !pick_before(c, *best)))
 			continue;
-		if (core_pick_fits(pk, c))
+		if (pick_fits(pk, c))
 			*best = c;
 	}
 }
@@ -133,7 +147,7 @@ static size_t top_cap(size_t n)
 /* heap order: a parent ranks after (or with) its children, so the root is the worst kept */
 static bool heap_above(const struct fs_card_ent *a, const struct fs_card_ent *b)
 {
-	return core_pick_before(b->card, a->card);
+	return pick_before(b->card, a->card);
 }
 
 static void heap_down(struct fs_card_ent **h, size_t n, size_t i)
@@ -182,13 +196,13 @@ static bool top_build(struct fs_post *p)
 	for (i = 0; i < p->n; i++) {
 		struct fs_card_ent *ent = p->v[i];
 
-		if (ent->card->claim.present)
+		if (fs_card_claimed(ent->card))
 			continue;
 		unclaimed++;
 		if (n < k) {
 			p->top[n++] = ent;
 			heap_up(p->top, n - 1);
-		} else if (core_pick_before(ent->card, p->top[0]->card)) {
+		} else if (pick_before(ent->card, p->top[0]->card)) {
 			p->top[0] = ent;
 			heap_down(p->top, n, 0);
 		}
@@ -210,17 +224,17 @@ static bool top_build(struct fs_post *p)
  * top[top_n - 1], or top_all and there is none. Members claimed, moved away or re-ranked
  * since the walk keep their place (re-ranking drops the cache): the order of the entries is
  * the order of their ranks, so a newcomer's place is found by bisection. */
-void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct core_card *c)
+void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct fs_card *c)
 {
 	size_t lo = p->top_pos, hi = p->top_n, mid;
 
 	if (!p->top_valid || (lo == hi && !p->top_all))
 		return; /* none, or spent: the next pick walks the list anyway */
-	if (!p->top_all && !core_pick_before(c, p->top[hi - 1]->card))
+	if (!p->top_all && !pick_before(c, p->top[hi - 1]->card))
 		return; /* ranks after the last cached: the next walk finds it */
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
-		if (core_pick_before(p->top[mid]->card, c))
+		if (pick_before(p->top[mid]->card, c))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -241,20 +255,20 @@ void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct 
 }
 
 /* A member still in the list's state and unclaimed (what the cache was built from). */
-static const struct core_card *top_live(const struct fs_post *p, size_t i)
+static const struct fs_card *top_live(const struct fs_post *p, size_t i)
 {
-	const struct core_card *c = p->top[i]->card;
+	const struct fs_card *c = p->top[i]->card;
 
-	return c && !c->claim.present && strcmp(c->state, p->key) == 0 ? c : NULL;
+	return c && !fs_card_claimed(c) && strcmp(c->state, p->key) == 0 ? c : NULL;
 }
 
 /* The best fitting card of state list p through its cache. *known false: the cache cannot
  * tell (out of memory, or every cached member failed the fit and more lie beyond it): walk
  * the list instead. */
-static const struct core_card *top_pick(struct fs_post *p, const struct core_pick *pk,
-					bool *known)
+static const struct fs_card *top_pick(struct fs_post *p, const struct core_pick *pk,
+				      bool *known)
 {
-	const struct core_card *c;
+	const struct fs_card *c;
 	size_t i;
 
 	*known = true;
@@ -265,7 +279,7 @@ static const struct core_card *top_pick(struct fs_post *p, const struct core_pic
 	while (p->top_pos < p->top_n && !top_live(p, p->top_pos))
 		p->top_pos++; /* claimed or gone since: for good, until the cache is dropped */
 	for (i = p->top_pos; i < p->top_n; i++)
-		if ((c = top_live(p, i)) && core_pick_fits(pk, c))
+		if ((c = top_live(p, i)) && pick_fits(pk, c))
 			return c; /* a fit can fail and pass later (blockers): not consumed */
 	*known = p->top_all;
 	return NULL;
@@ -278,7 +292,7 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 	struct core_strv eligible = {0};
 	const struct core_strv *cols = in->columns;
 	const struct fs_post *by_label = NULL, *p;
-	const struct core_card *best = NULL;
+	const struct fs_card *best = NULL;
 	const struct core_board *b;
 	struct core_card_lookup lk;
 	struct core_pick pk;
@@ -323,7 +337,7 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 	} else {
 		for (i = 0; cols && i < cols->n; i++) {
 			struct fs_post *sp = fs_map_get(&t.fs->post_states, cols->v[i]);
-			const struct core_card *head = NULL;
+			const struct fs_card *head = NULL;
 			bool known = false;
 
 			if (!sp)
@@ -334,7 +348,7 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 				pick_from(sp, &pk, &best);
 				continue;
 			}
-			if (head && (!best || core_pick_before(head, best)))
+			if (head && (!best || pick_before(head, best)))
 				best = head;
 		}
 	}
@@ -752,11 +766,11 @@ enum core_rc fs_legacy_sweep(struct fs *fs)
 	/* The candidates come from the claimed set, not from every card (this runs at every
 	 * open: a walk of a million cards was ~5 % of it); released in creation order. */
 	for (i = 0; rc == CORE_OK && i < fs->n_claimed; i++) {
-		const struct core_card *pc = fs->claimed[i]->card;
+		const struct fs_card *pc = fs->claimed[i]->card;
 
 		/* Only un-leased (legacy) claims: a leased one is the reaper's to judge. */
-		if (!pc || !pc->claim.present || pc->claim.has_lease ||
-		    !legacy_dead_marker(pc->claim.marker, fs->hostname))
+		if (!pc || !fs_card_claimed(pc) || pc->more->claim.has_lease ||
+		    !legacy_dead_marker(pc->more->claim.marker, fs->hostname))
 			continue;
 		if (n == cap)
 			rc = fs_ptrs_reserve(&v, &cap, n + 1);
@@ -767,7 +781,7 @@ enum core_rc fs_legacy_sweep(struct fs *fs)
 		qsort(v, n, sizeof(*v), ent_ord_cmp);
 	fs_txn_begin(fs, &t, NULL);
 	for (i = 0; rc == CORE_OK && i < n; i++) {
-		rc = fs_txn_card(&t, v[i]->id, &c);
+		rc = fs_txn_card(&t, fs_ent_id(v[i]), &c);
 		if (rc == CORE_OK)
 			rc = fs_release_with_event(&t, c, "legacy_sweep");
 	}

@@ -54,7 +54,7 @@ void *fs_map_get_n(const struct fs_map *m, const char *key, size_t n)
 	return NULL;
 }
 
-void *fs_map_get_h(const struct fs_map *m, const char *key, uint32_t h)
+static void *map_get_h(const struct fs_map *m, const char *key, uint32_t h)
 {
 	size_t i;
 
@@ -64,15 +64,10 @@ void *fs_map_get_h(const struct fs_map *m, const char *key, uint32_t h)
 	return m->slots[i].key ? m->slots[i].val : NULL;
 }
 
-void fs_map_prefetch(const struct fs_map *m, uint32_t h)
-{
-	if (m->cap)
-		__builtin_prefetch(&m->slots[h & (m->cap - 1)]);
-}
 
 void *fs_map_get(const struct fs_map *m, const char *key)
 {
-	return m->cap ? fs_map_get_h(m, key, fs_map_hash(key)) : NULL;
+	return m->cap ? map_get_h(m, key, fs_map_hash(key)) : NULL;
 }
 
 static enum core_rc map_grow(struct fs_map *m, size_t want)
@@ -107,12 +102,14 @@ enum core_rc fs_map_reserve(struct fs_map *m, size_t extra)
 	return map_grow(m, m->n + extra);
 }
 
+static enum core_rc map_put_h(struct fs_map *m, const char *key, void *val, uint32_t h);
+
 enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val)
 {
-	return fs_map_put_h(m, key, val, fs_map_hash(key));
+	return map_put_h(m, key, val, fs_map_hash(key));
 }
 
-enum core_rc fs_map_put_h(struct fs_map *m, const char *key, void *val, uint32_t h)
+static enum core_rc map_put_h(struct fs_map *m, const char *key, void *val, uint32_t h)
 {
 	size_t i;
 
@@ -172,6 +169,115 @@ void fs_map_release(struct fs_map *m)
 {
 	free(m->slots);
 	memset(m, 0, sizeof(*m));
+}
+
+/* ---- the card id table ---- */
+
+static size_t ids_probe(const struct fs_ids *t, const char *id, uint32_t h)
+{
+	size_t i = h & (t->cap - 1);
+
+	while (t->slots[i].ent &&
+	       (t->slots[i].hash != h || strcmp(fs_ent_id(t->slots[i].ent), id) != 0))
+		i = (i + 1) & (t->cap - 1);
+	return i;
+}
+
+struct fs_card_ent *fs_ids_get_h(const struct fs_ids *t, const char *id, uint32_t h)
+{
+	return t->cap ? t->slots[ids_probe(t, id, h)].ent : NULL;
+}
+
+void fs_ids_prefetch(const struct fs_ids *t, uint32_t h)
+{
+	if (t->cap)
+		__builtin_prefetch(&t->slots[h & (t->cap - 1)]);
+}
+
+struct fs_card_ent *fs_ids_get(const struct fs_ids *t, const char *id)
+{
+	return fs_ids_get_h(t, id, fs_map_hash(id));
+}
+
+enum core_rc fs_ids_reserve(struct fs_ids *t, size_t extra)
+{
+	struct fs_ids_slot *slots;
+	size_t cap = t->cap ? t->cap : 64, i, j;
+
+	while (cap < (t->n + extra) * 2)
+		cap *= 2;
+	if (cap == t->cap)
+		return CORE_OK;
+	slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return CORE_ERR_NOMEM;
+	for (i = 0; i < t->cap; i++) {
+		if (!t->slots[i].ent)
+			continue;
+		j = t->slots[i].hash & (cap - 1);
+		while (slots[j].ent)
+			j = (j + 1) & (cap - 1);
+		slots[j] = t->slots[i];
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->cap = cap;
+	return CORE_OK;
+}
+
+void fs_ids_put(struct fs_ids *t, struct fs_card_ent *ent)
+{
+	fs_ids_put_h(t, ent, fs_map_hash(fs_ent_id(ent)));
+}
+
+void fs_ids_put_h(struct fs_ids *t, struct fs_card_ent *ent, uint32_t h)
+{
+	size_t i;
+
+	if (t->n + 1 > t->cap / 2)
+		abort(); /* reserved by the caller: cannot happen */
+	i = h & (t->cap - 1);
+	while (t->slots[i].ent)
+		i = (i + 1) & (t->cap - 1);
+	t->slots[i] = (struct fs_ids_slot){.ent = ent, .hash = h};
+	t->n++;
+}
+
+struct fs_card_ent *fs_ids_del(struct fs_ids *t, const char *id)
+{
+	struct fs_card_ent *ent;
+	size_t i, j, home;
+
+	if (!t->cap)
+		return NULL;
+	i = ids_probe(t, id, fs_map_hash(id));
+	ent = t->slots[i].ent;
+	if (!ent)
+		return NULL;
+	/* Backward-shift deletion, as fs_map_del. */
+	for (j = i;;) {
+		t->slots[i].ent = NULL;
+		for (;;) {
+			j = (j + 1) & (t->cap - 1);
+			if (!t->slots[j].ent)
+				goto out;
+			home = t->slots[j].hash & (t->cap - 1);
+			if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+				continue;
+			break;
+		}
+		t->slots[i] = t->slots[j];
+		i = j;
+	}
+out:
+	t->n--;
+	return ent;
+}
+
+void fs_ids_release(struct fs_ids *t)
+{
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
 }
 
 /* ---- pointer arrays ---- */

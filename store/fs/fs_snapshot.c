@@ -37,7 +37,7 @@ struct snap {
 	struct fs_counters ctr;
 	struct core_board *boards;
 	size_t n_boards;
-	const struct core_card **cards;
+	const struct fs_card **cards;
 	uint64_t *ords;
 	size_t n_cards;
 	const struct core_run **runs;
@@ -546,7 +546,7 @@ static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err
 		goto out;
 	}
 	/* 2. Room for every card at once (a hint: reserve grows past it if need be). */
-	if (fs_map_reserve(&fs->cards, fs->cards.n + hint) != CORE_OK ||
+	if (fs_ids_reserve(&fs->cards, hint) != CORE_OK ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + hint) != CORE_OK) {
 		rc = CORE_ERR_NOMEM;
 		goto out;
