@@ -271,6 +271,13 @@ void api_text_utf8(char *s);
  * could not: a target longer than its buffer, more query parameters than its pool holds),
  * then shuts the socket for writing. False when it cannot (TLS, OOM): libmicrohttpd answers. */
 bool api_problem_write_raw(struct api_req *r, enum core_rc rc, const char *detail);
+/* The text access-log line into line (API_LOG_LINE_MAX bytes), exactly as
+ * snprintf("%s %s %.200s %u %.1fms%s%s%s%s", ts, method, path, status, ns / 1e6,
+ * tok ? " " : "", tok ? tok : "", by[0] ? " answered-by=" : "", by) would write it (api.c);
+ * returns its length. method is at most 39 bytes (escaped). */
+#define API_LOG_LINE_MAX 1024
+size_t api_log_text(char *line, const char *ts, const char *method, const char *path,
+		    unsigned status, int64_t ns, const char *tok, const char *by);
 /* Records a detail for the error the handler is about to return; returns rc. */
 enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

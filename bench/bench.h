@@ -35,6 +35,30 @@ void bench_http_close(struct bench_http *c);
 int bench_http_request(struct bench_http *c, const char *method, const char *path,
 		       const char *headers, const char *body, int *status, const char **resp);
 
+/* ---- event-loop workers (green.c) --------------------------------------------------- */
+
+/* Runs fn(args[i]) for i < n, each as a coroutine, spread over `threads` OS threads that are
+ * each an epoll loop; the calls below park a coroutine instead of blocking its thread.
+ * NULL on failure. bench_green_join waits until every fn returned and frees. */
+struct bench_green;
+struct bench_green *bench_green_start(size_t n, unsigned threads, void (*fn)(void *),
+				      void *const *args);
+void bench_green_join(struct bench_green *g);
+/* True inside such a coroutine. */
+bool bench_green_on(void);
+/* Inside a coroutine: adds a connected socket to the loop (edge-triggered, any event wakes
+ * the coroutine parked on it); outside, does nothing. 0, or -1 (errno). */
+int bench_green_register(int fd);
+/* Inside a coroutine: whether the socket becoming writable wakes it too (registered: yes).
+ * A driver that waits only for answers says no: on a unix socket each read of the peer's
+ * signals writability, a wake-up for nothing. 0, or -1 (errno); outside, does nothing. */
+int bench_green_want_write(int fd, bool write);
+/* Inside a coroutine: parks it until its socket has an event (0) or timeout_ms passed (-1).
+ * Wake-ups may be spurious: retry the call that would have blocked. */
+int bench_green_wait(int timeout_ms);
+/* Inside a coroutine: lets the others run for ms milliseconds. */
+void bench_green_sleep_ms(unsigned ms);
+
 /* ---- latency histograms --------------------------------------------------------------- */
 
 /* Microseconds, exact below 64 us, then 32 linear sub-buckets per power of two (< 3.2 %
@@ -106,6 +130,8 @@ struct bench_opts {
 	unsigned renews;    /* renewals per cycle; default 3 */
 	const char *prefix; /* card / key prefix; default "bench" */
 	const char *cacert; /* -C: speak HTTPS, verifying with this CA file; NULL: HTTP */
+	int loops;          /* -e: event-loop threads carrying the workers (green.c); 0: one
+			     * blocking thread per worker; -1 (default): the driver's choice */
 };
 
 struct bench_worker {
@@ -138,6 +164,15 @@ struct bench_driver {
 	/* true: the driver opens its own connection in setup (libpq); the runner opens no
 	 * HTTP connection and w->http stays NULL. */
 	bool own_connection;
+	/* Event-loop threads carrying the workers when -e is not given; 0: one blocking thread
+	 * per worker. Only for drivers whose every wait parks the coroutine (bench_http's, or
+	 * an own connection with own_connection_parks); HTTPS (-C) always runs one thread per
+	 * worker. */
+	unsigned loops_default;
+	/* With own_connection: true when the driver's waits on its connection park the
+	 * coroutine through bench_green_wait inside an event-loop worker (pg_cycle's
+	 * nonblocking libpq), so -e may put it on a loop; false: always a thread per worker. */
+	bool own_connection_parks;
 	/* How to read the status column of the error table; NULL: the HTTP one (0 = transport
 	 * error, -1 = a 2xx whose body said no). */
 	const char *err_legend;

@@ -9,7 +9,9 @@
 #   ROUNDS=5 DURATION=10 bench/cpu_ab.sh A B C
 #
 # Environment: ROUNDS (3), DURATION seconds per window (8), WORKERS per server (32),
-# LOADGEN (build-bench/bench/loadgen), BENCH_TMP parent of the temp dirs (TMPDIR, /tmp).
+# LOADGEN (build-bench/bench/loadgen), LOADGENS (one loadgen per server, space-separated, in
+# the order of the servers: to compare clients too), BENCH_TMP parent of the temp dirs
+# (TMPDIR, /tmp).
 # Prints one line per server and round (cycles/s, server CPU per request) and the means.
 set -euo pipefail
 
@@ -21,7 +23,12 @@ DURATION=${DURATION:-8}
 WORKERS=${WORKERS:-32}
 LOADGEN=${LOADGEN:-$top/build-bench/bench/loadgen}
 [ $# -ge 1 ] || { echo "usage: bench/cpu_ab.sh BOARDD [BOARDD...]" >&2; exit 2; }
-[ -x "$LOADGEN" ] || { echo "cpu_ab.sh: no $LOADGEN (ninja -C build-bench)" >&2; exit 2; }
+read -ra loadgens <<<"${LOADGENS:-}"
+for i in $(seq $#); do
+	[ -n "${loadgens[$((i - 1))]:-}" ] || loadgens[$((i - 1))]=$LOADGEN
+	[ -x "${loadgens[$((i - 1))]}" ] ||
+		{ echo "cpu_ab.sh: no ${loadgens[$((i - 1))]} (ninja -C build-bench)" >&2; exit 2; }
+done
 
 tmp=$(mktemp -d "${BENCH_TMP:-${TMPDIR:-/tmp}}/boardd-cpu-ab.XXXXXX")
 pids=()
@@ -54,15 +61,15 @@ for r in $(seq "$ROUNDS"); do
 	lg=()
 	for i in $(seq $#); do
 		d=$tmp/r$r-s$i
-		BENCH_SERVER_PID=${pids[$((i - 1))]} "$LOADGEN" -p "${ports[$((i - 1))]}" -T "$d/plain" \
+		BENCH_SERVER_PID=${pids[$((i - 1))]} "${loadgens[$((i - 1))]}" -p "${ports[$((i - 1))]}" -T "$d/plain" \
 			-w "$WORKERS" -d "$DURATION" -W 2 -P "r$r" >"$d/out" 2>&1 &
 		lg+=($!)
 	done
 	for p in "${lg[@]}"; do wait "$p" || true; done
 	for i in $(seq $#); do
 		d=$tmp/r$r-s$i
-		printf '%s round %d load %s: %s\n' "${!i}" "$r" "$load" \
-			"$(grep '^RESULT' "$d/out" | grep -o 'cycles_per_s=[0-9.]*\|server_cpu_us_per_op=[0-9]*\|errors=[0-9]*\|steal_pct=[0-9]*' | tr '\n' ' ')" |
+		printf '%s round %d load %s: %s\n' "${!i}${LOADGENS:+ (${loadgens[$((i - 1))]})}" "$r" "$load" \
+			"$(grep '^RESULT' "$d/out" | grep -o 'cycles_per_s=[0-9.]*\|server_cpu_us_per_op=[0-9]*\|client_cpu_us_per_op=[0-9]*\|errors=[0-9]*\|steal_pct=[0-9]*' | tr '\n' ' ')" |
 			tee -a "$tmp/results"
 	done
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
@@ -70,9 +77,11 @@ for r in $(seq "$ROUNDS"); do
 	pids=()
 done
 echo "== means =="
-awk '{ name = $1; for (i = 2; i <= NF; i++) { split($i, kv, "=");
+awk '{ name = substr($0, 1, index($0, " round ") - 1); for (i = 2; i <= NF; i++) { split($i, kv, "=");
 	if (kv[1] == "server_cpu_us_per_op") { cpu[name] += kv[2]; n[name]++ }
+	if (kv[1] == "client_cpu_us_per_op") { ccpu[name] += kv[2]; cn[name]++ }
 	if (kv[1] == "cycles_per_s") cps[name] += kv[2] } ; if (!(name in seen)) { seen[name] = 1; order[++k] = name } }
      END { for (j = 1; j <= k; j++) { s = order[j]
-	printf "%s: %.1f us server CPU per request, %.1f cycles/s (%d rounds)\n", s, cpu[s] / n[s], cps[s] / n[s], n[s] } }' \
+	printf "%s: %.1f us server CPU per request, %.1f us client CPU per request, %.1f cycles/s (%d rounds)\n",
+		s, cpu[s] / n[s], cn[s] ? ccpu[s] / cn[s] : -1, cps[s] / n[s], n[s] } }' \
 	"$tmp/results"

@@ -1,11 +1,14 @@
 /* loadgen — the claim cycle against boardd over keep-alive HTTP/1.1.
  *
  *   loadgen -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3] [-P bench] [-T FILE]
+ *           [-e 1]
  *
  * Each worker owns one card (<prefix>-<i>, created in_progress by the bot token before the
  * clock starts) and one connection, and loops:
  *   claim (must answer fresh: true) -> renew x3 -> owned state write to review (If-Match) ->
  *   owned state write back to in_progress -> release.
+ * The workers run as coroutines on -e event-loop threads (bench/green.c; -e 0: a blocking
+ * thread each, as before stop 19); the cycle below is the same either way.
  * Tokens: BENCH_WORKER_TOKEN and BENCH_BOT_TOKEN, or -T FILE with lines "worker TOKEN" and
  * "bot TOKEN" (boardd's own first-start lines "boardd:   dev-worker TOKEN" work too). */
 #include "bench/bench.h"
@@ -218,6 +221,9 @@ int main(int argc, char **argv)
 		.setup = lg_setup,
 		.cycle = lg_cycle,
 		.teardown = lg_teardown,
+		/* One loop thread: the workers' requests wait on the server's group sync, so
+		 * the client is rarely busy; a second thread only adds wake-ups (bench/README). */
+		.loops_default = 1,
 	};
 	char worker[256] = "", bot[256] = "";
 	const char *tokens_file = NULL, *e;

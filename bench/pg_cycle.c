@@ -1,7 +1,7 @@
 /* pg_cycle — the claim cycle of loadgen, expressed on PostgreSQL with libpq.
  *
  *   pg_cycle -H SOCKET_DIR -p PORT [-c CONNINFO] [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000]
- *            [-r 3] [-P bench]
+ *            [-r 3] [-P bench] [-e 0]
  *
  * Same runner, same concurrency, same cycle shape as loadgen and etcd_cycle; each worker owns
  * one card, i.e. one row of bench_cards (id '<prefix>-<i>', made in_progress before the clock
@@ -24,6 +24,14 @@
  * return exactly one: anything else is counted as an error of its operation (status -1),
  * a statement PostgreSQL refused as status 0; a failed cycle gives the row back with a fenced
  * release (untimed) so the next one starts fresh, as loadgen and etcd_cycle do.
+ *
+ * The client, two ways, the statements and the checks the same (-e, as loadgen and etcd_cycle):
+ * -e 0 (the default) one blocking thread per worker, PQexecPrepared; -e N the workers as
+ * coroutines on N event-loop threads (bench/green.c), each connection nonblocking after its
+ * setup and every statement sent with libpq's asynchronous calls (PQsendQueryPrepared, then
+ * PQconsumeInput / PQisBusy / PQgetResult), the coroutine parked on PQsocket while PostgreSQL
+ * works, as bench/http.c parks on its socket. The setup (connect, prepare, the row) stays
+ * blocking: it is before the clock, and one loop thread connects its workers one by one.
  *
  * The fence is the same compare-and-swap on (marker, epoch) as boardd's owned writes: a late
  * write of a worker whose claim was taken matches no row. One difference in the claim: boardd
@@ -83,13 +91,104 @@ static const struct {
 	 3},
 };
 
+/* An event-loop worker gives up on a statement after this long (a blocking thread waits for
+ * ever; a durable UPDATE on a stalled disk takes seconds, not minutes). */
+#define PGC_GREEN_WAIT_MS 60000
+
 struct pg_worker {
 	PGconn *pg;
+	bool stuck; /* event loop: a statement got no answer in time; the connection is reset */
 	char id[160];
 	char marker[64];
 	char lease[48]; /* "<lease_ms> milliseconds" */
 	char epoch[24]; /* as the claim returned it */
 };
+
+/* Inside an event-loop worker: the connection nonblocking, its socket on the loop (a new
+ * socket after every reset). Outside: nothing, the connection stays blocking. 0 or -1. */
+static int pgc_green_attach(struct pg_worker *pw)
+{
+	if (!bench_green_on())
+		return 0;
+	/* Woken by answers only: PostgreSQL reading a statement off the unix socket would
+	 * otherwise wake the worker for nothing (a recv that says EAGAIN) on every statement. */
+	if (PQsetnonblocking(pw->pg, 1) != 0 || bench_green_register(PQsocket(pw->pg)) != 0 ||
+	    bench_green_want_write(PQsocket(pw->pg), false) != 0) {
+		fprintf(stderr, "pg_cycle: cannot put the connection on the event loop: %s",
+			PQerrorMessage(pw->pg));
+		return -1;
+	}
+	return 0;
+}
+
+/* Event loop: after a PQsend* call, the one result of that command, the coroutine parked on
+ * the socket whenever libpq would block; NULL when the connection failed (PQerrorMessage says
+ * why) or nothing came in PGC_GREEN_WAIT_MS (pw->stuck). No read is tried right after the
+ * send: an answer that arrives before the worker parks still wakes it (the loop takes no
+ * event of this socket while this coroutine runs), as in bench/http.c. Spurious wake-ups just
+ * wait again. */
+static PGresult *pgc_green_result(struct pg_worker *pw)
+{
+	PGresult *first = NULL, *r;
+	int f;
+
+	/* libpq's nonblocking send: flush what the socket did not take (in practice nothing:
+	 * a statement fits in the socket's buffer), woken by writability meanwhile. */
+	if ((f = PQflush(pw->pg)) == 1) {
+		bench_green_want_write(PQsocket(pw->pg), true);
+		while ((f = PQflush(pw->pg)) == 1)
+			if (bench_green_wait(PGC_GREEN_WAIT_MS) != 0 || !PQconsumeInput(pw->pg))
+				break;
+		bench_green_want_write(PQsocket(pw->pg), false);
+	}
+	if (f != 0)
+		goto broken;
+	for (;;) {
+		while (PQisBusy(pw->pg)) {
+			if (bench_green_wait(PGC_GREEN_WAIT_MS) != 0 || !PQconsumeInput(pw->pg))
+				goto broken;
+		}
+		r = PQgetResult(pw->pg);
+		if (!r) /* the command is over: the connection takes the next one */
+			return first;
+		if (!first)
+			first = r;
+		else
+			PQclear(r); /* one statement: no second result */
+	}
+broken:
+	/* A timeout leaves the statement in flight: only a reset makes the connection usable. */
+	if (PQstatus(pw->pg) == CONNECTION_OK)
+		pw->stuck = true;
+	PQclear(first);
+	return NULL;
+}
+
+/* Runs prepared statement `stmt`: PQexecPrepared on a blocking thread, the same through the
+ * asynchronous calls on an event loop. NULL only on the event loop's transport failures. */
+static PGresult *pgc_exec(struct pg_worker *pw, const char *stmt, int n, const char *const *params)
+{
+	if (!bench_green_on())
+		return PQexecPrepared(pw->pg, stmt, n, params, NULL, NULL, 0);
+	if (!PQsendQueryPrepared(pw->pg, stmt, n, params, NULL, NULL, 0))
+		return NULL;
+	return pgc_green_result(pw);
+}
+
+/* Prepares the statements again on a reset connection (errors show on the next statement). */
+static void pgc_prepare_again(struct pg_worker *pw)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+		if (!bench_green_on())
+			PQclear(PQprepare(pw->pg, stmts[i].name, stmts[i].sql, stmts[i].n_params,
+					  NULL));
+		else if (PQsendPrepare(pw->pg, stmts[i].name, stmts[i].sql, stmts[i].n_params,
+				       NULL))
+			PQclear(pgc_green_result(pw));
+	}
+}
 
 static int pgc_setup(struct bench_worker *w)
 {
@@ -113,6 +212,8 @@ static int pgc_setup(struct bench_worker *w)
 		if (bench_pg_prepare(pw->pg, stmts[i].name, stmts[i].sql, stmts[i].n_params,
 				     "pg_cycle") != 0)
 			return -1;
+	if (pgc_green_attach(pw) != 0)
+		return -1;
 	/* The card, like loadgen's POST /v1/cards. One left by an earlier run with the same
 	 * prefix stays as it is: the first claim tells whether it is usable. */
 	p[0] = pw->id;
@@ -136,13 +237,17 @@ static int pgc_step(struct bench_worker *w, size_t op, const char *stmt, int n,
 {
 	struct pg_worker *pw = w->ctx;
 	uint64_t t0 = bench_now_us();
-	PGresult *r = PQexecPrepared(pw->pg, stmt, n, params, NULL, NULL, 0);
+	PGresult *r = pgc_exec(pw, stmt, n, params);
 	char detail[200];
 	bool ok = false;
 	int code = 0;
 
 	if (!bench_pg_ok(r)) {
-		snprintf(detail, sizeof detail, "%s", PQerrorMessage(pw->pg));
+		if (pw->stuck)
+			snprintf(detail, sizeof detail, "%s: no answer in %d s", stmt,
+				 PGC_GREEN_WAIT_MS / 1000);
+		else
+			snprintf(detail, sizeof detail, "%s", PQerrorMessage(pw->pg));
 	} else if (strcmp(PQcmdTuples(r), "1") != 0 ||
 		   (op == BENCH_OP_CLAIM && (PQntuples(r) != 1 || PQgetisnull(r, 0, 0)))) {
 		code = -1;
@@ -159,24 +264,27 @@ static int pgc_step(struct bench_worker *w, size_t op, const char *stmt, int n,
 }
 
 /* After a failed step: give the row back if it is still ours (fenced, untimed). A broken
- * connection is reset and its statements prepared again; while the server is unreachable each
- * failed cycle waits 100 ms, so a worker never spins. */
+ * (or, on the event loop, stuck) connection is reset and its statements prepared again;
+ * while the server is unreachable each failed cycle waits 100 ms, so a worker never spins.
+ * The reset itself blocks (on the event loop too: a unix socket's connect is quick, and only
+ * after a failure). */
 static void pgc_recover(struct pg_worker *pw)
 {
 	const char *p[3] = {pw->id, pw->marker, pw->epoch};
-	size_t i;
 
-	if (PQstatus(pw->pg) != CONNECTION_OK) {
+	if (pw->stuck || PQstatus(pw->pg) != CONNECTION_OK) {
+		pw->stuck = false;
 		PQreset(pw->pg);
-		if (PQstatus(pw->pg) != CONNECTION_OK) {
-			nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
+		if (PQstatus(pw->pg) != CONNECTION_OK || pgc_green_attach(pw) != 0) {
+			if (bench_green_on())
+				bench_green_sleep_ms(100);
+			else
+				nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
 			return;
 		}
-		for (i = 0; i < sizeof stmts / sizeof stmts[0]; i++)
-			PQclear(PQprepare(pw->pg, stmts[i].name, stmts[i].sql, stmts[i].n_params,
-					  NULL));
+		pgc_prepare_again(pw);
 	}
-	PQclear(PQexecPrepared(pw->pg, "release", 3, p, NULL, NULL, 0));
+	PQclear(pgc_exec(pw, "release", 3, p));
 }
 
 static int pgc_cycle(struct bench_worker *w)
@@ -297,6 +405,7 @@ int main(int argc, char **argv)
 		.window = pgc_window,
 		.window_ctx_size = sizeof(struct pgc_counters),
 		.own_connection = true,
+		.own_connection_parks = true,
 		.err_legend = "0 = statement failed, -1 = touched or returned other than 1 row",
 	};
 	const char *extra = "user=postgres dbname=postgres";

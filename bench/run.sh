@@ -16,7 +16,13 @@
 #   TARGETS          which drivers of "boardd etcd pg" to run (default all three; boardd the
 #                    server always starts)
 #   BOARDD_THREADS   --threads for boardd (unset: boardd's default, one per core)
-#   ETCD_FLAGS       extra etcd_cycle flags, e.g. -g (a lease per claim)
+#   CLIENT_LOOPS (1) the client architecture, the same on all three sides: each driver's
+#                    32 workers as coroutines on this many event-loop threads (bench/green.c;
+#                    pg_cycle with libpq's asynchronous calls); 0: the old clients, one
+#                    blocking thread per worker (PQexecPrepared for pg). The header and each
+#                    table say which mode each side ran in
+#   ETCD_FLAGS       extra etcd_cycle flags, e.g. -g (a lease per claim); given after -e, so
+#                    an -e here overrides CLIENT_LOOPS for etcd alone
 #   BENCH_TMP        parent of the temp dir (default ${TMPDIR:-/tmp}); put it on a real
 #                    disk: the servers fsync there, and tmpfs would make fsync free
 #   ETCD             etcd binary (default: etcd from PATH, Debian's etcd-server)
@@ -38,6 +44,8 @@ ETCD_FLAGS=${ETCD_FLAGS:-}
 BUILD=${BUILD:-$top/build-bench}
 ETCD=${ETCD:-$(command -v etcd || true)}
 TARGETS=${TARGETS:-boardd etcd pg}
+CLIENT_LOOPS=${CLIENT_LOOPS:-1}
+[[ $CLIENT_LOOPS =~ ^[0-9]+$ ]] || { echo "run.sh: CLIENT_LOOPS is a number (0: a thread per worker)" >&2; exit 2; }
 
 want() { [[ " $TARGETS " == *" $1 "* ]]; }
 
@@ -85,6 +93,16 @@ echo "host: $(nproc) cores, $(uname -r); data dir on $(df -T "$tmp" | awk 'NR==2
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "boardd: FS store, group commit, threads ${BOARDD_THREADS:-default (one per core)}"
 want etcd && echo "etcd: $("$ETCD" --version | head -1), default fsync"
+if [ "$CLIENT_LOOPS" = 0 ]; then client_mode="one blocking thread per worker (CLIENT_LOOPS=0)"
+else client_mode="the workers on $CLIENT_LOOPS event-loop thread(s) (CLIENT_LOOPS=$CLIENT_LOOPS)"; fi
+for t in $TARGETS; do
+	case $t in
+	boardd) echo "client of boardd: loadgen, $client_mode" ;;
+	etcd) echo "client of etcd: etcd_cycle, $client_mode${ETCD_FLAGS:+, then ETCD_FLAGS \"$ETCD_FLAGS\" (an -e there wins)}" ;;
+	pg) echo "client of pg: pg_cycle, $client_mode$([ "$CLIENT_LOOPS" != 0 ] &&
+		echo ", libpq's asynchronous calls")" ;;
+	esac
+done
 
 # ---- boardd on the FS store, with a tokens file of our own ----
 bench_tokens "$boardd" "$tmp"
@@ -116,7 +134,7 @@ if want pg; then
 		"wal_sync_method=$(pg_setting wal_sync_method), private cluster on a unix socket"
 fi
 
-common=(-w "$WORKERS" -d "$DURATION" -W "$WARMUP" -r "$RENEWS")
+common=(-w "$WORKERS" -d "$DURATION" -W "$WARMUP" -r "$RENEWS" -e "$CLIENT_LOOPS")
 run_target() { # target round: one driver's run, its table on stdout, its RESULT kept
 	case $1 in
 	boardd)
@@ -124,8 +142,8 @@ run_target() { # target round: one driver's run, its table on stdout, its RESULT
 			"${common[@]}" ;;
 	etcd)
 		# shellcheck disable=SC2086
-		BENCH_SERVER_PID=$etcd_pid "$etcd_cycle" -p "$eport" -P "r$2" $ETCD_FLAGS \
-			"${common[@]}" ;;
+		BENCH_SERVER_PID=$etcd_pid "$etcd_cycle" -p "$eport" -P "r$2" "${common[@]}" \
+			$ETCD_FLAGS ;;
 	pg)
 		BENCH_SERVER_PID=$PG_PID "$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -P "r$2" \
 			"${common[@]}" ;;
@@ -174,6 +192,7 @@ grep '^RESULT' "$tmp/results" | awk -v rounds="$ROUNDS" -v workers="$WORKERS" "$
 	p99[t] += val("p99_op_ms"); p99c[t] += val("p99_cycle_ms"); p50[t] += val("p50_op_ms")
 	err[t] += val("errors"); fail[t] += val("failed_cycles"); oth[t] += val("others_cpu_pct")
 	scpu[t] += val("server_cpu_us_per_op"); stl[t] += val("steal_pct")
+	ccpu[t] += val("client_cpu_us_per_op"); loops[t] = val("client_loops")
 }
 function ratio(o, target,   rc, rp, rq) {
 	if (!n["boardd"] || !n[o] || cps[o] <= 0 || p99[o] <= 0 || p99c[o] <= 0) return
@@ -186,21 +205,25 @@ function ratio(o, target,   rc, rp, rq) {
 }
 END {
 	printf "\n== summary: %d workers, mean of %d round(s) ==\n", workers, rounds
-	printf "%-8s %10s %10s %10s %10s %12s %8s %10s %13s %8s\n", "target", "cycles/s", "ops/s",
-	       "p50 op ms", "p99 op ms", "p99 cycle ms", "errors", "us cpu/op", "others cpu %",
-	       "steal %"
+	printf "%-8s %10s %10s %10s %10s %12s %8s %10s %13s %8s %13s %7s\n", "target",
+	       "cycles/s", "ops/s", "p50 op ms", "p99 op ms", "p99 cycle ms", "errors",
+	       "us cpu/op", "others cpu %", "steal %", "client us/op", "client"
 	split("boardd pg etcd", ts, " ")
 	for (i = 1; i <= 3; i++) {
 		t = ts[i]; if (!n[t]) continue
-		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %10.0f %13.0f %8.0f\n", t,
-		       cps[t] / n[t], ops[t] / n[t], p50[t] / n[t], p99[t] / n[t], p99c[t] / n[t],
-		       err[t] + fail[t], scpu[t] / n[t], oth[t] / n[t], stl[t] / n[t]
+		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %10.0f %13.0f %8.0f %13.0f %7s\n",
+		       t, cps[t] / n[t], ops[t] / n[t], p50[t] / n[t], p99[t] / n[t],
+		       p99c[t] / n[t], err[t] + fail[t], scpu[t] / n[t], oth[t] / n[t],
+		       stl[t] / n[t], ccpu[t] / n[t],
+		       (loops[t] == "" ? "?" : loops[t] == 0 ? "threads" : "loop x" loops[t])
 	}
 	ratio("pg", 3)
 	ratio("etcd", 8)
 	printf "(us cpu/op: the server CPU per answered request (pg: every postgres process, " \
 	       "backends, WAL writer, checkpointer...); others cpu %%: user+system " \
 	       "CPU of other processes during the windows (interrupts not counted), in %% of one " \
-	       "core; steal %%: CPU time the hypervisor gave to other guests, in %% of one core. " \
+	       "core; steal %%: CPU time the hypervisor gave to other guests, in %% of one core; " \
+	       "client us/op: the CPU of the driver itself per request; client: its workers on event-loop " \
+	       "threads (loop xN) or a blocking thread each (threads). " \
 	       "The load average also counts the benchmark threads waiting on fsync.)\n"
 }'

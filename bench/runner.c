@@ -19,6 +19,7 @@ static int run_recording; /* 1 inside the measured window */
 static int run_stop;      /* workers finish their cycle and leave */
 static uint64_t run_tickets; /* cycles left in the window when -n was given */
 static bool run_counted;
+static unsigned run_loops; /* event-loop threads carrying the workers; 0: a thread each */
 
 double bench_mono_s(void)
 {
@@ -171,7 +172,9 @@ static void usage_print(const char *usage)
 		"  -l MS       lease in milliseconds (30000)\n"
 		"  -r N        renewals per cycle (3)\n"
 		"  -P PREFIX   card / key prefix (bench)\n"
-		"  -C CAFILE   speak HTTPS (TLS 1.2+), verifying the server with this CA file\n",
+		"  -C CAFILE   speak HTTPS (TLS 1.2+), verifying the server with this CA file\n"
+		"  -e N        run the workers on N event-loop threads (0: a blocking thread per\n"
+		"              worker; default: the driver's)\n",
 		usage);
 }
 
@@ -190,7 +193,8 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 	o->lease_ms = 30000;
 	o->renews = 3;
 	o->prefix = "bench";
-	snprintf(optstring, sizeof optstring, "H:p:w:d:W:n:l:r:P:C:%s", extra ? extra : "");
+	o->loops = -1;
+	snprintf(optstring, sizeof optstring, "H:p:w:d:W:n:l:r:P:C:e:%s", extra ? extra : "");
 	while ((c = getopt(argc, argv, optstring)) != -1) {
 		switch (c) {
 		case 'H':
@@ -223,6 +227,9 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 		case 'C':
 			o->cacert = optarg;
 			break;
+		case 'e':
+			o->loops = (int)strtol(optarg, NULL, 10);
+			break;
 		default:
 			if (c != '?' && extra_fn && extra_fn(c, optarg, ctx) == 0)
 				break;
@@ -232,7 +239,8 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 	}
 	if (optind != argc || !o->port || !o->workers || o->workers > 4096 ||
 	    !(o->duration_s > 0 && o->duration_s <= 3600) ||
-	    !(o->warmup_s >= 0 && o->warmup_s <= 600) || o->lease_ms <= 0 || o->renews > 100) {
+	    !(o->warmup_s >= 0 && o->warmup_s <= 600) || o->lease_ms <= 0 || o->renews > 100 ||
+	    o->loops < -1 || o->loops > 64) {
 		usage_print(usage);
 		return -1;
 	}
@@ -245,20 +253,26 @@ struct run_arg {
 	const struct bench_driver *d;
 	struct bench_worker *w;
 	int setup_rc;
-	pthread_barrier_t *ready;
+	pthread_barrier_t *ready; /* one blocking thread per worker */
 	int done;
 };
 
-static void *run_worker(void *p)
+static int run_go;          /* event-loop workers: main checked every setup */
+static size_t run_setups;   /* event-loop workers whose setup finished */
+
+static void run_setup(struct run_arg *a)
 {
-	struct run_arg *a = p;
 	struct bench_worker *w = a->w;
 
 	if (!a->d->own_connection)
 		w->http = bench_http_open(w->opts->host, w->opts->port);
 	a->setup_rc = w->http || a->d->own_connection ? a->d->setup(w) : -1;
-	pthread_barrier_wait(a->ready);
-	pthread_barrier_wait(a->ready); /* main checked every setup */
+}
+
+static void run_cycles(struct run_arg *a)
+{
+	struct bench_worker *w = a->w;
+
 	while (a->setup_rc == 0 && !__atomic_load_n(&run_stop, __ATOMIC_ACQUIRE)) {
 		bool rec = __atomic_load_n(&run_recording, __ATOMIC_ACQUIRE);
 		uint64_t t0, t1;
@@ -290,7 +304,29 @@ out:
 	if (a->d->teardown && a->setup_rc == 0)
 		a->d->teardown(w);
 	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+}
+
+static void *run_worker(void *p)
+{
+	struct run_arg *a = p;
+
+	run_setup(a);
+	pthread_barrier_wait(a->ready);
+	pthread_barrier_wait(a->ready); /* main checked every setup */
+	run_cycles(a);
 	return NULL;
+}
+
+/* The same on an event loop (green.c): the barrier is a counter and a flag. */
+static void run_green_worker(void *p)
+{
+	struct run_arg *a = p;
+
+	run_setup(a);
+	__atomic_add_fetch(&run_setups, 1, __ATOMIC_ACQ_REL);
+	while (!__atomic_load_n(&run_go, __ATOMIC_ACQUIRE))
+		bench_green_sleep_ms(1);
+	run_cycles(a);
 }
 
 /* One counter of a /metrics answer: the line "NAME VALUE". */
@@ -425,7 +461,7 @@ static void cpu_sample(struct run_cpu *c)
  * server's CPU per answered request in microseconds; both -1 when the server is unknown. */
 static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double window,
 		      uint64_t ops, double *others, double *server_us, double *backend_us,
-		      double *steal_pct)
+		      double *steal_pct, double *client_us)
 {
 	double busy = b->busy_s - a->busy_s, self = b->self_s - a->self_s;
 	double irq = b->irq_s - a->irq_s, steal = b->steal_s - a->steal_s;
@@ -435,10 +471,11 @@ static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double w
 
 	*others = *server_us = *backend_us = -1;
 	*steal_pct = 100 * steal / window;
+	*client_us = ops ? self * 1e6 / (double)ops : -1;
 	printf("cpu over the window (%% of one core): machine %.0f%% of %ld cores (interrupts "
-	       "%.0f%%, stolen by the hypervisor %.0f%%), this driver %.0f%%",
+	       "%.0f%%, stolen by the hypervisor %.0f%%), this driver %.0f%% (%.0f us per request)",
 	       100 * (busy + irq + steal) / window, cores, 100 * irq / window,
-	       100 * steal / window, 100 * self / window);
+	       100 * steal / window, 100 * self / window, *client_us);
 	if (server >= 0) {
 		*server_us = ops ? server * 1e6 / (double)ops : -1;
 		printf(", server %.0f%% (%.0f us per request)", 100 * server / window, *server_us);
@@ -497,7 +534,7 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	struct bench_stat tot[BENCH_OPS_MAX];
 	struct bench_lat all = {0}, cyc = {0};
 	uint64_t cycles = 0, failed = 0, ops = 0, errs = 0;
-	double others, server_us, backend_us, steal;
+	double others, server_us, backend_us, steal, client_us;
 	size_t i, k, j;
 
 	memset(tot, 0, sizeof tot);
@@ -511,6 +548,11 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	printf("\n== %s: %zu workers, window %.2f s (after %.1f s warm-up) ==\n", d->target,
 	       o->workers, window, o->warmup_s);
 	printf("cycle: %s (N = %u)\n", d->cycle_desc, o->renews);
+	if (run_loops)
+		printf("client: the %zu workers on %u event-loop thread(s)\n", o->workers,
+		       run_loops);
+	else
+		printf("client: one blocking thread per worker\n");
 	printf("%-14s %9s %10s %6s %9s %9s %9s %9s\n", "op", "count", "ops/s", "errors", "p50 ms",
 	       "p99 ms", "max ms", "mean ms");
 	for (k = 0; k < d->n_ops; k++) {
@@ -556,50 +598,91 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	} else {
 		printf("errors: none\n");
 	}
-	cpu_print(c0, c1, window, ops + errs, &others, &server_us, &backend_us, &steal);
+	cpu_print(c0, c1, window, ops + errs, &others, &server_us, &backend_us, &steal,
+		  &client_us);
 	if (note && note[0])
 		printf("%s\n", note);
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
 	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f"
-	       " steal_pct=%.0f backend_cpu_us_per_op=%.0f\n",
+	       " steal_pct=%.0f backend_cpu_us_per_op=%.0f client_cpu_us_per_op=%.0f"
+	       " client_loops=%u\n",
 	       d->target, o->workers, window, cycles, (double)cycles / window,
 	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
 	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others, server_us,
-	       steal, backend_us);
+	       steal, backend_us, client_us, run_loops);
 	fflush(stdout);
+}
+
+/* Every worker's setup has finished: blocking threads meet at the barrier, event-loop
+ * workers count themselves. */
+static void run_setups_wait(struct bench_green *g, pthread_barrier_t *ready, size_t n)
+{
+	if (!g) {
+		pthread_barrier_wait(ready);
+		return;
+	}
+	while (__atomic_load_n(&run_setups, __ATOMIC_ACQUIRE) < n)
+		sleep_s(0.001);
+}
+
+static void run_setups_release(struct bench_green *g, pthread_barrier_t *ready)
+{
+	if (!g)
+		pthread_barrier_wait(ready);
+	else
+		__atomic_store_n(&run_go, 1, __ATOMIC_RELEASE);
 }
 
 int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 {
 	struct bench_worker *ws = calloc(o->workers, sizeof *ws);
 	struct run_arg *args = calloc(o->workers, sizeof *args);
+	void **argp = calloc(o->workers, sizeof *argp);
 	pthread_t *th = calloc(o->workers, sizeof *th);
 	pthread_barrier_t ready;
+	struct bench_green *green = NULL;
 	struct run_cpu c0 = {0}, c1 = {0};
 	void *wctx = d->window && d->window_ctx_size ? calloc(1, d->window_ctx_size) : NULL;
 	char note[256] = "";
 	size_t i, started = 0, failed = 0;
 	double t0 = 0, t1 = 0, limit;
+	unsigned loops = o->loops >= 0 ? (unsigned)o->loops : d->loops_default;
 	int code = 1;
 
-	if (!ws || !args || !th)
+	if (!ws || !args || !th || !argp)
 		goto out;
+	/* Blocking libpq and TLS: a thread per worker. */
+	if ((d->own_connection && !d->own_connection_parks) || o->cacert)
+		loops = 0;
 	run_counted = o->cycles != 0;
 	run_tickets = o->cycles;
-	pthread_barrier_init(&ready, NULL, (unsigned)o->workers + 1);
+	run_loops = loops;
+	if (!loops)
+		pthread_barrier_init(&ready, NULL, (unsigned)o->workers + 1);
 	for (i = 0; i < o->workers; i++) {
 		ws[i].idx = i;
 		ws[i].opts = o;
-		args[i] = (struct run_arg){.d = d, .w = &ws[i], .ready = &ready};
+		args[i] = (struct run_arg){.d = d, .w = &ws[i], .ready = loops ? NULL : &ready};
+		argp[i] = &args[i];
+	}
+	if (loops) {
+		green = bench_green_start(o->workers, loops, run_green_worker, argp);
+		if (!green) {
+			fprintf(stderr, "%s: cannot start %u event-loop threads\n", d->target, loops);
+			goto out;
+		}
+		started = o->workers;
+	}
+	for (i = 0; !loops && i < o->workers; i++) {
 		if (pthread_create(&th[i], NULL, run_worker, &args[i]) != 0) {
 			fprintf(stderr, "%s: cannot start worker %zu\n", d->target, i);
 			exit(1); /* the barrier counts on every worker */
 		}
 		started++;
 	}
-	pthread_barrier_wait(&ready);
+	run_setups_wait(green, &ready, o->workers);
 	for (i = 0; i < o->workers; i++)
 		if (args[i].setup_rc != 0)
 			failed++;
@@ -609,7 +692,7 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 			d->target, failed, o->workers, o->host, (unsigned)o->port);
 		__atomic_store_n(&run_stop, 1, __ATOMIC_RELEASE);
 	}
-	pthread_barrier_wait(&ready);
+	run_setups_release(green, &ready);
 	if (!failed) {
 		sleep_s(o->warmup_s);
 		if (d->window)
@@ -634,9 +717,12 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 			d->window(o, true, wctx, note, sizeof note);
 		__atomic_store_n(&run_stop, 1, __ATOMIC_RELEASE);
 	}
-	for (i = 0; i < started; i++)
+	if (green)
+		bench_green_join(green);
+	for (i = 0; !green && i < started; i++)
 		pthread_join(th[i], NULL);
-	pthread_barrier_destroy(&ready);
+	if (!loops)
+		pthread_barrier_destroy(&ready);
 	if (!failed) {
 		report_print(d, o, ws, t1 - t0, &c0, &c1, note);
 		code = 0;
@@ -646,6 +732,7 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 out:
 	free(wctx);
 	free(th);
+	free(argp);
 	free(args);
 	free(ws);
 	return code;

@@ -2,6 +2,7 @@
  *
  *   scale -b build-bench/server/boardd [-s 10000,30000,100000] [-c 0.1] [-q 500]
  *         [-B 100] [-t 120] [-D DIR] [-k]
+ *   scale -r DIR/data.loaded [-B 100] [-t 120] [-D DIR]   # step 5 only, on a copy
  *
  * For each size N, in a fresh temp dir:
  *   1. load (in-process, store API, 32 threads sharing the group commit): N cards spread over
@@ -22,6 +23,9 @@
  *      (default 120 s) is spent; the figure is the sum of the passes' wall time, projected
  *      to all C claims when the budget ran out. (bench/reaper_pass times one pass over a
  *      store holding only the claimed cards.)
+ * With -k the temp dir is kept, and holds data.loaded: the data as step 1 left it, which
+ * -r replays step 5 on (a copy each time): the reaper before and after a change, on the same
+ * cards, in the same minutes.
  * Prints a table per figure with the growth factor from the smallest to the largest size
  * (cards grow 10x from 10k to 100k: a factor <= 10 is linear or better). */
 #include "bench/bench.h"
@@ -81,6 +85,7 @@ struct scale_fig {
 	double reap_cpu_s;        /* this process's CPU (all threads) during the passes */
 	double reap_projected_s;  /* reap_s scaled to all claims when the budget ran out */
 	double reap_per_1k;       /* reap_projected_s per 1000 claims */
+	double reap_cpu_us;       /* reap_cpu_s per claim filed, microseconds */
 	size_t reap_passes, reap_done, reap_errors;
 };
 
@@ -462,6 +467,7 @@ static double self_cpu_s(void)
 }
 
 static int64_t reap_now;
+static bool reap_verbose; /* -r: say when the passes start */
 
 static int64_t reap_clock(void *ctx)
 {
@@ -499,6 +505,11 @@ static int reap(const char *data, size_t batch, double budget_s, struct scale_fi
 	}
 	f->open_ms = (bench_mono_s() - t0) * 1000.0;
 	f->open_cpu_ms = (self_cpu_s() - c0) * 1000.0;
+	if (reap_verbose) { /* a profiler may attach to the passes alone from here */
+		printf("   store reopen %.0f ms (CPU %.0f ms); passes start, pid %d\n", f->open_ms,
+		       f->open_cpu_ms, (int)getpid());
+		fflush(stdout);
+	}
 	reap_now = store_now(st) + 2 * LEASE_MS;
 	store_clock_set(st, reap_clock, NULL);
 	if ((rc = server_reaper_new(st, &cfg, &r)) != CORE_OK) {
@@ -544,6 +555,48 @@ static const char *loadavg(void)
 	return buf[0] ? buf : "?\n";
 }
 
+static void reap_print(const struct scale_fig *f, size_t batch)
+{
+	printf("   reaper: %zu of %zu claims filed in %.3f s of pass time, %.3f s of CPU, %.1f us "
+	       "of CPU per claim (%zu passes of %zu, errors %zu)%s\n",
+	       f->reap_done, f->claims, f->reap_s, f->reap_cpu_s,
+	       f->reap_done ? f->reap_cpu_s * 1e6 / (double)f->reap_done : 0.0, f->reap_passes,
+	       batch, f->reap_errors,
+	       f->reap_done < f->claims ? " -- budget spent, figure projected" : "");
+}
+
+/* -r: step 5 alone on a copy of `loaded` (a data.loaded that -k left). */
+static int reap_only(const char *loaded, const char *parent, size_t batch, double budget_s)
+{
+	char dir[512], data[600], cmd[1400];
+	struct scale_fig f = {0};
+	int code;
+
+	snprintf(dir, sizeof dir, "%s/boardd-scale-reap-XXXXXX", parent);
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(data, sizeof data, "%s/data", dir);
+	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", loaded, data);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "scale: could not copy %s\n", loaded);
+		return 1;
+	}
+	printf("-- reaper only, on a copy of %s, load %s", loaded, loadavg());
+	f.claims = (size_t)-1; /* unknown: until a pass lists nothing */
+	reap_verbose = true;
+	code = reap(data, batch, budget_s, &f);
+	f.claims = f.reap_done;
+	if (code == 0)
+		reap_print(&f, batch);
+	printf("   load at end: %s", loadavg());
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "scale: could not remove %s\n", dir);
+	return code == 0 && !f.reap_errors ? 0 : 1;
+}
+
 static int one_size(const char *boardd, const char *parent, size_t n, size_t claims,
 		    size_t n_queries, size_t batch, double budget_s, bool keep, struct scale_fig *f)
 {
@@ -564,6 +617,11 @@ static int one_size(const char *boardd, const char *parent, size_t n, size_t cla
 	fflush(stdout);
 	if (load(data, n, claims, f) != 0)
 		goto out;
+	if (keep) {
+		snprintf(cmd, sizeof cmd, "cp -a '%s' '%s.loaded'", data, data);
+		if (system(cmd) != 0)
+			fprintf(stderr, "scale: could not copy %s\n", data);
+	}
 	printf("   loaded in %.1f s + %.1f s of claims/runs; snapshot %.1f MiB, journal %.1f MiB\n",
 	       f->load_s, f->tail_s, f->snapshot_mib, f->journal_mib);
 	if (serve(boardd, dir, data, n_queries, f) != 0)
@@ -573,10 +631,7 @@ static int one_size(const char *boardd, const char *parent, size_t n, size_t cla
 	fflush(stdout);
 	if (reap(data, batch, budget_s, f) != 0)
 		goto out;
-	printf("   reaper: %zu of %zu claims filed in %.3f s of pass time, %.3f s of CPU (%zu passes "
-	       "of %zu, errors %zu)%s\n",
-	       f->reap_done, claims, f->reap_s, f->reap_cpu_s, f->reap_passes, batch, f->reap_errors,
-	       f->reap_done < claims ? " -- budget spent, figure projected" : "");
+	reap_print(f, batch);
 	fflush(stdout);
 	code = 0;
 out:
@@ -608,6 +663,7 @@ static void row(const char *name, const struct scale_fig *f, size_t n, size_t of
 int main(int argc, char **argv)
 {
 	const char *boardd = NULL, *parent = "/tmp", *sizes_arg = "10000,30000,100000";
+	const char *reap_from = NULL;
 	size_t sizes[MAX_SIZES], n_sizes = 0, n_queries = 500, batch = 100, i, q;
 	double budget_s = 120, claim_share = 0.1;
 	struct scale_fig figs[MAX_SIZES];
@@ -615,8 +671,11 @@ int main(int argc, char **argv)
 	char *s, *tok, *save = NULL, name[64];
 	int c;
 
-	while ((c = getopt(argc, argv, "b:s:c:q:B:t:D:k")) != -1) {
+	while ((c = getopt(argc, argv, "b:s:c:q:B:t:D:kr:")) != -1) {
 		switch (c) {
+		case 'r':
+			reap_from = optarg;
+			break;
 		case 'b':
 			boardd = optarg;
 			break;
@@ -645,6 +704,8 @@ int main(int argc, char **argv)
 			goto usage;
 		}
 	}
+	if (reap_from && optind == argc && batch && budget_s > 0 && budget_s <= 3600)
+		return reap_only(reap_from, parent, batch, budget_s);
 	if (!boardd || optind != argc || !n_queries || n_queries > 100000 || !batch ||
 	    !(claim_share >= 0 && claim_share <= 0.2) ||
 	    !(budget_s > 0 && budget_s <= 3600))
@@ -702,6 +763,11 @@ int main(int argc, char **argv)
 						     : 0;
 	ROW("reaper per 1000 claims (s)", reap_per_1k, 3);
 	ROW("reaper: CPU during the passes (s)", reap_cpu_s, 3);
+	for (i = 0; i < n_sizes; i++)
+		figs[i].reap_cpu_us = figs[i].reap_done ? figs[i].reap_cpu_s * 1e6 /
+								  (double)figs[i].reap_done
+							: 0;
+	ROW("reaper: CPU per claim (us)", reap_cpu_us, 1);
 	printf("reaper: passes of %zu; claims filed / claimed per size:", batch);
 	for (i = 0; i < n_sizes; i++)
 		printf(" %zu/%zu in %.1f s%s (errors %zu);", figs[i].reap_done, figs[i].claims,
@@ -723,6 +789,7 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: scale -b PATH/TO/boardd [-s 10000,30000,100000] [-c claimed share 0.1]"
 			" [-q list requests 500]\n             [-B reaper batch 100] [-t reaper "
-			"budget s 120] [-D parent dir /tmp] [-k keep dirs]\n");
+			"budget s 120] [-D parent dir /tmp] [-k keep dirs]\n"
+			"       scale -r DIR/data.loaded [-B 100] [-t 120] [-D parent dir /tmp]\n");
 	return 2;
 }

@@ -206,11 +206,18 @@ bool core_pick_fits(const struct core_pick *p, const struct core_card *c)
 	return !p->lk || !c->blockers.n || core_blockers_all_done(p->board, &c->blockers, p->lk);
 }
 
+bool core_pick_keys_before(int32_t priority_a, int64_t created_a, const char *id_a,
+			   int32_t priority_b, int64_t created_b, const char *id_b)
+{
+	if (priority_a != priority_b)
+		return priority_a > priority_b;
+	if (created_a != created_b)
+		return created_a < created_b;
+	return strcmp(id_a, id_b) < 0;
+}
+
 bool core_pick_before(const struct core_card *a, const struct core_card *b)
 {
-	if (a->priority != b->priority)
-		return a->priority > b->priority;
-	if (a->created_at != b->created_at)
-		return a->created_at < b->created_at;
-	return strcmp(a->id, b->id) < 0;
+	return core_pick_keys_before(a->priority, a->created_at, a->id, b->priority, b->created_at,
+				     b->id);
 }

@@ -196,9 +196,9 @@ struct core_card {
 	int32_t priority; /* claim-next takes the highest first (DESIGN §12); default 0 */
 	bool has_epoch; /* false only when a foreign writer dropped the field (Mongo twin) */
 	bool awaiting_input;
-	/* One allocation holding the struct and its strings, some of them shared and immortal
-	 * (the FS twin's published cards, store/fs/fs_flat.c): read-only; core_card_free frees
-	 * the block, never a field; a copy (core_card_dup) is an ordinary card. */
+	/* A view: the struct borrows every field from something else (the FS twin's views of
+	 * its published cards, store/fs/fs_flat.c): read-only, never released nor freed; a copy
+	 * (core_card_dup) is an ordinary card. */
 	bool flat;
 	struct core_strv labels;
 	struct core_strv blockers;
@@ -329,6 +329,9 @@ enum core_rc core_pick_check(const struct core_board *b, const struct core_strv 
 bool core_pick_fits(const struct core_pick *p, const struct core_card *c);
 /* a comes before b: higher priority, then older created_at, then smaller id. */
 bool core_pick_before(const struct core_card *a, const struct core_card *b);
+/* The same order from the three keys (for a store that holds its cards in another form). */
+bool core_pick_keys_before(int32_t priority_a, int64_t created_a, const char *id_a,
+			   int32_t priority_b, int64_t created_b, const char *id_b);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Workflow rules (DESIGN §4, ADR-096 §5).                                                   */

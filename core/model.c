@@ -25,7 +25,7 @@ void core_card_release(struct core_card *c)
 
 	if (!c)
 		return;
-	assert(!c->flat); /* its fields are not its own: only core_card_free takes it */
+	assert(!c->flat); /* its fields are not its own: never released */
 	if (c->flat)
 		return;
 	free(c->id);
@@ -51,10 +51,9 @@ void core_card_release(struct core_card *c)
 
 void core_card_free(struct core_card *c)
 {
-	if (c && c->flat) {
-		free(c);
+	assert(!c || !c->flat); /* a view: neither it nor its fields are its own */
+	if (c && c->flat)
 		return;
-	}
 	core_card_release(c);
 	free(c);
 }

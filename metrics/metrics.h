@@ -111,7 +111,7 @@ enum metrics_buckets {
 	X(METRICS_FS_COMPACTIONS, METRICS_COUNTER, "boardd_fs_compactions_total", "", NULL,   \
 	  NULL, METRICS_B_NONE, "FS store: snapshots written since open.")                     \
 	X(METRICS_FS_JOURNAL_BYTES, METRICS_GAUGE, "boardd_fs_journal_bytes", "", NULL, NULL, \
-	  METRICS_B_NONE, "FS store: size of the current journal generation.")                 \
+	  METRICS_B_NONE, "FS store: bytes of records in the current journal generation.")    \
 	X(METRICS_FS_REFUSING, METRICS_GAUGE, "boardd_fs_writes_refused", "", NULL, NULL,     \
 	  METRICS_B_NONE,                                                                      \
 	  "FS store: 1 while writes are refused after a failed write or sync.")                \

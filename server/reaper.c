@@ -40,6 +40,7 @@ struct server_reaper {
 	size_t pool_busy;
 	struct pass_work *pool_work;
 	bool pool_started, pool_stop;
+	struct pass_work *work; /* the pass's, reused (under pass_lock) */
 };
 
 struct pool_slot {
@@ -83,6 +84,13 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static size_t cpu_count(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 8 ? 8 : (size_t)n;
+}
+
 enum core_rc server_reaper_new(struct store *st, const struct server_reaper_config *cfg,
 			       struct server_reaper **out)
 {
@@ -101,14 +109,13 @@ enum core_rc server_reaper_new(struct store *st, const struct server_reaper_conf
 		r->cfg.interval_ms = 60000;
 	if (r->cfg.batch == 0)
 		r->cfg.batch = 100;
-	/* On the FS twin a worker waits for durability once, at the end of its share of the
-	 * pass (store_ack), so a pass is CPU-bound: bench/reaper_pass 10000 on the 2-core
-	 * reference machine took 0.57 s with 2 workers, 0.38 s with 8, 0.40 s with 32. On the
-	 * Mongo twin every write is a round trip, which the workers overlap: the default width
-	 * is for it. The threads are started once and kept (pool_start); a pass hands cards to
-	 * no more of them than it has cards. */
+	/* On the FS twin a worker's share is a few transactions (two per batch) and one
+	 * durability wait, so a pass is CPU-bound and every extra worker only splits the
+	 * batches and contends for the write lock: one worker per core. On the Mongo twin every
+	 * write is a round trip, which the workers overlap: 32. The threads are started once
+	 * and kept (pool_start); a pass hands cards to no more of them than it has cards. */
 	if (r->cfg.workers == 0)
-		r->cfg.workers = 32;
+		r->cfg.workers = strcmp(store_name(st), "fs") == 0 ? cpu_count() : 32;
 	if (r->cfg.workers > 64)
 		r->cfg.workers = 64;
 	if (r->cfg.lease_ms <= 0)
@@ -208,203 +215,327 @@ static void resolve_run(struct server_reaper *r, const struct core_card *c, bool
 
 /* ---- acting under the recovery token ---- */
 
-/* `release`: the recovery claim goes in the same fenced step (one journal line, not two). */
-static enum core_rc owned_state(struct server_reaper *r, const char *id,
-				const struct core_token *tok, const char *to, const char *reason,
-				bool release)
-{
-	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .token = *tok, .state = to,
-				      .reason = reason, .release = release,
-				      .event_reason = "watchdog"};
-	struct core_card *out = NULL;
-	enum core_rc rc = store_card_owned_write(r->st, id, &w, &r->actor, &out);
-
-	core_card_free(out);
-	return rc;
-}
-
-static enum core_rc owned_gave_up(struct server_reaper *r, const char *id,
-				  const struct core_token *tok, const char *reason,
-				  const char *run_id, const char *state)
-{
-	struct core_gave_up g = {.set = true, .reason = (char *)reason, .run_id = (char *)run_id,
-				 .state = (char *)state, .at = store_now(r->st)};
-	struct store_owned_write w = {.kind = STORE_OWNED_GAVE_UP, .token = *tok, .gave_up = &g,
-				      .event_reason = "watchdog"};
-	struct core_card *out = NULL;
-	enum core_rc rc = store_card_owned_write(r->st, id, &w, &r->actor, &out);
-
-	core_card_free(out);
-	return rc;
-}
-
 /* The watchdog's own release of its recovery claim: exactly that claim, a machine event. */
+static void expect_of(struct core_card *expect, const char *id, const struct core_token *tok)
+{
+	*expect = (struct core_card){.id = (char *)id, .has_epoch = true,
+				     .claim_epoch = tok->epoch};
+	expect->claim.present = true;
+	expect->claim.marker = (char *)tok->marker;
+}
+
 static enum core_rc release_token(struct server_reaper *r, const struct core_card *seen,
 				  const struct core_token *tok)
 {
-	struct core_card expect = {.id = seen->id, .has_epoch = true, .claim_epoch = tok->epoch};
+	struct core_card expect;
 
-	expect.claim.present = true;
-	expect.claim.marker = (char *)tok->marker;
+	expect_of(&expect, seen->id, tok);
 	return store_reaper_release_exact(r->st, seen->id, &expect, &r->actor);
 }
 
-/* Files a reclaimed card into `target` unless a column somebody chose would be overwritten
- * (ShouldFileStuckCard). Returns the write's rc, CORE_OK when nothing was to be written.
- * The filing carries the release of the recovery claim: on success *released is set. */
-static enum core_rc file_card(struct server_reaper *r, const struct core_board *b,
-			      const struct core_card *seen, const struct core_token *tok,
-			      const char *target, const char *reason, bool *filed, bool *released)
-{
-	enum core_rc rc;
+/* One candidate of a gated pass, through the phases of its share (reap_share). */
+struct cand {
+	const struct core_card *listed; /* borrowed from the pass's listing */
+	const struct core_board *board; /* borrowed from the share's boards */
+	struct resolved run;
+	struct core_stuck_input in;
+	struct core_stuck_decision d;
+	bool transfer;           /* judged actionable: goes to the transfer batch */
+	struct core_card *seen;  /* the card as the transfer left it (owned) */
+	struct core_token tok;   /* the recovery token */
+	enum core_rc act_rc;     /* the action's outcome before the batch (a failed count) */
+	bool release;            /* the recovery claim is to go */
+	bool release_in_write;   /* ... and the action's last write carries it */
+	struct core_gave_up gave_up;  /* borrowed by act.w[0] */
+	struct core_card expect;      /* borrowed by act.release_expect */
+};
 
-	*filed = false;
-	if (!core_should_file_stuck_card(b, seen->state, target)) {
+/* The owned write filing the reclaimed card into `target`, carrying the release. */
+static void act_file(struct store_reaper_act *a, struct cand *c, const char *target,
+		     const char *reason)
+{
+	a->w[a->n_w++] = (struct store_owned_write){.kind = STORE_OWNED_STATE, .token = c->tok,
+						    .state = target, .reason = reason,
+						    .release = true, .event_reason = "watchdog"};
+	c->release_in_write = true;
+}
+
+static void act_gave_up(struct server_reaper *r, struct store_reaper_act *a, struct cand *c,
+			const char *reason, const char *run_id)
+{
+	c->gave_up = (struct core_gave_up){.set = true, .reason = (char *)reason,
+					   .run_id = (char *)run_id, .state = c->seen->state,
+					   .at = store_now(r->st)};
+	a->w[a->n_w++] = (struct store_owned_write){.kind = STORE_OWNED_GAVE_UP,
+						    .token = c->tok, .gave_up = &c->gave_up,
+						    .event_reason = "watchdog"};
+}
+
+/* Files a reclaimed card into `target` unless a column somebody chose would be overwritten
+ * (ShouldFileStuckCard). The filing carries the release of the recovery claim. */
+static void file_card(struct server_reaper *r, struct store_reaper_act *a, struct cand *c,
+		      const char *target, const char *reason)
+{
+	const struct core_card *seen = c->seen;
+
+	if (!core_should_file_stuck_card(c->board, seen->state, target)) {
 		if (target && strcmp(seen->state, target) != 0)
 			reaper_log(r, "card %s left in %s: moved out of %s deliberately, not "
 				      "overwritten with %s",
-				   seen->id, seen->state, b->running, target);
-		return CORE_OK;
+				   seen->id, seen->state, c->board->running, target);
+		return;
 	}
-	*filed = true;
-	rc = owned_state(r, seen->id, tok, target, reason, true);
-	*released = rc == CORE_OK;
-	return rc;
+	act_file(a, c, target, reason);
 }
 
-/* The action half of one reclaim: everything fenced by tok (the recovery token). *release:
- * the recovery claim is to go; *released: the filing already took it along (its last write
- * carried the release), so the caller must not release again. */
-static enum core_rc act(struct server_reaper *r, const struct core_board *b,
-			const struct core_card *seen, const struct core_token *tok,
-			const struct core_stuck_decision *d, const struct resolved *run,
-			const char *prev_marker, bool *release, bool *released)
+/* The action half of one reclaim, as the writes of its act item (all fenced by the recovery
+ * token). c->release: the recovery claim is to go; c->release_in_write: the filing carries
+ * it (on success), so it is not released again. With no write, the item is the release. */
+static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_marker,
+		     struct store_reaper_act *a)
 {
-	enum core_rc rc = CORE_OK;
-	bool filed = false;
+	const struct core_board *b = c->board;
+	const struct core_card *seen = c->seen;
 	size_t n_runs = 0;
 
-	*release = true;
-	*released = false;
-	switch (d->action) {
+	*a = (struct store_reaper_act){.id = seen->id};
+	c->release = true;
+	c->release_in_write = false;
+	c->act_rc = CORE_OK;
+	switch (c->d.action) {
 	case CORE_STUCK_KEEP:
 		/* Conservation is granted once: the recovery claim is its record. A card
 		 * already held by a reaper: marker is released instead. */
-		*release = core_marker_is_recovery(prev_marker);
+		c->release = core_marker_is_recovery(prev_marker);
 		break;
 	case CORE_STUCK_COMPLETE:
-		rc = file_card(r, b, seen, tok, b->completed, d->reason, &filed, released);
+		file_card(r, a, c, b->completed, c->d.reason);
 		break;
 	case CORE_STUCK_FAIL:
-		rc = file_card(r, b, seen, tok, b->failed, d->reason, &filed, released);
+		file_card(r, a, c, b->failed, c->d.reason);
 		break;
 	case CORE_STUCK_GIVE_UP:
 		if (core_should_file_stuck_card(b, seen->state, b->failed)) {
-			rc = owned_gave_up(r, seen->id, tok, "run_pruned", seen->last_run_id,
-					   seen->state);
-			if (rc == CORE_OK)
-				rc = file_card(r, b, seen, tok, b->failed, d->reason, &filed,
-					       released);
+			act_gave_up(r, a, c, "run_pruned", seen->last_run_id);
+			file_card(r, a, c, b->failed, c->d.reason);
 		}
 		break;
 	case CORE_STUCK_REPARK:
 		if (!r->cfg.repark_to_pool)
 			break; /* FS twin: the running column is eligible; release in place */
-		rc = store_run_count_for_card(r->st, seen->id, &n_runs);
-		if (rc != CORE_OK)
+		c->act_rc = store_run_count_for_card(r->st, seen->id, &n_runs);
+		if (c->act_rc != CORE_OK)
 			break;
 		if (n_runs >= r->cfg.run_ceiling) {
-			rc = owned_gave_up(r, seen->id, tok, "run_ceiling",
-					   run->run ? run->run->id : NULL, seen->state);
-			if (rc == CORE_OK)
-				rc = file_card(r, b, seen, tok, b->failed, "watchdog", &filed,
-					       released);
+			act_gave_up(r, a, c, "run_ceiling", c->run.run ? c->run.run->id : NULL);
+			file_card(r, a, c, b->failed, "watchdog");
 		} else {
-			rc = file_card(r, b, seen, tok, core_board_first_eligible(b), d->reason,
-				       &filed, released);
+			file_card(r, a, c, core_board_first_eligible(b), c->d.reason);
 		}
 		break;
 	case CORE_STUCK_RELEASE:
 	case CORE_STUCK_ACTION_COUNT_:
 		break;
 	}
-	return rc;
+	/* Nothing to write: the item is the release alone (or nothing at all). */
+	if (!a->n_w && c->release) {
+		expect_of(&c->expect, seen->id, &c->tok);
+		a->release_expect = &c->expect;
+	}
 }
 
-/* One candidate of a gated pass. */
-static void reap_one(struct server_reaper *r, const struct core_card *listed,
-		     struct server_reaper_stats *s)
+/* The boards a share's cards sit on, each read once per share (usually one board). */
+struct share_boards {
+	struct core_board *v;
+	size_t n, cap;
+};
+
+static const struct core_board *share_board(struct server_reaper *r, struct share_boards *sb,
+					    const char *name)
 {
-	struct core_board board = {0};
-	struct resolved run = {0};
-	struct core_stuck_input in = {0};
-	struct core_stuck_decision d;
-	struct core_token prev = {listed->claim.marker, listed->claim_epoch, NULL};
-	struct core_token tok;
-	struct core_card *seen = NULL;
-	bool release = false, released = false;
-	enum core_rc rc;
+	struct core_board *nv;
+	size_t i;
+
+	for (i = 0; i < sb->n; i++)
+		if (strcmp(sb->v[i].name, name) == 0)
+			return &sb->v[i];
+	if (sb->n == sb->cap) {
+		nv = realloc(sb->v, (sb->cap ? 2 * sb->cap : 2) * sizeof(*nv));
+		if (!nv)
+			return NULL;
+		sb->v = nv;
+		sb->cap = sb->cap ? 2 * sb->cap : 2;
+	}
+	memset(&sb->v[sb->n], 0, sizeof(sb->v[sb->n]));
+	if (store_board_get(r->st, name, &sb->v[sb->n]) != CORE_OK) {
+		core_board_release(&sb->v[sb->n]);
+		return NULL;
+	}
+	return &sb->v[sb->n++];
+}
+
+static void share_boards_release(struct share_boards *sb)
+{
+	size_t i;
+
+	for (i = 0; i < sb->n; i++)
+		core_board_release(&sb->v[i]);
+	free(sb->v);
+}
+
+/* Phase 1 for one candidate: resolve its run and decide on liveness (DecideTransfer). A keep
+ * is settled here (a recovery hold with nothing alive behind it is released); an actionable
+ * card is marked for the transfer batch. */
+static void judge(struct server_reaper *r, struct share_boards *sb, struct cand *c,
+		  struct server_reaper_stats *s)
+{
+	const struct core_card *listed = c->listed;
 	int64_t now = store_now(r->st);
 
-	if (store_board_get(r->st, listed->board, &board) != CORE_OK) {
+	c->board = share_board(r, sb, listed->board);
+	if (!c->board) {
 		s->errors++;
 		return;
 	}
-	resolve_run(r, listed, true, &run);
-	in.seen = run.seen;
-	in.run = run.run;
-	in.board = &board;
-	in.state = listed->state;
-	in.stamp_window_open =
+	resolve_run(r, listed, true, &c->run);
+	c->in.seen = c->run.seen;
+	c->in.run = c->run.run;
+	c->in.board = c->board;
+	c->in.state = listed->state;
+	c->in.stamp_window_open =
 		core_stamp_window_open(listed->claim.claimed_at, listed->claim.lease_ms, now);
 
-	d = core_decide_transfer(&in);
-	if (d.action == CORE_STUCK_KEEP) {
-		if (core_recovery_hold_expired(&in, prev.marker) &&
+	c->d = core_decide_transfer(&c->in);
+	if (c->d.action == CORE_STUCK_KEEP) {
+		if (core_recovery_hold_expired(&c->in, listed->claim.marker) &&
 		    store_reaper_release_exact(r->st, listed->id, listed, &r->actor) == CORE_OK) {
 			s->actions[CORE_STUCK_RELEASE]++;
 			reaper_log(r, "card %s: recovery hold by %s epoch %lld released (%s)",
-				   listed->id, prev.marker, (long long)prev.epoch, d.row);
+				   listed->id, listed->claim.marker,
+				   (long long)listed->claim_epoch, c->d.row);
 		} else {
 			s->skipped++;
 			s->actions[CORE_STUCK_KEEP]++;
 		}
-		goto out;
+		return;
 	}
-
 	if (r->cfg.after_list)
 		r->cfg.after_list(r->cfg.hook_ctx, listed);
-	rc = store_reaper_transfer(r->st, listed->id, &prev, r->marker, r->cfg.lease_ms, &seen);
-	if (rc != CORE_OK) {
-		/* A renewal, an operator, or another replica's reaper got there first. */
-		if (rc == CORE_ERR_CLAIM_CONFLICT || rc == CORE_ERR_NOT_FOUND)
-			s->skipped++;
-		else
-			s->errors++;
-		goto out;
+	c->transfer = true;
+}
+
+/* A share goes in batches of at most REAP_BATCH_MAX cards: a batch is one transaction on the
+ * FS twin, holding the state write lock while it runs (claim-next and every other write
+ * wait), and its transaction's lookups grow with it. */
+#define REAP_BATCH_MAX 64
+
+/* One batch of a share of a gated pass (cards[0..n)), in phases: judge every card, TRANSFER the
+ * actionable ones in one batch, decide again on what each transfer observed, act under the
+ * recovery tokens in one batch, then release what is left to release. On the FS twin each
+ * batch is one journal line; on the Mongo twin it loops, and the shares overlap the round
+ * trips. Per card the order is still list, resolve, decide, TRANSFER, decide, act, release. */
+static void reap_batch(struct server_reaper *r, struct core_card **cards, size_t n,
+		       struct server_reaper_stats *s)
+{
+	/* On the stack (n <= REAP_BATCH_MAX): a large malloc per batch had glibc consolidate
+	 * its free lists each time (7 % of a pass's CPU at a million cards). */
+	struct cand cv[REAP_BATCH_MAX];
+	struct store_transfer tv[REAP_BATCH_MAX];
+	struct store_reaper_act av[REAP_BATCH_MAX];
+	struct cand *tc[REAP_BATCH_MAX];
+	struct share_boards sb = {0};
+	size_t i, k, n_judged = 0, n_t = 0, n_a = 0;
+	enum core_rc rc;
+
+	memset(cv, 0, n * sizeof(*cv));
+	for (i = 0; i < n && !reaper_stopping(r); i++) { /* between cards, never mid-write */
+		cv[i].listed = cards[i];
+		s->listed++;
+		n_judged++;
+		judge(r, &sb, &cv[i], s);
+		if (!cv[i].transfer)
+			continue;
+		tv[n_t] = (struct store_transfer){
+			.id = cards[i]->id,
+			.prev = {cards[i]->claim.marker, cards[i]->claim_epoch, NULL}};
+		tc[n_t++] = &cv[i];
 	}
-	s->transferred++;
-	/* Judge the card as the transfer observed it, never the listing's copy. */
-	in.state = seen->state;
-	d = core_decide_stuck_card(&in);
-	tok.marker = r->marker;
-	tok.epoch = seen->claim_epoch;
-	rc = act(r, &board, seen, &tok, &d, &run, prev.marker, &release, &released);
-	if (rc != CORE_OK)
-		s->errors++;
-	/* The claim is released whatever the filing did: a card is never left owned by a
-	 * ghost — except a first keep, whose recovery claim is the record of the grant. A
-	 * filing that carried the release (atomically, on success only) already did it. */
-	if (release && !released && release_token(r, seen, &tok) != CORE_OK)
-		s->errors++;
-	s->actions[d.action]++;
-	reaper_log(r, "reclaimed card %s from %s epoch %lld: %s (%s) in %s%s", seen->id,
-		   prev.marker, (long long)prev.epoch, core_stuck_action_name(d.action), d.row,
-		   seen->state, rc != CORE_OK ? " [action failed]" : "");
-out:
-	core_card_free(seen);
-	core_run_free(run.run);
-	core_board_release(&board);
+	rc = store_reaper_transfer_many(r->st, tv, n_t, r->marker, r->cfg.lease_ms);
+	for (k = 0; k < n_t; k++) {
+		struct cand *c = tc[k];
+
+		if (rc != CORE_OK)
+			tv[k].rc = rc;
+		if (tv[k].rc != CORE_OK) {
+			/* A renewal, an operator, or another replica's reaper got there first. */
+			if (tv[k].rc == CORE_ERR_CLAIM_CONFLICT || tv[k].rc == CORE_ERR_NOT_FOUND)
+				s->skipped++;
+			else
+				s->errors++;
+			c->transfer = false;
+			continue;
+		}
+		s->transferred++;
+		c->seen = tv[k].card;
+		tv[k].card = NULL;
+		if (r->cfg.after_transfer)
+			r->cfg.after_transfer(r->cfg.hook_ctx, c->seen);
+		/* Judge the card as the transfer observed it, never the listing's copy. */
+		c->in.state = c->seen->state;
+		c->d = core_decide_stuck_card(&c->in);
+		c->tok.marker = r->marker;
+		c->tok.epoch = c->seen->claim_epoch;
+		plan_act(r, c, c->listed->claim.marker, &av[n_a]);
+		tc[n_a++] = c;
+	}
+	rc = store_reaper_act(r->st, av, n_a, &r->actor);
+	for (k = 0; k < n_a; k++) {
+		struct cand *c = tc[k];
+		const struct core_card *seen = c->seen;
+		enum core_rc act_rc = c->act_rc;
+
+		if (rc != CORE_OK)
+			av[k].rc = rc;
+		/* An item with writes is the action; one without is the bare release. */
+		if (act_rc == CORE_OK && av[k].n_w)
+			act_rc = av[k].rc;
+		if (act_rc != CORE_OK)
+			s->errors++;
+		/* The claim is released whatever the filing did: a card is never left owned
+		 * by a ghost — except a first keep, whose recovery claim is the record of the
+		 * grant. A filing that carried the release (atomically, on success only)
+		 * already did it. */
+		if (c->release && !av[k].n_w && av[k].rc != CORE_OK)
+			s->errors++;
+		else if (c->release && av[k].n_w && !(c->release_in_write && av[k].rc == CORE_OK) &&
+			 release_token(r, seen, &c->tok) != CORE_OK)
+			s->errors++;
+		s->actions[c->d.action]++;
+		reaper_log(r, "reclaimed card %s from %s epoch %lld: %s (%s) in %s%s", seen->id,
+			   c->listed->claim.marker, (long long)c->listed->claim_epoch,
+			   core_stuck_action_name(c->d.action), c->d.row, seen->state,
+			   act_rc != CORE_OK ? " [action failed]" : "");
+	}
+	for (i = 0; i < n_judged; i++) {
+		core_card_free(cv[i].seen);
+		core_run_free(cv[i].run.run);
+	}
+	for (k = 0; k < n_t; k++)
+		core_card_free(tv[k].card);
+	share_boards_release(&sb);
+}
+
+
+/* A share, batch by batch. */
+static void reap_share(struct server_reaper *r, struct core_card **cards, size_t n,
+		       struct server_reaper_stats *s)
+{
+	size_t i, k;
+
+	for (i = 0; i < n && !reaper_stopping(r); i += k) {
+		k = n - i < REAP_BATCH_MAX ? n - i : REAP_BATCH_MAX;
+		reap_batch(r, cards + i, k, s);
+	}
 }
 
 /* ---- the repair sweep (ungated, release-only) ---- */
@@ -478,14 +609,14 @@ enum core_rc server_reaper_repair(struct server_reaper *r, size_t *repaired)
 
 /* ---- one pass ---- */
 
-/* The cards of one gated pass, judged by the pool's threads so that their durable writes
- * share the store's group commit (and round trips overlap on the Mongo twin). */
+/* The cards of one gated pass, judged by the pool's threads: each takes one contiguous
+ * share and works it in batches (reap_share), so on the FS twin a share is two journal
+ * lines, and on the Mongo twin the shares overlap their round trips. */
 struct pass_work {
 	struct server_reaper *r;
 	struct core_card **cards;
 	size_t n;
 	size_t width; /* slots that take cards: min(threads, n) */
-	size_t next;  /* atomic */
 	struct server_reaper_stats stats[64];
 	/* each share's durability wait and what it did, settled by the pass's thread */
 	struct store_ack acks[64];
@@ -508,18 +639,10 @@ static void pass_share(struct pass_work *w, size_t slot)
 {
 	struct server_reaper_stats pend = {0};
 	struct store_ack ack;
-	size_t i;
+	size_t lo = slot * w->n / w->width, hi = (slot + 1) * w->n / w->width;
 
 	store_ack_begin(&ack);
-	for (;;) {
-		if (reaper_stopping(w->r))
-			break; /* between cards, never mid-write */
-		i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
-		if (i >= w->n)
-			break;
-		pend.listed++;
-		reap_one(w->r, w->cards[i], &pend);
-	}
+	reap_share(w->r, w->cards + lo, hi - lo, &pend);
 	w->owed[slot] = store_ack_end(&ack);
 	w->acks[slot] = ack;
 	w->pend[slot] = pend;
@@ -623,11 +746,14 @@ static void reap_all(struct server_reaper *r, struct core_card **cards, size_t n
 
 	if (n == 0)
 		return;
-	w = calloc(1, sizeof(*w));
-	if (!w) {
+	/* Kept with the reaper (pass_lock held): a calloc of it per pass had glibc consolidate
+	 * its free lists each time. */
+	if (!r->work && !(r->work = malloc(sizeof(*r->work)))) {
 		s->errors++;
 		return;
 	}
+	w = r->work;
+	memset(w, 0, sizeof(*w));
 	pool_start(r);
 	w->r = r;
 	w->cards = cards;
@@ -649,7 +775,6 @@ static void reap_all(struct server_reaper *r, struct core_card **cards, size_t n
 		share_settle(w, k);
 	for (k = 0; k < w->width; k++)
 		stats_add(s, &w->stats[k]);
-	free(w);
 }
 
 static int64_t mono_us(void)
@@ -812,6 +937,7 @@ void server_reaper_free(struct server_reaper *r)
 	pthread_cond_destroy(&r->wake);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->pass_lock);
+	free(r->work);
 	free(r);
 }
 

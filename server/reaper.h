@@ -20,8 +20,9 @@ struct server_reaper_config {
 	bool gate;              /* decisions on (ITERION_BOARD_CLAIM_REAPER=on); repair always */
 	int64_t interval_ms;    /* between passes; default 60 000 */
 	size_t batch;           /* candidates listed per pass; default 100 */
-	size_t workers;         /* cards judged in parallel within a pass (their fsyncs share a
-				 * group commit); default 32 */
+	size_t workers;         /* threads sharing a pass's cards (their fsyncs share a group
+				 * commit); default: the cores (at most 8) on the FS twin, whose
+				 * pass is CPU-bound; 32 on the Mongo twin, to overlap round trips */
 	int64_t lease_ms;       /* the recovery claim's lease; default 900 000 */
 	const char *hostname;   /* recovery marker "reaper:<hostname>"; NULL: gethostname() */
 	/* Cloud divergence (ADR-096 §7): the Mongo twin reparks to eligible[0] and files a card
@@ -35,6 +36,8 @@ struct server_reaper_config {
 	void *log_ctx;
 	/* Test hook: called between the listing and the transfer of each candidate. */
 	void (*after_list)(void *ctx, const struct core_card *listed);
+	/* Test hook: called for each card its share TRANSFERred, before the share acts. */
+	void (*after_transfer)(void *ctx, const struct core_card *seen);
 	void *hook_ctx;
 };
 

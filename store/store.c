@@ -882,6 +882,52 @@ enum core_rc store_reaper_release_exact(struct store *st, const char *id,
 	return st->ops->reaper_release_exact(st, id, expect, actor);
 }
 
+enum core_rc store_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
+					const char *marker, int64_t lease_ms)
+{
+	size_t i;
+
+	for (i = 0; v && i < n; i++) {
+		v[i].rc = CORE_ERR_INTERNAL;
+		v[i].card = NULL;
+	}
+	if (!st || (!v && n) || !core_marker_valid(marker) || lease_ms <= 0)
+		return CORE_ERR_BAD_REQUEST;
+	for (i = 0; i < n; i++)
+		if (!core_id_valid(v[i].id) || !token_valid(&v[i].prev))
+			return CORE_ERR_BAD_REQUEST;
+	if (!n)
+		return CORE_OK;
+	NEED_OP(st, reaper_transfer_many);
+	return st->ops->reaper_transfer_many(st, v, n, marker, lease_ms);
+}
+
+enum core_rc store_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
+			      const struct store_actor *actor)
+{
+	size_t i, k;
+
+	for (i = 0; v && i < n; i++)
+		v[i].rc = CORE_ERR_INTERNAL;
+	if (!st || (!v && n))
+		return CORE_ERR_BAD_REQUEST;
+	for (i = 0; i < n; i++) {
+		if (!core_id_valid(v[i].id) || v[i].n_w > 2)
+			return CORE_ERR_BAD_REQUEST;
+		for (k = 0; k < v[i].n_w; k++)
+			if (!owned_write_valid(&v[i].w[k]) ||
+			    (v[i].w[k].release && k + 1 < v[i].n_w))
+				return CORE_ERR_BAD_REQUEST;
+	}
+	if (!n)
+		return CORE_OK;
+	NEED_OP(st, reaper_act);
+	for (i = 0; i < n; i++)
+		for (k = 0; k < v[i].n_w; k++)
+			v[i].w[k].token = token_of(&v[i].w[k].token, actor);
+	return st->ops->reaper_act(st, v, n, actor);
+}
+
 static bool secret_name_valid(const char *name)
 {
 	size_t i, n = name ? strlen(name) : 0;

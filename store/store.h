@@ -248,6 +248,26 @@ struct store_delivery_filter {
 	size_t limit;              /* 1..1000 */
 };
 
+/* One TRANSFER of store_reaper_transfer_many. */
+struct store_transfer {
+	const char *id;
+	struct core_token prev;  /* the claim as listed */
+	enum core_rc rc;         /* OUT: what reaper_transfer would answer for this card */
+	struct core_card *card;  /* OUT on rc OK: the card as the transfer left it; caller frees */
+};
+
+/* One card's action under its recovery token (store_reaper_act; DESIGN §6 step 6): up to two
+ * owned writes applied in order, the last of which may carry .release; or, with none, an
+ * exact release of `release_expect` (store_reaper_release_exact); or nothing. */
+struct store_reaper_act {
+	const char *id;
+	struct store_owned_write w[2]; /* tokens: the wrapper sets each holder from the actor */
+	size_t n_w;
+	const struct core_card *release_expect; /* borrowed; used only when n_w == 0 */
+	enum core_rc rc; /* OUT: the first failing step's rc (the steps before it stay done),
+			  * else OK */
+};
+
 /* One card of the attention lane (DESIGN §15). */
 struct store_attention {
 	struct core_card *card; /* owned */
@@ -497,6 +517,16 @@ struct store_ops {
 					     const struct core_card *expect,
 					     const struct store_actor *actor);
 
+	/* The pass's batches (DESIGN §6): exactly what reaper_transfer, resp. the owned writes
+	 * and reaper_release_exact, would do for each item in order (each item sees the ones
+	 * before it), every outcome in the item. A twin may commit a whole batch as one step
+	 * (the FS twin: one journal line, one durability wait); one that cannot loops the single
+	 * operations. Returns OK once every item has its outcome. */
+	enum core_rc (*reaper_transfer_many)(struct store *st, struct store_transfer *v,
+					     size_t n, const char *marker, int64_t lease_ms);
+	enum core_rc (*reaper_act)(struct store *st, struct store_reaper_act *v, size_t n,
+				   const struct store_actor *actor);
+
 	/* The deployment's secret `name` ([a-z0-9-]{1,32}): STORE_SECRET_LEN random bytes,
 	 * made on first use, the same bytes for every process that shares the store (the key
 	 * agent tokens are signed with, DESIGN §13). */
@@ -653,6 +683,11 @@ enum core_rc store_reaper_transfer(struct store *st, const char *id, const struc
 enum core_rc store_reaper_release_exact(struct store *st, const char *id,
 					const struct core_card *expect,
 					const struct store_actor *actor);
+/* Batches: see store_ops. An invalid item is BAD_REQUEST for the whole call (nothing done). */
+enum core_rc store_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
+					const char *marker, int64_t lease_ms);
+enum core_rc store_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
+			      const struct store_actor *actor);
 
 /* ---- the FS twin ---- */
 
@@ -661,6 +696,9 @@ struct store_fs_options {
 	size_t compact_bytes;  /* journal size that triggers a snapshot; 0: 64 MiB */
 	size_t events_keep;    /* events kept in the audit tail; 0: 100 000 */
 	const char *hostname;  /* for the legacy same-host sweep; NULL: gethostname() */
+	bool serial_load;      /* decode the snapshot on the opening thread alone (tests compare
+				* it with the default: a second thread checks and decodes while
+				* the opening one applies) */
 };
 
 enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out, char *err,
@@ -672,7 +710,9 @@ struct store_fs_stats {
 	uint64_t syncs;         /* fdatasync calls on the journal since open (group commit) */
 	uint64_t compactions;   /* snapshots written since open */
 	uint64_t generation;    /* current journal generation */
-	uint64_t journal_bytes; /* size of the current generation */
+	uint64_t journal_bytes; /* records in the current generation (its logical size) */
+	uint64_t journal_alloc_bytes; /* its file: records, then the pre-allocated zeros */
+	uint64_t journal_grows; /* zero-filled steps added ahead of the writer since open */
 	bool failed;            /* a write or sync failed: writes refused until a fresh snapshot
 				 * of the rolled-back state is durable (retried by the next write
 				 * and every second in the background) */

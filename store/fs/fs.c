@@ -84,6 +84,8 @@ static const struct store_ops fs_ops = {
 	.reaper_list_repair = fs_reaper_list_repair,
 	.reaper_transfer = fs_reaper_transfer,
 	.reaper_release_exact = fs_reaper_release_exact,
+	.reaper_transfer_many = fs_reaper_transfer_many,
+	.reaper_act = fs_reaper_act,
 	.secret_get = fs_secret_get,
 	.sub_put = fs_sub_put,
 	.sub_get = fs_sub_get,
@@ -163,6 +165,7 @@ static enum core_rc sync_init(struct fs *fs)
 	rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
 	     pthread_rwlock_init(&fs->lock, NULL) || pthread_mutex_init(&fs->jmu, NULL) ||
 	     pthread_cond_init(&fs->jcond, NULL) || pthread_cond_init(&fs->ackcond, &ca) ||
+	     pthread_cond_init(&fs->gcond, NULL) ||
 	     pthread_mutex_init(&fs->evmu, NULL) ||
 	     pthread_cond_init(&fs->evcond, &ca) || pthread_mutex_init(&fs->snapmu, NULL) ||
 	     pthread_mutex_init(&fs->cmu, NULL) || pthread_cond_init(&fs->ccond, NULL);
@@ -216,6 +219,7 @@ enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out,
 	fs->lock_fd = fs->jfd = -1;
 	fs->compact_bytes = o->compact_bytes ? o->compact_bytes : FS_COMPACT_DEFAULT;
 	fs->events_keep = o->events_keep ? o->events_keep : FS_EVENTS_KEEP_DEFAULT;
+	fs->serial_load = o->serial_load;
 	if (!o->hostname)
 		gethostname(host, sizeof(host) - 1);
 	fs->dir = strdup(o->dir);
@@ -247,6 +251,8 @@ enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out,
 		snprintf(err, errlen, "cannot start the compactor thread");
 	if (rc == CORE_OK && (rc = fs_acker_start(fs)) != CORE_OK)
 		snprintf(err, errlen, "cannot start the acknowledgement thread");
+	if (rc == CORE_OK && (rc = fs_segment_start(fs)) != CORE_OK)
+		snprintf(err, errlen, "cannot start the journal pre-allocation thread");
 out:
 	if (rc != CORE_OK) {
 		fs_close(&fs->base);
@@ -263,6 +269,7 @@ static void fs_close(struct store *st)
 
 	fs_acker_stop(fs);
 	fs_compactor_stop(fs);
+	fs_segment_stop(fs); /* after the last writer: cuts the zero tail */
 	pthread_mutex_lock(&fs->evmu);
 	fs->closing = true;
 	pthread_cond_broadcast(&fs->evcond);
@@ -279,6 +286,7 @@ static void fs_close(struct store *st)
 	pthread_mutex_destroy(&fs->jmu);
 	pthread_cond_destroy(&fs->jcond);
 	pthread_cond_destroy(&fs->ackcond);
+	pthread_cond_destroy(&fs->gcond);
 	pthread_mutex_destroy(&fs->evmu);
 	pthread_cond_destroy(&fs->evcond);
 	pthread_mutex_destroy(&fs->snapmu);

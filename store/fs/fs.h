@@ -12,7 +12,9 @@
  *                    one FS_REC_SNAP_END {gen G, counters, chunk count}; written temp + fsync +
  *                    rename + fsync dir. Replaces snapshot.json (JSON, read when no .bin)
  *   journal.N        generations N >= G, replayed in order after the snapshot; one binary
- *                    record per commit (fs_change_encode). Earlier versions wrote JSON lines
+ *                    record per commit (fs_change_encode), then zeros to the end of the file
+ *                    (pre-allocated ahead of the writer, fs_segment.c; none after a clean
+ *                    close). Earlier versions wrote JSON lines
  *                    "<crc32 as 8 hex> <json change>\n", still replayed (even interleaved)
  *
  * Lock order: snapmu -> state lock -> jmu -> cmu. evmu is a leaf (taken with nothing else
@@ -55,6 +57,9 @@ void *fs_map_get(const struct fs_map *m, const char *key);
 void *fs_map_get_n(const struct fs_map *m, const char *key, size_t n);
 /* Inserts or replaces (key and value). NOMEM leaves the map unchanged. */
 enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val);
+/* The hash the maps (and the card id table) file key under: a load hashes each id once (by
+ * its decoder), not at every lookup. */
+uint32_t fs_map_hash(const char *key);
 /* Ensures `extra` more inserts cannot fail. */
 enum core_rc fs_map_reserve(struct fs_map *m, size_t extra);
 /* Removes key; returns its value or NULL. */
@@ -62,15 +67,23 @@ void *fs_map_del(struct fs_map *m, const char *key);
 /* Frees the slots only (values belong to the caller). */
 void fs_map_release(struct fs_map *m);
 
+/* CRC-32 (IEEE 802.3, reflected) of len bytes (fs_crc.c): carry-less multiplies where the
+ * CPU has them, else tables; fs_crc32_tables is always the tables (tests compare the two). */
 uint32_t fs_crc32(const void *buf, size_t len);
+uint32_t fs_crc32_tables(const void *buf, size_t len);
 /* Grows the pointer array *arrp (any T **) to hold `want` entries, doubling. */
 enum core_rc fs_ptrs_reserve(void *arrp, size_t *cap, size_t want);
 
-/* ---- flat cards (fs_flat.c) ----
- * A published card is one allocation (core_card.flat): the struct, then its arrays and
- * strings, except the few strings many cards repeat (board, column, labels, the claim's token
- * name), which point at interned copies. At a million cards this halves the memory of a card
- * and the mallocs of a load (bench/README.md, scale). */
+/* ---- published cards (fs_flat.c) ----
+ * A published card is a struct fs_card: the fields every card has and every scan reads
+ * (id, board, state, title, body, labels, priority, the timestamps) in a 96-byte head, and
+ * the fields most cards never set (the claim and its epoch, blockers, comments, last run,
+ * state reason, gave_up) in an optional tail, `more`. Both, the arrays and the strings the
+ * card owns are one allocation; the strings many cards repeat (board, column, labels, token
+ * names) point at interned copies. A core_card is 232 bytes and one malloc per string; this
+ * is ~140 bytes for a card with two labels and no claim (bench/README.md, a million cards).
+ * Code that needs a core_card takes a view (fs_card_view: a shallow core_card on the
+ * caller's stack, borrowing the card's strings), or a copy (fs_card_dup). */
 
 /* Interned strings: immortal until the store closes, so a card (published, parked for a
  * snapshot, or kept by an undo entry) may point at one for as long as it lives. At most
@@ -94,25 +107,115 @@ struct fs_arena {
 };
 
 void *fs_arena_take(struct fs_arena *a, size_t n, size_t align);
-/* A flat copy of c (an ordinary or a flat card); caller frees with core_card_free. NULL on
- * OOM. atoms may be NULL (nothing interned). */
-struct core_card *fs_card_flat(struct fs_atoms *atoms, const struct core_card *c);
+
+/* The fields of a card that most cards leave unset: zero when the card has no tail. */
+struct fs_card_more {
+	struct core_claim claim;
+	int64_t claim_epoch;
+	struct core_strv blockers;
+	struct core_comment *comments;
+	size_t n_comments;
+	char *last_run_id;  /* may be NULL */
+	char *state_reason; /* may be NULL */
+	struct core_gave_up gave_up;
+};
+
+/* The names are core_card's, so code reading the common fields reads either. Immutable. */
+struct fs_card {
+	char *id;
+	char *board;
+	char *title;
+	char *body;
+	char *state;
+	struct core_strv labels;
+	const struct fs_card_more *more; /* NULL: every field of it is zero */
+	int64_t created_at;
+	int64_t updated_at;
+	int64_t state_at;
+	int32_t priority;
+	bool has_epoch;
+	bool awaiting_input;
+};
+
+/* The zero tail: what fs_card_more_of returns for a card without one. */
+extern const struct fs_card_more fs_card_no_more;
+
+static inline const struct fs_card_more *fs_card_more_of(const struct fs_card *p)
+{
+	return p->more ? p->more : &fs_card_no_more;
+}
+
+static inline bool fs_card_claimed(const struct fs_card *p)
+{
+	return p->more && p->more->claim.present;
+}
+
+/* The published form of c (an ordinary card; its strings are copied); caller frees with
+ * fs_card_free. NULL on OOM. atoms may be NULL (nothing interned). */
+struct fs_card *fs_card_pack(struct fs_atoms *atoms, const struct core_card *c);
+void fs_card_free(struct fs_card *p);
+/* A shallow core_card in *v that borrows p's strings and arrays (valid while p is); never
+ * freed. Returns v. */
+const struct core_card *fs_card_view(const struct fs_card *p, struct core_card *v);
+/* A deep copy as an ordinary card (what readers are handed); NULL on OOM. */
+struct core_card *fs_card_dup(const struct fs_card *p);
+/* How the decoder lays a card out in one block (fs_codec.c): it places the arrays and
+ * strings first in an arena starting at fs_card_head(c) bytes (c: the card as measured, its
+ * optional strings non-NULL when present), then fs_card_fill writes the head (and tail) at
+ * the block's start from c, whose pointers already point into the block or at atoms. */
+size_t fs_card_head(const struct core_card *c);
+struct fs_card *fs_card_fill(void *block, const struct core_card *c);
 
 /* ---- state ---- */
 
 struct fs_card_ent {
-	struct core_card *card; /* owned; immutable once published */
+	struct fs_card *card;   /* owned; immutable once published */
 	uint64_t ord;           /* creation order, persisted: the list cursor */
-	/* 32-bit slots keep the entry and its id in 64 bytes (fs_change_reserve refuses the
-	 * 2^32-1st entry, so an index always fits) */
+	/* 32-bit slots keep the entry in 40 bytes, a 48-byte chunk (fs_change_reserve refuses
+	 * the 2^32-1st entry, so an index always fits) */
 	uint32_t cslot;         /* 1 + its index in fs->claimed; 0 when it holds no claim */
 	uint32_t rslot;         /* 1 + its index in fs->recov; 0: not a recovery claim */
 	uint32_t sslot;         /* 1 + its index in its state's posting list; 0: in none */
 	uint32_t aslot;         /* 1 + its index in fs->attn; 0: not an attention candidate */
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
-	char id[];              /* the map key (in the same block: one allocation per card) */
 };
+
+/* A live entry's id (its card's: the entry keeps no copy). Never called on a dead one. */
+static inline const char *fs_ent_id(const struct fs_card_ent *e)
+{
+	return e->card->id;
+}
+
+/* ---- the card id table (fs_map.c): open addressing, linear probing, load <= 1/2 ----
+ * fs_map for the million-entry case: a slot is the entry and its id's hash (16 bytes, not
+ * fs_map's 24), the key read through the entry (fs_ent_id) only when the hashes match, which
+ * a lookup's caller reads next anyway. */
+struct fs_ids_slot {
+	struct fs_card_ent *ent; /* NULL: empty */
+	uint32_t hash;
+};
+
+struct fs_ids {
+	struct fs_ids_slot *slots;
+	size_t cap; /* 0 or a power of two */
+	size_t n;
+};
+
+struct fs_card_ent *fs_ids_get(const struct fs_ids *t, const char *id);
+/* The same with h = fs_map_hash(id) computed once by the caller. */
+struct fs_card_ent *fs_ids_get_h(const struct fs_ids *t, const char *id, uint32_t h);
+/* Asks the CPU for the slot a key of hash h starts its probe at (a hint, no effect on the
+ * table): a lookup a few keys ahead in a batch then finds it in cache. */
+void fs_ids_prefetch(const struct fs_ids *t, uint32_t h);
+/* Ensures `extra` more puts cannot fail. */
+enum core_rc fs_ids_reserve(struct fs_ids *t, size_t extra);
+/* Files ent under fs_ent_id(ent), which is not in the table; room was reserved. */
+void fs_ids_put(struct fs_ids *t, struct fs_card_ent *ent);
+void fs_ids_put_h(struct fs_ids *t, struct fs_card_ent *ent, uint32_t h);
+/* Removes id; returns its entry or NULL. */
+struct fs_card_ent *fs_ids_del(struct fs_ids *t, const char *id);
+void fs_ids_release(struct fs_ids *t);
 
 /* A list of cards under one key, in no order (fs_post.c): the dependents of a blocker id
  * (fs->deps), the cards of a state or a label (fs->post_states, fs->post_labels). */
@@ -149,7 +252,10 @@ struct fs_counters {
 /* One committed mutation: what a journal line carries, and what a replay rebuilds. */
 struct fs_change_card {
 	char *id;               /* owned */
-	struct core_card *card; /* owned; NULL: the card is deleted (or floor_only) */
+	/* owned; NULL (and pub NULL): the card is deleted (or floor_only). A transaction's
+	 * copy, or a decoded claim-only patch; fs_change_reserve packs it into pub. */
+	struct core_card *card;
+	struct fs_card *pub;    /* owned; the published form (the decoder makes it directly) */
 	uint64_t ord;
 	bool is_new;            /* not in the index when the change was built */
 	/* The highest epoch the id ever had, kept past a delete so a re-created card never
@@ -163,6 +269,8 @@ struct fs_change_card {
 	/* fs_change_reserve's lookup of id, for lists_reserve and apply to reuse (a map probe is
 	 * a cache miss at a million cards); NULL: not in the index then. */
 	struct fs_card_ent *ent;
+	uint32_t hash; /* fs_map_hash(id), when `hashed` (set by fs_change_reserve) */
+	bool hashed;
 };
 
 /* An effect record (store/fs/fs_effect.c): a subscription ("s/<board>/<name>") or a delivery
@@ -203,7 +311,7 @@ void fs_change_release(struct fs_change *ch);
  * change that was never acknowledged stays visible (fs_undo.c). */
 struct fs_undo_card {
 	struct fs_card_ent *ent;
-	struct core_card *old; /* the card before (NULL: the change created it) */
+	struct fs_card *old;   /* the card before (NULL: the change created it) */
 	bool deleted;          /* the change deleted it (ent is dead and held) */
 };
 
@@ -238,7 +346,7 @@ struct fs_undo {
 
 /* Objects a writer replaced while a snapshot still reads them. */
 struct fs_grave {
-	struct core_card **cards;
+	struct fs_card **cards;
 	size_t n_cards, cap_cards;
 	struct core_run **runs;
 	size_t n_runs, cap_runs;
@@ -261,14 +369,15 @@ struct fs {
 	char *hostname;
 	size_t compact_bytes;
 	size_t events_keep;
+	bool serial_load; /* store_fs_options.serial_load */
 	int lock_fd;
 
 	/* ---- guarded by `lock` ---- */
 	pthread_rwlock_t lock;
 	struct core_board *boards;
 	size_t n_boards;
-	struct fs_atoms atoms; /* the strings flat cards share (fs_flat.c) */
-	struct fs_map cards; /* id -> struct fs_card_ent */
+	struct fs_atoms atoms; /* the strings published cards share (fs_flat.c) */
+	struct fs_ids cards; /* id -> struct fs_card_ent */
 	struct fs_card_ent **order;
 	size_t n_order, cap_order, n_dead;
 	struct fs_map deps; /* blocker id -> struct fs_post: the cards whose blockers name it
@@ -326,6 +435,18 @@ struct fs {
 	int64_t recover_after_ms;  /* CLOCK_MONOTONIC: no recovery attempt before */
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;
+	/* The pre-allocated tail (fs_segment.c): the file is zero-filled up to jalloc, records
+	 * are written with pwrite at jbytes. A record past jalloc extends the file. */
+	uint64_t jalloc;           /* zero-filled (and synced) end of the current generation */
+	uint64_t jwrite_end;       /* end of the record a writer may be writing right now */
+	uint64_t jepoch;           /* bumped when the file is cut or replaced: voids a grow */
+	bool growing;              /* the grower zero-fills from grow_from on (jmu dropped) */
+	uint64_t grow_from;
+	bool grow_wanted, grow_stop, grower_started;
+	int64_t grow_after_ms;     /* CLOCK_MONOTONIC: no grow before (after a failed one) */
+	pthread_cond_t gcond;      /* the grower's: grow_wanted or grow_stop */
+	pthread_t grower;
+	struct fs_log_quiet quiet_grow; /* failed pre-allocations (under jmu) */
 	struct store_fs_stats stats;
 	struct fs_log_quiet quiet_fail; /* "writes refused" lines (under jmu) */
 	struct fs_log_quiet quiet_recover; /* "recovery failed" lines (under snapmu) */
@@ -395,15 +516,19 @@ const struct fs_post *fs_deps_find(const struct fs *fs, const char *blocker);
 enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch);
 /* The epoch floor of id (0: none). */
 int64_t fs_floor_get(const struct fs *fs, const char *id);
-/* Makes fs_change_apply(ch) unable to fail for lack of memory; its cards become flat. */
+/* Makes fs_change_apply(ch) unable to fail for lack of memory; its cards are packed into
+ * their published form (pub). */
 enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch);
 /* Publishes ch into the state (taking its objects; ch is left empty). Infallible after a
  * successful fs_change_reserve. `undo` NULL: a replay (idempotent merge of a journal record
  * or snapshot); else a commit, whose replaced objects go to undo (fs_undo_new) instead of
  * being freed. */
 void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo);
+/* The same, leaving what remains of ch (its arrays and ids) for the caller to release: the
+ * snapshot load has the thread that decoded ch free it, in that thread's malloc arena. */
+void fs_change_apply_keep(struct fs *fs, struct fs_change *ch, struct fs_undo *undo);
 /* Frees an object no longer published (or parks it while a snapshot reads it). */
-void fs_retire_card(struct fs *fs, struct core_card *c);
+void fs_retire_card(struct fs *fs, struct fs_card *c);
 void fs_retire_run(struct fs *fs, struct core_run *r);
 void fs_retire_event(struct fs *fs, struct core_event *e);
 /* Replaces the value (and key) of a key that is present; never allocates. */
@@ -425,8 +550,8 @@ enum core_rc fs_attention_list(struct store *st, const char *board, const char *
 			       bool *truncated);
 
 /* Moves ent's reverse-index edges from `before` (NULL: none) to `now` (NULL: none). */
-void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
-		    const struct core_card *now);
+void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct fs_card *before,
+		    const struct fs_card *now);
 /* Retires events from the head while the tail is longer than events_keep and they are
  * durable. */
 void fs_events_trim(struct fs *fs);
@@ -441,9 +566,26 @@ void fs_undo_settle(struct fs *fs, uint64_t synced);
 /* Undoes the entries whose line is not durable (seq > synced), newest first. */
 void fs_undo_rollback(struct fs *fs, uint64_t synced);
 
+/* ---- the journal's pre-allocated tail (fs_segment.c) ---- */
+
+/* Zero-fills the start of a new generation's file (fd, empty) before writers switch to it,
+ * as long as the current one's last step; returns the bytes filled (0 on failure: the file is
+ * left empty and grows by appending). Called by the compaction, no lock held. */
+uint64_t fs_segment_prealloc(struct fs *fs, int fd);
+/* With jmu held, after a record was written: asks the grower for the next step when less than
+ * half a step of zeros is left ahead of jbytes. */
+void fs_segment_poke_locked(struct fs *fs);
+/* With jmu held: the current file was cut to `bytes` (a failed write, a rollback). */
+void fs_segment_cut_locked(struct fs *fs, uint64_t bytes);
+/* With jmu held: writers switch to a new generation whose first `alloc` bytes are zeros. */
+void fs_segment_switch_locked(struct fs *fs, uint64_t alloc);
+enum core_rc fs_segment_start(struct fs *fs);
+/* Stops the grower and cuts the current generation's zero tail (a clean close). */
+void fs_segment_stop(struct fs *fs);
+
 /* ---- I/O the fault hook can refuse (fs_journal.c) ---- */
 
-ssize_t fs_io_write(struct fs *fs, int fd, const void *buf, size_t len);
+ssize_t fs_io_pwrite(struct fs *fs, int fd, const void *buf, size_t len, uint64_t off);
 int fs_io_sync(struct fs *fs, int fd);     /* fdatasync */
 int fs_io_dir_sync(struct fs *fs);         /* fsync of DIR */
 bool fs_io_fault(struct fs *fs, unsigned fault);
@@ -484,7 +626,7 @@ struct fs_snap_floor {
 	int64_t epoch;
 };
 char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_board *boards,
-			   size_t n_boards, const struct core_card *const *cards,
+			   size_t n_boards, const struct fs_card *const *cards,
 			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
 			   size_t n_runs, const struct core_event *const *events, size_t n_events,
 			   const struct fs_snap_floor *floors, size_t n_floors,
@@ -496,9 +638,15 @@ char *fs_snap_end_encode(uint64_t gen, const struct fs_counters *ctr, uint64_t n
  * *kind, *payload and *plen describe it (the record is FS_REC_HDR + *plen bytes). */
 enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 				const char **payload, size_t *plen);
+/* fs_rec_check in two steps: the header alone (FS_REC_OK: framed, the payload unchecked), then
+ * the payload's CRC (payload as framed, FS_REC_HDR bytes after its header): the snapshot
+ * load frames every record first and checks the payloads on its decoding thread. */
+enum fs_rec_status fs_rec_frame(const char *buf, size_t avail, unsigned *kind,
+				const char **payload, size_t *plen);
+bool fs_rec_payload_ok(const char *payload, size_t plen);
 /* Decodes a FS_REC_CHANGE, FS_REC_CHANGE2 or FS_REC_CHANGE3 payload (`kind`). BAD_REQUEST
- * when malformed or of another kind (ch left empty). Its cards are flat (fs_flat.c), sharing
- * atoms (NULL: none). */
+ * when malformed or of another kind (ch left empty). Its whole cards are in their published
+ * form (pub, fs_flat.c), sharing atoms (NULL: none); claim-only entries are ordinary cards. */
 enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,
 				  struct fs_atoms *atoms, struct fs_change *ch);
 enum core_rc fs_snap_end_decode(const char *payload, size_t len, uint64_t *gen,
@@ -522,14 +670,18 @@ void fs_post_map_release(struct fs_map *m);
 
 /* One pass of fs_post_reserve_one for every state and label list a card going from before
  * to now joins (fs_change_reserve runs pass 0 then pass 1 over a change's cards). */
-void fs_post_reserve_card(struct fs *fs, const struct core_card *before,
-			  const struct core_card *now, int pass, enum core_rc *rc);
+void fs_post_reserve_card(struct fs *fs, const struct fs_card *before,
+			  const struct fs_card *now, int pass, enum core_rc *rc);
 /* ent's card goes from before to now (either NULL): its state and label lists follow. */
-void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
-		    const struct core_card *now);
+void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct fs_card *before,
+		    const struct fs_card *now);
 /* Drops every state's claim-next cache: before card entries are freed (a cache may still
  * point at a card that left its state and was deleted since). */
 void fs_post_tops_drop(struct fs *fs);
+/* A card that became an unclaimed member of state list p (ent, now its published card `c`):
+ * inserted in rank order into p's claim-next cache when it ranks among the cached ones (the
+ * worst is pushed out of a full cache), so the cache stays exact without a walk (fs_claims.c). */
+void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct fs_card *c);
 /* The list of a state / a label; NULL when no card carries it. */
 const struct fs_post *fs_post_state(const struct fs *fs, const char *state);
 const struct fs_post *fs_post_label(const struct fs *fs, const char *label);
@@ -539,7 +691,8 @@ void fs_post_release(struct fs *fs);
 
 /* Reads a whole file into a new buffer (NUL-terminated); NULL with *err = errno. */
 char *fs_file_read(const char *path, size_t *len, int *err);
-/* Under the state write lock: appends one line; *seq is what to pass to fs_journal_wait.
+/* Under the state write lock: writes one line at the logical end (jbytes); *seq is what to
+ * pass to fs_journal_wait.
  * On failure the file is as before (a partial write is cut) or the store is marked failed. */
 enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq);
 /* Without the state lock: returns once line `seq` is durable (group commit), or
@@ -553,7 +706,7 @@ enum core_rc fs_ack_wait(struct store *st, struct store_ack *ack);
 enum core_rc fs_acker_start(struct fs *fs);
 /* Tells every queued ack, then stops the thread; later submits wait on their own thread. */
 void fs_acker_stop(struct fs *fs);
-/* Opens (creating) journal.gen for appending; -1 on error with errno set. */
+/* Opens (creating) journal.gen for writing (pwrite at fs->jbytes); -1 on error with errno set. */
 int fs_journal_open(const struct fs *fs, uint64_t gen);
 /* Replays journal generations from fs->gen on; leaves fs->jfd open on the last one. */
 enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen);
@@ -612,10 +765,14 @@ enum core_rc fs_txn_answer(struct fs_txn *t, const struct core_card *c, struct c
 
 /* Takes the state write lock and reads "now" once for the whole mutation. */
 void fs_txn_begin(struct fs *fs, struct fs_txn *t, const struct store_actor *actor);
-/* The card as this transaction sees it (its own copy first); NULL if unknown or deleted. */
-const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id);
+/* The card as this transaction sees it (its own copy first, else a view of the published one
+ * in *view, which must outlive the use); NULL if unknown or deleted. */
+const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id, struct core_card *view);
 /* A private, mutable copy of card `id`: NOT_FOUND, NOMEM. */
 enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **out);
+/* Room for that many card copies and events, asked at once (a batch: no growth by doubling,
+ * each a large realloc); best effort, the transaction grows as usual past it. */
+void fs_txn_reserve(struct fs_txn *t, size_t cards, size_t events);
 /* Adds a new card (takes ownership, also on failure). */
 enum core_rc fs_txn_card_add(struct fs_txn *t, struct core_card *c);
 enum core_rc fs_txn_card_delete(struct fs_txn *t, const char *id);
@@ -731,6 +888,10 @@ enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct c
 enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 				     const struct core_card *expect,
 				     const struct store_actor *actor);
+enum core_rc fs_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
+				     const char *marker, int64_t lease_ms);
+enum core_rc fs_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
+			   const struct store_actor *actor);
 /* fs_secret.c */
 enum core_rc fs_secret_get(struct store *st, const char *name, unsigned char *out);
 /* The legacy same-host sweep run at open (one journal line for all releases). */

@@ -35,18 +35,19 @@ enum core_rc fs_board_column_rename(struct store *st, const char *board, const c
 		rc = fs_txn_board_put(&t, &nb);
 	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
 		const struct fs_card_ent *ent = fs->order[i];
-		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, ent->id);
+		struct core_card view;
+		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, fs_ent_id(ent), &view);
 		struct core_card *c = NULL;
 
 		if (!seen || strcmp(seen->board, board) != 0 || strcmp(seen->state, from) != 0)
 			continue;
-		rc = fs_txn_card(&t, ent->id, &c);
+		rc = fs_txn_card(&t, fs_ent_id(ent), &c);
 		/* Machine provenance: the event flows, no effect fires (DESIGN §7). */
 		if (rc == CORE_OK)
 			rc = core_card_state_write(c, to, "state_rename", t.now);
 		if (rc == CORE_OK)
-			rc = fs_txn_event(&t, CORE_EV_CARD_STATE_CHANGED, board, ent->id,
-					  "state_rename",
+			rc = fs_txn_event(&t, CORE_EV_CARD_STATE_CHANGED, board,
+					  fs_ent_id(ent), "state_rename",
 					  json_pack("{ssss}", "from", from, "to", to));
 		(*touched)++;
 	}
@@ -124,14 +125,15 @@ enum core_rc fs_labels_sweep(struct store *st, const struct store_label_sweep *s
 		rc = CORE_ERR_NOMEM;
 	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
 		const struct fs_card_ent *ent = fs->order[i];
-		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, ent->id);
+		struct core_card view;
+		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, fs_ent_id(ent), &view);
 		struct core_card *c = NULL;
 		json_t *labels;
 		bool changed = false;
 
 		if (!seen || !board_in_scope(sw, seen->board) || !has_any(seen, sw->from))
 			continue;
-		rc = fs_txn_card(&t, ent->id, &c);
+		rc = fs_txn_card(&t, fs_ent_id(ent), &c);
 		if (rc == CORE_OK)
 			rc = core_labels_transform(c, sw->from, sw->to, &changed);
 		if (rc != CORE_OK || !changed)

@@ -18,7 +18,16 @@ static const struct core_run *recorded_run(const struct fs *fs, const struct cor
 
 void fs_attn_update(struct fs *fs, struct fs_card_ent *ent)
 {
-	bool on = ent->card && core_attention_candidate(ent->card, recorded_run(fs, ent->card));
+	const struct fs_card *p = ent->card;
+	struct core_card v;
+	bool on = false;
+
+	/* Without the tail a card has no gave_up and no recorded run: the view (and the run
+	 * lookup) is only taken when one of the candidate's conditions may hold. */
+	if (p && (p->more || p->awaiting_input)) {
+		fs_card_view(p, &v);
+		on = core_attention_candidate(&v, recorded_run(fs, &v));
+	}
 	struct fs_card_ent *last;
 
 	if (on && !ent->aslot) {
@@ -81,7 +90,7 @@ static enum core_rc pick_expired(const struct fs *fs, int64_t now, struct pick *
 		const struct core_claim *cl;
 
 		i = stack[--sp];
-		cl = &fs->claimed[i]->card->claim;
+		cl = &fs->claimed[i]->card->more->claim; /* claimed: it has the tail */
 		if (!cl->has_lease || cl->lease_until >= now)
 			continue;
 		rc = pick_add(p, fs->claimed[i]);
@@ -131,7 +140,8 @@ enum core_rc fs_attention_list(struct store *st, const char *board, const char *
 	if (rc == CORE_OK && !(v = calloc(p.n + 1, sizeof(*v))))
 		rc = CORE_ERR_NOMEM;
 	for (i = 0; rc == CORE_OK && i < p.n; i++) {
-		const struct core_card *c = p.v[i]->card;
+		struct core_card view;
+		const struct core_card *c = p.v[i]->card ? fs_card_view(p.v[i]->card, &view) : NULL;
 		const struct core_board *b;
 		unsigned reasons;
 

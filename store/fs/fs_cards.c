@@ -40,7 +40,8 @@ static enum core_rc cascade_unblocked(struct fs_txn *t, const struct core_board 
 		return CORE_OK;
 	rc = fs_txn_dependents(t, blocker, &ids, &n);
 	for (i = 0; rc == CORE_OK && i < n; i++) {
-		const struct core_card *c = fs_txn_peek(t, ids[i]);
+		struct core_card view;
+		const struct core_card *c = fs_txn_peek(t, ids[i], &view);
 		char *from;
 
 		if (!c || strcmp(c->board, b->name) != 0 || strcmp(c->state, b->waiting) != 0 ||
@@ -101,6 +102,7 @@ static enum core_rc blockers_prepare(struct fs_txn *t, const char *self, const c
 				     const struct core_strv *in, struct core_strv *out)
 {
 	struct core_card_lookup lk = fs_txn_lookup(t);
+	struct core_card view;
 	const struct core_card *bc;
 	enum core_rc rc;
 	size_t i;
@@ -111,7 +113,7 @@ static enum core_rc blockers_prepare(struct fs_txn *t, const char *self, const c
 	core_strv_dedup(out);
 	rc = core_blockers_check(self, out, &lk, NULL, 0);
 	for (i = 0; rc == CORE_OK && i < out->n; i++) {
-		bc = fs_txn_peek(t, out->v[i]);
+		bc = fs_txn_peek(t, out->v[i], &view);
 		if (!bc || strcmp(bc->board, board) != 0)
 			rc = CORE_ERR_TRANSITION_REJECTED;
 	}
@@ -123,16 +125,18 @@ static enum core_rc blockers_prepare(struct fs_txn *t, const char *self, const c
 /* A fresh card id: time-ordered stamp + counter, e.g. c-0193a1b2c3d-42. */
 static void card_id_new(struct fs_txn *t, char *buf, size_t len)
 {
+	struct core_card view;
+
 	do {
 		snprintf(buf, len, "c-%011" PRIx64 "-%" PRIu64, (uint64_t)t->now, ++t->ch.ctr.card);
-	} while (fs_txn_peek(t, buf));
+	} while (fs_txn_peek(t, buf, &view));
 }
 
 enum core_rc fs_card_create(struct store *st, const struct store_card_create *in,
 			    const struct store_actor *actor, struct core_card **out)
 {
 	struct fs_txn t;
-	struct core_card *c = NULL;
+	struct core_card *c = NULL, view;
 	const struct core_board *b;
 	struct core_card_lookup lk;
 	char idbuf[CORE_ID_MAX + 1];
@@ -151,7 +155,7 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 	if (!core_board_column(b, state))
 		goto out;
 	rc = CORE_ERR_ALREADY_EXISTS;
-	if (in->id && fs_txn_peek(&t, in->id))
+	if (in->id && fs_txn_peek(&t, in->id, &view))
 		goto out;
 	if (!in->id)
 		card_id_new(&t, idbuf, sizeof(idbuf));
@@ -186,7 +190,7 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 		rc = fs_txn_event(&t, CORE_EV_CARD_CREATED, b->name, in->id ? in->id : idbuf, NULL,
 				  json_pack("{ss}", "state", state));
 	if (rc == CORE_OK)
-		rc = fs_txn_answer(&t, fs_txn_peek(&t, in->id ? in->id : idbuf), out);
+		rc = fs_txn_answer(&t, fs_txn_peek(&t, in->id ? in->id : idbuf, &view), out);
 out:
 	core_card_free(c);
 	rc = fs_txn_end(&t, rc);
@@ -279,6 +283,7 @@ out:
 enum core_rc fs_card_delete(struct store *st, const char *id, const struct store_actor *actor)
 {
 	struct fs_txn t;
+	struct core_card view;
 	const struct core_card *c;
 	char *board = NULL;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
@@ -287,7 +292,7 @@ enum core_rc fs_card_delete(struct store *st, const char *id, const struct store
 	size_t n_deps = 0;
 
 	fs_txn_begin(fs_of(st), &t, actor);
-	c = fs_txn_peek(&t, id);
+	c = fs_txn_peek(&t, id, &view);
 	if (!c)
 		goto out;
 	/* A blocker that vanished would strand its dependents in waiting_deps (§11). */
@@ -365,7 +370,8 @@ static enum core_rc dependents_outside_waiting(struct fs_txn *t, const struct co
 
 	*out = 0;
 	for (i = 0; rc == CORE_OK && i < n; i++) {
-		const struct core_card *c = fs_txn_peek(t, ids[i]);
+		struct core_card view;
+		const struct core_card *c = fs_txn_peek(t, ids[i], &view);
 
 		if (!b->waiting || strcmp(c->state, b->waiting) != 0)
 			(*out)++;

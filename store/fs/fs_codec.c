@@ -342,7 +342,7 @@ char *fs_change_encode(const struct fs_change *ch, size_t *len)
 }
 
 char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_board *boards,
-			   size_t n_boards, const struct core_card *const *cards,
+			   size_t n_boards, const struct fs_card *const *cards,
 			   const uint64_t *ords, size_t n_cards, const struct core_run *const *runs,
 			   size_t n_runs, const struct core_event *const *events, size_t n_events,
 			   const struct fs_snap_floor *floors, size_t n_floors,
@@ -356,10 +356,12 @@ char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_boar
 	w_counters(&b, ctr);
 	w_u32(&b, (uint32_t)(n_cards + n_floors));
 	for (i = 0; i < n_cards; i++) {
+		struct core_card v;
+
 		w_str(&b, cards[i]->id);
 		w_u64(&b, ords[i]);
 		w_u8(&b, 1);
-		w_card(&b, cards[i]);
+		w_card(&b, fs_card_view(cards[i], &v));
 	}
 	for (i = 0; i < n_floors; i++) {
 		w_str(&b, floors[i].id);
@@ -402,7 +404,7 @@ struct rbuf {
 	bool v2; /* FS_REC_CHANGE2's layout (or CHANGE3's) */
 	bool v3; /* FS_REC_CHANGE3's: board_seq, counted effect records, the boards' counters */
 	struct fs_atoms *atoms; /* NULL: nothing interned */
-	struct fs_arena *ar;    /* set while a flat card is laid out (r_card) */
+	struct fs_arena *ar;    /* set while a card is laid out in one block (r_card) */
 	/* The atoms the measuring walk found, in order, for the filling walk to reuse */
 	const char *memo[16];
 	size_t n_memo, i_memo;
@@ -468,8 +470,8 @@ static size_t r_count(struct rbuf *b, size_t min)
 	return n;
 }
 
-/* A string (NULL allowed only when `opt`); *dst receives a new copy, or while a flat card is
- * laid out its place in the arena (NULL while measuring), or its atom when `atom`. */
+/* A string (NULL allowed only when `opt`); *dst receives a new copy, or while a card is
+ * laid out its place in the arena (a placeholder while measuring), or its atom when `atom`. */
 static void r_str_as(struct rbuf *b, char **dst, bool opt, bool atom)
 {
 	uint32_t n = r_u32(b);
@@ -506,6 +508,12 @@ static void r_str_as(struct rbuf *b, char **dst, bool opt, bool atom)
 			}
 		}
 		*dst = fs_arena_take(b->ar, (size_t)n + 1, 1);
+		if (!*dst) {
+			/* Measuring: a placeholder (never read) that says the string is there,
+			 * which decides whether the card needs its tail (fs_card_head). */
+			*dst = (char *)"";
+			return;
+		}
 	} else {
 		*dst = malloc((size_t)n + 1);
 		if (!*dst) {
@@ -612,42 +620,41 @@ static void r_card_fields(struct rbuf *b, struct core_card *c)
 		b->bad = true;
 }
 
-/* A card record as a flat card (fs_flat.c): one walk measures it, the second lays it out in
- * one block, so a load makes one allocation per card. */
-static struct core_card *r_card(struct rbuf *b)
+/* A card record in its published form (fs_flat.c): one walk measures it, the second lays its
+ * arrays and strings out after the head in one block, so a load makes one allocation per
+ * card. */
+static struct fs_card *r_card(struct rbuf *b)
 {
 	struct fs_arena a = {0};
-	struct core_card scratch = {0}, *c;
-	size_t start = b->off;
+	struct core_card c = {0};
+	size_t start = b->off, head;
 
 	b->ar = &a;
 	b->n_memo = b->i_memo = 0;
-	fs_arena_take(&a, sizeof(*c), _Alignof(struct core_card));
-	r_card_fields(b, &scratch);
+	r_card_fields(b, &c);
 	b->ar = NULL;
 	if (b->bad)
 		return NULL;
-	a.base = malloc(a.off);
+	head = fs_card_head(&c);
+	a.base = malloc(head + a.off);
 	if (!a.base) {
 		b->bad = true;
 		return NULL;
 	}
-	a.off = 0;
+	a.off = head;
 	b->off = start;
 	b->ar = &a;
-	c = fs_arena_take(&a, sizeof(*c), _Alignof(struct core_card));
-	memset(c, 0, sizeof(*c));
-	c->flat = true;
-	r_card_fields(b, c);
+	memset(&c, 0, sizeof(c));
+	r_card_fields(b, &c);
 	b->ar = NULL;
-	if (!b->bad && (!core_id_valid(c->id) ||
-			(!c->claim.present && (c->claim.marker || c->claim.holder))))
+	if (!b->bad && (!core_id_valid(c.id) ||
+			(!c.claim.present && (c.claim.marker || c.claim.holder))))
 		b->bad = true;
 	if (b->bad) {
-		core_card_free(c);
+		free(a.base);
 		return NULL;
 	}
-	return c;
+	return fs_card_fill(a.base, &c);
 }
 
 static struct core_run *r_run(struct rbuf *b)
@@ -800,9 +807,9 @@ static enum core_rc decode_change(struct rbuf *b, struct fs_change *ch)
 		if (present > (b->v2 ? 4u : 1u))
 			b->bad = true;
 		if (present == 1 && !b->bad) {
-			cc->card = r_card(b);
+			cc->pub = r_card(b);
 			/* A card is filed under its own id. */
-			if (cc->card && strcmp(cc->card->id, cc->id) != 0)
+			if (cc->pub && strcmp(cc->pub->id, cc->id) != 0)
 				b->bad = true;
 		} else if (present == 3 && !b->bad) {
 			cc->card = r_claim_patch(b, cc->id);
@@ -886,7 +893,7 @@ static enum core_rc decode_change(struct rbuf *b, struct fs_change *ch)
 	return CORE_OK;
 }
 
-enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
+enum fs_rec_status fs_rec_frame(const char *buf, size_t avail, unsigned *kind,
 				const char **payload, size_t *plen)
 {
 	const unsigned char *p = (const unsigned char *)buf;
@@ -902,7 +909,23 @@ enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 	*kind = (unsigned)p[2] | (unsigned)p[3] << 8;
 	*payload = buf + FS_REC_HDR;
 	*plen = n;
-	return get_u32(p + 8) == fs_crc32(p + FS_REC_HDR, n) ? FS_REC_OK : FS_REC_BAD_PAYLOAD;
+	return FS_REC_OK;
+}
+
+bool fs_rec_payload_ok(const char *payload, size_t plen)
+{
+	return get_u32((const unsigned char *)payload - FS_REC_HDR + 8) ==
+	       fs_crc32(payload, plen);
+}
+
+enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
+				const char **payload, size_t *plen)
+{
+	enum fs_rec_status st = fs_rec_frame(buf, avail, kind, payload, plen);
+
+	if (st != FS_REC_OK)
+		return st;
+	return fs_rec_payload_ok(*payload, *plen) ? FS_REC_OK : FS_REC_BAD_PAYLOAD;
 }
 
 enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,

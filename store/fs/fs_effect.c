@@ -305,6 +305,7 @@ enum core_rc fs_effects_match(struct fs_txn *t)
 		return CORE_OK;
 	for (i = 0; rc == CORE_OK && i < n_ev; i++) {
 		const struct core_event *e = ch->events[i];
+		struct core_card view;
 		const struct core_card *card;
 		char *to;
 
@@ -317,7 +318,7 @@ enum core_rc fs_effects_match(struct fs_txn *t)
 		}
 		if (!n_subs)
 			continue;
-		card = e->card_id ? fs_txn_peek(t, e->card_id) : NULL;
+		card = e->card_id ? fs_txn_peek(t, e->card_id, &view) : NULL;
 		to = payload_to(e);
 		for (k = 0; rc == CORE_OK && k < n_subs; k++) {
 			struct fs_effect_hit *nh;
@@ -359,7 +360,8 @@ enum core_rc fs_effects_enqueue(struct fs_txn *t)
 
 	for (i = 0; rc == CORE_OK && i < t->n_hits; i++) {
 		const struct core_event *e = t->ch.events[t->hits[i].ev];
-		const struct core_card *card = e->card_id ? fs_txn_peek(t, e->card_id) : NULL;
+		struct core_card view;
+		const struct core_card *card = e->card_id ? fs_txn_peek(t, e->card_id, &view) : NULL;
 		struct store_delivery *d;
 		char ekey[STORE_DELIVERY_EKEY_MAX];
 

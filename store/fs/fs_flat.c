@@ -1,12 +1,13 @@
-/* Flat cards: a published card of the FS twin as one allocation (fs.h, "flat cards").
+/* Published cards: a card of the FS twin as one narrow allocation (fs.h, "published
+ * cards").
  *
- * An ordinary core_card is a 256-byte struct and one malloc per string and array: about 530
- * bytes for a small card, a dozen mallocs to build and as many frees. A flat one is the struct
- * followed by its arrays and the strings it owns, and points at interned copies of what many
- * cards repeat (board, column, labels, token names). It is laid out twice by the same walk:
- * once over a measuring arena (the size), once over the block. The binary decoder
- * (fs_codec.c) builds one from a record the same way, so a load never makes an ordinary card
- * first. */
+ * An ordinary core_card is a 232-byte struct and one malloc per string and array: about 530
+ * bytes for a small card, a dozen mallocs to build and as many frees. A published one is a
+ * 96-byte head, the tail of rarely set fields only when one is set, then its arrays and the
+ * strings it owns; it points at interned copies of what many cards repeat (board, column,
+ * labels, token names). It is laid out twice by the same walk: once over a measuring arena
+ * (the size), once over the block. The binary decoder (fs_codec.c) builds one from a record
+ * the same way (fs_card_head, fs_card_fill), so a load never makes an ordinary card first. */
 #include "store/fs/fs.h"
 
 #include <assert.h>
@@ -51,6 +52,11 @@ void *fs_arena_take(struct fs_arena *a, size_t n, size_t align)
 	return p;
 }
 
+/* The empty string every published card shares (never written: cards are immutable). */
+static char empty_str[1];
+
+const struct fs_card_more fs_card_no_more;
+
 /* s in the arena (or its atom when `atom`); NULL while measuring or for NULL. The measuring
  * walk creates the atom, the filling walk finds it: both take the same bytes. */
 static char *put_str(struct fs_arena *a, struct fs_atoms *atoms, const char *s, bool atom)
@@ -61,6 +67,8 @@ static char *put_str(struct fs_arena *a, struct fs_atoms *atoms, const char *s, 
 
 	if (!s)
 		return NULL;
+	if (!*s)
+		return empty_str;
 	n = strlen(s);
 	if (atom && atoms && (at = fs_atom(atoms, s, n, !a->base)))
 		return (char *)at;
@@ -85,17 +93,15 @@ static void put_strv(struct fs_arena *a, struct fs_atoms *atoms, struct core_str
 	}
 }
 
-/* One walk: the card laid out in a (returned), or only measured (NULL). */
-static struct core_card *card_lay(struct fs_arena *a, struct fs_atoms *atoms,
-				  const struct core_card *c)
+/* One walk: c's arrays and strings laid out in a (or only measured: base NULL), d = c with
+ * its pointers moved there (NULL while measuring). */
+static void card_lay(struct fs_arena *a, struct fs_atoms *atoms, const struct core_card *c,
+		     struct core_card *d)
 {
-	struct core_card *out = fs_arena_take(a, sizeof(*out), _Alignof(struct core_card));
-	struct core_card scratch, *d = out ? out : &scratch;
 	struct core_comment *cm;
 	size_t i;
 
 	*d = *c;
-	d->flat = true;
 	d->id = put_str(a, atoms, c->id, false);
 	d->board = put_str(a, atoms, c->board, true);
 	d->title = put_str(a, atoms, c->title, false);
@@ -125,19 +131,116 @@ static struct core_card *card_lay(struct fs_arena *a, struct fs_atoms *atoms,
 	d->gave_up.run_id = put_str(a, atoms, c->gave_up.run_id, false);
 	d->gave_up.state = put_str(a, atoms, c->gave_up.state, true);
 	d->state_reason = put_str(a, atoms, c->state_reason, false);
-	return out;
 }
 
-struct core_card *fs_card_flat(struct fs_atoms *atoms, const struct core_card *c)
+/* Does c set any field of the tail? */
+static bool more_needed(const struct core_card *c)
 {
-	struct fs_arena m = {0}, f = {0};
-	struct core_card *d;
+	const struct core_claim *cl = &c->claim;
+	const struct core_gave_up *g = &c->gave_up;
 
-	card_lay(&m, atoms, c);
+	return cl->marker || cl->holder || cl->claimed_at || cl->lease_until || cl->lease_ms ||
+	       cl->present || cl->has_lease || c->claim_epoch || c->blockers.n || c->n_comments ||
+	       c->last_run_id || c->state_reason || g->set || g->reason || g->run_id || g->state ||
+	       g->at;
+}
+
+size_t fs_card_head(const struct core_card *c)
+{
+	_Static_assert(sizeof(struct fs_card) % 16 == 0 && sizeof(struct fs_card_more) % 16 == 0,
+		       "the arrays after the head stay aligned");
+	return sizeof(struct fs_card) + (more_needed(c) ? sizeof(struct fs_card_more) : 0);
+}
+
+struct fs_card *fs_card_fill(void *block, const struct core_card *c)
+{
+	struct fs_card *p = block;
+	struct fs_card_more *m;
+
+	*p = (struct fs_card){
+		.id = c->id,
+		.board = c->board,
+		.title = c->title,
+		.body = c->body,
+		.state = c->state,
+		.labels = c->labels,
+		.created_at = c->created_at,
+		.updated_at = c->updated_at,
+		.state_at = c->state_at,
+		.priority = c->priority,
+		.has_epoch = c->has_epoch,
+		.awaiting_input = c->awaiting_input,
+	};
+	if (more_needed(c)) {
+		m = (struct fs_card_more *)(p + 1);
+		*m = (struct fs_card_more){
+			.claim = c->claim,
+			.claim_epoch = c->claim_epoch,
+			.blockers = c->blockers,
+			.comments = c->comments,
+			.n_comments = c->n_comments,
+			.last_run_id = c->last_run_id,
+			.state_reason = c->state_reason,
+			.gave_up = c->gave_up,
+		};
+		p->more = m;
+	}
+	return p;
+}
+
+struct fs_card *fs_card_pack(struct fs_atoms *atoms, const struct core_card *c)
+{
+	size_t head = fs_card_head(c);
+	struct fs_arena m = {.off = head}, f = {.off = head};
+	struct core_card d;
+
+	card_lay(&m, atoms, c, &d);
 	f.base = malloc(m.off);
 	if (!f.base)
 		return NULL;
-	d = card_lay(&f, atoms, c);
-	assert(f.off == m.off && (void *)d == (void *)f.base);
-	return d;
+	card_lay(&f, atoms, c, &d);
+	assert(f.off == m.off);
+	return fs_card_fill(f.base, &d);
+}
+
+void fs_card_free(struct fs_card *p)
+{
+	free(p);
+}
+
+const struct core_card *fs_card_view(const struct fs_card *p, struct core_card *v)
+{
+	const struct fs_card_more *m = fs_card_more_of(p);
+
+	*v = (struct core_card){
+		.id = p->id,
+		.board = p->board,
+		.title = p->title,
+		.body = p->body,
+		.state = p->state,
+		.priority = p->priority,
+		.has_epoch = p->has_epoch,
+		.awaiting_input = p->awaiting_input,
+		.flat = true, /* its fields are p's: never freed */
+		.labels = p->labels,
+		.blockers = m->blockers,
+		.comments = m->comments,
+		.n_comments = m->n_comments,
+		.claim = m->claim,
+		.claim_epoch = m->claim_epoch,
+		.last_run_id = m->last_run_id,
+		.gave_up = m->gave_up,
+		.state_reason = m->state_reason,
+		.created_at = p->created_at,
+		.updated_at = p->updated_at,
+		.state_at = p->state_at,
+	};
+	return v;
+}
+
+struct core_card *fs_card_dup(const struct fs_card *p)
+{
+	struct core_card v;
+
+	return core_card_dup(fs_card_view(p, &v));
 }

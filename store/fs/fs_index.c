@@ -21,20 +21,20 @@ const struct core_board *fs_board_find(const struct fs *fs, const char *name)
 
 struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id)
 {
-	return id ? fs_map_get(&fs->cards, id) : NULL;
+	return id ? fs_ids_get(&fs->cards, id) : NULL;
 }
 
 /* ---- retiring published objects ---- */
 
 /* A snapshot in progress may still read the object: park it (capacity was reserved). */
-void fs_retire_card(struct fs *fs, struct core_card *c)
+void fs_retire_card(struct fs *fs, struct fs_card *c)
 {
 	if (!c)
 		return;
 	if (fs->snap_active)
 		fs->grave.cards[fs->grave.n_cards++] = c;
 	else
-		core_card_free(c);
+		fs_card_free(c);
 }
 
 void fs_retire_run(struct fs *fs, struct core_run *r)
@@ -66,7 +66,7 @@ void fs_grave_empty(struct fs *fs)
 	size_t i;
 
 	for (i = 0; i < fs->grave.n_cards; i++)
-		core_card_free(fs->grave.cards[i]);
+		fs_card_free(fs->grave.cards[i]);
 	for (i = 0; i < fs->grave.n_runs; i++)
 		core_run_free(fs->grave.runs[i]);
 	for (i = 0; i < fs->grave.n_events; i++)
@@ -90,11 +90,16 @@ static bool strv_has(const struct core_strv *sv, size_t upto, const char *s)
 	return false;
 }
 
-/* Blocker k of `now` is an edge `before` did not have (and not a repeat within now). */
-static bool edge_new(const struct core_card *before, const struct core_card *now, size_t k)
+/* Blocker k of `now` (its blockers nb) is an edge `before` (bb: NULL when before is) did not
+ * have, and not a repeat within now. */
+static bool edge_new(const struct core_strv *bb, const struct core_strv *nb, size_t k)
 {
-	return !strv_has(&now->blockers, k, now->blockers.v[k]) &&
-	       !(before && strv_has(&before->blockers, before->blockers.n, now->blockers.v[k]));
+	return !strv_has(nb, k, nb->v[k]) && !(bb && strv_has(bb, bb->n, nb->v[k]));
+}
+
+static const struct core_strv *blockers_of(const struct fs_card *c)
+{
+	return c ? &fs_card_more_of(c)->blockers : NULL;
 }
 
 /* Room for every list member ch adds (blockers index, state and label lists): pass 0 counts
@@ -108,37 +113,38 @@ static enum core_rc lists_reserve(struct fs *fs, const struct fs_change *ch)
 
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < ch->n_cards; i++) {
-			const struct core_card *now = ch->cards[i].card;
+			const struct fs_card *now = ch->cards[i].pub;
 			const struct fs_card_ent *ent = now ? ch->cards[i].ent : NULL;
-			const struct core_card *before = ent ? ent->card : NULL;
+			const struct fs_card *before = ent ? ent->card : NULL;
+			const struct core_strv *bb = blockers_of(before), *nb = blockers_of(now);
 
-			for (k = 0; now && k < now->blockers.n; k++)
-				if (edge_new(before, now, k))
-					fs_post_reserve_one(&fs->deps, now->blockers.v[k], pass, &rc);
+			for (k = 0; now && k < nb->n; k++)
+				if (edge_new(bb, nb, k))
+					fs_post_reserve_one(&fs->deps, nb->v[k], pass, &rc);
 			fs_post_reserve_card(fs, before, now, pass, &rc);
 		}
 	}
 	return rc;
 }
 
-void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
-		    const struct core_card *now)
+void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct fs_card *before,
+		    const struct fs_card *now)
 {
+	const struct core_strv *bb = blockers_of(before), *nb = blockers_of(now);
 	struct fs_post *d;
 	size_t k;
 
-	for (k = 0; now && k < now->blockers.n; k++) {
-		if (!edge_new(before, now, k))
+	for (k = 0; now && k < nb->n; k++) {
+		if (!edge_new(bb, nb, k))
 			continue;
-		d = fs_map_get(&fs->deps, now->blockers.v[k]);
+		d = fs_map_get(&fs->deps, nb->v[k]);
 		if (!d)
 			abort(); /* reserved by fs_change_reserve: cannot happen */
 		fs_post_add(d, ent);
 	}
-	for (k = 0; before && k < before->blockers.n; k++)
-		if (!strv_has(&before->blockers, k, before->blockers.v[k]) &&
-		    !(now && strv_has(&now->blockers, now->blockers.n, before->blockers.v[k])))
-			fs_post_remove(fs, &fs->deps, before->blockers.v[k], ent);
+	for (k = 0; before && k < bb->n; k++)
+		if (!strv_has(bb, k, bb->v[k]) && !(now && strv_has(nb, nb->n, bb->v[k])))
+			fs_post_remove(fs, &fs->deps, bb->v[k], ent);
 	fs_post_update(fs, ent, before, now); /* the same publish points: the posting lists */
 }
 
@@ -153,13 +159,13 @@ const struct fs_post *fs_deps_find(const struct fs *fs, const char *blocker)
  * then the id, so equal leases list in a fixed order. */
 static bool claim_before(const struct fs_card_ent *a, const struct fs_card_ent *b)
 {
-	const struct core_claim *x = &a->card->claim, *y = &b->card->claim;
+	const struct core_claim *x = &a->card->more->claim, *y = &b->card->more->claim;
 	int64_t kx = x->has_lease ? x->lease_until : INT64_MAX;
 	int64_t ky = y->has_lease ? y->lease_until : INT64_MAX;
 
 	if (kx != ky)
 		return kx < ky;
-	return strcmp(a->id, b->id) < 0;
+	return strcmp(fs_ent_id(a), fs_ent_id(b)) < 0;
 }
 
 static void heap_put(struct fs *fs, size_t i, struct fs_card_ent *e)
@@ -194,8 +200,8 @@ static void heap_fix(struct fs *fs, size_t i)
 
 static void recov_update(struct fs *fs, struct fs_card_ent *ent)
 {
-	bool on = ent->card && ent->card->claim.present &&
-		  core_marker_is_recovery(ent->card->claim.marker);
+	bool on = ent->card && fs_card_claimed(ent->card) &&
+		  core_marker_is_recovery(ent->card->more->claim.marker);
 	struct fs_card_ent *last;
 
 	if (on && !ent->rslot) {
@@ -215,7 +221,7 @@ static void recov_update(struct fs *fs, struct fs_card_ent *ent)
  * sets never hold more than they once did. */
 void fs_claimed_update(struct fs *fs, struct fs_card_ent *ent)
 {
-	bool on = ent->card && ent->card->claim.present;
+	bool on = ent->card && fs_card_claimed(ent->card);
 	struct fs_card_ent *last;
 	size_t i;
 
@@ -248,6 +254,7 @@ void fs_change_release(struct fs_change *ch)
 	for (i = 0; i < ch->n_cards; i++) {
 		free(ch->cards[i].id);
 		core_card_free(ch->cards[i].card);
+		fs_card_free(ch->cards[i].pub);
 	}
 	free(ch->cards);
 	for (i = 0; i < ch->n_runs; i++)
@@ -301,7 +308,8 @@ enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch)
 	for (i = 0; i < ch->n_cards; i++) {
 		struct fs_change_card *cc = &ch->cards[i];
 		const struct fs_card_ent *ent;
-		struct core_card *full, *patch = cc->card, merged;
+		struct core_card *patch = cc->card, merged;
+		struct fs_card *full;
 
 		if (!cc->claim_only || !patch)
 			continue;
@@ -313,53 +321,71 @@ enum core_rc fs_change_resolve(struct fs *fs, struct fs_change *ch)
 			cc->floor_only = true;
 			continue;
 		}
-		/* The card as it stands with the patch's claim fields, laid out flat at once
-		 * (its strings borrowed from both until fs_card_flat copies them). */
-		merged = *ent->card;
+		/* The card as it stands with the patch's claim fields, packed at once (its strings
+		 * borrowed from both until fs_card_pack copies them). */
+		fs_card_view(ent->card, &merged);
 		merged.claim = patch->claim;
 		merged.has_epoch = patch->has_epoch;
 		merged.claim_epoch = patch->claim_epoch;
 		merged.updated_at = patch->updated_at;
-		full = fs_card_flat(&fs->atoms, &merged);
+		full = fs_card_pack(&fs->atoms, &merged);
 		if (!full)
 			return CORE_ERR_NOMEM;
 		core_card_free(patch);
-		cc->card = full;
+		cc->card = NULL;
+		cc->pub = full;
 	}
 	return CORE_OK;
 }
+
+#define FS_PREFETCH_AHEAD 8
 
 enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 {
 	struct core_board *nb;
 	size_t n_new = 0, n_claims = 0, n_recov = 0, n_floors = 0, i;
 
-	/* What gets published is flat (fs_flat.c); decoded cards already are. */
+	/* What gets published is packed (fs_flat.c); decoded cards already are. */
 	for (i = 0; i < ch->n_cards; i++) {
-		struct core_card *c = ch->cards[i].card, *f;
+		struct core_card *c = ch->cards[i].card;
 
-		if (!c || c->flat)
+		if (!c)
 			continue;
-		if (!(f = fs_card_flat(&fs->atoms, c)))
+		if (!(ch->cards[i].pub = fs_card_pack(&fs->atoms, c)))
 			return CORE_ERR_NOMEM;
 		core_card_free(c);
-		ch->cards[i].card = f;
+		ch->cards[i].card = NULL;
 	}
 	for (i = 0; i < ch->n_cards; i++) {
 		n_floors += ch->cards[i].floor > 0;
-		const struct core_card *now = ch->cards[i].card;
-		const struct fs_card_ent *ent = now ? fs_card_find(fs, ch->cards[i].id) : NULL;
+		struct fs_change_card *cc = &ch->cards[i];
+		const struct fs_card *now = cc->pub;
+		const struct fs_card_ent *ent = NULL;
 
-		ch->cards[i].ent = (struct fs_card_ent *)ent;
+		/* At a million cards the id map is 48 MB: each lookup a cache miss, unless the
+		 * slot of a card a few ahead is fetched meanwhile (a loaded snapshot's ids come
+		 * hashed by its decoder). */
+		if (i + FS_PREFETCH_AHEAD < ch->n_cards && ch->cards[i + FS_PREFETCH_AHEAD].hashed) {
+			fs_ids_prefetch(&fs->cards, ch->cards[i + FS_PREFETCH_AHEAD].hash);
+			__builtin_prefetch(ch->cards[i + FS_PREFETCH_AHEAD].pub);
+		}
+
+		if (now) {
+			if (!cc->hashed) /* the snapshot's decoder hashes ids on its thread */
+				cc->hash = fs_map_hash(cc->id);
+			cc->hashed = true;
+			ent = fs_ids_get_h(&fs->cards, cc->id, cc->hash);
+		}
+		cc->ent = (struct fs_card_ent *)ent;
 
 		n_new += now && !ent;
-		n_claims += now && now->claim.present && !(ent && ent->cslot);
-		n_recov += now && now->claim.present && core_marker_is_recovery(now->claim.marker) &&
-			   !(ent && ent->rslot);
+		n_claims += now && fs_card_claimed(now) && !(ent && ent->cslot);
+		n_recov += now && fs_card_claimed(now) &&
+			   core_marker_is_recovery(now->more->claim.marker) && !(ent && ent->rslot);
 	}
 	if (fs->n_order + n_new >= UINT32_MAX)
 		return CORE_ERR_NOMEM; /* the entries' 32-bit slots */
-	if (fs_map_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
+	if (fs_ids_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
 	    fs_map_reserve(&fs->kv, ch->n_kvs) || fs_map_reserve(&fs->subs, ch->n_kvs) ||
 	    fs_map_reserve(&fs->floors, n_floors) ||
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
@@ -466,7 +492,7 @@ static void order_compact(struct fs *fs)
 
 /* The replaced card goes to the undo entry (a commit) or is retired (a replay). */
 static void replaced_card(struct fs *fs, struct fs_undo *u, struct fs_card_ent *ent,
-			  struct core_card *old, bool deleted)
+			  struct fs_card *old, bool deleted)
 {
 	if (u)
 		u->cards[u->n_cards++] =
@@ -478,14 +504,13 @@ static void replaced_card(struct fs *fs, struct fs_undo *u, struct fs_card_ent *
 static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo *u)
 {
 	struct fs_card_ent *ent;
-	size_t idlen;
 
 	if (cc->floor > 0)
 		floor_raise(fs, cc->id, cc->floor);
 	if (cc->floor_only)
 		return;
-	if (!cc->card) {
-		ent = fs_map_del(&fs->cards, cc->id);
+	if (!cc->pub) {
+		ent = fs_ids_del(&fs->cards, cc->id);
 		if (ent) {
 			fs_deps_update(fs, ent, ent->card, NULL);
 			replaced_card(fs, u, ent, ent->card, true);
@@ -497,28 +522,34 @@ static void apply_card(struct fs *fs, struct fs_change_card *cc, struct fs_undo 
 		}
 		return;
 	}
-	/* reserve's lookup, unless an earlier entry of the same change deleted it */
-	ent = cc->ent && !cc->ent->dead ? cc->ent : fs_card_find(fs, cc->id);
+	/* reserve's lookup, unless an earlier entry of the same change deleted it (or, for a
+	 * new id, added it: looked up again, with reserve's hash) */
+	if (cc->ent && !cc->ent->dead)
+		ent = cc->ent;
+	else
+		ent = cc->hashed ? fs_ids_get_h(&fs->cards, cc->id, cc->hash)
+				 : fs_card_find(fs, cc->id);
 	if (ent) {
-		fs_deps_update(fs, ent, ent->card, cc->card);
+		fs_deps_update(fs, ent, ent->card, cc->pub);
 		replaced_card(fs, u, ent, ent->card, false);
-		ent->card = cc->card;
-		cc->card = NULL;
+		ent->card = cc->pub;
+		cc->pub = NULL;
 		fs_claimed_update(fs, ent);
 		return;
 	}
-	idlen = strlen(cc->id) + 1;
-	ent = malloc(sizeof(*ent) + idlen);
+	ent = calloc(1, sizeof(*ent));
 	if (!ent)
 		abort(); /* one small block; everything else was reserved */
-	memset(ent, 0, sizeof(*ent));
-	memcpy(ent->id, cc->id, idlen);
-	ent->card = cc->card;
+	ent->card = cc->pub;
 	ent->ord = cc->ord;
 	if (ent->ord > fs->ctr.ord)
 		fs->ctr.ord = ent->ord; /* likewise: an ordinal is a list cursor, never reused */
-	cc->card = NULL;
-	fs_map_put(&fs->cards, ent->id, ent); /* reserved: cannot fail */
+	cc->pub = NULL;
+	/* reserved: cannot fail */
+	if (cc->hashed)
+		fs_ids_put_h(&fs->cards, ent, cc->hash);
+	else
+		fs_ids_put(&fs->cards, ent);
 	order_insert(fs, ent);
 	fs_deps_update(fs, ent, NULL, ent->card);
 	fs_claimed_update(fs, ent);
@@ -571,6 +602,12 @@ void fs_events_trim(struct fs *fs)
 
 void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
 {
+	fs_change_apply_keep(fs, ch, undo);
+	fs_change_release(ch);
+}
+
+void fs_change_apply_keep(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
+{
 	size_t i;
 
 	for (i = 0; i < ch->n_boards; i++)
@@ -597,7 +634,6 @@ void fs_change_apply(struct fs *fs, struct fs_change *ch, struct fs_undo *undo)
 	if (ch->ctr.ord > fs->ctr.ord)
 		fs->ctr.ord = ch->ctr.ord;
 	order_compact(fs);
-	fs_change_release(ch);
 }
 
 void fs_state_release(struct fs *fs)
@@ -611,14 +647,14 @@ void fs_state_release(struct fs *fs)
 	free(fs->grave.runs);
 	free(fs->grave.events);
 	for (i = 0; i < fs->n_order; i++) {
-		core_card_free(fs->order[i]->card);
+		fs_card_free(fs->order[i]->card);
 		free(fs->order[i]);
 	}
 	free(fs->order);
 	free(fs->claimed);
 	free(fs->recov);
 	free(fs->attn);
-	fs_map_release(&fs->cards);
+	fs_ids_release(&fs->cards);
 	fs_post_map_release(&fs->deps);
 	fs_post_release(fs);
 	for (i = 0; i < fs->runs.cap; i++)

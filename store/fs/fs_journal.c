@@ -7,8 +7,9 @@
  * and recovery still replays those (a generation may hold both: the first byte tells).
  * Each record carries the resulting whole documents, so replaying it is a plain upsert.
  *
- * Group commit: a writer appends its line with write(2) under the state lock (so lines are in
- * commit order), takes a line number, drops the lock, then either becomes the one flusher
+ * Group commit: a writer writes its line with pwrite(2) at the logical end of the generation
+ * (over the zeros pre-allocated ahead of it, fs_segment.c) under the state lock (so lines are
+ * in commit order), takes a line number, drops the lock, then either becomes the one flusher
  * (fdatasync for everybody appended so far) or waits on jcond until `synced` covers it. A
  * writer with a store_ack bound (the HTTP front end, the reaper's workers) leaves that wait
  * in its ack instead: fs_ack_wait does it on the caller's thread, fs_ack_submit hands it to
@@ -46,7 +47,8 @@ int fs_journal_open(const struct fs *fs, uint64_t gen)
 	char path[4096];
 
 	snprintf(path, sizeof(path), "%s/journal.%" PRIu64, fs->dir, gen);
-	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	/* Not O_APPEND: records go at fs->jbytes, over the pre-allocated zeros (fs_segment.c). */
+	return open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 }
 
 /* ---- I/O through the test-only fault hook ---- */
@@ -56,13 +58,13 @@ bool fs_io_fault(struct fs *fs, unsigned fault)
 	return __atomic_load_n(&fs->faults, __ATOMIC_RELAXED) & fault;
 }
 
-ssize_t fs_io_write(struct fs *fs, int fd, const void *buf, size_t len)
+ssize_t fs_io_pwrite(struct fs *fs, int fd, const void *buf, size_t len, uint64_t off)
 {
 	if (fs_io_fault(fs, STORE_FS_FAULT_WRITE)) {
 		errno = EIO;
 		return -1;
 	}
-	return write(fd, buf, len);
+	return pwrite(fd, buf, len, (off_t)off);
 }
 
 int fs_io_sync(struct fs *fs, int fd)
@@ -134,19 +136,26 @@ static void fail_locked(struct fs *fs, const char *what, int err)
 enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq)
 {
 	size_t done = 0;
+	uint64_t pos;
 	ssize_t w;
 	int err = 0;
 
 	*seq = 0;
 	pthread_mutex_lock(&fs->jmu);
+	/* Never into the range the grower is zero-filling: only when the zeros ahead ran out
+	 * before it finished (it runs when half a step is left). */
+	while (!fs->failed && fs->growing && fs->jbytes + len > fs->grow_from)
+		pthread_cond_wait(&fs->jcond, &fs->jmu);
 	if (fs->failed) {
 		pthread_mutex_unlock(&fs->jmu);
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
+	/* jbytes and the fd only change under the state write lock, which the caller holds. */
+	pos = fs->jbytes;
+	fs->jwrite_end = pos + len;
 	pthread_mutex_unlock(&fs->jmu);
-	/* The fd only changes under the state write lock, which the caller holds. */
 	while (done < len) {
-		w = fs_io_write(fs, fs->jfd, line + done, len - done);
+		w = fs_io_pwrite(fs, fs->jfd, line + done, len - done, pos + done);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -161,6 +170,8 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
 		 * that fails, the file is unknown and the store stops taking writes. */
 		if (done && ftruncate(fs->jfd, (off_t)fs->jbytes) != 0)
 			fail_locked(fs, "journal truncate", errno);
+		else if (done)
+			fs_segment_cut_locked(fs, fs->jbytes);
 		/* A disk that refused one write (ENOSPC, EIO) refuses the next ones too: the
 		 * store says so (ping, /readyz, boardd_fs_failed) and stops trying every write;
 		 * recovery retries about once a second and takes writes again once it can. */
@@ -170,7 +181,10 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
 	}
 	fs->jbytes += len;
 	fs->stats.journal_bytes = fs->jbytes;
+	if (fs->jbytes > fs->stats.journal_alloc_bytes)
+		fs->stats.journal_alloc_bytes = fs->jbytes; /* appended past the zeros */
 	fs->stats.commits++;
+	fs_segment_poke_locked(fs);
 	*seq = ++fs->appended;
 	fs->n_inflight++; /* until its writer leaves fs_journal_wait */
 	pthread_mutex_unlock(&fs->jmu);
@@ -194,6 +208,7 @@ static void rollback(struct fs *fs)
 	if (ftruncate(fs->jfd, (off_t)bytes) == 0) {
 		fs->jbytes = bytes;
 		fs->stats.journal_bytes = bytes;
+		fs_segment_cut_locked(fs, bytes);
 	}
 	fs->appended = fs->synced;
 	pthread_mutex_unlock(&fs->jmu);
@@ -346,8 +361,12 @@ enum core_rc fs_ack_wait(struct store *st, struct store_ack *ack)
  * 32 workers (bench/loadgen, three 8 s windows each): ~7 journal lines per sync became ~10,
  * and 1190-1330 cycles/s became 1600-1690 (with the wake-only-when-needed change of
  * fs_ack_submit); a fixed 300 us wait gave ~14 lines per sync but only 1310-1450. */
+#ifndef FS_GROUP_MIN
 #define FS_GROUP_MIN 4
+#endif
+#ifndef FS_GROUP_WAIT_US /* -D for a bench build that tries another window */
 #define FS_GROUP_WAIT_US 250
+#endif
 
 static void group_wait(struct fs *fs, size_t prev)
 {
@@ -525,15 +544,22 @@ static enum core_rc replay_change(struct fs *fs, struct fs_change *ch)
 
 /* Decodes the record at buf + pos (binary or an old JSON line). Returns true with *ch filled
  * and *end past the record; false when it is torn or damaged: then *torn_tail says whether
- * the damage runs to the end of the file (the record may be the last thing ever written). */
-static bool record_next(struct fs_atoms *atoms, const char *buf, size_t len, size_t pos,
-			struct fs_change *ch, size_t *end, bool *torn_tail)
+ * the damage runs to the end of the data, `dend` (past the last non-zero byte of the file:
+ * what follows is the pre-allocated zero tail, never data), so the record may be the last
+ * thing ever written, torn by a crash. A torn write over the zeros leaves zeros where its
+ * sectors did not land: a record cut short by them, or one whose first sector is zeros. */
+static bool record_next(struct fs_atoms *atoms, const char *buf, size_t len, size_t dend,
+			size_t pos, struct fs_change *ch, size_t *end, bool *torn_tail)
 {
 	const char *payload, *nl;
 	unsigned kind = 0;
 	size_t plen = 0;
 
 	*torn_tail = false;
+	if (!buf[pos]) {
+		*torn_tail = true; /* non-zero data follows (dend > pos): its start never landed */
+		return false;
+	}
 	if ((unsigned char)buf[pos] == FS_REC_MAGIC) {
 		switch (fs_rec_check(buf + pos, len - pos, &kind, &payload, &plen)) {
 		case FS_REC_OK:
@@ -546,34 +572,94 @@ static bool record_next(struct fs_atoms *atoms, const char *buf, size_t len, siz
 			*torn_tail = false;
 			return false;
 		case FS_REC_BAD_PAYLOAD:
-			*torn_tail = pos + FS_REC_HDR + plen == len;
+			*torn_tail = pos + FS_REC_HDR + plen >= dend;
 			return false;
 		case FS_REC_TORN:
 			*torn_tail = true;
 			return false;
 		case FS_REC_BAD:
-			/* A complete header that fails its CRC is damage, not a torn write:
-			 * its length cannot be trusted to say what follows. */
+			/* A complete header that fails its CRC is damage, not a torn write (its
+			 * length cannot be trusted to say what follows), unless the data ends
+			 * inside it: then the rest of it is zeros that never got written. */
+			*torn_tail = dend - pos < FS_REC_HDR;
 			return false;
 		}
 		return false;
 	}
-	nl = memchr(buf + pos, '\n', len - pos);
+	nl = memchr(buf + pos, '\n', dend - pos);
 	if (nl && fs_legacy_line_decode(buf + pos, (size_t)(nl - (buf + pos)), ch)) {
 		*end = (size_t)(nl - buf) + 1;
 		return true;
 	}
-	*torn_tail = !nl || (size_t)(nl - buf) + 1 == len;
+	*torn_tail = !nl || (size_t)(nl - buf) + 1 == dend;
 	return false;
 }
 
+/* Past the last non-zero byte of buf. */
+static size_t data_end(const char *buf, size_t len)
+{
+	while (len && !buf[len - 1])
+		len--;
+	return len;
+}
+
+/* Whether a sound record (both checksums) starts in (pos, dend): a later write that a torn
+ * tail cannot explain. The log is never replayed past a bad record, and such a file is
+ * refused rather than cut (the bad one may be damage in the middle of acknowledged data).
+ * A change whose event counter is below `seq` (what the replay reached) is not a later
+ * write but stale bytes: blocks of an older, deleted generation that a crash exposed past
+ * the synced end of the file, never data this one needs. */
+static bool sound_record_after(const char *buf, size_t len, size_t dend, size_t pos,
+			       int64_t seq, size_t *at)
+{
+	const char *p = buf + pos + 1, *q, *payload;
+	const unsigned char *u;
+	unsigned kind;
+	size_t plen;
+	uint64_t rseq;
+	int i;
+
+	while (p < buf + dend && (q = memchr(p, FS_REC_MAGIC, (size_t)(buf + dend - p)))) {
+		p = q + 1;
+		if (fs_rec_check(q, len - (size_t)(q - buf), &kind, &payload, &plen) != FS_REC_OK)
+			continue;
+		if ((kind == FS_REC_CHANGE || kind == FS_REC_CHANGE2 || kind == FS_REC_CHANGE3) &&
+		    plen >= 8) {
+			u = (const unsigned char *)payload;
+			for (rseq = 0, i = 7; i >= 0; i--)
+				rseq = rseq << 8 | u[i];
+			if ((int64_t)rseq < seq)
+				continue;
+		}
+		*at = (size_t)(q - buf);
+		return true;
+	}
+	return false;
+}
+
+/* Cuts the file at path to `at` bytes, durably (writers go on from there). 0 or an errno. */
+static int cut_file(const char *path, size_t at)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return errno;
+	if (ftruncate(fd, (off_t)at) != 0 || fdatasync(fd) != 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
 /* Replays one generation. `last`: no later generation holds data, so a torn or corrupt
- * final record is a write that never completed (never acknowledged) and is cut. */
-static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, char *err, size_t errlen)
+ * final record is a write that never completed (never acknowledged) and is cut. The log of
+ * a generation ends at its zero tail (the pre-allocated space, fs_segment.c) or at the end of
+ * the file; *valid is where its records end (where the next one goes). */
+static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, size_t *valid, char *err,
+			       size_t errlen)
 {
 	char path[4096];
 	struct fs_change ch;
-	size_t len, pos = 0, end = 0, lineno = 0;
+	size_t len, dend, pos = 0, end = 0, lineno = 0, at;
 	char *buf;
 	bool torn_tail;
 	int ferr;
@@ -585,9 +671,10 @@ static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, char *err
 		snprintf(err, errlen, "cannot read %s: %s", path, strerror(ferr));
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
-	while (pos < len) {
+	dend = data_end(buf, len);
+	while (pos < dend) {
 		lineno++;
-		if (record_next(&fs->atoms, buf, len, pos, &ch, &end, &torn_tail)) {
+		if (record_next(&fs->atoms, buf, len, dend, pos, &ch, &end, &torn_tail)) {
 			if (replay_change(fs, &ch) != CORE_OK) {
 				snprintf(err, errlen, "out of memory replaying %s", path);
 				rc = CORE_ERR_NOMEM;
@@ -597,6 +684,15 @@ static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, char *err
 			continue;
 		}
 		/* A bad record is only forgivable as the very last thing ever written. */
+		if (last && sound_record_after(buf, len, dend, pos, fs->ctr.seq, &at)) {
+			snprintf(err, errlen,
+				 "corrupt journal line %zu in %s (a sound record follows at byte "
+				 "%zu: the log is never replayed past a bad record, and acknowledged "
+				 "data may follow it; repair or restore the directory)",
+				 lineno, path, at);
+			rc = CORE_ERR_STORE_UNAVAILABLE;
+			goto out;
+		}
 		if (!last || !torn_tail) {
 			snprintf(err, errlen,
 				 "corrupt journal line %zu in %s (not the last line: acknowledged "
@@ -607,17 +703,33 @@ static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, char *err
 		}
 		fprintf(stderr,
 			"boardd: fs store %s: cutting a torn last line (%zu bytes) at line %zu of %s\n",
-			fs->dir, len - pos, lineno, path);
-		if (truncate(path, (off_t)pos) != 0) {
-			snprintf(err, errlen, "cannot truncate %s: %s", path, strerror(errno));
+			fs->dir, dend - pos, lineno, path);
+		if ((ferr = cut_file(path, pos)) != 0) {
+			snprintf(err, errlen, "cannot truncate %s: %s", path, strerror(ferr));
 			rc = CORE_ERR_STORE_UNAVAILABLE;
 			goto out;
 		}
 		break;
 	}
+	*valid = pos;
 out:
 	free(buf);
 	return rc;
+}
+
+/* Whether a generation holds data: its first byte is not a zero of the pre-allocated tail.
+ * Unreadable counts as data (its replay says why it cannot be read). */
+static bool gen_has_data(const char *path)
+{
+	unsigned char b = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool data;
+
+	if (fd < 0)
+		return errno != ENOENT;
+	data = pread(fd, &b, 1, 0) != 0 && b != 0;
+	close(fd);
+	return data;
 }
 
 static int cmp_gen(const void *a, const void *b)
@@ -676,7 +788,7 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 {
 	char path[4096];
 	uint64_t *gens = NULL, max;
-	size_t n = 0, i, last_data = 0;
+	size_t n = 0, i, last_data = 0, valid = 0;
 	enum core_rc rc;
 	off_t sz;
 
@@ -697,12 +809,13 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 			return CORE_ERR_STORE_UNAVAILABLE;
 		}
 		gen_path(fs, gens[i], path, sizeof(path));
-		if (file_size(path) > 0)
+		if (gen_has_data(path))
 			last_data = i;
 	}
 	/* A torn record may be cut only in the last generation holding data. */
 	for (i = 0; i < n; i++) {
-		rc = replay_gen(fs, gens[i], i >= last_data, err, errlen);
+		valid = 0;
+		rc = replay_gen(fs, gens[i], i >= last_data, &valid, err, errlen);
 		if (rc != CORE_OK) {
 			free(gens);
 			return rc;
@@ -717,8 +830,12 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
-	fs->jbytes = (uint64_t)sz;
+	/* Records go on where the last generation's end (a crash leaves its zero tail, which
+	 * writers fill as the pre-allocated space it is). */
+	fs->jbytes = valid;
 	fs->jsynced_bytes = fs->jbytes; /* all of it was read back: durable */
+	fs_segment_switch_locked(fs, (uint64_t)sz);
+	fs->jwrite_end = fs->jbytes;
 	fs->stats.generation = fs->gen;
 	fs->stats.journal_bytes = fs->jbytes;
 	fs->ev_visible = fs->ctr.seq;

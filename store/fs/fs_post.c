@@ -81,13 +81,13 @@ void fs_post_map_release(struct fs_map *m)
 	fs_map_release(m);
 }
 
-static bool has_label(const struct core_card *c, const char *label)
+static bool has_label(const struct fs_card *c, const char *label)
 {
 	return c && core_strv_contains(&c->labels, label);
 }
 
 /* Does `now` join the list of its k-th label (absent from `before`, first of its kind)? */
-static bool label_joins(const struct core_card *before, const struct core_card *now, size_t k)
+static bool label_joins(const struct fs_card *before, const struct fs_card *now, size_t k)
 {
 	size_t j;
 
@@ -97,7 +97,7 @@ static bool label_joins(const struct core_card *before, const struct core_card *
 	return !has_label(before, now->labels.v[k]);
 }
 
-static bool state_moves(const struct core_card *before, const struct core_card *now)
+static bool state_moves(const struct fs_card *before, const struct fs_card *now)
 {
 	return now && (!before || strcmp(before->state, now->state) != 0);
 }
@@ -125,8 +125,8 @@ void fs_post_reserve_one(struct fs_map *m, const char *key, int pass, enum core_
 	p->pending = 0;
 }
 
-void fs_post_reserve_card(struct fs *fs, const struct core_card *before,
-			  const struct core_card *now, int pass, enum core_rc *rc)
+void fs_post_reserve_card(struct fs *fs, const struct fs_card *before,
+			  const struct fs_card *now, int pass, enum core_rc *rc)
 {
 	size_t k;
 
@@ -151,8 +151,8 @@ static void state_leave(struct fs *fs, struct fs_card_ent *ent, const char *stat
 	post_maybe_free(fs, &fs->post_states, p);
 }
 
-void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_card *before,
-		    const struct core_card *now)
+void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct fs_card *before,
+		    const struct fs_card *now)
 {
 	struct fs_post *p;
 	size_t k;
@@ -178,14 +178,23 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct core_ca
 			abort(); /* reserved: cannot happen */
 		fs_post_add(p, ent);
 	}
-	/* claim-next's cache of a state holds its best unclaimed members: a card that may now
-	 * rank among them (newly there unclaimed, released, re-ranked) or that goes away for
-	 * good (its entry may be freed) drops it. */
-	if (now && !now->claim.present &&
-	    (!before || before->claim.present || state_moves(before, now) ||
-	     before->priority != now->priority || before->created_at != now->created_at) &&
-	    (p = fs_map_get(&fs->post_states, now->state)))
-		p->top_valid = false;
+	/* claim-next's cache of a state holds its best unclaimed members in rank order. A card
+	 * re-ranked may sit in the caches of the state it left and of the one it is in, out of
+	 * order: both are dropped. One newly there unclaimed, or released, is offered to its
+	 * state's cache (fs_post_top_offer keeps it exact without a walk: a worker's release or
+	 * the reaper's never costs the next claim-next a walk of a million-card column). One
+	 * that goes away for good (its entry may be freed) drops it. */
+	if (before && now &&
+	    (before->priority != now->priority || before->created_at != now->created_at)) {
+		if ((p = fs_map_get(&fs->post_states, before->state)))
+			p->top_valid = false;
+		if ((p = fs_map_get(&fs->post_states, now->state)))
+			p->top_valid = false;
+	} else if (now && !fs_card_claimed(now) &&
+		   (!before || fs_card_claimed(before) || state_moves(before, now)) &&
+		   (p = fs_map_get(&fs->post_states, now->state))) {
+		fs_post_top_offer(p, ent, now);
+	}
 	if (before && !now && (p = fs_map_get(&fs->post_states, before->state)))
 		p->top_valid = false;
 }

@@ -69,7 +69,7 @@ static const char *dropped_column_in_use(struct fs *fs, const struct core_board 
 		if (core_board_column(b, old->cols[i].name))
 			continue;
 		for (j = 0; j < fs->n_order; j++) {
-			const struct core_card *c = fs->order[j]->dead ? NULL : fs->order[j]->card;
+			const struct fs_card *c = fs->order[j]->dead ? NULL : fs->order[j]->card;
 			if (c && strcmp(c->board, old->name) == 0 &&
 			    strcmp(c->state, old->cols[i].name) == 0)
 				return old->cols[i].name;
@@ -116,12 +116,12 @@ enum core_rc fs_card_get(struct store *st, const char *id, struct core_card **ou
 	pthread_rwlock_rdlock(&fs->lock);
 	ent = fs_card_find(fs, id);
 	if (ent)
-		rc = fs_card_out(ent->card, out);
+		rc = (*out = fs_card_dup(ent->card)) ? CORE_OK : CORE_ERR_NOMEM;
 	pthread_rwlock_unlock(&fs->lock);
 	return rc;
 }
 
-static bool card_matches(const struct core_card *c, const struct store_card_filter *f)
+static bool card_matches(const struct fs_card *c, const struct store_card_filter *f)
 {
 	if (!board_allowed(c->board, f->board, f->boards))
 		return false;
@@ -129,7 +129,7 @@ static bool card_matches(const struct core_card *c, const struct store_card_filt
 		return false;
 	if (f->label && !core_strv_contains(&c->labels, f->label))
 		return false;
-	return f->claimed < 0 || c->claim.present == (f->claimed == 1);
+	return f->claimed < 0 || fs_card_claimed(c) == (f->claimed == 1);
 }
 
 /* ---- card lists ----
@@ -246,7 +246,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 				m = post_page(src, f, after, h, f->limit + 1);
 			more = m > f->limit;
 			for (i = 0; i < m && k < f->limit; i++) {
-				v[k] = core_card_dup(h[i]->card);
+				v[k] = fs_card_dup(h[i]->card);
 				if (!v[k]) {
 					rc = CORE_ERR_NOMEM;
 					break;
@@ -269,7 +269,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 			more = true;
 			break;
 		}
-		v[k] = core_card_dup(ent->card);
+		v[k] = fs_card_dup(ent->card);
 		if (!v[k]) {
 			rc = CORE_ERR_NOMEM;
 			break;
@@ -304,7 +304,7 @@ enum core_rc fs_labels_count(struct store *st, const char *board, const char *co
 
 	pthread_rwlock_rdlock(&fs->lock);
 	for (i = 0; ok && i < fs->n_order; i++) {
-		const struct core_card *c = fs->order[i]->dead ? NULL : fs->order[i]->card;
+		const struct fs_card *c = fs->order[i]->dead ? NULL : fs->order[i]->card;
 
 		if (!c || !board_allowed(c->board, board, boards))
 			continue;
@@ -351,20 +351,24 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 			      struct core_card ***out, size_t *n)
 {
 	const struct core_card **hits = NULL, *c;
-	struct core_card **v = NULL;
+	struct core_card **v = NULL, *views = NULL;
 	size_t i, k = 0;
 	enum core_rc rc = CORE_OK;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	/* The first `batch` in cmp order, without sorting every match: a max-heap of the best
-	 * batch so far (O(recovery claims x log batch)); one allocation. */
+	 * batch so far (O(recovery claims x log batch)) over views of the cards. */
 	if (batch && fs->n_recov) {
 		hits = malloc((fs->n_recov < batch ? fs->n_recov : batch) * sizeof(*hits));
-		if (!hits)
+		views = malloc(fs->n_recov * sizeof(*views));
+		if (!hits || !views) {
+			free(hits);
+			hits = NULL;
 			rc = CORE_ERR_NOMEM;
+		}
 	}
 	for (i = 0; hits && i < fs->n_recov; i++) {
-		c = fs->recov[i]->card;
+		c = fs_card_view(fs->recov[i]->card, &views[i]);
 		if (!want(c, now))
 			continue;
 		if (k < batch) {
@@ -390,6 +394,7 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 		}
 	pthread_rwlock_unlock(&fs->lock);
 	free(hits);
+	free(views);
 	if (!v || rc != CORE_OK) {
 		store_cards_free(v, i);
 		return CORE_ERR_NOMEM;
@@ -403,13 +408,15 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
  * parents were taken; the smallest is the next claim in lease order. */
 static bool open_before(const struct fs *fs, size_t a, size_t b)
 {
-	const struct core_claim *x = &fs->claimed[a]->card->claim, *y = &fs->claimed[b]->card->claim;
+	/* claimed cards have the tail */
+	const struct core_claim *x = &fs->claimed[a]->card->more->claim;
+	const struct core_claim *y = &fs->claimed[b]->card->more->claim;
 	int64_t kx = x->has_lease ? x->lease_until : INT64_MAX;
 	int64_t ky = y->has_lease ? y->lease_until : INT64_MAX;
 
 	if (kx != ky)
 		return kx < ky;
-	return strcmp(fs->claimed[a]->id, fs->claimed[b]->id) < 0;
+	return strcmp(fs_ent_id(fs->claimed[a]), fs_ent_id(fs->claimed[b])) < 0;
 }
 
 static void open_push(const struct fs *fs, size_t *h, size_t *n, size_t v)
@@ -461,9 +468,11 @@ enum core_rc fs_claims_expired(struct fs *fs, int64_t now, size_t batch,
 	/* Each step takes one claim and opens at most two: `open` never exceeds batch + 1. */
 	while (n_open && k < batch) {
 		i = open_pop(fs, open, &n_open);
-		if (!core_claim_expired(fs->claimed[i]->card, now))
+		struct core_card view;
+
+		if (!core_claim_expired(fs_card_view(fs->claimed[i]->card, &view), now))
 			break; /* the smallest left is live: so is everything under it */
-		v[k] = core_card_dup(fs->claimed[i]->card);
+		v[k] = core_card_dup(&view);
 		if (!v[k]) {
 			rc = CORE_ERR_NOMEM;
 			break;

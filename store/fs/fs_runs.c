@@ -39,7 +39,8 @@ static json_t *run_payload(const struct core_run *r)
 static enum core_rc run_fence(struct fs_txn *t, const struct core_run *r,
 			      const struct store_actor *actor)
 {
-	const struct core_card *card = fs_txn_peek(t, r->card_id);
+	struct core_card view;
+	const struct core_card *card = fs_txn_peek(t, r->card_id, &view);
 
 	if (!card || !core_run_of_claim(r, card) ||
 	    !core_holder_match(&card->claim, store_actor_holder(actor))) {
@@ -53,6 +54,7 @@ enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 			   const struct store_actor *actor, struct core_run **out)
 {
 	struct fs_txn t;
+	struct core_card view;
 	const struct core_card *card;
 	struct core_run *r = NULL;
 	char idbuf[CORE_ID_MAX + 1];
@@ -60,7 +62,7 @@ enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 	enum core_rc rc;
 
 	fs_txn_begin(fs_of(st), &t, actor);
-	card = fs_txn_peek(&t, in->card_id);
+	card = fs_txn_peek(&t, in->card_id, &view);
 	rc = CORE_ERR_NOT_FOUND;
 	if (!card)
 		goto out;

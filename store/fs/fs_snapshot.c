@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ struct snap {
 	struct fs_counters ctr;
 	struct core_board *boards;
 	size_t n_boards;
-	const struct core_card **cards;
+	const struct fs_card **cards;
 	uint64_t *ords;
 	size_t n_cards;
 	const struct core_run **runs;
@@ -278,67 +279,293 @@ static void snap_map_close(struct snap_map *m)
 		free(m->buf);
 }
 
-/* snapshot.bin: every record must be sound and the end record present, with the count of
- * chunks before it; anything else is a damaged snapshot and the open is refused. */
+/* ---- loading snapshot.bin ----
+ * Three steps:
+ *   1. frame: walk the record headers (each checks its own CRC) to the end record, noting
+ *      where each chunk's payload is and, from its entry count, how many cards to expect;
+ *   2. reserve the id map and the creation order for that many cards at once (no rehash
+ *      while loading);
+ *   3. the opening thread checks each payload's CRC and decodes it (fs_change_decode_bin:
+ *      flat cards, names interned, ids hashed), up to SNAP_RING chunks ahead of a second
+ *      thread that resolves, reserves and applies them in file order — the same calls, in
+ *      the same order, as the serial load (serial_load, or a snapshot of a few chunks), so
+ *      the state is the same. The decoder is the opening thread because it makes nearly
+ *      every allocation (the cards): glibc grows the main arena by brk in steps of
+ *      M_TOP_PAD, a thread's arena by one mprotect per page (that cost ~20 % of a
+ *      decoding thread's time). What the applier leaves of a change (its arrays and ids)
+ *      is freed by the decoder when it reuses the slot, in the arena it came from. The two
+ *      threads share fs->atoms: the decoder interns under atoms_mu, and the applier takes
+ *      atoms_mu only for a change that would intern (a claim-only entry or a card that is
+ *      not flat: neither is in a snapshot this version writes).
+ * Every record must be sound and the end record present, with the count of chunks before it;
+ * anything else is a damaged snapshot and the open is refused. */
+
+struct snap_rec {
+	const char *payload;
+	size_t plen;
+	unsigned kind;
+};
+
+/* Decoded chunks the decoder may run ahead of the applier. */
+#define SNAP_RING 8
+
+struct snap_load {
+	struct fs *fs;
+	size_t n_recs;
+	bool threaded;
+	pthread_t thread;         /* the applier, when threaded */
+	pthread_mutex_t mu;       /* guards decoded, applied, apply_rc, ring_rc */
+	pthread_cond_t cond;
+	pthread_mutex_t atoms_mu; /* fs->atoms while both threads run */
+	size_t decoded, applied;  /* records handed over / done with (their slot free again) */
+	enum core_rc apply_rc;    /* the applier's failure (out of memory): it stopped */
+	struct fs_change ring[SNAP_RING]; /* record i in slot i % SNAP_RING */
+	enum core_rc ring_rc[SNAP_RING];  /* its decode: not OK = damaged, the last one */
+};
+
+/* Payload CRC and decode of record r into ch (left empty on failure); the cards' ids are
+ * hashed here too, while they are in this thread's cache (fs_change_reserve uses the hash). */
+static enum core_rc snap_decode(struct fs_atoms *atoms, const struct snap_rec *r,
+				struct fs_change *ch)
+{
+	size_t i;
+
+	memset(ch, 0, sizeof(*ch));
+	if (!fs_rec_payload_ok(r->payload, r->plen))
+		return CORE_ERR_STORE_UNAVAILABLE;
+	if (fs_change_decode_bin(r->kind, r->payload, r->plen, atoms, ch) != CORE_OK)
+		return CORE_ERR_STORE_UNAVAILABLE;
+	for (i = 0; i < ch->n_cards; i++) {
+		ch->cards[i].hash = fs_map_hash(ch->cards[i].id);
+		ch->cards[i].hashed = true;
+	}
+	return CORE_OK;
+}
+
+/* Does applying ch intern names (fs_change_resolve, fs_change_reserve)? */
+static bool snap_change_interns(const struct fs_change *ch)
+{
+	size_t i;
+
+	for (i = 0; i < ch->n_cards; i++)
+		if (ch->cards[i].card && (ch->cards[i].claim_only || !ch->cards[i].card->flat))
+			return true;
+	return false;
+}
+
+/* Resolves, reserves and applies ch; threaded, what is left of it stays in its slot for the
+ * decoder to free. */
+static enum core_rc snap_apply(struct snap_load *l, struct fs_change *ch)
+{
+	bool lock = l->threaded && snap_change_interns(ch);
+	enum core_rc rc;
+
+	if (lock)
+		pthread_mutex_lock(&l->atoms_mu);
+	rc = fs_change_resolve(l->fs, ch);
+	if (rc == CORE_OK)
+		rc = fs_change_reserve(l->fs, ch);
+	if (lock)
+		pthread_mutex_unlock(&l->atoms_mu);
+	if (rc != CORE_OK) {
+		fs_change_release(ch);
+		return rc;
+	}
+	if (l->threaded)
+		fs_change_apply_keep(l->fs, ch, NULL);
+	else
+		fs_change_apply(l->fs, ch, NULL);
+	return CORE_OK;
+}
+
+/* The applier: every record in order, until one was damaged or it runs out of memory. */
+static void *snap_applier_main(void *arg)
+{
+	struct snap_load *l = arg;
+	enum core_rc rc;
+	size_t i;
+
+	for (i = 0; i < l->n_recs; i++) {
+		pthread_mutex_lock(&l->mu);
+		while (l->decoded <= i)
+			pthread_cond_wait(&l->cond, &l->mu);
+		rc = l->ring_rc[i % SNAP_RING];
+		pthread_mutex_unlock(&l->mu);
+		if (rc != CORE_OK)
+			break; /* damaged: the decoder stopped there */
+		rc = snap_apply(l, &l->ring[i % SNAP_RING]);
+		pthread_mutex_lock(&l->mu);
+		l->applied = i + 1;
+		l->apply_rc = rc;
+		pthread_cond_broadcast(&l->cond);
+		pthread_mutex_unlock(&l->mu);
+		if (rc != CORE_OK)
+			break;
+	}
+	return NULL;
+}
+
+/* Starts the applier thread; false (and nothing to undo) when it cannot. */
+static bool snap_thread_start(struct snap_load *l)
+{
+	if (pthread_mutex_init(&l->mu, NULL) != 0)
+		return false;
+	if (pthread_cond_init(&l->cond, NULL) != 0)
+		goto no_cond;
+	if (pthread_mutex_init(&l->atoms_mu, NULL) != 0)
+		goto no_atoms;
+	l->threaded = true;
+	if (pthread_create(&l->thread, NULL, snap_applier_main, l) == 0)
+		return true;
+	l->threaded = false;
+	pthread_mutex_destroy(&l->atoms_mu);
+no_atoms:
+	pthread_cond_destroy(&l->cond);
+no_cond:
+	pthread_mutex_destroy(&l->mu);
+	return false;
+}
+
+/* The entry count of a chunk's payload (after its counters), as a hint for reservations:
+ * bounded by what the payload could hold; 0 when it is not there. */
+static size_t snap_rec_cards_hint(const struct snap_rec *r)
+{
+	const unsigned char *p = (const unsigned char *)r->payload + 32;
+	uint32_t n;
+
+	if (r->plen < 36)
+		return 0;
+	n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	return n < r->plen / 16 ? n : r->plen / 16;
+}
+
+/* Snapshots of at least this many records are loaded by two threads. */
+#define SNAP_THREAD_MIN_RECS 4
+
+/* Step 3: decodes every record here, applied here too or by the applier thread. Returns
+ * CORE_OK, CORE_ERR_STORE_UNAVAILABLE (record *bad damaged) or the applier's failure. */
+static enum core_rc snap_load_records(struct snap_load *l, const struct snap_rec *recs,
+				      struct snap_map *map, size_t *bad)
+{
+	enum core_rc rc = CORE_OK, arc = CORE_OK;
+	size_t i, k;
+
+	for (i = 0; i < l->n_recs && rc == CORE_OK; i++) {
+		struct fs_change *ch = &l->ring[i % SNAP_RING];
+
+		if (l->threaded) {
+			pthread_mutex_lock(&l->mu);
+			while (l->apply_rc == CORE_OK && i - l->applied >= SNAP_RING)
+				pthread_cond_wait(&l->cond, &l->mu);
+			arc = l->apply_rc;
+			pthread_mutex_unlock(&l->mu);
+			if (arc != CORE_OK)
+				break;
+			/* The slot is ours: what the applier left of record i - SNAP_RING goes
+			 * first (allocated here, freed here). */
+			fs_change_release(ch);
+			pthread_mutex_lock(&l->atoms_mu);
+			rc = snap_decode(&l->fs->atoms, &recs[i], ch);
+			pthread_mutex_unlock(&l->atoms_mu);
+			pthread_mutex_lock(&l->mu);
+			l->ring_rc[i % SNAP_RING] = rc;
+			l->decoded = i + 1;
+			pthread_cond_broadcast(&l->cond);
+			pthread_mutex_unlock(&l->mu);
+		} else {
+			rc = snap_decode(&l->fs->atoms, &recs[i], ch);
+			if (rc == CORE_OK && (arc = snap_apply(l, ch)) != CORE_OK)
+				break;
+		}
+		if (rc != CORE_OK)
+			*bad = i;
+		/* Decoded changes own copies: nothing refers to the bytes behind us. */
+		snap_map_done_upto(map, (size_t)(recs[i].payload - map->buf) - FS_REC_HDR);
+	}
+	if (l->threaded) {
+		pthread_join(l->thread, NULL); /* it stops at the end, a damaged record or OOM */
+		arc = l->apply_rc;
+		for (k = 0; k < SNAP_RING; k++) /* applied or not */
+			fs_change_release(&l->ring[k]);
+		pthread_mutex_destroy(&l->atoms_mu);
+		pthread_cond_destroy(&l->cond);
+		pthread_mutex_destroy(&l->mu);
+	}
+	return arc != CORE_OK ? arc : rc;
+}
+
 static enum core_rc snapshot_load_bin(struct fs *fs, const char *path, char *err,
 				      size_t errlen)
 {
-	struct fs_change ch;
+	struct snap_load l = {.fs = fs};
+	struct snap_rec *recs = NULL;
 	struct fs_counters ctr;
 	struct snap_map map;
 	const char *payload;
-	uint64_t n_rec = 0, want = 0, gen = 0;
-	size_t len, pos = 0, plen;
+	uint64_t want = 0, gen = 0;
+	size_t pos = 0, plen, n = 0, cap = 0, hint = 0, bad = 0;
 	unsigned kind;
 	bool ended = false;
 	enum core_rc rc = CORE_OK;
 	int ferr = 0;
-	char *buf;
 
 	if (!snap_map_open(path, &map, &ferr)) {
 		snprintf(err, errlen, "cannot read %s: %s", path, strerror(ferr));
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
-	buf = map.buf;
-	len = map.len;
-	while (rc == CORE_OK && pos < len && !ended) {
-		snap_map_done_upto(&map, pos);
-		if (fs_rec_check(buf + pos, len - pos, &kind, &payload, &plen) != FS_REC_OK) {
-			rc = CORE_ERR_STORE_UNAVAILABLE;
+	/* 1. Frame every record up to the end record. */
+	while (pos < map.len && !ended) {
+		if (fs_rec_frame(map.buf + pos, map.len - pos, &kind, &payload, &plen) != FS_REC_OK)
 			break;
-		}
 		pos += FS_REC_HDR + plen;
 		if (kind == FS_REC_SNAP_END) {
-			ended = true;
-			if (fs_snap_end_decode(payload, plen, &gen, &ctr, &want) != CORE_OK)
-				rc = CORE_ERR_STORE_UNAVAILABLE;
+			ended = fs_rec_payload_ok(payload, plen) &&
+				fs_snap_end_decode(payload, plen, &gen, &ctr, &want) == CORE_OK;
+			if (!ended)
+				break;
 			continue;
 		}
-		n_rec++;
-		if (fs_change_decode_bin(kind, payload, plen, &fs->atoms, &ch) != CORE_OK) {
-			rc = CORE_ERR_STORE_UNAVAILABLE;
-			break;
+		if (n == cap) {
+			struct snap_rec *nv;
+
+			cap = cap ? cap * 2 : 64;
+			nv = realloc(recs, cap * sizeof(*recs));
+			if (!nv) {
+				rc = CORE_ERR_NOMEM;
+				goto out;
+			}
+			recs = nv;
 		}
-		rc = fs_change_resolve(fs, &ch);
-		if (rc == CORE_OK)
-			rc = fs_change_reserve(fs, &ch);
-		if (rc != CORE_OK) {
-			fs_change_release(&ch);
-			snprintf(err, errlen, "out of memory loading %s", path);
-			goto out;
-		}
-		fs_change_apply(fs, &ch, NULL);
+		recs[n++] = (struct snap_rec){payload, plen, kind};
+		hint += snap_rec_cards_hint(&recs[n - 1]);
 	}
-	if (rc == CORE_OK && (!ended || pos != len || want != n_rec || gen < 1))
+	if (!ended || pos != map.len || want != n || gen < 1) {
+		/* The records before the damage are not worth decoding: the open is refused. */
 		rc = CORE_ERR_STORE_UNAVAILABLE;
-	if (rc != CORE_OK) {
-		snprintf(err, errlen,
-			 "snapshot %s is damaged or truncated (record %" PRIu64 "); refusing to open",
-			 path, n_rec);
+		bad = n;
 		goto out;
 	}
-	fs->gen = gen;
+	/* 2. Room for every card at once (a hint: reserve grows past it if need be). */
+	if (fs_ids_reserve(&fs->cards, hint) != CORE_OK ||
+	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + hint) != CORE_OK) {
+		rc = CORE_ERR_NOMEM;
+		goto out;
+	}
+	/* 3. Decode and apply, in order (on two threads when there is enough to share). */
+	l.n_recs = n;
+	if (!fs->serial_load && n >= SNAP_THREAD_MIN_RECS)
+		snap_thread_start(&l); /* else (or when it cannot) the serial load */
+	rc = snap_load_records(&l, recs, &map, &bad);
+	if (rc == CORE_OK)
+		fs->gen = gen;
 out:
+	if (rc == CORE_ERR_STORE_UNAVAILABLE)
+		snprintf(err, errlen,
+			 "snapshot %s is damaged or truncated (record %zu); refusing to open", path,
+			 bad + 1);
+	else if (rc != CORE_OK)
+		snprintf(err, errlen, "out of memory loading %s", path);
+	free(recs);
 	snap_map_close(&map);
 	return rc;
 }
@@ -362,7 +589,7 @@ enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
  * fd goes to the next flusher for its last sync; a recovery abandons it (and any other still
  * owed a sync): what it holds past the durable prefix was rolled back, and the snapshot being
  * written replaces all of it. */
-static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, bool recover)
+static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, bool recover)
 {
 	int *nv;
 	size_t i;
@@ -390,6 +617,7 @@ static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, bool recover)
 	fs->gen = gen;
 	fs->jbytes = 0;
 	fs->jsynced_bytes = 0;
+	fs_segment_switch_locked(fs, alloc);
 	fs->stats.generation = gen;
 	fs->stats.journal_bytes = 0;
 	pthread_mutex_unlock(&fs->jmu);
@@ -416,7 +644,7 @@ static bool recover_ready(const struct fs *fs)
 static enum core_rc compact(struct fs *fs, bool recover)
 {
 	struct snap s = {0};
-	uint64_t gen, g;
+	uint64_t gen, g, alloc = 0;
 	enum core_rc rc = CORE_ERR_STORE_UNAVAILABLE;
 	int fd = -1, err = 0;
 	bool ready;
@@ -435,6 +663,8 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	}
 	gen = fs->gen + 1; /* fs->gen only moves here, under snapmu */
 	fd = fs_journal_open(fs, gen);
+	if (fd >= 0)
+		alloc = fs_segment_prealloc(fs, fd); /* zeros ahead of the writers, off their path */
 	if (fd < 0 || fs_io_dir_sync(fs) != 0) {
 		err = errno;
 		goto out;
@@ -443,7 +673,7 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	s.gen = gen;
 	rc = snap_capture(fs, &s);
 	if (rc == CORE_OK)
-		rc = rotate(fs, fd, gen, recover);
+		rc = rotate(fs, fd, gen, alloc, recover);
 	if (rc == CORE_OK) {
 		fd = -1;
 		fs->snap_active = true;

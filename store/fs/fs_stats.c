@@ -11,7 +11,9 @@
  * claim has only live claims under it. Depth is log2(claims). */
 static size_t expired_below(const struct fs *fs, size_t i, int64_t now)
 {
-	if (i >= fs->n_claimed || !core_claim_expired(fs->claimed[i]->card, now))
+	struct core_card v;
+
+	if (i >= fs->n_claimed || !core_claim_expired(fs_card_view(fs->claimed[i]->card, &v), now))
 		return 0;
 	return 1 + expired_below(fs, 2 * i + 1, now) + expired_below(fs, 2 * i + 2, now);
 }

@@ -62,7 +62,7 @@ static struct fs_change_card *txn_find(struct fs_txn *t, const char *id)
 	return NULL;
 }
 
-const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id)
+const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id, struct core_card *view)
 {
 	struct fs_change_card *cc = txn_find(t, id);
 	struct fs_card_ent *ent;
@@ -70,7 +70,7 @@ const struct core_card *fs_txn_peek(struct fs_txn *t, const char *id)
 	if (cc)
 		return cc->card;
 	ent = fs_card_find(t->fs, id);
-	return ent ? ent->card : NULL;
+	return ent ? fs_card_view(ent->card, view) : NULL;
 }
 
 /* Appends a change entry; takes `card` (freed on failure). */
@@ -115,13 +115,25 @@ enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **ou
 	ent = fs_card_find(t->fs, id);
 	if (!ent)
 		return CORE_ERR_NOT_FOUND;
-	copy = core_card_dup(ent->card);
+	copy = fs_card_dup(ent->card);
 	if (!copy)
 		return CORE_ERR_NOMEM;
 	rc = txn_push(t, id, copy, ent->ord, false);
 	if (rc == CORE_OK)
 		*out = copy;
 	return rc;
+}
+
+void fs_txn_reserve(struct fs_txn *t, size_t cards, size_t events)
+{
+	struct fs_change *ch = &t->ch;
+	struct fs_change_card *nc;
+
+	if (cards > ch->cap_cards && (nc = realloc(ch->cards, cards * sizeof(*nc)))) {
+		ch->cards = nc;
+		ch->cap_cards = cards;
+	}
+	(void)fs_ptrs_reserve(&ch->events, &ch->cap_events, events);
 }
 
 enum core_rc fs_txn_card_add(struct fs_txn *t, struct core_card *c)
@@ -149,8 +161,8 @@ enum core_rc fs_txn_card_delete(struct fs_txn *t, const char *id)
 	ent = fs_card_find(t->fs, id);
 	if (!ent)
 		return CORE_ERR_NOT_FOUND;
-	if (ent->card->has_epoch && ent->card->claim_epoch > floor)
-		floor = ent->card->claim_epoch;
+	if (ent->card->has_epoch && fs_card_more_of(ent->card)->claim_epoch > floor)
+		floor = fs_card_more_of(ent->card)->claim_epoch;
 	rc = txn_push(t, id, NULL, ent->ord, false);
 	if (rc == CORE_OK)
 		t->ch.cards[t->ch.n_cards - 1].floor = floor;
@@ -261,7 +273,8 @@ static enum core_rc txn_answers_refresh(struct fs_txn *t)
 	size_t i;
 
 	for (i = 0; i < t->n_answers; i++) {
-		const struct core_card *now = fs_txn_peek(t, t->answers[i].id);
+		struct core_card view;
+		const struct core_card *now = fs_txn_peek(t, t->answers[i].id, &view);
 		struct core_card **out = t->answers[i].out;
 
 		if (!now || !*out || core_card_equal(now, *out))
@@ -349,10 +362,15 @@ enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char
 	const struct fs_change *ch = &t->ch;
 	struct dep_hit *h;
 	const char **v;
-	size_t i, k = 0, cap = (d ? d->n : 0) + ch->n_cards + 1;
+	size_t i, k = 0, cap = (d ? d->n : 0) + 1;
 
 	*ids = NULL;
 	*n = 0;
+	/* Only copies naming the blocker can join (the test below): counted first, so a batch
+	 * of dozens of copies does not ask for an array its size per filed card. */
+	for (i = 0; i < ch->n_cards; i++)
+		cap += ch->cards[i].card &&
+		       core_strv_contains(&ch->cards[i].card->blockers, blocker);
 	h = calloc(cap, sizeof(*h));
 	v = calloc(cap, sizeof(*v));
 	if (!h || !v) {
@@ -363,13 +381,18 @@ enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char
 	/* The published edges, then this transaction's copies (which may have gained or lost
 	 * the blocker); each candidate is judged by what the transaction sees. */
 	for (i = 0; d && i < d->n; i++)
-		h[k++] = (struct dep_hit){d->v[i]->id, d->v[i]->ord};
+		h[k++] = (struct dep_hit){fs_ent_id(d->v[i]), d->v[i]->ord};
 	for (i = 0; i < ch->n_cards; i++)
-		if (ch->cards[i].card && !hits_have(h, d ? d->n : 0, ch->cards[i].id))
+		/* A copy that does not name the blocker is dropped below anyway: the cheap test
+		 * first (a reaper batch holds dozens of copies, almost none with blockers). */
+		if (ch->cards[i].card &&
+		    core_strv_contains(&ch->cards[i].card->blockers, blocker) &&
+		    !hits_have(h, d ? d->n : 0, ch->cards[i].id))
 			h[k++] = (struct dep_hit){ch->cards[i].id, ch->cards[i].ord};
 	qsort(h, k, sizeof(*h), cmp_hit);
 	for (i = 0; i < k; i++) {
-		const struct core_card *c = fs_txn_peek(t, h[i].id);
+		struct core_card view;
+		const struct core_card *c = fs_txn_peek(t, h[i].id, &view);
 
 		if (c && core_strv_contains(&c->blockers, blocker))
 			v[(*n)++] = h[i].id;
@@ -381,11 +404,21 @@ enum core_rc fs_txn_dependents(struct fs_txn *t, const char *blocker, const char
 
 static const char *lookup_state(void *ctx, const char *id, const struct core_strv **blockers)
 {
-	const struct core_card *c = fs_txn_peek(ctx, id);
+	struct fs_txn *t = ctx;
+	struct fs_change_card *cc = txn_find(t, id);
+	const struct fs_card_ent *ent;
 
+	/* What it returns must outlive the call: the copy's fields, or the published card's
+	 * (never a view's). */
+	if (cc) {
+		if (blockers)
+			*blockers = cc->card ? &cc->card->blockers : NULL;
+		return cc->card ? cc->card->state : NULL;
+	}
+	ent = fs_card_find(t->fs, id);
 	if (blockers)
-		*blockers = c ? &c->blockers : NULL;
-	return c ? c->state : NULL;
+		*blockers = ent ? &fs_card_more_of(ent->card)->blockers : NULL;
+	return ent ? ent->card->state : NULL;
 }
 
 struct core_card_lookup fs_txn_lookup(struct fs_txn *t)
@@ -398,13 +431,14 @@ static void txn_drop_unchanged(struct fs_txn *t)
 {
 	struct fs_change *ch = &t->ch;
 	struct fs_card_ent *ent;
+	struct core_card view;
 	size_t i, out = 0;
 
 	for (i = 0; i < ch->n_cards; i++) {
 		struct fs_change_card *cc = &ch->cards[i];
 
 		ent = cc->is_new || !cc->card ? NULL : fs_card_find(t->fs, cc->id);
-		if (ent && core_card_equal(ent->card, cc->card)) {
+		if (ent && core_card_equal(fs_card_view(ent->card, &view), cc->card)) {
 			free(cc->id);
 			core_card_free(cc->card);
 			continue;
@@ -420,13 +454,15 @@ static void txn_mark_claim_only(struct fs_txn *t)
 {
 	struct fs_change *ch = &t->ch;
 	struct fs_card_ent *ent;
+	struct core_card view;
 	size_t i;
 
 	for (i = 0; i < ch->n_cards; i++) {
 		struct fs_change_card *cc = &ch->cards[i];
 
 		ent = cc->is_new || !cc->card ? NULL : fs_card_find(t->fs, cc->id);
-		cc->claim_only = ent && core_card_equal_except_claim(ent->card, cc->card);
+		cc->claim_only = ent && core_card_equal_except_claim(fs_card_view(ent->card, &view),
+								     cc->card);
 	}
 }
 

@@ -41,7 +41,7 @@ struct fs_undo *fs_undo_new(const struct fs_change *ch, const struct fs_counters
 }
 
 /* Retires an object that may still be read by a running snapshot. */
-static void retire_card(struct fs *fs, struct core_card *c)
+static void retire_card(struct fs *fs, struct fs_card *c)
 {
 	if (fs->snap_active &&
 	    fs_ptrs_reserve(&fs->grave.cards, &fs->grave.cap_cards, fs->grave.n_cards + 1))
@@ -128,11 +128,11 @@ static void unlink_new(struct fs *fs, struct fs_card_ent *ent)
 {
 	size_t lo;
 
+	fs_ids_del(&fs->cards, fs_ent_id(ent)); /* first: the key may be read through the card */
 	fs_deps_update(fs, ent, ent->card, NULL);
 	retire_card(fs, ent->card);
 	ent->card = NULL;
 	fs_claimed_update(fs, ent);
-	fs_map_del(&fs->cards, ent->id);
 	lo = fs_order_lower(fs, ent->ord);
 	if (lo < fs->n_order && fs->order[lo] == ent) {
 		memmove(fs->order + lo, fs->order + lo + 1,
@@ -157,7 +157,7 @@ static void undo_card(struct fs *fs, const struct fs_undo_card *uc)
 		ent->held = false;
 		fs->n_dead--;
 		ent->card = uc->old;
-		fs_map_put(&fs->cards, ent->id, ent);
+		fs_ids_put(&fs->cards, ent);
 		fs_deps_update(fs, ent, NULL, ent->card);
 		fs_claimed_update(fs, ent);
 		return;

@@ -528,6 +528,11 @@ enum core_rc mgo_reaper_transfer(struct store *st, const char *id, const struct 
 enum core_rc mgo_reaper_release_exact(struct store *st, const char *id,
 				      const struct core_card *expect,
 				      const struct store_actor *actor);
+/* mongo_reaper_batch.c: the reaper's batches, looping the single operations */
+enum core_rc mgo_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
+				      const char *marker, int64_t lease_ms);
+enum core_rc mgo_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
+			    const struct store_actor *actor);
 /* mongo_secret.c */
 enum core_rc mgo_secret_get(struct store *st, const char *name, unsigned char *out);
 

@@ -14,6 +14,56 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+/* The access log's text line is built by hand (api_log_text): byte for byte what the
+ * snprintf it replaced wrote, the rounding of the milliseconds (ties included) and the cut of
+ * an over-long line included. */
+START_TEST(log_text_matches_snprintf)
+{
+	static const int64_t fixed[] = {0, 1, 49999, 50000, 50001, 99999, 100000, 150000,
+					250000, 350000, 1050000, 2450000, 999950000,
+					INT64_C(1234567890123)};
+	char longtok[1500], longpath[260], got[API_LOG_LINE_MAX], want[API_LOG_LINE_MAX];
+	const char *toks[] = {NULL, "bench-worker", longtok};
+	const char *paths[] = {"/v1/cards/bench-1/claim", longpath};
+	const char *bys[] = {"", "libmicrohttpd"};
+	uint64_t x = 88172645463325252u;
+	size_t i, t, p, b, n;
+
+	memset(longtok, 't', sizeof longtok - 1);
+	longtok[sizeof longtok - 1] = '\0';
+	memset(longpath, 'p', sizeof longpath - 1);
+	longpath[sizeof longpath - 1] = '\0';
+	for (i = 0; i < 4000; i++) {
+		int64_t ns;
+
+		if (i < sizeof fixed / sizeof fixed[0]) {
+			ns = fixed[i];
+		} else {
+			x ^= x << 13; /* xorshift: a fixed sequence */
+			x ^= x >> 7;
+			x ^= x << 17;
+			ns = (int64_t)(x % 100000000u);
+			if (i % 3 == 0) /* a tie of the tenths: the double decides */
+				ns = ns / 100000 * 100000 + 50000;
+		}
+		for (t = 0; t < 3; t++)
+			for (p = 0; p < 2; p++)
+				for (b = 0; b < 2; b++) {
+					n = api_log_text(got, "2026-12-03T13:45:01.123Z", "POST",
+							 paths[p], 200 + (unsigned)i % 300, ns,
+							 toks[t], bys[b]);
+					snprintf(want, sizeof want, "%s %s %.200s %u %.1fms%s%s%s%s",
+						 "2026-12-03T13:45:01.123Z", "POST", paths[p],
+						 200 + (unsigned)i % 300, (double)ns / 1e6,
+						 toks[t] ? " " : "", toks[t] ? toks[t] : "",
+						 bys[b][0] ? " answered-by=" : "", bys[b]);
+					ck_assert_str_eq(got, want);
+					ck_assert_uint_eq(n, strlen(want));
+				}
+	}
+}
+END_TEST
+
 START_TEST(error_table_maps_every_rc)
 {
 	static const struct {
@@ -400,6 +450,7 @@ TCase *api_tcase_units(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, error_table_maps_every_rc);
+	tcase_add_test(tc, log_text_matches_snprintf);
 	tcase_add_test(tc, tokens_file_round_trip);
 	tcase_add_test(tc, route_table_well_formed);
 	tcase_add_test(tc, store_failure_is_never_a_success);

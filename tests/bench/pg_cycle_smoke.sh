@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # bench/pg_cycle's smoke (issue 15): half a second of the claim cycle against a private
 # PostgreSQL cluster (bench/pg.sh: initdb in a temp dir, durable defaults, a unix socket),
-# a few seconds in all. Checks that the driver runs the whole cycle with no error, that the
-# server's CPU it reports includes the backends (children of the postmaster), that the
-# cluster ran with fsync and synchronous_commit on, and that a refused claim is counted as an
-# error (two drivers on the same rows), not hidden. Figures are not asserted.
+# a few seconds in all, in both client modes: the workers on an event loop (-e 1: libpq's
+# asynchronous calls, each worker parked on its socket; what bench/run.sh runs by default)
+# and one blocking thread per worker (-e 0). Checks that the driver runs the whole cycle with
+# no error in each mode and says which mode it ran, that the server's CPU it reports includes
+# the backends (children of the postmaster), that the cluster ran with fsync and
+# synchronous_commit on, and that a refused claim is counted as an error (two drivers on the
+# same rows, one per mode), not hidden. Figures are not asserted.
 #   tests/bench/pg_cycle_smoke.sh BUILD/bench/pg_cycle SOURCE_ROOT
 # Exits 77 (skip) without PostgreSQL's server binaries, and fails then when CI=true.
 set -euo pipefail
@@ -32,30 +35,47 @@ result() {
 	sed -n 's/^RESULT .*[[:space:]]'"$2"'=\([^[:space:]]*\).*/\1/p' "$1"
 }
 
-# 1. The cycle alone: every statement touched its one row.
-rc=0
-BENCH_SERVER_PID=$PG_PID "$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 4 -d 0.5 -W 0.1 \
-	-P smoke >"$tmp/clean" || rc=$?
-cat "$tmp/clean"
-[ "$rc" = 0 ] || fail "pg_cycle exited $rc"
-[ "$(result "$tmp/clean" errors)" = 0 ] || fail "errors in a run alone"
-[ "$(result "$tmp/clean" failed_cycles)" = 0 ] || fail "failed cycles in a run alone"
-[ "$(result "$tmp/clean" cycles)" -gt 0 ] || fail "no cycle in one second"
-# The postmaster alone would show ~0: the backends that run the statements are its children.
-[ "$(result "$tmp/clean" server_cpu_us_per_op)" -gt 0 ] ||
-	fail "no server CPU counted (the backends are missing from it)"
-grep -q 'fsync=on synchronous_commit=on' "$tmp/clean" || fail "not PostgreSQL's durable defaults"
+# 1. The cycle alone, in each client mode: every statement touched its one row. The same
+# rows (prefix smoke) for both: the event loop's run starts from the cards the threads left.
+for loops in 1 0; do
+	rc=0
+	BENCH_SERVER_PID=$PG_PID "$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 4 -d 0.5 -W 0.1 \
+		-P smoke -e "$loops" >"$tmp/clean" || rc=$?
+	cat "$tmp/clean"
+	[ "$rc" = 0 ] || fail "pg_cycle -e $loops exited $rc"
+	[ "$(result "$tmp/clean" client_loops)" = "$loops" ] ||
+		fail "pg_cycle -e $loops ran its workers on $(result "$tmp/clean" client_loops) loops"
+	[ "$(result "$tmp/clean" errors)" = 0 ] || fail "errors in a run alone (-e $loops)"
+	[ "$(result "$tmp/clean" failed_cycles)" = 0 ] || fail "failed cycles in a run alone (-e $loops)"
+	[ "$(result "$tmp/clean" cycles)" -gt 0 ] || fail "no cycle in one second (-e $loops)"
+	# The postmaster alone would show ~0: the backends that run the statements are its
+	# children.
+	[ "$(result "$tmp/clean" server_cpu_us_per_op)" -gt 0 ] ||
+		fail "no server CPU counted (the backends are missing from it)"
+	grep -q 'fsync=on synchronous_commit=on' "$tmp/clean" ||
+		fail "not PostgreSQL's durable defaults"
+done
+# The rows after the event loop's and the threads' cycles: each released (no marker left),
+# each claimed once per cycle counted in the windows and the warm-ups (epoch > cycles counted
+# in the windows of both runs together).
+rows=$(pg "$PGBIN/psql" -h "$PG_SOCKDIR" -p "$PG_PORT" -U postgres -Atc \
+	"SELECT count(*), count(marker), coalesce(sum(epoch), 0) FROM bench_cards WHERE id LIKE 'smoke-%'")
+IFS='|' read -r n held epochs <<<"$rows"
+[ "$n" = 4 ] && [ "$held" = 0 ] && [ "$epochs" -gt 0 ] ||
+	fail "after both modes: $n rows, $held still claimed, epochs $epochs (want 4, 0, > 0)"
 
-# 2. Two drivers on the same rows: one's claim finds the row held by the other and must be
-# counted as an error of claim (status -1), never as a cycle done.
-"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 0.5 -W 0.1 -P clash >"$tmp/a" &
+# 2. Two drivers on the same rows, one on the event loop and one with threads: one's claim
+# finds the row held by the other and must be counted as an error of claim (status -1), never
+# as a cycle done, whichever client counted it.
+"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 0.5 -W 0.1 -P clash -e 1 >"$tmp/a" &
 a=$!
-"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 0.5 -W 0.1 -P clash >"$tmp/b" || rc=$?
+"$pg_cycle" -H "$PG_SOCKDIR" -p "$PG_PORT" -w 2 -d 0.5 -W 0.1 -P clash -e 0 >"$tmp/b" || rc=$?
 [ "$rc" = 0 ] || fail "the second clashing pg_cycle exited $rc"
 wait "$a" || rc=$?
 [ "$rc" = 0 ] || fail "the first clashing pg_cycle exited $rc"
 errs=$(($(result "$tmp/a" errors) + $(result "$tmp/b" errors)))
 cat "$tmp/a" "$tmp/b"
 [ "$errs" -gt 0 ] || fail "two drivers on the same rows and no refused claim counted"
-grep -q 'claim touched 0 rows' "$tmp/a" "$tmp/b" || fail "the refused claim is not named"
+[ "$(result "$tmp/a" errors)" -gt 0 ] || fail "the event loop's driver counted no refused claim"
+grep -q 'claim touched 0 rows' "$tmp/a" || fail "the event loop's refused claim is not named"
 echo "pg_cycle_smoke: ok ($errs refused statements counted in the clash)"

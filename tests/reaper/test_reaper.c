@@ -281,10 +281,10 @@ START_TEST(test_failed_sync_rolls_the_pass_back)
 }
 END_TEST
 
-/* The sync of another thread fails while one worker is halfway through its share, its first
- * reclaim journaled but not yet durable: its next writes are refused (never a recovery that
- * would wait for its own untold lines: a deadlock), its ack learns the rollback, nothing of
- * the share stays. */
+/* The sync of another thread fails while one worker is halfway through its share, its
+ * TRANSFER batch journaled but not yet durable: its next writes (the action batch, the
+ * releases) are refused (never a recovery that would wait for its own untold lines: a
+ * deadlock), its ack learns the rollback, nothing of the share stays. */
 static int fail_midway_seen;
 
 static void *other_writer(void *arg)
@@ -298,13 +298,13 @@ static void *other_writer(void *arg)
 	return NULL;
 }
 
-static void fail_midway(void *ctx, const struct core_card *listed)
+static void fail_midway(void *ctx, const struct core_card *seen)
 {
 	pthread_t th;
 
 	(void)ctx;
-	(void)listed;
-	if (++fail_midway_seen != 2)
+	(void)seen;
+	if (++fail_midway_seen != 1)
 		return;
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
 	ck_assert_int_eq(pthread_create(&th, NULL, other_writer, NULL), 0);
@@ -317,7 +317,7 @@ START_TEST(test_sync_fails_midway_through_a_share)
 {
 	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
 					   .lease_ms = LEASE, .hostname = "midway", .workers = 1,
-					   .log = quiet_log, .after_list = fail_midway};
+					   .log = quiet_log, .after_transfer = fail_midway};
 	const char *ids[] = {"m1", "m2", "m3"}, *runs[] = {"r1", "r2", "r3"},
 		   *owners[] = {"w1", "w2", "w3"};
 	struct server_reaper *r = NULL;
@@ -330,7 +330,7 @@ START_TEST(test_sync_fails_midway_through_a_share)
 	fail_midway_seen = 0;
 	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
 	s = pass(r);
-	ck_assert_int_ge(fail_midway_seen, 2);
+	ck_assert_int_eq(fail_midway_seen, 3);
 	ck_assert_int_eq(s.listed, 3);
 	ck_assert_int_eq(s.errors, 3);
 	for (i = 0; i < 3; i++) {

@@ -192,5 +192,6 @@ Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
 	conformance_add_attention(s);
 	conformance_add_fence(s);
 	conformance_add_events(s);
+	conformance_add_reaper_batch(s);
 	return s;
 }

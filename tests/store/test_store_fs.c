@@ -496,6 +496,10 @@ START_TEST(refused_write_is_not_applied)
 	long size0;
 
 	create(st, "kept");
+	/* Reopened, the journal ends at its last record (a clean close cuts the pre-allocated
+	 * zeros, and an open adds none): the next record has to extend the file. */
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
 	ev = all_events(st, &n0);
 	store_events_free(ev, n0);
 	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
@@ -1164,6 +1168,241 @@ END_TEST
 
 /* ---- the claimed heap: the expired listing agrees with a scan, through every path ---- */
 
+/* ---- the snapshot's load: decoded on a second thread while the opening one applies ---- */
+
+static struct store *open_load(const char *dir, bool serial)
+{
+	struct store_fs_options o = {.dir = dir, .serial_load = serial};
+	struct store *st = NULL;
+	char err[256];
+	enum core_rc rc = store_fs_open(&o, &st, err, sizeof(err));
+
+	ck_assert_msg(rc == CORE_OK, "open %s: %s: %s", dir, core_rc_code(rc), err);
+	return st;
+}
+
+/* Everything a reader can see, as text: the cards in creation order (every field), the state
+ * and label lists, claim-next's order, the claimed heap, attention, runs, events, counts. */
+static char *load_view(struct store *st)
+{
+	static const char *const states[] = {"backlog", "ready", "in_progress", "review"};
+	char *buf = NULL, id[32];
+	size_t len = 0, n, i, k;
+	FILE *f = open_memstream(&buf, &len);
+	struct core_card **v = all_cards(st, &n);
+	struct core_event *ev;
+	struct store_attention *at;
+	json_t *counts = NULL;
+	int64_t after = 0, next = 0;
+	bool trunc;
+	char *js;
+
+	ck_assert_ptr_nonnull(f);
+	for (i = 0; i < n; i++) {
+		json_t *j = store_card_to_json(v[i]);
+
+		js = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+		fprintf(f, "card %s\n", js);
+		free(js);
+		json_decref(j);
+	}
+	store_cards_free(v, n);
+	for (i = 0; i < 4; i++) {
+		for (k = 0; k < 8; k++) {
+			struct store_card_filter fl = {.state = states[i], .claimed = k % 2,
+						       .limit = 1000};
+			char label[16];
+
+			snprintf(label, sizeof(label), "team-%zu", k);
+			fl.label = k < 7 ? label : NULL;
+			char *more = NULL;
+
+			ck_assert_int_eq(store_card_list(st, &fl, &v, &n, &more), CORE_OK);
+			ck_assert_ptr_null(more);
+			fprintf(f, "list %s %s %d:", fl.state, fl.label ? fl.label : "-", fl.claimed);
+			for (size_t j = 0; j < n; j++)
+				fprintf(f, " %s", v[j]->id);
+			fputc('\n', f);
+			store_cards_free(v, n);
+		}
+	}
+	fixed_now = store_now(st) + 3600 * 1000;
+	store_clock_set(st, fixed_clock, NULL);
+	ck_assert_int_eq(store_reaper_list_expired(st, 1000, &v, &n), CORE_OK);
+	fprintf(f, "expired:");
+	for (i = 0; i < n; i++)
+		fprintf(f, " %s", v[i]->id);
+	fputc('\n', f);
+	store_cards_free(v, n);
+	store_clock_set(st, NULL, NULL);
+	ck_assert_int_eq(store_attention_list(st, NULL, NULL, 1000, &at, &n, &trunc), CORE_OK);
+	fprintf(f, "attention %d:", trunc);
+	for (i = 0; i < n; i++)
+		fprintf(f, " %s/%u", at[i].card->id, at[i].reasons);
+	fputc('\n', f);
+	store_attention_free(at, n);
+	for (i = 0; i < 700; i += 7) {
+		struct core_run *r = NULL;
+		size_t cnt = 0;
+
+		snprintf(id, sizeof(id), "run-%03zu", i);
+		if (store_run_get_any(st, id, &r) == CORE_OK) {
+			json_t *j = store_run_to_json(r);
+
+			js = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+			fprintf(f, "run %s\n", js);
+			free(js);
+			json_decref(j);
+			core_run_free(r);
+		}
+		snprintf(id, sizeof(id), "c%03zu", i);
+		ck_assert_int_eq(store_run_count_for_card(st, id, &cnt), CORE_OK);
+		fprintf(f, "runs of %s: %zu\n", id, cnt);
+	}
+	do {
+		ck_assert_int_eq(store_events_list(st, NULL, NULL, after, 1000, 0, &ev, &n, &next),
+				 CORE_OK);
+		for (i = 0; i < n; i++)
+			fprintf(f, "event %lld %d %lld %s %s\n", (long long)ev[i].seq, ev[i].type,
+				(long long)ev[i].at, ev[i].actor, ev[i].payload);
+		store_events_free(ev, n);
+		after = next;
+	} while (n);
+	ck_assert_int_eq(store_labels_count(st, "default", NULL, &counts), CORE_OK);
+	js = json_dumps(counts, JSON_SORT_KEYS | JSON_COMPACT);
+	fprintf(f, "labels %s\n", js);
+	free(js);
+	json_decref(counts);
+	fclose(f);
+	return buf;
+}
+
+/* A store whose snapshot has a dozen records (cards in chunks of 512, runs, events, floors),
+ * with claims, runs, attention, deletes, and a journal tail after it. */
+static char *load_fixture(void)
+{
+	static const char *const states[] = {"backlog", "ready", "in_progress", "review"};
+	char *dir = fx_tmpdir(), id[32], lab[2][16], rid[32];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_claim_result cr;
+	struct core_card *c = NULL;
+	struct core_run *r = NULL;
+	size_t i;
+
+	for (i = 0; i < 700; i++) {
+		const char *lv[2] = {lab[0], lab[1]};
+		struct core_strv labels = {.v = (char **)lv, .n = 2};
+		struct store_card_create in = {.id = id, .title = id, .state = states[i % 4],
+					       .labels = &labels, .priority = (int32_t)(i % 5)};
+
+		snprintf(id, sizeof(id), "c%03zu", i);
+		snprintf(lab[0], sizeof(lab[0]), "team-%zu", i % 7);
+		snprintf(lab[1], sizeof(lab[1]), "prio-%zu", i % 3);
+		ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+		core_card_free(c);
+		if (i % 7 == 0) {
+			struct store_run_create rin = {.id = rid, .card_id = id, .marker = "w1",
+						       .status = i % 2 ? "failed" : "running",
+						       .lease_ms = 5000};
+
+			ck_assert_int_eq(store_card_claim(st, id, "w1", 60000 + (int64_t)i, &bot, &cr),
+					 CORE_OK);
+			if (i % 14 == 0) { /* released and deleted: its epoch floor stays */
+				ck_assert_int_eq(store_card_release(st, id, &cr.token, &bot, &c),
+						 CORE_OK);
+				core_card_free(c);
+				core_card_free(cr.card);
+				ck_assert_int_eq(store_card_delete(st, id, &bot), CORE_OK);
+				continue;
+			}
+			core_card_free(cr.card);
+			snprintf(rid, sizeof(rid), "run-%03zu", i);
+			ck_assert_int_eq(store_run_create(st, &rin, &bot, &r), CORE_OK);
+			core_run_free(r);
+		}
+	}
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	for (i = 1; i < 60; i += 3) { /* the journal tail after the snapshot */
+		if (i % 7 == 0)
+			continue; /* claimed already */
+		snprintf(id, sizeof(id), "c%03zu", i);
+		ck_assert_int_eq(store_card_claim(st, id, "w2", 30000, &bot, &cr), CORE_OK);
+		core_card_free(cr.card);
+	}
+	store_close(st);
+	return dir;
+}
+
+START_TEST(threaded_load_equals_serial)
+{
+	char *dir = load_fixture(), *snap, *serial, *threaded;
+	struct store *st;
+	long size;
+
+	ck_assert_int_gt(asprintf(&snap, "%s/snapshot.bin", dir), 0);
+	size = fx_file_size(snap);
+	ck_assert_int_gt(size, 100000); /* a dozen chunks at least */
+	free(snap);
+	st = open_load(dir, true);
+	serial = load_view(st);
+	store_close(st);
+	st = open_load(dir, false);
+	threaded = load_view(st);
+	store_close(st);
+	ck_assert(strstr(serial, "card ") && strstr(serial, "run ") && strstr(serial, "event "));
+	ck_assert_str_eq(threaded, serial);
+	free(serial);
+	free(threaded);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A damaged chunk in the middle of the snapshot, found by the decoding thread (its payload's
+ * CRC) or by the framing (its header): the open is refused either way, as the serial load
+ * refuses it, and nothing is left behind (the sanitizer builds run this). */
+START_TEST(threaded_load_refuses_damage)
+{
+	char *dir = load_fixture(), *snap, err[256];
+	long size, at[3];
+	int serial, k;
+
+	ck_assert_int_gt(asprintf(&snap, "%s/snapshot.bin", dir), 0);
+	size = fx_file_size(snap);
+	at[0] = size / 2;     /* inside a chunk's payload, most likely */
+	at[1] = size - 200;   /* near the end: the last chunks */
+	at[2] = 16 + 40;      /* the first record's payload */
+	for (k = 0; k < 3; k++) {
+		for (serial = 0; serial < 2; serial++) {
+			struct store_fs_options o = {.dir = dir, .serial_load = serial};
+			struct store *st = NULL;
+			unsigned char byte;
+			FILE *f = fopen(snap, "r+b");
+
+			ck_assert_ptr_nonnull(f);
+			ck_assert_int_eq(fseek(f, at[k], SEEK_SET), 0);
+			ck_assert_int_eq(fread(&byte, 1, 1, f), 1);
+			byte ^= 0x5a;
+			ck_assert_int_eq(fseek(f, at[k], SEEK_SET), 0);
+			ck_assert_int_eq(fwrite(&byte, 1, 1, f), 1);
+			fclose(f);
+			ck_assert_int_eq(store_fs_open(&o, &st, err, sizeof(err)),
+					 CORE_ERR_STORE_UNAVAILABLE);
+			ck_assert_ptr_null(st);
+			ck_assert_msg(strstr(err, "damaged") != NULL, "%s", err);
+			f = fopen(snap, "r+b"); /* mended for the next round */
+			ck_assert_ptr_nonnull(f);
+			ck_assert_int_eq(fseek(f, at[k], SEEK_SET), 0);
+			byte ^= 0x5a;
+			ck_assert_int_eq(fwrite(&byte, 1, 1, f), 1);
+			fclose(f);
+		}
+	}
+	store_close(open_load(dir, false)); /* mended: it opens */
+	free(snap);
+	fx_rmdir(dir);
+}
+END_TEST
+
 static int cmp_lease_id(const void *a, const void *b)
 {
 	const struct core_card *x = *(const struct core_card *const *)a;
@@ -1301,8 +1540,11 @@ int main(void)
 	tcase_add_test(tc, posting_lists_follow_every_path);
 	tcase_add_test(tc, claimed_heap_follows_every_path);
 	tcase_add_test(tc, effects_survive_restart_and_compaction);
+	tcase_add_test(tc, threaded_load_equals_serial);
+	tcase_add_test(tc, threaded_load_refuses_damage);
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, store_fs_crash_tcase());
+	suite_add_tcase(s, store_fs_segment_tcase());
 	suite_add_tcase(s, store_fs_fence_tcase());
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

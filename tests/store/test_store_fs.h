@@ -7,6 +7,8 @@
 
 /* Recovery from damaged directories: torn/corrupt lines, gaps, the legacy sweep. */
 TCase *store_fs_crash_tcase(void);
+/* The journal's pre-allocated tail: what a crash leaves in it, how recovery ends the log. */
+TCase *store_fs_segment_tcase(void);
 /* DESIGN §11 on the FS twin: claim-only journal lines, fence state across restarts. */
 TCase *store_fs_fence_tcase(void);
 /* Path of the journal generation the store is writing (caller frees). */

@@ -4,6 +4,7 @@
 #include "store/fs/fs.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,7 +332,8 @@ START_TEST(binary_decoder_survives_any_damage)
 	ck_assert_uint_eq(kind, FS_REC_CHANGE3);
 	fs_change_release(&ch);
 	ck_assert_int_eq(fs_change_decode_bin(kind, payload, plen, NULL, &ch), CORE_OK);
-	ck_assert_str_eq(ch.cards[0].card->comments[0].body, "note");
+	ck_assert_ptr_null(ch.cards[0].card); /* decoded whole: published form */
+	ck_assert_str_eq(fs_card_more_of(ch.cards[0].pub)->comments[0].body, "note");
 	fs_change_release(&ch);
 	copy = malloc(plen);
 	for (i = 0; i < plen; i++) {
@@ -351,6 +353,163 @@ START_TEST(binary_decoder_survives_any_damage)
 	free(rec);
 	store_close(st);
 	fx_rmdir(dir);
+}
+END_TEST
+
+/* A card with every field set, for the layout test below. */
+static struct core_card *rich_card(void)
+{
+	struct core_card *c = core_card_new();
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(core_str_set(&c->id, "rich"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->board, "default"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->title, "t"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->body, ""), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->state, "ready"), CORE_OK);
+	ck_assert_int_eq(core_strv_push(&c->labels, "l1"), CORE_OK);
+	ck_assert_int_eq(core_strv_push(&c->labels, "l2"), CORE_OK);
+	ck_assert_int_eq(core_strv_push(&c->blockers, "b1"), CORE_OK);
+	ck_assert_int_eq(core_comment_append(c, "alice", "hello", 5), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->claim.marker, "m"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->claim.holder, "h"), CORE_OK);
+	c->claim = (struct core_claim){.marker = c->claim.marker, .holder = c->claim.holder,
+				       .claimed_at = 1, .lease_until = 2, .lease_ms = 3,
+				       .present = true, .has_lease = true};
+	c->claim_epoch = 4;
+	c->has_epoch = c->awaiting_input = true;
+	ck_assert_int_eq(core_str_set(&c->last_run_id, "r1"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->state_reason, "why"), CORE_OK);
+	c->gave_up.set = true;
+	ck_assert_int_eq(core_str_set(&c->gave_up.reason, "x"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->gave_up.run_id, "r1"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&c->gave_up.state, "review"), CORE_OK);
+	c->gave_up.at = 9;
+	c->priority = -7;
+	c->created_at = 10;
+	c->updated_at = 11;
+	c->state_at = 12;
+	return c;
+}
+
+/* The published form (fs_flat.c) keeps every field: packed, viewed, copied and decoded from
+ * a record, a card equals what it was; a card that sets none of the rare fields has no tail
+ * and takes less memory than a core_card struct alone. */
+START_TEST(published_card_keeps_every_field)
+{
+	struct fs_atoms atoms = {0};
+	struct core_card *rich = rich_card(), *plain = core_card_new(), *dup, v;
+	struct fs_change ch = {0};
+	struct fs_card *p;
+	const char *payload;
+	unsigned kind;
+	size_t len, plen;
+	char *rec;
+
+	ck_assert_ptr_nonnull(plain);
+	ck_assert_int_eq(core_str_set(&plain->id, "plain"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&plain->board, "default"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&plain->title, "scale card"), CORE_OK);
+	ck_assert_int_eq(core_str_set(&plain->body, ""), CORE_OK);
+	ck_assert_int_eq(core_str_set(&plain->state, "ready"), CORE_OK);
+	ck_assert_int_eq(core_strv_push(&plain->labels, "team-1"), CORE_OK);
+	ck_assert_int_eq(core_strv_push(&plain->labels, "prio-2"), CORE_OK);
+	plain->has_epoch = true;
+	plain->created_at = plain->updated_at = plain->state_at = 20;
+
+	p = fs_card_pack(&atoms, rich);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(p->more);
+	ck_assert(fs_card_claimed(p));
+	ck_assert(core_card_equal(rich, fs_card_view(p, &v)));
+	ck_assert_str_eq(v.comments[0].author, "alice");
+	dup = fs_card_dup(p);
+	ck_assert(dup && !dup->flat && core_card_equal(rich, dup));
+	core_card_free(dup);
+	fs_card_free(p);
+
+	p = fs_card_pack(&atoms, plain);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_null(p->more);
+	ck_assert(!fs_card_claimed(p));
+	ck_assert(core_card_equal(plain, fs_card_view(p, &v)));
+	ck_assert_ptr_eq(p->board, fs_atom(&atoms, "default", 7, false)); /* interned */
+	ck_assert_uint_lt(malloc_usable_size(p), sizeof(struct core_card));
+	fs_card_free(p);
+
+	/* What the decoder lays out equals the card encoded. */
+	ch.cards = calloc(2, sizeof(*ch.cards));
+	ck_assert_ptr_nonnull(ch.cards);
+	ch.n_cards = ch.cap_cards = 2;
+	ch.cards[0] = (struct fs_change_card){.id = strdup("rich"), .card = core_card_dup(rich)};
+	ch.cards[1] = (struct fs_change_card){.id = strdup("plain"), .card = core_card_dup(plain),
+					      .ord = 1};
+	rec = fs_change_encode(&ch, &len);
+	ck_assert_ptr_nonnull(rec);
+	fs_change_release(&ch);
+	ck_assert_int_eq(fs_rec_check(rec, len, &kind, &payload, &plen), FS_REC_OK);
+	ck_assert_int_eq(fs_change_decode_bin(kind, payload, plen, &atoms, &ch), CORE_OK);
+	ck_assert_uint_eq(ch.n_cards, 2);
+	ck_assert(core_card_equal(rich, fs_card_view(ch.cards[0].pub, &v)));
+	ck_assert(core_card_equal(plain, fs_card_view(ch.cards[1].pub, &v)));
+	ck_assert_ptr_nonnull(ch.cards[0].pub->more);
+	ck_assert_ptr_null(ch.cards[1].pub->more);
+	fs_change_release(&ch);
+	free(rec);
+	core_card_free(rich);
+	core_card_free(plain);
+	fs_atoms_release(&atoms);
+}
+END_TEST
+
+/* The card id table (fs_ids): every id put is found, every id deleted is gone, whatever the
+ * order of the deletes (backward-shift deletion keeps the probe runs whole), and the table
+ * grows only on reserve. */
+START_TEST(id_table_finds_what_it_holds)
+{
+	enum { N = 5000 };
+	static struct fs_card cards[N];
+	static struct fs_card_ent ents[N];
+	static char ids[N][16];
+	struct fs_ids t = {0};
+	size_t i, k, cap;
+
+	for (i = 0; i < N; i++) {
+		snprintf(ids[i], sizeof ids[i], "c-%zu", i * 7919 % 100003);
+		cards[i].id = ids[i];
+		ents[i].card = &cards[i];
+	}
+	ck_assert_ptr_null(fs_ids_get(&t, "c-1"));
+	ck_assert_ptr_null(fs_ids_del(&t, "c-1"));
+	ck_assert_int_eq(fs_ids_reserve(&t, N), CORE_OK);
+	cap = t.cap;
+	ck_assert_uint_ge(cap, 2 * N);
+	for (i = 0; i < N; i++)
+		fs_ids_put_h(&t, &ents[i], fs_map_hash(ids[i]));
+	ck_assert_uint_eq(t.n, N);
+	ck_assert_int_eq(fs_ids_reserve(&t, 0), CORE_OK);
+	ck_assert_uint_eq(t.cap, cap);
+	for (i = 0; i < N; i++) {
+		ck_assert_ptr_eq(fs_ids_get(&t, ids[i]), &ents[i]);
+		ck_assert_ptr_eq(fs_ids_get_h(&t, ids[i], fs_map_hash(ids[i])), &ents[i]);
+	}
+	ck_assert_ptr_null(fs_ids_get(&t, "c-100004"));
+	/* Delete two thirds in a scattered order, then check everything. */
+	for (k = 0; k < N; k++) {
+		i = k * 3001 % N;
+		if (i % 3 != 0)
+			ck_assert_ptr_eq(fs_ids_del(&t, ids[i]), &ents[i]);
+	}
+	for (i = 0; i < N; i++)
+		ck_assert_ptr_eq(fs_ids_get(&t, ids[i]), i % 3 == 0 ? &ents[i] : NULL);
+	ck_assert_uint_eq(t.n, (N + 2) / 3);
+	/* Put back (the room is still there) and find them again. */
+	for (i = 0; i < N; i++)
+		if (i % 3 != 0)
+			fs_ids_put(&t, &ents[i]);
+	for (i = 0; i < N; i++)
+		ck_assert_ptr_eq(fs_ids_get(&t, ids[i]), &ents[i]);
+	fs_ids_release(&t);
 }
 END_TEST
 
@@ -619,15 +778,66 @@ static pid_t dead_pid(void)
 	return pid;
 }
 
-/* Appends a journal line giving `id` an un-leased legacy claim by `marker` at epoch 3: what an
- * older binary left on disk. */
-static void plant_legacy_claim(struct store *st, const char *dir, const char *id,
-			       const char *marker)
+/* CRC-32 the bit-at-a-time way, straight from the polynomial: the reference both of
+ * fs_crc32's implementations (carry-less multiplies, tables) must agree with. */
+static uint32_t crc_bitwise(const unsigned char *p, size_t n)
+{
+	uint32_t c = 0xFFFFFFFFu;
+	int k;
+
+	while (n--) {
+		c ^= *p++;
+		for (k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+	}
+	return ~c;
+}
+
+/* The checksum every record carries stays the one files were written with: known values,
+ * and the fast path equal to the tables and to the bitwise reference at every length and
+ * alignment around its 16- and 64-byte steps, and over a large buffer. */
+START_TEST(crc32_vectors)
+{
+	static const char fox[] = "The quick brown fox jumps over the lazy dog";
+	size_t big = 300000, len, off;
+	unsigned char *buf = malloc(big + 16);
+	uint32_t x = 12345;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fs_crc32("", 0), 0);
+	ck_assert_uint_eq(fs_crc32("123456789", 9), 0xCBF43926u);
+	ck_assert_uint_eq(fs_crc32_tables("123456789", 9), 0xCBF43926u);
+	ck_assert_uint_eq(fs_crc32(fox, strlen(fox)), 0x414FA339u);
+	for (len = 0; len < big + 16; len++) {
+		x = x * 1103515245u + 12345u;
+		buf[len] = (unsigned char)(x >> 16);
+	}
+	for (off = 0; off < 16; off++) {
+		for (len = 0; len <= 300; len++) {
+			uint32_t want = crc_bitwise(buf + off, len);
+
+			ck_assert_msg(fs_crc32(buf + off, len) == want, "len %zu off %zu", len, off);
+			ck_assert_msg(fs_crc32_tables(buf + off, len) == want, "len %zu off %zu", len,
+				      off);
+		}
+	}
+	ck_assert_uint_eq(fs_crc32(buf + 3, big), crc_bitwise(buf + 3, big));
+	ck_assert_uint_eq(fs_crc32(buf, big + 16), fs_crc32_tables(buf, big + 16));
+	memset(buf, 0, big);
+	ck_assert_uint_eq(fs_crc32(buf, big), crc_bitwise(buf, big));
+	free(buf);
+}
+END_TEST
+
+/* A journal line giving `id` an un-leased legacy claim by `marker` at epoch 3: what an older
+ * binary left on disk. Appended to *recs (*n bytes), for plant_append once st is closed (an
+ * open store's journal ends in pre-allocated zeros, cut by its close). */
+static void plant_legacy_claim(struct store *st, const char *id, const char *marker,
+			       char **recs, size_t *n)
 {
 	struct fs_change ch = {0};
 	struct core_card *c = NULL;
-	struct store_fs_stats s;
-	char *line, *j;
+	char *line;
 	size_t len;
 
 	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
@@ -641,18 +851,19 @@ static void plant_legacy_claim(struct store *st, const char *dir, const char *id
 					      .ord = fs_card_find(fs_of(st), id)->ord};
 	line = fs_change_encode(&ch, &len);
 	ck_assert_ptr_nonnull(line);
-	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
-	j = fx_journal_path(dir, s.generation);
-	append(j, line, len);
-	free(j);
+	*recs = realloc(*recs, *n + len);
+	ck_assert_ptr_nonnull(*recs);
+	memcpy(*recs + *n, line, len);
+	*n += len;
 	free(line);
 	fs_change_release(&ch);
 }
 
 START_TEST(legacy_sweep_releases_dead_local_pids)
 {
-	char *dir = fx_tmpdir(), dead[64], live[64], other[64];
+	char *dir = fx_tmpdir(), dead[64], live[64], other[64], *recs = NULL, *j;
 	struct store *st = fx_open(dir, 0, 0, "testhost");
+	size_t nrecs = 0;
 	struct core_card *c = NULL, **v = NULL;
 	struct core_event *ev = NULL;
 	size_t n;
@@ -662,13 +873,20 @@ START_TEST(legacy_sweep_releases_dead_local_pids)
 	snprintf(dead, sizeof(dead), "testhost-%ld", (long)gone);
 	snprintf(live, sizeof(live), "testhost-%ld", (long)getpid());
 	snprintf(other, sizeof(other), "otherhost-%ld", (long)gone);
+	create(st, "m2"); /* created before m1: swept before it, whatever the ids' order */
+	create(st, "m1");
 	create(st, "l1");
 	create(st, "l2");
 	create(st, "l3");
-	plant_legacy_claim(st, dir, "l1", dead);
-	plant_legacy_claim(st, dir, "l2", live);
-	plant_legacy_claim(st, dir, "l3", other);
-	store_close(st);
+	plant_legacy_claim(st, "m1", dead, &recs, &nrecs);
+	plant_legacy_claim(st, "m2", dead, &recs, &nrecs);
+	plant_legacy_claim(st, "l1", dead, &recs, &nrecs);
+	plant_legacy_claim(st, "l2", live, &recs, &nrecs);
+	plant_legacy_claim(st, "l3", other, &recs, &nrecs);
+	j = close_journal(st, dir);
+	append(j, recs, nrecs);
+	free(j);
+	free(recs);
 
 	st = fx_open(dir, 0, 0, "testhost");
 	ck_assert_int_eq(store_card_get(st, "l1", &c), CORE_OK);
@@ -691,6 +909,12 @@ START_TEST(legacy_sweep_releases_dead_local_pids)
 		snprintf(want, sizeof(want), "{\"marker\":\"%s\",\"epoch\":3}", dead);
 		ck_assert_str_eq(ev[n - 1].payload, want);
 	}
+	/* Swept in creation order (the sweep's candidates come from the claimed set, whose
+	 * un-leased members sit in id order). */
+	ck_assert_uint_ge(n, 3);
+	ck_assert_str_eq(ev[n - 3].card_id, "m2");
+	ck_assert_str_eq(ev[n - 2].card_id, "m1");
+	ck_assert_str_eq(ev[n - 2].reason, "legacy_sweep");
 	next = ev[n - 1].seq;
 	store_events_free(ev, n);
 	/* The un-leased survivors are left to the pid sweep alone: the FS twin has no
@@ -725,7 +949,10 @@ TCase *store_fs_crash_tcase(void)
 	tcase_add_test(tc, damaged_snapshot_refuses);
 	tcase_add_test(tc, json_directory_migrates);
 	tcase_add_test(tc, binary_directory_loads);
+	tcase_add_test(tc, crc32_vectors);
 	tcase_add_test(tc, binary_decoder_survives_any_damage);
+	tcase_add_test(tc, published_card_keeps_every_field);
+	tcase_add_test(tc, id_table_finds_what_it_holds);
 	tcase_add_test(tc, far_generation_is_a_gap);
 	tcase_add_test(tc, lagging_counters_are_raised);
 	tcase_add_test(tc, legacy_sweep_releases_dead_local_pids);
