@@ -30,8 +30,10 @@
 struct api_next {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	pthread_cond_t primed_cv; /* broadcast once the waker has found the tail */
 	pthread_t th;
 	bool started, stop;
+	bool primed; /* cursor is the tail as of the waker's start (see tail_find) */
 	struct api_req *head; /* parked requests */
 	unsigned n;
 	int64_t cursor;    /* the last event seq the waker has looked at */
@@ -82,10 +84,37 @@ static bool board_in(const char (*boards)[CORE_NAME_MAX + 1], size_t n, const ch
 
 #define NEXT_BOARDS_MAX 16
 
+/* The seq of the last event in the audit tail: what happened before the waker started wakes
+ * nobody. It copies the whole tail (100 000 events by default: 30-40 ms at a million cards),
+ * so the waker does it on its own thread, after the server is ready, rather than api_start.
+ * Nothing observable changes: every claim-next first waits for it (avail_seq), so each
+ * waiter's first attempt comes after the last event skipped here and saw its effect (the
+ * same argument as a waiter's noted cursor); the waker reads every later event. */
+static int64_t tail_find(struct store *st)
+{
+	struct core_event *ev = NULL;
+	size_t n = 0;
+	int64_t next = 0, after = 0;
+
+	while (store_events_list(st, NULL, NULL, after, NEXT_EVENTS_BATCH, 0, &ev, &n, &next) ==
+		       CORE_OK &&
+	       n > 0) {
+		store_events_free(ev, n);
+		ev = NULL;
+		if (next <= after)
+			break;
+		after = next;
+		n = 0;
+	}
+	store_events_free(ev, n);
+	return after;
+}
+
 static void *waker_main(void *arg)
 {
 	struct api *a = arg;
 	struct api_next *nx = a->next;
+	int64_t tail = tail_find(a->st);
 	char boards[NEXT_BOARDS_MAX][CORE_NAME_MAX + 1];
 	/* The boards to wake, gathered over the batches of one catch-up (see below). */
 	size_t nb = 0;
@@ -93,6 +122,9 @@ static void *waker_main(void *arg)
 	int full_batches = 0;
 
 	pthread_mutex_lock(&nx->mu);
+	nx->cursor = tail;
+	nx->primed = true;
+	pthread_cond_broadcast(&nx->primed_cv);
 	while (!nx->stop) {
 		int64_t now = api_mono_ms(), slice = NEXT_SLICE_MS, after = nx->cursor;
 		struct core_event *ev = NULL;
@@ -186,10 +218,6 @@ static void *waker_main(void *arg)
 enum core_rc api_next_start(struct api *a)
 {
 	struct api_next *nx = calloc(1, sizeof *nx);
-	struct core_event *ev = NULL;
-	size_t n = 0;
-	int64_t next = 0, after = 0;
-
 	pthread_condattr_t ca;
 
 	if (!nx)
@@ -199,22 +227,12 @@ enum core_rc api_next_start(struct api *a)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&nx->cv, &ca); /* the waker's idle wait (park signals it) */
 	pthread_condattr_destroy(&ca);
-	/* Start at the tail: what happened before the server took requests wakes nobody. */
-	while (store_events_list(a->st, NULL, NULL, after, NEXT_EVENTS_BATCH, 0, &ev, &n, &next) ==
-		       CORE_OK &&
-	       n > 0) {
-		store_events_free(ev, n);
-		ev = NULL;
-		if (next <= after)
-			break;
-		after = next;
-		n = 0;
-	}
-	store_events_free(ev, n);
-	nx->cursor = after;
+	pthread_cond_init(&nx->primed_cv, NULL);
+	/* The waker starts at the tail (tail_find, on its thread). */
 	a->next = nx;
 	if (pthread_create(&nx->th, NULL, waker_main, a) != 0) {
 		a->next = NULL;
+		pthread_cond_destroy(&nx->primed_cv);
 		pthread_cond_destroy(&nx->cv);
 		pthread_mutex_destroy(&nx->mu);
 		free(nx);
@@ -245,18 +263,22 @@ void api_next_free(struct api *a)
 
 	if (!nx)
 		return;
+	pthread_cond_destroy(&nx->primed_cv);
 	pthread_cond_destroy(&nx->cv);
 	pthread_mutex_destroy(&nx->mu);
 	a->next = NULL;
 	free(nx);
 }
 
-/* The waker's cursor (what "nothing since" is measured against). */
+/* The waker's cursor (what "nothing since" is measured against). The first claim-nexts after
+ * a start wait here until the waker has found the tail (tail_find). */
 static int64_t avail_seq(struct api_next *nx)
 {
 	int64_t s;
 
 	pthread_mutex_lock(&nx->mu);
+	while (!nx->primed)
+		pthread_cond_wait(&nx->primed_cv, &nx->mu);
 	s = nx->avail_seq;
 	pthread_mutex_unlock(&nx->mu);
 	return s;

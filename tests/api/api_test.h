@@ -63,6 +63,7 @@ TCase *api_tcase_quiesce(void);
 TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);
 TCase *api_tcase_next(void);
+TCase *api_tcase_next_start(void);
 TCase *api_tcase_edge(void);
 TCase *api_tcase_edge_reaper(void);
 TCase *api_tcase_fence(void);

@@ -379,6 +379,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_race());
 	suite_add_tcase(s, api_tcase_ack());
 	suite_add_tcase(s, api_tcase_next());
+	suite_add_tcase(s, api_tcase_next_start());
 	suite_add_tcase(s, api_tcase_edge());
 	suite_add_tcase(s, api_tcase_edge_reaper());
 	suite_add_tcase(s, api_tcase_fence());

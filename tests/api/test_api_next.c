@@ -203,6 +203,44 @@ START_TEST(next_wakes_after_a_long_idle)
 }
 END_TEST
 
+/* A start over an audit tail of several batches (2 500 card.created events, backlog cards:
+ * nothing a worker may take). The waker finds the tail on its own thread after the api is up
+ * (api/claimnext.c tail_find); a claim-next sent at once waits for that, and nothing changes
+ * for it: the events from before the start wake nobody into a claim (204 at the end of its
+ * wait), and a card created afterwards wakes the next waiter. */
+static bool fill_tail(void *ctx, struct store *st, struct api_reaper_hooks *hooks)
+{
+	const struct store_actor bot = {.name = "t-bot"};
+	char id[32];
+	int i;
+
+	(void)ctx;
+	(void)hooks;
+	for (i = 0; i < 2500; i++) {
+		struct store_card_create in = {.id = id, .state = "backlog"};
+		struct core_card *c = NULL;
+
+		snprintf(id, sizeof id, "pre%d", i);
+		if (store_card_create(st, &in, &bot, &c) != CORE_OK)
+			return false;
+		core_card_free(c);
+	}
+	return true;
+}
+
+START_TEST(next_after_a_start_over_a_long_tail)
+{
+	struct harness_options o = {.before_api = fill_tail};
+	int64_t t0;
+
+	t_setup_with(&o);
+	t0 = now_ms();
+	json_decref(t_must(204, "POST", NEXT, W, NULL, "{\"marker\":\"m\",\"wait_ms\":300}"));
+	ck_assert_int_ge(now_ms() - t0, 290);
+	wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_create, "new");
+}
+END_TEST
+
 #define DRAINERS 32
 #define DRAIN_CARDS 160
 
@@ -389,5 +427,15 @@ TCase *api_tcase_next(void)
 	tcase_add_test(tc, next_drain_32_workers);
 	tcase_add_test(tc, run_result_comment_and_finish);
 	tcase_add_test(tc, priority_on_create_and_patch);
+	return tc;
+}
+
+TCase *api_tcase_next_start(void)
+{
+	TCase *tc = tcase_create("claim-next after a start");
+
+	tcase_add_checked_fixture(tc, NULL, t_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, next_after_a_start_over_a_long_tail);
 	return tc;
 }
