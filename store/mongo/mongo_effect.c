@@ -209,13 +209,14 @@ static enum core_rc board_subs(struct mgo_conn *c, const char *board, struct sto
 		if (strcmp(m->subs_cache[i].board, board) == 0)
 			e = &m->subs_cache[i];
 	if (e && now - e->at < MGO_SUBS_TTL_MS) {
-		rc = CORE_OK;
-		v = calloc(e->n + 1, sizeof(*v));
-		for (i = 0; v && i < e->n; i++)
+		size_t want = e->n; /* read under subs_mu: another thread may refill e after it */
+
+		v = calloc(want + 1, sizeof(*v));
+		for (i = 0; v && i < want; i++)
 			if ((v[k] = store_sub_dup(e->v[i])))
 				k++;
 		pthread_mutex_unlock(&m->subs_mu);
-		if (!v || k != e->n) {
+		if (!v || k != want) {
 			store_subs_free(v, k);
 			return CORE_ERR_NOMEM;
 		}
