@@ -151,8 +151,11 @@ def main():
             a.must(401, "GET", "/v1/cards/agent-card", agent)
             b.must(401, "GET", "/v1/cards/agent-card", agent)
         finally:
-            a.stop()
-            b.stop()
+            # Both stop even when the first one's exit is the failure to report.
+            try:
+                a.stop()
+            finally:
+                b.stop()
     print("ok: %d cards, each filed by exactly one of two replicas; an agent token minted on "
           "one replica works on the other and dies on both with its claim" % CARDS)
     return 0
