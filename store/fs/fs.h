@@ -60,6 +60,8 @@ enum core_rc fs_map_put(struct fs_map *m, const char *key, void *val);
 /* The hash the maps (and the card id table) file key under: a load hashes each id once (by
  * its decoder), not at every lookup. */
 uint32_t fs_map_hash(const char *key);
+/* CLOCK_MONOTONIC in ms (fs_snapshot.c): the store's timers and back-offs. */
+int64_t fs_mono_ms(void);
 /* Ensures `extra` more inserts cannot fail. */
 enum core_rc fs_map_reserve(struct fs_map *m, size_t extra);
 /* Removes key; returns its value or NULL. */

@@ -44,14 +44,6 @@ static uint64_t seg_step(uint64_t alloc)
 	return (alloc + FS_SEG_PAGE - 1) / FS_SEG_PAGE * FS_SEG_PAGE;
 }
 
-static int64_t seg_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Writes zeros over [from, to) of fd and makes them (and the file's new size) durable. 0 or
  * an errno. */
 static int seg_zero_fill(int fd, uint64_t from, uint64_t to)
@@ -145,7 +137,7 @@ static void seg_grow_locked(struct fs *fs)
 		fs->stats.journal_alloc_bytes = to;
 		fs->stats.journal_grows++;
 	} else if (err) {
-		fs->grow_after_ms = seg_mono_ms() + FS_SEG_RETRY_MS;
+		fs->grow_after_ms = fs_mono_ms() + FS_SEG_RETRY_MS;
 		fs_log_quiet(fs, &fs->quiet_grow,
 			     "pre-allocating the journal failed: %s (records extend the file)",
 			     strerror(err));
@@ -164,7 +156,7 @@ static void *grower_main(void *arg)
 		if (fs->grow_stop)
 			break;
 		fs->grow_wanted = false;
-		if (fs->failed || fs->jfd < 0 || seg_mono_ms() < fs->grow_after_ms)
+		if (fs->failed || fs->jfd < 0 || fs_mono_ms() < fs->grow_after_ms)
 			continue;
 		seg_grow_locked(fs);
 	}

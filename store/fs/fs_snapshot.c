@@ -733,7 +733,7 @@ enum core_rc fs_compact_run(struct fs *fs)
 	return compact(fs, false);
 }
 
-static int64_t mono_ms(void)
+int64_t fs_mono_ms(void)
 {
 	struct timespec ts;
 
@@ -748,7 +748,7 @@ static int64_t mono_ms(void)
 enum core_rc fs_recover(struct fs *fs, bool force)
 {
 	enum core_rc rc;
-	int64_t now = mono_ms();
+	int64_t now = fs_mono_ms();
 	bool go;
 
 	pthread_mutex_lock(&fs->jmu);

@@ -176,6 +176,8 @@ struct mgo_conn {
 };
 
 /* Pops a client from the pool (blocks while the pool is exhausted) and reads now. NOMEM. */
+/* CLOCK_MONOTONIC in ms (mongo_clock.c): caches' ages, naps and gates. */
+int64_t mgo_mono_ms(void);
 enum core_rc mgo_conn_open(struct mgo *m, struct mgo_conn *c);
 /* The same without reading "now" (c->now stays 0): for the maintenance thread, which must
  * not call an injected test clock concurrently with the test that sets it. */

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static int64_t mono_ms(void)
+int64_t mgo_mono_ms(void)
 {
 	struct timespec ts;
 
@@ -80,9 +80,9 @@ enum core_rc mgo_clock_sample(struct mgo *m)
 	ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, NULL, &e);
 	bson_reinit(&cmd);
 	BSON_APPEND_INT32(&cmd, "hello", 1);
-	t0 = mono_ms();
+	t0 = mgo_mono_ms();
 	ok = ok && mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, &e);
-	t1 = mono_ms();
+	t1 = mgo_mono_ms();
 	if (!ok) {
 		rc = mgo_error("server clock", &e);
 	} else if (m->clock_mono_ms && t1 - t0 > MGO_SAMPLE_MAX_RTT_MS) {
@@ -120,7 +120,7 @@ int64_t mgo_clock_now(struct store *st)
 	int64_t now;
 
 	pthread_mutex_lock(&m->clock_mu);
-	now = m->clock_server_ms + (mono_ms() - m->clock_mono_ms);
+	now = m->clock_server_ms + (mgo_mono_ms() - m->clock_mono_ms);
 	/* A re-sample may land a little behind the extrapolation (rtt noise, a server clock
 	 * step): "now" never goes backwards, so no lease or age computed from it does. */
 	if (now < m->clock_last_ms)

@@ -35,14 +35,6 @@
 #define MGO_SUBS_TTL_MS 1000
 #define MGO_LEASE_CANDIDATES 8
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static mongoc_collection_t *coll_get(struct mgo_conn *c, const char *name)
 {
 	return mongoc_client_get_collection(c->client, c->m->db, name);
@@ -198,7 +190,7 @@ static enum core_rc board_subs(struct mgo_conn *c, const char *board, struct sto
 	struct mgo *m = c->m;
 	struct store_sub **v = NULL;
 	size_t k = 0, i;
-	int64_t now = mono_ms();
+	int64_t now = mgo_mono_ms();
 	enum core_rc rc;
 	struct mgo_subs_ent *e = NULL, *ne;
 

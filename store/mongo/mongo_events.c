@@ -687,14 +687,6 @@ static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 	return CORE_OK;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the tail's wake-ups ---- */
 
 bool mgo_tail_init(struct mgo *m)
@@ -777,7 +769,7 @@ static bool tail_probe(struct mgo *m, const char *board, int64_t *top)
 	bson_t *doc = NULL;
 	bson_iter_t it;
 	char f[CORE_NAME_MAX + 8];
-	int64_t now = mono_ms();
+	int64_t now = mgo_mono_ms();
 	bool ok = true;
 
 	pthread_mutex_lock(&m->tail_mu);
@@ -833,7 +825,7 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 	struct tail_ctx t;
 	struct mgo_conn c;
 	bson_t filter, opts, gt, sort;
-	int64_t deadline = mono_ms() + wait_ms, left, last_query, top;
+	int64_t deadline = mgo_mono_ms() + wait_ms, left, last_query, top;
 	int64_t nap_ms = m->tail_nap_ms ? m->tail_nap_ms : MGO_TAIL_NAP_MIN_MS;
 	uint64_t gen = tail_gen(m);
 	bool query = true;
@@ -842,7 +834,7 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 	if (!v)
 		return CORE_ERR_NOMEM;
 	*next = after;
-	last_query = mono_ms();
+	last_query = mgo_mono_ms();
 	if (plain && wait_ms > 0) {
 		pthread_mutex_lock(&m->tail_mu);
 		query = !(m->tail_memo_after == after && m->tail_memo_gen == gen &&
@@ -857,7 +849,7 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		if (!query)
 			goto nap;
 		gen = tail_gen(m); /* a write from here on wakes the nap below */
-		last_query = mono_ms();
+		last_query = mgo_mono_ms();
 		if (m->test_read)
 			m->test_read(m->test_ctx, "tail");
 		/* A pooled client per poll, never across a nap: long-polls must not hold the
@@ -899,7 +891,7 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 			pthread_mutex_unlock(&m->tail_mu);
 		}
 	nap:
-		left = deadline - mono_ms();
+		left = deadline - mgo_mono_ms();
 		if (*n > 0 || left <= 0)
 			break;
 		if (tail_nap(m, gen, left < nap_ms ? left : nap_ms)) {
@@ -916,7 +908,7 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 				last_query = m->tail_memo_ms;
 			pthread_mutex_unlock(&m->tail_mu);
 		}
-		query = mono_ms() - last_query >= MGO_TAIL_FULL_MS ||
+		query = mgo_mono_ms() - last_query >= MGO_TAIL_FULL_MS ||
 			!tail_probe(m, by_board ? board : NULL, &top) || top > *next;
 	}
 	if (rc != CORE_OK) {
