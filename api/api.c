@@ -7,7 +7,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -1184,18 +1186,17 @@ bad:
  * parameter (measured; docs/http.md); larger ones are answered 414/431 by MHD. */
 #define API_CONN_MEMORY (16u * 1024u)
 
-/* libmicrohttpd's accept policy, on the accepting thread: once stopping, a new connection is
- * closed at once (the client sees it closed before a byte was read, and retries elsewhere).
+/* libmicrohttpd's accept policy, on the thread that hands it the connection: once stopping, a
+ * new connection is closed at once (the client sees it closed before a byte was read, and
+ * retries elsewhere).
  *
  * This is how boardd stops taking connections, not MHD_quiesce_daemon: in libmicrohttpd
  * 0.9.75 (and its later releases), quiescing an epoll daemon removes the listen socket from
  * each thread's epoll set from the caller's thread while those threads may be removing it
  * themselves (they read was_quiesced unlocked); the loser's epoll_ctl fails with ENOENT and
  * the library aborts ("Failed to remove listen FD from epoll set", daemon.c:4976 or :5531;
- * tests/api/test_api_quiesce.c hits it within a few rounds under TSan). Nor may the socket
- * it hands back be closed before MHD_stop_daemon (its threads may still poll it: the TSan
- * report on the close). Here the listen socket stays the library's, closed by
- * MHD_stop_daemon after it joined its threads. */
+ * tests/api/test_api_quiesce.c hits it within a few rounds under TSan). The acceptor below
+ * checks the same flag before it hands a connection over. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
 	const struct api *a = cls;
@@ -1205,11 +1206,112 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 	return atomic_load_explicit(&a->draining, memory_order_relaxed) ? MHD_NO : MHD_YES;
 }
 
-static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct sockaddr *sa)
+/* ---- accepting: one thread deals the connections out to libmicrohttpd's threads ----
+ *
+ * With the listen socket its own, every thread of libmicrohttpd's pool polls it, and the one
+ * that wakes first accepts up to ten connections in a row, then goes back for more: a client
+ * that opens its connections in a burst (any pooled client) gets all of them on one thread.
+ * Measured with the claim cycle (bench/loadgen, 32 keep-alive connections, 2 threads): in 3
+ * of 5 runs one thread served all 32 and the other none, and that thread was the server's
+ * serial stage (85 % of a core) while the machine sat ~40 % idle. So the socket is boardd's:
+ * this thread accepts and gives each connection to MHD_add_connection, which puts it on pool
+ * thread (descriptor mod pool size) (daemon.c, internal_add_connection, since 0.9.x); the
+ * descriptor is moved to the number that selects the next thread in turn. Were a release to
+ * choose differently, the connections would still be served, only not dealt evenly. */
+
+/* fd, or a duplicate of it whose number is `want` modulo n (fd is then closed); fd itself
+ * when no such duplicate can be had. */
+static int fd_for_thread(int fd, unsigned n, unsigned want)
+{
+	int from, dup;
+
+	if (n < 2 || (unsigned)fd % n == want)
+		return fd;
+	from = fd + (int)((want + n - (unsigned)fd % n) % n); /* the next number of the class */
+	for (;;) {
+		dup = fcntl(fd, F_DUPFD_CLOEXEC, from);
+		if (dup < 0)
+			return fd; /* out of descriptors: served where it lands */
+		if ((unsigned)dup % n == want) {
+			close(fd);
+			return dup;
+		}
+		close(dup); /* `from` was taken: the class's next number after the free one */
+		from = dup + (int)((want + n - (unsigned)dup % n) % n);
+	}
+}
+
+static void *acceptor_main(void *arg)
+{
+	struct api *a = arg;
+	struct sockaddr_storage peer;
+	socklen_t len;
+	int fd;
+
+	for (;;) {
+		len = sizeof peer;
+		fd = accept4(a->acceptor.fd, (struct sockaddr *)&peer, &len,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (atomic_load(&a->acceptor.stop)) {
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		if (fd < 0) {
+			if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
+				usleep(10000); /* EMFILE, ENOBUFS, ...: the backlog waits meanwhile */
+			continue;
+		}
+		if (atomic_load_explicit(&a->draining, memory_order_relaxed)) {
+			close(fd);
+			continue;
+		}
+		fd = fd_for_thread(fd, a->cfg.threads, a->acceptor.next);
+		a->acceptor.next = (a->acceptor.next + 1) % a->cfg.threads;
+		/* MHD owns fd from here on, also when it refuses it (limits: it closes it). */
+		(void)MHD_add_connection(a->daemon, fd, (const struct sockaddr *)&peer, len);
+	}
+	return NULL;
+}
+
+/* The listen socket for ss (libmicrohttpd's own settings: SO_REUSEADDR, IPv6 only on a v6
+ * address, the system's backlog); -1 with errno set. */
+static int listen_open(const struct sockaddr_storage *ss, socklen_t len, bool v6)
+{
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1, err;
+
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+	    (v6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0) ||
+	    bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, SOMAXCONN) != 0) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	return fd;
+}
+
+/* Stops accepting: the thread leaves its accept (shutdown wakes it), the socket closes. */
+static void acceptor_stop(struct api *a)
+{
+	if (a->acceptor.started) {
+		atomic_store(&a->acceptor.stop, true);
+		shutdown(a->acceptor.fd, SHUT_RDWR);
+		pthread_join(a->acceptor.th, NULL);
+		a->acceptor.started = false;
+	}
+	if (a->acceptor.fd >= 0)
+		close(a->acceptor.fd);
+	a->acceptor.fd = -1;
+}
+
+static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags)
 {
 	/* The logger first: libmicrohttpd's messages about the options after it reach it. */
-	return MHD_start_daemon(flags, 0, on_accept, a, on_request, a,
-				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a, MHD_OPTION_SOCK_ADDR, sa,
+	return MHD_start_daemon(flags | MHD_USE_NO_LISTEN_SOCKET, 0, on_accept, a, on_request, a,
+				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a,
 				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, a->cfg.max_connections,
@@ -1231,10 +1333,10 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	struct api *a = NULL;
 	struct sockaddr_storage ss;
 	socklen_t sslen = 0;
-	const union MHD_DaemonInfo *info;
 	unsigned flags;
 	bool v6 = false;
 	long cores;
+	int e;
 	enum core_rc rc = CORE_ERR_BAD_REQUEST;
 
 	*out = NULL;
@@ -1250,6 +1352,8 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	a->cfg = *cfg;
 	a->st = st;
 	atomic_init(&a->draining, false);
+	atomic_init(&a->acceptor.stop, false);
+	a->acceptor.fd = -1;
 	atomic_init(&a->tokens_now, cfg->tokens);
 	pthread_mutex_init(&a->tokens_mu, NULL);
 	a->listen = strdup(cfg->listen);
@@ -1318,15 +1422,25 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	/* The waker before MHD's threads: a claim-next reads a->next from its first request on. */
 	if (api_next_start(a) != CORE_OK) /* without it claim-next answers at once, never waits */
 		fprintf(stderr, "boardd: claim-next: no waker thread; wait_ms is not honoured\n");
-	flags = MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
-		(a->tls ? MHD_USE_TLS : 0);
-	a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
-				 (struct sockaddr *)&ss);
-	if (!a->daemon && errno != EADDRINUSE && errno != EACCES) /* no epoll: let MHD pick */
-		a->daemon = daemon_start(a, flags | MHD_USE_AUTO_INTERNAL_THREAD,
-					 (struct sockaddr *)&ss);
+	flags = MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (a->tls ? MHD_USE_TLS : 0);
+	a->acceptor.fd = listen_open(&ss, sslen, v6);
+	if (a->acceptor.fd >= 0) {
+		a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL);
+		if (!a->daemon) /* no epoll: let MHD pick */
+			a->daemon = daemon_start(a, flags | MHD_USE_AUTO_INTERNAL_THREAD);
+		if (!a->daemon)
+			errno = EAGAIN;
+		else if ((e = pthread_create(&a->acceptor.th, NULL, acceptor_main, a)) != 0) {
+			MHD_stop_daemon(a->daemon);
+			a->daemon = NULL;
+			errno = e;
+		} else {
+			a->acceptor.started = true;
+		}
+	}
 	if (!a->daemon) {
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
+		acceptor_stop(a);
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 		api_next_stop(a);
 		api_next_free(a);
@@ -1338,8 +1452,10 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		pthread_mutex_destroy(&a->agent_mu);
 		goto fail;
 	}
-	info = MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	a->port = info ? info->port : 0;
+	sslen = sizeof ss;
+	if (getsockname(a->acceptor.fd, (struct sockaddr *)&ss, &sslen) == 0)
+		a->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+							: ((struct sockaddr_in *)&ss)->sin_port);
 	*out = a;
 	return CORE_OK;
 fail:
@@ -1391,6 +1507,7 @@ void api_stop(struct api *a)
 			break;
 		usleep(10000);
 	}
+	acceptor_stop(a); /* before the daemon: it hands connections to it */
 	MHD_stop_daemon(a->daemon);
 	api_next_free(a);
 	sweeper_stop(a);

@@ -202,6 +202,15 @@ struct api {
 	uint16_t port;
 	/* Stopping: every new connection is closed as it is accepted (on_accept in api.c). */
 	atomic_bool draining;
+	/* The listen socket and the thread that accepts on it and deals the connections out to
+	 * libmicrohttpd's threads in turn (api.c, acceptor_main). */
+	struct {
+		int fd;
+		pthread_t th;
+		unsigned next; /* the pool thread the next connection goes to */
+		bool started;
+		atomic_bool stop;
+	} acceptor;
 
 	/* metrics (metrics.c) */
 	struct metrics *metrics;     /* cfg.metrics, or owned when metrics_owned */
