@@ -46,11 +46,11 @@ struct bench_green *bench_green_start(size_t n, unsigned threads, void (*fn)(voi
 void bench_green_join(struct bench_green *g);
 /* True inside such a coroutine. */
 bool bench_green_on(void);
-/* Inside a coroutine: adds a connected socket to the loop (edge-triggered, any event wakes
- * the coroutine parked on it); outside, does nothing. 0, or -1 (errno). */
+/* Inside a coroutine: adds a connected socket to the loop (edge-triggered; readable, or hung
+ * up, wakes the coroutine parked on it); outside, does nothing. 0, or -1 (errno). */
 int bench_green_register(int fd);
-/* Inside a coroutine: whether the socket becoming writable wakes it too (registered: yes).
- * A driver that waits only for answers says no: on a unix socket each read of the peer's
+/* Inside a coroutine: whether the socket becoming writable wakes it too (registered: no).
+ * Ask for it only while a send waits for room: on a unix socket each read of the peer's
  * signals writability, a wake-up for nothing. 0, or -1 (errno); outside, does nothing. */
 int bench_green_want_write(int fd, bool write);
 /* Inside a coroutine: parks it until its socket has an event (0) or timeout_ms passed (-1).

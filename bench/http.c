@@ -186,7 +186,10 @@ static int http_send_all(struct bench_http *c, const char *p, size_t n)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && errno == EAGAIN && (flags & MSG_DONTWAIT)) {
-			if (bench_green_wait(HTTP_GREEN_WAIT_MS) != 0)
+			/* a full send buffer: EPOLLOUT wanted until there is room (green.c) */
+			if (bench_green_want_write(c->fd, true) != 0 ||
+			    bench_green_wait(HTTP_GREEN_WAIT_MS) != 0 ||
+			    bench_green_want_write(c->fd, false) != 0)
 				return -1;
 			continue;
 		}
