@@ -156,9 +156,11 @@ static enum core_rc unix_open(const char *path, struct api_listen *l, char *err,
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	if (bind(fd, (const struct sockaddr *)&sun, sizeof sun) != 0) {
-		snprintf(err, errlen, "cannot listen on unix:%s: %s", path, strerror(errno));
+		int e = errno;
+
+		snprintf(err, errlen, "cannot listen on unix:%s: %s", path, strerror(e));
 		close(fd);
-		return errno == EADDRINUSE ? CORE_ERR_ALREADY_EXISTS : CORE_ERR_STORE_UNAVAILABLE;
+		return e == EADDRINUSE ? CORE_ERR_ALREADY_EXISTS : CORE_ERR_STORE_UNAVAILABLE;
 	}
 	/* Ours from here on: a failure below removes it. Not connectable before listen(). */
 	l->path = strdup(path);
