@@ -19,18 +19,26 @@ static void quiet_log(void *ctx, const char *line)
 	(void)line;
 }
 
-/* A second api on the harness's store and tokens, listening on spec. */
-static enum core_rc second_start(const char *spec, struct api **out, char *err, size_t errlen)
+/* A second api on the harness's store and tokens, listening on spec; per_ip: its
+ * --max-connections-per-ip (0: the default). */
+static enum core_rc second_start_ip(const char *spec, unsigned per_ip, struct api **out,
+				    char *err, size_t errlen)
 {
 	struct api_config cfg;
 
 	api_config_init(&cfg);
+	cfg.max_connections_per_ip = per_ip;
 	cfg.listen = spec;
 	cfg.threads = 1;
 	cfg.tokens = &T.tokens;
 	cfg.log = quiet_log;
 	cfg.shutdown_grace_ms = 200;
 	return api_start(&cfg, T.st, out, err, errlen);
+}
+
+static enum core_rc second_start(const char *spec, struct api **out, char *err, size_t errlen)
+{
+	return second_start_ip(spec, 0, out, err, errlen);
 }
 
 static void file_write(const char *path, const char *text)
@@ -135,6 +143,32 @@ START_TEST(unix_stale_replaced)
 }
 END_TEST
 
+/* A socket peer has no address: --max-connections-per-ip (1 here) does not count it, as
+ * docs/operations.md says; --max-connections still does. */
+START_TEST(unix_no_per_ip_limit)
+{
+	char path[300], spec[320], err[512];
+	struct httpc *c1, *c2;
+	struct api *a = NULL;
+	int st1 = 0, st2 = 0;
+
+	snprintf(path, sizeof path, "%s/peers.sock", T.dir);
+	snprintf(spec, sizeof spec, "unix:%s", path);
+	ck_assert_msg(second_start_ip(spec, 1, &a, err, sizeof err) == CORE_OK, "%s", err);
+	c1 = httpc_connect_unix(path);
+	c2 = httpc_connect_unix(path);
+	ck_assert(c1 && c2);
+	ck_assert_int_eq(httpc_request(c1, "GET", "/healthz", NULL, NULL, &st1, NULL, NULL), 0);
+	ck_assert_int_eq(httpc_request(c2, "GET", "/healthz", NULL, NULL, &st2, NULL, NULL), 0);
+	ck_assert_int_eq(st1, 200);
+	ck_assert_int_eq(st2, 200);
+	ck_assert_uint_eq(httpc_dials(c1) + httpc_dials(c2), 2);
+	httpc_close(c1);
+	httpc_close(c2);
+	api_stop(a);
+}
+END_TEST
+
 /* Another server's live socket is refused and stays its own; so does a file that is not a
  * socket (untouched); a path longer than sun_path or none at all is a clear error. */
 START_TEST(unix_refusals)
@@ -205,6 +239,7 @@ TCase *api_tcase_unix(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, unix_requests);
 	tcase_add_test(tc, unix_stale_replaced);
+	tcase_add_test(tc, unix_no_per_ip_limit);
 	tcase_add_test(tc, unix_refusals);
 	tcase_add_test(tc, unix_stop_removes);
 	return tc;
