@@ -12,7 +12,9 @@
 #                                          socket directory; empty with tcp), PG_PORT,
 #                                          PG_TRANSPORT, PG_CONNINFO, PG_PID (the postmaster)
 #                                          and PG_VERSION; exits on failure
-#   pg_cluster_stop                        fast shutdown; safe to call twice or before start
+#   pg_cluster_stop [DATA]                 fast shutdown (of the cluster in DATA, a PG_DATA
+#                                          saved by a caller that runs two; default: the last
+#                                          one started); safe to call twice or before start
 #   pg CMD ...                             CMD as the postgres user when we are root
 #                                          (PostgreSQL refuses to run as root)
 #   pg_setting NAME                        the running cluster's setting NAME
@@ -77,8 +79,9 @@ pg_setting() {
 	pg "$PGBIN/psql" -h "$PG_HOST" -p "$PG_PORT" -U postgres -Atc "show $1"
 }
 
-pg_cluster_stop() {
-	if [ -n "$PG_DATA" ] && [ -f "$PG_DATA/postmaster.pid" ]; then
-		pg "$PGBIN/pg_ctl" -D "$PG_DATA" -m fast -w stop >/dev/null 2>&1 || true
+pg_cluster_stop() { # [DATA]: that cluster (a caller running two), else the last started
+	local data=${1:-$PG_DATA}
+	if [ -n "$data" ] && [ -f "$data/postmaster.pid" ]; then
+		pg "$PGBIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
 	fi
 }

@@ -10,12 +10,13 @@
 #   TRANSPORT=both bench/run.sh       # the same over unix sockets, then over TCP
 #   WORKERS=64 DURATION=10 ROUNDS=3 bench/run.sh
 #
-# For each transport (in TRANSPORT's order) the three servers start on it, then each round
-# runs the three drivers one after the other (loadgen, etcd_cycle, pg_cycle), the order rotated
-# by one each round so no target always runs first; each round prints its three tables and the
-# ratios boardd/PostgreSQL and boardd/etcd on that transport; then the servers stop. The end
-# prints, per transport, the means and their ratios (never a ratio across transports), and with
-# both transports each side's unix/TCP figures.
+# The three servers start on each transport asked (with both: six servers, side by side). Each
+# round runs the three drivers one after the other (loadgen, etcd_cycle, pg_cycle), the order
+# rotated by one each round so no target always runs first, each driver on every transport in
+# turn (that order reversed each round); each round prints its tables and, per transport, the
+# ratios boardd/PostgreSQL and boardd/etcd. The end prints, per transport, the means and their
+# ratios (never a ratio across transports), and with both transports each side's unix/TCP
+# figures.
 #
 # Environment:
 #   TRANSPORT (tcp)  unix, tcp or both (unix first, then tcp); see bench/README.md "transport"
@@ -87,18 +88,20 @@ etcd_cycle=$BUILD/bench/etcd_cycle
 pg_cycle=$BUILD/bench/pg_cycle
 
 tmp=$(mktemp -d "${BENCH_TMP:-${TMPDIR:-/tmp}}/boardd-bench.XXXXXX")
-if [ ${#tmp} -gt 90 ]; then # sun_path: 108 bytes with the NUL, and the names below
+if [ ${#tmp} -gt 80 ]; then # sun_path: 108 bytes with the NUL, and the names below
 	echo "run.sh: temp dir $tmp too long for a unix socket path (set BENCH_TMP)" >&2
 	rm -rf "$tmp"
 	exit 2
 fi
-boardd_pid=
-etcd_pid=
+chmod 711 "$tmp" # PostgreSQL's user traverses it to its data dirs (bench/pg.sh)
+# Per transport (unix, tcp): the servers' pids, the drivers' address options, the PG cluster.
+declare -A boardd_pid=() etcd_pid=() boardd_to=() etcd_to=() pg_data=() pg_pid=() pg_host=() pg_port=()
 
 cleanup() {
-	stop_pid "$boardd_pid"
-	stop_pid "$etcd_pid"
-	pg_cluster_stop
+	local tr
+	for tr in "${!boardd_pid[@]}"; do stop_pid "${boardd_pid[$tr]}"; done
+	for tr in "${!etcd_pid[@]}"; do stop_pid "${etcd_pid[$tr]}"; done
+	for tr in "${!pg_data[@]}"; do pg_cluster_stop "${pg_data[$tr]}"; done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -109,7 +112,7 @@ source "$here/quiet.sh"
 quiet_wait "${QUIET_LOAD:-1.5}" "${QUIET_WAIT:-300}"
 
 echo "== claim-cycle benchmark: $WORKERS workers, $ROUNDS round(s) x ${DURATION} s per target" \
-	"($TARGETS), transport: ${transports// / then } =="
+	"($TARGETS), transport: ${transports// / and } =="
 echo "host: $(nproc) cores, $(uname -r); data dir on $(df -T "$tmp" | awk 'NR==2{print $2}')"
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "boardd: FS store, group commit, threads ${BOARDD_THREADS:-default (one per core)}"
@@ -140,60 +143,66 @@ wait_sock() {
 	return 1
 }
 
-# ---- the three servers on one transport: start_servers unix|tcp, stop_servers ----
+# ---- the three servers on one transport, in $tmp/TRANSPORT: start_servers unix|tcp ----
 start_servers() {
-	local tr=$1
+	local tr=$1 d=$tmp/$1 listen sock curl ep eport bport
+	mkdir -p "$d"
+	chmod 711 "$d"
 	# boardd on the FS store, with the tokens file made above
 	if [ "$tr" = unix ]; then
-		bsock=$tmp/boardd.sock
-		boardd_listen=unix:$bsock
+		sock=$d/boardd.sock
+		listen=unix:$sock
+		boardd_to[$tr]="-U $sock"
 	else
 		bport=$(pick_port)
-		boardd_listen=127.0.0.1:$bport
+		listen=127.0.0.1:$bport
+		boardd_to[$tr]="-p $bport"
 	fi
-	"$boardd" --store "fs:$tmp/boardd" --tokens "$tmp/tokens.json" --listen "$boardd_listen" \
-		${BOARDD_THREADS:+--threads "$BOARDD_THREADS"} 2>"$tmp/boardd.log" &
-	boardd_pid=$!
-	if ! if [ "$tr" = unix ]; then wait_sock "$bsock" 10; else wait_port "$bport" 10; fi; then
-		echo "run.sh: boardd did not start on $boardd_listen:" >&2
-		cat "$tmp/boardd.log" >&2
+	"$boardd" --store "fs:$d/boardd" --tokens "$tmp/tokens.json" --listen "$listen" \
+		${BOARDD_THREADS:+--threads "$BOARDD_THREADS"} 2>"$d/boardd.log" &
+	boardd_pid[$tr]=$!
+	if ! if [ "$tr" = unix ]; then wait_sock "$sock" 10; else wait_port "$bport" 10; fi; then
+		echo "run.sh: boardd did not start on $listen:" >&2
+		cat "$d/boardd.log" >&2
 		[ "$tr" = unix ] && echo "run.sh: (--listen unix:PATH needs a boardd built with it)" >&2
 		exit 1
 	fi
-	echo "boardd: --listen $boardd_listen"
+	echo "$tr: boardd --listen $listen"
 	# etcd, single member, its data dir beside boardd's. Over a unix socket etcd wants a URL
 	# of the form unix://HOST:PORT and makes the socket file "HOST:PORT" in its working
 	# directory; its v3 JSON gateway dials the gRPC server through that same listener, so
 	# both hops are on the transport measured. The peer URL (one member: no peer traffic)
 	# stays on TCP.
 	if want etcd; then
-		local curl ep
 		eport=$(pick_port)
 		if [ "$tr" = unix ]; then
-			esock=$tmp/etcd.sock:0
+			sock=$d/etcd.sock:0
 			curl=unix://etcd.sock:0
+			etcd_to[$tr]="-U $sock"
 		else
 			curl=http://127.0.0.1:$eport
+			etcd_to[$tr]="-p $eport"
 		fi
 		ep=http://127.0.0.1:$((eport + 1))
-		(cd "$tmp" && exec "$ETCD" --name bench --data-dir "$tmp/etcd" \
+		(cd "$d" && exec "$ETCD" --name bench --data-dir "$d/etcd" \
 			--listen-client-urls "$curl" --advertise-client-urls "$curl" \
 			--listen-peer-urls "$ep" --initial-advertise-peer-urls "$ep" \
-			--initial-cluster "bench=$ep" 2>"$tmp/etcd.log") &
-		etcd_pid=$!
-		if ! if [ "$tr" = unix ]; then wait_sock "$esock" 20 etcd.sock:0; else wait_port "$eport" 20; fi
+			--initial-cluster "bench=$ep" 2>"$d/etcd.log") &
+		etcd_pid[$tr]=$!
+		if ! if [ "$tr" = unix ]; then wait_sock "$sock" 20 etcd.sock:0; else wait_port "$eport" 20; fi
 		then
 			echo "run.sh: etcd did not start on $curl:" >&2
-			tail "$tmp/etcd.log" >&2
+			tail "$d/etcd.log" >&2
 			exit 1
 		fi
 		sleep 1 # leader election of the single member
-		echo "etcd: --listen-client-urls $curl$([ "$tr" = unix ] && echo " (socket $esock)")"
+		echo "$tr: etcd --listen-client-urls $curl$([ "$tr" = unix ] && echo " (socket $sock)")"
 	fi
 	# PostgreSQL: a private cluster, durable defaults, on this transport alone (bench/pg.sh)
 	if want pg; then
-		pg_cluster_start "$tmp" $((WORKERS + 20)) "$tr"
-		echo "PostgreSQL $PG_VERSION: fsync=$(pg_setting fsync)," \
+		pg_cluster_start "$d" $((WORKERS + 20)) "$tr"
+		pg_data[$tr]=$PG_DATA pg_pid[$tr]=$PG_PID pg_host[$tr]=$PG_HOST pg_port[$tr]=$PG_PORT
+		echo "$tr: PostgreSQL $PG_VERSION: fsync=$(pg_setting fsync)," \
 			"synchronous_commit=$(pg_setting synchronous_commit)," \
 			"wal_sync_method=$(pg_setting wal_sync_method)," \
 			"listen_addresses='$(pg_setting listen_addresses)'," \
@@ -201,31 +210,22 @@ start_servers() {
 	fi
 }
 
-stop_servers() { # and their data: the next transport starts from empty stores
-	stop_pid "$boardd_pid"
-	stop_pid "$etcd_pid"
-	boardd_pid= etcd_pid=
-	pg_cluster_stop
-	PG_DATA=
-	rm -rf "$tmp/boardd" "$tmp/etcd" "$tmp/pg" "$tmp/pgsock" "$tmp/boardd.sock" "$tmp/etcd.sock:0"
-}
-
 common=(-w "$WORKERS" -d "$DURATION" -W "$WARMUP" -r "$RENEWS" -e "$CLIENT_LOOPS")
 run_target() { # target round transport: one driver's run, its table on stdout, its RESULT kept
 	local to
 	case $1 in
 	boardd)
-		if [ "$3" = unix ]; then to=(-U "$bsock"); else to=(-p "$bport"); fi
-		BENCH_SERVER_PID=$boardd_pid "$loadgen" "${to[@]}" -T "$tmp/plain" -P "r$2" \
+		read -ra to <<<"${boardd_to[$3]}"
+		BENCH_SERVER_PID=${boardd_pid[$3]} "$loadgen" "${to[@]}" -T "$tmp/plain" -P "r$2" \
 			"${common[@]}" ;;
 	etcd)
-		if [ "$3" = unix ]; then to=(-U "$esock"); else to=(-p "$eport"); fi
+		read -ra to <<<"${etcd_to[$3]}"
 		# shellcheck disable=SC2086
-		BENCH_SERVER_PID=$etcd_pid "$etcd_cycle" "${to[@]}" -P "r$2" "${common[@]}" \
+		BENCH_SERVER_PID=${etcd_pid[$3]} "$etcd_cycle" "${to[@]}" -P "r$2" "${common[@]}" \
 			$ETCD_FLAGS ;;
 	pg)
-		BENCH_SERVER_PID=$PG_PID "$pg_cycle" -H "$PG_HOST" -p "$PG_PORT" -P "r$2" \
-			"${common[@]}" ;;
+		BENCH_SERVER_PID=${pg_pid[$3]} "$pg_cycle" -H "${pg_host[$3]}" -p "${pg_port[$3]}" \
+			-P "r$2" "${common[@]}" ;;
 	esac | tee "$tmp/out"
 	# The driver's RESULT says its transport; a side that ran on another one than asked
 	# would make the ratios meaningless.
@@ -242,18 +242,24 @@ awk_val='function val(k,   i, kv) {
 	return ""
 }'
 
+# Every transport's servers run side by side (the idle ones cost next to nothing: their CPU
+# is in "other processes"), so each round measures both transports in the same minutes: each
+# target on one transport then at once on the other (the transports' order reversed each
+# round), the targets' order rotated by one each round.
+for tr in $transports; do start_servers "$tr"; done
 read -ra order <<<"$TARGETS"
-for tr in $transports; do
+read -ra trs <<<"$transports"
+for r in $(seq "$ROUNDS"); do
 	echo
-	echo "==== transport: $tr (all three sides) ===="
-	start_servers "$tr"
-	for r in $(seq "$ROUNDS"); do
-		echo
-		echo "---- $tr, round $r/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg)) ----"
-		for i in "${!order[@]}"; do
+	echo "---- round $r/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg)) ----"
+	for i in "${!order[@]}"; do
+		for j in "${!trs[@]}"; do
+			if ((r % 2)); then tr=${trs[j]}; else tr=${trs[${#trs[@]} - 1 - j]}; fi
 			run_target "${order[(i + r - 1) % ${#order[@]}]}" "$r" "$tr"
 		done
-		# this round's ratios, between sides on this transport only
+	done
+	# this round's ratios, between sides on the same transport only
+	for tr in $transports; do
 		awk -v r="$r" -v tr="$tr" "$awk_val"'
 		val("round") == r && val("transport") == tr {
 			t = val("target"); c[t] = val("cycles_per_s"); p[t] = val("p99_op_ms")
@@ -268,11 +274,10 @@ for tr in $transports; do
 				line = line sprintf("  boardd/%s: cycles/s %.2fx, p99 per op %.2fx;", o,
 						    c["boardd"] / c[o], p["boardd"] / p[o])
 			}
-			if (line != "") printf "%s, round %d ratios:%s (steal %% boardd %s, etcd %s, pg %s)\n",
-				tr, r, line, s["boardd"], s["etcd"], s["pg"]
+			if (line != "") printf "round %d ratios, %s on all three sides:%s (steal %% boardd %s, etcd %s, pg %s)\n",
+				r, tr, line, s["boardd"], s["etcd"], s["pg"]
 		}' "$tmp/results"
 	done
-	stop_servers
 done
 
 echo
@@ -316,26 +321,31 @@ END {
 	ratio("etcd", 8)
 }'
 done
-# Each side against itself on the other transport: what the transport costs it.
+# Each side against itself on the other transport, in the same rounds: what the transport
+# costs it. "machine us/op": the server's, the driver's and the interrupts' CPU per request
+# (the interrupts are the whole machine's, the disk's completions included).
 if [ "$TRANSPORT" = both ]; then
 	grep '^RESULT' "$tmp/results" | awk "$awk_val"'
 	{
 		k = val("target") SUBSEP val("transport"); n[k]++
 		cps[k] += val("cycles_per_s"); scpu[k] += val("server_cpu_us_per_op")
-		ccpu[k] += val("client_cpu_us_per_op")
+		ccpu[k] += val("client_cpu_us_per_op"); irq[k] += val("irq_us_per_op")
 	}
+	function us(k) { return (scpu[k] + ccpu[k] + irq[k]) / n[k] }
 	END {
-		printf "\n== each side, unix socket vs TCP (means; same side, never across sides) ==\n"
-		printf "%-8s %14s %14s %8s %14s %14s %14s %14s\n", "target", "cycles/s unix",
-		       "cycles/s tcp", "unix/tcp", "us cpu/op unix", "us cpu/op tcp", "client us unix",
-		       "client us tcp"
+		printf "\n== each side, unix socket vs TCP (means; a side against itself, never across sides) ==\n"
+		printf "%-8s %10s %10s %8s %20s %20s %20s %20s\n", "target", "cycles/s", "cycles/s",
+		       "unix/tcp", "server us/op", "client us/op", "irq us/op", "machine us/op"
+		printf "%-8s %10s %10s %8s %20s %20s %20s %20s\n", "", "unix", "tcp", "", "unix / tcp",
+		       "unix / tcp", "unix / tcp", "unix / tcp"
 		split("boardd pg etcd", ts, " ")
 		for (i = 1; i <= 3; i++) {
 			t = ts[i]; u = t SUBSEP "unix"; c = t SUBSEP "tcp"
 			if (!n[u] || !n[c] || cps[c] <= 0) continue
-			printf "%-8s %14.1f %14.1f %7.2fx %14.0f %14.0f %14.0f %14.0f\n", t,
-			       cps[u] / n[u], cps[c] / n[c], (cps[u] / n[u]) / (cps[c] / n[c]),
-			       scpu[u] / n[u], scpu[c] / n[c], ccpu[u] / n[u], ccpu[c] / n[c]
+			printf "%-8s %10.1f %10.1f %7.2fx %9.0f / %-8.0f %9.0f / %-8.0f %9.0f / %-8.0f %9.0f / %-8.0f\n",
+			       t, cps[u] / n[u], cps[c] / n[c], (cps[u] / n[u]) / (cps[c] / n[c]),
+			       scpu[u] / n[u], scpu[c] / n[c], ccpu[u] / n[u], ccpu[c] / n[c],
+			       irq[u] / n[u], irq[c] / n[c], us(u), us(c)
 		}
 	}'
 fi
