@@ -274,7 +274,7 @@ for r in $(seq "$ROUNDS"); do
 				line = line sprintf("  boardd/%s: cycles/s %.2fx, p99 per op %.2fx;", o,
 						    c["boardd"] / c[o], p["boardd"] / p[o])
 			}
-			if (line != "") printf "round %d ratios, %s on all three sides:%s (steal %% boardd %s, etcd %s, pg %s)\n",
+			if (line != "") printf "round %d ratios, %s on every side:%s (steal %% boardd %s, etcd %s, pg %s)\n",
 				r, tr, line, s["boardd"], s["etcd"], s["pg"]
 		}' "$tmp/results"
 	done
@@ -303,7 +303,7 @@ function ratio(o, target,   rc, rp, rq) {
 	       (rc >= target ? "met" : "MISSED"), rp, rq, ((rp < 1 && rq < 1) ? "met" : "MISSED")
 }
 END {
-	printf "\n== summary, transport %s (all three sides): %d workers, mean of %d round(s) ==\n",
+	printf "\n== summary, transport %s (every side on it): %d workers, mean of %d round(s) ==\n",
 	       tr, workers, rounds
 	printf "%-8s %10s %10s %10s %10s %12s %8s %10s %13s %8s %13s %7s\n", "target",
 	       "cycles/s", "ops/s", "p50 op ms", "p99 op ms", "p99 cycle ms", "errors",
