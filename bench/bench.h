@@ -185,8 +185,8 @@ struct bench_driver {
 };
 
 /* Parses the common options (-H host -p port -U socket -w workers -d seconds -W warmup
- * -n cycles -l lease_ms -P prefix) and hands any other option in `extra` to extra_fn (returns 0 when
- * it took it). Prints usage and returns -1 on a bad command line. */
+ * -n cycles -l lease_ms -P prefix) and hands any other option in `extra` to extra_fn
+ * (returns 0 when it took it). Prints usage and returns -1 on a bad command line. */
 int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *extra,
 		     int (*extra_fn)(int opt, const char *arg, void *ctx), void *ctx,
 		     const char *usage);

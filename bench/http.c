@@ -1,6 +1,7 @@
 /* A small keep-alive HTTP/1.1 client over one blocking socket (TCP to a numeric address, or a
- * unix-domain stream socket), with buffers reused from one request to the next. Enough of HTTP for boardd (libmicrohttpd) and etcd's gateway (Go
- * net/http, chunked for streamed RPCs); no pipelining. TLS (OpenSSL's libssl) once
+ * unix-domain stream socket), with buffers reused from one request to the next. Enough of
+ * HTTP for boardd (libmicrohttpd) and etcd's gateway (Go net/http, chunked for streamed
+ * RPCs); no pipelining. TLS (OpenSSL's libssl) once
  * bench_http_tls named a CA file: each connection then verifies the server's certificate for
  * its numeric address. */
 #include "bench/bench.h"
@@ -408,8 +409,8 @@ int bench_http_request(struct bench_http *c, const char *method, const char *pat
 	need = mlen + plen + hlen + blen + 256;
 	if (grow(&c->w, &c->wcap, need) != 0)
 		return -1;
-	/* The request as "%s %s HTTP/1.1\r\nHost: %s\r\n%s" (host:port, or localhost) then, with a body,
-	 * "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", else "\r\n";
+	/* The request as "%s %s HTTP/1.1\r\nHost: %s\r\n%s" (host:port, or localhost) then,
+	 * with a body, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", else "\r\n";
 	 * assembled without snprintf (it was a tenth of the client's user-space CPU). */
 	p = put(c->w, method, mlen);
 	*p++ = ' ';
