@@ -1,6 +1,7 @@
 /* etcd_cycle — the claim cycle of loadgen, expressed on etcd's v3 JSON gateway.
  *
- *   etcd_cycle -p PORT | -U SOCKET [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3] [-P bench] [-g]
+ *   etcd_cycle -p PORT | -U SOCKET [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3]
+ *              [-P bench] [-g]
  *
  * Same client, same concurrency, same cycle shape as loadgen; each worker owns one card,
  * i.e. two keys: <prefix>/claim/<card> (the claim) and <prefix>/state/<card> (the column).
