@@ -7,7 +7,7 @@
 # by itself; the temp dir goes on exit.
 #
 #   bench/run.sh                      # 32 workers, TCP, 2 rounds of 20 s per target
-#   TRANSPORT=both bench/run.sh       # the same over unix sockets, then over TCP
+#   TRANSPORT=both bench/run.sh       # each target over a unix socket and over TCP, back to back
 #   WORKERS=64 DURATION=10 ROUNDS=3 bench/run.sh
 #
 # The three servers start on each transport asked (with both: six servers, side by side). Each
@@ -19,8 +19,8 @@
 # figures.
 #
 # Environment:
-#   TRANSPORT (tcp)  unix, tcp or both (unix first, then tcp); see bench/README.md "transport"
-#                    for why tcp is the default
+#   TRANSPORT (tcp)  unix, tcp or both (each target on both, the order reversed each round);
+#                    see bench/README.md "Transport" for why tcp is the default
 #   WORKERS (32)  DURATION seconds per run (20)  WARMUP seconds (2)  ROUNDS (2) per transport
 #   RENEWS           renewals per cycle (3; 0 shows what the durable renew costs boardd)
 #   TARGETS          which drivers of "boardd etcd pg" to run (default all three; boardd the
