@@ -11,11 +11,13 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -1125,60 +1127,6 @@ static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
-/* "host:port", "[v6]:port", ":port" -> sockaddr. */
-static bool listen_parse(const char *spec, struct sockaddr_storage *ss, socklen_t *len,
-			 bool *v6, char *err, size_t errlen)
-{
-	char host[256];
-	const char *colon, *port;
-	struct addrinfo hints = {0}, *res = NULL;
-	char *end;
-	long p;
-	int e;
-
-	if (!spec || !*spec)
-		goto bad;
-	if (spec[0] == '[') {
-		const char *rb = strchr(spec, ']');
-
-		if (!rb || rb[1] != ':' || (size_t)(rb - spec - 1) >= sizeof host)
-			goto bad;
-		memcpy(host, spec + 1, (size_t)(rb - spec - 1));
-		host[rb - spec - 1] = '\0';
-		port = rb + 2;
-	} else {
-		colon = strrchr(spec, ':');
-		if (!colon || (size_t)(colon - spec) >= sizeof host)
-			goto bad;
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-		port = colon + 1;
-	}
-	errno = 0;
-	p = strtol(port, &end, 10);
-	if (!*port || *end || errno || p < 0 || p > 65535)
-		goto bad;
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	e = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-	if (e != 0 || !res) {
-		snprintf(err, errlen, "listen address %s: %s", spec, gai_strerror(e));
-		if (res)
-			freeaddrinfo(res);
-		return false;
-	}
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*len = res->ai_addrlen;
-	*v6 = res->ai_family == AF_INET6;
-	freeaddrinfo(res);
-	return true;
-bad:
-	snprintf(err, errlen, "listen address \"%s\": expected HOST:PORT, [V6]:PORT or :PORT",
-		 spec ? spec : "");
-	return false;
-}
-
 /* MHD's per-connection pool holds the request line and headers (bodies are copied out as they
  * arrive) and is zeroed for every request on a keep-alive connection: MHD's 32 KiB default
  * cost 5 % of the server's CPU in the claim-cycle profile. 16 KiB takes a request line of up
@@ -1244,22 +1192,25 @@ static int fd_for_thread(int fd, unsigned n, unsigned want)
 static void *acceptor_main(void *arg)
 {
 	struct api *a = arg;
+	struct pollfd pf[2] = {{.fd = a->where.fd, .events = POLLIN},
+			       {.fd = a->acceptor.wake, .events = POLLIN}};
 	struct sockaddr_storage peer;
 	socklen_t len;
 	int fd;
 
 	for (;;) {
 		len = sizeof peer;
-		fd = accept4(a->acceptor.fd, (struct sockaddr *)&peer, &len,
+		fd = accept4(a->where.fd, (struct sockaddr *)&peer, &len,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (atomic_load(&a->acceptor.stop)) {
-			if (fd >= 0)
-				close(fd);
-			break;
-		}
 		if (fd < 0) {
-			if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (poll(pf, 2, -1) < 0 && errno != EINTR)
+					usleep(10000);
+				if (pf[1].revents)
+					break; /* acceptor_stop */
+			} else if (errno != EINTR && errno != ECONNABORTED) {
 				usleep(10000); /* EMFILE, ENOBUFS, ...: the backlog waits meanwhile */
+			}
 			continue;
 		}
 		if (atomic_load_explicit(&a->draining, memory_order_relaxed)) {
@@ -1274,11 +1225,12 @@ static void *acceptor_main(void *arg)
 	return NULL;
 }
 
-/* The listen socket for ss (libmicrohttpd's own settings: SO_REUSEADDR, IPv6 only on a v6
- * address, the system's backlog); -1 with errno set. */
+/* The TCP listen socket for ss (libmicrohttpd's own settings: SO_REUSEADDR, IPv6 only on a v6
+ * address, the system's backlog), non-blocking as a socket file's; -1 with errno set. */
 static int listen_open(const struct sockaddr_storage *ss, socklen_t len, bool v6)
 {
-	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1, err;
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), on = 1;
+	int err;
 
 	if (fd < 0)
 		return -1;
@@ -1293,18 +1245,36 @@ static int listen_open(const struct sockaddr_storage *ss, socklen_t len, bool v6
 	return fd;
 }
 
-/* Stops accepting: the thread leaves its accept (shutdown wakes it), the socket closes. */
+/* Starts the thread on a->where.fd (non-blocking); 0 or an errno. */
+static int acceptor_start(struct api *a)
+{
+	int e;
+
+	a->acceptor.wake = eventfd(0, EFD_CLOEXEC);
+	if (a->acceptor.wake < 0)
+		return errno;
+	if ((e = pthread_create(&a->acceptor.th, NULL, acceptor_main, a)) != 0) {
+		close(a->acceptor.wake);
+		a->acceptor.wake = -1;
+		return e;
+	}
+	a->acceptor.started = true;
+	return 0;
+}
+
+/* Stops accepting (the socket itself is closed by api_listen_release). */
 static void acceptor_stop(struct api *a)
 {
-	if (a->acceptor.started) {
-		atomic_store(&a->acceptor.stop, true);
-		shutdown(a->acceptor.fd, SHUT_RDWR);
-		pthread_join(a->acceptor.th, NULL);
-		a->acceptor.started = false;
-	}
-	if (a->acceptor.fd >= 0)
-		close(a->acceptor.fd);
-	a->acceptor.fd = -1;
+	uint64_t one = 1;
+
+	if (!a->acceptor.started)
+		return;
+	while (write(a->acceptor.wake, &one, sizeof one) < 0 && errno == EINTR)
+		;
+	pthread_join(a->acceptor.th, NULL);
+	close(a->acceptor.wake);
+	a->acceptor.wake = -1;
+	a->acceptor.started = false;
 }
 
 static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags)
@@ -1331,10 +1301,8 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		       char *err, size_t errlen)
 {
 	struct api *a = NULL;
-	struct sockaddr_storage ss;
-	socklen_t sslen = 0;
+	struct api_listen where;
 	unsigned flags;
-	bool v6 = false;
 	long cores;
 	int e;
 	enum core_rc rc = CORE_ERR_BAD_REQUEST;
@@ -1344,16 +1312,18 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		snprintf(err, errlen, "api_start: a store and a tokens structure are required");
 		return CORE_ERR_BAD_REQUEST;
 	}
-	if (!listen_parse(cfg->listen, &ss, &sslen, &v6, err, errlen))
-		return CORE_ERR_BAD_REQUEST;
+	if ((rc = api_listen_open(cfg->listen, &where, err, errlen)) != CORE_OK)
+		return rc;
 	a = calloc(1, sizeof *a);
-	if (!a)
+	if (!a) {
+		api_listen_release(&where);
 		return CORE_ERR_NOMEM;
+	}
+	a->where = where; /* released by api_stop, or at fail: */
 	a->cfg = *cfg;
 	a->st = st;
 	atomic_init(&a->draining, false);
-	atomic_init(&a->acceptor.stop, false);
-	a->acceptor.fd = -1;
+	a->acceptor.wake = -1;
 	atomic_init(&a->tokens_now, cfg->tokens);
 	pthread_mutex_init(&a->tokens_mu, NULL);
 	a->listen = strdup(cfg->listen);
@@ -1423,19 +1393,16 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	if (api_next_start(a) != CORE_OK) /* without it claim-next answers at once, never waits */
 		fprintf(stderr, "boardd: claim-next: no waker thread; wait_ms is not honoured\n");
 	flags = MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (a->tls ? MHD_USE_TLS : 0);
-	a->acceptor.fd = listen_open(&ss, sslen, v6);
-	if (a->acceptor.fd >= 0) {
+	if (a->where.fd < 0) /* TCP: bound here as well (a socket file is bound already) */
+		a->where.fd = listen_open(&a->where.ss, a->where.len, a->where.v6);
+	if (a->where.fd >= 0) {
 		a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL);
 		if (!a->daemon) /* no epoll: let MHD pick */
 			a->daemon = daemon_start(a, flags | MHD_USE_AUTO_INTERNAL_THREAD);
-		if (!a->daemon)
-			errno = EAGAIN;
-		else if ((e = pthread_create(&a->acceptor.th, NULL, acceptor_main, a)) != 0) {
+		if (a->daemon && (e = acceptor_start(a)) != 0) {
 			MHD_stop_daemon(a->daemon);
 			a->daemon = NULL;
 			errno = e;
-		} else {
-			a->acceptor.started = true;
 		}
 	}
 	if (!a->daemon) {
@@ -1452,14 +1419,20 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		pthread_mutex_destroy(&a->agent_mu);
 		goto fail;
 	}
-	sslen = sizeof ss;
-	if (getsockname(a->acceptor.fd, (struct sockaddr *)&ss, &sslen) == 0)
-		a->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-							: ((struct sockaddr_in *)&ss)->sin_port);
+	if (!a->where.path) { /* 0 on a socket file */
+		struct sockaddr_storage ss;
+		socklen_t sslen = sizeof ss;
+
+		if (getsockname(a->where.fd, (struct sockaddr *)&ss, &sslen) == 0)
+			a->port = ntohs(ss.ss_family == AF_INET6
+						? ((struct sockaddr_in6 *)&ss)->sin6_port
+						: ((struct sockaddr_in *)&ss)->sin_port);
+	}
 	*out = a;
 	return CORE_OK;
 fail:
 	tokens_free(a);
+	api_listen_release(&a->where);
 	api_metrics_release(a);
 	api_tls_release(a);
 	free(a->tls_cert);
@@ -1509,6 +1482,7 @@ void api_stop(struct api *a)
 	}
 	acceptor_stop(a); /* before the daemon: it hands connections to it */
 	MHD_stop_daemon(a->daemon);
+	api_listen_release(&a->where); /* after the daemon closed its socket */
 	api_next_free(a);
 	sweeper_stop(a);
 	api_streams_free(a);
