@@ -116,7 +116,7 @@ static enum core_rc blockers_detail(struct api_req *r, const char *self, const c
 static enum core_rc too_large_detail(struct api_req *r, const char *id)
 {
 	struct core_card *c = NULL;
-	size_t max = r->api->st->max_comments ? r->api->st->max_comments : CORE_COMMENTS_MAX;
+	size_t max = store_limits_comments(r->api->st);
 
 	if (store_card_get(r->api->st, id, &c) == CORE_OK && c->n_comments >= max)
 		api_fail(r, CORE_ERR_PAYLOAD_TOO_LARGE, "card %s already has %zu comments; at most %zu",

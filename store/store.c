@@ -82,13 +82,20 @@ static struct core_token token_of(const struct core_token *t, const struct store
 void store_limits_set(struct store *st, size_t max_comments)
 {
 	if (st)
-		st->max_comments = max_comments;
+		atomic_store_explicit(&st->max_comments, max_comments, memory_order_relaxed);
+}
+
+size_t store_limits_comments(const struct store *st)
+{
+	size_t max = st ? atomic_load_explicit(&st->max_comments, memory_order_relaxed) : 0;
+
+	return max ? max : CORE_COMMENTS_MAX;
 }
 
 enum core_rc store_card_fits(const struct store *st, const struct core_card *c, char *detail,
 			     size_t detail_len)
 {
-	size_t max = st && st->max_comments ? st->max_comments : CORE_COMMENTS_MAX;
+	size_t max = store_limits_comments(st);
 	size_t size;
 
 	if (c->n_comments > max) {

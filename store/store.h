@@ -331,7 +331,9 @@ struct store {
 	const struct store_ops *ops;
 	store_clock_fn clock;
 	void *clock_ctx;
-	size_t max_comments; /* comments per card; 0: CORE_COMMENTS_MAX (store_limits_set) */
+	/* comments per card; 0: CORE_COMMENTS_MAX. Atomic: store_limits_set may run while HTTP
+	 * threads serve (tests change it between requests); read with store_limits_comments. */
+	atomic_size_t max_comments;
 	struct store_counters counters;
 };
 
@@ -610,6 +612,8 @@ enum core_rc store_card_revoke(struct store *st, const char *id, const struct st
 
 /* Limits (DESIGN §11): comments per card (0: CORE_COMMENTS_MAX). */
 void store_limits_set(struct store *st, size_t max_comments);
+/* The comment limit in force (CORE_COMMENTS_MAX unless set). */
+size_t store_limits_comments(const struct store *st);
 /* For twins, before a write that grows a card: PAYLOAD_TOO_LARGE when c has more comments
  * than the store allows or is larger than CORE_CARD_BYTES_MAX; detail (may be NULL) says
  * which. */
