@@ -1160,8 +1160,8 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
  * that wakes first accepts up to ten connections in a row, then goes back for more: a client
  * that opens its connections in a burst (any pooled client) gets all of them on one thread.
  * Measured with the claim cycle (bench/loadgen, 32 keep-alive connections, 2 threads): in 3
- * of 5 runs one thread served all 32 and the other none, and that thread was the server's
- * serial stage (85 % of a core) while the machine sat ~40 % idle. So the socket is boardd's:
+ * of 5 runs one thread served all 32 and the other none (bench/README.md, stop 20: side by
+ * side with another server, dealt evenly gets 12 % more cycles). So the socket is boardd's:
  * this thread accepts and gives each connection to MHD_add_connection, which puts it on pool
  * thread (descriptor mod pool size) (daemon.c, internal_add_connection, since 0.9.x); the
  * descriptor is moved to the number that selects the next thread in turn. Were a release to
