@@ -168,6 +168,7 @@ struct jbuf {
 	bool ok;
 };
 
+/* Room for n more bytes and the final NUL (written once, by jb_done). */
 static void jb_need(struct jbuf *b, size_t n)
 {
 	size_t cap;
@@ -194,13 +195,15 @@ static void jb_put(struct jbuf *b, const char *s, size_t n)
 		return;
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
-	b->p[b->len] = '\0';
 }
 
 static void jb_lit(struct jbuf *b, const char *s)
 {
 	jb_put(b, s, strlen(s));
 }
+
+/* A string literal: its length is known at compile time. */
+#define JB_LIT(b, s) jb_put((b), "" s, sizeof(s) - 1)
 
 /* Length of the UTF-8 sequence at s (as jansson accepts it: no overlongs, no surrogates,
  * nothing past U+10FFFF); 0 when invalid. */
@@ -230,17 +233,28 @@ static size_t utf8_len(const unsigned char *s)
 	return n;
 }
 
+/* Printable ASCII that JSON carries as it is: the bytes of almost every string served. */
+static bool jb_plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
 static void jb_str(struct jbuf *b, const char *s)
 {
 	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0, run = 0, n;
 	char esc[8];
 
-	jb_put(b, "\"", 1);
-	while (b->ok && u[i]) {
-		unsigned char c = u[i];
+	JB_LIT(b, "\"");
+	while (b->ok) {
+		unsigned char c;
 		const char *e = NULL;
 
+		while (jb_plain(u[i]))
+			i++;
+		c = u[i];
+		if (!c)
+			break;
 		switch (c) {
 		case '"': e = "\\\""; break;
 		case '\\': e = "\\\\"; break;
@@ -268,8 +282,12 @@ static void jb_str(struct jbuf *b, const char *s)
 		}
 		i += n;
 	}
-	jb_put(b, s + run, i - run);
-	jb_put(b, "\"", 1);
+	jb_need(b, i - run + 1);
+	if (!b->ok)
+		return;
+	memcpy(b->p + b->len, s + run, i - run);
+	b->len += i - run;
+	b->p[b->len++] = '"';
 }
 
 static void jb_str_or_null(struct jbuf *b, const char *s)
@@ -277,15 +295,23 @@ static void jb_str_or_null(struct jbuf *b, const char *s)
 	if (s)
 		jb_str(b, s);
 	else
-		jb_lit(b, "null");
+		JB_LIT(b, "null");
 }
 
+/* v in decimal, as "%lld" writes it. */
 static void jb_int(struct jbuf *b, int64_t v)
 {
-	char num[32];
+	char num[24];
+	char *p = num + sizeof num;
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
 
-	snprintf(num, sizeof num, "%lld", (long long)v);
-	jb_lit(b, num);
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	jb_put(b, p, (size_t)(num + sizeof num - p));
 }
 
 static void jb_time(struct jbuf *b, int64_t ms)
@@ -295,13 +321,19 @@ static void jb_time(struct jbuf *b, int64_t ms)
 	jb_str(b, core_time_format(ms, t));
 }
 
-static void jb_key(struct jbuf *b, const char *key)
+/* A member's key: `key` is a literal of plain ASCII (nothing to escape), written with its
+ * quotes and colon in one copy; a comma first unless it opens its object. */
+static void jb_key_n(struct jbuf *b, const char *quoted, size_t n)
 {
-	if (b->ok && b->len && b->p[b->len - 1] != '{')
-		jb_put(b, ",", 1);
-	jb_str(b, key);
-	jb_put(b, ":", 1);
+	jb_need(b, n + 1);
+	if (!b->ok)
+		return;
+	if (b->len && b->p[b->len - 1] != '{')
+		b->p[b->len++] = ',';
+	memcpy(b->p + b->len, quoted, n);
+	b->len += n;
 }
+#define jb_key(b, key) jb_key_n((b), "\"" key "\":", sizeof("\"" key "\":") - 1)
 
 static void jb_strv(struct jbuf *b, const struct core_strv *sv)
 {
@@ -357,7 +389,7 @@ static void jb_card(struct jbuf *b, const struct core_card *c)
 	jb_put(b, "]", 1);
 	jb_key(b, "claim");
 	if (!c->claim.present) {
-		jb_lit(b, "null");
+		JB_LIT(b, "null");
 	} else {
 		jb_put(b, "{", 1);
 		jb_key(b, "marker");
@@ -368,33 +400,33 @@ static void jb_card(struct jbuf *b, const struct core_card *c)
 		if (c->has_epoch)
 			jb_int(b, c->claim_epoch);
 		else
-			jb_lit(b, "null");
+			JB_LIT(b, "null");
 		jb_key(b, "claimed_at");
 		jb_time(b, c->claim.claimed_at);
 		jb_key(b, "lease_until");
 		if (c->claim.has_lease)
 			jb_time(b, c->claim.lease_until);
 		else
-			jb_lit(b, "null");
+			JB_LIT(b, "null");
 		jb_key(b, "lease_ms");
 		if (c->claim.has_lease)
 			jb_int(b, c->claim.lease_ms);
 		else
-			jb_lit(b, "null");
+			JB_LIT(b, "null");
 		jb_put(b, "}", 1);
 	}
 	jb_key(b, "claim_epoch");
 	if (c->has_epoch)
 		jb_int(b, c->claim_epoch);
 	else
-		jb_lit(b, "null");
+		JB_LIT(b, "null");
 	jb_key(b, "last_run_id");
 	jb_str_or_null(b, c->last_run_id);
 	jb_key(b, "awaiting_input");
 	jb_lit(b, c->awaiting_input ? "true" : "false");
 	jb_key(b, "gave_up");
 	if (!c->gave_up.set) {
-		jb_lit(b, "null");
+		JB_LIT(b, "null");
 	} else {
 		jb_put(b, "{", 1);
 		jb_key(b, "reason");
@@ -421,10 +453,12 @@ static void jb_card(struct jbuf *b, const struct core_card *c)
 /* b's text (caller frees) and its length, or NULL when a write failed. */
 static char *jb_done(struct jbuf *b, size_t *len)
 {
+	jb_need(b, 0);
 	if (!b->ok) {
 		free(b->p);
 		return NULL;
 	}
+	b->p[b->len] = '\0';
 	*len = b->len;
 	return b->p;
 }
@@ -433,6 +467,7 @@ char *store_card_json_text(const struct core_card *c, size_t *len)
 {
 	struct jbuf b = {.ok = true};
 
+	jb_need(&b, 1023); /* a card's answer is 500-1000 bytes: one allocation, no realloc */
 	jb_card(&b, c);
 	return jb_done(&b, len);
 }

@@ -188,6 +188,22 @@ START_TEST(codec_card_text_equals_the_tree)
 		same_text(c);
 		core_strv_release(&c->labels);
 	}
+	/* integers at their bounds (the text writes its own digits) */
+	{
+		static const int32_t prios[] = {0, -1, 9, 10, -10, INT32_MIN, INT32_MAX};
+		size_t k;
+
+		for (k = 0; k < sizeof prios / sizeof prios[0]; k++) {
+			c->priority = prios[k];
+			same_text(c);
+		}
+		c->claim_epoch = INT64_MAX;
+		c->claim.lease_ms = INT64_MAX;
+		same_text(c);
+		c->claim_epoch = 0;
+		c->claim.lease_ms = 1;
+		same_text(c);
+	}
 	/* every optional part absent or null */
 	c->has_epoch = false;
 	same_text(c);
