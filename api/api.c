@@ -95,10 +95,12 @@ static enum MHD_Result success_queue(struct api_req *r)
 	} else if (r->status == 204 || (r->status == 202 && !r->out)) {
 		resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	} else if (r->out) {
-		text = json_dumps(r->out, JSON_COMPACT);
+		size_t len = 0;
+
+		text = store_json_text(r->out, &len);
 		if (!text)
 			return api_problem_queue(r, CORE_ERR_NOMEM, "");
-		resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+		resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 		if (!resp)
 			free(text);
 	} else if (r->raw_owned) {

@@ -766,6 +766,11 @@ enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
  * without a tree. New string (caller frees) and its length; NULL on OOM or a marker that is
  * not UTF-8. */
 char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len);
+/* json_dumps(j, JSON_COMPACT), byte for byte, for an object or array (the journal's and the
+ * answers' trees), written without jansson's dump machinery when the tree holds only objects,
+ * arrays, strings, integers, booleans and null (else through json_dumps). New string (caller
+ * frees) and its length; NULL on OOM. */
+char *store_json_text(const json_t *j, size_t *len);
 /* The codec's building blocks (store/codec.c), shared with the effect codecs (store/effect.c):
  * a new reference to s as a string, or null for NULL; a new array of sv's strings (NULL on
  * OOM); json_object_set_new that remembers a failure (NULL v included) in *ok, consuming v

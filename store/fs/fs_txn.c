@@ -219,6 +219,7 @@ enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const cha
 	struct fs_change *ch = &t->ch;
 	struct core_event *e = calloc(1, sizeof(*e));
 	char *text = NULL;
+	size_t tlen;
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	/* an agent token's events name the claim it acted under (DESIGN §13) */
@@ -231,7 +232,7 @@ enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const cha
 			goto out;
 		}
 	}
-	text = payload ? json_dumps(payload, JSON_COMPACT) : strdup("{}");
+	text = payload ? store_json_text(payload, &tlen) : strdup("{}");
 
 	json_decref(payload);
 	if (!e || !text)
