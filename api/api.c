@@ -228,7 +228,7 @@ static enum core_rc request_begin(struct api_req *r)
 			return api_fail(r, CORE_ERR_PAYLOAD_TOO_LARGE,
 					"the body is larger than %zu bytes", a->cfg.max_body);
 		if (errno == 0 && *end == '\0' && v > 0 && v <= a->cfg.max_body) {
-			r->body = malloc((size_t)v + 1);
+			r->body = (size_t)v < sizeof r->inl.body ? r->inl.body : malloc((size_t)v + 1);
 			if (!r->body)
 				return CORE_ERR_NOMEM;
 			r->body_cap = (size_t)v + 1;
@@ -265,7 +265,13 @@ static bool body_append(struct api_req *r, const char *data, size_t n)
 			cap *= 2;
 		if (cap > max + 1)
 			cap = max + 1;
-		nb = realloc(r->body, cap);
+		if (r->body == r->inl.body) { /* more than Content-Length said: to the heap */
+			nb = malloc(cap);
+			if (nb)
+				memcpy(nb, r->body, r->body_len);
+		} else {
+			nb = realloc(r->body, cap);
+		}
 		if (!nb)
 			return false;
 		r->body = nb;
@@ -440,17 +446,23 @@ static struct api_req *req_new(struct api *a, struct MHD_Connection *conn, const
 	if (cc && cc->spare) {
 		r = cc->spare;
 		cc->spare = NULL;
-		memset(r, 0, sizeof *r);
+		memset(r, 0, API_REQ_CLEAR);
 	} else {
-		r = calloc(1, sizeof *r);
+		r = malloc(sizeof *r);
+		if (r)
+			memset(r, 0, API_REQ_CLEAR);
 	}
 	if (!r)
 		return NULL;
 	r->api = a;
 	r->conn = conn;
 	r->t0_ns = mono_ns();
-	r->path = strndup(uri, plen);
-	if (!r->path) {
+	r->inl.params_len = 0;
+	if (plen < sizeof r->inl.path) {
+		memcpy(r->inl.path, uri, plen);
+		r->inl.path[plen] = '\0';
+		r->path = r->inl.path;
+	} else if (!(r->path = strndup(uri, plen))) {
 		free(r);
 		return NULL;
 	}
@@ -579,7 +591,8 @@ static void req_free(struct api_req *r)
 
 	api_poll_release(r);
 	for (i = 0; i < r->n_params; i++)
-		free(r->params[i]);
+		if (r->params_heap & (1u << i))
+			free(r->params[i]);
 	for (i = 0; i < r->n_qdec; i++)
 		free(r->qdec[i]);
 	api_agent_release(r);
@@ -588,8 +601,10 @@ static void req_free(struct api_req *r)
 	if (r->resp)
 		MHD_destroy_response(r->resp); /* never queued: its free callback runs here */
 	free(r->raw_owned);
-	free(r->body);
-	free(r->path);
+	if (r->body != r->inl.body)
+		free(r->body);
+	if (r->path != r->inl.path)
+		free(r->path);
 	cc = conn_of(r->conn);
 	if (cc && !cc->spare) {
 		cc->spare = r; /* the connection's next request reuses it */

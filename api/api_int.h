@@ -180,7 +180,21 @@ struct api_req {
 	enum api_ack_state ack_state;
 	enum core_rc ack_rc;         /* the durability outcome */
 	enum core_rc handler_rc;     /* what the handler returned, answered once durable */
+	unsigned params_heap;        /* bit i: params[i] was malloc'd (else it is in inl.params) */
+
+	/* Storage that lives as long as the struct, which a keep-alive connection reuses for its
+	 * next request (api_conn.spare): the path, a small body and the decoded path parameters
+	 * go here instead of in a malloc each; larger ones are malloc'd. Last in the struct:
+	 * req_new clears only what is above (API_REQ_CLEAR). */
+	struct {
+		char path[256];
+		char body[512];
+		char params[256];      /* the decoded parameters, each NUL-terminated */
+		size_t params_len;     /* bytes of `params` in use */
+	} inl;
 };
+/* The part of struct api_req a new request starts zeroed. */
+#define API_REQ_CLEAR offsetof(struct api_req, inl)
 
 
 #define API_ACKS_CLOSED (1u << 31)
