@@ -726,7 +726,8 @@ enum core_rc store_fs_compact(struct store *st);
 /* Test-only fault injection (issue 5, storage faults): while a fault is on, the FS twin's own
  * write(2) to its journal and snapshot files (STORE_FS_FAULT_WRITE) and/or its fdatasync and
  * fsync calls (STORE_FS_FAULT_SYNC) fail with EIO without being made, as a disk that refuses;
- * STORE_FS_FAULT_SLOW_SYNC only slows the journal's syncs down.
+ * STORE_FS_FAULT_SLOW_SYNC only slows the journal's syncs down, STORE_FS_FAULT_SLOW_SNAPSHOT
+ * a snapshot's (a compaction's or a recovery's).
  * Turning faults off lets the next write attempt recovery at once (no back-off).
  * BAD_REQUEST when st is not an FS store. */
 enum store_fs_fault {
@@ -734,6 +735,8 @@ enum store_fs_fault {
 	STORE_FS_FAULT_SYNC = 2,
 	STORE_FS_FAULT_SLOW_SYNC = 4, /* not a failure: every journal sync first sleeps 100 ms,
 				       * as a slow disk (group-commit tests) */
+	STORE_FS_FAULT_SLOW_SNAPSHOT = 8, /* not a failure: a snapshot's fsync first sleeps
+					   * 300 ms (a recovery other threads meet under way) */
 };
 enum core_rc store_fs_fault_set(struct store *st, unsigned faults, bool on);
 

@@ -435,6 +435,7 @@ struct fs {
 	pthread_t acker;
 	bool acker_started, acker_stop, acker_waiting;
 	int64_t recover_after_ms;  /* CLOCK_MONOTONIC: no recovery attempt before */
+	bool recovering;           /* a thread is in fs_recover's attempt (jcond at its end) */
 	int *old_fds; /* earlier generations still owed a sync */
 	size_t n_old_fds;
 	/* The pre-allocated tail (fs_segment.c): the file is zero-filled up to jalloc, records

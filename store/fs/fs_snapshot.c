@@ -190,6 +190,17 @@ static bool snap_emit(FILE *f, const struct snap *s)
 	return emit(f, rec, &len);
 }
 
+static int snap_fsync(struct fs *fs, int fd)
+{
+	if (fs_io_fault(fs, STORE_FS_FAULT_SLOW_SNAPSHOT)) {
+		struct timespec slow = {.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000};
+
+		while (nanosleep(&slow, &slow) != 0 && errno == EINTR)
+			;
+	}
+	return fsync(fd);
+}
+
 /* temp + fsync + rename + fsync dir; 0 or an errno. The JSON snapshot of an earlier version
  * goes once the binary one is durable (the .bin wins whenever both exist). */
 static int snap_write(struct fs *fs, const struct snap *s)
@@ -209,7 +220,7 @@ static int snap_write(struct fs *fs, const struct snap *s)
 		err = EIO;
 	else if (!snap_emit(f, s) || fflush(f) != 0)
 		err = errno ? errno : EIO;
-	else if (fs_io_fault(fs, STORE_FS_FAULT_SYNC) || fsync(fileno(f)) != 0)
+	else if (fs_io_fault(fs, STORE_FS_FAULT_SYNC) || snap_fsync(fs, fileno(f)) != 0)
 		err = errno ? errno : EIO;
 	if (fclose(f) != 0 && !err)
 		err = errno;
@@ -742,22 +753,40 @@ int64_t fs_mono_ms(void)
 }
 
 /* A store whose disk keeps refusing is retried at most once a second (each attempt writes a
- * whole snapshot), by the next write or the compactor thread, whichever comes first. */
+ * whole snapshot), by the next write or the compactor thread, whichever comes first. A caller
+ * that finds another thread's attempt under way waits for its outcome instead of being
+ * refused meanwhile; if that attempt failed, it may make its own when the pacing allows (the
+ * disk came back during it: the test hook's fault lift resets the pacing, as an operator's
+ * repair would make the next attempt succeed). */
 #define RECOVER_EVERY_MS 1000
 
 enum core_rc fs_recover(struct fs *fs, bool force)
 {
 	enum core_rc rc;
-	int64_t now = fs_mono_ms();
-	bool go;
 
 	pthread_mutex_lock(&fs->jmu);
-	go = fs->failed && (force || now >= fs->recover_after_ms);
-	if (go)
-		fs->recover_after_ms = now + RECOVER_EVERY_MS;
-	rc = fs->failed ? CORE_ERR_STORE_UNAVAILABLE : CORE_OK;
+	for (;;) {
+		if (!fs->failed) {
+			pthread_mutex_unlock(&fs->jmu);
+			return CORE_OK;
+		}
+		if (!fs->recovering)
+			break;
+		pthread_cond_wait(&fs->jcond, &fs->jmu);
+	}
+	if (!force && fs_mono_ms() < fs->recover_after_ms) {
+		pthread_mutex_unlock(&fs->jmu);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	fs->recover_after_ms = fs_mono_ms() + RECOVER_EVERY_MS;
+	fs->recovering = true;
 	pthread_mutex_unlock(&fs->jmu);
-	return go ? compact(fs, true) : rc;
+	rc = compact(fs, true);
+	pthread_mutex_lock(&fs->jmu);
+	fs->recovering = false;
+	pthread_cond_broadcast(&fs->jcond);
+	pthread_mutex_unlock(&fs->jmu);
+	return rc;
 }
 
 static void *compactor_main(void *arg)

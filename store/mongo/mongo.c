@@ -150,6 +150,7 @@ static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
 static void driver_init(void)
 {
+	mgo_log_install(); /* before mongoc_init: its own lines go through it too */
 	mongoc_init();
 	atexit(mongoc_cleanup);
 }

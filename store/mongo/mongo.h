@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define MGO_HORIZON_DEFAULT_MS ((int64_t)24 * 3600 * 1000)
 #define MGO_RESAMPLE_MS 10000  /* server clock re-sample period */
@@ -174,6 +175,23 @@ struct mgo_conn {
 	 * mgo_attempt_begin uses it as its read when it is the same card and young enough. */
 	struct mgo_just_read *just;
 };
+
+/* The driver's log lines (mongo_log.c): warnings and errors on stderr with boardd's prefix,
+ * at most one per MGO_LOG_QUIET_MS (the next says how many were held back); the rest dropped. */
+#define MGO_LOG_QUIET_MS 1000
+struct mgo_log_gate {
+	int64_t last_ms;     /* when the last line was printed */
+	unsigned long held;  /* lines held back since */
+	bool printed;        /* any line printed yet */
+};
+/* Whether a line of `level` at now_ms is printed; if so *held is how many were held back. */
+bool mgo_log_pass(struct mgo_log_gate *g, mongoc_log_level_t level, int64_t now_ms,
+		  unsigned long *held);
+/* Prints one driver line to `out` when the gate lets it through. */
+void mgo_log_write(FILE *out, struct mgo_log_gate *g, mongoc_log_level_t level,
+		   const char *domain, const char *message, int64_t now_ms);
+/* Makes mgo_log_write (on stderr, one gate for the process) the driver's log handler. */
+void mgo_log_install(void);
 
 /* Pops a client from the pool (blocks while the pool is exhausted) and reads now. NOMEM. */
 /* CLOCK_MONOTONIC in ms (mongo_clock.c): caches' ages, naps and gates. */

@@ -8,6 +8,7 @@
  * skipped locally (exit 77), but fails when CI=true: the Mongo suite must run in CI.
  * Tests that rely on single-document atomicity under concurrency detect FerretDB (buildInfo's
  * ferretdbVersion) and skip with the reason printed: its updates are not atomic. */
+#include "store/mongo/mongo.h"
 #include "tests/store/conformance.h"
 #include "tests/store/test_store_mongo.h"
 
@@ -618,6 +619,86 @@ END_TEST
 
 /* The audit tail is bounded: the maintenance thread keeps the newest events_keep seqs
  * (100 000; 5 here) and deletes the older ones; a reader from 0 resumes at the oldest kept. */
+/* The driver's log lines (mongo_log.c): its DEBUG/INFO chatter is dropped, warnings and
+ * errors carry boardd's prefix, and a burst is held to one line a second with a count. */
+START_TEST(driver_log_gate_keeps_warnings_drops_chatter)
+{
+	struct mgo_log_gate g = {0};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	int i;
+
+	ck_assert_ptr_nonnull(out);
+	mgo_log_write(out, &g, MONGOC_LOG_LEVEL_DEBUG, "monitor", "heartbeat failed", 1000);
+	mgo_log_write(out, &g, MONGOC_LOG_LEVEL_INFO, "client", "info", 1000);
+	mgo_log_write(out, &g, MONGOC_LOG_LEVEL_MESSAGE, "client", "message", 1000);
+	mgo_log_write(out, &g, MONGOC_LOG_LEVEL_TRACE, "client", "trace", 1000);
+	fflush(out);
+	ck_assert_uint_eq(len, 0);
+	mgo_log_write(out, &g, MONGOC_LOG_LEVEL_WARNING, "stream", "Failed to buffer 4 bytes", 1000);
+	fflush(out);
+	ck_assert_str_eq(text, "boardd: mongo driver WARNING (stream): Failed to buffer 4 bytes\n");
+	for (i = 0; i < 3; i++) /* within the second: held back */
+		mgo_log_write(out, &g, MONGOC_LOG_LEVEL_WARNING, "stream", "again", 1500 + i * 100);
+	fflush(out);
+	ck_assert_ptr_null(strstr(text, "again"));
+	mgo_log_write(out, &g, MONGOC_LOG_LEVEL_ERROR, NULL, "lost", 2000);
+	fflush(out);
+	ck_assert_ptr_nonnull(strstr(text, "\nboardd: mongo driver ERROR (-): lost (3 more driver "
+					   "lines held back in the last 1000 ms)\n"));
+	fclose(out);
+	free(text);
+}
+END_TEST
+
+/* Reads what fd `fd` received while `fn` ran (into a temp file); the caller frees. */
+static char *capture_fd(int fd, void (*fn)(void))
+{
+	char path[] = "/tmp/boardd-mongo-log-XXXXXX";
+	int tmp = mkstemp(path), saved = dup(fd);
+	char *text = calloc(1, 65536);
+	ssize_t r;
+
+	ck_assert_int_ge(tmp, 0);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_ptr_nonnull(text);
+	unlink(path);
+	fflush(NULL);
+	ck_assert_int_ge(dup2(tmp, fd), 0);
+	fn();
+	fflush(NULL);
+	ck_assert_int_ge(dup2(saved, fd), 0);
+	close(saved);
+	r = pread(tmp, text, 65535, 0);
+	ck_assert_int_ge(r, 0);
+	close(tmp);
+	return text;
+}
+
+static void log_probe(void)
+{
+	mongoc_log(MONGOC_LOG_LEVEL_DEBUG, "monitor", "probe-debug-line");
+	mongoc_log(MONGOC_LOG_LEVEL_INFO, "client", "probe-info-line");
+}
+
+/* Opening the store installs the handler: libmongoc's default one prints DEBUG and INFO on
+ * stdout (the topology monitor's two lines a second while the database is down). */
+START_TEST(driver_log_handler_is_installed)
+{
+	struct store *st = open_fresh();
+	char *out, *err;
+
+	out = capture_fd(STDOUT_FILENO, log_probe);
+	err = capture_fd(STDERR_FILENO, log_probe);
+	ck_assert_msg(!strstr(out, "probe-"), "driver chatter on stdout: %s", out);
+	ck_assert_msg(!strstr(err, "probe-"), "driver chatter on stderr: %s", err);
+	free(out);
+	free(err);
+	close_db(st);
+}
+END_TEST
+
 START_TEST(events_trimmed_to_the_newest)
 {
 	char db[64], id[16];
@@ -766,6 +847,8 @@ int main(void)
 	tcase_add_test(tc, outbox_left_behind_is_delivered);
 	tcase_add_test(tc, tail_waits_for_a_fresh_hole_and_skips_an_old_one);
 	tcase_add_test(tc, events_trimmed_to_the_newest);
+	tcase_add_test(tc, driver_log_gate_keeps_warnings_drops_chatter);
+	tcase_add_test(tc, driver_log_handler_is_installed);
 	mongo_add_faults(tc);
 	mongo_add_reaper(tc);
 	mongo_add_interleave(tc);
