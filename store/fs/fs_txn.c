@@ -153,8 +153,10 @@ enum core_rc fs_txn_card_delete(struct fs_txn *t, const char *id)
 	if (cc) {
 		if (cc->card && cc->card->has_epoch && cc->card->claim_epoch > floor)
 			floor = cc->card->claim_epoch;
-		core_card_free(cc->card);
+		if (!cc->kept) /* else an answer holds it, as it stood before the delete */
+			core_card_free(cc->card);
 		cc->card = NULL;
+		cc->kept = false;
 		cc->floor = floor;
 		return CORE_OK;
 	}
@@ -256,9 +258,32 @@ out:
 	return rc;
 }
 
+/* The change entry whose copy is c itself, or NULL (c is a view, or not this txn's). */
+static struct fs_change_card *txn_copy_of(struct fs_txn *t, const struct core_card *c)
+{
+	size_t i;
+
+	for (i = 0; c && i < t->ch.n_cards; i++)
+		if (t->ch.cards[i].card == c)
+			return &t->ch.cards[i];
+	return NULL;
+}
+
 enum core_rc fs_txn_answer(struct fs_txn *t, const struct core_card *c, struct core_card **out)
 {
-	enum core_rc rc = fs_card_out(c, out);
+	struct fs_change_card *cc = txn_copy_of(t, c);
+	enum core_rc rc = CORE_OK;
+
+	/* The transaction's own copy is handed out as the answer (a deep copy per write was
+	 * ~1.5 % of the server's CPU): it is the card as the step leaves it, which is what the
+	 * answer must say (txn_answers_refresh sees it equal). A second answer of the same card
+	 * gets a copy. */
+	if (cc && !cc->kept) {
+		cc->kept = true;
+		*out = cc->card;
+	} else {
+		rc = fs_card_out(c, out);
+	}
 
 	if (rc == CORE_OK && t->n_answers < sizeof t->answers / sizeof t->answers[0]) {
 		t->answers[t->n_answers].id = c->id;
@@ -441,7 +466,8 @@ static void txn_drop_unchanged(struct fs_txn *t)
 		ent = cc->is_new || !cc->card ? NULL : fs_card_find(t->fs, cc->id);
 		if (ent && core_card_equal(fs_card_view(ent->card, &view), cc->card)) {
 			free(cc->id);
-			core_card_free(cc->card);
+			if (!cc->kept)
+				core_card_free(cc->card);
 			continue;
 		}
 		ch->cards[out++] = *cc;
