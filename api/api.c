@@ -139,33 +139,62 @@ static bool json_media_type(const char *ct)
 	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
-static bool request_has_body(struct api_req *r)
-{
-	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
-
-	return (cl && strcmp(cl, "0") != 0) ||
-	       MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-					   MHD_HTTP_HEADER_TRANSFER_ENCODING);
-}
-
-struct cl_scan {
-	const char *first;
-	bool disagree;
+/* ---- the request's headers, read in one pass ----
+ * Each MHD_lookup_connection_value walks every header with a caseless compare; the framing
+ * check walked them all once more. One walk now finds the first of each header boardd reads
+ * (what the lookup returns) and whether two Content-Length headers disagree. */
+static const struct {
+	const char *name;
+	size_t len;
+} head_names[API_HDR_N] = {
+#define HEAD(id, name) [id] = {name, sizeof(name) - 1}
+	HEAD(API_HDR_CONTENT_LENGTH, MHD_HTTP_HEADER_CONTENT_LENGTH),
+	HEAD(API_HDR_TRANSFER_ENCODING, MHD_HTTP_HEADER_TRANSFER_ENCODING),
+	HEAD(API_HDR_CONTENT_TYPE, MHD_HTTP_HEADER_CONTENT_TYPE),
+	HEAD(API_HDR_AUTHORIZATION, MHD_HTTP_HEADER_AUTHORIZATION),
+	HEAD(API_HDR_IF_MATCH, MHD_HTTP_HEADER_IF_MATCH),
+#undef HEAD
 };
 
-static enum MHD_Result cl_each(void *cls, enum MHD_ValueKind kind, const char *key,
-			       const char *value)
+static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char *key,
+				 const char *value)
 {
-	struct cl_scan *c = cls;
+	struct api_req *r = cls;
+	size_t n = strlen(key), i;
 
-	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
-		return MHD_YES;
-	if (!c->first)
-		c->first = value ? value : "";
-	else if (strcmp(c->first, value ? value : "") != 0)
-		c->disagree = true;
+	(void)kind;
+	for (i = 0; i < API_HDR_N; i++) {
+		if (n != head_names[i].len || strcasecmp(key, head_names[i].name) != 0)
+			continue;
+		if (i == API_HDR_CONTENT_LENGTH && r->hdr.v[i] &&
+		    strcmp(r->hdr.v[i], value ? value : "") != 0)
+			r->hdr.cl_disagree = true;
+		if (!r->hdr.v[i])
+			r->hdr.v[i] = value ? value : "";
+		break;
+	}
 	return MHD_YES;
+}
+
+static void head_scan(struct api_req *r)
+{
+	if (r->hdr.scanned)
+		return;
+	r->hdr.scanned = true;
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, head_each, r);
+}
+
+const char *api_req_header(struct api_req *r, enum api_hdr h)
+{
+	head_scan(r);
+	return r->hdr.v[h];
+}
+
+static bool request_has_body(struct api_req *r)
+{
+	const char *cl = api_req_header(r, API_HDR_CONTENT_LENGTH);
+
+	return (cl && strcmp(cl, "0") != 0) || api_req_header(r, API_HDR_TRANSFER_ENCODING);
 }
 
 /* The body's framing, before anything else: a request whose length is in doubt is refused
@@ -173,12 +202,12 @@ static enum MHD_Result cl_each(void *cls, enum MHD_ValueKind kind, const char *k
  * behind a proxy that framed it the other way). */
 static enum core_rc framing_check(struct api_req *r)
 {
-	struct cl_scan c = {0};
-	const char *te;
+	struct {
+		const char *first;
+		bool disagree;
+	} c = {api_req_header(r, API_HDR_CONTENT_LENGTH), r->hdr.cl_disagree};
+	const char *te = api_req_header(r, API_HDR_TRANSFER_ENCODING);
 
-	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, cl_each, &c);
-	te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-					 MHD_HTTP_HEADER_TRANSFER_ENCODING);
 	if (c.disagree) {
 		r->close_after = true;
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
@@ -215,9 +244,8 @@ static enum core_rc request_begin(struct api_req *r)
 	rc = api_query_check(r);
 	if (rc != CORE_OK)
 		return rc;
-	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-					 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	cl = api_req_header(r, API_HDR_CONTENT_LENGTH);
+	te = api_req_header(r, API_HDR_TRANSFER_ENCODING);
 	if (cl) {
 		char *end;
 		unsigned long long v;
@@ -235,8 +263,7 @@ static enum core_rc request_begin(struct api_req *r)
 		}
 	}
 	if (r->route->flags & API_ROUTE_BODY) {
-		ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						 MHD_HTTP_HEADER_CONTENT_TYPE);
+		ct = api_req_header(r, API_HDR_CONTENT_TYPE);
 		if ((cl && strcmp(cl, "0") != 0) || te || ct) {
 			if (!json_media_type(ct))
 				return api_fail(r, CORE_ERR_UNSUPPORTED_MEDIA_TYPE,
