@@ -436,7 +436,9 @@ static struct api_conn *conn_of(struct MHD_Connection *conn)
 	return ci ? ci->socket_context : NULL;
 }
 
-static void conn_mark(struct api *a, struct MHD_Connection *conn, bool in_request)
+/* now_ms: monotonic, when !in_request (the connection's idle time starts then). */
+static void conn_mark(struct api *a, struct MHD_Connection *conn, bool in_request,
+		      int64_t now_ms)
 {
 	struct api_conn *cc = conn_of(conn);
 
@@ -446,21 +448,21 @@ static void conn_mark(struct api *a, struct MHD_Connection *conn, bool in_reques
 	cc->in_request = in_request;
 	cc->line_ms = 0;
 	if (!in_request) {
-		cc->ready_ms = api_mono_ms();
+		cc->ready_ms = now_ms;
 		cc->served = true;
 	}
 	pthread_mutex_unlock(&a->conns.mu);
 }
 
-/* The request line arrived: its headers' deadline runs from now. */
-static void conn_line(struct api *a, struct MHD_Connection *conn)
+/* The request line arrived (at now_ms, monotonic): its headers' deadline runs from then. */
+static void conn_line(struct api *a, struct MHD_Connection *conn, int64_t now_ms)
 {
 	struct api_conn *cc = conn_of(conn);
 
 	if (!cc)
 		return;
 	pthread_mutex_lock(&a->conns.mu);
-	cc->line_ms = api_mono_ms();
+	cc->line_ms = now_ms;
 	pthread_mutex_unlock(&a->conns.mu);
 }
 
@@ -507,7 +509,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	const char *q;
 	size_t n = 0;
 
-	conn_line(a, conn);
+	/* the request's start is the same clock's reading (api_mono_ms's value) */
+	conn_line(a, conn, r ? r->t0_ns / 1000000 : api_mono_ms());
 	if (!r || !uri)
 		return r;
 	q = strchr(uri, '?');
@@ -584,7 +587,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (!r->started) {
 		r->started = true;
 		r->method = method;
-		conn_mark(a, conn, true); /* the headers arrived: the deadline is met */
+		conn_mark(a, conn, true, 0); /* the headers arrived: the deadline is met */
 		if (r->early_rc != CORE_OK) { /* on_uri's verdict, over TLS */
 			r->close_after = true;
 			return api_problem_queue(r, r->early_rc, r->detail);
@@ -923,9 +926,9 @@ static void log_line(struct api *a, const struct api_req *r, int64_t ns)
 }
 
 /* Counts the request's answer in the metrics and writes its log line, once. */
-static void req_account(struct api *a, struct api_req *r)
+static void req_account_at(struct api *a, struct api_req *r, int64_t now_ns)
 {
-	int64_t ns = mono_ns() - r->t0_ns;
+	int64_t ns = now_ns - r->t0_ns;
 
 	if (r->accounted)
 		return;
@@ -934,21 +937,29 @@ static void req_account(struct api *a, struct api_req *r)
 	log_line(a, r, ns);
 }
 
+static void req_account(struct api *a, struct api_req *r)
+{
+	req_account_at(a, r, mono_ns());
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
 	struct api *a = cls;
 	struct api_req *r = *req_cls;
+	int64_t now_ns;
 
 	if (!r)
 		return;
 	if (query_req == r) /* never left open by libmicrohttpd; never dangling either */
 		query_req = NULL;
-	conn_mark(a, conn, false); /* the next request's headers deadline starts now */
+	now_ns = mono_ns(); /* one reading for both */
+	conn_mark(a, conn, false, now_ns / 1000000); /* the next request's headers deadline
+						      * starts now */
 	/* A request whose headers never reached us was either refused by libmicrohttpd (its
 	 * answer is counted and logged by lib_log) or dropped by the client mid-headers. */
 	if (r->started || r->answered)
-		req_account(a, r);
+		req_account_at(a, r, now_ns);
 	req_free(r);
 	*req_cls = NULL;
 }
