@@ -222,15 +222,26 @@ struct route_segs {
 };
 
 static struct route_segs route_segs[sizeof routes / sizeof routes[0]];
+/* The routes whose pattern has n segments, in table order (a path is only matched against
+ * those: it was every route, for each request). */
+static struct {
+	unsigned short v[sizeof routes / sizeof routes[0]];
+	size_t n;
+} route_by_segs[MAX_SEGS + 1];
 static pthread_once_t route_segs_once = PTHREAD_ONCE_INIT;
 
 static void route_segs_init(void)
 {
-	size_t i;
+	size_t i, n;
 
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
 		route_segs[i].ok = path_split(routes[i].pattern, route_segs[i].seg,
 					      route_segs[i].len, &route_segs[i].n);
+		if (!route_segs[i].ok)
+			continue;
+		n = route_segs[i].n;
+		route_by_segs[n].v[route_by_segs[n].n++] = (unsigned short)i;
+	}
 }
 
 /* Does route i's pattern match the split path? Literal segments compare raw. Returns the
@@ -264,10 +275,14 @@ static int best_specificity(const char *const *seg, const size_t *len, size_t n,
 	int best = -1;
 	size_t i;
 
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-		m[i] = pattern_match(i, seg, len, n);
-		if (m[i] > best)
-			best = m[i];
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
+		m[i] = -1;
+	for (i = 0; i < route_by_segs[n].n; i++) {
+		size_t k = route_by_segs[n].v[i];
+
+		m[k] = pattern_match(k, seg, len, n);
+		if (m[k] > best)
+			best = m[k];
 	}
 	return best;
 }
