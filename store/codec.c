@@ -598,6 +598,29 @@ char *store_json_text(const json_t *j, size_t *len)
 	return text;
 }
 
+char *store_json_members_text(const struct store_json_member *m, size_t n, size_t *len)
+{
+	char stack[256];
+	struct jbuf b = {.p = stack, .cap = sizeof stack, .ok = true, .on_stack = true};
+	size_t i;
+
+	JB_LIT(&b, "{");
+	for (i = 0; i < n; i++) {
+		if (i)
+			JB_LIT(&b, ",");
+		jb_str(&b, m[i].key);
+		JB_LIT(&b, ":");
+		if (m[i].type == STORE_JSON_STR)
+			jb_str(&b, m[i].s);
+		else if (m[i].type == STORE_JSON_INT)
+			jb_int(&b, m[i].i);
+		else
+			JB_LIT(&b, "null");
+	}
+	JB_LIT(&b, "}");
+	return jb_done(&b, len);
+}
+
 /* POST renew's answer (DESIGN §3): {marker, epoch, lease_until, lease_ms} of the renewed card
  * for token marker `marker`, written as store_card_json_text writes (byte for byte what
  * json_dumps wrote of the json_pack tree api/claims.c built before). */

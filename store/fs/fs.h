@@ -794,6 +794,10 @@ enum core_rc fs_txn_board_put(struct fs_txn *t, const struct core_board *b);
 /* Appends an event; payload is stolen (NULL: {}). */
 enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const char *board,
 			  const char *card_id, const char *reason, json_t *payload);
+/* The same with the payload already written as an object's compact text (takes `text`, also
+ * on failure; NULL: "{}"), without a tree: the hot events (store_json_members_text). */
+enum core_rc fs_txn_event_text(struct fs_txn *t, enum core_event_type type, const char *board,
+			       const char *card_id, const char *reason, char *text);
 /* The cards that name `blocker` in their blockers as this transaction sees them (its own
  * copies first), in creation order: *ids is a new array (caller frees) of ids borrowed until
  * the transaction ends. O(dependents), never a walk of the board. */

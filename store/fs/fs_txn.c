@@ -14,6 +14,7 @@
  */
 #include "store/fs/fs.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,28 +216,14 @@ enum core_rc fs_txn_board_put(struct fs_txn *t, const struct core_board *b)
 	return CORE_OK;
 }
 
-enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const char *board,
-			  const char *card_id, const char *reason, json_t *payload)
+/* Appends the event; takes `text` (its payload), also on failure. */
+static enum core_rc event_push(struct fs_txn *t, enum core_event_type type, const char *board,
+			       const char *card_id, const char *reason, char *text)
 {
 	struct fs_change *ch = &t->ch;
 	struct core_event *e = calloc(1, sizeof(*e));
-	char *text = NULL;
-	size_t tlen;
 	enum core_rc rc = CORE_ERR_NOMEM;
 
-	/* an agent token's events name the claim it acted under (DESIGN §13) */
-	if (t->actor_epoch && !core_is_machine_reason(reason)) {
-		if (!payload)
-			payload = json_object();
-		if (!payload || json_object_set_new(payload, "actor_epoch",
-						    json_integer(t->actor_epoch)) != 0) {
-			json_decref(payload);
-			goto out;
-		}
-	}
-	text = payload ? store_json_text(payload, &tlen) : strdup("{}");
-
-	json_decref(payload);
 	if (!e || !text)
 		goto out;
 	rc = core_event_init(e, type, board, card_id, t->actor, reason, t->now, text);
@@ -256,6 +243,52 @@ out:
 	}
 	free(text);
 	return rc;
+}
+
+enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const char *board,
+			  const char *card_id, const char *reason, json_t *payload)
+{
+	char *text = NULL;
+	size_t tlen;
+
+	/* an agent token's events name the claim it acted under (DESIGN §13) */
+	if (t->actor_epoch && !core_is_machine_reason(reason)) {
+		if (!payload)
+			payload = json_object();
+		if (!payload || json_object_set_new(payload, "actor_epoch",
+						    json_integer(t->actor_epoch)) != 0) {
+			json_decref(payload);
+			return CORE_ERR_NOMEM;
+		}
+	}
+	text = payload ? store_json_text(payload, &tlen) : strdup("{}");
+	json_decref(payload);
+	return event_push(t, type, board, card_id, reason, text);
+}
+
+enum core_rc fs_txn_event_text(struct fs_txn *t, enum core_event_type type, const char *board,
+			       const char *card_id, const char *reason, char *text)
+{
+	if (!text)
+		text = strdup("{}");
+	/* What fs_txn_event's json_object_set_new appends: the payloads written as text never
+	 * hold actor_epoch themselves. */
+	if (text && t->actor_epoch && !core_is_machine_reason(reason)) {
+		size_t n = strlen(text);
+		char *wide = malloc(n + 48);
+
+		if (wide && n >= 2 && text[n - 1] == '}') {
+			memcpy(wide, text, n - 1);
+			snprintf(wide + n - 1, 48, "%s\"actor_epoch\":%lld}", n == 2 ? "" : ",",
+				 (long long)t->actor_epoch);
+		} else {
+			free(wide);
+			wide = NULL;
+		}
+		free(text);
+		text = wide;
+	}
+	return event_push(t, type, board, card_id, reason, text);
 }
 
 /* The change entry whose copy is c itself, or NULL (c is a view, or not this txn's). */

@@ -402,6 +402,43 @@ START_TEST(codec_json_text_equals_json_dumps)
 		tree_same(j);
 		json_decref(j);
 	}
+	/* the members builder (the hot events' payloads) against json_pack of the same */
+	{
+		static const char *const strs[] = {"", "w-1", "quote \" \\ \n", "\xc3\xa9\xe2\x82\xac"};
+		size_t a, k;
+
+		for (a = 0; a < sizeof strs / sizeof strs[0]; a++) {
+			for (k = 0; k < 3; k++) {
+				const struct store_json_member m[] = {
+					{"marker", STORE_JSON_STR, strs[a], 0},
+					{"epoch", k == 2 ? STORE_JSON_NULL : STORE_JSON_INT, NULL,
+					 k ? INT64_MIN : 42},
+					{"to", STORE_JSON_STR, strs[(a + 1) % 4], 0},
+				};
+				json_t *want_j = json_pack(
+					"{sssoss}", "marker", strs[a], "epoch",
+					k == 2 ? json_null() : json_integer(k ? INT64_MIN : 42), "to",
+					strs[(a + 1) % 4]);
+				char *want = json_dumps(want_j, JSON_COMPACT);
+				char *got = store_json_members_text(m, 3, &len);
+
+				ck_assert_str_eq(got, want);
+				ck_assert_uint_eq(len, strlen(want));
+				free(got);
+				free(want);
+				json_decref(want_j);
+			}
+		}
+		{
+			const struct store_json_member bad[] = {{"s", STORE_JSON_STR, "bad \xc3", 0}};
+
+			char *empty = store_json_members_text(NULL, 0, &len);
+
+			ck_assert_ptr_null(store_json_members_text(bad, 1, &len));
+			ck_assert_str_eq(empty, "{}");
+			free(empty);
+		}
+	}
 	/* an event payload as fs_txn_event writes it */
 	j = json_pack("{ssso}", "marker", "w-1", "epoch", json_integer(7));
 	json_object_set_new(j, "actor_epoch", json_integer(3));
