@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <openssl/crypto.h>
 #include <stddef.h>
@@ -1187,60 +1188,6 @@ static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
-/* "host:port", "[v6]:port", ":port" -> sockaddr. */
-static bool listen_parse(const char *spec, struct sockaddr_storage *ss, socklen_t *len,
-			 bool *v6, char *err, size_t errlen)
-{
-	char host[256];
-	const char *colon, *port;
-	struct addrinfo hints = {0}, *res = NULL;
-	char *end;
-	long p;
-	int e;
-
-	if (!spec || !*spec)
-		goto bad;
-	if (spec[0] == '[') {
-		const char *rb = strchr(spec, ']');
-
-		if (!rb || rb[1] != ':' || (size_t)(rb - spec - 1) >= sizeof host)
-			goto bad;
-		memcpy(host, spec + 1, (size_t)(rb - spec - 1));
-		host[rb - spec - 1] = '\0';
-		port = rb + 2;
-	} else {
-		colon = strrchr(spec, ':');
-		if (!colon || (size_t)(colon - spec) >= sizeof host)
-			goto bad;
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-		port = colon + 1;
-	}
-	errno = 0;
-	p = strtol(port, &end, 10);
-	if (!*port || *end || errno || p < 0 || p > 65535)
-		goto bad;
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	e = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-	if (e != 0 || !res) {
-		snprintf(err, errlen, "listen address %s: %s", spec, gai_strerror(e));
-		if (res)
-			freeaddrinfo(res);
-		return false;
-	}
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*len = res->ai_addrlen;
-	*v6 = res->ai_family == AF_INET6;
-	freeaddrinfo(res);
-	return true;
-bad:
-	snprintf(err, errlen, "listen address \"%s\": expected HOST:PORT, [V6]:PORT or :PORT",
-		 spec ? spec : "");
-	return false;
-}
-
 /* MHD's per-connection pool holds the request line and headers (bodies are copied out as they
  * arrive) and is zeroed for every request on a keep-alive connection: MHD's 32 KiB default
  * cost 5 % of the server's CPU in the claim-cycle profile. 16 KiB takes a request line of up
@@ -1269,11 +1216,26 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 	return atomic_load_explicit(&a->draining, memory_order_relaxed) ? MHD_NO : MHD_YES;
 }
 
-static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags, struct sockaddr *sa)
+/* Where: the TCP address for libmicrohttpd to bind, or a duplicate of the bound Unix socket
+ * (each attempt gets its own: libmicrohttpd closes the one it is given on some of its failure
+ * paths and not on others, so a failed attempt may leave its duplicate open; boardd exits
+ * then). On success the duplicate is the library's, closed by MHD_stop_daemon. */
+static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags)
 {
+	struct MHD_OptionItem where[2] = {{MHD_OPTION_END, 0, NULL}, {MHD_OPTION_END, 0, NULL}};
+
+	if (a->where.path) {
+		int fd = fcntl(a->where.fd, F_DUPFD_CLOEXEC, 0);
+
+		if (fd < 0)
+			return NULL;
+		where[0] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
+	} else {
+		where[0] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &a->where.ss};
+	}
 	/* The logger first: libmicrohttpd's messages about the options after it reach it. */
 	return MHD_start_daemon(flags, 0, on_accept, a, on_request, a,
-				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a, MHD_OPTION_SOCK_ADDR, sa,
+				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a, MHD_OPTION_ARRAY, where,
 				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, a->cfg.max_connections,
@@ -1293,11 +1255,9 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		       char *err, size_t errlen)
 {
 	struct api *a = NULL;
-	struct sockaddr_storage ss;
-	socklen_t sslen = 0;
+	struct api_listen where;
 	const union MHD_DaemonInfo *info;
 	unsigned flags;
-	bool v6 = false;
 	long cores;
 	enum core_rc rc = CORE_ERR_BAD_REQUEST;
 
@@ -1306,11 +1266,14 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		snprintf(err, errlen, "api_start: a store and a tokens structure are required");
 		return CORE_ERR_BAD_REQUEST;
 	}
-	if (!listen_parse(cfg->listen, &ss, &sslen, &v6, err, errlen))
-		return CORE_ERR_BAD_REQUEST;
+	if ((rc = api_listen_open(cfg->listen, &where, err, errlen)) != CORE_OK)
+		return rc;
 	a = calloc(1, sizeof *a);
-	if (!a)
+	if (!a) {
+		api_listen_release(&where);
 		return CORE_ERR_NOMEM;
+	}
+	a->where = where; /* released by api_stop, or at fail: */
 	a->cfg = *cfg;
 	a->st = st;
 	atomic_init(&a->draining, false);
@@ -1382,13 +1345,11 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 	/* The waker before MHD's threads: a claim-next reads a->next from its first request on. */
 	if (api_next_start(a) != CORE_OK) /* without it claim-next answers at once, never waits */
 		fprintf(stderr, "boardd: claim-next: no waker thread; wait_ms is not honoured\n");
-	flags = MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
+	flags = MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (a->where.v6 ? MHD_USE_IPv6 : 0) |
 		(a->tls ? MHD_USE_TLS : 0);
-	a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL,
-				 (struct sockaddr *)&ss);
+	a->daemon = daemon_start(a, flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL);
 	if (!a->daemon && errno != EADDRINUSE && errno != EACCES) /* no epoll: let MHD pick */
-		a->daemon = daemon_start(a, flags | MHD_USE_AUTO_INTERNAL_THREAD,
-					 (struct sockaddr *)&ss);
+		a->daemon = daemon_start(a, flags | MHD_USE_AUTO_INTERNAL_THREAD);
 	if (!a->daemon) {
 		snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(errno));
 		rc = CORE_ERR_STORE_UNAVAILABLE;
@@ -1402,12 +1363,17 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		pthread_mutex_destroy(&a->agent_mu);
 		goto fail;
 	}
+	if (a->where.fd >= 0) { /* the daemon listens on its duplicate */
+		close(a->where.fd);
+		a->where.fd = -1;
+	}
 	info = MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	a->port = info ? info->port : 0;
+	a->port = info ? info->port : 0; /* 0 on a socket file */
 	*out = a;
 	return CORE_OK;
 fail:
 	tokens_free(a);
+	api_listen_release(&a->where);
 	api_metrics_release(a);
 	api_tls_release(a);
 	free(a->tls_cert);
@@ -1456,6 +1422,7 @@ void api_stop(struct api *a)
 		usleep(10000);
 	}
 	MHD_stop_daemon(a->daemon);
+	api_listen_release(&a->where); /* after the daemon closed its socket */
 	api_next_free(a);
 	sweeper_stop(a);
 	api_streams_free(a);

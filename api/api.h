@@ -111,7 +111,9 @@ struct api_reaper_hooks {
 };
 
 struct api_config {
-	const char *listen;          /* "127.0.0.1:8080", "[::1]:0", ":8080" (port 0: any) */
+	const char *listen;          /* "127.0.0.1:8080", "[::1]:0", ":8080" (port 0: any), or
+				      * "unix:PATH": a Unix-domain socket file, mode 0660,
+				      * removed at api_stop (api/listen.c) */
 	unsigned threads;            /* MHD thread pool size; 0: number of cores */
 	size_t max_body;             /* request body limit; 0: 1 MiB */
 	int64_t lease_default_ms;    /* claim lease and run lock when a body omits lease_ms */
@@ -163,7 +165,7 @@ enum core_rc api_tokens_replace(struct api *a, struct api_tokens *fresh);
 enum core_rc api_tls_reload(struct api *a, char *err, size_t errlen);
 /* The metrics registry in use (cfg->metrics or the api's own); borrowed until api_stop. */
 struct metrics *api_metrics(const struct api *a);
-/* The bound TCP port (useful with port 0). */
+/* The bound TCP port (useful with port 0); 0 on a unix: socket file. */
 uint16_t api_port(const struct api *a);
 /* Stops taking new connections (each is closed as it is accepted); in-flight requests and
  * open keep-alive connections go on. Idempotent; callable from any thread. */

@@ -9,6 +9,8 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #define API_MAX_PARAMS 4
 #define API_DETAIL_MAX 256
@@ -215,6 +217,18 @@ struct api_req {
 
 #define API_ACKS_CLOSED (1u << 31)
 
+/* Where the api listens (listen.c): a TCP address libmicrohttpd binds, or a Unix-domain socket
+ * file bound here. */
+struct api_listen {
+	struct sockaddr_storage ss;  /* TCP: the address; len 0 for a socket file */
+	socklen_t len;
+	bool v6;
+	int fd;                      /* unix: bound and listening, ours until handed over; -1 */
+	char *path;                  /* unix: the socket file (owned); NULL for TCP */
+	dev_t dev;                   /* unix: the file we bound, removed at stop only if it */
+	ino_t ino;                   /* is still this one */
+};
+
 struct api {
 	struct MHD_Daemon *daemon;
 	struct store *st;
@@ -228,6 +242,7 @@ struct api {
 	pthread_mutex_t tokens_mu;   /* replacements */
 	struct api_config cfg;
 	char *listen;                /* owned copy of cfg.listen */
+	struct api_listen where;     /* parsed cfg.listen; the socket file, when unix: */
 	char *tls_cert, *tls_key;    /* owned copies of cfg.tls_cert / tls_key */
 	uint16_t port;
 	/* Stopping: every new connection is closed as it is accepted (on_accept in api.c). */
@@ -319,6 +334,17 @@ const char *api_req_header(struct api_req *r, enum api_hdr h);
 /* Queues resp with status (adds the common headers), records the status for the log and the
  * metrics, and destroys resp. */
 enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MHD_Response *resp);
+
+/* ---- listen.c ---- */
+/* Parses spec ("HOST:PORT", "[V6]:PORT", ":PORT" or "unix:PATH"). For unix:PATH also binds
+ * and listens on the socket file (see listen.c for its rules: too long, not a socket, live,
+ * stale), so l->fd is a listening socket the caller hands over or releases. On failure l
+ * holds nothing and err says why (BAD_REQUEST: the spec; ALREADY_EXISTS: a file or a live
+ * server is in the way; STORE_UNAVAILABLE: a system call failed). */
+enum core_rc api_listen_open(const char *spec, struct api_listen *l, char *err, size_t errlen);
+/* Closes l->fd unless it is -1 (set it to -1 once libmicrohttpd owns it), removes the socket
+ * file if it is still the one bound, frees l's contents. */
+void api_listen_release(struct api_listen *l);
 
 /* ---- tls.c: HTTPS with a certificate re-read on SIGHUP ---- */
 /* Loads cfg.tls_cert/tls_key when set (a->tls on success); err says what is wrong. */

@@ -24,6 +24,10 @@ int bench_http_tls(const char *cafile);
  * server turns into an error, never a hang. NULL on failure. Caller frees with
  * bench_http_close. */
 struct bench_http *bench_http_open(const char *host, uint16_t port);
+/* The same over the unix-domain (AF_UNIX) stream socket at path; requests carry
+ * "Host: localhost". Plain HTTP only: NULL (message on stderr) once bench_http_tls was
+ * called, as for a path too long for sun_path or a failed connect. */
+struct bench_http *bench_http_open_unix(const char *path);
 void bench_http_close(struct bench_http *c);
 
 /* Sends one request on the keep-alive connection and reads the answer (Content-Length,
@@ -46,11 +50,11 @@ struct bench_green *bench_green_start(size_t n, unsigned threads, void (*fn)(voi
 void bench_green_join(struct bench_green *g);
 /* True inside such a coroutine. */
 bool bench_green_on(void);
-/* Inside a coroutine: adds a connected socket to the loop (edge-triggered, any event wakes
- * the coroutine parked on it); outside, does nothing. 0, or -1 (errno). */
+/* Inside a coroutine: adds a connected socket to the loop (edge-triggered; readable, or hung
+ * up, wakes the coroutine parked on it); outside, does nothing. 0, or -1 (errno). */
 int bench_green_register(int fd);
-/* Inside a coroutine: whether the socket becoming writable wakes it too (registered: yes).
- * A driver that waits only for answers says no: on a unix socket each read of the peer's
+/* Inside a coroutine: whether the socket becoming writable wakes it too (registered: no).
+ * Ask for it only while a send waits for room: on a unix socket each read of the peer's
  * signals writability, a wake-up for nothing. 0, or -1 (errno); outside, does nothing. */
 int bench_green_want_write(int fd, bool write);
 /* Inside a coroutine: parks it until its socket has an event (0) or timeout_ms passed (-1).
@@ -121,6 +125,8 @@ enum bench_cycle_op {
 struct bench_opts {
 	const char *host;   /* default 127.0.0.1 */
 	uint16_t port;
+	const char *unix_path; /* -U: connect to this unix socket instead of host:port (the
+				* HTTP drivers; plain HTTP only, so never with -C) */
 	size_t workers;     /* default 32 */
 	double duration_s;  /* measured window; default 20, at most 3600 */
 	double warmup_s;    /* before the window; default 2 */
@@ -178,12 +184,18 @@ struct bench_driver {
 	const char *err_legend;
 };
 
-/* Parses the common options (-H host -p port -w workers -d seconds -W warmup -n cycles
- * -l lease_ms -P prefix) and hands any other option in `extra` to extra_fn (returns 0 when
- * it took it). Prints usage and returns -1 on a bad command line. */
+/* Parses the common options (-H host -p port -U socket -w workers -d seconds -W warmup
+ * -n cycles -l lease_ms -P prefix) and hands any other option in `extra` to extra_fn
+ * (returns 0 when it took it). Prints usage and returns -1 on a bad command line. */
 int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *extra,
 		     int (*extra_fn)(int opt, const char *arg, void *ctx), void *ctx,
 		     const char *usage);
+
+/* One connection to the server the options name: -U's unix socket, else host:port. */
+struct bench_http *bench_opts_http_open(const struct bench_opts *o);
+/* "unix" when the driver reaches its server over a unix-domain socket (-U, or a host that
+ * is a directory: libpq's socket directory), else "tcp". */
+const char *bench_opts_transport(const struct bench_opts *o);
 
 /* Runs the driver with o->workers threads, prints the table and one machine-readable
  * "RESULT ..." line. The server's CPU per request is measured when BENCH_SERVER_PID names

@@ -1,6 +1,7 @@
 /* etcd_cycle — the claim cycle of loadgen, expressed on etcd's v3 JSON gateway.
  *
- *   etcd_cycle -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3] [-P bench] [-g]
+ *   etcd_cycle -p PORT | -U SOCKET [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3]
+ *              [-P bench] [-g]
  *
  * Same client, same concurrency, same cycle shape as loadgen; each worker owns one card,
  * i.e. two keys: <prefix>/claim/<card> (the claim) and <prefix>/state/<card> (the column).
@@ -246,7 +247,9 @@ int main(int argc, char **argv)
 	struct bench_opts o;
 
 	if (bench_opts_parse(&o, argc, argv, "g", etcd_opt, NULL,
-			     "usage: etcd_cycle -p PORT [options]   (etcd's client port)\n"
+			     "usage: etcd_cycle -p PORT | -U SOCKET [options]   (etcd's client port, or\n"
+			     "       its client socket: --listen-client-urls unix://NAME:PORT puts it\n"
+			     "       at NAME:PORT in etcd's working directory)\n"
 			     "  -g          grant a lease per claim and revoke it at release\n"
 			     "              (default: one lease per worker, kept alive by renew)\n") !=
 	    0)

@@ -85,9 +85,15 @@ static void green_yield(struct green_co *c)
 	swapcontext(&c->ctx, &c->loop->main_ctx);
 }
 
+/* Readable only: a unix-domain socket's reader signals EPOLLOUT to the writer each time it
+ * takes data (the kernel's unix_write_space), so with EPOLLOUT in the set every request the
+ * server read woke its worker before the answer came: a wake-up and a recv saying EAGAIN per
+ * request, about a third of the client's CPU and a tenth of boardd's over a unix socket
+ * (TCP signals it only after a full send buffer). A send that would block asks for EPOLLOUT
+ * with bench_green_want_write. */
 int bench_green_register(int fd)
 {
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET};
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET};
 
 	if (!green_cur)
 		return 0;

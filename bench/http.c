@@ -1,6 +1,7 @@
-/* A small keep-alive HTTP/1.1 client over one blocking socket, with buffers reused from one
- * request to the next. Enough of HTTP for boardd (libmicrohttpd) and etcd's gateway (Go
- * net/http, chunked for streamed RPCs); no pipelining. TLS (OpenSSL's libssl) once
+/* A small keep-alive HTTP/1.1 client over one blocking socket (TCP to a numeric address, or a
+ * unix-domain stream socket), with buffers reused from one request to the next. Enough of
+ * HTTP for boardd (libmicrohttpd) and etcd's gateway (Go net/http, chunked for streamed
+ * RPCs); no pipelining. TLS (OpenSSL's libssl) once
  * bench_http_tls named a CA file: each connection then verifies the server's certificate for
  * its numeric address. */
 #include "bench/bench.h"
@@ -15,6 +16,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -44,7 +46,9 @@ struct bench_http {
 	SSL *ssl;     /* TLS on fd, when bench_http_tls was called */
 	char host[64];
 	uint16_t port;
-	char hostport[80]; /* "host:port" for the Host header, made on the first request */
+	struct sockaddr_un sun; /* sun_path[0] != 0: a unix-domain socket, not host:port */
+	char hostport[80]; /* "host:port" ("localhost" on a unix socket) for the Host header,
+			    * made on the first request */
 	size_t hostport_len;
 	bool reused;  /* at least one answer came over this socket */
 	bool sent;    /* a request just went out: in an event-loop worker, its answer cannot be
@@ -112,7 +116,10 @@ static int http_sock_connect(struct bench_http *c)
 	socklen_t len;
 	int one = 1;
 
-	if (inet_pton(AF_INET, c->host, &a4->sin_addr) == 1) {
+	if (c->sun.sun_path[0]) {
+		memcpy(&ss, &c->sun, sizeof c->sun);
+		len = sizeof c->sun;
+	} else if (inet_pton(AF_INET, c->host, &a4->sin_addr) == 1) {
 		a4->sin_family = AF_INET;
 		a4->sin_port = htons(c->port);
 		len = sizeof *a4;
@@ -126,7 +133,8 @@ static int http_sock_connect(struct bench_http *c)
 	c->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
 		return -1;
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (ss.ss_family != AF_UNIX)
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	if (connect(c->fd, (struct sockaddr *)&ss, len) != 0) {
@@ -152,6 +160,32 @@ struct bench_http *bench_http_open(const char *host, uint16_t port)
 		return NULL;
 	snprintf(c->host, sizeof c->host, "%s", host);
 	c->port = port;
+	if (http_sock_connect(c) != 0) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+struct bench_http *bench_http_open_unix(const char *path)
+{
+	struct bench_http *c;
+
+	if (tls_ctx) {
+		fprintf(stderr, "bench: no TLS over a unix socket (%s)\n", path);
+		return NULL;
+	}
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	if (!path[0] || strlen(path) >= sizeof c->sun.sun_path) {
+		fprintf(stderr, "bench: unix socket path empty or longer than %zu bytes: %s\n",
+			sizeof c->sun.sun_path - 1, path);
+		free(c);
+		return NULL;
+	}
+	c->sun.sun_family = AF_UNIX;
+	memcpy(c->sun.sun_path, path, strlen(path) + 1);
 	if (http_sock_connect(c) != 0) {
 		free(c);
 		return NULL;
@@ -186,7 +220,10 @@ static int http_send_all(struct bench_http *c, const char *p, size_t n)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && errno == EAGAIN && (flags & MSG_DONTWAIT)) {
-			if (bench_green_wait(HTTP_GREEN_WAIT_MS) != 0)
+			/* a full send buffer: EPOLLOUT wanted until there is room (green.c) */
+			if (bench_green_want_write(c->fd, true) != 0 ||
+			    bench_green_wait(HTTP_GREEN_WAIT_MS) != 0 ||
+			    bench_green_want_write(c->fd, false) != 0)
 				return -1;
 			continue;
 		}
@@ -375,15 +412,18 @@ int bench_http_request(struct bench_http *c, const char *method, const char *pat
 	need = mlen + plen + hlen + blen + 256;
 	if (grow(&c->w, &c->wcap, need) != 0)
 		return -1;
-	/* The request as "%s %s HTTP/1.1\r\nHost: %s:%u\r\n%s" then, with a body,
-	 * "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", else "\r\n";
+	/* The request as "%s %s HTTP/1.1\r\nHost: %s\r\n%s" (host:port, or localhost) then,
+	 * with a body, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", else "\r\n";
 	 * assembled without snprintf (it was a tenth of the client's user-space CPU). */
 	p = put(c->w, method, mlen);
 	*p++ = ' ';
 	p = put(p, path, plen);
 	p = PUT_LIT(p, " HTTP/1.1\r\nHost: ");
 	if (!c->hostport_len) { /* once: the host never changes */
-		k = snprintf(c->hostport, sizeof c->hostport, "%s:%u", c->host, (unsigned)c->port);
+		k = c->sun.sun_path[0]
+			    ? snprintf(c->hostport, sizeof c->hostport, "localhost")
+			    : snprintf(c->hostport, sizeof c->hostport, "%s:%u", c->host,
+				       (unsigned)c->port);
 		if (k < 0 || (size_t)k >= sizeof c->hostport)
 			return -1;
 		c->hostport_len = (size_t)k;

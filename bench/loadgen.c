@@ -165,7 +165,7 @@ struct lg_counters {
 
 static void lg_metrics(const struct bench_opts *o, struct lg_counters *c)
 {
-	struct bench_http *h = bench_http_open(o->host, o->port);
+	struct bench_http *h = bench_opts_http_open(o);
 	const char *resp = NULL;
 	int status = 0;
 
@@ -230,7 +230,7 @@ int main(int argc, char **argv)
 	struct bench_opts o;
 
 	if (bench_opts_parse(&o, argc, argv, "T:", lg_opt, &tokens_file,
-			     "usage: loadgen -p PORT [options]\n"
+			     "usage: loadgen -p PORT | -U SOCKET [options]\n"
 			     "  -T FILE     tokens: lines \"worker TOKEN\" and \"bot TOKEN\"\n"
 			     "              (else BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN)\n") != 0)
 		return 2;

@@ -419,8 +419,9 @@ int main(int argc, char **argv)
 			     "  -c CONNINFO more libpq keywords (\"user=postgres "
 			     "dbname=postgres\")\n") != 0)
 		return 2;
-	if (o.cacert) {
-		fprintf(stderr, "pg_cycle: -C is for the HTTP drivers\n");
+	if (o.cacert || o.unix_path) {
+		fprintf(stderr, "pg_cycle: -C and -U are for the HTTP drivers (libpq reaches a unix "
+				"socket with -H SOCKET_DIR -p PORT, TCP with -H 127.0.0.1 -p PORT)\n");
 		return 2;
 	}
 	snprintf(conninfo, sizeof conninfo, "host='%s' port=%u %s", o.host, (unsigned)o.port,

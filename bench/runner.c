@@ -165,6 +165,8 @@ static void usage_print(const char *usage)
 		"common options:\n"
 		"  -H HOST     server address (127.0.0.1; numeric, loopback expected)\n"
 		"  -p PORT     server port\n"
+		"  -U PATH     connect to the unix-domain socket PATH instead of -H/-p (plain\n"
+		"              HTTP, \"Host: localhost\"; not with -C: no TLS over a unix socket)\n"
 		"  -w N        concurrent workers, one card and one connection each (32)\n"
 		"  -d SECONDS  measured window (20; at most 3600)\n"
 		"  -W SECONDS  warm-up before the window (2)\n"
@@ -194,7 +196,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 	o->renews = 3;
 	o->prefix = "bench";
 	o->loops = -1;
-	snprintf(optstring, sizeof optstring, "H:p:w:d:W:n:l:r:P:C:e:%s", extra ? extra : "");
+	snprintf(optstring, sizeof optstring, "H:p:U:w:d:W:n:l:r:P:C:e:%s", extra ? extra : "");
 	while ((c = getopt(argc, argv, optstring)) != -1) {
 		switch (c) {
 		case 'H':
@@ -202,6 +204,9 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 			break;
 		case 'p':
 			o->port = (uint16_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'U':
+			o->unix_path = optarg;
 			break;
 		case 'w':
 			o->workers = strtoul(optarg, NULL, 10);
@@ -237,7 +242,12 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv, const char *ex
 			return -1;
 		}
 	}
-	if (optind != argc || !o->port || !o->workers || o->workers > 4096 ||
+	if (o->unix_path && o->cacert) {
+		fprintf(stderr, "-U and -C together: TLS over a unix socket is not supported "
+				"(give -U for plain HTTP on a socket, or -H/-p with -C for HTTPS)\n");
+		return -1;
+	}
+	if (optind != argc || (!o->port && !o->unix_path) || !o->workers || o->workers > 4096 ||
 	    !(o->duration_s > 0 && o->duration_s <= 3600) ||
 	    !(o->warmup_s >= 0 && o->warmup_s <= 600) || o->lease_ms <= 0 || o->renews > 100 ||
 	    o->loops < -1 || o->loops > 64) {
@@ -257,6 +267,27 @@ struct run_arg {
 	int done;
 };
 
+struct bench_http *bench_opts_http_open(const struct bench_opts *o)
+{
+	return o->unix_path ? bench_http_open_unix(o->unix_path) : bench_http_open(o->host, o->port);
+}
+
+const char *bench_opts_transport(const struct bench_opts *o)
+{
+	return o->unix_path || (o->host && o->host[0] == '/') ? "unix" : "tcp";
+}
+
+/* Where the server is, for the report and the messages. */
+static void opts_where(const struct bench_opts *o, char *buf, size_t len)
+{
+	if (o->unix_path)
+		snprintf(buf, len, "unix socket %s", o->unix_path);
+	else if (o->host[0] == '/')
+		snprintf(buf, len, "unix socket in %s (port %u)", o->host, (unsigned)o->port);
+	else
+		snprintf(buf, len, "TCP %s:%u", o->host, (unsigned)o->port);
+}
+
 static int run_go;          /* event-loop workers: main checked every setup */
 static size_t run_setups;   /* event-loop workers whose setup finished */
 
@@ -265,7 +296,7 @@ static void run_setup(struct run_arg *a)
 	struct bench_worker *w = a->w;
 
 	if (!a->d->own_connection)
-		w->http = bench_http_open(w->opts->host, w->opts->port);
+		w->http = bench_opts_http_open(w->opts);
 	a->setup_rc = w->http || a->d->own_connection ? a->d->setup(w) : -1;
 }
 
@@ -458,10 +489,12 @@ static void cpu_sample(struct run_cpu *c)
 }
 
 /* Prints the CPU line. OUT: *others, the share of everything else, and *server_us, the
- * server's CPU per answered request in microseconds; both -1 when the server is unknown. */
+ * server's CPU per answered request in microseconds; both -1 when the server is unknown.
+ * *irq_us: the machine's interrupt and softirq time per request (loopback TCP's receive
+ * path runs there, as do the disk's completions, everyone's). */
 static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double window,
 		      uint64_t ops, double *others, double *server_us, double *backend_us,
-		      double *steal_pct, double *client_us)
+		      double *steal_pct, double *client_us, double *irq_us)
 {
 	double busy = b->busy_s - a->busy_s, self = b->self_s - a->self_s;
 	double irq = b->irq_s - a->irq_s, steal = b->steal_s - a->steal_s;
@@ -472,6 +505,7 @@ static void cpu_print(const struct run_cpu *a, const struct run_cpu *b, double w
 	*others = *server_us = *backend_us = -1;
 	*steal_pct = 100 * steal / window;
 	*client_us = ops ? self * 1e6 / (double)ops : -1;
+	*irq_us = ops ? irq * 1e6 / (double)ops : -1;
 	printf("cpu over the window (%% of one core): machine %.0f%% of %ld cores (interrupts "
 	       "%.0f%%, stolen by the hypervisor %.0f%%), this driver %.0f%% (%.0f us per request)",
 	       100 * (busy + irq + steal) / window, cores, 100 * irq / window,
@@ -534,7 +568,8 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	struct bench_stat tot[BENCH_OPS_MAX];
 	struct bench_lat all = {0}, cyc = {0};
 	uint64_t cycles = 0, failed = 0, ops = 0, errs = 0;
-	double others, server_us, backend_us, steal, client_us;
+	double others, server_us, backend_us, steal, client_us, irq_us;
+	char where[160];
 	size_t i, k, j;
 
 	memset(tot, 0, sizeof tot);
@@ -548,6 +583,8 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 	printf("\n== %s: %zu workers, window %.2f s (after %.1f s warm-up) ==\n", d->target,
 	       o->workers, window, o->warmup_s);
 	printf("cycle: %s (N = %u)\n", d->cycle_desc, o->renews);
+	opts_where(o, where, sizeof where);
+	printf("transport: %s (%s)\n", bench_opts_transport(o), where);
 	if (run_loops)
 		printf("client: the %zu workers on %u event-loop thread(s)\n", o->workers,
 		       run_loops);
@@ -599,19 +636,19 @@ static void report_print(const struct bench_driver *d, const struct bench_opts *
 		printf("errors: none\n");
 	}
 	cpu_print(c0, c1, window, ops + errs, &others, &server_us, &backend_us, &steal,
-		  &client_us);
+		  &client_us, &irq_us);
 	if (note && note[0])
 		printf("%s\n", note);
 	printf("RESULT target=%s workers=%zu window_s=%.3f cycles=%" PRIu64 " cycles_per_s=%.1f "
 	       "ops_per_s=%.1f p50_op_ms=%.3f p99_op_ms=%.3f p99_cycle_ms=%.3f errors=%" PRIu64
 	       " failed_cycles=%" PRIu64 " others_cpu_pct=%.0f server_cpu_us_per_op=%.0f"
 	       " steal_pct=%.0f backend_cpu_us_per_op=%.0f client_cpu_us_per_op=%.0f"
-	       " client_loops=%u\n",
+	       " client_loops=%u irq_us_per_op=%.0f transport=%s\n",
 	       d->target, o->workers, window, cycles, (double)cycles / window,
 	       (double)ops / window, (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0,
 	       (double)bench_lat_quantile(&cyc, 0.99) / 1000.0, errs, failed, others, server_us,
-	       steal, backend_us, client_us, run_loops);
+	       steal, backend_us, client_us, run_loops, irq_us, bench_opts_transport(o));
 	fflush(stdout);
 }
 
@@ -687,9 +724,12 @@ int bench_run(const struct bench_driver *d, const struct bench_opts *o)
 		if (args[i].setup_rc != 0)
 			failed++;
 	if (failed) {
-		fprintf(stderr, "%s: setup failed on %zu of %zu workers (is the server up on %s:%u? "
+		char where[160];
+
+		opts_where(o, where, sizeof where);
+		fprintf(stderr, "%s: setup failed on %zu of %zu workers (is the server up on %s? "
 				"tokens?)\n",
-			d->target, failed, o->workers, o->host, (unsigned)o->port);
+			d->target, failed, o->workers, where);
 		__atomic_store_n(&run_stop, 1, __ATOMIC_RELEASE);
 	}
 	run_setups_release(green, &ready);

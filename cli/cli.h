@@ -21,7 +21,10 @@
 /* ---- global options (main.c) ---- */
 
 struct cli_global {
-	const char *url;    /* BOARDD_URL or --url; no trailing slash */
+	const char *server; /* BOARDD_URL or --url as given, no trailing slash (jobs get it) */
+	const char *url;    /* the base of every request: server, or http://localhost on a
+			     * socket file */
+	const char *unix_path; /* server "unix:PATH": the socket file libcurl connects to */
 	char *token;        /* BOARDD_TOKEN or --token-file's first line; owned */
 	const char *cacert; /* --cacert: a CA bundle for https */
 	bool json;          /* --json: machine output on stdout */

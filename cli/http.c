@@ -96,6 +96,8 @@ long cli_http_call(struct cli_http *h, const char *method, const char *path, con
 	}
 	curl_easy_reset(h->curl); /* keeps the connection cache: the keep-alive survives */
 	curl_easy_setopt(h->curl, CURLOPT_URL, url);
+	if (cli_g.unix_path) /* the URL's host only names the Host header then */
+		curl_easy_setopt(h->curl, CURLOPT_UNIX_SOCKET_PATH, cli_g.unix_path);
 	curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_body);
@@ -117,7 +119,10 @@ long cli_http_call(struct cli_http *h, const char *method, const char *path, con
 	h->errbuf[0] = '\0';
 	cc = curl_easy_perform(h->curl);
 	if (cc != CURLE_OK) {
-		if (err && errlen)
+		if (err && errlen && cli_g.unix_path) /* libcurl's text names localhost:80 */
+			snprintf(err, errlen, "%s %s: over unix:%s: %s", method, path,
+				 cli_g.unix_path, curl_easy_strerror(cc));
+		else if (err && errlen)
 			snprintf(err, errlen, "%s %s: %s", method, path,
 				 h->errbuf[0] ? h->errbuf : curl_easy_strerror(cc));
 		goto out;

@@ -172,7 +172,7 @@ static char **env_build(const struct cli_claim *c, const char *run, const char *
 			env[k++] = environ[i];
 	*n_ours = k;
 	snprintf(epoch, sizeof epoch, "%lld", (long long)c->epoch);
-	env[k++] = env_pair("BOARDD_URL", cli_g.url);
+	env[k++] = env_pair("BOARDD_URL", cli_g.server);
 	env[k++] = env_pair("BOARDD_CARD", c->card);
 	env[k++] = env_pair("BOARDD_MARKER", c->marker);
 	env[k++] = env_pair("BOARDD_EPOCH", epoch);

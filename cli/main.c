@@ -52,7 +52,9 @@ static void usage(FILE *f)
 	      "                VERB [ARGS...]\n\n"
 	      "The worker side of boardd as one command, and the operator and bot verbs.\n"
 	      "BOARDD_URL (default http://127.0.0.1:8080) and BOARDD_TOKEN configure it; --url and\n"
-	      "--token-file (the token on its first line) override them.\n\nverbs:\n",
+	      "--token-file (the token on its first line) override them. A URL of the form\n"
+	      "unix:PATH reaches a boardd started with --listen unix:PATH over that Unix socket\n"
+	      "file (plain HTTP).\n\nverbs:\n",
 	      f);
 	for (i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
@@ -123,7 +125,16 @@ int main(int argc, char **argv)
 	n = strlen(url);
 	while (n && url[n - 1] == '/')
 		url[--n] = '\0';
+	cli_g.server = url;
 	cli_g.url = url;
+	if (strncmp(url, "unix:", 5) == 0) { /* boardd's own --listen form */
+		if (!url[5]) {
+			cli_warn("--url unix:PATH: the socket file's path is missing");
+			return 2;
+		}
+		cli_g.unix_path = url + 5;
+		cli_g.url = "http://localhost";
+	}
 	if (token_file) {
 		cli_g.token = token_read(token_file);
 		if (!cli_g.token)

@@ -39,7 +39,7 @@ struct opt {
 static const struct opt opts[] = {
 	{.flag = "listen", .env = "BOARDD_LISTEN", .kind = OPT_STR, .off = OFF(listen),
 	 .arg = "HOST:PORT", .def = "127.0.0.1:8080",
-	 .help = "address to listen on; port 0 picks a free one"},
+	 .help = "address to listen on; port 0 picks a free one; unix:PATH: a Unix socket file"},
 	{.flag = "store", .env = "BOARDD_STORE", .kind = OPT_STR, .off = OFF(store),
 	 .arg = "SPEC", .def = "fs:./data",
 	 .help = "fs:DIR, or mongodb://HOST[:PORT][,HOST...]/DB[?replicaSet=NAME&...]"},

@@ -161,11 +161,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "boardd: %s\n", err);
 		goto out;
 	}
-	fprintf(stderr,
-		"boardd %s: listening on %s (port %u) over %s, store %s (%s), reaper gate %s\n",
-		BOARDD_VERSION, cfg.listen, (unsigned)api_port(api),
-		cfg.tls_cert ? "https, TLS 1.2+" : "http", cfg.store, store_name(st),
-		cfg.reaper_gate ? "on" : "off");
+	if (api_port(api)) /* a TCP port (0: a socket file, named by cfg.listen) */
+		snprintf(err, sizeof err, " (port %u)", (unsigned)api_port(api));
+	else
+		err[0] = '\0';
+	fprintf(stderr, "boardd %s: listening on %s%s over %s, store %s (%s), reaper gate %s\n",
+		BOARDD_VERSION, cfg.listen, err, cfg.tls_cert ? "https, TLS 1.2+" : "http",
+		cfg.store, store_name(st), cfg.reaper_gate ? "on" : "off");
 
 	for (;;) {
 		if (sigwait(&sigs, &sig) != 0)

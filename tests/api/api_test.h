@@ -70,5 +70,6 @@ TCase *api_tcase_fence(void);
 TCase *api_tcase_mcp(void);
 TCase *api_tcase_mcp_small(void);
 TCase *api_tcase_agent(void);
+TCase *api_tcase_unix(void);
 
 #endif

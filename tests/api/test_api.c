@@ -437,6 +437,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_mcp_small());
 	suite_add_tcase(s, api_tcase_agent());
 	suite_add_tcase(s, api_tcase_quiesce());
+	suite_add_tcase(s, api_tcase_unix());
 	return s;
 }
 

@@ -9,7 +9,7 @@ Also a short run of the bench's claim cycle over HTTPS (loadgen -C): the bench c
 verifies the certificate and every cycle succeeds.
 
 And boardctl (cli/, when this tree builds it) with --cacert: its listing over HTTPS works,
-and without the CA it is refused.
+and without the CA it is refused. Last, HTTPS and the event stream on --listen unix:PATH.
 
 usage: test_tls.py path/to/boardd path/to/loadgen [path/to/boardctl]
 """
@@ -248,6 +248,40 @@ def main():
                            env=bt.clean_env())
         check(r.returncode != 0 and 'cannot read' in r.stderr, 'an unreadable key: refused '
               'at start, saying why (%s)' % r.stderr.strip()[-120:])
+        unix_tls(tmp, tokens, worker, *make_pair(tmp, 'unix', 'boardd-unix'))
+
+
+def unix_tls(tmp, tokens, worker, cert, key):
+    """HTTPS on --listen unix:PATH: curl --unix-socket verifies the certificate, and the
+    event stream (SSE) opens over the socket."""
+    sock = os.path.join(tmp, 'tls.sock')
+    log_path = os.path.join(tmp, 'unix.log')
+    with open(log_path, 'w') as log:
+        p = subprocess.Popen([BOARDD, '--listen', 'unix:' + sock, '--store', 'fs:' + tmp +
+                              '/d4', '--tokens', tokens, '--tls-cert', cert, '--tls-key', key],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             env=bt.clean_env())
+    try:
+        if not check(wait_for(lambda: 'listening on unix:%s over https' % sock in
+                              open(log_path).read(), 15), 'boardd serves HTTPS on unix:' + sock):
+            print(open(log_path).read())
+        base = ['curl', '-sS', '--max-time', '10', '--unix-socket', sock, '--cacert', cert]
+        r = subprocess.run(base + ['https://127.0.0.1/healthz'], capture_output=True,
+                           text=True, timeout=30)
+        check(r.returncode == 0 and '"ok"' in r.stdout, 'HTTPS over the socket: %s %s' % (
+            r.stdout, r.stderr))
+        r = subprocess.run(base + ['-N', '--max-time', '2', '-H', 'Authorization: Bearer ' +
+                                   worker, 'https://127.0.0.1/v1/events/stream?board=default'],
+                           capture_output=True, text=True, timeout=30)
+        check(': stream open' in r.stdout, 'the event stream over the socket: %s %s' % (
+            r.stdout[:200], r.stderr))
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(timeout=20) == 0 and not os.path.exists(sock),
+              'clean stop, socket file removed')
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/pg_cycle's smoke (issue 15): half a second of the claim cycle against a private
-# PostgreSQL cluster (bench/pg.sh: initdb in a temp dir, durable defaults, a unix socket),
+# PostgreSQL cluster (bench/pg.sh: initdb in a temp dir, durable defaults, a unix socket; at
+# the end a second one on TCP 127.0.0.1 alone, as bench/run.sh's TRANSPORT=tcp runs it),
 # a few seconds in all, in both client modes: the workers on an event loop (-e 1: libpq's
 # asynchronous calls, each worker parked on its socket; what bench/run.sh runs by default)
 # and one blocking thread per worker (-e 0). Checks that the driver runs the whole cycle with
@@ -78,4 +79,36 @@ cat "$tmp/a" "$tmp/b"
 [ "$errs" -gt 0 ] || fail "two drivers on the same rows and no refused claim counted"
 [ "$(result "$tmp/a" errors)" -gt 0 ] || fail "the event loop's driver counted no refused claim"
 grep -q 'claim touched 0 rows' "$tmp/a" || fail "the event loop's refused claim is not named"
-echo "pg_cycle_smoke: ok ($errs refused statements counted in the clash)"
+
+# 3. Over TCP (bench/run.sh's TRANSPORT=tcp): a second private cluster on 127.0.0.1 only (no
+# socket file: unix_socket_directories is empty, so nothing but TCP can reach it), the cycle
+# through libpq's host=127.0.0.1, and the driver says it ran over TCP.
+pg_cluster_stop
+pg_cluster_start "$tmp/tcp" 20 tcp
+[ "$PG_HOST" = 127.0.0.1 ] && [ -z "$PG_SOCKDIR" ] ||
+	fail "tcp cluster: host $PG_HOST, socket dir '$PG_SOCKDIR'"
+[ "$(pg_setting listen_addresses)" = 127.0.0.1 ] && [ -z "$(pg_setting unix_socket_directories)" ] ||
+	fail "tcp cluster: listen_addresses '$(pg_setting listen_addresses)'," \
+		"unix_socket_directories '$(pg_setting unix_socket_directories)'"
+[ -z "$(find "$tmp/tcp" -type s)" ] ||
+	fail "tcp cluster left a socket file: $(find "$tmp/tcp" -type s)"
+rc=0
+BENCH_SERVER_PID=$PG_PID "$pg_cycle" -H "$PG_HOST" -p "$PG_PORT" -w 4 -d 0.5 -W 0.1 -P tcp -e 1 \
+	>"$tmp/tcp.out" || rc=$?
+cat "$tmp/tcp.out"
+[ "$rc" = 0 ] || fail "pg_cycle over TCP exited $rc"
+[ "$(result "$tmp/tcp.out" transport)" = tcp ] ||
+	fail "pg_cycle over TCP says transport $(result "$tmp/tcp.out" transport)"
+[ "$(result "$tmp/clean" transport)" = unix ] ||
+	fail "pg_cycle on the socket says transport $(result "$tmp/clean" transport)"
+[ "$(result "$tmp/tcp.out" errors)" = 0 ] && [ "$(result "$tmp/tcp.out" failed_cycles)" = 0 ] ||
+	fail "errors over TCP"
+[ "$(result "$tmp/tcp.out" cycles)" -gt 0 ] || fail "no cycle over TCP"
+grep -q 'fsync=on synchronous_commit=on' "$tmp/tcp.out" ||
+	fail "not PostgreSQL's durable defaults over TCP"
+# -U is for the HTTP drivers: refused, not silently ignored.
+rc=0
+"$pg_cycle" -U "$tmp/x.sock" -p "$PG_PORT" -d 0.5 2>"$tmp/u.err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- '-U are for the HTTP drivers' "$tmp/u.err" ||
+	fail "pg_cycle -U: rc $rc, $(cat "$tmp/u.err")"
+echo "pg_cycle_smoke: ok ($errs refused statements counted in the clash; TCP run clean)"

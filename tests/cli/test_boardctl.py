@@ -364,6 +364,61 @@ def case_tls(srv, tmp):
         tls.stop()
 
 
+def case_unix(srv, tmp):
+    """boardd --listen unix:PATH and boardctl --url / BOARDD_URL unix:PATH: verbs and a job
+    (its BOARDD_URL handed on as given), SIGHUP keeps the socket, SIGTERM removes it."""
+    sock = os.path.join(tmp, 'b.sock')
+    log = open(os.path.join(tmp, 'unix.log'), 'w')
+    p = subprocess.Popen([BOARDD, '--store', 'fs:' + os.path.join(tmp, 'data-unix'),
+                          '--listen', 'unix:' + sock, '--threads', '2',
+                          '--tokens', os.path.join(tmp, 'tokens.json')],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=bt.clean_env())
+    log.close()
+
+    def banner():
+        with open(os.path.join(tmp, 'unix.log')) as f:
+            return 'listening on unix:%s over http' % sock in f.read()
+    try:
+        check(wait_for(banner, 10) and os.path.exists(sock), 'boardd listens on unix:%s' % sock)
+        env = dict(bt.clean_env(), BOARDD_URL='unix:' + sock, BOARDD_TOKEN=srv.op)
+        r = subprocess.run([BOARDCTL, 'cards', 'create', '--id', 'u1', '--state', 'ready',
+                            '--label', 'ux'], capture_output=True, text=True, env=env)
+        check(r.returncode == 0 and r.stdout.strip() == 'u1',
+              'cards create over BOARDD_URL=unix:: %s' % r.stderr)
+        env['BOARDD_TOKEN'] = srv.worker
+        r = subprocess.run([BOARDCTL, 'run', '--card', 'u1', '--on-success', 'done', '--',
+                            'sh', '-c', 'test "$BOARDD_URL" = "unix:%s"' % sock],
+                           capture_output=True, text=True, env=env, timeout=30)
+        check(r.returncode == 0 and 'succeeded' in r.stderr,
+              'a job over the socket, BOARDD_URL handed on: %d %s' % (r.returncode, r.stderr))
+        p.send_signal(signal.SIGHUP)
+        check(wait_for(lambda: 'SIGHUP: tokens' in open(os.path.join(tmp, 'unix.log')).read(),
+                       10), 'SIGHUP reloaded')
+        env = bt.clean_env()
+        tf = os.path.join(tmp, 'token-unix')
+        with open(tf, 'w') as f:
+            f.write(srv.op + '\n')
+        r = subprocess.run([BOARDCTL, '--url', 'unix:' + sock, '--token-file', tf, '--json',
+                            'cards', 'show', 'u1'], capture_output=True, text=True, env=env)
+        check(r.returncode == 0 and json.loads(r.stdout)['state'] == 'done',
+              '--url unix: after SIGHUP: the outcome of the job is there: %s %s' % (r.stdout,
+                                                                                r.stderr))
+        r = subprocess.run([BOARDCTL, '--url', 'unix:' + sock, '--token-file', tf, 'cards',
+                            'show', 'nope'], capture_output=True, text=True, env=env)
+        check(r.returncode == 1 and '404' in r.stderr, 'a 404 over the socket: %s' % r.stderr)
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(timeout=20) == 0, 'boardd stops cleanly')
+        check(not os.path.exists(sock), 'the socket file is removed at a clean stop')
+        r = subprocess.run([BOARDCTL, '--url', 'unix:' + sock, '--token-file', tf, 'cards',
+                            'ls'], capture_output=True, text=True, env=env)
+        check(r.returncode == 1 and ('unix:' + sock) in r.stderr,
+              'no server: the error names the socket: %s' % r.stderr)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def case_help():
     for verb in ([], ['work'], ['run'], ['cards'], ['cards', 'ls'], ['cards', 'create'],
                  ['cards', 'move'], ['reopen'], ['events'], ['attention']):
@@ -465,6 +520,7 @@ def main():
     srv.start()
     try:
         case_help()
+        case_unix(srv, tmp)
         case_verbs(srv, tmp)
         case_outcomes_and_env(srv, tmp)
         case_agent_caps(srv, tmp)

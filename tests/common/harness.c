@@ -57,7 +57,7 @@ bool harness_start(struct harness *h, const struct harness_options *opt)
 {
 	struct harness_options none = {0};
 	struct api_config cfg;
-	char spec[300], err[512];
+	char spec[320], err[512];
 
 	memset(h, 0, sizeof *h);
 	if (!opt)
@@ -78,6 +78,11 @@ bool harness_start(struct harness *h, const struct harness_options *opt)
 	}
 	api_config_init(&cfg);
 	cfg.listen = "127.0.0.1:0";
+	if (opt->unix_socket) {
+		snprintf(h->sock, sizeof h->sock, "%s/api.sock", h->dir);
+		snprintf(spec, sizeof spec, "unix:%s", h->sock);
+		cfg.listen = spec;
+	}
 	cfg.threads = opt->threads ? opt->threads : 4;
 	if (opt->max_body)
 		cfg.max_body = opt->max_body;
@@ -120,7 +125,7 @@ void harness_stop(struct harness *h)
 
 struct httpc *harness_connect(const struct harness *h)
 {
-	return httpc_connect("127.0.0.1", h->port);
+	return h->sock[0] ? httpc_connect_unix(h->sock) : httpc_connect("127.0.0.1", h->port);
 }
 
 int harness_call_h(struct httpc *c, const char *method, const char *path, const char *token,

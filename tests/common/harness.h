@@ -39,6 +39,7 @@ struct harness_options {
 	 * and fill *hooks). May be NULL. Returns false to abort the start. */
 	bool (*before_api)(void *ctx, struct store *st, struct api_reaper_hooks *hooks);
 	void *ctx;
+	bool unix_socket;            /* listen on dir/api.sock (unix:) instead of 127.0.0.1:0 */
 };
 
 struct harness {
@@ -46,7 +47,8 @@ struct harness {
 	struct store *st;
 	struct api_tokens tokens;
 	struct api *api;
-	uint16_t port;
+	uint16_t port;               /* 0 on a Unix socket */
+	char sock[300];              /* the Unix socket file, or "" */
 };
 
 /* Starts everything; opt may be NULL. Returns false (with a message on stderr) on failure,
@@ -55,7 +57,8 @@ bool harness_start(struct harness *h, const struct harness_options *opt);
 /* Stops the api, closes the store, removes the directory. */
 void harness_stop(struct harness *h);
 
-/* A new keep-alive connection to the harness; caller closes with httpc_close. */
+/* A new keep-alive connection to the harness (its port or its socket file); caller closes
+ * with httpc_close. */
 struct httpc *harness_connect(const struct harness *h);
 
 /* One JSON request: token may be NULL (no Authorization), body may be NULL, extra_header

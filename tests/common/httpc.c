@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define IO_TIMEOUT_S 60
@@ -19,11 +20,34 @@
 struct httpc {
 	char *host;
 	uint16_t port;
+	char *unix_path; /* a Unix socket file instead of host:port */
 	int fd;
+	unsigned dials;  /* connections opened (httpc_dials) */
 	/* bytes read past the previous answer */
 	char *buf;
 	size_t len, cap;
 };
+
+static int dial_unix(const char *path)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	struct timeval tv = {IO_TIMEOUT_S, 0};
+	int fd;
+
+	if (strlen(path) >= sizeof sun.sun_path)
+		return -1;
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof sun) != 0) {
+		close(fd);
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	return fd;
+}
 
 static int dial(const char *host, uint16_t port)
 {
@@ -67,7 +91,30 @@ struct httpc *httpc_connect(const char *host, uint16_t port)
 		httpc_close(c);
 		return NULL;
 	}
+	c->dials = 1;
 	return c;
+}
+
+struct httpc *httpc_connect_unix(const char *path)
+{
+	struct httpc *c = calloc(1, sizeof *c);
+
+	if (!c)
+		return NULL;
+	c->host = strdup("localhost"); /* the Host header's */
+	c->unix_path = strdup(path);
+	c->fd = c->host && c->unix_path ? dial_unix(path) : -1;
+	if (c->fd < 0) {
+		httpc_close(c);
+		return NULL;
+	}
+	c->dials = 1;
+	return c;
+}
+
+unsigned httpc_dials(const struct httpc *c)
+{
+	return c->dials;
 }
 
 void httpc_close(struct httpc *c)
@@ -77,6 +124,7 @@ void httpc_close(struct httpc *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->host);
+	free(c->unix_path);
 	free(c->buf);
 	free(c);
 }
@@ -288,8 +336,11 @@ static int ensure_open(struct httpc *c)
 	if (c->fd >= 0)
 		return 0;
 	c->len = 0;
-	c->fd = dial(c->host, c->port);
-	return c->fd >= 0 ? 0 : -1;
+	c->fd = c->unix_path ? dial_unix(c->unix_path) : dial(c->host, c->port);
+	if (c->fd < 0)
+		return -1;
+	c->dials++;
+	return 0;
 }
 
 int httpc_raw(struct httpc *c, const char *bytes, size_t len, int *status, char **resp_headers,
@@ -325,7 +376,11 @@ int httpc_request_len(struct httpc *c, const char *method, const char *path,
 	f = open_memstream(&req, &rlen);
 	if (!f)
 		return -1;
-	fprintf(f, "%s %s HTTP/1.1\r\nHost: %s:%u\r\n", method, path, c->host, (unsigned)c->port);
+	if (c->unix_path)
+		fprintf(f, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, path, c->host);
+	else
+		fprintf(f, "%s %s HTTP/1.1\r\nHost: %s:%u\r\n", method, path, c->host,
+			(unsigned)c->port);
 	for (i = 0; headers && headers[i]; i++)
 		fprintf(f, "%s\r\n", headers[i]);
 	if (body)

@@ -1,6 +1,7 @@
 /* httpc — a tiny blocking HTTP/1.1 client for the tests and the benchmark.
  *
- * One struct httpc is one keep-alive TCP connection to 127.0.0.1 (or any IPv4/IPv6 host);
+ * One struct httpc is one keep-alive TCP connection to 127.0.0.1 (or any IPv4/IPv6 host), or
+ * to a Unix socket file;
  * when the server closes it, the next request reconnects. Request bodies are sent with
  * Content-Length; responses may use Content-Length, chunked encoding or close-delimited
  * bodies. Not thread-safe: use one connection per thread. */
@@ -14,7 +15,11 @@ struct httpc;
 
 /* Connects; NULL on failure. Caller frees with httpc_close. */
 struct httpc *httpc_connect(const char *host, uint16_t port);
+/* Same over the Unix socket file at path (Host: localhost). */
+struct httpc *httpc_connect_unix(const char *path);
 void httpc_close(struct httpc *c);
+/* How many connections c has opened: 1 while the first one is kept alive. */
+unsigned httpc_dials(const struct httpc *c);
 
 /* Sends one request and reads the answer.
  * headers: NULL or a NULL-terminated list of "Name: value" lines (no CRLF).
