@@ -104,6 +104,16 @@ enum api_ack_state {
 	API_ACK_DONE,
 };
 
+/* The request headers api_req_header finds (one table: api.c's head_names). */
+enum api_hdr {
+	API_HDR_CONTENT_LENGTH,
+	API_HDR_TRANSFER_ENCODING,
+	API_HDR_CONTENT_TYPE,
+	API_HDR_AUTHORIZATION,
+	API_HDR_IF_MATCH,
+	API_HDR_N,
+};
+
 /* Per-request state, allocated on the first callback into *req_cls and freed only in the
  * completion callback (api.c). */
 struct api_req {
@@ -182,7 +192,27 @@ struct api_req {
 	enum api_ack_state ack_state;
 	enum core_rc ack_rc;         /* the durability outcome */
 	enum core_rc handler_rc;     /* what the handler returned, answered once durable */
+	unsigned params_heap;        /* bit i: params[i] was malloc'd (else it is in inl.params) */
+	/* The headers boardd reads, found in one pass over the request's (api_req_header) */
+	struct {
+		const char *v[API_HDR_N];  /* the first of each; borrowed from MHD for the request */
+		bool cl_disagree;          /* two Content-Length headers that differ */
+		bool scanned;
+	} hdr;
+
+	/* Storage that lives as long as the struct, which a keep-alive connection reuses for its
+	 * next request (api_conn.spare): the path, a small body and the decoded path parameters
+	 * go here instead of in a malloc each; larger ones are malloc'd. Last in the struct:
+	 * req_new clears only what is above (API_REQ_CLEAR). */
+	struct {
+		char path[256];
+		char body[512];
+		char params[256];      /* the decoded parameters, each NUL-terminated */
+		size_t params_len;     /* bytes of `params` in use */
+	} inl;
 };
+/* The part of struct api_req a new request starts zeroed. */
+#define API_REQ_CLEAR offsetof(struct api_req, inl)
 
 
 #define API_ACKS_CLOSED (1u << 31)
@@ -306,6 +336,9 @@ enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* ---- api.c ---- */
+/* The first request header `h` (as MHD_lookup_connection_value finds it), or NULL; the
+ * first call reads every header once for all of them. Borrowed from MHD for the request. */
+const char *api_req_header(struct api_req *r, enum api_hdr h);
 /* Queues resp with status (adds the common headers), records the status for the log and the
  * metrics, and destroys resp. */
 enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MHD_Response *resp);

@@ -506,7 +506,7 @@ enum core_rc api_auth_check(struct api_req *r)
 
 	if (r->route->flags & API_ROUTE_PUBLIC)
 		return CORE_OK;
-	h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	h = api_req_header(r, API_HDR_AUTHORIZATION);
 	if (!h)
 		return api_fail(r, CORE_ERR_UNAUTHORIZED, "missing Authorization: Bearer <token>");
 	if (strncasecmp(h, "Bearer ", 7) != 0)

@@ -443,8 +443,7 @@ enum core_rc api_json_lease(struct api_req *r, int64_t *out)
 
 enum core_rc api_if_match(struct api_req *r, int64_t *epoch)
 {
-	const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_IF_MATCH);
+	const char *h = api_req_header(r, API_HDR_IF_MATCH);
 	char buf[32];
 	size_t n;
 

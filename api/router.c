@@ -155,28 +155,21 @@ static int hexval(char c)
 	return -1;
 }
 
-char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
+/* Decodes [s, s+len) into out (len + 1 bytes); false on a bad escape or a decoded NUL. */
+static bool pct_decode_to(const char *s, size_t len, bool plus_space, char *out)
 {
-	char *out = malloc(len + 1);
 	size_t i, o = 0;
 
-	*oom = !out;
-	if (!out)
-		return NULL;
 	for (i = 0; i < len; i++) {
 		if (s[i] == '%') {
 			int hi, lo;
 
-			if (i + 2 >= len) {
-				free(out);
-				return NULL;
-			}
+			if (i + 2 >= len)
+				return false;
 			hi = hexval(s[i + 1]);
 			lo = hexval(s[i + 2]);
-			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-				free(out);
-				return NULL;
-			}
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+				return false;
 			out[o++] = (char)(hi * 16 + lo);
 			i += 2;
 		} else {
@@ -184,6 +177,38 @@ char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
 		}
 	}
 	out[o] = '\0';
+	return true;
+}
+
+char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
+{
+	char *out = malloc(len + 1);
+
+	*oom = !out;
+	if (out && !pct_decode_to(s, len, plus_space, out)) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* Path parameter k of r decoded: into the request's own storage when it fits, else malloc'd
+ * (params_heap says which). NULL as api_pct_decode. */
+static char *param_decode(struct api_req *r, size_t k, const char *s, size_t len, bool *oom)
+{
+	char *out;
+
+	*oom = false;
+	if (len + 1 <= sizeof r->inl.params - r->inl.params_len) {
+		out = r->inl.params + r->inl.params_len;
+		if (!pct_decode_to(s, len, false, out))
+			return NULL;
+		r->inl.params_len += len + 1;
+		return out;
+	}
+	out = api_pct_decode(s, len, false, oom);
+	if (out)
+		r->params_heap |= 1u << k;
 	return out;
 }
 
@@ -197,15 +222,26 @@ struct route_segs {
 };
 
 static struct route_segs route_segs[sizeof routes / sizeof routes[0]];
+/* The routes whose pattern has n segments, in table order (a path is only matched against
+ * those: it was every route, for each request). */
+static struct {
+	unsigned short v[sizeof routes / sizeof routes[0]];
+	size_t n;
+} route_by_segs[MAX_SEGS + 1];
 static pthread_once_t route_segs_once = PTHREAD_ONCE_INIT;
 
 static void route_segs_init(void)
 {
-	size_t i;
+	size_t i, n;
 
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
 		route_segs[i].ok = path_split(routes[i].pattern, route_segs[i].seg,
 					      route_segs[i].len, &route_segs[i].n);
+		if (!route_segs[i].ok)
+			continue;
+		n = route_segs[i].n;
+		route_by_segs[n].v[route_by_segs[n].n++] = (unsigned short)i;
+	}
 }
 
 /* Does route i's pattern match the split path? Literal segments compare raw. Returns the
@@ -239,10 +275,14 @@ static int best_specificity(const char *const *seg, const size_t *len, size_t n,
 	int best = -1;
 	size_t i;
 
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-		m[i] = pattern_match(i, seg, len, n);
-		if (m[i] > best)
-			best = m[i];
+	for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
+		m[i] = -1;
+	for (i = 0; i < route_by_segs[n].n; i++) {
+		size_t k = route_by_segs[n].v[i];
+
+		m[k] = pattern_match(k, seg, len, n);
+		if (m[k] > best)
+			best = m[k];
 	}
 	return best;
 }
@@ -298,7 +338,7 @@ enum core_rc api_router_match(struct api_req *r)
 			continue;
 		if (k == API_MAX_PARAMS)
 			return CORE_ERR_INTERNAL;
-		r->params[k] = api_pct_decode(seg[i], len[i], false, &oom);
+		r->params[k] = param_decode(r, k, seg[i], len[i], &oom);
 		if (!r->params[k])
 			return oom ? CORE_ERR_NOMEM
 				   : api_fail(r, CORE_ERR_BAD_REQUEST,

@@ -773,6 +773,27 @@ enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
  * without a tree. New string (caller frees) and its length; NULL on OOM or a marker that is
  * not UTF-8. */
 char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len);
+/* json_dumps(j, JSON_COMPACT), byte for byte, for an object or array (the journal's and the
+ * answers' trees), written without jansson's dump machinery when the tree holds only objects,
+ * arrays, strings, integers, booleans and null (else through json_dumps). New string (caller
+ * frees) and its length; NULL on OOM. */
+char *store_json_text(const json_t *j, size_t *len);
+/* A flat object's members, for store_json_members_text (an event's payload). */
+enum store_json_type {
+	STORE_JSON_STR,  /* s */
+	STORE_JSON_INT,  /* i */
+	STORE_JSON_NULL,
+};
+struct store_json_member {
+	const char *key;
+	enum store_json_type type;
+	const char *s;
+	int64_t i;
+};
+/* {"key":value,...} in order, byte for byte what json_dumps(JSON_COMPACT) writes of the
+ * json_pack tree of the same members, without the tree. New string (caller frees) and its
+ * length; NULL on OOM or a string that is not UTF-8 (where json_pack fails too). */
+char *store_json_members_text(const struct store_json_member *m, size_t n, size_t *len);
 /* The codec's building blocks (store/codec.c), shared with the effect codecs (store/effect.c):
  * a new reference to s as a string, or null for NULL; a new array of sv's strings (NULL on
  * OOM); json_object_set_new that remembers a failure (NULL v included) in *ok, consuming v

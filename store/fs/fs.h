@@ -273,6 +273,10 @@ struct fs_change_card {
 	struct fs_card_ent *ent;
 	uint32_t hash; /* fs_map_hash(id), when `hashed` (set by fs_change_reserve) */
 	bool hashed;
+	/* `card` is also the caller's answer (fs_txn_answer handed it out instead of a copy):
+	 * the answer owns it, and nothing here frees it (the change only reads it, and drops
+	 * the pointer once packed or deleted). */
+	bool kept;
 };
 
 /* An effect record (store/fs/fs_effect.c): a subscription ("s/<board>/<name>") or a delivery
@@ -762,8 +766,10 @@ struct fs_txn {
 	size_t n_answers;
 };
 
-/* *out = a copy of c (the transaction's card) for the caller, refreshed by fs_txn_end when
- * the step's effects (consume_labels) change that card after this call. NOMEM. */
+/* *out = c for the caller when c is the transaction's own copy of the card (it becomes the
+ * caller's, freed with core_card_free; the change only reads it until fs_txn_end), else a
+ * copy of c; refreshed by fs_txn_end when the step's effects (consume_labels) change that
+ * card after this call. NOMEM. */
 enum core_rc fs_txn_answer(struct fs_txn *t, const struct core_card *c, struct core_card **out);
 
 /* Takes the state write lock and reads "now" once for the whole mutation. */
@@ -788,6 +794,10 @@ enum core_rc fs_txn_board_put(struct fs_txn *t, const struct core_board *b);
 /* Appends an event; payload is stolen (NULL: {}). */
 enum core_rc fs_txn_event(struct fs_txn *t, enum core_event_type type, const char *board,
 			  const char *card_id, const char *reason, json_t *payload);
+/* The same with the payload already written as an object's compact text (takes `text`, also
+ * on failure; NULL: "{}"), without a tree: the hot events (store_json_members_text). */
+enum core_rc fs_txn_event_text(struct fs_txn *t, enum core_event_type type, const char *board,
+			       const char *card_id, const char *reason, char *text);
 /* The cards that name `blocker` in their blockers as this transaction sees them (its own
  * copies first), in creation order: *ids is a new array (caller frees) of ids borrowed until
  * the transaction ends. O(dependents), never a walk of the board. */

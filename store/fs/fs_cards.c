@@ -70,21 +70,40 @@ enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct c
 			   const char *to, const char *reason, json_t *extra)
 {
 	json_t *payload = NULL;
-	char *from = NULL;
+	char *from = NULL, *text = NULL;
 	enum core_rc rc = CORE_OK;
 
 	if (strcmp(c->state, to) == 0)
 		goto out;
 	rc = CORE_ERR_NOMEM;
 	from = strdup(c->state);
-	payload = json_pack("{ssss}", "from", from ? from : "", "to", to);
-	if (!from || !payload || (extra && json_object_update(payload, extra) != 0))
+	if (!from)
 		goto out;
+	if (extra) { /* the rare moves with more to say: through the tree */
+		payload = json_pack("{ssss}", "from", from, "to", to);
+		if (!payload || json_object_update(payload, extra) != 0)
+			goto out;
+	} else { /* the same bytes, written as text */
+		const struct store_json_member m[] = {
+			{"from", STORE_JSON_STR, from, 0},
+			{"to", STORE_JSON_STR, to, 0},
+		};
+		size_t len;
+
+		if (!(text = store_json_members_text(m, 2, &len)))
+			goto out;
+	}
 	rc = core_card_state_write(c, to, reason, t->now);
 	if (rc != CORE_OK)
 		goto out;
-	rc = fs_txn_event(t, CORE_EV_CARD_STATE_CHANGED, c->board, c->id, reason, payload);
+	if (text)
+		rc = fs_txn_event_text(t, CORE_EV_CARD_STATE_CHANGED, c->board, c->id, reason,
+				       text);
+	else
+		rc = fs_txn_event(t, CORE_EV_CARD_STATE_CHANGED, c->board, c->id, reason,
+				  payload);
 	payload = NULL;
+	text = NULL;
 	/* A machine write files without effects: no dependent promotion (DESIGN §7). */
 	if (rc == CORE_OK && b->completed && strcmp(to, b->completed) == 0 &&
 	    !core_is_machine_reason(reason))
@@ -92,6 +111,7 @@ enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct c
 out:
 	json_decref(extra);
 	json_decref(payload);
+	free(text);
 	free(from);
 	return rc;
 }

@@ -49,10 +49,17 @@ static enum core_rc end_card(struct fs_txn *t, enum core_rc rc, const struct cor
 	return rc;
 }
 
-static json_t *token_json(const char *marker, const struct core_card *c)
+/* The claim's token as an event payload, {"marker": .., "epoch": n or null}, written as text
+ * (json_dumps of the json_pack tree it was; NULL on OOM). */
+static char *token_text(const char *marker, const struct core_card *c)
 {
-	return json_pack("{ssso}", "marker", marker, "epoch",
-			 c->has_epoch ? json_integer(c->claim_epoch) : json_null());
+	const struct store_json_member m[] = {
+		{"marker", STORE_JSON_STR, marker, 0},
+		{"epoch", c->has_epoch ? STORE_JSON_INT : STORE_JSON_NULL, NULL, c->claim_epoch},
+	};
+	size_t len;
+
+	return store_json_members_text(m, 2, &len);
 }
 
 enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker, int64_t lease_ms,
@@ -79,8 +86,8 @@ enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker,
 					0, &fresh);
 	/* An idempotent re-claim is renewal-like: no event. */
 	if (rc == CORE_OK && fresh)
-		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
-				  token_json(marker, c));
+		rc = fs_txn_event_text(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
+				       token_text(marker, c));
 	rc = end_card(&t, rc, c, &out->card);
 	if (rc == CORE_OK) {
 		out->fresh = fresh;
@@ -359,8 +366,8 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 		rc = core_claim_acquire(c, b, in->marker, in->holder, in->lease_ms, t.now, 0,
 					&fresh);
 	if (rc == CORE_OK)
-		rc = fs_txn_event(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
-				  token_json(in->marker, c));
+		rc = fs_txn_event_text(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
+				       token_text(in->marker, c));
 	rc = end_card(&t, rc, c, &out->card);
 	if (rc == CORE_OK) {
 		out->fresh = fresh;
@@ -392,13 +399,13 @@ enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_t
 
 enum core_rc fs_release_with_event(struct fs_txn *t, struct core_card *c, const char *reason)
 {
-	json_t *payload = token_json(c->claim.marker, c);
+	char *payload = token_text(c->claim.marker, c);
 
 	if (!payload)
 		return CORE_ERR_NOMEM;
 	core_claim_clear(c);
 	c->updated_at = t->now;
-	return fs_txn_event(t, CORE_EV_CARD_RELEASED, c->board, c->id, reason, payload);
+	return fs_txn_event_text(t, CORE_EV_CARD_RELEASED, c->board, c->id, reason, payload);
 }
 
 enum core_rc fs_card_release(struct store *st, const char *id, const struct core_token *tok,

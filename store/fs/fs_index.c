@@ -253,7 +253,8 @@ void fs_change_release(struct fs_change *ch)
 
 	for (i = 0; i < ch->n_cards; i++) {
 		free(ch->cards[i].id);
-		core_card_free(ch->cards[i].card);
+		if (!ch->cards[i].kept)
+			core_card_free(ch->cards[i].card);
 		fs_card_free(ch->cards[i].pub);
 	}
 	free(ch->cards);
@@ -353,7 +354,8 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 			continue;
 		if (!(ch->cards[i].pub = fs_card_pack(&fs->atoms, c)))
 			return CORE_ERR_NOMEM;
-		core_card_free(c);
+		if (!ch->cards[i].kept)
+			core_card_free(c);
 		ch->cards[i].card = NULL;
 	}
 	for (i = 0; i < ch->n_cards; i++) {

@@ -18,25 +18,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Rounds n up for the next array in the one block fs_undo_new allocates. */
+static size_t undo_align(size_t n)
+{
+	size_t a = _Alignof(max_align_t);
+
+	return (n + a - 1) / a * a;
+}
+
+/* One allocation per transaction (it was five): the entry, then its four arrays. */
 struct fs_undo *fs_undo_new(const struct fs_change *ch, const struct fs_counters *before)
 {
-	struct fs_undo *u = calloc(1, sizeof(*u));
+	size_t o_cards = undo_align(sizeof(struct fs_undo));
+	size_t o_runs = o_cards + undo_align((ch->n_cards + 1) * sizeof(struct fs_undo_card));
+	size_t o_boards = o_runs + undo_align((ch->n_runs + 1) * sizeof(struct fs_undo_run));
+	size_t o_kvs = o_boards + undo_align((ch->n_boards + 1) * sizeof(struct fs_undo_board));
+	size_t size = o_kvs + (ch->n_kvs + 1) * sizeof(struct fs_undo_kv);
+	char *block = calloc(1, size);
+	struct fs_undo *u = (struct fs_undo *)(void *)block;
 
 	if (!u)
 		return NULL;
 	u->ctr = *before;
-	u->cards = calloc(ch->n_cards + 1, sizeof(*u->cards));
-	u->runs = calloc(ch->n_runs + 1, sizeof(*u->runs));
-	u->boards = calloc(ch->n_boards + 1, sizeof(*u->boards));
-	u->kvs = calloc(ch->n_kvs + 1, sizeof(*u->kvs));
-	if (!u->cards || !u->runs || !u->boards || !u->kvs) {
-		free(u->kvs);
-		free(u->cards);
-		free(u->runs);
-		free(u->boards);
-		free(u);
-		return NULL;
-	}
+	u->cards = (struct fs_undo_card *)(void *)(block + o_cards);
+	u->runs = (struct fs_undo_run *)(void *)(block + o_runs);
+	u->boards = (struct fs_undo_board *)(void *)(block + o_boards);
+	u->kvs = (struct fs_undo_kv *)(void *)(block + o_kvs);
 	return u;
 }
 
@@ -75,11 +82,7 @@ void fs_undo_free(struct fs *fs, struct fs_undo *u)
 	for (i = 0; i < u->n_boards; i++)
 		if (!u->boards[i].is_new)
 			core_board_release(&u->boards[i].old);
-	free(u->cards);
-	free(u->runs);
-	free(u->boards);
-	free(u->kvs);
-	free(u);
+	free(u); /* its arrays live in the same block */
 }
 
 /* The line is durable: what the transaction replaced is garbage now. */

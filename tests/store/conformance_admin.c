@@ -201,6 +201,31 @@ START_TEST(actor_epoch_on_events)
 	ck_assert_str_eq(ev[1].actor, "ci-bot");
 	ck_assert(!strstr(ev[1].payload ? ev[1].payload : "", "actor_epoch"));
 	store_events_free(ev, n);
+	/* the claim cycle's events (their payloads written as text on the FS twin) */
+	{
+		struct store_claim_result r;
+		struct core_token tok = {.marker = "am"};
+
+		seq = ct_last_seq(st);
+		ck_assert_int_eq(store_card_claim(st, "ae", "am", 60000, &agent, &r), CORE_OK);
+		tok.epoch = r.token.epoch;
+		core_card_free(r.card);
+		ct_move(st, "ae", NULL, "review", NULL, &agent);
+		ck_assert_int_eq(store_card_release(st, "ae", &tok, &agent, &out), CORE_OK);
+		core_card_free(out);
+		ct_move(st, "ae", NULL, "backlog", NULL, &ct_bot);
+		ev = ct_events(st, seq, &n);
+		ck_assert_uint_eq(n, 4);
+		ct_assert_payload(&ev[0], "{\"marker\":\"am\",\"epoch\":%lld,\"actor_epoch\":7}",
+				  (long long)tok.epoch);
+		ck_assert(strstr(ev[0].payload, "\"actor_epoch\":7}") != NULL); /* last */
+		ct_assert_payload(&ev[1], "{\"from\":\"%s\",\"to\":\"review\",\"actor_epoch\":7}",
+				  "inbox");
+		ct_assert_payload(&ev[2], "{\"marker\":\"am\",\"epoch\":%lld,\"actor_epoch\":7}",
+				  (long long)tok.epoch);
+		ct_assert_payload(&ev[3], "{\"from\":\"review\",\"to\":\"backlog\"}");
+		store_events_free(ev, n);
+	}
 	free(labels.v);
 	ct_close(st);
 }

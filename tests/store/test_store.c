@@ -188,6 +188,22 @@ START_TEST(codec_card_text_equals_the_tree)
 		same_text(c);
 		core_strv_release(&c->labels);
 	}
+	/* integers at their bounds (the text writes its own digits) */
+	{
+		static const int32_t prios[] = {0, -1, 9, 10, -10, INT32_MIN, INT32_MAX};
+		size_t k;
+
+		for (k = 0; k < sizeof prios / sizeof prios[0]; k++) {
+			c->priority = prios[k];
+			same_text(c);
+		}
+		c->claim_epoch = INT64_MAX;
+		c->claim.lease_ms = INT64_MAX;
+		same_text(c);
+		c->claim_epoch = 0;
+		c->claim.lease_ms = 1;
+		same_text(c);
+	}
 	/* every optional part absent or null */
 	c->has_epoch = false;
 	same_text(c);
@@ -267,6 +283,167 @@ START_TEST(codec_claim_text_equals_the_tree)
 		ck_assert_ptr_null(got);
 	}
 	core_card_free(c);
+}
+END_TEST
+
+/* store_json_text writes what json_dumps(JSON_COMPACT) writes, for random trees of every kind
+ * (reals, NULs inside strings and keys, and deep nesting take json_dumps's own path). */
+static uint64_t tree_rng = 88172645463325252ull;
+
+static unsigned tree_pick(unsigned n)
+{
+	tree_rng ^= tree_rng << 13;
+	tree_rng ^= tree_rng >> 7;
+	tree_rng ^= tree_rng << 17;
+	return (unsigned)(tree_rng % n);
+}
+
+static json_t *tree_random(unsigned depth)
+{
+	static const char *const strs[] = {
+		"", "a", "plain text", "quote \" and \\ backslash", "\b\f\n\r\t\x01\x1f\x7f",
+		"/slash", "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe2\x80\xa8", "k\xc3\xa9y",
+	};
+	static const json_int_t ints[] = {0, 1, -1, 42, -42, 1000000007, INT64_MAX, INT64_MIN};
+	unsigned kind = tree_pick(depth > 4 ? 7 : 9);
+	json_t *j, *v;
+	unsigned i, n;
+
+	switch (kind) {
+	case 0: return json_string(strs[tree_pick(sizeof strs / sizeof strs[0])]);
+	case 1: return json_integer(ints[tree_pick(sizeof ints / sizeof ints[0])]);
+	case 2: return json_true();
+	case 3: return json_false();
+	case 4: return json_null();
+	case 5: return tree_pick(8) ? json_string("x") : json_real(0.5 * tree_pick(100));
+	case 6: return tree_pick(16) ? json_string("y") : json_stringn("nul\0inside", 10);
+	case 7:
+		j = json_array();
+		n = tree_pick(4);
+		for (i = 0; i < n; i++)
+			json_array_append_new(j, tree_random(depth + 1));
+		return j;
+	default:
+		j = json_object();
+		n = tree_pick(5);
+		for (i = 0; i < n; i++) {
+			v = tree_random(depth + 1);
+			if (tree_pick(32) == 0)
+				json_object_setn_new(j, "k\0nul", 5, v);
+			else
+				json_object_set_new(j, strs[tree_pick(sizeof strs / sizeof strs[0])], v);
+		}
+		return j;
+	}
+}
+
+static void tree_same(json_t *j)
+{
+	char *want = json_dumps(j, JSON_COMPACT), *got;
+	size_t len = 0;
+
+	got = store_json_text(j, &len);
+	ck_assert_ptr_nonnull(want);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_str_eq(got, want);
+	ck_assert_uint_eq(len, strlen(want));
+	free(got);
+	free(want);
+}
+
+START_TEST(codec_json_text_equals_json_dumps)
+{
+	json_t *j, *deep;
+	size_t len = 99;
+	unsigned i;
+
+	for (i = 0; i < 3000; i++) {
+		j = json_object();
+		json_object_set_new(j, "v", tree_random(0));
+		if (i % 2)
+			json_object_set_new(j, "w", tree_random(0));
+		tree_same(j);
+		json_decref(j);
+		j = json_array();
+		json_array_append_new(j, tree_random(1));
+		tree_same(j);
+		json_decref(j);
+	}
+	/* empty containers, and what json_dumps itself refuses (a bare scalar) */
+	j = json_object();
+	tree_same(j);
+	json_decref(j);
+	j = json_array();
+	tree_same(j);
+	json_decref(j);
+	j = json_integer(1);
+	ck_assert_ptr_null(store_json_text(j, &len));
+	json_decref(j);
+	ck_assert_ptr_null(store_json_text(NULL, &len));
+	/* deeper than the walker goes: json_dumps writes it */
+	deep = json_array();
+	j = deep;
+	for (i = 0; i < 100; i++) {
+		json_t *in = json_array();
+
+		json_array_append_new(j, in);
+		j = in;
+	}
+	json_array_append_new(j, json_string("bottom"));
+	tree_same(deep);
+	json_decref(deep);
+	/* past the walker's first buffer (it moves to the heap while writing) */
+	{
+		char big[3000];
+
+		memset(big, 'z', sizeof big - 1);
+		big[sizeof big - 1] = '\0';
+		j = json_pack("{sss[ss]}", "a", "b", "big", big, "\n");
+		tree_same(j);
+		json_decref(j);
+	}
+	/* the members builder (the hot events' payloads) against json_pack of the same */
+	{
+		static const char *const strs[] = {"", "w-1", "quote \" \\ \n", "\xc3\xa9\xe2\x82\xac"};
+		size_t a, k;
+
+		for (a = 0; a < sizeof strs / sizeof strs[0]; a++) {
+			for (k = 0; k < 3; k++) {
+				const struct store_json_member m[] = {
+					{"marker", STORE_JSON_STR, strs[a], 0},
+					{"epoch", k == 2 ? STORE_JSON_NULL : STORE_JSON_INT, NULL,
+					 k ? INT64_MIN : 42},
+					{"to", STORE_JSON_STR, strs[(a + 1) % 4], 0},
+				};
+				json_t *want_j = json_pack(
+					"{sssoss}", "marker", strs[a], "epoch",
+					k == 2 ? json_null() : json_integer(k ? INT64_MIN : 42), "to",
+					strs[(a + 1) % 4]);
+				char *want = json_dumps(want_j, JSON_COMPACT);
+				char *got = store_json_members_text(m, 3, &len);
+
+				ck_assert_str_eq(got, want);
+				ck_assert_uint_eq(len, strlen(want));
+				free(got);
+				free(want);
+				json_decref(want_j);
+			}
+		}
+		{
+			const struct store_json_member bad[] = {{"s", STORE_JSON_STR, "bad \xc3", 0}};
+
+			char *empty = store_json_members_text(NULL, 0, &len);
+
+			ck_assert_ptr_null(store_json_members_text(bad, 1, &len));
+			ck_assert_str_eq(empty, "{}");
+			free(empty);
+		}
+	}
+	/* an event payload as fs_txn_event writes it */
+	j = json_pack("{ssso}", "marker", "w-1", "epoch", json_integer(7));
+	json_object_set_new(j, "actor_epoch", json_integer(3));
+	tree_same(j);
+	json_decref(j);
 }
 END_TEST
 
@@ -468,6 +645,7 @@ int main(void)
 	tcase_add_test(tc, codec_card_text_equals_the_tree);
 	tcase_add_test(tc, codec_claim_text_equals_the_tree);
 	tcase_add_test(tc, codec_renew_text_equals_the_tree);
+	tcase_add_test(tc, codec_json_text_equals_json_dumps);
 	tcase_add_test(tc, codec_rejects_wrong_types);
 	tcase_add_test(tc, codec_run_event_board);
 	tcase_add_test(tc, wrappers_check_arguments);
