@@ -738,8 +738,9 @@ enum core_rc fs_legacy_snapshot_load(struct fs *fs, const char *path, char *err,
 enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen);
 enum core_rc fs_compact_run(struct fs *fs);
 /* After a failed sync (and its rollback): snapshots the memory state into a new generation
- * and, once that is durable, takes writes again. Rate-limited unless `force`; returns OK
- * when the store takes writes. Callers hold no lock. */
+ * and, once that is durable, takes writes again. Rate-limited unless `force`; a caller that
+ * finds another thread's attempt under way waits for it first. Returns OK when the store
+ * takes writes. Callers hold no lock, and owe no journal line (the attempt waits for them). */
 enum core_rc fs_recover(struct fs *fs, bool force);
 enum core_rc fs_compactor_start(struct fs *fs);
 void fs_compactor_stop(struct fs *fs);
