@@ -1102,11 +1102,8 @@ static void *sweeper_main(void *arg)
 			atomic_fetch_add(&a->header_timeouts, 1);
 		}
 		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += 250 * 1000000L; /* the deadline is kept to within a quarter second */
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		/* the deadline is kept to within a quarter second */
+		core_timespec_add_ns(&until, (int64_t)250 * 1000000);
 		pthread_cond_timedwait(&a->conns.cv, &a->conns.mu, &until);
 	}
 	pthread_mutex_unlock(&a->conns.mu);

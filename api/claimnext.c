@@ -141,12 +141,7 @@ static void *waker_main(void *arg)
 			all = more = false;
 			full_batches = 0;
 			clock_gettime(CLOCK_MONOTONIC, &until);
-			until.tv_sec += NEXT_SLICE_MS / 1000;
-			until.tv_nsec += (NEXT_SLICE_MS % 1000) * 1000000L;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
+			core_timespec_add_ns(&until, (int64_t)NEXT_SLICE_MS * 1000000);
 			while (!nx->head && !nx->stop)
 				if (pthread_cond_timedwait(&nx->cv, &nx->mu, &until) != 0)
 					break;

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------------------------------- */
 /* Errors: one enum for the whole program. api/ maps each to an HTTP status in one table.   */
@@ -64,6 +65,9 @@ bool core_rc_is_transition_rejected(enum core_rc rc);
 char *core_time_format(int64_t ms, char *buf);
 /* Parses RFC 3339 (Z or +hh:mm offset, optional fraction); false on malformed input. */
 bool core_time_parse(const char *s, int64_t *ms);
+/* ts += ns (ns >= 0), tv_nsec kept below one second: the deadline of a timed wait, from a
+ * clock reading the caller took (core/ reads no clock). */
+void core_timespec_add_ns(struct timespec *ts, int64_t ns);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Limits and validation of names coming from outside.                                      */

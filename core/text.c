@@ -353,3 +353,11 @@ enum core_rc core_str_set(char **dst, const char *src)
 	*dst = copy;
 	return CORE_OK;
 }
+
+void core_timespec_add_ns(struct timespec *ts, int64_t ns)
+{
+	int64_t n = (int64_t)ts->tv_nsec + ns % 1000000000LL;
+
+	ts->tv_sec += (time_t)(ns / 1000000000LL + n / 1000000000LL);
+	ts->tv_nsec = (long)(n % 1000000000LL);
+}

@@ -275,12 +275,7 @@ static bool nap(struct server_deliver *d, int64_t ms)
 	bool stop;
 
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
+	core_timespec_add_ns(&until, (int64_t)ms * 1000000);
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) == 0)
 		;

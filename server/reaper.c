@@ -856,12 +856,7 @@ static void *reaper_main(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&r->lock);
 		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += r->cfg.interval_ms / 1000;
-		until.tv_nsec += (r->cfg.interval_ms % 1000) * 1000000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
+		core_timespec_add_ns(&until, (int64_t)r->cfg.interval_ms * 1000000);
 		while (!r->stopping) {
 			int e = pthread_cond_timedwait(&r->wake, &r->lock, &until);
 			if (e == ETIMEDOUT)

@@ -375,11 +375,7 @@ static void group_wait(struct fs *fs, size_t prev)
 	if (prev < FS_GROUP_MIN || fs->ack_len >= prev || fs->acker_stop)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += FS_GROUP_WAIT_US * 1000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	core_timespec_add_ns(&until, (int64_t)FS_GROUP_WAIT_US * 1000);
 	fs->ack_want = prev;
 	fs->acker_waiting = true;
 	while (fs->ack_len < prev && !fs->acker_stop)

@@ -607,12 +607,7 @@ static enum core_rc events_list(struct fs *fs, const char *board, const char *co
 	if (!v)
 		return CORE_ERR_NOMEM;
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += wait_ms / 1000;
-	deadline.tv_nsec += (wait_ms % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
-	}
+	core_timespec_add_ns(&deadline, (int64_t)wait_ms * 1000000);
 	for (;;) {
 		pthread_mutex_lock(&fs->evmu);
 		visible = fs->ev_visible;

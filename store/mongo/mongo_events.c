@@ -742,12 +742,7 @@ static bool tail_nap(struct mgo *m, uint64_t gen, int64_t ms)
 	bool woke;
 
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	core_timespec_add_ns(&until, ms * 1000000);
 	pthread_mutex_lock(&m->tail_mu);
 	while (m->tail_gen == gen && pthread_cond_timedwait(&m->tail_cv, &m->tail_mu, &until) == 0)
 		;

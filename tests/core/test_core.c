@@ -111,6 +111,30 @@ START_TEST(test_time_roundtrip)
 }
 END_TEST
 
+START_TEST(test_timespec_add_ns)
+{
+	struct timespec ts = {.tv_sec = 10, .tv_nsec = 999999999L};
+
+	core_timespec_add_ns(&ts, 1); /* carries into the seconds */
+	ck_assert_int_eq(ts.tv_sec, 11);
+	ck_assert_int_eq(ts.tv_nsec, 0);
+	core_timespec_add_ns(&ts, 250 * 1000L); /* 250 us */
+	ck_assert_int_eq(ts.tv_sec, 11);
+	ck_assert_int_eq(ts.tv_nsec, 250000);
+	ts.tv_nsec = 900000000L;
+	core_timespec_add_ns(&ts, (int64_t)2500 * 1000000); /* 2.5 s */
+	ck_assert_int_eq(ts.tv_sec, 14);
+	ck_assert_int_eq(ts.tv_nsec, 400000000L);
+	core_timespec_add_ns(&ts, 0);
+	ck_assert_int_eq(ts.tv_sec, 14);
+	ck_assert_int_eq(ts.tv_nsec, 400000000L);
+	ts.tv_nsec = 999999999L;
+	core_timespec_add_ns(&ts, 999999999LL); /* the most a single carry can make */
+	ck_assert_int_eq(ts.tv_sec, 15);
+	ck_assert_int_eq(ts.tv_nsec, 999999998L);
+}
+END_TEST
+
 /* The fast path of core_time_format (years 1970..9999) writes what gmtime_r and snprintf
  * write: every day boundary of leap years and centuries around the edges, and a walk of odd
  * strides across the whole range. */
@@ -965,6 +989,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_labels_valid);
 	tcase_add_test(tc, test_time_roundtrip);
 	tcase_add_test(tc, test_time_format_fast_matches_gmtime);
+	tcase_add_test(tc, test_timespec_add_ns);
 	tcase_add_test(tc, test_rc_codes);
 	tcase_add_test(tc, test_default_board);
 	tcase_add_test(tc, test_board_validate_rejects);
