@@ -279,14 +279,14 @@ struct store_attention {
  * A write is acknowledged only once durable (DESIGN §9). A caller that must not hold a thread
  * through that wait (the HTTP front end: one thread per core serves every connection) brackets
  * a store call with store_ack_begin / store_ack_end on its own thread. A twin that supports it
- * (the FS store) then returns from a write once it is applied in memory and journaled, and
- * leaves the durability wait in the ack: store_ack_end says whether one is owed, and
+ * (the FS store) then returns from a write once it is applied in memory and its journal record
+ * appended (written by the group's flusher), and leaves the durability wait in the ack: store_ack_end says whether one is owed, and
  * store_ack_submit hands it to the store, which calls `done` exactly once, from its own thread,
- * when every line of the ack is durable (rc OK) or was rolled back after a failed sync
- * (STORE_UNAVAILABLE: the write never happened, answer 503). Until `done`, the caller must not
+ * when every line of the ack is durable (rc OK) or was rolled back after a failed write or
+ * sync (STORE_UNAVAILABLE: the write never happened, answer 503). Until `done`, the caller must not
  * acknowledge. store_ack_wait is the blocking form, for a thread that makes several writes
  * and waits once (the reaper's workers). Writes made while an ack is bound are visible to
- * readers before they are durable, as every FS write is between its write(2) and its sync;
+ * readers before they are durable, as every FS write is between its append and its sync;
  * a later write that depends on them is journaled after them, so it is never durable without
  * them. Unbound callers and the Mongo twin wait inside each write, as before.
  */
@@ -712,6 +712,8 @@ enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out,
 struct store_fs_stats {
 	uint64_t commits;       /* journal lines written since open */
 	uint64_t syncs;         /* fdatasync calls on the journal since open (group commit) */
+	uint64_t writes;        /* write calls on the journal since open: one per group commit
+				 * (per generation it wrote to; more only past IOV_MAX pieces) */
 	uint64_t compactions;   /* snapshots written since open */
 	uint64_t generation;    /* current journal generation */
 	uint64_t journal_bytes; /* records in the current generation (its logical size) */

@@ -269,14 +269,19 @@ static void fs_close(struct store *st)
 
 	fs_acker_stop(fs);
 	fs_compactor_stop(fs);
+	fs_journal_flush(fs);
 	fs_segment_stop(fs); /* after the last writer: cuts the zero tail */
 	pthread_mutex_lock(&fs->evmu);
 	fs->closing = true;
 	pthread_cond_broadcast(&fs->evcond);
 	pthread_mutex_unlock(&fs->evmu);
-	for (i = 0; i < fs->n_old_fds; i++)
-		close(fs->old_fds[i]);
-	free(fs->old_fds);
+	for (i = 0; i < fs->n_old; i++) {
+		close(fs->old[i].fd);
+		fs_jpend_release(&fs->old[i].pend);
+	}
+	free(fs->old);
+	fs_jpend_release(&fs->jpend);
+	fs_jpend_release(&fs->jspare);
 	if (fs->jfd >= 0)
 		close(fs->jfd);
 	if (fs->lock_fd >= 0)

@@ -19,12 +19,14 @@
  *
  * Lock order: snapmu -> state lock -> jmu -> cmu. evmu is a leaf (taken with nothing else
  * held); cmu is taken under jmu only to ask the compactor for a recovery. No lock but jmu's
- * flusher role is held across fdatasync (jmu itself is dropped while the flusher syncs).
+ * flusher role is held across the group's write and fdatasync (jmu itself is dropped while
+ * the flusher writes and syncs).
  *
- * Durability. A commit is visible in memory from its write(2) on, and acknowledged only once
- * the group fdatasync covering it succeeded. If that sync fails, the commits not yet durable
- * are rolled back (fs_undo.c) before any of their writers is answered, and the store refuses
- * writes until fs_recover has made the memory state durable as a fresh snapshot.
+ * Durability. A commit is visible in memory once its record is appended to the journal's
+ * buffer, and acknowledged only once the group write and fdatasync covering it succeeded. If
+ * either fails, the commits not yet durable are rolled back (fs_undo.c) before any of their
+ * writers is answered, and the store refuses writes until fs_recover has made the memory
+ * state durable as a fresh snapshot.
  */
 #ifndef BOARDD_STORE_FS_FS_H
 #define BOARDD_STORE_FS_FS_H
@@ -37,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* ---- string-keyed hash map (fs_map.c): open addressing, linear probing ---- */
 
@@ -369,6 +372,26 @@ struct fs_log_quiet {
 	unsigned long suppressed;
 };
 
+/* Journal records appended but not written yet (fs_journal.c): the last `bytes` bytes of one
+ * generation, in order, which the flusher writes with one pwritev(2) before its sync. Small
+ * records are copied back to back into buf; one that does not fit, or is larger than
+ * FS_JPEND_COPY_MAX, is taken whole from its writer (never copied). Guarded by jmu (or owned by
+ * the flusher once taken). */
+struct fs_jpend {
+	char *buf;         /* FS_JPEND_BUF bytes, allocated on first use */
+	size_t used;       /* bytes of buf holding records */
+	struct iovec *iov; /* the pieces in file order: runs of buf, or records taken whole */
+	size_t n_iov, cap_iov;
+	uint64_t bytes;    /* their total */
+};
+
+/* An earlier generation still owed its last write and sync (handed over by a compaction). */
+struct fs_jold {
+	int fd;
+	uint64_t end;          /* its logical size: pend ends there */
+	struct fs_jpend pend;
+};
+
 struct fs {
 	struct store base; /* first: what the wrappers see */
 	char *dir;
@@ -440,12 +463,14 @@ struct fs {
 	bool acker_started, acker_stop, acker_waiting;
 	int64_t recover_after_ms;  /* CLOCK_MONOTONIC: no recovery attempt before */
 	bool recovering;           /* a thread is in fs_recover's attempt (jcond at its end) */
-	int *old_fds; /* earlier generations still owed a sync */
-	size_t n_old_fds;
+	struct fs_jold *old; /* earlier generations still owed a write and sync */
+	size_t n_old;
+	/* The records of the current generation not written yet: [jbytes - jpend.bytes, jbytes).
+	 * The flusher swaps it with jspare (empty, its room kept) and writes what it took. */
+	struct fs_jpend jpend, jspare;
 	/* The pre-allocated tail (fs_segment.c): the file is zero-filled up to jalloc, records
-	 * are written with pwrite at jbytes. A record past jalloc extends the file. */
+	 * are written over it up to jbytes. A record past jalloc extends the file. */
 	uint64_t jalloc;           /* zero-filled (and synced) end of the current generation */
-	uint64_t jwrite_end;       /* end of the record a writer may be writing right now */
 	uint64_t jepoch;           /* bumped when the file is cut or replaced: voids a grow */
 	bool growing;              /* the grower zero-fills from grow_from on (jmu dropped) */
 	uint64_t grow_from;
@@ -592,7 +617,9 @@ void fs_segment_stop(struct fs *fs);
 
 /* ---- I/O the fault hook can refuse (fs_journal.c) ---- */
 
-ssize_t fs_io_pwrite(struct fs *fs, int fd, const void *buf, size_t len, uint64_t off);
+/* pwritev2(2); RWF_DSYNC in flags makes it a sync too (the fault hook treats it as one). */
+ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uint64_t off,
+		      int flags);
 int fs_io_sync(struct fs *fs, int fd);     /* fdatasync */
 int fs_io_dir_sync(struct fs *fs);         /* fsync of DIR */
 bool fs_io_fault(struct fs *fs, unsigned fault);
@@ -698,14 +725,21 @@ void fs_post_release(struct fs *fs);
 
 /* Reads a whole file into a new buffer (NUL-terminated); NULL with *err = errno. */
 char *fs_file_read(const char *path, size_t *len, int *err);
-/* Under the state write lock: writes one line at the logical end (jbytes); *seq is what to
- * pass to fs_journal_wait.
- * On failure the file is as before (a partial write is cut) or the store is marked failed. */
-enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq);
-/* Without the state lock: returns once line `seq` is durable (group commit), or
- * STORE_UNAVAILABLE once it was rolled back after a failed sync. Every successful
+/* Under the state write lock: appends one record at the logical end (jbytes) to the journal's
+ * buffer (fs->jpend), in commit order; the flusher writes it (one pwritev per group) before
+ * its sync. *line is copied, or taken whole (then *line is set to NULL: the journal frees it
+ * once written). *seq is what to pass to fs_journal_wait. STORE_UNAVAILABLE while the store
+ * is failed, NOMEM; on failure nothing was appended. */
+enum core_rc fs_journal_append(struct fs *fs, char **line, size_t len, uint64_t *seq);
+/* Without the state lock: returns once line `seq` is written and durable (group commit), or
+ * STORE_UNAVAILABLE once it was rolled back after a failed write or sync. Every successful
  * fs_journal_append must be followed by exactly one call. */
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq);
+/* At close, no lock held: writes and syncs whatever is still appended (lines nobody waited
+ * for), so the file ends at its last record. */
+void fs_journal_flush(struct fs *fs);
+/* Frees what p holds (its records taken whole too). */
+void fs_jpend_release(struct fs_jpend *p);
 /* store_ops.ack_submit: queues an owed wait for the acker thread (store_ack). */
 void fs_ack_submit(struct store *st, struct store_ack *ack);
 /* store_ops.ack_wait: the same wait on the calling thread. */
@@ -713,7 +747,7 @@ enum core_rc fs_ack_wait(struct store *st, struct store_ack *ack);
 enum core_rc fs_acker_start(struct fs *fs);
 /* Tells every queued ack, then stops the thread; later submits wait on their own thread. */
 void fs_acker_stop(struct fs *fs);
-/* Opens (creating) journal.gen for writing (pwrite at fs->jbytes); -1 on error with errno set. */
+/* Opens (creating) journal.gen for writing (records go at fs->jbytes); -1 on error with errno set. */
 int fs_journal_open(const struct fs *fs, uint64_t gen);
 /* Replays journal generations from fs->gen on; leaves fs->jfd open on the last one. */
 enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen);

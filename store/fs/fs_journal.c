@@ -7,11 +7,16 @@
  * and recovery still replays those (a generation may hold both: the first byte tells).
  * Each record carries the resulting whole documents, so replaying it is a plain upsert.
  *
- * Group commit: a writer writes its line with pwrite(2) at the logical end of the generation
- * (over the zeros pre-allocated ahead of it, fs_segment.c) under the state lock (so lines are
- * in commit order), takes a line number, drops the lock, then either becomes the one flusher
- * (fdatasync for everybody appended so far) or waits on jcond until `synced` covers it. A
- * writer with a store_ack bound (the HTTP front end, the reaper's workers) leaves that wait
+ * Group commit: under the state lock (so records are in commit order) a writer appends its
+ * record to the journal's buffer (fs->jpend: copied, or taken whole when large) at the logical
+ * end of the generation, takes a line number, drops the lock, then either becomes the one
+ * flusher or waits on jcond until `synced` covers it. The flusher takes the buffer (swapping
+ * in an empty one, so writers keep appending meanwhile), writes it with one pwritev(2) at its
+ * offset, over the zeros pre-allocated ahead (fs_segment.c), then fdatasyncs: one write and
+ * one sync for everybody appended so far, instead of a write(2) per record in the writers'
+ * threads (each costs the page-cache write path of ext4 whatever its size). A failed write is
+ * a failed group like a failed sync: every line past `synced` is rolled back (fs_undo.c).
+ * A writer with a store_ack bound (the HTTP front end, the reaper's workers) leaves that wait
  * in its ack instead: fs_ack_wait does it on the caller's thread, fs_ack_submit hands it to
  * the acker thread, which waits for a whole queue of acks at once and calls each back.
  */
@@ -22,10 +27,12 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,20 +65,12 @@ bool fs_io_fault(struct fs *fs, unsigned fault)
 	return __atomic_load_n(&fs->faults, __ATOMIC_RELAXED) & fault;
 }
 
-ssize_t fs_io_pwrite(struct fs *fs, int fd, const void *buf, size_t len, uint64_t off)
-{
-	if (fs_io_fault(fs, STORE_FS_FAULT_WRITE)) {
-		errno = EIO;
-		return -1;
-	}
-	return pwrite(fd, buf, len, (off_t)off);
-}
-
-int fs_io_sync(struct fs *fs, int fd)
+/* The sync faults: false with errno = EIO when syncs are refused; sleeps when they are slow. */
+static bool io_sync_allowed(struct fs *fs)
 {
 	if (fs_io_fault(fs, STORE_FS_FAULT_SYNC)) {
 		errno = EIO;
-		return -1;
+		return false;
 	}
 	if (fs_io_fault(fs, STORE_FS_FAULT_SLOW_SYNC)) {
 		struct timespec slow = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
@@ -79,6 +78,25 @@ int fs_io_sync(struct fs *fs, int fd)
 		while (nanosleep(&slow, &slow) != 0 && errno == EINTR)
 			;
 	}
+	return true;
+}
+
+ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uint64_t off,
+		      int flags)
+{
+	if (fs_io_fault(fs, STORE_FS_FAULT_WRITE)) {
+		errno = EIO;
+		return -1;
+	}
+	if ((flags & RWF_DSYNC) && !io_sync_allowed(fs))
+		return -1;
+	return pwritev2(fd, iov, n, (off_t)off, flags);
+}
+
+int fs_io_sync(struct fs *fs, int fd)
+{
+	if (!io_sync_allowed(fs))
+		return -1;
 	return fdatasync(fd);
 }
 
@@ -133,12 +151,85 @@ static void fail_locked(struct fs *fs, const char *what, int err)
 	pthread_mutex_unlock(&fs->cmu);
 }
 
-enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint64_t *seq)
+/* ---- the journal's buffer (struct fs_jpend) ----
+ * Records up to FS_JPEND_COPY_MAX bytes are copied into a FS_JPEND_BUF buffer (the claim
+ * cycle's are ~0.5 KiB, ~10-50 to a group); a larger one, or one that no longer fits, is taken
+ * whole from its writer: a big record is never copied, and the copies stay within two buffers
+ * per store (the one writers fill, the one the flusher writes). A full buffer also ends the
+ * acker's group window (group_wait): the group goes at once. */
+#define FS_JPEND_COPY_MAX (4u * 1024)
+#define FS_JPEND_BUF (64u * 1024)
+
+static bool jpend_in_buf(const struct fs_jpend *p, const void *at)
 {
-	size_t done = 0;
-	uint64_t pos;
-	ssize_t w;
-	int err = 0;
+	uintptr_t a = (uintptr_t)at, b = (uintptr_t)p->buf;
+
+	return p->buf && a >= b && a < b + FS_JPEND_BUF;
+}
+
+/* Appends the record *rec (len > 0 bytes): copied, or taken (*rec set to NULL). NOMEM leaves
+ * p as it was. */
+static enum core_rc jpend_add(struct fs_jpend *p, char **rec, size_t len)
+{
+	struct iovec *last = p->n_iov ? &p->iov[p->n_iov - 1] : NULL, *nv;
+	bool copy;
+	char *at;
+
+	if (len <= FS_JPEND_COPY_MAX && !p->buf)
+		p->buf = malloc(FS_JPEND_BUF); /* none: the record is taken whole instead */
+	copy = p->buf && len <= FS_JPEND_COPY_MAX && len <= FS_JPEND_BUF - p->used;
+	at = copy ? p->buf + p->used : NULL;
+	if (copy && last && jpend_in_buf(p, last->iov_base) &&
+	    (char *)last->iov_base + last->iov_len == at) {
+		memcpy(at, *rec, len); /* continues the run of copies the last piece is */
+		last->iov_len += len;
+		p->used += len;
+		p->bytes += len;
+		return CORE_OK;
+	}
+	if (p->n_iov == p->cap_iov) {
+		nv = realloc(p->iov, (p->cap_iov ? p->cap_iov * 2 : 16) * sizeof(*nv));
+		if (!nv)
+			return CORE_ERR_NOMEM;
+		p->iov = nv;
+		p->cap_iov = p->cap_iov ? p->cap_iov * 2 : 16;
+	}
+	if (copy) {
+		memcpy(at, *rec, len);
+		p->iov[p->n_iov++] = (struct iovec){.iov_base = at, .iov_len = len};
+		p->used += len;
+	} else {
+		p->iov[p->n_iov++] = (struct iovec){.iov_base = *rec, .iov_len = len};
+		*rec = NULL;
+	}
+	p->bytes += len;
+	return CORE_OK;
+}
+
+/* Empties p, freeing the records it took; keeps its room for the next group. */
+static void jpend_clear(struct fs_jpend *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_iov; i++)
+		if (!jpend_in_buf(p, p->iov[i].iov_base))
+			free(p->iov[i].iov_base);
+	p->n_iov = 0;
+	p->used = 0;
+	p->bytes = 0;
+}
+
+void fs_jpend_release(struct fs_jpend *p)
+{
+	jpend_clear(p);
+	free(p->buf);
+	free(p->iov);
+	*p = (struct fs_jpend){0};
+}
+
+enum core_rc fs_journal_append(struct fs *fs, char **line, size_t len, uint64_t *seq)
+{
+	enum core_rc rc;
 
 	*seq = 0;
 	pthread_mutex_lock(&fs->jmu);
@@ -146,39 +237,12 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
 	 * before it finished (it runs when half a step is left). */
 	while (!fs->failed && fs->growing && fs->jbytes + len > fs->grow_from)
 		pthread_cond_wait(&fs->jcond, &fs->jmu);
-	if (fs->failed) {
+	rc = fs->failed ? CORE_ERR_STORE_UNAVAILABLE : jpend_add(&fs->jpend, line, len);
+	if (rc != CORE_OK) {
 		pthread_mutex_unlock(&fs->jmu);
-		return CORE_ERR_STORE_UNAVAILABLE;
+		return rc;
 	}
-	/* jbytes and the fd only change under the state write lock, which the caller holds. */
-	pos = fs->jbytes;
-	fs->jwrite_end = pos + len;
-	pthread_mutex_unlock(&fs->jmu);
-	while (done < len) {
-		w = fs_io_pwrite(fs, fs->jfd, line + done, len - done, pos + done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			err = w < 0 ? errno : EIO;
-			break;
-		}
-		done += (size_t)w;
-	}
-	pthread_mutex_lock(&fs->jmu);
-	if (err) {
-		/* Cut what did land, so no half line sits before the next good one; if even
-		 * that fails, the file is unknown and the store stops taking writes. */
-		if (done && ftruncate(fs->jfd, (off_t)fs->jbytes) != 0)
-			fail_locked(fs, "journal truncate", errno);
-		else if (done)
-			fs_segment_cut_locked(fs, fs->jbytes);
-		/* A disk that refused one write (ENOSPC, EIO) refuses the next ones too: the
-		 * store says so (ping, /readyz, boardd_fs_failed) and stops trying every write;
-		 * recovery retries about once a second and takes writes again once it can. */
-		fail_locked(fs, "journal write", err);
-		pthread_mutex_unlock(&fs->jmu);
-		return CORE_ERR_STORE_UNAVAILABLE;
-	}
+	/* jbytes only moves under the state write lock, which the caller holds. */
 	fs->jbytes += len;
 	fs->stats.journal_bytes = fs->jbytes;
 	if (fs->jbytes > fs->stats.journal_alloc_bytes)
@@ -187,13 +251,16 @@ enum core_rc fs_journal_append(struct fs *fs, const char *line, size_t len, uint
 	fs_segment_poke_locked(fs);
 	*seq = ++fs->appended;
 	fs->n_inflight++; /* until its writer leaves fs_journal_wait */
+	if (fs->acker_waiting && fs->jpend.bytes >= FS_JPEND_BUF)
+		pthread_cond_signal(&fs->ackcond);
 	pthread_mutex_unlock(&fs->jmu);
 	return CORE_OK;
 }
 
 /* Undoes every transaction whose line is not durable (fs_undo.c) and forgets those lines:
  * the current generation is cut back to its durable prefix (best effort: fs_recover rewrites
- * the state anyway). Called by the one thread holding the flusher role, with no lock held. */
+ * the state anyway) and what of them was not written yet is dropped. Called by the one thread
+ * holding the flusher role, with no lock held. */
 static void rollback(struct fs *fs)
 {
 	uint64_t synced, bytes;
@@ -205,6 +272,7 @@ static void rollback(struct fs *fs)
 	pthread_mutex_unlock(&fs->jmu);
 	fs_undo_rollback(fs, synced);
 	pthread_mutex_lock(&fs->jmu);
+	jpend_clear(&fs->jpend);
 	if (ftruncate(fs->jfd, (off_t)bytes) == 0) {
 		fs->jbytes = bytes;
 		fs->stats.journal_bytes = bytes;
@@ -215,30 +283,76 @@ static void rollback(struct fs *fs)
 	pthread_rwlock_unlock(&fs->lock);
 }
 
-/* The flusher's sync of every generation handed over and the current one; 0 or an errno. */
-static int sync_all(struct fs *fs, int fd, int *old, size_t n_old)
+/* Writes p at `off` of fd, in as few pwritev calls as the iovec limit allows (counted in
+ * *calls). 0 or an errno. */
+static int jpend_write(struct fs *fs, int fd, struct fs_jpend *p, uint64_t off, uint64_t *calls)
+{
+	size_t i = 0, skip = 0; /* written so far: p->iov[0 .. i) and skip bytes of p->iov[i] */
+	struct iovec first;
+	ssize_t w;
+	int n;
+
+	while (i < p->n_iov) {
+		n = p->n_iov - i < IOV_MAX ? (int)(p->n_iov - i) : IOV_MAX;
+		first = p->iov[i];
+		p->iov[i].iov_base = (char *)first.iov_base + skip;
+		p->iov[i].iov_len = first.iov_len - skip;
+		w = fs_io_pwritev(fs, fd, &p->iov[i], n, off, 0);
+		(*calls)++;
+		p->iov[i] = first; /* jpend_clear frees the records taken by their own address */
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		off += (uint64_t)w;
+		for (skip += (size_t)w; i < p->n_iov && skip >= p->iov[i].iov_len; i++)
+			skip -= p->iov[i].iov_len;
+	}
+	return 0;
+}
+
+/* A generation's part of a group: its pending records (which end at `end`), then its sync.
+ * 0 or an errno, with *what saying which step failed. */
+static int gen_flush(struct fs *fs, int fd, struct fs_jpend *p, uint64_t end, const char **what,
+		     uint64_t *calls)
+{
+	int err;
+
+	*what = "journal write";
+	if (p->bytes && (err = jpend_write(fs, fd, p, end - p->bytes, calls)) != 0)
+		return err;
+	*what = "journal fdatasync";
+	return fs_io_sync(fs, fd) == 0 ? 0 : errno;
+}
+
+/* The flusher's write and sync of every generation handed over, then of the current one (its
+ * records `cur`, ending at `end`); the old ones are closed and freed. 0 or an errno. */
+static int flush_all(struct fs *fs, int fd, struct fs_jpend *cur, uint64_t end,
+		     struct fs_jold *old, size_t n_old, const char **what, uint64_t *calls)
 {
 	int err = 0;
 	size_t i;
 
 	for (i = 0; i < n_old; i++) {
-		if (fs_io_sync(fs, old[i]) != 0 && !err)
-			err = errno;
-		close(old[i]);
+		if (!err)
+			err = gen_flush(fs, old[i].fd, &old[i].pend, old[i].end, what, calls);
+		close(old[i].fd);
+		fs_jpend_release(&old[i].pend);
 	}
-	if (fs_io_sync(fs, fd) != 0 && !err)
-		err = errno;
 	free(old);
-	return err;
+	return err ? err : gen_flush(fs, fd, cur, end, what, calls);
 }
 
 /* With jmu held: returns once line `seq` is durable, or STORE_UNAVAILABLE once it was rolled
- * back after a failed sync. The caller becomes the flusher for every line appended so far
- * when nobody else is; jmu is dropped while it syncs or rolls back. */
+ * back after a failed write or sync. The caller becomes the flusher for every line appended so
+ * far when nobody else is; jmu is dropped while it writes and syncs, or rolls back. */
 static enum core_rc wait_locked(struct fs *fs, uint64_t seq)
 {
-	uint64_t target, bytes, gen;
-	int fd, *old, err;
+	uint64_t target, bytes, gen, calls;
+	struct fs_jpend mine;
+	struct fs_jold *old;
+	const char *what = NULL;
+	int fd, err;
 	size_t n_old;
 
 	while (fs->synced < seq) {
@@ -258,23 +372,31 @@ static enum core_rc wait_locked(struct fs *fs, uint64_t seq)
 			pthread_cond_broadcast(&fs->jcond);
 			continue;
 		}
-		/* Become the flusher for every line appended so far. */
+		/* Become the flusher for every line appended so far: take their records (writers
+		 * go on in the spare buffer) and the generations handed over. */
 		fs->flushing = true;
 		target = fs->appended;
 		bytes = fs->jbytes;
 		gen = fs->gen;
 		fd = fs->jfd;
-		old = fs->old_fds;
-		n_old = fs->n_old_fds;
-		fs->old_fds = NULL;
-		fs->n_old_fds = 0;
+		old = fs->old;
+		n_old = fs->n_old;
+		fs->old = NULL;
+		fs->n_old = 0;
+		mine = fs->jpend;
+		fs->jpend = fs->jspare;
+		fs->jspare = (struct fs_jpend){0};
 		pthread_mutex_unlock(&fs->jmu);
-		err = sync_all(fs, fd, old, n_old);
+		calls = 0;
+		err = flush_all(fs, fd, &mine, bytes, old, n_old, &what, &calls);
+		jpend_clear(&mine);
 		pthread_mutex_lock(&fs->jmu);
+		fs->jspare = mine;
 		fs->stats.syncs += 1 + n_old;
+		fs->stats.writes += calls;
 		fs->flushing = false;
 		if (err) {
-			fail_locked(fs, "journal fdatasync", err); /* the loop rolls back next */
+			fail_locked(fs, what, err); /* the loop rolls back next */
 		} else if (target > fs->synced) {
 			metrics_hist_observe(&fs->group_width, METRICS_B_WIDTH, target - fs->synced);
 			fs->synced = target;
@@ -293,6 +415,13 @@ static void inflight_done_locked(struct fs *fs, size_t lines)
 	/* fs_recover takes writes again only once every writer of the failed epoch is out. */
 	if (fs->failed && !fs->n_inflight)
 		pthread_cond_broadcast(&fs->jcond);
+}
+
+void fs_journal_flush(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->jmu);
+	(void)wait_locked(fs, fs->appended);
+	pthread_mutex_unlock(&fs->jmu);
 }
 
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq)
@@ -378,7 +507,7 @@ static void group_wait(struct fs *fs, size_t prev)
 	core_timespec_add_ns(&until, (int64_t)FS_GROUP_WAIT_US * 1000);
 	fs->ack_want = prev;
 	fs->acker_waiting = true;
-	while (fs->ack_len < prev && !fs->acker_stop)
+	while (fs->ack_len < prev && fs->jpend.bytes < FS_JPEND_BUF && !fs->acker_stop)
 		if (pthread_cond_timedwait(&fs->ackcond, &fs->jmu, &until) != 0)
 			break; /* the window closed */
 	fs->acker_waiting = false;
@@ -831,7 +960,6 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 	fs->jbytes = valid;
 	fs->jsynced_bytes = fs->jbytes; /* all of it was read back: durable */
 	fs_segment_switch_locked(fs, (uint64_t)sz);
-	fs->jwrite_end = fs->jbytes;
 	fs->stats.generation = fs->gen;
 	fs->stats.journal_bytes = fs->jbytes;
 	fs->ev_visible = fs->ctr.seq;

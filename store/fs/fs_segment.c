@@ -5,8 +5,9 @@
  * requests per group commit, with their virtio kicks and completion interrupts. Overwriting
  * blocks that are already allocated AND written (zeros written, not fallocate()d: unwritten
  * extents still need a metadata update) needs only the data and the flush. So the current
- * generation's file is zero-filled ahead of the writer, and records are written with pwrite
- * at the logical end (fs->jbytes) over those zeros.
+ * generation's file is zero-filled ahead of the writer, and records are written at the logical
+ * end over those zeros (appended to the journal's buffer up to fs->jbytes, written by the
+ * group's flusher, fs_journal.c).
  *
  * Who grows: the grower thread, off the hot path. A writer whose record leaves less than half
  * a step of zeros ahead pokes it (a flag and a signal under jmu); it zero-fills the next step
@@ -96,7 +97,6 @@ void fs_segment_cut_locked(struct fs *fs, uint64_t bytes)
 	fs->jepoch++; /* a grow under way fills a range of the file as it was */
 	if (fs->jalloc > bytes)
 		fs->jalloc = bytes;
-	fs->jwrite_end = bytes;
 	fs->stats.journal_alloc_bytes = fs->jalloc > bytes ? fs->jalloc : bytes;
 }
 
@@ -104,7 +104,6 @@ void fs_segment_switch_locked(struct fs *fs, uint64_t alloc)
 {
 	fs->jepoch++;
 	fs->jalloc = alloc;
-	fs->jwrite_end = 0;
 	fs->stats.journal_alloc_bytes = alloc;
 }
 
@@ -116,9 +115,7 @@ static void seg_grow_locked(struct fs *fs)
 
 	from = fs->jalloc;
 	if (fs->jbytes > from)
-		from = fs->jbytes;
-	if (fs->jwrite_end > from)
-		from = fs->jwrite_end; /* a record being written past the zeros */
+		from = fs->jbytes; /* records still in the journal's buffer go below it */
 	to = (from + seg_step(fs->jalloc) + FS_SEG_PAGE - 1) / FS_SEG_PAGE * FS_SEG_PAGE;
 	/* A dup: rotate() hands the fd over to be closed after its last sync. */
 	fd = dup(fs->jfd);

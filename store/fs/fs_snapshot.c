@@ -597,12 +597,12 @@ enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
 }
 
 /* Under the state write lock: switches writers to the new generation's fd. Normally the old
- * fd goes to the next flusher for its last sync; a recovery abandons it (and any other still
- * owed a sync): what it holds past the durable prefix was rolled back, and the snapshot being
- * written replaces all of it. */
+ * fd, with its records not written yet, goes to the next flusher for its last write and sync;
+ * a recovery abandons it (and any other still owed one): what it holds past the durable prefix
+ * was rolled back, and the snapshot being written replaces all of it. */
 static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, bool recover)
 {
-	int *nv;
+	struct fs_jold *nv;
 	size_t i;
 
 	pthread_mutex_lock(&fs->jmu);
@@ -611,18 +611,23 @@ static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, 
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	if (recover) {
-		for (i = 0; i < fs->n_old_fds; i++)
-			close(fs->old_fds[i]);
-		fs->n_old_fds = 0;
+		for (i = 0; i < fs->n_old; i++) {
+			close(fs->old[i].fd);
+			fs_jpend_release(&fs->old[i].pend);
+		}
+		fs->n_old = 0;
 		close(fs->jfd);
+		fs_jpend_release(&fs->jpend);
 	} else {
-		nv = realloc(fs->old_fds, (fs->n_old_fds + 1) * sizeof(*nv));
+		nv = realloc(fs->old, (fs->n_old + 1) * sizeof(*nv));
 		if (!nv) {
 			pthread_mutex_unlock(&fs->jmu);
 			return CORE_ERR_NOMEM;
 		}
-		fs->old_fds = nv;
-		fs->old_fds[fs->n_old_fds++] = fs->jfd;
+		fs->old = nv;
+		fs->old[fs->n_old++] = (struct fs_jold){.fd = fs->jfd, .end = fs->jbytes,
+							 .pend = fs->jpend};
+		fs->jpend = (struct fs_jpend){0};
 	}
 	fs->jfd = fd;
 	fs->gen = gen;

@@ -1,12 +1,13 @@
 /* Transactions of the FS twin: private copies first, one journal line, then the swap.
  *
  * A mutation runs under the state write lock on copies of the cards and runs it touches,
- * never on the published objects. fs_txn_end writes the whole change as one line, and only
- * once write(2) succeeded are the copies swapped in, so a failed write leaves memory exactly
- * as it was. The lock is then dropped and the caller waits for the group fdatasync.
+ * never on the published objects. fs_txn_end appends the whole change as one record to the
+ * journal's buffer, and only once that succeeded are the copies swapped in, so a refused
+ * append (a failed store, no memory) leaves memory exactly as it was. The lock is then
+ * dropped and the caller waits for the group write and fdatasync (fs_journal.c).
  *
- * If that fdatasync fails, every transaction whose line is not durable yet is rolled back
- * from its undo entry (fs_undo.c), newest first, before any of their callers is answered
+ * If that write or fdatasync fails, every transaction whose line is not durable yet is rolled
+ * back from its undo entry (fs_undo.c), newest first, before any of their callers is answered
  * STORE_UNAVAILABLE; the store is marked failed (writes refused, reads keep working, ping
  * reports it) until fs_recover has written the memory state as a fresh snapshot into a new
  * generation: after a failed fsync the kernel may have dropped the dirty pages, so the old
@@ -566,7 +567,7 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 			rc = CORE_ERR_NOMEM;
 	}
 	if (rc == CORE_OK)
-		rc = fs_journal_append(fs, line, len, &seq);
+		rc = fs_journal_append(fs, &line, len, &seq);
 	if (rc == CORE_OK) {
 		/* Undoable until the line is durable: a failed sync rolls it back. */
 		undo->seq = seq;

@@ -194,6 +194,70 @@ START_TEST(write_fault_refuses_cleanly)
 }
 END_TEST
 
+/* The journal is written behind (store/fs/fs_journal.c): a commit appends its record, and the
+ * group's flusher writes it. A write that fails there fails the group like a failed sync:
+ * a commit made before the disk refused, owed through an ack as the HTTP front end owes it, is
+ * told STORE_UNAVAILABLE (its client gets a 503), rolled back with its events, and absent
+ * after a reopen; the writes around it are unaffected. */
+struct told {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+	enum core_rc rc;
+};
+
+static struct told told_of;
+
+static void told_done(struct store_ack *ack, enum core_rc rc)
+{
+	(void)ack;
+	pthread_mutex_lock(&told_of.mu);
+	told_of.rc = rc;
+	told_of.done = true;
+	pthread_cond_signal(&told_of.cond);
+	pthread_mutex_unlock(&told_of.mu);
+}
+
+START_TEST(write_fault_at_the_flush_fails_the_group)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_ack ack;
+	int64_t seq;
+
+	ck_assert_int_eq(create(st, "a", "ready", NULL), CORE_OK);
+	seq = last_seq(st);
+	told_of = (struct told){.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	store_ack_begin(&ack);
+	ck_assert_int_eq(retitle(st, "a", "new"), CORE_OK); /* appended; the ack owes it */
+	ck_assert_int_eq(create(st, "b", "ready", NULL), CORE_OK);
+	ck_assert(store_ack_end(&ack));
+	ck_assert_uint_eq(ack.lines, 2);
+	/* The disk refuses before the group is written: nothing of it was. */
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, true), CORE_OK);
+	store_ack_submit(&ack, told_done); /* the acker flushes it, as for an HTTP answer */
+	pthread_mutex_lock(&told_of.mu);
+	while (!told_of.done)
+		pthread_cond_wait(&told_of.cond, &told_of.mu);
+	pthread_mutex_unlock(&told_of.mu);
+	ck_assert_int_eq(told_of.rc, CORE_ERR_STORE_UNAVAILABLE);
+	assert_card(st, "a", "old", "ready"); /* rolled back */
+	ck_assert_ptr_null(get(st, "b"));
+	ck_assert_int_eq(last_seq(st), seq); /* and no event of them was ever served */
+	ck_assert(failed(st));
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, false), CORE_OK);
+	ck_assert_int_eq(retitle(st, "a", "after"), CORE_OK); /* recovers */
+	ck_assert(!failed(st));
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	assert_card(st, "a", "after", "ready");
+	ck_assert_ptr_null(get(st, "b"));
+	ck_assert_int_eq(last_seq(st), seq + 1);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* A disk that refuses every write (ENOSPC, EIO) is said once, not once per refused write;
  * the store reports itself failed until a write gets through again. */
 START_TEST(refused_writes_are_logged_once)
@@ -529,6 +593,7 @@ int main(void)
 	tcase_add_test(tc, sync_fault_is_rolled_back_then_recovers);
 	tcase_add_test(tc, refused_write_absent_after_reopen);
 	tcase_add_test(tc, write_fault_refuses_cleanly);
+	tcase_add_test(tc, write_fault_at_the_flush_fails_the_group);
 	tcase_add_test(tc, refused_writes_are_logged_once);
 	tcase_add_test(tc, rollback_undoes_every_kind_of_change);
 	tcase_add_test(tc, failed_group_fails_together);
