@@ -617,9 +617,7 @@ void fs_segment_stop(struct fs *fs);
 
 /* ---- I/O the fault hook can refuse (fs_journal.c) ---- */
 
-/* pwritev2(2); RWF_DSYNC in flags makes it a sync too (the fault hook treats it as one). */
-ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uint64_t off,
-		      int flags);
+ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uint64_t off);
 int fs_io_sync(struct fs *fs, int fd);     /* fdatasync */
 int fs_io_dir_sync(struct fs *fs);         /* fsync of DIR */
 bool fs_io_fault(struct fs *fs, unsigned fault);

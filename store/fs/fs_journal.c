@@ -65,12 +65,20 @@ bool fs_io_fault(struct fs *fs, unsigned fault)
 	return __atomic_load_n(&fs->faults, __ATOMIC_RELAXED) & fault;
 }
 
-/* The sync faults: false with errno = EIO when syncs are refused; sleeps when they are slow. */
-static bool io_sync_allowed(struct fs *fs)
+ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uint64_t off)
+{
+	if (fs_io_fault(fs, STORE_FS_FAULT_WRITE)) {
+		errno = EIO;
+		return -1;
+	}
+	return pwritev(fd, iov, n, (off_t)off);
+}
+
+int fs_io_sync(struct fs *fs, int fd)
 {
 	if (fs_io_fault(fs, STORE_FS_FAULT_SYNC)) {
 		errno = EIO;
-		return false;
+		return -1;
 	}
 	if (fs_io_fault(fs, STORE_FS_FAULT_SLOW_SYNC)) {
 		struct timespec slow = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
@@ -78,25 +86,6 @@ static bool io_sync_allowed(struct fs *fs)
 		while (nanosleep(&slow, &slow) != 0 && errno == EINTR)
 			;
 	}
-	return true;
-}
-
-ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uint64_t off,
-		      int flags)
-{
-	if (fs_io_fault(fs, STORE_FS_FAULT_WRITE)) {
-		errno = EIO;
-		return -1;
-	}
-	if ((flags & RWF_DSYNC) && !io_sync_allowed(fs))
-		return -1;
-	return pwritev2(fd, iov, n, (off_t)off, flags);
-}
-
-int fs_io_sync(struct fs *fs, int fd)
-{
-	if (!io_sync_allowed(fs))
-		return -1;
 	return fdatasync(fd);
 }
 
@@ -297,7 +286,7 @@ static int jpend_write(struct fs *fs, int fd, struct fs_jpend *p, uint64_t off, 
 		first = p->iov[i];
 		p->iov[i].iov_base = (char *)first.iov_base + skip;
 		p->iov[i].iov_len = first.iov_len - skip;
-		w = fs_io_pwritev(fs, fd, &p->iov[i], n, off, 0);
+		w = fs_io_pwritev(fs, fd, &p->iov[i], n, off);
 		(*calls)++;
 		p->iov[i] = first; /* jpend_clear frees the records taken by their own address */
 		if (w < 0 && errno == EINTR)
