@@ -448,7 +448,7 @@ struct fs {
 	pthread_cond_t jcond;
 	int jfd;
 	uint64_t gen;
-	uint64_t jbytes;
+	uint64_t jbytes;   /* logical end of the generation: every record appended (some in jpend) */
 	uint64_t appended; /* journal lines written (seq of the last one) */
 	uint64_t synced;   /* journal lines known durable */
 	bool flushing;             /* a flusher syncs, or rolls back after a failed sync */

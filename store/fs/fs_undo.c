@@ -1,12 +1,13 @@
 /* Undo of the FS twin's transactions whose journal line is not durable yet.
  *
- * A commit is applied to memory right after its write(2), before the group fdatasync, so that
- * the next writer builds on it. Until that sync succeeds the transaction keeps an undo entry:
- * the objects it replaced (published objects are immutable, so "the old card" is just a
- * pointer) and what it added. When the sync succeeds the entry is settled: the replaced
- * objects are retired. When it fails every transaction whose line is not durable is undone,
- * newest first, under the write lock, before any of their writers is answered: nothing that
- * was refused stays visible, and later transactions never survive one they built on.
+ * A commit is applied to memory right after its record is appended to the journal's buffer,
+ * before the group's write and fdatasync, so that the next writer builds on it. Until that
+ * sync succeeds the transaction keeps an undo entry: the objects it replaced (published objects
+ * are immutable, so "the old card" is just a pointer) and what it added. When the sync
+ * succeeds the entry is settled: the replaced objects are retired. When the write or the sync
+ * fails every transaction whose line is not durable is undone, newest first, under the write
+ * lock, before any of their writers is answered: nothing that was refused stays visible, and
+ * later transactions never survive one they built on.
  *
  * Neither path may fail: everything an undo puts back had its room when it was taken away
  * (the reverse index keeps emptied entries while undo entries exist; `order` keeps deleted
