@@ -480,6 +480,50 @@ START_TEST(one_write_per_group)
 }
 END_TEST
 
+/* A compaction between a group's commits and its flush hands the old generation's records,
+ * not written yet, to the flusher with its file: it writes and syncs each generation's part
+ * (two writes for the one group), the commits on both sides are acknowledged, and everything
+ * reads back after a reopen. */
+START_TEST(compaction_hands_unwritten_records_over)
+{
+	char *dir = fx_tmpdir(), id[16];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_fs_stats s0, s1;
+	struct store_ack ack;
+	struct core_card **v;
+	size_t n;
+	int k;
+
+	create(st, "before");
+	ck_assert_int_eq(store_fs_stats_get(st, &s0), CORE_OK);
+	store_ack_begin(&ack);
+	for (k = 0; k < 6; k++) {
+		snprintf(id, sizeof id, "c%d", k);
+		create(st, id);
+		if (k == 2)
+			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	}
+	ck_assert(store_ack_end(&ack));
+	ck_assert_int_eq(store_ack_wait(&ack), CORE_OK);
+	ck_assert_int_eq(store_fs_stats_get(st, &s1), CORE_OK);
+	ck_assert_uint_eq(s1.generation, s0.generation + 1);
+	ck_assert_uint_eq(s1.writes - s0.writes, 2); /* c0..c2 in the old file, c3..c5 in the new */
+	ck_assert_uint_eq(s1.syncs - s0.syncs, 2);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	v = all_cards(st, &n);
+	ck_assert_uint_eq(n, 7);
+	ck_assert_str_eq(v[0]->id, "before");
+	for (k = 0; k < 6; k++) {
+		snprintf(id, sizeof id, "c%d", k);
+		ck_assert_str_eq(v[k + 1]->id, id);
+	}
+	store_cards_free(v, n);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* A group of more pieces than one write call takes (IOV_MAX): small records copied into the
  * journal's buffer until it is full, large ones (a 5000-byte body, and one of 300 KiB) taken
  * whole, interleaved; all of it lands, in order, and reads back after a reopen. */
@@ -1620,6 +1664,7 @@ int main(void)
 	tcase_add_test(tc, background_compaction);
 	tcase_add_test(tc, group_commit_shares_syncs);
 	tcase_add_test(tc, one_write_per_group);
+	tcase_add_test(tc, compaction_hands_unwritten_records_over);
 	tcase_add_test(tc, large_group_is_written_whole);
 	tcase_add_test(tc, compaction_under_concurrent_writes);
 	tcase_add_test(tc, second_open_refused);
