@@ -258,6 +258,45 @@ START_TEST(write_fault_at_the_flush_fails_the_group)
 }
 END_TEST
 
+/* The same across a compaction: the group's records are in two generations (the old file's
+ * handed over unwritten); the refused write fails all of them, in both. */
+START_TEST(write_fault_fails_a_group_across_generations)
+{
+	char *dir = fx_tmpdir(), id[16];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_ack ack;
+	int k;
+
+	ck_assert_int_eq(create(st, "a", "ready", NULL), CORE_OK);
+	store_ack_begin(&ack);
+	for (k = 0; k < 4; k++) {
+		snprintf(id, sizeof id, "c%d", k);
+		ck_assert_int_eq(create(st, id, "ready", NULL), CORE_OK);
+		if (k == 1)
+			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	}
+	ck_assert(store_ack_end(&ack));
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, true), CORE_OK);
+	ck_assert_int_eq(store_ack_wait(&ack), CORE_ERR_STORE_UNAVAILABLE);
+	for (k = 0; k < 4; k++) {
+		snprintf(id, sizeof id, "c%d", k);
+		ck_assert_ptr_null(get(st, id));
+	}
+	ck_assert(failed(st));
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, false), CORE_OK);
+	ck_assert_int_eq(retitle(st, "a", "after"), CORE_OK); /* recovers */
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	assert_card(st, "a", "after", "ready");
+	for (k = 0; k < 4; k++) {
+		snprintf(id, sizeof id, "c%d", k);
+		ck_assert_ptr_null(get(st, id));
+	}
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* A disk that refuses every write (ENOSPC, EIO) is said once, not once per refused write;
  * the store reports itself failed until a write gets through again. */
 START_TEST(refused_writes_are_logged_once)
@@ -594,6 +633,7 @@ int main(void)
 	tcase_add_test(tc, refused_write_absent_after_reopen);
 	tcase_add_test(tc, write_fault_refuses_cleanly);
 	tcase_add_test(tc, write_fault_at_the_flush_fails_the_group);
+	tcase_add_test(tc, write_fault_fails_a_group_across_generations);
 	tcase_add_test(tc, refused_writes_are_logged_once);
 	tcase_add_test(tc, rollback_undoes_every_kind_of_change);
 	tcase_add_test(tc, failed_group_fails_together);
