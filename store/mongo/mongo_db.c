@@ -72,9 +72,15 @@ void mgo_clients_release(struct mgo *m)
 
 enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c)
 {
+	enum core_rc rc;
+
 	memset(c, 0, sizeof(*c));
 	c->m = m;
 	c->actor = (struct mgo_actor){.name = ""};
+	/* Not while the database is held unreachable: at once, not after a server selection. */
+	rc = mgo_breaker_enter(m, &c->brk_gen);
+	if (rc != CORE_OK)
+		return rc;
 	c->mc = client_get(m);
 	if (!c->mc)
 		return CORE_ERR_NOMEM;
@@ -102,7 +108,10 @@ void mgo_conn_close(struct mgo_conn *c)
 {
 	struct mgo *m = c->m;
 
+	if (!m)
+		return;
 	just_read_free(c->just);
+	mgo_breaker_leave(m, c->brk_gen);
 	if (c->mc) {
 		pthread_mutex_lock(&m->conn_mu);
 		c->mc->next = m->clients;
@@ -179,6 +188,7 @@ enum core_rc mgo_error(const char *what, const bson_error_t *e)
 	if (mgo_error_is_dup(e))
 		return CORE_ERR_ALREADY_EXISTS;
 	/* The driver's words are for the operator's log only; the client sees 503. */
+	mgo_breaker_note(what, e);
 	fprintf(stderr, "boardd: mongo: %s: %s (domain %u, code %u)\n", what, e->message,
 		e->domain, e->code);
 	return CORE_ERR_STORE_UNAVAILABLE;
