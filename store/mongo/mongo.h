@@ -128,6 +128,13 @@ struct mgo {
 	bool lease_asking;         /* a deliverer of this process is querying ... */
 	uint64_t lease_asking_gen; /* ... since this generation */
 
+	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
+	pthread_mutex_t mu;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC */
+	pthread_t thread;
+	bool thread_started;
+	bool stopping;
+
 	/* ---- the database's reachability (mongo_breaker.c): brk under brk_mu ---- */
 	pthread_mutex_t brk_mu;
 	pthread_cond_t brk_cv; /* CLOCK_MONOTONIC: wakes the prober */
@@ -138,13 +145,6 @@ struct mgo {
 	mongoc_uri_t *probe_uri;         /* the pool's URI with the probe's short timeouts */
 	pthread_t brk_thread;            /* the prober */
 	bool brk_init, brk_started, brk_stopping;
-
-	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
-	pthread_mutex_t mu;
-	pthread_cond_t cond; /* CLOCK_MONOTONIC */
-	pthread_t thread;
-	bool thread_started;
-	bool stopping;
 };
 
 static inline struct mgo *mgo_of(struct store *st)
