@@ -7,7 +7,8 @@ it whose URI sets serverSelectionTimeoutMS=30000, so that a request that waits f
 takes 30 s. It writes a card, stops the database, then checks that:
 
 - several card requests at once each answer 503 store_unavailable (problem+json, Retry-After)
-  in well under those 30 s, and /healthz, /openapi.json and /metrics answer meanwhile (before
+  in well under those 30 s (one may wait: its thread passed the breaker just before the
+  database was found gone), and /healthz, /openapi.json and /metrics answer meanwhile (before
   the breaker, two card requests held both threads and the whole server for 30 s each);
 - /readyz answers 503 at once; /metrics says boardd_mongo_unreachable 1 and counts the outage;
 - the log says the database is unreachable once, not once per request;
@@ -40,6 +41,7 @@ TOOLS = os.path.join(HERE, '..', 'tools')
 SELECTION_MS = 30000  # what a request that waits for a server waits
 BOUND = 10.0          # s: an answer that did not wait for a server
 RECOVER = 20.0        # s: from the database's restart to /readyz 200
+THREADS = 2           # boardd's HTTP threads
 OPENED = 'boardd: mongo: the database is unreachable'
 CLOSED = 'boardd: mongo: the database is reachable again'
 
@@ -115,6 +117,7 @@ def outage(srv, tok, card):
               % (path, secs, out if isinstance(out, OSError) else out[0]))
     for t in threads:
         t.join(timeout=SELECTION_MS / 1000 * 4)
+    slow = []
     for i, r in enumerate(results):
         method, path, _ = base[i % len(base)]
         if r is None or isinstance(r[1], OSError):
@@ -122,11 +125,17 @@ def outage(srv, tok, card):
             continue
         secs, (st, body, hdrs) = r
         check(st == 503 and bt.is_problem(hdrs, body, 503) and
-              body.get('code') == 'store_unavailable' and hdrs.get('retry-after') == '1'
-              and secs < BOUND,
-              '%s %s: 503 store_unavailable with Retry-After, in %.2f s (< %.0f; waiting '
-              'for a server takes %d) (%s %s)' % (method, path, secs, BOUND,
-                                                  SELECTION_MS // 1000, st, body))
+              body.get('code') == 'store_unavailable' and hdrs.get('retry-after') == '1',
+              '%s %s: 503 store_unavailable with Retry-After, in %.2f s (%s %s)' %
+              (method, path, secs, st, body))
+        if secs >= BOUND:
+            slow.append('%s %s %.1f s' % (method, path, secs))
+    # A request whose thread passed the breaker a moment before another op found the
+    # database gone may wait out one server selection (store/mongo/README.md): at most one
+    # per HTTP thread but the one that found it. Before the breaker, every one waited.
+    check(len(slow) <= THREADS - 1, 'the card requests answer in < %.0f s (waiting for a '
+          'server takes %d s): %d of %d did not (at most %d may) %s' % (
+              BOUND, SELECTION_MS // 1000, len(slow), len(results), THREADS - 1, slow))
     # the next ones find the breaker open
     secs, out = timed(bt.request, srv.port, 'GET', '/readyz', timeout=60)
     check(not isinstance(out, OSError) and out[0] == 503 and bt.is_problem(out[2], out[1], 503)
@@ -168,7 +177,7 @@ def main():
         tok = bt.token_add(boardd, tokens, 'all', ['operator', 'bot', 'worker'])
         store = 'mongodb://127.0.0.1:%d/boardd_outage?serverSelectionTimeoutMS=%d' % (
             db.port, SELECTION_MS)
-        srv = bt.Server(boardd, store=store, tokens=tokens, logdir=tmp, threads=2,
+        srv = bt.Server(boardd, store=store, tokens=tokens, logdir=tmp, threads=THREADS,
                         extra=['--log-format', 'text']).started()
         c = bt.Client(srv.port, tok, timeout=60)
         board = c.must(200, 'GET', '/v1/boards/default')
