@@ -258,7 +258,8 @@ void mgo_just_read_keep(struct mgo *m, const struct core_card *card);
 struct core_card *mgo_just_read_take(struct mgo_conn *c, const char *id);
 
 /* Translates a driver error: logs `what` and the driver's text to stderr (never to a client)
- * and returns STORE_UNAVAILABLE, or ALREADY_EXISTS for a duplicate key. */
+ * and returns STORE_UNAVAILABLE, or ALREADY_EXISTS for a duplicate key. One that says the
+ * database could not be reached is noted for the breaker (mgo_breaker_note). */
 enum core_rc mgo_error(const char *what, const bson_error_t *e);
 /* Whether e is a duplicate-key error (E11000). */
 bool mgo_error_is_dup(const bson_error_t *e);
