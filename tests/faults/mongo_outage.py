@@ -153,6 +153,11 @@ def outage(srv, tok, card):
     check(value(text, 'boardd_mongo_unreachable') == 1, 'boardd_mongo_unreachable 1 while down')
     check((value(text, 'boardd_mongo_outages_total') or 0) >= 1, 'the outage is counted')
     check(value(text, 'boardd_store_stats_up') == 0, 'boardd_store_stats_up 0 while down')
+    if shutil.which('promtool'):
+        r = subprocess.run(['promtool', 'check', 'metrics'], input=text, capture_output=True,
+                           text=True, timeout=60)
+        check(r.returncode == 0 and not (r.stdout + r.stderr).strip(),
+              'promtool check metrics is clean while down: %s' % (r.stdout + r.stderr)[:300])
     log = srv.log_text()
     check(log.count(OPENED) == 1, 'the log says "unreachable" once for %d refused requests '
           '(%d times)' % (len(results) + 21, log.count(OPENED)))
