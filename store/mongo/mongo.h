@@ -214,6 +214,10 @@ bool mgo_error_unreachable(const bson_error_t *e);
 /* Notes e for this thread's op when it says so (mgo_error calls it; `what` names the
  * command); the op's mgo_conn_close reports it to the breaker. */
 void mgo_breaker_note(const char *what, const bson_error_t *e);
+/* Whether this thread's op met an unreachable database already: its further finds,
+ * findAndModifys and counter updates (mongo_db.c) then fail at once, not after a server
+ * selection each. */
+bool mgo_breaker_noted(void);
 /* Whether an op may go to the database: STORE_UNAVAILABLE at once while the breaker is
  * open; else OK and *gen is its generation. No lock, no driver call. */
 enum core_rc mgo_breaker_enter(struct mgo *m, uint64_t *gen);

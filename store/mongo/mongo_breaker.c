@@ -74,6 +74,11 @@ void mgo_breaker_note(const char *what, const bson_error_t *e)
 		 e->message);
 }
 
+bool mgo_breaker_noted(void)
+{
+	return note.set;
+}
+
 /* The word ops read without the lock: generation << 1 | open. Under brk_mu. */
 static void publish(struct mgo *m)
 {

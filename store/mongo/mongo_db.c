@@ -204,6 +204,10 @@ enum core_rc mgo_find_one(mongoc_collection_t *coll, const bson_t *filter, const
 	enum core_rc rc = CORE_OK;
 
 	*doc = NULL;
+	if (mgo_breaker_noted()) {
+		bson_destroy(&o);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
 	if (opts)
 		bson_copy_to_excluding_noinit(opts, &o, "limit", NULL);
 	BSON_APPEND_INT64(&o, "limit", 1);
@@ -238,6 +242,10 @@ enum core_rc mgo_find_modify_sort(mongoc_collection_t *coll, const bson_t *filte
 	*doc = NULL;
 	if (!opts)
 		return CORE_ERR_NOMEM;
+	if (mgo_breaker_noted()) {
+		mongoc_find_and_modify_opts_destroy(opts);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
 	mongoc_find_and_modify_opts_set_update(opts, update);
 	if (sort)
 		mongoc_find_and_modify_opts_set_sort(opts, sort);
@@ -264,11 +272,14 @@ out:
 enum core_rc mgo_find_each(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
 			   enum core_rc (*fn)(void *ctx, const bson_t *doc), void *ctx)
 {
-	mongoc_cursor_t *cur = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+	mongoc_cursor_t *cur;
 	const bson_t *d;
 	bson_error_t e;
 	enum core_rc rc = CORE_OK;
 
+	if (mgo_breaker_noted())
+		return CORE_ERR_STORE_UNAVAILABLE;
+	cur = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
 	while (rc == CORE_OK && mongoc_cursor_next(cur, &d))
 		rc = fn(ctx, d);
 	if (rc == CORE_OK && mongoc_cursor_error(cur, &e))
@@ -287,9 +298,11 @@ enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bso
 	bson_error_t e;
 	bool ok;
 
-	if (!opts) {
+	if (!opts || mgo_breaker_noted()) {
 		bson_init(reply);
-		return CORE_ERR_NOMEM;
+		if (opts)
+			mongoc_find_and_modify_opts_destroy(opts);
+		return opts ? CORE_ERR_STORE_UNAVAILABLE : CORE_ERR_NOMEM;
 	}
 	mongoc_find_and_modify_opts_set_update(opts, update);
 	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |

@@ -324,6 +324,8 @@ START_TEST(breaker_opens_on_fresh_unreachable_errors_only)
 	struct mgo *m = mgo_of(st);
 	struct mgo_conn old, c;
 	bson_error_t sel, other;
+	bson_t *doc = NULL;
+	int64_t last;
 	uint64_t n0;
 
 	bson_set_error(&sel, MONGOC_ERROR_SERVER_SELECTION, MONGOC_ERROR_SERVER_SELECTION_FAILURE,
@@ -341,14 +343,19 @@ START_TEST(breaker_opens_on_fresh_unreachable_errors_only)
 	mgo_conn_close(&old);
 	ck_assert_uint_eq(breaker_opens(m), n0 + 1);
 	ck_assert_int_eq(store_ping(st), CORE_OK);
-	/* an error that is not about reachability */
+	/* an error that is not about reachability: the op goes on */
 	ck_assert_int_eq(mgo_conn_open(m, &c), CORE_OK);
 	mgo_breaker_note("find", &other);
+	ck_assert_int_eq(mgo_find_by_id(c.cards, "nope", &doc), CORE_OK);
+	ck_assert_ptr_null(doc);
 	mgo_conn_close(&c);
 	ck_assert_uint_eq(breaker_opens(m), n0 + 1);
-	/* a fresh one; the prober then finds the (live) server and closes it */
+	/* a fresh one: the op's further reads fail at once (a live server would answer "none"),
+	 * its end opens the breaker; the prober then finds the (live) server and closes it */
 	ck_assert_int_eq(mgo_conn_open(m, &c), CORE_OK);
 	mgo_breaker_note("find", &sel);
+	ck_assert_int_eq(mgo_find_by_id(c.cards, "nope", &doc), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(mgo_counter_add(&c, "nope", 1, &last), CORE_ERR_STORE_UNAVAILABLE);
 	mgo_conn_close(&c);
 	ck_assert_uint_eq(breaker_opens(m), n0 + 2);
 	ck_assert_int_eq(ping_until(st, CORE_OK), CORE_OK);
