@@ -70,6 +70,50 @@ bool core_time_parse(const char *s, int64_t *ms);
 void core_timespec_add_ns(struct timespec *ts, int64_t ns);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Reachability of a database (the Mongo twin's breaker): the rules, time as an argument (ms of
+ * a monotonic clock), no lock (the caller holds one).
+ *
+ * CLOSED: calls go to the database. A call that could not reach it OPENS the breaker: calls
+ * then fail at once instead of each waiting out the driver's timeouts, and one probe at a
+ * time tests reachability, the first at once, the next after CORE_BREAKER_BACKOFF_MIN_MS,
+ * doubling up to _MAX_MS while they fail. A probe that reaches it, or other evidence that it
+ * is reachable, CLOSES it. Each close starts a new generation: the failure of a call that
+ * began before it (it waited out a timeout meanwhile) is old news and opens nothing. */
+
+#define CORE_BREAKER_BACKOFF_MIN_MS 250
+#define CORE_BREAKER_BACKOFF_MAX_MS 2000
+
+struct core_breaker {
+	bool open;
+	bool probing;         /* a probe is under way: no second one */
+	uint64_t gen;         /* bumped at each close */
+	int64_t since_ms;     /* when it last opened or closed */
+	int64_t probe_at_ms;  /* open: when the next probe is due */
+	int64_t backoff_ms;   /* open: the wait after the next failed probe */
+	uint64_t opens;       /* times it opened */
+	uint64_t probes_failed; /* failed probes since it last opened */
+	uint64_t probe_of;    /* the opening (opens) the probe under way was started for */
+};
+
+/* Closed, generation 0, at now_ms. */
+void core_breaker_init(struct core_breaker *b, int64_t now_ms);
+/* A call that began in generation `gen` could not reach the database. true: this opened the
+ * breaker (the caller says so once); false: it was open already, or gen is an older
+ * generation's. */
+bool core_breaker_fail(struct core_breaker *b, uint64_t gen, int64_t now_ms);
+/* How long until a probe is due: 0 now, > 0 in that many ms, -1 none (closed, or one is
+ * under way). */
+int64_t core_breaker_probe_wait(const struct core_breaker *b, int64_t now_ms);
+/* true: a probe is due; the caller runs it and reports with core_breaker_probe_end. */
+bool core_breaker_probe_begin(struct core_breaker *b, int64_t now_ms);
+/* The probe's outcome. true: it reached the database and this closed the breaker. A failed
+ * probe schedules the next one after the back-off, which then doubles (up to _MAX_MS). */
+bool core_breaker_probe_end(struct core_breaker *b, bool reached, int64_t now_ms);
+/* Evidence of reachability from elsewhere (the driver found a writable server). true: this
+ * closed the breaker. */
+bool core_breaker_reached(struct core_breaker *b, int64_t now_ms);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Limits and validation of names coming from outside.                                      */
 
 #define CORE_ID_MAX 128      /* card and run ids: [A-Za-z0-9._:-]{1,128} */

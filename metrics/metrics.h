@@ -124,6 +124,13 @@ enum metrics_buckets {
 	X(METRICS_MONGO_DURATION, METRICS_HISTOGRAM, "boardd_mongo_command_duration_seconds", \
 	  "", NULL, NULL, METRICS_B_MONGO_US,                                                  \
 	  "Mongo store: round trip of the commands that succeeded.")                           \
+	X(METRICS_MONGO_UNREACHABLE, METRICS_GAUGE, "boardd_mongo_unreachable", "", NULL,     \
+	  NULL, METRICS_B_NONE,                                                                \
+	  "Mongo store: 1 while the database is held unreachable (requests that need it "      \
+	  "answer 503 at once until a probe reaches it), else 0.")                             \
+	X(METRICS_MONGO_OUTAGES, METRICS_COUNTER, "boardd_mongo_outages_total", "", NULL,     \
+	  NULL, METRICS_B_NONE,                                                                \
+	  "Mongo store: times the database was found unreachable since start.")               \
 	X(METRICS_TLS_RELOADS, METRICS_COUNTER, "boardd_tls_reloads_total", "result",         \
 	  METRICS_V("ok", "error"), NULL, METRICS_B_NONE,                                      \
 	  "Certificate and key re-reads on SIGHUP (error: the old pair stays).")               \

@@ -67,23 +67,12 @@
 
 static void mgo_close(struct store *st);
 
+/* Readiness from the breaker's state alone (mongo_breaker.c): answered at once either way,
+ * never after a server selection. The breaker opens on the ops' errors and on the driver's
+ * monitor losing the writable server, and closes when a probe or the monitor reaches it. */
 static enum core_rc mgo_ping(struct store *st)
 {
-	struct mgo *m = mgo_of(st);
-	struct mgo_conn c;
-	mongoc_client_t *client = mgo_conn_open_bare(m, &c) == CORE_OK ? c.client : NULL;
-	bson_t cmd = BSON_INITIALIZER;
-	bson_error_t e;
-	enum core_rc rc = CORE_OK;
-
-	if (!client)
-		return CORE_ERR_NOMEM;
-	BSON_APPEND_INT32(&cmd, "ping", 1);
-	if (!mongoc_client_command_simple(client, "admin", &cmd, NULL, NULL, &e))
-		rc = mgo_error("ping", &e);
-	bson_destroy(&cmd);
-	mgo_conn_close(&c);
-	return rc;
+	return mgo_breaker_ready(mgo_of(st));
 }
 
 static const struct store_ops mgo_ops = {
@@ -194,18 +183,17 @@ static const struct index_spec indexes[] = {
 static enum core_rc indexes_create(struct mgo *m)
 {
 	struct mgo_conn c;
-	mongoc_client_t *client = mgo_conn_open_bare(m, &c) == CORE_OK ? c.client : NULL;
 	mongoc_database_t *db;
 	bson_t cmd, arr, ix, key;
 	bson_error_t e;
 	char ibuf[16];
 	const char *ikey;
-	enum core_rc rc = CORE_OK;
+	enum core_rc rc = mgo_conn_open_bare(m, &c);
 	size_t i;
 
-	if (!client)
-		return CORE_ERR_NOMEM;
-	db = mongoc_client_get_database(client, m->db);
+	if (rc != CORE_OK)
+		return rc;
+	db = mongoc_client_get_database(c.client, m->db);
 	for (i = 0; rc == CORE_OK && i < sizeof(indexes) / sizeof(indexes[0]); i++) {
 		const struct index_spec *s = &indexes[i];
 
@@ -335,7 +323,12 @@ static int64_t tail_nap(void)
 }
 
 /* Defaults for a URI that does not say: fail over to 503 in seconds, not the driver's 30 s
- * server selection and 5 min socket wait, and acknowledge only majority-committed writes. */
+ * server selection and 5 min socket wait, and acknowledge only majority-committed writes.
+ * No retried reads: the driver retries a read that met a network error after a new server
+ * selection, which waits out serverSelectionTimeoutMS when the database went away, on the
+ * HTTP thread that asked; boardd answers 503 instead and its client retries (Retry-After).
+ * Retryable writes stay as the driver has them: their retry is what settles a write whose
+ * outcome a failover left unknown. */
 static void uri_defaults(mongoc_uri_t *uri)
 {
 	const mongoc_write_concern_t *wc = mongoc_uri_get_write_concern(uri);
@@ -347,6 +340,8 @@ static void uri_defaults(mongoc_uri_t *uri)
 		mongoc_uri_set_option_as_int32(uri, MONGOC_URI_CONNECTTIMEOUTMS, 3000);
 	if (!mongoc_uri_has_option(uri, MONGOC_URI_SOCKETTIMEOUTMS))
 		mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SOCKETTIMEOUTMS, 15000);
+	if (!mongoc_uri_has_option(uri, MONGOC_URI_RETRYREADS))
+		mongoc_uri_set_option_as_bool(uri, MONGOC_URI_RETRYREADS, false);
 	if (!mongoc_uri_has_option(uri, MONGOC_URI_APPNAME))
 		mongoc_uri_set_appname(uri, "boardd");
 	if (mongoc_write_concern_get_w(wc) == MONGOC_WRITE_CONCERN_W_DEFAULT &&
@@ -403,19 +398,22 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	dbname = mongoc_uri_get_database(uri);
 	m->db = strdup(dbname && *dbname ? dbname : "boardd");
 	m->pool = mongoc_client_pool_new_with_error(uri, &e);
-	mongoc_uri_destroy(uri);
-	if (!m->db || !m->pool) {
+	if (!m->db || !m->pool || !mgo_breaker_init(m, uri)) {
 		snprintf(err, errlen, "mongo store: cannot create the client pool");
+		mongoc_uri_destroy(uri);
 		free(m->db);
 		if (m->pool)
 			mongoc_client_pool_destroy(m->pool);
+		mgo_breaker_fini(m);
 		free(m);
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
+	mongoc_uri_destroy(uri);
 	mongoc_client_pool_set_error_api(m->pool, MONGOC_ERROR_API_VERSION_2);
 	if (pthread_mutex_init(&m->conn_mu, NULL) != 0) {
 		snprintf(err, errlen, "mongo store: cannot initialise the connections lock");
 		mongoc_client_pool_destroy(m->pool);
+		mgo_breaker_fini(m);
 		free(m->db);
 		free(m);
 		return CORE_ERR_INTERNAL;
@@ -438,6 +436,7 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		mgo_clients_release(m);
 		pthread_mutex_destroy(&m->conn_mu);
 		mongoc_client_pool_destroy(m->pool);
+		mgo_breaker_fini(m);
 		free(m->db);
 		free(m);
 		return rc;
@@ -455,6 +454,10 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		snprintf(err, errlen, "cannot create the default board (details logged)");
 	if (rc == CORE_OK && (rc = maintenance_start(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot start the maintenance thread");
+	if (rc == CORE_OK && !mgo_breaker_start(m)) {
+		snprintf(err, errlen, "cannot start the reachability prober");
+		rc = CORE_ERR_INTERNAL;
+	}
 	if (rc != CORE_OK) {
 		mgo_close(&m->base);
 		return rc;
@@ -476,10 +479,12 @@ static void mgo_close(struct store *st)
 		pthread_cond_destroy(&m->cond);
 		pthread_mutex_destroy(&m->mu);
 	}
+	mgo_breaker_stop(m); /* the pool's end is no outage */
 	mgo_just_read_fini(m);
 	mgo_clients_release(m);
 	pthread_mutex_destroy(&m->conn_mu);
 	mongoc_client_pool_destroy(m->pool);
+	mgo_breaker_fini(m); /* after the pool: its monitors report to the breaker */
 	pthread_mutex_destroy(&m->counter_mu);
 	mgo_subs_cache_release(m);
 	pthread_mutex_destroy(&m->subs_mu);

@@ -134,6 +134,17 @@ struct mgo {
 	pthread_t thread;
 	bool thread_started;
 	bool stopping;
+
+	/* ---- the database's reachability (mongo_breaker.c): brk under brk_mu ---- */
+	pthread_mutex_t brk_mu;
+	pthread_cond_t brk_cv; /* CLOCK_MONOTONIC: wakes the prober */
+	struct core_breaker brk;
+	int64_t brk_opened_ms;           /* mono: when it last opened */
+	atomic_uint_least64_t brk_word;  /* brk.gen << 1 | brk.open, read by ops without the lock */
+	atomic_bool brk_on;              /* ops may open it (false while the store opens) */
+	mongoc_uri_t *probe_uri;         /* the pool's URI with the probe's short timeouts */
+	pthread_t brk_thread;            /* the prober */
+	bool brk_init, brk_started, brk_stopping;
 };
 
 static inline struct mgo *mgo_of(struct store *st)
@@ -174,6 +185,7 @@ struct mgo_conn {
 	/* This thread's mgo_just_read, taken at open (owned; NULL: none); the first
 	 * mgo_attempt_begin uses it as its read when it is the same card and young enough. */
 	struct mgo_just_read *just;
+	uint64_t brk_gen; /* the breaker's generation at open (mgo_breaker_enter) */
 };
 
 /* The driver's log lines (mongo_log.c): warnings and errors on stderr with boardd's prefix,
@@ -192,6 +204,40 @@ void mgo_log_write(FILE *out, struct mgo_log_gate *g, mongoc_log_level_t level,
 		   const char *domain, const char *message, int64_t now_ms);
 /* Makes mgo_log_write (on stderr, one gate for the process) the driver's log handler. */
 void mgo_log_install(void);
+
+/* ---- the database's reachability (mongo_breaker.c) ---- */
+/* A probe's server selection, connect and socket timeouts at most (the URI's when shorter). */
+#define MGO_PROBE_MS 2000
+/* Whether e says the database could not be reached: no server selectable, a network error,
+ * or a server that is no primary (any more) or is shutting down. */
+bool mgo_error_unreachable(const bson_error_t *e);
+/* Notes e for this thread's op when it says so (mgo_error calls it; `what` names the
+ * command); the op's mgo_conn_close reports it to the breaker. */
+void mgo_breaker_note(const char *what, const bson_error_t *e);
+/* Whether this thread's op met an unreachable database already: its further finds,
+ * findAndModifys and counter updates (mongo_db.c) then fail at once, not after a server
+ * selection each. */
+bool mgo_breaker_noted(void);
+/* Whether an op may go to the database: STORE_UNAVAILABLE at once while the breaker is
+ * open; else OK and *gen is its generation. No lock, no driver call. */
+enum core_rc mgo_breaker_enter(struct mgo *m, uint64_t *gen);
+/* The end of an op of generation gen: opens the breaker when the op noted an error that
+ * says the database could not be reached. */
+void mgo_breaker_leave(struct mgo *m, uint64_t gen);
+/* The driver's topology gained or lost its writable server (the APM callback). */
+void mgo_breaker_topology(struct mgo *m, bool writable_before, bool writable_now);
+/* ops->ping: the breaker's state, without a round trip. */
+enum core_rc mgo_breaker_ready(struct mgo *m);
+/* boardd_mongo_unreachable and boardd_mongo_outages_total into out. */
+void mgo_breaker_collect(struct mgo *m, struct metrics_sink *out);
+/* Closed breaker and the probe's URI from the pool's (before the pool takes traffic);
+ * mgo_breaker_start starts the prober and lets ops and the driver open it; mgo_breaker_stop
+ * (before the pool is destroyed, whose monitors report its servers gone) stops both;
+ * mgo_breaker_fini (after the pool is destroyed) stops and frees it all. */
+bool mgo_breaker_init(struct mgo *m, const mongoc_uri_t *uri);
+bool mgo_breaker_start(struct mgo *m);
+void mgo_breaker_stop(struct mgo *m);
+void mgo_breaker_fini(struct mgo *m);
 
 /* Pops a client from the pool (blocks while the pool is exhausted) and reads now. NOMEM. */
 /* CLOCK_MONOTONIC in ms (mongo_clock.c): caches' ages, naps and gates. */
@@ -216,7 +262,8 @@ void mgo_just_read_keep(struct mgo *m, const struct core_card *card);
 struct core_card *mgo_just_read_take(struct mgo_conn *c, const char *id);
 
 /* Translates a driver error: logs `what` and the driver's text to stderr (never to a client)
- * and returns STORE_UNAVAILABLE, or ALREADY_EXISTS for a duplicate key. */
+ * and returns STORE_UNAVAILABLE, or ALREADY_EXISTS for a duplicate key. One that says the
+ * database could not be reached is noted for the breaker (mgo_breaker_note). */
 enum core_rc mgo_error(const char *what, const bson_error_t *e);
 /* Whether e is a duplicate-key error (E11000). */
 bool mgo_error_is_dup(const bson_error_t *e);

@@ -64,16 +64,17 @@ void mgo_clock_release(struct mgo *m)
 enum core_rc mgo_clock_sample(struct mgo *m)
 {
 	struct mgo_conn c;
-	mongoc_client_t *client = mgo_conn_open_bare(m, &c) == CORE_OK ? c.client : NULL;
 	bson_t cmd = BSON_INITIALIZER, reply = BSON_INITIALIZER;
 	bson_iter_t it;
 	bson_error_t e;
 	int64_t t0, t1, server = 0, local, offset;
-	enum core_rc rc = CORE_ERR_STORE_UNAVAILABLE;
+	enum core_rc rc = mgo_conn_open_bare(m, &c);
+	mongoc_client_t *client = c.client;
 	bool ok, slow = false;
 
-	if (!client)
-		return CORE_ERR_NOMEM;
+	if (rc != CORE_OK)
+		return rc; /* the breaker is open: the last sample keeps extrapolating */
+	rc = CORE_ERR_STORE_UNAVAILABLE;
 	/* A ping first, so the timed round trip pays for neither a new connection nor a wait
 	 * in server selection; a server that does not answer it is not sampled. */
 	BSON_APPEND_INT32(&cmd, "ping", 1);

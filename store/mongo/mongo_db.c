@@ -72,9 +72,15 @@ void mgo_clients_release(struct mgo *m)
 
 enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c)
 {
+	enum core_rc rc;
+
 	memset(c, 0, sizeof(*c));
 	c->m = m;
 	c->actor = (struct mgo_actor){.name = ""};
+	/* Not while the database is held unreachable: at once, not after a server selection. */
+	rc = mgo_breaker_enter(m, &c->brk_gen);
+	if (rc != CORE_OK)
+		return rc;
 	c->mc = client_get(m);
 	if (!c->mc)
 		return CORE_ERR_NOMEM;
@@ -102,7 +108,10 @@ void mgo_conn_close(struct mgo_conn *c)
 {
 	struct mgo *m = c->m;
 
+	if (!m)
+		return;
 	just_read_free(c->just);
+	mgo_breaker_leave(m, c->brk_gen);
 	if (c->mc) {
 		pthread_mutex_lock(&m->conn_mu);
 		c->mc->next = m->clients;
@@ -179,6 +188,7 @@ enum core_rc mgo_error(const char *what, const bson_error_t *e)
 	if (mgo_error_is_dup(e))
 		return CORE_ERR_ALREADY_EXISTS;
 	/* The driver's words are for the operator's log only; the client sees 503. */
+	mgo_breaker_note(what, e);
 	fprintf(stderr, "boardd: mongo: %s: %s (domain %u, code %u)\n", what, e->message,
 		e->domain, e->code);
 	return CORE_ERR_STORE_UNAVAILABLE;
@@ -194,6 +204,10 @@ enum core_rc mgo_find_one(mongoc_collection_t *coll, const bson_t *filter, const
 	enum core_rc rc = CORE_OK;
 
 	*doc = NULL;
+	if (mgo_breaker_noted()) {
+		bson_destroy(&o);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
 	if (opts)
 		bson_copy_to_excluding_noinit(opts, &o, "limit", NULL);
 	BSON_APPEND_INT64(&o, "limit", 1);
@@ -228,6 +242,10 @@ enum core_rc mgo_find_modify_sort(mongoc_collection_t *coll, const bson_t *filte
 	*doc = NULL;
 	if (!opts)
 		return CORE_ERR_NOMEM;
+	if (mgo_breaker_noted()) {
+		mongoc_find_and_modify_opts_destroy(opts);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
 	mongoc_find_and_modify_opts_set_update(opts, update);
 	if (sort)
 		mongoc_find_and_modify_opts_set_sort(opts, sort);
@@ -254,11 +272,14 @@ out:
 enum core_rc mgo_find_each(mongoc_collection_t *coll, const bson_t *filter, const bson_t *opts,
 			   enum core_rc (*fn)(void *ctx, const bson_t *doc), void *ctx)
 {
-	mongoc_cursor_t *cur = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
+	mongoc_cursor_t *cur;
 	const bson_t *d;
 	bson_error_t e;
 	enum core_rc rc = CORE_OK;
 
+	if (mgo_breaker_noted())
+		return CORE_ERR_STORE_UNAVAILABLE;
+	cur = mongoc_collection_find_with_opts(coll, filter, opts, NULL);
 	while (rc == CORE_OK && mongoc_cursor_next(cur, &d))
 		rc = fn(ctx, d);
 	if (rc == CORE_OK && mongoc_cursor_error(cur, &e))
@@ -277,9 +298,11 @@ enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bso
 	bson_error_t e;
 	bool ok;
 
-	if (!opts) {
+	if (!opts || mgo_breaker_noted()) {
 		bson_init(reply);
-		return CORE_ERR_NOMEM;
+		if (opts)
+			mongoc_find_and_modify_opts_destroy(opts);
+		return opts ? CORE_ERR_STORE_UNAVAILABLE : CORE_ERR_NOMEM;
 	}
 	mongoc_find_and_modify_opts_set_update(opts, update);
 	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |

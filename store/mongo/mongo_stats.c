@@ -35,6 +35,18 @@ static void on_heartbeat_failed(const mongoc_apm_server_heartbeat_failed_t *ev)
 	atomic_fetch_add_explicit(&m->err_heartbeat, 1, memory_order_relaxed);
 }
 
+/* The breaker's other source: the driver's view of the topology (mongo_breaker.c). */
+static void on_topology_changed(const mongoc_apm_topology_changed_t *ev)
+{
+	struct mgo *m = mongoc_apm_topology_changed_get_context(ev);
+
+	mgo_breaker_topology(m,
+			     mongoc_topology_description_has_writable_server(
+				     mongoc_apm_topology_changed_get_previous_description(ev)),
+			     mongoc_topology_description_has_writable_server(
+				     mongoc_apm_topology_changed_get_new_description(ev)));
+}
+
 bool mgo_stats_attach(struct mgo *m)
 {
 	mongoc_apm_callbacks_t *cb = mongoc_apm_callbacks_new();
@@ -46,6 +58,7 @@ bool mgo_stats_attach(struct mgo *m)
 	mongoc_apm_set_command_succeeded_cb(cb, on_succeeded);
 	mongoc_apm_set_command_failed_cb(cb, on_failed);
 	mongoc_apm_set_server_heartbeat_failed_cb(cb, on_heartbeat_failed);
+	mongoc_apm_set_topology_changed_cb(cb, on_topology_changed);
 	ok = mongoc_client_pool_set_apm_callbacks(m->pool, cb, m);
 	mongoc_apm_callbacks_destroy(cb);
 	return ok;
@@ -183,6 +196,7 @@ enum core_rc mgo_stats(struct store *st, struct metrics_sink *out)
 	metrics_sink_value(out, METRICS_MONGO_ERRORS, &kind,
 			   (double)atomic_load_explicit(&m->err_heartbeat, memory_order_relaxed));
 	metrics_sink_hist(out, METRICS_MONGO_DURATION, NULL, &m->cmd_duration);
+	mgo_breaker_collect(m, out);
 	rc = mgo_conn_open(m, &c);
 	if (rc != CORE_OK)
 		return rc;

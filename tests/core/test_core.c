@@ -1028,6 +1028,7 @@ static Suite *core_suite(void)
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, test_core_effect_tcase());
 	suite_add_tcase(s, test_core_attention_tcase());
+	suite_add_tcase(s, test_core_breaker_tcase());
 	return s;
 }
 

@@ -6,5 +6,6 @@
 
 TCase *test_core_effect_tcase(void); /* tests/core/test_effect.c */
 TCase *test_core_attention_tcase(void); /* tests/core/test_attention.c */
+TCase *test_core_breaker_tcase(void); /* tests/core/test_breaker.c */
 
 #endif

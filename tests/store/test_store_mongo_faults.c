@@ -5,6 +5,8 @@
  * FerretDB). */
 #include "tests/store/test_store_mongo.h"
 
+#include "store/mongo/mongo.h"
+
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- a database failure ---- */
@@ -126,16 +129,20 @@ static void *relay_main(void *arg)
 	return NULL;
 }
 
-static void relay_start(struct relay *r)
+/* Listens on `port` (0: any free one) and relays to the test server. */
+static void relay_start(struct relay *r, int port)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	socklen_t len = sizeof(sa);
+	int one = 1;
 
 	memset(r, 0, sizeof(*r));
 	pthread_mutex_init(&r->mu, NULL);
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
 	r->lfd = socket(AF_INET, SOCK_STREAM, 0);
 	ck_assert_int_ge(r->lfd, 0);
+	/* a restart on the port of a relay cut a moment ago */
+	ck_assert_int_eq(setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
 	ck_assert_int_eq(bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	ck_assert_int_eq(listen(r->lfd, 16), 0);
 	ck_assert_int_eq(getsockname(r->lfd, (struct sockaddr *)&sa, &len), 0);
@@ -177,7 +184,7 @@ START_TEST(database_failure_acknowledges_nothing)
 	int64_t next;
 	char err[256];
 
-	relay_start(&r);
+	relay_start(&r, 0);
 	db_name_new(db, sizeof(db));
 	direct = open_db(db, 0, NULL);
 	create(direct, "c1", "ready");
@@ -190,9 +197,10 @@ START_TEST(database_failure_acknowledges_nothing)
 	ck_assert_int_eq(store_ping(st), CORE_OK);
 
 	relay_cut(&r);
-	ck_assert_int_eq(store_ping(st), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_ptr_null(c);
+	/* readiness is the breaker's state, which that failure set */
+	ck_assert_int_eq(store_ping(st), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &cr),
 			 CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_ptr_null(cr.card);
@@ -218,6 +226,173 @@ START_TEST(database_failure_acknowledges_nothing)
 	free(uri);
 	free(host);
 	close_db(direct);
+}
+END_TEST
+
+/* ---- the breaker (mongo_breaker.c) ---- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Polls store_ping until it answers want; its last answer (10 s at most). */
+static enum core_rc ping_until(struct store *st, enum core_rc want)
+{
+	enum core_rc rc = store_ping(st);
+	int i;
+
+	for (i = 0; i < 200 && rc != want; i++) {
+		nap_ms(50);
+		rc = store_ping(st);
+	}
+	return rc;
+}
+
+/* With the database gone, ops answer at once (an op that waits for a server waits 30 s
+ * here), readiness says so without a round trip, and the prober brings it back. */
+START_TEST(unreachable_database_answers_at_once_then_recovers)
+{
+	struct relay r;
+	char db[64], *uri, err[256];
+	struct store_mongo_options o = {0};
+	struct store *st = NULL, *direct;
+	struct core_card *c = NULL;
+	struct store_card_create in = {.id = "c2", .title = "c2"};
+	int64_t t0, took;
+	int i, port;
+
+	relay_start(&r, 0);
+	port = r.port;
+	db_name_new(db, sizeof(db));
+	direct = open_db(db, 0, NULL);
+	create(direct, "c1", "ready");
+	ck_assert_int_gt(asprintf(&uri, "mongodb://127.0.0.1:%d/%s?serverSelectionTimeoutMS=30000",
+				  port, db),
+			 0);
+	o.uri = uri;
+	ck_assert_int_eq(store_mongo_open(&o, &st, err, sizeof(err)), CORE_OK);
+	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_OK);
+	core_card_free(c);
+	c = NULL;
+	ck_assert_int_eq(store_ping(st), CORE_OK);
+
+	relay_cut(&r);
+	t0 = mono_ms();
+	/* the first meets the dropped connection; the others the open breaker */
+	for (i = 0; i < 20; i++)
+		ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(store_ping(st), CORE_ERR_STORE_UNAVAILABLE);
+	took = mono_ms() - t0;
+	ck_assert_msg(took < 10000, "23 answers took %lld ms (one server selection: 30 s)",
+		      (long long)took);
+
+	relay_start(&r, port); /* the database is back */
+	ck_assert_int_eq(ping_until(st, CORE_OK), CORE_OK);
+	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_OK);
+	core_card_free(c);
+	c = NULL;
+	ck_assert_int_eq(store_card_get(direct, "c2", &c), CORE_ERR_NOT_FOUND);
+	store_close(st);
+	relay_cut(&r);
+	free(uri);
+	close_db(direct);
+}
+END_TEST
+
+static uint64_t breaker_opens(struct mgo *m)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&m->brk_mu);
+	n = m->brk.opens;
+	pthread_mutex_unlock(&m->brk_mu);
+	return n;
+}
+
+/* Which op failures open it: one that says the database could not be reached, from an op
+ * that began after the last close; not one of an op that began before it (it waited out a
+ * timeout meanwhile), nor any other error. */
+START_TEST(breaker_opens_on_fresh_unreachable_errors_only)
+{
+	struct store *st = open_fresh();
+	struct mgo *m = mgo_of(st);
+	struct mgo_conn old, c;
+	bson_error_t sel, other;
+	bson_t *doc = NULL;
+	int64_t last;
+	uint64_t n0;
+
+	bson_set_error(&sel, MONGOC_ERROR_SERVER_SELECTION, MONGOC_ERROR_SERVER_SELECTION_FAILURE,
+		       "No suitable servers found (test)");
+	bson_set_error(&other, MONGOC_ERROR_SERVER, 2, "BadValue (test)");
+	ck_assert_int_eq(mgo_conn_open(m, &old), CORE_OK);
+	n0 = breaker_opens(m);
+	/* the driver's monitor loses the server, then finds it: a close */
+	mgo_breaker_topology(m, true, false);
+	ck_assert_uint_eq(breaker_opens(m), n0 + 1);
+	mgo_breaker_topology(m, false, true);
+	ck_assert_int_eq(store_ping(st), CORE_OK);
+	/* an op older than that close */
+	mgo_breaker_note("find", &sel);
+	mgo_conn_close(&old);
+	ck_assert_uint_eq(breaker_opens(m), n0 + 1);
+	ck_assert_int_eq(store_ping(st), CORE_OK);
+	/* an error that is not about reachability: the op goes on */
+	ck_assert_int_eq(mgo_conn_open(m, &c), CORE_OK);
+	mgo_breaker_note("find", &other);
+	ck_assert_int_eq(mgo_find_by_id(c.cards, "nope", &doc), CORE_OK);
+	ck_assert_ptr_null(doc);
+	mgo_conn_close(&c);
+	ck_assert_uint_eq(breaker_opens(m), n0 + 1);
+	/* a fresh one: the op's further reads fail at once (a live server would answer "none"),
+	 * its end opens the breaker; the prober then finds the (live) server and closes it */
+	ck_assert_int_eq(mgo_conn_open(m, &c), CORE_OK);
+	mgo_breaker_note("find", &sel);
+	ck_assert_int_eq(mgo_find_by_id(c.cards, "nope", &doc), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(mgo_counter_add(&c, "nope", 1, &last), CORE_ERR_STORE_UNAVAILABLE);
+	mgo_conn_close(&c);
+	ck_assert_uint_eq(breaker_opens(m), n0 + 2);
+	ck_assert_int_eq(ping_until(st, CORE_OK), CORE_OK);
+	close_db(st);
+}
+END_TEST
+
+START_TEST(unreachable_errors_are_told_apart)
+{
+	static const struct {
+		uint32_t domain, code;
+		bool unreachable;
+	} rows[] = {
+		{MONGOC_ERROR_SERVER_SELECTION, MONGOC_ERROR_SERVER_SELECTION_FAILURE, true},
+		{MONGOC_ERROR_SERVER_SELECTION, MONGOC_ERROR_SERVER_SELECTION_BAD_WIRE_VERSION, false},
+		{MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_SOCKET, true},
+		{MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_CONNECT, true},
+		{MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_NAME_RESOLUTION, true},
+		{MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_NOT_ESTABLISHED, true},
+		{MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_INVALID_TYPE, false},
+		{MONGOC_ERROR_SERVER, 10107, true}, /* NotWritablePrimary */
+		{MONGOC_ERROR_SERVER, 91, true},    /* ShutdownInProgress */
+		{MONGOC_ERROR_SERVER, 11000, false}, /* duplicate key */
+		{MONGOC_ERROR_SERVER, 2, false},     /* BadValue */
+		{MONGOC_ERROR_SERVER, 50, false},    /* MaxTimeMSExpired: the server answered */
+		{MONGOC_ERROR_WRITE_CONCERN, 10107, false}, /* the write happened on the primary */
+		{MONGOC_ERROR_CLIENT, MONGOC_ERROR_CLIENT_AUTHENTICATE, false},
+		{MONGOC_ERROR_COMMAND, MONGOC_ERROR_COMMAND_INVALID_ARG, false},
+	};
+	bson_error_t e;
+	size_t i;
+
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		bson_set_error(&e, rows[i].domain, rows[i].code, "row %zu", i);
+		ck_assert_msg(mgo_error_unreachable(&e) == rows[i].unreachable,
+			      "row %zu (domain %u, code %u)", i, rows[i].domain, rows[i].code);
+	}
 }
 END_TEST
 
@@ -568,6 +743,9 @@ void mongo_add_faults(TCase *tc)
 {
 	tcase_add_test(tc, closed_port_is_store_unavailable);
 	tcase_add_test(tc, database_failure_acknowledges_nothing);
+	tcase_add_test(tc, unreachable_database_answers_at_once_then_recovers);
+	tcase_add_test(tc, breaker_opens_on_fresh_unreachable_errors_only);
+	tcase_add_test(tc, unreachable_errors_are_told_apart);
 	tcase_add_test(tc, counter_behind_loses_no_event);
 	tcase_add_test(tc, parallel_writers_lose_no_event);
 	tcase_add_test(tc, claim_race_has_one_winner);
