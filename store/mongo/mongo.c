@@ -445,12 +445,17 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	rc = mgo_clock_sample(m);
 	if (rc != CORE_OK)
 		snprintf(err, errlen, "cannot reach the database server (details logged)");
-	else
-		m->counter_serial = server_is_ferretdb(m);
+	if (rc == CORE_OK) {
+		m->counter_serial = m->racy_updates = server_is_ferretdb(m);
+		m->board_lookup = !m->racy_updates;
+	}
 	if (rc == CORE_OK && (rc = indexes_create(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot create the indexes (details logged)");
 	if (rc == CORE_OK && (rc = mgo_bseq_migrate(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot number the earlier events by board (details logged)");
+	if (rc == CORE_OK && !mgo_puller_start(m))
+		fprintf(stderr, "boardd: mongo: no puller thread: each writer pulls its own "
+				"outbox entries\n");
 	if (rc == CORE_OK && (rc = mgo_board_default(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot create the default board (details logged)");
 	if (rc == CORE_OK && (rc = maintenance_start(m)) != CORE_OK)
@@ -467,6 +472,7 @@ static void mgo_close(struct store *st)
 {
 	struct mgo *m = mgo_of(st);
 
+	mgo_puller_stop(m); /* pulls what is queued: while the pool is still here */
 	if (m->thread_started) {
 		pthread_mutex_lock(&m->mu);
 		m->stopping = true;
