@@ -18,8 +18,8 @@
  * The outbox: a mutation pushes its events into the outbox array of the document it changes,
  * in the same single-document update, so the change and its events commit together. The
  * writer then moves them to `events` (seq from counters, _id = eid so a second delivery is a
- * duplicate-key no-op) and pulls them; the maintenance thread delivers what a crashed or
- * failed writer left behind. See the top of mongo.c for the full atomicity ledger.
+ * duplicate-key no-op) and has them pulled (by the puller thread, in bulk; on FerretDB by
+ * itself); the maintenance thread delivers what a crashed or failed writer left behind. See the top of mongo.c for the full atomicity ledger.
  */
 #ifndef BOARDD_STORE_MONGO_MONGO_H
 #define BOARDD_STORE_MONGO_MONGO_H
