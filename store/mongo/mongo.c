@@ -426,7 +426,11 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
 				"or error counts\n");
 	rc = mgo_clock_init(m, err, errlen);
+	m->seq_tail = &m->seq_head;
+	m->seq_inflight_max = MGO_SEQ_INFLIGHT;
 	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
+			      pthread_mutex_init(&m->seq_mu, NULL) != 0 ||
+			      pthread_cond_init(&m->seq_cv, NULL) != 0 ||
 			      pthread_mutex_init(&m->subs_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->lease_mu, NULL) != 0 || !mgo_tail_init(m))) {
 		mgo_clock_release(m);
@@ -487,6 +491,8 @@ static void mgo_close(struct store *st)
 	pthread_mutex_destroy(&m->conn_mu);
 	mongoc_client_pool_destroy(m->pool);
 	pthread_mutex_destroy(&m->counter_mu);
+	pthread_cond_destroy(&m->seq_cv);
+	pthread_mutex_destroy(&m->seq_mu);
 	mgo_subs_cache_release(m);
 	pthread_mutex_destroy(&m->subs_mu);
 	pthread_mutex_destroy(&m->lease_mu);

@@ -63,6 +63,10 @@
  * the pull to the puller thread, which gathers them for this long and then pulls them all in
  * one unordered bulk update per collection (one round trip for many writes, none on the
  * writer's request). More than MGO_PULL_QUEUE_MAX waiting: the writer pulls itself. */
+/* How many findAndModify of the events counter this process keeps under way at once
+ * (mongo_bseq.c): a writer that finds that many asking queues, and the next to ask takes the
+ * whole queue in one. Two: a writer never waits behind another unless two are asking. */
+#define MGO_SEQ_INFLIGHT 2
 #define MGO_PULL_WINDOW_MS 50
 #define MGO_PULL_QUEUE_MAX 4096
 
@@ -100,6 +104,12 @@ struct mgo {
 	 * indexes still decide (mongo_events.c). MongoDB's $inc is atomic: no lock. */
 	bool counter_serial;
 	pthread_mutex_t counter_mu;
+	/* The shared seq allocations (mgo_seqs_take), guarded by seq_mu. */
+	pthread_mutex_t seq_mu;
+	pthread_cond_t seq_cv; /* broadcast when a batch is done */
+	struct mgo_seq_req *seq_head, **seq_tail; /* queued, not taken yet */
+	int seq_inflight;                         /* batches under way */
+	int seq_inflight_max; /* MGO_SEQ_INFLIGHT (a test may lower it to 1) */
 	/* FerretDB too: an update there is a read then a write, so two updates of one document
 	 * racing can lose one. A deferred outbox pull would race the next write of the same
 	 * card (the next request) and could undo it: there, writers pull their own, in turn. */
@@ -358,10 +368,25 @@ void mgo_events_trim(struct mgo *m);
 
 /* ---- board_seq (mongo_bseq.c) ---- */
 
-/* One findAndModify on the events counter: n seqs (*last: the highest) and counts[i]
- * board_seqs of boards[i] (blast[i]: the highest), together. */
+/* n seqs (*last: the highest) and counts[i] board_seqs of boards[i] (blast[i]: the highest),
+ * together, each a contiguous range: one findAndModify on the events counter, shared with the
+ * writers of this process that ask at the same moment (at most MGO_SEQ_INFLIGHT at once; the
+ * others queue and the next one to go takes the whole queue in one). */
 enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boards,
 			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast);
+/* A queued request of mgo_seqs_take (on its caller's stack). */
+struct mgo_seq_req {
+	int64_t n;
+	const char *const *boards;
+	const int64_t *counts;
+	size_t nb;
+	int64_t last;    /* OUT */
+	int64_t *blast;  /* OUT: nb */
+	enum core_rc rc; /* OUT */
+	bool taken;      /* in a batch under way */
+	bool done;       /* OUT filled */
+	struct mgo_seq_req *next;
+};
 /* Does an event other than eid hold board's bseq? (A failed read answers yes.) */
 bool mgo_bseq_taken(struct mgo_conn *c, const char *board, int64_t bseq, const char *eid);
 /* The events counter's field of a board ("b.<board>", '.' written ':'). */
