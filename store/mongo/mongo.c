@@ -18,12 +18,16 @@
  *     writer that dies or fails in between leaves them in the outbox, and the maintenance
  *     thread delivers them within ~15 s (it skips events already stored — _id = event id —
  *     and only pulls those). The seq is assigned at delivery: seq order is delivery order,
- *     not commit order, and an event waiting in an outbox is not yet in the tail.
+ *     not commit order, and an event waiting in an outbox is not yet in the tail. Once
+ *     stored, the entries are pulled from the outbox by the puller thread in bulk
+ *     (mongo_events.c; on FerretDB by the writer): an entry pulled late is only one a
+ *     re-delivery finds stored and pulls.
  *  2. Card delete + card_deleted. NOT atomic: the document (and its outbox) is gone, so
  *     whatever its outbox still held and then card_deleted are inserted after the delete; a
  *     failure there is logged and the delete still answers OK (it happened). The audit tail
  *     can miss those events.
- *  3. Seq allocation + event insert. Two round trips: a writer can die holding a seq. The
+ *  3. Seq allocation + event insert. Two round trips (the allocation shared by the writers
+ *     of this process asking at once: mgo_seqs_take): a writer can die holding a seq. The
  *     tail serves only the prefix without holes and skips a hole once the event after it is
  *     MGO_GAP_GRACE_MS old (mongo_events.c). The counter is not the arbiter of a seq (on
  *     FerretDB its $inc is not atomic under concurrency and hands a seq out twice): the
