@@ -73,6 +73,7 @@ out:
 	bson_destroy(&filter);
 	return rc;
 }
+
 /* One findAndModify for every request of the batch: the sum of their seqs and, per board,
  * of their board_seqs; then each request, in queue order, its own contiguous part of each
  * range. The server's $inc hands the whole range to this batch alone (the same atomicity
