@@ -842,7 +842,9 @@ struct store_mongo_options {
 	void (*test_before_write)(void *ctx, const char *card_id);
 	/* Test hook (NULL in production): called before each read a background poll makes,
 	 * naming it ("tail": `events`, "probe": the events counter, "lease": `deliveries`), so
-	 * a test can count what an idle poller asks the database. */
+	 * a test can count what an idle poller asks the database; and, on the thread that sends
+	 * it, before each outbox pull ("pull": one per bulk of the puller, one per writer's or
+	 * drain's own pull). */
 	void (*test_read)(void *ctx, const char *what);
 	void *test_ctx;
 };

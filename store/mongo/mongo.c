@@ -18,12 +18,16 @@
  *     writer that dies or fails in between leaves them in the outbox, and the maintenance
  *     thread delivers them within ~15 s (it skips events already stored — _id = event id —
  *     and only pulls those). The seq is assigned at delivery: seq order is delivery order,
- *     not commit order, and an event waiting in an outbox is not yet in the tail.
+ *     not commit order, and an event waiting in an outbox is not yet in the tail. Once
+ *     stored, the entries are pulled from the outbox by the puller thread in bulk
+ *     (mongo_events.c; on FerretDB by the writer): an entry pulled late is only one a
+ *     re-delivery finds stored and pulls.
  *  2. Card delete + card_deleted. NOT atomic: the document (and its outbox) is gone, so
  *     whatever its outbox still held and then card_deleted are inserted after the delete; a
  *     failure there is logged and the delete still answers OK (it happened). The audit tail
  *     can miss those events.
- *  3. Seq allocation + event insert. Two round trips: a writer can die holding a seq. The
+ *  3. Seq allocation + event insert. Two round trips (the allocation shared by the writers
+ *     of this process asking at once: mgo_seqs_take): a writer can die holding a seq. The
  *     tail serves only the prefix without holes and skips a hole once the event after it is
  *     MGO_GAP_GRACE_MS old (mongo_events.c). The counter is not the arbiter of a seq (on
  *     FerretDB its $inc is not atomic under concurrency and hands a seq out twice): the
@@ -424,7 +428,11 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
 				"or error counts\n");
 	rc = mgo_clock_init(m, err, errlen);
+	m->seq_tail = &m->seq_head;
+	m->seq_inflight_max = MGO_SEQ_INFLIGHT;
 	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
+			      pthread_mutex_init(&m->seq_mu, NULL) != 0 ||
+			      pthread_cond_init(&m->seq_cv, NULL) != 0 ||
 			      pthread_mutex_init(&m->subs_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->lease_mu, NULL) != 0 || !mgo_tail_init(m))) {
 		mgo_clock_release(m);
@@ -444,12 +452,17 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	rc = mgo_clock_sample(m);
 	if (rc != CORE_OK)
 		snprintf(err, errlen, "cannot reach the database server (details logged)");
-	else
-		m->counter_serial = server_is_ferretdb(m);
+	if (rc == CORE_OK) {
+		m->counter_serial = m->racy_updates = server_is_ferretdb(m);
+		m->board_lookup = !m->racy_updates;
+	}
 	if (rc == CORE_OK && (rc = indexes_create(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot create the indexes (details logged)");
 	if (rc == CORE_OK && (rc = mgo_bseq_migrate(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot number the earlier events by board (details logged)");
+	if (rc == CORE_OK && !mgo_puller_start(m))
+		fprintf(stderr, "boardd: mongo: no puller thread: each writer pulls its own "
+				"outbox entries\n");
 	if (rc == CORE_OK && (rc = mgo_board_default(m)) != CORE_OK)
 		snprintf(err, errlen, "cannot create the default board (details logged)");
 	if (rc == CORE_OK && (rc = maintenance_start(m)) != CORE_OK)
@@ -470,6 +483,7 @@ static void mgo_close(struct store *st)
 {
 	struct mgo *m = mgo_of(st);
 
+	mgo_puller_stop(m); /* pulls what is queued: while the pool is still here */
 	if (m->thread_started) {
 		pthread_mutex_lock(&m->mu);
 		m->stopping = true;
@@ -486,6 +500,8 @@ static void mgo_close(struct store *st)
 	mongoc_client_pool_destroy(m->pool);
 	mgo_breaker_fini(m); /* after the pool: its monitors report to the breaker */
 	pthread_mutex_destroy(&m->counter_mu);
+	pthread_cond_destroy(&m->seq_cv);
+	pthread_mutex_destroy(&m->seq_mu);
 	mgo_subs_cache_release(m);
 	pthread_mutex_destroy(&m->subs_mu);
 	pthread_mutex_destroy(&m->lease_mu);

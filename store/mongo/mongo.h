@@ -18,8 +18,8 @@
  * The outbox: a mutation pushes its events into the outbox array of the document it changes,
  * in the same single-document update, so the change and its events commit together. The
  * writer then moves them to `events` (seq from counters, _id = eid so a second delivery is a
- * duplicate-key no-op) and pulls them; the maintenance thread delivers what a crashed or
- * failed writer left behind. See the top of mongo.c for the full atomicity ledger.
+ * duplicate-key no-op) and has them pulled (by the puller thread, in bulk; on FerretDB by
+ * itself); the maintenance thread delivers what a crashed or failed writer left behind. See the top of mongo.c for the full atomicity ledger.
  */
 #ifndef BOARDD_STORE_MONGO_MONGO_H
 #define BOARDD_STORE_MONGO_MONGO_H
@@ -59,6 +59,25 @@
  * (each deliverer polls every 250 ms; on FerretDB each poll scans `deliveries`): a delivery
  * another replica enqueued is leased here within this; this process's own at once. */
 #define MGO_LEASE_QUIET_MS 1000
+/* The deferred outbox pull (mongo_events.c): a writer whose events reached `events` hands
+ * the pull to the puller thread, which gathers them for this long and then pulls them all in
+ * one unordered bulk update per collection (one round trip for many writes, none on the
+ * writer's request). More than MGO_PULL_QUEUE_MAX waiting: the writer pulls itself. */
+/* How many findAndModify of the events counter this process keeps under way at once
+ * (mongo_bseq.c): a writer that finds that many asking queues, and the next to ask takes the
+ * whole queue in one. Two: a writer never waits behind another unless two are asking. */
+#define MGO_SEQ_INFLIGHT 2
+#define MGO_PULL_WINDOW_MS 50
+#define MGO_PULL_QUEUE_MAX 4096
+
+/* One deferred pull: $pullAll of `arr` (an array document of the exact entries pushed) from
+ * the outbox of document doc_id of collection `coll` (enum mgo_pull_coll). */
+enum mgo_pull_coll { MGO_PULL_CARDS, MGO_PULL_RUNS, MGO_PULL_BOARDS, MGO_PULL_COLLS_ };
+struct mgo_pull {
+	enum mgo_pull_coll coll;
+	char *doc_id; /* owned */
+	bson_t *arr;  /* owned */
+};
 
 struct mgo {
 	struct store base; /* first: what the wrappers see */
@@ -85,6 +104,19 @@ struct mgo {
 	 * indexes still decide (mongo_events.c). MongoDB's $inc is atomic: no lock. */
 	bool counter_serial;
 	pthread_mutex_t counter_mu;
+	/* The shared seq allocations (mgo_seqs_take), guarded by seq_mu. */
+	pthread_mutex_t seq_mu;
+	pthread_cond_t seq_cv; /* broadcast when a batch is done */
+	struct mgo_seq_req *seq_head, **seq_tail; /* queued, not taken yet */
+	int seq_inflight;                         /* batches under way */
+	int seq_inflight_max; /* MGO_SEQ_INFLIGHT (a test may lower it to 1) */
+	/* FerretDB too: an update there is a read then a write, so two updates of one document
+	 * racing can lose one. A deferred outbox pull would race the next write of the same
+	 * card (the next request) and could undo it: there, writers pull their own, in turn. */
+	bool racy_updates;
+	/* The server runs the $lookup stage (not FerretDB 1.24): a write that needs the card and
+	 * its board reads both in one aggregate (mongo_cas.c). */
+	bool board_lookup;
 
 	/* ---- the subscriptions cache (mongo_effect.c): guarded by subs_mu ---- */
 	pthread_mutex_t subs_mu;
@@ -127,6 +159,15 @@ struct mgo {
 	uint64_t lease_gen;
 	bool lease_asking;         /* a deliverer of this process is querying ... */
 	uint64_t lease_asking_gen; /* ... since this generation */
+
+	/* ---- the deferred outbox pulls (mongo_events.c): guarded by pull_mu ---- */
+	pthread_mutex_t pull_mu;
+	pthread_cond_t pull_cv; /* CLOCK_MONOTONIC; signalled by the first pull queued */
+	struct mgo_pull *pulls; /* queued, in order (owned) */
+	size_t n_pulls, cap_pulls;
+	pthread_t pull_thread;
+	bool pull_started;
+	bool pull_stopping; /* close: the puller pulls what is queued, then ends */
 
 	/* ---- the maintenance thread (mongo.c): guarded by mu ---- */
 	pthread_mutex_t mu;
@@ -347,7 +388,8 @@ void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board
 		 json_t *payload);
 /* Appends "outbox": {$each: [...]} to an open $push document. */
 bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push);
-/* Moves q's events (already in doc_id's outbox in coll) to `events` and pulls them.
+/* Moves q's events (already in doc_id's outbox in coll) to `events`, then has them pulled
+ * from the outbox: by the puller (deferred, batched), or here when it cannot take them.
  * Failure is logged only: the events stay in the outbox for the maintenance drain. */
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q);
@@ -357,6 +399,10 @@ void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc);
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q);
 /* Delivers outbox entries older than the grace period in all three collections. */
 void mgo_outbox_drain(struct mgo *m);
+/* The puller thread of the deferred outbox pulls: start (open), and stop (close: it pulls
+ * everything queued first). Without it every writer pulls its own. */
+bool mgo_puller_start(struct mgo *m);
+void mgo_puller_stop(struct mgo *m);
 /* Opens the deliverers' gate: this process enqueued or re-armed a delivery due at `due`
  * (server ms; 0: now) (mongo_effect.c). */
 void mgo_lease_open(struct mgo *m, int64_t due);
@@ -369,10 +415,25 @@ void mgo_events_trim(struct mgo *m);
 
 /* ---- board_seq (mongo_bseq.c) ---- */
 
-/* One findAndModify on the events counter: n seqs (*last: the highest) and counts[i]
- * board_seqs of boards[i] (blast[i]: the highest), together. */
+/* n seqs (*last: the highest) and counts[i] board_seqs of boards[i] (blast[i]: the highest),
+ * together, each a contiguous range: one findAndModify on the events counter, shared with the
+ * writers of this process that ask at the same moment (at most MGO_SEQ_INFLIGHT at once; the
+ * others queue and the next one to go takes the whole queue in one). */
 enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boards,
 			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast);
+/* A queued request of mgo_seqs_take (on its caller's stack). */
+struct mgo_seq_req {
+	int64_t n;
+	const char *const *boards;
+	const int64_t *counts;
+	size_t nb;
+	int64_t last;    /* OUT */
+	int64_t *blast;  /* OUT: nb */
+	enum core_rc rc; /* OUT */
+	bool taken;      /* in a batch under way */
+	bool done;       /* OUT filled */
+	struct mgo_seq_req *next;
+};
 /* Does an event other than eid hold board's bseq? (A failed read answers yes.) */
 bool mgo_bseq_taken(struct mgo_conn *c, const char *board, int64_t bseq, const char *eid);
 /* The events counter's field of a board ("b.<board>", '.' written ':'). */
@@ -584,6 +645,8 @@ enum core_rc mgo_card_owned_write(struct store *st, const char *id,
 /* ---- metrics (mongo_stats.c) ---- */
 /* Counts the pool's commands and errors into m (before any client is popped). */
 bool mgo_stats_attach(struct mgo *m);
+/* Commands started by the calling thread so far, any store (tests: an op's round trips). */
+uint64_t mgo_round_trips_here(void);
 enum core_rc mgo_stats(struct store *st, struct metrics_sink *out);
 
 enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,

@@ -31,8 +31,9 @@ void mgo_bseq_field(char *out, size_t cap, const char *board)
 			out[i] = ':';
 }
 
-enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boards,
-			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast)
+/* The findAndModify itself. */
+static enum core_rc seqs_take_one(struct mgo_conn *c, int64_t n, const char *const *boards,
+				  const int64_t *counts, size_t nb, int64_t *last, int64_t *blast)
 {
 	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, reply;
 	bson_iter_t it, v;
@@ -72,6 +73,100 @@ out:
 	bson_destroy(&filter);
 	return rc;
 }
+
+/* One findAndModify for every request of the batch: the sum of their seqs and, per board,
+ * of their board_seqs; then each request, in queue order, its own contiguous part of each
+ * range. The server's $inc hands the whole range to this batch alone (the same atomicity
+ * each writer relied on before; on FerretDB this process's batches still take turns,
+ * counter_serial), so the parts are disjoint. A failure is every request's. */
+static void seqs_take_batch(struct mgo_conn *c, struct mgo_seq_req *batch)
+{
+	struct mgo_seq_req *r;
+	size_t cap = 0, nu = 0, i, u;
+	int64_t total = 0, last = 0, seq_base;
+	const char **ub = NULL;
+	int64_t *ucount = NULL, *ublast = NULL, *ubase = NULL;
+	enum core_rc rc = CORE_OK;
+
+	for (r = batch; r; r = r->next)
+		cap += r->nb;
+	if (cap && (!(ub = calloc(cap, sizeof(*ub))) || !(ucount = calloc(cap, sizeof(*ucount))) ||
+		    !(ublast = calloc(cap, sizeof(*ublast))) || !(ubase = calloc(cap, sizeof(*ubase)))))
+		rc = CORE_ERR_NOMEM;
+	for (r = batch; rc == CORE_OK && r; r = r->next) {
+		total += r->n;
+		for (i = 0; i < r->nb; i++) {
+			for (u = 0; u < nu && strcmp(ub[u], r->boards[i]) != 0; u++)
+				;
+			if (u == nu)
+				ub[nu++] = r->boards[i];
+			ucount[u] += r->counts[i];
+		}
+	}
+	if (rc == CORE_OK)
+		rc = seqs_take_one(c, total, ub, ucount, nu, &last, ublast);
+	seq_base = last - total;
+	for (u = 0; u < nu; u++)
+		ubase[u] = ublast[u] - ucount[u];
+	for (r = batch; r; r = r->next) {
+		r->rc = rc;
+		r->last = 0;
+		for (i = 0; i < r->nb; i++)
+			r->blast[i] = 0;
+		if (rc != CORE_OK)
+			continue;
+		seq_base += r->n;
+		r->last = seq_base;
+		for (i = 0; i < r->nb; i++) {
+			for (u = 0; strcmp(ub[u], r->boards[i]) != 0; u++)
+				;
+			ubase[u] += r->counts[i];
+			r->blast[i] = ubase[u];
+		}
+	}
+	free(ub);
+	free(ucount);
+	free(ublast);
+	free(ubase);
+}
+
+enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boards,
+			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast)
+{
+	struct mgo *m = c->m;
+	struct mgo_seq_req r = {.n = n, .boards = boards, .counts = counts, .nb = nb,
+				.blast = blast}, *batch, *p;
+
+	pthread_mutex_lock(&m->seq_mu);
+	*m->seq_tail = &r;
+	m->seq_tail = &r.next;
+	while (!r.taken && m->seq_inflight >= m->seq_inflight_max)
+		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+	if (!r.taken) {
+		/* This writer goes, for everyone queued (itself included). */
+		batch = m->seq_head;
+		m->seq_head = NULL;
+		m->seq_tail = &m->seq_head;
+		for (p = batch; p; p = p->next)
+			p->taken = true;
+		m->seq_inflight++;
+		pthread_mutex_unlock(&m->seq_mu);
+		seqs_take_batch(c, batch);
+		pthread_mutex_lock(&m->seq_mu);
+		/* Each request lives on its writer's stack: nothing of it is touched once its
+		 * writer may see done and return (they read it under seq_mu, after this). */
+		for (p = batch; p; p = p->next)
+			p->done = true;
+		m->seq_inflight--;
+		pthread_cond_broadcast(&m->seq_cv);
+	}
+	while (!r.done)
+		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+	pthread_mutex_unlock(&m->seq_mu);
+	*last = r.last;
+	return r.rc;
+}
+
 /* The highest board_seq `events` holds for board (0: none); false when the read failed. */
 static bool bseq_top(struct mgo_conn *c, const char *board, int64_t *top)
 {

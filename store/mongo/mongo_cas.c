@@ -311,10 +311,82 @@ enum core_rc mgo_attempt_begin_card(struct mgo_conn *c, const char *id, struct m
 	return rc;
 }
 
+/* The card (without its outbox) and its board in one round trip: an aggregate of the card
+ * with its board looked up ($lookup). The two are read one after the other by the server, as
+ * two finds would read them, one round trip apart: neither is a snapshot of both, and the
+ * write's filter pins what the decision rests on in the card. NOT_FOUND: no card; INTERNAL:
+ * a card whose board is gone. */
+static enum core_rc card_board_read(struct mgo_conn *c, const char *id, struct core_card **card,
+				    struct core_board *b)
+{
+	bson_t pipeline = BSON_INITIALIZER, stage, op, *doc = NULL;
+	bson_iter_t it;
+	bson_error_t e;
+	mongoc_cursor_t *cur;
+	const bson_t *d;
+	const uint8_t *data;
+	uint32_t len;
+	bson_t bd;
+	enum core_rc rc = CORE_ERR_NOT_FOUND;
+
+	BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "0", &stage);
+	BSON_APPEND_DOCUMENT_BEGIN(&stage, "$match", &op);
+	BSON_APPEND_UTF8(&op, "_id", id);
+	bson_append_document_end(&stage, &op);
+	bson_append_document_end(&pipeline, &stage);
+	BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "1", &stage);
+	BSON_APPEND_DOCUMENT_BEGIN(&stage, "$project", &op);
+	BSON_APPEND_INT32(&op, "outbox", 0);
+	bson_append_document_end(&stage, &op);
+	bson_append_document_end(&pipeline, &stage);
+	BSON_APPEND_DOCUMENT_BEGIN(&pipeline, "2", &stage);
+	BSON_APPEND_DOCUMENT_BEGIN(&stage, "$lookup", &op);
+	BSON_APPEND_UTF8(&op, "from", "boards");
+	BSON_APPEND_UTF8(&op, "localField", "board");
+	BSON_APPEND_UTF8(&op, "foreignField", "_id");
+	BSON_APPEND_UTF8(&op, "as", "board_doc");
+	bson_append_document_end(&stage, &op);
+	bson_append_document_end(&pipeline, &stage);
+	cur = mongoc_collection_aggregate(c->cards, MONGOC_QUERY_NONE, &pipeline, NULL, NULL);
+	if (mongoc_cursor_next(cur, &d))
+		rc = (doc = bson_copy(d)) ? CORE_OK : CORE_ERR_NOMEM;
+	else if (mongoc_cursor_error(cur, &e))
+		rc = mgo_error("find card and board", &e);
+	mongoc_cursor_destroy(cur);
+	bson_destroy(&pipeline);
+	if (rc == CORE_OK && (rc = mgo_card_from_bson(doc, card)) == CORE_ERR_BAD_REQUEST)
+		rc = CORE_ERR_INTERNAL; /* a stored document we cannot read is not the client's */
+	if (rc == CORE_OK) {
+		rc = CORE_ERR_INTERNAL; /* no board, or one we cannot read */
+		if (bson_iter_init_find(&it, doc, "board_doc") && BSON_ITER_HOLDS_ARRAY(&it) &&
+		    bson_iter_recurse(&it, &it) && bson_iter_next(&it) &&
+		    BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			bson_iter_document(&it, &len, &data);
+			if (bson_init_static(&bd, data, len))
+				rc = mgo_board_from_bson(&bd, b);
+			if (rc == CORE_ERR_BAD_REQUEST || rc == CORE_ERR_NOT_FOUND)
+				rc = CORE_ERR_INTERNAL;
+		}
+	}
+	bson_destroy(doc);
+	return rc;
+}
+
 enum core_rc mgo_attempt_begin(struct mgo_conn *c, const char *id, struct mgo_attempt *a)
 {
-	enum core_rc rc = mgo_attempt_begin_card(c, id, a);
+	enum core_rc rc;
 
+	memset(a, 0, sizeof(*a));
+	a->was = mgo_just_read_take(c, id); /* as in mgo_attempt_begin_card */
+	if (!a->was && c->m->board_lookup) {
+		rc = card_board_read(c, id, &a->was, &a->b);
+		if (rc == CORE_OK && !(a->now = core_card_dup(a->was)))
+			rc = CORE_ERR_NOMEM;
+		return rc;
+	}
+	rc = a->was ? CORE_OK : mgo_card_read(c, id, &a->was);
+	if (rc == CORE_OK && !(a->now = core_card_dup(a->was)))
+		rc = CORE_ERR_NOMEM;
 	if (rc == CORE_OK && (rc = mgo_board_read(c, a->was->board, &a->b)) == CORE_ERR_NOT_FOUND)
 		rc = CORE_ERR_INTERNAL;
 	return rc;

@@ -460,32 +460,239 @@ static enum core_rc evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool 
 	return CORE_ERR_STORE_UNAVAILABLE;
 }
 
-/* Pulls q's events out of doc_id's outbox: $pullAll of the exact elements pushed (FerretDB
- * 1.24's $pull takes no conditions; an exact value matches on both servers). */
-static void evq_pull(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
-		     const struct mgo_evq *q)
+/* The update that pulls the entries of array document `arr` out of a document's outbox:
+ * $pullAll of the exact elements pushed (FerretDB 1.24's $pull takes no conditions; an
+ * exact value matches on both servers). */
+static void pull_update(bson_t *update, const bson_t *arr)
 {
-	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, pull, arr;
+	bson_t pull;
+
+	BSON_APPEND_DOCUMENT_BEGIN(update, "$pullAll", &pull);
+	BSON_APPEND_ARRAY(&pull, "outbox", arr);
+	bson_append_document_end(update, &pull);
+}
+
+/* q's entries as an array document (for $pullAll). */
+static void pull_array(bson_t *arr, const struct mgo_evq *q)
+{
 	char ibuf[16];
 	const char *ikey;
-	bson_error_t e;
 	size_t i;
 
-	BSON_APPEND_UTF8(&filter, "_id", doc_id);
-	BSON_APPEND_DOCUMENT_BEGIN(&update, "$pullAll", &pull);
-	BSON_APPEND_ARRAY_BEGIN(&pull, "outbox", &arr);
 	for (i = 0; i < q->n; i++) {
 		bson_uint32_to_string((uint32_t)i, &ikey, ibuf, sizeof(ibuf));
-		BSON_APPEND_DOCUMENT(&arr, ikey, q->ev[i]);
+		BSON_APPEND_DOCUMENT(arr, ikey, q->ev[i]);
 	}
-	bson_append_array_end(&pull, &arr);
-	bson_append_document_end(&update, &pull);
+}
+
+/* Pulls q's events out of doc_id's outbox, now. */
+static void evq_pull(struct mgo *m, mongoc_collection_t *coll, const char *doc_id,
+		     const struct mgo_evq *q)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, arr = BSON_INITIALIZER;
+	bson_error_t e;
+
+	if (m->test_read)
+		m->test_read(m->test_ctx, "pull");
+	BSON_APPEND_UTF8(&filter, "_id", doc_id);
+	pull_array(&arr, q);
+	pull_update(&update, &arr);
 	/* A failed pull only means a later drain finds them delivered and pulls again. */
 	if (!mongoc_collection_update_one(coll, &filter, &update, NULL, NULL, &e))
 		mgo_error("outbox pull", &e);
+	bson_destroy(&arr);
 	bson_destroy(&update);
 	bson_destroy(&filter);
-	(void)c;
+}
+
+/* ---- the deferred pull ----
+ *
+ * Why a pull may wait: it removes only entries that are in `events` already (evq_store said
+ * so), by exact value, so it changes nothing any reader or writer decides on. An entry left
+ * in an outbox a while longer is one a delete, the drain (after MGO_OUTBOX_GRACE_MS) or the
+ * puller delivers again as "stored already" — each re-reads `events` by _id first and only
+ * pulls (evq_undelivered), never a second event or a second seq. A process that dies with
+ * pulls queued leaves entries for the drain, exactly as a writer that died before its pull
+ * always did. So the writer hands the pull to the puller and answers one round trip sooner;
+ * the puller pulls every MGO_PULL_WINDOW_MS what all writers queued, one round trip per
+ * collection. The pull then runs beside the next write of the same document: on a server
+ * whose single-document updates are atomic (MongoDB, mongo-java-server) each applies to
+ * what the other left; on FerretDB (racy_updates) one could overwrite the other, so there
+ * the writer pulls its own before it answers, as before. */
+
+static void pull_free(struct mgo_pull *p)
+{
+	free(p->doc_id);
+	bson_destroy(p->arr);
+}
+
+/* Hands q's pull from doc_id's outbox in coll to the puller; false: not taken (no puller,
+ * closing, queue full, no memory): the caller pulls. */
+static bool pull_defer(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+		       const struct mgo_evq *q)
+{
+	struct mgo *m = c->m;
+	struct mgo_pull p = {0}, *grown;
+	bool taken = false;
+
+	if (!m->pull_started || m->racy_updates)
+		return false;
+	if (coll == c->cards)
+		p.coll = MGO_PULL_CARDS;
+	else if (coll == c->runs)
+		p.coll = MGO_PULL_RUNS;
+	else if (coll == c->boards)
+		p.coll = MGO_PULL_BOARDS;
+	else
+		return false;
+	if (!(p.doc_id = strdup(doc_id)) || !(p.arr = bson_new())) {
+		pull_free(&p);
+		return false;
+	}
+	pull_array(p.arr, q);
+	pthread_mutex_lock(&m->pull_mu);
+	if (!m->pull_stopping && m->n_pulls < MGO_PULL_QUEUE_MAX) {
+		if (m->n_pulls == m->cap_pulls) {
+			size_t cap = m->cap_pulls ? m->cap_pulls * 2 : 64;
+
+			if ((grown = realloc(m->pulls, cap * sizeof(*grown)))) {
+				m->pulls = grown;
+				m->cap_pulls = cap;
+			}
+		}
+		if (m->n_pulls < m->cap_pulls) {
+			m->pulls[m->n_pulls++] = p;
+			taken = true;
+			if (m->n_pulls == 1)
+				pthread_cond_signal(&m->pull_cv);
+		}
+	}
+	pthread_mutex_unlock(&m->pull_mu);
+	if (!taken)
+		pull_free(&p);
+	return taken;
+}
+
+/* Runs the n pulls of ps: one unordered bulk of updateOne per collection. A failure is
+ * logged: those entries stay for the drain, which finds them stored and pulls them. */
+static void pulls_run(struct mgo *m, struct mgo_pull *ps, size_t n)
+{
+	struct mgo_conn c;
+	mongoc_collection_t *colls[MGO_PULL_COLLS_];
+	bson_t opts = BSON_INITIALIZER, reply;
+	bson_error_t e;
+	size_t i, k, in;
+
+	if (mgo_conn_open_bare(m, &c) != CORE_OK)
+		return; /* no memory: the drain pulls them */
+	colls[MGO_PULL_CARDS] = c.cards;
+	colls[MGO_PULL_RUNS] = c.runs;
+	colls[MGO_PULL_BOARDS] = c.boards;
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	for (k = 0; k < MGO_PULL_COLLS_; k++) {
+		mongoc_bulk_operation_t *bulk =
+			mongoc_collection_create_bulk_operation_with_opts(colls[k], &opts);
+
+		for (i = 0, in = 0; i < n; i++) {
+			bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER;
+
+			if (ps[i].coll != k)
+				continue;
+			BSON_APPEND_UTF8(&filter, "_id", ps[i].doc_id);
+			pull_update(&update, ps[i].arr);
+			if (mongoc_bulk_operation_update_one_with_opts(bulk, &filter, &update, NULL,
+								       &e))
+				in++;
+			else
+				mgo_error("outbox pull", &e);
+			bson_destroy(&update);
+			bson_destroy(&filter);
+		}
+		if (in && m->test_read)
+			m->test_read(m->test_ctx, "pull");
+		if (in && !mongoc_bulk_operation_execute(bulk, &reply, &e))
+			mgo_error("outbox pull", &e);
+		if (in)
+			bson_destroy(&reply);
+		mongoc_bulk_operation_destroy(bulk);
+	}
+	bson_destroy(&opts);
+	mgo_conn_close(&c);
+}
+
+static void *puller_main(void *arg)
+{
+	struct mgo *m = arg;
+	struct mgo_pull *ps;
+	struct timespec until;
+	size_t n, i;
+
+	pthread_mutex_lock(&m->pull_mu);
+	for (;;) {
+		while (!m->pull_stopping && !m->n_pulls)
+			pthread_cond_wait(&m->pull_cv, &m->pull_mu);
+		if (!m->n_pulls)
+			break; /* stopping, nothing left */
+		/* The window: what the other writers queue meanwhile rides in the same bulk. */
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		core_timespec_add_ns(&until, (int64_t)MGO_PULL_WINDOW_MS * 1000000);
+		while (!m->pull_stopping &&
+		       pthread_cond_timedwait(&m->pull_cv, &m->pull_mu, &until) == 0)
+			;
+		ps = m->pulls;
+		n = m->n_pulls;
+		m->pulls = NULL;
+		m->n_pulls = m->cap_pulls = 0;
+		pthread_mutex_unlock(&m->pull_mu);
+		pulls_run(m, ps, n);
+		for (i = 0; i < n; i++)
+			pull_free(&ps[i]);
+		free(ps);
+		pthread_mutex_lock(&m->pull_mu);
+	}
+	pthread_mutex_unlock(&m->pull_mu);
+	return NULL;
+}
+
+bool mgo_puller_start(struct mgo *m)
+{
+	pthread_condattr_t ca;
+	bool ok;
+
+	if (pthread_condattr_init(&ca) != 0)
+		return false;
+	ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+	     pthread_mutex_init(&m->pull_mu, NULL) == 0;
+	if (ok && pthread_cond_init(&m->pull_cv, &ca) != 0) {
+		pthread_mutex_destroy(&m->pull_mu);
+		ok = false;
+	}
+	pthread_condattr_destroy(&ca);
+	if (!ok)
+		return false;
+	if (pthread_create(&m->pull_thread, NULL, puller_main, m) != 0) {
+		pthread_cond_destroy(&m->pull_cv);
+		pthread_mutex_destroy(&m->pull_mu);
+		return false;
+	}
+	m->pull_started = true;
+	return true;
+}
+
+void mgo_puller_stop(struct mgo *m)
+{
+	if (!m->pull_started)
+		return;
+	pthread_mutex_lock(&m->pull_mu);
+	m->pull_stopping = true;
+	pthread_cond_signal(&m->pull_cv);
+	pthread_mutex_unlock(&m->pull_mu);
+	pthread_join(m->pull_thread, NULL); /* it pulls what is queued first */
+	m->pull_started = false;
+	free(m->pulls);
+	m->pulls = NULL;
+	pthread_cond_destroy(&m->pull_cv);
+	pthread_mutex_destroy(&m->pull_mu);
 }
 
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
@@ -494,7 +701,8 @@ void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *
 	if (!q->n || evq_store(c, q, true, coll == c->cards ? doc_id : NULL) != CORE_OK ||
 	    mgo_effects_store(c, q) != CORE_OK)
 		return; /* left in the outbox: the maintenance drain retries */
-	evq_pull(c, coll, doc_id, q);
+	if (!pull_defer(c, coll, doc_id, q))
+		evq_pull(c->m, coll, doc_id, q);
 }
 
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q)
@@ -546,7 +754,7 @@ static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 	if (q.n && evq_store(d->c, &q, false,
 			     d->coll == d->c->cards ? bson_iter_utf8(&it, NULL) : NULL) == CORE_OK &&
 	    mgo_effects_store(d->c, &q) == CORE_OK)
-		evq_pull(d->c, d->coll, bson_iter_utf8(&it, NULL), &q);
+		evq_pull(d->c->m, d->coll, bson_iter_utf8(&it, NULL), &q);
 	mgo_evq_release(&q);
 	return CORE_OK;
 }

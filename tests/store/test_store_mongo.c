@@ -144,6 +144,28 @@ static const char *db_of(struct store *st)
 	return NULL;
 }
 
+size_t raw_outbox_len(struct store *st, const char *coll, const char *id)
+{
+	mongoc_client_t *c = raw_client();
+	mongoc_collection_t *col = mongoc_client_get_collection(c, db_of(st), coll);
+	bson_t *f = BCON_NEW("_id", BCON_UTF8(id));
+	mongoc_cursor_t *cur = mongoc_collection_find_with_opts(col, f, NULL, NULL);
+	const bson_t *d;
+	bson_iter_t it, ai;
+	size_t n = 0;
+
+	ck_assert_msg(mongoc_cursor_next(cur, &d), "no document %s in %s", id, coll);
+	if (bson_iter_init_find(&it, d, "outbox") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	    bson_iter_recurse(&it, &ai))
+		while (bson_iter_next(&ai))
+			n++;
+	mongoc_cursor_destroy(cur);
+	bson_destroy(f);
+	mongoc_collection_destroy(col);
+	mongoc_client_destroy(c);
+	return n;
+}
+
 /* Runs a JSON update on card `id` of st's database behind boardd's back. */
 void raw_update(struct store *st, const char *coll, const char *id, const char *json)
 {
@@ -854,6 +876,7 @@ int main(void)
 	mongo_add_interleave(tc);
 	mongo_add_effects(tc);
 	mongo_add_tail(tc);
+	mongo_add_trips(tc);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	ct_atomic = server_atomic;

@@ -30,6 +30,8 @@ void close_db(struct store *st);
 void raw_update(struct store *st, const char *coll, const char *id, const char *json);
 void raw_insert(struct store *st, const char *coll, const char *json);
 void raw_delete(struct store *st, const char *coll, const char *id);
+/* How many entries the outbox of document `id` of a collection holds (0: none, or no field). */
+size_t raw_outbox_len(struct store *st, const char *coll, const char *id);
 /* hello.localTime, read independently of the twin. */
 int64_t server_now(void);
 /* buildInfo names FerretDB (its single-document updates are not atomic under concurrency). */
@@ -45,5 +47,6 @@ void mongo_add_reaper(TCase *tc);
 void mongo_add_interleave(TCase *tc);
 void mongo_add_effects(TCase *tc);
 void mongo_add_tail(TCase *tc);
+void mongo_add_trips(TCase *tc);
 
 #endif

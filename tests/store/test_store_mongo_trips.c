@@ -1,0 +1,350 @@
+/* The Mongo twin's round trips on the claim cycle (store/mongo/README.md, "Round trips per
+ * request"): a renew that names its lease is one findAndModify decided by its filter alone,
+ * refusing exactly what core refuses; a writer hands its outbox pull to the puller thread,
+ * which pulls in bulk, and a store that closes pulls what is still queued; a write that needs
+ * the card and its board reads both in one round trip. Round trips are
+ * counted on the calling thread (mgo_round_trips_here), pulls through the test_read hook
+ * ("pull", on the thread that sends it), so the other threads' traffic does not count. */
+#include "store/mongo/mongo.h"
+#include "tests/store/test_store_mongo.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct core_card *get(struct store *st, const char *id)
+{
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+	return c;
+}
+
+/* A renew with its lease: one round trip, the lease set from the server's now. Keeping the
+ * card's own lease (lease_ms 0) needs the card: the read, then the write. */
+START_TEST(renew_with_lease_is_one_round_trip)
+{
+	struct store *st = open_fresh();
+	struct core_token t;
+	struct core_card *c = NULL;
+	uint64_t before;
+	int64_t t0;
+
+	create(st, "c1", "ready");
+	t = claim(st, "c1", "w1");
+	t0 = server_now();
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 30000, &bot, &c), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 1);
+	ck_assert_int_eq(c->claim.lease_ms, 30000);
+	ck_assert_int_ge(c->claim.lease_until, t0 + 30000 - 1000);
+	ck_assert_str_eq(c->claim.marker, "w1");
+	ck_assert_int_eq(c->claim_epoch, t.epoch);
+	core_card_free(c);
+	c = get(st, "c1");
+	ck_assert_int_eq(c->claim.lease_ms, 30000);
+	ck_assert_str_eq(c->claim.holder, "ci-bot");
+	core_card_free(c);
+
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 0, &bot, &c), CORE_OK);
+	ck_assert_int_eq(c->claim.lease_ms, 30000);
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+/* Every renew core refuses is refused, and changes nothing: a stale epoch, another marker,
+ * another credential, a released claim, a missing card. A claim bound to no holder is
+ * renewed by any credential that knows its token, as core_holder_match says. */
+START_TEST(renew_refusals_change_nothing)
+{
+	struct store *st = open_fresh();
+	const struct store_actor intruder = {.name = "intruder"}, unnamed = {.name = ""};
+	struct store_claim_result r = {0};
+	struct core_token t, bad;
+	struct core_card *c = NULL, *was;
+
+	create(st, "c1", "ready");
+	t = claim(st, "c1", "w1");
+	was = get(st, "c1");
+	bad = t;
+	bad.epoch = t.epoch + 1;
+	ck_assert_int_eq(store_card_renew(st, "c1", &bad, 30000, &bot, &c),
+			 CORE_ERR_CLAIM_CONFLICT);
+	bad = t;
+	bad.marker = "w2";
+	ck_assert_int_eq(store_card_renew(st, "c1", &bad, 30000, &bot, &c),
+			 CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 30000, &intruder, &c),
+			 CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(store_card_renew(st, "nope", &t, 30000, &bot, &c), CORE_ERR_NOT_FOUND);
+	c = get(st, "c1");
+	ck_assert_int_eq(c->claim.lease_until, was->claim.lease_until);
+	ck_assert_int_eq(c->claim.lease_ms, was->claim.lease_ms);
+	ck_assert_int_eq(c->updated_at, was->updated_at);
+	core_card_free(c);
+	core_card_free(was);
+	ck_assert_int_eq(store_card_release(st, "c1", &t, &bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 30000, &bot, &c),
+			 CORE_ERR_CLAIM_CONFLICT);
+	c = get(st, "c1");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+
+	/* unbound: taken by a credential without a name */
+	create(st, "c2", "ready");
+	ck_assert_int_eq(store_card_claim(st, "c2", "w3", 60000, &unnamed, &r), CORE_OK);
+	ck_assert_ptr_null(r.card->claim.holder);
+	t = (struct core_token){"w3", r.token.epoch, NULL};
+	core_card_free(r.card);
+	ck_assert_int_eq(store_card_renew(st, "c2", &t, 20000, &intruder, &c), CORE_OK);
+	ck_assert_int_eq(c->claim.lease_ms, 20000);
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+/* A write that needs the card and its board (claim, an owned state write) reads both in one
+ * aggregate where the server runs $lookup (not FerretDB 1.24: two finds there). A missing
+ * card is NOT_FOUND; a card whose board is gone, INTERNAL, as with two finds. */
+START_TEST(card_and_board_in_one_round_trip)
+{
+	struct store *st = open_fresh();
+	struct mgo_conn c;
+	struct mgo_attempt a;
+	uint64_t before;
+
+	create(st, "c1", "ready");
+	ck_assert_int_eq(mgo_conn_open(mgo_of(st), &c), CORE_OK);
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(mgo_attempt_begin(&c, "c1", &a), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, is_ferretdb() ? 2 : 1);
+	ck_assert_str_eq(a.was->id, "c1");
+	ck_assert_str_eq(a.was->state, "ready");
+	ck_assert_str_eq(a.now->id, "c1");
+	ck_assert_str_eq(a.b.name, a.was->board);
+	ck_assert_uint_gt(a.b.n_cols, 0);
+	mgo_attempt_end(&a);
+	ck_assert_int_eq(mgo_attempt_begin(&c, "nope", &a), CORE_ERR_NOT_FOUND);
+	mgo_attempt_end(&a);
+	raw_update(st, "cards", "c1", "{\"$set\": {\"board\": \"gone\"}}");
+	ck_assert_int_eq(mgo_attempt_begin(&c, "c1", &a), CORE_ERR_INTERNAL);
+	mgo_attempt_end(&a);
+	mgo_conn_close(&c);
+	close_db(st);
+}
+END_TEST
+
+struct pulls {
+	pthread_t writer;
+	atomic_int here, elsewhere;
+};
+
+static void count_pull(void *ctx, const char *what)
+{
+	struct pulls *p = ctx;
+
+	if (strcmp(what, "pull") != 0)
+		return;
+	if (pthread_equal(pthread_self(), p->writer))
+		atomic_fetch_add(&p->here, 1);
+	else
+		atomic_fetch_add(&p->elsewhere, 1);
+}
+
+/* A write's events are in the tail when it answers, and their pull is the puller's: the
+ * writer sends none. Closing the store pulls what is still queued: every outbox is empty
+ * after it, and the events are each in the tail once. */
+START_TEST(writers_leave_the_pull_to_the_puller)
+{
+	struct pulls p = {.writer = pthread_self()};
+	struct store_mongo_options o = {.test_read = count_pull, .test_ctx = &p};
+	struct store *st, *st2;
+	struct core_event *ev = NULL;
+	struct core_card *c = NULL;
+	struct core_token t[4];
+	char db[64], id[16];
+	size_t n = 0, i, k, claimed = 0;
+	int64_t next = 0;
+
+	db_name_new(db, sizeof(db));
+	st = open_db_opts(db, &o, NULL);
+	st2 = open_db(db, 0, NULL); /* to look with once st is closed */
+	for (i = 0; i < 4; i++) {
+		snprintf(id, sizeof(id), "c%zu", i);
+		create(st, id, "ready");
+		t[i] = claim(st, id, "w1");
+	}
+	for (i = 0; i < 4; i++) {
+		snprintf(id, sizeof(id), "c%zu", i);
+		ck_assert_int_eq(store_card_release(st, id, &t[i], &bot, &c), CORE_OK);
+		core_card_free(c);
+	}
+	/* FerretDB: a pull beside the next write of the same card could undo it (its updates
+	 * are a read then a write), so there each writer still pulls its own. */
+	if (is_ferretdb())
+		ck_assert_int_gt(atomic_load(&p.here), 0);
+	else
+		ck_assert_int_eq(atomic_load(&p.here), 0);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 100, 0, &ev, &n, &next), CORE_OK);
+	for (i = 0; i < n; i++)
+		claimed += ev[i].type == CORE_EV_CARD_CLAIMED;
+	ck_assert_uint_eq(claimed, 4);
+	store_events_free(ev, n);
+	close_db(st);
+	if (is_ferretdb()) {
+		ck_assert_int_eq(atomic_load(&p.elsewhere), 0);
+	} else {
+		ck_assert_int_eq(atomic_load(&p.here), 0);
+		ck_assert_int_ge(atomic_load(&p.elsewhere), 1);
+	}
+	for (i = 0; i < 4; i++) {
+		snprintf(id, sizeof(id), "c%zu", i);
+		ck_assert_uint_eq(raw_outbox_len(st2, "cards", id), 0);
+	}
+	/* each event once: created, claimed, released per card */
+	ck_assert_int_eq(store_events_list(st2, NULL, NULL, 0, 100, 0, &ev, &n, &next), CORE_OK);
+	for (k = 0; k < 4; k++) {
+		size_t created = 0, claims = 0, released = 0;
+
+		snprintf(id, sizeof(id), "c%zu", k);
+		for (i = 0; i < n; i++) {
+			if (!ev[i].card_id || strcmp(ev[i].card_id, id) != 0)
+				continue;
+			created += ev[i].type == CORE_EV_CARD_CREATED;
+			claims += ev[i].type == CORE_EV_CARD_CLAIMED;
+			released += ev[i].type == CORE_EV_CARD_RELEASED;
+		}
+		ck_assert_msg(created == 1 && claims == 1 && released == 1,
+			      "%s: created %zu, claimed %zu, released %zu times", id, created, claims,
+			      released);
+	}
+	store_events_free(ev, n);
+	close_db(st2);
+}
+END_TEST
+
+/* ---- the seq allocations shared by concurrent writers ---- */
+
+#define SEQ_THREADS 8
+#define SEQ_CALLS 40
+
+struct seq_taker {
+	struct store *st;
+	int idx;
+	int64_t first[SEQ_CALLS], n[SEQ_CALLS];             /* seq range of each call */
+	int64_t bfirst[SEQ_CALLS][2], bn[SEQ_CALLS][2];     /* b1's and b2's */
+	enum core_rc rc;
+	uint64_t trips; /* commands this thread sent */
+};
+
+static void *seq_taker_main(void *arg)
+{
+	struct seq_taker *t = arg;
+	const char *const boards[2] = {"b1", "b2"};
+	struct mgo_conn c;
+	int64_t counts[2], blast[2], last;
+	int k;
+
+	if ((t->rc = mgo_conn_open(mgo_of(t->st), &c)) != CORE_OK)
+		return NULL;
+	t->trips = mgo_round_trips_here();
+	for (k = 0; k < SEQ_CALLS && t->rc == CORE_OK; k++) {
+		counts[0] = (t->idx + k) % 3;         /* 0..2 of b1 */
+		counts[1] = 1 + (t->idx * 7 + k) % 2; /* 1..2 of b2 */
+		t->n[k] = counts[0] + counts[1];
+		t->rc = mgo_seqs_take(&c, t->n[k], boards, counts, 2, &last, blast);
+		t->first[k] = last - t->n[k] + 1;
+		t->bn[k][0] = counts[0];
+		t->bn[k][1] = counts[1];
+		t->bfirst[k][0] = blast[0] - counts[0] + 1;
+		t->bfirst[k][1] = blast[1] - counts[1] + 1;
+	}
+	t->trips = mgo_round_trips_here() - t->trips;
+	mgo_conn_close(&c);
+	return NULL;
+}
+
+/* Marks [first, first + n) in `seen` (indexes from 1); false when one was marked already. */
+static bool mark(unsigned char *seen, size_t cap, int64_t first, int64_t n)
+{
+	int64_t i;
+
+	for (i = first; i < first + n; i++) {
+		if (i < 1 || (size_t)i >= cap || seen[i])
+			return false;
+		seen[i] = 1;
+	}
+	return true;
+}
+
+/* Writers asking for seqs at the same moment share findAndModifys, and each still gets its
+ * own contiguous ranges: over 8 threads x 40 calls, every seq and every board_seq of b1 and
+ * b2 is handed out exactly once, with no hole. One findAndModify at a time here (the default
+ * lets MGO_SEQ_INFLIGHT run at once): what is checked is how a batch's ranges are split, not
+ * the server's own atomicity under concurrent updates (mongo-java-server was seen to hand a
+ * number to two of them; the race tests and README say where that matters). */
+START_TEST(shared_seq_allocations_hand_each_seq_once)
+{
+	struct store *st = open_fresh();
+	static struct seq_taker t[SEQ_THREADS];
+	pthread_t th[SEQ_THREADS];
+	static unsigned char seen[3][SEQ_THREADS * SEQ_CALLS * 4 + 8];
+	int64_t top[3] = {0, 0, 0};
+	size_t cap = sizeof(seen[0]), i, j;
+	uint64_t trips = 0;
+	int k;
+
+	memset(seen, 0, sizeof(seen));
+	mgo_of(st)->seq_inflight_max = 1;
+	for (i = 0; i < SEQ_THREADS; i++) {
+		t[i] = (struct seq_taker){.st = st, .idx = (int)i};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, seq_taker_main, &t[i]), 0);
+	}
+	for (i = 0; i < SEQ_THREADS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < SEQ_THREADS; i++) {
+		ck_assert_int_eq(t[i].rc, CORE_OK);
+		trips += t[i].trips;
+		for (k = 0; k < SEQ_CALLS; k++) {
+			ck_assert_msg(mark(seen[0], cap, t[i].first[k], t[i].n[k]),
+				      "seqs %lld+%lld handed out twice", (long long)t[i].first[k],
+				      (long long)t[i].n[k]);
+			for (j = 0; j < 2; j++)
+				ck_assert_msg(mark(seen[1 + j], cap, t[i].bfirst[k][j], t[i].bn[k][j]),
+					      "b%zu board_seqs %lld+%lld handed out twice", j + 1,
+					      (long long)t[i].bfirst[k][j], (long long)t[i].bn[k][j]);
+			top[0] += t[i].n[k];
+			top[1] += t[i].bn[k][0];
+			top[2] += t[i].bn[k][1];
+		}
+	}
+	/* 8 writers, at most MGO_SEQ_INFLIGHT asking at once: the others' requests rode in
+	 * someone else's findAndModify */
+	ck_assert_msg(trips < SEQ_THREADS * SEQ_CALLS, "%llu findAndModify for %d requests",
+		      (unsigned long long)trips, SEQ_THREADS * SEQ_CALLS);
+	/* no hole: exactly 1..top marked (the fresh database's own events came first) */
+	for (j = 0; j < 3; j++) {
+		int64_t lo = 1, s;
+
+		while ((size_t)lo < cap && !seen[j][lo])
+			lo++;
+		for (s = lo; s < lo + top[j]; s++)
+			ck_assert_msg(seen[j][s], "sequence %zu: %lld not handed out", j, (long long)s);
+		ck_assert(!seen[j][lo + top[j]]);
+	}
+	close_db(st);
+}
+END_TEST
+
+void mongo_add_trips(TCase *tc)
+{
+	tcase_add_test(tc, renew_with_lease_is_one_round_trip);
+	tcase_add_test(tc, renew_refusals_change_nothing);
+	tcase_add_test(tc, card_and_board_in_one_round_trip);
+	tcase_add_test(tc, writers_leave_the_pull_to_the_puller);
+	tcase_add_test(tc, shared_seq_allocations_hand_each_seq_once);
+}
