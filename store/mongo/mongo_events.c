@@ -584,7 +584,7 @@ static void pulls_run(struct mgo *m, struct mgo_pull *ps, size_t n)
 	size_t i, k, in;
 
 	if (mgo_conn_open_bare(m, &c) != CORE_OK)
-		return; /* no memory: the drain pulls them */
+		return; /* no memory, or the breaker is open: the drain pulls them */
 	colls[MGO_PULL_CARDS] = c.cards;
 	colls[MGO_PULL_RUNS] = c.runs;
 	colls[MGO_PULL_BOARDS] = c.boards;
