@@ -733,6 +733,10 @@ enum core_rc fs_journal_append(struct fs *fs, char **line, size_t len, uint64_t 
  * STORE_UNAVAILABLE once it was rolled back after a failed write or sync. Every successful
  * fs_journal_append must be followed by exactly one call. */
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq);
+/* The same wait without a line of one's own (no n_inflight to settle): a compaction's, for
+ * the lines its snapshot captured, before it installs it. No lock held; it may be the flusher
+ * (or roll back after a failed one), as a synchronous writer is. */
+enum core_rc fs_journal_durable(struct fs *fs, uint64_t seq);
 /* At close, no lock held: writes and syncs whatever is still appended (lines nobody waited
  * for), so the file ends at its last record. */
 void fs_journal_flush(struct fs *fs);
