@@ -621,6 +621,9 @@ ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uin
 int fs_io_sync(struct fs *fs, int fd);     /* fdatasync */
 int fs_io_dir_sync(struct fs *fs);         /* fsync of DIR */
 bool fs_io_fault(struct fs *fs, unsigned fault);
+/* A test hook's hold: while `fault` is on, waits (no lock held), with *held (a stats field,
+ * under jmu) true meanwhile. */
+void fs_io_hold(struct fs *fs, unsigned fault, bool *held);
 /* Writes "boardd: fs store DIR: <fmt>" to stderr unless q wrote one within FS_LOG_QUIET_MS
  * (then it only counts it; the next line written says how many were suppressed). */
 void fs_log_quiet(struct fs *fs, struct fs_log_quiet *q, const char *fmt, ...)

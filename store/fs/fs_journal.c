@@ -76,8 +76,25 @@ ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uin
 	return pwritev(fd, iov, n, (off_t)off);
 }
 
+void fs_io_hold(struct fs *fs, unsigned fault, bool *held)
+{
+	struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+
+	if (!fs_io_fault(fs, fault))
+		return;
+	pthread_mutex_lock(&fs->jmu);
+	*held = true;
+	pthread_mutex_unlock(&fs->jmu);
+	while (fs_io_fault(fs, fault))
+		nanosleep(&ms, NULL);
+	pthread_mutex_lock(&fs->jmu);
+	*held = false;
+	pthread_mutex_unlock(&fs->jmu);
+}
+
 int fs_io_sync(struct fs *fs, int fd)
 {
+	fs_io_hold(fs, STORE_FS_FAULT_HOLD_SYNC, &fs->stats.sync_held);
 	if (fs_io_fault(fs, STORE_FS_FAULT_SYNC)) {
 		errno = EIO;
 		return -1;

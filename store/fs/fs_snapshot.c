@@ -220,23 +220,6 @@ static int snap_fsync(struct fs *fs, int fd)
 	return fsync(fd);
 }
 
-/* Test hook (STORE_FS_FAULT_HOLD_SNAPSHOT): waits while it is on, saying so in the stats. */
-static void snap_hold(struct fs *fs)
-{
-	struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
-
-	if (!fs_io_fault(fs, STORE_FS_FAULT_HOLD_SNAPSHOT))
-		return;
-	pthread_mutex_lock(&fs->jmu);
-	fs->stats.snapshot_held = true;
-	pthread_mutex_unlock(&fs->jmu);
-	while (fs_io_fault(fs, STORE_FS_FAULT_HOLD_SNAPSHOT))
-		nanosleep(&ms, NULL);
-	pthread_mutex_lock(&fs->jmu);
-	fs->stats.snapshot_held = false;
-	pthread_mutex_unlock(&fs->jmu);
-}
-
 /* temp + fsync; then, once every journal line up to `upto` (what s captured) is durable,
  * rename + fsync dir. 0 or an errno; *undurable (and 0) when those lines were rolled back
  * instead (a failed write or sync of their group): the temp file is dropped, and snapshot.bin
@@ -265,7 +248,7 @@ static int snap_write(struct fs *fs, const struct snap *s, uint64_t upto, bool *
 	if (fclose(f) != 0 && !err)
 		err = errno;
 	if (!err) {
-		snap_hold(fs);
+		fs_io_hold(fs, STORE_FS_FAULT_HOLD_SNAPSHOT, &fs->stats.snapshot_held);
 		/* Installed only once nothing it holds can still be rolled back. Usually the
 		 * group of those lines was flushed meanwhile; else this thread flushes it. */
 		*undurable = fs_journal_durable(fs, upto) != CORE_OK;

@@ -365,6 +365,57 @@ START_TEST(snapshot_never_makes_refused_writes_durable)
 }
 END_TEST
 
+/* The group under way when a compaction switches generations: its flusher wrote it to the
+ * old generation and is syncing it (held there) while the compaction captures its line. The
+ * sync fails: the compaction drops its snapshot, and the old file, no longer the current one
+ * (the rollback cuts only that), is cut back all the same; so after a stop before any
+ * recovery the refused write is not replayed from it. */
+START_TEST(group_failing_across_a_rotation_is_cut)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+	struct store_fs_stats s;
+	struct fx_held held;
+	struct store_ack ack;
+	int64_t seq;
+	int i;
+
+	ck_assert_int_eq(create(st, "a", "ready", NULL), CORE_OK);
+	seq = last_seq(st);
+	told_of = (struct told){.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	store_ack_begin(&ack);
+	ck_assert_int_eq(retitle(st, "a", "refused"), CORE_OK);
+	ck_assert(store_ack_end(&ack));
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_HOLD_SYNC, true), CORE_OK);
+	store_ack_submit(&ack, told_done); /* the acker writes it, then holds before its sync */
+	for (i = 0; i < 60000; i++) {
+		ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+		if (s.sync_held)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	ck_assert_msg(s.sync_held, "the journal sync never reached its hold");
+	fx_compact_hold(st, &held); /* captured the line being synced; writers on G+1 */
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_HOLD_SYNC, false), CORE_OK);
+	pthread_mutex_lock(&told_of.mu);
+	while (!told_of.done)
+		pthread_cond_wait(&told_of.cond, &told_of.mu);
+	pthread_mutex_unlock(&told_of.mu);
+	ck_assert_int_eq(told_of.rc, CORE_ERR_STORE_UNAVAILABLE);
+	assert_card(st, "a", "old", "ready");
+	ck_assert_int_eq(fx_compact_release(&held), CORE_ERR_STORE_UNAVAILABLE);
+	store_close(st); /* stopped while the disk refuses: no recovery ran */
+
+	st = fx_open(dir, 0, 0, NULL);
+	assert_card(st, "a", "old", "ready");
+	ck_assert_int_eq(last_seq(st), seq);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* A disk that refuses every write (ENOSPC, EIO) is said once, not once per refused write;
  * the store reports itself failed until a write gets through again. */
 START_TEST(refused_writes_are_logged_once)
@@ -703,6 +754,7 @@ int main(void)
 	tcase_add_test(tc, write_fault_at_the_flush_fails_the_group);
 	tcase_add_test(tc, write_fault_fails_a_group_across_generations);
 	tcase_add_test(tc, snapshot_never_makes_refused_writes_durable);
+	tcase_add_test(tc, group_failing_across_a_rotation_is_cut);
 	tcase_add_test(tc, refused_writes_are_logged_once);
 	tcase_add_test(tc, rollback_undoes_every_kind_of_change);
 	tcase_add_test(tc, failed_group_fails_together);
