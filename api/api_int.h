@@ -312,6 +312,8 @@ struct api {
 /* ---- errors.c: the one error table and the one renderer ---- */
 unsigned api_rc_status(enum core_rc rc);
 const char *api_rc_title(enum core_rc rc);
+/* The detail a problem carries when its handler gave none. */
+const char *api_rc_detail(enum core_rc rc);
 /* The problem+json body for rc (detail may be ""): a new string (caller frees), NULL on OOM;
  * *status gets the HTTP status. */
 char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status);
@@ -509,6 +511,12 @@ enum core_rc api_card_missing(struct api_req *r, enum core_rc rc);
 /* Names `col` in the detail of rc when board `board` has no such column; returns rc. */
 enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
 			       const char *col);
+/* The detail of a refused card creation (the board, the column, the blocker, the size), for
+ * POST /v1/cards and the create_card tool alike; returns rc. */
+enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
+				    const struct store_card_create *in);
+/* The detail of a card write refused as too large (comments or bytes); returns rc. */
+enum core_rc api_card_too_large_detail(struct api_req *r, const char *id);
 /* Answers the card (consumes it). */
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c);
 /* The bodies of the label and comment writes, checked the same way for REST and MCP:
