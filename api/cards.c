@@ -342,7 +342,7 @@ enum core_rc api_h_card_reopen(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_name(r, "to", true, &to)) != CORE_OK ||
-	    (rc = api_json_str(r, "reason", false, API_REASON_MAX, &reason)) != CORE_OK)
+	    (rc = api_json_reason(r, &reason)) != CORE_OK)
 		return rc;
 	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;

@@ -219,7 +219,7 @@ enum core_rc api_h_state(struct api_req *r)
 				"unowned state writes need the bot or operator role (workers send "
 				"\"marker\" and If-Match)");
 	if ((rc = api_json_name(r, "to", true, &to)) != CORE_OK ||
-	    (rc = api_json_str(r, "reason", false, API_REASON_MAX, &reason)) != CORE_OK)
+	    (rc = api_json_reason(r, &reason)) != CORE_OK)
 		return rc;
 	if (owned) {
 		w.state = to;

@@ -333,6 +333,20 @@ enum core_rc api_json_marker(struct api_req *r, bool client, const char **out)
 	return CORE_OK;
 }
 
+enum core_rc api_json_reason(struct api_req *r, const char **out)
+{
+	enum core_rc rc = api_json_str(r, "reason", false, API_REASON_MAX, out);
+
+	if (rc != CORE_OK || !*out || !core_is_machine_reason(*out))
+		return rc;
+	rc = api_fail(r, CORE_ERR_BAD_REQUEST,
+		      "reason %s is reserved: the machine reasons (watchdog, state_rename, "
+		      "state_delete, migration) are the server's own provenance",
+		      *out);
+	*out = NULL;
+	return rc;
+}
+
 enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,
 			  bool *present)
 {

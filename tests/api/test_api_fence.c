@@ -257,6 +257,73 @@ START_TEST(details_name_what_was_wrong)
 }
 END_TEST
 
+static size_t t_events_n(void)
+{
+	json_t *j = t_must(200, "GET", "/v1/events?limit=1000", OP, NULL, NULL);
+	size_t n = json_array_size(json_object_get(j, "events"));
+
+	json_decref(j);
+	return n;
+}
+
+/* The machine reasons (DESIGN §7: watchdog, state_rename, state_delete, migration) are the
+ * server's own provenance: a client that sends one would blank its own name off the event
+ * (§8: every event records the token's name) and silence every effect of its write. Each
+ * door that takes a reason refuses them, 400, and nothing changes; any other reason is kept,
+ * with the actor. */
+START_TEST(machine_reasons_are_the_servers_own)
+{
+	const char *machine[] = {"watchdog", "state_rename", "state_delete", "migration"};
+	char *id = t_card_new("{\"state\":\"ready\"}"), *dn = t_card_new("{\"state\":\"done\"}");
+	char *before = t_card_raw(id), *before_dn = t_card_raw(dn), *after;
+	char path[128], path_dn[128], body[256], im[64];
+	long long ep = t_claim(id, "w1");
+	size_t n, i;
+	json_t *j, *evs, *last;
+
+	free(before);
+	before = t_card_raw(id);
+	n = t_events_n();
+	snprintf(path, sizeof path, "/v1/cards/%s/state", id);
+	snprintf(path_dn, sizeof path_dn, "/v1/cards/%s/reopen", dn);
+	snprintf(im, sizeof im, "If-Match: \"%lld\"", ep);
+	for (i = 0; i < sizeof machine / sizeof machine[0]; i++) {
+		snprintf(body, sizeof body, "{\"from\":\"ready\",\"to\":\"review\",\"reason\":\"%s\"}",
+			 machine[i]);
+		t_problem_says(400, "bad_request", machine[i], "PATCH", path, BOT, NULL, body);
+		snprintf(body, sizeof body, "{\"to\":\"review\",\"reason\":\"%s\"}", machine[i]);
+		t_problem_says(400, "bad_request", machine[i], "PATCH", path, OP, NULL, body);
+		snprintf(body, sizeof body, "{\"marker\":\"w1\",\"to\":\"review\",\"reason\":\"%s\"}",
+			 machine[i]);
+		t_problem_says(400, "bad_request", machine[i], "PATCH", path, W, im, body);
+		snprintf(body, sizeof body, "{\"to\":\"ready\",\"reason\":\"%s\"}", machine[i]);
+		t_problem_says(400, "bad_request", machine[i], "POST", path_dn, OP, NULL, body);
+	}
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	free(after);
+	after = t_card_raw(dn);
+	ck_assert_str_eq(after, before_dn);
+	free(after);
+	ck_assert_uint_eq(t_events_n(), n);
+	/* Another reason is the client's to give: kept, and the event names the token. */
+	json_decref(t_must(200, "PATCH", path, BOT, NULL,
+			   "{\"from\":\"ready\",\"to\":\"review\",\"reason\":\"triaged\"}"));
+	j = t_must(200, "GET", "/v1/events?limit=1000", OP, NULL, NULL);
+	evs = json_object_get(j, "events");
+	last = json_array_get(evs, json_array_size(evs) - 1);
+	ck_assert_str_eq(t_str(last, "type"), "card_state_changed");
+	ck_assert_str_eq(t_str(last, "reason"), "triaged");
+	ck_assert(json_is_false(json_object_get(last, "machine")));
+	ck_assert_str_ne(t_str(last, "actor"), "");
+	json_decref(j);
+	free(before);
+	free(before_dn);
+	free(id);
+	free(dn);
+}
+END_TEST
+
 TCase *api_tcase_fence(void)
 {
 	TCase *tc = tcase_create("fence");
@@ -270,5 +337,6 @@ TCase *api_tcase_fence(void)
 	tcase_add_test(tc, blockers_pending_and_dependents);
 	tcase_add_test(tc, renew_keeps_the_lease_and_limits);
 	tcase_add_test(tc, details_name_what_was_wrong);
+	tcase_add_test(tc, machine_reasons_are_the_servers_own);
 	return tc;
 }
