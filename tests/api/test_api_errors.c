@@ -224,6 +224,26 @@ START_TEST(err_413)
 }
 END_TEST
 
+/* A query parameter without a value ("?limit", "?board") is as bad as an empty one
+ * ("?limit="): 400 naming it, on every route that takes a query, never silently dropped. */
+START_TEST(err_query_key_without_value)
+{
+	const char *paths[] = {"/v1/cards?limit", "/v1/cards?board", "/v1/cards?claimed",
+			       "/v1/cards?after", "/v1/events?limit", "/v1/events?after",
+			       "/v1/events?wait_ms", "/v1/labels?board", "/v1/attention?limit",
+			       "/v1/cards?state=ready&label"};
+	size_t i;
+
+	for (i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		t_problem(400, "bad_request", "GET", paths[i], OP, NULL, NULL);
+		ck_assert_msg(strstr(T_BODY, "has no value"), "%s: %s", paths[i], T_BODY);
+	}
+	t_problem(400, "bad_request", "DELETE", "/v1/labels/x?board", OP, NULL, NULL);
+	ck_assert_msg(strstr(T_BODY, "has no value"), "%s", T_BODY);
+	json_decref(t_must(200, "GET", "/v1/cards?limit=1", OP, NULL, NULL));
+}
+END_TEST
+
 TCase *api_tcase_errors(void)
 {
 	TCase *tc = tcase_create("errors");
@@ -234,6 +254,7 @@ TCase *api_tcase_errors(void)
 	tcase_add_test(tc, err_missing_card_writes);
 	tcase_add_test(tc, err_409);
 	tcase_add_test(tc, err_415_422_428_503);
+	tcase_add_test(tc, err_query_key_without_value);
 	return tc;
 }
 
