@@ -1,7 +1,8 @@
-/* Event-loop workers for the cycle runner: each worker runs as a coroutine (ucontext) on one of
- * a few OS threads, each thread an epoll loop over its workers' sockets. The driver's code is
- * unchanged: the HTTP client's send and receive, when they would block inside a coroutine,
- * park it on its socket (bench_green_wait) and the loop runs another one.
+/* Event-loop workers for the cycle runner: each worker runs as a coroutine (its own stack; the
+ * switch below) on one of a few OS threads, each thread an epoll loop over its workers'
+ * sockets. The driver's code is unchanged: the HTTP client's send and receive, when they would
+ * block inside a coroutine, park it on its socket (bench_green_wait) and the loop runs another
+ * one.
  *
  * Why: with one blocking OS thread per worker, every answer wakes a sleeping thread of the load
  * generator (a context switch on each side of the loopback, and the server's sendmsg paying the
