@@ -128,6 +128,15 @@ enum core_rc api_card_too_large_detail(struct api_req *r, const char *id)
 	return CORE_ERR_PAYLOAD_TOO_LARGE;
 }
 
+/* A label write the store refused as BAD_REQUEST after every label passed the body's check:
+ * the card would carry too many (core_labels_set, _adjust). Returns rc. */
+enum core_rc api_labels_detail(struct api_req *r, enum core_rc rc)
+{
+	if (rc == CORE_ERR_BAD_REQUEST && !r->detail[0])
+		api_fail(r, rc, "a card carries at most %d labels", CORE_LABELS_MAX);
+	return rc;
+}
+
 enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 				    const struct store_card_create *in)
 {
@@ -145,7 +154,7 @@ enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		return api_fail(r, rc, "the card would be larger than %d bytes stored",
 				CORE_CARD_BYTES_MAX);
-	return rc;
+	return in->labels ? api_labels_detail(r, rc) : rc;
 }
 
 enum core_rc api_h_card_create(struct api_req *r)
@@ -400,6 +409,7 @@ enum core_rc api_h_labels_put(struct api_req *r)
 		rc = store_card_labels_set(r->api->st, api_param(r), &labels, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		rc = api_card_too_large_detail(r, api_param(r));
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 	core_strv_release(&labels);
@@ -420,6 +430,7 @@ enum core_rc api_h_labels_patch(struct api_req *r)
 		rc = store_card_labels_adjust(r->api->st, api_param(r), &add, &remove, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		rc = api_card_too_large_detail(r, api_param(r));
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 	core_strv_release(&add);

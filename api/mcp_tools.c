@@ -13,7 +13,7 @@
 #define S_STRV "{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
 #define S_ID "{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9._:-]{1,128}$\",\"description\":\"card id\"}"
 #define S_NAME(what) "{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9._-]{1,64}$\",\"description\":\"" what "\"}"
-#define S_LABELS(what) "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[^\\\\s,]{1,64}$\"},\"maxItems\":1000,\"description\":\"" what "\"}"
+#define S_LABELS(what) "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[^\\\\s,]{1,64}$\"},\"maxItems\":128,\"description\":\"" what "\"}"
 
 /* A card as served by GET /v1/cards/{id} (store/codec.c). */
 #define S_CARD                                                                              \
@@ -297,6 +297,7 @@ static enum core_rc run_set_labels(struct api_req *r, json_t **out)
 	rc = store_card_labels_set(r->api->st, id, &labels, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		rc = api_card_too_large_detail(r, id);
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
 out:
@@ -319,6 +320,7 @@ static enum core_rc run_adjust_labels(struct api_req *r, json_t **out)
 	rc = store_card_labels_adjust(r->api->st, id, &add, &remove, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		rc = api_card_too_large_detail(r, id);
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
 out:

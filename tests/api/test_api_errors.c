@@ -244,6 +244,35 @@ START_TEST(err_query_key_without_value)
 }
 END_TEST
 
+/* The labels a card may carry (CORE_LABELS_MAX) are counted on the card, after the write:
+ * past them the answer says so on every door that writes labels, and nothing changes. */
+START_TEST(err_too_many_labels_named)
+{
+	char *id = t_card_new("{\"title\":\"many\"}"), *before, *after, path[128];
+	char body[4096], list[3800];
+	size_t i, len = 0;
+
+	for (i = 0; i <= CORE_LABELS_MAX; i++)
+		len += (size_t)snprintf(list + len, sizeof list - len, "%s\"l%zu\"", i ? "," : "", i);
+	before = t_card_raw(id);
+	snprintf(path, sizeof path, "/v1/cards/%s/labels", id);
+	snprintf(body, sizeof body, "{\"labels\":[%s]}", list);
+	t_problem(400, "bad_request", "PUT", path, BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 128 labels"), "%s", T_BODY);
+	snprintf(body, sizeof body, "{\"add\":[%s]}", list);
+	t_problem(400, "bad_request", "PATCH", path, BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 128 labels"), "%s", T_BODY);
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	snprintf(body, sizeof body, "{\"title\":\"x\",\"labels\":[%s]}", list);
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 128 labels"), "%s", T_BODY);
+	free(after);
+	free(before);
+	free(id);
+}
+END_TEST
+
 TCase *api_tcase_errors(void)
 {
 	TCase *tc = tcase_create("errors");
@@ -255,6 +284,7 @@ TCase *api_tcase_errors(void)
 	tcase_add_test(tc, err_409);
 	tcase_add_test(tc, err_415_422_428_503);
 	tcase_add_test(tc, err_query_key_without_value);
+	tcase_add_test(tc, err_too_many_labels_named);
 	return tc;
 }
 

@@ -63,7 +63,7 @@ static long long n_events(void)
 /* tools/call in the handshake era; returns the whole answer. */
 static json_t *tool(const char *tok, const char *name, const char *args)
 {
-	char body[2048];
+	char body[4096];
 
 	snprintf(body, sizeof body,
 		 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":"
@@ -494,6 +494,27 @@ START_TEST(test_mcp_refusal_detail_matches_rest)
 			      result_detail(j) ? result_detail(j) : "(none)", t_str(rest, "detail"));
 		json_decref(j);
 		json_decref(rest);
+	}
+	/* One label past what a card carries: counted on the card, named on both doors. */
+	{
+		char list[1024], rbody[1200], targs[1300], *rdet;
+		size_t k, len = 0;
+
+		for (k = 0; k <= 128; k++)
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s\"l%zu\"",
+						k ? "," : "", k);
+		snprintf(path, sizeof path, "/v1/cards/%s/labels", ready);
+		snprintf(rbody, sizeof rbody, "{\"labels\":[%s]}", list);
+		rest = t_must(400, "PUT", path, BOT, NULL, rbody);
+		rdet = strdup(t_str(rest, "detail"));
+		json_decref(rest);
+		snprintf(targs, sizeof targs, "{\"id\":\"%s\",\"labels\":[%s]}", ready, list);
+		j = tool(BOT, "set_labels", targs);
+		ck_assert_str_eq(result_code(j), "bad_request");
+		ck_assert_str_eq(result_detail(j), rdet);
+		ck_assert_ptr_nonnull(strstr(rdet, "at most 128 labels"));
+		json_decref(j);
+		free(rdet);
 	}
 	ck_assert_int_eq(n_events(), before);
 	free(ready);
