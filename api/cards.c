@@ -144,6 +144,8 @@ enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 
 	if (rc == CORE_ERR_NOT_FOUND)
 		return api_fail(r, rc, "no board %s", board);
+	if (rc == CORE_ERR_ALREADY_EXISTS && in->id)
+		return api_fail(r, rc, "card %s already exists", in->id);
 	if (rc == CORE_ERR_TRANSITION_REJECTED) {
 		/* The column, else the blockers. */
 		rc = api_column_detail(r, rc, board, in->state);

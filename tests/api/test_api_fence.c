@@ -253,6 +253,17 @@ START_TEST(details_name_what_was_wrong)
 	snprintf(body, sizeof body, "{\"blockers\":[\"%s\"]}", id);
 	t_problem_says(422, "transition_rejected", "cannot block itself", "PATCH", path, BOT, NULL,
 		       body);
+	snprintf(body, sizeof body, "{\"id\":\"%s\"}", id);
+	t_problem_says(409, "already_exists", "already exists", "POST", "/v1/cards", BOT, NULL,
+		       body);
+	ck_assert_ptr_nonnull(strstr(T_BODY, id));
+	t_claim(id, "w1");
+	snprintf(body, sizeof body,
+		 "{\"id\":\"run-twice\",\"card_id\":\"%s\",\"marker\":\"w1\",\"status\":\"running\"}",
+		 id);
+	json_decref(t_must(201, "POST", "/v1/runs", W, NULL, body));
+	t_problem_says(409, "already_exists", "run run-twice already exists", "POST", "/v1/runs", W,
+		       NULL, body);
 	free(id);
 }
 END_TEST
