@@ -264,6 +264,31 @@ START_TEST(details_name_what_was_wrong)
 	json_decref(t_must(201, "POST", "/v1/runs", W, NULL, body));
 	t_problem_says(409, "already_exists", "run run-twice already exists", "POST", "/v1/runs", W,
 		       NULL, body);
+	/* A board PUT that drops a column still holding cards names the column and a card. */
+	{
+		json_t *b = t_must(200, "GET", "/v1/boards/default", OP, NULL, NULL), *cols, *kept;
+		char *held = t_card_new("{\"state\":\"review\"}"), *text, *before, *after;
+		size_t k;
+
+		cols = json_object_get(b, "columns");
+		kept = json_array();
+		for (k = 0; k < json_array_size(cols); k++)
+			if (strcmp(t_str(json_array_get(cols, k), "name"), "review") != 0)
+				json_array_append(kept, json_array_get(cols, k));
+		json_object_set_new(b, "columns", kept);
+		text = json_dumps(b, JSON_COMPACT);
+		before = t_card_raw(held);
+		t_problem_says(422, "transition_rejected", "column review of board default", "PUT",
+			       "/v1/boards/default", OP, NULL, text);
+		ck_assert_ptr_nonnull(strstr(T_BODY, held));
+		after = t_card_raw(held);
+		ck_assert_str_eq(after, before);
+		free(after);
+		free(before);
+		free(text);
+		free(held);
+		json_decref(b);
+	}
 	free(id);
 }
 END_TEST
