@@ -264,6 +264,17 @@ START_TEST(details_name_what_was_wrong)
 	json_decref(t_must(201, "POST", "/v1/runs", W, NULL, body));
 	t_problem_says(409, "already_exists", "run run-twice already exists", "POST", "/v1/runs", W,
 		       NULL, body);
+	/* A sweep or a column rename on a board that does not exist: 404 naming the board. */
+	t_problem_says(404, "not_found", "no board ghost", "POST", "/v1/labels/rename", OP, NULL,
+		       "{\"board\":\"ghost\",\"from\":\"a\",\"to\":\"b\"}");
+	t_problem_says(404, "not_found", "no board ghost", "POST", "/v1/labels/merge", OP, NULL,
+		       "{\"board\":\"ghost\",\"from\":[\"a\"],\"to\":\"b\"}");
+	t_problem_says(404, "not_found", "no board ghost", "DELETE", "/v1/labels/a?board=ghost", OP,
+		       NULL, NULL);
+	t_problem_says(404, "not_found", "no board ghost", "POST",
+		       "/v1/boards/ghost/columns/ready/rename", OP, NULL, "{\"to\":\"r2\"}");
+	t_problem_says(404, "not_found", "no column nowhere on board default", "POST",
+		       "/v1/boards/default/columns/nowhere/rename", OP, NULL, "{\"to\":\"r2\"}");
 	/* A board PUT that drops a column still holding cards names the column and a card. */
 	{
 		json_t *b = t_must(200, "GET", "/v1/boards/default", OP, NULL, NULL), *cols, *kept;
