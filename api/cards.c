@@ -305,6 +305,40 @@ out:
 	return rc;
 }
 
+/* A delete or a reopen refused for dependents_outstanding: names one card of the board that
+ * lists card `id` in its blockers (outside `waiting` when a reopen asks; NULL: anywhere),
+ * found by paging the board on this error path only. Returns rc, with the generic detail
+ * when none is found (a write moved it meanwhile). */
+static enum core_rc dependents_detail(struct api_req *r, enum core_rc rc, const char *id,
+				      const char *board, const char *waiting, const char *why)
+{
+	struct store_card_filter f = {.board = board, .claimed = -1, .limit = 1000};
+	char *after = NULL, *next = NULL;
+	bool found = false;
+
+	do {
+		struct core_card **cards = NULL;
+		size_t n = 0, i;
+
+		f.after = after;
+		if (store_card_list(r->api->st, &f, &cards, &n, &next) != CORE_OK)
+			break;
+		for (i = 0; i < n && !found; i++)
+			if (core_strv_contains(&cards[i]->blockers, id) &&
+			    (!waiting || strcmp(cards[i]->state, waiting) != 0)) {
+				api_fail(r, rc, "card %s lists %s in its blockers (%s): %s",
+					 cards[i]->id, id, cards[i]->state, why);
+				found = true;
+			}
+		store_cards_free(cards, n);
+		free(after);
+		after = next;
+		next = NULL;
+	} while (after && !found);
+	free(after);
+	return rc;
+}
+
 enum core_rc api_h_card_delete(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
@@ -312,11 +346,21 @@ enum core_rc api_h_card_delete(struct api_req *r)
 
 	if (rc == CORE_OK)
 		rc = store_card_delete(r->api->st, api_param(r), &actor);
-	if (rc == CORE_ERR_DEPENDENTS_OUTSTANDING)
-		return api_fail(r, rc,
-				"other cards list %s in their blockers: deleting it would strand "
-				"them; remove it from their blockers first",
-				api_param(r));
+	if (rc == CORE_ERR_DEPENDENTS_OUTSTANDING) {
+		struct core_card *c = NULL;
+
+		if (store_card_get(r->api->st, api_param(r), &c) == CORE_OK)
+			dependents_detail(r, rc, c->id, c->board, NULL,
+					  "deleting it would strand them; remove it from their "
+					  "blockers first");
+		core_card_free(c);
+		if (!r->detail[0])
+			api_fail(r, rc,
+				 "other cards list %s in their blockers: deleting it would strand "
+				 "them; remove it from their blockers first",
+				 api_param(r));
+		return rc;
+	}
 	if (rc == CORE_OK)
 		r->status = 204;
 	return rc;
@@ -360,6 +404,18 @@ enum core_rc api_h_card_reopen(struct api_req *r)
 	rc = store_card_reopen(r->api->st, api_param(r), to, reason, &actor, &c);
 	if (rc == CORE_ERR_TRANSITION_REJECTED)
 		return reopen_detail(r, to);
+	if (rc == CORE_ERR_DEPENDENTS_OUTSTANDING) {
+		struct core_board b = {0};
+
+		if (store_card_get(r->api->st, api_param(r), &c) == CORE_OK &&
+		    store_board_get(r->api->st, c->board, &b) == CORE_OK)
+			dependents_detail(r, rc, c->id, c->board, b.waiting,
+					  "it has moved on since this card was done, so this card "
+					  "cannot leave done");
+		core_board_release(&b);
+		core_card_free(c);
+		return rc;
+	}
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);

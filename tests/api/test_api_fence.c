@@ -194,10 +194,13 @@ START_TEST(blockers_pending_and_dependents)
 	json_decref(j);
 	t_problem_says(409, "blockers_pending", "blocker a", "POST", "/v1/cards/b/claim", W, NULL,
 		       "{\"marker\":\"w1\"}");
-	t_problem_says(409, "dependents_outstanding", "blockers", "DELETE", "/v1/cards/a", OP, NULL,
-		       NULL);
+	t_problem_says(409, "dependents_outstanding", "card b lists a in its blockers", "DELETE",
+		       "/v1/cards/a", OP, NULL, NULL);
 	json_decref(t_must(200, "PATCH", "/v1/cards/a/state", OP, NULL, "{\"to\":\"done\"}"));
 	t_claim("b", "w1");
+	/* b moved on (unblocked, claimed): a cannot leave done, and the answer says which card. */
+	t_problem_says(409, "dependents_outstanding", "card b lists a in its blockers (ready)",
+		       "POST", "/v1/cards/a/reopen", OP, NULL, "{\"to\":\"ready\"}");
 }
 END_TEST
 
