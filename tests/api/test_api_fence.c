@@ -374,6 +374,30 @@ START_TEST(machine_reasons_are_the_servers_own)
 }
 END_TEST
 
+/* The two forms of PATCH /state take disjoint preconditions: "from" (the unowned form's CAS)
+ * in the owned form, like "release" in the unowned one, is refused, not dropped. */
+START_TEST(state_forms_refuse_the_others_fields)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), *before, *after, path[128], im[64];
+	long long ep = t_claim(id, "w1");
+
+	snprintf(path, sizeof path, "/v1/cards/%s/state", id);
+	snprintf(im, sizeof im, "If-Match: \"%lld\"", ep);
+	before = t_card_raw(id);
+	t_problem_says(400, "bad_request", "\"from\" is for the unowned form", "PATCH", path, W, im,
+		       "{\"marker\":\"w1\",\"from\":\"inbox\",\"to\":\"review\"}");
+	t_problem_says(400, "bad_request", "\"from\" is for the unowned form", "PATCH", path, W, im,
+		       "{\"marker\":\"w1\",\"from\":\"ready\",\"to\":\"review\"}");
+	t_problem_says(400, "bad_request", "\"release\" is for the owned form", "PATCH", path, BOT,
+		       NULL, "{\"from\":\"ready\",\"to\":\"review\",\"release\":true}");
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	free(after);
+	free(before);
+	free(id);
+}
+END_TEST
+
 TCase *api_tcase_fence(void)
 {
 	TCase *tc = tcase_create("fence");
@@ -388,5 +412,6 @@ TCase *api_tcase_fence(void)
 	tcase_add_test(tc, renew_keeps_the_lease_and_limits);
 	tcase_add_test(tc, details_name_what_was_wrong);
 	tcase_add_test(tc, machine_reasons_are_the_servers_own);
+	tcase_add_test(tc, state_forms_refuse_the_others_fields);
 	return tc;
 }
