@@ -440,7 +440,8 @@ enum core_rc core_labels_adjust(struct core_card *c, const struct core_strv *add
 
 /* The admin sweeps' transform (rename, merge, delete): removes every label of `from`; when
  * one was present and `to` is not NULL, `to` takes the place of the first removed label
- * (once: a card that already has `to` keeps its position). *changed tells whether it moved.
+ * (once: a card that already has `to` keeps its position). `to` among `from` is kept, not
+ * removed (a rename onto itself changes nothing). *changed tells whether it moved.
  * Labels must be core_label_valid (BAD_REQUEST, card unchanged). */
 enum core_rc core_labels_transform(struct core_card *c, const struct core_strv *from,
 				   const char *to, bool *changed);

@@ -239,7 +239,8 @@ enum core_rc core_labels_transform(struct core_card *c, const struct core_strv *
 		const char *l = c->labels.v[i];
 		const char *keep = l;
 
-		if (core_strv_contains(from, l)) {
+		/* The target among the sources is no source of itself: it stays in place. */
+		if (core_strv_contains(from, l) && !(to && strcmp(l, to) == 0)) {
 			hit = true;
 			keep = NULL;
 			if (to && !placed) {

@@ -68,6 +68,27 @@ START_TEST(label_sweeps_over_http)
 }
 END_TEST
 
+/* A sweep onto one of its own sources keeps that label: rename onto itself touches nothing,
+ * a merge into one of its sources keeps it and drops the others (it once dropped them all). */
+START_TEST(label_sweep_onto_itself_keeps_the_label)
+{
+	json_t *j;
+
+	free(t_card_new("{\"id\":\"s1\",\"labels\":[\"x\",\"keep\"]}"));
+	free(t_card_new("{\"id\":\"s2\",\"labels\":[\"old\",\"keep\"]}"));
+	j = t_must(200, "POST", "/v1/labels/rename", OP, NULL, "{\"from\":\"keep\",\"to\":\"keep\"}");
+	ck_assert_int_eq(t_int(j, "touched"), 0);
+	json_decref(j);
+	labels_are("s1", "[\"x\",\"keep\"]");
+	j = t_must(200, "POST", "/v1/labels/merge", OP, NULL,
+		   "{\"from\":[\"keep\",\"old\"],\"to\":\"keep\"}");
+	ck_assert_int_eq(t_int(j, "touched"), 1);
+	json_decref(j);
+	labels_are("s1", "[\"x\",\"keep\"]");
+	labels_are("s2", "[\"keep\"]");
+}
+END_TEST
+
 START_TEST(column_rename_over_http)
 {
 	json_t *j, *ev, *list;
@@ -140,6 +161,7 @@ TCase *api_tcase_admin(void)
 	tcase_add_checked_fixture(tc, t_setup, t_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, label_sweeps_over_http);
+	tcase_add_test(tc, label_sweep_onto_itself_keeps_the_label);
 	tcase_add_test(tc, column_rename_over_http);
 	return tc;
 }

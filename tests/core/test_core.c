@@ -739,6 +739,14 @@ static const struct {
 	/* no hit: unchanged */
 	{(const char *const[]){"a", NULL}, (const char *const[]){"z", NULL}, "y",
 	 (const char *const[]){"a", NULL}, false},
+	/* the target among the sources stays: a rename onto itself changes nothing */
+	{(const char *const[]){"x", "a", NULL}, (const char *const[]){"a", NULL}, "a",
+	 (const char *const[]){"x", "a", NULL}, false},
+	/* a merge into one of its sources keeps it in its place, the others go */
+	{(const char *const[]){"b", "c", "a", NULL}, (const char *const[]){"a", "b", NULL}, "a",
+	 (const char *const[]){"c", "a", NULL}, true},
+	{(const char *const[]){"b", "c", NULL}, (const char *const[]){"a", "b", NULL}, "a",
+	 (const char *const[]){"a", "c", NULL}, true},
 };
 
 START_TEST(test_labels_transform)
