@@ -518,6 +518,8 @@ enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *b
  * POST /v1/cards and the create_card tool alike; returns rc. */
 enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 				    const struct store_card_create *in);
+/* BAD_REQUEST unless `after` (NULL: none) is a card list cursor (the next of a page). */
+enum core_rc api_list_after_check(struct api_req *r, const char *after);
 /* The detail of a label write refused for the card's label count; returns rc. */
 enum core_rc api_labels_detail(struct api_req *r, enum core_rc rc);
 /* The detail of a card write refused as too large (comments or bytes); returns rc. */

@@ -211,6 +211,15 @@ static json_t *cards_json(struct core_card **cards, size_t n)
 	return a;
 }
 
+enum core_rc api_list_after_check(struct api_req *r, const char *after)
+{
+	if (after && (!*after || strlen(after) > 18 ||
+		      strspn(after, "0123456789") != strlen(after)))
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"after is not a cursor (the next of a previous page)");
+	return CORE_OK;
+}
+
 enum core_rc api_h_card_list(struct api_req *r)
 {
 	struct store_card_filter f = {0};
@@ -235,10 +244,8 @@ enum core_rc api_h_card_list(struct api_req *r)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "state must match [A-Za-z0-9._-]{1,64}");
 	if (f.label && !core_label_valid(f.label))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "label is not a valid label");
-	if (f.after && (!*f.after || strlen(f.after) > 18 ||
-			strspn(f.after, "0123456789") != strlen(f.after)))
-		return api_fail(r, CORE_ERR_BAD_REQUEST,
-				"after is not a cursor (the next of a previous page)");
+	if ((rc = api_list_after_check(r, f.after)) != CORE_OK)
+		return rc;
 	f.claimed = -1;
 	if (claimed && strcmp(claimed, "true") == 0)
 		f.claimed = 1;

@@ -140,8 +140,8 @@ static enum core_rc run_list_cards(struct api_req *r, json_t **out)
 	    (rc = api_json_int(r, "limit", false, &limit, &has_limit)) != CORE_OK ||
 	    (rc = api_json_str(r, "after", false, 512, &f.after)) != CORE_OK)
 		return rc;
-	if (f.after && !*f.after)
-		return api_fail(r, CORE_ERR_BAD_REQUEST, "after is not a cursor");
+	if ((rc = api_list_after_check(r, f.after)) != CORE_OK)
+		return rc;
 	if (f.label && !core_label_valid(f.label))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "label is not a valid label");
 	if (limit < 1 || limit > 1000)

@@ -495,6 +495,13 @@ START_TEST(test_mcp_refusal_detail_matches_rest)
 		json_decref(j);
 		json_decref(rest);
 	}
+	/* A list cursor that is none: the same detail on both doors. */
+	rest = t_must(400, "GET", "/v1/cards?after=garbage", BOT, NULL, NULL);
+	j = tool(BOT, "list_cards", "{\"after\":\"garbage\"}");
+	ck_assert_str_eq(result_code(j), "bad_request");
+	ck_assert_str_eq(result_detail(j), t_str(rest, "detail"));
+	json_decref(j);
+	json_decref(rest);
 	/* One label past what a card carries: counted on the card, named on both doors. */
 	{
 		char list[1024], rbody[1200], targs[1300], *rdet;
