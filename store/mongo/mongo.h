@@ -430,10 +430,24 @@ struct mgo_seq_req {
 	int64_t last;    /* OUT */
 	int64_t *blast;  /* OUT: nb */
 	enum core_rc rc; /* OUT */
+	/* The shared insert (mgo_seqs_take_insert; NULL: seqs only): once the batch has its
+	 * seqs, whoever sends it calls docs(r, bulk, ts) for each request whose seqs came, in
+	 * queue order, so that every request's `ndocs` documents go in ONE ordered insert. */
+	void (*docs)(struct mgo_seq_req *r, mongoc_bulk_operation_t *bulk, int64_t ts);
+	void *ctx;             /* docs' own */
+	size_t ndocs;
+	size_t at;             /* index of its first document in the bulk */
+	enum core_rc ins_rc;   /* OUT: OK (all its documents inserted), ALREADY_EXISTS (a
+				* duplicate key stopped the ordered insert at or before one of
+				* them), or the insert's error */
 	bool taken;      /* in a batch under way */
 	bool done;       /* OUT filled */
 	struct mgo_seq_req *next;
 };
+/* mgo_seqs_take for r, and (r->docs) its documents inserted into `events` in the same batch:
+ * writers that ask at the same moment share the findAndModify AND the insert. Returns the
+ * seqs' outcome; the insert's is r->ins_rc (not set when the seqs failed). */
+enum core_rc mgo_seqs_take_insert(struct mgo_conn *c, struct mgo_seq_req *r);
 /* Does an event other than eid hold board's bseq? (A failed read answers yes.) */
 bool mgo_bseq_taken(struct mgo_conn *c, const char *board, int64_t bseq, const char *eid);
 /* The events counter's field of a board ("b.<board>", '.' written ':'). */

@@ -182,21 +182,70 @@ static void bseq_order(const struct mgo_evq *q, int64_t *bseq)
 			}
 }
 
+/* What evq_insert hands the shared insert (mgo_seqs_take_insert) to build its documents. */
+struct evq_ins {
+	const struct mgo_evq *q;
+	const char *fill;
+	int64_t *bseq;
+	const char *const *boards; /* the boards whose board_seqs are taken now */
+	const int64_t *counts;
+	size_t nb;
+};
+
+/* Called with r's seqs taken (on whichever writer's thread sends the batch, while r's writer
+ * waits for it): numbers q's events and appends them to the batch's insert. */
+static void evq_docs(struct mgo_seq_req *r, mongoc_bulk_operation_t *bulk, int64_t ts)
+{
+	struct evq_ins *x = r->ctx;
+	const struct mgo_evq *q = x->q;
+	int64_t blast[sizeof(q->ev) / sizeof(q->ev[0])];
+	int64_t first = r->last - (int64_t)q->n + 1;
+	bson_t *doc;
+	size_t i, k;
+
+	for (k = 0; k < x->nb; k++)
+		blast[k] = r->blast[k] - x->counts[k]; /* the last one before this range */
+	for (i = 0; i < q->n; i++) {
+		if (x->bseq[i])
+			continue;
+		for (k = 0; strcmp(x->boards[k], ev_board(q->ev[i])) != 0; k++)
+			;
+		x->bseq[i] = ++blast[k];
+	}
+	bseq_order(q, x->bseq);
+	for (i = 0; i < q->n; i++) {
+		doc = bson_new();
+		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", "dlv", "dlv_board", "dlv_card",
+					      NULL);
+		/* An event pushed before its card was known (claim-next picks the card in the
+		 * same findAndModify) names the card whose outbox held it. */
+		if (x->fill && !bson_has_field(q->ev[i], "card_id"))
+			BSON_APPEND_UTF8(doc, "card_id", x->fill);
+		BSON_APPEND_INT64(doc, "seq", first + (int64_t)i);
+		BSON_APPEND_INT64(doc, "board_seq", x->bseq[i]);
+		BSON_APPEND_DATE_TIME(doc, "ts", ts);
+		mongoc_bulk_operation_insert(bulk, doc);
+		bson_destroy(doc);
+	}
+}
+
 /* Inserts q's events, in q's order, with seqs [*first, *first + q->n) from the counter and
  * board_seqs bseq[i] (0: taken here, in the same findAndModify as the seqs, so a board_seq
- * costs no round trip; bseq is filled in). ALREADY_EXISTS: a duplicate key stopped the
- * insert (ordered: nothing after it was tried) — on _id (delivered meanwhile by someone
- * else) or on seq (the counter handed out a seq that is taken); which, the caller finds out
- * from `events` itself. */
+ * costs no round trip; bseq is filled in). The seqs and the insert are shared with the
+ * writers of this process delivering at the same moment (mgo_seqs_take_insert: one
+ * findAndModify and one ordered insert for all of them). ALREADY_EXISTS: a duplicate key
+ * stopped the insert before all of q's events were in (ordered: nothing after it was
+ * tried) — on _id (delivered meanwhile by someone else) or on seq (the counter handed out a
+ * seq that is taken), q's own or an earlier writer's in the same insert; which, and what of
+ * q is stored, the caller finds out from `events` itself. */
 static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, const char *fill,
 			       int64_t *bseq, int64_t *first)
 {
-	mongoc_bulk_operation_t *bulk;
-	bson_t opts = BSON_INITIALIZER, reply, *doc;
-	bson_error_t e;
 	const char *boards[sizeof(q->ev) / sizeof(q->ev[0])];
 	int64_t counts[sizeof(q->ev) / sizeof(q->ev[0])], blast[sizeof(q->ev) / sizeof(q->ev[0])];
-	int64_t last, ts;
+	struct evq_ins x = {.q = q, .fill = fill, .bseq = bseq, .boards = boards, .counts = counts};
+	struct mgo_seq_req r = {.n = (int64_t)q->n, .boards = boards, .counts = counts,
+				.blast = blast, .docs = evq_docs, .ctx = &x, .ndocs = q->n};
 	enum core_rc rc;
 	size_t i, k, nb = 0;
 
@@ -212,45 +261,12 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 		}
 		counts[k]++;
 	}
-	rc = mgo_seqs_take(c, (int64_t)q->n, boards, counts, nb, &last, blast);
+	r.nb = x.nb = nb;
+	rc = mgo_seqs_take_insert(c, &r);
 	if (rc != CORE_OK)
 		return rc;
-	*first = last - (int64_t)q->n + 1;
-	for (k = 0; k < nb; k++)
-		blast[k] -= counts[k]; /* the last one before this range */
-	for (i = 0; i < q->n; i++) {
-		if (bseq[i])
-			continue;
-		for (k = 0; strcmp(boards[k], ev_board(q->ev[i])) != 0; k++)
-			;
-		bseq[i] = ++blast[k];
-	}
-	bseq_order(q, bseq);
-	ts = mgo_clock_now(&c->m->base);
-	BSON_APPEND_BOOL(&opts, "ordered", true);
-	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
-	for (i = 0; i < q->n; i++) {
-		doc = bson_new();
-		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", "dlv", "dlv_board", "dlv_card",
-					      NULL);
-		/* An event pushed before its card was known (claim-next picks the card in the
-		 * same findAndModify) names the card whose outbox held it. */
-		if (fill && !bson_has_field(q->ev[i], "card_id"))
-			BSON_APPEND_UTF8(doc, "card_id", fill);
-		BSON_APPEND_INT64(doc, "seq", *first + (int64_t)i);
-		BSON_APPEND_INT64(doc, "board_seq", bseq[i]);
-		BSON_APPEND_DATE_TIME(doc, "ts", ts);
-		mongoc_bulk_operation_insert(bulk, doc);
-		bson_destroy(doc);
-	}
-	if (!mongoc_bulk_operation_execute(bulk, &reply, &e))
-		rc = mgo_error("insert events", &e);
-	else
-		mgo_tail_wake(c->m); /* this process's waiting tails read them at once */
-	bson_destroy(&reply);
-	mongoc_bulk_operation_destroy(bulk);
-	bson_destroy(&opts);
-	return rc;
+	*first = r.last - (int64_t)q->n + 1;
+	return r.ins_rc;
 }
 
 /* Fills each seq of [first, first + n) that is still free with a filler the tail steps over
