@@ -429,6 +429,7 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 				"or error counts\n");
 	rc = mgo_clock_init(m, err, errlen);
 	m->seq_tail = &m->seq_head;
+	m->pullg_tail = &m->pullg_head;
 	m->seq_inflight_max = MGO_SEQ_INFLIGHT;
 	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->seq_mu, NULL) != 0 ||

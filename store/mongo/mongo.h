@@ -79,6 +79,16 @@ struct mgo_pull {
 	bson_t *arr;  /* owned */
 };
 
+/* A writer's own pull, shared with the writers pulling at the same moment (racy servers:
+ * mgo_evq_deliver), queued on its writer's stack under seq_mu. */
+struct mgo_pull_req {
+	enum mgo_pull_coll coll;
+	const char *doc_id;
+	const bson_t *arr;
+	bool taken, done;
+	struct mgo_pull_req *next;
+};
+
 struct mgo {
 	struct store base; /* first: what the wrappers see */
 	mongoc_client_pool_t *pool;
@@ -110,6 +120,10 @@ struct mgo {
 	struct mgo_seq_req *seq_head, **seq_tail; /* queued, not taken yet */
 	int seq_inflight;                         /* batches under way */
 	int seq_inflight_max; /* MGO_SEQ_INFLIGHT (a test may lower it to 1) */
+	/* The writers' own pulls shared the same way (one bulk under way at a time), also
+	 * guarded by seq_mu and signalled on seq_cv. */
+	struct mgo_pull_req *pullg_head, **pullg_tail;
+	bool pullg_busy;
 	/* FerretDB too: an update there is a read then a write, so two updates of one document
 	 * racing can lose one. A deferred outbox pull would race the next write of the same
 	 * card (the next request) and could undo it: there, writers pull their own, in turn. */

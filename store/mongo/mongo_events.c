@@ -711,13 +711,122 @@ void mgo_puller_stop(struct mgo *m)
 	pthread_mutex_destroy(&m->pull_mu);
 }
 
+/* ---- the writers' own pulls, shared ----
+ *
+ * Where a pull cannot wait for the puller (racy_updates: it could undo the card's next
+ * write), each writer still pulls its own before it answers; but the writers pulling at the
+ * same moment send their pulls in one unordered bulk of updateOne, as they share the seqs
+ * and the insert (mgo_seqs_take_insert): one bulk under way at a time, whoever comes while
+ * it is takes everything queued in the next one. Each writer answers only once the bulk
+ * that carried its pull came back, so no pull is ever left to run beside the card's next
+ * request: the same window as a pull of its own. The bulk's updates are each a single
+ * document's, applied one after the other by the server: two writers of one document in the
+ * same bulk are two pulls in a row. A failed bulk leaves those entries for the drain, as a
+ * writer's failed pull did. */
+
+static void pulls_send_group(struct mgo_conn *c, struct mgo_pull_req *batch)
+{
+	struct mgo *m = c->m;
+	mongoc_collection_t *colls[MGO_PULL_COLLS_];
+	bson_t opts = BSON_INITIALIZER, reply;
+	bson_error_t e;
+	struct mgo_pull_req *r;
+	size_t k, in;
+
+	colls[MGO_PULL_CARDS] = c->cards;
+	colls[MGO_PULL_RUNS] = c->runs;
+	colls[MGO_PULL_BOARDS] = c->boards;
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	for (k = 0; k < MGO_PULL_COLLS_; k++) {
+		mongoc_bulk_operation_t *bulk = NULL;
+
+		for (r = batch, in = 0; r; r = r->next) {
+			bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER;
+
+			if (r->coll != k)
+				continue;
+			if (!bulk)
+				bulk = mongoc_collection_create_bulk_operation_with_opts(colls[k],
+											 &opts);
+			BSON_APPEND_UTF8(&filter, "_id", r->doc_id);
+			pull_update(&update, r->arr);
+			if (mongoc_bulk_operation_update_one_with_opts(bulk, &filter, &update, NULL,
+								       &e))
+				in++;
+			else
+				mgo_error("outbox pull", &e);
+			bson_destroy(&update);
+			bson_destroy(&filter);
+		}
+		if (in && m->test_read)
+			m->test_read(m->test_ctx, "pull");
+		if (in && !mongoc_bulk_operation_execute(bulk, &reply, &e))
+			mgo_error("outbox pull", &e);
+		if (in)
+			bson_destroy(&reply);
+		if (bulk)
+			mongoc_bulk_operation_destroy(bulk);
+	}
+	bson_destroy(&opts);
+}
+
+static void evq_pull_shared(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+			    const struct mgo_evq *q)
+{
+	struct mgo *m = c->m;
+	bson_t arr = BSON_INITIALIZER;
+	struct mgo_pull_req r = {.doc_id = doc_id, .arr = &arr}, *batch, *p;
+
+	if (coll == c->cards)
+		r.coll = MGO_PULL_CARDS;
+	else if (coll == c->runs)
+		r.coll = MGO_PULL_RUNS;
+	else if (coll == c->boards)
+		r.coll = MGO_PULL_BOARDS;
+	else {
+		evq_pull(m, coll, doc_id, q);
+		return;
+	}
+	pull_array(&arr, q);
+	pthread_mutex_lock(&m->seq_mu);
+	*m->pullg_tail = &r;
+	m->pullg_tail = &r.next;
+	while (!r.taken && m->pullg_busy)
+		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+	if (!r.taken) {
+		/* This writer sends the bulk, for everyone queued (itself included). */
+		batch = m->pullg_head;
+		m->pullg_head = NULL;
+		m->pullg_tail = &m->pullg_head;
+		for (p = batch; p; p = p->next)
+			p->taken = true;
+		m->pullg_busy = true;
+		pthread_mutex_unlock(&m->seq_mu);
+		pulls_send_group(c, batch);
+		pthread_mutex_lock(&m->seq_mu);
+		/* each request lives on its writer's stack: untouched once done is seen */
+		for (p = batch; p; p = p->next)
+			p->done = true;
+		m->pullg_busy = false;
+		pthread_cond_broadcast(&m->seq_cv);
+	}
+	while (!r.done)
+		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+	pthread_mutex_unlock(&m->seq_mu);
+	bson_destroy(&arr);
+}
+
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q)
 {
 	if (!q->n || evq_store(c, q, true, coll == c->cards ? doc_id : NULL) != CORE_OK ||
 	    mgo_effects_store(c, q) != CORE_OK)
 		return; /* left in the outbox: the maintenance drain retries */
-	if (!pull_defer(c, coll, doc_id, q))
+	if (pull_defer(c, coll, doc_id, q))
+		return;
+	if (c->m->racy_updates)
+		evq_pull_shared(c, coll, doc_id, q);
+	else
 		evq_pull(c->m, coll, doc_id, q);
 }
 

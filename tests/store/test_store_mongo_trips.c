@@ -603,6 +603,42 @@ START_TEST(a_shared_insert_tells_each_writer_its_own_outcome)
 }
 END_TEST
 
+static void count_pulls(void *ctx, const char *what)
+{
+	if (strcmp(what, "pull") == 0)
+		atomic_fetch_add((atomic_int *)ctx, 1);
+}
+
+/* Where updates are a read then a write (FerretDB: racy_updates, forced here on any server),
+ * each writer's pull is done before it answers, but writers pulling at the same moment share
+ * one bulk: fewer pulls than writes, and every outbox is empty as soon as its writes have
+ * answered, with no puller left to do it. */
+START_TEST(racy_writers_share_their_pulls_and_answer_pulled)
+{
+	atomic_int pulls = 0;
+	struct store_mongo_options o = {.test_read = count_pulls, .test_ctx = &pulls};
+	struct store *st;
+	char db[64], id[32];
+	int k, j;
+
+	db_name_new(db, sizeof(db));
+	st = open_db_opts(db, &o, NULL);
+	mgo_of(st)->racy_updates = true;
+	ins_run(st, "p");
+	for (k = 0; k < INS_THREADS; k++)
+		for (j = 0; j < INS_CARDS; j++) {
+			snprintf(id, sizeof(id), "p%d-c%d", k, j);
+			ck_assert_msg(raw_outbox_len(st, "cards", id) == 0, "%s: outbox left", id);
+		}
+	fprintf(stderr, "shared pulls: %d for %d writes\n", atomic_load(&pulls),
+		INS_THREADS * INS_CARDS * 3);
+	ck_assert_int_gt(atomic_load(&pulls), 0);
+	ck_assert_msg(atomic_load(&pulls) < INS_THREADS * INS_CARDS * 3, "%d pulls for %d writes",
+		      atomic_load(&pulls), INS_THREADS * INS_CARDS * 3);
+	close_db(st);
+}
+END_TEST
+
 void mongo_add_trips(TCase *tc)
 {
 	tcase_add_test(tc, renew_with_lease_is_one_round_trip);
@@ -613,4 +649,5 @@ void mongo_add_trips(TCase *tc)
 	tcase_add_test(tc, writers_share_the_events_insert);
 	tcase_add_test(tc, a_duplicate_in_a_shared_insert_is_each_writers_retry);
 	tcase_add_test(tc, a_shared_insert_tells_each_writer_its_own_outcome);
+	tcase_add_test(tc, racy_writers_share_their_pulls_and_answer_pulled);
 }
