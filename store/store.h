@@ -722,6 +722,8 @@ struct store_fs_stats {
 	bool failed;            /* a write or sync failed: writes refused until a fresh snapshot
 				 * of the rolled-back state is durable (retried by the next write
 				 * and every second in the background) */
+	bool snapshot_held;     /* a snapshot waits at STORE_FS_FAULT_HOLD_SNAPSHOT (tests) */
+	bool sync_held;         /* a journal sync waits at STORE_FS_FAULT_HOLD_SYNC (tests) */
 };
 /* Fills *out; BAD_REQUEST when st is not an FS store. */
 enum core_rc store_fs_stats_get(struct store *st, struct store_fs_stats *out);
@@ -743,6 +745,13 @@ enum store_fs_fault {
 				       * as a slow disk (group-commit tests) */
 	STORE_FS_FAULT_SLOW_SNAPSHOT = 8, /* not a failure: a snapshot's fsync first sleeps
 					   * 300 ms (a recovery other threads meet under way) */
+	STORE_FS_FAULT_HOLD_SNAPSHOT = 16, /* not a failure: a snapshot written and fsynced
+					    * waits while it is on, before it is installed
+					    * (stats.snapshot_held says it waits): the tests
+					    * make the flush of what it captured fail meanwhile */
+	STORE_FS_FAULT_HOLD_SYNC = 32, /* not a failure: a journal sync (its group written)
+					* waits while it is on, before it is made or refused
+					* (stats.sync_held says it waits) */
 };
 enum core_rc store_fs_fault_set(struct store *st, unsigned faults, bool on);
 

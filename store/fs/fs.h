@@ -621,6 +621,9 @@ ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uin
 int fs_io_sync(struct fs *fs, int fd);     /* fdatasync */
 int fs_io_dir_sync(struct fs *fs);         /* fsync of DIR */
 bool fs_io_fault(struct fs *fs, unsigned fault);
+/* A test hook's hold: while `fault` is on, waits (no lock held), with *held (a stats field,
+ * under jmu) true meanwhile. */
+void fs_io_hold(struct fs *fs, unsigned fault, bool *held);
 /* Writes "boardd: fs store DIR: <fmt>" to stderr unless q wrote one within FS_LOG_QUIET_MS
  * (then it only counts it; the next line written says how many were suppressed). */
 void fs_log_quiet(struct fs *fs, struct fs_log_quiet *q, const char *fmt, ...)
@@ -733,6 +736,10 @@ enum core_rc fs_journal_append(struct fs *fs, char **line, size_t len, uint64_t 
  * STORE_UNAVAILABLE once it was rolled back after a failed write or sync. Every successful
  * fs_journal_append must be followed by exactly one call. */
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq);
+/* The same wait without a line of one's own (no n_inflight to settle): a compaction's, for
+ * the lines its snapshot captured, before it installs it. No lock held; it may be the flusher
+ * (or roll back after a failed one), as a synchronous writer is. */
+enum core_rc fs_journal_durable(struct fs *fs, uint64_t seq);
 /* At close, no lock held: writes and syncs whatever is still appended (lines nobody waited
  * for), so the file ends at its last record. */
 void fs_journal_flush(struct fs *fs);

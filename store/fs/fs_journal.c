@@ -15,7 +15,9 @@
  * offset, over the zeros pre-allocated ahead (fs_segment.c), then fdatasyncs: one write and
  * one sync for everybody appended so far, instead of a write(2) per record in the writers'
  * threads (each costs the page-cache write path of ext4 whatever its size). A failed write is
- * a failed group like a failed sync: every line past `synced` is rolled back (fs_undo.c).
+ * a failed group like a failed sync: every line past `synced` is rolled back (fs_undo.c), and
+ * every file the group wrote is cut back to where the group began in it (a generation handed
+ * over by a compaction too), so that none of its refused records is replayed after a crash.
  * A writer with a store_ack bound (the HTTP front end, the reaper's workers) leaves that wait
  * in its ack instead: fs_ack_wait does it on the caller's thread, fs_ack_submit hands it to
  * the acker thread, which waits for a whole queue of acks at once and calls each back.
@@ -74,8 +76,25 @@ ssize_t fs_io_pwritev(struct fs *fs, int fd, const struct iovec *iov, int n, uin
 	return pwritev(fd, iov, n, (off_t)off);
 }
 
+void fs_io_hold(struct fs *fs, unsigned fault, bool *held)
+{
+	struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+
+	if (!fs_io_fault(fs, fault))
+		return;
+	pthread_mutex_lock(&fs->jmu);
+	*held = true;
+	pthread_mutex_unlock(&fs->jmu);
+	while (fs_io_fault(fs, fault))
+		nanosleep(&ms, NULL);
+	pthread_mutex_lock(&fs->jmu);
+	*held = false;
+	pthread_mutex_unlock(&fs->jmu);
+}
+
 int fs_io_sync(struct fs *fs, int fd)
 {
+	fs_io_hold(fs, STORE_FS_FAULT_HOLD_SYNC, &fs->stats.sync_held);
 	if (fs_io_fault(fs, STORE_FS_FAULT_SYNC)) {
 		errno = EIO;
 		return -1;
@@ -322,14 +341,23 @@ static int flush_all(struct fs *fs, int fd, struct fs_jpend *cur, uint64_t end,
 	int err = 0;
 	size_t i;
 
+	for (i = 0; i < n_old && !err; i++)
+		err = gen_flush(fs, old[i].fd, &old[i].pend, old[i].end, what, calls);
+	if (!err)
+		err = gen_flush(fs, fd, cur, end, what, calls);
 	for (i = 0; i < n_old; i++) {
-		if (!err)
-			err = gen_flush(fs, old[i].fd, &old[i].pend, old[i].end, what, calls);
+		/* A failed group refuses all its lines, also those it wrote (or even synced) to
+		 * an earlier generation: that file is cut back to where the group began in it
+		 * (all before is durable), so a crash before the recovery's snapshot replays
+		 * none of them. Best effort, as the rollback's cut of the current one. */
+		if (err && ftruncate(old[i].fd, (off_t)(old[i].end - old[i].pend.bytes)) != 0)
+			fprintf(stderr, "boardd: fs store %s: cutting a refused group: %s\n",
+				fs->dir, strerror(errno));
 		close(old[i].fd);
 		fs_jpend_release(&old[i].pend);
 	}
 	free(old);
-	return err ? err : gen_flush(fs, fd, cur, end, what, calls);
+	return err;
 }
 
 /* With jmu held: returns once line `seq` is durable, or STORE_UNAVAILABLE once it was rolled
@@ -337,7 +365,7 @@ static int flush_all(struct fs *fs, int fd, struct fs_jpend *cur, uint64_t end,
  * far when nobody else is; jmu is dropped while it writes and syncs, or rolls back. */
 static enum core_rc wait_locked(struct fs *fs, uint64_t seq)
 {
-	uint64_t target, bytes, gen, calls;
+	uint64_t target, bytes, start, gen, calls;
 	struct fs_jpend mine;
 	struct fs_jold *old;
 	const char *what = NULL;
@@ -377,6 +405,7 @@ static enum core_rc wait_locked(struct fs *fs, uint64_t seq)
 		fs->jspare = (struct fs_jpend){0};
 		pthread_mutex_unlock(&fs->jmu);
 		calls = 0;
+		start = bytes - mine.bytes;
 		err = flush_all(fs, fd, &mine, bytes, old, n_old, &what, &calls);
 		jpend_clear(&mine);
 		pthread_mutex_lock(&fs->jmu);
@@ -385,7 +414,13 @@ static enum core_rc wait_locked(struct fs *fs, uint64_t seq)
 		fs->stats.writes += calls;
 		fs->flushing = false;
 		if (err) {
-			fail_locked(fs, what, err); /* the loop rolls back next */
+			/* The loop rolls back next, cutting the current generation; when a
+			 * compaction handed this one over meanwhile (it is in fs->old, open until
+			 * the next flusher or the recovery), its refused lines are cut here. */
+			if (gen != fs->gen && ftruncate(fd, (off_t)start) != 0)
+				fprintf(stderr, "boardd: fs store %s: cutting a refused group: %s\n",
+					fs->dir, strerror(errno));
+			fail_locked(fs, what, err);
 		} else if (target > fs->synced) {
 			metrics_hist_observe(&fs->group_width, METRICS_B_WIDTH, target - fs->synced);
 			fs->synced = target;
@@ -411,6 +446,16 @@ void fs_journal_flush(struct fs *fs)
 	pthread_mutex_lock(&fs->jmu);
 	(void)wait_locked(fs, fs->appended);
 	pthread_mutex_unlock(&fs->jmu);
+}
+
+enum core_rc fs_journal_durable(struct fs *fs, uint64_t seq)
+{
+	enum core_rc rc;
+
+	pthread_mutex_lock(&fs->jmu);
+	rc = wait_locked(fs, seq);
+	pthread_mutex_unlock(&fs->jmu);
+	return rc;
 }
 
 enum core_rc fs_journal_wait(struct fs *fs, uint64_t seq)

@@ -9,14 +9,33 @@
  *   2. under the write lock, briefly: capture pointers to every published object (they are
  *      immutable; replaced ones go to the graveyard while snap_active) and switch writers to
  *      journal.G+1 (the old fd is handed to the next group-commit flusher for its last sync);
- *   3. without the lock: write snapshot.bin.tmp, fsync, rename, fsync the directory;
+ *   3. without the lock: write snapshot.bin.tmp and fsync it; wait until every journal line
+ *      captured in step 2 is durable (`synced` reaches `appended` as it was then); rename,
+ *      fsync the directory;
  *   4. delete journal generations below G+1 and empty the graveyard.
+ * The rule of step 3: a snapshot is installed only once everything it holds is durable. What
+ * step 2 captures is memory, which includes commits appended but not yet synced (their records
+ * in journal G's buffer, handed over, or written and not synced). If their group's write or
+ * sync fails they are rolled back, and so is every commit appended after them (in journal
+ * G+1 too: rollback undoes every line past `synced`, and G+1's are never synced before G's),
+ * and their writers are refused; a snapshot holding them, once renamed, would make them
+ * durable across a crash before the recovery. So the wait either succeeds, or finds them
+ * rolled back: then the snapshot is dropped (the temp file unlinked, the compaction fails),
+ * snapshot.bin and the journals stay, the flusher has cut the refused records from every
+ * generation its group wrote (fs_journal.c), and the recovery writes the rolled-back state.
+ * The wait is that of a synchronous writer (fs_journal_durable): it waits for the flusher
+ * under way, or flushes itself when nobody does (the lines may be owed by an ack not handed
+ * over yet); it holds only snapmu, which no flusher or rollback takes. Usually the group was
+ * flushed while the snapshot was written, and the wait is one check.
  * A crash or an error anywhere leaves either the old snapshot with every journal it needs, or
- * the new one: nothing acknowledged depends on the compaction succeeding. The state lock is
- * held for step 2 only: 3-6 ms at 100 000 cards (pointers, no copies).
+ * the new one: nothing acknowledged depends on the compaction succeeding, and nothing refused
+ * comes back. The state lock is held for step 2 only: 3-6 ms at 100 000 cards (pointers, no
+ * copies).
  *
  * The same steps re-establish a journal after a failed sync (fs_recover): from the rolled-back
  * memory, abandoning the old generation's fd, and writes resume once the snapshot is durable.
+ * There memory is rolled back to `synced` and writes are refused, so the wait of step 3 finds
+ * everything captured durable at once.
  */
 #include "store/fs/fs.h"
 
@@ -201,14 +220,18 @@ static int snap_fsync(struct fs *fs, int fd)
 	return fsync(fd);
 }
 
-/* temp + fsync + rename + fsync dir; 0 or an errno. The JSON snapshot of an earlier version
- * goes once the binary one is durable (the .bin wins whenever both exist). */
-static int snap_write(struct fs *fs, const struct snap *s)
+/* temp + fsync; then, once every journal line up to `upto` (what s captured) is durable,
+ * rename + fsync dir. 0 or an errno; *undurable (and 0) when those lines were rolled back
+ * instead (a failed write or sync of their group): the temp file is dropped, and snapshot.bin
+ * and every journal stay as they were. The JSON snapshot of an earlier version goes once the
+ * binary one is durable (the .bin wins whenever both exist). */
+static int snap_write(struct fs *fs, const struct snap *s, uint64_t upto, bool *undurable)
 {
 	char tmp[4096], path[4096], old[4096];
 	FILE *f;
 	int err = 0;
 
+	*undurable = false;
 	snprintf(tmp, sizeof(tmp), "%s/snapshot.bin.tmp", fs->dir);
 	snprintf(path, sizeof(path), "%s/snapshot.bin", fs->dir);
 	snprintf(old, sizeof(old), "%s/snapshot.json", fs->dir);
@@ -224,11 +247,17 @@ static int snap_write(struct fs *fs, const struct snap *s)
 		err = errno ? errno : EIO;
 	if (fclose(f) != 0 && !err)
 		err = errno;
-	if (!err && rename(tmp, path) != 0)
+	if (!err) {
+		fs_io_hold(fs, STORE_FS_FAULT_HOLD_SNAPSHOT, &fs->stats.snapshot_held);
+		/* Installed only once nothing it holds can still be rolled back. Usually the
+		 * group of those lines was flushed meanwhile; else this thread flushes it. */
+		*undurable = fs_journal_durable(fs, upto) != CORE_OK;
+	}
+	if (!err && !*undurable && rename(tmp, path) != 0)
 		err = errno;
-	if (!err && fs_io_dir_sync(fs) != 0)
+	if (!err && !*undurable && fs_io_dir_sync(fs) != 0)
 		err = errno;
-	if (err)
+	if (err || *undurable)
 		unlink(tmp);
 	else
 		unlink(old);
@@ -600,7 +629,8 @@ enum core_rc fs_snapshot_load(struct fs *fs, char *err, size_t errlen)
  * fd, with its records not written yet, goes to the next flusher for its last write and sync;
  * a recovery abandons it (and any other still owed one): what it holds past the durable prefix
  * was rolled back, and the snapshot being written replaces all of it. */
-static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, bool recover)
+static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, bool recover,
+			   uint64_t *upto)
 {
 	struct fs_jold *nv;
 	size_t i;
@@ -610,6 +640,9 @@ static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, 
 		pthread_mutex_unlock(&fs->jmu);
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
+	/* The last line the captured state holds (appended moves only under the state lock,
+	 * which the caller holds); a recovery's is durable already (recover_ready). */
+	*upto = fs->appended;
 	if (recover) {
 		for (i = 0; i < fs->n_old; i++) {
 			close(fs->old[i].fd);
@@ -660,10 +693,10 @@ static bool recover_ready(const struct fs *fs)
 static enum core_rc compact(struct fs *fs, bool recover)
 {
 	struct snap s = {0};
-	uint64_t gen, g, alloc = 0;
+	uint64_t gen, g, alloc = 0, upto = 0;
 	enum core_rc rc = CORE_ERR_STORE_UNAVAILABLE;
 	int fd = -1, err = 0;
-	bool ready;
+	bool ready, undurable = false;
 
 	pthread_mutex_lock(&fs->snapmu);
 	if (recover) {
@@ -689,7 +722,7 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	s.gen = gen;
 	rc = snap_capture(fs, &s);
 	if (rc == CORE_OK)
-		rc = rotate(fs, fd, gen, alloc, recover);
+		rc = rotate(fs, fd, gen, alloc, recover, &upto);
 	if (rc == CORE_OK) {
 		fd = -1;
 		fs->snap_active = true;
@@ -697,14 +730,16 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc != CORE_OK)
 		goto out;
-	err = snap_write(fs, &s);
+	err = snap_write(fs, &s, upto, &undurable);
 	pthread_rwlock_wrlock(&fs->lock);
 	fs->snap_active = false;
 	fs_grave_empty(fs);
 	pthread_rwlock_unlock(&fs->lock);
-	if (err) {
+	if (err || undurable) {
 		/* The old snapshot and every journal since remain: nothing acknowledged is
-		 * lost. A recovery stays failed (the new, empty generation is harmless). */
+		 * lost, nothing refused is kept. A recovery stays failed (the new, empty
+		 * generation is harmless); so does a store whose captured lines were rolled
+		 * back: its recovery writes the snapshot of the rolled-back state. */
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 		goto out;
 	}
@@ -738,7 +773,9 @@ out:
 	if (rc != CORE_OK)
 		fs_log_quiet(fs, &fs->quiet_recover, "%s failed: %s",
 			     recover ? "recovery" : "compaction",
-			     err ? strerror(err) : core_rc_code(rc));
+			     err ? strerror(err)
+				 : undurable ? "the journal lines it captured were rolled back"
+					     : core_rc_code(rc));
 	snap_release(&s);
 	pthread_mutex_unlock(&fs->snapmu);
 	return rc;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 char *fx_tmpdir(void)
@@ -62,4 +63,37 @@ void fx_close_fresh(struct store *st)
 	store_close(st);
 	fx_rmdir(fresh_dir);
 	fresh_dir = NULL;
+}
+
+static void *held_main(void *arg)
+{
+	struct fx_held *h = arg;
+
+	h->rc = store_fs_compact(h->st);
+	return NULL;
+}
+
+void fx_compact_hold(struct store *st, struct fx_held *h)
+{
+	struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+	struct store_fs_stats s;
+	int i;
+
+	*h = (struct fx_held){.st = st, .rc = CORE_ERR_INTERNAL};
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_HOLD_SNAPSHOT, true), CORE_OK);
+	ck_assert_int_eq(pthread_create(&h->thread, NULL, held_main, h), 0);
+	for (i = 0; i < 60000; i++) { /* at most a minute, on a very busy machine */
+		ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+		if (s.snapshot_held)
+			return;
+		nanosleep(&ms, NULL);
+	}
+	ck_abort_msg("the compaction never reached its hold");
+}
+
+enum core_rc fx_compact_release(struct fx_held *h)
+{
+	ck_assert_int_eq(store_fs_fault_set(h->st, STORE_FS_FAULT_HOLD_SNAPSHOT, false), CORE_OK);
+	ck_assert_int_eq(pthread_join(h->thread, NULL), 0);
+	return h->rc;
 }

@@ -4,6 +4,8 @@
 
 #include "store/store.h"
 
+#include <pthread.h>
+
 /* A new empty directory under $TMPDIR (or /tmp); caller frees the string. */
 char *fx_tmpdir(void);
 /* rm -rf dir, then frees it. */
@@ -14,5 +16,17 @@ struct store *fx_open(const char *dir, size_t compact_bytes, size_t events_keep,
 /* The conformance factory: a fresh dir per store, removed on close. */
 struct store *fx_open_fresh(void);
 void fx_close_fresh(struct store *st);
+
+/* A compaction held (STORE_FS_FAULT_HOLD_SNAPSHOT) with its snapshot written, not installed:
+ * fx_compact_hold runs store_fs_compact on a thread and returns once it waits there (it has
+ * captured the state and switched writers to the next generation); fx_compact_release lifts
+ * the hold and returns the compaction's result. */
+struct fx_held {
+	struct store *st;
+	pthread_t thread;
+	enum core_rc rc;
+};
+void fx_compact_hold(struct store *st, struct fx_held *h);
+enum core_rc fx_compact_release(struct fx_held *h);
 
 #endif

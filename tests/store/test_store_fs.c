@@ -483,12 +483,14 @@ END_TEST
 /* A compaction between a group's commits and its flush hands the old generation's records,
  * not written yet, to the flusher with its file: it writes and syncs each generation's part
  * (two writes for the one group), the commits on both sides are acknowledged, and everything
- * reads back after a reopen. */
+ * reads back after a reopen. The compaction, held before it installs its snapshot (it would
+ * flush c0..c2 itself), finds them durable then and installs it. */
 START_TEST(compaction_hands_unwritten_records_over)
 {
 	char *dir = fx_tmpdir(), id[16];
 	struct store *st = fx_open(dir, 0, 0, NULL);
 	struct store_fs_stats s0, s1;
+	struct fx_held held;
 	struct store_ack ack;
 	struct core_card **v;
 	size_t n;
@@ -501,11 +503,13 @@ START_TEST(compaction_hands_unwritten_records_over)
 		snprintf(id, sizeof id, "c%d", k);
 		create(st, id);
 		if (k == 2)
-			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+			fx_compact_hold(st, &held);
 	}
 	ck_assert(store_ack_end(&ack));
 	ck_assert_int_eq(store_ack_wait(&ack), CORE_OK);
+	ck_assert_int_eq(fx_compact_release(&held), CORE_OK);
 	ck_assert_int_eq(store_fs_stats_get(st, &s1), CORE_OK);
+	ck_assert_uint_eq(s1.compactions, s0.compactions + 1);
 	ck_assert_uint_eq(s1.generation, s0.generation + 1);
 	ck_assert_uint_eq(s1.writes - s0.writes, 2); /* c0..c2 in the old file, c3..c5 in the new */
 	ck_assert_uint_eq(s1.syncs - s0.syncs, 2);
@@ -519,6 +523,49 @@ START_TEST(compaction_hands_unwritten_records_over)
 		ck_assert_str_eq(v[k + 1]->id, id);
 	}
 	store_cards_free(v, n);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A snapshot is installed only once every commit it captured is durable. With nobody
+ * flushing (the ack that owes them not handed over yet), the compaction flushes them itself,
+ * as a synchronous writer would: when it returns they are durable, and the ack's wait needs
+ * no sync of its own. */
+START_TEST(compaction_flushes_what_it_captured)
+{
+	char *dir = fx_tmpdir(), id[16];
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_fs_stats s0, s1, s2;
+	struct store_ack ack;
+	int k;
+
+	create(st, "before");
+	store_ack_begin(&ack);
+	for (k = 0; k < 3; k++) {
+		snprintf(id, sizeof id, "c%d", k);
+		create(st, id);
+	}
+	ck_assert(store_ack_end(&ack));
+	ck_assert_int_eq(store_fs_stats_get(st, &s0), CORE_OK);
+	ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+	ck_assert_int_eq(store_fs_stats_get(st, &s1), CORE_OK);
+	ck_assert_uint_eq(s1.compactions, s0.compactions + 1);
+	ck_assert_uint_eq(s1.writes, s0.writes + 1); /* c0..c2, one write, by the compaction */
+	ck_assert_uint_gt(s1.syncs, s0.syncs);
+	ck_assert_int_eq(store_ack_wait(&ack), CORE_OK);
+	ck_assert_int_eq(store_fs_stats_get(st, &s2), CORE_OK);
+	ck_assert_uint_eq(s2.syncs, s1.syncs);
+	ck_assert_uint_eq(s2.writes, s1.writes);
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	for (k = 0; k < 3; k++) {
+		struct core_card *c = NULL;
+
+		snprintf(id, sizeof id, "c%d", k);
+		ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+		core_card_free(c);
+	}
 	store_close(st);
 	fx_rmdir(dir);
 }
@@ -1665,6 +1712,7 @@ int main(void)
 	tcase_add_test(tc, group_commit_shares_syncs);
 	tcase_add_test(tc, one_write_per_group);
 	tcase_add_test(tc, compaction_hands_unwritten_records_over);
+	tcase_add_test(tc, compaction_flushes_what_it_captured);
 	tcase_add_test(tc, large_group_is_written_whole);
 	tcase_add_test(tc, compaction_under_concurrent_writes);
 	tcase_add_test(tc, second_open_refused);

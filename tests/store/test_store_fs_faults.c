@@ -264,6 +264,7 @@ START_TEST(write_fault_fails_a_group_across_generations)
 {
 	char *dir = fx_tmpdir(), id[16];
 	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct fx_held held;
 	struct store_ack ack;
 	int k;
 
@@ -272,8 +273,8 @@ START_TEST(write_fault_fails_a_group_across_generations)
 	for (k = 0; k < 4; k++) {
 		snprintf(id, sizeof id, "c%d", k);
 		ck_assert_int_eq(create(st, id, "ready", NULL), CORE_OK);
-		if (k == 1)
-			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+		if (k == 1) /* held before it installs its snapshot (it would flush c0, c1) */
+			fx_compact_hold(st, &held);
 	}
 	ck_assert(store_ack_end(&ack));
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, true), CORE_OK);
@@ -283,6 +284,8 @@ START_TEST(write_fault_fails_a_group_across_generations)
 		ck_assert_ptr_null(get(st, id));
 	}
 	ck_assert(failed(st));
+	/* It captured c0 and c1, refused since: its snapshot is dropped. */
+	ck_assert_int_eq(fx_compact_release(&held), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, false), CORE_OK);
 	ck_assert_int_eq(retitle(st, "a", "after"), CORE_OK); /* recovers */
 	store_close(st);
@@ -292,6 +295,122 @@ START_TEST(write_fault_fails_a_group_across_generations)
 		snprintf(id, sizeof id, "c%d", k);
 		ck_assert_ptr_null(get(st, id));
 	}
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* A compaction captures every commit applied in memory, some not durable yet (here owed
+ * through an ack, their group not flushed). When that group's write or sync then fails, they
+ * are refused and rolled back, with the commits made on top of them in the new generation:
+ * the snapshot that holds them must never be installed, nor the old generation keep them.
+ * Stopped before any recovery (the disk still refuses: none can write its snapshot), the
+ * directory reopens with every acknowledged write and none of the refused ones. Before the
+ * fix, the held compaction renamed its snapshot (with "refused" and c) into place. */
+START_TEST(snapshot_never_makes_refused_writes_durable)
+{
+	unsigned faults[2] = {STORE_FS_FAULT_WRITE, STORE_FS_FAULT_SYNC};
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		char *dir = fx_tmpdir();
+		struct store *st = fx_open(dir, 0, 0, NULL);
+		struct fx_held held;
+		struct store_ack ack;
+		enum core_rc compacted;
+		int64_t seq;
+
+		ck_assert_int_eq(create(st, "a", "ready", NULL), CORE_OK);
+		ck_assert_int_eq(create(st, "b", "ready", NULL), CORE_OK);
+		seq = last_seq(st);
+		told_of = (struct told){.mu = PTHREAD_MUTEX_INITIALIZER,
+					.cond = PTHREAD_COND_INITIALIZER};
+		store_ack_begin(&ack);
+		ck_assert_int_eq(retitle(st, "a", "refused"), CORE_OK); /* appended, unflushed */
+		ck_assert_int_eq(create(st, "c", "ready", NULL), CORE_OK);
+		fx_compact_hold(st, &held); /* captured both; writers on the next generation */
+		ck_assert_int_eq(retitle(st, "a", "on-top"), CORE_OK); /* built on them */
+		ck_assert_int_eq(move(st, "c", "done"), CORE_OK);
+		ck_assert(store_ack_end(&ack));
+		ck_assert_uint_eq(ack.lines, 4);
+		ck_assert_int_eq(store_fs_fault_set(st, faults[k], true), CORE_OK);
+		store_ack_submit(&ack, told_done); /* the acker flushes both generations: fails */
+		pthread_mutex_lock(&told_of.mu);
+		while (!told_of.done)
+			pthread_cond_wait(&told_of.cond, &told_of.mu);
+		pthread_mutex_unlock(&told_of.mu);
+		ck_assert_int_eq(told_of.rc, CORE_ERR_STORE_UNAVAILABLE);
+		assert_card(st, "a", "old", "ready"); /* all four rolled back, newest first */
+		ck_assert_ptr_null(get(st, "c"));
+		ck_assert_int_eq(last_seq(st), seq);
+		compacted = fx_compact_release(&held);
+		/* The process stops here, the disk still refusing: no recovery ran. */
+		store_close(st);
+
+		st = fx_open(dir, 0, 0, NULL);
+		assert_card(st, "a", "old", "ready");
+		assert_card(st, "b", "old", "ready");
+		ck_assert_ptr_null(get(st, "c"));
+		ck_assert_int_eq(last_seq(st), seq);
+		ck_assert_int_eq(compacted, CORE_ERR_STORE_UNAVAILABLE); /* dropped, not installed */
+		ck_assert_int_eq(retitle(st, "a", "after"), CORE_OK);    /* and it goes on */
+		store_close(st);
+		st = fx_open(dir, 0, 0, NULL);
+		assert_card(st, "a", "after", "ready");
+		ck_assert_ptr_null(get(st, "c"));
+		ck_assert_int_eq(last_seq(st), seq + 1);
+		store_close(st);
+		fx_rmdir(dir);
+	}
+}
+END_TEST
+
+/* The group under way when a compaction switches generations: its flusher wrote it to the
+ * old generation and is syncing it (held there) while the compaction captures its line. The
+ * sync fails: the compaction drops its snapshot, and the old file, no longer the current one
+ * (the rollback cuts only that), is cut back all the same; so after a stop before any
+ * recovery the refused write is not replayed from it. */
+START_TEST(group_failing_across_a_rotation_is_cut)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct timespec ms = {.tv_sec = 0, .tv_nsec = 1000 * 1000};
+	struct store_fs_stats s;
+	struct fx_held held;
+	struct store_ack ack;
+	int64_t seq;
+	int i;
+
+	ck_assert_int_eq(create(st, "a", "ready", NULL), CORE_OK);
+	seq = last_seq(st);
+	told_of = (struct told){.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	store_ack_begin(&ack);
+	ck_assert_int_eq(retitle(st, "a", "refused"), CORE_OK);
+	ck_assert(store_ack_end(&ack));
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_HOLD_SYNC, true), CORE_OK);
+	store_ack_submit(&ack, told_done); /* the acker writes it, then holds before its sync */
+	for (i = 0; i < 60000; i++) {
+		ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+		if (s.sync_held)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	ck_assert_msg(s.sync_held, "the journal sync never reached its hold");
+	fx_compact_hold(st, &held); /* captured the line being synced; writers on G+1 */
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_SYNC, true), CORE_OK);
+	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_HOLD_SYNC, false), CORE_OK);
+	pthread_mutex_lock(&told_of.mu);
+	while (!told_of.done)
+		pthread_cond_wait(&told_of.cond, &told_of.mu);
+	pthread_mutex_unlock(&told_of.mu);
+	ck_assert_int_eq(told_of.rc, CORE_ERR_STORE_UNAVAILABLE);
+	assert_card(st, "a", "old", "ready");
+	ck_assert_int_eq(fx_compact_release(&held), CORE_ERR_STORE_UNAVAILABLE);
+	store_close(st); /* stopped while the disk refuses: no recovery ran */
+
+	st = fx_open(dir, 0, 0, NULL);
+	assert_card(st, "a", "old", "ready");
+	ck_assert_int_eq(last_seq(st), seq);
 	store_close(st);
 	fx_rmdir(dir);
 }
@@ -634,6 +753,8 @@ int main(void)
 	tcase_add_test(tc, write_fault_refuses_cleanly);
 	tcase_add_test(tc, write_fault_at_the_flush_fails_the_group);
 	tcase_add_test(tc, write_fault_fails_a_group_across_generations);
+	tcase_add_test(tc, snapshot_never_makes_refused_writes_durable);
+	tcase_add_test(tc, group_failing_across_a_rotation_is_cut);
 	tcase_add_test(tc, refused_writes_are_logged_once);
 	tcase_add_test(tc, rollback_undoes_every_kind_of_change);
 	tcase_add_test(tc, failed_group_fails_together);
