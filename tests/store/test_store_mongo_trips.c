@@ -233,6 +233,45 @@ START_TEST(writers_leave_the_pull_to_the_puller)
 }
 END_TEST
 
+/* The bench's cycle, one writer at a time, counted request by request on the calling thread
+ * (store/mongo/README.md, "Round trips per request"): claim and an owned state write read the
+ * card and its board (one aggregate, or two finds on FerretDB), then the findAndModify, the
+ * seqs and the insert, and on FerretDB the pull before answering (elsewhere the puller's);
+ * renew is its findAndModify; release reads the card, no board. */
+START_TEST(cycle_round_trips_per_request)
+{
+	struct store *st = open_fresh();
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .state = "review"};
+	struct store_claim_result r = {0};
+	struct core_card *c = NULL;
+	struct core_token t;
+	uint64_t before;
+	unsigned fdb = is_ferretdb() ? 2 : 0; /* the second find, the pull */
+
+	create(st, "c1", "in_progress");
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &r), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 4 + fdb);
+	t = (struct core_token){"w1", r.token.epoch, NULL};
+	core_card_free(r.card);
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 30000, &bot, &c), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 1);
+	core_card_free(c);
+	w.token = t;
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &bot, &c), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 4 + fdb);
+	ck_assert_str_eq(c->state, "review");
+	core_card_free(c);
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_release(st, "c1", &t, &bot, &c), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 4 + (fdb ? 1 : 0));
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
 /* ---- the seq allocations shared by concurrent writers ---- */
 
 #define SEQ_THREADS 8
@@ -645,6 +684,7 @@ void mongo_add_trips(TCase *tc)
 	tcase_add_test(tc, renew_refusals_change_nothing);
 	tcase_add_test(tc, card_and_board_in_one_round_trip);
 	tcase_add_test(tc, writers_leave_the_pull_to_the_puller);
+	tcase_add_test(tc, cycle_round_trips_per_request);
 	tcase_add_test(tc, shared_seq_allocations_hand_each_seq_once);
 	tcase_add_test(tc, writers_share_the_events_insert);
 	tcase_add_test(tc, a_duplicate_in_a_shared_insert_is_each_writers_retry);
