@@ -86,6 +86,7 @@ struct mgo_pull_req {
 	const char *doc_id;
 	const bson_t *arr;
 	bool taken, done;
+	pthread_cond_t cv; /* as mgo_seq_req's */
 	struct mgo_pull_req *next;
 };
 
@@ -116,12 +117,11 @@ struct mgo {
 	pthread_mutex_t counter_mu;
 	/* The shared seq allocations (mgo_seqs_take), guarded by seq_mu. */
 	pthread_mutex_t seq_mu;
-	pthread_cond_t seq_cv; /* broadcast when a batch is done */
 	struct mgo_seq_req *seq_head, **seq_tail; /* queued, not taken yet */
 	int seq_inflight;                         /* batches under way */
 	int seq_inflight_max; /* MGO_SEQ_INFLIGHT (a test may lower it to 1) */
 	/* The writers' own pulls shared the same way (one bulk under way at a time), also
-	 * guarded by seq_mu and signalled on seq_cv. */
+	 * guarded by seq_mu. */
 	struct mgo_pull_req *pullg_head, **pullg_tail;
 	bool pullg_busy;
 	/* FerretDB too: an update there is a read then a write, so two updates of one document
@@ -456,6 +456,9 @@ struct mgo_seq_req {
 				* them), or the insert's error */
 	bool taken;      /* in a batch under way */
 	bool done;       /* OUT filled */
+	/* Its writer waits on its own: woken when its batch is done, or, first in the queue,
+	 * when a batch under way ends (it may go next), never by every other batch's end. */
+	pthread_cond_t cv;
 	struct mgo_seq_req *next;
 };
 /* mgo_seqs_take for r, and (r->docs) its documents inserted into `events` in the same batch:

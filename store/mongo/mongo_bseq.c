@@ -220,11 +220,15 @@ enum core_rc mgo_seqs_take_insert(struct mgo_conn *c, struct mgo_seq_req *req)
 	req->taken = req->done = false;
 	req->next = NULL;
 	req->ins_rc = CORE_ERR_INTERNAL;
+	if (pthread_cond_init(&req->cv, NULL) != 0) {
+		req->rc = CORE_ERR_NOMEM;
+		return req->rc;
+	}
 	pthread_mutex_lock(&m->seq_mu);
 	*m->seq_tail = req;
 	m->seq_tail = &req->next;
 	while (!req->taken && m->seq_inflight >= m->seq_inflight_max)
-		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+		pthread_cond_wait(&req->cv, &m->seq_mu);
 	if (!req->taken) {
 		/* This writer goes, for everyone queued (itself included). */
 		batch = m->seq_head;
@@ -241,15 +245,20 @@ enum core_rc mgo_seqs_take_insert(struct mgo_conn *c, struct mgo_seq_req *req)
 			seqs_insert_batch(c, batch);
 		pthread_mutex_lock(&m->seq_mu);
 		/* Each request lives on its writer's stack: nothing of it is touched once its
-		 * writer may see done and return (they read it under seq_mu, after this). */
-		for (p = batch; p; p = p->next)
+		 * writer may see done and return (it reads it under seq_mu, after this). */
+		for (p = batch; p; p = p->next) {
 			p->done = true;
+			if (p != req)
+				pthread_cond_signal(&p->cv);
+		}
 		m->seq_inflight--;
-		pthread_cond_broadcast(&m->seq_cv);
+		if (m->seq_head) /* the first one queued meanwhile may go now */
+			pthread_cond_signal(&m->seq_head->cv);
 	}
 	while (!req->done)
-		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+		pthread_cond_wait(&req->cv, &m->seq_mu);
 	pthread_mutex_unlock(&m->seq_mu);
+	pthread_cond_destroy(&req->cv);
 	return req->rc;
 }
 

@@ -787,12 +787,16 @@ static void evq_pull_shared(struct mgo_conn *c, mongoc_collection_t *coll, const
 		evq_pull(m, coll, doc_id, q);
 		return;
 	}
+	if (pthread_cond_init(&r.cv, NULL) != 0) {
+		evq_pull(m, coll, doc_id, q);
+		return;
+	}
 	pull_array(&arr, q);
 	pthread_mutex_lock(&m->seq_mu);
 	*m->pullg_tail = &r;
 	m->pullg_tail = &r.next;
 	while (!r.taken && m->pullg_busy)
-		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+		pthread_cond_wait(&r.cv, &m->seq_mu);
 	if (!r.taken) {
 		/* This writer sends the bulk, for everyone queued (itself included). */
 		batch = m->pullg_head;
@@ -805,14 +809,19 @@ static void evq_pull_shared(struct mgo_conn *c, mongoc_collection_t *coll, const
 		pulls_send_group(c, batch);
 		pthread_mutex_lock(&m->seq_mu);
 		/* each request lives on its writer's stack: untouched once done is seen */
-		for (p = batch; p; p = p->next)
+		for (p = batch; p; p = p->next) {
 			p->done = true;
+			if (p != &r)
+				pthread_cond_signal(&p->cv);
+		}
 		m->pullg_busy = false;
-		pthread_cond_broadcast(&m->seq_cv);
+		if (m->pullg_head) /* the first one queued meanwhile sends the next bulk */
+			pthread_cond_signal(&m->pullg_head->cv);
 	}
 	while (!r.done)
-		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+		pthread_cond_wait(&r.cv, &m->seq_mu);
 	pthread_mutex_unlock(&m->seq_mu);
+	pthread_cond_destroy(&r.cv);
 	bson_destroy(&arr);
 }
 

@@ -608,7 +608,7 @@ START_TEST(a_shared_insert_tells_each_writer_its_own_outcome)
 	}
 	pthread_mutex_lock(&m->seq_mu);
 	m->seq_inflight_max = 1;
-	pthread_cond_broadcast(&m->seq_cv);
+	pthread_cond_signal(&m->seq_head->cv); /* the first one queued goes */
 	pthread_mutex_unlock(&m->seq_mu);
 	for (i = 0; i < 3; i++)
 		pthread_join(th[i], NULL);
