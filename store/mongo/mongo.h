@@ -126,7 +126,8 @@ struct mgo {
 	bool pullg_busy;
 	/* FerretDB too: an update there is a read then a write, so two updates of one document
 	 * racing can lose one. A deferred outbox pull would race the next write of the same
-	 * card (the next request) and could undo it: there, writers pull their own, in turn. */
+	 * card (the next request) and could undo it: there each writer's pull is done before it
+	 * answers, in a bulk shared with the writers pulling at the same moment. */
 	bool racy_updates;
 	/* The server runs the $lookup stage (not FerretDB 1.24): a write that needs the card and
 	 * its board reads both in one aggregate (mongo_cas.c). */

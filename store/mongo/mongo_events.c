@@ -534,7 +534,7 @@ static void evq_pull(struct mgo *m, mongoc_collection_t *coll, const char *doc_i
  * collection. The pull then runs beside the next write of the same document: on a server
  * whose single-document updates are atomic (MongoDB, mongo-java-server) each applies to
  * what the other left; on FerretDB (racy_updates) one could overwrite the other, so there
- * the writer pulls its own before it answers, as before. */
+ * the writer's pull is done before it answers (evq_pull_shared, below). */
 
 static void pull_free(struct mgo_pull *p)
 {
