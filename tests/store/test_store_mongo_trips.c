@@ -2,7 +2,9 @@
  * request"): a renew that names its lease is one findAndModify decided by its filter alone,
  * refusing exactly what core refuses; a writer hands its outbox pull to the puller thread,
  * which pulls in bulk, and a store that closes pulls what is still queued; a write that needs
- * the card and its board reads both in one round trip. Round trips are
+ * the card and its board reads both in one round trip; writers delivering at the same moment
+ * share the seqs, the events' insert and (FerretDB) the pulls, each told its own outcome.
+ * Round trips are
  * counted on the calling thread (mgo_round_trips_here), pulls through the test_read hook
  * ("pull", on the thread that sends it), so the other threads' traffic does not count. */
 #include "store/mongo/mongo.h"
