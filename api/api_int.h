@@ -312,6 +312,8 @@ struct api {
 /* ---- errors.c: the one error table and the one renderer ---- */
 unsigned api_rc_status(enum core_rc rc);
 const char *api_rc_title(enum core_rc rc);
+/* The detail a problem carries when its handler gave none. */
+const char *api_rc_detail(enum core_rc rc);
 /* The problem+json body for rc (detail may be ""): a new string (caller frees), NULL on OOM;
  * *status gets the HTTP status. */
 char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status);
@@ -461,6 +463,9 @@ enum core_rc api_json_str(struct api_req *r, const char *key, bool required, siz
 			  const char **out);
 enum core_rc api_json_id(struct api_req *r, const char *key, bool required, const char **out);
 enum core_rc api_json_marker(struct api_req *r, bool client, const char **out);
+/* "reason" of a state write or a reopen (optional): BAD_REQUEST for a machine reason
+ * (core_is_machine_reason), which only the server writes (DESIGN §7). */
+enum core_rc api_json_reason(struct api_req *r, const char **out);
 enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,
 			  bool *present);
 enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bool *out);
@@ -509,6 +514,14 @@ enum core_rc api_card_missing(struct api_req *r, enum core_rc rc);
 /* Names `col` in the detail of rc when board `board` has no such column; returns rc. */
 enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
 			       const char *col);
+/* The detail of a refused card creation (the board, the column, the blocker, the size), for
+ * POST /v1/cards and the create_card tool alike; returns rc. */
+enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
+				    const struct store_card_create *in);
+/* The detail of a label write refused for the card's label count; returns rc. */
+enum core_rc api_labels_detail(struct api_req *r, enum core_rc rc);
+/* The detail of a card write refused as too large (comments or bytes); returns rc. */
+enum core_rc api_card_too_large_detail(struct api_req *r, const char *id);
 /* Answers the card (consumes it). */
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c);
 /* The bodies of the label and comment writes, checked the same way for REST and MCP:

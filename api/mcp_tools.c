@@ -13,7 +13,7 @@
 #define S_STRV "{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
 #define S_ID "{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9._:-]{1,128}$\",\"description\":\"card id\"}"
 #define S_NAME(what) "{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9._-]{1,64}$\",\"description\":\"" what "\"}"
-#define S_LABELS(what) "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[^\\\\s,]{1,64}$\"},\"maxItems\":1000,\"description\":\"" what "\"}"
+#define S_LABELS(what) "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[^\\\\s,]{1,64}$\"},\"maxItems\":128,\"description\":\"" what "\"}"
 
 /* A card as served by GET /v1/cards/{id} (store/codec.c). */
 #define S_CARD                                                                              \
@@ -202,8 +202,7 @@ static enum core_rc run_create_card(struct api_req *r, json_t **out)
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
 	rc = store_card_create(r->api->st, &in, &actor, &c);
-	if (rc == CORE_OK)
-		rc = card_json(c, out);
+	rc = rc == CORE_OK ? card_json(c, out) : api_card_create_detail(r, rc, &in);
 out:
 	core_strv_release(&labels);
 	core_strv_release(&blockers);
@@ -224,6 +223,8 @@ static enum core_rc state_write(struct api_req *r, const char *id, const char *f
 	/* No fallback: a refusal (terminal_state_exit, state_conflict) is the answer. */
 	rc = store_card_set_state_from(r->api->st, id, from ? from : cur->state, to, NULL, &actor,
 				       &c);
+	if (rc == CORE_ERR_TRANSITION_REJECTED)
+		return api_column_detail(r, rc, cur->board, to);
 	return rc == CORE_OK ? card_json(c, out) : rc;
 }
 
@@ -294,6 +295,9 @@ static enum core_rc run_set_labels(struct api_req *r, json_t **out)
 	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		goto out;
 	rc = store_card_labels_set(r->api->st, id, &labels, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		rc = api_card_too_large_detail(r, id);
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
 out:
@@ -314,6 +318,9 @@ static enum core_rc run_adjust_labels(struct api_req *r, json_t **out)
 	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		goto out;
 	rc = store_card_labels_adjust(r->api->st, id, &add, &remove, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		rc = api_card_too_large_detail(r, id);
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
 out:
@@ -334,6 +341,8 @@ static enum core_rc run_add_comment(struct api_req *r, json_t **out)
 	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		return rc;
 	rc = store_card_comment_add(r->api->st, id, body, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		return api_card_too_large_detail(r, id);
 	return rc == CORE_OK ? card_json(c, out) : rc;
 }
 
@@ -424,12 +433,12 @@ static const struct mcp_tool *tool_find(const char *name)
 	return NULL;
 }
 
-/* {code, status, detail}: the §8 problem of a refusal. */
+/* {code, status, detail}: the §8 problem of a refusal, detail as the REST route gives it. */
 static json_t *refusal_json(struct api_req *r, enum core_rc rc)
 {
 	return json_pack("{s:s, s:i, s:s}", "code", core_rc_code(rc), "status",
 			 (int)api_rc_status(rc), "detail",
-			 r->detail[0] ? r->detail : api_rc_title(rc));
+			 r->detail[0] ? r->detail : api_rc_detail(rc));
 }
 
 /* The CallToolResult: structuredContent plus its text rendering. */
