@@ -312,6 +312,8 @@ struct api {
 /* ---- errors.c: the one error table and the one renderer ---- */
 unsigned api_rc_status(enum core_rc rc);
 const char *api_rc_title(enum core_rc rc);
+/* The table's detail of rc: what a problem says when its handler named nothing. */
+const char *api_rc_detail(enum core_rc rc);
 /* The problem+json body for rc (detail may be ""): a new string (caller frees), NULL on OOM;
  * *status gets the HTTP status. */
 char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status);

@@ -85,7 +85,7 @@ const char *api_rc_title(enum core_rc rc)
 	return rc_table[rc].title;
 }
 
-static const char *rc_detail(enum core_rc rc)
+const char *api_rc_detail(enum core_rc rc)
 {
 	if ((int)rc < 0 || rc >= CORE_RC_COUNT_ || !rc_table[rc].detail)
 		return "internal error";
@@ -161,7 +161,7 @@ char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status)
 	snprintf(type, sizeof type, "/problems/%s", core_rc_code(rc));
 	j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", api_rc_title(rc),
 		      "status", (int)*status, "code", core_rc_code(rc), "detail",
-		      detail && detail[0] ? detail : rc_detail(rc));
+		      detail && detail[0] ? detail : api_rc_detail(rc));
 	if (!j && detail) {
 		/* A detail cut inside a UTF-8 sequence (or echoing bad bytes): say it in ASCII. */
 		char ascii[API_DETAIL_MAX];
@@ -172,7 +172,7 @@ char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status)
 		ascii[i] = '\0';
 		j = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", api_rc_title(rc),
 			      "status", (int)*status, "code", core_rc_code(rc), "detail",
-			      ascii[0] ? ascii : rc_detail(rc));
+			      ascii[0] ? ascii : api_rc_detail(rc));
 	}
 	/* ASCII only: a detail that echoes a client's bytes (an unknown field's name) reads the
 	 * same whatever charset a client guesses for a body without one. */
@@ -194,7 +194,7 @@ enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char
 		if (rc == CORE_OK)
 			rc = CORE_ERR_INTERNAL;
 		status = api_rc_status(rc);
-		j = api_mcp_early_error(rc, detail && detail[0] ? detail : rc_detail(rc));
+		j = api_mcp_early_error(rc, detail && detail[0] ? detail : api_rc_detail(rc));
 		if (j && json_object_get(r->json, "id"))
 			json_object_set(j, "id", json_object_get(r->json, "id"));
 		text = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;

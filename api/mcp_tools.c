@@ -224,6 +224,8 @@ static enum core_rc state_write(struct api_req *r, const char *id, const char *f
 	/* No fallback: a refusal (terminal_state_exit, state_conflict) is the answer. */
 	rc = store_card_set_state_from(r->api->st, id, from ? from : cur->state, to, NULL, &actor,
 				       &c);
+	if (rc == CORE_ERR_TRANSITION_REJECTED)
+		return api_column_detail(r, rc, cur->board, to); /* as the REST route says it */
 	return rc == CORE_OK ? card_json(c, out) : rc;
 }
 
@@ -429,7 +431,7 @@ static json_t *refusal_json(struct api_req *r, enum core_rc rc)
 {
 	return json_pack("{s:s, s:i, s:s}", "code", core_rc_code(rc), "status",
 			 (int)api_rc_status(rc), "detail",
-			 r->detail[0] ? r->detail : api_rc_title(rc));
+			 r->detail[0] ? r->detail : api_rc_detail(rc));
 }
 
 /* The CallToolResult: structuredContent plus its text rendering. */

@@ -105,6 +105,17 @@ async def modern_era(port, rest, bot, op):
             check(res.is_error and sc(res).get('code') == 'terminal_state_exit' and
                   sc(res).get('status') == 422 and sc(res).get('detail'),
                   'move_card out of done: %s' % res)
+        # A refusal says what was wrong as the REST route does (DESIGN §11, §13), never just
+        # its title.
+        st, prob = rest.call('PATCH', '/v1/cards/%s/state' % cid, bot, {'from': 'done',
+                                                                         'to': 'ready'})
+        check(st == 422 and sc(res).get('detail') == prob.get('detail') and
+              sc(res).get('detail') != 'Terminal State Exit',
+              'move_card out of done says why, as REST does: %s / %s' % (res, prob))
+        res = await c.call_tool('move_card', {'id': cid, 'to': 'no_such_column'})
+        check(res.is_error and sc(res).get('code') == 'transition_rejected' and
+              'no_such_column' in sc(res).get('detail', ''),
+              'move_card into an unknown column names it: %s' % res)
         res = await c.call_tool('close_card', {'id': cid, 'to': 'blocked'})
         check(not res.is_error and sc(res).get('state') == 'blocked', 'terminal refiling')
         res = await c.call_tool('get_card', {'id': 'no-such-card'})
