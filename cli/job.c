@@ -316,6 +316,30 @@ static long outcome_write(struct cli_http *h, const struct cli_claim *c,
 	return st;
 }
 
+/* The outcome write was refused (4xx). A claim taken from us (409 claim_conflict) refuses the
+ * release too: the job was lost. Otherwise the outcome itself was refused as asked (an unknown
+ * or non-working column, a role): the claim is still ours and is given back at once, never
+ * left held with nobody renewing it; the job is an error, and a configuration error when no
+ * card could take that outcome (403, 404, 422). */
+static void outcome_refused(struct cli_http *h, const struct cli_claim *c,
+			    const struct cli_job_opts *o, struct cli_job_report *rep, long st,
+			    int64_t lease_end)
+{
+	const struct cli_outcome *out = rep->end == CLI_JOB_SUCCEEDED ? &o->on_success
+								     : &o->on_failure;
+	char err[CLI_ERR_MAX];
+	long rs = out->kind == CLI_OUTCOME_RELEASE ? st : release(h, c, lease_end, err);
+	size_t n = strlen(rep->detail);
+
+	if (rs == 200) {
+		rep->end = CLI_JOB_ERROR;
+		rep->config_error = st != 409;
+		snprintf(rep->detail + n, sizeof rep->detail - n, "; the claim was released");
+	} else if (refused(rs)) {
+		rep->end = CLI_JOB_LOST;
+	}
+}
+
 /* Creates the run and records it on the card. */
 static bool run_start(struct cli_http *h, const struct cli_claim *c, struct cli_job_report *rep)
 {
@@ -529,7 +553,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	} else {
 		snprintf(rep->detail, sizeof rep->detail, "outcome not written: %.400s", err);
 		if (refused(st))
-			rep->end = CLI_JOB_LOST;
+			outcome_refused(h, c, o, rep, st, lease_end);
 	}
 done:
 	json_decref(result);

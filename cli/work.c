@@ -169,6 +169,8 @@ static void *slot_main(void *arg)
 			break;
 		cli_job_run(h, &c, &w->job, &rep);
 		cli_progress_job(&c, &rep);
+		if (rep.config_error)
+			atomic_store(&w->fatal, 2); /* every next card would be refused the same */
 		if (w->card) {
 			atomic_store(&w->last_exit, rep.end == CLI_JOB_SUCCEEDED || rep.end == CLI_JOB_FAILED
 						      ? (rep.exit_code >= 0 ? rep.exit_code : 128 - rep.exit_code)

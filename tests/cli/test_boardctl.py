@@ -183,6 +183,35 @@ def case_outcomes_and_env(srv, tmp):
     check(c['state'] == 'ready' and c['claim'] is None, '--on-failure release: %s' % c)
 
 
+def case_outcome_refused(srv, tmp):
+    # An outcome the server refuses as asked (--on-success into a column the board lacks):
+    # the claim is still boardctl's, so it is given back at once, never left held with
+    # nobody renewing it; the job is an error (run: 2) and `work` stops (a configuration
+    # error: exit 2) instead of taking card after card into the same refusal.
+    srv.new_card('badcol1', 'oref')
+    p = boardctl(srv, ['run', '--card', 'badcol1', '--on-success', 'no_such_col', '--', 'true'])
+    rc, out, err = finish(p)
+    c = srv.card('badcol1')
+    check(rc == 2 and 'no_such_col' in err, 'run: a refused outcome is an error (2): %d %s'
+          % (rc, err))
+    check(c['claim'] is None and c['state'] == 'ready',
+          'run: the claim is released after a refused outcome: %s' % c)
+    for i in range(3):
+        srv.new_card('badcol-w%d' % i, 'orefw')
+    count = tmp + '/oref.count'
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'orefw', '--on-failure',
+                       'no_such_col', '--wait-ms', '0', '--', 'sh', '-c',
+                       'echo x >> %s; exit 1' % count])
+    rc, out, err = finish(p)
+    with open(count) as f:
+        ran = len(f.read().split())
+    cards = [srv.card('badcol-w%d' % i) for i in range(3)]
+    check(rc == 2 and ran == 1, 'work stops at the first refused outcome: rc %d, %d jobs, %s'
+          % (rc, ran, err))
+    check(all(x['claim'] is None and x['state'] == 'ready' for x in cards),
+          'work: nothing left claimed: %s' % [(x['id'], x['claim']) for x in cards])
+
+
 def case_concurrency(srv, tmp):
     for i in range(6):
         srv.new_card('cc%d' % i, 'cc')
@@ -523,6 +552,7 @@ def main():
         case_unix(srv, tmp)
         case_verbs(srv, tmp)
         case_outcomes_and_env(srv, tmp)
+        case_outcome_refused(srv, tmp)
         case_agent_caps(srv, tmp)
         case_concurrency(srv, tmp)
         case_sigterm_forwarded(srv, tmp)
