@@ -508,6 +508,12 @@ enum core_rc api_card_scope(struct api_req *r);
 enum core_rc api_card_scope_lazy(struct api_req *r);
 /* rc; NOT_FOUND with no detail yet gets api_card_load's "no card <id>". */
 enum core_rc api_card_missing(struct api_req *r, enum core_rc rc);
+/* A store_card_create refusal with the detail that says what was wrong (no board, the column,
+ * the blocker, the size): POST /v1/cards and create_card say it alike. Returns rc. */
+enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
+				    const struct store_card_create *in);
+/* PAYLOAD_TOO_LARGE for card `id` grown too large, saying how: its comments or its bytes. */
+enum core_rc api_card_too_large_detail(struct api_req *r, const char *id);
 /* Names `col` in the detail of rc when board `board` has no such column; returns rc. */
 enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
 			       const char *col);

@@ -113,7 +113,7 @@ static enum core_rc blockers_detail(struct api_req *r, const char *self, const c
 }
 
 /* A grown card refused as too large: how many comments, or how many bytes. */
-static enum core_rc too_large_detail(struct api_req *r, const char *id)
+enum core_rc api_card_too_large_detail(struct api_req *r, const char *id)
 {
 	struct core_card *c = NULL;
 	size_t max = store_limits_comments(r->api->st);
@@ -126,6 +126,26 @@ static enum core_rc too_large_detail(struct api_req *r, const char *id)
 			 "card %s would be larger than %d bytes stored", id, CORE_CARD_BYTES_MAX);
 	core_card_free(c);
 	return CORE_ERR_PAYLOAD_TOO_LARGE;
+}
+
+enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
+				    const struct store_card_create *in)
+{
+	const char *board = in->board ? in->board : "default";
+
+	if (rc == CORE_ERR_NOT_FOUND)
+		return api_fail(r, rc, "no board %s", board);
+	if (rc == CORE_ERR_TRANSITION_REJECTED) {
+		/* The column, else the blockers. */
+		rc = api_column_detail(r, rc, board, in->state);
+		if (!r->detail[0] && in->blockers)
+			rc = blockers_detail(r, in->id, board, in->blockers);
+		return rc;
+	}
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		return api_fail(r, rc, "the card would be larger than %d bytes stored",
+				CORE_CARD_BYTES_MAX);
+	return rc;
 }
 
 enum core_rc api_h_card_create(struct api_req *r)
@@ -154,18 +174,7 @@ enum core_rc api_h_card_create(struct api_req *r)
 		goto out;
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
-	rc = store_card_create(r->api->st, &in, &actor, &c);
-	if (rc == CORE_ERR_NOT_FOUND)
-		rc = api_fail(r, rc, "no board %s", in.board ? in.board : "default");
-	else if (rc == CORE_ERR_TRANSITION_REJECTED) {
-		/* The column, else the blockers. */
-		rc = api_column_detail(r, rc, in.board ? in.board : "default", in.state);
-		if (!r->detail[0] && in.blockers)
-			rc = blockers_detail(r, in.id, in.board ? in.board : "default", in.blockers);
-	}
-	else if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
-		rc = api_fail(r, rc, "the card would be larger than %d bytes stored",
-			      CORE_CARD_BYTES_MAX);
+	rc = api_card_create_detail(r, store_card_create(r->api->st, &in, &actor, &c), &in);
 	if (rc != CORE_OK)
 		goto out;
 	snprintf(r->location, sizeof r->location, "/v1/cards/%s", c->id);
@@ -268,7 +277,7 @@ enum core_rc api_h_card_patch(struct api_req *r)
 	p.blockers = has_blockers ? &blockers : NULL;
 	rc = store_card_patch(r->api->st, api_param(r), &p, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
-		rc = too_large_detail(r, api_param(r));
+		rc = api_card_too_large_detail(r, api_param(r));
 	if (rc == CORE_ERR_TRANSITION_REJECTED && p.blockers) {
 		struct core_card *self = NULL;
 
@@ -439,7 +448,7 @@ enum core_rc api_h_comment_add(struct api_req *r)
 	rc = owned ? store_card_owned_write(r->api->st, api_param(r), &w, &actor, &c)
 		   : store_card_comment_add(r->api->st, api_param(r), body, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
-		return too_large_detail(r, api_param(r));
+		return api_card_too_large_detail(r, api_param(r));
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 201, c);

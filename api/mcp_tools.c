@@ -201,7 +201,7 @@ static enum core_rc run_create_card(struct api_req *r, json_t **out)
 		goto out;
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
-	rc = store_card_create(r->api->st, &in, &actor, &c);
+	rc = api_card_create_detail(r, store_card_create(r->api->st, &in, &actor, &c), &in);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
 out:
@@ -336,6 +336,8 @@ static enum core_rc run_add_comment(struct api_req *r, json_t **out)
 	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		return rc;
 	rc = store_card_comment_add(r->api->st, id, body, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		return api_card_too_large_detail(r, id);
 	return rc == CORE_OK ? card_json(c, out) : rc;
 }
 
