@@ -165,15 +165,20 @@ static void *slot_main(void *arg)
 			atomic_store(&w->fatal, 2);
 			break;
 		}
-		if (got == 0)
+		if (got == 0) {
+			if (w->card && stopping()) /* `run` stopped before it held the card */
+				atomic_store(&w->last_exit, 128 + atomic_load(&stop_sig));
 			break;
+		}
 		cli_job_run(h, &c, &w->job, &rep);
 		cli_progress_job(&c, &rep);
 		if (rep.config_error)
 			atomic_store(&w->fatal, 2); /* every next card would be refused the same */
 		if (w->card) {
+			/* Told to stop by signal N: 128+N, as a shell reports a process N ended. */
 			atomic_store(&w->last_exit, rep.end == CLI_JOB_SUCCEEDED || rep.end == CLI_JOB_FAILED
 						      ? (rep.exit_code >= 0 ? rep.exit_code : 128 - rep.exit_code)
+						      : rep.end == CLI_JOB_STOPPED ? 128 + atomic_load(&stop_sig)
 						      : rep.end == CLI_JOB_LOST ? 3 : 2);
 			break;
 		}

@@ -242,6 +242,31 @@ def case_sigterm_forwarded(srv, tmp):
     st, run = srv.api('GET', '/v1/runs/' + run_id)
     check(run['status'] == 'failed_resumable', 'run marked resumable: %s' % run)
     check('stopped' in err, 'reported as stopped: %s' % err)
+    check(rc == 0, 'work told to stop exits 0: %d' % rc)
+
+    # `run` told to stop: 128+N like any process a signal N ended (the man page's EXIT
+    # STATUS), whatever the command made of the forwarded signal; never 2, the error code.
+    for sig, name in ((signal.SIGTERM, 'term2'), (signal.SIGINT, 'int2')):
+        srv.new_card(name, 'st2')
+        pidf = '%s/%s.pid' % (tmp, name)
+        p = boardctl(srv, ['run', '--card', name, '--grace', '5s', '--', 'sh', '-c',
+                           'trap "exit 0" TERM INT; echo $$ > %s; '
+                           'while true; do sleep 0.1; done' % pidf])
+        check(read_pid(pidf) is not None, '%s: command started' % name)
+        p.send_signal(sig)
+        rc, out, err = finish(p)
+        c = srv.card(name)
+        check(rc == 128 + sig and c['claim'] is None,
+              'run stopped by signal %d exits %d: %d %s' % (sig, 128 + sig, rc, err))
+    # ... also while it is still retrying its claim (no server there).
+    port = bt.free_port()
+    p = boardctl(srv, ['--url', 'http://127.0.0.1:%d' % port, 'run', '--card', 'x', '--',
+                       'true'])
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    rc, out, err = finish(p)
+    check(rc == 128 + signal.SIGTERM and 'retrying' in err,
+          'run stopped while retrying its claim exits 143: %d %s' % (rc, err))
 
 
 def sleeper(srv, tmp, cid, label, *flags):
