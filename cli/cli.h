@@ -109,8 +109,8 @@ struct cli_job_report {
 	char run[129];
 	int64_t duration_ms;
 	bool outcome_written;
-	bool config_error; /* the server refused the outcome as asked (403/404/422): no other
-			    * card would fare better, `work` stops */
+	bool config_error; /* the server refused the outcome or the agent caps as asked
+			    * (400/403/404/422): no other card would fare better, `work` stops */
 	char detail[CLI_ERR_MAX];
 };
 

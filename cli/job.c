@@ -392,6 +392,9 @@ static bool agent_token_mint(struct cli_http *h, const struct cli_claim *c, cons
 	else if (st != 0)
 		snprintf(rep->detail, sizeof rep->detail, "agent token refused (%ld): %s", st,
 			 cli_http_problem(ans));
+	/* Caps the server refuses as asked (an unknown cap, one the worker lacks): every next
+	 * card would be refused the same. */
+	rep->config_error = !*out && (st == 400 || st == 403 || st == 422);
 	json_decref(ans);
 	return *out != NULL;
 }

@@ -566,6 +566,15 @@ def case_agent_caps(srv, tmp):
     c = srv.card('ag2')
     check(rc != 0 and 'agent token' in err and c['claim'] is None,
           'a refused mint: %d %s %s' % (rc, err.strip()[-200:], c['claim']))
+    # `work` stops at such a refusal (a configuration error, exit 2): it does not claim the
+    # card again and again, minting a failed run each time.
+    srv.new_card('ag3', 'ag3')
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'ag3', '--wait-ms', '0',
+                       '--agent-caps', 'board.fly', '--', 'true'])
+    rc, out, err = finish(p, 15)
+    c = srv.card('ag3')
+    check(rc == 2 and c['claim'] is None and c['claim_epoch'] == 1,
+          'work stops at a refused mint: rc %d, claimed %d times' % (rc, c['claim_epoch']))
 
 
 def main():
