@@ -479,6 +479,14 @@ def case_help():
         r = subprocess.run([BOARDCTL] + verb + ['--help'], capture_output=True, text=True)
         check(r.returncode == 0 and 'usage: boardctl' in r.stdout,
               '--help on %s: %d %s' % (verb, r.returncode, r.stderr))
+    # A bad value is named before the usage.
+    for flag, val in (('--wait-ms', '30001'), ('--grace', '-1'), ('--concurrency', '0'),
+                      ('--on-success', 'bad/col')):
+        r = subprocess.run([BOARDCTL, 'work', '--board', 'b', flag, val, '--', 'true'],
+                           capture_output=True, text=True)
+        first = r.stderr.splitlines()[0] if r.stderr else ''
+        check(r.returncode == 2 and flag in first and val in first,
+              'work %s %s says what was wrong: %d %r' % (flag, val, r.returncode, first))
 
 
 def case_verbs(srv, tmp):
