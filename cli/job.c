@@ -5,7 +5,8 @@
  *   command that outlives its supervisor would keep working after the lease ends.
  * - The claim is renewed and the run heartbeaten every renew_after_ms. A renew that fails
  *   without an answer (network, 5xx) is retried with backoff until the lease would end; a
- *   renew refused (409: the claim was taken, revoked or reclaimed) is a loss at once. The
+ *   renew refused (409: the claim was taken, revoked or reclaimed; 401: the token was
+ *   removed) is a loss at once. The
  *   lease end is measured locally from the moment each renew was SENT, so a boardctl stopped
  *   (SIGSTOP) past its lease knows it on waking, before it writes anything.
  * - On loss: SIGTERM to the process group, SIGKILL after the grace, and nothing is written:
@@ -70,10 +71,11 @@ static void card_path(char *buf, size_t len, const struct cli_claim *c, const ch
 	snprintf(buf, len, "/v1/cards/%s%s", id, tail);
 }
 
-/* A refusal: the server answered and said no (the claim is not ours any more). */
+/* A refusal: the server answered and said no (the claim is not ours any more, or the token
+ * that holds it was removed: 401). */
 static bool refused(long status)
 {
-	return status == 409 || status == 404 || status == 403 || status == 422;
+	return status == 409 || status == 404 || status == 403 || status == 422 || status == 401;
 }
 
 static long renew(struct cli_http *h, const struct cli_claim *c, long timeout, char *err)

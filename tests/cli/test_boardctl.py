@@ -361,6 +361,35 @@ def case_revoke(srv, tmp):
     del t0
 
 
+def case_token_removed(srv, tmp):
+    # The worker's token removed from the tokens file (SIGHUP) while a job runs: the renew
+    # answered 401 is a refusal like any other, the claim is lost at once; boardctl does not
+    # keep the command running while it retries until the lease would end.
+    tokens = tmp + '/tokens.json'
+    gone = bt.token_add(BOARDD, tokens, 'worker-gone', ['worker', 'bot'])
+    srv.proc.send_signal(signal.SIGHUP)
+    check(wait_for(lambda: srv.api('GET', '/v1/cards', token=gone)[0] == 200, 10),
+          'the new token works after SIGHUP')
+    srv.new_card('tokgone', 'tg')
+    pidf = tmp + '/tokgone.pid'
+    p = boardctl(srv, ['run', '--card', 'tokgone', '--lease-ms', '6000', '--grace', '1s', '--',
+                       'sh', '-c', 'echo $$ > %s; exec sleep 60' % pidf],
+                 env={'BOARDD_TOKEN': gone})
+    check(read_pid(pidf) is not None, 'command started')
+    with open(tokens) as f:
+        doc = json.load(f)
+    doc['tokens'] = [t for t in doc['tokens'] if t['name'] != 'worker-gone']
+    with open(tokens + '.tmp', 'w') as f:
+        json.dump(doc, f)
+    os.rename(tokens + '.tmp', tokens)
+    srv.proc.send_signal(signal.SIGHUP)
+    check(wait_for(lambda: srv.api('GET', '/v1/cards', token=gone)[0] == 401, 10),
+          'the removed token is refused after SIGHUP')
+    rc, out, err = finish(p, 30)
+    check(rc == 3 and 'renew refused' in err and '401' in err,
+          'a renew answered 401 is a loss at once: %d %s' % (rc, err))
+
+
 def case_server_restart(srv, tmp):
     # Ridden: the server is away for less than the lease; renews retry and the job finishes.
     srv.new_card('ride', 'rs')
@@ -601,6 +630,7 @@ def main():
         case_kill9(srv, tmp)
         case_sigstop(srv, tmp)
         case_revoke(srv, tmp)
+        case_token_removed(srv, tmp)
         case_server_restart(srv, tmp)
         if shutil.which('openssl'):
             case_tls(srv, tmp)
