@@ -4,6 +4,17 @@
 
 #include <string.h>
 
+/* NOT_FOUND naming board `board` when there is none (a sweep of a misspelt board would
+ * touch nothing and say 200). */
+static enum core_rc board_exists(struct api_req *r, const char *board)
+{
+	struct core_board b = {0};
+	enum core_rc rc = store_board_get(r->api->st, board, &b);
+
+	core_board_release(&b);
+	return rc == CORE_ERR_NOT_FOUND ? api_fail(r, rc, "no board %s", board) : rc;
+}
+
 /* The optional board of a sweep: from the body (rename, merge) or the query (delete). */
 static enum core_rc sweep_board(struct api_req *r, bool from_query, const char **board)
 {
@@ -14,7 +25,9 @@ static enum core_rc sweep_board(struct api_req *r, bool from_query, const char *
 		return rc;
 	if (*board && !core_name_valid(*board))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
-	return *board ? api_auth_board(r, *board) : CORE_OK;
+	if (*board && (rc = api_auth_board(r, *board)) == CORE_OK)
+		rc = board_exists(r, *board);
+	return rc;
 }
 
 static enum core_rc sweep_run(struct api_req *r, struct store_label_sweep *sw)
@@ -126,7 +139,9 @@ enum core_rc api_h_column_rename(struct api_req *r)
 	    (rc = api_json_name(r, "to", true, &to)) != CORE_OK)
 		return rc;
 	rc = store_board_column_rename(r->api->st, board, col, to, &actor, &touched);
-	if (rc == CORE_ERR_NOT_FOUND)
+	if (rc == CORE_ERR_NOT_FOUND && (rc = board_exists(r, board)) == CORE_OK)
+		rc = CORE_ERR_NOT_FOUND;
+	if (rc == CORE_ERR_NOT_FOUND && !r->detail[0])
 		return api_fail(r, rc, "no column %s on board %s", col, board);
 	if (rc == CORE_ERR_ALREADY_EXISTS)
 		return api_fail(r, rc, "board %s already has a column %s", board, to);

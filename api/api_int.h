@@ -312,7 +312,7 @@ struct api {
 /* ---- errors.c: the one error table and the one renderer ---- */
 unsigned api_rc_status(enum core_rc rc);
 const char *api_rc_title(enum core_rc rc);
-/* The table's detail of rc: what a problem says when its handler named nothing. */
+/* The detail a problem carries when its handler gave none. */
 const char *api_rc_detail(enum core_rc rc);
 /* The problem+json body for rc (detail may be ""): a new string (caller frees), NULL on OOM;
  * *status gets the HTTP status. */
@@ -463,6 +463,9 @@ enum core_rc api_json_str(struct api_req *r, const char *key, bool required, siz
 			  const char **out);
 enum core_rc api_json_id(struct api_req *r, const char *key, bool required, const char **out);
 enum core_rc api_json_marker(struct api_req *r, bool client, const char **out);
+/* "reason" of a state write or a reopen (optional): BAD_REQUEST for a machine reason
+ * (core_is_machine_reason), which only the server writes (DESIGN §7). */
+enum core_rc api_json_reason(struct api_req *r, const char **out);
 enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,
 			  bool *present);
 enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bool *out);
@@ -508,15 +511,17 @@ enum core_rc api_card_scope(struct api_req *r);
 enum core_rc api_card_scope_lazy(struct api_req *r);
 /* rc; NOT_FOUND with no detail yet gets api_card_load's "no card <id>". */
 enum core_rc api_card_missing(struct api_req *r, enum core_rc rc);
-/* A store_card_create refusal with the detail that says what was wrong (no board, the column,
- * the blocker, the size): POST /v1/cards and create_card say it alike. Returns rc. */
-enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
-				    const struct store_card_create *in);
-/* PAYLOAD_TOO_LARGE for card `id` grown too large, saying how: its comments or its bytes. */
-enum core_rc api_card_too_large_detail(struct api_req *r, const char *id);
 /* Names `col` in the detail of rc when board `board` has no such column; returns rc. */
 enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
 			       const char *col);
+/* The detail of a refused card creation (the board, the column, the blocker, the size), for
+ * POST /v1/cards and the create_card tool alike; returns rc. */
+enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
+				    const struct store_card_create *in);
+/* The detail of a label write refused for the card's label count; returns rc. */
+enum core_rc api_labels_detail(struct api_req *r, enum core_rc rc);
+/* The detail of a card write refused as too large (comments or bytes); returns rc. */
+enum core_rc api_card_too_large_detail(struct api_req *r, const char *id);
 /* Answers the card (consumes it). */
 enum core_rc api_reply_card(struct api_req *r, unsigned status, struct core_card *c);
 /* The bodies of the label and comment writes, checked the same way for REST and MCP:

@@ -2,6 +2,7 @@
  * which call the hooks the server filled in. */
 #include "api/api_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum core_rc api_h_board_list(struct api_req *r)
@@ -56,6 +57,37 @@ enum core_rc api_h_board_get(struct api_req *r)
 	return api_reply(r, 200, j);
 }
 
+/* A board PUT the store refused because a column it drops still holds cards: which column,
+ * and one of its cards. Returns rc. */
+static enum core_rc dropped_column_detail(struct api_req *r, enum core_rc rc,
+					  const struct core_board *nb)
+{
+	struct core_board old = {0};
+	size_t i;
+
+	if (store_board_get(r->api->st, nb->name, &old) != CORE_OK)
+		return rc;
+	for (i = 0; i < old.n_cols && !r->detail[0]; i++) {
+		struct store_card_filter f = {.board = nb->name, .state = old.cols[i].name,
+					      .claimed = -1, .limit = 1};
+		struct core_card **cards = NULL;
+		char *next = NULL;
+		size_t n = 0;
+
+		if (core_board_column(nb, old.cols[i].name))
+			continue;
+		if (store_card_list(r->api->st, &f, &cards, &n, &next) == CORE_OK && n)
+			api_fail(r, rc,
+				 "column %s of board %s still holds cards (%s%s): move them out, or "
+				 "rename the column, before dropping it",
+				 old.cols[i].name, nb->name, cards[0]->id, next ? ", ..." : "");
+		store_cards_free(cards, n);
+		free(next);
+	}
+	core_board_release(&old);
+	return rc;
+}
+
 enum core_rc api_h_board_put(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
@@ -100,6 +132,8 @@ enum core_rc api_h_board_put(struct api_req *r)
 		return api_fail(r, CORE_ERR_INVALID_BOARD, "invalid board: %s", detail);
 	}
 	rc = store_board_put(r->api->st, &b, &actor);
+	if (rc == CORE_ERR_TRANSITION_REJECTED)
+		rc = dropped_column_detail(r, rc, &b);
 	if (rc == CORE_OK) {
 		j = store_board_to_json(&b);
 		rc = api_reply(r, 200, j);

@@ -128,6 +128,15 @@ enum core_rc api_card_too_large_detail(struct api_req *r, const char *id)
 	return CORE_ERR_PAYLOAD_TOO_LARGE;
 }
 
+/* A label write the store refused as BAD_REQUEST after every label passed the body's check:
+ * the card would carry too many (core_labels_set, _adjust). Returns rc. */
+enum core_rc api_labels_detail(struct api_req *r, enum core_rc rc)
+{
+	if (rc == CORE_ERR_BAD_REQUEST && !r->detail[0])
+		api_fail(r, rc, "a card carries at most %d labels", CORE_LABELS_MAX);
+	return rc;
+}
+
 enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 				    const struct store_card_create *in)
 {
@@ -135,6 +144,8 @@ enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 
 	if (rc == CORE_ERR_NOT_FOUND)
 		return api_fail(r, rc, "no board %s", board);
+	if (rc == CORE_ERR_ALREADY_EXISTS && in->id)
+		return api_fail(r, rc, "card %s already exists", in->id);
 	if (rc == CORE_ERR_TRANSITION_REJECTED) {
 		/* The column, else the blockers. */
 		rc = api_column_detail(r, rc, board, in->state);
@@ -145,7 +156,7 @@ enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		return api_fail(r, rc, "the card would be larger than %d bytes stored",
 				CORE_CARD_BYTES_MAX);
-	return rc;
+	return in->labels ? api_labels_detail(r, rc) : rc;
 }
 
 enum core_rc api_h_card_create(struct api_req *r)
@@ -174,9 +185,11 @@ enum core_rc api_h_card_create(struct api_req *r)
 		goto out;
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
-	rc = api_card_create_detail(r, store_card_create(r->api->st, &in, &actor, &c), &in);
-	if (rc != CORE_OK)
+	rc = store_card_create(r->api->st, &in, &actor, &c);
+	if (rc != CORE_OK) {
+		rc = api_card_create_detail(r, rc, &in);
 		goto out;
+	}
 	snprintf(r->location, sizeof r->location, "/v1/cards/%s", c->id);
 	rc = api_reply_card(r, 201, c);
 out:
@@ -292,6 +305,40 @@ out:
 	return rc;
 }
 
+/* A delete or a reopen refused for dependents_outstanding: names one card of the board that
+ * lists card `id` in its blockers (outside `waiting` when a reopen asks; NULL: anywhere),
+ * found by paging the board on this error path only. Returns rc, with the generic detail
+ * when none is found (a write moved it meanwhile). */
+static enum core_rc dependents_detail(struct api_req *r, enum core_rc rc, const char *id,
+				      const char *board, const char *waiting, const char *why)
+{
+	struct store_card_filter f = {.board = board, .claimed = -1, .limit = 1000};
+	char *after = NULL, *next = NULL;
+	bool found = false;
+
+	do {
+		struct core_card **cards = NULL;
+		size_t n = 0, i;
+
+		f.after = after;
+		if (store_card_list(r->api->st, &f, &cards, &n, &next) != CORE_OK)
+			break;
+		for (i = 0; i < n && !found; i++)
+			if (core_strv_contains(&cards[i]->blockers, id) &&
+			    (!waiting || strcmp(cards[i]->state, waiting) != 0)) {
+				api_fail(r, rc, "card %s lists %s in its blockers (%s): %s",
+					 cards[i]->id, id, cards[i]->state, why);
+				found = true;
+			}
+		store_cards_free(cards, n);
+		free(after);
+		after = next;
+		next = NULL;
+	} while (after && !found);
+	free(after);
+	return rc;
+}
+
 enum core_rc api_h_card_delete(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
@@ -299,11 +346,21 @@ enum core_rc api_h_card_delete(struct api_req *r)
 
 	if (rc == CORE_OK)
 		rc = store_card_delete(r->api->st, api_param(r), &actor);
-	if (rc == CORE_ERR_DEPENDENTS_OUTSTANDING)
-		return api_fail(r, rc,
-				"other cards list %s in their blockers: deleting it would strand "
-				"them; remove it from their blockers first",
-				api_param(r));
+	if (rc == CORE_ERR_DEPENDENTS_OUTSTANDING) {
+		struct core_card *c = NULL;
+
+		if (store_card_get(r->api->st, api_param(r), &c) == CORE_OK)
+			dependents_detail(r, rc, c->id, c->board, NULL,
+					  "deleting it would strand them; remove it from their "
+					  "blockers first");
+		core_card_free(c);
+		if (!r->detail[0])
+			api_fail(r, rc,
+				 "other cards list %s in their blockers: deleting it would strand "
+				 "them; remove it from their blockers first",
+				 api_param(r));
+		return rc;
+	}
 	if (rc == CORE_OK)
 		r->status = 204;
 	return rc;
@@ -340,13 +397,25 @@ enum core_rc api_h_card_reopen(struct api_req *r)
 	enum core_rc rc;
 
 	if ((rc = api_json_name(r, "to", true, &to)) != CORE_OK ||
-	    (rc = api_json_str(r, "reason", false, API_REASON_MAX, &reason)) != CORE_OK)
+	    (rc = api_json_reason(r, &reason)) != CORE_OK)
 		return rc;
 	if ((rc = api_card_scope(r)) != CORE_OK)
 		return rc;
 	rc = store_card_reopen(r->api->st, api_param(r), to, reason, &actor, &c);
 	if (rc == CORE_ERR_TRANSITION_REJECTED)
 		return reopen_detail(r, to);
+	if (rc == CORE_ERR_DEPENDENTS_OUTSTANDING) {
+		struct core_board b = {0};
+
+		if (store_card_get(r->api->st, api_param(r), &c) == CORE_OK &&
+		    store_board_get(r->api->st, c->board, &b) == CORE_OK)
+			dependents_detail(r, rc, c->id, c->board, b.waiting,
+					  "it has moved on since this card was done, so this card "
+					  "cannot leave done");
+		core_board_release(&b);
+		core_card_free(c);
+		return rc;
+	}
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -396,6 +465,9 @@ enum core_rc api_h_labels_put(struct api_req *r)
 		rc = api_card_scope(r);
 	if (rc == CORE_OK)
 		rc = store_card_labels_set(r->api->st, api_param(r), &labels, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		rc = api_card_too_large_detail(r, api_param(r));
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 	core_strv_release(&labels);
@@ -414,6 +486,9 @@ enum core_rc api_h_labels_patch(struct api_req *r)
 		rc = api_card_scope(r);
 	if (rc == CORE_OK)
 		rc = store_card_labels_adjust(r->api->st, api_param(r), &add, &remove, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		rc = api_card_too_large_detail(r, api_param(r));
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = api_reply_card(r, 200, c);
 	core_strv_release(&add);

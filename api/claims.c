@@ -219,9 +219,15 @@ enum core_rc api_h_state(struct api_req *r)
 				"unowned state writes need the bot or operator role (workers send "
 				"\"marker\" and If-Match)");
 	if ((rc = api_json_name(r, "to", true, &to)) != CORE_OK ||
-	    (rc = api_json_str(r, "reason", false, API_REASON_MAX, &reason)) != CORE_OK)
+	    (rc = api_json_reason(r, &reason)) != CORE_OK)
 		return rc;
 	if (owned) {
+		/* The owned form is fenced by the claim, not by a source column: a "from" here
+		 * would be a precondition silently dropped. */
+		if (api_json_has(r, "from"))
+			return api_fail(r, CORE_ERR_BAD_REQUEST,
+					"\"from\" is for the unowned form (without \"marker\"): an "
+					"owned write is fenced by its claim token");
 		w.state = to;
 		w.reason = reason;
 		/* "release": true ends the hold in the same fenced step (boardctl's outcome). */

@@ -13,7 +13,7 @@
 #define S_STRV "{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
 #define S_ID "{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9._:-]{1,128}$\",\"description\":\"card id\"}"
 #define S_NAME(what) "{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9._-]{1,64}$\",\"description\":\"" what "\"}"
-#define S_LABELS(what) "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[^\\\\s,]{1,64}$\"},\"maxItems\":1000,\"description\":\"" what "\"}"
+#define S_LABELS(what) "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[^\\\\s,]{1,64}$\"},\"maxItems\":128,\"description\":\"" what "\"}"
 
 /* A card as served by GET /v1/cards/{id} (store/codec.c). */
 #define S_CARD                                                                              \
@@ -201,9 +201,8 @@ static enum core_rc run_create_card(struct api_req *r, json_t **out)
 		goto out;
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
-	rc = api_card_create_detail(r, store_card_create(r->api->st, &in, &actor, &c), &in);
-	if (rc == CORE_OK)
-		rc = card_json(c, out);
+	rc = store_card_create(r->api->st, &in, &actor, &c);
+	rc = rc == CORE_OK ? card_json(c, out) : api_card_create_detail(r, rc, &in);
 out:
 	core_strv_release(&labels);
 	core_strv_release(&blockers);
@@ -225,7 +224,7 @@ static enum core_rc state_write(struct api_req *r, const char *id, const char *f
 	rc = store_card_set_state_from(r->api->st, id, from ? from : cur->state, to, NULL, &actor,
 				       &c);
 	if (rc == CORE_ERR_TRANSITION_REJECTED)
-		return api_column_detail(r, rc, cur->board, to); /* as the REST route says it */
+		return api_column_detail(r, rc, cur->board, to);
 	return rc == CORE_OK ? card_json(c, out) : rc;
 }
 
@@ -296,6 +295,9 @@ static enum core_rc run_set_labels(struct api_req *r, json_t **out)
 	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		goto out;
 	rc = store_card_labels_set(r->api->st, id, &labels, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		rc = api_card_too_large_detail(r, id);
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
 out:
@@ -316,6 +318,9 @@ static enum core_rc run_adjust_labels(struct api_req *r, json_t **out)
 	    (rc = api_card_scope_id(r, id)) != CORE_OK)
 		goto out;
 	rc = store_card_labels_adjust(r->api->st, id, &add, &remove, &actor, &c);
+	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
+		rc = api_card_too_large_detail(r, id);
+	rc = api_labels_detail(r, rc);
 	if (rc == CORE_OK)
 		rc = card_json(c, out);
 out:
@@ -428,7 +433,7 @@ static const struct mcp_tool *tool_find(const char *name)
 	return NULL;
 }
 
-/* {code, status, detail}: the §8 problem of a refusal. */
+/* {code, status, detail}: the §8 problem of a refusal, detail as the REST route gives it. */
 static json_t *refusal_json(struct api_req *r, enum core_rc rc)
 {
 	return json_pack("{s:s, s:i, s:s}", "code", core_rc_code(rc), "status",

@@ -110,8 +110,10 @@ struct query_scan {
 	const char *spec;
 	const char *seen[8]; /* the known keys met so far (borrowed from the spec's words) */
 	size_t n_seen;
-	const char *bad;     /* the first unknown or repeated key (borrowed from MHD) */
+	const char *bad;     /* the first unknown, repeated or valueless key (borrowed from MHD) */
 	bool repeated;
+	bool novalue;        /* "?limit": libmicrohttpd's NULL value, which a lookup cannot tell
+			      * from an absent key */
 };
 
 static enum MHD_Result query_each(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -122,9 +124,13 @@ static enum MHD_Result query_each(void *cls, enum MHD_ValueKind kind, const char
 	size_t i;
 
 	(void)kind;
-	(void)value;
 	if (!spec_has(q->spec, key, &nullable)) {
 		q->bad = key;
+		return MHD_NO;
+	}
+	if (!value) {
+		q->bad = key;
+		q->novalue = true;
 		return MHD_NO;
 	}
 	for (i = 0; i < q->n_seen; i++)
@@ -148,6 +154,9 @@ enum core_rc api_query_check(struct api_req *r)
 	if (q.repeated)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "query parameter \"%.64s\" given twice",
 				q.bad);
+	if (q.novalue)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"query parameter \"%.64s\" has no value (%.64s=...)", q.bad, q.bad);
 	return api_fail(r, CORE_ERR_BAD_REQUEST, "unknown query parameter \"%.64s\" (known: %s)",
 			q.bad, r->route->query ? r->route->query : "none");
 }
@@ -331,6 +340,20 @@ enum core_rc api_json_marker(struct api_req *r, bool client, const char **out)
 				"\" are reserved for the reaper");
 	}
 	return CORE_OK;
+}
+
+enum core_rc api_json_reason(struct api_req *r, const char **out)
+{
+	enum core_rc rc = api_json_str(r, "reason", false, API_REASON_MAX, out);
+
+	if (rc != CORE_OK || !*out || !core_is_machine_reason(*out))
+		return rc;
+	rc = api_fail(r, CORE_ERR_BAD_REQUEST,
+		      "reason %s is reserved: the machine reasons (watchdog, state_rename, "
+		      "state_delete, migration) are the server's own provenance",
+		      *out);
+	*out = NULL;
+	return rc;
 }
 
 enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,

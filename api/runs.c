@@ -92,6 +92,9 @@ enum core_rc api_h_run_create(struct api_req *r)
 				"card %s is not claimed by marker %s with this token: only its "
 				"current holder starts a run",
 				in.card_id, in.marker);
+	if (rc == CORE_ERR_ALREADY_EXISTS && in.id)
+		return api_fail(r, rc, "run %s already exists (a pruned run's id is not reused)",
+				in.id);
 	if (rc != CORE_OK)
 		return rc;
 	snprintf(r->location, sizeof r->location, "/v1/runs/%s", run->id);

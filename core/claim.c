@@ -192,7 +192,8 @@ bool core_pick_fits(const struct core_pick *p, const struct core_card *c)
 {
 	size_t i;
 
-	if (c->claim.present || core_board_is_terminal(p->board, c->state))
+	if (c->claim.present || !c->board || strcmp(c->board, p->board->name) != 0 ||
+	    core_board_is_terminal(p->board, c->state))
 		return false;
 	if (p->columns && p->columns->n) {
 		if (!core_strv_contains(p->columns, c->state))

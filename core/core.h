@@ -372,8 +372,9 @@ struct core_pick {
  * be claimed). TRANSITION_REJECTED with a detail naming the column otherwise. */
 enum core_rc core_pick_check(const struct core_board *b, const struct core_strv *columns,
 			     char *detail, size_t detail_len);
-/* c is unclaimed, sits in one of the columns, carries every label and its blockers are all
- * in the completed column. */
+/* c is a card of p->board, unclaimed, sits in one of the columns, carries every label and
+ * its blockers are all in the completed column. (The FS twin's candidate lists hold every
+ * board's cards of a column or a label: the board is part of the fit.) */
 bool core_pick_fits(const struct core_pick *p, const struct core_card *c);
 /* a comes before b: higher priority, then older created_at, then smaller id. */
 bool core_pick_before(const struct core_card *a, const struct core_card *b);

@@ -224,6 +224,55 @@ START_TEST(err_413)
 }
 END_TEST
 
+/* A query parameter without a value ("?limit", "?board") is as bad as an empty one
+ * ("?limit="): 400 naming it, on every route that takes a query, never silently dropped. */
+START_TEST(err_query_key_without_value)
+{
+	const char *paths[] = {"/v1/cards?limit", "/v1/cards?board", "/v1/cards?claimed",
+			       "/v1/cards?after", "/v1/events?limit", "/v1/events?after",
+			       "/v1/events?wait_ms", "/v1/labels?board", "/v1/attention?limit",
+			       "/v1/cards?state=ready&label"};
+	size_t i;
+
+	for (i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+		t_problem(400, "bad_request", "GET", paths[i], OP, NULL, NULL);
+		ck_assert_msg(strstr(T_BODY, "has no value"), "%s: %s", paths[i], T_BODY);
+	}
+	t_problem(400, "bad_request", "DELETE", "/v1/labels/x?board", OP, NULL, NULL);
+	ck_assert_msg(strstr(T_BODY, "has no value"), "%s", T_BODY);
+	json_decref(t_must(200, "GET", "/v1/cards?limit=1", OP, NULL, NULL));
+}
+END_TEST
+
+/* The labels a card may carry (CORE_LABELS_MAX) are counted on the card, after the write:
+ * past them the answer says so on every door that writes labels, and nothing changes. */
+START_TEST(err_too_many_labels_named)
+{
+	char *id = t_card_new("{\"title\":\"many\"}"), *before, *after, path[128];
+	char body[4096], list[3800];
+	size_t i, len = 0;
+
+	for (i = 0; i <= CORE_LABELS_MAX; i++)
+		len += (size_t)snprintf(list + len, sizeof list - len, "%s\"l%zu\"", i ? "," : "", i);
+	before = t_card_raw(id);
+	snprintf(path, sizeof path, "/v1/cards/%s/labels", id);
+	snprintf(body, sizeof body, "{\"labels\":[%s]}", list);
+	t_problem(400, "bad_request", "PUT", path, BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 128 labels"), "%s", T_BODY);
+	snprintf(body, sizeof body, "{\"add\":[%s]}", list);
+	t_problem(400, "bad_request", "PATCH", path, BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 128 labels"), "%s", T_BODY);
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	snprintf(body, sizeof body, "{\"title\":\"x\",\"labels\":[%s]}", list);
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 128 labels"), "%s", T_BODY);
+	free(after);
+	free(before);
+	free(id);
+}
+END_TEST
+
 TCase *api_tcase_errors(void)
 {
 	TCase *tc = tcase_create("errors");
@@ -234,6 +283,8 @@ TCase *api_tcase_errors(void)
 	tcase_add_test(tc, err_missing_card_writes);
 	tcase_add_test(tc, err_409);
 	tcase_add_test(tc, err_415_422_428_503);
+	tcase_add_test(tc, err_query_key_without_value);
+	tcase_add_test(tc, err_too_many_labels_named);
 	return tc;
 }
 

@@ -194,10 +194,13 @@ START_TEST(blockers_pending_and_dependents)
 	json_decref(j);
 	t_problem_says(409, "blockers_pending", "blocker a", "POST", "/v1/cards/b/claim", W, NULL,
 		       "{\"marker\":\"w1\"}");
-	t_problem_says(409, "dependents_outstanding", "blockers", "DELETE", "/v1/cards/a", OP, NULL,
-		       NULL);
+	t_problem_says(409, "dependents_outstanding", "card b lists a in its blockers", "DELETE",
+		       "/v1/cards/a", OP, NULL, NULL);
 	json_decref(t_must(200, "PATCH", "/v1/cards/a/state", OP, NULL, "{\"to\":\"done\"}"));
 	t_claim("b", "w1");
+	/* b moved on (unblocked, claimed): a cannot leave done, and the answer says which card. */
+	t_problem_says(409, "dependents_outstanding", "card b lists a in its blockers (ready)",
+		       "POST", "/v1/cards/a/reopen", OP, NULL, "{\"to\":\"ready\"}");
 }
 END_TEST
 
@@ -253,6 +256,144 @@ START_TEST(details_name_what_was_wrong)
 	snprintf(body, sizeof body, "{\"blockers\":[\"%s\"]}", id);
 	t_problem_says(422, "transition_rejected", "cannot block itself", "PATCH", path, BOT, NULL,
 		       body);
+	snprintf(body, sizeof body, "{\"id\":\"%s\"}", id);
+	t_problem_says(409, "already_exists", "already exists", "POST", "/v1/cards", BOT, NULL,
+		       body);
+	ck_assert_ptr_nonnull(strstr(T_BODY, id));
+	t_claim(id, "w1");
+	snprintf(body, sizeof body,
+		 "{\"id\":\"run-twice\",\"card_id\":\"%s\",\"marker\":\"w1\",\"status\":\"running\"}",
+		 id);
+	json_decref(t_must(201, "POST", "/v1/runs", W, NULL, body));
+	t_problem_says(409, "already_exists", "run run-twice already exists", "POST", "/v1/runs", W,
+		       NULL, body);
+	/* A sweep or a column rename on a board that does not exist: 404 naming the board. */
+	t_problem_says(404, "not_found", "no board ghost", "POST", "/v1/labels/rename", OP, NULL,
+		       "{\"board\":\"ghost\",\"from\":\"a\",\"to\":\"b\"}");
+	t_problem_says(404, "not_found", "no board ghost", "POST", "/v1/labels/merge", OP, NULL,
+		       "{\"board\":\"ghost\",\"from\":[\"a\"],\"to\":\"b\"}");
+	t_problem_says(404, "not_found", "no board ghost", "DELETE", "/v1/labels/a?board=ghost", OP,
+		       NULL, NULL);
+	t_problem_says(404, "not_found", "no board ghost", "POST",
+		       "/v1/boards/ghost/columns/ready/rename", OP, NULL, "{\"to\":\"r2\"}");
+	t_problem_says(404, "not_found", "no column nowhere on board default", "POST",
+		       "/v1/boards/default/columns/nowhere/rename", OP, NULL, "{\"to\":\"r2\"}");
+	/* A board PUT that drops a column still holding cards names the column and a card. */
+	{
+		json_t *b = t_must(200, "GET", "/v1/boards/default", OP, NULL, NULL), *cols, *kept;
+		char *held = t_card_new("{\"state\":\"review\"}"), *text, *before, *after;
+		size_t k;
+
+		cols = json_object_get(b, "columns");
+		kept = json_array();
+		for (k = 0; k < json_array_size(cols); k++)
+			if (strcmp(t_str(json_array_get(cols, k), "name"), "review") != 0)
+				json_array_append(kept, json_array_get(cols, k));
+		json_object_set_new(b, "columns", kept);
+		text = json_dumps(b, JSON_COMPACT);
+		before = t_card_raw(held);
+		t_problem_says(422, "transition_rejected", "column review of board default", "PUT",
+			       "/v1/boards/default", OP, NULL, text);
+		ck_assert_ptr_nonnull(strstr(T_BODY, held));
+		after = t_card_raw(held);
+		ck_assert_str_eq(after, before);
+		free(after);
+		free(before);
+		free(text);
+		free(held);
+		json_decref(b);
+	}
+	free(id);
+}
+END_TEST
+
+static size_t t_events_n(void)
+{
+	json_t *j = t_must(200, "GET", "/v1/events?limit=1000", OP, NULL, NULL);
+	size_t n = json_array_size(json_object_get(j, "events"));
+
+	json_decref(j);
+	return n;
+}
+
+/* The machine reasons (DESIGN §7: watchdog, state_rename, state_delete, migration) are the
+ * server's own provenance: a client that sends one would blank its own name off the event
+ * (§8: every event records the token's name) and silence every effect of its write. Each
+ * door that takes a reason refuses them, 400, and nothing changes; any other reason is kept,
+ * with the actor. */
+START_TEST(machine_reasons_are_the_servers_own)
+{
+	const char *machine[] = {"watchdog", "state_rename", "state_delete", "migration"};
+	char *id = t_card_new("{\"state\":\"ready\"}"), *dn = t_card_new("{\"state\":\"done\"}");
+	char *before = t_card_raw(id), *before_dn = t_card_raw(dn), *after;
+	char path[128], path_dn[128], body[256], im[64];
+	long long ep = t_claim(id, "w1");
+	size_t n, i;
+	json_t *j, *evs, *last;
+
+	free(before);
+	before = t_card_raw(id);
+	n = t_events_n();
+	snprintf(path, sizeof path, "/v1/cards/%s/state", id);
+	snprintf(path_dn, sizeof path_dn, "/v1/cards/%s/reopen", dn);
+	snprintf(im, sizeof im, "If-Match: \"%lld\"", ep);
+	for (i = 0; i < sizeof machine / sizeof machine[0]; i++) {
+		snprintf(body, sizeof body, "{\"from\":\"ready\",\"to\":\"review\",\"reason\":\"%s\"}",
+			 machine[i]);
+		t_problem_says(400, "bad_request", machine[i], "PATCH", path, BOT, NULL, body);
+		snprintf(body, sizeof body, "{\"to\":\"review\",\"reason\":\"%s\"}", machine[i]);
+		t_problem_says(400, "bad_request", machine[i], "PATCH", path, OP, NULL, body);
+		snprintf(body, sizeof body, "{\"marker\":\"w1\",\"to\":\"review\",\"reason\":\"%s\"}",
+			 machine[i]);
+		t_problem_says(400, "bad_request", machine[i], "PATCH", path, W, im, body);
+		snprintf(body, sizeof body, "{\"to\":\"ready\",\"reason\":\"%s\"}", machine[i]);
+		t_problem_says(400, "bad_request", machine[i], "POST", path_dn, OP, NULL, body);
+	}
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	free(after);
+	after = t_card_raw(dn);
+	ck_assert_str_eq(after, before_dn);
+	free(after);
+	ck_assert_uint_eq(t_events_n(), n);
+	/* Another reason is the client's to give: kept, and the event names the token. */
+	json_decref(t_must(200, "PATCH", path, BOT, NULL,
+			   "{\"from\":\"ready\",\"to\":\"review\",\"reason\":\"triaged\"}"));
+	j = t_must(200, "GET", "/v1/events?limit=1000", OP, NULL, NULL);
+	evs = json_object_get(j, "events");
+	last = json_array_get(evs, json_array_size(evs) - 1);
+	ck_assert_str_eq(t_str(last, "type"), "card_state_changed");
+	ck_assert_str_eq(t_str(last, "reason"), "triaged");
+	ck_assert(json_is_false(json_object_get(last, "machine")));
+	ck_assert_str_ne(t_str(last, "actor"), "");
+	json_decref(j);
+	free(before);
+	free(before_dn);
+	free(id);
+	free(dn);
+}
+END_TEST
+
+/* The two forms of PATCH /state take disjoint preconditions: "from" (the unowned form's CAS)
+ * in the owned form, like "release" in the unowned one, is refused, not dropped. */
+START_TEST(state_forms_refuse_the_others_fields)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), *before, *after, path[128], im[64];
+	long long ep = t_claim(id, "w1");
+
+	snprintf(path, sizeof path, "/v1/cards/%s/state", id);
+	snprintf(im, sizeof im, "If-Match: \"%lld\"", ep);
+	before = t_card_raw(id);
+	t_problem_says(400, "bad_request", "\"from\" is for the unowned form", "PATCH", path, W, im,
+		       "{\"marker\":\"w1\",\"from\":\"inbox\",\"to\":\"review\"}");
+	t_problem_says(400, "bad_request", "\"from\" is for the unowned form", "PATCH", path, W, im,
+		       "{\"marker\":\"w1\",\"from\":\"ready\",\"to\":\"review\"}");
+	t_problem_says(400, "bad_request", "\"release\" is for the owned form", "PATCH", path, BOT,
+		       NULL, "{\"from\":\"ready\",\"to\":\"review\",\"release\":true}");
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	free(after);
+	free(before);
 	free(id);
 }
 END_TEST
@@ -270,5 +411,7 @@ TCase *api_tcase_fence(void)
 	tcase_add_test(tc, blockers_pending_and_dependents);
 	tcase_add_test(tc, renew_keeps_the_lease_and_limits);
 	tcase_add_test(tc, details_name_what_was_wrong);
+	tcase_add_test(tc, machine_reasons_are_the_servers_own);
+	tcase_add_test(tc, state_forms_refuse_the_others_fields);
 	return tc;
 }

@@ -63,7 +63,7 @@ static long long n_events(void)
 /* tools/call in the handshake era; returns the whole answer. */
 static json_t *tool(const char *tok, const char *name, const char *args)
 {
-	char body[2048];
+	char body[4096];
 
 	snprintf(body, sizeof body,
 		 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":"
@@ -434,6 +434,94 @@ START_TEST(test_bot_cannot_reopen)
 }
 END_TEST
 
+static const char *result_detail(const json_t *ans)
+{
+	return json_string_value(json_object_get(
+		json_object_get(json_object_get(ans, "result"), "structuredContent"), "detail"));
+}
+
+/* A tool refuses the way its REST route does (DESIGN §11, §13): the same code and the same
+ * detail, which names what was wrong (the column, the board, the blocker), never the bare
+ * title. */
+START_TEST(test_mcp_refusal_detail_matches_rest)
+{
+	char *ready = t_card_new("{\"title\":\"d\",\"state\":\"ready\"}");
+	char *done = t_card_new("{\"title\":\"d\",\"state\":\"done\"}");
+	struct {
+		const char *method, *path, *body; /* the REST request ("%s": the card) */
+		const char *tool, *args;           /* the same refusal through a tool */
+		const char *id;
+		int status;
+		const char *code;
+	} cases[] = {
+		{"PATCH", "/v1/cards/%s/state", "{\"from\":\"ready\",\"to\":\"nosuch\"}", "move_card",
+		 "{\"id\":\"%s\",\"from\":\"ready\",\"to\":\"nosuch\"}", ready, 422,
+		 "transition_rejected"},
+		{"PATCH", "/v1/cards/%s/state", "{\"from\":\"done\",\"to\":\"ready\"}", "move_card",
+		 "{\"id\":\"%s\",\"from\":\"done\",\"to\":\"ready\"}", done, 422,
+		 "terminal_state_exit"},
+		{"PATCH", "/v1/cards/%s/state", "{\"from\":\"inbox\",\"to\":\"review\"}", "move_card",
+		 "{\"id\":\"%s\",\"from\":\"inbox\",\"to\":\"review\"}", ready, 409,
+		 "state_conflict"},
+		{"POST", "/v1/cards", "{\"title\":\"x\",\"board\":\"nosuch\"}", "create_card",
+		 "{\"title\":\"x\",\"board\":\"nosuch\"}", NULL, 404, "not_found"},
+		{"POST", "/v1/cards", "{\"title\":\"x\",\"state\":\"nosuch\"}", "create_card",
+		 "{\"title\":\"x\",\"state\":\"nosuch\"}", NULL, 422, "transition_rejected"},
+		{"POST", "/v1/cards", "{\"title\":\"x\",\"blockers\":[\"nosuch\"]}", "create_card",
+		 "{\"title\":\"x\",\"blockers\":[\"nosuch\"]}", NULL, 422, "transition_rejected"},
+	};
+	long long before = n_events();
+	char path[256], body[512], args[512];
+	json_t *rest, *j;
+	size_t i;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		fill(path, sizeof path, cases[i].path, cases[i].id);
+		fill(body, sizeof body, cases[i].body, cases[i].id);
+		fill(args, sizeof args, cases[i].args, cases[i].id);
+		rest = t_must(cases[i].status, cases[i].method, path, BOT, NULL, body);
+		ck_assert_str_eq(t_str(rest, "code"), cases[i].code);
+		j = tool(BOT, cases[i].tool, args);
+		ck_assert_msg(result_code(j) && strcmp(result_code(j), cases[i].code) == 0,
+			      "%s %s: want %s, got %s", cases[i].tool, args, cases[i].code, T_BODY);
+		ck_assert_int_eq(json_integer_value(json_object_get(
+					 json_object_get(json_object_get(j, "result"),
+							 "structuredContent"),
+					 "status")),
+				 cases[i].status);
+		ck_assert_msg(result_detail(j) && strcmp(result_detail(j), t_str(rest, "detail")) == 0,
+			      "%s %s: detail \"%s\", REST says \"%s\"", cases[i].tool, args,
+			      result_detail(j) ? result_detail(j) : "(none)", t_str(rest, "detail"));
+		json_decref(j);
+		json_decref(rest);
+	}
+	/* One label past what a card carries: counted on the card, named on both doors. */
+	{
+		char list[1024], rbody[1200], targs[1300], *rdet;
+		size_t k, len = 0;
+
+		for (k = 0; k <= 128; k++)
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s\"l%zu\"",
+						k ? "," : "", k);
+		snprintf(path, sizeof path, "/v1/cards/%s/labels", ready);
+		snprintf(rbody, sizeof rbody, "{\"labels\":[%s]}", list);
+		rest = t_must(400, "PUT", path, BOT, NULL, rbody);
+		rdet = strdup(t_str(rest, "detail"));
+		json_decref(rest);
+		snprintf(targs, sizeof targs, "{\"id\":\"%s\",\"labels\":[%s]}", ready, list);
+		j = tool(BOT, "set_labels", targs);
+		ck_assert_str_eq(result_code(j), "bad_request");
+		ck_assert_str_eq(result_detail(j), rdet);
+		ck_assert_ptr_nonnull(strstr(rdet, "at most 128 labels"));
+		json_decref(j);
+		free(rdet);
+	}
+	ck_assert_int_eq(n_events(), before);
+	free(ready);
+	free(done);
+}
+END_TEST
+
 /* A store failure is never an empty success: 503 with a JSON-RPC error for the request's id,
  * and the card is as it was. */
 START_TEST(test_mcp_store_failure)
@@ -477,6 +565,7 @@ TCase *api_tcase_mcp(void)
 	tcase_add_test(tc, test_caps_rest_matrix);
 	tcase_add_test(tc, test_caps_tool_matrix);
 	tcase_add_test(tc, test_bot_cannot_reopen);
+	tcase_add_test(tc, test_mcp_refusal_detail_matches_rest);
 	tcase_add_test(tc, test_mcp_store_failure);
 	return tc;
 }

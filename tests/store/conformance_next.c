@@ -26,13 +26,13 @@ static void mk(struct store *st, const char *id, const char *state, int32_t pri,
 	free(lv.v);
 }
 
-/* claim-next on the default board; returns the card's id (static buffer; "" when none). */
-static const char *next_of(struct store *st, const char *marker, const char *const *cols,
-			   const char *const *labels, enum core_rc want)
+/* claim-next on board `board`; returns the card's id (static buffer; "" when none). */
+static const char *next_on(struct store *st, const char *board, const char *marker,
+			   const char *const *cols, const char *const *labels, enum core_rc want)
 {
 	static char id[CORE_ID_MAX + 1];
 	struct core_strv cv = ct_strv(cols), lv = ct_strv(labels);
-	struct store_claim_next in = {.board = "default", .marker = marker, .lease_ms = 60000,
+	struct store_claim_next in = {.board = board, .marker = marker, .lease_ms = 60000,
 				      .columns = cols ? &cv : NULL,
 				      .labels = labels ? &lv : NULL, .holder = worker.name};
 	struct store_claim_result r;
@@ -48,10 +48,18 @@ static const char *next_of(struct store *st, const char *marker, const char *con
 		ck_assert_str_eq(r.card->claim.marker, marker);
 		ck_assert_int_eq(r.card->claim.lease_ms, 60000);
 		ck_assert_int_eq(r.token.epoch, r.card->claim_epoch);
+		ck_assert_str_eq(r.card->board, board);
 		snprintf(id, sizeof id, "%s", r.card->id);
 		core_card_free(r.card);
 	}
 	return id;
+}
+
+/* The same on the default board. */
+static const char *next_of(struct store *st, const char *marker, const char *const *cols,
+			   const char *const *labels, enum core_rc want)
+{
+	return next_on(st, "default", marker, cols, labels, want);
 }
 
 START_TEST(next_order)
@@ -396,6 +404,53 @@ START_TEST(next_race_drain)
 }
 END_TEST
 
+/* claim-next takes only cards of the board it names (DESIGN §12: "the best unclaimed card of
+ * board b"), whatever another board holds in a column or a label of the same name, and however
+ * well that card ranks: by the columns, by explicit columns and by a label alike. */
+START_TEST(next_stays_on_its_board)
+{
+	struct store *st = ct_open();
+	const char *gpu[] = {"gpu", NULL}, *rd[] = {"ready", NULL};
+	struct core_strv lv = ct_strv(gpu);
+	struct core_board b = {0};
+	struct core_card *c = NULL;
+	const char *theirs[] = {"theirs-1", "theirs-2", "theirs-3"};
+	size_t i;
+
+	ck_assert_int_eq(core_board_init_default(&b, "other"), CORE_OK);
+	ck_assert_int_eq(store_board_put(st, &b, &ct_op), CORE_OK);
+	core_board_release(&b);
+	/* The default board's cards: older and ahead in priority. */
+	for (i = 0; i < 3; i++)
+		mk(st, theirs[i], "ready", 100, gpu);
+	ct_now += 1;
+	for (i = 0; i < 3; i++) {
+		char id[16];
+		struct store_card_create in = {.id = id, .board = "other", .title = "mine",
+					       .state = "ready", .labels = &lv};
+
+		snprintf(id, sizeof id, "mine-%zu", i);
+		ck_assert_int_eq(store_card_create(st, &in, &ct_bot, &c), CORE_OK);
+		core_card_free(c);
+	}
+	free(lv.v);
+	ck_assert_str_eq(next_on(st, "other", "w", NULL, NULL, CORE_OK), "mine-0");
+	ck_assert_str_eq(next_on(st, "other", "w", rd, NULL, CORE_OK), "mine-1");
+	ck_assert_str_eq(next_on(st, "other", "w", NULL, gpu, CORE_OK), "mine-2");
+	ck_assert_str_eq(next_on(st, "other", "w", NULL, NULL, CORE_OK), "");
+	ck_assert_str_eq(next_on(st, "other", "w", NULL, gpu, CORE_OK), "");
+	/* The default board's cards were never touched: still free, still handed out there. */
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(store_card_get(st, theirs[i], &c), CORE_OK);
+		ck_assert(!c->claim.present);
+		ck_assert_int_eq(c->claim_epoch, 0);
+		core_card_free(c);
+	}
+	ck_assert_str_eq(next_of(st, "w", NULL, gpu, CORE_OK), "theirs-1");
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_next(Suite *s)
 {
 	TCase *tc = tcase_create("claim-next");
@@ -403,6 +458,7 @@ void conformance_add_next(Suite *s)
 	tcase_set_timeout(tc, 240); /* FerretDB takes its time over MANY cards */
 	tcase_add_test(tc, next_order);
 	tcase_add_test(tc, next_filters);
+	tcase_add_test(tc, next_stays_on_its_board);
 	tcase_add_test(tc, next_blockers_epoch_event);
 	tcase_add_test(tc, next_priority_patch);
 	tcase_add_test(tc, next_order_many_and_arrivals);
