@@ -464,7 +464,8 @@ enum core_rc api_json_str(struct api_req *r, const char *key, bool required, siz
 enum core_rc api_json_id(struct api_req *r, const char *key, bool required, const char **out);
 enum core_rc api_json_marker(struct api_req *r, bool client, const char **out);
 /* "reason" of a state write or a reopen (optional): BAD_REQUEST for a machine reason
- * (core_is_machine_reason), which only the server writes (DESIGN §7). */
+ * (core_is_machine_reason), which only the server writes (DESIGN §7), but for an operator's
+ * `migration` (deploy/boardd-copy). */
 enum core_rc api_json_reason(struct api_req *r, const char **out);
 enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,
 			  bool *present);

@@ -120,6 +120,11 @@ static enum core_rc run_outcome_fields(struct api_req *r, struct store_run_updat
 
 	if (rc != CORE_OK)
 		return rc;
+	/* api_json_str counts characters; the limit is bytes (the store refuses more). */
+	if (u->error && strlen(u->error) > CORE_RUN_ERROR_MAX)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"field \"error\" is %zu bytes as UTF-8; at most %d are kept",
+				strlen(u->error), CORE_RUN_ERROR_MAX);
 	if (!res)
 		return CORE_OK;
 	*text = json_dumps(res, JSON_COMPACT | JSON_ENCODE_ANY);

@@ -99,7 +99,8 @@ enum cli_job_end {
 	CLI_JOB_FAILED,    /* non-zero exit or a signal: outcome written */
 	CLI_JOB_LOST,      /* the lease was lost: command killed, nothing written */
 	CLI_JOB_STOPPED,   /* boardctl was told to stop: command signalled, claim released */
-	CLI_JOB_ERROR,     /* could not start (run create, spawn): claim released if possible */
+	CLI_JOB_ERROR,     /* could not start (run create, spawn) or the outcome was refused as
+			    * asked: claim released if possible */
 };
 
 struct cli_job_report {
@@ -108,6 +109,8 @@ struct cli_job_report {
 	char run[129];
 	int64_t duration_ms;
 	bool outcome_written;
+	bool config_error; /* the server refused the outcome or the agent caps as asked
+			    * (400/403/404/422): no other card would fare better, `work` stops */
 	char detail[CLI_ERR_MAX];
 };
 

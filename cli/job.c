@@ -5,7 +5,8 @@
  *   command that outlives its supervisor would keep working after the lease ends.
  * - The claim is renewed and the run heartbeaten every renew_after_ms. A renew that fails
  *   without an answer (network, 5xx) is retried with backoff until the lease would end; a
- *   renew refused (409: the claim was taken, revoked or reclaimed) is a loss at once. The
+ *   renew refused (409: the claim was taken, revoked or reclaimed; 401: the token was
+ *   removed) is a loss at once. The
  *   lease end is measured locally from the moment each renew was SENT, so a boardctl stopped
  *   (SIGSTOP) past its lease knows it on waking, before it writes anything.
  * - On loss: SIGTERM to the process group, SIGKILL after the grace, and nothing is written:
@@ -70,10 +71,11 @@ static void card_path(char *buf, size_t len, const struct cli_claim *c, const ch
 	snprintf(buf, len, "/v1/cards/%s%s", id, tail);
 }
 
-/* A refusal: the server answered and said no (the claim is not ours any more). */
+/* A refusal: the server answered and said no (the claim is not ours any more, or the token
+ * that holds it was removed: 401). */
 static bool refused(long status)
 {
-	return status == 409 || status == 404 || status == 403 || status == 422;
+	return status == 409 || status == 404 || status == 403 || status == 422 || status == 401;
 }
 
 static long renew(struct cli_http *h, const struct cli_claim *c, long timeout, char *err)
@@ -316,6 +318,30 @@ static long outcome_write(struct cli_http *h, const struct cli_claim *c,
 	return st;
 }
 
+/* The outcome write was refused (4xx). A claim taken from us (409 claim_conflict) refuses the
+ * release too: the job was lost. Otherwise the outcome itself was refused as asked (an unknown
+ * or non-working column, a role): the claim is still ours and is given back at once, never
+ * left held with nobody renewing it; the job is an error, and a configuration error when no
+ * card could take that outcome (403, 404, 422). */
+static void outcome_refused(struct cli_http *h, const struct cli_claim *c,
+			    const struct cli_job_opts *o, struct cli_job_report *rep, long st,
+			    int64_t lease_end)
+{
+	const struct cli_outcome *out = rep->end == CLI_JOB_SUCCEEDED ? &o->on_success
+								     : &o->on_failure;
+	char err[CLI_ERR_MAX];
+	long rs = out->kind == CLI_OUTCOME_RELEASE ? st : release(h, c, lease_end, err);
+	size_t n = strlen(rep->detail);
+
+	if (rs == 200) {
+		rep->end = CLI_JOB_ERROR;
+		rep->config_error = st != 409;
+		snprintf(rep->detail + n, sizeof rep->detail - n, "; the claim was released");
+	} else if (refused(rs)) {
+		rep->end = CLI_JOB_LOST;
+	}
+}
+
 /* Creates the run and records it on the card. */
 static bool run_start(struct cli_http *h, const struct cli_claim *c, struct cli_job_report *rep)
 {
@@ -368,6 +394,9 @@ static bool agent_token_mint(struct cli_http *h, const struct cli_claim *c, cons
 	else if (st != 0)
 		snprintf(rep->detail, sizeof rep->detail, "agent token refused (%ld): %s", st,
 			 cli_http_problem(ans));
+	/* Caps the server refuses as asked (an unknown cap, one the worker lacks): every next
+	 * card would be refused the same. */
+	rep->config_error = !*out && (st == 400 || st == 403 || st == 422);
 	json_decref(ans);
 	return *out != NULL;
 }
@@ -529,7 +558,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	} else {
 		snprintf(rep->detail, sizeof rep->detail, "outcome not written: %.400s", err);
 		if (refused(st))
-			rep->end = CLI_JOB_LOST;
+			outcome_refused(h, c, o, rep, st, lease_end);
 	}
 done:
 	json_decref(result);

@@ -165,13 +165,20 @@ static void *slot_main(void *arg)
 			atomic_store(&w->fatal, 2);
 			break;
 		}
-		if (got == 0)
+		if (got == 0) {
+			if (w->card && stopping()) /* `run` stopped before it held the card */
+				atomic_store(&w->last_exit, 128 + atomic_load(&stop_sig));
 			break;
+		}
 		cli_job_run(h, &c, &w->job, &rep);
 		cli_progress_job(&c, &rep);
+		if (rep.config_error)
+			atomic_store(&w->fatal, 2); /* every next card would be refused the same */
 		if (w->card) {
+			/* Told to stop by signal N: 128+N, as a shell reports a process N ended. */
 			atomic_store(&w->last_exit, rep.end == CLI_JOB_SUCCEEDED || rep.end == CLI_JOB_FAILED
 						      ? (rep.exit_code >= 0 ? rep.exit_code : 128 - rep.exit_code)
+						      : rep.end == CLI_JOB_STOPPED ? 128 + atomic_load(&stop_sig)
 						      : rep.end == CLI_JOB_LOST ? 3 : 2);
 			break;
 		}
@@ -295,7 +302,7 @@ static int work_common(int argc, char **argv, bool is_run)
 	sigset_t set;
 	char host[64] = "host";
 	unsigned i;
-	int opt, sig, rc = 0;
+	int opt, sig, rc = 0, li = 0;
 	char *end;
 
 	w.job.grace_ms = 10000;
@@ -305,7 +312,7 @@ static int work_common(int argc, char **argv, bool is_run)
 	snprintf(w.marker_prefix, sizeof w.marker_prefix, "boardctl-%.40s-%ld", host,
 		 (long)getpid());
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+h", longopts, &li)) != -1) {
 		switch (opt) {
 		case 'b': w.board = optarg; break;
 		case 'c': w.card = optarg; break;
@@ -321,40 +328,40 @@ static int work_common(int argc, char **argv, bool is_run)
 		case 'L':
 			w.lease_ms = strtoll(optarg, &end, 10);
 			if (*end || w.lease_ms <= 0)
-				goto bad;
+				goto bad_value;
 			break;
 		case 'n':
 			w.concurrency = (unsigned)strtoul(optarg, &end, 10);
 			if (*end || w.concurrency < 1 || w.concurrency > 1024)
-				goto bad;
+				goto bad_value;
 			break;
 		case 'm':
 			w.max_jobs = strtol(optarg, &end, 10);
 			if (*end || w.max_jobs < 0)
-				goto bad;
+				goto bad_value;
 			break;
 		case 'g':
 			if ((w.job.grace_ms = duration_ms(optarg, 1000)) < 0)
-				goto bad;
+				goto bad_value;
 			break;
 		case 's':
 			if (!cli_outcome_parse(optarg, &w.job.on_success))
-				goto bad;
+				goto bad_value;
 			break;
 		case 'f':
 			if (!cli_outcome_parse(optarg, &w.job.on_failure))
-				goto bad;
+				goto bad_value;
 			break;
 		case 'w':
 			w.wait_ms = strtoll(optarg, &end, 10);
 			if (*end || w.wait_ms < 0 || w.wait_ms > 30000)
-				goto bad;
+				goto bad_value;
 			break;
 		case 'A':
 			json_decref(w.agent_caps);
 			w.agent_caps = csv_array(optarg);
 			if (!w.agent_caps || json_array_size(w.agent_caps) == 0)
-				goto bad;
+				goto bad_value;
 			w.job.agent_caps = w.agent_caps;
 			break;
 		case 'M':
@@ -436,6 +443,8 @@ static int work_common(int argc, char **argv, bool is_run)
 	close(w.stop_pipe[0]);
 	close(w.stop_pipe[1]);
 	goto out;
+bad_value:
+	cli_warn("--%s: invalid value \"%s\"", longopts[li].name, optarg);
 bad:
 	fputs(work_help, stderr);
 	rc = 2;

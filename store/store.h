@@ -853,7 +853,7 @@ struct store_mongo_options {
 	 * naming it ("tail": `events`, "probe": the events counter, "lease": `deliveries`), so
 	 * a test can count what an idle poller asks the database; and, on the thread that sends
 	 * it, before each outbox pull ("pull": one per bulk of the puller, one per writer's or
-	 * drain's own pull). */
+	 * drain's own pull) and each insert of events ("insert": one per shared insert). */
 	void (*test_read)(void *ctx, const char *what);
 	void *test_ctx;
 };

@@ -429,10 +429,10 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 				"or error counts\n");
 	rc = mgo_clock_init(m, err, errlen);
 	m->seq_tail = &m->seq_head;
+	m->pullg_tail = &m->pullg_head;
 	m->seq_inflight_max = MGO_SEQ_INFLIGHT;
 	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->seq_mu, NULL) != 0 ||
-			      pthread_cond_init(&m->seq_cv, NULL) != 0 ||
 			      pthread_mutex_init(&m->subs_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->lease_mu, NULL) != 0 || !mgo_tail_init(m))) {
 		mgo_clock_release(m);
@@ -500,7 +500,6 @@ static void mgo_close(struct store *st)
 	mongoc_client_pool_destroy(m->pool);
 	mgo_breaker_fini(m); /* after the pool: its monitors report to the breaker */
 	pthread_mutex_destroy(&m->counter_mu);
-	pthread_cond_destroy(&m->seq_cv);
 	pthread_mutex_destroy(&m->seq_mu);
 	mgo_subs_cache_release(m);
 	pthread_mutex_destroy(&m->subs_mu);

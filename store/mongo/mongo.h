@@ -79,6 +79,17 @@ struct mgo_pull {
 	bson_t *arr;  /* owned */
 };
 
+/* A writer's own pull, shared with the writers pulling at the same moment (racy servers:
+ * mgo_evq_deliver), queued on its writer's stack under seq_mu. */
+struct mgo_pull_req {
+	enum mgo_pull_coll coll;
+	const char *doc_id;
+	const bson_t *arr;
+	bool taken, done;
+	pthread_cond_t cv; /* as mgo_seq_req's */
+	struct mgo_pull_req *next;
+};
+
 struct mgo {
 	struct store base; /* first: what the wrappers see */
 	mongoc_client_pool_t *pool;
@@ -106,13 +117,17 @@ struct mgo {
 	pthread_mutex_t counter_mu;
 	/* The shared seq allocations (mgo_seqs_take), guarded by seq_mu. */
 	pthread_mutex_t seq_mu;
-	pthread_cond_t seq_cv; /* broadcast when a batch is done */
 	struct mgo_seq_req *seq_head, **seq_tail; /* queued, not taken yet */
 	int seq_inflight;                         /* batches under way */
 	int seq_inflight_max; /* MGO_SEQ_INFLIGHT (a test may lower it to 1) */
+	/* The writers' own pulls shared the same way (one bulk under way at a time), also
+	 * guarded by seq_mu. */
+	struct mgo_pull_req *pullg_head, **pullg_tail;
+	bool pullg_busy;
 	/* FerretDB too: an update there is a read then a write, so two updates of one document
 	 * racing can lose one. A deferred outbox pull would race the next write of the same
-	 * card (the next request) and could undo it: there, writers pull their own, in turn. */
+	 * card (the next request) and could undo it: there each writer's pull is done before it
+	 * answers, in a bulk shared with the writers pulling at the same moment. */
 	bool racy_updates;
 	/* The server runs the $lookup stage (not FerretDB 1.24): a write that needs the card and
 	 * its board reads both in one aggregate (mongo_cas.c). */
@@ -430,10 +445,27 @@ struct mgo_seq_req {
 	int64_t last;    /* OUT */
 	int64_t *blast;  /* OUT: nb */
 	enum core_rc rc; /* OUT */
+	/* The shared insert (mgo_seqs_take_insert; NULL: seqs only): once the batch has its
+	 * seqs, whoever sends it calls docs(r, bulk, ts) for each request whose seqs came, in
+	 * queue order, so that every request's `ndocs` documents go in ONE ordered insert. */
+	void (*docs)(struct mgo_seq_req *r, mongoc_bulk_operation_t *bulk, int64_t ts);
+	void *ctx;             /* docs' own */
+	size_t ndocs;
+	size_t at;             /* index of its first document in the bulk */
+	enum core_rc ins_rc;   /* OUT: OK (all its documents inserted), ALREADY_EXISTS (a
+				* duplicate key stopped the ordered insert at or before one of
+				* them), or the insert's error */
 	bool taken;      /* in a batch under way */
 	bool done;       /* OUT filled */
+	/* Its writer waits on its own: woken when its batch is done, or, first in the queue,
+	 * when a batch under way ends (it may go next), never by every other batch's end. */
+	pthread_cond_t cv;
 	struct mgo_seq_req *next;
 };
+/* mgo_seqs_take for r, and (r->docs) its documents inserted into `events` in the same batch:
+ * writers that ask at the same moment share the findAndModify AND the insert. Returns the
+ * seqs' outcome; the insert's is r->ins_rc (not set when the seqs failed). */
+enum core_rc mgo_seqs_take_insert(struct mgo_conn *c, struct mgo_seq_req *r);
 /* Does an event other than eid hold board's bseq? (A failed read answers yes.) */
 bool mgo_bseq_taken(struct mgo_conn *c, const char *board, int64_t bseq, const char *eid);
 /* The events counter's field of a board ("b.<board>", '.' written ':'). */

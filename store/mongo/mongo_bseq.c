@@ -130,19 +130,106 @@ static void seqs_take_batch(struct mgo_conn *c, struct mgo_seq_req *batch)
 	free(ubase);
 }
 
+/* The index of the write error that stopped an ordered bulk (its reply's first
+ * writeErrors entry); false when the reply names none. */
+static bool bulk_error_index(const bson_t *reply, size_t *at)
+{
+	bson_iter_t it, e;
+	int64_t v;
+
+	if (!bson_iter_init_find(&it, reply, "writeErrors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+	    !bson_iter_recurse(&it, &it) || !bson_iter_next(&it) ||
+	    !BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &e) ||
+	    !bson_iter_find(&e, "index") || !mgo_iter_i64(&e, &v) || v < 0)
+		return false;
+	*at = (size_t)v;
+	return true;
+}
+
+/* The shared insert: every request of the batch that has documents and got its seqs puts
+ * them in one ordered insert, in queue order (so in seq order, as the writers' own inserts
+ * would have been numbered). Each request's outcome is its own: OK when the insert went
+ * past all its documents; ALREADY_EXISTS when a duplicate key stopped it at or before one
+ * of them (an ordered insert tries nothing after the error): that writer then takes the
+ * collision path it always took (mongo_events.c: it re-reads which of its events `events`
+ * holds, fills the seqs it was handed, and tries again with new ones), whatever another
+ * writer's documents did; any other error is every unfinished request's (their events stay
+ * in the outbox for the drain, as a writer's own failed insert left them). */
+static void seqs_insert_batch(struct mgo_conn *c, struct mgo_seq_req *batch)
+{
+	mongoc_bulk_operation_t *bulk = NULL;
+	bson_t opts = BSON_INITIALIZER, reply;
+	bson_error_t e;
+	struct mgo_seq_req *r;
+	size_t total = 0, stop = 0;
+	bool stopped = false, some = false;
+	enum core_rc rc = CORE_OK;
+	int64_t ts = mgo_clock_now(&c->m->base);
+
+	BSON_APPEND_BOOL(&opts, "ordered", true);
+	for (r = batch; r; r = r->next) {
+		r->ins_rc = r->rc;
+		if (r->rc != CORE_OK || !r->docs || !r->ndocs)
+			continue;
+		if (!bulk)
+			bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
+		r->at = total;
+		r->docs(r, bulk, ts);
+		total += r->ndocs;
+	}
+	bson_destroy(&opts);
+	if (!bulk)
+		return;
+	if (c->m->test_read)
+		c->m->test_read(c->m->test_ctx, "insert");
+	if (!mongoc_bulk_operation_execute(bulk, &reply, &e)) {
+		rc = mgo_error("insert events", &e);
+		stopped = rc == CORE_ERR_ALREADY_EXISTS && bulk_error_index(&reply, &stop);
+	}
+	for (r = batch; r; r = r->next) {
+		if (r->ins_rc != CORE_OK || !r->docs || !r->ndocs)
+			continue;
+		/* Before the duplicate key: inserted. Otherwise the bulk's error (a duplicate
+		 * whose place is unknown reads as each one's: the collision path finds out). */
+		if (rc != CORE_OK && !(stopped && r->at + r->ndocs <= stop))
+			r->ins_rc = rc;
+		some = some || r->ins_rc == CORE_OK;
+	}
+	if (some)
+		mgo_tail_wake(c->m); /* this process's waiting tails read them at once */
+	bson_destroy(&reply);
+	mongoc_bulk_operation_destroy(bulk);
+}
+
 enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boards,
 			   const int64_t *counts, size_t nb, int64_t *last, int64_t *blast)
 {
-	struct mgo *m = c->m;
 	struct mgo_seq_req r = {.n = n, .boards = boards, .counts = counts, .nb = nb,
-				.blast = blast}, *batch, *p;
+				.blast = blast};
+	enum core_rc rc = mgo_seqs_take_insert(c, &r);
 
+	*last = r.last;
+	return rc;
+}
+
+enum core_rc mgo_seqs_take_insert(struct mgo_conn *c, struct mgo_seq_req *req)
+{
+	struct mgo *m = c->m;
+	struct mgo_seq_req *batch, *p, *ins;
+
+	req->taken = req->done = false;
+	req->next = NULL;
+	req->ins_rc = CORE_ERR_INTERNAL;
+	if (pthread_cond_init(&req->cv, NULL) != 0) {
+		req->rc = CORE_ERR_NOMEM;
+		return req->rc;
+	}
 	pthread_mutex_lock(&m->seq_mu);
-	*m->seq_tail = &r;
-	m->seq_tail = &r.next;
-	while (!r.taken && m->seq_inflight >= m->seq_inflight_max)
-		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
-	if (!r.taken) {
+	*m->seq_tail = req;
+	m->seq_tail = &req->next;
+	while (!req->taken && m->seq_inflight >= m->seq_inflight_max)
+		pthread_cond_wait(&req->cv, &m->seq_mu);
+	if (!req->taken) {
 		/* This writer goes, for everyone queued (itself included). */
 		batch = m->seq_head;
 		m->seq_head = NULL;
@@ -152,19 +239,27 @@ enum core_rc mgo_seqs_take(struct mgo_conn *c, int64_t n, const char *const *boa
 		m->seq_inflight++;
 		pthread_mutex_unlock(&m->seq_mu);
 		seqs_take_batch(c, batch);
+		for (ins = batch; ins && !ins->docs; ins = ins->next)
+			;
+		if (ins)
+			seqs_insert_batch(c, batch);
 		pthread_mutex_lock(&m->seq_mu);
 		/* Each request lives on its writer's stack: nothing of it is touched once its
-		 * writer may see done and return (they read it under seq_mu, after this). */
-		for (p = batch; p; p = p->next)
+		 * writer may see done and return (it reads it under seq_mu, after this). */
+		for (p = batch; p; p = p->next) {
 			p->done = true;
+			if (p != req)
+				pthread_cond_signal(&p->cv);
+		}
 		m->seq_inflight--;
-		pthread_cond_broadcast(&m->seq_cv);
+		if (m->seq_head) /* the first one queued meanwhile may go now */
+			pthread_cond_signal(&m->seq_head->cv);
 	}
-	while (!r.done)
-		pthread_cond_wait(&m->seq_cv, &m->seq_mu);
+	while (!req->done)
+		pthread_cond_wait(&req->cv, &m->seq_mu);
 	pthread_mutex_unlock(&m->seq_mu);
-	*last = r.last;
-	return r.rc;
+	pthread_cond_destroy(&req->cv);
+	return req->rc;
 }
 
 /* The highest board_seq `events` holds for board (0: none); false when the read failed. */

@@ -182,21 +182,70 @@ static void bseq_order(const struct mgo_evq *q, int64_t *bseq)
 			}
 }
 
+/* What evq_insert hands the shared insert (mgo_seqs_take_insert) to build its documents. */
+struct evq_ins {
+	const struct mgo_evq *q;
+	const char *fill;
+	int64_t *bseq;
+	const char *const *boards; /* the boards whose board_seqs are taken now */
+	const int64_t *counts;
+	size_t nb;
+};
+
+/* Called with r's seqs taken (on whichever writer's thread sends the batch, while r's writer
+ * waits for it): numbers q's events and appends them to the batch's insert. */
+static void evq_docs(struct mgo_seq_req *r, mongoc_bulk_operation_t *bulk, int64_t ts)
+{
+	struct evq_ins *x = r->ctx;
+	const struct mgo_evq *q = x->q;
+	int64_t blast[sizeof(q->ev) / sizeof(q->ev[0])];
+	int64_t first = r->last - (int64_t)q->n + 1;
+	bson_t *doc;
+	size_t i, k;
+
+	for (k = 0; k < x->nb; k++)
+		blast[k] = r->blast[k] - x->counts[k]; /* the last one before this range */
+	for (i = 0; i < q->n; i++) {
+		if (x->bseq[i])
+			continue;
+		for (k = 0; strcmp(x->boards[k], ev_board(q->ev[i])) != 0; k++)
+			;
+		x->bseq[i] = ++blast[k];
+	}
+	bseq_order(q, x->bseq);
+	for (i = 0; i < q->n; i++) {
+		doc = bson_new();
+		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", "dlv", "dlv_board", "dlv_card",
+					      NULL);
+		/* An event pushed before its card was known (claim-next picks the card in the
+		 * same findAndModify) names the card whose outbox held it. */
+		if (x->fill && !bson_has_field(q->ev[i], "card_id"))
+			BSON_APPEND_UTF8(doc, "card_id", x->fill);
+		BSON_APPEND_INT64(doc, "seq", first + (int64_t)i);
+		BSON_APPEND_INT64(doc, "board_seq", x->bseq[i]);
+		BSON_APPEND_DATE_TIME(doc, "ts", ts);
+		mongoc_bulk_operation_insert(bulk, doc);
+		bson_destroy(doc);
+	}
+}
+
 /* Inserts q's events, in q's order, with seqs [*first, *first + q->n) from the counter and
  * board_seqs bseq[i] (0: taken here, in the same findAndModify as the seqs, so a board_seq
- * costs no round trip; bseq is filled in). ALREADY_EXISTS: a duplicate key stopped the
- * insert (ordered: nothing after it was tried) — on _id (delivered meanwhile by someone
- * else) or on seq (the counter handed out a seq that is taken); which, the caller finds out
- * from `events` itself. */
+ * costs no round trip; bseq is filled in). The seqs and the insert are shared with the
+ * writers of this process delivering at the same moment (mgo_seqs_take_insert: one
+ * findAndModify and one ordered insert for all of them). ALREADY_EXISTS: a duplicate key
+ * stopped the insert before all of q's events were in (ordered: nothing after it was
+ * tried) — on _id (delivered meanwhile by someone else) or on seq (the counter handed out a
+ * seq that is taken), q's own or an earlier writer's in the same insert; which, and what of
+ * q is stored, the caller finds out from `events` itself. */
 static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, const char *fill,
 			       int64_t *bseq, int64_t *first)
 {
-	mongoc_bulk_operation_t *bulk;
-	bson_t opts = BSON_INITIALIZER, reply, *doc;
-	bson_error_t e;
 	const char *boards[sizeof(q->ev) / sizeof(q->ev[0])];
 	int64_t counts[sizeof(q->ev) / sizeof(q->ev[0])], blast[sizeof(q->ev) / sizeof(q->ev[0])];
-	int64_t last, ts;
+	struct evq_ins x = {.q = q, .fill = fill, .bseq = bseq, .boards = boards, .counts = counts};
+	struct mgo_seq_req r = {.n = (int64_t)q->n, .boards = boards, .counts = counts,
+				.blast = blast, .docs = evq_docs, .ctx = &x, .ndocs = q->n};
 	enum core_rc rc;
 	size_t i, k, nb = 0;
 
@@ -212,45 +261,12 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 		}
 		counts[k]++;
 	}
-	rc = mgo_seqs_take(c, (int64_t)q->n, boards, counts, nb, &last, blast);
+	r.nb = x.nb = nb;
+	rc = mgo_seqs_take_insert(c, &r);
 	if (rc != CORE_OK)
 		return rc;
-	*first = last - (int64_t)q->n + 1;
-	for (k = 0; k < nb; k++)
-		blast[k] -= counts[k]; /* the last one before this range */
-	for (i = 0; i < q->n; i++) {
-		if (bseq[i])
-			continue;
-		for (k = 0; strcmp(boards[k], ev_board(q->ev[i])) != 0; k++)
-			;
-		bseq[i] = ++blast[k];
-	}
-	bseq_order(q, bseq);
-	ts = mgo_clock_now(&c->m->base);
-	BSON_APPEND_BOOL(&opts, "ordered", true);
-	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
-	for (i = 0; i < q->n; i++) {
-		doc = bson_new();
-		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", "dlv", "dlv_board", "dlv_card",
-					      NULL);
-		/* An event pushed before its card was known (claim-next picks the card in the
-		 * same findAndModify) names the card whose outbox held it. */
-		if (fill && !bson_has_field(q->ev[i], "card_id"))
-			BSON_APPEND_UTF8(doc, "card_id", fill);
-		BSON_APPEND_INT64(doc, "seq", *first + (int64_t)i);
-		BSON_APPEND_INT64(doc, "board_seq", bseq[i]);
-		BSON_APPEND_DATE_TIME(doc, "ts", ts);
-		mongoc_bulk_operation_insert(bulk, doc);
-		bson_destroy(doc);
-	}
-	if (!mongoc_bulk_operation_execute(bulk, &reply, &e))
-		rc = mgo_error("insert events", &e);
-	else
-		mgo_tail_wake(c->m); /* this process's waiting tails read them at once */
-	bson_destroy(&reply);
-	mongoc_bulk_operation_destroy(bulk);
-	bson_destroy(&opts);
-	return rc;
+	*first = r.last - (int64_t)q->n + 1;
+	return r.ins_rc;
 }
 
 /* Fills each seq of [first, first + n) that is still free with a filler the tail steps over
@@ -518,7 +534,7 @@ static void evq_pull(struct mgo *m, mongoc_collection_t *coll, const char *doc_i
  * collection. The pull then runs beside the next write of the same document: on a server
  * whose single-document updates are atomic (MongoDB, mongo-java-server) each applies to
  * what the other left; on FerretDB (racy_updates) one could overwrite the other, so there
- * the writer pulls its own before it answers, as before. */
+ * the writer's pull is done before it answers (evq_pull_shared, below). */
 
 static void pull_free(struct mgo_pull *p)
 {
@@ -695,13 +711,131 @@ void mgo_puller_stop(struct mgo *m)
 	pthread_mutex_destroy(&m->pull_mu);
 }
 
+/* ---- the writers' own pulls, shared ----
+ *
+ * Where a pull cannot wait for the puller (racy_updates: it could undo the card's next
+ * write), each writer still pulls its own before it answers; but the writers pulling at the
+ * same moment send their pulls in one unordered bulk of updateOne, as they share the seqs
+ * and the insert (mgo_seqs_take_insert): one bulk under way at a time, whoever comes while
+ * it is takes everything queued in the next one. Each writer answers only once the bulk
+ * that carried its pull came back, so no pull is ever left to run beside the card's next
+ * request: the same window as a pull of its own. The bulk's updates are each a single
+ * document's, applied one after the other by the server: two writers of one document in the
+ * same bulk are two pulls in a row. A failed bulk leaves those entries for the drain, as a
+ * writer's failed pull did. */
+
+static void pulls_send_group(struct mgo_conn *c, struct mgo_pull_req *batch)
+{
+	struct mgo *m = c->m;
+	mongoc_collection_t *colls[MGO_PULL_COLLS_];
+	bson_t opts = BSON_INITIALIZER, reply;
+	bson_error_t e;
+	struct mgo_pull_req *r;
+	size_t k, in;
+
+	colls[MGO_PULL_CARDS] = c->cards;
+	colls[MGO_PULL_RUNS] = c->runs;
+	colls[MGO_PULL_BOARDS] = c->boards;
+	BSON_APPEND_BOOL(&opts, "ordered", false);
+	for (k = 0; k < MGO_PULL_COLLS_; k++) {
+		mongoc_bulk_operation_t *bulk = NULL;
+
+		for (r = batch, in = 0; r; r = r->next) {
+			bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER;
+
+			if (r->coll != k)
+				continue;
+			if (!bulk)
+				bulk = mongoc_collection_create_bulk_operation_with_opts(colls[k],
+											 &opts);
+			BSON_APPEND_UTF8(&filter, "_id", r->doc_id);
+			pull_update(&update, r->arr);
+			if (mongoc_bulk_operation_update_one_with_opts(bulk, &filter, &update, NULL,
+								       &e))
+				in++;
+			else
+				mgo_error("outbox pull", &e);
+			bson_destroy(&update);
+			bson_destroy(&filter);
+		}
+		if (in && m->test_read)
+			m->test_read(m->test_ctx, "pull");
+		if (in && !mongoc_bulk_operation_execute(bulk, &reply, &e))
+			mgo_error("outbox pull", &e);
+		if (in)
+			bson_destroy(&reply);
+		if (bulk)
+			mongoc_bulk_operation_destroy(bulk);
+	}
+	bson_destroy(&opts);
+}
+
+static void evq_pull_shared(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+			    const struct mgo_evq *q)
+{
+	struct mgo *m = c->m;
+	bson_t arr = BSON_INITIALIZER;
+	struct mgo_pull_req r = {.doc_id = doc_id, .arr = &arr}, *batch, *p;
+
+	if (coll == c->cards)
+		r.coll = MGO_PULL_CARDS;
+	else if (coll == c->runs)
+		r.coll = MGO_PULL_RUNS;
+	else if (coll == c->boards)
+		r.coll = MGO_PULL_BOARDS;
+	else {
+		evq_pull(m, coll, doc_id, q);
+		return;
+	}
+	if (pthread_cond_init(&r.cv, NULL) != 0) {
+		evq_pull(m, coll, doc_id, q);
+		return;
+	}
+	pull_array(&arr, q);
+	pthread_mutex_lock(&m->seq_mu);
+	*m->pullg_tail = &r;
+	m->pullg_tail = &r.next;
+	while (!r.taken && m->pullg_busy)
+		pthread_cond_wait(&r.cv, &m->seq_mu);
+	if (!r.taken) {
+		/* This writer sends the bulk, for everyone queued (itself included). */
+		batch = m->pullg_head;
+		m->pullg_head = NULL;
+		m->pullg_tail = &m->pullg_head;
+		for (p = batch; p; p = p->next)
+			p->taken = true;
+		m->pullg_busy = true;
+		pthread_mutex_unlock(&m->seq_mu);
+		pulls_send_group(c, batch);
+		pthread_mutex_lock(&m->seq_mu);
+		/* each request lives on its writer's stack: untouched once done is seen */
+		for (p = batch; p; p = p->next) {
+			p->done = true;
+			if (p != &r)
+				pthread_cond_signal(&p->cv);
+		}
+		m->pullg_busy = false;
+		if (m->pullg_head) /* the first one queued meanwhile sends the next bulk */
+			pthread_cond_signal(&m->pullg_head->cv);
+	}
+	while (!r.done)
+		pthread_cond_wait(&r.cv, &m->seq_mu);
+	pthread_mutex_unlock(&m->seq_mu);
+	pthread_cond_destroy(&r.cv);
+	bson_destroy(&arr);
+}
+
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q)
 {
 	if (!q->n || evq_store(c, q, true, coll == c->cards ? doc_id : NULL) != CORE_OK ||
 	    mgo_effects_store(c, q) != CORE_OK)
 		return; /* left in the outbox: the maintenance drain retries */
-	if (!pull_defer(c, coll, doc_id, q))
+	if (pull_defer(c, coll, doc_id, q))
+		return;
+	if (c->m->racy_updates)
+		evq_pull_shared(c, coll, doc_id, q);
+	else
 		evq_pull(c->m, coll, doc_id, q);
 }
 

@@ -358,6 +358,19 @@ START_TEST(run_result_comment_and_finish)
 	memcpy(big, "{\"marker\":\"wk\",\"error\":\"", 24);
 	memcpy(big + 24 + 5000, "\"}", 3);
 	t_problem(400, "bad_request", "PATCH", "/v1/runs/run1", W, NULL, big);
+	/* 4 KiB is bytes: 3 000 two-byte characters are refused too, and the detail says so. */
+	{
+		size_t i, n = 24;
+
+		for (i = 0; i < 3000; i++)
+			n += (size_t)snprintf(big + n, sizeof big - n, "\xc3\xa9");
+		memcpy(big + n, "\"}", 3);
+		j = t_must(400, "PATCH", "/v1/runs/run1", W, NULL, big);
+		ck_assert_str_eq(t_str(j, "code"), "bad_request");
+		ck_assert_msg(strstr(t_str(j, "detail"), "\"error\"") != NULL, "detail: %s",
+			      t_str(j, "detail"));
+		json_decref(j);
+	}
 
 	/* The holder comments, fenced; a stale epoch or a missing If-Match adds nothing. */
 	j = t_must(201, "POST", "/v1/cards/job/comments", W, hdr,

@@ -183,6 +183,35 @@ def case_outcomes_and_env(srv, tmp):
     check(c['state'] == 'ready' and c['claim'] is None, '--on-failure release: %s' % c)
 
 
+def case_outcome_refused(srv, tmp):
+    # An outcome the server refuses as asked (--on-success into a column the board lacks):
+    # the claim is still boardctl's, so it is given back at once, never left held with
+    # nobody renewing it; the job is an error (run: 2) and `work` stops (a configuration
+    # error: exit 2) instead of taking card after card into the same refusal.
+    srv.new_card('badcol1', 'oref')
+    p = boardctl(srv, ['run', '--card', 'badcol1', '--on-success', 'no_such_col', '--', 'true'])
+    rc, out, err = finish(p)
+    c = srv.card('badcol1')
+    check(rc == 2 and 'no_such_col' in err, 'run: a refused outcome is an error (2): %d %s'
+          % (rc, err))
+    check(c['claim'] is None and c['state'] == 'ready',
+          'run: the claim is released after a refused outcome: %s' % c)
+    for i in range(3):
+        srv.new_card('badcol-w%d' % i, 'orefw')
+    count = tmp + '/oref.count'
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'orefw', '--on-failure',
+                       'no_such_col', '--wait-ms', '0', '--', 'sh', '-c',
+                       'echo x >> %s; exit 1' % count])
+    rc, out, err = finish(p)
+    with open(count) as f:
+        ran = len(f.read().split())
+    cards = [srv.card('badcol-w%d' % i) for i in range(3)]
+    check(rc == 2 and ran == 1, 'work stops at the first refused outcome: rc %d, %d jobs, %s'
+          % (rc, ran, err))
+    check(all(x['claim'] is None and x['state'] == 'ready' for x in cards),
+          'work: nothing left claimed: %s' % [(x['id'], x['claim']) for x in cards])
+
+
 def case_concurrency(srv, tmp):
     for i in range(6):
         srv.new_card('cc%d' % i, 'cc')
@@ -213,6 +242,31 @@ def case_sigterm_forwarded(srv, tmp):
     st, run = srv.api('GET', '/v1/runs/' + run_id)
     check(run['status'] == 'failed_resumable', 'run marked resumable: %s' % run)
     check('stopped' in err, 'reported as stopped: %s' % err)
+    check(rc == 0, 'work told to stop exits 0: %d' % rc)
+
+    # `run` told to stop: 128+N like any process a signal N ended (the man page's EXIT
+    # STATUS), whatever the command made of the forwarded signal; never 2, the error code.
+    for sig, name in ((signal.SIGTERM, 'term2'), (signal.SIGINT, 'int2')):
+        srv.new_card(name, 'st2')
+        pidf = '%s/%s.pid' % (tmp, name)
+        p = boardctl(srv, ['run', '--card', name, '--grace', '5s', '--', 'sh', '-c',
+                           'trap "exit 0" TERM INT; echo $$ > %s; '
+                           'while true; do sleep 0.1; done' % pidf])
+        check(read_pid(pidf) is not None, '%s: command started' % name)
+        p.send_signal(sig)
+        rc, out, err = finish(p)
+        c = srv.card(name)
+        check(rc == 128 + sig and c['claim'] is None,
+              'run stopped by signal %d exits %d: %d %s' % (sig, 128 + sig, rc, err))
+    # ... also while it is still retrying its claim (no server there).
+    port = bt.free_port()
+    p = boardctl(srv, ['--url', 'http://127.0.0.1:%d' % port, 'run', '--card', 'x', '--',
+                       'true'])
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    rc, out, err = finish(p)
+    check(rc == 128 + signal.SIGTERM and 'retrying' in err,
+          'run stopped while retrying its claim exits 143: %d %s' % (rc, err))
 
 
 def sleeper(srv, tmp, cid, label, *flags):
@@ -305,6 +359,35 @@ def case_revoke(srv, tmp):
     c = srv.card('rev')
     check(c['claim'] is None and c['state'] == 'ready', 'nothing written after: %s' % c)
     del t0
+
+
+def case_token_removed(srv, tmp):
+    # The worker's token removed from the tokens file (SIGHUP) while a job runs: the renew
+    # answered 401 is a refusal like any other, the claim is lost at once; boardctl does not
+    # keep the command running while it retries until the lease would end.
+    tokens = tmp + '/tokens.json'
+    gone = bt.token_add(BOARDD, tokens, 'worker-gone', ['worker', 'bot'])
+    srv.proc.send_signal(signal.SIGHUP)
+    check(wait_for(lambda: srv.api('GET', '/v1/cards', token=gone)[0] == 200, 10),
+          'the new token works after SIGHUP')
+    srv.new_card('tokgone', 'tg')
+    pidf = tmp + '/tokgone.pid'
+    p = boardctl(srv, ['run', '--card', 'tokgone', '--lease-ms', '6000', '--grace', '1s', '--',
+                       'sh', '-c', 'echo $$ > %s; exec sleep 60' % pidf],
+                 env={'BOARDD_TOKEN': gone})
+    check(read_pid(pidf) is not None, 'command started')
+    with open(tokens) as f:
+        doc = json.load(f)
+    doc['tokens'] = [t for t in doc['tokens'] if t['name'] != 'worker-gone']
+    with open(tokens + '.tmp', 'w') as f:
+        json.dump(doc, f)
+    os.rename(tokens + '.tmp', tokens)
+    srv.proc.send_signal(signal.SIGHUP)
+    check(wait_for(lambda: srv.api('GET', '/v1/cards', token=gone)[0] == 401, 10),
+          'the removed token is refused after SIGHUP')
+    rc, out, err = finish(p, 30)
+    check(rc == 3 and 'renew refused' in err and '401' in err,
+          'a renew answered 401 is a loss at once: %d %s' % (rc, err))
 
 
 def case_server_restart(srv, tmp):
@@ -425,6 +508,14 @@ def case_help():
         r = subprocess.run([BOARDCTL] + verb + ['--help'], capture_output=True, text=True)
         check(r.returncode == 0 and 'usage: boardctl' in r.stdout,
               '--help on %s: %d %s' % (verb, r.returncode, r.stderr))
+    # A bad value is named before the usage.
+    for flag, val in (('--wait-ms', '30001'), ('--grace', '-1'), ('--concurrency', '0'),
+                      ('--on-success', 'bad/col')):
+        r = subprocess.run([BOARDCTL, 'work', '--board', 'b', flag, val, '--', 'true'],
+                           capture_output=True, text=True)
+        first = r.stderr.splitlines()[0] if r.stderr else ''
+        check(r.returncode == 2 and flag in first and val in first,
+              'work %s %s says what was wrong: %d %r' % (flag, val, r.returncode, first))
 
 
 def case_verbs(srv, tmp):
@@ -512,6 +603,15 @@ def case_agent_caps(srv, tmp):
     c = srv.card('ag2')
     check(rc != 0 and 'agent token' in err and c['claim'] is None,
           'a refused mint: %d %s %s' % (rc, err.strip()[-200:], c['claim']))
+    # `work` stops at such a refusal (a configuration error, exit 2): it does not claim the
+    # card again and again, minting a failed run each time.
+    srv.new_card('ag3', 'ag3')
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'ag3', '--wait-ms', '0',
+                       '--agent-caps', 'board.fly', '--', 'true'])
+    rc, out, err = finish(p, 15)
+    c = srv.card('ag3')
+    check(rc == 2 and c['claim'] is None and c['claim_epoch'] == 1,
+          'work stops at a refused mint: rc %d, claimed %d times' % (rc, c['claim_epoch']))
 
 
 def main():
@@ -523,12 +623,14 @@ def main():
         case_unix(srv, tmp)
         case_verbs(srv, tmp)
         case_outcomes_and_env(srv, tmp)
+        case_outcome_refused(srv, tmp)
         case_agent_caps(srv, tmp)
         case_concurrency(srv, tmp)
         case_sigterm_forwarded(srv, tmp)
         case_kill9(srv, tmp)
         case_sigstop(srv, tmp)
         case_revoke(srv, tmp)
+        case_token_removed(srv, tmp)
         case_server_restart(srv, tmp)
         if shutil.which('openssl'):
             case_tls(srv, tmp)

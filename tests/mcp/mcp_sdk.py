@@ -105,6 +105,29 @@ async def modern_era(port, rest, bot, op):
             check(res.is_error and sc(res).get('code') == 'terminal_state_exit' and
                   sc(res).get('status') == 422 and sc(res).get('detail'),
                   'move_card out of done: %s' % res)
+        # A refusal says what was wrong as the REST route does (DESIGN §11, §13), never just
+        # its title.
+        st, prob = rest.call('PATCH', '/v1/cards/%s/state' % cid, bot, {'from': 'done',
+                                                                         'to': 'ready'})
+        check(st == 422 and sc(res).get('detail') == prob.get('detail') and
+              sc(res).get('detail') != 'Terminal State Exit',
+              'move_card out of done says why, as REST does: %s / %s' % (res, prob))
+        res = await c.call_tool('move_card', {'id': cid, 'to': 'no_such_column'})
+        check(res.is_error and sc(res).get('code') == 'transition_rejected' and
+              'no_such_column' in sc(res).get('detail', ''),
+              'move_card into an unknown column names it: %s' % res)
+        for args, name in (({'title': 't', 'board': 'no-such-board'}, 'no-such-board'),
+                           ({'title': 't', 'state': 'no_such_column'}, 'no_such_column'),
+                           ({'title': 't', 'blockers': ['no-such-card']}, 'no-such-card')):
+            res = await c.call_tool('create_card', args)
+            check(res.is_error and name in sc(res).get('detail', ''),
+                  'create_card names what was wrong (%s): %s' % (name, res))
+        for i in range(2):  # the server holds --max-comments 3: hello, then two more
+            await c.call_tool('add_comment', {'id': cid, 'body': 'more %d' % i})
+        res = await c.call_tool('add_comment', {'id': cid, 'body': 'one too many'})
+        check(res.is_error and sc(res).get('code') == 'payload_too_large' and
+              'comments' in sc(res).get('detail', ''),
+              'add_comment past --max-comments says so: %s' % res)
         res = await c.call_tool('close_card', {'id': cid, 'to': 'blocked'})
         check(not res.is_error and sc(res).get('state') == 'blocked', 'terminal refiling')
         res = await c.call_tool('get_card', {'id': 'no-such-card'})
@@ -198,7 +221,7 @@ async def main():
         worker = bt.token_add(BOARDD, tokens, 't-worker', ['worker'])
         reader = bt.token_add(BOARDD, tokens, 't-reader', ['bot'], caps=['board.read'])
         srv = bt.Server(BOARDD, tmp + '/data', tokens, tmp, threads=2,
-                        extra=['--log-format', 'json']).started(timeout=10)
+                        extra=['--log-format', 'json', '--max-comments', '3']).started(timeout=10)
         port = srv.port
         try:
             rest = Rest(port)

@@ -2,7 +2,9 @@
  * request"): a renew that names its lease is one findAndModify decided by its filter alone,
  * refusing exactly what core refuses; a writer hands its outbox pull to the puller thread,
  * which pulls in bulk, and a store that closes pulls what is still queued; a write that needs
- * the card and its board reads both in one round trip. Round trips are
+ * the card and its board reads both in one round trip; writers delivering at the same moment
+ * share the seqs, the events' insert and (FerretDB) the pulls, each told its own outcome.
+ * Round trips are
  * counted on the calling thread (mgo_round_trips_here), pulls through the test_read hook
  * ("pull", on the thread that sends it), so the other threads' traffic does not count. */
 #include "store/mongo/mongo.h"
@@ -233,6 +235,45 @@ START_TEST(writers_leave_the_pull_to_the_puller)
 }
 END_TEST
 
+/* The bench's cycle, one writer at a time, counted request by request on the calling thread
+ * (store/mongo/README.md, "Round trips per request"): claim and an owned state write read the
+ * card and its board (one aggregate, or two finds on FerretDB), then the findAndModify, the
+ * seqs and the insert, and on FerretDB the pull before answering (elsewhere the puller's);
+ * renew is its findAndModify; release reads the card, no board. */
+START_TEST(cycle_round_trips_per_request)
+{
+	struct store *st = open_fresh();
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .state = "review"};
+	struct store_claim_result r = {0};
+	struct core_card *c = NULL;
+	struct core_token t;
+	uint64_t before;
+	unsigned fdb = is_ferretdb() ? 2 : 0; /* the second find, the pull */
+
+	create(st, "c1", "in_progress");
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &r), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 4 + fdb);
+	t = (struct core_token){"w1", r.token.epoch, NULL};
+	core_card_free(r.card);
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_renew(st, "c1", &t, 30000, &bot, &c), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 1);
+	core_card_free(c);
+	w.token = t;
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &bot, &c), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 4 + fdb);
+	ck_assert_str_eq(c->state, "review");
+	core_card_free(c);
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_release(st, "c1", &t, &bot, &c), CORE_OK);
+	ck_assert_uint_eq(mgo_round_trips_here() - before, 4 + (fdb ? 1 : 0));
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
 /* ---- the seq allocations shared by concurrent writers ---- */
 
 #define SEQ_THREADS 8
@@ -346,11 +387,309 @@ START_TEST(shared_seq_allocations_hand_each_seq_once)
 }
 END_TEST
 
+/* ---- the events insert shared by concurrent writers ---- */
+
+#define INS_THREADS 8
+#define INS_CARDS 6
+
+struct ins_writer {
+	struct store *st;
+	const char *pfx;
+	int idx;
+	enum core_rc rc;
+};
+
+static void *ins_writer_main(void *arg)
+{
+	struct ins_writer *w = arg;
+	struct store_card_create in = {.state = "ready"};
+	struct store_claim_result r;
+	struct core_card *c = NULL;
+	struct core_token t;
+	char id[32];
+	int k;
+
+	for (k = 0; k < INS_CARDS && w->rc == CORE_OK; k++) {
+		snprintf(id, sizeof(id), "%s%d-c%d", w->pfx, w->idx, k);
+		in.id = in.title = id;
+		if ((w->rc = store_card_create(w->st, &in, &bot, &c)) != CORE_OK)
+			break;
+		core_card_free(c);
+		if ((w->rc = store_card_claim(w->st, id, "m", 60000, &bot, &r)) != CORE_OK)
+			break;
+		t = (struct core_token){"m", r.token.epoch, NULL};
+		core_card_free(r.card);
+		w->rc = store_card_release(w->st, id, &t, &bot, &c);
+		core_card_free(c);
+	}
+	return NULL;
+}
+
+static void count_insert(void *ctx, const char *what)
+{
+	if (strcmp(what, "insert") == 0)
+		atomic_fetch_add((atomic_int *)ctx, 1);
+}
+
+/* Runs INS_THREADS writers (create, claim, release of INS_CARDS cards each) on one store
+ * with one seq allocation at a time, then checks the tail: each write's event exactly once,
+ * seqs strictly increasing. */
+static void ins_run(struct store *st, const char *pfx)
+{
+	static struct ins_writer w[INS_THREADS];
+	pthread_t th[INS_THREADS];
+	struct core_event *ev = NULL;
+	size_t n = 0, i, got[INS_THREADS][INS_CARDS][3];
+	int64_t next = 0, last = 0;
+	int k, j;
+
+	memset(got, 0, sizeof(got));
+	mgo_of(st)->seq_inflight_max = 1; /* the others queue behind the one under way */
+	for (i = 0; i < INS_THREADS; i++) {
+		w[i] = (struct ins_writer){.st = st, .pfx = pfx, .idx = (int)i};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, ins_writer_main, &w[i]), 0);
+	}
+	for (i = 0; i < INS_THREADS; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < INS_THREADS; i++)
+		ck_assert_int_eq(w[i].rc, CORE_OK);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	for (i = 0; i < n; i++) {
+		int type = ev[i].type == CORE_EV_CARD_CREATED ? 0
+			   : ev[i].type == CORE_EV_CARD_CLAIMED ? 1
+			   : ev[i].type == CORE_EV_CARD_RELEASED ? 2 : -1;
+
+		ck_assert_int_gt(ev[i].seq, last);
+		last = ev[i].seq;
+		if (type < 0 || !ev[i].card_id || strncmp(ev[i].card_id, pfx, strlen(pfx)) != 0 ||
+		    sscanf(ev[i].card_id + strlen(pfx), "%d-c%d", &k, &j) != 2)
+			continue;
+		ck_assert(k >= 0 && k < INS_THREADS && j >= 0 && j < INS_CARDS);
+		got[k][j][type]++;
+	}
+	store_events_free(ev, n);
+	for (k = 0; k < INS_THREADS; k++)
+		for (j = 0; j < INS_CARDS; j++)
+			ck_assert_msg(got[k][j][0] == 1 && got[k][j][1] == 1 && got[k][j][2] == 1,
+				      "%s%d-c%d: created %zu, claimed %zu, released %zu times", pfx, k, j,
+				      got[k][j][0], got[k][j][1], got[k][j][2]);
+}
+
+/* Writers delivering at the same moment share the insert of their events as they share the
+ * seqs: fewer inserts than writes, and the tail holds every write's event once, in seq
+ * order. */
+START_TEST(writers_share_the_events_insert)
+{
+	atomic_int inserts = 0;
+	struct store_mongo_options o = {.test_read = count_insert, .test_ctx = &inserts};
+	struct store *st;
+	char db[64];
+
+	db_name_new(db, sizeof(db));
+	st = open_db_opts(db, &o, NULL);
+	ins_run(st, "a");
+	fprintf(stderr, "shared inserts: %d for %d writes\n", atomic_load(&inserts),
+		INS_THREADS * INS_CARDS * 3);
+	ck_assert_int_gt(atomic_load(&inserts), 0);
+	ck_assert_msg(atomic_load(&inserts) < INS_THREADS * INS_CARDS * 3,
+		      "%d inserts for %d writes", atomic_load(&inserts),
+		      INS_THREADS * INS_CARDS * 3);
+	close_db(st);
+}
+END_TEST
+
+/* A duplicate key in a shared insert is each writer's own collision: the counter moved back
+ * below the stored seqs (a backup restored; FerretDB's non-atomic $inc between processes)
+ * makes shared inserts collide, and every writer whose documents the insert did not reach
+ * re-reads what `events` holds and tries again with new seqs: no event lost, none twice, no
+ * seq twice. */
+START_TEST(a_duplicate_in_a_shared_insert_is_each_writers_retry)
+{
+	struct store *st = open_fresh();
+	char id[16];
+	int i;
+
+	for (i = 0; i < 12; i++) { /* seqs 1.. taken */
+		snprintf(id, sizeof(id), "pre%d", i);
+		create(st, id, "ready");
+	}
+	raw_update(st, "counters", "events", "{\"$set\": {\"seq\": 2}}");
+	ins_run(st, "a");
+	close_db(st);
+}
+END_TEST
+
+/* Three writers queued behind each other share one batch (one findAndModify, one ordered
+ * insert); a seq of the second one's is taken already (another process's filler). The
+ * first one's documents are in and it is told so; the insert stopped at the second one's,
+ * so it and the third one behind it are told ALREADY_EXISTS (their collision path) and
+ * none of their documents is in: exactly what each would have met inserting alone, in
+ * that order. The batch cost two round trips, on one thread. */
+struct ins_req {
+	struct store *st;
+	int idx;
+	struct mgo_seq_req r;
+	enum core_rc rc;
+	uint64_t trips;
+};
+
+static void ins_req_docs(struct mgo_seq_req *r, mongoc_bulk_operation_t *bulk, int64_t ts)
+{
+	struct ins_req *x = r->ctx;
+	int64_t first = r->last - r->n + 1, j;
+	char id[32];
+	bson_t *d;
+
+	for (j = 0; j < r->n; j++) {
+		d = bson_new();
+		snprintf(id, sizeof(id), "t%d-%lld", x->idx, (long long)j);
+		BSON_APPEND_UTF8(d, "_id", id);
+		BSON_APPEND_INT64(d, "seq", first + j);
+		BSON_APPEND_DATE_TIME(d, "ts", ts);
+		BSON_APPEND_BOOL(d, MGO_FILLER, true);
+		mongoc_bulk_operation_insert(bulk, d);
+		bson_destroy(d);
+	}
+}
+
+static void *ins_req_main(void *arg)
+{
+	struct ins_req *x = arg;
+	struct mgo_conn c;
+
+	if ((x->rc = mgo_conn_open(mgo_of(x->st), &c)) != CORE_OK)
+		return NULL;
+	x->trips = mgo_round_trips_here();
+	x->rc = mgo_seqs_take_insert(&c, &x->r);
+	x->trips = mgo_round_trips_here() - x->trips;
+	mgo_conn_close(&c);
+	return NULL;
+}
+
+static size_t queued(struct mgo *m)
+{
+	struct mgo_seq_req *p;
+	size_t n = 0;
+
+	pthread_mutex_lock(&m->seq_mu);
+	for (p = m->seq_head; p; p = p->next)
+		n++;
+	pthread_mutex_unlock(&m->seq_mu);
+	return n;
+}
+
+START_TEST(a_shared_insert_tells_each_writer_its_own_outcome)
+{
+	struct store *st = open_fresh();
+	struct mgo *m = mgo_of(st);
+	static struct ins_req x[3];
+	pthread_t th[3];
+	struct mgo_conn c;
+	char doc[200];
+	int64_t last = 0;
+	int i, k;
+
+	ck_assert_int_eq(mgo_conn_open(m, &c), CORE_OK);
+	ck_assert_int_eq(mgo_seqs_take(&c, 1, NULL, NULL, 0, &last, NULL), CORE_OK);
+	/* the batch will hand out last+1 .. last+6: x[1]'s first one is taken */
+	snprintf(doc, sizeof(doc),
+		 "{\"_id\": \"mine\", \"seq\": {\"$numberLong\": \"%lld\"}, "
+		 "\"ts\": {\"$date\": {\"$numberLong\": \"%lld\"}}, \"filler\": true}",
+		 (long long)(last + 3), (long long)server_now());
+	raw_insert(st, "events", doc);
+	pthread_mutex_lock(&m->seq_mu);
+	m->seq_inflight_max = 0; /* every request queues */
+	pthread_mutex_unlock(&m->seq_mu);
+	for (i = 0; i < 3; i++) {
+		x[i] = (struct ins_req){.st = st, .idx = i};
+		x[i].r = (struct mgo_seq_req){.n = 2, .docs = ins_req_docs, .ctx = &x[i], .ndocs = 2};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, ins_req_main, &x[i]), 0);
+		for (k = 0; queued(m) < (size_t)i + 1 && k < 5000; k++)
+			nap_ms(1);
+		ck_assert_uint_eq(queued(m), (size_t)i + 1);
+	}
+	pthread_mutex_lock(&m->seq_mu);
+	m->seq_inflight_max = 1;
+	pthread_cond_signal(&m->seq_head->cv); /* the first one queued goes */
+	pthread_mutex_unlock(&m->seq_mu);
+	for (i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(x[i].rc, CORE_OK);
+		ck_assert_int_eq(x[i].r.last, last + 2 * (i + 1)); /* queue order */
+	}
+	ck_assert_int_eq(x[0].r.ins_rc, CORE_OK);
+	ck_assert_int_eq(x[1].r.ins_rc, CORE_ERR_ALREADY_EXISTS);
+	ck_assert_int_eq(x[2].r.ins_rc, CORE_ERR_ALREADY_EXISTS);
+	ck_assert_uint_eq(x[0].trips + x[1].trips + x[2].trips, 2);
+	{
+		static const char *const in[] = {"t0-0", "t0-1"}, *const out[] = {"t1-0", "t1-1",
+										    "t2-0", "t2-1"};
+		bson_t *d = NULL;
+		size_t j;
+
+		for (j = 0; j < 2; j++) {
+			ck_assert_int_eq(mgo_find_by_id(c.events, in[j], &d), CORE_OK);
+			ck_assert_msg(d != NULL, "%s not inserted", in[j]);
+			bson_destroy(d);
+			d = NULL;
+		}
+		for (j = 0; j < 4; j++) {
+			ck_assert_int_eq(mgo_find_by_id(c.events, out[j], &d), CORE_OK);
+			ck_assert_msg(d == NULL, "%s inserted after the duplicate", out[j]);
+		}
+	}
+	mgo_conn_close(&c);
+	close_db(st);
+}
+END_TEST
+
+static void count_pulls(void *ctx, const char *what)
+{
+	if (strcmp(what, "pull") == 0)
+		atomic_fetch_add((atomic_int *)ctx, 1);
+}
+
+/* Where updates are a read then a write (FerretDB: racy_updates, forced here on any server),
+ * each writer's pull is done before it answers, but writers pulling at the same moment share
+ * one bulk: fewer pulls than writes, and every outbox is empty as soon as its writes have
+ * answered, with no puller left to do it. */
+START_TEST(racy_writers_share_their_pulls_and_answer_pulled)
+{
+	atomic_int pulls = 0;
+	struct store_mongo_options o = {.test_read = count_pulls, .test_ctx = &pulls};
+	struct store *st;
+	char db[64], id[32];
+	int k, j;
+
+	db_name_new(db, sizeof(db));
+	st = open_db_opts(db, &o, NULL);
+	mgo_of(st)->racy_updates = true;
+	ins_run(st, "p");
+	for (k = 0; k < INS_THREADS; k++)
+		for (j = 0; j < INS_CARDS; j++) {
+			snprintf(id, sizeof(id), "p%d-c%d", k, j);
+			ck_assert_msg(raw_outbox_len(st, "cards", id) == 0, "%s: outbox left", id);
+		}
+	fprintf(stderr, "shared pulls: %d for %d writes\n", atomic_load(&pulls),
+		INS_THREADS * INS_CARDS * 3);
+	ck_assert_int_gt(atomic_load(&pulls), 0);
+	ck_assert_msg(atomic_load(&pulls) < INS_THREADS * INS_CARDS * 3, "%d pulls for %d writes",
+		      atomic_load(&pulls), INS_THREADS * INS_CARDS * 3);
+	close_db(st);
+}
+END_TEST
+
 void mongo_add_trips(TCase *tc)
 {
 	tcase_add_test(tc, renew_with_lease_is_one_round_trip);
 	tcase_add_test(tc, renew_refusals_change_nothing);
 	tcase_add_test(tc, card_and_board_in_one_round_trip);
 	tcase_add_test(tc, writers_leave_the_pull_to_the_puller);
+	tcase_add_test(tc, cycle_round_trips_per_request);
 	tcase_add_test(tc, shared_seq_allocations_hand_each_seq_once);
+	tcase_add_test(tc, writers_share_the_events_insert);
+	tcase_add_test(tc, a_duplicate_in_a_shared_insert_is_each_writers_retry);
+	tcase_add_test(tc, a_shared_insert_tells_each_writer_its_own_outcome);
+	tcase_add_test(tc, racy_writers_share_their_pulls_and_answer_pulled);
 }
