@@ -173,6 +173,8 @@ static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char 
 		if (i == API_HDR_CONTENT_LENGTH && r->hdr.v[i] &&
 		    strcmp(r->hdr.v[i], value ? value : "") != 0)
 			r->hdr.cl_disagree = true;
+		if (i == API_HDR_AUTHORIZATION && r->hdr.v[i])
+			r->hdr.auth_twice = true;
 		if (!r->hdr.v[i])
 			r->hdr.v[i] = value ? value : "";
 		break;

@@ -197,6 +197,7 @@ struct api_req {
 	struct {
 		const char *v[API_HDR_N];  /* the first of each; borrowed from MHD for the request */
 		bool cl_disagree;          /* two Content-Length headers that differ */
+		bool auth_twice;           /* more than one Authorization header */
 		bool scanned;
 	} hdr;
 

@@ -509,6 +509,10 @@ enum core_rc api_auth_check(struct api_req *r)
 	h = api_req_header(r, API_HDR_AUTHORIZATION);
 	if (!h)
 		return api_fail(r, CORE_ERR_UNAUTHORIZED, "missing Authorization: Bearer <token>");
+	/* A singleton field (RFC 9110): which of two credentials speaks is not ours to guess. */
+	if (r->hdr.auth_twice)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"more than one Authorization header: send exactly one");
 	if (strncasecmp(h, "Bearer ", 7) != 0)
 		return api_fail(r, CORE_ERR_UNAUTHORIZED, "expected a Bearer token");
 	h += 7;

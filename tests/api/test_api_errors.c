@@ -22,6 +22,20 @@ START_TEST(err_400_401_403_404_405)
 	free(www);
 	t_problem(401, "unauthorized", "GET", "/v1/cards", "not-a-token", NULL, NULL);
 	t_problem(401, "unauthorized", "GET", "/v1/cards", NULL, "Authorization: Basic eDp5", NULL);
+	/* Two credentials (a valid one and an invalid one, in either order; or the same twice):
+	 * which one speaks is not guessed. 400, and nothing is created. */
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, "Authorization: Bearer not-a-token",
+		  "{\"title\":\"two credentials\"}");
+	ck_assert_msg(strstr(T_BODY, "more than one Authorization header"), "%s", T_BODY);
+	t_problem(400, "bad_request", "GET", "/v1/cards", "not-a-token", "Authorization: Bearer " OP,
+		  NULL);
+	t_problem(400, "bad_request", "GET", "/v1/cards", OP, "Authorization: Bearer " OP, NULL);
+	{
+		json_t *j = t_must(200, "GET", "/v1/cards?limit=200", OP, NULL, NULL);
+
+		ck_assert_ptr_null(strstr(T_BODY, "two credentials"));
+		json_decref(j);
+	}
 
 	t_problem(403, "forbidden", "POST", "/v1/cards", W, NULL, "{}");
 
