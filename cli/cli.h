@@ -101,6 +101,8 @@ enum cli_job_end {
 	CLI_JOB_STOPPED,   /* boardctl was told to stop: command signalled, claim released */
 	CLI_JOB_ERROR,     /* could not start (run create, spawn) or the outcome was refused as
 			    * asked: claim released if possible */
+	CLI_JOB_CANCELLED, /* an operator cancelled the run (DESIGN §12, ADR-096 point 4): command
+			    * stopped, card neither filed nor released (kept for the operator) */
 };
 
 struct cli_job_report {

@@ -13,6 +13,10 @@
  *   the server would refuse it anyway; this stops the work toward refusals.
  * - On the command's exit: the run's status (and result/error), then the card's state and the
  *   release in one fenced step (PATCH state with release), or a fenced release alone.
+ * - The run cancelled by an operator (a run write refused 409 run_final, the run reads
+ *   cancelled): the command is stopped as on loss, and the card is neither filed nor
+ *   released: an operator cancel is never auto-routed (DESIGN §6 "cancelled | keep",
+ *   ADR-096 point 4); the claim stays parked for the operator, renewing stops.
  * - Told to stop (SIGTERM/SIGINT to boardctl): the signal is forwarded to the group, the
  *   command gets the grace to finish, then the run is marked failed_resumable and the claim
  *   released, so the card goes back to the pool at once. */
@@ -91,28 +95,76 @@ static long renew(struct cli_http *h, const struct cli_claim *c, long timeout, c
 	return st;
 }
 
-static void heartbeat(struct cli_http *h, const struct cli_claim *c, const char *run, long timeout)
+/* Whether the JSON string field `key` of `o` equals `want` (false when absent). */
+static bool field_is(const json_t *o, const char *key, const char *want)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s && strcmp(s, want) == 0;
+}
+
+/* Whether run `run` is final with status cancelled: what an operator's cancel writes (boardctl
+ * never does; DESIGN §6 keeps such a claim whoever wrote it). Asked after a 409 run_final, by
+ * reading the run: a run made final another way (finished, failed) is not this case. */
+static bool run_cancelled(struct cli_http *h, const char *run)
 {
 	char path[400], err[CLI_ERR_MAX], id[300];
-	json_t *body = json_pack("{s:s}", "marker", c->marker);
+	json_t *ans = NULL;
+	bool yes;
+
+	cli_http_escape(run, id, sizeof id);
+	snprintf(path, sizeof path, "/v1/runs/%s", id);
+	yes = cli_http_call(h, "GET", path, NULL, -1, WRITE_TIMEOUT_MS, &ans, err, sizeof err) ==
+		      200 &&
+	      field_is(ans, "status", "cancelled");
+	json_decref(ans);
+	return yes;
+}
+
+/* A run write answered `st` with `ans`: true when it was refused because an operator
+ * cancelled the run (409 run_final, and the run reads cancelled). */
+static bool refused_cancelled(struct cli_http *h, const char *run, long st, const json_t *ans)
+{
+	return st == 409 && field_is(ans, "code", "run_final") && run_cancelled(h, run);
+}
+
+/* The run's heartbeat. Any failure is only warned about (the claim is what counts), except an
+ * operator's cancel: true then. */
+static bool heartbeat(struct cli_http *h, const struct cli_claim *c, const char *run,
+		      long timeout)
+{
+	char path[400], err[CLI_ERR_MAX], id[300];
+	json_t *body = json_pack("{s:s}", "marker", c->marker), *ans = NULL;
+	bool cancelled = false;
+	long st;
 
 	cli_http_escape(run, id, sizeof id);
 	snprintf(path, sizeof path, "/v1/runs/%s/heartbeat", id);
-	if (cli_http_call(h, "POST", path, body, -1, timeout, NULL, err, sizeof err) != 200)
-		cli_warn("card %s: run heartbeat: %s", c->card, err); /* the claim is what counts */
+	st = cli_http_call(h, "POST", path, body, -1, timeout, &ans, err, sizeof err);
+	if (st != 200) {
+		cancelled = refused_cancelled(h, run, st, ans);
+		if (!cancelled)
+			cli_warn("card %s: run heartbeat: %s", c->card, err);
+	}
+	json_decref(ans);
 	json_decref(body);
+	return cancelled;
 }
 
 /* One write (`body` borrowed), retried with backoff while it gets no answer or a 5xx, until
- * another try would start at or past `until`; returns the last status (0: no answer). */
+ * another try would start at or past `until`; returns the last status (0: no answer). *out
+ * (may be NULL) receives the last answer (new reference, or NULL). */
 static long write_retried(struct cli_http *h, const char *method, const char *path,
-			  const json_t *body, int64_t if_match, int64_t until, char *err)
+			  const json_t *body, int64_t if_match, int64_t until, char *err,
+			  json_t **out)
 {
 	int64_t backoff = BACKOFF_FIRST_MS;
 	long st;
 
 	for (;;) {
-		st = cli_http_call(h, method, path, body, if_match, WRITE_TIMEOUT_MS, NULL, err,
+		if (out)
+			json_decref(*out);
+		st = cli_http_call(h, method, path, body, if_match, WRITE_TIMEOUT_MS, out, err,
 				   CLI_ERR_MAX);
 		if ((st != 0 && st < 500) || cli_mono_ms() + backoff >= until)
 			break;
@@ -130,7 +182,7 @@ static long release(struct cli_http *h, const struct cli_claim *c, int64_t until
 	long st;
 
 	card_path(path, sizeof path, c, "/release");
-	st = write_retried(h, "POST", path, body, -1, until, err);
+	st = write_retried(h, "POST", path, body, -1, until, err, NULL);
 	json_decref(body);
 	return st;
 }
@@ -280,13 +332,14 @@ static json_t *result_read(const char *path)
 	return j;
 }
 
-/* PATCH the run: status, error, result. Transport errors retried until `until`. */
+/* PATCH the run: status, error, result. Transport errors retried until `until`. *cancelled
+ * (may be NULL) tells whether it was refused because an operator cancelled the run. */
 static long run_patch(struct cli_http *h, const struct cli_claim *c, const char *run,
 		      const char *status, const char *error, json_t *result, int64_t until,
-		      char *err)
+		      char *err, bool *cancelled)
 {
 	char path[400], id[300];
-	json_t *body = json_pack("{s:s, s:s}", "marker", c->marker, "status", status);
+	json_t *body = json_pack("{s:s, s:s}", "marker", c->marker, "status", status), *ans = NULL;
 	long st;
 
 	if (error)
@@ -295,7 +348,10 @@ static long run_patch(struct cli_http *h, const struct cli_claim *c, const char 
 		json_object_set(body, "result", result);
 	cli_http_escape(run, id, sizeof id);
 	snprintf(path, sizeof path, "/v1/runs/%s", id);
-	st = write_retried(h, "PATCH", path, body, -1, until, err);
+	st = write_retried(h, "PATCH", path, body, -1, until, err, &ans);
+	if (cancelled)
+		*cancelled = st != 200 && refused_cancelled(h, run, st, ans);
+	json_decref(ans);
 	json_decref(body);
 	return st;
 }
@@ -313,7 +369,7 @@ static long outcome_write(struct cli_http *h, const struct cli_claim *c,
 	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", o->column, "reason",
 			 reason, "release", 1);
 	card_path(path, sizeof path, c, "/state");
-	st = write_retried(h, "PATCH", path, body, c->epoch, until, err);
+	st = write_retried(h, "PATCH", path, body, c->epoch, until, err, NULL);
 	json_decref(body);
 	return st;
 }
@@ -414,7 +470,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	size_t n_ours = 0;
 	int pidfd = -1, fd, ws = 0, sig = 0;
 	pid_t pid = -1;
-	bool exited = false, lost = false;
+	bool exited = false, lost = false, cancelled = false;
 	json_t *result = NULL;
 	long st;
 
@@ -431,7 +487,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		result_path[0] = '\0';
 	if (o->agent_caps && !agent_token_mint(h, c, o->agent_caps, &agent, rep)) {
 		rep->end = CLI_JOB_ERROR;
-		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err);
+		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err, NULL);
 		release(h, c, lease_end, err);
 		goto done;
 	}
@@ -450,12 +506,12 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			reap(pid);
 		}
 		rep->end = CLI_JOB_ERROR;
-		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err);
+		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err, NULL);
 		release(h, c, lease_end, err);
 		goto done;
 	}
 	next_renew = (c->asked_ms ? c->asked_ms : t0) + c->renew_after_ms;
-	while (!exited && !lost && !sig) {
+	while (!exited && !lost && !sig && !cancelled) {
 		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
 				      {.fd = o->stop_fd, .events = POLLIN}};
 		int64_t wake;
@@ -495,7 +551,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 				lease_end = sent + c->lease_ms;
 				next_renew = sent + c->renew_after_ms;
 				backoff = BACKOFF_FIRST_MS;
-				heartbeat(h, c, rep->run, RENEW_TIMEOUT_MAX_MS);
+				cancelled = heartbeat(h, c, rep->run, RENEW_TIMEOUT_MAX_MS);
 			} else if (refused(st)) {
 				lost = true;
 				snprintf(rep->detail, sizeof rep->detail, "renew refused: %.400s", err);
@@ -514,7 +570,10 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			snprintf(rep->detail, sizeof rep->detail,
 				 "the command ended after the lease did: nothing written");
 		}
-	} else if (lost) {
+	} else if (lost || cancelled) {
+		if (cancelled)
+			cli_warn("card %s: run %s was cancelled by an operator: stopping the command "
+				 "(SIGTERM, SIGKILL after the grace)", c->card, rep->run);
 		ws = terminate(pid, pidfd, SIGTERM, o);
 	} else {
 		ws = terminate(pid, pidfd, sig, o);
@@ -524,12 +583,17 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		rep->end = CLI_JOB_LOST;
 		goto done;
 	}
+	if (cancelled)
+		goto cancelled;
 	if (sig) {
 		char why[64];
 
 		snprintf(why, sizeof why, "boardctl stopped by signal %d", sig);
 		rep->end = CLI_JOB_STOPPED;
-		run_patch(h, c, rep->run, "failed_resumable", why, NULL, lease_end, err);
+		run_patch(h, c, rep->run, "failed_resumable", why, NULL, lease_end, err,
+			  &cancelled);
+		if (cancelled)
+			goto cancelled; /* the operator's cancel came first: theirs to decide */
 		st = release(h, c, lease_end, err);
 		if (st != 200)
 			snprintf(rep->detail, sizeof rep->detail, "release: %.400s", err);
@@ -546,7 +610,10 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		else
 			snprintf(why, sizeof why, "killed by signal %d", -rep->exit_code);
 		st = run_patch(h, c, rep->run, rep->end == CLI_JOB_SUCCEEDED ? "finished" : "failed",
-			       rep->end == CLI_JOB_SUCCEEDED ? NULL : why, result, lease_end, err);
+			       rep->end == CLI_JOB_SUCCEEDED ? NULL : why, result, lease_end, err,
+			       &cancelled);
+		if (cancelled)
+			goto cancelled; /* the command ended as the operator cancelled: not filed */
 		if (st != 200)
 			cli_warn("card %s: run %s: %s", c->card, rep->run, err);
 		st = outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
@@ -560,6 +627,16 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		if (refused(st))
 			outcome_refused(h, c, o, rep, st, lease_end);
 	}
+	goto done;
+cancelled:
+	/* An operator cancel is never auto-routed (DESIGN §6 "cancelled | keep", ADR-096 point 4):
+	 * the card is neither filed nor released; the claim stays under the cancelled run, as the
+	 * reaper keeps it, parked for the operator (a release would put it back in the pool for a
+	 * fresh spend). Renewing stops here. */
+	rep->end = CLI_JOB_CANCELLED;
+	snprintf(rep->detail, sizeof rep->detail,
+		 "run %s cancelled by an operator: card left claimed in its column for the "
+		 "operator (not filed, not released)", rep->run);
 done:
 	json_decref(result);
 	if (pidfd >= 0)

@@ -17,6 +17,8 @@ const char *cli_job_end_name(enum cli_job_end e)
 		return "stopped";
 	case CLI_JOB_ERROR:
 		return "error";
+	case CLI_JOB_CANCELLED:
+		return "cancelled";
 	}
 	return "?";
 }

@@ -175,11 +175,13 @@ static void *slot_main(void *arg)
 		if (rep.config_error)
 			atomic_store(&w->fatal, 2); /* every next card would be refused the same */
 		if (w->card) {
-			/* Told to stop by signal N: 128+N, as a shell reports a process N ended. */
+			/* Told to stop by signal N: 128+N, as a shell reports a process N ended;
+			 * the run cancelled by an operator: 4 (the man page's EXIT STATUS). */
 			atomic_store(&w->last_exit, rep.end == CLI_JOB_SUCCEEDED || rep.end == CLI_JOB_FAILED
 						      ? (rep.exit_code >= 0 ? rep.exit_code : 128 - rep.exit_code)
 						      : rep.end == CLI_JOB_STOPPED ? 128 + atomic_load(&stop_sig)
-						      : rep.end == CLI_JOB_LOST ? 3 : 2);
+						      : rep.end == CLI_JOB_LOST ? 3
+						      : rep.end == CLI_JOB_CANCELLED ? 4 : 2);
 			break;
 		}
 	}
@@ -255,6 +257,8 @@ static const char work_help[] =
 	"The claim is renewed and the run heartbeaten every renew_after_ms; a renew that gets\n"
 	"no answer is retried until the lease would end. When the claim is lost, COMMAND's\n"
 	"group gets SIGTERM, then SIGKILL after the grace, and nothing is written.\n"
+	"When an operator cancels the run, COMMAND is stopped the same way and the card is\n"
+	"left claimed in its column for the operator: not filed, not released (run: exit 4).\n"
 	"\n"
 	"options:\n"
 	"  --board B            board to take cards from (work)\n"

@@ -4,7 +4,8 @@ outcomes, the command's environment, the result file, run --card and its exit co
 forwarded then release, --concurrency, kill -9 of boardctl mid-job (the command dies with it,
 the reaper reclaims after the lease), SIGSTOP past the lease then SIGCONT (the command is
 killed, no late write lands), the server restarted under it (ridden when the lease allows,
-given up cleanly when not), an operator's revoke, and --help on every verb.
+given up cleanly when not), an operator's revoke, an operator's run cancel (the command
+stopped, the card kept claimed and not filed), and --help on every verb.
 
 usage: test_boardctl.py path/to/boardd path/to/boardctl
 Stdlib only. Each case takes its cards by a label of its own, so cases never steal work.
@@ -390,6 +391,64 @@ def case_token_removed(srv, tmp):
           'a renew answered 401 is a loss at once: %d %s' % (rc, err))
 
 
+def case_operator_cancel(srv, tmp):
+    # An operator cancels the run mid-job (POST /v1/runs/{id}/cancel): the next run heartbeat
+    # is refused 409 run_final and the run reads cancelled. An operator cancel is never
+    # auto-routed (DESIGN §6 "cancelled | keep", ADR-096 point 4): the command gets SIGTERM,
+    # nothing is filed and nothing released (the card stays claimed in its column, parked for
+    # the operator), `run` exits 4, and `work` goes on with its next card. The command would
+    # end by itself after ~10 s and boardctl without the fix would then file it done.
+    def job(card):
+        return ('[ "$BOARDD_CARD" = %s ] || exit 0; '
+                'trap "echo got-term > %s/%s.flag; exit 0" TERM; echo $$ > %s/%s.pid; '
+                'i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done'
+                % (card, tmp, card, tmp, card))
+
+    def cancel_and_check(p, card, what):
+        check(read_pid('%s/%s.pid' % (tmp, card)) is not None, '%s: command started' % what)
+        run_id = srv.card(card)['last_run_id']
+        seq = srv.last_seq()
+        st, run = srv.api('POST', '/v1/runs/%s/cancel' % run_id)
+        check(st == 200 and run['status'] == 'cancelled', '%s: cancel: %d %s' % (what, st, run))
+        return run_id, seq
+
+    def kept(card, run_id, seq, err, what):
+        check(os.path.exists('%s/%s.flag' % (tmp, card)), '%s: SIGTERM reached the command'
+              % what)
+        check('cancelled by an operator' in err and card in err and run_id in err,
+              '%s: reported on stderr: %s' % (what, err))
+        c = srv.card(card)
+        check(c['claim'] is not None and c['state'] == 'ready' and c['last_run_id'] == run_id,
+              '%s: still claimed in its column, not filed: %s' % (what, c))
+        st, run = srv.api('GET', '/v1/runs/' + run_id)
+        check(run['status'] == 'cancelled', '%s: run stays cancelled: %s' % (what, run))
+        ev = [e['type'] for e in srv.events_after(seq) if e.get('card_id') == card]
+        check('card_released' not in ev and 'card_state_changed' not in ev,
+              '%s: no release, no filing: %s' % (what, ev))
+
+    srv.new_card('cxl1', 'cxl')
+    p = boardctl(srv, ['run', '--card', 'cxl1', '--lease-ms', '1500', '--grace', '5s', '--',
+                       'sh', '-c', job('cxl1')])
+    run_id, seq = cancel_and_check(p, 'cxl1', 'run')
+    rc, out, err = finish(p)
+    check(rc == 4, 'run: an operator cancel exits 4: %d %s' % (rc, err))
+    kept('cxl1', run_id, seq, err, 'run')
+
+    # `work`: the cancel is about that one job; the loop takes the next card.
+    srv.new_card('cxlw1', 'cxlw', priority=2)
+    srv.new_card('cxlw2', 'cxlw', priority=1)
+    p = boardctl(srv, ['--json', 'work', '--board', 'default', '--label', 'cxlw', '--lease-ms',
+                       '1500', '--grace', '5s', '--max-jobs', '2', '--wait-ms', '0', '--',
+                       'sh', '-c', job('cxlw1')])
+    run_id, seq = cancel_and_check(p, 'cxlw1', 'work')
+    rc, out, err = finish(p)
+    outcomes = [json.loads(l)['outcome'] for l in out.splitlines() if l.strip()]
+    check(rc == 0 and outcomes == ['cancelled', 'succeeded'],
+          'work goes on after a cancel: rc %d %s %s' % (rc, outcomes, err))
+    kept('cxlw1', run_id, seq, err, 'work')
+    check(srv.card('cxlw2')['state'] == 'done', 'work: the next card was done')
+
+
 def case_server_restart(srv, tmp):
     # Ridden: the server is away for less than the lease; renews retry and the job finishes.
     srv.new_card('ride', 'rs')
@@ -631,6 +690,7 @@ def main():
         case_sigstop(srv, tmp)
         case_revoke(srv, tmp)
         case_token_removed(srv, tmp)
+        case_operator_cancel(srv, tmp)
         case_server_restart(srv, tmp)
         if shutil.which('openssl'):
             case_tls(srv, tmp)
