@@ -252,7 +252,19 @@ function startStream() {
         if (S.lastId !== null) headers['Last-Event-ID'] = String(S.lastId);
         const resp = await fetch('/v1/events/stream?board=' + enc(board),
           { headers, signal: ctl.signal, cache: 'no-store' });
-        if (resp.status === 401) { signOut('The token was refused (401).'); return; }
+        if (resp.status === 401 || resp.status === 403) {
+          /* A refusal is not a network error: retrying cannot help until the token changes,
+           * so stop and say why (a new sign-in or board choice starts a new stream). */
+          const why = await problemDetail(resp);
+          if (ctl.signal.aborted) return;
+          if (resp.status === 401) {
+            signOut('The token was refused (401): ' + why + ' Sign in again with a valid token.');
+          } else {
+            setLive('refused', 'Live updates stopped: the token was refused (403): ' + why +
+              ' Check the token\'s role and boards, or sign in with another token.');
+          }
+          return;
+        }
         if (!resp.ok || !resp.body) throw new Error('HTTP ' + resp.status);
         setLive('on', 'live');
         delay = 500;
@@ -266,6 +278,14 @@ function startStream() {
     }
   };
   run();
+}
+
+/* The problem+json detail (or title) of a refused answer, for the operator to read. */
+async function problemDetail(resp) {
+  let p = null;
+  try { p = JSON.parse(await resp.text()); } catch (e) { p = null; }
+  const d = p && (p.detail || p.title);
+  return typeof d === 'string' && d ? d.replace(/\.?$/, '.') : 'HTTP ' + resp.status + '.';
 }
 
 /* The seq of the board's newest event: where a stream that follows a freshly loaded board

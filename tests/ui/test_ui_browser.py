@@ -7,13 +7,15 @@ Checks: sign in; a card created over the API appears live; the attention lane li
 card with its reason, opens it, and reopens it to ready (it moves); a refused reopen lists the
 dependents; a bulk re-queue over a filter previews its count and keeps to its cap; keyboard
 operation; the phone-width layout; a read-only (bot) token gets no action buttons and the
-server refuses it anyway.
+server refuses it anyway; an event stream refused 403 stops retrying and says why.
 
 usage: test_ui_browser.py path/to/boardd
 env:   BOARDD_CHROMIUM (default /usr/bin/chromium)
        BOARDD_UI_SCREENSHOTS=DIR to save board.png, attention.png, reopen.png, ... there
 """
+import json
 import os
+import signal
 import sys
 import tempfile
 import shutil
@@ -223,6 +225,62 @@ def readonly_flows(page, srv):
     check(status == 403, 'and the server refuses its reopen (%s)' % status)
 
 
+def set_scope(srv, name, boards):
+    """Rewrites the tokens file with token `name` scoped to `boards`."""
+    with open(srv.tokens_file) as f:
+        doc = json.load(f)
+    for t in doc['tokens']:
+        if t['name'] == name:
+            t['boards'] = boards
+    tmp = srv.tokens_file + '.tmp'
+    with open(tmp, 'w') as f:
+        json.dump(doc, f)
+    os.replace(tmp, srv.tokens_file)
+
+
+def refused_flows(page, srv):
+    """A stream answered 403 stops retrying and says why (DESIGN §15); a network error
+    retries. The operator's token loses the board's scope and boardd restarts on the same port
+    (an open stream keeps its token's rights, so the refusal comes with the reconnect)."""
+    streams = []
+    page.on('request', lambda r: streams.append(r.url) if '/v1/events/stream' in r.url else None)
+    sign_in(page, srv, 'op')
+    page.wait_for_selector('#live.on', timeout=T)
+    set_scope(srv, 'op', ['other'])
+    srv.srv.keep_port = True
+    check(srv.srv.stop(timeout=15) == 0, 'boardd stopped for the restart')
+    page.wait_for_selector('#live.off', timeout=T)
+    check(page.locator('#live').inner_text() == 'reconnecting',
+          'a dropped stream shows reconnecting')
+    ok, detail = srv.srv.start()
+    check(ok, 'boardd restarted on its port (%s)' % detail)
+    page.wait_for_selector('#live.refused', timeout=T)
+    msg = page.locator('#live').inner_text()
+    check('refused (403)' in msg and 'default' in msg and 'boards' in msg,
+          'the refusal is shown with the problem detail and what to do (%r)' % msg)
+    check(page.locator('#live').is_visible(), 'where "reconnecting" was')
+    shot(page, 'stream-refused.png')
+    n = len(streams)
+    # a retrying UI asks again within seconds (its backoff starts at 500 ms and doubles to
+    # 10 s); one that stopped never does: poll 4 s and allow no new request
+    for _ in range(8):
+        page.wait_for_timeout(500)
+        if len(streams) != n:
+            break
+    check(len(streams) == n, 'the UI stopped opening streams (%d, then %d requests)'
+          % (n, len(streams)))
+    check(page.locator('#app').is_visible() and page.locator('#logout').is_visible(),
+          'the page stays signed in and usable')
+    # a new sign-in starts a new stream
+    set_scope(srv, 'op', ['*'])
+    srv.srv.send_signal(signal.SIGHUP)
+    bt.wait_for(lambda: srv.call('GET', '/v1/boards/default')[0] == 200, timeout=10)
+    page.click('#logout')
+    sign_in(page, srv, 'op')
+    page.wait_for_selector('#live.on', timeout=T)
+    check(len(streams) > n, 'signing in again opened a new live stream')
+
+
 def main():
     if not os.access(CHROMIUM, os.X_OK):
         bt.skip_or_fail('no chromium at %s' % CHROMIUM)
@@ -238,9 +296,12 @@ def main():
                 viewport={'width': 1280, 'height': 800})
             errors = []
             try:
-                for flow in (operator_flows, readonly_flows):
+                for flow in (operator_flows, readonly_flows, refused_flows):
                     page = ctx.new_page()
-                    page.on('console', lambda m: errors.append(m.text) if m.type == 'error' else None)
+                    # a restarting boardd answers 503 for a moment (the UI retries those)
+                    ok503 = flow is refused_flows
+                    page.on('console', lambda m, ok503=ok503: errors.append(m.text) if (
+                        m.type == 'error' and not (ok503 and '503' in m.text)) else None)
                     page.on('pageerror', lambda e: errors.append(str(e)))
                     try:
                         flow(page, srv)
