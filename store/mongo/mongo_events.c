@@ -589,14 +589,49 @@ static bool pull_defer(struct mgo_conn *c, mongoc_collection_t *coll, const char
 	return taken;
 }
 
+/* One pull into the collection's unordered bulk (made at the first); *in counts those in. */
+static void pull_bulk_add(mongoc_bulk_operation_t **bulk, mongoc_collection_t *coll,
+			  const bson_t *opts, const char *doc_id, const bson_t *arr, size_t *in)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER;
+	bson_error_t e;
+
+	if (!*bulk)
+		*bulk = mongoc_collection_create_bulk_operation_with_opts(coll, opts);
+	BSON_APPEND_UTF8(&filter, "_id", doc_id);
+	pull_update(&update, arr);
+	if (mongoc_bulk_operation_update_one_with_opts(*bulk, &filter, &update, NULL, &e))
+		(*in)++;
+	else
+		mgo_error("outbox pull", &e);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+}
+
+/* Sends a bulk of pull_bulk_add's (when any got in) and frees it. A failed bulk leaves its
+ * entries for the drain. */
+static void pull_bulk_send(struct mgo *m, mongoc_bulk_operation_t *bulk, size_t in)
+{
+	bson_t reply;
+	bson_error_t e;
+
+	if (in && m->test_read)
+		m->test_read(m->test_ctx, "pull");
+	if (in && !mongoc_bulk_operation_execute(bulk, &reply, &e))
+		mgo_error("outbox pull", &e);
+	if (in)
+		bson_destroy(&reply);
+	if (bulk)
+		mongoc_bulk_operation_destroy(bulk);
+}
+
 /* Runs the n pulls of ps: one unordered bulk of updateOne per collection. A failure is
  * logged: those entries stay for the drain, which finds them stored and pulls them. */
 static void pulls_run(struct mgo *m, struct mgo_pull *ps, size_t n)
 {
 	struct mgo_conn c;
 	mongoc_collection_t *colls[MGO_PULL_COLLS_];
-	bson_t opts = BSON_INITIALIZER, reply;
-	bson_error_t e;
+	bson_t opts = BSON_INITIALIZER;
 	size_t i, k, in;
 
 	if (mgo_conn_open_bare(m, &c) != CORE_OK)
@@ -606,31 +641,12 @@ static void pulls_run(struct mgo *m, struct mgo_pull *ps, size_t n)
 	colls[MGO_PULL_BOARDS] = c.boards;
 	BSON_APPEND_BOOL(&opts, "ordered", false);
 	for (k = 0; k < MGO_PULL_COLLS_; k++) {
-		mongoc_bulk_operation_t *bulk =
-			mongoc_collection_create_bulk_operation_with_opts(colls[k], &opts);
+		mongoc_bulk_operation_t *bulk = NULL;
 
-		for (i = 0, in = 0; i < n; i++) {
-			bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER;
-
-			if (ps[i].coll != k)
-				continue;
-			BSON_APPEND_UTF8(&filter, "_id", ps[i].doc_id);
-			pull_update(&update, ps[i].arr);
-			if (mongoc_bulk_operation_update_one_with_opts(bulk, &filter, &update, NULL,
-								       &e))
-				in++;
-			else
-				mgo_error("outbox pull", &e);
-			bson_destroy(&update);
-			bson_destroy(&filter);
-		}
-		if (in && m->test_read)
-			m->test_read(m->test_ctx, "pull");
-		if (in && !mongoc_bulk_operation_execute(bulk, &reply, &e))
-			mgo_error("outbox pull", &e);
-		if (in)
-			bson_destroy(&reply);
-		mongoc_bulk_operation_destroy(bulk);
+		for (i = 0, in = 0; i < n; i++)
+			if (ps[i].coll == k)
+				pull_bulk_add(&bulk, colls[k], &opts, ps[i].doc_id, ps[i].arr, &in);
+		pull_bulk_send(m, bulk, in);
 	}
 	bson_destroy(&opts);
 	mgo_conn_close(&c);
@@ -728,8 +744,7 @@ static void pulls_send_group(struct mgo_conn *c, struct mgo_pull_req *batch)
 {
 	struct mgo *m = c->m;
 	mongoc_collection_t *colls[MGO_PULL_COLLS_];
-	bson_t opts = BSON_INITIALIZER, reply;
-	bson_error_t e;
+	bson_t opts = BSON_INITIALIZER;
 	struct mgo_pull_req *r;
 	size_t k, in;
 
@@ -740,32 +755,10 @@ static void pulls_send_group(struct mgo_conn *c, struct mgo_pull_req *batch)
 	for (k = 0; k < MGO_PULL_COLLS_; k++) {
 		mongoc_bulk_operation_t *bulk = NULL;
 
-		for (r = batch, in = 0; r; r = r->next) {
-			bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER;
-
-			if (r->coll != k)
-				continue;
-			if (!bulk)
-				bulk = mongoc_collection_create_bulk_operation_with_opts(colls[k],
-											 &opts);
-			BSON_APPEND_UTF8(&filter, "_id", r->doc_id);
-			pull_update(&update, r->arr);
-			if (mongoc_bulk_operation_update_one_with_opts(bulk, &filter, &update, NULL,
-								       &e))
-				in++;
-			else
-				mgo_error("outbox pull", &e);
-			bson_destroy(&update);
-			bson_destroy(&filter);
-		}
-		if (in && m->test_read)
-			m->test_read(m->test_ctx, "pull");
-		if (in && !mongoc_bulk_operation_execute(bulk, &reply, &e))
-			mgo_error("outbox pull", &e);
-		if (in)
-			bson_destroy(&reply);
-		if (bulk)
-			mongoc_bulk_operation_destroy(bulk);
+		for (r = batch, in = 0; r; r = r->next)
+			if (r->coll == k)
+				pull_bulk_add(&bulk, colls[k], &opts, r->doc_id, r->arr, &in);
+		pull_bulk_send(m, bulk, in);
 	}
 	bson_destroy(&opts);
 }
