@@ -112,6 +112,17 @@ static enum core_rc blockers_detail(struct api_req *r, const char *self, const c
 	return rc;
 }
 
+/* A card write the store refused as BAD_REQUEST with more blockers than a card may list
+ * (core_blockers_check; their ids passed the body's check): says so. Returns rc. */
+static enum core_rc blockers_count_detail(struct api_req *r, enum core_rc rc,
+					  const struct core_strv *bl)
+{
+	if (rc == CORE_ERR_BAD_REQUEST && bl && bl->n > CORE_BLOCKERS_MAX && !r->detail[0])
+		api_fail(r, rc, "a card lists at most %d blockers (%zu given)", CORE_BLOCKERS_MAX,
+			 bl->n);
+	return rc;
+}
+
 /* A grown card refused as too large: how many comments, or how many bytes. */
 enum core_rc api_card_too_large_detail(struct api_req *r, const char *id)
 {
@@ -156,6 +167,7 @@ enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		return api_fail(r, rc, "the card would be larger than %d bytes stored",
 				CORE_CARD_BYTES_MAX);
+	rc = blockers_count_detail(r, rc, in->blockers);
 	return in->labels ? api_labels_detail(r, rc) : rc;
 }
 
@@ -298,6 +310,7 @@ enum core_rc api_h_card_patch(struct api_req *r)
 	rc = store_card_patch(r->api->st, api_param(r), &p, &actor, &c);
 	if (rc == CORE_ERR_PAYLOAD_TOO_LARGE)
 		rc = api_card_too_large_detail(r, api_param(r));
+	rc = blockers_count_detail(r, rc, p.blockers);
 	if (rc == CORE_ERR_TRANSITION_REJECTED && p.blockers) {
 		struct core_card *self = NULL;
 

@@ -74,7 +74,7 @@ static const struct mcp_tool tools[] = {
 	 S_IN("\"title\":{\"type\":\"string\",\"maxLength\":65536},\"body\":{\"type\":\"string\","
 	      "\"maxLength\":65536},\"board\":" S_NAME("board name (default: default)")
 	      ",\"state\":" S_NAME("column name") ",\"labels\":" S_LABELS("labels")
-	      ",\"blockers\":{\"type\":\"array\",\"items\":" S_ID ",\"maxItems\":1000}"
+	      ",\"blockers\":{\"type\":\"array\",\"items\":" S_ID ",\"maxItems\":256}"
 	      ",\"priority\":{\"type\":\"integer\",\"minimum\":-2147483648,\"maximum\":2147483647,"
 	      "\"description\":\"claim-next order: higher first (default 0)\"}",
 	      "\"title\""),

@@ -287,6 +287,40 @@ START_TEST(err_too_many_labels_named)
 }
 END_TEST
 
+/* More blockers than a card may list (CORE_BLOCKERS_MAX) is said as such on create and patch,
+ * labels or not (a create with labels used to be told "at most 128 labels"), and changes
+ * nothing. */
+START_TEST(err_too_many_blockers_named)
+{
+	char *id = t_card_new("{\"title\":\"few\"}"), *before, *after, path[128];
+	char body[8192], list[6000];
+	size_t i, len = 0;
+	json_t *j;
+
+	for (i = 0; i <= CORE_BLOCKERS_MAX; i++)
+		len += (size_t)snprintf(list + len, sizeof list - len, "%s\"b%zu\"", i ? "," : "", i);
+	before = t_card_raw(id);
+	snprintf(body, sizeof body, "{\"title\":\"x\",\"labels\":[\"a\"],\"blockers\":[%s]}", list);
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 256 blockers"), "%s", T_BODY);
+	snprintf(body, sizeof body, "{\"title\":\"x\",\"blockers\":[%s]}", list);
+	t_problem(400, "bad_request", "POST", "/v1/cards", BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 256 blockers"), "%s", T_BODY);
+	snprintf(path, sizeof path, "/v1/cards/%s", id);
+	snprintf(body, sizeof body, "{\"blockers\":[%s]}", list);
+	t_problem(400, "bad_request", "PATCH", path, BOT, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "at most 256 blockers"), "%s", T_BODY);
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	j = t_must(200, "GET", "/v1/cards?limit=1000", OP, NULL, NULL);
+	ck_assert_uint_eq(json_array_size(json_object_get(j, "cards")), 1);
+	json_decref(j);
+	free(after);
+	free(before);
+	free(id);
+}
+END_TEST
+
 TCase *api_tcase_errors(void)
 {
 	TCase *tc = tcase_create("errors");
@@ -299,6 +333,7 @@ TCase *api_tcase_errors(void)
 	tcase_add_test(tc, err_415_422_428_503);
 	tcase_add_test(tc, err_query_key_without_value);
 	tcase_add_test(tc, err_too_many_labels_named);
+	tcase_add_test(tc, err_too_many_blockers_named);
 	return tc;
 }
 
