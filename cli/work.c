@@ -139,6 +139,27 @@ static int take(struct work *w, const struct slot *s, struct cli_http *h, const 
 	return rc;
 }
 
+/* `run`'s exit status for its one job (the man page's EXIT STATUS): the command's own (128+N
+ * when signal N ended it), 128+N when boardctl was told to stop by signal N (as a shell
+ * reports a process N ended), 3 lost, 4 the run cancelled by an operator, 2 an error. */
+static int job_exit_status(const struct cli_job_report *rep)
+{
+	switch (rep->end) {
+	case CLI_JOB_SUCCEEDED:
+	case CLI_JOB_FAILED:
+		return rep->exit_code >= 0 ? rep->exit_code : 128 - rep->exit_code;
+	case CLI_JOB_STOPPED:
+		return 128 + atomic_load(&stop_sig);
+	case CLI_JOB_LOST:
+		return 3;
+	case CLI_JOB_CANCELLED:
+		return 4;
+	case CLI_JOB_ERROR:
+		break;
+	}
+	return 2;
+}
+
 static void *slot_main(void *arg)
 {
 	struct slot *s = arg;
@@ -175,13 +196,7 @@ static void *slot_main(void *arg)
 		if (rep.config_error)
 			atomic_store(&w->fatal, 2); /* every next card would be refused the same */
 		if (w->card) {
-			/* Told to stop by signal N: 128+N, as a shell reports a process N ended;
-			 * the run cancelled by an operator: 4 (the man page's EXIT STATUS). */
-			atomic_store(&w->last_exit, rep.end == CLI_JOB_SUCCEEDED || rep.end == CLI_JOB_FAILED
-						      ? (rep.exit_code >= 0 ? rep.exit_code : 128 - rep.exit_code)
-						      : rep.end == CLI_JOB_STOPPED ? 128 + atomic_load(&stop_sig)
-						      : rep.end == CLI_JOB_LOST ? 3
-						      : rep.end == CLI_JOB_CANCELLED ? 4 : 2);
+			atomic_store(&w->last_exit, job_exit_status(&rep));
 			break;
 		}
 	}
