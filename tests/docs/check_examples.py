@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The curl examples a user copies from README.md and docs/http.md do what the text says, on
+today's server: each listed section's ```sh blocks are run literally, in order, in bash, on a
+fresh boardd started the README's way (an FS store, no --tokens: the first start writes
+DATADIR/tokens.json and prints one token per role, which become $WORKER_TOKEN, $BOT_TOKEN and
+$OPERATOR_TOKEN). Only the address changes (127.0.0.1:8080 becomes the test server's).
+
+Each curl command must answer 2xx, or the status its answer comment shows. An answer comment
+is the `#` lines right after a command that show a status and/or JSON
+(`#  -> {"epoch":1,...}`, `# 201 {"id":"r1",...}`, `# 200 {...}   or 204: none`): every
+`"key":value` pair it shows with a literal value (number, string, true, false, null) must be
+in the answer as shown, every `"key":...` (or an example time) must be there with some value,
+and `"key":"whsec_..."` with a value that starts so. A command the
+section's entry lists in `skip` is not run (the reason is printed).
+
+Setups make what the text presumes (a card in some column) through the API, before a block.
+
+usage: check_examples.py path/to/boardd REPO_ROOT
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
+
+BOARDD, ROOT = sys.argv[1], sys.argv[2]
+
+
+def card(srv, tok, cid, state, **kw):
+    body = dict({'id': cid, 'title': cid, 'state': state}, **kw)
+    st, b = bt.request(srv.port, 'POST', '/v1/cards', tok['dev-operator'], body)[:2]
+    assert st == 201, (st, b)
+
+
+def move(srv, tok, cid, frm, to):
+    st, b = bt.request(srv.port, 'PATCH', '/v1/cards/%s/state' % cid, tok['dev-operator'],
+                       {'from': frm, 'to': to})[:2]
+    assert st == 200, (st, b)
+
+
+# (file, section heading, {block index: setup(srv, tokens)}, {substring of a command: why
+# it is not run}). A file's later sections use the variables (B, J, the token headers) its
+# first example sets: that block's preamble comes first.
+VARS = {'README.md': "A card's life over HTTP", 'docs/http.md': "A worker's loop"}
+SECTIONS = [
+    ('README.md', "A card's life over HTTP", {}, {}),
+    ('README.md', 'Subscriptions and webhooks', {}, {
+        'curl -N': 'an event stream never ends (tests/ui follows it)',
+        '$DELIVERY': 'a done or dead delivery takes a receiver (tests/effects retries one)'}),
+    ('docs/http.md', "A worker's loop", {
+        0: lambda s, t: (card(s, t, 'c1', 'ready'),
+                         card(s, t, 'c2', 'ready', labels=['gpu']))}, {}),
+    ('docs/http.md', 'Bots and operators', {
+        0: lambda s, t: card(s, t, 'c1', 'backlog'),
+        1: lambda s, t: move(s, t, 'c1', 'ready', 'done')}, {}),
+]
+
+PAIR = re.compile(r'"([A-Za-z_]+)":\s*(-?\d+|"[^"]*"|true|false|null|\.\.\.)')
+TIME = re.compile(r'"\d{4}-\d\d-\d\dT[\d:.]+Z"')  # an example time: only its key is compared
+ANSWER = re.compile(r'^#\s*(->\s*)?(\d{3}\b|\{|")')
+
+
+def section(text, heading):
+    m = re.search(r'^#+ %s\n(.*?)(?=^## |\Z)' % re.escape(heading), text, re.M | re.S)
+    return m.group(1) if m else None
+
+
+def blocks(sec):
+    return re.findall(r'^```sh\n(.*?)^```', sec, re.M | re.S)
+
+
+def commands(block):
+    """[(preamble lines, command, answer comment text)] of one block: the lines before the
+    first curl are its preamble (variables); a command's backslash continuations are joined."""
+    lines, out, pre, i = block.splitlines(), [], [], 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.lstrip().startswith('curl '):
+            if not out and line.strip() and not line.startswith('#'):
+                pre.append(line)
+            i += 1
+            continue
+        cmd = line
+        while cmd.rstrip().endswith('\\') and i + 1 < len(lines):
+            i += 1
+            cmd += '\n' + lines[i]
+        # a multi-line quoted body: continue until the quotes balance
+        while cmd.count("'") % 2 and i + 1 < len(lines):
+            i += 1
+            cmd += '\n' + lines[i]
+        i += 1
+        answer = []
+        while i < len(lines) and lines[i].startswith('#') and (answer or ANSWER.match(lines[i])):
+            answer.append(lines[i].lstrip('#').strip())
+            i += 1
+        out.append((cmd, ' '.join(answer)))
+    return pre, out
+
+
+def statuses(answer):
+    m = re.match(r'(?:->\s*)?(\d{3})\b', answer)
+    return ({int(m.group(1))} | {int(x) for x in re.findall(r'\bor (\d{3})\b', answer)}
+            if m else None)
+
+
+def run_section(path, heading, setups, skips):
+    text = open(os.path.join(ROOT, path), encoding='utf-8').read()
+    sec = section(text, heading)
+    if not check(sec is not None, '%s: a section "%s"' % (path, heading)):
+        return
+    tmp = tempfile.mkdtemp(prefix='boardd-examples-')
+    srv = bt.Server(BOARDD, tmp + '/data', None, tmp, threads=2)
+    srv.started(timeout=20)
+    try:
+        tok = srv.dev_tokens()
+        check(sorted(tok) == ['dev-bot', 'dev-operator', 'dev-worker'] and
+              os.path.exists(tmp + '/data/tokens.json') and
+              not any(t in open(tmp + '/data/tokens.json').read() for t in tok.values()),
+              'first start: one token per role printed, DATADIR/tokens.json holds none '
+              'of them: %s' % sorted(tok))
+        env = dict(bt.clean_env(), WORKER_TOKEN=tok.get('dev-worker', ''),
+                   BOT_TOKEN=tok.get('dev-bot', ''), OPERATOR_TOKEN=tok.get('dev-operator', ''),
+                   CURL_HOME=tmp)
+        # curl reads $CURL_HOME/.curlrc: the status after the body, the command untouched
+        with open(tmp + '/.curlrc', 'w') as f:
+            f.write('write-out = "\\n%{http_code}"\nmax-time = 10\n')
+        preamble = []
+        if path in VARS and VARS[path] != heading:
+            preamble = commands(blocks(section(text, VARS[path]))[0])[0]
+        preamble = [p.replace('127.0.0.1:8080', '127.0.0.1:%d' % srv.port) for p in preamble]
+        n = 0
+        for bi, block in enumerate(blocks(sec)):
+            if bi in setups:
+                setups[bi](srv, tok)
+            block = block.replace('127.0.0.1:8080', '127.0.0.1:%d' % srv.port)
+            pre, cmds = commands(block)
+            preamble += pre
+            for cmd, answer in cmds:
+                what = '%s "%s": %s' % (path, heading, cmd.splitlines()[0][:90])
+                why = next((w for s, w in skips.items() if s in cmd), None)
+                if why:
+                    print('skip: %s (%s)' % (what, why))
+                    continue
+                n += 1
+                r = subprocess.run(['bash', '-uc', '\n'.join(preamble + [cmd])], env=env,
+                                   capture_output=True, text=True, timeout=30)
+                if os.environ.get('DEBUG'):
+                    print(repr(cmd), r)
+                body, _, code = r.stdout.rpartition('\n')
+                st = int(code) if code.isdigit() else 0
+                want = statuses(answer)
+                if not check(r.returncode == 0 and (st in want if want else 200 <= st < 300),
+                             '%s -> %d (want %s; bash exit %d) %s %s'
+                             % (what, st, sorted(want) if want else '2xx', r.returncode,
+                                body[:300], r.stderr)):
+                    continue
+                for k, v in PAIR.findall(answer):
+                    if v.startswith('"') and '...' in v:  # "whsec_...": a prefix
+                        check('"%s":%s' % (k, v[:v.index('...')]) in body, '%s: the answer '
+                              'has "%s":%s as the comment shows: %s' % (what, k, v, body[:400]))
+                    elif v == '...' or TIME.fullmatch(v):
+                        check('"%s":' % k in body, '%s: the answer has "%s" as the comment '
+                              'shows: %s' % (what, k, body[:400]))
+                    else:
+                        check('"%s":%s' % (k, v) in body, '%s: the answer has "%s":%s as the '
+                              'comment shows: %s' % (what, k, v, body[:400]))
+        check(n > 0, '%s "%s": commands run: %d' % (path, heading, n))
+    finally:
+        srv.stop()
+
+
+def main():
+    for path, heading, setups, skips in SECTIONS:
+        run_section(path, heading, setups, skips)
+    return bt.summary('doc examples')
+
+
+if __name__ == '__main__':
+    sys.exit(main())
