@@ -14,6 +14,8 @@ and `"key":"whsec_..."` with a value that starts so. A command the
 section's entry lists in `skip` is not run (the reason is printed).
 
 Setups make what the text presumes (a card in some column) through the API, before a block.
+The README's by-hand webhook verification (Python) is run as written on a delivery boardd
+made to a receiver here, and its retry command on that delivery.
 
 usage: check_examples.py path/to/boardd REPO_ROOT
 """
@@ -51,7 +53,7 @@ SECTIONS = [
     ('README.md', "A card's life over HTTP", {}, {}),
     ('README.md', 'Subscriptions and webhooks', {}, {
         'curl -N': 'an event stream never ends (tests/ui follows it)',
-        '$DELIVERY': 'a done or dead delivery takes a receiver (tests/effects retries one)'}),
+        '$DELIVERY': 'needs a delivery that is done: run by webhooks() below'}),
     ('docs/http.md', "A worker's loop", {
         0: lambda s, t: (card(s, t, 'c1', 'ready'),
                          card(s, t, 'c2', 'ready', labels=['gpu']))}, {}),
@@ -174,9 +176,79 @@ def run_section(path, heading, setups, skips):
         srv.stop()
 
 
+def webhooks():
+    """README "Verifying a webhook": its by-hand check, run as written on a delivery boardd
+    really made (to a receiver here), accepts it and refuses it with one byte changed; and
+    its retry command (`$DELIVERY`, the id the delivery list shows) answers 200."""
+    import http.server
+    import threading
+    text = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    sec = section(text, 'Subscriptions and webhooks')
+    by_hand = [b for b in re.findall(r'^```python\n(.*?)^```', sec, re.M | re.S)
+               if 'compare_digest' in b]
+    retry = [c for c, _ in commands(blocks(sec)[0])[1] if '$DELIVERY' in c]
+    if not check(len(by_hand) == 1 and len(retry) == 1,
+                 'README: one by-hand verification and one retry command'):
+        return
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+            hits.append(({k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(200)
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+
+    recv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    threading.Thread(target=recv.serve_forever, daemon=True).start()
+    tmp = tempfile.mkdtemp(prefix='boardd-examples-')
+    srv = bt.Server(BOARDD, tmp + '/data', None, tmp, threads=2)
+    srv.started(timeout=20)
+    try:
+        op = srv.dev_tokens()['dev-operator']
+        st, sub = bt.request(srv.port, 'PUT', '/v1/boards/default/subscriptions/hook', op,
+                             {'url': 'http://127.0.0.1:%d/hook' % recv.server_address[1],
+                              'on': {'types': ['card_created']}})[:2]
+        check(st == 201 and sub.get('secret', '').startswith('whsec_'),
+              'subscription made: %d %s' % (st, sub))
+        card(srv, {'dev-operator': op}, 'w1', 'ready')
+        if not check(bt.wait_for(lambda: hits, 15), 'a delivery reached the receiver'):
+            return
+        headers, raw_body = hits[0]
+        for body, want in ((raw_body, True), (raw_body.replace(b'w1', b'w2'), False)):
+            g = {'secret': sub['secret'], 'headers': headers, 'raw_body': body}
+            exec(by_hand[0], g)  # the README's code, as written
+            check(g.get('ok') is want, 'README by-hand verification says %s for %s body'
+                  % (g.get('ok'), 'the delivered' if want else 'a changed'))
+        done = bt.wait_for(lambda: [d for d in bt.request(
+            srv.port, 'GET', '/v1/deliveries?board=default&status=done', op)[1]['deliveries']],
+            10)
+        if check(done, 'the delivery reads done'):
+            tok = srv.dev_tokens()
+            env = dict(bt.clean_env(), WORKER_TOKEN=tok['dev-worker'],
+                       BOT_TOKEN=tok['dev-bot'], OPERATOR_TOKEN=op, DELIVERY=done[0]['id'],
+                       CURL_HOME=tmp)
+            with open(tmp + '/.curlrc', 'w') as f:
+                f.write('write-out = "\\n%{http_code}"\nmax-time = 10\n')
+            pre = commands(blocks(section(text, VARS['README.md']))[0])[0]
+            pre = [p.replace('127.0.0.1:8080', '127.0.0.1:%d' % srv.port) for p in pre]
+            r = subprocess.run(['bash', '-uc', '\n'.join(pre + retry)], env=env,
+                               capture_output=True, text=True, timeout=30)
+            check(r.stdout.endswith('\n200') and '"status":"pending"' in r.stdout,
+                  'README retry of a done delivery: %s %s' % (r.stdout, r.stderr))
+    finally:
+        srv.stop()
+        recv.shutdown()
+
+
 def main():
     for path, heading, setups, skips in SECTIONS:
         run_section(path, heading, setups, skips)
+    webhooks()
     return bt.summary('doc examples')
 
 
