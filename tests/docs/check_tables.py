@@ -9,6 +9,7 @@
 - docs/http.md's route table = api/router.c's route table: the same routes, each with the
   same roles, the body fields and query parameters the router accepts, and success statuses
   openapi/openapi.yaml lists for it (a new route is one row in the guide);
+- openapi/openapi.yaml's request body fields and query parameters = api/router.c's;
 - every event type docs/http.md names is one core/core.h knows (a type it does not name yet
   is a note);
 - every metric family docs/operations.md's table names is in metrics/metrics.h with that type
@@ -125,6 +126,53 @@ def openapi_statuses():
             if isinstance(op, dict) and 'responses' in op:
                 out[(method.upper(), path)] = {str(k) for k in op['responses']}
     return out
+
+
+def openapi_fields():
+    """openapi.yaml's request bodies and query parameters = api/router.c's: each route's
+    body schema (its $refs and allOf/oneOf/anyOf followed) has exactly the fields the route
+    accepts, and its query parameters are exactly the route's (the router refuses the rest
+    with 400, so a field only the contract lists would be refused, one only the router knows
+    is undocumented)."""
+    sys.path.insert(0, os.path.join(ROOT, 'openapi'))
+    import yamlsub  # noqa: E402
+    doc = yamlsub.loads(read('openapi', 'openapi.yaml'))
+
+    def res(o):
+        while isinstance(o, dict) and '$ref' in o:
+            _, _, kind, name = o['$ref'].split('/')
+            o = doc['components'][kind][name]
+        return o
+
+    def props(o):
+        o = res(o)
+        p = set((o.get('properties') or {}).keys())
+        for k in ('allOf', 'oneOf', 'anyOf'):
+            for sub in o.get(k) or []:
+                p |= props(sub)
+        return p
+
+    n = 0
+    for (m, p), (_, fields, query) in sorted(route_table().items()):
+        op = (doc.get('paths') or {}).get(p, {}).get(m.lower())
+        if not isinstance(op, dict):
+            continue  # openapi/check_routes.py reports a missing route
+        n += 1
+        rb = op.get('requestBody')
+        if fields is not None:
+            sch = ((rb or {}).get('content') or {}).get('application/json', {}).get('schema')
+            if sch is None:
+                fail('openapi.yaml: %s %s has no JSON request body; the route takes %s'
+                     % (m, p, sorted(fields)))
+            elif props(sch) != fields:
+                fail('openapi.yaml: %s %s body fields %s, api/router.c accepts %s'
+                     % (m, p, sorted(props(sch)), sorted(fields)))
+        qp = {res(x).get('name') for x in op.get('parameters') or [] if res(x).get('in') ==
+              'query'}
+        if qp != query:
+            fail('openapi.yaml: %s %s query parameters %s, api/router.c accepts %s'
+                 % (m, p, sorted(qp), sorted(query)))
+    return n
 
 
 def top_level_fields(what):
@@ -275,10 +323,11 @@ def metric_families():
 
 
 def main():
-    n = (decision_table(), error_table(), error_mentions(), routes(), event_types(),
-         metric_families())
-    print('%d decision rows, %d error codes, %d status+code mentions, %d routes, %d event '
-          'words, %d metric families compared; %d failed' % (n + (failed,)))
+    n = (decision_table(), error_table(), error_mentions(), routes(), openapi_fields(),
+         event_types(), metric_families())
+    print('%d decision rows, %d error codes, %d status+code mentions, %d routes, %d openapi '
+          'operations\' bodies and queries, %d event words, %d metric families compared; '
+          '%d failed' % (n + (failed,)))
     return 1 if failed else 0
 
 
