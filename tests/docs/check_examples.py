@@ -245,7 +245,29 @@ def webhooks():
         recv.shutdown()
 
 
+def two_commands():
+    """README "Two commands": exactly the set-up command and the test command, both there and
+    executable; CI (.ci/run) runs exactly the test command; the set-up command runs boardd on
+    the FS store in ./data, as the README says."""
+    text = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    sec = section(text, 'Two commands') or ''
+    cmds = [l.split('#')[0].strip() for b in blocks(sec) for l in b.splitlines() if l.strip()]
+    check(cmds == ['./deploy/run.sh', './tests/run.sh'],
+          'README "Two commands" are ./deploy/run.sh and ./tests/run.sh: %s' % cmds)
+    for c in cmds:
+        check(os.access(os.path.join(ROOT, c), os.X_OK), '%s is executable' % c)
+    ci = open(os.path.join(ROOT, '.ci', 'run'), encoding='utf-8').read()
+    runs = [l.strip() for l in ci.splitlines() if l.strip() and not l.startswith('#') and
+            not l.startswith(('set ', 'cd '))]
+    check(runs == ['exec ./tests/run.sh'], '.ci/run runs exactly the README\'s test command: %s'
+          % runs)
+    run = open(os.path.join(ROOT, 'deploy', 'run.sh'), encoding='utf-8').read()
+    check(re.search(r'^exec \./build/server/boardd --store fs:\./data "\$@"$', run, re.M),
+          'deploy/run.sh runs boardd on fs:./data with the extra arguments')
+
+
 def main():
+    two_commands()
     for path, heading, setups, skips in SECTIONS:
         run_section(path, heading, setups, skips)
     webhooks()
