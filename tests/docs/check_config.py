@@ -4,10 +4,12 @@ with the same value name, environment variable and default. --help is rendered f
 flag table in server/config.c, so a flag added there shows up in --help by itself; this test
 then asks for its README row, and for its entry in the man page (flag, value name, variable
 and the default it states: equal, or for a worded default such as "number of cores" the same
-first word).
+first word); and every default the prose of README.md and docs/*.md states in passing
+("`--max-body` (1 MiB)", "`--reaper-interval-ms` (60 s)") is the flag's default.
 
 usage: check_config.py path/to/boardd path/to/README.md path/to/boardd.1
 """
+import os
 import re
 import subprocess
 import sys
@@ -82,10 +84,36 @@ def first_word(s):
     return words[0].rstrip(':') if words else ''
 
 
+UNITS = {'': 1, 'ms': 1, 's': 1000, 'min': 60000, 'h': 3600000, 'KiB': 1024,
+         'MiB': 1048576}
+
+
+def prose_defaults(paths):
+    """[(file, line, flag, value)] for each "`--flag` (15 s)" the prose writes: a flag
+    followed by its default in parentheses (a number, a unit: ms, s, min, h, KiB, MiB)."""
+    out = []
+    for path in paths:
+        text = open(path, encoding='utf-8').read()
+        for m in re.finditer(r'`--([a-z0-9-]+)`\s+\((\d[\d ]*)\s*(ms|s|min|h|KiB|MiB)?\)',
+                             text):
+            val = int(m.group(2).replace(' ', '')) * UNITS[m.group(3) or '']
+            out.append((path, text.count('\n', 0, m.start()) + 1, m.group(1), val))
+    return out
+
+
 def main():
     boardd, readme, man = sys.argv[1], sys.argv[2], sys.argv[3]
     h, r = help_rows(boardd), readme_rows(readme)
     failed = 0
+    docs = os.path.join(os.path.dirname(readme), 'docs')
+    hd_vals = {f: d for f, _, _, d in h}
+    prose = prose_defaults([readme] + [os.path.join(docs, n) for n in sorted(os.listdir(docs))
+                                       if n.endswith('.md')])
+    for path, line, f, val in prose:
+        if f in hd_vals and hd_vals[f].isdigit() and int(hd_vals[f]) != val:
+            print('FAIL: %s:%d: --%s (%d) in the prose; its default is %s'
+                  % (path, line, f, val, hd_vals[f]))
+            failed += 1
     md = {x[0]: x for x in man_rows(man)}
     mdef = man_defaults(man)
     for f, arg, env, dflt in h:
@@ -117,7 +145,8 @@ def main():
         if f not in hd:
             print('FAIL: --%s is in the README table but boardd does not know it' % f)
             failed += 1
-    print('%d flags compared with the README and the man page, %d mismatches' % (len(h), failed))
+    print('%d flags compared with the README and the man page, %d defaults the prose states, '
+          '%d mismatches' % (len(h), len(prose), failed))
     return 1 if failed else 0
 
 
