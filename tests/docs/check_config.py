@@ -90,11 +90,11 @@ UNITS = {'': 1, 'ms': 1, 's': 1000, 'min': 60000, 'h': 3600000, 'KiB': 1024,
 
 def prose_defaults(paths):
     """[(file, line, flag, value)] for each "`--flag` (15 s)" the prose writes: a flag
-    followed by its default in parentheses (a number, a unit: ms, s, min, h, KiB, MiB)."""
+    followed (perhaps after one word: "`--max-comments` comments (1000)") by its default in parentheses (a number, a unit: ms, s, min, h, KiB, MiB)."""
     out = []
     for path in paths:
         text = open(path, encoding='utf-8').read()
-        for m in re.finditer(r'`--([a-z0-9-]+)`\s+\((\d[\d ]*)\s*(ms|s|min|h|KiB|MiB)?\)',
+        for m in re.finditer(r'`--([a-z0-9-]+)`(?:\s+[a-z]+)?\s+\((\d[\d ]*)\s*(ms|s|min|h|KiB|MiB)?\)',
                              text):
             val = int(m.group(2).replace(' ', '')) * UNITS[m.group(3) or '']
             out.append((path, text.count('\n', 0, m.start()) + 1, m.group(1), val))
