@@ -19,9 +19,10 @@ made to a receiver here, and its retry command on that delivery.
 
 usage: check_examples.py path/to/boardd REPO_ROOT
 """
-import json
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,14 @@ import boardd_test as bt  # noqa: E402
 from boardd_test import check  # noqa: E402
 
 BOARDD, ROOT = sys.argv[1], sys.argv[2]
+
+
+def scratch():
+    """A temporary directory (data, logs, .curlrc), removed at exit unless a check failed
+    (then its logs say what the server did)."""
+    d = tempfile.mkdtemp(prefix='boardd-examples-')
+    atexit.register(lambda: bt.failed() or shutil.rmtree(d, ignore_errors=True))
+    return d
 
 
 def card(srv, tok, cid, state, **kw):
@@ -115,7 +124,7 @@ def run_section(path, heading, setups, skips):
     sec = section(text, heading)
     if not check(sec is not None, '%s: a section "%s"' % (path, heading)):
         return
-    tmp = tempfile.mkdtemp(prefix='boardd-examples-')
+    tmp = scratch()
     srv = bt.Server(BOARDD, tmp + '/data', None, tmp, threads=2)
     srv.started(timeout=20)
     try:
@@ -205,7 +214,7 @@ def webhooks():
 
     recv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
     threading.Thread(target=recv.serve_forever, daemon=True).start()
-    tmp = tempfile.mkdtemp(prefix='boardd-examples-')
+    tmp = scratch()
     srv = bt.Server(BOARDD, tmp + '/data', None, tmp, threads=2)
     srv.started(timeout=20)
     try:
