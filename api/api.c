@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #define BODY_DISCARD_MAX (16u << 20) /* past max_body + this, an unbounded body is cut off */
+#define API_ANSWER_BYTES_MAX ((size_t)256 << 20) /* default of cfg.max_answer_bytes */
+#define API_ANSWER_SMALL ((size_t)64 << 10)      /* an answer this small is never refused */
 
 void api_config_init(struct api_config *cfg)
 {
@@ -39,6 +41,7 @@ void api_config_init(struct api_config *cfg)
 	cfg->events_wait_max_ms = 30000;
 	cfg->max_long_polls = 256;
 	cfg->max_streams = 128;
+	cfg->max_answer_bytes = API_ANSWER_BYTES_MAX;
 	cfg->stream_heartbeat_ms = 15000;
 	cfg->shutdown_grace_ms = 5000;
 	cfg->log_format = API_LOG_TEXT;
@@ -79,6 +82,41 @@ enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MH
 	return ok;
 }
 
+/* A built answer stays in memory until its client has read it all, and a client need not
+ * read: thousands of connections each asking for a large list and never reading would hold
+ * gigabytes. So the bytes of the JSON answers built and not yet sent, over all connections,
+ * are counted (released in req_free, once libmicrohttpd is done with the answer), and a read
+ * (GET, HEAD) whose answer is larger than API_ANSWER_SMALL and would take the count past
+ * cfg.max_answer_bytes is refused 503 busy with Retry-After instead, unless nothing else is
+ * held (an answer larger than the bound alone still goes: it is bounded by the list limits). Small answers (health,
+ * problems, a card) and the answers of writes (which already happened) always go: those are
+ * bounded by the connection limits. False: refused, nothing counted. */
+static bool answer_hold(struct api_req *r, size_t len)
+{
+	struct api *a = r->api;
+	size_t held = atomic_fetch_add(&a->answer_bytes, len);
+	bool read = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+
+	if (read && len > API_ANSWER_SMALL && held > 0 && held + len > a->cfg.max_answer_bytes) {
+		atomic_fetch_sub(&a->answer_bytes, len);
+		atomic_fetch_add(&a->answers_refused, 1);
+		return false;
+	}
+	r->answer_held = len;
+	return true;
+}
+
+/* While the bound is reached, a read that needs a token (any list) is refused before its
+ * handler builds an answer that would only be thrown away: its cost is what a client that
+ * never reads would otherwise make the server pay again and again. The public routes
+ * (health, readiness, metrics, the UI's files) still answer. */
+static bool answers_full(struct api_req *r)
+{
+	return !(r->route->flags & API_ROUTE_PUBLIC) &&
+	       (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0) &&
+	       atomic_load(&r->api->answer_bytes) >= r->api->cfg.max_answer_bytes;
+}
+
 /* Queues the handler's success answer. */
 static enum MHD_Result success_queue(struct api_req *r)
 {
@@ -104,6 +142,17 @@ static enum MHD_Result success_queue(struct api_req *r)
 		text = store_json_text(r->out, &len);
 		if (!text)
 			return api_problem_queue(r, CORE_ERR_NOMEM, "");
+		if (!answer_hold(r, len)) {
+			char detail[200];
+
+			free(text);
+			snprintf(detail, sizeof detail,
+				 "the server holds %zu bytes of answers not yet read by their "
+				 "clients (--max-answer-bytes); this one (%zu bytes) must wait: "
+				 "retry, or ask for a smaller page (limit)",
+				 (size_t)atomic_load(&r->api->answer_bytes), len);
+			return api_problem_queue(r, CORE_ERR_BUSY, detail);
+		}
 		resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 		if (!resp)
 			free(text);
@@ -399,6 +448,12 @@ static enum MHD_Result dispatch(struct api_req *r)
 	}
 	if (r->body_too_large)
 		return api_problem_queue(r, CORE_ERR_PAYLOAD_TOO_LARGE, "the body is too large");
+	if (answers_full(r)) {
+		atomic_fetch_add(&r->api->answers_refused, 1);
+		return api_problem_queue(r, CORE_ERR_BUSY,
+					 "the server holds --max-answer-bytes of answers not yet "
+					 "read by their clients; retry");
+	}
 	if ((r->route->flags & API_ROUTE_BODY) && !r->json && !r->flat.on)
 		rc = api_body_parse(r);
 	if (rc == CORE_OK) {
@@ -626,6 +681,8 @@ static void req_free(struct api_req *r)
 	size_t i;
 
 	api_poll_release(r);
+	if (r->answer_held)
+		atomic_fetch_sub(&r->api->answer_bytes, r->answer_held);
 	for (i = 0; i < r->n_params; i++)
 		if (r->params_heap & (1u << i))
 			free(r->params[i]);
@@ -1425,6 +1482,8 @@ enum core_rc api_start(const struct api_config *cfg, struct store *st, struct ap
 		a->cfg.max_long_polls = 256;
 	if (!a->cfg.max_streams)
 		a->cfg.max_streams = 128;
+	if (!a->cfg.max_answer_bytes)
+		a->cfg.max_answer_bytes = API_ANSWER_BYTES_MAX;
 	if (a->cfg.stream_heartbeat_ms <= 0)
 		a->cfg.stream_heartbeat_ms = 15000;
 	if (!a->cfg.threads) {

@@ -127,6 +127,8 @@ struct api_config {
 	int64_t events_wait_max_ms;  /* cap on wait_ms of GET /v1/events; 0: 30000 */
 	unsigned max_long_polls;     /* concurrent suspended long-polls; 0: 256 */
 	unsigned max_streams;        /* open GET /v1/events/stream answers; 0: 128 */
+	size_t max_answer_bytes;     /* bytes of answers built and not yet sent, all connections
+				      * together: a large read answer past it is 503 busy; 0: 256 MiB */
 	int64_t stream_heartbeat_ms; /* comment line on an idle stream; 0: 15000 */
 	unsigned shutdown_grace_ms;  /* api_stop waits this long for open connections */
 	const struct api_tokens *tokens; /* borrowed; required */

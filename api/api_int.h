@@ -154,6 +154,7 @@ struct api_req {
 	json_t *out;                 /* owned: the JSON body */
 	const char *raw_body;        /* static text body (metrics, openapi) with raw_type */
 	char *raw_owned;             /* owned raw body */
+	size_t answer_held;          /* bytes of its answer counted in api.answer_bytes */
 	size_t raw_len;
 	const char *raw_type;
 	char location[CORE_ID_MAX + 32];
@@ -269,6 +270,10 @@ struct api {
 	atomic_ulong header_timeouts;   /* connections cut by the headers deadline */
 	atomic_ulong library_answers;   /* requests libmicrohttpd answered itself */
 	atomic_ulong connections_refused; /* over --max-connections or --max-connections-per-ip */
+	/* Bytes of JSON answers built and not yet sent whole (a client that does not read keeps
+	 * its answer here): cfg.max_answer_bytes bounds them (api.c, answer_hold). */
+	atomic_size_t answer_bytes;
+	atomic_ulong answers_refused;   /* large reads refused 503 busy by that bound */
 	_Atomic int64_t lib_log_last_ms; /* libmicrohttpd's other messages: one line per 5 s */
 
 	/* open connections, for the headers deadline (api.c's sweeper thread) */

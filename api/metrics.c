@@ -155,6 +155,10 @@ enum core_rc api_h_metrics(struct api_req *r)
 	metrics_sink_value(s, METRICS_HTTP_CONNECTIONS, NULL, conns);
 	metrics_sink_value(s, METRICS_HTTP_REFUSED, NULL,
 			   (double)atomic_load(&a->connections_refused));
+	metrics_sink_value(s, METRICS_HTTP_ANSWER_BYTES, NULL,
+			   (double)atomic_load(&a->answer_bytes));
+	metrics_sink_value(s, METRICS_HTTP_ANSWERS_REFUSED, NULL,
+			   (double)atomic_load(&a->answers_refused));
 	metrics_sink_value(s, METRICS_HTTP_HEADER_TIMEOUTS, NULL,
 			   (double)atomic_load(&a->header_timeouts));
 	metrics_sink_value(s, METRICS_HTTP_LIBRARY_ANSWERS, NULL,

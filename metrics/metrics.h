@@ -66,6 +66,13 @@ enum metrics_buckets {
 	X(METRICS_HTTP_REFUSED, METRICS_COUNTER, "boardd_http_connections_refused_total", "", \
 	  NULL, NULL, METRICS_B_NONE,                                                          \
 	  "Connections closed at accept: over --max-connections or --max-connections-per-ip.") \
+	X(METRICS_HTTP_ANSWER_BYTES, METRICS_GAUGE, "boardd_http_answer_bytes", "", NULL,     \
+	  NULL, METRICS_B_NONE,                                                                \
+	  "Bytes of answers built and not yet read by their clients (at most about "          \
+	  "--max-answer-bytes).")                                                              \
+	X(METRICS_HTTP_ANSWERS_REFUSED, METRICS_COUNTER, "boardd_http_answers_refused_total",  \
+	  "", NULL, NULL, METRICS_B_NONE,                                                      \
+	  "Large read answers refused 503 busy because --max-answer-bytes were held.")         \
 	X(METRICS_HTTP_HEADER_TIMEOUTS, METRICS_COUNTER, "boardd_http_header_timeouts_total",  \
 	  "", NULL, NULL, METRICS_B_NONE,                                                      \
 	  "Connections closed because a request's headers did not arrive whole within "       \

@@ -99,6 +99,11 @@ static const struct opt opts[] = {
 	{.flag = "max-streams", .env = "BOARDD_MAX_STREAMS", .kind = OPT_INT,
 	 .off = OFF(max_streams), .min = 1, .max = 100000, .arg = "N", .def = "128",
 	 .help = "open GET /v1/events/stream answers at once; one more is refused 503"},
+	{.flag = "max-answer-bytes", .env = "BOARDD_MAX_ANSWER_BYTES", .kind = OPT_INT,
+	 .off = OFF(max_answer_bytes), .min = 1 << 16, .max = (int64_t)1 << 40, .arg = "BYTES",
+	 .def = "268435456",
+	 .help = "bytes of answers built and not yet read by their clients, all connections "
+		 "together; a larger read answer past it is refused 503 busy"},
 	{.flag = "stream-heartbeat-ms", .env = "BOARDD_STREAM_HEARTBEAT_MS", .kind = OPT_INT,
 	 .off = OFF(stream_heartbeat_ms), .min = 100, .max = 3600000, .arg = "MS",
 	 .def = "15000", .help = "a comment line on every event stream this often"},

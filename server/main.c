@@ -117,6 +117,7 @@ int main(int argc, char **argv)
 	acfg.header_timeout_ms = (unsigned)cfg.header_timeout_ms;
 	acfg.events_wait_max_ms = cfg.events_wait_max_ms;
 	acfg.max_streams = (unsigned)cfg.max_streams;
+	acfg.max_answer_bytes = (size_t)cfg.max_answer_bytes;
 	acfg.stream_heartbeat_ms = cfg.stream_heartbeat_ms;
 	acfg.lease_default_ms = cfg.lease_default_ms;
 	acfg.lease_min_ms = cfg.lease_min_ms;

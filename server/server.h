@@ -31,6 +31,7 @@ struct server_config {
 	int64_t header_timeout_ms;    /* 10000 */
 	int64_t events_wait_max_ms;   /* 30000 */
 	int64_t max_streams;          /* 128: open event streams (DESIGN §15) */
+	int64_t max_answer_bytes;     /* 268435456: answers built, not yet read by their clients */
 	int64_t stream_heartbeat_ms;  /* 15000: the idle stream's comment line */
 	int64_t max_comments;         /* 1000 (DESIGN §11) */
 	enum api_log_format log_format;

