@@ -5,8 +5,10 @@
              for them stay within --max-answer-bytes (503 busy past it, counted in /metrics),
              others are still served, and everything is released when they go
   polls      long-polls and claim-next waits past the cap, and event streams past
-             --max-streams (503 busy with Retry-After): ordinary requests are still served
-             and no thread per waiter is left behind
+             --max-streams (503 busy with Retry-After): ordinary requests are still served,
+             at most one helper thread per waiting long-poll, none left behind
+  stream-unread  a stream client that stops reading while 18 MB of events are written:
+             the server does not buffer them for it
 
 Every bound asserted is generous: the checks are about what is held, never about speed.
 
@@ -148,7 +150,124 @@ def case_answers(tmp):
         srv.stop()
 
 
-CASES = [('answers', case_answers)]
+# ---- long-polls, claim-next waits and event streams past their caps ----------------------
+
+def read_answer(s, timeout):
+    """The status of the answer on socket s (0: none within timeout)."""
+    s.settimeout(timeout)
+    out = b''
+    try:
+        while b'\r\n' not in out:
+            b = s.recv(4096)
+            if not b:
+                break
+            out += b
+    except OSError:
+        pass
+    m = re.match(rb'HTTP/1\.1 (\d{3})', out)
+    return int(m.group(1)) if m else 0
+
+
+def case_polls(tmp):
+    srv = Server(tmp, ['--max-streams', '4', '--events-wait-max-ms', '20000',
+                      '--stream-heartbeat-ms', '2000'])
+    port = srv.port
+    op, wk = srv.tokens['dev-operator'], srv.tokens['dev-worker']
+    held = []
+    try:
+        base = threads(srv.proc.pid)
+        # 300 long-polls (the cap is 256 waiting at once) and 300 claim-next waits on an
+        # empty board: each waits or is answered at once, none holds a pool thread.
+        poll = ('GET /v1/events?wait_ms=20000&after=999999 HTTP/1.1\r\nHost: t\r\n'
+                'Authorization: Bearer %s\r\n\r\n' % op).encode()
+        body = b'{"marker":"w","wait_ms":20000}'
+        nxt = ('POST /v1/boards/default/claim-next HTTP/1.1\r\nHost: t\r\nAuthorization: '
+               'Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n'
+               % (wk, len(body))).encode() + body
+        held += open_unread(port, poll, 300, src='127.0.0.1')
+        held += open_unread(port, nxt, 300, src='127.0.0.2')
+        time.sleep(1.0)
+        t = threads(srv.proc.pid)
+        check(t <= base + 256 + 16, 'threads with 300 long-polls and 300 claim-next waits: '
+              '%d (%d before; at most one helper per waiting long-poll, 256)' % (t, base))
+        st, _, _ = req(port, 'GET', '/healthz', src='127.0.0.3')
+        check(st == 200, '/healthz is served meanwhile: %s' % st)
+        st, _, b = req(port, 'POST', '/v1/cards', op, {'id': 'c1', 'title': 't'},
+                       src='127.0.0.3')
+        check(st == 201, 'a card is created meanwhile: %s' % st)
+        # The card wakes the waiters: one of them, or a new claim, gets it; the others 204.
+        st_w, _, _ = req(port, 'POST', '/v1/boards/default/claim-next', wk,
+                         {'marker': 'other', 'wait_ms': 0}, src='127.0.0.3')
+        check(st_w in (200, 204), 'a claim-next is answered meanwhile: %s' % st_w)
+        # Event streams: --max-streams 4 open, the fifth is 503 busy with Retry-After.
+        streams = [bt.Stream(port, op) for _ in range(4)]
+        check(all(x.status == 200 for x in streams), 'four streams open')
+        extra = bt.Stream(port, op)
+        b = json.loads(extra.body or '{}')
+        check(extra.status == 503 and extra.headers.get('retry-after') == '1' and
+              b.get('code') == 'busy' and 'max' not in b.get('detail', 'x')[:0],
+              'the fifth stream: 503 busy with Retry-After: %s %s' % (extra.status, b))
+        st, _, _ = req(port, 'GET', '/v1/cards', op, src='127.0.0.3')
+        check(st == 200, 'a list is served while the streams are at their cap: %s' % st)
+        for x in streams:
+            x.c.close()
+        # A suspended stream learns that its client went at its next write at the latest:
+        # the heartbeat (--stream-heartbeat-ms, 2 s here).
+        check(bt.wait_for(lambda: bt.Stream(port, op).status == 200, timeout=20, step=0.5),
+              'a stream opens again once the others closed')
+        # The waiters all end by the wait cap: every connection gets its answer.
+        got = [read_answer(s, 30) for s in held]
+        check(all(g in (200, 204) for g in got),
+              'every long-poll and claim-next wait is answered (200/204): %s' %
+              sorted(set(got)))
+        for s in held:
+            s.close()
+        held = []
+        check(bt.wait_for(lambda: threads(srv.proc.pid) <= base + 4, timeout=15),
+              'the helper threads are gone after: %d (%d before)'
+              % (threads(srv.proc.pid), base))
+    finally:
+        for s in held:
+            s.close()
+        srv.stop()
+
+
+def case_stream_unread(tmp):
+    """A stream client that stops reading while thousands of events are written: the
+    server does not buffer them for it (the stream reads the store as the socket drains)."""
+    srv = Server(tmp)
+    port = srv.port
+    op = srv.tokens['dev-operator']
+    try:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(('127.0.0.1', port))
+        s.sendall(('GET /v1/events/stream HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s'
+                   '\r\n\r\n' % op).encode())
+        time.sleep(0.3)
+        c = bt.Client(port, op)
+        c.must(201, 'POST', '/v1/cards', {'id': 'c', 'title': 't'})
+        rss0 = rss(srv.proc.pid)
+        big = 'y' * 60000
+        for i in range(300):  # 300 events of ~60 KB each: 18 MB the stream has not read
+            c.must(200, 'PATCH', '/v1/cards/c', {'body': big + str(i)})
+        grown = rss(srv.proc.pid) - rss0
+        check(grown < 48 << 20, 'RSS grew %d KiB while a stream client did not read 18 MB '
+              'of events' % (grown >> 10))
+        st, _, _ = req(port, 'GET', '/healthz')
+        check(st == 200, '/healthz is served: %s' % st)
+        s.close()
+    finally:
+        srv.stop()
+
+
+def rss(pid):
+    with open('/proc/%d/status' % pid) as f:
+        return int(re.search(r'^VmRSS:\s+(\d+)', f.read(), re.M).group(1)) << 10
+
+
+CASES = [('answers', case_answers), ('polls', case_polls),
+         ('stream-unread', case_stream_unread)]
 
 for name, fn in CASES:
     if ONLY and name not in ONLY:
