@@ -40,7 +40,14 @@ struct store_actor {
 	/* The claim epoch an agent token acts under (DESIGN §13): both twins record it on the
 	 * actor's events as payload.actor_epoch. 0: none. */
 	int64_t epoch;
+	/* The actor holds the operator role: its SetStateFrom may refile a card from one
+	 * terminal column into another (core_transition_check, CORE_MOVER_OPERATOR). false (a
+	 * bot, the default): that move is TERMINAL_STATE_EXIT. */
+	bool operator_role;
 };
+
+/* The mover a SetStateFrom by actor is (NULL: a bot). */
+enum core_mover store_actor_mover(const struct store_actor *actor);
 
 /* The holder name an actor presents: its name, or NULL when it has none. */
 const char *store_actor_holder(const struct store_actor *actor);

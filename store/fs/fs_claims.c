@@ -449,7 +449,7 @@ static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
 
 	switch (w->kind) {
 	case STORE_OWNED_STATE:
-		rc = core_transition_check(b, c->state, w->state);
+		rc = core_transition_check(b, c->state, w->state, CORE_MOVER_OWNER);
 		if (rc == CORE_OK)
 			rc = fs_state_move(t, c, b, w->state, w->reason, NULL);
 		break;

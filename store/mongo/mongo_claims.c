@@ -301,7 +301,7 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 		goto out;
 	switch (w->kind) {
 	case STORE_OWNED_STATE:
-		rc = core_transition_check(&a.b, a.was->state, w->state);
+		rc = core_transition_check(&a.b, a.was->state, w->state, CORE_MOVER_OWNER);
 		if (rc == CORE_OK)
 			rc = mgo_state_apply(c, a.now, w->state, w->reason, NULL, &q, &moved);
 		break;

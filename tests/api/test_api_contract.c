@@ -1,0 +1,69 @@
+/* Contract gaps a black-box audit found (session 23): terminal -> terminal is the operator's
+ * refiling only (ADR-096 §5), a route without a body refuses one with members, gave_up.state
+ * must be a column of the card's board, a subscription's to_states must name columns, and
+ * a path that names a missing board is 404. Each test runs against a fresh in-process
+ * server, and each refusal is checked to change nothing. */
+#include "tests/api/api_test.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Terminal -> terminal: an operator's ordinary state write refiles; a bot's SetStateFrom and
+ * a worker's owned write are refused 422 terminal_state_exit, saying so, and change
+ * nothing (ADR-096 §5, which wins over DESIGN §4). */
+START_TEST(refiling_is_the_operators)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), *w = t_card_new("{\"state\":\"ready\"}");
+	char path[128], hdr[64], *before;
+	long long e;
+
+	snprintf(path, sizeof path, "/v1/cards/%s/state", id);
+	json_decref(t_must(200, "PATCH", path, BOT, NULL, "{\"from\":\"ready\",\"to\":\"done\"}"));
+	before = t_card_raw(id);
+	t_problem_says(422, "terminal_state_exit", "refiling it into blocked is an operator's",
+		       "PATCH", path, BOT, NULL, "{\"from\":\"done\",\"to\":\"blocked\"}");
+	{
+		char *after = t_card_raw(id);
+
+		ck_assert_str_eq(after, before);
+		free(after);
+	}
+	/* Writing the column the card is in is no move: nothing to refuse. */
+	json_decref(t_must(200, "PATCH", path, BOT, NULL, "{\"from\":\"done\",\"to\":\"done\"}"));
+	json_decref(t_must(200, "PATCH", path, OP, NULL, "{\"from\":\"done\",\"to\":\"blocked\"}"));
+	json_decref(t_must(200, "PATCH", path, OP, NULL, "{\"to\":\"done\"}"));
+	free(before);
+
+	/* A worker's run must not drag its card from done into blocked either. */
+	e = t_claim(w, "w-1");
+	ck_assert_int_eq(t_owned_state(W, w, "w-1", e, "done"), 200);
+	before = t_card_raw(w);
+	snprintf(path, sizeof path, "/v1/cards/%s/state", w);
+	snprintf(hdr, sizeof hdr, "If-Match: \"%lld\"", e);
+	t_problem_says(422, "terminal_state_exit", "refiling it into blocked is an operator's",
+		       "PATCH", path, W, hdr, "{\"marker\":\"w-1\",\"to\":\"blocked\"}");
+	{
+		char *after = t_card_raw(w);
+
+		ck_assert_str_eq(after, before);
+		free(after);
+	}
+	ck_assert_int_eq(t_owned_state(W, w, "w-1", e, "done"), 200);
+	/* Leaving for a working column keeps its own detail. */
+	t_problem_says(422, "terminal_state_exit", "only an operator's reopen", "PATCH", path, W,
+		       hdr, "{\"marker\":\"w-1\",\"to\":\"ready\"}");
+	free(before);
+	free(id);
+	free(w);
+}
+END_TEST
+
+TCase *api_tcase_contract(void)
+{
+	TCase *tc = tcase_create("contract");
+
+	tcase_add_checked_fixture(tc, t_setup, t_teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, refiling_is_the_operators);
+	return tc;
+}
