@@ -198,6 +198,8 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 		return last_run_detail(r, w);
 	if (core_rc_is_transition_rejected(rc) && w->kind == STORE_OWNED_STATE)
 		return api_column_detail(r, rc, c_board(r), w->state);
+	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_GAVE_UP && w->gave_up)
+		return api_column_detail(r, rc, c_board(r), w->gave_up->state);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);

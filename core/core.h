@@ -401,6 +401,10 @@ enum core_mover {
 enum core_rc core_transition_check(const struct core_board *b, const char *from, const char *to,
 				   enum core_mover by);
 
+/* A gave_up stamp g (NULL or !g->set: a clear) for a card of board b: its state, when
+ * given, must be a column of b (TRANSITION_REJECTED, as for an unknown column anywhere). */
+enum core_rc core_gave_up_check(const struct core_board *b, const struct core_gave_up *g);
+
 /* SetStateFrom's CAS on the declared source: `from` NULL means "any" (operator form). */
 enum core_rc core_state_from_check(const struct core_card *c, const char *from);
 

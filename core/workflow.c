@@ -19,6 +19,13 @@ enum core_rc core_transition_check(const struct core_board *b, const char *from,
 	return CORE_OK;
 }
 
+enum core_rc core_gave_up_check(const struct core_board *b, const struct core_gave_up *g)
+{
+	if (g && g->set && g->state && !core_board_column(b, g->state))
+		return CORE_ERR_TRANSITION_REJECTED;
+	return CORE_OK;
+}
+
 enum core_rc core_state_from_check(const struct core_card *c, const char *from)
 {
 	if (from && (!c->state || strcmp(c->state, from) != 0))

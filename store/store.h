@@ -99,7 +99,9 @@ struct store_owned_write {
 	const char *reason; /* STATE: reason (may be NULL) */
 	const char *run_id; /* LAST_RUN (NULL clears) */
 	bool awaiting_input;
-	const struct core_gave_up *gave_up; /* GAVE_UP: NULL or !set clears */
+	/* GAVE_UP: NULL or !set clears; a state that is no column of the card's board is
+	 * TRANSITION_REJECTED (core_gave_up_check) */
+	const struct core_gave_up *gave_up;
 	const char *comment;                /* COMMENT: the body, non-empty */
 	/* The reason the GAVE_UP event and the release's event carry (NULL: none); the reaper's
 	 * "watchdog" makes them machine events (DESIGN §7). */

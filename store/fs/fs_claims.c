@@ -473,7 +473,9 @@ static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
 				  json_pack("{s[s]}", "fields", "awaiting_input"));
 		break;
 	case STORE_OWNED_GAVE_UP:
-		rc = gave_up_write(t, c, w->gave_up, w->event_reason);
+		rc = core_gave_up_check(b, w->gave_up);
+		if (rc == CORE_OK)
+			rc = gave_up_write(t, c, w->gave_up, w->event_reason);
 		break;
 	case STORE_OWNED_COMMENT:
 		rc = fs_comment_write(t, c, w->comment);

@@ -58,6 +58,32 @@ START_TEST(refiling_is_the_operators)
 }
 END_TEST
 
+/* gave_up.state names a column of the card's board, or the write is 422 transition_rejected
+ * naming it, as for an unknown column anywhere; nothing changes. */
+START_TEST(gave_up_state_is_a_column)
+{
+	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], hdr[64], *before, *after;
+	long long e = t_claim(id, "w-1");
+	json_t *j;
+
+	snprintf(path, sizeof path, "/v1/cards/%s/gave-up", id);
+	snprintf(hdr, sizeof hdr, "If-Match: \"%lld\"", e);
+	before = t_card_raw(id);
+	t_problem_says(422, "transition_rejected", "no column nowhere on board default", "PUT",
+		       path, W, hdr,
+		       "{\"marker\":\"w-1\",\"gave_up\":{\"reason\":\"x\",\"state\":\"nowhere\"}}");
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	free(after);
+	j = t_must(200, "PUT", path, W, hdr,
+		   "{\"marker\":\"w-1\",\"gave_up\":{\"reason\":\"x\",\"state\":\"ready\"}}");
+	ck_assert_str_eq(t_str(json_object_get(j, "gave_up"), "state"), "ready");
+	json_decref(j);
+	free(before);
+	free(id);
+}
+END_TEST
+
 TCase *api_tcase_contract(void)
 {
 	TCase *tc = tcase_create("contract");
@@ -65,5 +91,6 @@ TCase *api_tcase_contract(void)
 	tcase_add_checked_fixture(tc, t_setup, t_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, refiling_is_the_operators);
+	tcase_add_test(tc, gave_up_state_is_a_column);
 	return tc;
 }

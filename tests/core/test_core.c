@@ -255,6 +255,15 @@ START_TEST(test_gave_up_set)
 	g.at = 5;
 	ck_assert_int_eq(core_card_gave_up_set(c, &g, NOW + 1), CORE_OK);
 	ck_assert_int_eq(c->gave_up.at, 5);
+	/* Its state must be a column of the card's board (a clear or no state: nothing to
+	 * check). */
+	g.state = (char *)"in_progress";
+	ck_assert_int_eq(core_gave_up_check(&board, &g), CORE_OK);
+	g.state = (char *)"nowhere";
+	ck_assert_int_eq(core_gave_up_check(&board, &g), CORE_ERR_TRANSITION_REJECTED);
+	g.state = NULL;
+	ck_assert_int_eq(core_gave_up_check(&board, &g), CORE_OK);
+	ck_assert_int_eq(core_gave_up_check(&board, NULL), CORE_OK);
 	ck_assert_int_eq(core_card_gave_up_set(c, NULL, NOW + 2), CORE_OK);
 	ck_assert(!c->gave_up.set);
 	ck_assert_ptr_null(c->gave_up.reason);
