@@ -669,6 +669,16 @@ struct core_sub_filter {
 	struct core_strv dim[CORE_SUB_DIM_COUNT_];
 };
 
+/* Every to_states value of f is a column of board b; else TRANSITION_REJECTED (an unknown
+ * column, DESIGN §8) with detail (may be NULL) naming each unknown one. */
+enum core_rc core_sub_filter_columns_check(const struct core_board *b,
+					   const struct core_sub_filter *f, char *detail,
+					   size_t detail_len);
+/* A column rename carried into f: `from` in to_states becomes `to` (kept once). *changed
+ * says whether f changed; NOMEM leaves f as it was. */
+enum core_rc core_sub_filter_column_rename(struct core_sub_filter *f, const char *from,
+					   const char *to, bool *changed);
+
 /* Checks every value of every dimension (types known, states and labels well-formed);
  * BAD_REQUEST with a detail naming the value otherwise. */
 enum core_rc core_sub_filter_validate(const struct core_sub_filter *f, char *detail,

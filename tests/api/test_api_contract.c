@@ -84,6 +84,53 @@ START_TEST(gave_up_state_is_a_column)
 }
 END_TEST
 
+/* A subscription's on.to_states names columns of its board: an unknown one is 422
+ * transition_rejected naming it (nothing stored); a column rename carries the subscription
+ * along, and a board PUT that would drop a column it names is 422 invalid_board naming both. */
+START_TEST(subscription_to_states_are_columns)
+{
+	const char *path = "/v1/boards/default/subscriptions/s1";
+	json_t *j, *b;
+	char *text;
+
+	t_problem_says(422, "transition_rejected", "on.to_states: no column nowhere, gone on board "
+		       "default", "PUT", path, OP, NULL,
+		       "{\"url\":\"http://127.0.0.1:9/x\",\"on\":{\"to_states\":[\"nowhere\","
+		       "\"review\",\"gone\"]}}");
+	t_problem(404, "not_found", "GET", path, OP, NULL, NULL);
+	json_decref(t_must(201, "PUT", path, OP, NULL,
+			   "{\"url\":\"http://127.0.0.1:9/x\",\"on\":{\"to_states\":[\"review\"]}}"));
+	json_decref(t_must(200, "POST", "/v1/boards/default/columns/review/rename", OP, NULL,
+			   "{\"to\":\"qa\"}"));
+	j = t_must(200, "GET", path, OP, NULL, NULL);
+	ck_assert_str_eq(json_string_value(json_array_get(
+				 json_object_get(json_object_get(j, "on"), "to_states"), 0)),
+			 "qa");
+	json_decref(j);
+	/* The board without qa: refused while s1 names it. */
+	b = t_must(200, "GET", "/v1/boards/default", OP, NULL, NULL);
+	{
+		json_t *cols = json_object_get(b, "columns"), *c;
+		size_t i;
+
+		json_array_foreach(cols, i, c)
+			if (strcmp(t_str(c, "name"), "qa") == 0)
+				break;
+		json_array_remove(cols, i);
+	}
+	text = json_dumps(b, 0);
+	t_problem_says(422, "invalid_board", "subscription s1 of board default names column qa",
+		       "PUT", "/v1/boards/default", OP, NULL, text);
+	j = t_must(200, "GET", "/v1/boards/default", OP, NULL, NULL);
+	ck_assert_ptr_nonnull(strstr(T_BODY, "\"qa\""));
+	json_decref(j);
+	json_decref(t_must(204, "DELETE", path, OP, NULL, NULL));
+	json_decref(t_must(200, "PUT", "/v1/boards/default", OP, NULL, text));
+	free(text);
+	json_decref(b);
+}
+END_TEST
+
 TCase *api_tcase_contract(void)
 {
 	TCase *tc = tcase_create("contract");
@@ -92,5 +139,6 @@ TCase *api_tcase_contract(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, refiling_is_the_operators);
 	tcase_add_test(tc, gave_up_state_is_a_column);
+	tcase_add_test(tc, subscription_to_states_are_columns);
 	return tc;
 }
