@@ -3,6 +3,7 @@
  * must be a column of the card's board, a subscription's to_states must name columns, and
  * a path that names a missing board is 404. Each test runs against a fresh in-process
  * server, and each refusal is checked to change nothing. */
+#include "api/api_int.h"
 #include "tests/api/api_test.h"
 
 #include <stdio.h>
@@ -131,6 +132,63 @@ START_TEST(subscription_to_states_are_columns)
 }
 END_TEST
 
+/* A path that names a board which does not exist is 404 "no board X" on every route that
+ * names one (PUT /v1/boards/{b} creates it, so it is not here); a board-scoped token gets
+ * the same 403 for a board that exists outside its scope and for one that does not, so it
+ * learns nothing. ?board= on a list is a filter: 200 with nothing in it. */
+static const struct {
+	const char *method, *tail, *body, *tok; /* tail: after /v1/boards/{b} */
+} board_routes[] = {
+	{"GET", "", NULL, ALL},
+	{"POST", "/columns/ready/rename", "{\"to\":\"r2\"}", ALL},
+	{"POST", "/claim-next", "{\"marker\":\"m\"}", ALL},
+	{"GET", "/subscriptions", NULL, ALL},
+	{"GET", "/subscriptions/s", NULL, ALL},
+	{"PUT", "/subscriptions/s", "{\"url\":\"http://127.0.0.1:9/x\"}", ALL},
+	{"DELETE", "/subscriptions/s", NULL, ALL},
+};
+
+START_TEST(a_missing_board_in_the_path_is_404)
+{
+	const struct api_route *rt;
+	size_t n, i, k = 0, want = sizeof board_routes / sizeof board_routes[0];
+	char path[160], d1[300], d2[300];
+	json_t *j;
+
+	/* Every route whose path names a board is in the table (a new one must be added). */
+	rt = api_router_table(&n);
+	for (i = 0; i < n; i++)
+		if (strstr(rt[i].pattern, "{b}") &&
+		    !(strcmp(rt[i].method, "PUT") == 0 && strcmp(rt[i].pattern, "/v1/boards/{b}") == 0))
+			k++;
+	ck_assert_uint_eq(k, want);
+	for (i = 0; i < want; i++) {
+		snprintf(path, sizeof path, "/v1/boards/ghost%s", board_routes[i].tail);
+		t_problem_says(404, "not_found", "no board ghost", board_routes[i].method, path,
+			       board_routes[i].tok, NULL, board_routes[i].body);
+		/* Scoped elsewhere: the one answer whether the board exists or not. */
+		j = t_must(403, board_routes[i].method, path, SCOPED, NULL, board_routes[i].body);
+		snprintf(d1, sizeof d1, "%s", t_str(j, "detail"));
+		json_decref(j);
+		snprintf(path, sizeof path, "/v1/boards/default%s", board_routes[i].tail);
+		j = t_must(403, board_routes[i].method, path, SCOPED, NULL, board_routes[i].body);
+		snprintf(d2, sizeof d2, "%s", t_str(j, "detail"));
+		json_decref(j);
+		ck_assert_ptr_nonnull(strstr(d1, "ghost"));
+		ck_assert_ptr_nonnull(strstr(d2, "default"));
+		ck_assert_uint_eq(strlen(d1) - strlen("ghost"), strlen(d2) - strlen("default"));
+	}
+	/* ?board= filters: nothing matches, 200; scoped elsewhere: 403 either way. */
+	j = t_must(200, "GET", "/v1/cards?board=ghost", ALL, NULL, NULL);
+	ck_assert_uint_eq(json_array_size(json_object_get(j, "cards")), 0);
+	json_decref(j);
+	json_decref(t_must(200, "GET", "/v1/attention?board=ghost", ALL, NULL, NULL));
+	json_decref(t_must(200, "GET", "/v1/events?board=ghost", ALL, NULL, NULL));
+	t_problem(403, "forbidden", "GET", "/v1/attention?board=ghost", SCOPED, NULL, NULL);
+	t_problem(403, "forbidden", "GET", "/v1/attention?board=default", SCOPED, NULL, NULL);
+}
+END_TEST
+
 TCase *api_tcase_contract(void)
 {
 	TCase *tc = tcase_create("contract");
@@ -140,5 +198,6 @@ TCase *api_tcase_contract(void)
 	tcase_add_test(tc, refiling_is_the_operators);
 	tcase_add_test(tc, gave_up_state_is_a_column);
 	tcase_add_test(tc, subscription_to_states_are_columns);
+	tcase_add_test(tc, a_missing_board_in_the_path_is_404);
 	return tc;
 }
