@@ -71,6 +71,10 @@ enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MH
 
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
 				r->cache_control ? r->cache_control : "no-store");
+	/* Every answer but the UI's files (which carry their own set, ui.c): a JSON or problem
+	 * body is never sniffed as something a browser would run or render. */
+	if (!r->headers)
+		MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	if (r->close_after) /* MHD closes the connection after an answer saying so */
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	ok = MHD_queue_response(r->conn, status, resp);

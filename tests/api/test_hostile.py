@@ -7,6 +7,9 @@
   polls      long-polls and claim-next waits past the cap, and event streams past
              --max-streams (503 busy with Retry-After): ordinary requests are still served,
              at most one helper thread per waiting long-poll, none left behind
+  ui         the UI page may not be framed (CSP frame-ancestors, X-Frame-Options), no path
+             reaches a file outside it ('..', %2e%2e, double encoding, NUL), JSON answers are
+             nosniff and never cached, tokens appear in no answer and no log
   stream-unread  a stream client that stops reading while 18 MB of events are written:
              the server does not buffer them for it
 
@@ -266,8 +269,72 @@ def rss(pid):
         return int(re.search(r'^VmRSS:\s+(\d+)', f.read(), re.M).group(1)) << 10
 
 
+# ---- the UI's files and the JSON answers, as a browser sees them --------------------------
+
+def raw_get(port, target):
+    """GET target sent byte for byte (no client-side normalisation of '..' or '%2e'):
+    (status, {lower-case header: value})."""
+    s = socket.create_connection(('127.0.0.1', port), timeout=10)
+    s.sendall(b'GET ' + target + b' HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n')
+    out = b''
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+    s.close()
+    head = out.partition(b'\r\n\r\n')[0].decode('latin-1').split('\r\n')
+    m = re.match(r'HTTP/1\.1 (\d{3})', head[0])
+    hdrs = {}
+    for line in head[1:]:
+        k, _, v = line.partition(':')
+        hdrs[k.strip().lower()] = v.strip()
+    return (int(m.group(1)) if m else 0), hdrs
+
+
+def case_ui(tmp):
+    srv = Server(tmp)
+    port = srv.port
+    op = srv.tokens['dev-operator']
+    try:
+        st, h = raw_get(port, b'/ui/')
+        csp = h.get('content-security-policy', '')
+        check(st == 200 and h.get('content-type', '').startswith('text/html') and
+              "frame-ancestors 'none'" in csp and "default-src 'none'" in csp and
+              h.get('x-frame-options') == 'DENY' and
+              h.get('x-content-type-options') == 'nosniff' and
+              h.get('referrer-policy') == 'no-referrer',
+              'the UI page may not be framed by another site (clickjacking), has a strict CSP, '
+              'nosniff and no referrer: %s %s' % (st, h))
+        for target in (b'/ui/../v1/boards', b'/ui/%2e%2e/v1/boards', b'/ui/%2e%2e%2fv1%2fboards',
+                       b'/ui/%252e%252e/x', b'/ui/..%2ftokens.json', b'/ui/a%00b',
+                       b'/ui/index.html%00.js', b'/ui/./index.html', b'/ui//etc/passwd',
+                       b'/ui/..\\..\\tokens.json', b'/ui/%c0%ae%c0%ae/x'):
+            st, h = raw_get(port, target)
+            check(st in (400, 404) and
+                  h.get('content-type', '').startswith('application/problem+json'),
+                  'no file outside the UI: %r answers %s' % (target, st))
+        st, h, b = req(port, 'GET', '/v1/boards', op)
+        check(st == 200 and h.get('x-content-type-options') == 'nosniff' and
+              h.get('cache-control') == 'no-store',
+              'an authenticated JSON answer: nosniff, not cached: %s' % h)
+        st, h, b = req(port, 'GET', '/v1/boards', 'nope')
+        check(st == 401 and h.get('x-content-type-options') == 'nosniff' and
+              h.get('cache-control') == 'no-store' and 'nope' not in json.dumps(b),
+              'a 401: nosniff, not cached, the token not echoed: %s %s' % (h, b))
+        # (the first start prints the dev tokens it made, once, on purpose: not a log line;
+        # the access log is written by its own thread, so wait for the 401's line)
+        srv.wait_log(rb'GET /v1/boards 401')
+        access = b'\n'.join(l for l in srv.log_bytes().split(b'\n')
+                            if re.match(rb'\d{4}-\d\d-\d\dT', l))
+        check(b'GET /v1/boards 401' in access and b'nope' not in access and
+              op.encode() not in access, 'no token appears in the access log: %r' % access[-300:])
+    finally:
+        srv.stop()
+
+
 CASES = [('answers', case_answers), ('polls', case_polls),
-         ('stream-unread', case_stream_unread)]
+         ('stream-unread', case_stream_unread), ('ui', case_ui)]
 
 for name, fn in CASES:
     if ONLY and name not in ONLY:
