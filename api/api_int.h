@@ -532,6 +532,13 @@ enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 				    const struct store_card_create *in);
 /* BAD_REQUEST unless `after` (NULL: none) is a card list cursor (the next of a page). */
 enum core_rc api_list_after_check(struct api_req *r, const char *after);
+/* store_card_list for an answer: a page whose cards hold more than API_LIST_BYTES is cut
+ * before the card that passes it (never below one card), with the store's `next` for the
+ * cut page, so one list answer stays a few MiB however large the cards (1 MiB each, 1000
+ * a page, would be 1 GiB). Same outputs as store_card_list. */
+#define API_LIST_BYTES ((size_t)8 << 20)
+enum core_rc api_card_page(struct api_req *r, struct store_card_filter *f,
+			   struct core_card ***cards, size_t *n, char **next);
 /* The detail of a label write refused for the card's label count; returns rc. */
 enum core_rc api_labels_detail(struct api_req *r, enum core_rc rc);
 /* The detail of a card write refused as too large (comments or bytes); returns rc. */

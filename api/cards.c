@@ -240,6 +240,35 @@ enum core_rc api_list_after_check(struct api_req *r, const char *after)
 	return CORE_OK;
 }
 
+enum core_rc api_card_page(struct api_req *r, struct store_card_filter *f,
+			   struct core_card ***cards, size_t *n, char **next)
+{
+	enum core_rc rc;
+	size_t i, bytes;
+	int round;
+
+	/* Cards change between two reads: a second cut is possible, a third is not needed
+	 * for the bound (the cut page holds at most the bound plus one card). */
+	for (round = 0;; round++) {
+		rc = store_card_list(r->api->st, f, cards, n, next);
+		if (rc != CORE_OK || round == 2)
+			return rc;
+		for (i = 0, bytes = 0; i < *n; i++) {
+			bytes += core_card_size((*cards)[i]) + 256; /* + the fields' framing */
+			if (bytes > API_LIST_BYTES)
+				break;
+		}
+		if (i >= *n || (i == 0 && *n == 1))
+			return CORE_OK;
+		store_cards_free(*cards, *n);
+		free(*next);
+		*cards = NULL;
+		*n = 0;
+		*next = NULL;
+		f->limit = i > 0 ? i : 1;
+	}
+}
+
 enum core_rc api_h_card_list(struct api_req *r)
 {
 	struct store_card_filter f = {0};
@@ -277,7 +306,7 @@ enum core_rc api_h_card_list(struct api_req *r)
 		return rc;
 	f.boards = api_auth_boards(r);
 	f.limit = (size_t)limit;
-	rc = store_card_list(r->api->st, &f, &cards, &n, &next);
+	rc = api_card_page(r, &f, &cards, &n, &next);
 	if (rc != CORE_OK)
 		return rc;
 	list = cards_json(cards, n);

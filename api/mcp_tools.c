@@ -152,7 +152,7 @@ static enum core_rc run_list_cards(struct api_req *r, json_t **out)
 	f.boards = api_auth_boards(r);
 	f.claimed = -1;
 	f.limit = (size_t)limit;
-	rc = store_card_list(r->api->st, &f, &cards, &n, &next);
+	rc = api_card_page(r, &f, &cards, &n, &next);
 	if (rc != CORE_OK)
 		return rc;
 	list = json_array();

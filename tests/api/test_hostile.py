@@ -4,6 +4,8 @@
   answers    clients that ask for large lists and never read their answers: the bytes held
              for them stay within --max-answer-bytes (503 busy past it, counted in /metrics),
              others are still served, and everything is released when they go
+  pages      a list of large cards is cut to a page of about 8 MiB (with next), so one
+             answer never holds 1000 cards of 1 MiB
   polls      long-polls and claim-next waits past the cap, and event streams past
              --max-streams (503 busy with Retry-After): ordinary requests are still served,
              at most one helper thread per waiting long-poll, none left behind
@@ -94,7 +96,7 @@ def open_unread(port, request, n, src='127.0.0.1'):
 
 # ---- answers nobody reads ----------------------------------------------------------------
 
-N_BIG, N_UNREAD = 130, 20
+N_BIG, N_UNREAD = 120, 20  # 120 cards of 65 000 bytes: one page under API_LIST_BYTES
 
 
 def case_answers(tmp):
@@ -333,7 +335,38 @@ def case_ui(tmp):
         srv.stop()
 
 
-CASES = [('answers', case_answers), ('polls', case_polls),
+# ---- one list answer stays a few MiB however large the cards ------------------------------
+
+def case_pages(tmp):
+    srv = Server(tmp)
+    port = srv.port
+    op = srv.tokens['dev-operator']
+    try:
+        c = bt.Client(port, op, timeout=30)
+        body = 'z' * 65000
+        n = 140  # 9.1 MB of bodies: past the 8 MiB a page may hold
+        for i in range(n):
+            c.must(201, 'POST', '/v1/cards', {'id': 'p%03d' % i, 'title': 't', 'body': body})
+        st, raw = c.call_raw('GET', '/v1/cards?limit=1000')
+        page = json.loads(raw)
+        check(st == 200 and 0 < len(page['cards']) < n and page['next'] and
+              len(raw) <= (8 << 20) + 70000,
+              'a list of %d cards of 65 KB answers a page of at most 8 MiB and a card, with '
+              'next: %s cards, %d bytes, next %s' % (n, len(page['cards']), len(raw),
+                                                     page['next']))
+        seen = [x['id'] for x in page['cards']]
+        while page['next']:
+            page = c.must(200, 'GET', '/v1/cards?limit=1000&after=' + page['next'])
+            seen += [x['id'] for x in page['cards']]
+        check(seen == ['p%03d' % i for i in range(n)],
+              'following next lists every card once, in order: %d' % len(seen))
+        st, b = c.call('GET', '/v1/cards?limit=5')
+        check(st == 200 and len(b['cards']) == 5, 'a small page is untouched')
+    finally:
+        srv.stop()
+
+
+CASES = [('answers', case_answers), ('pages', case_pages), ('polls', case_polls),
          ('stream-unread', case_stream_unread), ('ui', case_ui)]
 
 for name, fn in CASES:
