@@ -257,8 +257,14 @@ def case_stream_unread(tmp):
         for i in range(300):  # 300 events of ~60 KB each: 18 MB the stream has not read
             c.must(200, 'PATCH', '/v1/cards/c', {'body': big + str(i)})
         grown = rss(srv.proc.pid) - rss0
-        check(grown < 48 << 20, 'RSS grew %d KiB while a stream client did not read 18 MB '
-              'of events' % (grown >> 10))
+        with open('/proc/%d/maps' % srv.proc.pid) as f:
+            asan = 'libasan' in f.read()
+        if asan:  # ASan's quarantine keeps every freed block (256 MiB): RSS says nothing
+            print('stream-unread: RSS not judged under AddressSanitizer (grew %d KiB)'
+                  % (grown >> 10))
+        else:
+            check(grown < 48 << 20, 'RSS grew %d KiB while a stream client did not read '
+                  '18 MB of events' % (grown >> 10))
         st, _, _ = req(port, 'GET', '/healthz')
         check(st == 200, '/healthz is served: %s' % st)
         s.close()
