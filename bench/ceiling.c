@@ -43,6 +43,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -73,8 +74,10 @@ static struct {
 	unsigned threads;
 	size_t rec_bytes;
 	uint64_t ring_bytes;
+	long group_wait_us; /* the group window; store/fs's 250 */
 	bool mhd;
-} opt = {.rec_bytes = 512, .ring_bytes = 64ull << 20};
+	bool no_sync;       /* -S: no fdatasync (NOT durable): what the device's wait costs */
+} opt = {.rec_bytes = 512, .ring_bytes = 64ull << 20, .group_wait_us = CEIL_GROUP_WAIT_US};
 
 static volatile sig_atomic_t stopping;
 
@@ -114,7 +117,18 @@ static struct {
 	uint64_t off;
 	_Atomic uint64_t durable; /* every record up to this one is on disk */
 	_Atomic uint64_t lines, syncs;
+	/* The flusher's time (ns): in the group window, in pwrite, in fdatasync, waking the
+	 * loops or resuming the connections, and waiting for a first write. */
+	_Atomic uint64_t ns_window, ns_write, ns_sync, ns_wake, ns_idle;
 } jr;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t id_hash(const char *s)
 {
@@ -245,10 +259,10 @@ static void group_wait(size_t prev)
 {
 	struct timespec until;
 
-	if (prev < CEIL_GROUP_MIN || jr.queued >= prev || stopping)
+	if (prev < CEIL_GROUP_MIN || jr.queued >= prev || stopping || opt.group_wait_us <= 0)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += CEIL_GROUP_WAIT_US * 1000L;
+	until.tv_nsec += opt.group_wait_us * 1000L;
 	if (until.tv_nsec >= 1000000000L) {
 		until.tv_sec++;
 		until.tv_nsec -= 1000000000L;
@@ -271,16 +285,23 @@ static void *flusher_main(void *arg)
 	unsigned i;
 
 	(void)arg;
+	uint64_t t0, t1, t2, t3;
+
 	pthread_mutex_lock(&g_mu);
 	for (;;) {
 		jr.want = 1;
 		jr.waiting = true;
+		t0 = mono_ns();
 		while (!jr.queued && !stopping)
 			pthread_cond_wait(&g_cv, &g_mu);
 		jr.waiting = false;
 		if (stopping)
 			break;
+		t1 = mono_ns();
+		atomic_fetch_add(&jr.ns_idle, t1 - t0);
 		group_wait(prev);
+		t0 = mono_ns();
+		atomic_fetch_add(&jr.ns_window, t0 - t1);
 		prev = jr.queued;
 		jr.queued = 0;
 		b = jr.buf;
@@ -306,19 +327,25 @@ static void *flusher_main(void *arg)
 				at += n;
 			}
 			journal_write(b, len);
-			if (fdatasync(jr.fd) != 0) {
+			t2 = mono_ns();
+			if (!opt.no_sync && fdatasync(jr.fd) != 0) {
 				perror("ceiling: fdatasync");
 				exit(1);
 			}
+			t3 = mono_ns();
+			atomic_fetch_add(&jr.ns_write, t2 - t0);
+			atomic_fetch_add(&jr.ns_sync, t3 - t2);
 			atomic_fetch_add(&jr.lines, lines);
 			atomic_fetch_add(&jr.syncs, 1);
 		}
+		t0 = mono_ns();
 		atomic_store(&jr.durable, target);
 		for (i = 0; !opt.mhd && i < opt.threads; i++)
 			if (marks[i])
 				loop_wake(i);
 		if (acks)
 			acks_resume(acks);
+		atomic_fetch_add(&jr.ns_wake, mono_ns() - t0);
 		pthread_mutex_lock(&g_mu);
 	}
 	pthread_mutex_unlock(&g_mu);
@@ -465,8 +492,16 @@ static void app_dispatch(const struct req_in *r, struct answer *a, int loop)
 		a->ctype = "text/plain; version=0.0.4";
 		a->blen = (size_t)snprintf(a->body, sizeof a->body,
 					   "# ceiling\nboardd_fs_journal_lines_total %" PRIu64
-					   "\nboardd_fs_journal_syncs_total %" PRIu64 "\n",
-					   atomic_load(&jr.lines), atomic_load(&jr.syncs));
+					   "\nboardd_fs_journal_syncs_total %" PRIu64
+					   "\nceiling_flusher_ns_total{in=\"idle\"} %" PRIu64
+					   "\nceiling_flusher_ns_total{in=\"window\"} %" PRIu64
+					   "\nceiling_flusher_ns_total{in=\"pwrite\"} %" PRIu64
+					   "\nceiling_flusher_ns_total{in=\"fdatasync\"} %" PRIu64
+					   "\nceiling_flusher_ns_total{in=\"wake\"} %" PRIu64 "\n",
+					   atomic_load(&jr.lines), atomic_load(&jr.syncs),
+					   atomic_load(&jr.ns_idle), atomic_load(&jr.ns_window),
+					   atomic_load(&jr.ns_write), atomic_load(&jr.ns_sync),
+					   atomic_load(&jr.ns_wake));
 		return;
 	}
 	if (!r->auth) {
@@ -989,12 +1024,14 @@ static int listen_open(void)
 		socklen_t gl = sizeof got;
 
 		getsockname(fd, (struct sockaddr *)&got, &gl);
-		fprintf(stderr, "ceiling: listening on %s (port %u), %s, %u threads\n", opt.listen,
-			(unsigned)ntohs(got.sin_port), opt.mhd ? "libmicrohttpd" : "own epoll loops",
-			opt.threads);
+		fprintf(stderr, "ceiling: listening on %s (port %u), %s, %u threads%s\n",
+			opt.listen, (unsigned)ntohs(got.sin_port),
+			opt.mhd ? "libmicrohttpd" : "own epoll loops", opt.threads,
+			opt.no_sync ? ", NO fdatasync (not durable)" : "");
 	} else {
-		fprintf(stderr, "ceiling: listening on %s, %s, %u threads\n", opt.listen,
-			opt.mhd ? "libmicrohttpd" : "own epoll loops", opt.threads);
+		fprintf(stderr, "ceiling: listening on %s, %s, %u threads%s\n", opt.listen,
+			opt.mhd ? "libmicrohttpd" : "own epoll loops", opt.threads,
+			opt.no_sync ? ", NO fdatasync (not durable)" : "");
 	}
 	return fd;
 }
@@ -1168,6 +1205,22 @@ static enum MHD_Result mhd_request(void *cls, struct MHD_Connection *conn, const
 	return MHD_YES;
 }
 
+/* libmicrohttpd's messages, as boardd's lib_log treats the ones it does not answer for: counted,
+ * the first one shown. Over a unix socket handed in by MHD_add_connection, 0.9.75 says three
+ * per answer (its TCP_NODELAY and TCP_CORK setsockopt fail with EOPNOTSUPP, which it does not
+ * take as "not TCP", so it tries again at every send): bench/README.md, stop 23. */
+static _Atomic uint64_t mhd_messages;
+
+__attribute__((format(printf, 2, 0)))
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	if (atomic_fetch_add(&mhd_messages, 1) == 0) {
+		fprintf(stderr, "ceiling: libmicrohttpd (first message; the others counted): ");
+		vfprintf(stderr, fmt, ap);
+	}
+}
+
 static void mhd_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			  enum MHD_RequestTerminationCode toe)
 {
@@ -1190,14 +1243,16 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: ceiling -l 127.0.0.1:PORT|unix:PATH -D DIR [-t THREADS] [-r RECBYTES]\n"
-		"               [-J MIB] [-m]\n"
+		"               [-J MIB] [-g US] [-m] [-S]\n"
 		"  -l ADDR   where to listen (TCP on a numeric IPv4 address, or a unix socket)\n"
 		"  -D DIR    where the journal file goes (a real disk: it is fdatasync'ed)\n"
 		"  -t N      event-loop threads (-m: libmicrohttpd's pool threads); default one\n"
 		"            per core\n"
 		"  -r BYTES  bytes per journal record (512: about boardd's for these writes)\n"
 		"  -J MIB    the journal ring, zero-filled at start (64)\n"
-		"  -m        libmicrohttpd with boardd's suspend/resume instead of own loops\n");
+		"  -g US     the group window (250, store/fs's; 0: none)\n"
+		"  -m        libmicrohttpd with boardd's suspend/resume instead of own loops\n"
+		"  -S        no fdatasync: NOT durable, only to show what the device's wait costs\n");
 	return 2;
 }
 
@@ -1209,14 +1264,16 @@ int main(int argc, char **argv)
 	unsigned i;
 	int c;
 
-	while ((c = getopt(argc, argv, "l:D:t:r:J:m")) != -1) {
+	while ((c = getopt(argc, argv, "l:D:t:r:J:g:mS")) != -1) {
 		switch (c) {
 		case 'l': opt.listen = optarg; break;
 		case 'D': opt.dir = optarg; break;
 		case 't': opt.threads = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'r': opt.rec_bytes = strtoul(optarg, NULL, 10); break;
 		case 'J': opt.ring_bytes = strtoull(optarg, NULL, 10) << 20; break;
+		case 'g': opt.group_wait_us = strtol(optarg, NULL, 10); break;
 		case 'm': opt.mhd = true; break;
+		case 'S': opt.no_sync = true; break;
 		default: return usage();
 		}
 	}
@@ -1243,7 +1300,8 @@ int main(int argc, char **argv)
 			0, NULL, NULL, mhd_request, NULL, MHD_OPTION_THREAD_POOL_SIZE,
 			(unsigned)opt.threads, MHD_OPTION_CONNECTION_TIMEOUT, 60u,
 			MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16u * 1024u),
-			MHD_OPTION_NOTIFY_COMPLETED, mhd_completed, NULL, MHD_OPTION_END);
+			MHD_OPTION_NOTIFY_COMPLETED, mhd_completed, NULL,
+			MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 		if (!daemon_mhd) {
 			fprintf(stderr, "ceiling: MHD_start_daemon failed\n");
 			return 1;
@@ -1276,7 +1334,21 @@ int main(int argc, char **argv)
 	/* A bench: the answers owed are dropped with the process. */
 	if (strncmp(opt.listen, "unix:", 5) == 0)
 		unlink(opt.listen + 5);
-	fprintf(stderr, "ceiling: %" PRIu64 " journal records in %" PRIu64 " syncs\n",
-		atomic_load(&jr.lines), atomic_load(&jr.syncs));
+	{
+		uint64_t n = atomic_load(&jr.syncs) ? atomic_load(&jr.syncs) : 1;
+
+		fprintf(stderr,
+			"ceiling: %" PRIu64 " journal records in %" PRIu64 " syncs; per group: "
+			"window %.0f us, pwrite %.0f us, fdatasync %.0f us, wake %.0f us, idle %.0f us\n",
+			atomic_load(&jr.lines), atomic_load(&jr.syncs),
+			(double)atomic_load(&jr.ns_window) / 1e3 / (double)n,
+			(double)atomic_load(&jr.ns_write) / 1e3 / (double)n,
+			(double)atomic_load(&jr.ns_sync) / 1e3 / (double)n,
+			(double)atomic_load(&jr.ns_wake) / 1e3 / (double)n,
+			(double)atomic_load(&jr.ns_idle) / 1e3 / (double)n);
+		if (opt.mhd)
+			fprintf(stderr, "ceiling: libmicrohttpd messages: %" PRIu64 "\n",
+				atomic_load(&mhd_messages));
+	}
 	return 0;
 }
