@@ -76,6 +76,7 @@ static struct {
 	uint64_t ring_bytes;
 	long group_wait_us; /* the group window; store/fs's 250 */
 	bool mhd;
+	bool mhd_accepts;   /* -A (with -m): libmicrohttpd accepts on the listen socket itself */
 	bool no_sync;       /* -S: no fdatasync (NOT durable): what the device's wait costs */
 } opt = {.rec_bytes = 512, .ring_bytes = 64ull << 20, .group_wait_us = CEIL_GROUP_WAIT_US};
 
@@ -1243,7 +1244,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: ceiling -l 127.0.0.1:PORT|unix:PATH -D DIR [-t THREADS] [-r RECBYTES]\n"
-		"               [-J MIB] [-g US] [-m] [-S]\n"
+		"               [-J MIB] [-g US] [-m [-A]] [-S]\n"
 		"  -l ADDR   where to listen (TCP on a numeric IPv4 address, or a unix socket)\n"
 		"  -D DIR    where the journal file goes (a real disk: it is fdatasync'ed)\n"
 		"  -t N      event-loop threads (-m: libmicrohttpd's pool threads); default one\n"
@@ -1252,6 +1253,7 @@ static int usage(void)
 		"  -J MIB    the journal ring, zero-filled at start (64)\n"
 		"  -g US     the group window (250, store/fs's; 0: none)\n"
 		"  -m        libmicrohttpd with boardd's suspend/resume instead of own loops\n"
+		"  -A        with -m: libmicrohttpd accepts itself (boardd's acceptor deals them)\n"
 		"  -S        no fdatasync: NOT durable, only to show what the device's wait costs\n");
 	return 2;
 }
@@ -1264,7 +1266,7 @@ int main(int argc, char **argv)
 	unsigned i;
 	int c;
 
-	while ((c = getopt(argc, argv, "l:D:t:r:J:g:mS")) != -1) {
+	while ((c = getopt(argc, argv, "l:D:t:r:J:g:mAS")) != -1) {
 		switch (c) {
 		case 'l': opt.listen = optarg; break;
 		case 'D': opt.dir = optarg; break;
@@ -1273,11 +1275,13 @@ int main(int argc, char **argv)
 		case 'J': opt.ring_bytes = strtoull(optarg, NULL, 10) << 20; break;
 		case 'g': opt.group_wait_us = strtol(optarg, NULL, 10); break;
 		case 'm': opt.mhd = true; break;
+		case 'A': opt.mhd_accepts = true; break;
 		case 'S': opt.no_sync = true; break;
 		default: return usage();
 		}
 	}
 	if (optind != argc || !opt.listen || !opt.dir || opt.threads > CEIL_LOOPS_MAX ||
+	    (opt.mhd_accepts && !opt.mhd) ||
 	    opt.rec_bytes < 64 || opt.rec_bytes > 65536 || opt.ring_bytes < (1u << 20))
 		return usage();
 	if (!opt.threads) {
@@ -1294,14 +1298,19 @@ int main(int argc, char **argv)
 	if (cards_grow() != 0 || journal_open() != 0 || (listen_fd = listen_open()) < 0)
 		return 1;
 	if (opt.mhd) {
+		/* boardd's way (api/api.c): no listen socket of the library's, every connection
+		 * handed in by the acceptor; -A: the library accepts on ours (then it knows a unix
+		 * socket is not TCP, and it deals the connections as its threads wake). */
 		daemon_mhd = MHD_start_daemon(
 			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-				MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG,
+				(opt.mhd_accepts ? 0 : MHD_USE_NO_LISTEN_SOCKET) | MHD_USE_ERROR_LOG,
 			0, NULL, NULL, mhd_request, NULL, MHD_OPTION_THREAD_POOL_SIZE,
 			(unsigned)opt.threads, MHD_OPTION_CONNECTION_TIMEOUT, 60u,
 			MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16u * 1024u),
 			MHD_OPTION_NOTIFY_COMPLETED, mhd_completed, NULL,
-			MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+			MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+			opt.mhd_accepts ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_END, listen_fd,
+			MHD_OPTION_END);
 		if (!daemon_mhd) {
 			fprintf(stderr, "ceiling: MHD_start_daemon failed\n");
 			return 1;
@@ -1325,7 +1334,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (pthread_create(&flusher, NULL, flusher_main, NULL) != 0 ||
-	    pthread_create(&acceptor, NULL, acceptor_main, NULL) != 0) {
+	    (!opt.mhd_accepts && pthread_create(&acceptor, NULL, acceptor_main, NULL) != 0)) {
 		perror("ceiling: thread");
 		return 1;
 	}
