@@ -80,7 +80,7 @@ static struct {
 	bool no_sync;       /* -S: no fdatasync (NOT durable): what the device's wait costs */
 } opt = {.rec_bytes = 512, .ring_bytes = 64ull << 20, .group_wait_us = CEIL_GROUP_WAIT_US};
 
-static volatile sig_atomic_t stopping;
+static _Atomic int stopping; /* set by SIGTERM/SIGINT (lock-free: signal-safe), read by all */
 
 /* ---- the card table (under g_mu, with the journal's buffer) ---- */
 
@@ -1237,7 +1237,7 @@ static void mhd_completed(void *cls, struct MHD_Connection *conn, void **con_cls
 static void on_signal(int sig)
 {
 	(void)sig;
-	stopping = 1;
+	atomic_store(&stopping, 1);
 }
 
 static int usage(void)
@@ -1327,14 +1327,18 @@ int main(int argc, char **argv)
 			loops[i].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 			if (loops[i].ep < 0 || loops[i].efd < 0 ||
 			    epoll_ctl(loops[i].ep, EPOLL_CTL_ADD, loops[i].efd, &ev) != 0 ||
-			    pthread_create(&loops[i].th, NULL, loop_main, &loops[i]) != 0) {
+			    pthread_create(&loops[i].th, NULL, loop_main, &loops[i]) != 0 ||
+			    pthread_detach(loops[i].th) != 0) {
 				perror("ceiling: loop");
 				return 1;
 			}
 		}
 	}
+	/* Detached: the process ends with them (a bench drops the answers still owed). */
 	if (pthread_create(&flusher, NULL, flusher_main, NULL) != 0 ||
-	    (!opt.mhd_accepts && pthread_create(&acceptor, NULL, acceptor_main, NULL) != 0)) {
+	    pthread_detach(flusher) != 0 ||
+	    (!opt.mhd_accepts && (pthread_create(&acceptor, NULL, acceptor_main, NULL) != 0 ||
+				  pthread_detach(acceptor) != 0))) {
 		perror("ceiling: thread");
 		return 1;
 	}
