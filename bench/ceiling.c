@@ -2,7 +2,11 @@
  * could reach on this machine with this client and durable group commit (bench/README.md, "The
  * ceiling (stop 23)"). Bench-only: never linked into boardd, never a product.
  *
- *   ceiling -l 127.0.0.1:PORT | -l unix:PATH  -D DIR  [-t THREADS] [-r RECBYTES] [-J MIB] [-m]
+ *   ceiling -l 127.0.0.1:PORT | -l unix:PATH  -D DIR  [-t THREADS] [-r RECBYTES] [-J MIB]
+ *           [-g WINDOW_US] [-m [-A]] [-S]
+ *
+ * (-g the group window, 250 us; -A with -m: libmicrohttpd accepts itself instead of the dealt
+ * MHD_add_connection; -S no fdatasync, NOT durable: what the device's wait costs. usage().)
  *
  * What it does, and no more:
  * - HTTP/1.1 keep-alive, enough for bench/http.c: a request line, headers (Content-Length,
