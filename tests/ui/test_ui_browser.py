@@ -51,6 +51,11 @@ def seed(srv):
                                         'state': 'in_progress'})
     ep = srv.claim('c-pause', 'worker-9')['epoch']
     srv.run_with_status('c-pause', ep, 'r-pause', 'paused_waiting_human', marker='worker-9')
+    # a run that failed under the claim its worker still holds
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-fail', 'title': 'Rotate the signing keys',
+                                        'state': 'in_progress', 'labels': ['ops']})
+    ep = srv.claim('c-fail', 'worker-3', lease_ms=600000)['epoch']
+    srv.run_with_status('c-fail', ep, 'r-fail', 'failed', marker='worker-3')
     # a done card whose dependent has moved on: its reopen is refused
     srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-base', 'title': 'Provision the database',
                                         'state': 'ready'})
@@ -102,6 +107,8 @@ def operator_flows(page, srv):
     check('run_paused' in paused.inner_text(), 'the lane shows a paused run')
     check(paused.locator('[data-action="cancel-run"]').count() == 1,
           'a paused run offers Cancel run')
+    failed = page.locator('#attention-list li[data-card="c-fail"]')
+    check('run_failed' in failed.inner_text(), 'the lane shows a failed run')
     page.wait_for_timeout(300)
     shot(page, 'board.png')
     shot(page.locator('#attention'), 'attention.png')
@@ -172,6 +179,20 @@ def operator_flows(page, srv):
         "() => !document.querySelector('#board [data-card=\"c-pause\"]').textContent.includes('worker-9')",
         timeout=T)
     check(srv.ok('GET', '/v1/cards/c-pause')['claim'] is None, 'revoke dropped the claim')
+    # the claim was the paused run's brake: with it gone the run holds nothing, and the lane
+    # no longer offers to cancel a run of a claim that is not there (it did: docs/ui)
+    page.wait_for_selector('#attention-list li[data-card="c-pause"]', state='detached', timeout=T)
+    check(srv.ok('GET', '/v1/runs/r-pause')['status'] == 'paused_waiting_human',
+          'the revoked claim\'s paused run left the lane (it is still paused)')
+    # claimed again by another worker: last_run_id still names r-pause, which says nothing
+    # about the new claim
+    srv.claim('c-pause', 'worker-4', lease_ms=600000)
+    page.wait_for_function(
+        "() => document.querySelector('#board [data-card=\"c-pause\"]').textContent.includes('worker-4')",
+        timeout=T)
+    page.wait_for_timeout(400)
+    check(page.locator('#attention-list li[data-card="c-pause"]').count() == 0,
+          'a run of an earlier claim is not the new claim\'s run_paused')
 
     # keyboard: a chip is a button; Enter opens it; focus is visible
     page.focus(in_column('ready', 'c-build'))
@@ -209,7 +230,7 @@ def operator_flows(page, srv):
 
 def readonly_flows(page, srv):
     sign_in(page, srv, 'bot')
-    page.wait_for_selector('#attention-list li[data-card="c-pause"]', timeout=T)
+    page.wait_for_selector('#attention-list li[data-card="c-fail"]', timeout=T)
     check(page.locator('#readonly').is_visible(), 'a bot token sees the read-only banner')
     check(page.locator('[data-action]').count() == 0, 'and no action buttons')
     check(not page.locator('#bulk').is_visible(), 'no bulk actions')
