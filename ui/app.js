@@ -70,6 +70,44 @@ function toast(msg) {
   toast.timer = setTimeout(() => { t.textContent = ''; }, 6000);
 }
 
+/* A refusal or a failure stays on screen (role=alert) until dismissed or replaced: an
+ * operator must be able to read the server's detail, not catch it in passing. */
+function showAlert(msg) {
+  $('alert-text').textContent = msg;
+  $('alert').hidden = false;
+}
+
+function hideAlert() {
+  $('alert').hidden = true;
+  $('alert-text').textContent = '';
+}
+
+/* What went wrong, for a person: the status, the problem code and the server's detail
+ * (problem+json), or that boardd did not answer at all. */
+function problemText(e) {
+  if (!(e instanceof ApiError)) return 'Failed: ' + (e && e.message ? e.message : String(e));
+  if (e.status === 0) return 'Failed: ' + e.message;
+  const code = e.problem.code ? ' ' + e.problem.code : '';
+  const verb = e.status >= 500 ? 'Failed' : 'Refused';
+  const hint = e.status >= 500 ? ' Nothing was changed by this answer; try again in a moment.' : '';
+  return verb + ' (' + e.status + code + '): ' + e.message + hint;
+}
+
+/* The banner over the board, for a state of the page (the board is gone, the address named
+ * no board), with at most one action. */
+function showNotice(text, action) {
+  $('notice-text').textContent = text;
+  $('notice-actions').replaceChildren(...(action ? [h('button', { type: 'button', id: 'notice-action', onclick: action.run }, action.label)] : []),
+    h('button', { type: 'button', id: 'notice-close', onclick: hideNotice }, 'Dismiss'));
+  $('notice').hidden = false;
+}
+
+function hideNotice() {
+  $('notice').hidden = true;
+  $('notice-text').textContent = '';
+  $('notice-actions').replaceChildren();
+}
+
 /* ---- the API ---- */
 
 class ApiError extends Error {
@@ -87,7 +125,12 @@ async function api(method, path, body) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch(path, init);
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch (e) {
+    throw new ApiError(0, { detail: 'boardd did not answer (' + (e && e.message ? e.message : 'network error') + '); nothing is known to have changed.' });
+  }
   if (resp.status === 204) return null;
   let data = null;
   const text = await resp.text();
@@ -137,12 +180,20 @@ async function signIn(token) {
   $('readonly').hidden = isOperator();
   $('bulk').hidden = !isOperator();
   $('reaper-pass').hidden = !isOperator();
-  await loadBoards();
+  hideNotice();
+  hideAlert();
+  try {
+    await loadBoards();
+  } catch (e) {
+    showNotice('The boards could not be read: ' + problemText(e), { label: 'Try again', run: backToBoards });
+  }
 }
 
 function signOut(why) {
   if (S.stream) S.stream.abort();
   S.stream = null;
+  hideNotice();
+  hideAlert();
   S.token = null;
   S.me = null;
   sessionStorage.removeItem(TOKEN_KEY);
@@ -167,14 +218,53 @@ async function loadBoards() {
   sel.replaceChildren(...S.boards.map((b) => h('option', { value: b.name, text: b.name })));
   const want = new URLSearchParams(location.hash.slice(1)).get('board');
   const pick = S.boards.find((b) => b.name === want) || S.boards.find((b) => b.name === 'default') || S.boards[0];
-  if (!pick) return;
+  if (!pick) {
+    showNotice('This token sees no board.', null);
+    return;
+  }
+  if (want && want !== pick.name) {
+    showNotice('There is no board "' + want + '" (named in the address): showing board ' + pick.name + ' instead.', null);
+    history.replaceState(null, '', '#board=' + enc(pick.name));
+  }
   sel.value = pick.name;
   await openBoard(pick.name);
 }
 
+/* Back to the board list: re-read it and open the default board (the way out when the board
+ * on screen is gone). */
+async function backToBoards() {
+  hideNotice();
+  if (S.stream) S.stream.abort();
+  S.stream = null;
+  history.replaceState(null, '', location.pathname);
+  try {
+    await loadBoards();
+  } catch (e) {
+    showNotice('The boards could not be read: ' + problemText(e), { label: 'Try again', run: backToBoards });
+  }
+}
+
+/* The board on screen does not exist (any more): stop following it and say so, with the way
+ * back. `why`: the server's detail. */
+function boardGone(name, why) {
+  if (S.stream) S.stream.abort();
+  S.stream = null;
+  S.board = null; /* nothing re-reads it now: the lane and the cards stay as they were */
+  setLive('refused', 'stopped: no board ' + name);
+  showNotice('Board ' + name + ' does not exist (any more): ' + why + ' It was removed or renamed, or this server has another store; the cards shown are as they were. ',
+    { label: 'Back to the board list', run: backToBoards });
+}
+
 async function openBoard(name) {
   if (S.stream) S.stream.abort();
-  S.board = await api('GET', '/v1/boards/' + enc(name));
+  S.stream = null;
+  try {
+    S.board = await api('GET', '/v1/boards/' + enc(name));
+  } catch (e) {
+    if (e.status === 404) boardGone(name, e.message.replace(/\.?$/, '.'));
+    else showNotice('Board ' + name + ' could not be opened: ' + problemText(e), { label: 'Back to the board list', run: backToBoards });
+    return;
+  }
   /* The tail first, then the cards: the stream resumes after that tail, so nothing written
    * while the cards load is missed (re-reading a card twice is harmless). */
   const tail = await tailSeq(name);
@@ -244,10 +334,12 @@ function startStream() {
   const ctl = new AbortController();
   S.stream = ctl;
   let delay = 500;
+  let dropped = false;
   const board = S.board.name;
   const run = async () => {
     while (!ctl.signal.aborted) {
       try {
+        if (dropped && !(await boardStillThere(board, ctl))) return;
         const headers = { Authorization: 'Bearer ' + S.token, Accept: 'text/event-stream' };
         if (S.lastId !== null) headers['Last-Event-ID'] = String(S.lastId);
         const resp = await fetch('/v1/events/stream?board=' + enc(board),
@@ -265,6 +357,19 @@ function startStream() {
           }
           return;
         }
+        if (resp.status === 404) {
+          /* Not a network error either: the board (or the stream route) is not there, and
+           * asking again will not bring it back. */
+          const why = await problemDetail(resp);
+          if (ctl.signal.aborted) return;
+          if (await boardStillThere(board, ctl)) {
+            if (ctl.signal.aborted) return;
+            setLive('refused', 'Live updates stopped: the event stream answered 404 (' + why.replace(/\.$/, '') +
+              '). This server does not serve it; the board is not updated live.');
+            S.stream = null;
+          }
+          return;
+        }
         if (!resp.ok || !resp.body) throw new Error('HTTP ' + resp.status);
         setLive('on', 'live');
         delay = 500;
@@ -272,12 +377,27 @@ function startStream() {
       } catch (e) {
         if (ctl.signal.aborted) return;
       }
+      dropped = true;
       setLive('off', 'reconnecting');
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 10000);
     }
   };
   run();
+}
+
+/* Before following a board again after a drop (a restart may bring up another store), and
+ * when its stream answers 404: is the board still there? A 404 stops the stream and says so
+ * (boardGone); any other failure counts as "still there" (the stream's own retry goes on). */
+async function boardStillThere(name, ctl) {
+  try {
+    await api('GET', '/v1/boards/' + enc(name));
+    return true;
+  } catch (e) {
+    if (e.status !== 404 || ctl.signal.aborted) return true;
+    boardGone(name, e.message.replace(/\.?$/, '.'));
+    return false;
+  }
 }
 
 /* The problem+json detail (or title) of a refused answer, for the operator to read. */
@@ -563,9 +683,10 @@ function renderReaper() {
 async function act(fn, done) {
   try {
     await fn();
+    hideAlert();
     toast(done);
   } catch (e) {
-    toast('Refused: ' + e.message + (e.problem.code ? ' (' + e.problem.code + ')' : ''));
+    showAlert(problemText(e));
   }
   refreshAttentionSoon();
 }
@@ -610,9 +731,9 @@ async function submitReopen(ev) {
     refreshAttentionSoon();
   } catch (e) {
     const err = $('reopen-error');
-    err.replaceChildren(h('p', { text: 'Refused: ' + e.message + (e.problem.code ? ' (' + e.problem.code + ')' : '') }));
-    if (e.problem.code === 'dependents_outstanding') {
-      const deps = await dependents(id);
+    err.replaceChildren(h('p', { text: problemText(e) }));
+    if (e.problem && e.problem.code === 'dependents_outstanding') {
+      const deps = await dependents(id).catch(() => []);
       err.append(h('p', { text: 'These cards are blocked on it and have already moved on:' }),
         h('ul', { class: 'deps' }, deps.map((c) => h('li', { 'data-dependent': c.id, text: c.id + ' — ' + (c.title || '') + ' (' + c.state + ')' }))));
     }
@@ -666,7 +787,7 @@ async function bulkApply() {
       else await requeue(c);
       ok++;
     } catch (e) {
-      failed.push(id + ': ' + (e.problem.code || e.message));
+      failed.push(id + ': ' + ((e.problem && e.problem.code) || e.message));
     }
   }
   S.bulkPlan = null;
@@ -791,7 +912,8 @@ function wire() {
   $('logout').addEventListener('click', () => signOut(''));
   $('board-select').addEventListener('change', (ev) => {
     location.hash = 'board=' + enc(ev.target.value);
-    openBoard(ev.target.value);
+    hideNotice();
+    openBoard(ev.target.value).catch((e) => showNotice('Board ' + ev.target.value + ' could not be opened: ' + problemText(e), { label: 'Back to the board list', run: backToBoards }));
   });
   for (const id of ['f-text', 'f-label', 'f-claimed']) $(id).addEventListener('input', () => { renderBoard(); $('bulk-apply').disabled = true; });
   $('filters').addEventListener('submit', (ev) => ev.preventDefault());
@@ -802,13 +924,14 @@ function wire() {
     $('bulk-out').textContent = '';
     $('bulk-to-wrap').hidden = $('bulk-action').value !== 'reopen';
   });
+  $('alert-close').addEventListener('click', hideAlert);
   $('reaper-pass').addEventListener('click', async () => {
     $('reaper-out').textContent = 'running…';
     try {
       const r = await api('POST', '/v1/reaper/pass');
       $('reaper-out').textContent = 'pass done: listed ' + r.listed + ', transferred ' + r.transferred + ', repaired ' + r.repaired + ' in ' + r.duration_ms + ' ms';
     } catch (e) {
-      $('reaper-out').textContent = 'refused: ' + e.message;
+      $('reaper-out').textContent = problemText(e);
     }
     loadReaper();
     refreshAttentionSoon();

@@ -7,7 +7,10 @@ Checks: sign in; a card created over the API appears live; the attention lane li
 card with its reason, opens it, and reopens it to ready (it moves); a refused reopen lists the
 dependents; a bulk re-queue over a filter previews its count and keeps to its cap; keyboard
 operation; the phone-width layout; a read-only (bot) token gets no action buttons and the
-server refuses it anyway; an event stream refused 403 stops retrying and says why.
+server refuses it anyway; an event stream refused 403 stops retrying and says why; every
+refused or failed action (409, 5xx, no answer) is an alert with the problem detail; a board
+that does not exist (named in the address, its stream answered 404, gone after a restart on
+another store) stops the stream, says so and offers the way back to the board list.
 
 usage: test_ui_browser.py path/to/boardd
 env:   BOARDD_CHROMIUM (default /usr/bin/chromium)
@@ -302,6 +305,128 @@ def refused_flows(page, srv):
     check(len(streams) > n, 'signing in again opened a new live stream')
 
 
+def action_errors(page, srv):
+    """Every refusal or failure an action can get is shown, with the server's problem detail,
+    until dismissed (role=alert): a 409 with its code and detail, a 5xx, and no answer at
+    all (the old handler crashed on the latter: it read e.problem.code of a TypeError)."""
+    sign_in(page, srv, 'op')
+    page.wait_for_selector('#live.on', timeout=T)
+    alert = page.locator('#alert')
+    # a real 409: re-queue (a reopen) of a done card whose dependent has moved on
+    page.locator(in_column('done', 'c-base')).click()
+    page.locator('#card-dialog').wait_for(state='visible', timeout=T)
+    page.locator('#card-dialog [data-action="requeue"]').click()
+    alert.wait_for(state='visible', timeout=T)
+    text = page.locator('#alert-text').inner_text()
+    check('409' in text and 'dependents_outstanding' in text and 'c-dep' in text,
+          'a refused re-queue shows the status, code and detail (%r)' % text)
+    check(alert.get_attribute('role') == 'alert', 'as an alert')
+    check(srv.ok('GET', '/v1/cards/c-base')['state'] == 'done', 'and nothing changed')
+    page.keyboard.press('Escape')
+    page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
+    page.wait_for_timeout(500)
+    check(alert.is_visible(), 'the alert stays until dismissed')
+    page.click('#alert-close')
+    alert.wait_for(state='hidden', timeout=T)
+    # a 5xx and no answer, on the lane's revoke of c-fail
+    revoke = '**/v1/cards/c-fail/claim/revoke'
+    page.route(revoke, lambda route: route.fulfill(
+        status=503, content_type='application/problem+json', headers={'Retry-After': '1'},
+        body=json.dumps({'type': '/problems/store_unavailable', 'title': 'Service Unavailable',
+                         'status': 503, 'code': 'store_unavailable',
+                         'detail': 'the store refuses writes'})))
+    page.locator('#attention-list li[data-card="c-fail"] [data-action="revoke"]').click()
+    alert.wait_for(state='visible', timeout=T)
+    text = page.locator('#alert-text').inner_text()
+    check('503' in text and 'store_unavailable' in text and 'refuses writes' in text and
+          'try again' in text, 'a 5xx says it failed and to try again (%r)' % text)
+    page.unroute(revoke)
+    page.route(revoke, lambda route: route.abort('connectionrefused'))
+    page.locator('#attention-list li[data-card="c-fail"] [data-action="revoke"]').click()
+    page.wait_for_selector('#alert-text:has-text("did not answer")', timeout=T)
+    check(True, 'no answer at all is said as such (%r)' % page.locator('#alert-text').inner_text())
+    page.unroute(revoke)
+    check(srv.ok('GET', '/v1/cards/c-fail')['claim'] is not None, 'the claim is still there')
+    page.click('#alert-close')
+
+
+def gone_flows(page, srv):
+    """A board that does not exist: named in the address, its stream answered 404, or gone
+    from under an open page (boardd restarted on another store). Each stops following it,
+    says so, and offers the way back to the board list (an old UI retried a 404 for ever)."""
+    streams = []
+    page.on('request', lambda r: streams.append(r.url) if '/v1/events/stream' in r.url else None)
+    # the address names no board
+    page.goto(srv.url + '/ui/#board=ghost')
+    page.fill('#token', srv.tok['op'])
+    page.click('#login-form button[type=submit]')
+    page.wait_for_selector('#board [data-column]', timeout=T)
+    notice = page.locator('#notice')
+    notice.wait_for(state='visible', timeout=T)
+    check('ghost' in notice.inner_text() and 'default' in notice.inner_text(),
+          'a board named in the address that does not exist is said so (%r)' % notice.inner_text())
+    check(page.locator('#board-select').input_value() == 'default', 'and the default board opens')
+    page.click('#notice-close')
+    notice.wait_for(state='hidden', timeout=T)
+
+    # the stream answers 404 (a server or proxy without the route): stop, say why
+    cfg = srv.ok('GET', '/v1/boards/default')
+    cfg['name'] = 'team-x'
+    srv.ok('PUT', '/v1/boards/team-x', 'op', cfg)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'x-1', 'board': 'team-x', 'title': 'On team x',
+                                        'state': 'ready'})
+    page.reload()
+    page.wait_for_selector('#board [data-column]', timeout=T)
+    route = '**/v1/events/stream?board=team-x*'
+    page.route(route, lambda r: r.fulfill(
+        status=404, content_type='application/problem+json',
+        body=json.dumps({'type': '/problems/not_found', 'title': 'Not Found', 'status': 404,
+                         'code': 'not_found', 'detail': 'no such route'})))
+    page.select_option('#board-select', 'team-x')
+    page.wait_for_selector(in_column('ready', 'x-1'), timeout=T)
+    page.wait_for_selector('#live.refused', timeout=T)
+    msg = page.locator('#live').inner_text()
+    check('404' in msg and 'no such route' in msg, 'a stream answered 404 says so (%r)' % msg)
+    n = len(streams)
+    for _ in range(8):  # a retrying UI asks again within 0.5 to 2 s
+        page.wait_for_timeout(500)
+        if len(streams) != n:
+            break
+    check(len(streams) == n, 'and stops asking (%d, then %d stream requests)' % (n, len(streams)))
+    page.unroute(route)
+
+    # the board goes from under the open page: boardd comes back on the same port with
+    # another (empty) store
+    page.select_option('#board-select', 'default')
+    page.wait_for_selector('#live.on', timeout=T)
+    page.select_option('#board-select', 'team-x')
+    page.wait_for_selector('#live.on', timeout=T)
+    srv.srv.keep_port = True
+    check(srv.srv.stop(timeout=15) == 0, 'boardd stopped for the restart')
+    srv.srv.store = 'fs:' + os.path.join(srv.dir, 'data-empty')
+    ok, detail = srv.srv.start()
+    check(ok, 'boardd restarted on another store (%s)' % detail)
+    notice.wait_for(state='visible', timeout=T)
+    text = notice.inner_text()
+    check('team-x' in text and 'does not exist' in text and 'no board team-x' in text,
+          'the board gone from under the page is said so, with the server\'s detail (%r)' % text)
+    check(page.locator('#notice-action').inner_text() == 'Back to the board list',
+          'with the way back')
+    check('team-x' in page.locator('#live').inner_text(), 'the live badge says it stopped')
+    shot(page, 'board-gone.png')
+    n = len(streams)
+    page.wait_for_timeout(2500)
+    check(len(streams) == n, 'no stream of the gone board is asked for (%d, then %d)'
+          % (n, len(streams)))
+    page.click('#notice-action')
+    notice.wait_for(state='hidden', timeout=T)
+    page.wait_for_selector('#live.on', timeout=T)
+    check(page.locator('#board-select').input_value() == 'default',
+          'back on the board list: the default board is open and live')
+    check(page.locator('#board-select option[value="team-x"]').count() == 0,
+          'and the gone board is no longer offered')
+
+
 def main():
     if not os.access(CHROMIUM, os.X_OK):
         bt.skip_or_fail('no chromium at %s' % CHROMIUM)
@@ -317,12 +442,17 @@ def main():
                 viewport={'width': 1280, 'height': 800})
             errors = []
             try:
-                for flow in (operator_flows, readonly_flows, refused_flows):
+                for flow in (operator_flows, readonly_flows, action_errors, refused_flows,
+                             gone_flows):
                     page = ctx.new_page()
-                    # a restarting boardd answers 503 for a moment (the UI retries those)
-                    ok503 = flow is refused_flows
-                    page.on('console', lambda m, ok503=ok503: errors.append(m.text) if (
-                        m.type == 'error' and not (ok503 and '503' in m.text)) else None)
+                    # the failures a flow provokes on purpose, as the browser logs them: a
+                    # restarting boardd answers 503 for a moment (the UI retries those), a
+                    # refused connection, a board or route that is not there (404)
+                    allowed = {refused_flows: ('503',),
+                               action_errors: ('503', 'ERR_CONNECTION_REFUSED'),
+                               gone_flows: ('503', '404', 'net::ERR_')}.get(flow, ())
+                    page.on('console', lambda m, allowed=allowed: errors.append(m.text) if (
+                        m.type == 'error' and not any(a in m.text for a in allowed)) else None)
                     page.on('pageerror', lambda e: errors.append(str(e)))
                     try:
                         flow(page, srv)
