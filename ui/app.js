@@ -44,18 +44,25 @@ function h(tag, attrs, ...kids) {
 }
 
 /* Re-renders `root` with `render` and gives the keyboard focus back to the same card's
- * element (live updates must not steal it from a keyboard user). */
-function keepFocus(root, render) {
+ * element (live updates must not steal it from a keyboard user). When that card left the
+ * list (an action answered it), the focus goes on from the same place: the item now there,
+ * the last one, or `fallback` when the list is empty — never lost to the page. */
+function keepFocus(root, render, fallback) {
   const a = document.activeElement;
   const holder = a && root.contains(a) ? a.closest('[data-card]') : null;
   const id = holder ? holder.dataset.card : null;
+  const index = holder ? [...root.querySelectorAll('[data-card]')].indexOf(holder) : -1;
   const action = a && a.dataset ? a.dataset.action || (a.classList.contains('open') ? 'open' : null) : null;
   render();
   if (!id) return;
   const sel = '[data-card="' + CSS.escape(id) + '"]';
   let el = root.querySelector(sel + (action === 'open' ? ' button.open' : action ? ' [data-action="' + action + '"]' : ''));
   if (!el) el = root.querySelector(sel);
-  if (el && el.tagName !== 'BUTTON') el = el.querySelector('button') || el;
+  if (!el) {
+    const all = root.querySelectorAll('[data-card]');
+    el = all.length ? all[Math.min(index, all.length - 1)] : fallback;
+  }
+  if (el && el !== fallback && el.tagName !== 'BUTTON') el = el.querySelector('button') || el;
   if (el) el.focus();
 }
 
@@ -300,6 +307,7 @@ function firstEligible() {
 async function loadAttention() {
   const r = await api('GET', '/v1/attention?board=' + enc(S.board.name));
   S.attention = new Map();
+  S.attentionTruncated = !!r.truncated;
   for (const item of r.cards) {
     S.attention.set(item.card.id, item.reasons);
     S.cards.set(item.card.id, item.card);
@@ -596,7 +604,11 @@ function chip(c) {
   }
   for (const l of c.labels || []) meta.push(h('span', { class: 'tag', text: l }));
   if ((c.blockers || []).length) meta.push(h('span', { class: 'tag blk', title: 'blocked by ' + c.blockers.join(', '), text: 'blocked by ' + c.blockers.join(', ') }));
-  if (c.gave_up) meta.push(h('span', { class: 'reason', text: 'gave up: ' + c.gave_up.reason }));
+  /* A stamp the card was since moved out of (a reopen answered it) is history, not a reason. */
+  if (c.gave_up) {
+    const live = !!(reasons && reasons.includes('gave_up'));
+    meta.push(h('span', { class: live ? 'reason' : 'tag old', title: live ? null : 'an earlier give-up, answered since', text: (live ? 'gave up: ' : 'gave up earlier: ') + c.gave_up.reason }));
+  }
   const label = (c.title || c.id) + ', ' + c.state + (reasons ? ', needs attention: ' + reasons.join(', ') : '');
   return h('li', {},
     h('button', { type: 'button', class: 'chip' + (reasons ? ' attn' : ''), 'data-card': c.id, 'aria-label': label, onclick: () => openCardDialog(c.id) },
@@ -622,7 +634,7 @@ function renderBoard() {
       h('h2', {}, h('span', { text: name }), h('span', { class: 'count', text: String(cards.length) })),
       h('ul', {}, cards.map(chip))));
   }
-  keepFocus($('board'), () => $('board').replaceChildren(...cols));
+  keepFocus($('board'), () => $('board').replaceChildren(...cols), $('board'));
 }
 
 /* ---- rendering: the attention lane ---- */
@@ -642,18 +654,29 @@ function actionsFor(c, reasons) {
   return out;
 }
 
+/* What a reason is about on this card, in a few words (null: nothing to add). */
+function reasonDetail(c, r) {
+  if (r === 'gave_up' && c.gave_up) return c.gave_up.reason + (c.gave_up.run_id ? ' (run ' + c.gave_up.run_id + ')' : '');
+  if ((r === 'recovery_hold' || r === 'lease_expired_kept') && c.claim) {
+    const l = leaseText(c.claim);
+    return c.claim.marker + (l && r === 'lease_expired_kept' ? ', ' + l.text : '');
+  }
+  if ((r === 'run_failed' || r === 'run_paused') && c.last_run_id) return 'run ' + c.last_run_id;
+  return null;
+}
+
 function renderAttention() {
   const items = [...S.attention.entries()].map(([id, reasons]) => [S.cards.get(id), reasons]).filter(([c]) => c);
-  $('attention-count').textContent = '(' + items.length + ')';
-  if (!items.length) {
-    $('attention-list').replaceChildren(h('li', { class: 'attn-empty', text: 'Nothing needs an operator.' }));
-    return;
-  }
-  keepFocus($('attention-list'), () => $('attention-list').replaceChildren(...items.map(([c, reasons]) => h('li', { 'data-card': c.id },
+  $('attention-count').textContent = '(' + items.length + (S.attentionTruncated ? ': the newest shown, more need attention' : '') + ')';
+  const render = () => $('attention-list').replaceChildren(...(items.length ? items.map(([c, reasons]) => h('li', { 'data-card': c.id },
     h('button', { type: 'button', class: 'open', onclick: () => openCardDialog(c.id), 'aria-label': 'Open ' + (c.title || c.id) }, c.title || c.id),
     h('span', { class: 'id muted', text: c.id + ' · ' + c.state }),
-    reasons.map((r) => h('span', { class: 'reason', text: r })),
-    h('span', { class: 'actions' }, actionsFor(c, reasons))))));
+    reasons.map((r) => {
+      const d = reasonDetail(c, r);
+      return h('span', { class: 'reason', 'data-reason': r }, r, d ? h('span', { class: 'why', text: ': ' + d }) : null);
+    }),
+    h('span', { class: 'actions' }, actionsFor(c, reasons)))) : [h('li', { class: 'attn-empty', text: 'Nothing needs an operator.' })]));
+  keepFocus($('attention-list'), render, $('attention-title'));
 }
 
 /* ---- rendering: the reaper ---- */

@@ -350,6 +350,59 @@ def action_errors(page, srv):
     page.click('#alert-close')
 
 
+def layout_and_focus(page, srv):
+    """Long titles stay inside their boxes; the keyboard focus survives a lane item that an
+    action answered; a cut lane says so; a give-up answered since is shown as history."""
+    long = 'Unbroken' + 'x' * 300
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-long', 'title': long, 'state': 'in_progress'})
+    ep = srv.claim('c-long', 'worker-long', lease_ms=600000)['epoch']
+    srv.owned('PUT', '/v1/cards/c-long/awaiting-input', ep,
+              {'marker': 'worker-long', 'awaiting_input': True})
+    srv.give_up('c-gave2', 'Rebuild the search index')
+    sign_in(page, srv, 'op')
+    page.wait_for_selector('#live.on', timeout=T)
+    item = page.locator('#attention-list li[data-card="c-long"]')
+    item.wait_for(timeout=T)
+    check('awaiting_input' in item.inner_text(), 'a long-titled card in the lane')
+    for width in (1280, 390):
+        page.set_viewport_size({'width': width, 'height': 800})
+        page.wait_for_timeout(200)
+        over = page.evaluate("""() => [...document.querySelectorAll(
+            '#attention-list li, #board .chip, .column h2')].filter(
+            (e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.outerHTML.slice(0, 80))""")
+        check(not over, 'nothing overflows its box at width %d (%s)' % (width, over))
+        doc = page.evaluate('document.documentElement.scrollWidth')
+        check(doc <= width + 2, 'no horizontal scrolling at width %d (%d)' % (width, doc))
+    page.set_viewport_size({'width': 1280, 'height': 800})
+    check('gave up earlier' in page.locator(in_column('ready', 'c-gave')).inner_text(),
+          'a give-up answered by a reopen shows as history on the chip, not as a reason')
+    check('gave up: run_pruned' in page.locator(in_column('blocked', 'c-gave2')).inner_text(),
+          'a standing one as a reason')
+    # keyboard: Re-queue of c-gave2 from the lane; its item leaves, the focus goes on
+    page.focus('#attention-list li[data-card="c-gave2"] [data-action="requeue"]')
+    page.keyboard.press('Enter')
+    page.wait_for_selector('#attention-list li[data-card="c-gave2"]', state='detached', timeout=T)
+    page.wait_for_timeout(300)
+    where = page.evaluate("""() => { const a = document.activeElement;
+        return a && (a.closest('#attention') ? 'lane' : a.tagName); }""")
+    check(where == 'lane', 'the focus stays in the lane when an action answered the item (%s)'
+          % where)
+    page.keyboard.press('Tab')
+    check(page.evaluate("!!document.activeElement.closest('#attention')"),
+          'and Tab goes on from there')
+    # a lane cut at its limit says so
+    def cut(route):
+        r = route.fetch()
+        j = r.json()
+        j['truncated'] = True
+        route.fulfill(response=r, body=json.dumps(j))
+    page.route('**/v1/attention?*', cut)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-poke', 'title': 'poke', 'state': 'inbox'})
+    page.wait_for_selector('#attention-count:has-text("more need attention")', timeout=T)
+    check(True, 'a truncated lane says more cards need attention')
+    page.unroute('**/v1/attention?*')
+
+
 def gone_flows(page, srv):
     """A board that does not exist: named in the address, its stream answered 404, or gone
     from under an open page (boardd restarted on another store). Each stops following it,
@@ -442,8 +495,8 @@ def main():
                 viewport={'width': 1280, 'height': 800})
             errors = []
             try:
-                for flow in (operator_flows, readonly_flows, action_errors, refused_flows,
-                             gone_flows):
+                for flow in (operator_flows, readonly_flows, action_errors, layout_and_focus,
+                             refused_flows, gone_flows):
                     page = ctx.new_page()
                     # the failures a flow provokes on purpose, as the browser logs them: a
                     # restarting boardd answers 503 for a moment (the UI retries those), a
