@@ -646,6 +646,7 @@ function actionsFor(c, reasons) {
     out.push(h('button', { type: 'button', class: 'primary', 'data-action': 'reopen', onclick: () => openReopen(c.id) }, 'Reopen…'));
     out.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
   }
+  if (reasons.includes('awaiting_input')) out.push(h('button', { type: 'button', 'data-action': 'answer', onclick: () => openCardDialog(c.id, true) }, 'Answer…'));
   if (c.claim) out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => act(() => revoke(c.id), 'Revoked the claim on ' + c.id) }, 'Revoke claim'));
   if (c.last_run_id && (reasons.includes('run_paused') || reasons.includes('run_failed'))) {
     if (reasons.includes('run_paused')) out.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(c.last_run_id) + '/cancel'), 'Cancelled run ' + c.last_run_id) }, 'Cancel run'));
@@ -820,8 +821,9 @@ async function bulkApply() {
 
 /* ---- the card dialog ---- */
 
-function openCardDialog(id) {
+function openCardDialog(id, focusComment) {
   S.openCard = id;
+  S.focusComment = !!focusComment;
   const c = S.cards.get(id);
   /* Never show (or let anyone click) the previous card's content while this one loads. */
   $('card-title').textContent = c ? c.title || id : id;
@@ -915,13 +917,60 @@ async function renderCardDialog(id, full) {
   }
   parts.push(h('h3', { text: 'Comments (' + (c.comments || []).length + ')' }),
     h('ul', { class: 'comments' }, (c.comments || []).map((m) => h('li', {}, h('strong', { text: m.author || '?' }), ' ', h('span', { class: 'muted', text: m.created_at }), h('div', { text: m.body })))));
+  if (isOperator()) {
+    /* The answer to awaiting_input (and a note on any card): POST /v1/cards/{id}/comments. */
+    parts.push(h('form', { id: 'comment-form', class: 'comment-form', onsubmit: (ev) => submitComment(ev, c.id) },
+      h('label', { for: 'comment-body' }, 'Add a comment'),
+      h('textarea', { id: 'comment-body', rows: 3, required: true }),
+      h('div', { id: 'comment-error', class: 'error', role: 'alert' }),
+      h('div', { class: 'buttons' }, h('button', { type: 'submit', id: 'comment-submit' }, 'Comment'))));
+  }
   parts.push(h('h3', { text: 'Timeline' }),
     h('ol', { class: 'timeline' }, events.map((e) => h('li', {},
       h('span', { class: 'muted', text: e.at + ' ' }), h('strong', { text: e.type }),
       e.payload && e.payload.from ? ' ' + e.payload.from + ' → ' + e.payload.to : '',
       e.actor ? ' by ' + e.actor : (e.machine ? ' (machine)' : ''),
       e.reason ? ' — ' + e.reason : ''))));
+  /* A live re-render must keep what the operator is typing and where the focus is. */
+  const draft = $('comment-body');
+  const keep = draft ? { value: draft.value, focused: document.activeElement === draft, at: draft.selectionStart } : null;
+  const a = document.activeElement;
+  const action = a && $('card-body').contains(a) && a.dataset ? a.dataset.action : null;
   $('card-body').replaceChildren(...parts);
+  const box = $('comment-body');
+  if (box && keep) {
+    box.value = keep.value;
+    if (keep.focused) {
+      box.focus();
+      box.setSelectionRange(keep.at, keep.at);
+    }
+  }
+  if (action) {
+    const el = $('card-body').querySelector('[data-action="' + action + '"]');
+    if (el) el.focus();
+  }
+  if (box && S.focusComment) {
+    S.focusComment = false;
+    box.focus();
+  }
+}
+
+async function submitComment(ev, id) {
+  ev.preventDefault();
+  const box = $('comment-body');
+  const body = box.value.trim();
+  if (!body) return;
+  $('comment-submit').disabled = true;
+  $('comment-error').textContent = '';
+  try {
+    await api('POST', '/v1/cards/' + enc(id) + '/comments', { body });
+    box.value = '';
+    toast('Comment added to ' + id);
+  } catch (e) {
+    if ($('comment-error')) $('comment-error').textContent = problemText(e);
+  }
+  if ($('comment-submit')) $('comment-submit').disabled = false;
+  if (S.openCard === id) refreshOpenCard();
 }
 
 /* ---- wiring ---- */

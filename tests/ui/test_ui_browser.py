@@ -351,8 +351,9 @@ def action_errors(page, srv):
 
 
 def layout_and_focus(page, srv):
-    """Long titles stay inside their boxes; the keyboard focus survives a lane item that an
-    action answered; a cut lane says so; a give-up answered since is shown as history."""
+    """Long titles stay inside their boxes; awaiting_input is answered with a comment from the
+    lane; the keyboard focus survives a lane item that an action answered; a cut lane says so;
+    a give-up answered since is shown as history."""
     long = 'Unbroken' + 'x' * 300
     srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-long', 'title': long, 'state': 'in_progress'})
     ep = srv.claim('c-long', 'worker-long', lease_ms=600000)['epoch']
@@ -374,6 +375,26 @@ def layout_and_focus(page, srv):
         doc = page.evaluate('document.documentElement.scrollWidth')
         check(doc <= width + 2, 'no horizontal scrolling at width %d (%d)' % (width, doc))
     page.set_viewport_size({'width': 1280, 'height': 800})
+    # awaiting_input is answered with a comment, from the lane; a live update of the open
+    # card while the operator types keeps the draft and the focus
+    item.locator('[data-action="answer"]').click()
+    page.locator('#card-dialog').wait_for(state='visible', timeout=T)
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'comment-body'",
+                           timeout=T)
+    page.keyboard.type('Use the staging ')
+    srv.ok('POST', '/v1/cards/c-long/comments', 'bot', {'body': 'meanwhile, from a bot'})
+    page.wait_for_selector('#card-body .comments li:has-text("meanwhile, from a bot")', timeout=T)
+    check(page.input_value('#comment-body') == 'Use the staging ' and
+          page.evaluate("document.activeElement.id") == 'comment-body',
+          'the draft and the focus survive a live update (%r)' % page.input_value('#comment-body'))
+    page.keyboard.type('keys.')
+    page.click('#comment-submit')
+    page.wait_for_selector('#card-body .comments li:has-text("Use the staging keys.")', timeout=T)
+    got = [(m['author'], m['body']) for m in srv.ok('GET', '/v1/cards/c-long')['comments']]
+    check(('op', 'Use the staging keys.') in got, 'the answer is a comment by the operator (%s)' % got)
+    check(page.input_value('#comment-body') == '', 'and the box is cleared')
+    page.keyboard.press('Escape')
+    page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
     check('gave up earlier' in page.locator(in_column('ready', 'c-gave')).inner_text(),
           'a give-up answered by a reopen shows as history on the chip, not as a reason')
     check('gave up: run_pruned' in page.locator(in_column('blocked', 'c-gave2')).inner_text(),
