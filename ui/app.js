@@ -650,7 +650,12 @@ function actionsFor(c, reasons) {
   if (c.claim) out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => act(() => revoke(c.id), 'Revoked the claim on ' + c.id) }, 'Revoke claim'));
   if (c.last_run_id && (reasons.includes('run_paused') || reasons.includes('run_failed'))) {
     if (reasons.includes('run_paused')) out.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(c.last_run_id) + '/cancel'), 'Cancelled run ' + c.last_run_id) }, 'Cancel run'));
-    out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'prune-run', onclick: () => act(() => api('DELETE', '/v1/runs/' + enc(c.last_run_id)), 'Pruned run ' + c.last_run_id) }, 'Prune run'));
+    /* The one action that cannot be undone (the run is deleted, a tombstone stays; the
+     * reaper then reads the card's run as gone and gives the card up): asked first. */
+    out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'prune-run', onclick: () => {
+      if (!confirm('Prune run ' + c.last_run_id + ' of ' + c.id + '? The run is deleted (only a tombstone stays) and cannot be brought back; the reaper then gives the card up (run_pruned).')) return;
+      act(() => api('DELETE', '/v1/runs/' + enc(c.last_run_id)), 'Pruned run ' + c.last_run_id);
+    } }, 'Prune run'));
   }
   return out;
 }

@@ -112,6 +112,14 @@ def operator_flows(page, srv):
           'a paused run offers Cancel run')
     failed = page.locator('#attention-list li[data-card="c-fail"]')
     check('run_failed' in failed.inner_text(), 'the lane shows a failed run')
+    # pruning a run cannot be undone: it is asked first, and a No prunes nothing
+    asked = []
+    page.once('dialog', lambda d: (asked.append(d.message), d.dismiss()))
+    failed.locator('[data-action="prune-run"]').click()
+    page.wait_for_timeout(300)
+    check(asked and 'r-fail' in asked[0] and 'cannot be brought back' in asked[0],
+          'Prune run asks first (%s)' % asked)
+    check(srv.call('GET', '/v1/runs/r-fail')[0] == 200, 'and a No prunes nothing')
     page.wait_for_timeout(300)
     shot(page, 'board.png')
     shot(page.locator('#attention'), 'attention.png')
