@@ -419,6 +419,14 @@ def layout_and_focus(page, srv):
     page.keyboard.press('Tab')
     check(page.evaluate("!!document.activeElement.closest('#attention')"),
           'and Tab goes on from there')
+    # a live update redraws what changed, not every chip (a board of thousands of cards was
+    # laid out again twice per event): an untouched chip stays the same element
+    page.evaluate("document.querySelector('#board [data-card=\"c-docs\"]').boarddMark = 'kept'")
+    srv.ok('PATCH', '/v1/cards/c-build/state', 'op', {'to': 'review'})
+    page.wait_for_selector(in_column('review', 'c-build'), timeout=T)
+    page.wait_for_timeout(500)  # and the lane's re-read, which draws the board again
+    check(page.evaluate("document.querySelector('#board [data-card=\"c-docs\"]').boarddMark") == 'kept',
+          'a live update keeps the chips it did not change')
     # a lane cut at its limit says so
     def cut(route):
         r = route.fetch()
