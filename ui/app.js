@@ -948,8 +948,16 @@ async function renderCardDialog(id, full) {
   ]) : h('p', { class: 'muted', text: 'Not claimed.' }));
   parts.push(h('h3', { text: 'Run' }));
   if (run) {
+    /* The lane's rule (core_attention_reasons): while the card is claimed, only a run of that
+     * claim is its current run. Say so when the recorded run is an earlier claim's. */
+    const ofClaim = c.claim && run.claim_epoch === c.claim_epoch && run.owner === c.claim.marker;
+    if (c.claim && !ofClaim) {
+      parts.push(h('p', { class: 'muted', 'data-run-earlier': '', text: 'The recorded run is of an earlier claim' + (run.claim_epoch ? ' (epoch ' + run.claim_epoch + ')' : '') + ', not of the claim the card has now: it says nothing about the current holder.' }));
+    } else if (!c.claim && ['paused_waiting_human', 'paused_operator'].includes(run.status)) {
+      parts.push(h('p', { class: 'muted', 'data-run-earlier': '', text: 'The claim this paused run was created under is gone: the run holds nothing and its owner can no longer write it.' }));
+    }
     parts.push(fieldList([
-      ['id', run.id], ['status', run.status], ['continuation', run.continuation], ['failure code', run.failure_code],
+      ['id', run.id], ['status', run.status], ['claim epoch', run.claim_epoch], ['continuation', run.continuation], ['failure code', run.failure_code],
       ['owner', run.owner], ['lock until', run.lock_until], ['error', run.error],
       ['result', run.result !== undefined && run.result !== null ? h('pre', { class: 'json', text: JSON.stringify(run.result, null, 2) }) : null],
     ]));
@@ -960,7 +968,7 @@ async function renderCardDialog(id, full) {
     parts.push(h('h3', { text: 'Gave up' }), fieldList([['reason', c.gave_up.reason], ['run', c.gave_up.run_id], ['in state', c.gave_up.state], ['at', c.gave_up.at]]));
   }
   if (isOperator()) {
-    const btns = actionsFor(c, reasons.length ? reasons : (run && ['paused_waiting_human', 'paused_operator'].includes(run.status) ? ['run_paused'] : []));
+    const btns = actionsFor(c, reasons);
     if (run && !['finished', 'failed', 'cancelled'].includes(run.status) && !btns.some((b) => b.dataset.action === 'cancel-run')) {
       btns.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(run.id) + '/cancel'), 'Cancelled run ' + run.id) }, 'Cancel run'));
     }

@@ -204,6 +204,12 @@ def operator_flows(page, srv):
     page.wait_for_timeout(400)
     check(page.locator('#attention-list li[data-card="c-pause"]').count() == 0,
           'a run of an earlier claim is not the new claim\'s run_paused')
+    page.locator(in_column('in_progress', 'c-pause')).click()
+    page.wait_for_selector('#card-body [data-run-earlier]', timeout=T)
+    check('earlier claim' in page.locator('#card-body [data-run-earlier]').inner_text(),
+          'the card view says the recorded run is an earlier claim\'s')
+    page.keyboard.press('Escape')
+    page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
 
     # keyboard: a chip is a button; Enter opens it; focus is visible
     page.focus(in_column('ready', 'c-build'))
