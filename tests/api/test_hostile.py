@@ -115,6 +115,13 @@ def case_answers(tmp):
         st, page = c.call('GET', '/v1/cards?limit=1000')
         check(st == 200 and len(page['cards']) == N_BIG, 'a reading client lists the %d cards' % N_BIG)
         one = len(json.dumps(page))
+        with open('/proc/sys/net/ipv4/tcp_wmem') as f:
+            wmem = int(f.read().split()[2])
+        if wmem + 65536 >= one:
+            # (only this case: the others still run)
+            print('SKIP: answers: the kernel may buffer %d bytes a socket (tcp_wmem), more '
+                  'than an answer of %d: nothing would stay in the server' % (wmem, one))
+            return
         ask = ('GET /v1/cards?limit=1000 HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s'
                '\r\n\r\n' % op).encode()
         socks = open_unread(port, ask, N_UNREAD)
