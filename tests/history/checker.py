@@ -62,7 +62,8 @@ def ok(op):
 
 
 class Checker:
-    def __init__(self, ops, events, cards, runs, actors, refile='any', slack=SLACK):
+    def __init__(self, ops, events, cards, runs, actors, refile='any', slack=SLACK,
+                 order='seq'):
         """actors: {token name: role} of every client actor; events with another actor are the
         server's own (the reaper's). refile: 'any' (DESIGN §4: terminal -> terminal is an
         ordinary refiling) or 'operator'."""
@@ -73,7 +74,9 @@ class Checker:
         self.actors = actors
         self.refile = refile
         self.slack = slack
+        self.order = order
         self.v = []
+        self.n = collections.Counter()  # how often each check was put to the test
         self.op_of = {}  # event seq -> op
 
     def fail(self, check, what, ops=(), events=()):
@@ -164,6 +167,7 @@ class Checker:
                 if not ok(op):
                     continue
                 for required, pred in self.expected(op):
+                    self.n['f: write matched to its event'] += 1 if required else 0
                     if j < len(evs) and pred(evs[j]):
                         op['events'].append(evs[j])
                         self.op_of[evs[j]['seq']] = op
@@ -210,6 +214,7 @@ class Checker:
                 continue
             k = bisect.bisect_left(t1s, op['t0']) - 1
             first = min(e['seq'] for e in op['events'])
+            self.n['f: real-time order'] += 1 if k >= 0 else 0
             if k >= 0 and best[k] > first:
                 self.fail('f', '%s by %s (sent %.3f) has seq %d, but %s by %s acknowledged '
                           'before it was sent (%.3f) has seq %d' %
@@ -243,6 +248,7 @@ class Checker:
                         continue
                     # every acquisition acknowledged before this write was sent
                     k = bisect.bisect_left([x[0] for x in v], op['t0'])
+                    self.n['b/c: accepted token against earlier acquisitions'] += 1
                     for t1, e, cop in v[:k]:
                         if e > op['tok'][1]:
                             chk = 'b' if op['kind'] in OWNED else 'c'
@@ -289,10 +295,39 @@ class Checker:
         by = min(cand, key=lambda op: op['t0'] + op['lease_ms'] / 1000.0)
         return by['t0'] + by['lease_ms'] / 1000.0, by
 
+    def card_order(self):
+        """The events in the order the walk takes them. 'seq': the log's order (the FS twin
+        hands out seqs under its write lock, in commit order). 'at': commit time, then seq --
+        the Mongo twin hands out a seq when a write's events are delivered, after the write
+        committed, so two concurrent writes on one card can be logged in the other order
+        (per_card_inversions() counts those)."""
+        if self.order == 'seq':
+            return self.events
+        return sorted(self.events, key=lambda e: (at_seconds(e['at']), e['seq']))
+
+    def per_card_inversions(self):
+        """Pairs of events of one card whose seq order contradicts the card's own history: a
+        state move logged before the move it follows (its `from` is the other's `to`)."""
+        out = []
+        by = collections.defaultdict(list)
+        for e in self.events:
+            if e['type'] == 'card_state_changed':
+                by[e.get('card_id')].append(e)
+        for cid, evs in by.items():
+            for a, b in zip(evs, evs[1:]):
+                pa, pb = a.get('payload') or {}, b.get('payload') or {}
+                if pa.get('from') != pb.get('to') or pb.get('from') == pa.get('to'):
+                    continue
+                # b's move ends where a's starts and a's start is not where b begins: in the
+                # card's history b came first
+                if at_seconds(b['at']) < at_seconds(a['at']):
+                    out.append((a, b))
+        return out
+
     def walk(self):
         card = {}  # cid -> model
         runs = {}  # rid -> {status, card, tok, at, ev}
-        for e in self.events:
+        for e in self.card_order():
             cid, t, p = e.get('card_id'), e['type'], e.get('payload') or {}
             op = self.op_of.get(e['seq'])
             machine = (e.get('actor') or '') not in self.actors
@@ -313,6 +348,7 @@ class Checker:
                 c['state'] = p.get('state') or c['state']
                 continue
             if t == 'card_claimed':
+                self.n['a/c: acquisition in the log'] += 1
                 ep, rf = p.get('epoch'), p.get('reclaimed_from')
                 if not isinstance(ep, int) or ep <= c['max']:
                     self.fail('a', 'card %s: claimed at epoch %r after epoch %d (seq %d): the '
@@ -348,6 +384,7 @@ class Checker:
             if owned or (machine and t in ('card_state_changed', 'card_gave_up',
                                            'card_last_run')):
                 who = tuple(op['tok']) if owned else None
+                self.n['b: owned write against the holder'] += 1
                 if owned and who != c['owner']:
                     self.fail('b', 'card %s: %s by %s with token %s accepted (seq %d) while the '
                               'holder was %s' % (cid, op['kind'], op['actor'], fmt_tok(who),
@@ -373,6 +410,8 @@ class Checker:
         if c['state'] is not None and frm != c['state']:
             self.fail('g', 'card %s: moved from %s (seq %d) but the log had it in %s' %
                       (e['card_id'], frm, e['seq'], c['state']), [op] if op else [], [e])
+        if frm in TERMINAL:
+            self.n['d: move out of a terminal column'] += 1
         if frm in TERMINAL and to not in TERMINAL:
             if not (op and op['kind'] == 'reopen' and self.actors.get(op['actor']) ==
                     'operator' and p.get('reopened') is True):
@@ -398,6 +437,7 @@ class Checker:
         it."""
         at = at_seconds(e['at'])
         lb, by = self.lease_bound(cid, was)
+        self.n['e: reclaim against the lease'] += 1 if lb is not None else 0
         if lb is not None and at < lb - self.slack:
             self.fail('e', 'card %s: the reaper reclaimed %s/%s at %.3f (seq %d), but its owner '
                       'renewed in time: lease until >= %.3f (request sent at %.3f, lease %d ms)'
@@ -414,6 +454,7 @@ class Checker:
         if r['at'] > lb - self.slack:
             return
         st = r['status']
+        self.n['e: reclaim against its run (%s)' % st] += 1
         if st in PAUSED or st == 'cancelled' or st in ('running', 'queued'):
             self.fail('e', 'card %s: the reaper reclaimed %s/%s (seq %d) while its run %s was '
                       '%s since %.3f, before the lease could run out (%.3f)%s' %
@@ -425,6 +466,7 @@ class Checker:
         """e: a promotion to failed_resumable only once the run's lock expired."""
         at = at_seconds(e['at'])
         lb, by = self.lock_bound(rid, at)
+        self.n['e: promotion against the run lock'] += 1 if lb is not None else 0
         if lb is not None and at < lb - self.slack:
             self.fail('e', 'run %s promoted to %s at %.3f (seq %d), but its owner renewed its '
                       'lock until >= %.3f (request sent at %.3f)' %
@@ -435,6 +477,7 @@ class Checker:
 
     def replay(self):
         for cid, m in self.model.items():
+            self.n['g: card replayed'] += 1
             fin = self.cards.get(cid)
             if fin is None:
                 self.fail('g', 'card %s is in the log but not in the final state' % cid)
@@ -485,9 +528,18 @@ def describe_writer(e, op):
     return 'the server (actor %r, reason %r)' % (e.get('actor'), e.get('reason'))
 
 
-def check(ops, events, cards, runs, actors, refile='any', slack=SLACK):
-    """The violations of a history (empty: it passed)."""
-    return Checker(ops, events, cards, runs, actors, refile, slack).run()
+def check(ops, events, cards, runs, actors, refile='any', slack=SLACK, counts=None,
+          order='seq', inversions=None):
+    """The violations of a history (empty: it passed). counts: a dict that receives how often
+    each check was applied; order: the walk's order (Checker.card_order); inversions: a list
+    that receives the per-card seq inversions (pairs of events)."""
+    c = Checker(ops, events, cards, runs, actors, refile, slack, order)
+    v = c.run()
+    if counts is not None:
+        counts.update(c.n)
+    if inversions is not None:
+        inversions.extend(c.per_card_inversions())
+    return v
 
 
 def report(violations, limit=20):

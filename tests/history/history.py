@@ -260,8 +260,8 @@ class Worker(Actor):
         if self.run_patch(cid, epoch, rid, status, lease) != 200:
             return
         if fate == 'die_final':
-            if self.rng.random() < 0.6:
-                self.owned('state', cid, epoch, 'review')  # dies wherever it was
+            if self.rng.random() < 0.7:  # else it dies wherever it was (maybe parked)
+                self.file(cid, epoch, 'in_progress')
             return  # the reaper files (finished/failed) or returns it to the pool
         if status != 'failed_resumable' and self.rng.random() < 0.7:
             if self.file(cid, epoch, 'done' if status == 'finished' else 'blocked') != 200:
@@ -350,23 +350,47 @@ class StreamReader(threading.Thread):
             self.error = 'the stream failed: %s' % e
 
 
-def read_final(adm, ops):
-    """The events log, every card and every run, read until the log stops growing (the
-    reaper may still be settling what the actors left)."""
-    for _ in range(20):
-        events, last = bt.events_since(adm, 0)
-        cards = bt.cards_all(adm)
-        rids = sorted({op['run'] for op in ops if op.get('run')})
-        runs = {}
-        for rid in rids:
-            st, r = adm.call('GET', '/v1/runs/' + rid)
-            if st == 200:
-                runs[rid] = r
-        again, _ = bt.events_since(adm, last)
-        if not again:
-            return events, cards, runs
-        time.sleep(0.3)
-    raise RuntimeError('the events log never stopped growing')
+def read_final(clients, ops, quiet):
+    """The events log, every card and every run, once the log has not grown for `quiet`
+    seconds (the reaper may still settle what the actors left; the Mongo tail serves a seq
+    only once every seq before it is filled or older than its gap grace). Every replica must
+    serve the same log. Returns (events, cards, runs, [problems])."""
+    adm = clients[0]
+    deadline = time.time() + 60
+    events, last = bt.events_since(adm, 0)
+    still = time.time()
+    while time.time() < deadline:
+        time.sleep(0.2)
+        more, last = bt.events_since(adm, last)
+        if more:
+            events += more
+            still = time.time()
+        elif time.time() - still >= quiet:
+            break
+    else:
+        raise RuntimeError('the events log never stopped growing')
+    cards = bt.cards_all(adm)
+    runs = {}
+    for rid in sorted({op['run'] for op in ops if op.get('run')}):
+        st, r = adm.call('GET', '/v1/runs/' + rid)
+        if st == 200:
+            runs[rid] = r
+    problems = []
+    again, _ = bt.events_since(adm, last)
+    if again:
+        problems.append('the log grew while the final state was read (%d events): the '
+                        'replay cannot be judged' % len(again))
+    for k, c in enumerate(clients[1:], 1):
+        other, _ = bt.events_since(c, 0)
+        if other != events:
+            first = next((i for i, (x, y) in enumerate(zip(other, events)) if x != y),
+                         min(len(other), len(events)))
+            problems.append('replica %d serves another events log than replica 0: from '
+                            'position %d (%d events against %d): %s / %s' %
+                            (k, first, len(other), len(events),
+                             other[first] if first < len(other) else None,
+                             events[first] if first < len(events) else None))
+    return events, cards, runs, problems
 
 
 def main():
@@ -381,6 +405,8 @@ def main():
     ap.add_argument('--reaper-interval-ms', type=int, default=20)
     ap.add_argument('--refile', choices=('any', 'operator'), default='any')
     ap.add_argument('--keep', action='store_true')
+    ap.add_argument('--strict-order', action='store_true',
+                    help='Mongo: fail when the log\'s seq order contradicts a card\'s history')
     o = ap.parse_args()
     seed = o.seed if o.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -453,7 +479,9 @@ def main():
         if errors:
             raise RuntimeError('; '.join(errors))
         time.sleep(1.0)  # the reaper settles what was left behind
-        events, final_cards, runs = read_final(adm, hist.ops)
+        readers = [bt.Client(p, tok['op'], timeout=60) for p in ports]
+        events, final_cards, runs, problems = read_final(readers, hist.ops,
+                                                         3.0 if uri else 0.5)
         last = events[-1]['seq'] if events else 0
         bt.wait_for(lambda: all(not s.events or s.events[-1]['seq'] >= last for s in streams),
                     10.0)
@@ -461,9 +489,26 @@ def main():
             s.stop = True
         for s in streams:
             s.join(5)
-        vs = checker.check(hist.ops, events, final_cards, runs,
-                           {**actors, 'op': 'operator'}, refile=o.refile,
-                           slack=0.05 if uri else checker.SLACK)
+        counts, inversions = {}, []
+        vs = checker.check(hist.ops, events, final_cards, runs, actors, refile=o.refile,
+                           slack=0.05 if uri else checker.SLACK, counts=counts,
+                           order='at' if uri else 'seq', inversions=inversions)
+        vs += [{'check': 'f', 'what': p, 'ops': [], 'events': []} for p in problems]
+        if inversions:
+            # The Mongo twin's seq is the order of delivery, not of commit (README.md here).
+            print('history: KNOWN DEFECT (Mongo twin): %d pair(s) of one card\'s state events '
+                  'logged in the opposite order of the card\'s history, e.g.:' %
+                  len(inversions), flush=True)
+            for a, b in inversions[:3]:
+                print('    seq %d at %s %s -> %s, then seq %d at %s %s -> %s' %
+                      (a['seq'], a['at'], a['payload']['from'], a['payload']['to'], b['seq'],
+                       b['at'], b['payload']['from'], b['payload']['to']), flush=True)
+            if o.strict_order:
+                vs.append({'check': 'g', 'what': 'the log is not in commit order per card '
+                           '(%d inversions)' % len(inversions), 'ops': [],
+                           'events': list(inversions[0])})
+        print('history: checks applied: %s' % ', '.join('%s %d' % kv for kv in
+                                                        sorted(counts.items())), flush=True)
         for k, s in enumerate(streams):
             want = [e for e in events if not s.events or e['seq'] >= s.events[0]['seq']]
             if s.error:
