@@ -818,18 +818,84 @@ static void evq_pull_shared(struct mgo_conn *c, mongoc_collection_t *coll, const
 	bson_destroy(&arr);
 }
 
-void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
-		     const struct mgo_evq *q)
+/* The cache slot of event id `eid` (FNV-1a). */
+static size_t dlv_slot(const char *eid)
 {
-	if (!q->n || evq_store(c, q, true, coll == c->cards ? doc_id : NULL) != CORE_OK ||
-	    mgo_effects_store(c, q) != CORE_OK)
-		return; /* left in the outbox: the maintenance drain retries */
+	uint32_t h = 2166136261u;
+
+	for (; *eid; eid++)
+		h = (h ^ (uint8_t)*eid) * 16777619u;
+	return h % MGO_DLV_CACHE;
+}
+
+/* Remembers q's events as stored. */
+static void dlv_note(struct mgo *m, const struct mgo_evq *q)
+{
+	size_t i;
+
+	pthread_mutex_lock(&m->dlv_mu);
+	for (i = 0; i < q->n; i++)
+		memcpy(m->dlv_ids[dlv_slot(q->eid[i])], q->eid[i], sizeof(q->eid[i]));
+	pthread_mutex_unlock(&m->dlv_mu);
+}
+
+/* Does `all` (a document's outbox, as this write left it) hold, besides every event of q,
+ * an entry that may not be stored yet (not one this process remembers delivering)? */
+static bool outbox_ahead(struct mgo *m, const struct mgo_evq *all, const struct mgo_evq *q)
+{
+	bool ahead = false;
+	size_t i, j;
+
+	if (all->failed || all->n <= q->n)
+		return false;
+	for (i = 0; i < q->n; i++) {
+		for (j = 0; j < all->n && strcmp(all->eid[j], q->eid[i]) != 0; j++)
+			;
+		if (j == all->n)
+			return false; /* the outbox is longer than a queue holds: ours not in view */
+	}
+	pthread_mutex_lock(&m->dlv_mu);
+	for (j = 0; j < all->n && !ahead; j++) {
+		for (i = 0; i < q->n && strcmp(all->eid[j], q->eid[i]) != 0; i++)
+			;
+		ahead = i == q->n && strcmp(m->dlv_ids[dlv_slot(all->eid[j])], all->eid[j]) != 0;
+	}
+	pthread_mutex_unlock(&m->dlv_mu);
+	return ahead;
+}
+
+void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+		     const struct mgo_evq *q, const bson_t *after)
+{
+	struct mgo_evq all = {0};
+	bool just_pushed = true;
+
+	/* Entries an earlier write on this document pushed and has not delivered yet go first,
+	 * in the outbox's order, with ours: seqs are taken at delivery, so a write that took
+	 * its seqs before the write it follows on the same card would be logged before it, and
+	 * the log would contradict the card's history (found by tests/history). Whoever
+	 * delivers an entry second finds it stored (evq_undelivered) and only pulls it. */
+	if (after && q->n) {
+		mgo_evq_from_outbox(&all, after);
+		if (outbox_ahead(c->m, &all, q)) {
+			all.q_ts = q->q_ts;
+			q = &all;
+			just_pushed = false;
+		}
+	}
+	if (!q->n || evq_store(c, q, just_pushed, coll == c->cards ? doc_id : NULL) != CORE_OK)
+		goto out; /* left in the outbox: the maintenance drain retries */
+	dlv_note(c->m, q);
+	if (mgo_effects_store(c, q) != CORE_OK)
+		goto out;
 	if (pull_defer(c, coll, doc_id, q))
-		return;
+		goto out;
 	if (c->m->racy_updates)
 		evq_pull_shared(c, coll, doc_id, q);
 	else
 		evq_pull(c->m, coll, doc_id, q);
+out:
+	mgo_evq_release(&all);
 }
 
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q)
