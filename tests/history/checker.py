@@ -62,8 +62,7 @@ def ok(op):
 
 
 class Checker:
-    def __init__(self, ops, events, cards, runs, actors, refile='any', slack=SLACK,
-                 order='seq'):
+    def __init__(self, ops, events, cards, runs, actors, refile='any', slack=SLACK):
         """actors: {token name: role} of every client actor; events with another actor are the
         server's own (the reaper's). refile: 'any' (DESIGN §4: terminal -> terminal is an
         ordinary refiling) or 'operator'."""
@@ -74,7 +73,6 @@ class Checker:
         self.actors = actors
         self.refile = refile
         self.slack = slack
-        self.order = order
         self.v = []
         self.n = collections.Counter()  # how often each check was put to the test
         self.op_of = {}  # event seq -> op
@@ -295,39 +293,10 @@ class Checker:
         by = min(cand, key=lambda op: op['t0'] + op['lease_ms'] / 1000.0)
         return by['t0'] + by['lease_ms'] / 1000.0, by
 
-    def card_order(self):
-        """The events in the order the walk takes them. 'seq': the log's order (the FS twin
-        hands out seqs under its write lock, in commit order). 'at': commit time, then seq --
-        the Mongo twin hands out a seq when a write's events are delivered, after the write
-        committed, so two concurrent writes on one card can be logged in the other order
-        (per_card_inversions() counts those)."""
-        if self.order == 'seq':
-            return self.events
-        return sorted(self.events, key=lambda e: (at_seconds(e['at']), e['seq']))
-
-    def per_card_inversions(self):
-        """Pairs of events of one card whose seq order contradicts the card's own history: a
-        state move logged before the move it follows (its `from` is the other's `to`)."""
-        out = []
-        by = collections.defaultdict(list)
-        for e in self.events:
-            if e['type'] == 'card_state_changed':
-                by[e.get('card_id')].append(e)
-        for cid, evs in by.items():
-            for a, b in zip(evs, evs[1:]):
-                pa, pb = a.get('payload') or {}, b.get('payload') or {}
-                if pa.get('from') != pb.get('to') or pb.get('from') == pa.get('to'):
-                    continue
-                # b's move ends where a's starts and a's start is not where b begins: in the
-                # card's history b came first
-                if at_seconds(b['at']) < at_seconds(a['at']):
-                    out.append((a, b))
-        return out
-
     def walk(self):
         card = {}  # cid -> model
         runs = {}  # rid -> {status, card, tok, at, ev}
-        for e in self.card_order():
+        for e in self.events:
             cid, t, p = e.get('card_id'), e['type'], e.get('payload') or {}
             op = self.op_of.get(e['seq'])
             machine = (e.get('actor') or '') not in self.actors
@@ -528,17 +497,13 @@ def describe_writer(e, op):
     return 'the server (actor %r, reason %r)' % (e.get('actor'), e.get('reason'))
 
 
-def check(ops, events, cards, runs, actors, refile='any', slack=SLACK, counts=None,
-          order='seq', inversions=None):
+def check(ops, events, cards, runs, actors, refile='any', slack=SLACK, counts=None):
     """The violations of a history (empty: it passed). counts: a dict that receives how often
-    each check was applied; order: the walk's order (Checker.card_order); inversions: a list
-    that receives the per-card seq inversions (pairs of events)."""
-    c = Checker(ops, events, cards, runs, actors, refile, slack, order)
+    each check was applied."""
+    c = Checker(ops, events, cards, runs, actors, refile, slack)
     v = c.run()
     if counts is not None:
         counts.update(c.n)
-    if inversions is not None:
-        inversions.extend(c.per_card_inversions())
     return v
 
 
