@@ -295,7 +295,7 @@ class Checker:
 
     def walk(self):
         card = {}  # cid -> model
-        runs = {}  # rid -> {status, card, tok, at, ev}
+        runs = {}  # rid -> {status, card, tok, at (since when it has that status), ev}
         for e in self.events:
             cid, t, p = e.get('card_id'), e['type'], e.get('payload') or {}
             op = self.op_of.get(e['seq'])
@@ -307,7 +307,8 @@ class Checker:
                     r['tok'] = tuple(op['tok'])
                 if machine and t == 'run_updated':
                     self.check_promotion(e, rid, r)
-                r.update(status=p.get('status'), at=at_seconds(e['at']), ev=e)
+                if r.get('status') != p.get('status'):  # a heartbeat keeps the status
+                    r.update(status=p.get('status'), at=at_seconds(e['at']), ev=e)
                 continue
             if not cid:
                 continue
@@ -367,6 +368,7 @@ class Checker:
                 c['state'] = p.get('to')
             elif t == 'card_last_run':
                 c['last_run'] = p.get('run_id')
+                c['last_run_at'] = at_seconds(e['at'])
             elif t == 'card_gave_up':
                 c['gave_up'] = bool(p.get('gave_up'))
             elif t == 'card_updated' and 'awaiting_input' in (p.get('fields') or []) and op:
@@ -419,8 +421,9 @@ class Checker:
         if not r or r['tok'] != was:
             return  # no run of this claim: the table's no-run rows
         # The reaper lists a claim only after its lease ran out (>= lb) and reads the run after
-        # listing; a status set before lb and unchanged until the transfer is what it read.
-        if r['at'] > lb - self.slack:
+        # listing; a pointer and a status set before lb and unchanged until the transfer are
+        # what it read.
+        if r['at'] > lb - self.slack or c.get('last_run_at', 0) > lb - self.slack:
             return
         st = r['status']
         self.n['e: reclaim against its run (%s)' % st] += 1

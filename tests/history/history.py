@@ -497,9 +497,22 @@ def main():
         promoted = sum(1 for e in events if e['type'] == 'run_updated' and
                        (e.get('actor') or '') not in actors)
         refused_late = sum(1 for op in hist.ops if op['st'] == 409 and op.get('tok'))
+        # Holds whose lease surely lapsed (the previous renewal's answer + lease, plus two
+        # reaper intervals, before the next renewal was sent) and that the reaper left to
+        # their owner, who renewed them afterwards: a live run behind them, or a stall the
+        # reaper had not judged yet.
+        lapsed_kept, last = 0, {}
+        for op in sorted(hist.ops, key=lambda x: x['t0']):
+            if op['kind'] in checker.HOLD and op['st'] == 200 and op.get('tok'):
+                k = (op['card'], tuple(op['tok']))
+                prev = last.get(k)
+                if prev and op['kind'] == 'renew' and op['t0'] > (
+                        prev['t1'] + prev['lease_ms'] / 1000.0 + 2 * o.reaper_interval_ms / 1000.0):
+                    lapsed_kept += 1
+                last[k] = op
         print('history: %d requests, %d events, %d reclaims by the reaper, %d runs promoted, '
-              '%d fenced requests refused 409; holds: %s' %
-              (len(hist.ops), len(events), reclaims, promoted, refused_late,
+              '%d fenced requests refused 409, %d lapsed leases left to their owner; holds: %s'
+              % (len(hist.ops), len(events), reclaims, promoted, refused_late, lapsed_kept,
                ', '.join('%s %d' % kv for kv in sorted(ctx['fates'].items()))), flush=True)
         print('history: answers: %s' % ', '.join('%s %d: %d' % (k, s, n) for (k, s), n in
                                                  sorted(by.items())), flush=True)

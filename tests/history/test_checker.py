@@ -237,6 +237,15 @@ def e_reclaim_live_run(h):
     h['runs']['r2']['status'] = 'running'
 
 
+def e_reclaim_heartbeating_run(h):
+    """As above, with the run's heartbeats going on past the claim's lease (a live run behind
+    a lapsed claim: the reaper must keep it)."""
+    e_reclaim_live_run(h)
+    h['ops'].append(op('w1', 'heartbeat', 3.500, tok=['w1', 3], run='r2', lease_ms=1000))
+    h['events'].insert(len(h['events']) - 2, ev(3.500, 'run_updated', 'w1', run_id='r2',
+                                                 status='running', marker='w1'))
+
+
 def e_promote_live_lock(h):
     """The reaper promotes r2 50 ms after its owner's heartbeat renewed the lock for 1 s."""
     k = find_ev(h, 'run_updated', status='paused_waiting_human')
@@ -312,6 +321,7 @@ CASES = [  # (check, the history, refile policy, words of the violation that mus
     ('e', e_reclaim_before_lease_end, 'any', 'renewed in time'),
     ('e', e_reclaim_paused_run, 'any', 'was paused_waiting_human'),
     ('e', e_reclaim_live_run, 'any', 'never promoted'),
+    ('e', e_reclaim_heartbeating_run, 'any', 'never promoted'),
     ('e', e_promote_live_lock, 'any', 'renewed its lock'),
     ('e', e_files_against_run, 'any', 'but its run r1 is failed'),
     ('f', f_lost_event, 'any', 'has no event of its own'),
