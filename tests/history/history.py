@@ -178,8 +178,9 @@ class Worker(Actor):
 
     def late_writes(self, cid, epoch, rid, state, lease):
         """A zombie wakes up: every fenced write with its old token, in a random order."""
-        kinds = ['state', 'awaiting', 'gave_up', 'renew', 'last_run', 'run']
+        kinds = ['state', 'awaiting', 'gave_up', 'renew', 'last_run', 'run', 'run_patch']
         self.rng.shuffle(kinds)
+        kinds.append('release')  # last: a zombie that was not reclaimed ends its hold here
         lost = False
         for k in kinds:
             if k in ('state', 'awaiting', 'gave_up'):
@@ -193,6 +194,12 @@ class Worker(Actor):
                                run=rid)[0]
             elif k == 'run' and rid:
                 st = self.heartbeat(cid, epoch, rid, lease)
+            elif k == 'run_patch' and rid:
+                st = self.run_patch(cid, epoch, rid, 'failed_resumable', lease)
+            elif k == 'release':
+                if lost or self.rng.random() < 0.5:
+                    st = self.release(cid, epoch)
+                    lost = True
             else:
                 continue
             lost = lost or st == 409
