@@ -839,26 +839,36 @@ static void dlv_note(struct mgo *m, const struct mgo_evq *q)
 	pthread_mutex_unlock(&m->dlv_mu);
 }
 
-/* Does `all` (a document's outbox, as this write left it) hold, besides every event of q,
- * an entry that may not be stored yet (not one this process remembers delivering)? */
-static bool outbox_ahead(struct mgo *m, const struct mgo_evq *all, const struct mgo_evq *q)
+/* Is event id `eid` one of q's? */
+static bool evq_has(const struct mgo_evq *q, const char *eid)
 {
-	bool ahead = false;
-	size_t i, j;
+	size_t i;
 
-	if (all->failed || all->n <= q->n)
+	for (i = 0; i < q->n; i++)
+		if (strcmp(q->eid[i], eid) == 0)
+			return true;
+	return false;
+}
+
+/* Does the outbox of `after` (the document as this write left it) hold, besides q's own
+ * events, an entry that may not be stored yet (not one this process remembers delivering)?
+ * Read in place: the common outbox holds only q's and entries awaiting their deferred pull. */
+static bool outbox_ahead(struct mgo *m, const bson_t *after, const struct mgo_evq *q)
+{
+	bson_iter_t ai, ei;
+	const char *eid;
+	bool ahead = false;
+
+	if (!bson_iter_init_find(&ai, after, "outbox") || !BSON_ITER_HOLDS_ARRAY(&ai) ||
+	    !bson_iter_recurse(&ai, &ai))
 		return false;
-	for (i = 0; i < q->n; i++) {
-		for (j = 0; j < all->n && strcmp(all->eid[j], q->eid[i]) != 0; j++)
-			;
-		if (j == all->n)
-			return false; /* the outbox is longer than a queue holds: ours not in view */
-	}
 	pthread_mutex_lock(&m->dlv_mu);
-	for (j = 0; j < all->n && !ahead; j++) {
-		for (i = 0; i < q->n && strcmp(all->eid[j], q->eid[i]) != 0; i++)
-			;
-		ahead = i == q->n && strcmp(m->dlv_ids[dlv_slot(all->eid[j])], all->eid[j]) != 0;
+	while (!ahead && bson_iter_next(&ai)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&ai) || !bson_iter_recurse(&ai, &ei) ||
+		    !bson_iter_find(&ei, "_id") || !BSON_ITER_HOLDS_UTF8(&ei))
+			continue;
+		eid = bson_iter_utf8(&ei, NULL);
+		ahead = !evq_has(q, eid) && strcmp(m->dlv_ids[dlv_slot(eid)], eid) != 0;
 	}
 	pthread_mutex_unlock(&m->dlv_mu);
 	return ahead;
@@ -875,9 +885,14 @@ void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *
 	 * its seqs before the write it follows on the same card would be logged before it, and
 	 * the log would contradict the card's history (found by tests/history). Whoever
 	 * delivers an entry second finds it stored (evq_undelivered) and only pulls it. */
-	if (after && q->n) {
+	if (after && q->n && outbox_ahead(c->m, after, q)) {
+		size_t i;
+
 		mgo_evq_from_outbox(&all, after);
-		if (outbox_ahead(c->m, &all, q)) {
+		for (i = 0; i < q->n && evq_has(&all, q->eid[i]); i++)
+			;
+		/* An outbox longer than a queue holds (ours not in view): ours alone, as before. */
+		if (i == q->n && !all.failed) {
 			all.q_ts = q->q_ts;
 			q = &all;
 			just_pushed = false;
