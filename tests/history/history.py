@@ -498,7 +498,8 @@ def main():
             s.join(5)
         counts = {}
         vs = checker.check(hist.ops, events, final_cards, runs, actors, refile=o.refile,
-                           slack=0.05 if uri else checker.SLACK, counts=counts)
+                           slack=0.05 if uri else checker.SLACK, counts=counts,
+                           cross_doc_order=not uri)
         vs += [{'check': 'f', 'what': p, 'ops': [], 'events': []} for p in problems]
         by = collections.Counter((op['kind'], op['st']) for op in hist.ops)
         reclaims = sum(1 for e in events if e['type'] == 'card_claimed' and
