@@ -13,8 +13,8 @@ The checks (the invariants of DESIGN §3-§7, ADR-096 §2-§5):
      was acknowledged;
   c  a card is acquired only when nobody holds it, except by a reclaim that names the holder
      and bumps the epoch; two tokens' acknowledged holds never overlap;
-  d  a card leaves a terminal column only by an operator's reopen (terminal -> terminal: any
-     writer, or only an operator with refile='operator');
+  d  a card leaves a terminal column only by an operator's reopen (terminal -> terminal: only
+     an operator with refile='operator', ADR-096 §5; any writer with refile='any', DESIGN §4);
   e  the reaper never reclaims a claim whose owner renewed in time, nor one whose run was
      running with a live lock, queued, paused or cancelled when it could have looked; it
      promotes only a run whose lock had expired, and files only on its run's own verdict;

@@ -412,7 +412,8 @@ def main():
     ap.add_argument('--bots', type=int, default=2)
     ap.add_argument('--cards', type=int, default=8)
     ap.add_argument('--reaper-interval-ms', type=int, default=20)
-    ap.add_argument('--refile', choices=('any', 'operator'), default='any')
+    ap.add_argument('--refile', choices=('any', 'operator'), default='operator',
+                    help='who may refile terminal -> terminal (ADR-096 §5: an operator)')
     ap.add_argument('--keep', action='store_true')
     o = ap.parse_args()
     seed = o.seed if o.seed is not None else random.randrange(1 << 30)
