@@ -15,15 +15,15 @@ enum core_rc api_card_load(struct api_req *r, const char *id, struct core_card *
 	if (!core_id_valid(id))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "card id must match [A-Za-z0-9._:-]{1,128}");
 	rc = store_card_get(r->api->st, id, &c);
-	if (rc == CORE_OK && !api_token_board_allowed(r->tok, c->board)) {
-		core_card_free(c); /* another board's card does not exist for this token */
-		c = NULL;
-		rc = CORE_ERR_NOT_FOUND;
-	}
 	if (rc == CORE_ERR_NOT_FOUND)
 		return api_fail(r, rc, "no card %s", id);
 	if (rc != CORE_OK)
 		return rc;
+	rc = api_auth_board(r, c->board);
+	if (rc != CORE_OK) {
+		core_card_free(c);
+		return rc;
+	}
 	*out = c;
 	return CORE_OK;
 }

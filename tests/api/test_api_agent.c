@@ -104,7 +104,7 @@ START_TEST(test_agent_lives_with_the_claim)
 	t_problem(403, "forbidden", "POST", path, agent, NULL, "{\"body\":\"no\"}");
 	t_board_new("other");
 	other = t_card_new("{\"title\":\"b\",\"board\":\"other\"}");
-	ck_assert_int_eq(get_card(agent, other), 404); /* another board's card: as if absent */
+	ck_assert_int_eq(get_card(agent, other), 403);
 	json_decref(mint_call(403, agent, id, e, "{\"marker\":\"m-1\",\"caps\":[\"board.read\"]}"));
 	/* tampering */
 	{

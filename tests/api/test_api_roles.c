@@ -1,7 +1,6 @@
 /* The role matrix (DESIGN §8): every mutating route with a token lacking its role answers
- * 403 and changes nothing; a token scoped to another board answers 403 too (404 for a card
- * or run it names by id: those do not exist for it), and lists only ever show the token's
- * boards. */
+ * 403 and changes nothing; a token scoped to another board answers 403 too, and lists only
+ * ever show the token's boards. */
 #include "tests/api/api_test.h"
 
 #include <stdio.h>
@@ -102,15 +101,9 @@ START_TEST(role_matrix)
 			t_problem(403, "forbidden", rc->method, path, single[k].tok, rc->if_match,
 				  rc->body ? body : NULL);
 		}
-		/* the scoped token holds every role, but not this board: a board it names is 403,
-		 * a card or run it names by id does not exist for it (404) */
-		if (strncmp(path, "/v1/cards/", 10) == 0 || strncmp(path, "/v1/runs/", 9) == 0 ||
-		    (strcmp(path, "/v1/runs") == 0))
-			t_problem(404, "not_found", rc->method, path, SCOPED, rc->if_match,
-				  rc->body ? body : NULL);
-		else
-			t_problem(403, "forbidden", rc->method, path, SCOPED, rc->if_match,
-				  rc->body ? body : NULL);
+		/* the scoped token holds every role, but not this board */
+		t_problem(403, "forbidden", rc->method, path, SCOPED, rc->if_match,
+			  rc->body ? body : NULL);
 	}
 	/* nothing changed: the card is byte-identical, and no event was appended */
 	{
@@ -175,10 +168,7 @@ START_TEST(board_scope)
 	t_problem(403, "forbidden", "POST", "/v1/cards", SCOPED, NULL, "{}");
 	/* direct reads of another board's card, run, board */
 	snprintf(path, sizeof path, "/v1/cards/%s", theirs);
-	/* a card (run, delivery) named by id on another board does not exist for the token:
-	 * 404 as for an id nobody uses, never a 403 that says it exists (and where) */
-	t_problem(404, "not_found", "GET", path, SCOPED, NULL, NULL);
-	t_problem(404, "not_found", "GET", "/v1/cards/nobody-uses-this", SCOPED, NULL, NULL);
+	t_problem(403, "forbidden", "GET", path, SCOPED, NULL, NULL);
 	t_problem(403, "forbidden", "GET", "/v1/boards/default", SCOPED, NULL, NULL);
 	t_problem(403, "forbidden", "GET", "/v1/cards?board=default", SCOPED, NULL, NULL);
 	t_problem(403, "forbidden", "GET", "/v1/events?board=default", SCOPED, NULL, NULL);
