@@ -1209,7 +1209,10 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		bson_destroy(&filter);
 		if (rc != CORE_OK)
 			break;
-		*next = *n == limit ? t.served : t.safe;
+		/* A full page resumes after its last event only when another one is waiting
+		 * (t.stop); a page that read the tail to its end resumes from there, past other
+		 * boards' events, as the FS twin's does. */
+		*next = *n == limit && t.stop ? t.served : t.safe;
 		/* A full batch of other boards' events: read on without waiting. */
 		if (*n == 0 && !t.stop && t.scanned == 1000)
 			continue;

@@ -29,11 +29,53 @@ START_TEST(boards_listed_by_name)
 }
 END_TEST
 
+/* A page of one board's events that is full (limit) and ends the board's tail: `next` is
+ * where the tail stands (past the other board's later events), as when the page is not full.
+ * The Mongo twin answered the page's last event, the FS twin the tail. A full page with more
+ * of the board's events after it resumes after its last one on both. */
+START_TEST(events_full_page_next_is_the_tail)
+{
+	struct store *st = ct_open();
+	struct core_board b = {0};
+	struct store_card_create in = {.id = "a1", .board = "team", .title = "a1"};
+	struct core_card *c = NULL;
+	struct core_event *ev = NULL;
+	int64_t start, next = 0, tail;
+	size_t n = 0;
+
+	ck_assert_int_eq(core_board_init_default(&b, "team"), CORE_OK);
+	ck_assert_int_eq(store_board_put(st, &b, &ct_op), CORE_OK);
+	core_board_release(&b);
+	start = ct_last_seq(st);
+	ck_assert_int_eq(store_card_create(st, &in, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	in.id = "a2";
+	ck_assert_int_eq(store_card_create(st, &in, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	core_card_free(ct_create(st, "d1", NULL, NULL)); /* the default board's, after team's */
+	tail = ct_last_seq(st);
+
+	ck_assert_int_eq(store_events_list(st, "team", NULL, start, 2, 0, &ev, &n, &next),
+			 CORE_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(next, tail);
+	store_events_free(ev, n);
+
+	ck_assert_int_eq(store_events_list(st, "team", NULL, start, 1, 0, &ev, &n, &next),
+			 CORE_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(next, ev[0].seq);
+	store_events_free(ev, n);
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_parity(Suite *s)
 {
 	TCase *tc = tcase_create("parity");
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, boards_listed_by_name);
+	tcase_add_test(tc, events_full_page_next_is_the_tail);
 	suite_add_tcase(s, tc);
 }
