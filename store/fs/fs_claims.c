@@ -231,16 +231,31 @@ static bool top_build(struct fs_post *p)
  * top[top_n - 1], or top_all and there is none. Members claimed, moved away or re-ranked
  * since the walk keep their place (re-ranking drops the cache): the order of the entries is
  * the order of their ranks, so a newcomer's place is found by bisection. */
+/* Whether cached member i was deleted since (it moved away first: deleting a card drops only
+ * the cache of the state it was deleted from). It has no card, hence no rank to place a
+ * newcomer against: the cache is dropped, and the next pick walks the list. */
+static bool top_dead(struct fs_post *p, size_t i)
+{
+	if (p->top[i]->card)
+		return false;
+	p->top_valid = false;
+	return true;
+}
+
 void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct fs_card *c)
 {
 	size_t lo = p->top_pos, hi = p->top_n, mid;
 
 	if (!p->top_valid || (lo == hi && !p->top_all))
 		return; /* none, or spent: the next pick walks the list anyway */
+	if (!p->top_all && top_dead(p, hi - 1))
+		return;
 	if (!p->top_all && !pick_before(c, p->top[hi - 1]->card))
 		return; /* ranks after the last cached: the next walk finds it */
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
+		if (top_dead(p, mid))
+			return;
 		if (pick_before(p->top[mid]->card, c))
 			lo = mid + 1;
 		else

@@ -172,6 +172,7 @@ class Driver:
         self.verbose = verbose
         self.step = 0
         self.cards = []       # names the driver created (or tried to)
+        self.live = set()     # the cards that exist (as the first side answered)
         self.runs = []
         self.failed = False
         self.columns = {b: list(DEFAULT_COLS) for b in BOARDS}
@@ -185,6 +186,8 @@ class Driver:
         answers = []
         for s in self.sides:
             who, method, path, body, headers = build(s)
+            if self.verbose:
+                print('  -> %s %s %s %s as %s' % (s.name, method, path, body, who), flush=True)
             c = s.client(who, self.toks.get(who))
             st, raw, hdrs = c.call_full(method, path, body, headers)
             parsed = bt.decode_body(raw)
@@ -241,13 +244,15 @@ class Driver:
         return self.rng.random() < x
 
     def card(self):
-        """A card name: mostly one the driver made, sometimes one nobody made."""
-        if not self.cards or self.p(0.05):
+        """A card name: mostly one that exists, sometimes a deleted one or one nobody made."""
+        if not self.cards or self.p(0.04):
             return self.pick(['nope', 'c999', 'bad id!'])
+        if self.live and self.p(0.92):
+            return self.pick(sorted(self.live))
         return self.pick(self.cards)
 
     def column(self, board='default'):
-        if self.p(0.08):
+        if self.p(0.04):
             return self.pick(['nowhere', '', 'DONE'])
         return self.pick(self.columns.get(board, DEFAULT_COLS))
 
@@ -272,10 +277,10 @@ class Driver:
         return ('m2' if m == 'm1' else 'm1', e)
 
     def tok_choice(self):
-        return self.pick(['cur'] * 6 + ['stale', 'other'])
+        return self.pick(['cur'] * 10 + ['stale', 'other'])
 
     def worker(self):
-        return 'worker' if self.p(0.85) else self.pick(['worker2', 'bot'])
+        return 'worker' if self.p(0.92) else self.pick(['worker2', 'bot'])
 
     # ---- the operations -------------------------------------------------------------------
 
@@ -303,7 +308,7 @@ class Driver:
             body['colour'] = 'red'
         if self.p(0.03):
             body['title'] = 5
-        who = self.pick(['bot', 'op', 'bot', 'worker'])
+        who = self.pick(['bot', 'op', 'bot', 'bot', 'op', 'worker'])
         if name and name not in self.cards:
             self.cards.append(name)
 
@@ -313,12 +318,15 @@ class Driver:
                 b['blockers'] = [s.resolve(x) for x in b['blockers']]
             return who, 'POST', '/v1/cards', b, None
         res = self.both('create %s' % json.dumps(body), build, learn=self.learn_gen_card)
+        if name and res[0][0] == 201:
+            self.live.add(name)
         if not name:
             for s, (st, out) in zip(self.sides, res):
                 if st == 201 and isinstance(out, dict):
                     shared = s.gen.get(('id', out['id']))
                     if shared and shared not in self.cards:
                         self.cards.append(shared)
+                        self.live.add(shared)
 
     def learn_gen_card(self, s, st, body):
         if st == 201 and isinstance(body, dict) and isinstance(body.get('id'), str) and \
@@ -378,16 +386,18 @@ class Driver:
 
     def op_delete(self):
         c = self.card()
-        who = self.pick(['op', 'op', 'bot'])
-        self.both('delete %s' % c, lambda s: (who, 'DELETE', '/v1/cards/' + q(s, c), None, None),
-                  card=c)
+        who = self.pick(['op', 'op', 'op', 'bot'])
+        res = self.both('delete %s' % c, lambda s: (who, 'DELETE', '/v1/cards/' + q(s, c), None,
+                                                    None), card=c)
+        if res[0][0] == 204:
+            self.live.discard(c)
 
     def op_claim(self):
         c = self.card()
-        marker = self.pick(['m1'] * 5 + ['m2', 'Reaper:x', ''])
+        marker = self.pick(['m1'] * 10 + ['m2', 'm2', 'Reaper:x', ''])
         body = {'marker': marker}
         if self.p(0.5):
-            body['lease_ms'] = self.pick([60000, 120000, 10, 'x', 10 ** 9])
+            body['lease_ms'] = self.pick([60000, 120000] * 4 + [10, 'x', 10 ** 9])
         who = self.worker()
         self.both('claim %s %s as %s' % (c, json.dumps(body), who),
                   lambda s: (who, 'POST', '/v1/cards/%s/claim' % q(s, c), body, None),
@@ -445,13 +455,14 @@ class Driver:
 
     def op_owned(self):
         c, which, who = self.card(), self.tok_choice(), self.worker()
-        mode = self.pick(['ok'] * 8 + ['none', 'garbage'])
+        mode = self.pick(['ok'] * 16 + ['none', 'garbage'])
         kind = self.pick(['state', 'state', 'last-run', 'awaiting-input', 'gave-up', 'comment',
                           'agent'])
         if kind == 'state':
-            extra = {'to': self.column(), 'reason': self.pick(['r', 'run_finished', 'watchdog'])}
+            extra = {'to': self.column(), 'reason': self.pick(['r'] * 4 + ['run_finished',
+                                                                          'watchdog'])}
             if self.p(0.2):
-                extra['release'] = self.pick([True, False, 'yes'])
+                extra['release'] = self.pick([True, True, False, 'yes'])
             method, path = 'PATCH', '/state'
         elif kind == 'last-run':
             extra = {'run_id': self.pick(self.runs) if self.runs and self.p(0.8) else 'rnope'}
@@ -460,8 +471,8 @@ class Driver:
             extra = {'awaiting_input': self.pick([True, False, 1])}
             method, path = 'PUT', '/awaiting-input'
         elif kind == 'gave-up':
-            extra = {'gave_up': self.pick([{'reason': 'tired', 'run_id': 'r1'}, None,
-                                           {'reason': 'x'}, 'no'])}
+            extra = {'gave_up': self.pick([{'reason': 'tired', 'run_id': 'r1'}] * 3 +
+                                          [None, {'reason': 'x'}, 'no'])}
             method, path = 'PUT', '/gave-up'
         elif kind == 'comment':
             extra = {'body': self.pick(['hi', '', 'x' * 10])}
@@ -564,7 +575,7 @@ class Driver:
             rid = None
             if self.p(0.8):
                 rid = 'r%d' % (len(self.runs) + 1)
-            status = self.pick(RUN_STATUSES[:3] + RUN_STATUSES)
+            status = self.pick(RUN_STATUSES[:3] * 3 + RUN_STATUSES)
 
             def build(s):
                 m, _, _ = self.owned_body(s, c, which, {})
@@ -585,13 +596,15 @@ class Driver:
                 if st == 201:
                     self.runs.append(s0.gen[('id', out['id'])])
             return
-        r = self.pick(self.runs) if self.runs and self.p(0.9) else 'rnope'
+        r = self.pick(self.runs[-6:]) if self.runs and self.p(0.93) else 'rnope'
         body = None
         method, suffix = {'patch': ('PATCH', ''), 'heartbeat': ('POST', '/heartbeat'),
                           'cancel': ('POST', '/cancel'), 'delete': ('DELETE', ''),
                           'get': ('GET', '')}[kind]
         if kind in ('cancel', 'delete'):
             who = 'op'
+        if kind in ('get', 'patch', 'heartbeat') and self.runs and self.p(0.5):
+            r = self.runs[-1]
         if kind == 'patch':
             body = {}
             if self.p(0.7):
@@ -654,6 +667,51 @@ class Driver:
             if res[0][0] == 200 and b in self.columns:
                 self.columns[b] = [to if c == frm else c for c in self.columns[b]]
 
+    def op_flow(self):
+        """A worker's whole hold of one card, each step compared: claim, a run, last-run, the
+        run's outcome, an owned move, release (the deep paths: dependents unblocked, finals)."""
+        c = self.card()
+        res = self.both('flow claim %s' % c, lambda s: (
+            'worker', 'POST', '/v1/cards/%s/claim' % q(s, c), {'marker': 'm1', 'lease_ms': 60000},
+            None), card=c, learn=self.learn_token(lambda s: s.resolve(c)))
+        if res[0][0] != 200:
+            return
+        rid = 'r%d' % (len(self.runs) + 1)
+        self.runs.append(rid)
+        self.both('flow run %s on %s' % (rid, c), lambda s: (
+            'worker', 'POST', '/v1/runs', {'card_id': s.resolve(c), 'marker': 'm1',
+                                           'status': 'running', 'id': rid}, None), card=c)
+
+        def owned(method, path, extra):
+            def build(s):
+                m, e, b = self.owned_body(s, c, 'cur', extra)
+                return 'worker', method, '/v1/cards/%s%s' % (q(s, c), path), b, \
+                    self.if_match(e, 'ok')
+            return build
+        self.both('flow last-run %s' % c, owned('PUT', '/last-run', {'run_id': rid}), card=c)
+        if self.p(0.3):
+            self.both('flow awaiting-input %s' % c, owned('PUT', '/awaiting-input',
+                                                          {'awaiting_input': self.p(0.5)}),
+                      card=c)
+        if self.p(0.3):
+            self.both('flow comment %s' % c, owned('POST', '/comments', {'body': 'progress'}),
+                      card=c)
+        if self.p(0.8):
+            st = self.pick(['finished', 'finished', 'failed', 'failed_resumable', 'paused_operator'])
+            self.both('flow run %s %s' % (rid, st), lambda s: (
+                'worker', 'PATCH', '/v1/runs/' + rid,
+                {'marker': 'm1', 'status': st, 'result': {'ok': st == 'finished'}}, None))
+        to = self.pick(['done', 'done', 'done', 'blocked', 'review', 'in_progress'])
+        extra = {'to': to, 'reason': 'run_finished' if to == 'done' else 'r'}
+        rel = self.p(0.3)
+        if rel:
+            extra['release'] = True
+        self.both('flow state %s -> %s' % (c, to), owned('PATCH', '/state', extra), card=c)
+        if not rel and self.p(0.8):
+            self.both('flow release %s' % c, lambda s: (
+                'worker', 'POST', '/v1/cards/%s/release' % q(s, c),
+                dict(zip(('marker', 'epoch'), self.token_of(s, c, 'cur'))), None), card=c)
+
     def op_bad(self):
         kind = self.pick(['json', 'type', 'route', 'method', 'auth'])
         c = self.card()
@@ -687,11 +745,16 @@ class Driver:
            ('op_claim', 10), ('op_claim_next', 4), ('op_renew', 5), ('op_release', 5),
            ('op_owned', 14), ('op_move', 8), ('op_reopen', 5), ('op_revoke', 2),
            ('op_labels', 5), ('op_sweep', 3), ('op_comment', 3), ('op_run', 10),
-           ('op_board', 3), ('op_bad', 3), ('op_events', 2)]
+           ('op_board', 3), ('op_bad', 3), ('op_events', 2), ('op_flow', 8)]
 
     def run(self):
         names = [n for n, _ in self.OPS]
         weights = [w for _, w in self.OPS]
+        body = {'columns': [{'name': c, 'terminal': c in ('done', 'blocked'),
+                             'eligible': c in ('ready', 'in_progress')} for c in DEFAULT_COLS],
+                'running': 'in_progress', 'completed': 'done', 'failed': 'blocked',
+                'waiting': 'waiting_deps'}
+        self.both('board b2 made', lambda s: ('op', 'PUT', '/v1/boards/b2', body, None))
         for self.step in range(1, self.steps + 1):
             self.fixed = {}
             getattr(self, self.rng.choices(names, weights)[0])()

@@ -70,6 +70,41 @@ START_TEST(events_full_page_next_is_the_tail)
 }
 END_TEST
 
+/* A card that left a column after claim-next had ranked it there, then was deleted: a card
+ * entering that column afterwards crashed the FS twin (its claim-next cache still held the
+ * deleted card and compared the newcomer with it). The newcomer is created and claimed next. */
+START_TEST(claim_next_after_a_ranked_card_moved_and_deleted)
+{
+	struct store *st = ct_open();
+	const struct store_actor worker = {.name = "w-token"};
+	const char *const ready[] = {"ready", NULL};
+	struct core_strv cv = ct_strv(ready);
+	struct store_claim_next in = {.board = "default", .marker = "w1", .lease_ms = 60000,
+				      .columns = &cv, .holder = worker.name};
+	struct store_claim_result r = {0};
+	struct core_card *c;
+
+	core_card_free(ct_create(st, "x1", "ready", NULL));
+	ct_now += 10;
+	core_card_free(ct_create(st, "x2", "ready", NULL));
+	ct_now += 10;
+	ck_assert_int_eq(store_card_claim_next(st, &in, &worker, &r), CORE_OK);
+	ck_assert_ptr_nonnull(r.card);
+	ck_assert_str_eq(r.card->id, "x1");
+	core_card_free(r.card);
+	ct_move(st, "x2", "ready", "review", NULL, &ct_bot);
+	ck_assert_int_eq(store_card_delete(st, "x2", &ct_op), CORE_OK);
+	c = ct_create(st, "x3", "ready", NULL);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_claim_next(st, &in, &worker, &r), CORE_OK);
+	ck_assert_ptr_nonnull(r.card);
+	ck_assert_str_eq(r.card->id, "x3");
+	core_card_free(r.card);
+	free(cv.v);
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_parity(Suite *s)
 {
 	TCase *tc = tcase_create("parity");
@@ -77,5 +112,6 @@ void conformance_add_parity(Suite *s)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, boards_listed_by_name);
 	tcase_add_test(tc, events_full_page_next_is_the_tail);
+	tcase_add_test(tc, claim_next_after_a_ranked_card_moved_and_deleted);
 	suite_add_tcase(s, tc);
 }
