@@ -460,13 +460,14 @@ static enum core_rc gave_up_write(struct fs_txn *t, struct core_card *c,
 static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
 				   const struct core_board *b, const struct store_owned_write *w)
 {
+	bool moved = false;
 	enum core_rc rc;
 
 	switch (w->kind) {
 	case STORE_OWNED_STATE:
 		rc = core_transition_check(b, c->state, w->state);
 		if (rc == CORE_OK)
-			rc = fs_state_move(t, c, b, w->state, w->reason, NULL);
+			rc = fs_state_move_only(t, c, w->state, w->reason, NULL, &moved);
 		break;
 	case STORE_OWNED_LAST_RUN:
 		rc = w->run_id ? core_last_run_check(fs_txn_run_peek(t, w->run_id), c->id,
@@ -500,6 +501,9 @@ static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
 	 * the write, and shares its line (the reaper's file-and-release). */
 	if (rc == CORE_OK && w->release)
 		rc = fs_release_with_event(t, c, w->event_reason);
+	/* The dependents' promotions after the card's own events (its move, its release). */
+	if (rc == CORE_OK && moved)
+		rc = fs_state_cascade(t, b, c, w->state, w->reason);
 	return rc;
 }
 

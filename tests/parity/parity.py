@@ -43,7 +43,7 @@ TS_KEYS = {'created_at', 'updated_at', 'state_at', 'claimed_at', 'lease_until', 
            'lock_until', 'expires_at', 'next_at', 'duration_ms', 'last_pass'}
 SEQ_KEYS = {'seq'}
 EPOCH_KEYS = {'epoch', 'claim_epoch'}
-GEN_KEYS = {'id', 'card_id', 'run_id', 'last_run_id', 'blockers'}
+GEN_KEYS = {'id', 'card_id', 'run_id', 'last_run_id', 'blockers', 'blocker'}
 
 
 class Side:
@@ -207,12 +207,12 @@ class Driver:
         if a[3] != b[3]:
             self.fail(what, a, b)
         elif self.verbose:
-            print('ok   %d %s -> %s' % (self.step, what, a[1]), flush=True)
+            print('ok   %s %s -> %s' % (self.step, what, a[1]), flush=True)
         return [(x[1], x[2]) for x in answers]
 
     def fail(self, what, a, b):
         self.failed = True
-        bt.check(False, 'seed %d step %d: %s: the twins differ' % (self.seed, self.step, what))
+        bt.check(False, 'seed %d step %s: %s: the twins differ' % (self.seed, self.step, what))
         for s, x in zip(self.sides, (a, b)):
             print('  %-5s %s %s %s' % (s.name, x[0][0], x[0][1],
                                        json.dumps(x[0][2]) if x[0][2] is not None else ''))

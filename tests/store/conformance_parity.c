@@ -105,6 +105,43 @@ START_TEST(claim_next_after_a_ranked_card_moved_and_deleted)
 }
 END_TEST
 
+/* An owned move into the completed column that also releases: the card's own events (its
+ * move, its release) come first, then its dependents' card_unblocked. The FS twin appended
+ * the cascade between the move and the release; the Mongo twin commits the card before it
+ * promotes a dependent. */
+START_TEST(owned_done_and_release_then_unblocked)
+{
+	struct store *st = ct_open();
+	const char *const blk[] = {"b1", NULL};
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .state = "done",
+				      .reason = "run_finished", .release = true};
+	const enum core_event_type want[] = {CORE_EV_CARD_STATE_CHANGED, CORE_EV_CARD_RELEASED,
+					     CORE_EV_CARD_UNBLOCKED};
+	const char *const ids[] = {"b1", "b1", "d1"};
+	struct core_card *c = NULL;
+	struct core_event *ev;
+	int64_t after;
+	size_t n, i;
+
+	core_card_free(ct_create(st, "b1", "in_progress", NULL));
+	core_card_free(ct_create(st, "d1", NULL, blk));
+	ct_assert_state(st, "d1", "waiting_deps");
+	w.token = (struct core_token){.marker = "w1", .epoch = ct_claim(st, "b1", "w1")};
+	after = ct_last_seq(st);
+	ck_assert_int_eq(store_card_owned_write(st, "b1", &w, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+	ev = ct_events(st, after, &n);
+	ck_assert_uint_eq(n, 3);
+	for (i = 0; i < n; i++) {
+		ck_assert_str_eq(core_event_type_name(ev[i].type), core_event_type_name(want[i]));
+		ck_assert_str_eq(ev[i].card_id, ids[i]);
+	}
+	store_events_free(ev, n);
+	ct_assert_state(st, "d1", "ready");
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_parity(Suite *s)
 {
 	TCase *tc = tcase_create("parity");
@@ -113,5 +150,6 @@ void conformance_add_parity(Suite *s)
 	tcase_add_test(tc, boards_listed_by_name);
 	tcase_add_test(tc, events_full_page_next_is_the_tail);
 	tcase_add_test(tc, claim_next_after_a_ranked_card_moved_and_deleted);
+	tcase_add_test(tc, owned_done_and_release_then_unblocked);
 	suite_add_tcase(s, tc);
 }
