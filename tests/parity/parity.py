@@ -42,7 +42,7 @@ TS_RE = re.compile(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$')
 TS_KEYS = {'created_at', 'updated_at', 'state_at', 'claimed_at', 'lease_until', 'at',
            'lock_until', 'expires_at', 'next_at', 'duration_ms', 'last_pass'}
 SEQ_KEYS = {'seq'}
-EPOCH_KEYS = {'epoch', 'claim_epoch'}
+EPOCH_KEYS = {'epoch', 'claim_epoch', 'actor_epoch'}
 GEN_KEYS = {'id', 'card_id', 'run_id', 'last_run_id', 'blockers', 'blocker'}
 
 
@@ -189,6 +189,8 @@ class Driver:
             if self.verbose:
                 print('  -> %s %s %s %s as %s' % (s.name, method, path, body, who), flush=True)
             c = s.client(who, self.toks.get(who))
+            if method == 'HEAD':
+                c.close()  # http.client reads no body after a HEAD: a fresh connection
             st, raw, hdrs = c.call_full(method, path, body, headers)
             parsed = bt.decode_body(raw)
             side_card = s.resolve(card) if card else None
@@ -272,7 +274,7 @@ class Driver:
         if which == 'cur':
             return lst[-1]
         if which == 'stale':
-            return lst[0] if len(lst) > 1 else (lst[-1][0], lst[-1][1] - 1)
+            return lst[0] if len(lst) > 1 else (lst[-1][0], 0)  # 0: before any claim
         m, e = lst[-1]
         return ('m2' if m == 'm1' else 'm1', e)
 
@@ -729,6 +731,73 @@ class Driver:
             self.both('no token', lambda s: (None, 'GET', '/v1/cards/' + q(s, c), None, None),
                       card=c)
 
+    def op_attention(self):
+        """GET /v1/attention: newest update first, and the twins' clocks tick apart, so
+        compared as a list ordered by card."""
+        board = self.pick(BOARDS + ['nob'])
+
+        def learn(s, st, out):
+            if st == 200 and isinstance(out, dict) and isinstance(out.get('cards'), list):
+                out['cards'].sort(key=lambda x: s.gen.get(('id', x['card']['id']),
+                                                          x['card']['id']))
+        self.both('attention ' + board, lambda s: (
+            'op', 'GET', '/v1/attention?limit=1000&board=' + board, None, None), learn=learn)
+
+    def op_agent(self):
+        """A worker's agent token for the card it holds, then a request with it."""
+        c = self.card()
+        caps = self.pick([['board.read'], ['board.move', 'board.read'], ['board.label'],
+                          ['board.comment']])
+
+        def build(s):
+            m, e, b = self.owned_body(s, c, 'cur', {'caps': caps})
+            return 'worker', 'POST', '/v1/cards/%s/agent-tokens' % q(s, c), b, \
+                self.if_match(e, 'ok')
+
+        def learn(s, st, out):
+            s.agent = out.get('token') if st == 201 and isinstance(out, dict) else None
+        self.both('agent token %s %s' % (c, caps), build, card=c, learn=learn)
+        use = self.pick(['get', 'move', 'label', 'comment'])
+        for s in self.sides:
+            self.toks['agent-' + s.name] = s.agent
+            s.clients.pop('agent-' + s.name, None)
+        req = {'get': ('GET', '', None), 'move': ('PATCH', '/state', {'to': 'review'}),
+               'label': ('PATCH', '/labels', {'add': ['agent']}),
+               'comment': ('POST', '/comments', {'body': 'from an agent'})}[use]
+        if all(s.agent for s in self.sides):
+            self.both('agent %s %s' % (use, c), lambda s: (
+                'agent-' + s.name, req[0], '/v1/cards/%s%s' % (q(s, c), req[1]), req[2], None),
+                card=c)
+
+    def op_reaper(self):
+        """One pass with the gate off: repair only (nothing of ours to repair)."""
+        self.both('reaper pass', lambda s: ('op', 'POST', '/v1/reaper/pass', None, None))
+
+    def op_subscription(self):
+        """A subscription whose consume_labels strips a one-shot label in the event's step
+        (its deliveries go to a closed port and are not compared: their timing is the
+        deliverer's)."""
+        b = self.pick(BOARDS)
+        name = self.pick(['s1', 's2'])
+        if self.p(0.3):
+            self.both('subscription delete %s/%s' % (b, name), lambda s: (
+                'op', 'DELETE', '/v1/boards/%s/subscriptions/%s' % (b, name), None, None))
+            return
+        on = {}
+        if self.p(0.5):
+            on['to_states'] = [self.column(b)]
+        if self.p(0.5):
+            on['all_labels'] = [self.pick(LABELS)]
+        body = {'url': 'http://127.0.0.1:9/hook', 'secret': 'whsec_' + 'QUJD' * 8, 'on': on,
+                'consume_labels': ['once'] if self.p(0.7) else []}
+        self.both('subscription put %s/%s %s' % (b, name, json.dumps(body)), lambda s: (
+            'op', 'PUT', '/v1/boards/%s/subscriptions/%s' % (b, name), body, None))
+
+    def op_head(self):
+        c = self.card()
+        self.both('head %s' % c, lambda s: ('bot', 'HEAD', '/v1/cards/' + q(s, c), None, None),
+                  card=c)
+
     def op_events(self):
         board = self.pick(BOARDS)
         self.both('events ' + board, lambda s: ('op', 'GET', '/v1/events?board=%s&limit=5&after=%d'
@@ -745,7 +814,9 @@ class Driver:
            ('op_claim', 10), ('op_claim_next', 4), ('op_renew', 5), ('op_release', 5),
            ('op_owned', 14), ('op_move', 8), ('op_reopen', 5), ('op_revoke', 2),
            ('op_labels', 5), ('op_sweep', 3), ('op_comment', 3), ('op_run', 10),
-           ('op_board', 3), ('op_bad', 3), ('op_events', 2), ('op_flow', 8)]
+           ('op_board', 3), ('op_bad', 3), ('op_events', 2), ('op_flow', 8),
+           ('op_attention', 2), ('op_agent', 2), ('op_reaper', 1), ('op_subscription', 1),
+           ('op_head', 1)]
 
     def run(self):
         names = [n for n, _ in self.OPS]
