@@ -844,17 +844,23 @@ struct drain_ctx {
 	mongoc_collection_t *coll;
 };
 
-void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc)
+bool mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc, size_t *pos)
 {
 	bson_iter_t ai, ei;
 	const uint8_t *data;
 	uint32_t len;
 	bson_t ev;
+	size_t i = 0;
 
 	if (!bson_iter_init_find(&ai, doc, "outbox") || !BSON_ITER_HOLDS_ARRAY(&ai) ||
 	    !bson_iter_recurse(&ai, &ai))
-		return;
-	while (bson_iter_next(&ai) && q->n < sizeof(q->ev) / sizeof(q->ev[0])) {
+		return false;
+	while (bson_iter_next(&ai)) {
+		if (i++ < *pos)
+			continue;
+		if (q->n == sizeof(q->ev) / sizeof(q->ev[0]))
+			return true;
+		*pos = i;
 		if (!BSON_ITER_HOLDS_DOCUMENT(&ai))
 			continue;
 		bson_iter_document(&ai, &len, &data);
@@ -866,17 +872,19 @@ void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc)
 		if (q->ev[q->n])
 			q->n++;
 	}
+	return false;
 }
 
 static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 {
 	struct drain_ctx *d = ctx;
 	struct mgo_evq q = {0};
+	size_t pos = 0;
 	bson_iter_t it;
 
 	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
 		return CORE_OK;
-	mgo_evq_from_outbox(&q, doc);
+	mgo_evq_from_outbox(&q, doc, &pos); /* the rest on the next pass, once these are pulled */
 	/* What was delivered already (a writer that died before its pull) is only pulled. */
 	if (q.n && evq_store(d->c, &q, false,
 			     d->coll == d->c->cards ? bson_iter_utf8(&it, NULL) : NULL) == CORE_OK &&

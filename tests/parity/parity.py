@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import boardd_test as bt  # noqa: E402
 
 ROLES = {'op': ['operator'], 'bot': ['bot'], 'worker': ['worker'], 'worker2': ['worker'],
-         'allrole': ['worker', 'bot', 'operator']}
+         'scoped': ['worker', 'bot', 'operator']}  # scoped: board b2 only
 BOARDS = ['default', 'b2']
 DEFAULT_COLS = ['inbox', 'backlog', 'ready', 'waiting_deps', 'in_progress',
                 'awaiting_input', 'review', 'done', 'blocked']
@@ -187,7 +187,8 @@ class Driver:
         for s in self.sides:
             who, method, path, body, headers = build(s)
             if self.verbose:
-                print('  -> %s %s %s %s as %s' % (s.name, method, path, body, who), flush=True)
+                print('  -> %s %s %s %s as %s' % (s.name, method, path, str(body)[:300], who),
+                      flush=True)
             c = s.client(who, self.toks.get(who))
             if method == 'HEAD':
                 c.close()  # http.client reads no body after a HEAD: a fresh connection
@@ -209,15 +210,17 @@ class Driver:
         if a[3] != b[3]:
             self.fail(what, a, b)
         elif self.verbose:
-            print('ok   %s %s -> %s' % (self.step, what, a[1]), flush=True)
+            print('ok   %s %s -> %s' % (self.step, what[:300], a[1]), flush=True)
         return [(x[1], x[2]) for x in answers]
 
     def fail(self, what, a, b):
         self.failed = True
-        bt.check(False, 'seed %d step %s: %s: the twins differ' % (self.seed, self.step, what))
+        bt.check(False, 'seed %d step %s: %s: the twins differ' % (self.seed, self.step,
+                                                                  what[:300]))
         for s, x in zip(self.sides, (a, b)):
             print('  %-5s %s %s %s' % (s.name, x[0][0], x[0][1],
-                                       json.dumps(x[0][2]) if x[0][2] is not None else ''))
+                                       json.dumps(x[0][2])[:600] if x[0][2] is not None
+                                       else ''))
             print('        -> %s %s' % (x[1], json.dumps(x[2], sort_keys=True)[:600]))
         for where, x, y in first_diffs(a[3], b[3]):
             print('  differ at %s: %s %s / %s %s' % (where, self.sides[0].name,
@@ -293,6 +296,9 @@ class Driver:
             name = 'c%d' % (len(self.cards) + 1)
             if self.cards and self.p(0.05):
                 name = self.pick(self.cards)  # already exists
+            elif self.p(0.05):
+                name = self.pick(['a:b.c-d_%d' % self.step, 'x' * 127 + str(self.step % 10),
+                                  'y' * 129, 'sp ace', '\u00e9t\u00e9'])
             body['id'] = name
         if self.p(0.3):
             body['board'] = self.pick(BOARDS + ['nob'])
@@ -305,7 +311,7 @@ class Driver:
         if self.p(0.2):
             body['priority'] = self.pick([0, 3, -1, 'high', 2 ** 40])
         if self.p(0.2):
-            body['body'] = 'text'
+            body['body'] = self.pick(['text', '\u00fcml\u00e4ut \u2603', 'x' * 70000])
         if self.p(0.04):
             body['colour'] = 'red'
         if self.p(0.03):
@@ -800,8 +806,35 @@ class Driver:
 
     def op_events(self):
         board = self.pick(BOARDS)
+        who = self.pick(['op', 'op', 'scoped'])
+        if who == 'scoped':  # its cursors are board_seqs, the same on both twins
+            after = self.rng.randint(0, 40)
+            path = '/v1/events?board=%s&limit=%d&after=%d' % (board, self.pick([1, 5, 50]),
+                                                              after)
+            if self.p(0.2):
+                path += '&wait_ms=20'
+            self.both('events %s as scoped' % path, lambda s: ('scoped', 'GET', path, None,
+                                                               None))
+            return
         self.both('events ' + board, lambda s: ('op', 'GET', '/v1/events?board=%s&limit=5&after=%d'
                                                 % (board, self.after_of(s)), None, None))
+
+    def op_scoped(self):
+        """The token scoped to board b2: a card of either board read, moved, claimed."""
+        c = self.card()
+        kind = self.pick(['get', 'move', 'claim', 'list', 'labels'])
+        if kind == 'get':
+            req = ('GET', '/v1/cards/{}', None)
+        elif kind == 'move':
+            req = ('PATCH', '/v1/cards/{}/state', {'to': self.column('b2')})
+        elif kind == 'claim':
+            req = ('POST', '/v1/cards/{}/claim', {'marker': 'm3'})
+        elif kind == 'labels':
+            req = ('GET', '/v1/labels' + self.pick(['', '?board=b2', '?board=default']), None)
+        else:
+            req = ('GET', '/v1/cards' + self.pick(['', '?board=b2', '?board=default']), None)
+        self.both('scoped %s %s' % (kind, c), lambda s: (
+            'scoped', req[0], req[1].replace('{}', q(s, c)), req[2], None), card=c)
 
     def after_of(self, s):
         """A seq in this side's own numbering: the k-th seen (same k on both)."""
@@ -816,7 +849,7 @@ class Driver:
            ('op_labels', 5), ('op_sweep', 3), ('op_comment', 3), ('op_run', 10),
            ('op_board', 3), ('op_bad', 3), ('op_events', 2), ('op_flow', 8),
            ('op_attention', 2), ('op_agent', 2), ('op_reaper', 1), ('op_subscription', 1),
-           ('op_head', 1)]
+           ('op_head', 1), ('op_scoped', 3)]
 
     def run(self):
         names = [n for n, _ in self.OPS]
@@ -898,7 +931,8 @@ def main():
         tmp = tempfile.mkdtemp(prefix='boardd-parity-')
         try:
             tokens = os.path.join(tmp, 'tokens.json')
-            toks = {who: bt.token_add(a.boardd, tokens, who, roles)
+            toks = {who: bt.token_add(a.boardd, tokens, who, roles,
+                                      ['b2'] if who == 'scoped' else ())
                     for who, roles in ROLES.items()}
             toks[None] = None
             fs = Side('fs', a.boardd, tokens, tmp)

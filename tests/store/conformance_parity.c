@@ -3,6 +3,7 @@
  * answers: each case pins, on both twins, the behaviour the twin that was wrong now has. */
 #include "tests/store/conformance.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* GET /v1/boards listed the FS twin's boards in the order they were made, the Mongo twin's
@@ -142,6 +143,41 @@ START_TEST(owned_done_and_release_then_unblocked)
 }
 END_TEST
 
+/* A card written many times in a row, then deleted: its card_deleted is in the tail, after
+ * every event of those writes, each once. The Mongo twin lost card_deleted when the card's
+ * outbox still held a queue's worth of entries (their pulls are deferred to the puller, so a
+ * burst of writes leaves them there): the delete answered, its event was never recorded. */
+START_TEST(delete_after_a_burst_of_writes_is_in_the_tail)
+{
+	struct store *st = ct_open();
+	struct store_card_patch p = {0};
+	struct core_card *c = NULL;
+	struct core_event *ev;
+	char title[16];
+	int64_t after;
+	size_t n, i, updated = 0;
+
+	core_card_free(ct_create(st, "burst", NULL, NULL));
+	after = ct_last_seq(st);
+	for (i = 0; i < 40; i++) {
+		snprintf(title, sizeof title, "t%zu", i);
+		p.title = title;
+		ck_assert_int_eq(store_card_patch(st, "burst", &p, &ct_bot, &c), CORE_OK);
+		core_card_free(c);
+	}
+	ck_assert_int_eq(store_card_delete(st, "burst", &ct_op), CORE_OK);
+	ev = ct_events(st, after, &n);
+	ck_assert_uint_eq(n, 41);
+	for (i = 0; i < 40; i++)
+		updated += ev[i].type == CORE_EV_CARD_UPDATED;
+	ck_assert_uint_eq(updated, 40);
+	ck_assert_str_eq(core_event_type_name(ev[40].type), "card_deleted");
+	ck_assert_str_eq(ev[40].card_id, "burst");
+	store_events_free(ev, n);
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_parity(Suite *s)
 {
 	TCase *tc = tcase_create("parity");
@@ -151,5 +187,6 @@ void conformance_add_parity(Suite *s)
 	tcase_add_test(tc, events_full_page_next_is_the_tail);
 	tcase_add_test(tc, claim_next_after_a_ranked_card_moved_and_deleted);
 	tcase_add_test(tc, owned_done_and_release_then_unblocked);
+	tcase_add_test(tc, delete_after_a_burst_of_writes_is_in_the_tail);
 	suite_add_tcase(s, tc);
 }
