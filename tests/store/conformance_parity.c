@@ -178,6 +178,41 @@ START_TEST(delete_after_a_burst_of_writes_is_in_the_tail)
 }
 END_TEST
 
+/* A card filed into the completed column whose subscription consumes a one-shot label, with
+ * a dependent waiting on it: the card's own events (its move, then the consume) come before
+ * its dependent's card_unblocked. The FS twin appended the consume at the end of the step,
+ * after the cascade; the Mongo twin commits the card's write, consume included, first. */
+START_TEST(consume_before_the_cascade)
+{
+	struct store *st = ct_open();
+	const char *const blk[] = {"x1", NULL}, *const once[] = {"once", NULL};
+	const char *const to_done[] = {"done", NULL};
+	const enum core_event_type want[] = {CORE_EV_CARD_STATE_CHANGED,
+					     CORE_EV_CARD_LABELS_CHANGED, CORE_EV_CARD_UNBLOCKED};
+	const char *const ids[] = {"x1", "x1", "d1"};
+	struct core_event *ev;
+	int64_t after;
+	size_t n, i;
+
+	core_card_free(ct_create(st, "x1", "review", NULL));
+	ct_set_labels(st, "x1", once);
+	core_card_free(ct_create(st, "d1", NULL, blk));
+	store_sub_free(ct_sub_put(st, "oneshot", NULL, to_done, NULL, once));
+	after = ct_last_seq(st);
+	ct_move(st, "x1", "review", "done", NULL, &ct_bot);
+	ev = ct_events(st, after, &n);
+	ck_assert_uint_eq(n, 3);
+	for (i = 0; i < n; i++) {
+		ck_assert_str_eq(core_event_type_name(ev[i].type), core_event_type_name(want[i]));
+		ck_assert_str_eq(ev[i].card_id, ids[i]);
+	}
+	store_events_free(ev, n);
+	ct_assert_labels(st, "x1", (const char *const[]){NULL});
+	ct_assert_state(st, "d1", "ready");
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_parity(Suite *s)
 {
 	TCase *tc = tcase_create("parity");
@@ -188,5 +223,6 @@ void conformance_add_parity(Suite *s)
 	tcase_add_test(tc, claim_next_after_a_ranked_card_moved_and_deleted);
 	tcase_add_test(tc, owned_done_and_release_then_unblocked);
 	tcase_add_test(tc, delete_after_a_burst_of_writes_is_in_the_tail);
+	tcase_add_test(tc, consume_before_the_cascade);
 	suite_add_tcase(s, tc);
 }
