@@ -632,11 +632,15 @@ cancelled:
 	/* An operator cancel is never auto-routed (DESIGN §6 "cancelled | keep", ADR-096 point 4):
 	 * the card is neither filed nor released; the claim stays under the cancelled run, as the
 	 * reaper keeps it, parked for the operator (a release would put it back in the pool for a
-	 * fresh spend). Renewing stops here. */
+	 * fresh spend). Renewing stops here. So too when the command ended by itself but the
+	 * cancel reached the server before our run write: the operator was answered 200 first,
+	 * and the card is theirs to decide; the report carries the command's own exit status. */
 	rep->end = CLI_JOB_CANCELLED;
 	snprintf(rep->detail, sizeof rep->detail,
-		 "run %s cancelled by an operator: card left claimed in its column for the "
-		 "operator (not filed, not released)", rep->run);
+		 "run %s cancelled by an operator%s: card left claimed in its column for the "
+		 "operator (not filed, not released)", rep->run,
+		 exited ? " as the command ended by itself (its outcome and result not written)"
+			: "");
 done:
 	json_decref(result);
 	if (pidfd >= 0)

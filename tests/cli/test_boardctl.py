@@ -5,7 +5,8 @@ forwarded then release, --concurrency, kill -9 of boardctl mid-job (the command 
 the reaper reclaims after the lease), SIGSTOP past the lease then SIGCONT (the command is
 killed, no late write lands), the server restarted under it (ridden when the lease allows,
 given up cleanly when not), an operator's revoke, an operator's run cancel (the command
-stopped, the card kept claimed and not filed), and --help on every verb.
+stopped, the card kept claimed and not filed) and the race of that cancel with the command's
+own end (made to coincide through a FIFO the test writes), and --help on every verb.
 
 usage: test_boardctl.py path/to/boardd path/to/boardctl
 Stdlib only. Each case takes its cards by a label of its own, so cases never steal work.
@@ -449,6 +450,86 @@ def case_operator_cancel(srv, tmp):
     check(srv.card('cxlw2')['state'] == 'done', 'work: the next card was done')
 
 
+def case_cancel_race(srv, tmp):
+    # The command ends on its own just as an operator's cancel lands. The test holds both
+    # ends: the command blocks reading a FIFO, the test cancels the run (200), then writes the
+    # FIFO, and the command exits 0 with a result. The lease is 60 s, so boardctl's first renew
+    # and heartbeat are 20 s away: it learns of the cancel only from its own run PATCH
+    # (refused 409 run_final, the run reads cancelled). The job completed, but the server
+    # took the cancel first: the operator was answered 200 and owns the card's fate (an
+    # operator cancel is never auto-routed, DESIGN §6 "cancelled | keep"). So, as the man
+    # page promises: nothing filed, nothing released, the run stays cancelled without the
+    # result, `run` exits 4, and boardctl says the command had ended by itself (exit 0).
+    def job(card, trap=''):
+        fifo = '%s/%s.fifo' % (tmp, card)
+        os.mkfifo(fifo)
+        return fifo, ('%s echo $$ > %s/%s.pid; echo \'{"done":1}\' > "$BOARDD_RESULT"; '
+                      'read x < %s; exit 0' % (trap, tmp, card, fifo))
+
+    def race(card, script, fifo, stop=None):
+        srv.new_card(card, 'race')
+        p = boardctl(srv, ['--json', 'run', '--card', card, '--lease-ms', '60000', '--grace',
+                           '5s', '--', 'sh', '-c', script])
+        check(read_pid('%s/%s.pid' % (tmp, card)) is not None, '%s: command started' % card)
+        run_id = srv.card(card)['last_run_id']
+        st, run = srv.api('POST', '/v1/runs/%s/cancel' % run_id)
+        check(st == 200 and run['status'] == 'cancelled', '%s: cancel: %d %s' % (card, st, run))
+        seq = srv.last_seq()  # after the cancel's own run_updated
+        if stop:
+            p.send_signal(stop)  # boardctl told to stop as well; the command ends on it
+        # The command ends now. O_RDWR never blocks on a FIFO; held open until boardctl is
+        # done, so the line waits for the command's read whenever it comes.
+        fd = os.open(fifo, os.O_RDWR)
+        try:
+            os.write(fd, b'go\n')
+            rc, out, err = finish(p)
+        finally:
+            os.close(fd)
+        lines = [json.loads(l) for l in out.splitlines() if l.strip()]
+        c = srv.card(card)
+        st, run = srv.api('GET', '/v1/runs/' + run_id)
+        ev = [e['type'] for e in srv.events_after(seq) if e.get('card_id') == card]
+        return rc, lines, err, c, run, ev, run_id
+
+    fifo, script = job('race1')
+    rc, lines, err, c, run, ev, run_id = race('race1', script, fifo)
+    check(rc == 4, 'race: a job ending as it is cancelled exits 4: %d %s' % (rc, err))
+    check(len(lines) == 1 and lines[0]['outcome'] == 'cancelled' and
+          lines[0]['exit_code'] == 0 and not lines[0]['written'],
+          'race: reported cancelled, the command\'s own exit 0, nothing written: %s' % lines)
+    check('cancelled by an operator' in err and 'ended by itself' in err and run_id in err,
+          'race: stderr says the command had ended by itself: %s' % err)
+    check('stopping the command' not in err, 'race: no signal sent to an ended command: %s'
+          % err)
+    check(c['claim'] is not None and c['state'] == 'ready' and c['last_run_id'] == run_id,
+          'race: still claimed in its column, not filed: %s' % c)
+    check(run['status'] == 'cancelled' and run['result'] is None,
+          'race: the run stays cancelled, its result not written: %s' % run)
+    check('card_released' not in ev and 'card_state_changed' not in ev and
+          'run_updated' not in ev, 'race: no release, no filing, no run write: %s' % ev)
+
+    # boardctl told to stop (SIGTERM) just as the run is cancelled: the same (man page).
+    fifo, script = job('race2', 'trap "exit 0" TERM;')
+    rc, lines, err, c, run, ev, run_id = race('race2', script, fifo, stop=signal.SIGTERM)
+    check(rc == 4 and lines and lines[0]['outcome'] == 'cancelled',
+          'race+stop: exits 4, cancelled: %d %s %s' % (rc, lines, err))
+    check(c['claim'] is not None and c['state'] == 'ready' and run['status'] == 'cancelled'
+          and 'card_released' not in ev and 'card_state_changed' not in ev,
+          'race+stop: not filed, not released: %s %s %s' % (c, run, ev))
+
+    # The other side of the race: the job's run was written first; the cancel comes late and
+    # is refused (409 run_final); the card was filed and released as usual.
+    srv.new_card('race3', 'race')
+    p = boardctl(srv, ['run', '--card', 'race3', '--lease-ms', '60000', '--', 'true'])
+    rc, out, err = finish(p)
+    c = srv.card('race3')
+    st, body = srv.api('POST', '/v1/runs/%s/cancel' % c['last_run_id'])
+    check(rc == 0 and c['state'] == 'done' and c['claim'] is None and st == 409 and
+          body.get('code') == 'run_final',
+          'race, job first: filed and released, the late cancel refused: %d %s %d %s'
+          % (rc, c, st, body))
+
+
 def case_server_restart(srv, tmp):
     # Ridden: the server is away for less than the lease; renews retry and the job finishes.
     srv.new_card('ride', 'rs')
@@ -691,6 +772,7 @@ def main():
         case_revoke(srv, tmp)
         case_token_removed(srv, tmp)
         case_operator_cancel(srv, tmp)
+        case_cancel_race(srv, tmp)
         case_server_restart(srv, tmp)
         if shutil.which('openssl'):
             case_tls(srv, tmp)
