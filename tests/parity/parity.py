@@ -131,6 +131,11 @@ def normalise(side, v, card=None, key=None):
         return out
     if isinstance(v, list):
         return [normalise(side, x, card, key) for x in v]
+    if key == 'text' and isinstance(v, str) and v[:1] in '{[':  # MCP content: JSON as text
+        try:
+            return normalise(side, json.loads(v), card)
+        except ValueError:
+            pass
     if key in TS_KEYS and v is not None:
         return '<ts>' if not isinstance(v, (dict, list)) else normalise(side, v, card)
     if isinstance(v, str) and TS_RE.match(v):
@@ -799,6 +804,59 @@ class Driver:
         self.both('subscription put %s/%s %s' % (b, name, json.dumps(body)), lambda s: (
             'op', 'PUT', '/v1/boards/%s/subscriptions/%s' % (b, name), body, None))
 
+    def op_mcp(self):
+        """One MCP tools/call (the 2026-07-28 stateless envelope) as the bot."""
+        c = self.card()
+        tool = self.pick(['list_cards', 'get_card', 'create_card', 'move_card', 'move_card',
+                          'close_card', 'set_labels', 'adjust_labels', 'add_comment', 'nope'])
+        args = {'list_cards': {'board': self.pick(BOARDS), 'limit': 5},
+                'get_card': {'id': c},
+                'create_card': {'title': 'mcp %d' % self.step, 'labels': self.labels()[:2],
+                                'state': self.column()},
+                'move_card': {'id': c, 'to': self.column()},
+                'close_card': {'id': c},
+                'set_labels': {'id': c, 'labels': self.labels()},
+                'adjust_labels': {'id': c, 'add': self.labels(), 'remove': self.labels()},
+                'add_comment': {'id': c, 'body': 'via mcp'},
+                'nope': {}}[tool]
+        if tool == 'move_card' and self.p(0.5):
+            args['from'] = self.column()
+        if tool == 'close_card' and self.p(0.5):
+            args['to'] = self.pick(['done', 'blocked', 'review'])
+        ver = '2026-07-28'
+        hdrs = {'MCP-Protocol-Version': ver, 'Mcp-Method': 'tools/call', 'Mcp-Name': tool,
+                'Accept': 'application/json, text/event-stream'}
+
+        def build(s):
+            a = dict(args)
+            if 'id' in a:
+                a['id'] = s.resolve(a['id'])
+            body = {'jsonrpc': '2.0', 'id': self.step, 'method': 'tools/call',
+                    'params': {'name': tool, 'arguments': a,
+                               '_meta': {'io.modelcontextprotocol/protocolVersion': ver,
+                                         'io.modelcontextprotocol/clientCapabilities': {}}}}
+            return self.pick_fixed('who', ['bot', 'bot', 'op']), 'POST', '/mcp', body, hdrs
+
+        def learn(s, st, out):
+            # a card the tool created: its generated id gets a shared name
+            sc = (out or {}).get('result', {}).get('structuredContent') if isinstance(
+                out, dict) else None
+            if tool == 'create_card' and isinstance(sc, dict):
+                cid = sc.get('id') or (sc.get('card') or {}).get('id')
+                if isinstance(cid, str):
+                    s.name_of('id', cid)
+        res = self.both('mcp %s %s' % (tool, json.dumps(args)), build,
+                        card=c if 'id' in args else None, learn=learn)
+        if tool == 'create_card':
+            sc = (res[0][1] or {}).get('result', {}).get('structuredContent') if isinstance(
+                res[0][1], dict) else None
+            cid = isinstance(sc, dict) and (sc.get('id') or (sc.get('card') or {}).get('id'))
+            if isinstance(cid, str):
+                shared = self.sides[0].gen.get(('id', cid))
+                if shared and shared not in self.cards:
+                    self.cards.append(shared)
+                    self.live.add(shared)
+
     def op_head(self):
         c = self.card()
         self.both('head %s' % c, lambda s: ('bot', 'HEAD', '/v1/cards/' + q(s, c), None, None),
@@ -849,7 +907,7 @@ class Driver:
            ('op_labels', 5), ('op_sweep', 3), ('op_comment', 3), ('op_run', 10),
            ('op_board', 3), ('op_bad', 3), ('op_events', 2), ('op_flow', 8),
            ('op_attention', 2), ('op_agent', 2), ('op_reaper', 1), ('op_subscription', 1),
-           ('op_head', 1), ('op_scoped', 3)]
+           ('op_head', 1), ('op_scoped', 3), ('op_mcp', 4)]
 
     def run(self):
         names = [n for n, _ in self.OPS]

@@ -213,6 +213,54 @@ START_TEST(consume_before_the_cascade)
 }
 END_TEST
 
+/* A label sweep over every board appends one summary per board touched, in the order the
+ * sweep first touched each (its cards' order). The FS twin appended them in the order the
+ * boards were made. */
+START_TEST(sweep_summaries_in_the_order_touched)
+{
+	struct store *st = ct_open();
+	const char *const boards[] = {"zeta", "alpha"}, *const on[] = {"zeta", "default", "alpha"};
+	const char *const old[] = {"old", NULL};
+	struct core_strv from = ct_strv(old);
+	struct store_label_sweep sw = {.kind = STORE_LABELS_RENAME, .from = &from, .to = "new"};
+	struct core_board b = {0};
+	struct core_card *c = NULL;
+	struct core_event *ev;
+	struct core_strv lv = ct_strv(old);
+	char id[8];
+	int64_t after;
+	size_t n, i, k = 0, touched = 0;
+
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(core_board_init_default(&b, boards[i]), CORE_OK);
+		ck_assert_int_eq(store_board_put(st, &b, &ct_op), CORE_OK);
+		core_board_release(&b);
+	}
+	for (i = 0; i < 3; i++) {
+		struct store_card_create in = {.id = id, .board = on[i], .title = "t", .labels = &lv};
+
+		snprintf(id, sizeof id, "s%zu", i);
+		ck_assert_int_eq(store_card_create(st, &in, &ct_bot, &c), CORE_OK);
+		core_card_free(c);
+	}
+	after = ct_last_seq(st);
+	ck_assert_int_eq(store_labels_sweep(st, &sw, &ct_op, &touched), CORE_OK);
+	ck_assert_uint_eq(touched, 3);
+	ev = ct_events(st, after, &n);
+	for (i = 0; i < n; i++) {
+		if (ev[i].type != CORE_EV_LABEL_RENAME)
+			continue;
+		ck_assert_uint_lt(k, 3);
+		ck_assert_str_eq(ev[i].board, on[k++]);
+	}
+	ck_assert_uint_eq(k, 3);
+	store_events_free(ev, n);
+	free(from.v);
+	free(lv.v);
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_parity(Suite *s)
 {
 	TCase *tc = tcase_create("parity");
@@ -224,5 +272,6 @@ void conformance_add_parity(Suite *s)
 	tcase_add_test(tc, owned_done_and_release_then_unblocked);
 	tcase_add_test(tc, delete_after_a_burst_of_writes_is_in_the_tail);
 	tcase_add_test(tc, consume_before_the_cascade);
+	tcase_add_test(tc, sweep_summaries_in_the_order_touched);
 	suite_add_tcase(s, tc);
 }
