@@ -136,6 +136,8 @@ def normalise(side, v, card=None, key=None):
             return normalise(side, json.loads(v), card)
         except ValueError:
             pass
+    if key == 'detail' and isinstance(v, str):
+        return norm_detail(side, v, card)
     if key in TS_KEYS and v is not None:
         return '<ts>' if not isinstance(v, (dict, list)) else normalise(side, v, card)
     if isinstance(v, str) and TS_RE.match(v):
@@ -203,8 +205,6 @@ class Driver:
             if learn:
                 learn(s, st, parsed)
             n = normalise(s, parsed, side_card)
-            if isinstance(n, dict) and 'detail' in n:
-                n['detail'] = norm_detail(s, n['detail'], side_card)
             ctype = hdrs.get('content-type', '').split(';')[0]
             loc = hdrs.get('location')
             if loc:
@@ -436,7 +436,7 @@ class Driver:
 
     def owned_body(self, s, c, which, extra):
         t = self.token_of(s, c, which)
-        m, e = t if t else ('m1', 1)
+        m, e = t if t else ('m1', 0)  # 0: no claim of this card seen
         return m, e, dict({'marker': m}, **extra)
 
     def op_renew(self):
