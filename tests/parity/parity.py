@@ -24,6 +24,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
@@ -200,6 +201,10 @@ class Driver:
             if method == 'HEAD':
                 c.close()  # http.client reads no body after a HEAD: a fresh connection
             st, raw, hdrs = c.call_full(method, path, body, headers)
+            if method == 'POST' and path in ('/v1/cards', '/mcp'):
+                # claim-next ranks by created_at, then id: two cards made in one
+                # millisecond on one twin only would rank apart
+                time.sleep(0.002)
             parsed = bt.decode_body(raw)
             side_card = s.resolve(card) if card else None
             if learn:
