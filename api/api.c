@@ -401,6 +401,8 @@ static enum MHD_Result dispatch(struct api_req *r)
 		return api_problem_queue(r, CORE_ERR_PAYLOAD_TOO_LARGE, "the body is too large");
 	if ((r->route->flags & API_ROUTE_BODY) && !r->json && !r->flat.on)
 		rc = api_body_parse(r);
+	else if (!(r->route->flags & (API_ROUTE_BODY | API_ROUTE_JSONRPC)) && !r->json)
+		rc = api_body_none(r);
 	if (rc == CORE_OK) {
 		bound = ack_bind(r);
 		rc = r->route->handler(r);

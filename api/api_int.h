@@ -440,6 +440,9 @@ const struct api_flat_field *api_flat_get(const struct api_flat *fl, const char 
 enum core_rc api_body_parse(struct api_req *r);
 /* The same with json_loadb only (the path every body took before body.c; the tests compare). */
 enum core_rc api_body_parse_tree(struct api_req *r);
+/* A route without API_ROUTE_BODY has an empty schema: no body, an empty one (whitespace
+ * only) or {} pass; a member or a non-object is BAD_REQUEST, in api_body_parse's words. */
+enum core_rc api_body_none(struct api_req *r);
 /* Is `key` in the body, null included? */
 bool api_json_has(struct api_req *r, const char *key);
 /* Test/fuzz only (api/fuzz_body.c, never linked into boardd): `body` through api_body_parse
@@ -513,7 +516,9 @@ enum core_rc api_card_scope(struct api_req *r);
 enum core_rc api_card_scope_lazy(struct api_req *r);
 /* rc; NOT_FOUND with no detail yet gets api_card_load's "no card <id>". */
 enum core_rc api_card_missing(struct api_req *r, enum core_rc rc);
-/* Names `col` in the detail of rc when board `board` has no such column; returns rc. */
+/* The detail of a state write into `col` refused with rc: TRANSITION_REJECTED names `col`
+ * when board `board` has no such column; TERMINAL_STATE_EXIT into a terminal `col` says a
+ * refiling is the operator's (ADR-096 §5). Returns rc. */
 enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *board,
 			       const char *col);
 /* The detail of a refused card creation (the board, the column, the blocker, the size), for

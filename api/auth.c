@@ -586,7 +586,9 @@ const char *const *api_auth_boards(const struct api_req *r)
 
 struct store_actor api_auth_actor(const struct api_req *r)
 {
-	struct store_actor a = {.name = r->tok ? r->tok->name : "", .epoch = r->agent_epoch};
+	struct store_actor a = {.name = r->tok ? r->tok->name : "",
+				.epoch = r->agent_epoch,
+				.operator_role = api_auth_has(r, API_ROLE_OPERATOR)};
 
 	return a;
 }

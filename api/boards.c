@@ -88,6 +88,38 @@ static enum core_rc dropped_column_detail(struct api_req *r, enum core_rc rc,
 	return rc;
 }
 
+/* A board PUT must not leave a subscription of the board naming a column it drops (the
+ * subscription would never fire again): INVALID_BOARD naming both. The column rename carries
+ * subscriptions along; this is the other way a column goes. */
+static enum core_rc subs_keep_columns(struct api_req *r, const struct core_board *nb)
+{
+	struct core_board old = {0};
+	struct store_sub **v = NULL;
+	size_t n = 0, i, k;
+	enum core_rc rc = store_board_get(r->api->st, nb->name, &old);
+
+	if (rc == CORE_ERR_NOT_FOUND)
+		return CORE_OK; /* a new board: nothing subscribes to it yet */
+	if (rc == CORE_OK)
+		rc = store_sub_list(r->api->st, nb->name, &v, &n);
+	for (i = 0; rc == CORE_OK && i < n; i++) {
+		const struct core_strv *st = &v[i]->on.dim[CORE_SUB_TO_STATES];
+
+		/* Only what this PUT drops: a name the old board lacked too is not its doing. */
+		for (k = 0; k < st->n && rc == CORE_OK; k++)
+			if (core_board_column(&old, st->v[k]) && !core_board_column(nb, st->v[k]))
+				rc = api_fail(r, CORE_ERR_INVALID_BOARD,
+					      "subscription %s of board %s names column %s, which "
+					      "this board drops: rename the column "
+					      "(POST /v1/boards/%s/columns/%s/rename), or change or "
+					      "delete the subscription first",
+					      v[i]->name, nb->name, st->v[k], nb->name, st->v[k]);
+	}
+	store_subs_free(v, n);
+	core_board_release(&old);
+	return rc;
+}
+
 enum core_rc api_h_board_put(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
@@ -131,7 +163,9 @@ enum core_rc api_h_board_put(struct api_req *r)
 		 * its schema refuses). */
 		return api_fail(r, CORE_ERR_INVALID_BOARD, "invalid board: %s", detail);
 	}
-	rc = store_board_put(r->api->st, &b, &actor);
+	rc = subs_keep_columns(r, &b);
+	if (rc == CORE_OK)
+		rc = store_board_put(r->api->st, &b, &actor);
 	if (rc == CORE_ERR_TRANSITION_REJECTED)
 		rc = dropped_column_detail(r, rc, &b);
 	if (rc == CORE_OK) {

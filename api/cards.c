@@ -79,8 +79,16 @@ enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *b
 
 	if (!col)
 		return rc;
-	if (store_board_get(r->api->st, board, &b) == CORE_OK && !core_board_column(&b, col))
+	if (store_board_get(r->api->st, board, &b) != CORE_OK)
+		goto out;
+	if (rc == CORE_ERR_TRANSITION_REJECTED && !core_board_column(&b, col))
 		api_fail(r, rc, "no column %s on board %s", col, board);
+	else if (rc == CORE_ERR_TERMINAL_STATE_EXIT && core_board_is_terminal(&b, col))
+		api_fail(r, rc,
+			 "the card is in another terminal column: refiling it into %s is an "
+			 "operator's state write, never a bot's or a worker's (ADR-096 §5)",
+			 col);
+out:
 	core_board_release(&b);
 	return rc;
 }

@@ -196,8 +196,10 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 	rc = api_card_missing(r, store_card_owned_write(r->api->st, api_param(r), w, &actor, &c));
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_LAST_RUN)
 		return last_run_detail(r, w);
-	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_STATE)
+	if (core_rc_is_transition_rejected(rc) && w->kind == STORE_OWNED_STATE)
 		return api_column_detail(r, rc, c_board(r), w->state);
+	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_GAVE_UP && w->gave_up)
+		return api_column_detail(r, rc, c_board(r), w->gave_up->state);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -254,7 +256,7 @@ enum core_rc api_h_state(struct api_req *r)
 	if (rc != CORE_OK)
 		return rc;
 	rc = store_card_set_state_from(r->api->st, api_param(r), from, to, reason, &actor, &c);
-	if (rc == CORE_ERR_TRANSITION_REJECTED)
+	if (core_rc_is_transition_rejected(rc))
 		return api_column_detail(r, rc, c_board(r), to);
 	if (rc != CORE_OK)
 		return rc;

@@ -108,6 +108,19 @@ static enum core_rc sub_params(struct api_req *r, const char **board, const char
 
 /* ---- subscriptions ---- */
 
+/* A subscription not found: the board itself when that is what is missing (a path that names
+ * a missing board is "no board X", DESIGN §11), else the subscription. Returns NOT_FOUND. */
+static enum core_rc sub_missing(struct api_req *r, const char *board, const char *name)
+{
+	struct core_board b = {0};
+	enum core_rc rc = store_board_get(r->api->st, board, &b);
+
+	core_board_release(&b);
+	if (rc == CORE_ERR_NOT_FOUND)
+		return api_fail(r, CORE_ERR_NOT_FOUND, "no board %s", board);
+	return api_fail(r, CORE_ERR_NOT_FOUND, "no subscription %s on board %s", name, board);
+}
+
 enum core_rc api_h_sub_put(struct api_req *r)
 {
 	static const char *const top[] = {"url", "secret", "on", "consume_labels", "enabled", NULL};
@@ -164,6 +177,14 @@ enum core_rc api_h_sub_put(struct api_req *r)
 		rc = store_sub_put(r->api->st, &in, secret ? NULL : generated, &created, &out);
 	if (rc == CORE_ERR_NOT_FOUND)
 		rc = api_fail(r, rc, "no board %s", board);
+	if (rc == CORE_ERR_TRANSITION_REJECTED) { /* an unknown column in on.to_states */
+		struct core_board b = {0};
+
+		if (store_board_get(r->api->st, board, &b) == CORE_OK &&
+		    core_sub_filter_columns_check(&b, &in.on, detail, sizeof detail) != CORE_OK)
+			rc = api_fail(r, rc, "%s", detail);
+		core_board_release(&b);
+	}
 	core_sub_filter_release(&in.on);
 	core_strv_release(&in.consume);
 	if (rc != CORE_OK)
@@ -190,7 +211,7 @@ enum core_rc api_h_sub_get(struct api_req *r)
 		return rc;
 	rc = store_sub_get(r->api->st, board, name, &s);
 	if (rc == CORE_ERR_NOT_FOUND)
-		return api_fail(r, rc, "no subscription %s on board %s", name, board);
+		return sub_missing(r, board, name);
 	if (rc != CORE_OK)
 		return rc;
 	j = store_sub_to_json(s, false);
@@ -236,7 +257,7 @@ enum core_rc api_h_sub_delete(struct api_req *r)
 		return rc;
 	rc = store_sub_delete(r->api->st, board, name);
 	if (rc == CORE_ERR_NOT_FOUND)
-		return api_fail(r, rc, "no subscription %s on board %s", name, board);
+		return sub_missing(r, board, name);
 	if (rc == CORE_OK)
 		r->status = 204;
 	return rc;

@@ -82,15 +82,16 @@ static const struct mcp_tool tools[] = {
 	{"move_card", API_CAP_MOVE, "store_card_set_state_from (PATCH /v1/cards/{id}/state)",
 	 "Move a card from one column to another, compare-and-swap on the source column: `from` "
 	 "when given, else the column this call reads. Moving into a terminal column also needs "
-	 "board.close. Leaving a terminal column is refused (terminal_state_exit): only an "
-	 "operator reopens.",
+	 "board.close. Leaving a terminal column, or moving from one into another, is refused "
+	 "(terminal_state_exit): only an operator reopens or refiles.",
 	 S_IN("\"id\":" S_ID ",\"to\":" S_NAME("target column") ",\"from\":" S_NAME(
 		      "expected source column"),
 	      "\"id\",\"to\""),
 	 S_CARD, run_move_card},
 	{"close_card", API_CAP_CLOSE, "store_card_set_state_from (PATCH /v1/cards/{id}/state)",
 	 "Close a card: move it into a terminal column (default: the board's completed column), "
-	 "compare-and-swap on the column this call reads.",
+	 "compare-and-swap on the column this call reads. A card in another terminal column is "
+	 "refused (terminal_state_exit): refiling is an operator's.",
 	 S_IN("\"id\":" S_ID ",\"to\":" S_NAME("terminal column (default: the completed one)"),
 	      "\"id\""),
 	 S_CARD, run_close_card},
@@ -223,7 +224,7 @@ static enum core_rc state_write(struct api_req *r, const char *id, const char *f
 	/* No fallback: a refusal (terminal_state_exit, state_conflict) is the answer. */
 	rc = store_card_set_state_from(r->api->st, id, from ? from : cur->state, to, NULL, &actor,
 				       &c);
-	if (rc == CORE_ERR_TRANSITION_REJECTED)
+	if (core_rc_is_transition_rejected(rc))
 		return api_column_detail(r, rc, cur->board, to);
 	return rc == CORE_OK ? card_json(c, out) : rc;
 }

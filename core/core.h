@@ -385,10 +385,25 @@ bool core_pick_keys_before(int32_t priority_a, int64_t created_a, const char *id
 /* ---------------------------------------------------------------------------------------- */
 /* Workflow rules (DESIGN §4, ADR-096 §5).                                                   */
 
-/* May a state write move a card from `from` to `to` on board b?
+/* Who writes a card's state. Terminal -> terminal refiling is an operator's act only
+ * (ADR-096 §5, which wins over DESIGN §4's "allowed"): a bot's SetStateFrom or a worker's
+ * owned write must not drag a card from one sink into another. */
+enum core_mover {
+	CORE_MOVER_OPERATOR, /* an operator's ordinary (unowned) state write */
+	CORE_MOVER_BOT,      /* a bot's SetStateFrom (REST or MCP move_card / close_card) */
+	CORE_MOVER_OWNER,    /* the claim holder's owned write (a worker, or the reaper's) */
+};
+
+/* May `by` move a card from `from` to `to` on board b?
  * unknown `to` -> TRANSITION_REJECTED; terminal -> working -> TERMINAL_STATE_EXIT;
- * terminal -> terminal and every other move -> OK. */
-enum core_rc core_transition_check(const struct core_board *b, const char *from, const char *to);
+ * terminal -> another terminal column -> TERMINAL_STATE_EXIT unless by is
+ * CORE_MOVER_OPERATOR; a write to the column the card is in and every other move -> OK. */
+enum core_rc core_transition_check(const struct core_board *b, const char *from, const char *to,
+				   enum core_mover by);
+
+/* A gave_up stamp g (NULL or !g->set: a clear) for a card of board b: its state, when
+ * given, must be a column of b (TRANSITION_REJECTED, as for an unknown column anywhere). */
+enum core_rc core_gave_up_check(const struct core_board *b, const struct core_gave_up *g);
 
 /* SetStateFrom's CAS on the declared source: `from` NULL means "any" (operator form). */
 enum core_rc core_state_from_check(const struct core_card *c, const char *from);
@@ -653,6 +668,16 @@ const char *core_sub_dimension_doc(enum core_sub_dimension d);
 struct core_sub_filter {
 	struct core_strv dim[CORE_SUB_DIM_COUNT_];
 };
+
+/* Every to_states value of f is a column of board b; else TRANSITION_REJECTED (an unknown
+ * column, DESIGN §8) with detail (may be NULL) naming each unknown one. */
+enum core_rc core_sub_filter_columns_check(const struct core_board *b,
+					   const struct core_sub_filter *f, char *detail,
+					   size_t detail_len);
+/* A column rename carried into f: `from` in to_states becomes `to` (kept once). *changed
+ * says whether f changed; NOMEM leaves f as it was. */
+enum core_rc core_sub_filter_column_rename(struct core_sub_filter *f, const char *from,
+					   const char *to, bool *changed);
 
 /* Checks every value of every dimension (types known, states and labels well-formed);
  * BAD_REQUEST with a detail naming the value otherwise. */

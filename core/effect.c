@@ -3,6 +3,7 @@
 #include "core/core.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const dim_names[] = {
@@ -76,6 +77,51 @@ enum core_rc core_sub_filter_validate(const struct core_sub_filter *f, char *det
 					 f->dim[d].v[i] ? "\"" : "");
 				return CORE_ERR_BAD_REQUEST;
 			}
+	return CORE_OK;
+}
+
+enum core_rc core_sub_filter_columns_check(const struct core_board *b,
+					   const struct core_sub_filter *f, char *detail,
+					   size_t detail_len)
+{
+	const struct core_strv *st = &f->dim[CORE_SUB_TO_STATES];
+	size_t i, o = 0, bad = 0;
+
+	for (i = 0; i < st->n; i++) {
+		if (core_board_column(b, st->v[i]))
+			continue;
+		if (detail && o < detail_len)
+			o += (size_t)snprintf(detail + o, detail_len - o, "%s%s",
+					      bad ? ", " : "on.to_states: no column ", st->v[i]);
+		bad++;
+	}
+	if (!bad)
+		return CORE_OK;
+	if (detail && o < detail_len)
+		snprintf(detail + o, detail_len - o, " on board %s", b->name);
+	return CORE_ERR_TRANSITION_REJECTED;
+}
+
+enum core_rc core_sub_filter_column_rename(struct core_sub_filter *f, const char *from,
+					   const char *to, bool *changed)
+{
+	struct core_strv *st = &f->dim[CORE_SUB_TO_STATES];
+	size_t i;
+
+	*changed = false;
+	for (i = 0; i < st->n; i++) {
+		char *n;
+
+		if (strcmp(st->v[i], from) != 0)
+			continue;
+		if (!(n = strdup(to)))
+			return CORE_ERR_NOMEM;
+		free(st->v[i]);
+		st->v[i] = n;
+		*changed = true;
+	}
+	if (*changed)
+		core_strv_dedup(st);
 	return CORE_OK;
 }
 

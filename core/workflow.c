@@ -5,13 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum core_rc core_transition_check(const struct core_board *b, const char *from, const char *to)
+enum core_rc core_transition_check(const struct core_board *b, const char *from, const char *to,
+				   enum core_mover by)
 {
 	if (!to || !core_board_column(b, to))
 		return CORE_ERR_TRANSITION_REJECTED;
-	/* Terminal columns are sinks: only Reopen leaves them; refiling stays allowed. */
-	if (core_board_is_terminal(b, from) && !core_board_is_terminal(b, to))
+	if (!core_board_is_terminal(b, from) || (from && strcmp(from, to) == 0))
+		return CORE_OK;
+	/* Terminal columns are sinks: only Reopen leaves them. Refiling into another sink is
+	 * the operator's; a run must not drag a card out of done (ADR-096 §5). */
+	if (!core_board_is_terminal(b, to) || by != CORE_MOVER_OPERATOR)
 		return CORE_ERR_TERMINAL_STATE_EXIT;
+	return CORE_OK;
+}
+
+enum core_rc core_gave_up_check(const struct core_board *b, const struct core_gave_up *g)
+{
+	if (g && g->set && g->state && !core_board_column(b, g->state))
+		return CORE_ERR_TRANSITION_REJECTED;
 	return CORE_OK;
 }
 

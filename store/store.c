@@ -69,6 +69,11 @@ const char *store_actor_holder(const struct store_actor *actor)
 	return actor && actor->name && *actor->name ? actor->name : NULL;
 }
 
+enum core_mover store_actor_mover(const struct store_actor *actor)
+{
+	return actor && actor->operator_role ? CORE_MOVER_OPERATOR : CORE_MOVER_BOT;
+}
+
 /* The token as the actor presents it: the holder is the actor's name, whatever the caller
  * put there (the credential is the caller's, not a field it may choose). */
 static struct core_token token_of(const struct core_token *t, const struct store_actor *actor)

@@ -40,7 +40,14 @@ struct store_actor {
 	/* The claim epoch an agent token acts under (DESIGN §13): both twins record it on the
 	 * actor's events as payload.actor_epoch. 0: none. */
 	int64_t epoch;
+	/* The actor holds the operator role: its SetStateFrom may refile a card from one
+	 * terminal column into another (core_transition_check, CORE_MOVER_OPERATOR). false (a
+	 * bot, the default): that move is TERMINAL_STATE_EXIT. */
+	bool operator_role;
 };
+
+/* The mover a SetStateFrom by actor is (NULL: a bot). */
+enum core_mover store_actor_mover(const struct store_actor *actor);
 
 /* The holder name an actor presents: its name, or NULL when it has none. */
 const char *store_actor_holder(const struct store_actor *actor);
@@ -92,7 +99,9 @@ struct store_owned_write {
 	const char *reason; /* STATE: reason (may be NULL) */
 	const char *run_id; /* LAST_RUN (NULL clears) */
 	bool awaiting_input;
-	const struct core_gave_up *gave_up; /* GAVE_UP: NULL or !set clears */
+	/* GAVE_UP: NULL or !set clears; a state that is no column of the card's board is
+	 * TRANSITION_REJECTED (core_gave_up_check) */
+	const struct core_gave_up *gave_up;
 	const char *comment;                /* COMMENT: the body, non-empty */
 	/* The reason the GAVE_UP event and the release's event carry (NULL: none); the reaper's
 	 * "watchdog" makes them machine events (DESIGN §7). */

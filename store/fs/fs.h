@@ -978,6 +978,10 @@ enum core_rc fs_delivery_finish(struct store *st, const char *id,
 enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_delivery **out);
 
 /* fs_admin.c */
+/* In txn t: every subscription of board `board` whose on.to_states names column `from`
+ * names `to` instead (a column rename carries its subscriptions along). */
+enum core_rc fs_subs_column_rename(struct fs_txn *t, const char *board, const char *from,
+				   const char *to);
 enum core_rc fs_board_column_rename(struct store *st, const char *board, const char *from,
 				    const char *to, const struct store_actor *actor,
 				    size_t *touched);

@@ -51,6 +51,9 @@ enum core_rc fs_board_column_rename(struct store *st, const char *board, const c
 					  json_pack("{ssss}", "from", from, "to", to));
 		(*touched)++;
 	}
+	/* A subscription to the old name would never fire again: it follows the column. */
+	if (rc == CORE_OK)
+		rc = fs_subs_column_rename(&t, board, from, to);
 	if (rc == CORE_OK)
 		rc = fs_txn_event(&t, CORE_EV_BOARD_UPDATED, board, NULL, "state_rename",
 				  json_pack("{s{ssss}sI}", "column_renamed", "from", from, "to", to,

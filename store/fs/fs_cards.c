@@ -391,7 +391,7 @@ enum core_rc fs_card_set_state_from(struct store *st, const char *id, const char
 	if (rc == CORE_OK)
 		rc = core_state_from_check(c, from);
 	if (rc == CORE_OK)
-		rc = core_transition_check(b, c->state, to);
+		rc = core_transition_check(b, c->state, to, store_actor_mover(actor));
 	if (rc == CORE_OK)
 		rc = fs_state_move(&t, c, b, to, reason, NULL);
 	return end_with_card(&t, rc, c, out);

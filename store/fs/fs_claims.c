@@ -465,7 +465,7 @@ static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
 
 	switch (w->kind) {
 	case STORE_OWNED_STATE:
-		rc = core_transition_check(b, c->state, w->state);
+		rc = core_transition_check(b, c->state, w->state, CORE_MOVER_OWNER);
 		if (rc == CORE_OK)
 			rc = fs_state_move_only(t, c, w->state, w->reason, NULL, &moved);
 		break;
@@ -489,7 +489,9 @@ static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
 				  json_pack("{s[s]}", "fields", "awaiting_input"));
 		break;
 	case STORE_OWNED_GAVE_UP:
-		rc = gave_up_write(t, c, w->gave_up, w->event_reason);
+		rc = core_gave_up_check(b, w->gave_up);
+		if (rc == CORE_OK)
+			rc = gave_up_write(t, c, w->gave_up, w->event_reason);
 		break;
 	case STORE_OWNED_COMMENT:
 		rc = fs_comment_write(t, c, w->comment);

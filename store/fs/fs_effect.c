@@ -449,13 +449,15 @@ enum core_rc fs_sub_put(struct store *st, const struct store_sub *s, const char 
 	struct fs *fs = fs_of(st);
 	struct fs_txn t;
 	struct store_sub *old = NULL, *now = NULL;
+	const struct core_board *b;
 	char key[SUB_KEY_MAX];
 	const char *text;
 	enum core_rc rc;
 
 	fs_txn_begin(fs, &t, NULL);
 	sub_key(key, s->board, s->name);
-	rc = fs_board_find(fs, s->board) ? CORE_OK : CORE_ERR_NOT_FOUND;
+	b = fs_board_find(fs, s->board);
+	rc = b ? core_sub_filter_columns_check(b, &s->on, NULL, 0) : CORE_ERR_NOT_FOUND;
 	text = rc == CORE_OK ? fs_txn_kv_peek(&t, key) : NULL;
 	if (text)
 		rc = sub_parse(text, &old);
@@ -473,6 +475,36 @@ enum core_rc fs_sub_put(struct store *st, const struct store_sub *s, const char 
 	}
 	store_sub_free(now);
 	store_sub_free(old);
+	return rc;
+}
+
+enum core_rc fs_subs_column_rename(struct fs_txn *t, const char *board, const char *from,
+				   const char *to)
+{
+	struct fs *fs = t->fs;
+	char prefix[SUB_KEY_MAX];
+	size_t plen, i;
+	enum core_rc rc = CORE_OK;
+
+	snprintf(prefix, sizeof prefix, "s/%s/", board);
+	plen = strlen(prefix);
+	/* The txn buffers its writes: walking the committed map while writing is safe. */
+	for (i = 0; rc == CORE_OK && i < fs->subs.cap; i++) {
+		const struct fs_kv *kv = fs->subs.slots[i].val;
+		struct store_sub *sub = NULL;
+		bool changed = false;
+
+		if (!fs->subs.slots[i].key || strncmp(kv->key, prefix, plen) != 0)
+			continue;
+		rc = sub_parse(kv->val, &sub);
+		if (rc == CORE_OK)
+			rc = core_sub_filter_column_rename(&sub->on, from, to, &changed);
+		if (rc == CORE_OK && changed) {
+			sub->updated_at = t->now;
+			rc = sub_write(t, sub);
+		}
+		store_sub_free(sub);
+	}
 	return rc;
 }
 

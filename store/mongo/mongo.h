@@ -579,6 +579,11 @@ enum core_rc mgo_sub_put(struct store *st, const struct store_sub *s, const char
 			 bool *created, struct store_sub **out);
 enum core_rc mgo_sub_get(struct store *st, const char *board, const char *name,
 			 struct store_sub **out);
+/* Every subscription of board `board` whose on.to_states names column `from` names `to`
+ * instead (the column rename carries its subscriptions along); idempotent, so a resumed
+ * rename repeats it harmlessly. */
+enum core_rc mgo_subs_column_rename(struct mgo_conn *c, const char *board, const char *from,
+				    const char *to);
 enum core_rc mgo_sub_list(struct store *st, const char *board, struct store_sub ***out,
 			  size_t *n);
 enum core_rc mgo_sub_delete(struct store *st, const char *board, const char *name);

@@ -97,6 +97,9 @@ enum core_rc mgo_board_column_rename(struct store *st, const char *board, const 
 	}
 	if (rc == CORE_OK && resume && *touched == 0)
 		rc = CORE_ERR_NOT_FOUND; /* nothing was left to finish: `from` is simply unknown */
+	/* A subscription to the old name would never fire again: it follows the column. */
+	if (rc == CORE_OK)
+		rc = mgo_subs_column_rename(&c, board, from, to);
 	c.actor = (struct mgo_actor){.name = ""};
 	if (rc == CORE_OK)
 		rc = mgo_board_event(&c, board, CORE_EV_BOARD_UPDATED, "state_rename",

@@ -301,7 +301,7 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 		goto out;
 	switch (w->kind) {
 	case STORE_OWNED_STATE:
-		rc = core_transition_check(&a.b, a.was->state, w->state);
+		rc = core_transition_check(&a.b, a.was->state, w->state, CORE_MOVER_OWNER);
 		if (rc == CORE_OK)
 			rc = mgo_state_apply(c, a.now, w->state, w->reason, NULL, &q, &moved);
 		break;
@@ -327,7 +327,9 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 			    c->now, json_pack("{s[s]}", "fields", "awaiting_input"));
 		break;
 	case STORE_OWNED_GAVE_UP:
-		rc = gave_up_write(c, a.now, w->gave_up, w->event_reason, &q);
+		rc = core_gave_up_check(&a.b, w->gave_up);
+		if (rc == CORE_OK)
+			rc = gave_up_write(c, a.now, w->gave_up, w->event_reason, &q);
 		break;
 	case STORE_OWNED_COMMENT:
 		rc = mgo_comment_apply(c, a.now, w->comment, &q);

@@ -495,6 +495,8 @@ enum core_rc mgo_sub_put(struct store *st, const struct store_sub *s, const char
 		return rc;
 	coll = coll_get(&c, "subscriptions");
 	rc = mgo_board_read(&c, s->board, &b);
+	if (rc == CORE_OK)
+		rc = core_sub_filter_columns_check(&b, &s->on, NULL, 0);
 	sub_id(id, sizeof id, s->board, s->name);
 	if (rc == CORE_OK)
 		rc = mgo_find_by_id(coll, id, &found);
@@ -556,6 +558,45 @@ enum core_rc mgo_sub_get(struct store *st, const char *board, const char *name,
 		bson_destroy(doc);
 	mongoc_collection_destroy(coll);
 	mgo_conn_close(&c);
+	return rc;
+}
+
+enum core_rc mgo_subs_column_rename(struct mgo_conn *c, const char *board, const char *from,
+				    const char *to)
+{
+	mongoc_collection_t *coll = coll_get(c, "subscriptions");
+	struct store_sub **v = NULL;
+	size_t n = 0, i;
+	enum core_rc rc = subs_query(c, board, false, &v, &n);
+
+	for (i = 0; rc == CORE_OK && i < n; i++) {
+		bson_t filter = BSON_INITIALIZER, *doc = NULL;
+		char id[2 * CORE_NAME_MAX + 2];
+		bool changed = false;
+		bson_error_t e;
+		json_t *j = NULL;
+
+		rc = core_sub_filter_column_rename(&v[i]->on, from, to, &changed);
+		if (rc == CORE_OK && changed) {
+			v[i]->updated_at = c->now;
+			sub_id(id, sizeof id, v[i]->board, v[i]->name);
+			j = store_sub_to_json(v[i], true);
+			doc = j ? json_to_bson(j, id) : NULL;
+			rc = doc ? CORE_OK : CORE_ERR_NOMEM;
+			BSON_APPEND_UTF8(&filter, "_id", id);
+			/* Replaced whole, as sub_put writes it; one deleted meanwhile stays deleted. */
+			if (rc == CORE_OK &&
+			    !mongoc_collection_replace_one(coll, &filter, doc, NULL, NULL, &e))
+				rc = mgo_error("rename a column in a subscription", &e);
+		}
+		json_decref(j);
+		if (doc)
+			bson_destroy(doc);
+		bson_destroy(&filter);
+	}
+	subs_cache_drop(c->m, board);
+	store_subs_free(v, n);
+	mongoc_collection_destroy(coll);
 	return rc;
 }
 

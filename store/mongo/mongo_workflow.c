@@ -11,6 +11,7 @@
 
 struct state_from_arg {
 	const char *id, *from, *to, *reason;
+	enum core_mover by; /* SetStateFrom's mover (store_actor_mover) */
 };
 
 static enum core_rc state_from_once(struct mgo_conn *c, const void *arg, bool *hit,
@@ -23,7 +24,7 @@ static enum core_rc state_from_once(struct mgo_conn *c, const void *arg, bool *h
 	if (rc == CORE_OK)
 		rc = core_state_from_check(a.was, x->from);
 	if (rc == CORE_OK)
-		rc = core_transition_check(&a.b, a.was->state, x->to);
+		rc = core_transition_check(&a.b, a.was->state, x->to, x->by);
 	if (rc == CORE_OK)
 		rc = mgo_state_move(c, a.was, a.now, &a.b, x->to, x->reason, NULL, 0, NULL, hit,
 				    out);
@@ -35,7 +36,7 @@ enum core_rc mgo_card_set_state_from(struct store *st, const char *id, const cha
 				     const char *to, const char *reason,
 				     const struct store_actor *actor, struct core_card **out)
 {
-	struct state_from_arg x = {id, from, to, reason};
+	struct state_from_arg x = {id, from, to, reason, store_actor_mover(actor)};
 
 	return mgo_card_retry(st, actor, state_from_once, &x, CORE_ERR_STATE_CONFLICT, out);
 }
@@ -99,7 +100,7 @@ enum core_rc mgo_card_reopen(struct store *st, const char *id, const char *to,
 			     const char *reason, const struct store_actor *actor,
 			     struct core_card **out)
 {
-	struct state_from_arg x = {id, NULL, to, reason};
+	struct state_from_arg x = {id, NULL, to, reason, CORE_MOVER_OPERATOR};
 
 	return mgo_card_retry(st, actor, reopen_once, &x, CORE_ERR_STATE_CONFLICT, out);
 }

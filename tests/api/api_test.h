@@ -37,6 +37,9 @@ json_t *t_must(int want, const char *method, const char *path, const char *tok, 
 /* Asserts a problem+json answer with that status and code. */
 void t_problem(int want, const char *code, const char *method, const char *path, const char *tok,
 	       const char *hdr, const char *body);
+/* Asserts a problem answer with that status and code whose detail contains `needle`. */
+void t_problem_says(int want, const char *code, const char *needle, const char *method,
+		    const char *path, const char *tok, const char *hdr, const char *body);
 /* The card's raw JSON as served (for byte-identical comparisons); caller frees. */
 char *t_card_raw(const char *id);
 /* Creates a card (bot) with this JSON body; returns its id (caller frees). */
@@ -67,6 +70,7 @@ TCase *api_tcase_next_start(void);
 TCase *api_tcase_edge(void);
 TCase *api_tcase_edge_reaper(void);
 TCase *api_tcase_fence(void);
+TCase *api_tcase_contract(void);
 TCase *api_tcase_mcp(void);
 TCase *api_tcase_mcp_small(void);
 TCase *api_tcase_agent(void);

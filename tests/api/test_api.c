@@ -79,6 +79,17 @@ json_t *t_must(int want, const char *method, const char *path, const char *tok, 
 	return j;
 }
 
+void t_problem_says(int want, const char *code, const char *needle, const char *method,
+		    const char *path, const char *tok, const char *hdr, const char *body)
+{
+	json_t *j = t_must(want, method, path, tok, hdr, body);
+	const char *d = t_str(j, "detail");
+
+	ck_assert_str_eq(t_str(j, "code"), code);
+	ck_assert_msg(d && strstr(d, needle), "detail \"%s\" lacks \"%s\"", d ? d : "", needle);
+	json_decref(j);
+}
+
 void t_problem(int want, const char *code, const char *method, const char *path, const char *tok,
 	       const char *hdr, const char *body)
 {
@@ -433,6 +444,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_edge());
 	suite_add_tcase(s, api_tcase_edge_reaper());
 	suite_add_tcase(s, api_tcase_fence());
+	suite_add_tcase(s, api_tcase_contract());
 	suite_add_tcase(s, api_tcase_mcp());
 	suite_add_tcase(s, api_tcase_mcp_small());
 	suite_add_tcase(s, api_tcase_agent());

@@ -1,5 +1,6 @@
 /* DESIGN §11 at the HTTP edge, in-process: unknown body fields and forbidden nulls are
- * refused on every route with a body (from the route table itself), /readyz follows a store
+ * refused on every route with a body, and any member on every route without one (from the
+ * route table itself), /readyz follows a store
  * that refuses writes, a board-scoped token sees neither the reaper's counts nor other
  * boards' traffic in its event cursors. */
 #include "api/api_int.h"
@@ -54,6 +55,51 @@ START_TEST(unknown_field_refused_on_every_body_route)
 	ck_assert_msg(strstr(T_BODY, "caf\\u00E9") != NULL, "%s", T_BODY);
 	for (i = 0; T_BODY[i]; i++)
 		ck_assert_msg((unsigned char)T_BODY[i] < 0x80, "%s", T_BODY);
+}
+END_TEST
+
+/* A route without a body has an empty schema: none, an empty one or {} pass; a member is
+ * the same 400 "unknown field" as on a body route, a non-object 400, and either changes
+ * nothing (it used to be ignored: a DELETE with a body deleted). */
+START_TEST(member_refused_on_every_bodiless_route)
+{
+	const struct api_route *rt;
+	size_t n, i, seen = 0;
+	char path[256], *id, *before, *after;
+
+	rt = api_router_table(&n);
+	for (i = 0; i < n; i++) {
+		if (rt[i].flags & (API_ROUTE_BODY | API_ROUTE_JSONRPC))
+			continue;
+		path_fill(rt[i].pattern, path, sizeof path);
+		t_problem(400, "bad_request", rt[i].method, path, ALL, NULL, "{\"zz_unknown\":1}");
+		ck_assert_msg(strstr(T_BODY, "unknown field \\\"zz_unknown\\\"") != NULL,
+			      "%s %s: %s", rt[i].method, path, T_BODY);
+		t_problem(400, "bad_request", rt[i].method, path, ALL, NULL, "[1]");
+		ck_assert_msg(strstr(T_BODY, "must be a JSON object") != NULL, "%s %s: %s",
+			      rt[i].method, path, T_BODY);
+		seen++;
+	}
+	ck_assert_uint_ge(seen, 20);
+	/* Nothing changed: the card is still there, its claim still held. */
+	id = t_card_new("{\"state\":\"ready\"}");
+	t_claim(id, "w-1");
+	before = t_card_raw(id);
+	snprintf(path, sizeof path, "/v1/cards/%s", id);
+	t_problem(400, "bad_request", "DELETE", path, OP, NULL, "{\"force\":true}");
+	snprintf(path, sizeof path, "/v1/cards/%s/claim/revoke", id);
+	t_problem(400, "bad_request", "POST", path, OP, NULL, "{\"reason\":\"x\"}");
+	after = t_card_raw(id);
+	ck_assert_str_eq(after, before);
+	free(after);
+	/* {}, whitespace and no body at all are fine. */
+	json_decref(t_must(200, "POST", path, OP, NULL, "{}"));
+	snprintf(path, sizeof path, "/v1/cards/%s", id);
+	json_decref(t_must(200, "GET", path, OP, NULL, " \r\n"));
+	json_decref(t_must(200, "GET", path, OP, NULL, NULL));
+	json_decref(t_must(204, "DELETE", path, OP, NULL, "{ }"));
+	free(before);
+	free(id);
 }
 END_TEST
 
@@ -216,6 +262,7 @@ TCase *api_tcase_edge(void)
 	tcase_add_checked_fixture(tc, t_setup, t_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, unknown_field_refused_on_every_body_route);
+	tcase_add_test(tc, member_refused_on_every_bodiless_route);
 	tcase_add_test(tc, misspelt_lease_is_not_a_long_lease);
 	tcase_add_test(tc, null_refused_where_the_schema_forbids_it);
 	tcase_add_test(tc, readyz_503_while_the_store_refuses_writes);

@@ -7,23 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *detail(const json_t *j)
-{
-	return t_str(j, "detail");
-}
-
-/* Asserts a problem answer whose detail contains `needle`. */
-static void t_problem_says(int want, const char *code, const char *needle, const char *method,
-			   const char *path, const char *tok, const char *hdr, const char *body)
-{
-	json_t *j = t_must(want, method, path, tok, hdr, body);
-
-	ck_assert_str_eq(t_str(j, "code"), code);
-	ck_assert_msg(detail(j) && strstr(detail(j), needle), "detail \"%s\" lacks \"%s\"",
-		      detail(j) ? detail(j) : "", needle);
-	json_decref(j);
-}
-
 START_TEST(claim_bound_to_the_token)
 {
 	char *id = t_card_new("{\"state\":\"ready\"}"), path[128], body[128], hdr[64], *before;

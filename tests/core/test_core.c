@@ -255,6 +255,15 @@ START_TEST(test_gave_up_set)
 	g.at = 5;
 	ck_assert_int_eq(core_card_gave_up_set(c, &g, NOW + 1), CORE_OK);
 	ck_assert_int_eq(c->gave_up.at, 5);
+	/* Its state must be a column of the card's board (a clear or no state: nothing to
+	 * check). */
+	g.state = (char *)"in_progress";
+	ck_assert_int_eq(core_gave_up_check(&board, &g), CORE_OK);
+	g.state = (char *)"nowhere";
+	ck_assert_int_eq(core_gave_up_check(&board, &g), CORE_ERR_TRANSITION_REJECTED);
+	g.state = NULL;
+	ck_assert_int_eq(core_gave_up_check(&board, &g), CORE_OK);
+	ck_assert_int_eq(core_gave_up_check(&board, NULL), CORE_OK);
 	ck_assert_int_eq(core_card_gave_up_set(c, NULL, NOW + 2), CORE_OK);
 	ck_assert(!c->gave_up.set);
 	ck_assert_ptr_null(c->gave_up.reason);
@@ -514,22 +523,30 @@ END_TEST
 
 static const struct {
 	const char *from, *to;
+	enum core_mover by;
 	enum core_rc want;
 } transitions[] = {
-	{"inbox", "ready", CORE_OK},
-	{"in_progress", "done", CORE_OK},
-	{"in_progress", "blocked", CORE_OK},
-	{"done", "blocked", CORE_OK}, /* terminal -> terminal refiling */
-	{"blocked", "done", CORE_OK},
-	{"done", "ready", CORE_ERR_TERMINAL_STATE_EXIT},
-	{"blocked", "in_progress", CORE_ERR_TERMINAL_STATE_EXIT},
-	{"ready", "nowhere", CORE_ERR_TRANSITION_REJECTED},
-	{"done", "nowhere", CORE_ERR_TRANSITION_REJECTED},
+	{"inbox", "ready", CORE_MOVER_BOT, CORE_OK},
+	{"in_progress", "done", CORE_MOVER_OWNER, CORE_OK},
+	{"in_progress", "blocked", CORE_MOVER_BOT, CORE_OK},
+	/* terminal -> terminal: the operator's refiling only (ADR-096 §5 over DESIGN §4) */
+	{"done", "blocked", CORE_MOVER_OPERATOR, CORE_OK},
+	{"blocked", "done", CORE_MOVER_OPERATOR, CORE_OK},
+	{"done", "blocked", CORE_MOVER_BOT, CORE_ERR_TERMINAL_STATE_EXIT},
+	{"blocked", "done", CORE_MOVER_OWNER, CORE_ERR_TERMINAL_STATE_EXIT},
+	/* the column the card is in: no move, nothing to refuse */
+	{"done", "done", CORE_MOVER_BOT, CORE_OK},
+	{"blocked", "blocked", CORE_MOVER_OWNER, CORE_OK},
+	{"done", "ready", CORE_MOVER_OPERATOR, CORE_ERR_TERMINAL_STATE_EXIT},
+	{"blocked", "in_progress", CORE_MOVER_BOT, CORE_ERR_TERMINAL_STATE_EXIT},
+	{"ready", "nowhere", CORE_MOVER_OPERATOR, CORE_ERR_TRANSITION_REJECTED},
+	{"done", "nowhere", CORE_MOVER_BOT, CORE_ERR_TRANSITION_REJECTED},
 };
 
 START_TEST(test_transition_table)
 {
-	ck_assert_int_eq(core_transition_check(&board, transitions[_i].from, transitions[_i].to),
+	ck_assert_int_eq(core_transition_check(&board, transitions[_i].from, transitions[_i].to,
+					       transitions[_i].by),
 			 transitions[_i].want);
 }
 END_TEST

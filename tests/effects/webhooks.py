@@ -259,7 +259,7 @@ def watchdog(ops, wrk, recv, secrets):
     delivered; a column rename afterwards fires nothing."""
     s = ops.must(201, 'PUT', '/v1/boards/default/subscriptions/wd',
              {'url': recv.base + '/wd/ok',
-              'on': {'all_labels': ['wd'], 'to_states': ['done', 'ready', 'queued']}})
+              'on': {'all_labels': ['wd'], 'to_states': ['done', 'ready']}})
     recv.secrets['/wd/'] = s['secret']
     ops.must(201, 'POST', '/v1/cards', {'id': 'wd-1', 'state': 'in_progress', 'labels': ['wd']})
     ops.must(201, 'POST', '/v1/cards', {'id': 'wd-2', 'blockers': ['wd-1'], 'labels': ['wd']})
@@ -289,6 +289,10 @@ def watchdog(ops, wrk, recv, secrets):
           not [d for d in deliveries(ops) if d['card_id'] == 'wd-2' and
                d['event_type'] == 'card_state_changed'],
           'column rename (machine): nothing delivered')
+    # The rename carried the subscription along: it names the new column, not the old one.
+    sub = ops.must(200, 'GET', '/v1/boards/default/subscriptions/wd')
+    check(sub['on']['to_states'] == ['done', 'queued'],
+          'the rename rewrote the subscription: %s' % sub['on'])
 
 
 if __name__ == '__main__':

@@ -128,8 +128,21 @@ async def modern_era(port, rest, bot, op):
         check(res.is_error and sc(res).get('code') == 'payload_too_large' and
               'comments' in sc(res).get('detail', ''),
               'add_comment past --max-comments says so: %s' % res)
-        res = await c.call_tool('close_card', {'id': cid, 'to': 'blocked'})
-        check(not res.is_error and sc(res).get('state') == 'blocked', 'terminal refiling')
+        # Terminal -> terminal is the operator's refiling (ADR-096 §5): a bot's close_card
+        # or move_card is refused as REST refuses it, with the same detail.
+        st, prob = rest.call('PATCH', '/v1/cards/%s/state' % cid, bot, {'from': 'done',
+                                                                         'to': 'blocked'})
+        for tool, args in (('close_card', {'id': cid, 'to': 'blocked'}),
+                           ('move_card', {'id': cid, 'from': 'done', 'to': 'blocked'})):
+            res = await c.call_tool(tool, args)
+            check(res.is_error and sc(res).get('code') == 'terminal_state_exit' and
+                  st == 422 and prob.get('code') == 'terminal_state_exit' and
+                  sc(res).get('detail') == prob.get('detail') and
+                  'blocked' in sc(res).get('detail', ''),
+                  'a bot\'s %s refiling is refused as REST does: %s / %s' % (tool, res, prob))
+        res = await c.call_tool('close_card', {'id': cid, 'to': 'done'})
+        check(not res.is_error and sc(res).get('state') == 'done',
+              'close_card into the column the card is in: %s' % res)
         res = await c.call_tool('get_card', {'id': 'no-such-card'})
         check(res.is_error and sc(res).get('code') == 'not_found', 'get_card of nothing')
         res = await c.call_tool('create_card', {'title': 't', 'colour': 'red'})
@@ -137,11 +150,14 @@ async def modern_era(port, rest, bot, op):
               'colour' in sc(res).get('detail', ''), 'an unknown argument is named')
 
         st, card = rest.call('GET', '/v1/cards/' + cid, op)
-        check(st == 200 and card['state'] == 'blocked', 'REST sees what the tools did')
+        check(st == 200 and card['state'] == 'done', 'REST sees what the tools did')
         st, ev = rest.call('GET', '/v1/events?limit=1000', op)
         mine = [e for e in ev['events'] if e['card_id'] == cid]
         check(mine and all(e['actor'] == 't-bot' for e in mine),
               'every tool event records the token as actor: %s' % [e['actor'] for e in mine])
+        st, card = rest.call('PATCH', '/v1/cards/%s/state' % cid, op, {'from': 'done',
+                                                                        'to': 'blocked'})
+        check(st == 200 and card['state'] == 'blocked', 'the operator refiles: %s' % card)
         try:
             await c.call_tool('no_such_tool', {})
             check(False, 'an unknown tool is a JSON-RPC error')

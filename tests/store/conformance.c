@@ -12,7 +12,7 @@ static struct store *(*ct_factory)(void);
 static void (*ct_closer)(struct store *);
 
 const struct store_actor ct_bot = {.name = "ci-bot"};
-const struct store_actor ct_op = {.name = "alice"};
+const struct store_actor ct_op = {.name = "alice", .operator_role = true};
 
 static int64_t ct_clock(void *ctx)
 {

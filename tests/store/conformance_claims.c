@@ -164,7 +164,8 @@ END_TEST
 START_TEST(owned_writes_apply)
 {
 	struct store *st = ct_open();
-	struct core_gave_up g = {.set = true, .reason = "run_pruned", .run_id = "r1"};
+	struct core_gave_up g = {.set = true, .reason = "run_pruned", .run_id = "r1", .state = "ready"},
+			    bad = {.set = true, .reason = "x", .state = "nowhere"};
 	struct store_owned_write w = {.kind = STORE_OWNED_LAST_RUN, .run_id = "r-1"};
 	struct core_card *c = NULL;
 	struct core_event *ev;
@@ -190,7 +191,16 @@ START_TEST(owned_writes_apply)
 	ck_assert(c->gave_up.set);
 	ck_assert_str_eq(c->gave_up.reason, "run_pruned");
 	ck_assert_str_eq(c->gave_up.run_id, "r1");
+	ck_assert_str_eq(c->gave_up.state, "ready");
 	ck_assert_int_eq(c->gave_up.at, ct_now); /* stamped when not given */
+	core_card_free(c);
+	/* A gave_up naming no column of the card's board is refused, nothing written. */
+	w.gave_up = &bad;
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &ct_bot, &c),
+			 CORE_ERR_TRANSITION_REJECTED);
+	ck_assert_ptr_null(c);
+	c = ct_get(st, "c1");
+	ck_assert_str_eq(c->gave_up.reason, "run_pruned");
 	core_card_free(c);
 	w.kind = STORE_OWNED_STATE;
 	w.state = "in_progress";

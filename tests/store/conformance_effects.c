@@ -184,6 +184,44 @@ START_TEST(defaults_and_unblocked_fire)
 }
 END_TEST
 
+/* on.to_states names columns of the board: an unknown one is refused (nothing stored), and
+ * a column rename carries every subscription naming it along, so none is left dead. */
+START_TEST(subscription_columns_follow_the_board)
+{
+	struct store *st = ct_open();
+	const char *const review[] = {"review", "done", NULL}, *const ready[] = {"ready", NULL};
+	const char *const nowhere[] = {"ready", "nowhere", NULL};
+	struct core_strv bad = ct_strv(nowhere);
+	struct store_sub in = {.board = "default", .name = "ghost", .url = "http://x/y"}, *g = NULL;
+	bool created = false;
+	size_t touched;
+
+	in.on.dim[CORE_SUB_TO_STATES] = bad;
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_c2VjcmV0", &created, &g),
+			 CORE_ERR_TRANSITION_REJECTED);
+	ck_assert_ptr_null(g);
+	ck_assert_int_eq(store_sub_get(st, "default", "ghost", &g), CORE_ERR_NOT_FOUND);
+	free(bad.v);
+	store_sub_free(ct_sub_put(st, "r", NULL, review, NULL, NULL));
+	store_sub_free(ct_sub_put(st, "other", NULL, ready, NULL, NULL));
+	ct_now += 10;
+	ck_assert_int_eq(store_board_column_rename(st, "default", "review", "qa", &ct_op, &touched),
+			 CORE_OK);
+	ck_assert_int_eq(store_sub_get(st, "default", "r", &g), CORE_OK);
+	ck_assert_uint_eq(g->on.dim[CORE_SUB_TO_STATES].n, 2);
+	ck_assert_str_eq(g->on.dim[CORE_SUB_TO_STATES].v[0], "qa");
+	ck_assert_str_eq(g->on.dim[CORE_SUB_TO_STATES].v[1], "done");
+	ck_assert_int_eq(g->updated_at, CT_T0 + 10);
+	ck_assert_str_eq(g->secret, "whsec_c2VjcmV0"); /* the rest as it was */
+	store_sub_free(g);
+	ck_assert_int_eq(store_sub_get(st, "default", "other", &g), CORE_OK);
+	ck_assert_str_eq(g->on.dim[CORE_SUB_TO_STATES].v[0], "ready");
+	ck_assert_int_eq(g->updated_at, CT_T0); /* untouched */
+	store_sub_free(g);
+	ct_close(st);
+}
+END_TEST
+
 /* ADR-096: the watchdog's own decisions and a column rename fire nothing, its run_finished
  * filing fires exactly as the live owner's would, with the dependents promoted. */
 START_TEST(machine_events_never_match)
@@ -396,6 +434,7 @@ void conformance_add_effects(Suite *s)
 	TCase *tc = tcase_create("effects");
 
 	tcase_add_test(tc, subscription_crud);
+	tcase_add_test(tc, subscription_columns_follow_the_board);
 	tcase_add_test(tc, match_enqueues_and_consumes_in_one_step);
 	tcase_add_test(tc, one_shots_of_one_step_leave_together);
 	tcase_add_test(tc, defaults_and_unblocked_fire);

@@ -57,7 +57,7 @@ START_TEST(terminal_sinks)
 	struct store *st = ct_open();
 	struct store_owned_write w = {.kind = STORE_OWNED_STATE};
 	struct core_card *c = NULL;
-	int64_t ep;
+	int64_t ep, seq;
 
 	core_card_free(ct_create(st, "t1", "ready", NULL));
 	ck_assert_int_eq(move(st, "t1", NULL, "done", NULL), CORE_OK);
@@ -65,8 +65,16 @@ START_TEST(terminal_sinks)
 	ck_assert_int_eq(move(st, "t1", "done", "ready", NULL), CORE_ERR_TERMINAL_STATE_EXIT);
 	ck_assert(core_rc_is_transition_rejected(CORE_ERR_TERMINAL_STATE_EXIT));
 	ct_assert_state(st, "t1", "done");
-	/* ...terminal to terminal is a refiling. */
-	ck_assert_int_eq(move(st, "t1", "done", "blocked", NULL), CORE_OK);
+	/* ...terminal to terminal is a refiling, the operator's only (ADR-096 §5): a bot's
+	 * is refused and changes nothing, not even the audit tail. */
+	seq = ct_last_seq(st);
+	ck_assert_int_eq(move(st, "t1", "done", "blocked", NULL), CORE_ERR_TERMINAL_STATE_EXIT);
+	ct_assert_state(st, "t1", "done");
+	ck_assert_int_eq(ct_last_seq(st), seq);
+	ck_assert_int_eq(store_card_set_state_from(st, "t1", "done", "blocked", NULL, &ct_op, &c),
+			 CORE_OK);
+	core_card_free(c);
+	c = NULL;
 	ct_assert_state(st, "t1", "blocked");
 	/* A terminal card cannot be claimed. */
 	{
@@ -88,6 +96,18 @@ START_TEST(terminal_sinks)
 			 CORE_ERR_TERMINAL_STATE_EXIT);
 	ck_assert_ptr_null(c);
 	ct_assert_state(st, "t2", "done");
+	/* Nor refiled by one: a run must not drag a card out of done (ADR-096 §5). */
+	seq = ct_last_seq(st);
+	w.state = "blocked";
+	ck_assert_int_eq(store_card_owned_write(st, "t2", &w, &ct_bot, &c),
+			 CORE_ERR_TERMINAL_STATE_EXIT);
+	ck_assert_ptr_null(c);
+	ct_assert_state(st, "t2", "done");
+	ck_assert_int_eq(ct_last_seq(st), seq);
+	/* Writing the column it is in is no move: a worker's retried outcome stays fine. */
+	w.state = "done";
+	ck_assert_int_eq(store_card_owned_write(st, "t2", &w, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
 	ct_close(st);
 }
 END_TEST
