@@ -3,12 +3,15 @@
 on a fresh database of the Mongo test server, and the SAME seeded random sequence of requests
 replayed against both, one at a time (boards and columns, cards, claims and claim-next, owned
 writes with right, stale and wrong tokens, runs, reopen, gave-up, labels and their sweeps,
-comments, agent tokens, bad inputs). Each answer of one side is compared with the other's
-(status, content type, body), never with a hard-coded expectation, after normalising what
-legitimately differs: timestamps, the generated ids (mapped to names in order of appearance on
+comments, agent tokens and their use, a board-scoped token, MCP tools/call, subscriptions with
+consume_labels, the attention lane, bad inputs). Each answer of one side is compared with the
+other's (status, content type, body), never with a hard-coded expectation, after normalising
+what legitimately differs: timestamps, the generated ids (mapped to names in order of appearance on
 each side), the claim epoch (a counter on the FS twin, a server-clock floor on the Mongo one:
 ADR-096 §7; mapped per card to its generation), event seqs and the opaque cursors. At the end
-the whole state is compared: every card of every board and every event.
+the whole state is compared: every card of every board and every event. The sequence is one
+request at a time, so FerretDB's non-atomic updates (which matter under concurrency only) do
+not make it differ.
 
 Any difference fails, printing the seed, the step, the request and both answers.
 
@@ -111,9 +114,6 @@ class Side:
             self.seqs[s] = len(self.seqs) + 1
         # Relative order is what a client can rely on; the values are the twin's.
         return '<s%d>' % self.seqs[s]
-
-
-GENERATED = re.compile(r'^[0-9a-f]{24}$|^[0-9a-f-]{36}$|^[A-Za-z]+-[0-9a-f]{8,}$')
 
 
 def normalise(side, v, card=None, key=None):
@@ -238,11 +238,6 @@ class Driver:
                                                      json.dumps(y)[:300]))
 
     # ---- learning from answers ----------------------------------------------------------
-
-    def learn_card(self, s, st, body):
-        if isinstance(body, dict) and isinstance(body.get('id'), str) and st in (200, 201):
-            if body['id'] not in self.cards:
-                s.name_of('id', body['id'])
 
     def learn_token(self, side_card):
         def f(s, st, body):
