@@ -23,8 +23,12 @@
 #                    see bench/README.md "Transport" for why tcp is the default
 #   WORKERS (32)  DURATION seconds per run (20)  WARMUP seconds (2)  ROUNDS (2) per transport
 #   RENEWS           renewals per cycle (3; 0 shows what the durable renew costs boardd)
-#   TARGETS          which drivers of "boardd etcd pg" to run (default all three; boardd the
-#                    server always starts)
+#   TARGETS          which drivers of "boardd etcd pg ceiling ceiling-mhd" to run (default
+#                    "boardd etcd pg"; boardd the server always starts). ceiling: bench/ceiling,
+#                    the least server loadgen accepts, durable group commit on its own epoll
+#                    loops; ceiling-mhd: the same on libmicrohttpd with boardd's suspend/resume
+#                    (bench/README.md, "The ceiling (stop 23)"); loadgen drives both, and the
+#                    means and ratios are printed for them as for boardd
 #   BOARDD_THREADS   --threads for boardd (unset: boardd's default, one per core)
 #   CLIENT_LOOPS (1) the client architecture, the same on all three sides: each driver's
 #                    32 workers as coroutines on this many event-loop threads (bench/green.c;
@@ -81,11 +85,12 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 	meson setup "$BUILD" "$top" --buildtype=release >/dev/null
 fi
 ninja -C "$BUILD" server/boardd bench/loadgen bench/etcd_cycle $(want pg && echo bench/pg_cycle) \
-	>/dev/null
+	$({ want ceiling || want ceiling-mhd; } && echo bench/ceiling) >/dev/null
 boardd=$BUILD/server/boardd
 loadgen=$BUILD/bench/loadgen
 etcd_cycle=$BUILD/bench/etcd_cycle
 pg_cycle=$BUILD/bench/pg_cycle
+ceiling=$BUILD/bench/ceiling
 
 tmp=$(mktemp -d "${BENCH_TMP:-${TMPDIR:-/tmp}}/boardd-bench.XXXXXX")
 if [ ${#tmp} -gt 80 ]; then # sun_path: 108 bytes with the NUL, and the names below
@@ -96,11 +101,14 @@ fi
 chmod 711 "$tmp" # PostgreSQL's user traverses it to its data dirs (bench/pg.sh)
 # Per transport (unix, tcp): the servers' pids, the drivers' address options, the PG cluster.
 declare -A boardd_pid=() etcd_pid=() boardd_to=() etcd_to=() pg_data=() pg_pid=() pg_host=() pg_port=()
+# bench/ceiling, keyed "TARGET/TRANSPORT" (ceiling, ceiling-mhd)
+declare -A ceil_pid=() ceil_to=()
 
 cleanup() {
 	local tr
 	for tr in "${!boardd_pid[@]}"; do stop_pid "${boardd_pid[$tr]}"; done
 	for tr in "${!etcd_pid[@]}"; do stop_pid "${etcd_pid[$tr]}"; done
+	for tr in "${!ceil_pid[@]}"; do stop_pid "${ceil_pid[$tr]}"; done
 	for tr in "${!pg_data[@]}"; do pg_cluster_stop "${pg_data[$tr]}"; done
 	rm -rf "$tmp"
 }
@@ -122,6 +130,7 @@ else client_mode="the workers on $CLIENT_LOOPS event-loop thread(s) (CLIENT_LOOP
 for t in $TARGETS; do
 	case $t in
 	boardd) echo "client of boardd: loadgen, $client_mode" ;;
+	ceiling | ceiling-mhd) echo "client of $t: loadgen, $client_mode" ;;
 	etcd) echo "client of etcd: etcd_cycle, $client_mode${ETCD_FLAGS:+, then ETCD_FLAGS \"$ETCD_FLAGS\" (an -e there wins)}" ;;
 	pg) echo "client of pg: pg_cycle, $client_mode$([ "$CLIENT_LOOPS" != 0 ] &&
 		echo ", libpq's asynchronous calls")" ;;
@@ -198,6 +207,31 @@ start_servers() {
 		sleep 1 # leader election of the single member
 		echo "$tr: etcd --listen-client-urls $curl$([ "$tr" = unix ] && echo " (socket $sock)")"
 	fi
+	# bench/ceiling: its own epoll loops (ceiling) or libmicrohttpd (ceiling-mhd, -m), its
+	# journal beside boardd's, one thread per core as boardd's default
+	local t
+	for t in ceiling ceiling-mhd; do
+		want "$t" || continue
+		mkdir -p "$d/$t"
+		if [ "$tr" = unix ]; then
+			sock=$d/$t.sock
+			listen=unix:$sock
+			ceil_to[$t/$tr]="-U $sock"
+		else
+			bport=$(pick_port)
+			listen=127.0.0.1:$bport
+			ceil_to[$t/$tr]="-p $bport"
+		fi
+		"$ceiling" -l "$listen" -D "$d/$t" $([ "$t" = ceiling-mhd ] && echo -m) \
+			${BOARDD_THREADS:+-t "$BOARDD_THREADS"} 2>"$d/$t.log" &
+		ceil_pid[$t/$tr]=$!
+		if ! if [ "$tr" = unix ]; then wait_sock "$sock" 10; else wait_port "$bport" 10; fi; then
+			echo "run.sh: $t did not start on $listen:" >&2
+			cat "$d/$t.log" >&2
+			exit 1
+		fi
+		echo "$tr: $(head -1 "$d/$t.log")"
+	done
 	# PostgreSQL: a private cluster, durable defaults, on this transport alone (bench/pg.sh)
 	if want pg; then
 		pg_cluster_start "$d" $((WORKERS + 20)) "$tr"
@@ -226,6 +260,10 @@ run_target() { # target round transport: one driver's run, its table on stdout, 
 	pg)
 		BENCH_SERVER_PID=${pg_pid[$3]} "$pg_cycle" -H "${pg_host[$3]}" -p "${pg_port[$3]}" \
 			-P "r$2" "${common[@]}" ;;
+	ceiling | ceiling-mhd)
+		read -ra to <<<"${ceil_to[$1/$3]}"
+		BENCH_TARGET=$1 BENCH_SERVER_PID=${ceil_pid[$1/$3]} "$loadgen" "${to[@]}" \
+			-T "$tmp/plain" -P "r$2" "${common[@]}" ;;
 	esac | tee "$tmp/out"
 	# The driver's RESULT says its transport; a side that ran on another one than asked
 	# would make the ratios meaningless.
@@ -268,11 +306,13 @@ for r in $(seq "$ROUNDS"); do
 		END {
 			line = ""
 			split("pg etcd", os, " ")
+			split("boardd ceiling ceiling-mhd", hs, " ")
+			for (h = 1; h <= 3; h++)
 			for (i = 1; i <= 2; i++) {
-				o = os[i]
-				if (!(("boardd" in c) && (o in c)) || c[o] <= 0 || p[o] <= 0) continue
-				line = line sprintf("  boardd/%s: cycles/s %.2fx, p99 per op %.2fx;", o,
-						    c["boardd"] / c[o], p["boardd"] / p[o])
+				o = os[i]; b = hs[h]
+				if (!((b in c) && (o in c)) || c[o] <= 0 || p[o] <= 0) continue
+				line = line sprintf("  %s/%s: cycles/s %.2fx, p99 per op %.2fx;", b, o,
+						    c[b] / c[o], p[b] / p[o])
 			}
 			if (line != "") printf "round %d ratios, %s on every side:%s (steal %% boardd %s, etcd %s, pg %s)\n",
 				r, tr, line, s["boardd"], s["etcd"], s["pg"]
@@ -293,32 +333,35 @@ val("transport") == tr {
 	scpu[t] += val("server_cpu_us_per_op"); stl[t] += val("steal_pct")
 	ccpu[t] += val("client_cpu_us_per_op"); loops[t] = val("client_loops")
 }
-function ratio(o, target,   rc, rp, rq) {
-	if (!n["boardd"] || !n[o] || cps[o] <= 0 || p99[o] <= 0 || p99c[o] <= 0) return
-	rc = (cps["boardd"] / n["boardd"]) / (cps[o] / n[o])
-	rp = (p99["boardd"] / n["boardd"]) / (p99[o] / n[o])
-	rq = (p99c["boardd"] / n["boardd"]) / (p99c[o] / n[o])
-	printf "ratio boardd/%s (%s): cycles/s %.2fx (target >= %dx: %s), p99 per op %.2fx, " \
-	       "p99 per cycle %.2fx (target < 1x: %s)\n", o, tr, rc, target,
+function ratio(b, o, target,   rc, rp, rq) {
+	if (!n[b] || !n[o] || cps[o] <= 0 || p99[o] <= 0 || p99c[o] <= 0) return
+	rc = (cps[b] / n[b]) / (cps[o] / n[o])
+	rp = (p99[b] / n[b]) / (p99[o] / n[o])
+	rq = (p99c[b] / n[b]) / (p99c[o] / n[o])
+	printf "ratio %s/%s (%s): cycles/s %.2fx (target >= %dx: %s), p99 per op %.2fx, " \
+	       "p99 per cycle %.2fx (target < 1x: %s)\n", b, o, tr, rc, target,
 	       (rc >= target ? "met" : "MISSED"), rp, rq, ((rp < 1 && rq < 1) ? "met" : "MISSED")
 }
 END {
 	printf "\n== summary, transport %s (every side on it): %d workers, mean of %d round(s) ==\n",
 	       tr, workers, rounds
-	printf "%-8s %10s %10s %10s %10s %12s %8s %10s %13s %8s %13s %7s\n", "target",
+	printf "%-11s %10s %10s %10s %10s %12s %8s %10s %13s %8s %13s %7s\n", "target",
 	       "cycles/s", "ops/s", "p50 op ms", "p99 op ms", "p99 cycle ms", "errors",
 	       "us cpu/op", "others cpu %", "steal %", "client us/op", "client"
-	split("boardd pg etcd", ts, " ")
-	for (i = 1; i <= 3; i++) {
+	split("boardd ceiling ceiling-mhd pg etcd", ts, " ")
+	for (i = 1; i <= 5; i++) {
 		t = ts[i]; if (!n[t]) continue
-		printf "%-8s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %10.0f %13.0f %8.0f %13.0f %7s\n",
+		printf "%-11s %10.1f %10.1f %10.3f %10.3f %12.3f %8d %10.0f %13.0f %8.0f %13.0f %7s\n",
 		       t, cps[t] / n[t], ops[t] / n[t], p50[t] / n[t], p99[t] / n[t],
 		       p99c[t] / n[t], err[t] + fail[t], scpu[t] / n[t], oth[t] / n[t],
 		       stl[t] / n[t], ccpu[t] / n[t],
 		       (loops[t] == "" ? "?" : loops[t] == 0 ? "threads" : "loop x" loops[t])
 	}
-	ratio("pg", 3)
-	ratio("etcd", 8)
+	split("boardd ceiling ceiling-mhd", hs, " ")
+	for (h = 1; h <= 3; h++) {
+		ratio(hs[h], "pg", 3)
+		ratio(hs[h], "etcd", 8)
+	}
 }'
 done
 # Each side against itself on the other transport, in the same rounds: what the transport
@@ -334,15 +377,15 @@ if [ "$TRANSPORT" = both ]; then
 	function us(k) { return (scpu[k] + ccpu[k] + irq[k]) / n[k] }
 	END {
 		printf "\n== each side, unix socket vs TCP (means; a side against itself, never across sides) ==\n"
-		printf "%-8s %10s %10s %8s %20s %20s %20s %20s\n", "target", "cycles/s", "cycles/s",
+		printf "%-11s %10s %10s %8s %20s %20s %20s %20s\n", "target", "cycles/s", "cycles/s",
 		       "unix/tcp", "server us/op", "client us/op", "irq us/op", "machine us/op"
-		printf "%-8s %10s %10s %8s %20s %20s %20s %20s\n", "", "unix", "tcp", "", "unix / tcp",
+		printf "%-11s %10s %10s %8s %20s %20s %20s %20s\n", "", "unix", "tcp", "", "unix / tcp",
 		       "unix / tcp", "unix / tcp", "unix / tcp"
-		split("boardd pg etcd", ts, " ")
-		for (i = 1; i <= 3; i++) {
+		split("boardd ceiling ceiling-mhd pg etcd", ts, " ")
+		for (i = 1; i <= 5; i++) {
 			t = ts[i]; u = t SUBSEP "unix"; c = t SUBSEP "tcp"
 			if (!n[u] || !n[c] || cps[c] <= 0) continue
-			printf "%-8s %10.1f %10.1f %7.2fx %9.0f / %-8.0f %9.0f / %-8.0f %9.0f / %-8.0f %9.0f / %-8.0f\n",
+			printf "%-11s %10.1f %10.1f %7.2fx %9.0f / %-8.0f %9.0f / %-8.0f %9.0f / %-8.0f %9.0f / %-8.0f\n",
 			       t, cps[u] / n[u], cps[c] / n[c], (cps[u] / n[u]) / (cps[c] / n[c]),
 			       scpu[u] / n[u], scpu[c] / n[c], ccpu[u] / n[u], ccpu[c] / n[c],
 			       irq[u] / n[u], irq[c] / n[c], us(u), us(c)

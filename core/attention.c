@@ -26,11 +26,17 @@ const char *core_attention_reason_doc(enum core_attention_reason r)
 	return (int)r >= 0 && r < CORE_ATTN_COUNT_ ? reason_docs[r] : "";
 }
 
-/* The recorded run, or NULL when `run` is another one. */
-static const struct core_run *recorded(const struct core_card *c, const struct core_run *run)
+/* The card's current run (DESIGN §11, ADR-096 §4), or NULL. It is the recorded run
+ * (c->last_run_id, not pruned) and, while the card is claimed, only a run created under that
+ * very claim: a run of an earlier claim says nothing about the claim the card has now (the
+ * reaper reads it as "no run recorded"), and a recovery claim has no run of its own. While
+ * the card is unclaimed its last recorded run stands. */
+static const struct core_run *current(const struct core_card *c, const struct core_run *run)
 {
 	if (!run || !run->id || !c->last_run_id || strcmp(run->id, c->last_run_id) != 0 ||
 	    run->pruned || !run->status)
+		return NULL;
+	if (c->claim.present && !core_run_of_claim(run, c))
 		return NULL;
 	return run;
 }
@@ -40,10 +46,15 @@ static bool run_failed(const struct core_run *r)
 	return r && strcmp(r->status, CORE_RUN_FAILED) == 0;
 }
 
-static bool run_paused(const struct core_run *r)
+/* A paused run parks its card through the claim it was created under (ADR-096 §4: the
+ * retained claim is the parking brake). Once that claim is gone (released, revoked,
+ * reopened, reclaimed) the run holds nothing — the card is back in the pool and the run's
+ * owner can no longer write it — so only the current claim's paused run counts. */
+static bool run_paused(const struct core_card *c, const struct core_run *r)
 {
-	return r && (strcmp(r->status, CORE_RUN_PAUSED_HUMAN) == 0 ||
-		     strcmp(r->status, CORE_RUN_PAUSED_OPERATOR) == 0);
+	return r && c->claim.present &&
+	       (strcmp(r->status, CORE_RUN_PAUSED_HUMAN) == 0 ||
+		strcmp(r->status, CORE_RUN_PAUSED_OPERATOR) == 0);
 }
 
 bool core_attention_candidate(const struct core_card *c, const struct core_run *run)
@@ -52,8 +63,8 @@ bool core_attention_candidate(const struct core_card *c, const struct core_run *
 
 	if (!c)
 		return false;
-	r = recorded(c, run);
-	return c->gave_up.set || c->awaiting_input || run_failed(r) || run_paused(r);
+	r = current(c, run);
+	return c->gave_up.set || c->awaiting_input || run_failed(r) || run_paused(c, r);
 }
 
 unsigned core_attention_reasons(const struct core_card *c, bool terminal,
@@ -64,7 +75,7 @@ unsigned core_attention_reasons(const struct core_card *c, bool terminal,
 
 	if (!c)
 		return 0;
-	r = recorded(c, run);
+	r = current(c, run);
 	/* A stamp or a failure the card was filed on, or was left standing in: a move since
 	 * (an operator's reopen, a re-queue) is the answer to it. */
 	if (c->gave_up.set && (terminal || c->gave_up.at >= c->state_at))
@@ -77,7 +88,7 @@ unsigned core_attention_reasons(const struct core_card *c, bool terminal,
 		out |= 1u << CORE_ATTN_LEASE_EXPIRED_KEPT;
 	if (c->awaiting_input)
 		out |= 1u << CORE_ATTN_AWAITING_INPUT;
-	if (run_paused(r))
+	if (run_paused(c, r))
 		out |= 1u << CORE_ATTN_RUN_PAUSED;
 	return out;
 }

@@ -730,12 +730,12 @@ enum core_delivery_verdict core_delivery_judge(int status, int attempt, int64_t 
 
 #define CORE_ATTENTION_REASONS(X)                                                            \
 	X(CORE_ATTN_GAVE_UP, "gave_up", "a give-up stamp the card was not moved out of")       \
-	X(CORE_ATTN_RUN_FAILED, "run_failed", "its recorded run failed and the card stayed")   \
+	X(CORE_ATTN_RUN_FAILED, "run_failed", "its current run failed and the card stayed")    \
 	X(CORE_ATTN_RECOVERY_HOLD, "recovery_hold", "held by a reaper: recovery marker")       \
 	X(CORE_ATTN_LEASE_EXPIRED_KEPT, "lease_expired_kept",                                  \
 	  "the claim's lease expired and the claim is still there")                           \
 	X(CORE_ATTN_AWAITING_INPUT, "awaiting_input", "the card waits for input")              \
-	X(CORE_ATTN_RUN_PAUSED, "run_paused", "its recorded run is paused")
+	X(CORE_ATTN_RUN_PAUSED, "run_paused", "the run of its current claim is paused")
 
 enum core_attention_reason {
 #define CORE_ATTN_ENUM(id, name, doc) id,
@@ -750,9 +750,13 @@ const char *core_attention_reason_doc(enum core_attention_reason r);
 
 /* The reasons (bit 1u << reason) card c needs an operator at now_ms. `terminal`: c sits in a
  * terminal column of its board. `run`: the card's recorded run (c->last_run_id), or NULL when
- * none is recorded or it cannot be read; a run that is not the one recorded is ignored.
+ * none is recorded or it cannot be read; a run that is not the one recorded is ignored, and
+ * so, while the card is claimed, is a run created under another claim than the card's
+ * current one (DESIGN §11: a superseded claim's run never speaks for the new claim).
  * gave_up and run_failed hold while the card sits in a terminal column, or has not moved
- * since the stamp / the run's last write (a reopen clears them). */
+ * since the stamp / the run's last write (a reopen clears them). run_paused needs the claim
+ * the paused run was created under to be still the card's (ADR-096 §4: that claim is the
+ * parking brake; without it the run holds nothing). */
 unsigned core_attention_reasons(const struct core_card *c, bool terminal,
 				const struct core_run *run, int64_t now_ms);
 /* The part that needs neither the clock nor the board: could this card (with this run) be in

@@ -44,18 +44,25 @@ function h(tag, attrs, ...kids) {
 }
 
 /* Re-renders `root` with `render` and gives the keyboard focus back to the same card's
- * element (live updates must not steal it from a keyboard user). */
-function keepFocus(root, render) {
+ * element (live updates must not steal it from a keyboard user). When that card left the
+ * list (an action answered it), the focus goes on from the same place: the item now there,
+ * the last one, or `fallback` when the list is empty — never lost to the page. */
+function keepFocus(root, render, fallback) {
   const a = document.activeElement;
   const holder = a && root.contains(a) ? a.closest('[data-card]') : null;
   const id = holder ? holder.dataset.card : null;
+  const index = holder ? [...root.querySelectorAll('[data-card]')].indexOf(holder) : -1;
   const action = a && a.dataset ? a.dataset.action || (a.classList.contains('open') ? 'open' : null) : null;
   render();
   if (!id) return;
   const sel = '[data-card="' + CSS.escape(id) + '"]';
   let el = root.querySelector(sel + (action === 'open' ? ' button.open' : action ? ' [data-action="' + action + '"]' : ''));
   if (!el) el = root.querySelector(sel);
-  if (el && el.tagName !== 'BUTTON') el = el.querySelector('button') || el;
+  if (!el) {
+    const all = root.querySelectorAll('[data-card]');
+    el = all.length ? all[Math.min(index, all.length - 1)] : fallback;
+  }
+  if (el && el !== fallback && el.tagName !== 'BUTTON') el = el.querySelector('button') || el;
   if (el) el.focus();
 }
 
@@ -68,6 +75,44 @@ function toast(msg) {
   t.textContent = msg;
   clearTimeout(toast.timer);
   toast.timer = setTimeout(() => { t.textContent = ''; }, 6000);
+}
+
+/* A refusal or a failure stays on screen (role=alert) until dismissed or replaced: an
+ * operator must be able to read the server's detail, not catch it in passing. */
+function showAlert(msg) {
+  $('alert-text').textContent = msg;
+  $('alert').hidden = false;
+}
+
+function hideAlert() {
+  $('alert').hidden = true;
+  $('alert-text').textContent = '';
+}
+
+/* What went wrong, for a person: the status, the problem code and the server's detail
+ * (problem+json), or that boardd did not answer at all. */
+function problemText(e) {
+  if (!(e instanceof ApiError)) return 'Failed: ' + (e && e.message ? e.message : String(e));
+  if (e.status === 0) return 'Failed: ' + e.message;
+  const code = e.problem.code ? ' ' + e.problem.code : '';
+  const verb = e.status >= 500 ? 'Failed' : 'Refused';
+  const hint = e.status >= 500 ? ' Nothing was changed by this answer; try again in a moment.' : '';
+  return verb + ' (' + e.status + code + '): ' + e.message + hint;
+}
+
+/* The banner over the board, for a state of the page (the board is gone, the address named
+ * no board), with at most one action. */
+function showNotice(text, action) {
+  $('notice-text').textContent = text;
+  $('notice-actions').replaceChildren(...(action ? [h('button', { type: 'button', id: 'notice-action', onclick: action.run }, action.label)] : []),
+    h('button', { type: 'button', id: 'notice-close', onclick: hideNotice }, 'Dismiss'));
+  $('notice').hidden = false;
+}
+
+function hideNotice() {
+  $('notice').hidden = true;
+  $('notice-text').textContent = '';
+  $('notice-actions').replaceChildren();
 }
 
 /* ---- the API ---- */
@@ -87,7 +132,12 @@ async function api(method, path, body) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch(path, init);
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch (e) {
+    throw new ApiError(0, { detail: 'boardd did not answer (' + (e && e.message ? e.message : 'network error') + '); nothing is known to have changed.' });
+  }
   if (resp.status === 204) return null;
   let data = null;
   const text = await resp.text();
@@ -137,12 +187,20 @@ async function signIn(token) {
   $('readonly').hidden = isOperator();
   $('bulk').hidden = !isOperator();
   $('reaper-pass').hidden = !isOperator();
-  await loadBoards();
+  hideNotice();
+  hideAlert();
+  try {
+    await loadBoards();
+  } catch (e) {
+    showNotice('The boards could not be read: ' + problemText(e), { label: 'Try again', run: backToBoards });
+  }
 }
 
 function signOut(why) {
   if (S.stream) S.stream.abort();
   S.stream = null;
+  hideNotice();
+  hideAlert();
   S.token = null;
   S.me = null;
   sessionStorage.removeItem(TOKEN_KEY);
@@ -167,14 +225,53 @@ async function loadBoards() {
   sel.replaceChildren(...S.boards.map((b) => h('option', { value: b.name, text: b.name })));
   const want = new URLSearchParams(location.hash.slice(1)).get('board');
   const pick = S.boards.find((b) => b.name === want) || S.boards.find((b) => b.name === 'default') || S.boards[0];
-  if (!pick) return;
+  if (!pick) {
+    showNotice('This token sees no board.', null);
+    return;
+  }
+  if (want && want !== pick.name) {
+    showNotice('There is no board "' + want + '" (named in the address): showing board ' + pick.name + ' instead.', null);
+    history.replaceState(null, '', '#board=' + enc(pick.name));
+  }
   sel.value = pick.name;
   await openBoard(pick.name);
 }
 
+/* Back to the board list: re-read it and open the default board (the way out when the board
+ * on screen is gone). */
+async function backToBoards() {
+  hideNotice();
+  if (S.stream) S.stream.abort();
+  S.stream = null;
+  history.replaceState(null, '', location.pathname);
+  try {
+    await loadBoards();
+  } catch (e) {
+    showNotice('The boards could not be read: ' + problemText(e), { label: 'Try again', run: backToBoards });
+  }
+}
+
+/* The board on screen does not exist (any more): stop following it and say so, with the way
+ * back. `why`: the server's detail. */
+function boardGone(name, why) {
+  if (S.stream) S.stream.abort();
+  S.stream = null;
+  S.board = null; /* nothing re-reads it now: the lane and the cards stay as they were */
+  setLive('refused', 'stopped: no board ' + name);
+  showNotice('Board ' + name + ' does not exist (any more): ' + why + ' It was removed or renamed, or this server has another store; the cards shown are as they were. ',
+    { label: 'Back to the board list', run: backToBoards });
+}
+
 async function openBoard(name) {
   if (S.stream) S.stream.abort();
-  S.board = await api('GET', '/v1/boards/' + enc(name));
+  S.stream = null;
+  try {
+    S.board = await api('GET', '/v1/boards/' + enc(name));
+  } catch (e) {
+    if (e.status === 404) boardGone(name, e.message.replace(/\.?$/, '.'));
+    else showNotice('Board ' + name + ' could not be opened: ' + problemText(e), { label: 'Back to the board list', run: backToBoards });
+    return;
+  }
   /* The tail first, then the cards: the stream resumes after that tail, so nothing written
    * while the cards load is missed (re-reading a card twice is harmless). */
   const tail = await tailSeq(name);
@@ -210,6 +307,7 @@ function firstEligible() {
 async function loadAttention() {
   const r = await api('GET', '/v1/attention?board=' + enc(S.board.name));
   S.attention = new Map();
+  S.attentionTruncated = !!r.truncated;
   for (const item of r.cards) {
     S.attention.set(item.card.id, item.reasons);
     S.cards.set(item.card.id, item.card);
@@ -244,10 +342,12 @@ function startStream() {
   const ctl = new AbortController();
   S.stream = ctl;
   let delay = 500;
+  let dropped = false;
   const board = S.board.name;
   const run = async () => {
     while (!ctl.signal.aborted) {
       try {
+        if (dropped && !(await boardStillThere(board, ctl))) return;
         const headers = { Authorization: 'Bearer ' + S.token, Accept: 'text/event-stream' };
         if (S.lastId !== null) headers['Last-Event-ID'] = String(S.lastId);
         const resp = await fetch('/v1/events/stream?board=' + enc(board),
@@ -265,6 +365,19 @@ function startStream() {
           }
           return;
         }
+        if (resp.status === 404) {
+          /* Not a network error either: the board (or the stream route) is not there, and
+           * asking again will not bring it back. */
+          const why = await problemDetail(resp);
+          if (ctl.signal.aborted) return;
+          if (await boardStillThere(board, ctl)) {
+            if (ctl.signal.aborted) return;
+            setLive('refused', 'Live updates stopped: the event stream answered 404 (' + why.replace(/\.$/, '') +
+              '). This server does not serve it; the board is not updated live.');
+            S.stream = null;
+          }
+          return;
+        }
         if (!resp.ok || !resp.body) throw new Error('HTTP ' + resp.status);
         setLive('on', 'live');
         delay = 500;
@@ -272,12 +385,27 @@ function startStream() {
       } catch (e) {
         if (ctl.signal.aborted) return;
       }
+      dropped = true;
       setLive('off', 'reconnecting');
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 10000);
     }
   };
   run();
+}
+
+/* Before following a board again after a drop (a restart may bring up another store), and
+ * when its stream answers 404: is the board still there? A 404 stops the stream and says so
+ * (boardGone); any other failure counts as "still there" (the stream's own retry goes on). */
+async function boardStillThere(name, ctl) {
+  try {
+    await api('GET', '/v1/boards/' + enc(name));
+    return true;
+  } catch (e) {
+    if (e.status !== 404 || ctl.signal.aborted) return true;
+    boardGone(name, e.message.replace(/\.?$/, '.'));
+    return false;
+  }
 }
 
 /* The problem+json detail (or title) of a refused answer, for the operator to read. */
@@ -463,6 +591,21 @@ function tickLeases() {
   }
 }
 
+/* Chips are drawn again only when their card or its reasons changed: a live update on a board
+ * of thousands of cards rebuilt every chip (about 0.2 to 0.6 s at 3000 cards, twice per
+ * event). id -> {key, el}; entries of cards no longer drawn are dropped at each render. */
+const chipCache = new Map();
+
+function cachedChip(c) {
+  const reasons = S.attention.get(c.id);
+  const key = JSON.stringify(c) + '\u0000' + (reasons ? reasons.join(',') : '') + '\u0000' + isOperator();
+  const hit = chipCache.get(c.id);
+  if (hit && hit.key === key) return hit.el;
+  const el = chip(c);
+  chipCache.set(c.id, { key, el });
+  return el;
+}
+
 function chip(c) {
   const reasons = S.attention.get(c.id);
   const meta = [];
@@ -476,13 +619,42 @@ function chip(c) {
   }
   for (const l of c.labels || []) meta.push(h('span', { class: 'tag', text: l }));
   if ((c.blockers || []).length) meta.push(h('span', { class: 'tag blk', title: 'blocked by ' + c.blockers.join(', '), text: 'blocked by ' + c.blockers.join(', ') }));
-  if (c.gave_up) meta.push(h('span', { class: 'reason', text: 'gave up: ' + c.gave_up.reason }));
+  /* A stamp the card was since moved out of (a reopen answered it) is history, not a reason. */
+  if (c.gave_up) {
+    const live = !!(reasons && reasons.includes('gave_up'));
+    meta.push(h('span', { class: live ? 'reason' : 'tag old', title: live ? null : 'an earlier give-up, answered since', text: (live ? 'gave up: ' : 'gave up earlier: ') + c.gave_up.reason }));
+  }
   const label = (c.title || c.id) + ', ' + c.state + (reasons ? ', needs attention: ' + reasons.join(', ') : '');
   return h('li', {},
     h('button', { type: 'button', class: 'chip' + (reasons ? ' attn' : ''), 'data-card': c.id, 'aria-label': label, onclick: () => openCardDialog(c.id) },
       h('span', { class: 'title', text: c.title || '(untitled)' }),
       h('span', { class: 'id', text: c.id }),
       meta.length ? h('span', { class: 'meta' }, meta) : null));
+}
+
+/* Does parent hold exactly these elements, in this order? */
+function holds(parent, els) {
+  const kids = parent.children;
+  if (kids.length !== els.length) return false;
+  for (let i = 0; i < els.length; i++) if (kids[i] !== els[i]) return false;
+  return true;
+}
+
+/* A column's section, kept from render to render (name -> {section, count, ul}): only what
+ * changed is put into the page, so a live update does not lay the whole board out again. */
+const columnCache = new Map();
+
+function columnSection(name, col, n) {
+  let e = columnCache.get(name);
+  if (!e) {
+    const count = h('span', { class: 'count' });
+    const ul = h('ul', {});
+    e = { section: h('section', { 'data-column': name, 'aria-label': 'Column ' + name }, h('h2', {}, h('span', { text: name }), count), ul), count, ul };
+    columnCache.set(name, e);
+  }
+  e.section.className = 'column' + (col.terminal ? ' terminal' : '');
+  if (e.count.textContent !== String(n)) e.count.textContent = String(n);
+  return e;
 }
 
 function renderBoard() {
@@ -495,14 +667,23 @@ function renderBoard() {
     byState.get(c.state).push(c);
   }
   const cols = [];
+  const fills = [];
   for (const [name, cards] of byState) {
     const col = column(name) || { name };
     cards.sort((a, b) => (b.priority || 0) - (a.priority || 0) || a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
-    cols.push(h('section', { class: 'column' + (col.terminal ? ' terminal' : ''), 'data-column': name, 'aria-label': 'Column ' + name },
-      h('h2', {}, h('span', { text: name }), h('span', { class: 'count', text: String(cards.length) })),
-      h('ul', {}, cards.map(chip))));
+    const e = columnSection(name, col, cards.length);
+    const lis = cards.map(cachedChip);
+    if (!holds(e.ul, lis)) fills.push([e.ul, lis]);
+    cols.push(e.section);
   }
-  keepFocus($('board'), () => $('board').replaceChildren(...cols));
+  const drawn = new Set(list.map((c) => c.id));
+  for (const id of chipCache.keys()) if (!drawn.has(id)) chipCache.delete(id);
+  for (const name of columnCache.keys()) if (!byState.has(name)) columnCache.delete(name);
+  if (!fills.length && holds($('board'), cols)) return;
+  keepFocus($('board'), () => {
+    for (const [ul, lis] of fills) ul.replaceChildren(...lis);
+    if (!holds($('board'), cols)) $('board').replaceChildren(...cols);
+  }, $('board'));
 }
 
 /* ---- rendering: the attention lane ---- */
@@ -514,26 +695,43 @@ function actionsFor(c, reasons) {
     out.push(h('button', { type: 'button', class: 'primary', 'data-action': 'reopen', onclick: () => openReopen(c.id) }, 'Reopen…'));
     out.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
   }
+  if (reasons.includes('awaiting_input')) out.push(h('button', { type: 'button', 'data-action': 'answer', onclick: () => openCardDialog(c.id, true) }, 'Answer…'));
   if (c.claim) out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => act(() => revoke(c.id), 'Revoked the claim on ' + c.id) }, 'Revoke claim'));
   if (c.last_run_id && (reasons.includes('run_paused') || reasons.includes('run_failed'))) {
     if (reasons.includes('run_paused')) out.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(c.last_run_id) + '/cancel'), 'Cancelled run ' + c.last_run_id) }, 'Cancel run'));
-    out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'prune-run', onclick: () => act(() => api('DELETE', '/v1/runs/' + enc(c.last_run_id)), 'Pruned run ' + c.last_run_id) }, 'Prune run'));
+    /* The one action that cannot be undone (the run is deleted, a tombstone stays; the
+     * reaper then reads the card's run as gone and gives the card up): asked first. */
+    out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'prune-run', onclick: () => {
+      if (!confirm('Prune run ' + c.last_run_id + ' of ' + c.id + '? The run is deleted (only a tombstone stays) and cannot be brought back; the reaper then gives the card up (run_pruned).')) return;
+      act(() => api('DELETE', '/v1/runs/' + enc(c.last_run_id)), 'Pruned run ' + c.last_run_id);
+    } }, 'Prune run'));
   }
   return out;
 }
 
+/* What a reason is about on this card, in a few words (null: nothing to add). */
+function reasonDetail(c, r) {
+  if (r === 'gave_up' && c.gave_up) return c.gave_up.reason + (c.gave_up.run_id ? ' (run ' + c.gave_up.run_id + ')' : '');
+  if ((r === 'recovery_hold' || r === 'lease_expired_kept') && c.claim) {
+    const l = leaseText(c.claim);
+    return c.claim.marker + (l && r === 'lease_expired_kept' ? ', ' + l.text : '');
+  }
+  if ((r === 'run_failed' || r === 'run_paused') && c.last_run_id) return 'run ' + c.last_run_id;
+  return null;
+}
+
 function renderAttention() {
   const items = [...S.attention.entries()].map(([id, reasons]) => [S.cards.get(id), reasons]).filter(([c]) => c);
-  $('attention-count').textContent = '(' + items.length + ')';
-  if (!items.length) {
-    $('attention-list').replaceChildren(h('li', { class: 'attn-empty', text: 'Nothing needs an operator.' }));
-    return;
-  }
-  keepFocus($('attention-list'), () => $('attention-list').replaceChildren(...items.map(([c, reasons]) => h('li', { 'data-card': c.id },
+  $('attention-count').textContent = '(' + items.length + (S.attentionTruncated ? ': the newest shown, more need attention' : '') + ')';
+  const render = () => $('attention-list').replaceChildren(...(items.length ? items.map(([c, reasons]) => h('li', { 'data-card': c.id },
     h('button', { type: 'button', class: 'open', onclick: () => openCardDialog(c.id), 'aria-label': 'Open ' + (c.title || c.id) }, c.title || c.id),
     h('span', { class: 'id muted', text: c.id + ' · ' + c.state }),
-    reasons.map((r) => h('span', { class: 'reason', text: r })),
-    h('span', { class: 'actions' }, actionsFor(c, reasons))))));
+    reasons.map((r) => {
+      const d = reasonDetail(c, r);
+      return h('span', { class: 'reason', 'data-reason': r }, r, d ? h('span', { class: 'why', text: ': ' + d }) : null);
+    }),
+    h('span', { class: 'actions' }, actionsFor(c, reasons)))) : [h('li', { class: 'attn-empty', text: 'Nothing needs an operator.' })]));
+  keepFocus($('attention-list'), render, $('attention-title'));
 }
 
 /* ---- rendering: the reaper ---- */
@@ -563,9 +761,10 @@ function renderReaper() {
 async function act(fn, done) {
   try {
     await fn();
+    hideAlert();
     toast(done);
   } catch (e) {
-    toast('Refused: ' + e.message + (e.problem.code ? ' (' + e.problem.code + ')' : ''));
+    showAlert(problemText(e));
   }
   refreshAttentionSoon();
 }
@@ -610,9 +809,9 @@ async function submitReopen(ev) {
     refreshAttentionSoon();
   } catch (e) {
     const err = $('reopen-error');
-    err.replaceChildren(h('p', { text: 'Refused: ' + e.message + (e.problem.code ? ' (' + e.problem.code + ')' : '') }));
-    if (e.problem.code === 'dependents_outstanding') {
-      const deps = await dependents(id);
+    err.replaceChildren(h('p', { text: problemText(e) }));
+    if (e.problem && e.problem.code === 'dependents_outstanding') {
+      const deps = await dependents(id).catch(() => []);
       err.append(h('p', { text: 'These cards are blocked on it and have already moved on:' }),
         h('ul', { class: 'deps' }, deps.map((c) => h('li', { 'data-dependent': c.id, text: c.id + ' — ' + (c.title || '') + ' (' + c.state + ')' }))));
     }
@@ -666,7 +865,7 @@ async function bulkApply() {
       else await requeue(c);
       ok++;
     } catch (e) {
-      failed.push(id + ': ' + (e.problem.code || e.message));
+      failed.push(id + ': ' + ((e.problem && e.problem.code) || e.message));
     }
   }
   S.bulkPlan = null;
@@ -676,8 +875,9 @@ async function bulkApply() {
 
 /* ---- the card dialog ---- */
 
-function openCardDialog(id) {
+function openCardDialog(id, focusComment) {
   S.openCard = id;
+  S.focusComment = !!focusComment;
   const c = S.cards.get(id);
   /* Never show (or let anyone click) the previous card's content while this one loads. */
   $('card-title').textContent = c ? c.title || id : id;
@@ -748,8 +948,16 @@ async function renderCardDialog(id, full) {
   ]) : h('p', { class: 'muted', text: 'Not claimed.' }));
   parts.push(h('h3', { text: 'Run' }));
   if (run) {
+    /* The lane's rule (core_attention_reasons): while the card is claimed, only a run of that
+     * claim is its current run. Say so when the recorded run is an earlier claim's. */
+    const ofClaim = c.claim && run.claim_epoch === c.claim_epoch && run.owner === c.claim.marker;
+    if (c.claim && !ofClaim) {
+      parts.push(h('p', { class: 'muted', 'data-run-earlier': '', text: 'The recorded run is of an earlier claim' + (run.claim_epoch ? ' (epoch ' + run.claim_epoch + ')' : '') + ', not of the claim the card has now: it says nothing about the current holder.' }));
+    } else if (!c.claim && ['paused_waiting_human', 'paused_operator'].includes(run.status)) {
+      parts.push(h('p', { class: 'muted', 'data-run-earlier': '', text: 'The claim this paused run was created under is gone: the run holds nothing and its owner can no longer write it.' }));
+    }
     parts.push(fieldList([
-      ['id', run.id], ['status', run.status], ['continuation', run.continuation], ['failure code', run.failure_code],
+      ['id', run.id], ['status', run.status], ['claim epoch', run.claim_epoch], ['continuation', run.continuation], ['failure code', run.failure_code],
       ['owner', run.owner], ['lock until', run.lock_until], ['error', run.error],
       ['result', run.result !== undefined && run.result !== null ? h('pre', { class: 'json', text: JSON.stringify(run.result, null, 2) }) : null],
     ]));
@@ -760,7 +968,7 @@ async function renderCardDialog(id, full) {
     parts.push(h('h3', { text: 'Gave up' }), fieldList([['reason', c.gave_up.reason], ['run', c.gave_up.run_id], ['in state', c.gave_up.state], ['at', c.gave_up.at]]));
   }
   if (isOperator()) {
-    const btns = actionsFor(c, reasons.length ? reasons : (run && ['paused_waiting_human', 'paused_operator'].includes(run.status) ? ['run_paused'] : []));
+    const btns = actionsFor(c, reasons);
     if (run && !['finished', 'failed', 'cancelled'].includes(run.status) && !btns.some((b) => b.dataset.action === 'cancel-run')) {
       btns.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(run.id) + '/cancel'), 'Cancelled run ' + run.id) }, 'Cancel run'));
     }
@@ -771,13 +979,60 @@ async function renderCardDialog(id, full) {
   }
   parts.push(h('h3', { text: 'Comments (' + (c.comments || []).length + ')' }),
     h('ul', { class: 'comments' }, (c.comments || []).map((m) => h('li', {}, h('strong', { text: m.author || '?' }), ' ', h('span', { class: 'muted', text: m.created_at }), h('div', { text: m.body })))));
+  if (isOperator()) {
+    /* The answer to awaiting_input (and a note on any card): POST /v1/cards/{id}/comments. */
+    parts.push(h('form', { id: 'comment-form', class: 'comment-form', onsubmit: (ev) => submitComment(ev, c.id) },
+      h('label', { for: 'comment-body' }, 'Add a comment'),
+      h('textarea', { id: 'comment-body', rows: 3, required: true }),
+      h('div', { id: 'comment-error', class: 'error', role: 'alert' }),
+      h('div', { class: 'buttons' }, h('button', { type: 'submit', id: 'comment-submit' }, 'Comment'))));
+  }
   parts.push(h('h3', { text: 'Timeline' }),
     h('ol', { class: 'timeline' }, events.map((e) => h('li', {},
       h('span', { class: 'muted', text: e.at + ' ' }), h('strong', { text: e.type }),
       e.payload && e.payload.from ? ' ' + e.payload.from + ' → ' + e.payload.to : '',
       e.actor ? ' by ' + e.actor : (e.machine ? ' (machine)' : ''),
       e.reason ? ' — ' + e.reason : ''))));
+  /* A live re-render must keep what the operator is typing and where the focus is. */
+  const draft = $('comment-body');
+  const keep = draft ? { value: draft.value, focused: document.activeElement === draft, at: draft.selectionStart } : null;
+  const a = document.activeElement;
+  const action = a && $('card-body').contains(a) && a.dataset ? a.dataset.action : null;
   $('card-body').replaceChildren(...parts);
+  const box = $('comment-body');
+  if (box && keep) {
+    box.value = keep.value;
+    if (keep.focused) {
+      box.focus();
+      box.setSelectionRange(keep.at, keep.at);
+    }
+  }
+  if (action) {
+    const el = $('card-body').querySelector('[data-action="' + action + '"]');
+    if (el) el.focus();
+  }
+  if (box && S.focusComment) {
+    S.focusComment = false;
+    box.focus();
+  }
+}
+
+async function submitComment(ev, id) {
+  ev.preventDefault();
+  const box = $('comment-body');
+  const body = box.value.trim();
+  if (!body) return;
+  $('comment-submit').disabled = true;
+  $('comment-error').textContent = '';
+  try {
+    await api('POST', '/v1/cards/' + enc(id) + '/comments', { body });
+    box.value = '';
+    toast('Comment added to ' + id);
+  } catch (e) {
+    if ($('comment-error')) $('comment-error').textContent = problemText(e);
+  }
+  if ($('comment-submit')) $('comment-submit').disabled = false;
+  if (S.openCard === id) refreshOpenCard();
 }
 
 /* ---- wiring ---- */
@@ -791,7 +1046,8 @@ function wire() {
   $('logout').addEventListener('click', () => signOut(''));
   $('board-select').addEventListener('change', (ev) => {
     location.hash = 'board=' + enc(ev.target.value);
-    openBoard(ev.target.value);
+    hideNotice();
+    openBoard(ev.target.value).catch((e) => showNotice('Board ' + ev.target.value + ' could not be opened: ' + problemText(e), { label: 'Back to the board list', run: backToBoards }));
   });
   for (const id of ['f-text', 'f-label', 'f-claimed']) $(id).addEventListener('input', () => { renderBoard(); $('bulk-apply').disabled = true; });
   $('filters').addEventListener('submit', (ev) => ev.preventDefault());
@@ -802,13 +1058,14 @@ function wire() {
     $('bulk-out').textContent = '';
     $('bulk-to-wrap').hidden = $('bulk-action').value !== 'reopen';
   });
+  $('alert-close').addEventListener('click', hideAlert);
   $('reaper-pass').addEventListener('click', async () => {
     $('reaper-out').textContent = 'running…';
     try {
       const r = await api('POST', '/v1/reaper/pass');
       $('reaper-out').textContent = 'pass done: listed ' + r.listed + ', transferred ' + r.transferred + ', repaired ' + r.repaired + ' in ' + r.duration_ms + ' ms';
     } catch (e) {
-      $('reaper-out').textContent = 'refused: ' + e.message;
+      $('reaper-out').textContent = problemText(e);
     }
     loadReaper();
     refreshAttentionSoon();

@@ -433,6 +433,7 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 	m->seq_inflight_max = MGO_SEQ_INFLIGHT;
 	if (rc == CORE_OK && (pthread_mutex_init(&m->counter_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->seq_mu, NULL) != 0 ||
+			      pthread_mutex_init(&m->dlv_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->subs_mu, NULL) != 0 ||
 			      pthread_mutex_init(&m->lease_mu, NULL) != 0 || !mgo_tail_init(m))) {
 		mgo_clock_release(m);
@@ -501,6 +502,7 @@ static void mgo_close(struct store *st)
 	mgo_breaker_fini(m); /* after the pool: its monitors report to the breaker */
 	pthread_mutex_destroy(&m->counter_mu);
 	pthread_mutex_destroy(&m->seq_mu);
+	pthread_mutex_destroy(&m->dlv_mu);
 	mgo_subs_cache_release(m);
 	pthread_mutex_destroy(&m->subs_mu);
 	pthread_mutex_destroy(&m->lease_mu);

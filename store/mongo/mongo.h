@@ -68,6 +68,7 @@
  * whole queue in one. Two: a writer never waits behind another unless two are asking. */
 #define MGO_SEQ_INFLIGHT 2
 #define MGO_PULL_WINDOW_MS 50
+#define MGO_DLV_CACHE 4096 /* event ids delivered lately, remembered (mgo_evq_deliver) */
 #define MGO_PULL_QUEUE_MAX 4096
 
 /* One deferred pull: $pullAll of `arr` (an array document of the exact entries pushed) from
@@ -115,6 +116,11 @@ struct mgo {
 	 * indexes still decide (mongo_events.c). MongoDB's $inc is atomic: no lock. */
 	bool counter_serial;
 	pthread_mutex_t counter_mu;
+	/* The ids of events this process delivered lately, one per slot (a cache; a miss only
+	 * costs a read): mgo_evq_deliver knows from it that an earlier write's entry left in an
+	 * outbox (its pull deferred) is stored. Guarded by dlv_mu. */
+	pthread_mutex_t dlv_mu;
+	char dlv_ids[MGO_DLV_CACHE][25];
 	/* The shared seq allocations (mgo_seqs_take), guarded by seq_mu. */
 	pthread_mutex_t seq_mu;
 	struct mgo_seq_req *seq_head, **seq_tail; /* queued, not taken yet */
@@ -405,9 +411,12 @@ void mgo_evq_add(struct mgo_evq *q, enum core_event_type type, const char *board
 bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push);
 /* Moves q's events (already in doc_id's outbox in coll) to `events`, then has them pulled
  * from the outbox: by the puller (deferred, batched), or here when it cannot take them.
- * Failure is logged only: the events stay in the outbox for the maintenance drain. */
+ * `after`: the document as this write left it (borrowed; NULL: not at hand); the entries of
+ * earlier writes still in its outbox are delivered first, so a document's events are logged
+ * in the order its writes committed. Failure is logged only: the events stay in the outbox
+ * for the maintenance drain. */
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
-		     const struct mgo_evq *q);
+		     const struct mgo_evq *q, const bson_t *after);
 /* Queues the events left in a document's outbox (for a delete, or the drain), from its
  * entry *pos on, as many as q holds, and moves *pos past them; returns whether entries are
  * left beyond. An outbox can hold more than a queue: its pulls are deferred (entries already

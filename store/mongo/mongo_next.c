@@ -341,7 +341,7 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 			if (rc == CORE_ERR_BAD_REQUEST)
 				rc = CORE_ERR_INTERNAL;
 			if (rc == CORE_OK)
-				mgo_evq_deliver(&c, c.cards, out->card->id, &q);
+				mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
 		}
 		mgo_evq_release(&q);
 		bson_destroy(&update);

@@ -9,10 +9,17 @@
 #define NOW 1764670000000LL
 #define R(x) (1u << CORE_ATTN_##x)
 
+/* Which claim the recorded run was created under, against the card's claim_epoch (7). */
+enum run_of {
+	THIS,    /* epoch 7, owner w1: the card's current claim (or, unclaimed, its last one) */
+	EARLIER, /* epoch 6, owner w0: a claim before the card's current (or last) one */
+	FOREIGN, /* epoch 7 but owner w9: not this claim's run either */
+};
+
 /* One row per case: the card (claim marker or NULL, lease relative to NOW, awaiting input,
  * gave_up stamp age relative to the card's state_at), its column, the recorded run's status
- * (NULL: none) and age relative to state_at, whether the run is the recorded one, and the
- * expected reasons. */
+ * (NULL: none), age relative to state_at and claim, whether the run is the recorded one, and
+ * the expected reasons. */
 static const struct attn_case {
 	const char *name;
 	const char *marker;
@@ -23,42 +30,71 @@ static const struct attn_case {
 	bool terminal;
 	const char *run_status;
 	int64_t run_rel;   /* run.updated_at - state_at */
+	enum run_of of;
 	bool other_run;    /* the run is not last_run_id */
 	unsigned want;
 	bool candidate;
 } cases[] = {
-	{"nothing", NULL, 0, false, false, 0, false, NULL, 0, false, 0, false},
-	{"live claim", "w1", 60000, false, false, 0, false, "running", 0, false, 0, false},
-	{"expired claim kept", "w1", -1, false, false, 0, false, "running", 0, false,
+	{"nothing", NULL, 0, false, false, 0, false, NULL, 0, THIS, false, 0, false},
+	{"live claim", "w1", 60000, false, false, 0, false, "running", 0, THIS, false, 0, false},
+	{"expired claim kept", "w1", -1, false, false, 0, false, "running", 0, THIS, false,
 	 R(LEASE_EXPIRED_KEPT), false},
-	{"lease ends now: not yet expired", "w1", 0, false, false, 0, false, NULL, 0, false, 0,
-	 false},
-	{"recovery hold", "reaper:h1", 60000, false, false, 0, false, NULL, 0, false,
-	 R(RECOVERY_HOLD), false},
-	{"recovery hold, expired", "reaper:h2", -5, false, false, 0, false, NULL, 0,
-	 false, R(RECOVERY_HOLD), false},
-	{"awaiting input", NULL, 0, true, false, 0, false, NULL, 0, false, R(AWAITING_INPUT),
-	 true},
-	{"gave up in the failed column", NULL, 0, false, true, -10, true, NULL, 0, false,
-	 R(GAVE_UP), true},
-	{"gave up, stamped after its last move", NULL, 0, false, true, 5, false, NULL, 0, false,
-	 R(GAVE_UP), true},
-	{"gave up, reopened since", NULL, 0, false, true, -10, false, NULL, 0, false, 0, true},
-	{"run failed, filed", NULL, 0, false, false, 0, true, "failed", -10, false,
-	 R(RUN_FAILED), true},
-	{"run failed in place", "w1", 60000, false, false, 0, false, "failed", 3, false,
-	 R(RUN_FAILED), true},
-	{"run failed, re-queued since", NULL, 0, false, false, 0, false, "failed", -3, false, 0,
-	 true},
-	{"failed_resumable is the reaper's", NULL, 0, false, false, 0, true, "failed_resumable",
-	 0, false, 0, false},
-	{"paused for a human", NULL, 0, false, false, 0, false, "paused_waiting_human", -100,
-	 false, R(RUN_PAUSED), true},
-	{"paused by an operator", NULL, 0, false, false, 0, false, "paused_operator", 0, false,
-	 R(RUN_PAUSED), true},
-	{"a run that is not the recorded one", NULL, 0, false, false, 0, true, "failed", 0, true,
+	{"lease ends now: not yet expired", "w1", 0, false, false, 0, false, NULL, 0, THIS, false,
 	 0, false},
-	{"everything at once", "w1", -1, true, true, 0, true, "failed", 0, false,
+	{"recovery hold", "reaper:h1", 60000, false, false, 0, false, NULL, 0, THIS, false,
+	 R(RECOVERY_HOLD), false},
+	{"recovery hold, expired", "reaper:h2", -5, false, false, 0, false, NULL, 0, THIS,
+	 false, R(RECOVERY_HOLD), false},
+	{"awaiting input", NULL, 0, true, false, 0, false, NULL, 0, THIS, false,
+	 R(AWAITING_INPUT), true},
+	{"gave up in the failed column", NULL, 0, false, true, -10, true, NULL, 0, THIS, false,
+	 R(GAVE_UP), true},
+	{"gave up, stamped after its last move", NULL, 0, false, true, 5, false, NULL, 0, THIS,
+	 false, R(GAVE_UP), true},
+	{"gave up, reopened since", NULL, 0, false, true, -10, false, NULL, 0, THIS, false, 0,
+	 true},
+	{"run failed, filed", NULL, 0, false, false, 0, true, "failed", -10, THIS, false,
+	 R(RUN_FAILED), true},
+	{"run failed in place", "w1", 60000, false, false, 0, false, "failed", 3, THIS, false,
+	 R(RUN_FAILED), true},
+	{"run failed in place, released", NULL, 0, false, false, 0, false, "failed", 3, THIS,
+	 false, R(RUN_FAILED), true},
+	{"run failed, re-queued since", NULL, 0, false, false, 0, false, "failed", -3, THIS,
+	 false, 0, true},
+	/* Unclaimed, the last recorded run stands, whichever claim recorded it. */
+	{"an earlier claim's failed run, unclaimed, not moved", NULL, 0, false, false, 0, false,
+	 "failed", 3, EARLIER, false, R(RUN_FAILED), true},
+	/* Claimed again: the new claim is the answer to the old failure. */
+	{"failed run of an earlier claim, claimed again", "w1", 60000, false, false, 0, false,
+	 "failed", 3, EARLIER, false, 0, false},
+	{"failed run of an earlier claim, new lease expired", "w1", -1, false, false, 0, true,
+	 "failed", -10, EARLIER, false, R(LEASE_EXPIRED_KEPT), false},
+	{"failed run of the same epoch, another owner", "w1", 60000, false, false, 0, false,
+	 "failed", 3, FOREIGN, false, 0, false},
+	{"failed_resumable is the reaper's", NULL, 0, false, false, 0, true, "failed_resumable",
+	 0, THIS, false, 0, false},
+	{"paused for a human", "w1", 60000, false, false, 0, false, "paused_waiting_human", -100,
+	 THIS, false, R(RUN_PAUSED), true},
+	{"paused by an operator", "w1", 60000, false, false, 0, false, "paused_operator", 0,
+	 THIS, false, R(RUN_PAUSED), true},
+	{"paused, its holder died (the reaper keeps it)", "w1", -1, false, false, 0, false,
+	 "paused_operator", 0, THIS, false, R(LEASE_EXPIRED_KEPT) | R(RUN_PAUSED), true},
+	/* The claim was the brake: released, revoked or reopened, the paused run holds nothing. */
+	{"paused, its claim revoked", NULL, 0, false, false, 0, false, "paused_waiting_human", 3,
+	 THIS, false, 0, false},
+	{"paused run of an earlier claim, unclaimed", NULL, 0, false, false, 0, false,
+	 "paused_operator", 3, EARLIER, false, 0, false},
+	{"paused run of an earlier claim, claimed again", "w1", 60000, false, false, 0, false,
+	 "paused_waiting_human", 3, EARLIER, false, 0, false},
+	{"paused run of an earlier claim, new lease expired", "w1", -1, false, false, 0, false,
+	 "paused_waiting_human", 3, EARLIER, false, R(LEASE_EXPIRED_KEPT), false},
+	{"recovery hold over a paused run", "reaper:h1", 60000, false, false, 0, false,
+	 "paused_waiting_human", 3, EARLIER, false, R(RECOVERY_HOLD), false},
+	{"recovery hold over a failed run", "reaper:h1", 60000, false, false, 0, false, "failed",
+	 3, EARLIER, false, R(RECOVERY_HOLD), false},
+	{"a run that is not the recorded one", NULL, 0, false, false, 0, true, "failed", 0, THIS,
+	 true, 0, false},
+	{"everything at once", "w1", -1, true, true, 0, true, "failed", 0, THIS, false,
 	 R(GAVE_UP) | R(RUN_FAILED) | R(LEASE_EXPIRED_KEPT) | R(AWAITING_INPUT), true},
 };
 
@@ -72,6 +108,8 @@ START_TEST(test_attention_table)
 	c.id = "c1";
 	c.state_at = state_at;
 	c.awaiting_input = k->awaiting;
+	c.has_epoch = true;
+	c.claim_epoch = 7;
 	if (k->marker) {
 		c.claim.present = true;
 		c.claim.marker = (char *)k->marker;
@@ -89,6 +127,8 @@ START_TEST(test_attention_table)
 		run.card_id = "c1";
 		run.status = (char *)k->run_status;
 		run.updated_at = state_at + k->run_rel;
+		run.claim_epoch = k->of == EARLIER ? 6 : 7;
+		run.owner = k->of == EARLIER ? "w0" : k->of == FOREIGN ? "w9" : "w1";
 	}
 	ck_assert_msg(core_attention_reasons(&c, k->terminal, k->run_status ? &run : NULL, NOW) ==
 			      k->want,

@@ -89,6 +89,25 @@ static void reopen(struct store *st, const char *id, const char *to)
 	core_card_free(c);
 }
 
+static void release(struct store *st, const char *id, const char *marker, int64_t epoch)
+{
+	struct core_token t = {.marker = marker, .epoch = epoch};
+	struct core_card *c = NULL;
+
+	ct_now += 1;
+	ck_assert_int_eq(store_card_release(st, id, &t, &ct_bot, &c), CORE_OK);
+	core_card_free(c);
+}
+
+static void revoke(struct store *st, const char *id)
+{
+	struct core_card *c = NULL;
+
+	ct_now += 1;
+	ck_assert_int_eq(store_card_revoke(st, id, &ct_op, &c), CORE_OK);
+	core_card_free(c);
+}
+
 START_TEST(attention_empty_and_quiet_cards)
 {
 	struct store *st = ct_open();
@@ -153,6 +172,17 @@ START_TEST(attention_run_failed)
 	ck_assert_uint_eq(reasons_of(st, "f1"), BIT(RUN_FAILED));
 	reopen(st, "f1", "ready");
 	ck_assert_uint_eq(reasons_of(st, "f1"), 0);
+	/* Failed in place and released: the card stands where its last run failed. */
+	core_card_free(ct_create(st, "f3", "in_progress", NULL));
+	epoch = claim_with_run(st, "f3", "rf3", "failed");
+	release(st, "f3", "w1", epoch);
+	ck_assert_uint_eq(reasons_of(st, "f3"), BIT(RUN_FAILED));
+	/* Claimed again (last_run_id still names the earlier claim's run): the new claim is the
+	 * answer to that failure, and when its lease runs out that is all the lane says. */
+	ct_claim(st, "f3", "w2");
+	ck_assert_uint_eq(reasons_of(st, "f3"), 0);
+	ct_now += 60001;
+	ck_assert_uint_eq(reasons_of(st, "f3"), BIT(LEASE_EXPIRED_KEPT));
 	/* A finished run is nothing to look at. */
 	core_card_free(ct_create(st, "f2", "in_progress", NULL));
 	epoch = claim_with_run(st, "f2", "rf2", "finished");
@@ -179,6 +209,23 @@ START_TEST(attention_run_paused)
 	ck_assert_int_eq(store_run_update(st, "rp1", &u, &ct_bot, &r), CORE_OK);
 	core_run_free(r);
 	ck_assert_uint_eq(reasons_of(st, "p1"), BIT(RUN_PAUSED));
+	/* The holder dies: the reaper keeps a paused run's claim, the lane says both. */
+	ct_now += 60001;
+	ck_assert_uint_eq(reasons_of(st, "p1"), BIT(LEASE_EXPIRED_KEPT) | BIT(RUN_PAUSED));
+	/* Revoked, the claim that was the brake is gone: the run holds nothing now (and its
+	 * owner can no longer write it); the lane shows nothing about it. */
+	revoke(st, "p1");
+	ck_assert_uint_eq(reasons_of(st, "p1"), 0);
+	/* Claimed again, last_run_id still naming the paused run of the earlier claim: that run
+	 * says nothing about the new claim, live or expired. */
+	ct_claim(st, "p1", "w2");
+	ck_assert_uint_eq(reasons_of(st, "p1"), 0);
+	ct_now += 60001;
+	ck_assert_uint_eq(reasons_of(st, "p1"), BIT(LEASE_EXPIRED_KEPT));
+	/* Released by its own holder while paused: the same. */
+	core_card_free(ct_create(st, "p2", "in_progress", NULL));
+	release(st, "p2", "w1", claim_with_run(st, "p2", "rp2", "paused_operator"));
+	ck_assert_uint_eq(reasons_of(st, "p2"), 0);
 	ct_close(st);
 }
 END_TEST

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One change to make at the next write: a JSON update of the card, or "DELETE". */
 struct interleave {
@@ -117,6 +118,51 @@ START_TEST(epoch_dropped_before_an_owned_write)
 	ck_assert(!c->awaiting_input);
 	ck_assert(!c->has_epoch);
 	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
+/* A write committed, its events still in the card's outbox (its writer not yet at its seqs),
+ * when a second write on the card commits: the second must not be logged before the first,
+ * or the log contradicts the card's history (tests/history found two moves of one card logged
+ * in the opposite order). The first write is played by the hook: its event pushed into the
+ * outbox, as its findAndModify would have left it. */
+START_TEST(earlier_write_still_in_outbox_is_logged_first)
+{
+	struct store *st = open_hooked();
+	struct core_event *ev = NULL;
+	struct core_card *c = NULL;
+	int64_t next = 0, real = (int64_t)time(NULL) * 1000, early = -1, late = -1;
+	char change[512];
+	size_t n = 0, i;
+
+	create(st, "c1", "ready");
+	/* The earlier write: a title change, its event pushed into the outbox (it pins nothing
+	 * the state move's filter holds, so the move commits after it). */
+	snprintf(change, sizeof(change),
+		 "{\"$set\": {\"title\": \"t2\"}, \"$push\": {\"outbox\": {\"_id\": "
+		 "\"0123456789abcdef01234567\", \"at\": {\"$date\": %lld}, \"q_ts\": "
+		 "{\"$date\": %lld}, \"board\": \"default\", \"type\": \"card_updated\", "
+		 "\"card_id\": \"c1\", \"actor\": \"early\", \"machine\": false, \"payload\": "
+		 "{\"fields\": [\"title\"]}}}}",
+		 (long long)tnow, (long long)real);
+	il.change = change;
+	ck_assert_int_eq(store_card_set_state_from(st, "c1", "ready", "in_progress", NULL, &bot,
+						   &c),
+			 CORE_OK);
+	ck_assert_int_eq(il.fired, 1);
+	core_card_free(c);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &next), CORE_OK);
+	for (i = 0; i < n; i++) {
+		if (ev[i].type == CORE_EV_CARD_UPDATED && strcmp(ev[i].actor, "early") == 0)
+			early = ev[i].seq;
+		else if (ev[i].type == CORE_EV_CARD_STATE_CHANGED)
+			late = ev[i].seq;
+	}
+	store_events_free(ev, n);
+	/* Both logged at once (the earlier one needs no drain), the earlier one first. */
+	ck_assert_int_gt(early, 0);
+	ck_assert_int_gt(late, early);
 	close_db(st);
 }
 END_TEST
@@ -245,6 +291,7 @@ void mongo_add_interleave(TCase *tc)
 	tcase_add_test(tc, renew_after_a_transfer_is_refused);
 	tcase_add_test(tc, epoch_dropped_before_an_owned_write);
 	tcase_add_test(tc, state_moved_before_set_state_from);
+	tcase_add_test(tc, earlier_write_still_in_outbox_is_logged_first);
 	tcase_add_test(tc, label_consumed_before_adjust_stays_consumed);
 	tcase_add_test(tc, lease_renewed_before_transfer);
 	tcase_add_test(tc, card_deleted_before_write_is_not_found);

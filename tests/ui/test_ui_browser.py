@@ -7,7 +7,10 @@ Checks: sign in; a card created over the API appears live; the attention lane li
 card with its reason, opens it, and reopens it to ready (it moves); a refused reopen lists the
 dependents; a bulk re-queue over a filter previews its count and keeps to its cap; keyboard
 operation; the phone-width layout; a read-only (bot) token gets no action buttons and the
-server refuses it anyway; an event stream refused 403 stops retrying and says why.
+server refuses it anyway; an event stream refused 403 stops retrying and says why; every
+refused or failed action (409, 5xx, no answer) is an alert with the problem detail; a board
+that does not exist (named in the address, its stream answered 404, gone after a restart on
+another store) stops the stream, says so and offers the way back to the board list.
 
 usage: test_ui_browser.py path/to/boardd
 env:   BOARDD_CHROMIUM (default /usr/bin/chromium)
@@ -51,6 +54,11 @@ def seed(srv):
                                         'state': 'in_progress'})
     ep = srv.claim('c-pause', 'worker-9')['epoch']
     srv.run_with_status('c-pause', ep, 'r-pause', 'paused_waiting_human', marker='worker-9')
+    # a run that failed under the claim its worker still holds
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-fail', 'title': 'Rotate the signing keys',
+                                        'state': 'in_progress', 'labels': ['ops']})
+    ep = srv.claim('c-fail', 'worker-3', lease_ms=600000)['epoch']
+    srv.run_with_status('c-fail', ep, 'r-fail', 'failed', marker='worker-3')
     # a done card whose dependent has moved on: its reopen is refused
     srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-base', 'title': 'Provision the database',
                                         'state': 'ready'})
@@ -102,6 +110,16 @@ def operator_flows(page, srv):
     check('run_paused' in paused.inner_text(), 'the lane shows a paused run')
     check(paused.locator('[data-action="cancel-run"]').count() == 1,
           'a paused run offers Cancel run')
+    failed = page.locator('#attention-list li[data-card="c-fail"]')
+    check('run_failed' in failed.inner_text(), 'the lane shows a failed run')
+    # pruning a run cannot be undone: it is asked first, and a No prunes nothing
+    asked = []
+    page.once('dialog', lambda d: (asked.append(d.message), d.dismiss()))
+    failed.locator('[data-action="prune-run"]').click()
+    page.wait_for_timeout(300)
+    check(asked and 'r-fail' in asked[0] and 'cannot be brought back' in asked[0],
+          'Prune run asks first (%s)' % asked)
+    check(srv.call('GET', '/v1/runs/r-fail')[0] == 200, 'and a No prunes nothing')
     page.wait_for_timeout(300)
     shot(page, 'board.png')
     shot(page.locator('#attention'), 'attention.png')
@@ -172,6 +190,26 @@ def operator_flows(page, srv):
         "() => !document.querySelector('#board [data-card=\"c-pause\"]').textContent.includes('worker-9')",
         timeout=T)
     check(srv.ok('GET', '/v1/cards/c-pause')['claim'] is None, 'revoke dropped the claim')
+    # the claim was the paused run's brake: with it gone the run holds nothing, and the lane
+    # no longer offers to cancel a run of a claim that is not there (it did: docs/ui)
+    page.wait_for_selector('#attention-list li[data-card="c-pause"]', state='detached', timeout=T)
+    check(srv.ok('GET', '/v1/runs/r-pause')['status'] == 'paused_waiting_human',
+          'the revoked claim\'s paused run left the lane (it is still paused)')
+    # claimed again by another worker: last_run_id still names r-pause, which says nothing
+    # about the new claim
+    srv.claim('c-pause', 'worker-4', lease_ms=600000)
+    page.wait_for_function(
+        "() => document.querySelector('#board [data-card=\"c-pause\"]').textContent.includes('worker-4')",
+        timeout=T)
+    page.wait_for_timeout(400)
+    check(page.locator('#attention-list li[data-card="c-pause"]').count() == 0,
+          'a run of an earlier claim is not the new claim\'s run_paused')
+    page.locator(in_column('in_progress', 'c-pause')).click()
+    page.wait_for_selector('#card-body [data-run-earlier]', timeout=T)
+    check('earlier claim' in page.locator('#card-body [data-run-earlier]').inner_text(),
+          'the card view says the recorded run is an earlier claim\'s')
+    page.keyboard.press('Escape')
+    page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
 
     # keyboard: a chip is a button; Enter opens it; focus is visible
     page.focus(in_column('ready', 'c-build'))
@@ -209,7 +247,7 @@ def operator_flows(page, srv):
 
 def readonly_flows(page, srv):
     sign_in(page, srv, 'bot')
-    page.wait_for_selector('#attention-list li[data-card="c-pause"]', timeout=T)
+    page.wait_for_selector('#attention-list li[data-card="c-fail"]', timeout=T)
     check(page.locator('#readonly').is_visible(), 'a bot token sees the read-only banner')
     check(page.locator('[data-action]').count() == 0, 'and no action buttons')
     check(not page.locator('#bulk').is_visible(), 'no bulk actions')
@@ -281,6 +319,210 @@ def refused_flows(page, srv):
     check(len(streams) > n, 'signing in again opened a new live stream')
 
 
+def action_errors(page, srv):
+    """Every refusal or failure an action can get is shown, with the server's problem detail,
+    until dismissed (role=alert): a 409 with its code and detail, a 5xx, and no answer at
+    all (the old handler crashed on the latter: it read e.problem.code of a TypeError)."""
+    sign_in(page, srv, 'op')
+    page.wait_for_selector('#live.on', timeout=T)
+    alert = page.locator('#alert')
+    # a real 409: re-queue (a reopen) of a done card whose dependent has moved on
+    page.locator(in_column('done', 'c-base')).click()
+    page.locator('#card-dialog').wait_for(state='visible', timeout=T)
+    page.locator('#card-dialog [data-action="requeue"]').click()
+    alert.wait_for(state='visible', timeout=T)
+    text = page.locator('#alert-text').inner_text()
+    check('409' in text and 'dependents_outstanding' in text and 'c-dep' in text,
+          'a refused re-queue shows the status, code and detail (%r)' % text)
+    check(alert.get_attribute('role') == 'alert', 'as an alert')
+    check(srv.ok('GET', '/v1/cards/c-base')['state'] == 'done', 'and nothing changed')
+    page.keyboard.press('Escape')
+    page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
+    page.wait_for_timeout(500)
+    check(alert.is_visible(), 'the alert stays until dismissed')
+    page.click('#alert-close')
+    alert.wait_for(state='hidden', timeout=T)
+    # a 5xx and no answer, on the lane's revoke of c-fail
+    revoke = '**/v1/cards/c-fail/claim/revoke'
+    page.route(revoke, lambda route: route.fulfill(
+        status=503, content_type='application/problem+json', headers={'Retry-After': '1'},
+        body=json.dumps({'type': '/problems/store_unavailable', 'title': 'Service Unavailable',
+                         'status': 503, 'code': 'store_unavailable',
+                         'detail': 'the store refuses writes'})))
+    page.locator('#attention-list li[data-card="c-fail"] [data-action="revoke"]').click()
+    alert.wait_for(state='visible', timeout=T)
+    text = page.locator('#alert-text').inner_text()
+    check('503' in text and 'store_unavailable' in text and 'refuses writes' in text and
+          'try again' in text, 'a 5xx says it failed and to try again (%r)' % text)
+    page.unroute(revoke)
+    page.route(revoke, lambda route: route.abort('connectionrefused'))
+    page.locator('#attention-list li[data-card="c-fail"] [data-action="revoke"]').click()
+    page.wait_for_selector('#alert-text:has-text("did not answer")', timeout=T)
+    check(True, 'no answer at all is said as such (%r)' % page.locator('#alert-text').inner_text())
+    page.unroute(revoke)
+    check(srv.ok('GET', '/v1/cards/c-fail')['claim'] is not None, 'the claim is still there')
+    page.click('#alert-close')
+
+
+def layout_and_focus(page, srv):
+    """Long titles stay inside their boxes; awaiting_input is answered with a comment from the
+    lane; the keyboard focus survives a lane item that an action answered; a cut lane says so;
+    a give-up answered since is shown as history."""
+    long = 'Unbroken' + 'x' * 300
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-long', 'title': long, 'state': 'in_progress'})
+    ep = srv.claim('c-long', 'worker-long', lease_ms=600000)['epoch']
+    srv.owned('PUT', '/v1/cards/c-long/awaiting-input', ep,
+              {'marker': 'worker-long', 'awaiting_input': True})
+    srv.give_up('c-gave2', 'Rebuild the search index')
+    sign_in(page, srv, 'op')
+    page.wait_for_selector('#live.on', timeout=T)
+    item = page.locator('#attention-list li[data-card="c-long"]')
+    item.wait_for(timeout=T)
+    check('awaiting_input' in item.inner_text(), 'a long-titled card in the lane')
+    for width in (1280, 390):
+        page.set_viewport_size({'width': width, 'height': 800})
+        page.wait_for_timeout(200)
+        over = page.evaluate("""() => [...document.querySelectorAll(
+            '#attention-list li, #board .chip, .column h2')].filter(
+            (e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.outerHTML.slice(0, 80))""")
+        check(not over, 'nothing overflows its box at width %d (%s)' % (width, over))
+        doc = page.evaluate('document.documentElement.scrollWidth')
+        check(doc <= width + 2, 'no horizontal scrolling at width %d (%d)' % (width, doc))
+    page.set_viewport_size({'width': 1280, 'height': 800})
+    # awaiting_input is answered with a comment, from the lane; a live update of the open
+    # card while the operator types keeps the draft and the focus
+    item.locator('[data-action="answer"]').click()
+    page.locator('#card-dialog').wait_for(state='visible', timeout=T)
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'comment-body'",
+                           timeout=T)
+    page.keyboard.type('Use the staging ')
+    srv.ok('POST', '/v1/cards/c-long/comments', 'bot', {'body': 'meanwhile, from a bot'})
+    page.wait_for_selector('#card-body .comments li:has-text("meanwhile, from a bot")', timeout=T)
+    check(page.input_value('#comment-body') == 'Use the staging ' and
+          page.evaluate("document.activeElement.id") == 'comment-body',
+          'the draft and the focus survive a live update (%r)' % page.input_value('#comment-body'))
+    page.keyboard.type('keys.')
+    page.click('#comment-submit')
+    page.wait_for_selector('#card-body .comments li:has-text("Use the staging keys.")', timeout=T)
+    got = [(m['author'], m['body']) for m in srv.ok('GET', '/v1/cards/c-long')['comments']]
+    check(('op', 'Use the staging keys.') in got, 'the answer is a comment by the operator (%s)' % got)
+    check(page.input_value('#comment-body') == '', 'and the box is cleared')
+    page.keyboard.press('Escape')
+    page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
+    check('gave up earlier' in page.locator(in_column('ready', 'c-gave')).inner_text(),
+          'a give-up answered by a reopen shows as history on the chip, not as a reason')
+    check('gave up: run_pruned' in page.locator(in_column('blocked', 'c-gave2')).inner_text(),
+          'a standing one as a reason')
+    # keyboard: Re-queue of c-gave2 from the lane; its item leaves, the focus goes on
+    page.focus('#attention-list li[data-card="c-gave2"] [data-action="requeue"]')
+    page.keyboard.press('Enter')
+    page.wait_for_selector('#attention-list li[data-card="c-gave2"]', state='detached', timeout=T)
+    page.wait_for_timeout(300)
+    where = page.evaluate("""() => { const a = document.activeElement;
+        return a && (a.closest('#attention') ? 'lane' : a.tagName); }""")
+    check(where == 'lane', 'the focus stays in the lane when an action answered the item (%s)'
+          % where)
+    page.keyboard.press('Tab')
+    check(page.evaluate("!!document.activeElement.closest('#attention')"),
+          'and Tab goes on from there')
+    # a live update redraws what changed, not every chip (a board of thousands of cards was
+    # laid out again twice per event): an untouched chip stays the same element
+    page.evaluate("document.querySelector('#board [data-card=\"c-docs\"]').boarddMark = 'kept'")
+    srv.ok('PATCH', '/v1/cards/c-build/state', 'op', {'to': 'review'})
+    page.wait_for_selector(in_column('review', 'c-build'), timeout=T)
+    page.wait_for_timeout(500)  # and the lane's re-read, which draws the board again
+    check(page.evaluate("document.querySelector('#board [data-card=\"c-docs\"]').boarddMark") == 'kept',
+          'a live update keeps the chips it did not change')
+    # a lane cut at its limit says so
+    def cut(route):
+        r = route.fetch()
+        j = r.json()
+        j['truncated'] = True
+        route.fulfill(response=r, body=json.dumps(j))
+    page.route('**/v1/attention?*', cut)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'c-poke', 'title': 'poke', 'state': 'inbox'})
+    page.wait_for_selector('#attention-count:has-text("more need attention")', timeout=T)
+    check(True, 'a truncated lane says more cards need attention')
+    page.unroute('**/v1/attention?*')
+
+
+def gone_flows(page, srv):
+    """A board that does not exist: named in the address, its stream answered 404, or gone
+    from under an open page (boardd restarted on another store). Each stops following it,
+    says so, and offers the way back to the board list (an old UI retried a 404 for ever)."""
+    streams = []
+    page.on('request', lambda r: streams.append(r.url) if '/v1/events/stream' in r.url else None)
+    # the address names no board
+    page.goto(srv.url + '/ui/#board=ghost')
+    page.fill('#token', srv.tok['op'])
+    page.click('#login-form button[type=submit]')
+    page.wait_for_selector('#board [data-column]', timeout=T)
+    notice = page.locator('#notice')
+    notice.wait_for(state='visible', timeout=T)
+    check('ghost' in notice.inner_text() and 'default' in notice.inner_text(),
+          'a board named in the address that does not exist is said so (%r)' % notice.inner_text())
+    check(page.locator('#board-select').input_value() == 'default', 'and the default board opens')
+    page.click('#notice-close')
+    notice.wait_for(state='hidden', timeout=T)
+
+    # the stream answers 404 (a server or proxy without the route): stop, say why
+    cfg = srv.ok('GET', '/v1/boards/default')
+    cfg['name'] = 'team-x'
+    srv.ok('PUT', '/v1/boards/team-x', 'op', cfg)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'x-1', 'board': 'team-x', 'title': 'On team x',
+                                        'state': 'ready'})
+    page.reload()
+    page.wait_for_selector('#board [data-column]', timeout=T)
+    route = '**/v1/events/stream?board=team-x*'
+    page.route(route, lambda r: r.fulfill(
+        status=404, content_type='application/problem+json',
+        body=json.dumps({'type': '/problems/not_found', 'title': 'Not Found', 'status': 404,
+                         'code': 'not_found', 'detail': 'no such route'})))
+    page.select_option('#board-select', 'team-x')
+    page.wait_for_selector(in_column('ready', 'x-1'), timeout=T)
+    page.wait_for_selector('#live.refused', timeout=T)
+    msg = page.locator('#live').inner_text()
+    check('404' in msg and 'no such route' in msg, 'a stream answered 404 says so (%r)' % msg)
+    n = len(streams)
+    for _ in range(8):  # a retrying UI asks again within 0.5 to 2 s
+        page.wait_for_timeout(500)
+        if len(streams) != n:
+            break
+    check(len(streams) == n, 'and stops asking (%d, then %d stream requests)' % (n, len(streams)))
+    page.unroute(route)
+
+    # the board goes from under the open page: boardd comes back on the same port with
+    # another (empty) store
+    page.select_option('#board-select', 'default')
+    page.wait_for_selector('#live.on', timeout=T)
+    page.select_option('#board-select', 'team-x')
+    page.wait_for_selector('#live.on', timeout=T)
+    srv.srv.keep_port = True
+    check(srv.srv.stop(timeout=15) == 0, 'boardd stopped for the restart')
+    srv.srv.store = 'fs:' + os.path.join(srv.dir, 'data-empty')
+    ok, detail = srv.srv.start()
+    check(ok, 'boardd restarted on another store (%s)' % detail)
+    notice.wait_for(state='visible', timeout=T)
+    text = notice.inner_text()
+    check('team-x' in text and 'does not exist' in text and 'no board team-x' in text,
+          'the board gone from under the page is said so, with the server\'s detail (%r)' % text)
+    check(page.locator('#notice-action').inner_text() == 'Back to the board list',
+          'with the way back')
+    check('team-x' in page.locator('#live').inner_text(), 'the live badge says it stopped')
+    shot(page, 'board-gone.png')
+    n = len(streams)
+    page.wait_for_timeout(2500)
+    check(len(streams) == n, 'no stream of the gone board is asked for (%d, then %d)'
+          % (n, len(streams)))
+    page.click('#notice-action')
+    notice.wait_for(state='hidden', timeout=T)
+    page.wait_for_selector('#live.on', timeout=T)
+    check(page.locator('#board-select').input_value() == 'default',
+          'back on the board list: the default board is open and live')
+    check(page.locator('#board-select option[value="team-x"]').count() == 0,
+          'and the gone board is no longer offered')
+
+
 def main():
     if not os.access(CHROMIUM, os.X_OK):
         bt.skip_or_fail('no chromium at %s' % CHROMIUM)
@@ -296,12 +538,17 @@ def main():
                 viewport={'width': 1280, 'height': 800})
             errors = []
             try:
-                for flow in (operator_flows, readonly_flows, refused_flows):
+                for flow in (operator_flows, readonly_flows, action_errors, layout_and_focus,
+                             refused_flows, gone_flows):
                     page = ctx.new_page()
-                    # a restarting boardd answers 503 for a moment (the UI retries those)
-                    ok503 = flow is refused_flows
-                    page.on('console', lambda m, ok503=ok503: errors.append(m.text) if (
-                        m.type == 'error' and not (ok503 and '503' in m.text)) else None)
+                    # the failures a flow provokes on purpose, as the browser logs them: a
+                    # restarting boardd answers 503 for a moment (the UI retries those), a
+                    # refused connection, a board or route that is not there (404)
+                    allowed = {refused_flows: ('503',),
+                               action_errors: ('503', 'ERR_CONNECTION_REFUSED'),
+                               gone_flows: ('503', '404', 'net::ERR_')}.get(flow, ())
+                    page.on('console', lambda m, allowed=allowed: errors.append(m.text) if (
+                        m.type == 'error' and not any(a in m.text for a in allowed)) else None)
                     page.on('pageerror', lambda e: errors.append(str(e)))
                     try:
                         flow(page, srv)
