@@ -574,6 +574,7 @@ int64_t store_now(struct store *st);
 /* Test hook: replaces the clock (NULL restores the twin's own). */
 void store_clock_set(struct store *st, store_clock_fn fn, void *ctx);
 
+/* Every board, by name (byte order). */
 enum core_rc store_board_list(struct store *st, struct core_board **boards, size_t *n);
 enum core_rc store_board_get(struct store *st, const char *name, struct core_board *out);
 enum core_rc store_board_put(struct store *st, const struct core_board *b,

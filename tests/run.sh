@@ -2,8 +2,8 @@
 # Builds boardd and runs every test: the Check suites (with the Mongo twin's suite against a
 # FerretDB 1.24 test server built here), then again under ASan+UBSan, and the store and
 # reaper concurrency suites under TSan; in each build the Mongo suite runs a second time on
-# mongo-java-server (in memory, atomic: the race tests run there). Installs what it needs
-# when missing.
+# mongo-java-server (in memory, atomic: the race tests run there); the mongo suite includes
+# parity (the FS and Mongo twins side by side over HTTP). Installs what it needs when missing.
 #   ./tests/run.sh            everything
 #   ./tests/run.sh --quick    the plain build's suites only
 set -euo pipefail

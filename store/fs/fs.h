@@ -876,6 +876,16 @@ void fs_effects_clear(struct fs_txn *t);
  * non-machine write. A move to the current column is a no-op. */
 enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct core_board *b,
 			   const char *to, const char *reason, json_t *extra);
+/* fs_state_move without the cascade, for a write that has more of the card's own events to
+ * append (an owned move that also releases): the card's events first, then
+ * fs_state_cascade's, in the order the Mongo twin (which commits the card before it promotes
+ * a dependent) appends them. *moved: whether the card changed column. */
+enum core_rc fs_state_move_only(struct fs_txn *t, struct core_card *c, const char *to,
+				const char *reason, json_t *extra, bool *moved);
+/* The unblocked cascade of c's move into `to` (only into the completed column, by a
+ * non-machine write). */
+enum core_rc fs_state_cascade(struct fs_txn *t, const struct core_board *b,
+			      const struct core_card *c, const char *to, const char *reason);
 /* Appends a comment by the transaction's actor with its card_comment_added event, within the
  * card limits (PAYLOAD_TOO_LARGE). */
 enum core_rc fs_comment_write(struct fs_txn *t, struct core_card *c, const char *body);

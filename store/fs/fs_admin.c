@@ -118,13 +118,14 @@ enum core_rc fs_labels_sweep(struct store *st, const struct store_label_sweep *s
 {
 	struct fs *fs = fs_of(st);
 	struct fs_txn t;
-	size_t *per_board = NULL, i, k;
+	size_t *per_board = NULL, *first = NULL, n_first = 0, i, k;
 	enum core_rc rc = CORE_OK;
 
 	*touched = 0;
 	fs_txn_begin(fs, &t, actor);
 	per_board = calloc(fs->n_boards ? fs->n_boards : 1, sizeof(*per_board));
-	if (!per_board)
+	first = calloc(fs->n_boards ? fs->n_boards : 1, sizeof(*first));
+	if (!per_board || !first)
 		rc = CORE_ERR_NOMEM;
 	for (i = 0; rc == CORE_OK && i < fs->n_order; i++) {
 		const struct fs_card_ent *ent = fs->order[i];
@@ -149,13 +150,15 @@ enum core_rc fs_labels_sweep(struct store *st, const struct store_label_sweep *s
 				  core_event_type_name(sweep_event[sw->kind]),
 				  json_pack("{so}", "labels", labels));
 		for (k = 0; k < fs->n_boards; k++)
-			if (strcmp(fs->boards[k].name, c->board) == 0)
-				per_board[k]++;
+			if (strcmp(fs->boards[k].name, c->board) == 0 && !per_board[k]++)
+				first[n_first++] = k;
 		(*touched)++;
 	}
-	for (k = 0; rc == CORE_OK && k < fs->n_boards; k++)
-		if (per_board[k])
-			rc = sweep_summary(&t, sw, fs->boards[k].name, per_board[k]);
+	/* One summary per board, in the order the sweep first touched each (the cards' order),
+	 * as the Mongo twin appends them. */
+	for (i = 0; rc == CORE_OK && i < n_first; i++)
+		rc = sweep_summary(&t, sw, fs->boards[first[i]].name, per_board[first[i]]);
+	free(first);
 	free(per_board);
 	if (rc != CORE_OK)
 		*touched = 0;

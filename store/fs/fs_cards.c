@@ -66,13 +66,14 @@ static enum core_rc cascade_unblocked(struct fs_txn *t, const struct core_board 
 	return rc;
 }
 
-enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct core_board *b,
-			   const char *to, const char *reason, json_t *extra)
+enum core_rc fs_state_move_only(struct fs_txn *t, struct core_card *c, const char *to,
+				const char *reason, json_t *extra, bool *moved)
 {
 	json_t *payload = NULL;
 	char *from = NULL, *text = NULL;
 	enum core_rc rc = CORE_OK;
 
+	*moved = false;
 	if (strcmp(c->state, to) == 0)
 		goto out;
 	rc = CORE_ERR_NOMEM;
@@ -104,15 +105,32 @@ enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct c
 				  payload);
 	payload = NULL;
 	text = NULL;
-	/* A machine write files without effects: no dependent promotion (DESIGN §7). */
-	if (rc == CORE_OK && b->completed && strcmp(to, b->completed) == 0 &&
-	    !core_is_machine_reason(reason))
-		rc = cascade_unblocked(t, b, c->id);
+	*moved = rc == CORE_OK;
 out:
 	json_decref(extra);
 	json_decref(payload);
 	free(text);
 	free(from);
+	return rc;
+}
+
+enum core_rc fs_state_cascade(struct fs_txn *t, const struct core_board *b,
+			      const struct core_card *c, const char *to, const char *reason)
+{
+	/* A machine write files without effects: no dependent promotion (DESIGN §7). */
+	if (b->completed && strcmp(to, b->completed) == 0 && !core_is_machine_reason(reason))
+		return cascade_unblocked(t, b, c->id);
+	return CORE_OK;
+}
+
+enum core_rc fs_state_move(struct fs_txn *t, struct core_card *c, const struct core_board *b,
+			   const char *to, const char *reason, json_t *extra)
+{
+	bool moved;
+	enum core_rc rc = fs_state_move_only(t, c, to, reason, extra, &moved);
+
+	if (rc == CORE_OK && moved)
+		rc = fs_state_cascade(t, b, c, to, reason);
 	return rc;
 }
 

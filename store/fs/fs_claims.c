@@ -231,16 +231,31 @@ static bool top_build(struct fs_post *p)
  * top[top_n - 1], or top_all and there is none. Members claimed, moved away or re-ranked
  * since the walk keep their place (re-ranking drops the cache): the order of the entries is
  * the order of their ranks, so a newcomer's place is found by bisection. */
+/* Whether cached member i was deleted since (it moved away first: deleting a card drops only
+ * the cache of the state it was deleted from). It has no card, hence no rank to place a
+ * newcomer against: the cache is dropped, and the next pick walks the list. */
+static bool top_dead(struct fs_post *p, size_t i)
+{
+	if (p->top[i]->card)
+		return false;
+	p->top_valid = false;
+	return true;
+}
+
 void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct fs_card *c)
 {
 	size_t lo = p->top_pos, hi = p->top_n, mid;
 
 	if (!p->top_valid || (lo == hi && !p->top_all))
 		return; /* none, or spent: the next pick walks the list anyway */
+	if (!p->top_all && top_dead(p, hi - 1))
+		return;
 	if (!p->top_all && !pick_before(c, p->top[hi - 1]->card))
 		return; /* ranks after the last cached: the next walk finds it */
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
+		if (top_dead(p, mid))
+			return;
 		if (pick_before(p->top[mid]->card, c))
 			lo = mid + 1;
 		else
@@ -445,13 +460,14 @@ static enum core_rc gave_up_write(struct fs_txn *t, struct core_card *c,
 static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
 				   const struct core_board *b, const struct store_owned_write *w)
 {
+	bool moved = false;
 	enum core_rc rc;
 
 	switch (w->kind) {
 	case STORE_OWNED_STATE:
 		rc = core_transition_check(b, c->state, w->state, CORE_MOVER_OWNER);
 		if (rc == CORE_OK)
-			rc = fs_state_move(t, c, b, w->state, w->reason, NULL);
+			rc = fs_state_move_only(t, c, w->state, w->reason, NULL, &moved);
 		break;
 	case STORE_OWNED_LAST_RUN:
 		rc = w->run_id ? core_last_run_check(fs_txn_run_peek(t, w->run_id), c->id,
@@ -487,6 +503,9 @@ static enum core_rc owned_write_in(struct fs_txn *t, struct core_card *c,
 	 * the write, and shares its line (the reaper's file-and-release). */
 	if (rc == CORE_OK && w->release)
 		rc = fs_release_with_event(t, c, w->event_reason);
+	/* The dependents' promotions after the card's own events (its move, its release). */
+	if (rc == CORE_OK && moved)
+		rc = fs_state_cascade(t, b, c, w->state, w->reason);
 	return rc;
 }
 

@@ -293,6 +293,70 @@ out:
 	return rc;
 }
 
+struct consume_at {
+	size_t after; /* the index of its card's last event among the step's own */
+	size_t k;     /* its index */
+};
+
+static int consume_at_cmp(const void *a, const void *b)
+{
+	const struct consume_at *x = a, *y = b;
+
+	if (x->after != y->after)
+		return x->after < y->after ? -1 : 1;
+	return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* The consume events (appended from index n_ev on, one per card) each move to right after
+ * the last event of their card: a card's one-shots leave in its own step, before the steps it
+ * caused (its dependents' card_unblocked), the order the Mongo twin appends them in (it
+ * commits each card's write, consume included, before it promotes a dependent). The hits'
+ * event indices follow. */
+static enum core_rc consumes_place(struct fs_txn *t, size_t n_ev)
+{
+	struct fs_change *ch = &t->ch;
+	size_t n = ch->n_events, c = n - n_ev, i, j, o = 0;
+	struct core_event **v;
+	struct consume_at *ca;
+	size_t *at;
+
+	if (!c)
+		return CORE_OK;
+	v = calloc(n, sizeof(*v));
+	at = calloc(n_ev, sizeof(*at));
+	ca = calloc(c, sizeof(*ca));
+	if (!v || !at || !ca) {
+		free(v);
+		free(at);
+		free(ca);
+		return CORE_ERR_NOMEM;
+	}
+	for (j = 0; j < c; j++) {
+		const char *id = ch->events[n_ev + j]->card_id;
+
+		ca[j] = (struct consume_at){.after = n_ev - 1, .k = n_ev + j};
+		for (i = n_ev; i-- > 0;)
+			if (ch->events[i]->card_id && strcmp(ch->events[i]->card_id, id) == 0) {
+				ca[j].after = i;
+				break;
+			}
+	}
+	qsort(ca, c, sizeof(*ca), consume_at_cmp);
+	for (i = 0, j = 0; i < n_ev; i++) {
+		at[i] = o;
+		v[o++] = ch->events[i];
+		for (; j < c && ca[j].after == i; j++)
+			v[o++] = ch->events[ca[j].k];
+	}
+	memcpy(ch->events, v, n * sizeof(*v));
+	for (i = 0; i < t->n_hits; i++)
+		t->hits[i].ev = at[t->hits[i].ev];
+	free(v);
+	free(at);
+	free(ca);
+	return CORE_OK;
+}
+
 enum core_rc fs_effects_match(struct fs_txn *t)
 {
 	struct fs_change *ch = &t->ch;
@@ -349,6 +413,8 @@ enum core_rc fs_effects_match(struct fs_txn *t)
 			if (!done[i] && ch->events[t->hits[i].ev]->card_id)
 				rc = consume_card(t, i, done);
 		free(done);
+		if (rc == CORE_OK)
+			rc = consumes_place(t, n_ev);
 	}
 	return rc;
 }

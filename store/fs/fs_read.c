@@ -24,6 +24,13 @@ static bool board_allowed(const char *board, const char *one, const char *const 
 
 /* ---- boards ---- */
 
+static int board_name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct core_board *)a)->name, ((const struct core_board *)b)->name);
+}
+
+/* By name, as the Mongo twin lists them (by _id): the boards' order is the store's, not the
+ * order they were made in, so GET /v1/boards reads the same on both twins. */
 enum core_rc fs_board_list(struct store *st, struct core_board **boards, size_t *n)
 {
 	struct fs *fs = fs_of(st);
@@ -40,6 +47,7 @@ enum core_rc fs_board_list(struct store *st, struct core_board **boards, size_t 
 		store_boards_free(v, i);
 		return CORE_ERR_NOMEM;
 	}
+	qsort(v, i, sizeof(*v), board_name_cmp);
 	*boards = v;
 	*n = i;
 	return CORE_OK;

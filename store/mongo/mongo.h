@@ -417,8 +417,11 @@ bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push);
  * for the maintenance drain. */
 void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 		     const struct mgo_evq *q, const bson_t *after);
-/* Queues the events left in a document's outbox (for a delete, or the drain). */
-void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc);
+/* Queues the events left in a document's outbox (for a delete, or the drain), from its
+ * entry *pos on, as many as q holds, and moves *pos past them; returns whether entries are
+ * left beyond. An outbox can hold more than a queue: its pulls are deferred (entries already
+ * delivered stay until the puller comes; evq_store skips those). */
+bool mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc, size_t *pos);
 /* Inserts q's events straight into `events` (for a deleted document: no outbox left). */
 enum core_rc mgo_evq_insert_direct(struct mgo_conn *c, const struct mgo_evq *q);
 /* Delivers outbox entries older than the grace period in all three collections. */

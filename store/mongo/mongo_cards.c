@@ -505,6 +505,29 @@ enum core_rc mgo_card_patch(struct store *st, const char *id, const struct store
 	return rc;
 }
 
+/* A deleted card's outbox into the tail, a queue at a time, then its card_deleted: the
+ * outbox can hold more than one queue (its pulls are deferred), and a full queue had no room
+ * left for card_deleted, which was lost. q: empty, initialised; released by the caller. */
+static enum core_rc outbox_then_deleted(struct mgo_conn *c, const bson_t *gone,
+					const struct core_card *card, struct mgo_evq *q)
+{
+	enum core_rc rc = CORE_OK;
+	size_t pos = 0;
+	bool more = true;
+
+	while (rc == CORE_OK && more) {
+		more = mgo_evq_from_outbox(q, gone, &pos);
+		if (q->n)
+			rc = mgo_evq_insert_direct(c, q);
+		mgo_evq_release(q);
+		mgo_evq_init(q, c->m);
+	}
+	if (rc != CORE_OK)
+		return rc;
+	mgo_evq_add(q, CORE_EV_CARD_DELETED, card->board, card->id, c->actor, NULL, c->now, NULL);
+	return mgo_evq_insert_direct(c, q);
+}
+
 enum core_rc mgo_card_delete(struct store *st, const char *id, const struct store_actor *actor)
 {
 	mongoc_find_and_modify_opts_t *fam = mongoc_find_and_modify_opts_new();
@@ -559,10 +582,7 @@ enum core_rc mgo_card_delete(struct store *st, const char *id, const struct stor
 		if (rc == CORE_OK) {
 			/* The document and its outbox are gone: whatever it still owed the tail
 			 * goes straight in, then card_deleted (ledger item 2 in mongo.c). */
-			mgo_evq_from_outbox(&q, &gone);
-			mgo_evq_add(&q, CORE_EV_CARD_DELETED, card->board, id, c.actor, NULL, c.now,
-				    NULL);
-			if (mgo_evq_insert_direct(&c, &q) != CORE_OK)
+			if (outbox_then_deleted(&c, &gone, card, &q) != CORE_OK)
 				fprintf(stderr, "boardd: mongo: card %s deleted; its events were "
 						"not recorded\n", id);
 		} else {

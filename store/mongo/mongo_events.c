@@ -886,9 +886,9 @@ void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *
 	 * the log would contradict the card's history (found by tests/history). Whoever
 	 * delivers an entry second finds it stored (evq_undelivered) and only pulls it. */
 	if (after && q->n && outbox_ahead(c->m, after, q)) {
-		size_t i;
+		size_t i, pos = 0;
 
-		mgo_evq_from_outbox(&all, after);
+		mgo_evq_from_outbox(&all, after, &pos);
 		for (i = 0; i < q->n && evq_has(&all, q->eid[i]); i++)
 			;
 		/* An outbox longer than a queue holds (ours not in view): ours alone, as before. */
@@ -925,17 +925,23 @@ struct drain_ctx {
 	mongoc_collection_t *coll;
 };
 
-void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc)
+bool mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc, size_t *pos)
 {
 	bson_iter_t ai, ei;
 	const uint8_t *data;
 	uint32_t len;
 	bson_t ev;
+	size_t i = 0;
 
 	if (!bson_iter_init_find(&ai, doc, "outbox") || !BSON_ITER_HOLDS_ARRAY(&ai) ||
 	    !bson_iter_recurse(&ai, &ai))
-		return;
-	while (bson_iter_next(&ai) && q->n < sizeof(q->ev) / sizeof(q->ev[0])) {
+		return false;
+	while (bson_iter_next(&ai)) {
+		if (i++ < *pos)
+			continue;
+		if (q->n == sizeof(q->ev) / sizeof(q->ev[0]))
+			return true;
+		*pos = i;
 		if (!BSON_ITER_HOLDS_DOCUMENT(&ai))
 			continue;
 		bson_iter_document(&ai, &len, &data);
@@ -947,17 +953,19 @@ void mgo_evq_from_outbox(struct mgo_evq *q, const bson_t *doc)
 		if (q->ev[q->n])
 			q->n++;
 	}
+	return false;
 }
 
 static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 {
 	struct drain_ctx *d = ctx;
 	struct mgo_evq q = {0};
+	size_t pos = 0;
 	bson_iter_t it;
 
 	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
 		return CORE_OK;
-	mgo_evq_from_outbox(&q, doc);
+	mgo_evq_from_outbox(&q, doc, &pos); /* the rest on the next pass, once these are pulled */
 	/* What was delivered already (a writer that died before its pull) is only pulled. */
 	if (q.n && evq_store(d->c, &q, false,
 			     d->coll == d->c->cards ? bson_iter_utf8(&it, NULL) : NULL) == CORE_OK &&
@@ -1290,7 +1298,10 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		bson_destroy(&filter);
 		if (rc != CORE_OK)
 			break;
-		*next = *n == limit ? t.served : t.safe;
+		/* A full page resumes after its last event only when another one is waiting
+		 * (t.stop); a page that read the tail to its end resumes from there, past other
+		 * boards' events, as the FS twin's does. */
+		*next = *n == limit && t.stop ? t.served : t.safe;
 		/* A full batch of other boards' events: read on without waiting. */
 		if (*n == 0 && !t.stop && t.scanned == 1000)
 			continue;

@@ -193,5 +193,6 @@ Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
 	conformance_add_fence(s);
 	conformance_add_events(s);
 	conformance_add_reaper_batch(s);
+	conformance_add_parity(s);
 	return s;
 }

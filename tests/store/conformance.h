@@ -60,6 +60,13 @@ void ct_assert_labels(struct store *st, const char *id, const char *const *want)
 void ct_move(struct store *st, const char *id, const char *from, const char *to,
 	     const char *reason, const struct store_actor *actor);
 
+/* Puts subscription `name` on the default board (NULL-terminated lists or NULL; url a closed
+ * port, secret given) and returns it; fails the test on error. Caller frees with
+ * store_sub_free. */
+struct store_sub *ct_sub_put(struct store *st, const char *name, const char *const *types,
+			     const char *const *to_states, const char *const *all_labels,
+			     const char *const *consume);
+
 void conformance_add_cards(Suite *s);
 void conformance_add_workflow(Suite *s);
 void conformance_add_claims(Suite *s);
@@ -77,5 +84,6 @@ void conformance_add_attention(Suite *s);
 void conformance_add_fence(Suite *s);
 void conformance_add_events(Suite *s);
 void conformance_add_reaper_batch(Suite *s);
+void conformance_add_parity(Suite *s);
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct store_sub *ct_sub_put(struct store *st, const char *name, const char *const *types,
+struct store_sub *ct_sub_put(struct store *st, const char *name, const char *const *types,
 				    const char *const *to_states, const char *const *all_labels,
 				    const char *const *consume)
 {

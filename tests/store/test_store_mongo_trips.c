@@ -235,6 +235,63 @@ START_TEST(writers_leave_the_pull_to_the_puller)
 }
 END_TEST
 
+/* The puller held: a card written ten times keeps ten entries in its outbox (delivered, not
+ * yet pulled), more than one event queue holds; deleting it then must still record every
+ * event of it once and its card_deleted (the delete lost card_deleted: the queue it built
+ * from the outbox had no room left, and the delete answered all the same). */
+struct held_puller {
+	pthread_t writer;
+	atomic_bool hold;
+};
+
+static void hold_puller(void *ctx, const char *what)
+{
+	struct held_puller *h = ctx;
+
+	if (strcmp(what, "pull") == 0 && !pthread_equal(pthread_self(), h->writer))
+		while (atomic_load(&h->hold))
+			nap_ms(1);
+}
+
+START_TEST(delete_with_a_full_outbox_records_card_deleted)
+{
+	struct held_puller h = {.writer = pthread_self()};
+	struct store_mongo_options o = {.test_read = hold_puller, .test_ctx = &h};
+	struct store_card_patch p = {0};
+	struct store *st;
+	struct core_card *c = NULL;
+	struct core_event *ev = NULL;
+	char db[64], title[16];
+	size_t n = 0, i, updated = 0, deleted = 0;
+	int64_t next = 0;
+
+	atomic_store(&h.hold, true);
+	db_name_new(db, sizeof(db));
+	st = open_db_opts(db, &o, NULL);
+	create(st, "full", "ready");
+	for (i = 0; i < 10; i++) {
+		snprintf(title, sizeof title, "t%zu", i);
+		p.title = title;
+		ck_assert_int_eq(store_card_patch(st, "full", &p, &bot, &c), CORE_OK);
+		core_card_free(c);
+	}
+	if (!is_ferretdb()) /* there each writer pulls its own */
+		ck_assert_uint_ge(raw_outbox_len(st, "cards", "full"), 10);
+	ck_assert_int_eq(store_card_delete(st, "full", &bot), CORE_OK);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 100, 0, &ev, &n, &next), CORE_OK);
+	for (i = 0; i < n; i++) {
+		updated += ev[i].type == CORE_EV_CARD_UPDATED;
+		deleted += ev[i].type == CORE_EV_CARD_DELETED;
+	}
+	ck_assert_uint_eq(updated, 10);
+	ck_assert_uint_eq(deleted, 1);
+	ck_assert_int_eq(ev[n - 1].type, CORE_EV_CARD_DELETED);
+	store_events_free(ev, n);
+	atomic_store(&h.hold, false);
+	close_db(st);
+}
+END_TEST
+
 /* The bench's cycle, one writer at a time, counted request by request on the calling thread
  * (store/mongo/README.md, "Round trips per request"): claim and an owned state write read the
  * card and its board (one aggregate, or two finds on FerretDB), then the findAndModify, the
@@ -686,6 +743,7 @@ void mongo_add_trips(TCase *tc)
 	tcase_add_test(tc, renew_refusals_change_nothing);
 	tcase_add_test(tc, card_and_board_in_one_round_trip);
 	tcase_add_test(tc, writers_leave_the_pull_to_the_puller);
+	tcase_add_test(tc, delete_with_a_full_outbox_records_card_deleted);
 	tcase_add_test(tc, cycle_round_trips_per_request);
 	tcase_add_test(tc, shared_seq_allocations_hand_each_seq_once);
 	tcase_add_test(tc, writers_share_the_events_insert);
