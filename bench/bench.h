@@ -29,6 +29,10 @@ struct bench_http *bench_http_open(const char *host, uint16_t port);
  * called, as for a path too long for sun_path or a failed connect. */
 struct bench_http *bench_http_open_unix(const char *path);
 void bench_http_close(struct bench_http *c);
+/* The value of header `name` (any case) in the header block [h, end), blanks around it
+ * trimmed, or NULL; *vlen its length. Also the ceiling server's (bench/ceiling.c). */
+const char *bench_http_header_find(const char *h, const char *end, const char *name,
+				   size_t *vlen);
 
 /* Sends one request on the keep-alive connection and reads the answer (Content-Length,
  * chunked or close-delimited). headers: NULL or extra "Name: value\r\n" lines. body: NULL or a

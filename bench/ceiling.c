@@ -37,6 +37,8 @@
  * GET /metrics answers boardd_fs_journal_lines_total and boardd_fs_journal_syncs_total, so
  * loadgen prints the group commit's width as it does for boardd. Tokens are not checked (an
  * Authorization header must be there): boardd's token lookup is its own application cost. */
+#include "bench/bench.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -793,31 +795,6 @@ static void answer_format(struct conn *c, const struct answer *a)
 	c->wlen = (size_t)n + a->blen;
 }
 
-/* The value of header `name` in [h, end), or NULL. */
-static const char *hdr_find(const char *h, const char *end, const char *name, size_t *vlen)
-{
-	size_t nl = strlen(name);
-
-	while (h < end) {
-		const char *eol = memchr(h, '\n', (size_t)(end - h)), *v, *ve;
-
-		if (!eol)
-			eol = end;
-		if ((size_t)(eol - h) > nl && h[nl] == ':' && strncasecmp(h, name, nl) == 0) {
-			v = h + nl + 1;
-			ve = eol;
-			while (v < ve && *v == ' ')
-				v++;
-			while (ve > v && (ve[-1] == '\r' || ve[-1] == ' '))
-				ve--;
-			*vlen = (size_t)(ve - v);
-			return v;
-		}
-		h = eol + 1;
-	}
-	return NULL;
-}
-
 /* Serves the complete requests in rbuf until an answer must wait for the journal. */
 static void conn_process(struct conn *c)
 {
@@ -836,7 +813,7 @@ static void conn_process(struct conn *c)
 			return;
 		}
 		hlen = (size_t)(hend - c->rbuf) + 4;
-		if ((v = hdr_find(c->rbuf, hend, "Content-Length", &vlen)))
+		if ((v = bench_http_header_find(c->rbuf, hend, "Content-Length", &vlen)))
 			clen = strtoul(v, NULL, 10);
 		if (hlen + clen >= sizeof c->rbuf) {
 			c->closing = true;
@@ -858,8 +835,8 @@ static void conn_process(struct conn *c)
 		r.plen = (size_t)(sp2 - sp1 - 1);
 		r.body = c->rbuf + hlen;
 		r.blen = clen;
-		r.auth = hdr_find(c->rbuf, hend, "Authorization", &vlen) != NULL;
-		if ((v = hdr_find(c->rbuf, hend, "If-Match", &vlen)))
+		r.auth = bench_http_header_find(c->rbuf, hend, "Authorization", &vlen) != NULL;
+		if ((v = bench_http_header_find(c->rbuf, hend, "If-Match", &vlen)))
 			r.if_match = strtoll(v + (*v == '"'), NULL, 10);
 		app_dispatch(&r, &a, (int)c->l->idx);
 		memmove(c->rbuf, c->rbuf + hlen + clen, c->rlen - hlen - clen);

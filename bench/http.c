@@ -265,9 +265,8 @@ static ssize_t http_fill(struct bench_http *c)
 	return k;
 }
 
-/* The value of header `name` in the block [h, end), or NULL; *vlen its length. */
-static const char *http_header_find(const char *h, const char *end, const char *name,
-				    size_t *vlen)
+const char *bench_http_header_find(const char *h, const char *end, const char *name,
+				   size_t *vlen)
 {
 	size_t nl = strlen(name);
 
@@ -353,10 +352,10 @@ static int http_answer_read(struct bench_http *c, int *status, bool *got_any, bo
 	if (strncmp(c->r, "HTTP/1.", 7) != 0 || !(v = strchr(c->r, ' ')))
 		return -1;
 	*status = atoi(v + 1);
-	conn = http_header_find(c->r, hend, "Connection", &vlen);
+	conn = bench_http_header_find(c->r, hend, "Connection", &vlen);
 	*close_after = conn && vlen == 5 && strncasecmp(conn, "close", 5) == 0;
-	te = http_header_find(c->r, hend, "Transfer-Encoding", &vlen);
-	cl = http_header_find(c->r, hend, "Content-Length", &vlen);
+	te = bench_http_header_find(c->r, hend, "Transfer-Encoding", &vlen);
+	cl = bench_http_header_find(c->r, hend, "Content-Length", &vlen);
 	if (te && vlen >= 7 && strncasecmp(te, "chunked", 7) == 0) {
 		k = http_chunked_read(c, hlen);
 		if (k < 0)
