@@ -640,6 +640,12 @@ function holds(parent, els) {
   return true;
 }
 
+/* A name as text nodes with a line-break chance after each underscore (<wbr>), so a narrow
+ * column header wraps "awaiting_input" as "awaiting_" / "input", not inside a word. */
+function breakable(name) {
+  return name.split('_').flatMap((part, i, all) => i < all.length - 1 ? [part + '_', h('wbr', {})] : [part]);
+}
+
 /* A column's section, kept from render to render (name -> {section, count, ul}): only what
  * changed is put into the page, so a live update does not lay the whole board out again. */
 const columnCache = new Map();
@@ -649,7 +655,7 @@ function columnSection(name, col, n) {
   if (!e) {
     const count = h('span', { class: 'count' });
     const ul = h('ul', {});
-    e = { section: h('section', { 'data-column': name, 'aria-label': 'Column ' + name }, h('h2', {}, h('span', { text: name }), count), ul), count, ul };
+    e = { section: h('section', { 'data-column': name, 'aria-label': 'Column ' + name }, h('h2', {}, h('span', {}, breakable(name)), count), ul), count, ul };
     columnCache.set(name, e);
   }
   e.section.className = 'column' + (col.terminal ? ' terminal' : '');
