@@ -109,11 +109,11 @@ for r in $(seq "$ROUNDS"); do
 			ps2=$!
 			wait "$ps1" "$ps2"
 			wait "$lg"
-			ops=$(sed -n 's/^RESULT.* ops_per_s=\([0-9.]*\).*/\1/p' "$tmp/out")
-			cps=$(sed -n 's/^RESULT.* cycles_per_s=\([0-9.]*\).*/\1/p' "$tmp/out")
-			steal=$(sed -n 's/^RESULT.* steal_pct=\([0-9-]*\).*/\1/p' "$tmp/out")
-			others=$(sed -n 's/^RESULT.* others_cpu_pct=\([0-9-]*\).*/\1/p' "$tmp/out")
-			errs=$(sed -n 's/^RESULT.* errors=\([0-9]*\).*/\1/p' "$tmp/out")
+			ops=$(bench_result "$tmp/out" ops_per_s)
+			cps=$(bench_result "$tmp/out" cycles_per_s)
+			steal=$(bench_result "$tmp/out" steal_pct)
+			others=$(bench_result "$tmp/out" others_cpu_pct)
+			errs=$(bench_result "$tmp/out" errors)
 			awk -v r="$r" -v t="$t" -v tr="$tr" -v ops="$ops" -v s="$PERF_S" -v cps="$cps" \
 				-v steal="$steal" -v oth="$others" -v load="$(cut -d' ' -f1 /proc/loadavg)" \
 				-v stc="$(field "$tmp/srv" task-clock)" -v scs="$(field "$tmp/srv" context-switches)" \

@@ -1,5 +1,9 @@
 # Sourced by the bench scripts (run.sh, mongo.sh, drain.sh, cpu_ab.sh): processes, ports and tokens on 127.0.0.1.
 
+bench_result() { # file key: the value of key=VALUE in the file's RESULT line (drivers print one)
+	sed -n 's/^RESULT.*[[:space:]]'"$2"'=\([^[:space:]]*\).*/\1/p' "$1"
+}
+
 stop_pid() { # pid: SIGTERM, wait up to 10 s, then SIGKILL
 	local pid=$1 i
 	[ -n "$pid" ] || return 0

@@ -11,7 +11,7 @@ set -euo pipefail
 ceiling=${1:?usage: ceiling_smoke.sh CEILING LOADGEN SOURCE_ROOT}
 loadgen=${2:?usage: ceiling_smoke.sh CEILING LOADGEN SOURCE_ROOT}
 root=${3:?usage: ceiling_smoke.sh CEILING LOADGEN SOURCE_ROOT}
-source "$root/bench/lib.sh" # stop_pid, pick_port, wait_port
+source "$root/bench/lib.sh" # stop_pid, pick_port, wait_port, bench_result
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ceiling-smoke.XXXXXX")
 pid=
@@ -21,9 +21,6 @@ fail() {
 	echo "ceiling_smoke: $*" >&2
 	[ -f "$tmp/ceiling.log" ] && tail -5 "$tmp/ceiling.log" >&2
 	exit 1
-}
-result() { # FILE KEY: the value of KEY in FILE's RESULT line
-	sed -n 's/^RESULT.*[[:space:]]'"$2"'=\([^[:space:]]*\).*/\1/p' "$1"
 }
 
 for mode in loops mhd; do
@@ -52,11 +49,11 @@ for mode in loops mhd; do
 			"$loadgen" "${to[@]}" -w 4 -d 0.5 -W 0.1 -P "smoke" >"$tmp/out" || rc=$?
 		cat "$tmp/out"
 		[ "$rc" = 0 ] || fail "$mode $tr: loadgen exited $rc"
-		[ "$(result "$tmp/out" target)" = ceiling ] || fail "$mode $tr: target not named"
-		[ "$(result "$tmp/out" transport)" = "$tr" ] || fail "$mode $tr: ran over another transport"
-		[ "$(result "$tmp/out" errors)" = 0 ] && [ "$(result "$tmp/out" failed_cycles)" = 0 ] ||
+		[ "$(bench_result "$tmp/out" target)" = ceiling ] || fail "$mode $tr: target not named"
+		[ "$(bench_result "$tmp/out" transport)" = "$tr" ] || fail "$mode $tr: ran over another transport"
+		[ "$(bench_result "$tmp/out" errors)" = 0 ] && [ "$(bench_result "$tmp/out" failed_cycles)" = 0 ] ||
 			fail "$mode $tr: loadgen counted errors"
-		[ "$(result "$tmp/out" cycles)" -gt 0 ] || fail "$mode $tr: no cycle"
+		[ "$(bench_result "$tmp/out" cycles)" -gt 0 ] || fail "$mode $tr: no cycle"
 		grep -q '^group commit (server.s /metrics over the window): .* journal lines per fdatasync' \
 			"$tmp/out" || fail "$mode $tr: no group-commit counters"
 		# The fences: an epoch the card never had is refused; no token is 401.

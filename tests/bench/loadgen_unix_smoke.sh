@@ -12,7 +12,7 @@ set -euo pipefail
 boardd=${1:?usage: loadgen_unix_smoke.sh BOARDD LOADGEN SOURCE_ROOT}
 loadgen=${2:?usage: loadgen_unix_smoke.sh BOARDD LOADGEN SOURCE_ROOT}
 root=${3:?usage: loadgen_unix_smoke.sh BOARDD LOADGEN SOURCE_ROOT}
-source "$root/bench/lib.sh" # stop_pid, bench_tokens
+source "$root/bench/lib.sh" # stop_pid, bench_tokens, bench_result
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/loadgen-unix.XXXXXX")
 pid=
@@ -22,10 +22,6 @@ fail() {
 	echo "loadgen_unix_smoke: $*" >&2
 	[ -f "$tmp/boardd.log" ] && tail -20 "$tmp/boardd.log" >&2
 	exit 1
-}
-# result FILE KEY: the value of KEY in FILE's RESULT line
-result() {
-	sed -n 's/^RESULT .*[[:space:]]'"$2"'=\([^[:space:]]*\).*/\1/p' "$1"
 }
 
 bench_tokens "$boardd" "$tmp"
@@ -46,17 +42,17 @@ for loops in 1 0; do
 		-P "smoke$loops" -e "$loops" >"$tmp/out" || rc=$?
 	cat "$tmp/out"
 	[ "$rc" = 0 ] || fail "loadgen -U -e $loops exited $rc"
-	[ "$(result "$tmp/out" transport)" = unix ] ||
-		fail "-e $loops: transport $(result "$tmp/out" transport), not unix"
+	[ "$(bench_result "$tmp/out" transport)" = unix ] ||
+		fail "-e $loops: transport $(bench_result "$tmp/out" transport), not unix"
 	grep -q "^transport: unix (unix socket $sock)" "$tmp/out" || fail "-e $loops: no transport line"
-	[ "$(result "$tmp/out" client_loops)" = "$loops" ] || fail "-e $loops: ran on other loops"
-	[ "$(result "$tmp/out" errors)" = 0 ] && [ "$(result "$tmp/out" failed_cycles)" = 0 ] ||
+	[ "$(bench_result "$tmp/out" client_loops)" = "$loops" ] || fail "-e $loops: ran on other loops"
+	[ "$(bench_result "$tmp/out" errors)" = 0 ] && [ "$(bench_result "$tmp/out" failed_cycles)" = 0 ] ||
 		fail "-e $loops: errors over the unix socket"
-	[ "$(result "$tmp/out" cycles)" -gt 0 ] || fail "-e $loops: no cycle"
+	[ "$(bench_result "$tmp/out" cycles)" -gt 0 ] || fail "-e $loops: no cycle"
 	# GET /metrics over the socket at both ends of the window: the FS store's group commit.
 	grep -q '^group commit (server.s /metrics over the window): .* journal lines per fdatasync' \
 		"$tmp/out" || fail "-e $loops: no group-commit note (the /metrics scrape over -U failed)"
-	[ "$(result "$tmp/out" server_cpu_us_per_op)" -gt 0 ] || fail "-e $loops: no server CPU"
+	[ "$(bench_result "$tmp/out" server_cpu_us_per_op)" -gt 0 ] || fail "-e $loops: no server CPU"
 done
 
 # TLS over a unix socket is refused, clearly, before any connection.
