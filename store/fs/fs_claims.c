@@ -605,17 +605,6 @@ enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct c
 	return end_card(&t, rc, c, out);
 }
 
-/* The claim is still exactly what the caller observed (marker, and epoch or its absence). */
-static bool claim_matches(const struct core_card *c, const struct core_card *expect)
-{
-	if (!c->claim.present || !expect->claim.present || !expect->claim.marker ||
-	    strcmp(c->claim.marker, expect->claim.marker) != 0)
-		return false;
-	if (c->has_epoch != expect->has_epoch)
-		return false;
-	return !c->has_epoch || c->claim_epoch == expect->claim_epoch;
-}
-
 enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 				     const struct core_card *expect,
 				     const struct store_actor *actor)
@@ -626,7 +615,7 @@ enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 	enum core_rc rc;
 
 	rc = begin_card(st, &t, id, actor, &c, &b);
-	if (rc == CORE_OK && !claim_matches(c, expect))
+	if (rc == CORE_OK && !core_claim_matches(c, expect))
 		rc = CORE_ERR_CLAIM_CONFLICT;
 	if (rc == CORE_OK)
 		rc = fs_release_with_event(&t, c, "watchdog");
@@ -700,7 +689,7 @@ static enum core_rc act_in(struct fs_txn *t, const struct store_reaper_act *a)
 		return CORE_OK;
 	rc = card_in(t, a->id, &c, &b);
 	if (rc == CORE_OK && !a->n_w)
-		return claim_matches(c, a->release_expect)
+		return core_claim_matches(c, a->release_expect)
 			       ? fs_release_with_event(t, c, "watchdog")
 			       : CORE_ERR_CLAIM_CONFLICT;
 	for (k = 0; rc == CORE_OK && k < a->n_w; k++) {

@@ -10,18 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static bool board_allowed(const char *board, const char *one, const char *const *many)
-{
-	if (one && strcmp(board, one) != 0)
-		return false;
-	if (!many)
-		return true;
-	for (; *many; many++)
-		if (strcmp(board, *many) == 0)
-			return true;
-	return false;
-}
-
 /* ---- boards ---- */
 
 static int board_name_cmp(const void *a, const void *b)
@@ -131,7 +119,7 @@ enum core_rc fs_card_get(struct store *st, const char *id, struct core_card **ou
 
 static bool card_matches(const struct fs_card *c, const struct store_card_filter *f)
 {
-	if (!board_allowed(c->board, f->board, f->boards))
+	if (!core_scope_allows(c->board, f->board, f->boards))
 		return false;
 	if (f->state && strcmp(c->state, f->state) != 0)
 		return false;
@@ -314,7 +302,7 @@ enum core_rc fs_labels_count(struct store *st, const char *board, const char *co
 	for (i = 0; ok && i < fs->n_order; i++) {
 		const struct fs_card *c = fs->order[i]->dead ? NULL : fs->order[i]->card;
 
-		if (!c || !board_allowed(c->board, board, boards))
+		if (!c || !core_scope_allows(c->board, board, boards))
 			continue;
 		for (j = 0; ok && j < c->labels.n; j++) {
 			json_t *cnt = json_object_get(o, c->labels.v[j]);
@@ -561,14 +549,14 @@ static enum core_rc events_collect(struct fs *fs, const char *board, const char 
 	size_t i;
 
 	/* One board: its own list, not a scan of everybody's events. */
-	if (board && board_allowed(board, NULL, boards))
+	if (board && core_scope_allows(board, NULL, boards))
 		return events_collect_board(fs, board, false, after, visible, limit, v, n, next);
 	*next = after > visible ? after : visible;
 	pthread_rwlock_rdlock(&fs->lock);
 	for (i = tail_after(fs, after); i < fs->ev_n && fs->ev[i]->seq <= visible; i++) {
 		const struct core_event *e = fs->ev[i];
 
-		if (!board_allowed(e->board, board, boards))
+		if (!core_scope_allows(e->board, board, boards))
 			continue;
 		if (*n == limit) {
 			*next = v[*n - 1].seq;
