@@ -24,6 +24,10 @@
  * Decoding checks every length against what is left, so arbitrary
  * bytes with a valid CRC still decode to an error, never to a read out of bounds. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_change.h"
+#include "store/fs/fs_codec.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_map.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,12 @@
  * tail, and fs_change_apply, the one place that publishes a committed (or replayed) change.
  * Callers hold the state write lock. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_change.h"
+#include "store/fs/fs_effect.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_map.h"
+#include "store/fs/fs_undo.h"
 
 #include <stdlib.h>
 #include <string.h>

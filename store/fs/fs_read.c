@@ -2,6 +2,11 @@
  * board config, whose one write (board_put) lives here beside its reads. Readers share the
  * rwlock and hand out deep copies. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_cards.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_ops.h"
+#include "store/fs/fs_txn.h"
 
 #include <errno.h>
 #include <inttypes.h>
