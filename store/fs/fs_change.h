@@ -1,5 +1,5 @@
 /* One committed mutation of the FS twin (struct fs_change): what a transaction builds, a
- * journal record carries, a snapshot chunk holds, and a replay applies (fs_index.c). */
+ * journal record carries, a snapshot chunk holds, and a replay applies (fs_apply.c). */
 #ifndef BOARDD_STORE_FS_FS_CHANGE_H
 #define BOARDD_STORE_FS_FS_CHANGE_H
 
@@ -76,7 +76,7 @@ struct fs_change {
 	struct fs_counters ctr;
 };
 
-/* Frees what ch holds (fs_index.c); ch is left empty. */
+/* Frees what ch holds (fs_apply.c); ch is left empty. */
 void fs_change_release(struct fs_change *ch);
 
 #endif

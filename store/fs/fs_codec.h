@@ -1,5 +1,6 @@
 /* The FS twin's record formats: the binary records journals and snapshots are made of
- * (fs_codec.c), and the JSON formats of earlier versions, read only (fs_legacy.c). */
+ * (fs_codec.c writes them, fs_decode.c reads them), and the JSON formats of earlier
+ * versions, read only (fs_legacy.c). */
 #ifndef BOARDD_STORE_FS_FS_CODEC_H
 #define BOARDD_STORE_FS_FS_CODEC_H
 
@@ -14,6 +15,8 @@
 
 #define FS_REC_MAGIC 0xFB
 #define FS_REC_HDR 16
+/* A string's length word when the string is NULL. */
+#define FS_REC_STR_NULL 0xFFFFFFFFu
 enum fs_rec_kind {
 	FS_REC_CHANGE = 1,   /* a change: a journal commit, or a chunk of a snapshot */
 	FS_REC_SNAP_END = 2, /* a snapshot's last record: gen, counters, chunk count */

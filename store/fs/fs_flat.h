@@ -95,7 +95,7 @@ void fs_card_free(struct fs_card *p);
 const struct core_card *fs_card_view(const struct fs_card *p, struct core_card *v);
 /* A deep copy as an ordinary card (what readers are handed); NULL on OOM. */
 struct core_card *fs_card_dup(const struct fs_card *p);
-/* How the decoder lays a card out in one block (fs_codec.c): it places the arrays and
+/* How the decoder lays a card out in one block (fs_decode.c): it places the arrays and
  * strings first in an arena starting at fs_card_head(c) bytes (c: the card as measured, its
  * optional strings non-NULL when present), then fs_card_fill writes the head (and tail) at
  * the block's start from c, whose pointers already point into the block or at atoms. */

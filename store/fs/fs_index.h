@@ -1,6 +1,7 @@
-/* The FS twin's in-memory indexes (callers hold fs->lock): publishing a change into them
- * (fs_index.c), the card lists under a state, a label or a blocker (fs_post.c), the
- * per-board event sequence (fs_evboard.c), and the attention candidates (fs_attention.c). */
+/* The FS twin's in-memory indexes (callers hold fs->lock): lookups and the blockers and
+ * claimed indexes (fs_index.c), publishing a change into them (fs_apply.c), the card lists
+ * under a state, a label or a blocker (fs_post.c), the per-board event sequence
+ * (fs_evboard.c), and the attention candidates (fs_attention.c). */
 #ifndef BOARDD_STORE_FS_FS_INDEX_H
 #define BOARDD_STORE_FS_FS_INDEX_H
 
@@ -18,7 +19,7 @@ struct fs_post {
 	size_t n, cap;
 	size_t pending;            /* fs_change_reserve's scratch: members about to be added */
 	bool reserved;             /* room reserved for a change not applied yet: keep */
-	/* claim-next's cache (fs_claims.c; state lists only): the best unclaimed members in
+	/* claim-next's cache (fs_next.c; state lists only): the best unclaimed members in
 	 * core_pick_before order as of one walk, top[top_pos..top_n) still to look at. Valid
 	 * until a member may have become available ahead of them (fs_post_update drops it:
 	 * a card joins unclaimed, is released, changes priority, or is deleted). Members
@@ -65,7 +66,7 @@ size_t fs_evboard_after(const struct fs_evboard *b, int64_t after, bool by_board
 size_t fs_evboard_counters(const struct fs *fs, struct fs_bctr *out);
 void fs_evboard_release(struct fs *fs);
 
-/* ---- index (fs_index.c): callers hold `lock` ---- */
+/* ---- index (fs_index.c, fs_apply.c): callers hold `lock` ---- */
 
 const struct core_board *fs_board_find(const struct fs *fs, const char *name);
 struct fs_card_ent *fs_card_find(const struct fs *fs, const char *id);
@@ -91,6 +92,11 @@ void fs_change_apply_keep(struct fs *fs, struct fs_change *ch, struct fs_undo *u
 void fs_retire_card(struct fs *fs, struct fs_card *c);
 void fs_retire_run(struct fs *fs, struct core_run *r);
 void fs_retire_event(struct fs *fs, struct core_event *e);
+/* Frees an event and what it holds. */
+void fs_event_free(struct core_event *e);
+/* Room in the blockers index and the state and label lists for every member ch adds (pass 0
+ * counts, pass 1 grows each list once); part of fs_change_reserve. NOMEM. */
+enum core_rc fs_lists_reserve(struct fs *fs, const struct fs_change *ch);
 /* First index of fs->order whose ord is >= ord (n_order when none). */
 size_t fs_order_lower(const struct fs *fs, uint64_t ord);
 /* Puts ent in, out of, or back in place in the claimed heap and the recovery set, to match
@@ -141,7 +147,7 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct fs_card
 void fs_post_tops_drop(struct fs *fs);
 /* A card that became an unclaimed member of state list p (ent, now its published card `c`):
  * inserted in rank order into p's claim-next cache when it ranks among the cached ones (the
- * worst is pushed out of a full cache), so the cache stays exact without a walk (fs_claims.c). */
+ * worst is pushed out of a full cache), so the cache stays exact without a walk (fs_next.c). */
 void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct fs_card *c);
 /* The list of a state / a label; NULL when no card carries it. */
 const struct fs_post *fs_post_state(const struct fs *fs, const char *state);

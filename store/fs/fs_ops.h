@@ -10,8 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- the ops, by file ---- */
-
 /* fs_cards.c */
 enum core_rc fs_card_create(struct store *st, const struct store_card_create *in,
 			    const struct store_actor *actor, struct core_card **out);
@@ -114,7 +112,7 @@ enum core_rc fs_run_promote_if_orphaned(struct store *st, const char *id, struct
 					bool *promoted);
 enum core_rc fs_run_count_for_card(struct store *st, const char *card_id, size_t *n);
 
-/* fs_read.c: reads, boards and events */
+/* fs_read.c: reads and boards */
 enum core_rc fs_board_list(struct store *st, struct core_board **boards, size_t *n);
 enum core_rc fs_board_get(struct store *st, const char *name, struct core_board *out);
 enum core_rc fs_board_put(struct store *st, const struct core_board *b,
@@ -124,6 +122,8 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 			  struct core_card ***out, size_t *n, char **next);
 enum core_rc fs_labels_count(struct store *st, const char *board, const char *const *boards,
 			     json_t **out);
+
+/* fs_events.c */
 enum core_rc fs_events_list_board(struct store *st, const char *board, int64_t after,
 				  size_t limit, int64_t wait_ms, struct core_event **out,
 				  size_t *n, int64_t *next);
