@@ -246,6 +246,9 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 		rc = CORE_ERR_NOT_FOUND;
 		goto out;
 	}
+	/* Not api/'s check again: that one reads a copy of the board before this transaction (a
+	 * board PUT may land in between) and a woken long-poll skips it; this one holds the lock,
+	 * and store.h's contract (TRANSITION_REJECTED) is the store's own. */
 	if ((rc = core_pick_check(b, cols, NULL, 0)) != CORE_OK)
 		goto out;
 	if (!cols || !cols->n) {
