@@ -9,6 +9,8 @@
  * (runs, events, effect records, malloc's free space) is the difference. */
 #include "core/core.h"
 #include "store/fs/fs.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_map.h"
 #include "store/store.h"
 
 #include <malloc.h>

@@ -185,3 +185,15 @@ enum core_rc core_board_validate(const struct core_board *b, char *detail, size_
 		FAIL("completed and failed must be different columns");
 	return CORE_OK;
 }
+
+bool core_scope_allows(const char *board, const char *one, const char *const *many)
+{
+	if (one && strcmp(board, one) != 0)
+		return false;
+	if (!many)
+		return true;
+	for (; *many; many++)
+		if (strcmp(board, *many) == 0)
+			return true;
+	return false;
+}

@@ -222,3 +222,13 @@ bool core_pick_before(const struct core_card *a, const struct core_card *b)
 	return core_pick_keys_before(a->priority, a->created_at, a->id, b->priority, b->created_at,
 				     b->id);
 }
+
+bool core_claim_matches(const struct core_card *c, const struct core_card *expect)
+{
+	if (!c->claim.present || !expect->claim.present || !expect->claim.marker ||
+	    strcmp(c->claim.marker, expect->claim.marker) != 0)
+		return false;
+	if (c->has_epoch != expect->has_epoch)
+		return false;
+	return !c->has_epoch || c->claim_epoch == expect->claim_epoch;
+}

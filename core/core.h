@@ -764,4 +764,14 @@ unsigned core_attention_reasons(const struct core_card *c, bool terminal,
  * index holds exactly these cards; the clock-bound reasons come from its claim indexes. */
 bool core_attention_candidate(const struct core_card *c, const struct core_run *run);
 
+/* ---- rules both twins apply, written once ---- */
+
+/* Whether card c's claim is still exactly what a caller observed in `expect`: both claimed,
+ * the same marker, and the same epoch or the same absence of one. The reaper's exact release
+ * refuses (CLAIM_CONFLICT) when it is not. */
+bool core_claim_matches(const struct core_card *c, const struct core_card *expect);
+/* Whether a card or event of `board` is in a read's scope: equal to `one` (NULL: any board)
+ * and listed in `many` (NULL: any; else a NULL-terminated list, empty: none). */
+bool core_scope_allows(const char *board, const char *one, const char *const *many);
+
 #endif

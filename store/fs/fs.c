@@ -1,6 +1,11 @@
 /* The FS twin: open (lock, recover, first board, legacy sweep), close, the ops table, the host
  * clock, and the FS-only extras (stats, synchronous compaction). See fs.h for the model. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_journal.h"
+#include "store/fs/fs_ops.h"
+#include "store/fs/fs_snapshot.h"
+#include "store/fs/fs_txn.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,6 +2,10 @@
  * Each is one transaction under the state write lock, so the walk cannot age: the per-card
  * CAS of ADR-096 §9 is implied by the lock, and the whole sweep is one journal line. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_effect.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_ops.h"
+#include "store/fs/fs_txn.h"
 
 #include <stdlib.h>
 #include <string.h>

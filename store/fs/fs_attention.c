@@ -7,6 +7,10 @@
  * reaper already reads: the claimed heap (expired leases sit at its top) and the recovery
  * set. A listing reads those three and nothing else: O(candidates), never the board. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_map.h"
+#include "store/fs/fs_ops.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,10 @@
  * Every rule is core's; this file sequences them inside one transaction. Ordinary writes never
  * touch the claim fields. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_cards.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_ops.h"
+#include "store/fs/fs_txn.h"
 
 #include <inttypes.h>
 #include <stdio.h>

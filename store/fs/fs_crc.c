@@ -10,7 +10,7 @@
  *     Instruction" (the constants are x^k mod P for that paper's k, bit-reflected). About
  *     5x the tables' speed: the load of a 230 MB snapshot checksums every byte.
  * tests/store (crc32_vectors) holds both to known values and to each other. */
-#include "store/fs/fs.h"
+#include "store/fs/fs_map.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -1,4 +1,6 @@
-/* Effects on the FS twin (DESIGN §14): subscriptions and deliveries are effect records (struct
+/* Effects on the FS twin (DESIGN §14): the effect records, their publication and undo, their
+ * keys and JSON, and the matching of a transaction's events against the subscriptions. The
+ * ops over them are fs_subs.c's. Subscriptions and deliveries are effect records (struct
  * fs_kv, their stored JSON) that ride in the journal line of the transaction that writes them.
  * Matching runs inside fs_txn_end, so an event, the deliveries it enqueues and the labels it
  * consumes are one line: durable together or not at all.
@@ -8,28 +10,29 @@
  * shape again. On this twin only one process holds the directory, so the fence only has to
  * keep two threads of one process, or an operator retry and a late outcome, apart. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_change.h"
+#include "store/fs/fs_effect.h"
+#include "store/fs/fs_map.h"
+#include "store/fs/fs_txn.h"
+#include "store/fs/fs_undo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SUB_KEY_MAX (2 + CORE_NAME_MAX + 1 + CORE_NAME_MAX + 1)
-/* Settled (done or dead) deliveries kept, newest first; an older one goes when another
- * settles. Pending ones are never dropped. */
-#define FS_SETTLED_KEEP 10000
 
 struct fs_effect_hit {
 	size_t ev;             /* index into the change's events */
 	struct store_sub *sub; /* owned */
 };
 
-static void sub_key(char *buf, const char *board, const char *name)
+void fs_sub_key(char *buf, const char *board, const char *name)
 {
-	snprintf(buf, SUB_KEY_MAX, "s/%s/%s", board, name);
+	snprintf(buf, FS_SUB_KEY_MAX, "s/%s/%s", board, name);
 }
 
 /* "d/<id>" in a new string; NULL on OOM. */
-static char *dlv_key(const char *id)
+char *fs_dlv_key(const char *id)
 {
 	size_t n = strlen(id) + 3;
 	char *k = malloc(n);
@@ -128,7 +131,7 @@ void fs_kv_release(struct fs *fs)
 
 /* ---- decoding the records ---- */
 
-static enum core_rc sub_parse(const char *text, struct store_sub **out)
+enum core_rc fs_sub_parse(const char *text, struct store_sub **out)
 {
 	json_t *j = json_loads(text, 0, NULL);
 	enum core_rc rc = j ? store_sub_from_json(j, out) : CORE_ERR_INTERNAL;
@@ -137,7 +140,7 @@ static enum core_rc sub_parse(const char *text, struct store_sub **out)
 	return rc == CORE_ERR_BAD_REQUEST ? CORE_ERR_INTERNAL : rc;
 }
 
-static enum core_rc dlv_parse(const char *text, struct store_delivery **out)
+enum core_rc fs_dlv_parse(const char *text, struct store_delivery **out)
 {
 	json_t *j = json_loads(text, 0, NULL);
 	enum core_rc rc = j ? store_delivery_from_json(j, out) : CORE_ERR_INTERNAL;
@@ -146,14 +149,14 @@ static enum core_rc dlv_parse(const char *text, struct store_delivery **out)
 	return rc == CORE_ERR_BAD_REQUEST ? CORE_ERR_INTERNAL : rc;
 }
 
-static enum core_rc sub_write(struct fs_txn *t, const struct store_sub *s)
+enum core_rc fs_sub_write(struct fs_txn *t, const struct store_sub *s)
 {
-	char key[SUB_KEY_MAX];
+	char key[FS_SUB_KEY_MAX];
 	json_t *j = store_sub_to_json(s, true);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	enum core_rc rc = text ? CORE_OK : CORE_ERR_NOMEM;
 
-	sub_key(key, s->board, s->name);
+	fs_sub_key(key, s->board, s->name);
 	if (rc == CORE_OK)
 		rc = fs_txn_kv(t, key, text, 0);
 	free(text);
@@ -161,10 +164,10 @@ static enum core_rc sub_write(struct fs_txn *t, const struct store_sub *s)
 	return rc;
 }
 
-static enum core_rc dlv_write(struct fs_txn *t, const struct store_delivery *d)
+enum core_rc fs_dlv_write(struct fs_txn *t, const struct store_delivery *d)
 {
 	json_t *j = store_delivery_to_json(d, true);
-	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL, *key = dlv_key(d->id);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL, *key = fs_dlv_key(d->id);
 	enum core_rc rc = text && key ? CORE_OK : CORE_ERR_NOMEM;
 
 	/* The due index: a pending delivery's next_at; a settled one's -(updated_at), so the
@@ -188,7 +191,7 @@ static enum core_rc board_subs(struct fs *fs, const char *board, struct store_su
 	struct store_sub **v = NULL, *s;
 	size_t i, k = 0;
 	enum core_rc rc = CORE_OK;
-	char prefix[SUB_KEY_MAX];
+	char prefix[FS_SUB_KEY_MAX];
 	size_t plen;
 
 	*out = NULL;
@@ -203,7 +206,7 @@ static enum core_rc board_subs(struct fs *fs, const char *board, struct store_su
 
 		if (!fs->subs.slots[i].key || strncmp(kv->key, prefix, plen) != 0)
 			continue;
-		rc = sub_parse(kv->val, &s);
+		rc = fs_sub_parse(kv->val, &s);
 		if (rc == CORE_OK && s->enabled)
 			v[k++] = s;
 		else if (rc == CORE_OK)
@@ -434,428 +437,9 @@ enum core_rc fs_effects_enqueue(struct fs_txn *t)
 		store_delivery_ekey(ekey, sizeof ekey, e);
 		d = store_delivery_new(t->hits[i].sub, ekey, e->board_seq, e->type, e->card_id,
 				       store_delivery_body(e, card), t->now);
-		rc = d ? dlv_write(t, d) : CORE_ERR_NOMEM;
+		rc = d ? fs_dlv_write(t, d) : CORE_ERR_NOMEM;
 		store_delivery_free(d);
 	}
 	fs_effects_clear(t);
 	return rc;
-}
-
-/* ---- subscriptions ---- */
-
-enum core_rc fs_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
-			bool *created, struct store_sub **out)
-{
-	struct fs *fs = fs_of(st);
-	struct fs_txn t;
-	struct store_sub *old = NULL, *now = NULL;
-	const struct core_board *b;
-	char key[SUB_KEY_MAX];
-	const char *text;
-	enum core_rc rc;
-
-	fs_txn_begin(fs, &t, NULL);
-	sub_key(key, s->board, s->name);
-	b = fs_board_find(fs, s->board);
-	rc = b ? core_sub_filter_columns_check(b, &s->on, NULL, 0) : CORE_ERR_NOT_FOUND;
-	text = rc == CORE_OK ? fs_txn_kv_peek(&t, key) : NULL;
-	if (text)
-		rc = sub_parse(text, &old);
-	if (rc == CORE_OK) {
-		now = store_sub_put_merge(s, old, secret_if_new, t.now);
-		rc = now ? CORE_OK : CORE_ERR_NOMEM;
-	}
-	if (rc == CORE_OK)
-		rc = sub_write(&t, now);
-	rc = fs_txn_end(&t, rc);
-	if (rc == CORE_OK) {
-		*created = !old;
-		*out = now;
-		now = NULL;
-	}
-	store_sub_free(now);
-	store_sub_free(old);
-	return rc;
-}
-
-enum core_rc fs_subs_column_rename(struct fs_txn *t, const char *board, const char *from,
-				   const char *to)
-{
-	struct fs *fs = t->fs;
-	char prefix[SUB_KEY_MAX];
-	size_t plen, i;
-	enum core_rc rc = CORE_OK;
-
-	snprintf(prefix, sizeof prefix, "s/%s/", board);
-	plen = strlen(prefix);
-	/* The txn buffers its writes: walking the committed map while writing is safe. */
-	for (i = 0; rc == CORE_OK && i < fs->subs.cap; i++) {
-		const struct fs_kv *kv = fs->subs.slots[i].val;
-		struct store_sub *sub = NULL;
-		bool changed = false;
-
-		if (!fs->subs.slots[i].key || strncmp(kv->key, prefix, plen) != 0)
-			continue;
-		rc = sub_parse(kv->val, &sub);
-		if (rc == CORE_OK)
-			rc = core_sub_filter_column_rename(&sub->on, from, to, &changed);
-		if (rc == CORE_OK && changed) {
-			sub->updated_at = t->now;
-			rc = sub_write(t, sub);
-		}
-		store_sub_free(sub);
-	}
-	return rc;
-}
-
-enum core_rc fs_sub_get(struct store *st, const char *board, const char *name,
-			struct store_sub **out)
-{
-	struct fs *fs = fs_of(st);
-	char key[SUB_KEY_MAX];
-	const struct fs_kv *kv;
-	enum core_rc rc;
-
-	sub_key(key, board, name);
-	pthread_rwlock_rdlock(&fs->lock);
-	kv = fs_map_get(&fs->subs, key);
-	rc = kv ? sub_parse(kv->val, out) : CORE_ERR_NOT_FOUND;
-	pthread_rwlock_unlock(&fs->lock);
-	return rc;
-}
-
-static int cmp_sub(const void *a, const void *b)
-{
-	return strcmp((*(struct store_sub *const *)a)->name, (*(struct store_sub *const *)b)->name);
-}
-
-enum core_rc fs_sub_list(struct store *st, const char *board, struct store_sub ***out, size_t *n)
-{
-	struct fs *fs = fs_of(st);
-	struct store_sub **v;
-	char prefix[SUB_KEY_MAX];
-	size_t plen, i, k = 0;
-	enum core_rc rc = CORE_OK;
-
-	snprintf(prefix, sizeof prefix, "s/%s/", board);
-	plen = strlen(prefix);
-	pthread_rwlock_rdlock(&fs->lock);
-	v = calloc(fs->subs.n + 1, sizeof(*v));
-	if (!v)
-		rc = CORE_ERR_NOMEM;
-	for (i = 0; rc == CORE_OK && i < fs->subs.cap; i++) {
-		const struct fs_kv *kv = fs->subs.slots[i].val;
-
-		if (fs->subs.slots[i].key && strncmp(kv->key, prefix, plen) == 0 &&
-		    (rc = sub_parse(kv->val, &v[k])) == CORE_OK)
-			k++;
-	}
-	pthread_rwlock_unlock(&fs->lock);
-	if (rc != CORE_OK) {
-		store_subs_free(v, k);
-		return rc;
-	}
-	qsort(v, k, sizeof(*v), cmp_sub);
-	*out = v;
-	*n = k;
-	return CORE_OK;
-}
-
-enum core_rc fs_sub_delete(struct store *st, const char *board, const char *name)
-{
-	struct fs *fs = fs_of(st);
-	struct fs_txn t;
-	char key[SUB_KEY_MAX];
-	enum core_rc rc;
-
-	fs_txn_begin(fs, &t, NULL);
-	sub_key(key, board, name);
-	rc = fs_txn_kv_peek(&t, key) ? fs_txn_kv(&t, key, NULL, 0) : CORE_ERR_NOT_FOUND;
-	return fs_txn_end(&t, rc);
-}
-
-/* ---- deliveries ---- */
-
-/* Ends t with rc; on success hands d (owned) over through out when out is given, else frees
- * it. */
-static enum core_rc dlv_txn_end(struct fs_txn *t, enum core_rc rc, struct store_delivery *d,
-				struct store_delivery **out)
-{
-	rc = fs_txn_end(t, rc);
-	if (rc == CORE_OK && out) {
-		*out = d;
-		d = NULL;
-	}
-	store_delivery_free(d);
-	return rc;
-}
-
-enum core_rc fs_delivery_get(struct store *st, const char *id, struct store_delivery **out)
-{
-	struct fs *fs = fs_of(st);
-	char *key = dlv_key(id);
-	const struct fs_kv *kv;
-	enum core_rc rc;
-
-	if (!key)
-		return CORE_ERR_NOMEM;
-	pthread_rwlock_rdlock(&fs->lock);
-	kv = fs_map_get(&fs->kv, key);
-	rc = kv ? dlv_parse(kv->val, out) : CORE_ERR_NOT_FOUND;
-	pthread_rwlock_unlock(&fs->lock);
-	free(key);
-	return rc;
-}
-
-static bool board_in(const char *board, const char *const *boards)
-{
-	for (; boards && *boards; boards++)
-		if (strcmp(*boards, board) == 0 || strcmp(*boards, "*") == 0)
-			return true;
-	return !boards;
-}
-
-/* Newest first: created_at, then id, both descending. */
-static int cmp_dlv_newest(const void *a, const void *b)
-{
-	const struct store_delivery *x = *(struct store_delivery *const *)a;
-	const struct store_delivery *y = *(struct store_delivery *const *)b;
-
-	if (x->created_at != y->created_at)
-		return x->created_at < y->created_at ? 1 : -1;
-	return -strcmp(x->id, y->id);
-}
-
-enum core_rc fs_delivery_list(struct store *st, const struct store_delivery_filter *f,
-			      struct store_delivery ***out, size_t *n)
-{
-	struct fs *fs = fs_of(st);
-	struct store_delivery **v, *d;
-	size_t i, k = 0;
-	enum core_rc rc = CORE_OK;
-
-	pthread_rwlock_rdlock(&fs->lock);
-	v = calloc(fs->kv.n + 1, sizeof(*v));
-	if (!v)
-		rc = CORE_ERR_NOMEM;
-	for (i = 0; rc == CORE_OK && i < fs->kv.cap; i++) {
-		const struct fs_kv *kv = fs->kv.slots[i].val;
-
-		if (!fs->kv.slots[i].key)
-			continue;
-		/* The due index tells pending from settled without a parse. */
-		if (f->status >= 0 && (kv->due >= 0) != (f->status == STORE_DELIVERY_PENDING))
-			continue;
-		rc = dlv_parse(kv->val, &d);
-		if (rc != CORE_OK)
-			break;
-		if ((f->status >= 0 && (int)d->status != f->status) ||
-		    (f->board && strcmp(f->board, d->board) != 0) || !board_in(d->board, f->boards)) {
-			store_delivery_free(d);
-			continue;
-		}
-		v[k++] = d;
-	}
-	pthread_rwlock_unlock(&fs->lock);
-	if (rc != CORE_OK) {
-		store_deliveries_free(v, k);
-		return rc;
-	}
-	qsort(v, k, sizeof(*v), cmp_dlv_newest);
-	for (i = f->limit; i < k; i++)
-		store_delivery_free(v[i]);
-	*n = k < f->limit ? k : f->limit;
-	*out = v;
-	return CORE_OK;
-}
-
-/* Earliest due first, then oldest, then id. */
-static bool dlv_before(const struct store_delivery *x, const struct store_delivery *y)
-{
-	if (x->next_at != y->next_at)
-		return x->next_at < y->next_at;
-	if (x->created_at != y->created_at)
-		return x->created_at < y->created_at;
-	return strcmp(x->id, y->id) < 0;
-}
-
-enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
-			       struct store_delivery **out)
-{
-	struct fs *fs = fs_of(st);
-	struct store_delivery *best = NULL, *d;
-	struct fs_txn t;
-	enum core_rc rc = CORE_OK;
-	int64_t now = store_now(st);
-	bool any = false;
-	size_t i;
-
-	/* Idle deliverers poll: look for a due one under the read lock first, so an idle poll
-	 * never takes the write lock writers need. */
-	pthread_rwlock_rdlock(&fs->lock);
-	for (i = 0; !any && i < fs->kv.cap; i++) {
-		const struct fs_kv *kv = fs->kv.slots[i].val;
-
-		any = fs->kv.slots[i].key && kv->due >= 0 && kv->due <= now;
-	}
-	pthread_rwlock_unlock(&fs->lock);
-	if (!any)
-		return CORE_OK;
-	fs_txn_begin(fs, &t, NULL);
-	for (i = 0; rc == CORE_OK && i < fs->kv.cap; i++) {
-		const struct fs_kv *kv = fs->kv.slots[i].val;
-
-		if (!fs->kv.slots[i].key || kv->due < 0 || kv->due > t.now)
-			continue;
-		rc = dlv_parse(kv->val, &d);
-		if (rc != CORE_OK)
-			break;
-		if (d->status != STORE_DELIVERY_PENDING ||
-		    (d->lease_owner && d->lease_until >= t.now) || (best && !dlv_before(d, best))) {
-			store_delivery_free(d);
-			continue;
-		}
-		store_delivery_free(best);
-		best = d;
-	}
-	if (rc == CORE_OK && best) {
-		free(best->lease_owner);
-		best->lease_owner = strdup(owner);
-		best->lease_until = t.now + lease_ms;
-		best->lease_epoch++;
-		best->updated_at = t.now;
-		rc = best->lease_owner ? dlv_write(&t, best) : CORE_ERR_NOMEM;
-	}
-	return dlv_txn_end(&t, rc, best, out);
-}
-
-/* Opens *t (the caller closes it with dlv_txn_end, whatever this answers) and reads delivery
- * id into *out (the caller's until it hands it to dlv_txn_end). */
-static enum core_rc dlv_txn_begin(struct store *st, struct fs_txn *t, const char *id,
-				  struct store_delivery **out)
-{
-	char *key = dlv_key(id);
-	const char *text;
-	enum core_rc rc;
-
-	fs_txn_begin(fs_of(st), t, NULL);
-	*out = NULL;
-	if (!key)
-		return CORE_ERR_NOMEM;
-	text = fs_txn_kv_peek(t, key);
-	rc = text ? dlv_parse(text, out) : CORE_ERR_NOT_FOUND;
-	free(key);
-	return rc;
-}
-
-/* The 410 verdict: the subscription is disabled in the same step. */
-static enum core_rc sub_disable(struct fs_txn *t, const char *board, const char *name)
-{
-	struct store_sub *s = NULL;
-	char key[SUB_KEY_MAX];
-	const char *text;
-	enum core_rc rc;
-
-	sub_key(key, board, name);
-	text = fs_txn_kv_peek(t, key);
-	if (!text)
-		return CORE_OK; /* deleted meanwhile */
-	rc = sub_parse(text, &s);
-	if (rc == CORE_OK) {
-		s->enabled = false;
-		free(s->disabled_reason);
-		s->disabled_reason = strdup("gone");
-		s->updated_at = t->now;
-		rc = s->disabled_reason ? sub_write(t, s) : CORE_ERR_NOMEM;
-	}
-	store_sub_free(s);
-	return rc;
-}
-
-/* Past FS_SETTLED_KEEP settled deliveries, the oldest settled one goes in this step (one per
- * settling, so the count stays at the bound). */
-static enum core_rc settled_trim(struct fs_txn *t)
-{
-	const struct fs_kv *oldest = NULL;
-	size_t i, settled = 0;
-
-	for (i = 0; i < t->fs->kv.cap; i++) {
-		const struct fs_kv *kv = t->fs->kv.slots[i].val;
-
-		if (!t->fs->kv.slots[i].key || kv->due >= 0)
-			continue;
-		settled++;
-		if (!oldest || kv->due > oldest->due)
-			oldest = kv;
-	}
-	if (settled < FS_SETTLED_KEEP || !oldest)
-		return CORE_OK;
-	return fs_txn_kv(t, oldest->key, NULL, 0);
-}
-
-enum core_rc fs_delivery_finish(struct store *st, const char *id,
-				const struct store_delivery_outcome *o,
-				struct store_delivery **out)
-{
-	struct store_delivery *d = NULL;
-	struct fs_txn t;
-	enum core_rc rc = dlv_txn_begin(st, &t, id, &d);
-
-	if (rc == CORE_OK && (d->status != STORE_DELIVERY_PENDING || !d->lease_owner ||
-			      strcmp(d->lease_owner, o->owner) != 0 || d->lease_epoch != o->epoch))
-		rc = CORE_ERR_CLAIM_CONFLICT;
-	if (rc == CORE_OK) {
-		d->attempts++;
-		d->last_status = o->status;
-		free(d->last_error);
-		d->last_error = o->error ? strdup(o->error) : NULL;
-		free(d->lease_owner);
-		d->lease_owner = NULL;
-		d->lease_until = 0;
-		d->updated_at = t.now;
-		switch (o->verdict) {
-		case CORE_DELIVERY_DONE:
-			d->status = STORE_DELIVERY_DONE;
-			break;
-		case CORE_DELIVERY_RETRY:
-			d->next_at = o->next_at;
-			break;
-		case CORE_DELIVERY_DISABLE:
-			rc = sub_disable(&t, d->board, d->sub);
-			d->status = STORE_DELIVERY_DEAD;
-			break;
-		case CORE_DELIVERY_DEAD:
-			d->status = STORE_DELIVERY_DEAD;
-			break;
-		}
-		if (rc == CORE_OK && o->error && !d->last_error)
-			rc = CORE_ERR_NOMEM;
-		if (rc == CORE_OK && d->status != STORE_DELIVERY_PENDING)
-			rc = settled_trim(&t);
-		if (rc == CORE_OK)
-			rc = dlv_write(&t, d);
-	}
-	return dlv_txn_end(&t, rc, d, out);
-}
-
-enum core_rc fs_delivery_retry(struct store *st, const char *id, struct store_delivery **out)
-{
-	struct store_delivery *d = NULL;
-	struct fs_txn t;
-	enum core_rc rc = dlv_txn_begin(st, &t, id, &d);
-
-	if (rc == CORE_OK && d->status == STORE_DELIVERY_PENDING)
-		rc = CORE_ERR_STATE_CONFLICT;
-	if (rc == CORE_OK) {
-		d->status = STORE_DELIVERY_PENDING;
-		d->attempts = 0;
-		d->next_at = t.now;
-		free(d->lease_owner);
-		d->lease_owner = NULL;
-		d->lease_until = 0;
-		d->lease_epoch++; /* whatever lease an outcome still carries is void */
-		d->updated_at = t.now;
-		rc = dlv_write(&t, d);
-	}
-	return dlv_txn_end(&t, rc, d, out);
 }

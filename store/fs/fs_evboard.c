@@ -9,6 +9,9 @@
  * in apply_event, leaves both when trimmed (always its board's oldest: the tail is trimmed
  * in seq order) or popped by an undo (always its board's newest). */
 #include "store/fs/fs.h"
+#include "store/fs/fs_change.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_map.h"
 
 #include <stdlib.h>
 #include <string.h>

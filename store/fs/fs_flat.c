@@ -8,7 +8,8 @@
  * labels, token names). It is laid out twice by the same walk: once over a measuring arena
  * (the size), once over the block. The binary decoder (fs_codec.c) builds one from a record
  * the same way (fs_card_head, fs_card_fill), so a load never makes an ordinary card first. */
-#include "store/fs/fs.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_map.h"
 
 #include <assert.h>
 #include <stdlib.h>

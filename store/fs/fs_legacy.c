@@ -5,6 +5,11 @@
  * (a journal line has the same keys without version and gen). Nothing writes them any more:
  * fs_codec.c is the format now. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_change.h"
+#include "store/fs/fs_codec.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_map.h"
+#include "store/fs/fs_snapshot.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,6 +2,7 @@
  * growable pointer arrays (the records' CRC-32 is in fs_crc.c). No locking here: the callers'
  * locks cover the structures. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_map.h"
 
 #include <stdlib.h>
 #include <string.h>

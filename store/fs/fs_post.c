@@ -10,6 +10,9 @@
  * list knows each member's slot (ent->sslot: O(1) moves); a label list finds its member by a
  * scan of that list (labels change less often than columns). Callers hold the state lock. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_map.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,9 @@
  * operator cancel and prune (a tombstone that stays in memory and in the snapshot), and
  * promoteIfOrphaned as one step under the lock. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_map.h"
+#include "store/fs/fs_ops.h"
+#include "store/fs/fs_txn.h"
 
 #include <inttypes.h>
 #include <stdio.h>

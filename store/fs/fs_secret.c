@@ -3,6 +3,8 @@
  * on the bytes the first one wrote. The directory is flock()ed by this process: no other
  * process reads or writes it. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_io.h"
+#include "store/fs/fs_ops.h"
 
 #include <errno.h>
 #include <fcntl.h>

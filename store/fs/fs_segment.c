@@ -22,6 +22,8 @@
  * (fs_segment_stop), so a stopped store's files end at their last record as before.
  */
 #include "store/fs/fs.h"
+#include "store/fs/fs_io.h"
+#include "store/fs/fs_journal.h"
 
 #include <errno.h>
 #include <string.h>

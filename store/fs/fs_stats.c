@@ -3,6 +3,9 @@
  * state lists, O(cards)), expired claims off the top of the claimed heap, the journal's
  * counters. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_ops.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -14,6 +14,17 @@
  * journal file cannot be trusted, only rewritten.
  */
 #include "store/fs/fs.h"
+#include "store/fs/fs_cards.h"
+#include "store/fs/fs_change.h"
+#include "store/fs/fs_codec.h"
+#include "store/fs/fs_effect.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_journal.h"
+#include "store/fs/fs_map.h"
+#include "store/fs/fs_snapshot.h"
+#include "store/fs/fs_txn.h"
+#include "store/fs/fs_undo.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,6 +15,12 @@
  * snapshot is the one allocation; if it fails the object is leaked, never freed under a
  * reader. All functions here run under the state write lock. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_change.h"
+#include "store/fs/fs_effect.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_map.h"
+#include "store/fs/fs_undo.h"
 
 #include <stdlib.h>
 #include <string.h>

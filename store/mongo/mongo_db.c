@@ -342,14 +342,7 @@ enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, in
 
 bool mgo_board_allowed(const char *board, const char *one, const char *const *many)
 {
-	if (one && strcmp(board, one) != 0)
-		return false;
-	if (!many)
-		return true;
-	for (; *many; many++)
-		if (strcmp(board, *many) == 0)
-			return true;
-	return false;
+	return core_scope_allows(board, one, many);
 }
 
 enum core_rc mgo_find_by_id(mongoc_collection_t *coll, const char *id, bson_t **doc)

@@ -315,17 +315,6 @@ enum core_rc mgo_reaper_transfer(struct store *st, const char *id, const struct 
 
 /* ---- the exact release ---- */
 
-/* The claim is still exactly what the caller observed (marker, and epoch or its absence). */
-static bool claim_matches(const struct core_card *c, const struct core_card *expect)
-{
-	if (!c->claim.present || !expect->claim.present || !expect->claim.marker ||
-	    strcmp(c->claim.marker, expect->claim.marker) != 0)
-		return false;
-	if (c->has_epoch != expect->has_epoch)
-		return false;
-	return !c->has_epoch || c->claim_epoch == expect->claim_epoch;
-}
-
 struct exact_arg {
 	const char *id;
 	const struct core_card *expect;
@@ -338,7 +327,7 @@ static enum core_rc release_exact_once(struct mgo_conn *c, const void *arg, bool
 	struct mgo_attempt a;
 	enum core_rc rc = mgo_attempt_begin_card(c, x->id, &a);
 
-	if (rc == CORE_OK && !claim_matches(a.was, x->expect))
+	if (rc == CORE_OK && !core_claim_matches(a.was, x->expect))
 		rc = CORE_ERR_CLAIM_CONFLICT;
 	if (rc == CORE_OK)
 		rc = mgo_release_write(c, &a, "watchdog", hit, out);

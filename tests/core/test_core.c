@@ -1004,6 +1004,76 @@ START_TEST(test_should_file)
 }
 END_TEST
 
+/* ---- core_claim_matches: one row per way the observed claim can differ ---- */
+
+static const struct {
+	const char *name;
+	bool c_claimed, x_claimed;
+	const char *c_marker, *x_marker;
+	bool c_has_epoch, x_has_epoch;
+	int64_t c_epoch, x_epoch;
+	bool want;
+} claim_match_cases[] = {
+	{"same marker and epoch", true, true, "w1", "w1", true, true, 3, 3, true},
+	{"same marker, both without epoch", true, true, "w1", "w1", false, false, 0, 7, true},
+	{"epoch moved on", true, true, "w1", "w1", true, true, 4, 3, false},
+	{"other marker", true, true, "w2", "w1", true, true, 3, 3, false},
+	{"card lost its epoch", true, true, "w1", "w1", false, true, 3, 3, false},
+	{"card gained an epoch", true, true, "w1", "w1", true, false, 3, 3, false},
+	{"card released", false, true, NULL, "w1", true, true, 3, 3, false},
+	{"nothing observed", true, false, "w1", NULL, true, true, 3, 3, false},
+	{"observed claim without marker", true, true, "w1", NULL, true, true, 3, 3, false},
+};
+
+START_TEST(test_claim_matches)
+{
+	struct core_card *c = card_in("c1", "doing");
+	struct core_card *x = card_in("c1", "doing");
+
+	c->claim.present = claim_match_cases[_i].c_claimed;
+	ck_assert_int_eq(core_str_set(&c->claim.marker, claim_match_cases[_i].c_marker), CORE_OK);
+	c->has_epoch = claim_match_cases[_i].c_has_epoch;
+	c->claim_epoch = claim_match_cases[_i].c_epoch;
+	x->claim.present = claim_match_cases[_i].x_claimed;
+	ck_assert_int_eq(core_str_set(&x->claim.marker, claim_match_cases[_i].x_marker), CORE_OK);
+	x->has_epoch = claim_match_cases[_i].x_has_epoch;
+	x->claim_epoch = claim_match_cases[_i].x_epoch;
+	ck_assert_msg(core_claim_matches(c, x) == claim_match_cases[_i].want, "%s",
+		      claim_match_cases[_i].name);
+	core_card_free(c);
+	core_card_free(x);
+}
+END_TEST
+
+/* ---- core_scope_allows: one row per scope shape ---- */
+
+static const char *const scope_ab[] = {"a", "b", NULL};
+static const char *const scope_none[] = {NULL};
+
+static const struct {
+	const char *board, *one;
+	const char *const *many;
+	bool want;
+} scope_cases[] = {
+	{"a", NULL, NULL, true},        /* no scope: every board */
+	{"a", "a", NULL, true},         /* the one board */
+	{"b", "a", NULL, false},        /* another board */
+	{"b", NULL, scope_ab, true},    /* listed */
+	{"c", NULL, scope_ab, false},   /* not listed */
+	{"a", NULL, scope_none, false}, /* an empty list allows none */
+	{"a", "a", scope_ab, true},     /* both: the one board, and listed */
+	{"a", "b", scope_ab, false},    /* listed, but not the one board */
+	{"c", "c", scope_ab, false},    /* the one board, but not listed */
+};
+
+START_TEST(test_scope_allows)
+{
+	ck_assert_msg(core_scope_allows(scope_cases[_i].board, scope_cases[_i].one,
+					scope_cases[_i].many) == scope_cases[_i].want,
+		      "row %d", _i);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -1050,6 +1120,10 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_recovery_hold_expired);
 	tcase_add_loop_test(tc, test_should_file, 0,
 			    (int)(sizeof(file_cases) / sizeof(file_cases[0])));
+	tcase_add_loop_test(tc, test_claim_matches, 0,
+			    (int)(sizeof(claim_match_cases) / sizeof(claim_match_cases[0])));
+	tcase_add_loop_test(tc, test_scope_allows, 0,
+			    (int)(sizeof(scope_cases) / sizeof(scope_cases[0])));
 	suite_add_tcase(s, tc);
 	suite_add_tcase(s, test_core_effect_tcase());
 	suite_add_tcase(s, test_core_attention_tcase());

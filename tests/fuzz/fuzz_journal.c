@@ -12,7 +12,7 @@
  *   7  snapshot.bin, raw
  * In modes 5 and 6 the bytes are chunks separated by "\xfb\xfb\xfb\xfb"; a chunk's first byte
  * is the record kind (1 change, 2 snapshot end), the rest its payload: the CRCs cannot stop
- * the decoder from seeing arbitrary payloads (fs_codec.c promises an error, never an
+ * the decoder from seeing arbitrary payloads (fs_decode.c promises an error, never an
  * out-of-bounds read). The frame is the documented one: magic 0xFB, version 1, u16 kind, u32
  * length, CRC-32 of the payload, CRC-32 of the first 12 bytes, little-endian.
  * (The valid snapshot and records come from a template store built at start-up.)

@@ -1,7 +1,7 @@
 /* Regression (found while writing fuzz target B; fixed in store/fs by fa975d0): a data
  * directory holding journal.1 and a far later generation, e.g. an operator's copy named
  * journal.20261202, made store_fs_open spin instead of refusing: fs_journal_recover
- * (store/fs/fs_journal.c) checked, for each generation it replayed, every number up to the
+ * (store/fs/fs_replay.c) checked, for each generation it replayed, every number up to the
  * highest generation with a stat() -- 10^11 stats here -- and boardd, which blocks SIGTERM
  * before it opens the store, neither started nor stopped.
  *

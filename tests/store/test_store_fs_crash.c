@@ -2,6 +2,11 @@
 #include "tests/store/test_store_fs.h"
 #include "tests/store/fs_fixture.h"
 #include "store/fs/fs.h"
+#include "store/fs/fs_change.h"
+#include "store/fs/fs_codec.h"
+#include "store/fs/fs_flat.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_map.h"
 
 #include <fcntl.h>
 #include <malloc.h>
