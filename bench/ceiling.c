@@ -1190,7 +1190,7 @@ static enum MHD_Result mhd_request(void *cls, struct MHD_Connection *conn, const
 /* libmicrohttpd's messages, as boardd's lib_log treats the ones it does not answer for: counted,
  * the first one shown. Over a unix socket handed in by MHD_add_connection, 0.9.75 says three
  * per answer (its TCP_NODELAY and TCP_CORK setsockopt fail with EOPNOTSUPP, which it does not
- * take as "not TCP", so it tries again at every send): bench/README.md, stop 23. */
+ * take as "not TCP", so it tries again at every send): bench/README.md, "The ceiling". */
 static _Atomic uint64_t mhd_messages;
 
 __attribute__((format(printf, 2, 0)))
