@@ -220,6 +220,11 @@ class Worker:
                         t.start()
                         pollers.append(t)
             self._stopping.set()
+            with self._cv:
+                self._cv.notify_all()
+            # a long-poll in flight may still claim: its poller gives the cards back
+            for t in pollers:
+                t.join(self.wait_ms / 1000.0 + self.client.timeout)
             self._drain()
         finally:
             self._finished.set()
