@@ -18,6 +18,9 @@ import (
 	"time"
 )
 
+// Version is boardd's version, which this module follows.
+const Version = "0.1.0"
+
 // JSON is any JSON object, for the routes whose bodies this client passes through.
 type JSON = map[string]any
 
