@@ -49,6 +49,9 @@ start_boardd() { # fresh store in $tmp/fs-$1
   cat "$tmp/boardd-$1.log" >&2
   exit 1
 }
+server_ticks() { # utime+stime of boardd, in clock ticks
+  awk '{ print $14 + $15 }' "/proc/$boardd_pid/stat"
+}
 stop_boardd() {
   kill "$boardd_pid"
   wait "$boardd_pid" 2>/dev/null || true
@@ -61,12 +64,16 @@ sdk() {
   local name=$1 r=$2; shift 2
   start_boardd "$name-$r"
   "$BUILD/bench/drain" boardd -p "$port" -n "$JOBS" -w 8 -S >/dev/null
+  local cpu0 cpu1
+  cpu0=$(server_ticks)
   BOARDD_URL=http://127.0.0.1:$port BOARDD_TOKEN=$BENCH_WORKER_TOKEN SCEN=bench \
     CONC=$WORKERS MAXJOBS=$JOBS WAIT_MS=1000 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" || true
+  cpu1=$(server_ticks)
   stop_boardd
-  python3 - "$tmp/$name.out" "$name" "$JOBS" "$WORKERS" <<'PY' | tee -a "$tmp/figures"
+  python3 - "$tmp/$name.out" "$name" "$JOBS" "$WORKERS" "$((cpu1 - cpu0))" "$(getconf CLK_TCK)" <<'PY' | tee -a "$tmp/figures"
 import json, sys
 p, name, jobs, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+server_cpu = int(sys.argv[5]) / float(sys.argv[6])
 s = {}
 for line in open(p):
     try:
@@ -77,9 +84,10 @@ if not s:
     print("%-6s no stats (see its stderr)" % name)
 else:
     ok = s.get("succeeded", 0)
-    print("%-6s jobs %d/%d workers %d  %.0f jobs/s  (%.2f s; lost %d, errors %d)" % (
-        name, ok, jobs, workers, ok / s["seconds"], s["seconds"], s.get("lost", 0),
-        s.get("errors", 0)))
+    print("%-6s jobs %d/%d workers %d  %.0f jobs/s  (%.2f s; lost %d, errors %d)  cpu per job:"
+          " worker %.0f us, server %.0f us" % (
+              name, ok, jobs, workers, ok / s["seconds"], s["seconds"], s.get("lost", 0),
+              s.get("errors", 0), 1e6 * s.get("cpu", 0) / max(ok, 1), 1e6 * server_cpu / max(ok, 1)))
 PY
 }
 

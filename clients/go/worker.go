@@ -243,9 +243,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.done(slots) {
 			stopNow()
 		}
-		if !extra && w.hasCount.Load() < 0 && n > 1 { // one card per call: a few pollers
+		if !extra && w.hasCount.Load() < 0 && n > 1 { // one card per call: a poller per slot
 			extra = true
-			for i := 1; i < min(n, 4); i++ {
+			for i := 1; i < n; i++ {
 				pollers.Add(1)
 				go poll()
 			}

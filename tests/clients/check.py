@@ -92,7 +92,7 @@ def main():
             stats = w.run(max_jobs=max_jobs)
     except boardd.BoarddError as e:
         err, stats = code(e), dict(w.stats)
-    emit(ev='stats', seconds=time.monotonic() - t0, error=err, **stats)
+    emit(ev='stats', seconds=time.monotonic() - t0, cpu=time.process_time(), error=err, **stats)
     return 1 if err else 0
 
 

@@ -212,9 +212,9 @@ class Worker:
                 self._stopping.wait(0.2)
                 if self._all_done():
                     break
-                # claim-next refused count: claim one card at a time on a few pollers
+                # claim-next refused count: claim one card at a time, one poller per slot
                 if self._has['count'] is False and len(pollers) == 1 and self.concurrency > 1:
-                    for i in range(1, min(self.concurrency, 4)):
+                    for i in range(1, self.concurrency):
                         t = threading.Thread(target=self._poll_loop, daemon=True,
                                              name='boardd-poll-%d' % i)
                         t.start()

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	boardd "github.com/boardd/boardd/clients/go"
@@ -56,6 +57,15 @@ func code(err error) string {
 		return boardd.ProblemOf(err).Code
 	}
 	return err.Error()
+}
+
+// cpuSeconds: the process's user+system CPU so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func main() {
@@ -123,7 +133,7 @@ func main() {
 	emit(map[string]any{"ev": "stats", "claimed": s.Claimed, "succeeded": s.Succeeded,
 		"failed": s.Failed, "retried": s.Retried, "lost": s.Lost, "stopped": s.Stopped,
 		"parked": s.Parked, "errors": s.Errors, "seconds": time.Since(t0).Seconds(),
-		"error": code(err)})
+		"error": code(err), "cpu": cpuSeconds()})
 	if err != nil {
 		os.Exit(1)
 	}
