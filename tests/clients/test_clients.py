@@ -47,7 +47,9 @@ def go_binary():
 
 
 def go_env(tmp):
-    e = dict(os.environ, GOFLAGS='-mod=mod', GOTOOLCHAIN='local', CGO_ENABLED='0')
+    # BOARDD_TEST_GO_RACE=1: the Go worker built with the race detector (needs cgo)
+    race = os.environ.get('BOARDD_TEST_GO_RACE') == '1'
+    e = dict(os.environ, GOFLAGS='-mod=mod', GOTOOLCHAIN='local', CGO_ENABLED=str(int(race)))
     e.setdefault('GOCACHE', os.path.join(os.path.expanduser('~'), '.cache', 'go-build'))
     e.setdefault('GOPATH', os.path.join(tmp, 'gopath'))
     return e
@@ -71,7 +73,8 @@ def build(tmp):
     if not go:
         bt.skip_or_fail('no Go toolchain (/usr/local/go/bin/go): the Go client is not tested')
     exe = os.path.join(tmp, 'gocheck')
-    r = subprocess.run([go, 'build', '-o', exe, '.'], cwd=os.path.join(HERE, 'gocheck'),
+    race = ['-race'] if os.environ.get('BOARDD_TEST_GO_RACE') == '1' else []
+    r = subprocess.run([go, 'build'] + race + ['-o', exe, '.'], cwd=os.path.join(HERE, 'gocheck'),
                        env=go_env(tmp), capture_output=True, text=True, timeout=600)
     check(r.returncode == 0, 'go build of tests/clients/gocheck: %s' % r.stderr[-800:])
     out['go'] = [exe]

@@ -381,8 +381,10 @@ class Worker:
 
     def _finish(self, job, outcome, value):
         c = self.client
-        if job.abandoned or job._lost():
-            self._count('lost' if job._lost() else 'stopped')
+        if job._lost():
+            self._count('lost')
+            return
+        if job.abandoned:  # counted when its claim was released for it
             return
         if job.parked:
             self._count('parked')
