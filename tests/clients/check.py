@@ -15,6 +15,7 @@ import boardd
 
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 _out = threading.Lock()
+_stdin = threading.Lock()  # one reader at a time: TextIOWrapper is not thread-safe
 SCEN = os.environ.get('SCEN', 'drain')
 ASYNC = os.environ.get('ASYNC') == '1'
 
@@ -46,7 +47,8 @@ def hold(job):
     job.wait()
     emit(ev='cancelled', card=job.id, reason=job.cancel_reason)
     if SCEN == 'hold':
-        sys.stdin.readline()
+        with _stdin:
+            sys.stdin.readline()
         try:
             job.comment('late write')
             emit(ev='write', card=job.id, error='')

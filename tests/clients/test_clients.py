@@ -33,9 +33,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 import boardd_test as bt  # noqa: E402
 from boardd_test import check  # noqa: E402
 
-BOARDD, ROOT = sys.argv[1], os.path.abspath(sys.argv[2])
-MONGO = '--mongo' in sys.argv[3:]
 HERE = os.path.dirname(os.path.abspath(__file__))
+# (test_contract.py imports this module for build() and Proc, and sets ROOT)
+BOARDD = sys.argv[1] if __name__ == '__main__' else None
+ROOT = os.path.abspath(sys.argv[2] if __name__ == '__main__' else os.path.join(HERE, '..', '..'))
+MONGO = '--mongo' in sys.argv[3:]
 LEASE_MS = 3000            # renew_after_ms = 1000
 RENEW_S = LEASE_MS / 3000.0
 SLACK_S = 1.0              # scheduling on a shared 2-core machine
