@@ -251,8 +251,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	}
-	pollers.Wait()
-	w.drain(&jobs)
+	stoppedAt := time.Now() // the grace counts from here
+	pollers.Wait()          // a long-poll in flight may still claim: given back at once
+	w.drain(&jobs, stoppedAt)
 	close(renewDone)
 	<-renewStopped
 	w.mu.Lock()

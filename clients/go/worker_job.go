@@ -361,8 +361,8 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 
 // drain: running jobs finish within the grace, then are cancelled; a handler still running a
 // grace later has its claim released for it.
-func (w *Worker) drain(jobs *sync.WaitGroup) {
-	if waitTimeout(jobs, w.Opts.Grace) {
+func (w *Worker) drain(jobs *sync.WaitGroup, stoppedAt time.Time) {
+	if waitTimeout(jobs, time.Until(stoppedAt.Add(w.Opts.Grace))) {
 		return
 	}
 	for _, j := range w.live() {

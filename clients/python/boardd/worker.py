@@ -220,12 +220,13 @@ class Worker:
                         t.start()
                         pollers.append(t)
             self._stopping.set()
+            stopped_at = _now()  # the grace counts from here
             with self._cv:
                 self._cv.notify_all()
             # a long-poll in flight may still claim: its poller gives the cards back
             for t in pollers:
                 t.join(self.wait_ms / 1000.0 + self.client.timeout)
-            self._drain()
+            self._drain(stopped_at)
         finally:
             self._finished.set()
             with self._cv:
@@ -570,10 +571,10 @@ class Worker:
 
     # ---- stopping ----
 
-    def _drain(self):
+    def _drain(self, stopped_at):
         """After stop: running jobs finish within the grace, then are cancelled; a handler
         still running a grace later has its claim released for it."""
-        end = _now() + self.grace
+        end = stopped_at + self.grace
         with self._cv:
             while self._free < self.concurrency and _now() < end:
                 self._cv.wait(min(0.1, max(0.0, end - _now())))
