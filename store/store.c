@@ -5,7 +5,7 @@
  * Each wrapper zeroes its OUT parameters first, so they are NULL/zero on every failure path,
  * including the ones where the twin forgot to. `actor` may be NULL: it is recorded as "".
  */
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include "metrics/metrics.h"
 
@@ -120,27 +120,39 @@ enum core_rc store_card_fits(const struct store *st, const struct core_card *c, 
 	return CORE_OK;
 }
 
-/* The Mongo twin's hook: store/mongo will provide store_mongo_open(uri, out, err, errlen) and
- * this function will call it (behind the build's mongo option). Until then the spec is
- * understood but refused, so a deployment asking for Mongo never silently gets a local dir. */
-static enum core_rc store_open_mongo(const char *uri, struct store **out, char *err,
-				     size_t errlen)
+static bool spec_is_mongo(const char *spec)
+{
+	return strncmp(spec, "mongodb://", 10) == 0 || strncmp(spec, "mongodb+srv://", 14) == 0;
+}
+
+/* A deployment asking for Mongo from a build without it is refused, never silently handed a
+ * local directory. */
+static enum core_rc open_mongo(const char *uri, const struct store_open_options *o,
+			       struct store **out, char *err, size_t errlen)
 {
 #ifdef BOARDD_HAVE_MONGO
-	struct store_mongo_options o = {.uri = uri};
+	struct store_mongo_options m = {0};
 
-	return store_mongo_open(&o, out, err, errlen);
+	if (o->mongo)
+		m = *o->mongo;
+	m.uri = uri;
+	if (!m.unleased_horizon_ms)
+		m.unleased_horizon_ms = o->unleased_horizon_ms;
+	return store_mongo_open(&m, out, err, errlen);
 #else
 	(void)uri;
+	(void)o;
 	(void)out;
 	err_set(err, errlen, "mongodb store not built");
 	return CORE_ERR_BAD_REQUEST;
 #endif
 }
 
-enum core_rc store_open(const char *spec, struct store **out, char *err, size_t errlen)
+enum core_rc store_open(const char *spec, const struct store_open_options *o,
+			struct store **out, char *err, size_t errlen)
 {
-	struct store_fs_options o = {0};
+	const struct store_open_options none = {0};
+	struct store_fs_options fs = {0};
 
 	if (err && errlen)
 		err[0] = '\0';
@@ -149,18 +161,22 @@ enum core_rc store_open(const char *spec, struct store **out, char *err, size_t 
 		return CORE_ERR_BAD_REQUEST;
 	}
 	*out = NULL;
+	if (!o)
+		o = &none;
 	if (!spec || !*spec) {
 		err_set(err, errlen, "empty store spec (want fs:DIR or mongodb://...)");
 		return CORE_ERR_BAD_REQUEST;
 	}
-	if (strncmp(spec, "mongodb://", 10) == 0 || strncmp(spec, "mongodb+srv://", 14) == 0)
-		return store_open_mongo(spec, out, err, errlen);
-	o.dir = strncmp(spec, "fs:", 3) == 0 ? spec + 3 : spec;
-	if (!*o.dir) {
+	if (spec_is_mongo(spec))
+		return open_mongo(spec, o, out, err, errlen);
+	if (o->fs)
+		fs = *o->fs;
+	fs.dir = strncmp(spec, "fs:", 3) == 0 ? spec + 3 : spec;
+	if (!*fs.dir) {
 		err_set(err, errlen, "fs: store spec without a directory");
 		return CORE_ERR_BAD_REQUEST;
 	}
-	return store_fs_open(&o, out, err, errlen);
+	return store_fs_open(&fs, out, err, errlen);
 }
 
 void store_close(struct store *st)

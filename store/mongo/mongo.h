@@ -25,7 +25,7 @@
 #define BOARDD_STORE_MONGO_MONGO_H
 
 #include "metrics/metrics.h"
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <mongoc/mongoc.h>
 #include <pthread.h>
