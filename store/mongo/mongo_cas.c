@@ -12,6 +12,11 @@
  * column), the board read and the on-demand card lookup core's blocker rules walk.
  */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>

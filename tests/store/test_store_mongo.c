@@ -8,7 +8,7 @@
  * skipped locally (exit 77), but fails when CI=true: the Mongo suite must run in CI.
  * Tests that rely on single-document atomicity under concurrency detect FerretDB (buildInfo's
  * ferretdbVersion) and skip with the reason printed: its updates are not atomic. */
-#include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 #include "tests/store/conformance.h"
 #include "tests/store/test_store_mongo.h"
 

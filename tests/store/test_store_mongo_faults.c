@@ -6,6 +6,7 @@
 #include "tests/store/test_store_mongo.h"
 
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 
 #include <arpa/inet.h>
 #include <check.h>
