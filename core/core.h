@@ -150,6 +150,8 @@ void core_strv_release(struct core_strv *sv);
 enum core_rc core_strv_copy(struct core_strv *dst, const struct core_strv *src);
 enum core_rc core_strv_push(struct core_strv *sv, const char *s);
 bool core_strv_contains(const struct core_strv *sv, const char *s);
+/* The same strings in the same order (a list's equality, not a set's). */
+bool core_strv_equal(const struct core_strv *a, const struct core_strv *b);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Boards and columns (DESIGN §2).                                                           */

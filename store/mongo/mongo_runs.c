@@ -3,6 +3,11 @@
  * as one conditional update, and the per-card count the cloud run ceiling reads. Each write
  * is one findAndModify carrying its precondition and its run_* event (outbox). */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <inttypes.h>
 #include <stdio.h>

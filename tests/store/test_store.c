@@ -588,25 +588,34 @@ START_TEST(wrappers_check_arguments)
 #ifdef BOARDD_HAVE_MONGO
 	/* Built with the Mongo twin: a server nobody listens for is unavailable, said plainly. */
 	ck_assert_int_eq(store_open("mongodb://127.0.0.1:1/boardd?serverSelectionTimeoutMS=500",
-				    &st, err, sizeof(err)),
+				    NULL, &st, err, sizeof(err)),
 			 CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_str_ne(err, "");
 #else
-	ck_assert_int_eq(store_open("mongodb://localhost/boardd", &st, err, sizeof(err)),
+	ck_assert_int_eq(store_open("mongodb://localhost/boardd", NULL, &st, err, sizeof(err)),
 			 CORE_ERR_BAD_REQUEST);
 	ck_assert_str_eq(err, "mongodb store not built");
 #endif
 	ck_assert_ptr_null(st);
-	ck_assert_int_eq(store_open("", &st, err, sizeof(err)), CORE_ERR_BAD_REQUEST);
-	ck_assert_int_eq(store_open("fs:", &st, err, sizeof(err)), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_open("", NULL, &st, err, sizeof(err)), CORE_ERR_BAD_REQUEST);
+	ck_assert_int_eq(store_open("fs:", NULL, &st, err, sizeof(err)), CORE_ERR_BAD_REQUEST);
 	ck_assert_int_gt(asprintf(&spec, "fs:%s/sub/data", dir), 0);
-	ck_assert_int_eq(store_open(spec, &st, err, sizeof(err)), CORE_OK);
+	ck_assert_int_eq(store_open(spec, NULL, &st, err, sizeof(err)), CORE_OK);
 	ck_assert_str_eq(store_name(st), "fs");
 	ck_assert_int_eq(store_ping(st), CORE_OK);
 	store_close(st);
 	/* A bare path is an fs spec too (and the directory was created). */
-	ck_assert_int_eq(store_open(spec + 3, &st, err, sizeof(err)), CORE_OK);
+	ck_assert_int_eq(store_open(spec + 3, NULL, &st, err, sizeof(err)), CORE_OK);
 	store_close(st);
+	/* A twin's own options ride along; the directory is the spec's, whatever they say. */
+	{
+		struct store_fs_options fo = {.dir = "/nonexistent/elsewhere", .events_keep = 7};
+		struct store_open_options oo = {.fs = &fo, .mongo = NULL};
+
+		ck_assert_int_eq(store_open(spec, &oo, &st, err, sizeof(err)), CORE_OK);
+		ck_assert_str_eq(store_name(st), "fs");
+		store_close(st);
+	}
 	free(spec);
 	fx_rmdir(dir);
 }
