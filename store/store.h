@@ -700,11 +700,6 @@ json_t *store_card_to_json(const struct core_card *c);
  * without the tree (the hot path of every answer that is a card). New string (caller frees)
  * and its length; NULL on OOM or a string that is not UTF-8 (json_string refuses those). */
 char *store_card_json_text(const struct core_card *c, size_t *len);
-/* A claim's answer, written the same way: the token of DESIGN §3 ({marker, epoch, claimed_at,
- * lease_until, lease_ms, renew_after_ms, fresh}, times from c's claim) or, with_card,
- * {"card": <c>, "token": <that>} (claim-next, DESIGN §12). Caller frees; NULL as above. */
-char *store_claim_json_text(const struct core_card *c, const struct core_token *t, bool fresh,
-			    bool with_card, size_t *len);
 /* A card's gave_up as served: null when not set, else {reason, run_id, state, at}. */
 json_t *store_gave_up_to_json(const struct core_gave_up *g);
 enum core_rc store_card_from_json(const json_t *j, struct core_card **out);
@@ -717,10 +712,6 @@ json_t *store_event_to_json(const struct core_event *e);
  * boards write (what a token scoped to boards and a webhook subscriber see, DESIGN §11). */
 json_t *store_event_to_json_as(const struct core_event *e, bool board_view);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
-/* POST renew's answer {marker, epoch, lease_until, lease_ms} for the renewed card c, written
- * without a tree. New string (caller frees) and its length; NULL on OOM or a marker that is
- * not UTF-8. */
-char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len);
 /* json_dumps(j, JSON_COMPACT), byte for byte, for an object or array (the journal's and the
  * answers' trees), written without jansson's dump machinery when the tree holds only objects,
  * arrays, strings, integers, booleans and null (else through json_dumps). New string (caller
@@ -731,6 +722,8 @@ enum store_json_type {
 	STORE_JSON_STR,  /* s */
 	STORE_JSON_INT,  /* i */
 	STORE_JSON_NULL,
+	STORE_JSON_BOOL, /* i: 0 false, else true */
+	STORE_JSON_RAW,  /* s: JSON text written as it is (a card's text, another object's) */
 };
 struct store_json_member {
 	const char *key;
