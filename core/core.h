@@ -578,6 +578,13 @@ bool core_continuation_valid(const char *s);
 
 /* ---- run history and output (DESIGN §20; core/run_history.c) ---- */
 
+/* Is s one of the eight statuses DESIGN §5 names (queued ... cancelled)? Others are valid
+ * but unknown; the runs listing filters by a known one only. */
+bool core_run_status_known(const char *s);
+/* Those statuses, comma-separated (for a detail). */
+#define CORE_RUN_STATUSES_TEXT                                                              \
+	"queued, running, paused_waiting_human, paused_operator, finished, failed, "        \
+	"failed_resumable, cancelled"
 /* Is [s, s+len) valid UTF-8 without NUL (what a run's output may hold)? */
 bool core_run_output_valid(const char *s, size_t len);
 /* The output after appending `text` (valid UTF-8) to `old` (NULL: none): the last `max` bytes

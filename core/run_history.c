@@ -8,6 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const known_statuses[] = {
+	CORE_RUN_QUEUED,   CORE_RUN_RUNNING, CORE_RUN_PAUSED_HUMAN,     CORE_RUN_PAUSED_OPERATOR,
+	CORE_RUN_FINISHED, CORE_RUN_FAILED,  CORE_RUN_FAILED_RESUMABLE, CORE_RUN_CANCELLED,
+};
+
+bool core_run_status_known(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s && i < sizeof(known_statuses) / sizeof(known_statuses[0]); i++)
+		if (strcmp(s, known_statuses[i]) == 0)
+			return true;
+	return false;
+}
+
 /* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0. */
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
