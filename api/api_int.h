@@ -669,6 +669,12 @@ enum core_rc api_h_run_patch(struct api_req *r);
 enum core_rc api_h_run_heartbeat(struct api_req *r);
 enum core_rc api_h_run_cancel(struct api_req *r);
 enum core_rc api_h_run_delete(struct api_req *r);
+/* attention.c: the lane's size by reason into a scrape (METRICS_ATTENTION). */
+void api_attention_collect(struct api *a, struct metrics_sink *s);
+/* runs_history.c (DESIGN §20) */
+enum core_rc api_h_card_runs(struct api_req *r);
+enum core_rc api_h_run_list(struct api_req *r);
+enum core_rc api_h_run_output(struct api_req *r);
 
 enum core_rc api_h_events(struct api_req *r);
 /* stream.c: GET /v1/events/stream (Server-Sent Events) and its hub. */

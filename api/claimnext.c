@@ -389,6 +389,7 @@ enum core_rc api_h_claim_next(struct api_req *r)
 			break;
 		}
 		if (rc == CORE_OK && res.card) {
+			metrics_inc(r->api->metrics, METRICS_CLAIMS, "fresh");
 			rc = reply_claimed(r, &res);
 			core_card_free(res.card);
 			break;
@@ -397,12 +398,14 @@ enum core_rc api_h_claim_next(struct api_req *r)
 			break;
 		if (api_mono_ms() >= r->next_deadline || !r->api->next) {
 			r->status = 204; /* nothing available within the wait */
+			metrics_inc(r->api->metrics, METRICS_CLAIMS, "empty");
 			break;
 		}
 		if (park(r, tries < NEXT_RETRIES ? seen : INT64_MAX, &give_up))
 			break; /* answered when the waker resumes us */
 		if (give_up) {
 			r->status = 204;
+			metrics_inc(r->api->metrics, METRICS_CLAIMS, "empty");
 			break;
 		}
 	}

@@ -37,6 +37,7 @@
 	X("GET", "/v1/cards", api_h_card_list, ANY, C_READ,                                \
 	  NULL, "board state label claimed limit after")                                   \
 	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, C_READ, NULL, NULL)                \
+	X("GET", "/v1/cards/{id}/runs", api_h_card_runs, ANY, C_READ, NULL, "limit after") \
 	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY | C_CREATE,             \
 	  "title body blockers priority", NULL)                                            \
 	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0, NULL, NULL)                 \
@@ -71,6 +72,8 @@
 	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0, NULL, "board")         \
 	X("POST", "/v1/runs", api_h_run_create, W, BODY,                                   \
 	  "card_id marker status id lease_ms", NULL)                                       \
+	X("GET", "/v1/runs", api_h_run_list, ANY, C_READ, NULL,                            \
+	  "board status limit after")                                                      \
 	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, 0, NULL, NULL)                       \
 	X("PATCH", "/v1/runs/{id}", api_h_run_patch, W, BODY,                              \
 	  "marker status ?continuation failure_code ?result error lease_ms", NULL)         \
@@ -78,6 +81,7 @@
 	X("POST", "/v1/runs/{id}/heartbeat", api_h_run_heartbeat, W, BODY,                 \
 	  "marker lease_ms", NULL)                                                         \
 	X("POST", "/v1/runs/{id}/cancel", api_h_run_cancel, O, 0, NULL, NULL)              \
+	X("POST", "/v1/runs/{id}/output", api_h_run_output, W, BODY, "marker text", NULL)  \
 	X("GET", "/v1/events", api_h_events, ANY, C_READ, NULL, "board after limit wait_ms") \
 	X("GET", "/v1/events/stream", api_h_events_stream, ANY, C_READ, NULL, "board after") \
 	X("GET", "/v1/attention", api_h_attention, ANY, C_READ, NULL, "board limit")       \

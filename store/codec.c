@@ -217,6 +217,7 @@ json_t *store_run_to_json(const struct core_run *r)
 	store_json_put(o, "owner", store_json_str_or_null(r->owner), &ok);
 	store_json_put(o, "result", run_result_json(r->result), &ok);
 	store_json_put(o, "error", store_json_str_or_null(r->error), &ok);
+	store_json_put(o, "output", store_json_str_or_null(r->output), &ok);
 	store_json_put(o, "claim_epoch", json_integer(r->claim_epoch), &ok);
 	store_json_put(o, "lock_until", time_json(r->lock_until), &ok);
 	store_json_put(o, "lease_ms", json_integer(r->lease_ms), &ok);
@@ -514,7 +515,8 @@ enum core_rc store_run_from_json(const json_t *j, struct core_run **out)
 		core_run_free(r);
 		return CORE_ERR_NOMEM;
 	}
-	if (json_object_get(j, "error") && !get_str_opt(j, "error", &r->error)) {
+	if ((json_object_get(j, "error") && !get_str_opt(j, "error", &r->error)) ||
+	    (json_object_get(j, "output") && !get_str_opt(j, "output", &r->output))) {
 		core_run_free(r);
 		return CORE_ERR_BAD_REQUEST;
 	}

@@ -152,7 +152,21 @@ struct store_run_update {
 	const char *failure_code; /* NULL: unchanged */
 	const char *result;       /* compact JSON text (<= CORE_RUN_RESULT_MAX); NULL: unchanged */
 	const char *error;        /* <= CORE_RUN_ERROR_MAX bytes; NULL: unchanged */
+	const char *output;       /* appended to the output, whose tail of CORE_RUN_OUTPUT_MAX
+				   * bytes is kept (core_run_output_append; valid UTF-8); NULL:
+				   * unchanged (DESIGN §20) */
 	int64_t lease_ms;         /* the run lock is renewed to now + lease_ms; 0: the run's own */
+};
+
+/* The runs listing (DESIGN §20): newest first (core_run_newer_cmp), tombstones left out. */
+struct store_run_filter {
+	const char *card_id;       /* NULL: any card */
+	const char *board;         /* NULL: any */
+	const char *const *boards; /* NULL: any; else NULL-terminated list the caller may see */
+	const char *status;        /* NULL: any */
+	size_t limit;              /* 1..1000 */
+	const char *after;         /* a cursor from a previous page (core_run_cursor_parse), or
+				    * NULL */
 };
 
 /* The label admin sweeps (DESIGN §8: POST /v1/labels/rename, /merge, DELETE /v1/labels/{name}):
@@ -458,6 +472,12 @@ struct store_ops {
 						struct core_run **out, bool *promoted);
 	/* Number of runs recorded for a card (run ceiling). */
 	enum core_rc (*run_count_for_card)(struct store *st, const char *card_id, size_t *n);
+	/* The runs of f, newest first, at most f->limit; *next: the cursor of the next page
+	 * (new string, caller frees), NULL at the end. A card keeps CORE_RUN_HISTORY_MAX runs
+	 * whole: run_create retires older ones it may (core_run_retirable) in its own step
+	 * (FS) or right after it (Mongo, best effort: a failure there fails nothing). */
+	enum core_rc (*run_list)(struct store *st, const struct store_run_filter *f,
+				 struct core_run ***out, size_t *n, char **next);
 
 	/* Admin (DESIGN §8). Column rename: the column keeps its place and flags, role names
 	 * follow it, and every card in it moves under machine reason state_rename.
@@ -659,6 +679,15 @@ enum core_rc store_run_prune(struct store *st, const char *id, const struct stor
 enum core_rc store_run_promote_if_orphaned(struct store *st, const char *id,
 					   struct core_run **out, bool *promoted);
 enum core_rc store_run_count_for_card(struct store *st, const char *card_id, size_t *n);
+/* store/runs_list.c. BAD_REQUEST for a bad filter (an unknown cursor included). *out: caller
+ * frees with store_runs_free (also when n is 0). */
+enum core_rc store_run_list(struct store *st, const struct store_run_filter *f,
+			    struct core_run ***out, size_t *n, char **next);
+void store_runs_free(struct core_run **v, size_t n);
+/* For twins: sorts v (core_run_newer_cmp), keeps the first limit, frees the rest, and sets
+ * *next to the cursor of the last kept when some were cut (else NULL). NOMEM: v untouched
+ * but *next NULL. */
+enum core_rc store_runs_finish(struct core_run **v, size_t *n, size_t limit, char **next);
 
 enum core_rc store_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
 			   bool *created, struct store_sub **out);

@@ -76,5 +76,6 @@ TCase *api_tcase_mcp(void);
 TCase *api_tcase_mcp_small(void);
 TCase *api_tcase_agent(void);
 TCase *api_tcase_unix(void);
+TCase *api_tcase_runs(void);
 
 #endif

@@ -451,6 +451,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_agent());
 	suite_add_tcase(s, api_tcase_quiesce());
 	suite_add_tcase(s, api_tcase_unix());
+	suite_add_tcase(s, api_tcase_runs());
 	return s;
 }
 
