@@ -1,14 +1,20 @@
 /* One job under a claim (DESIGN §12; consul lock's and etcdctl lock's contract): the command
  * runs only while the claim is held.
  *
- * - The command gets its own process group and dies with boardctl (PR_SET_PDEATHSIG): a
- *   command that outlives its supervisor would keep working after the lease ends.
+ * - The command runs under a supervisor (supervise.c) in its own process group; its whole
+ *   process tree dies with boardctl (kill -9 included) and with the command itself: a
+ *   process that outlives its supervisor would keep working after the lease ends. A command
+ *   that cannot be started is no job failure: nothing is filed, the claim is released.
+ * - As it starts, the card enters the running column (an owned state write).
  * - The claim is renewed and the run heartbeaten every renew_after_ms. A renew that fails
- *   without an answer (network, 5xx) is retried with backoff until the lease would end; a
+ *   without an answer (network, 5xx) is retried with backoff until the lease would end, the
+ *   tries coming closer near the end so that one always lands in the lease's last part; a
  *   renew refused (409: the claim was taken, revoked or reclaimed; 401: the token was
  *   removed) is a loss at once. The
  *   lease end is measured locally from the moment each renew was SENT, so a boardctl stopped
  *   (SIGSTOP) past its lease knows it on waking, before it writes anything.
+ * - The command's output goes through to boardctl's own, and its tail is appended to the run
+ *   (output.c) every few seconds and before the run's final write.
  * - On loss: SIGTERM to the process group, SIGKILL after the grace, and nothing is written:
  *   the server would refuse it anyway; this stops the work toward refusals.
  * - On the command's exit: the run's status (and result/error), then the card's state and the
@@ -28,8 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,12 +44,15 @@ extern char **environ;
 #define BACKOFF_FIRST_MS 200
 #define BACKOFF_MAX_MS 5000
 #define WRITE_TIMEOUT_MS 15000
+#define RETRY_MIN_MS 100      /* the closest two retries come, near the lease's end */
+#define OUTPUT_FLUSH_MS 5000  /* new output is appended to the run this often */
 
 bool cli_claim_parse(const json_t *answer, const char *card_id, struct cli_claim *c)
 {
 	const json_t *tok = json_object_get(answer, "token"), *card = json_object_get(answer, "card");
 	const char *id = card ? json_string_value(json_object_get(card, "id")) : card_id;
 	const char *board = card ? json_string_value(json_object_get(card, "board")) : NULL;
+	const char *state = card ? json_string_value(json_object_get(card, "state")) : NULL;
 	const char *marker;
 
 	if (!tok)
@@ -56,6 +63,7 @@ bool cli_claim_parse(const json_t *answer, const char *card_id, struct cli_claim
 		return false;
 	snprintf(c->card, sizeof c->card, "%s", id);
 	snprintf(c->board, sizeof c->board, "%s", board ? board : "");
+	snprintf(c->state, sizeof c->state, "%s", state ? state : "");
 	snprintf(c->marker, sizeof c->marker, "%s", marker);
 	c->epoch = json_integer_value(json_object_get(tok, "epoch"));
 	c->lease_ms = json_integer_value(json_object_get(tok, "lease_ms"));
@@ -151,6 +159,18 @@ static bool heartbeat(struct cli_http *h, const struct cli_claim *c, const char 
 	return cancelled;
 }
 
+/* The wait before the next try of a write that got no answer: the backoff, but never more
+ * than half the time left before `until`, so tries come closer as the end nears and the last
+ * one lands in the lease's last part (DESIGN §20), not after it. */
+static int64_t retry_delay(int64_t backoff, int64_t until)
+{
+	int64_t half = (until - cli_mono_ms()) / 2;
+
+	if (backoff > half)
+		backoff = half;
+	return backoff < RETRY_MIN_MS ? RETRY_MIN_MS : backoff;
+}
+
 /* One write (`body` borrowed), retried with backoff while it gets no answer or a 5xx, until
  * another try would start at or past `until`; returns the last status (0: no answer). *out
  * (may be NULL) receives the last answer (new reference, or NULL). */
@@ -158,7 +178,7 @@ static long write_retried(struct cli_http *h, const char *method, const char *pa
 			  const json_t *body, int64_t if_match, int64_t until, char *err,
 			  json_t **out)
 {
-	int64_t backoff = BACKOFF_FIRST_MS;
+	int64_t backoff = BACKOFF_FIRST_MS, delay;
 	long st;
 
 	for (;;) {
@@ -166,9 +186,10 @@ static long write_retried(struct cli_http *h, const char *method, const char *pa
 			json_decref(*out);
 		st = cli_http_call(h, method, path, body, if_match, WRITE_TIMEOUT_MS, out, err,
 				   CLI_ERR_MAX);
-		if ((st != 0 && st < 500) || cli_mono_ms() + backoff >= until)
+		delay = retry_delay(backoff, until);
+		if ((st != 0 && st < 500) || cli_mono_ms() + delay >= until)
 			break;
-		usleep((useconds_t)backoff * 1000);
+		usleep((useconds_t)delay * 1000);
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 	}
 	return st;
@@ -184,6 +205,29 @@ static long release(struct cli_http *h, const struct cli_claim *c, int64_t until
 	card_path(path, sizeof path, c, "/release");
 	st = write_retried(h, "POST", path, body, -1, until, err, NULL);
 	json_decref(body);
+	return st;
+}
+
+/* Gives the claim back. `back` (NULL: none) is the column the card came from when the job
+ * moved it into the running column: it returns there in the same fenced step (PATCH state
+ * with release), so a released card never sits in the running column with nobody running
+ * it; refused as asked (a column gone since), the release alone. */
+static long give_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+		      const char *reason, int64_t until, char *err)
+{
+	char path[512];
+	json_t *body;
+	long st;
+
+	if (!back || !*back)
+		return release(h, c, until, err);
+	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", back, "reason",
+			 reason, "release", 1);
+	card_path(path, sizeof path, c, "/state");
+	st = write_retried(h, "PATCH", path, body, c->epoch, until, err, NULL);
+	json_decref(body);
+	if (st == 400 || st == 403 || st == 422)
+		st = release(h, c, until, err);
 	return st;
 }
 
@@ -249,69 +293,35 @@ static void env_free(char **env, size_t from)
 	free(env);
 }
 
-/* fork + exec in a new process group; -1 on failure (errno). */
-static pid_t spawn(char *const *argv, char **env)
-{
-	pid_t parent = getpid(), pid;
-	sigset_t none;
-
-	pid = fork();
-	if (pid != 0) {
-		if (pid > 0)
-			setpgid(pid, pid); /* both sides set it: no window where a kill misses */
-		return pid;
-	}
-	/* the child: async-signal-safe calls only until exec */
-	setpgid(0, 0);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(125); /* boardctl died before the line above: do not run unsupervised */
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	execvpe(argv[0], argv, env);
-	_exit(127);
-}
-
-/* Waits for the exit reported on pidfd; returns the wait status. */
-static int reap(pid_t pid)
-{
-	int ws = 0;
-
-	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-		;
-	return ws;
-}
-
-/* SIGTERM to the group, SIGKILL after grace_ms (or at once on a second signal); returns the
- * wait status. */
-static int terminate(pid_t pid, int pidfd, int sig, const struct cli_job_opts *o)
+/* SIGTERM (or sig) to the command's group, SIGKILL after grace_ms (or at once on a second
+ * signal); returns the wait status once the command ended and its tree is gone. */
+static int terminate(struct cli_proc *p, int sig, const struct cli_job_opts *o)
 {
 	int64_t deadline = cli_mono_ms() + o->grace_ms;
-	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	struct pollfd pf = {.fd = p->status, .events = POLLIN};
 	bool killed = false;
+	int ws = 0;
 
-	kill(-pid, sig);
+	cli_proc_signal(p, sig);
 	for (;;) {
 		int64_t left = deadline - cli_mono_ms();
 
 		if (!killed && (left <= 0 || (o->kill_now && atomic_load(o->kill_now)))) {
-			kill(-pid, SIGKILL);
+			cli_proc_signal(p, SIGKILL);
 			killed = true;
 		}
-		if (poll(&p, 1, killed ? 1000 : (int)(left < 100 ? (left > 0 ? left : 1) : 100)) > 0)
-			break;
+		if (poll(&pf, 1, killed ? 1000 : (int)(left < 100 ? (left > 0 ? left : 1) : 100)) >
+			    0 &&
+		    cli_proc_ended(p, &ws))
+			return ws;
 	}
-	return reap(pid);
 }
 
-static int exit_code_of(int ws)
+/* The report's exit status of wait status ws, as a shell reports it. */
+static void exit_code_of(int ws, struct cli_job_report *rep)
 {
-	if (WIFEXITED(ws))
-		return WEXITSTATUS(ws);
-	if (WIFSIGNALED(ws))
-		return -WTERMSIG(ws);
-	return -1;
+	rep->signal = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+	rep->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + rep->signal;
 }
 
 /* The result file the command may have written: JSON (any value) or NULL. */
@@ -358,14 +368,15 @@ static long run_patch(struct cli_http *h, const struct cli_claim *c, const char 
 
 /* The card's outcome and the release, in one fenced step (or the release alone). */
 static long outcome_write(struct cli_http *h, const struct cli_claim *c,
-			  const struct cli_outcome *o, const char *reason, int64_t until, char *err)
+			  const struct cli_outcome *o, const char *back, const char *reason,
+			  int64_t until, char *err)
 {
 	char path[512];
 	json_t *body;
 	long st;
 
 	if (o->kind == CLI_OUTCOME_RELEASE)
-		return release(h, c, until, err);
+		return give_back(h, c, back, reason, until, err);
 	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", o->column, "reason",
 			 reason, "release", 1);
 	card_path(path, sizeof path, c, "/state");
@@ -380,13 +391,15 @@ static long outcome_write(struct cli_http *h, const struct cli_claim *c,
  * left held with nobody renewing it; the job is an error, and a configuration error when no
  * card could take that outcome (403, 404, 422). */
 static void outcome_refused(struct cli_http *h, const struct cli_claim *c,
-			    const struct cli_job_opts *o, struct cli_job_report *rep, long st,
-			    int64_t lease_end)
+			    const struct cli_job_opts *o, const char *back,
+			    struct cli_job_report *rep, long st, int64_t lease_end)
 {
 	const struct cli_outcome *out = rep->end == CLI_JOB_SUCCEEDED ? &o->on_success
 								     : &o->on_failure;
 	char err[CLI_ERR_MAX];
-	long rs = out->kind == CLI_OUTCOME_RELEASE ? st : release(h, c, lease_end, err);
+	long rs = out->kind == CLI_OUTCOME_RELEASE
+			  ? st
+			  : give_back(h, c, back, "boardctl_outcome_refused", lease_end, err);
 	size_t n = strlen(rep->detail);
 
 	if (rs == 200) {
@@ -457,20 +470,83 @@ static bool agent_token_mint(struct cli_http *h, const struct cli_claim *c, cons
 	return *out != NULL;
 }
 
+/* The card enters the running column as its job starts (DESIGN §20): an owned state write,
+ * fenced; *moved says whether it did. false when the claim was found lost (a refused write
+ * with claim_conflict, or 401); any other refusal is warned about and the job goes on where
+ * the card is. */
+static bool running_enter(struct cli_http *h, const struct cli_claim *c, const char *col,
+			  bool *moved, struct cli_job_report *rep)
+{
+	char path[512], err[CLI_ERR_MAX];
+	json_t *body, *ans = NULL;
+	long st;
+
+	*moved = false;
+	if (!col || strcmp(c->state, col) == 0)
+		return true;
+	body = json_pack("{s:s, s:s, s:s}", "marker", c->marker, "to", col, "reason",
+			 "boardctl_started");
+	card_path(path, sizeof path, c, "/state");
+	st = cli_http_call(h, "PATCH", path, body, c->epoch, WRITE_TIMEOUT_MS, &ans, err,
+			   sizeof err);
+	json_decref(body);
+	if (st == 401 || (st == 409 && field_is(ans, "code", "claim_conflict"))) {
+		snprintf(rep->detail, sizeof rep->detail, "entering %s: %.400s", col, err);
+		json_decref(ans);
+		return false;
+	}
+	if (st != 200)
+		cli_warn("card %s: not moved into %s: %s", c->card, col, err);
+	*moved = st == 200;
+	json_decref(ans);
+	return true;
+}
+
+/* The command could not be started: not a job failure (DESIGN §20). Nothing is filed: the
+ * run says why (failed_resumable, so the card is not in anyone's way) and the claim is
+ * released without an attempt. */
+static void not_started(struct cli_http *h, const struct cli_claim *c,
+			const struct cli_job_opts *o, int e, bool cmd_failed, int64_t lease_end,
+			struct cli_job_report *rep)
+{
+	char err[CLI_ERR_MAX];
+
+	rep->end = CLI_JOB_NOT_STARTED;
+	rep->exit_code = !cmd_failed       ? CLI_EXIT_ERROR
+			 : e == ENOENT     ? CLI_EXIT_NOT_FOUND
+					   : CLI_EXIT_CANNOT_EXEC;
+	if (cmd_failed && e == ENOENT && strchr(o->argv[0], '/') && access(o->argv[0], F_OK) == 0)
+		snprintf(rep->detail, sizeof rep->detail,
+			 "cannot start %.200s: %s (its interpreter, on its #! line, is missing)",
+			 o->argv[0], strerror(e));
+	else
+		snprintf(rep->detail, sizeof rep->detail, "cannot start %.200s: %s",
+			 cmd_failed ? o->argv[0] : "boardctl's job supervisor", strerror(e));
+	run_patch(h, c, rep->run, "failed_resumable", rep->detail, NULL, lease_end, err, NULL);
+	if (release(h, c, lease_end, err) != 200)
+		snprintf(rep->detail + strlen(rep->detail), sizeof rep->detail - strlen(rep->detail),
+			 "; release: %.200s", err);
+	else
+		snprintf(rep->detail + strlen(rep->detail), sizeof rep->detail - strlen(rep->detail),
+			 "; nothing filed, the claim was released");
+}
+
 void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli_job_opts *o,
 		 struct cli_job_report *rep)
 {
 	/* The lease counts from before the claim was asked for; each renew restarts it from the
 	 * moment the renew was sent. */
 	int64_t t0 = cli_mono_ms(), lease_end = (c->asked_ms ? c->asked_ms : t0) + c->lease_ms;
-	int64_t next_renew;
+	int64_t next_renew, next_flush = 0;
 	int64_t backoff = BACKOFF_FIRST_MS, now;
 	char result_path[] = "/tmp/boardctl-result-XXXXXX", err[CLI_ERR_MAX];
 	char **env = NULL, *agent = NULL;
 	size_t n_ours = 0;
-	int pidfd = -1, fd, ws = 0, sig = 0;
-	pid_t pid = -1;
-	bool exited = false, lost = false, cancelled = false;
+	int fd, ws = 0, sig = 0, e;
+	struct cli_proc proc = {.sup = -1, .ctl = -1, .status = -1, .out = -1, .err = -1};
+	struct cli_output *output = NULL;
+	bool exited = false, lost = false, cancelled = false, cmd_failed = false, moved = false;
+	const char *back = NULL; /* where a released card returns: where it came from, once moved */
 	json_t *result = NULL;
 	long st;
 
@@ -497,22 +573,20 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		free(agent);
 		agent = NULL;
 	}
-	if (!env || (pid = spawn(o->argv, env)) < 0 ||
-	    (pidfd = (int)pidfd_open(pid, 0)) < 0) {
-		snprintf(rep->detail, sizeof rep->detail, "cannot start %s: %s", o->argv[0],
-			 strerror(errno));
-		if (pid > 0) {
-			kill(-pid, SIGKILL);
-			reap(pid);
-		}
-		rep->end = CLI_JOB_ERROR;
-		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err, NULL);
-		release(h, c, lease_end, err);
+	e = env ? cli_proc_start(o->argv, env, &proc, &cmd_failed) : ENOMEM;
+	if (e) {
+		not_started(h, c, o, e, cmd_failed, lease_end, rep);
 		goto done;
 	}
+	output = cli_output_start(proc.out, proc.err);
+	proc.out = proc.err = -1; /* the pump's now (closed with it, also on failure) */
+	if (!running_enter(h, c, o->running_column, &moved, rep))
+		lost = true;
+	back = moved ? c->state : NULL;
 	next_renew = (c->asked_ms ? c->asked_ms : t0) + c->renew_after_ms;
+	next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
 	while (!exited && !lost && !sig && !cancelled) {
-		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
+		struct pollfd p[2] = {{.fd = proc.status, .events = POLLIN},
 				      {.fd = o->stop_fd, .events = POLLIN}};
 		int64_t wake;
 
@@ -523,8 +597,10 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			break;
 		}
 		wake = next_renew < lease_end ? next_renew : lease_end;
+		if (next_flush < wake)
+			wake = next_flush;
 		if (poll(p, o->stop_fd >= 0 ? 2 : 1, wake > now ? (int)(wake - now) : 0) > 0) {
-			if (p[0].revents) {
+			if (p[0].revents && cli_proc_ended(&proc, &ws)) {
 				exited = true;
 				break;
 			}
@@ -538,6 +614,11 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			lost = true;
 			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
 			break;
+		}
+		if (now >= next_flush) {
+			if (cli_output_pending(output))
+				cli_output_send(output, h, c, rep->run, false);
+			next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
 		}
 		if (now < next_renew)
 			continue;
@@ -557,13 +638,12 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 				snprintf(rep->detail, sizeof rep->detail, "renew refused: %.400s", err);
 			} else {
 				cli_warn("card %s: renew failed, retrying: %s", c->card, err);
-				next_renew = cli_mono_ms() + backoff;
+				next_renew = cli_mono_ms() + retry_delay(backoff, lease_end);
 				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
 			}
 		}
 	}
 	if (exited) {
-		ws = reap(pid);
 		/* Exited while we were away (stopped): a lease that ended meanwhile is lost. */
 		if (cli_mono_ms() >= lease_end) {
 			lost = true;
@@ -574,17 +654,19 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		if (cancelled)
 			cli_warn("card %s: run %s was cancelled by an operator: stopping the command "
 				 "(SIGTERM, SIGKILL after the grace)", c->card, rep->run);
-		ws = terminate(pid, pidfd, SIGTERM, o);
+		ws = terminate(&proc, SIGTERM, o);
 	} else {
-		ws = terminate(pid, pidfd, sig, o);
+		ws = terminate(&proc, sig, o);
 	}
-	rep->exit_code = exit_code_of(ws);
+	exit_code_of(ws, rep);
+	cli_output_finish(output); /* the tree is gone: the pipes are at their end */
 	if (lost) {
 		rep->end = CLI_JOB_LOST;
 		goto done;
 	}
 	if (cancelled)
 		goto cancelled;
+	cli_output_send(output, h, c, rep->run, true); /* before the run is final */
 	if (sig) {
 		char why[64];
 
@@ -594,7 +676,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			  &cancelled);
 		if (cancelled)
 			goto cancelled; /* the operator's cancel came first: theirs to decide */
-		st = release(h, c, lease_end, err);
+		st = give_back(h, c, back, "boardctl_stopped", lease_end, err);
 		if (st != 200)
 			snprintf(rep->detail, sizeof rep->detail, "release: %.400s", err);
 		goto done;
@@ -605,10 +687,10 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	{
 		char why[64];
 
-		if (rep->exit_code >= 0)
+		if (!rep->signal)
 			snprintf(why, sizeof why, "exit status %d", rep->exit_code);
 		else
-			snprintf(why, sizeof why, "killed by signal %d", -rep->exit_code);
+			snprintf(why, sizeof why, "killed by signal %d", rep->signal);
 		st = run_patch(h, c, rep->run, rep->end == CLI_JOB_SUCCEEDED ? "finished" : "failed",
 			       rep->end == CLI_JOB_SUCCEEDED ? NULL : why, result, lease_end, err,
 			       &cancelled);
@@ -617,6 +699,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		if (st != 200)
 			cli_warn("card %s: run %s: %s", c->card, rep->run, err);
 		st = outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
+				   back,
 				   rep->end == CLI_JOB_SUCCEEDED ? "boardctl_succeeded" : "boardctl_failed",
 				   lease_end, err);
 	}
@@ -625,7 +708,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	} else {
 		snprintf(rep->detail, sizeof rep->detail, "outcome not written: %.400s", err);
 		if (refused(st))
-			outcome_refused(h, c, o, rep, st, lease_end);
+			outcome_refused(h, c, o, back, rep, st, lease_end);
 	}
 	goto done;
 cancelled:
@@ -643,8 +726,8 @@ cancelled:
 			: "");
 done:
 	json_decref(result);
-	if (pidfd >= 0)
-		close(pidfd);
+	cli_output_free(output);
+	cli_proc_close(&proc);
 	if (result_path[0])
 		unlink(result_path);
 	env_free(env, n_ours);
