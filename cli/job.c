@@ -475,14 +475,26 @@ static bool agent_token_mint(struct cli_http *h, const struct cli_claim *c, cons
  * with claim_conflict, or 401); any other refusal is warned about and the job goes on where
  * the card is. */
 static bool running_enter(struct cli_http *h, const struct cli_claim *c, const char *col,
-			  bool *moved, struct cli_job_report *rep)
+			  char *from, size_t fromlen, bool *moved, struct cli_job_report *rep)
 {
 	char path[512], err[CLI_ERR_MAX];
 	json_t *body, *ans = NULL;
 	long st;
 
 	*moved = false;
-	if (!col || strcmp(c->state, col) == 0)
+	snprintf(from, fromlen, "%s", c->state);
+	if (col && !*from) { /* a claim of a named card answers the token only */
+		card_path(path, sizeof path, c, "");
+		if (cli_http_call(h, "GET", path, NULL, -1, WRITE_TIMEOUT_MS, &ans, err,
+				  sizeof err) == 200)
+			snprintf(from, fromlen, "%s",
+				 json_string_value(json_object_get(ans, "state"))
+					 ? json_string_value(json_object_get(ans, "state"))
+					 : "");
+		json_decref(ans);
+		ans = NULL;
+	}
+	if (!col || strcmp(from, col) == 0)
 		return true;
 	body = json_pack("{s:s, s:s, s:s}", "marker", c->marker, "to", col, "reason",
 			 "boardctl_started");
@@ -539,7 +551,7 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	int64_t t0 = cli_mono_ms(), lease_end = (c->asked_ms ? c->asked_ms : t0) + c->lease_ms;
 	int64_t next_renew, next_flush = 0;
 	int64_t backoff = BACKOFF_FIRST_MS, now;
-	char result_path[] = "/tmp/boardctl-result-XXXXXX", err[CLI_ERR_MAX];
+	char result_path[] = "/tmp/boardctl-result-XXXXXX", err[CLI_ERR_MAX], from[65];
 	char **env = NULL, *agent = NULL;
 	size_t n_ours = 0;
 	int fd, ws = 0, sig = 0, e;
@@ -580,9 +592,9 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	}
 	output = cli_output_start(proc.out, proc.err);
 	proc.out = proc.err = -1; /* the pump's now (closed with it, also on failure) */
-	if (!running_enter(h, c, o->running_column, &moved, rep))
+	if (!running_enter(h, c, o->running_column, from, sizeof from, &moved, rep))
 		lost = true;
-	back = moved ? c->state : NULL;
+	back = moved && *from ? from : NULL;
 	next_renew = (c->asked_ms ? c->asked_ms : t0) + c->renew_after_ms;
 	next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
 	while (!exited && !lost && !sig && !cancelled) {

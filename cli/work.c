@@ -484,6 +484,8 @@ static int work_common(int argc, char **argv, bool is_run)
 		goto out;
 	}
 	w.job.stop_fd = w.stop_pipe[0];
+	w.job.stop_sig = &stop_sig;
+	w.job.kill_now = &kill_now;
 	slots = calloc(w.concurrency, sizeof *slots);
 	if (!slots) {
 		rc = CLI_EXIT_ERROR;
