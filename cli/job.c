@@ -317,6 +317,14 @@ static int terminate(struct cli_proc *p, int sig, const struct cli_job_opts *o)
 	}
 }
 
+/* Whether the command has ended already (*ws: its wait status), without waiting. */
+static bool ended_now(struct cli_proc *p, int *ws)
+{
+	struct pollfd pf = {.fd = p->status, .events = POLLIN};
+
+	return poll(&pf, 1, 0) > 0 && cli_proc_ended(p, ws);
+}
+
 /* The report's exit status of wait status ws, as a shell reports it. */
 static void exit_code_of(int ws, struct cli_job_report *rep)
 {
@@ -604,7 +612,10 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 
 		now = cli_mono_ms();
 		if (now >= lease_end) {
-			lost = true; /* no renew made it in time (or we slept through it) */
+			/* No renew made it in time (or we slept through it). If the command ended
+			 * meanwhile, the exit branch says so. */
+			exited = ended_now(&proc, &ws);
+			lost = !exited;
 			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
 			break;
 		}
@@ -623,7 +634,8 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		}
 		now = cli_mono_ms();
 		if (now >= lease_end) {
-			lost = true;
+			exited = ended_now(&proc, &ws);
+			lost = !exited;
 			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
 			break;
 		}
