@@ -158,12 +158,15 @@ def case_tree_dies(srv, tmp):
         os.kill(left, signal.SIGKILL)
 
 
-class RenewProxy:
-    """An HTTP proxy to boardd answering 503 to every renew of the claim until `fail_s`
-    seconds after it passed on the claim's answer; records when each renew came."""
+class Proxy:
+    """An HTTP proxy to boardd. With fail_s, it answers 503 to every renew of the claim until
+    fail_s seconds after it passed on the claim's answer, and records when each renew came.
+    With output (a status), it answers POST /v1/runs/{id}/output itself with that status and
+    records each body, as a server with (200) or without (404, 405) the route would."""
 
-    def __init__(self, srv, fail_s):
+    def __init__(self, srv, fail_s=None, output=None):
         self.srv, self.fail_s, self.t0, self.renews = srv, fail_s, None, []
+        self.output, self.outputs = output, []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -174,11 +177,17 @@ class RenewProxy:
 
             def relay(self):
                 body = self.rfile.read(int(self.headers.get('Content-Length') or 0))
-                if self.path.endswith('/renew') and proxy.t0 is not None:
+                if (proxy.fail_s is not None and self.path.endswith('/renew') and
+                        proxy.t0 is not None):
                     t = time.monotonic() - proxy.t0
                     proxy.renews.append(t)
                     if t < proxy.fail_s:
                         return self.answer(503, b'{"code":"store_unavailable"}')
+                if (proxy.output is not None and self.command == 'POST' and
+                        re.match(r'^/v1/runs/[^/]+/output$', self.path)):
+                    proxy.outputs.append(body)
+                    return self.answer(proxy.output, b'{}' if proxy.output == 200 else
+                                       b'{"code":"not_found","detail":"no such route"}')
                 conn = http.client.HTTPConnection('127.0.0.1', proxy.srv.port, timeout=30)
                 hdrs = {k: v for k, v in self.headers.items()
                         if k.lower() in ('authorization', 'content-type', 'if-match', 'accept')}
@@ -207,12 +216,68 @@ class RenewProxy:
         self.httpd.shutdown()
 
 
+def case_output_sent(srv, tmp):
+    # What boardctl sends as the run's output, seen by a proxy answering the route the way a
+    # server with it (200) does: the job's last bytes, at most 64 KiB a request, valid UTF-8
+    # (an invalid byte as U+FFFD, a character never split between two requests), each under
+    # the claim's marker, all before the run's final write; and the way a server without it
+    # does (404, 405): one try, then never again, and nothing said.
+    job = script(tmp, 'sent.sh',
+                 '#!/bin/sh\n'
+                 'echo "first"\n'
+                 'i=0; while [ $i -lt 2000 ]; do echo "line $i: caf\u00e9 \u00e9t\u00e9 '
+                 'na\u00efve, sixty-odd bytes"; i=$((i+1)); '
+                 '[ $i -eq 1000 ] && sleep 6; done\n'
+                 'printf \'bad \\377 byte\\n\'\n'
+                 'echo "the last line" >&2\n')
+    proxy = Proxy(srv, output=200)
+    try:
+        srv.new_card('sent', 'sent')
+        rc, out, err = finish(boardctl(srv, ['--url', proxy.url, 'run', '--card', 'sent', '--',
+                                             job], errors='replace'))
+        c = srv.card('sent')
+        bodies = [json.loads(b) for b in proxy.outputs]
+        texts = [b.get('text', '') for b in bodies]
+        check(rc == 0 and c['state'] == 'done' and bodies,
+              'output sent with a 200 route: rc %d, %d requests, %s' % (rc, len(bodies),
+                                                                       err[-200:]))
+        check(all(b.get('marker', '').startswith('boardctl-') for b in bodies),
+              'each under the claim\'s marker')
+        check(len(texts) >= 2 and all(len(t.encode()) <= 65536 for t in texts),
+              'sent while the job runs and at its end, at most 64 KiB a request: %s'
+              % [len(t.encode()) for t in texts])
+        check(texts and texts[0].startswith('first\nline 0: '),
+              'the first request starts with the job\'s first line: %r' % texts[0][:40])
+        whole = ''.join(texts)
+        check(whole.endswith('line 1999: caf\u00e9 \u00e9t\u00e9 na\u00efve, sixty-odd bytes\n'
+                             'bad \ufffd byte\nthe last line\n'),
+              'the tail is the job\'s last output, as UTF-8: %r' % whole[-120:])
+        check('\ufffd' not in whole.replace('bad \ufffd byte', ''),
+              'no character split between requests')
+    finally:
+        proxy.close()
+    for status in (404, 405):
+        proxy = Proxy(srv, output=status)
+        try:
+            cid = 'nosent%d' % status
+            srv.new_card(cid, cid)
+            rc, out, err = finish(boardctl(srv, ['--url', proxy.url, 'run', '--card', cid, '--',
+                                                 job], errors='replace'))
+            check(rc == 0 and srv.card(cid)['state'] == 'done' and len(proxy.outputs) <= 1 and
+                  'output' not in err.replace('the last line', ''),
+                  'a server answering %d to the output route: the job is done, one try at '
+                  'most, nothing said: rc %d, %d tries, %s' % (status, rc, len(proxy.outputs),
+                                                               err[-200:]))
+        finally:
+            proxy.close()
+
+
 def case_renew_last_try(srv, tmp):
     # Lease 9 s, renews every 3 s; from the first renew on the server answers 503 until 7 s
     # in. The old backoff tried at 3.0, 3.2, 3.6, 4.4, 6.0 and next at 9.2: past the lease
     # end (9.0), so the job was killed with the server back for 2 s. Now the waits never
     # exceed half the time left: a try lands between 7 s and 9 s and the job finishes.
-    proxy = RenewProxy(srv, 7.0)
+    proxy = Proxy(srv, fail_s=7.0)
     try:
         srv.new_card('renew', 'renew')
         p = boardctl(srv, ['--url', proxy.url, 'run', '--card', 'renew', '--lease-ms', '9000',
@@ -363,6 +428,7 @@ def main():
         case_tree_dies(srv, tmp)
         case_running_column(srv, tmp)
         case_output(srv, tmp)
+        case_output_sent(srv, tmp)
         case_renew_last_try(srv, tmp)
     finally:
         srv.stop()
