@@ -3,7 +3,10 @@
  * there, and keeps the bytes not yet sent (their last CLI_OUTPUT_MAX: the run keeps no more).
  * The job's loop appends them to the run now and then and before its final write, as valid
  * UTF-8 (the run's output is text): an invalid byte or a NUL becomes U+FFFD, and a character
- * cut by a pipe read waits for its end. A server without the route is skipped silently. */
+ * cut by a pipe read waits for its end. A server without the route is skipped silently.
+ * stdout and stderr are two pipes (so that each goes on to its own): in the kept text their
+ * lines interleave in the order boardctl read them, which may differ from the order the job
+ * wrote them when both come fast. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -80,7 +83,7 @@ static void write_all(struct cli_output *o, int i, const char *p, size_t n)
 /* Reads what fd i has; false at EOF or on an error (the fd is closed then). */
 static bool pump_one(struct cli_output *o, int i)
 {
-	char chunk[16384];
+	char chunk[65536]; /* a pipe's whole buffer: the two streams interleave less */
 	ssize_t n = read(o->fd[i], chunk, sizeof chunk);
 
 	if (n > 0) {
