@@ -162,11 +162,12 @@ class Proxy:
     """An HTTP proxy to boardd. With fail_s, it answers 503 to every renew of the claim until
     fail_s seconds after it passed on the claim's answer, and records when each renew came.
     With output (a status), it answers POST /v1/runs/{id}/output itself with that status and
-    records each body, as a server with (200) or without (404, 405) the route would."""
+    records each body, as a server with (200) or without (404, 405) the route would. canned:
+    (method, path pattern, status, body) answered as given."""
 
-    def __init__(self, srv, fail_s=None, output=None):
+    def __init__(self, srv, fail_s=None, output=None, canned=()):
         self.srv, self.fail_s, self.t0, self.renews = srv, fail_s, None, []
-        self.output, self.outputs = output, []
+        self.output, self.outputs, self.canned = output, [], list(canned)
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -183,6 +184,9 @@ class Proxy:
                     proxy.renews.append(t)
                     if t < proxy.fail_s:
                         return self.answer(503, b'{"code":"store_unavailable"}')
+                for method, pattern, status, data in proxy.canned:
+                    if self.command == method and re.match(pattern, self.path):
+                        return self.answer(status, data)
                 if (proxy.output is not None and self.command == 'POST' and
                         re.match(r'^/v1/runs/[^/]+/output$', self.path)):
                     proxy.outputs.append(body)
@@ -273,6 +277,40 @@ def case_output_sent(srv, tmp):
                                                                err[-200:]))
         finally:
             proxy.close()
+
+
+def case_runs_listing(srv, tmp):
+    # `boardctl runs CARD` on a server with run history (DESIGN §20), as a proxy serves it:
+    # a table, newest first as served, and --output with each run's output (from the listing,
+    # or GET /v1/runs/{id} when the listing leaves it out).
+    listing = {'runs': [
+        {'id': 'r-2', 'card_id': 'lst', 'status': 'failed', 'claim_epoch': 2,
+         'created_at': '2026-12-06T10:00:02.000Z', 'updated_at': '2026-12-06T10:00:03.000Z',
+         'error': 'exit status 3', 'output': 'second run says hi\n'},
+        {'id': 'r-1', 'card_id': 'lst', 'status': 'failed_resumable', 'claim_epoch': 1,
+         'created_at': '2026-12-06T10:00:00.000Z', 'updated_at': '2026-12-06T10:00:01.000Z',
+         'error': None}], 'next': None}
+    one = {'id': 'r-1', 'status': 'failed_resumable', 'output': 'first run output\n'}
+    proxy = Proxy(srv, canned=[('GET', r'^/v1/cards/lst/runs', 200, json.dumps(listing).encode()),
+                               ('GET', r'^/v1/runs/r-1$', 200, json.dumps(one).encode())])
+    try:
+        env = dict(os.environ, BOARDD_URL=proxy.url, BOARDD_TOKEN=srv.op)
+        r = subprocess.run([BOARDCTL, 'runs', 'lst'], capture_output=True, text=True, env=env)
+        rows = [l.split() for l in r.stdout.splitlines()]
+        check(r.returncode == 0 and [x[:3] for x in rows[1:]] ==
+              [['r-2', 'failed', '2'], ['r-1', 'failed_resumable', '1']] and
+              'exit status 3' in r.stdout, 'boardctl runs: a table: %d %r %s'
+              % (r.returncode, r.stdout, r.stderr))
+        r = subprocess.run([BOARDCTL, 'runs', 'lst', '--output'], capture_output=True,
+                           text=True, env=env)
+        check(r.returncode == 0 and '--- run r-2 output:\nsecond run says hi\n' in r.stdout and
+              '--- run r-1 output:\nfirst run output\n' in r.stdout,
+              'boardctl runs --output: each run\'s output: %r' % r.stdout)
+        r = subprocess.run([BOARDCTL, '--json', 'runs', 'lst'], capture_output=True, text=True,
+                           env=env)
+        check(r.returncode == 0 and json.loads(r.stdout) == listing, 'boardctl --json runs')
+    finally:
+        proxy.close()
 
 
 def case_renew_last_try(srv, tmp):
@@ -433,6 +471,7 @@ def main():
         case_running_column(srv, tmp)
         case_output(srv, tmp)
         case_output_sent(srv, tmp)
+        case_runs_listing(srv, tmp)
         case_renew_last_try(srv, tmp)
     finally:
         srv.stop()
