@@ -3,7 +3,8 @@
  *
  * One file per concern, as curl's own tool: main.c (verbs, global options, help), http.c (the
  * libcurl easy handle, set up in one place), job.c (one job: a command run under a claim,
- * renewed, killed on loss, its outcome written fenced), supervise.c (the process that holds a
+ * renewed, killed on loss, its outcome written fenced), job_writes.c (the requests a job
+ * makes: renew, heartbeat, the fenced run and card writes, their retries), supervise.c (the process that holds a
  * job's whole process tree), output.c (the job's output: passed through, its tail sent as the
  * run's output), preflight.c (what is checked before anything is claimed), work.c (`work`
  * and `run`: slots, signals), verbs.c (cards, reopen, events, attention, runs), progress.c
@@ -146,6 +147,52 @@ struct cli_job_report {
  * claim and heartbeats the run every renew_after_ms, and ends as cli_job_end says. */
 void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli_job_opts *opts,
 		 struct cli_job_report *rep);
+
+/* ---- job_writes.c: the requests of one job (job.c's own) ---- */
+
+#define CLI_RENEW_TIMEOUT_MAX_MS 10000
+#define CLI_BACKOFF_FIRST_MS 200
+#define CLI_BACKOFF_MAX_MS 5000
+#define CLI_WRITE_TIMEOUT_MS 15000
+
+/* "/v1/cards/<card, escaped><tail>" into buf. */
+void cli_job_card_path(char *buf, size_t len, const struct cli_claim *c, const char *tail);
+/* Whether a status is the server saying no for good (409, 404, 403, 422, 401). */
+bool cli_job_refused(long status);
+/* The wait before the next try of a write that got no answer: the backoff, never more than
+ * half the time left before `until` (a last try lands in the lease's last part). */
+int64_t cli_job_retry_delay(int64_t backoff, int64_t until);
+/* POST renew; the HTTP status (0: no answer), err the reason. */
+long cli_job_renew(struct cli_http *h, const struct cli_claim *c, long timeout, char *err);
+/* The run's heartbeat; true only when an operator cancelled the run. */
+bool cli_job_heartbeat(struct cli_http *h, const struct cli_claim *c, const char *run,
+		       long timeout);
+/* The fenced release, retried on no answer until `until`. */
+long cli_job_release(struct cli_http *h, const struct cli_claim *c, int64_t until, char *err);
+/* The claim given back; into column `back` (NULL: where it is) in the same fenced step. */
+long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+		       const char *reason, int64_t until, char *err);
+/* PATCH the run (status, error, result); *cancelled (may be NULL): refused as cancelled. */
+long cli_job_run_patch(struct cli_http *h, const struct cli_claim *c, const char *run,
+		       const char *status, const char *error, json_t *result, int64_t until,
+		       char *err, bool *cancelled);
+/* The card's outcome and the release in one fenced step (or the claim given back). */
+long cli_job_outcome_write(struct cli_http *h, const struct cli_claim *c,
+			   const struct cli_outcome *o, const char *back, const char *reason,
+			   int64_t until, char *err);
+/* An outcome write refused with `st`: the claim given back, rep says how the job ended. */
+void cli_job_outcome_refused(struct cli_http *h, const struct cli_claim *c,
+			     const struct cli_job_opts *o, const char *back,
+			     struct cli_job_report *rep, long st, int64_t lease_end);
+/* Creates the run and records it on the card; false with rep->end set when it could not. */
+bool cli_job_run_start(struct cli_http *h, const struct cli_claim *c, struct cli_job_report *rep);
+/* Mints the agent token bound to the claim: *out a new string (caller wipes and frees). */
+bool cli_job_agent_token_mint(struct cli_http *h, const struct cli_claim *c, const json_t *caps,
+			      char **out, struct cli_job_report *rep);
+/* Moves the card into the running column `col` (NULL: not); from: the column it was in;
+ * *moved whether it moved; false when the claim was found lost. */
+bool cli_job_running_enter(struct cli_http *h, const struct cli_claim *c, const char *col,
+			   char *from, size_t fromlen, bool *moved, struct cli_job_report *rep);
 
 /* ---- supervise.c: the process holding a job's tree ---- */
 
