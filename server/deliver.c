@@ -1,5 +1,7 @@
-/* The deliverer thread pool (DESIGN §14). Each thread loops: lease the next due delivery,
- * POST it, judge the answer with core_delivery_judge, write the outcome fenced by the lease.
+/* The deliverer thread pool (DESIGN §14, §16). Threads lease due deliveries into
+ * per-subscription queues and attempt them, one per subscription at a time (the scheduler,
+ * below); an attempt POSTs, judges the answer with core_delivery_judge and writes the
+ * outcome fenced by the lease.
  * A lease lost meanwhile (expired and taken by another replica, or an operator retry) makes
  * the outcome a clean conflict: the attempt was made, at least once, never recorded twice.
  *
@@ -43,20 +45,59 @@ static const char *const outcome_names[] = {
 	[DLV_OUT_LOST] = "lease_lost", [DLV_OUT_ERROR] = "store_error",
 };
 
+/* The scheduler's bounds (DESIGN §16 "one receiver cannot delay another"). */
+#define EXTRA_MAX 64        /* threads started above --deliverers while receivers hang */
+#define THREADS_MAX 128     /* slots: --deliverers (64 at most) + EXTRA_MAX */
+#define SUBQ_MAX 32         /* leased deliveries waiting behind one subscription's attempt */
+#define QUEUED_MAX 1024     /* ... behind all of them */
+#define LEASE_TURN 64       /* leases per turn of the leaser before it looks at the queues */
+#define LEASE_MARGIN_MS 1000 /* a queued delivery is attempted only while its lease outlives
+			      * the timeout by this much */
+#define SURPLUS_IDLE_US ((int64_t)2 * 1000000) /* a thread above --deliverers idle this long
+						   * exits */
+
+/* One leased delivery waiting for its subscription's turn. */
+struct dq {
+	struct store_delivery *dl;
+	int64_t leased_us; /* mono_us() when the lease was taken */
+	struct dq *next;
+};
+
+/* One subscription with deliveries leased here: its queue and whether an attempt of it is in
+ * flight (at most one per subscription). Freed when both are over. */
+struct subq {
+	char *board, *sub;
+	struct dq *head, *tail;
+	size_t n;
+	bool busy;
+	struct subq *next;
+};
+
+struct slot {
+	pthread_t t;
+	bool used, exited;
+	unsigned idx;
+	struct server_deliver *d;
+};
+
 struct server_deliver {
 	struct store *st;
 	struct server_deliver_config cfg;
 	char owner[160];
-	pthread_t *threads;
-	unsigned n_threads;
 	pthread_mutex_t mu;
-	pthread_cond_t cv; /* CLOCK_MONOTONIC: stop */
+	pthread_cond_t cv; /* CLOCK_MONOTONIC: stop, work queued, the leaser done */
 	bool stop;
-};
-
-struct worker {
-	struct server_deliver *d;
-	unsigned idx;
+	/* Under mu: */
+	struct slot slots[THREADS_MAX];
+	unsigned n_threads;   /* alive */
+	unsigned n_free;      /* alive and not in an attempt */
+	unsigned next_idx;    /* the next thread's number (its rnd seed) */
+	bool leasing;         /* one thread leases at a time */
+	int64_t lease_after;  /* mono_us: no lease before (the last turn found nothing due) */
+	struct subq *subs;    /* subscriptions with queued or in-flight deliveries */
+	struct subq *rr;      /* round robin: where the next look for work starts */
+	size_t queued;
+	uint64_t parked;      /* leased but not queued (a queue full), for the log */
 };
 
 /* ---- signing ---- */
@@ -269,56 +310,251 @@ static void deliver_one(struct server_deliver *d, const char *owner,
 	store_sub_free(sub);
 }
 
-static bool nap(struct server_deliver *d, int64_t ms)
-{
-	struct timespec until;
-	bool stop;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	core_timespec_add_ns(&until, (int64_t)ms * 1000000);
-	pthread_mutex_lock(&d->mu);
-	while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) == 0)
-		;
-	stop = d->stop;
-	pthread_mutex_unlock(&d->mu);
-	return !stop;
+/* ---- the scheduler: per-subscription queues, one attempt per subscription at a time ----
+ *
+ * The store leases the oldest due delivery, whoever it is for; the deliverer makes that fair.
+ * A free thread leases (one at a time) and files each delivery in its subscription's queue
+ * here; any free thread takes the head of a subscription that has no attempt in flight,
+ * round robin over the subscriptions. So a hung receiver holds one thread per subscription
+ * for at most the timeout, and its later deliveries wait in its own queue, leased, while the
+ * leaser goes on past them to the other subscriptions' (DESIGN §16). Whenever every thread
+ * is in an attempt another is started (up to --deliverers + EXTRA_MAX), so one is always free
+ * to lease; a thread above --deliverers that has been idle SURPLUS_IDLE_US exits.
+ *
+ * A queued delivery is attempted only while its lease still outlives the timeout by
+ * LEASE_MARGIN_MS; one that waited longer, or that finds its subscription's queue full, is
+ * left leased and unattempted: the lease expires and it is leased again (here or by another
+ * replica), its attempts unchanged. Never two attempts of one delivery at a time. */
+
+static struct subq *subq_get(struct server_deliver *d, const char *board, const char *sub)
+{
+	struct subq *s;
+
+	for (s = d->subs; s; s = s->next)
+		if (strcmp(s->board, board) == 0 && strcmp(s->sub, sub) == 0)
+			return s;
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->board = strdup(board)) || !(s->sub = strdup(sub))) {
+		if (s)
+			free(s->board);
+		free(s);
+		return NULL;
+	}
+	s->next = d->subs;
+	d->subs = s;
+	return s;
 }
 
-static bool stopping(struct server_deliver *d)
+/* Frees s once it has nothing queued or in flight. */
+static void subq_done(struct server_deliver *d, struct subq *s)
 {
-	bool stop;
+	struct subq **pp;
 
-	pthread_mutex_lock(&d->mu);
-	stop = d->stop;
-	pthread_mutex_unlock(&d->mu);
-	return stop;
+	if (s->busy || s->head)
+		return;
+	for (pp = &d->subs; *pp != s; pp = &(*pp)->next)
+		;
+	*pp = s->next;
+	if (d->rr == s)
+		d->rr = s->next;
+	free(s->board);
+	free(s->sub);
+	free(s);
+}
+
+static void park(struct server_deliver *d, struct store_delivery *dl, const char *why)
+{
+	if (d->parked++ % 1024 == 0)
+		fprintf(stderr, "boardd: delivery %s left leased for later (%s; %" PRIu64
+			" so far)\n", dl->id, why, d->parked);
+	store_delivery_free(dl);
+}
+
+/* Files dl (ours now) in its subscription's queue; true when it can be attempted at once
+ * (the subscription has no attempt in flight). */
+static bool enqueue(struct server_deliver *d, struct store_delivery *dl)
+{
+	struct subq *s = subq_get(d, dl->board, dl->sub);
+	struct dq *q = NULL;
+
+	if (s && s->n < SUBQ_MAX && d->queued < QUEUED_MAX)
+		q = malloc(sizeof(*q));
+	if (!q) {
+		park(d, dl, s ? "its subscription's queue is full" : "out of memory");
+		if (s)
+			subq_done(d, s);
+		return false;
+	}
+	*q = (struct dq){.dl = dl, .leased_us = mono_us()};
+	if (s->tail)
+		s->tail->next = q;
+	else
+		s->head = q;
+	s->tail = q;
+	s->n++;
+	d->queued++;
+	return !s->busy;
+}
+
+/* The next subscription with a queued delivery and no attempt in flight, round robin. */
+static struct subq *pick_ready(struct server_deliver *d)
+{
+	struct subq *s = d->rr ? d->rr : d->subs, *start = s;
+
+	if (!s)
+		return NULL;
+	do {
+		if (s->head && !s->busy) {
+			d->rr = s->next;
+			return s;
+		}
+		s = s->next ? s->next : d->subs;
+	} while (s != start);
+	return NULL;
+}
+
+static void *worker_main(void *arg);
+
+/* Under mu: a new thread in a free slot (joining the slots of threads that exited). */
+static bool spawn(struct server_deliver *d)
+{
+	struct slot *sl = NULL;
+	unsigned i;
+
+	for (i = 0; i < THREADS_MAX; i++) {
+		if (d->slots[i].used && d->slots[i].exited) {
+			pthread_join(d->slots[i].t, NULL);
+			d->slots[i].used = false;
+		}
+		if (!d->slots[i].used && !sl)
+			sl = &d->slots[i];
+	}
+	if (!sl)
+		return false;
+	*sl = (struct slot){.used = true, .idx = d->next_idx++, .d = d};
+	if (pthread_create(&sl->t, NULL, worker_main, sl) != 0) {
+		sl->used = false;
+		return false;
+	}
+	d->n_threads++;
+	d->n_free++;
+	return true;
+}
+
+/* Leases up to LEASE_TURN deliveries into the queues, until one can be attempted at once;
+ * how many it leased. Called without mu, by the one thread that has `leasing`. */
+static int lease_turn(struct server_deliver *d)
+{
+	int n;
+
+	for (n = 0; n < LEASE_TURN;) {
+		struct store_delivery *dl = NULL;
+		bool ready, stop;
+
+		if (store_delivery_lease(d->st, d->owner, d->cfg.lease_ms, &dl) != CORE_OK || !dl)
+			break;
+		n++;
+		pthread_mutex_lock(&d->mu);
+		ready = enqueue(d, dl);
+		stop = d->stop;
+		pthread_mutex_unlock(&d->mu);
+		if (ready || stop)
+			break;
+	}
+	return n;
+}
+
+/* Attempts q's delivery unless it waited so long its lease may end mid-attempt; frees q. */
+static void run_queued(struct server_deliver *d, struct dq *q, unsigned short rnd[3])
+{
+	int64_t max_wait_ms = d->cfg.lease_ms - d->cfg.timeout_ms - LEASE_MARGIN_MS;
+
+	if (max_wait_ms < 250)
+		max_wait_ms = 250; /* a lease barely longer than the timeout: attempt fresh ones */
+	if (mono_us() - q->leased_us <= max_wait_ms * 1000) {
+		deliver_one(d, d->owner, q->dl, rnd);
+	} else {
+		pthread_mutex_lock(&d->mu);
+		park(d, q->dl, "it waited behind its subscription past its lease's margin");
+		pthread_mutex_unlock(&d->mu);
+		q->dl = NULL;
+	}
+	store_delivery_free(q->dl);
+	free(q);
+}
+
+static void wait_until(struct server_deliver *d, int64_t until_us)
+{
+	struct timespec ts = {.tv_sec = until_us / 1000000,
+			      .tv_nsec = (long)(until_us % 1000000) * 1000};
+
+	pthread_cond_timedwait(&d->cv, &d->mu, &ts);
 }
 
 static void *worker_main(void *arg)
 {
-	struct worker *w = arg;
-	struct server_deliver *d = w->d;
-	char owner[192];
+	struct slot *me = arg;
+	struct server_deliver *d = me->d;
 	unsigned short rnd[3];
-	int64_t seed = mono_us() ^ ((int64_t)w->idx << 20) ^ (int64_t)getpid();
+	int64_t seed = mono_us() ^ ((int64_t)me->idx << 20) ^ (int64_t)getpid();
+	int64_t idle_since = mono_us(), now;
 
 	rnd[0] = (unsigned short)seed;
 	rnd[1] = (unsigned short)(seed >> 16);
 	rnd[2] = (unsigned short)(seed >> 32);
-	snprintf(owner, sizeof owner, "%s:%u", d->owner, w->idx);
-	while (!stopping(d)) {
-		struct store_delivery *dl = NULL;
-		enum core_rc rc = store_delivery_lease(d->st, owner, d->cfg.lease_ms, &dl);
+	pthread_mutex_lock(&d->mu);
+	while (!d->stop) {
+		struct subq *s = pick_ready(d);
+		int n;
 
-		if (rc == CORE_OK && dl) {
-			deliver_one(d, owner, dl, rnd);
-			store_delivery_free(dl);
+		if (s) {
+			struct dq *q = s->head;
+
+			s->head = q->next;
+			if (!s->head)
+				s->tail = NULL;
+			s->n--;
+			d->queued--;
+			s->busy = true;
+			d->n_free--;
+			/* Keep one thread free to lease while this one may wait on a receiver. */
+			if (d->n_free == 0 && d->n_threads < d->cfg.threads + EXTRA_MAX)
+				spawn(d);
+			pthread_mutex_unlock(&d->mu);
+			run_queued(d, q, rnd);
+			pthread_mutex_lock(&d->mu);
+			s->busy = false;
+			d->n_free++;
+			if (s->head)
+				pthread_cond_broadcast(&d->cv); /* its next is ready */
+			subq_done(d, s);
+			idle_since = mono_us();
 			continue;
 		}
-		if (!nap(d, d->cfg.idle_ms))
-			break;
+		now = mono_us();
+		if (d->n_threads > d->cfg.threads && d->n_free > 1 &&
+		    now - idle_since >= SURPLUS_IDLE_US)
+			break; /* a thread started while receivers hung, idle now */
+		if (d->leasing || now < d->lease_after) {
+			wait_until(d, d->leasing ? now + d->cfg.idle_ms * 1000 : d->lease_after);
+			continue;
+		}
+		d->leasing = true;
+		pthread_mutex_unlock(&d->mu);
+		n = lease_turn(d);
+		pthread_mutex_lock(&d->mu);
+		d->leasing = false;
+		if (n == 0)
+			d->lease_after = mono_us() + d->cfg.idle_ms * 1000; /* nothing due: nap */
+		else
+			idle_since = mono_us();
+		pthread_cond_broadcast(&d->cv);
 	}
-	free(w);
+	me->exited = true;
+	d->n_threads--;
+	d->n_free--;
+	pthread_mutex_unlock(&d->mu);
 	return NULL;
 }
 
@@ -329,6 +565,7 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 	pthread_condattr_t ca;
 	char host[64] = "localhost";
 	unsigned i;
+	bool ok = true;
 
 	*out = NULL;
 	if (!d || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -345,6 +582,8 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 		d->cfg.idle_ms = 250;
 	if (!(d->cfg.time_scale >= 1))
 		d->cfg.time_scale = 1;
+	if (d->cfg.threads > THREADS_MAX - EXTRA_MAX)
+		d->cfg.threads = THREADS_MAX - EXTRA_MAX;
 	gethostname(host, sizeof host - 1);
 	if (cfg->owner)
 		snprintf(d->owner, sizeof d->owner, "%s", cfg->owner);
@@ -357,24 +596,11 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	d->threads = calloc(cfg->threads + 1, sizeof(*d->threads));
-	if (!d->threads) {
-		server_deliver_stop(d);
-		return CORE_ERR_NOMEM;
-	}
-	for (i = 0; i < cfg->threads; i++) {
-		struct worker *w = malloc(sizeof(*w));
-
-		if (!w)
-			break;
-		*w = (struct worker){.d = d, .idx = i};
-		if (pthread_create(&d->threads[i], NULL, worker_main, w) != 0) {
-			free(w);
-			break;
-		}
-		d->n_threads++;
-	}
-	if (d->n_threads != cfg->threads) {
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; ok && i < d->cfg.threads; i++)
+		ok = spawn(d);
+	pthread_mutex_unlock(&d->mu);
+	if (!ok) {
 		server_deliver_stop(d);
 		return CORE_ERR_INTERNAL;
 	}
@@ -384,17 +610,36 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 
 void server_deliver_stop(struct server_deliver *d)
 {
-	unsigned i;
+	pthread_t t[THREADS_MAX];
+	unsigned i, n = 0;
 
 	if (!d)
 		return;
 	pthread_mutex_lock(&d->mu);
-	d->stop = true;
+	d->stop = true; /* no thread starts from now on */
 	pthread_cond_broadcast(&d->cv);
+	for (i = 0; i < THREADS_MAX; i++)
+		if (d->slots[i].used)
+			t[n++] = d->slots[i].t;
 	pthread_mutex_unlock(&d->mu);
-	for (i = 0; i < d->n_threads; i++)
-		pthread_join(d->threads[i], NULL);
-	free(d->threads);
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], NULL); /* an attempt in flight finishes or times out */
+	/* What is still queued stays leased until its lease expires, then goes out again. */
+	while (d->subs) {
+		struct subq *s = d->subs;
+
+		while (s->head) {
+			struct dq *q = s->head;
+
+			s->head = q->next;
+			store_delivery_free(q->dl);
+			free(q);
+		}
+		d->subs = s->next;
+		free(s->board);
+		free(s->sub);
+		free(s);
+	}
 	pthread_cond_destroy(&d->cv);
 	pthread_mutex_destroy(&d->mu);
 	free(d);
