@@ -232,9 +232,9 @@ func (c *Client) Comment(ctx context.Context, id, body, marker string, epoch int
 	return out, err
 }
 
-// CardRuns lists a card's runs, newest first (§20).
-func (c *Client) CardRuns(ctx context.Context, id string) (JSON, error) {
-	return c.get(ctx, "/v1/cards/"+esc(id)+"/runs")
+// CardRuns lists one page of a card's runs, newest first (§20): {runs, next}.
+func (c *Client) CardRuns(ctx context.Context, id string, limit int, after string) (JSON, error) {
+	return c.get(ctx, "/v1/cards/"+esc(id)+"/runs"+query("limit", itoa(limit), "after", after))
 }
 
 // ---- claims --------------------------------------------------------------------------------

@@ -184,8 +184,9 @@ def t_drain(e, lang):
         c = e.get(cid)
         r = e.run(c.get('last_run_id') or 'none')
         check(c['state'] == 'done' and c['claim'] is None and r.get('status') == 'finished' and
-              r.get('result') == {'title': c['title']},
-              '%s drain: %s done, released, run finished with its result (%s, %s)' % (
+              r.get('result') == {'title': c['title']} and
+              r.get('output', 'out:' + c['title']) == 'out:' + c['title'],
+              '%s drain: %s done, released, run finished with its result and output (%s, %s)' % (
                   lang, cid, c['state'], r))
     c = e.get(fail)
     r = e.run(c.get('last_run_id') or 'none')

@@ -273,9 +273,10 @@ class Client:
         return self.call('POST', '/v1/cards/%s/comments' % _q(card_id), {'body': body})
 
     @route('GET', '/v1/cards/{id}/runs')
-    def card_runs(self, card_id):
-        """The card's runs, newest first (§20)."""
-        return self.call('GET', '/v1/cards/%s/runs' % _q(card_id))
+    def card_runs(self, card_id, limit=None, after=None):
+        """One page of the card's runs, newest first (§20): {runs, next}."""
+        return self.call('GET', '/v1/cards/%s/runs%s' % (_q(card_id),
+                                                          _query(limit=limit, after=after)))
 
     # ---- claims -------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-module boardd.test/gocheck
+module boardd.local/tests/clients/gocheck
 
 go 1.21
 
