@@ -252,6 +252,10 @@ def test_whoami_and_ui(srv):
     check(st == 404, 'an unfingerprinted name is 404')
     st, html2, _ = srv.call('GET', '/ui', None)
     check(st == 200 and html2 == html, '/ui is the index too')
+    # issue 30: the server's address sends a person to the UI (it answered a 404 JSON)
+    st, _, h = srv.call('GET', '/', None)
+    check(st == 302 and h.get('location') == '/ui/', 'GET / redirects to /ui/ (%s %s)'
+          % (st, h.get('location')))
 
 
 def main():
