@@ -73,11 +73,21 @@ def seed(srv):
         srv.ok('PATCH', '/v1/cards/%s/state' % cid, 'op', {'to': 'blocked'})
 
 
-def sign_in(page, srv, who):
+def sign_in(page, srv, who, lane=True):
+    """Signs in; with lane, opens the Needs-attention lane (it starts folded to its bar)."""
     page.goto(srv.url + '/ui/')
     page.fill('#token', srv.tok[who])
     page.click('#login-form button[type=submit]')
     page.wait_for_selector('#board [data-column]', timeout=T)
+    if lane:
+        open_panel(page, 'attention')
+
+
+def open_panel(page, which):
+    """Unfolds the lane ('attention') or the reaper panel from its bar."""
+    if page.get_attribute('#%s-toggle' % which, 'aria-expanded') != 'true':
+        page.click('#%s-toggle' % which)
+    page.locator('#' + which).wait_for(state='visible', timeout=T)
 
 
 def in_column(col, cid):
@@ -168,7 +178,12 @@ def operator_flows(page, srv):
     page.keyboard.press('Escape')
     page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
 
-    # bulk re-queue over the current filter: preview count, then the cap
+    # bulk re-queue over the current filter: the bar opens on demand with no action chosen;
+    # preview count, then the cap, then a confirmation (a No does nothing)
+    check(not page.locator('#bulk').is_visible(), 'the bulk bar is closed until asked for')
+    page.click('#bulk-toggle')
+    check(page.locator('#bulk-action').input_value() == '' and page.locator('#bulk-preview').is_disabled(),
+          'it opens with no action chosen (no destructive default)')
     page.select_option('#f-label', 'flaky')
     check('3 of' in page.locator('#f-count').inner_text(), 'the filter matches three cards')
     page.select_option('#bulk-action', 'requeue')
@@ -176,6 +191,14 @@ def operator_flows(page, srv):
     page.click('#bulk-preview')
     out = page.locator('#bulk-out').inner_text()
     check('3 card(s)' in out and '2 will be acted on' in out, 'the preview counts and caps (%r)' % out)
+    asked = []
+    page.once('dialog', lambda d: (asked.append(d.message), d.dismiss()))
+    page.click('#bulk-apply')
+    page.wait_for_selector('#bulk-out:has-text("Nothing done")', timeout=T)
+    check(asked and 'Re-queue 2 terminal card(s)' in asked[0], 'the re-queue asks first (%s)' % asked)
+    check(sorted(srv.ok('GET', '/v1/cards/c-bulk%d' % i)['state'] for i in range(3)) == ['blocked'] * 3,
+          'and a No re-queues nothing')
+    page.once('dialog', lambda d: d.accept())
     page.click('#bulk-apply')
     page.wait_for_selector('#bulk-out:has-text("2 done")', timeout=T)
     states = sorted(srv.ok('GET', '/v1/cards/c-bulk%d' % i)['state'] for i in range(3))
@@ -231,6 +254,8 @@ def operator_flows(page, srv):
           'the board is labelled for screen readers')
 
     # the reaper panel
+    check('gate off' in page.locator('#reaper-summary').inner_text(), 'the reaper bar shows the gate')
+    open_panel(page, 'reaper')
     check('off' in page.locator('#reaper-stats').inner_text(), 'the reaper panel shows the gate')
     page.click('#reaper-pass')
     page.wait_for_selector('#reaper-out:has-text("pass done")', timeout=T)
@@ -250,7 +275,9 @@ def readonly_flows(page, srv):
     page.wait_for_selector('#attention-list li[data-card="c-fail"]', timeout=T)
     check(page.locator('#readonly').is_visible(), 'a bot token sees the read-only banner')
     check(page.locator('[data-action]').count() == 0, 'and no action buttons')
-    check(not page.locator('#bulk').is_visible(), 'no bulk actions')
+    check(not page.locator('#bulk').is_visible() and not page.locator('#bulk-toggle').is_visible(),
+          'no bulk actions')
+    check(not page.locator('#new-card').is_visible(), 'no new card')
     check(not page.locator('#reaper-pass').is_visible(), 'no reaper pass button')
     page.locator(in_column('done', 'c-base')).click()
     page.wait_for_selector('#card-body h3:has-text("Timeline")', timeout=T)
@@ -411,8 +438,10 @@ def layout_and_focus(page, srv):
     page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
     check('gave up earlier' in page.locator(in_column('ready', 'c-gave')).inner_text(),
           'a give-up answered by a reopen shows as history on the chip, not as a reason')
-    check('gave up: run_pruned' in page.locator(in_column('blocked', 'c-gave2')).inner_text(),
-          'a standing one as a reason')
+    # textContent: a chip scrolled out of its column is not laid out (content-visibility),
+    # and innerText, which is layout's text, is empty there
+    standing = page.locator(in_column('blocked', 'c-gave2')).text_content()
+    check('gave up: run_pruned' in standing, 'a standing one as a reason (%r)' % standing)
     # keyboard: Re-queue of c-gave2 from the lane; its item leaves, the focus goes on
     page.focus('#attention-list li[data-card="c-gave2"] [data-action="requeue"]')
     page.keyboard.press('Enter')
