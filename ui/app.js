@@ -106,7 +106,7 @@ function problemText(e) {
   const verb = e.status >= 500 ? 'Failed' : 'Refused';
   const title = typeof e.problem.title === 'string' && e.problem.title && e.problem.title !== e.message ? e.problem.title + ': ' : '';
   let hint = e.status >= 500 ? ' Nothing was changed by this answer; try again in a moment.' : '';
-  if (e.problem.code === 'terminal_state_exit') hint = ' A card leaves a terminal column by Reopen….';
+  if (e.problem.code === 'terminal_state_exit') hint = ' A card leaves a terminal column by Reopen.';
   return verb + ' (' + e.status + code + '): ' + title + e.message.replace(/([^.!?])$/, '$1.') + hint;
 }
 

@@ -13,13 +13,14 @@ function span(ms) {
   return Math.floor(s / 86400) + ' d';
 }
 
-/* f: 'ago' ("3 min ago"), 'in' ("in column 3 min"), 'age' ("age 3 min"). */
+/* f: 'ago' ("3 min ago", "in 5 min" ahead), 'in' ("in column 3 min"), 'age' ("age 3 min"). */
 function timeText(iso, f, now) {
   const t = Date.parse(iso);
   if (!Number.isFinite(t)) return iso || '';
   const d = (now || Date.now()) - t;
   if (f === 'in') return 'in column ' + span(d);
   if (f === 'age') return 'age ' + span(d);
+  if (d < -10000) return 'in ' + span(-d);
   return d < 10000 ? 'just now' : span(d) + ' ago';
 }
 

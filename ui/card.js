@@ -244,7 +244,8 @@ function cardActions(c, reasons, run) {
     btns.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
   }
   btns.unshift(h('button', { type: 'button', 'data-action': 'edit', onclick: () => openEdit(c.id) }, 'Edit…'));
-  const targets = workingColumns().filter((col) => col.name !== c.state);
+  /* A terminal card leaves by Reopen (the server refuses a move): no Move for it here. */
+  const targets = isTerminal(c.state) ? [] : workingColumns().filter((col) => col.name !== c.state);
   if (targets.length) {
     const sel = h('select', { id: 'card-move-to', 'aria-label': 'Move to column' }, targets.map((col) => h('option', { value: col.name, text: col.name })));
     btns.push(h('span', { class: 'move' }, h('label', { for: 'card-move-to' }, 'Move to'), sel,
@@ -287,7 +288,7 @@ async function renderCardDialog(id) {
   if (c.body) parts.push(h('h3', { text: 'Body' }), h('p', { class: 'body', text: c.body }));
   parts.push(h('h3', { text: 'Claim' }), c.claim ? fieldList([
     ['marker', c.claim.marker], ['holder', c.claim.holder], ['epoch', c.claim_epoch],
-    ['claimed', timeEl(c.claim.claimed_at, 'ago')], ['lease until', c.claim.lease_until], ['lease', leaseTag(c.claim)],
+    ['claimed', timeEl(c.claim.claimed_at, 'ago')], ['lease ends', timeEl(c.claim.lease_until, 'ago')], ['lease', leaseTag(c.claim)],
   ]) : h('p', { class: 'muted', text: 'Not claimed.' }));
   parts.push(h('h3', { text: 'Run' }));
   if (run) {
@@ -301,7 +302,7 @@ async function renderCardDialog(id) {
     }
     parts.push(fieldList([
       ['id', run.id], ['status', run.status], ['claim epoch', run.claim_epoch], ['continuation', run.continuation], ['failure code', run.failure_code],
-      ['owner', run.owner], ['lock until', run.lock_until], ['error', run.error],
+      ['owner', run.owner], ['lock until', run.lock_until ? timeEl(run.lock_until, 'ago') : null], ['error', run.error],
       ['started', run.created_at ? timeEl(run.created_at, 'ago') : null], ['updated', run.updated_at ? timeEl(run.updated_at, 'ago') : null],
       ['result', run.result !== undefined && run.result !== null ? h('pre', { class: 'json', text: JSON.stringify(run.result, null, 2) }) : null],
     ]));

@@ -261,13 +261,15 @@ def operator_flows(page, srv):
     page.wait_for_selector('#reaper-out:has-text("pass done")', timeout=T)
     check(True, 'run a pass now')
 
-    # phone width: one column of columns, nothing wider than the screen
+    # phone width: the columns swiped, nothing wider than the screen (the bars folded again)
+    page.click('#bulk-toggle')
+    page.click('#reaper-toggle')
     page.set_viewport_size({'width': 390, 'height': 844})
     page.wait_for_timeout(200)
     width = page.evaluate('document.documentElement.scrollWidth')
     check(width <= 392, 'no horizontal scrolling at phone width (%d)' % width)
     shot(page, 'phone.png')
-    page.set_viewport_size({'width': 1280, 'height': 800})
+    page.set_viewport_size({'width': 1400, 'height': 900})
 
 
 def readonly_flows(page, srv):
@@ -415,7 +417,7 @@ def layout_and_focus(page, srv):
         check(not over, 'nothing overflows its box at width %d (%s)' % (width, over))
         doc = page.evaluate('document.documentElement.scrollWidth')
         check(doc <= width + 2, 'no horizontal scrolling at width %d (%d)' % (width, doc))
-    page.set_viewport_size({'width': 1280, 'height': 800})
+    page.set_viewport_size({'width': 1400, 'height': 900})
     # awaiting_input is answered with a comment, from the lane; a live update of the open
     # card while the operator types keeps the draft and the focus
     item.locator('[data-action="answer"]').click()
@@ -564,7 +566,7 @@ def main():
         with sync_playwright() as p:
             ctx = p.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True, args=ARGS,
-                viewport={'width': 1280, 'height': 800})
+                viewport={'width': 1400, 'height': 900})
             errors = []
             try:
                 for flow in (operator_flows, readonly_flows, action_errors, layout_and_focus,
