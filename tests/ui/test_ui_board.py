@@ -354,8 +354,26 @@ def reaper_and_runs(page, srv):
     check('pruned' in page.locator('#card-body [data-run-missing]').inner_text(), 'it says the run was pruned')
     check(not asked, 'and never asked for it (%s)' % asked)
     page.keyboard.press('Escape')
-    # a card's runs and their output (GET /v1/cards/{id}/runs, GET /v1/runs/{id}), served here
-    # by the page's router: the listing is another helper's route
+    # with a server that lists a card's runs (DESIGN §20), the real thing: a run and its output
+    st, doc, _ = srv.call('GET', '/openapi.json', None)
+    if st == 200 and '/v1/cards/{id}/runs' in doc.get('paths', {}):
+        srv.ok('POST', '/v1/cards', 'bot', {'id': 'b-ran', 'title': 'Export the ledger',
+                                            'state': 'in_progress'})
+        ep = srv.claim('b-ran', 'worker-8', lease_ms=600000)['epoch']
+        srv.run_with_status('b-ran', ep, 'r-ran', 'running', marker='worker-8')
+        srv.ok('POST', '/v1/runs/r-ran/output', 'worker', {'marker': 'worker-8',
+                                                            'text': 'exported 42 rows\n'})
+        page.click(in_column('in_progress', 'b-ran'))
+        page.wait_for_selector('#card-body pre[data-output="r-ran"]', timeout=T)
+        check('exported 42 rows' in page.locator('#card-body pre[data-output="r-ran"]').inner_text(),
+              'the card view shows its run\'s output (GET /v1/runs/{id})')
+        check(page.locator('#card-runs li[data-run="r-ran"]').count() == 1,
+              'and lists it among its runs (GET /v1/cards/{id}/runs)')
+        page.keyboard.press('Escape')
+    else:
+        print('ui-board: this server has no GET /v1/cards/{id}/runs: the real listing is not checked')
+    # a card's runs and their output (GET /v1/cards/{id}/runs, GET /v1/runs/{id}), served by the
+    # page's router: the section's drawing, and its absence when the listing answers 405
     now = srv.ok('GET', '/v1/cards/b-held')['updated_at']
     run = {'id': 'r-m1', 'card_id': 'b-held', 'board': 'default', 'status': 'failed',
            'claim_epoch': 1, 'owner': 'worker-5', 'error': 'exit status 2', 'created_at': now,
