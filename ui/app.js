@@ -326,7 +326,9 @@ async function loadAttention() {
   S.attentionTruncated = !!r.truncated;
   for (const item of r.cards) {
     S.attention.set(item.card.id, item.reasons);
-    S.cards.set(item.card.id, item.card);
+    /* The same card read again stays the same object: the chip cache goes by identity. */
+    const old = S.cards.get(item.card.id);
+    if (!old || JSON.stringify(old) !== JSON.stringify(item.card)) S.cards.set(item.card.id, item.card);
   }
   renderAttention();
 }

@@ -73,16 +73,19 @@ function tickLeases() {
 
 /* Chips are drawn again only when their card or its reasons changed: a live update on a board
  * of thousands of cards rebuilt every chip (about 0.2 to 0.6 s at 3000 cards, twice per
- * event). id -> {key, el}; entries of cards no longer drawn are dropped at each render. */
+ * event). A card read again is a new object (S.cards is never changed in place), so the
+ * card's identity says whether it changed. id -> {card, why, op, el}; entries of cards gone
+ * from S.cards are dropped at each render. */
 const chipCache = new Map();
 
 function cachedChip(c) {
   const reasons = S.attention.get(c.id);
-  const key = JSON.stringify(c) + '\u0000' + (reasons ? reasons.join(',') : '') + '\u0000' + isOperator();
+  const why = reasons ? reasons.join(',') : '';
+  const op = isOperator();
   const hit = chipCache.get(c.id);
-  if (hit && hit.key === key) return hit.el;
+  if (hit && hit.card === c && hit.why === why && hit.op === op) return hit.el;
   const el = chip(c, reasons);
-  chipCache.set(c.id, { key, el });
+  chipCache.set(c.id, { card: c, why, op, el });
   return el;
 }
 

@@ -288,8 +288,12 @@ def keyboard_and_axe(page, srv):
         check(not bad, 'axe-core %s: no serious or critical violation in %s (%s)'
               % (res.get('testEngine', {}).get('version'), name, bad))
 
+    page.goto(srv.url + '/ui/')
+    page.wait_for_selector('#token', timeout=T)
+    serious('the sign-in page')
     sign_in(page, srv, 'op', lane=False)
     page.wait_for_selector('#live.on', timeout=T)
+    serious('the board')
     stops = page.eval_on_selector_all('#board button.chip[tabindex="0"]', 'els => els.length')
     check(stops == 1, 'the board is one Tab stop (%d)' % stops)
     page.focus(in_column('done', 'b-done'))
