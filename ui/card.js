@@ -341,7 +341,9 @@ async function renderCardDialog(id) {
   const draft = $('comment-body');
   const keep = draft ? { value: draft.value, focused: document.activeElement === draft, at: draft.selectionStart } : null;
   const a = document.activeElement;
-  const action = a && $('card-body').contains(a) && a.dataset ? a.dataset.action : null;
+  const inside = !!(a && $('card-body').contains(a));
+  const action = inside && a.dataset ? a.dataset.action : null;
+  const aid = inside && !action ? a.id : null;
   const moveTo = $('card-move-to') ? $('card-move-to').value : null;
   const opened = [...$('card-body').querySelectorAll('[data-action^="output-"][aria-expanded="true"]')].map((b) => b.dataset.action);
   $('card-body').replaceChildren(...parts);
@@ -358,8 +360,8 @@ async function renderCardDialog(id) {
       box.setSelectionRange(keep.at, keep.at);
     }
   }
-  if (action) {
-    const el = $('card-body').querySelector('[data-action="' + action + '"]');
+  if (action || aid) {
+    const el = action ? $('card-body').querySelector('[data-action="' + action + '"]') : $(aid);
     if (el) el.focus();
     else if (a && !a.isConnected) $('card-dialog').querySelector('.close').focus();
   }
@@ -373,8 +375,9 @@ async function submitComment(ev, id) {
   ev.preventDefault();
   const box = $('comment-body');
   const body = box.value.trim();
-  if (!body) return;
-  $('comment-submit').disabled = true;
+  if (!body || submitComment.busy) return;
+  /* Not disabled while it is sent: a disabled button drops the keyboard focus. */
+  submitComment.busy = true;
   $('comment-error').textContent = '';
   try {
     await api('POST', '/v1/cards/' + enc(id) + '/comments', { body });
@@ -383,7 +386,7 @@ async function submitComment(ev, id) {
   } catch (e) {
     if ($('comment-error')) $('comment-error').textContent = problemText(e);
   }
-  if ($('comment-submit')) $('comment-submit').disabled = false;
+  submitComment.busy = false;
   if (S.openCard === id) refreshOpenCard();
 }
 
@@ -433,7 +436,8 @@ async function submitEdit(ev) {
   const title = $('edit-title').value.trim();
   const body = $('edit-body').value;
   const labels = parseLabels($('edit-labels').value);
-  $('edit-submit').disabled = true;
+  if (submitEdit.busy) return;
+  submitEdit.busy = true;
   $('edit-error').textContent = '';
   try {
     let card;
@@ -468,5 +472,5 @@ async function submitEdit(ev) {
   } catch (e) {
     $('edit-error').textContent = problemText(e);
   }
-  $('edit-submit').disabled = false;
+  submitEdit.busy = false;
 }

@@ -435,6 +435,9 @@ def layout_and_focus(page, srv):
     page.wait_for_selector('#card-body .comments li:has-text("Use the staging keys.")', timeout=T)
     got = [(m['author'], m['body']) for m in srv.ok('GET', '/v1/cards/c-long')['comments']]
     check(('op', 'Use the staging keys.') in got, 'the answer is a comment by the operator (%s)' % got)
+    page.wait_for_timeout(300)  # the card view is drawn again for the comment's event
+    check(page.evaluate("document.activeElement.id") == 'comment-submit',
+          'the focus stays on Comment after the view is redrawn (%s)' % page.evaluate("document.activeElement.id"))
     check(page.input_value('#comment-body') == '', 'and the box is cleared')
     page.keyboard.press('Escape')
     page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
