@@ -32,7 +32,7 @@ function timeEl(iso, f, cls) {
   if (!iso) return el;
   el.dateTime = iso;
   el.title = iso;
-  el.dataset.f = f || 'ago';
+  el.setAttribute('data-f', f || 'ago');
   el.textContent = timeText(iso, f);
   return el;
 }
@@ -113,22 +113,32 @@ function breakable(text) {
 /* The chip of a card: a button (Enter opens it), one Tab stop for the whole board (the
  * arrows move between chips), draggable for an operator. Built with bare DOM calls: it is
  * the one element drawn thousands of times. */
-function chip(c, reasons) {
-  const b = el('button', reasons ? 'chip attn' : 'chip');
+const CHIP = (() => {
+  const li = document.createElement('li');
+  const b = el('button', 'chip');
   b.type = 'button';
   b.tabIndex = -1;
-  b.dataset.card = c.id;
+  const sub = el('span', 'sub');
+  sub.append(el('span', 'id'));
+  b.append(el('span', 'title'), sub);
+  li.append(b);
+  return li;
+})();
+
+function chip(c, reasons) {
+  const li = CHIP.cloneNode(true);
+  const b = li.firstChild;
+  if (reasons) b.className = 'chip attn';
+  b.setAttribute('data-card', c.id);
   if (isOperator()) b.draggable = true;
   b.setAttribute('aria-label', (c.title || c.id) + ', ' + c.state + (c.claim ? ', claimed by ' + c.claim.marker : '') +
     (reasons ? ', needs attention: ' + reasons.join(', ') : ''));
-  const title = el('span', 'title');
-  title.append(...breakable(c.title || '(untitled)'));
-  const sub = el('span', 'sub');
-  sub.append(el('span', 'id', c.id));
+  b.firstChild.append(...breakable(c.title || '(untitled)'));
+  const sub = b.lastChild;
+  sub.firstChild.textContent = c.id;
   /* Time in its column, and its age when it has moved since it was created. */
   if (c.state_at && c.state_at !== c.created_at) sub.append(timeEl(c.state_at, 'in', 'since'));
   sub.append(timeEl(c.created_at, 'age', 'since'));
-  b.append(title, sub);
   const meta = [];
   if (c.priority) meta.push(el('span', 'tag prio', 'p' + c.priority));
   if (c.claim) {
@@ -155,8 +165,6 @@ function chip(c, reasons) {
     m.append(...meta.filter(Boolean));
     b.append(m);
   }
-  const li = document.createElement('li');
-  li.append(b);
   return li;
 }
 
