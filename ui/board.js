@@ -204,7 +204,8 @@ function renderBoard() {
   if (!S.board) return;
   const f = filterState();
   const list = filtered();
-  $('f-count').textContent = list.length + ' of ' + S.cards.size + ' cards match';
+  const count = list.length + ' of ' + S.cards.size + ' cards match';
+  if ($('f-count').textContent !== count) $('f-count').textContent = count; /* else no relayout */
   const shown = columns().filter((c) => !f.state || c.name === f.state);
   const byState = new Map(shown.map((c) => [c.name, []]));
   for (const c of list) {
