@@ -352,6 +352,22 @@ def reaper_and_runs(page, srv):
     check(re.match(r'^seen (just now|\d+ s ago)$', last.inner_text()) and ISO.match(last.get_attribute('title') or ''),
           'the panel says when the last pass ran (%r, %r)' % (last.inner_text(), last.get_attribute('title')))
     shot(page.locator('#reaper'), 'reaper.png')
+    # no pass seen for three intervals: the bar asks whether the reaper runs; a server that
+    # gives the pass's time is believed over the page's watching
+    said = page.evaluate("""() => {
+        const now = Date.now();
+        S.reaper = { gate: 'on', interval_ms: 1000, passes: 7, last_pass: { gate: 'on' } };
+        S.reaperSeen = { passes: 7, at: null, prev: now, since: now - 60000 };
+        renderReaper();
+        const stale = [document.getElementById('reaper-summary').textContent,
+                       document.getElementById('reaper-toggle').classList.contains('warn')];
+        S.reaper.last_pass.finished_at = new Date(now - 120000).toISOString();
+        renderReaper();
+        return stale.concat([document.getElementById('reaper-summary').textContent]); }""")
+    check('no pass seen in 1 min' in said[0] and 'is it running?' in said[0] and said[1],
+          'a reaper that stopped passing is flagged (%r)' % said[0])
+    check('last pass 2 min ago' in said[2], 'a pass time from the server is shown (%r)' % said[2])
+    page.evaluate('loadReaper()')
     # the give-up card whose run was pruned opens without asking for that run
     page.click(in_column('blocked', 'b-pruned'))
     page.wait_for_selector('#card-body [data-run-missing]', timeout=T)
