@@ -704,6 +704,7 @@ unsigned api_streams_open(struct api *a);
 void api_streams_free(struct api *a);
 /* attention.c: GET /v1/attention. ui.c: GET /ui/..., GET /v1/whoami. */
 enum core_rc api_h_attention(struct api_req *r);
+enum core_rc api_h_root(struct api_req *r);
 enum core_rc api_h_ui_root(struct api_req *r);
 enum core_rc api_h_ui_index(struct api_req *r);
 enum core_rc api_h_ui_asset(struct api_req *r);
