@@ -17,6 +17,7 @@ var Routes = map[string]string{
 	"GET /openapi.json":                          "OpenAPIJSON",
 	"GET /openapi.yaml":                          "OpenAPIYAML",
 	"GET /v1/whoami":                             "Whoami",
+	"GET /":                                      "Root",
 	"GET /ui":                                    "UI",
 	"GET /ui/":                                   "UIIndex",
 	"GET /ui/{file}":                             "UIFile",
@@ -97,6 +98,9 @@ func (c *Client) OpenAPIJSON(ctx context.Context) (JSON, error) {
 func (c *Client) OpenAPIYAML(ctx context.Context) (string, error) {
 	return c.text(ctx, "/openapi.yaml")
 }
+
+// Root reads the server's root (it sends a browser to the UI; redirects are followed).
+func (c *Client) Root(ctx context.Context) (string, error)    { return c.text(ctx, "/") }
 func (c *Client) UI(ctx context.Context) (string, error)      { return c.text(ctx, "/ui") }
 func (c *Client) UIIndex(ctx context.Context) (string, error) { return c.text(ctx, "/ui/") }
 func (c *Client) UIFile(ctx context.Context, file string) (string, error) {

@@ -176,6 +176,11 @@ class Client:
     def whoami(self):
         return self.call('GET', '/v1/whoami')
 
+    @route('GET', '/')
+    def root(self):
+        """The server's root (it sends a browser to the UI); the answer as given."""
+        return self.call('GET', '/')
+
     @route('GET', '/ui')
     def ui(self):
         return self.call('GET', '/ui')
