@@ -323,6 +323,18 @@ bool core_strv_contains(const struct core_strv *sv, const char *s)
 	return false;
 }
 
+bool core_strv_equal(const struct core_strv *a, const struct core_strv *b)
+{
+	size_t i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+		if (strcmp(a->v[i], b->v[i]) != 0)
+			return false;
+	return true;
+}
+
 void core_strv_dedup(struct core_strv *sv)
 {
 	size_t i, j, out = 0;

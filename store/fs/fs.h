@@ -37,6 +37,7 @@
 #include "store/fs/fs_flat.h"
 #include "store/fs/fs_map.h"
 #include "store/store.h"
+#include "store/store_twins.h"
 
 #include <pthread.h>
 #include <stdbool.h>

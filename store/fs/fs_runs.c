@@ -100,6 +100,8 @@ enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 		rc = fs_txn_run_put(&t, r);
 		r = NULL;
 	}
+	if (rc == CORE_OK) /* the card's history stays bounded, in the same step (DESIGN §20) */
+		rc = fs_runs_retain(&t, card);
 out:
 	core_run_free(r);
 	return end_run(&t, rc, rc == CORE_OK ? fs_txn_run_peek(&t, id) : NULL, out);
@@ -185,6 +187,8 @@ enum core_rc fs_run_update(struct store *st, const char *id, const struct store_
 		rc = CORE_ERR_NOMEM;
 		goto out;
 	}
+	if (u->output && (rc = fs_run_output_append(r, u->output)) != CORE_OK)
+		goto out;
 	if (u->lease_ms > 0)
 		r->lease_ms = u->lease_ms; /* else the run keeps its own */
 	r->lock_until = t.now + r->lease_ms;

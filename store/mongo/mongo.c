@@ -20,7 +20,7 @@
  *     and only pulls those). The seq is assigned at delivery: seq order is delivery order,
  *     not commit order, and an event waiting in an outbox is not yet in the tail. Once
  *     stored, the entries are pulled from the outbox by the puller thread in bulk
- *     (mongo_events.c; on FerretDB by the writer): an entry pulled late is only one a
+ *     (mongo_pull.c; on FerretDB by the writer): an entry pulled late is only one a
  *     re-delivery finds stored and pulls.
  *  2. Card delete + card_deleted. NOT atomic: the document (and its outbox) is gone, so
  *     whatever its outbox still held and then card_deleted are inserted after the delete; a
@@ -29,7 +29,7 @@
  *  3. Seq allocation + event insert. Two round trips (the allocation shared by the writers
  *     of this process asking at once: mgo_seqs_take): a writer can die holding a seq. The
  *     tail serves only the prefix without holes and skips a hole once the event after it is
- *     MGO_GAP_GRACE_MS old (mongo_events.c). The counter is not the arbiter of a seq (on
+ *     MGO_GAP_GRACE_MS old (mongo_tail.c). The counter is not the arbiter of a seq (on
  *     FerretDB its $inc is not atomic under concurrency and hands a seq out twice): the
  *     unique index on events.seq is. An insert that meets a taken seq re-reads what was
  *     stored and retries the rest with new seqs; its outbox is pulled only once every event
@@ -63,6 +63,9 @@
  *     window (a pull that kept failing) would be delivered again with a new seq.
  */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +121,7 @@ static const struct store_ops mgo_ops = {
 	.run_prune = mgo_run_prune,
 	.run_promote_if_orphaned = mgo_run_promote_if_orphaned,
 	.run_count_for_card = mgo_run_count_for_card,
+	.run_list = mgo_run_list,
 	.stats = mgo_stats,
 	.reaper_list_expired = mgo_reaper_list_expired,
 	.reaper_list_repair = mgo_reaper_list_repair,
@@ -177,6 +181,9 @@ static const struct index_spec indexes[] = {
 	 * earlier version hold none, and the counter hands board_seqs out (mongo_bseq.c) */
 	{"events", "board_seq", "board", "board_seq", false, {NULL}},
 	{"runs", "card_id", "card_id", NULL, false, {NULL}},
+	/* the runs listings, newest first (mongo_runs_list.c): a card's, a board's */
+	{"runs", "card_created", "card_id", "created_at", false, {"_id"}},
+	{"runs", "board_created", "board", "created_at", false, {"_id"}},
 	{"runs", "status", "status", NULL, false, {NULL}}, /* attention: failed and paused runs */
 	{"runs", "outbox", "outbox.q_ts", NULL, false, {NULL}},
 	{"subscriptions", "board", "board", NULL, false, {NULL}},

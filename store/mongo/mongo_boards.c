@@ -1,6 +1,11 @@
 /* Boards on the Mongo twin: list, get, put (with its board_updated event in the board
  * document's outbox) and the default board created at open. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,6 +15,9 @@
  * Events written before board_seq existed get theirs at open (mgo_bseq_migrate), in seq
  * order per board, from the same counters. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,7 +154,7 @@ static bool bulk_error_index(const bson_t *reply, size_t *at)
  * would have been numbered). Each request's outcome is its own: OK when the insert went
  * past all its documents; ALREADY_EXISTS when a duplicate key stopped it at or before one
  * of them (an ordered insert tries nothing after the error): that writer then takes the
- * collision path it always took (mongo_events.c: it re-reads which of its events `events`
+ * collision path it always took (mongo_outbox.c: it re-reads which of its events `events`
  * holds, fills the seqs it was handed, and tries again with new ones), whatever another
  * writer's documents did; any other error is every unfinished request's (their events stay
  * in the outbox for the drain, as a writer's own failed insert left them). */

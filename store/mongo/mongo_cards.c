@@ -2,6 +2,11 @@
  * body, blockers with the waiting-column placement), delete, and the label counts. Every
  * rule is core's; ordinary writes never touch the claim fields. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <errno.h>
 #include <inttypes.h>

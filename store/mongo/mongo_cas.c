@@ -12,6 +12,11 @@
  * column), the board read and the on-demand card lookup core's blocker rules walk.
  */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,18 +107,6 @@ static bool str_eq(const char *a, const char *b)
 	return a && b ? strcmp(a, b) == 0 : a == b;
 }
 
-static bool strv_eq(const struct core_strv *a, const struct core_strv *b)
-{
-	size_t i;
-
-	if (a->n != b->n)
-		return false;
-	for (i = 0; i < a->n; i++)
-		if (strcmp(a->v[i], b->v[i]) != 0)
-			return false;
-	return true;
-}
-
 static bool claim_eq(const struct core_claim *a, const struct core_claim *b)
 {
 	return a->present == b->present && str_eq(a->marker, b->marker) &&
@@ -169,9 +162,9 @@ static bool update_build(bson_t *u, const struct core_card *was, const struct co
 	diff_str(&set, &unset, "last_run_id", was->last_run_id, now->last_run_id, n);
 	diff_date(&set, "state_at", was->state_at, now->state_at, n);
 	diff_date(&set, "updated_at", was->updated_at, now->updated_at, n);
-	if (!strv_eq(&was->labels, &now->labels) && ++*n)
+	if (!core_strv_equal(&was->labels, &now->labels) && ++*n)
 		ok = ok && mgo_strv_append(&set, "labels", &now->labels);
-	if (!strv_eq(&was->blockers, &now->blockers) && ++*n)
+	if (!core_strv_equal(&was->blockers, &now->blockers) && ++*n)
 		ok = ok && mgo_strv_append(&set, "blockers", &now->blockers);
 	if (!claim_eq(&was->claim, &now->claim) && ++*n) {
 		if (now->claim.present)

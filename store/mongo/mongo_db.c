@@ -1,6 +1,9 @@
 /* Driver plumbing of the Mongo twin: pooled connections, the one place a bson_error_t becomes
  * an enum core_rc, and thin find / findAndModify / counter helpers. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_cas.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -18,6 +18,11 @@
  * the order. So a claim is one find and one findAndModify, both on the claim_next index; only
  * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch). */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,8 @@
  * server at scrape time; the driver's round trips and errors, counted as they happen through
  * the client pool's monitoring callbacks (mgo_stats_attach). */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -92,6 +92,19 @@ START_TEST(test_labels_valid)
 }
 END_TEST
 
+START_TEST(test_strv_equal)
+{
+	char *ab[] = {"a", "b"}, *ba[] = {"b", "a"}, *a[] = {"a"};
+	struct core_strv x = {ab, 2}, y = {ba, 2}, z = {a, 1}, e = {0};
+
+	ck_assert(core_strv_equal(&x, &x));
+	ck_assert(core_strv_equal(&e, &(struct core_strv){0}));
+	ck_assert(!core_strv_equal(&x, &y)); /* a list: order counts */
+	ck_assert(!core_strv_equal(&x, &z));
+	ck_assert(!core_strv_equal(&z, &e));
+}
+END_TEST
+
 START_TEST(test_time_roundtrip)
 {
 	char buf[CORE_TIME_BUF];
@@ -1082,6 +1095,7 @@ static Suite *core_suite(void)
 	tcase_add_checked_fixture(tc, board_setup, board_teardown);
 	tcase_add_test(tc, test_ids_and_names);
 	tcase_add_test(tc, test_labels_valid);
+	tcase_add_test(tc, test_strv_equal);
 	tcase_add_test(tc, test_time_roundtrip);
 	tcase_add_test(tc, test_time_format_fast_matches_gmtime);
 	tcase_add_test(tc, test_timespec_add_ns);

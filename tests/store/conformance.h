@@ -7,7 +7,7 @@
 #ifndef BOARDD_TESTS_STORE_CONFORMANCE_H
 #define BOARDD_TESTS_STORE_CONFORMANCE_H
 
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <check.h>
 
@@ -71,6 +71,7 @@ void conformance_add_cards(Suite *s);
 void conformance_add_workflow(Suite *s);
 void conformance_add_claims(Suite *s);
 void conformance_add_runs(Suite *s);
+void conformance_add_runs_history(Suite *s);
 void conformance_add_admin(Suite *s);
 void conformance_add_next(Suite *s);
 

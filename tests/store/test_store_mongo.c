@@ -8,7 +8,7 @@
  * skipped locally (exit 77), but fails when CI=true: the Mongo suite must run in CI.
  * Tests that rely on single-document atomicity under concurrency detect FerretDB (buildInfo's
  * ferretdbVersion) and skip with the reason printed: its updates are not atomic. */
-#include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 #include "tests/store/conformance.h"
 #include "tests/store/test_store_mongo.h"
 
@@ -92,8 +92,8 @@ struct store *open_db_opts(const char *db, const struct store_mongo_options *bas
 	enum core_rc rc;
 	size_t i;
 
-	o.uri = uri;
-	rc = store_mongo_open(&o, &st, err, sizeof(err));
+	o.uri = NULL; /* store_open: the spec's */
+	rc = store_open(uri, &(struct store_open_options){.mongo = &o}, &st, err, sizeof(err));
 	free(uri);
 	ck_assert_msg(rc == CORE_OK, "open %s: %s: %s", db, core_rc_code(rc), err);
 	for (i = 0; i < sizeof(opened) / sizeof(opened[0]); i++) {

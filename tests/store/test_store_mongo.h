@@ -3,7 +3,7 @@
 #ifndef BOARDD_TESTS_STORE_TEST_STORE_MONGO_H
 #define BOARDD_TESTS_STORE_TEST_STORE_MONGO_H
 
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <check.h>
 #include <stdbool.h>
