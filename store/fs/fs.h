@@ -196,6 +196,7 @@ struct fs {
 	size_t undo_head, undo_n, undo_cap;
 	int64_t ev_durable;        /* events up to this seq belong to durable lines: trimmable */
 	bool rolling_back;         /* fs_undo_rollback runs: emptied index lists stay */
+	uint64_t boards_line;      /* journal line that last changed a board (fs_read_mark) */
 
 	/* ---- journal: guarded by jmu (the fd is also only written under `lock`) ---- */
 	pthread_mutex_t jmu;

@@ -1,0 +1,66 @@
+/* The FS twin's read barrier (DESIGN §16: a read never shows a write that is not yet durable).
+ *
+ * A write is applied in memory as soon as its record is appended to the journal's buffer, and
+ * is durable only once its group's fdatasync returns; a crash in between takes it back. So
+ * whatever a caller is shown that it did not write itself -- a card, a list, a run, an
+ * attention lane, a refusal or a no-op decided on that state, claim-next's "nothing" -- is
+ * held until every line it may come from is durable. Under the state lock, fs_read_mark notes
+ * the last line applied so far (every line a reader could see; for the board configs, only
+ * the last line that changed a board); after the lock is dropped fs_read_settle waits for it:
+ *   - with a store_ack bound to the thread (the HTTP front end), in the ack: the answer is
+ *     built, then held by the same deferred acknowledgement as a write's, and the thread
+ *     serves other connections meanwhile;
+ *   - else on the calling thread (fs_journal_wait: it may be the group's flusher itself).
+ * If the group fails instead, the caller gets STORE_UNAVAILABLE (503), never the state that
+ * was rolled back. The events tail needs none of this: it lists only events up to
+ * fs->ev_visible, published once their lines are durable (fs_events_publish).
+ *
+ * A mark on a line not yet durable counts in n_inflight until it is settled, as a writer's
+ * line does: a recovery after a failed sync waits for it, so the line numbers of the failed
+ * epoch (reused after the rollback) cannot be mistaken for durable ones by a late reader.
+ */
+#include "store/fs/fs.h"
+#include "store/fs/fs_journal.h"
+
+#include <stdint.h>
+
+uint64_t fs_read_mark(struct fs *fs, uint64_t upto)
+{
+	uint64_t need;
+
+	pthread_mutex_lock(&fs->jmu);
+	need = upto < fs->appended ? upto : fs->appended;
+	if (need <= fs->synced)
+		need = 0; /* all of it durable: the common case, nothing owed */
+	else
+		fs->n_inflight++; /* settled by fs_read_settle (or the acker, for an ack) */
+	pthread_mutex_unlock(&fs->jmu);
+	return need;
+}
+
+enum core_rc fs_read_settle(struct fs *fs, uint64_t need, bool here)
+{
+	struct store_ack *ack;
+
+	if (!need)
+		return CORE_OK;
+	ack = here ? NULL : store_ack_current();
+	if (ack && (!ack->st || ack->st == &fs->base)) {
+		/* The answer waits with the writes of the same request, if any: the acker tells
+		 * the ack OK once `seq` is durable, STORE_UNAVAILABLE if it was rolled back, and
+		 * settles `lines` (this mark among them) either way. */
+		ack->st = &fs->base;
+		if (need > ack->seq)
+			ack->seq = need;
+		ack->lines++;
+		return CORE_OK;
+	}
+	return fs_journal_wait(fs, need);
+}
+
+enum core_rc fs_read_end(struct fs *fs, uint64_t need, bool here, enum core_rc rc)
+{
+	enum core_rc w = fs_read_settle(fs, need, here);
+
+	return w != CORE_OK ? w : rc;
+}
