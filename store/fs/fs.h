@@ -23,8 +23,9 @@
  * flusher role is held across the group's write and fdatasync (jmu itself is dropped while
  * the flusher writes and syncs).
  *
- * Durability. A commit is visible in memory once its record is appended to the journal's
- * buffer, and acknowledged only once the group write and fdatasync covering it succeeded. If
+ * Durability. A commit is applied in memory once its record is appended to the journal's
+ * buffer, and acknowledged -- or shown to any reader (fs_barrier.c) -- only once the group
+ * write and fdatasync covering it succeeded. If
  * either fails, the commits not yet durable are rolled back (fs_undo.c) before any of their
  * writers is answered, and the store refuses writes until fs_recover has made the memory
  * state durable as a fresh snapshot.
