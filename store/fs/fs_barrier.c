@@ -15,14 +15,24 @@
  * was rolled back. The events tail needs none of this: it lists only events up to
  * fs->ev_visible, published once their lines are durable (fs_events_publish).
  *
+ * One read needs no wait at all: a card by id (GET /v1/cards/{id}, the hot read), which is
+ * shown as of its last durable version (fs_card_durable): the undo entries of the lines not
+ * yet durable hold every version they replaced, so the first of them that touched the card
+ * holds the version a crash would leave. Showing it is linearizable: the writes not yet
+ * durable are not acknowledged either, and take effect, for every reader, at their sync. A
+ * request that wrote (its ack owes lines) reads its own writes instead, with the barrier.
+ *
  * A mark on a line not yet durable counts in n_inflight until it is settled, as a writer's
  * line does: a recovery after a failed sync waits for it, so the line numbers of the failed
  * epoch (reused after the rollback) cannot be mistaken for durable ones by a late reader.
  */
 #include "store/fs/fs.h"
+#include "store/fs/fs_index.h"
 #include "store/fs/fs_journal.h"
+#include "store/fs/fs_undo.h"
 
 #include <stdint.h>
+#include <string.h>
 
 uint64_t fs_read_mark(struct fs *fs, uint64_t upto)
 {
@@ -63,4 +73,33 @@ enum core_rc fs_read_end(struct fs *fs, uint64_t need, bool here, enum core_rc r
 	enum core_rc w = fs_read_settle(fs, need, here);
 
 	return w != CORE_OK ? w : rc;
+}
+
+const struct fs_card *fs_card_durable(struct fs *fs, const char *id)
+{
+	const struct fs_card_ent *cur = fs_card_find(fs, id);
+	uint64_t synced;
+	size_t i, j;
+
+	if (fs->undo_head == fs->undo_n)
+		return cur ? cur->card : NULL; /* nothing applied that is not durable */
+	pthread_mutex_lock(&fs->jmu);
+	synced = fs->synced;
+	pthread_mutex_unlock(&fs->jmu);
+	/* Oldest first: the first line not durable that touched the card replaced its last
+	 * durable version (NULL: it created the card). By id too, not only by entry: a card
+	 * deleted (its entry dead) and made again since has a new entry. */
+	for (i = fs->undo_head; i < fs->undo_n; i++) {
+		const struct fs_undo *u = fs->undo[i];
+
+		if (u->seq <= synced)
+			continue; /* durable, not settled yet */
+		for (j = 0; j < u->n_cards; j++) {
+			const struct fs_undo_card *uc = &u->cards[j];
+
+			if ((cur && uc->ent == cur) || (uc->old && strcmp(uc->old->id, id) == 0))
+				return uc->old;
+		}
+	}
+	return cur ? cur->card : NULL;
 }

@@ -78,6 +78,10 @@ enum core_rc fs_read_settle(struct fs *fs, uint64_t need, bool here);
  * read, found or not found, never happened). The readers' usual tail. */
 enum core_rc fs_read_end(struct fs *fs, uint64_t need, bool here, enum core_rc rc);
 
+/* Under the state lock: card `id` as of its last durable version (NULL: none is durable), the
+ * one a crash now would leave; published, valid while the lock is held. */
+const struct fs_card *fs_card_durable(struct fs *fs, const char *id);
+
 /* Makes events up to seq visible to events_list and wakes long-polls. */
 void fs_events_publish(struct fs *fs, int64_t seq);
 

@@ -124,18 +124,26 @@ enum core_rc fs_board_put(struct store *st, const struct core_board *b,
 enum core_rc fs_card_get(struct store *st, const char *id, struct core_card **out)
 {
 	struct fs *fs = fs_of(st);
-	struct fs_card_ent *ent;
+	const struct store_ack *ack = store_ack_current();
+	const struct fs_card_ent *ent;
+	const struct fs_card *c;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
-	uint64_t need;
+	uint64_t need = 0;
 
 	pthread_rwlock_rdlock(&fs->lock);
-	ent = fs_card_find(fs, id);
-	if (ent)
-		rc = (*out = fs_card_dup(ent->card)) ? CORE_OK : CORE_ERR_NOMEM;
-	need = fs_read_mark(fs, FS_READ_ALL);
+	if (ack && ack->st == &fs->base) {
+		/* This request wrote: it reads its own writes, and waits with them. */
+		ent = fs_card_find(fs, id);
+		c = ent ? ent->card : NULL;
+		need = fs_read_mark(fs, FS_READ_ALL);
+	} else {
+		c = fs_card_durable(fs, id); /* never waits (fs_barrier.c) */
+	}
+	if (c)
+		rc = (*out = fs_card_dup(c)) ? CORE_OK : CORE_ERR_NOMEM;
 	pthread_rwlock_unlock(&fs->lock);
 	rc = fs_read_end(fs, need, false, rc);
-	if (rc != CORE_OK && ent && *out) {
+	if (rc != CORE_OK && c && *out) {
 		core_card_free(*out);
 		*out = NULL;
 	}

@@ -4,7 +4,9 @@
  * These tests hold a group at its sync (STORE_FS_FAULT_HOLD_SYNC: its records written, the
  * sync not made) and read meanwhile, the way the HTTP front end does (a store_ack bound to the
  * thread: the answer goes out at once when no wait is owed, else only once the ack is told
- * OK) and the way a plain thread does (the call itself returns the state). Then the group
+ * OK) and the way a plain thread does (the call itself returns the state). A card read by id
+ * is shown as of its last durable version (it never waits); the other reads wait for the group.
+ * Then the group
  * fails (STORE_FS_FAULT_SYNC) or the process is killed: whatever a reader was shown must
  * still be there, and nothing it was shown may be handed out again (a claim's epoch). The
  * events tail is held to the same: listed only once durable, the same after a restart.
@@ -148,9 +150,10 @@ static bool front_shown(struct front *f)
 	return !f->owed || store_ack_wait(&f->ack) == CORE_OK;
 }
 
-/* A card read while its write waits at the sync owes that sync; the write then fails: the
- * reader gets STORE_UNAVAILABLE, never the title that was rolled back. The same for a list,
- * the attention lane and the label counts; a board read owes nothing for a card's line. */
+/* While a write waits at its sync, a card read shows the version before it (the last durable
+ * one) at once; a list and the attention lane owe that sync; a board read owes nothing for a
+ * card's line. The write then fails: the list's reader gets STORE_UNAVAILABLE, and nobody was
+ * shown the title that was rolled back. */
 START_TEST(read_of_a_pending_write_waits_for_its_group)
 {
 	char *dir = fx_tmpdir();
@@ -187,7 +190,8 @@ START_TEST(read_of_a_pending_write_waits_for_its_group)
 	ck_assert_int_eq(store_board_get(st, "default", &b), CORE_OK);
 	front_end(&board);
 	core_board_release(&b);
-	ck_assert_msg(get.owed, "a card read showed a write whose group has not synced");
+	ck_assert_msg(get.owed || strcmp(c->title, "old") == 0,
+		      "a card read showed \"%s\", whose group has not synced", c->title);
 	ck_assert_msg(list.owed, "a list showed a write whose group has not synced");
 	ck_assert_msg(attn.owed, "the attention lane read a write whose group has not synced");
 	ck_assert_msg(!board.owed, "a board read waited for a card's line");
@@ -211,23 +215,38 @@ START_TEST(read_of_a_pending_write_waits_for_its_group)
 }
 END_TEST
 
-/* The same wait on the group's success: the read is shown, after the sync. */
+/* The group succeeds: the list held for it is shown with the write; a card read after the
+ * sync shows it too. */
 START_TEST(read_of_a_pending_write_is_shown_once_durable)
 {
 	char *dir = fx_tmpdir();
 	struct store *st = fx_open(dir, 0, 0, NULL);
-	struct core_card *c = NULL;
+	struct store_card_filter lf = {.limit = 10};
+	struct core_card *c = NULL, **cards = NULL;
 	struct held_write w;
-	struct front get;
+	struct front get, list;
+	char *next = NULL;
+	size_t n = 0;
 
 	create(st, "a");
 	held_start(&w, st, "a", NULL);
 	front_begin(&get);
 	ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
 	front_end(&get);
-	ck_assert(get.owed);
+	ck_assert_msg(!get.owed && strcmp(c->title, "old") == 0,
+		      "a card read waited, or showed \"%s\" before its group synced", c->title);
+	core_card_free(c);
+	front_begin(&list);
+	ck_assert_int_eq(store_card_list(st, &lf, &cards, &n, &next), CORE_OK);
+	front_end(&list);
+	ck_assert(list.owed);
 	held_finish(&w, false);
-	ck_assert(front_shown(&get));
+	ck_assert(front_shown(&list));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(cards[0]->title, "pending");
+	store_cards_free(cards, n);
+	free(next);
+	ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
 	ck_assert_str_eq(c->title, "pending");
 	core_card_free(c);
 	store_close(st);
@@ -235,7 +254,57 @@ START_TEST(read_of_a_pending_write_is_shown_once_durable)
 }
 END_TEST
 
-/* ---- a plain thread's read: the call itself waits ---- */
+/* A request that wrote reads its own write (and its answer waits with it); meanwhile another
+ * thread's card read shows the version before, at once: it does not wait for that sync (it
+ * would make it itself: nothing else flushes here). */
+struct title_reader {
+	struct store *st;
+	char title[32];
+};
+
+static void *get_main(void *arg)
+{
+	struct title_reader *r = arg;
+	struct core_card *c = NULL;
+
+	ck_assert_int_eq(store_card_get(r->st, "a", &c), CORE_OK);
+	snprintf(r->title, sizeof r->title, "%s", c->title);
+	core_card_free(c);
+	return NULL;
+}
+
+START_TEST(a_request_reads_its_own_writes)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_card_patch p = {.title = "mine"};
+	struct title_reader other = {.st = st};
+	struct core_card *c = NULL;
+	struct front req;
+	pthread_t th;
+
+	create(st, "a");
+	front_begin(&req);
+	ck_assert_int_eq(store_card_patch(st, "a", &p, &bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
+	front_end(&req);
+	ck_assert(req.owed);
+	ck_assert_str_eq(c->title, "mine");
+	core_card_free(c);
+	ck_assert_int_eq(pthread_create(&th, NULL, get_main, &other), 0);
+	pthread_join(th, NULL);
+	ck_assert_str_eq(other.title, "old");
+	ck_assert(front_shown(&req));
+	ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
+	ck_assert_str_eq(c->title, "mine");
+	core_card_free(c);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* ---- a plain thread's read (a list): the call itself waits ---- */
 
 struct reader {
 	pthread_t th;
@@ -247,12 +316,16 @@ struct reader {
 static void *reader_main(void *arg)
 {
 	struct reader *r = arg;
-	struct core_card *c = NULL;
+	struct store_card_filter lf = {.limit = 10};
+	struct core_card **cards = NULL;
+	char *next = NULL;
+	size_t n = 0;
 
-	r->rc = store_card_get(r->st, "a", &c);
-	if (r->rc == CORE_OK)
-		snprintf(r->title, sizeof r->title, "%s", c->title);
-	core_card_free(c);
+	r->rc = store_card_list(r->st, &lf, &cards, &n, &next);
+	if (r->rc == CORE_OK && n == 1)
+		snprintf(r->title, sizeof r->title, "%s", cards[0]->title);
+	store_cards_free(cards, n);
+	free(next);
 	return NULL;
 }
 
@@ -343,9 +416,9 @@ END_TEST
 /* The issue's epoch 182: a claim whose record never reached the disk is read, the process
  * dies, and after the restart the same epoch is handed out again. In a child: a retitle held
  * at its sync (its group written, not synced), then a claim appended behind it (in memory
- * only), then a front-end read of the card; the child reports the epoch it was shown (0:
- * shown nothing yet) and dies by SIGKILL. The parent reopens and claims: a fresh epoch must
- * never equal one a reader was shown for a claim that is gone. */
+ * only), then a front-end read of the card; the child reports the epoch it was shown (-1:
+ * shown nothing yet) and dies by SIGKILL. The parent reopens: the card is as the reader was
+ * shown it, and a fresh claim's epoch is above the one shown. */
 static void child_claim_read_then_die(const char *dir, int fd)
 {
 	struct store *st = fx_open(dir, 0, 0, NULL);
@@ -354,7 +427,7 @@ static void child_claim_read_then_die(const char *dir, int fd)
 	struct store_ack wack;
 	struct held_write w;
 	struct front get;
-	int64_t shown = 0;
+	int64_t shown = -1;
 
 	create(st, "a");
 	create(st, "b");
@@ -377,8 +450,9 @@ START_TEST(kill_before_the_sync_takes_back_nothing_a_reader_saw)
 {
 	char *dir = fx_tmpdir();
 	struct store_claim_result r = {0};
+	struct core_card *c = NULL;
 	struct store *st;
-	int64_t shown = -1;
+	int64_t shown = -2;
 	int fds[2], status;
 	pid_t pid;
 
@@ -397,9 +471,14 @@ START_TEST(kill_before_the_sync_takes_back_nothing_a_reader_saw)
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
 	st = fx_open(dir, 0, 0, NULL);
+	ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
+	ck_assert_msg(shown < 0 || c->claim_epoch == shown,
+		      "a reader was shown claim epoch %lld; after the restart the card has %lld",
+		      (long long)shown, (long long)c->claim_epoch);
+	core_card_free(c);
 	ck_assert_int_eq(store_card_claim(st, "a", "m4", 60000, &bot, &r), CORE_OK);
 	ck_assert(r.fresh);
-	ck_assert_msg(shown == 0 || r.token.epoch > shown,
+	ck_assert_msg(r.token.epoch > shown,
 		      "a reader was shown epoch %lld of a claim lost in the crash; after the "
 		      "restart the same epoch was handed out fresh (%lld)",
 		      (long long)shown, (long long)r.token.epoch);
@@ -552,6 +631,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, read_of_a_pending_write_waits_for_its_group);
 	tcase_add_test(tc, read_of_a_pending_write_is_shown_once_durable);
+	tcase_add_test(tc, a_request_reads_its_own_writes);
 	tcase_add_test(tc, unbound_read_waits_then_fails_with_the_group);
 	tcase_add_test(tc, refusal_from_a_pending_claim_waits_for_its_group);
 	tcase_add_test(tc, kill_before_the_sync_takes_back_nothing_a_reader_saw);
