@@ -70,6 +70,7 @@ struct fs_card_ent {
 	uint32_t aslot;         /* 1 + its index in fs->attn; 0: not an attention candidate */
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
+	uint32_t line;          /* low bits of the journal line that last changed it (fs_barrier.c) */
 };
 
 /* A live entry's id (its card's: the entry keeps no copy). Never called on a dead one. */

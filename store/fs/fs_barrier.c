@@ -78,17 +78,22 @@ enum core_rc fs_read_end(struct fs *fs, uint64_t need, bool here, enum core_rc r
 const struct fs_card *fs_card_durable(struct fs *fs, const char *id)
 {
 	const struct fs_card_ent *cur = fs_card_find(fs, id);
-	uint64_t synced;
+	uint64_t synced, appended = fs->appended; /* moves only under the write lock */
 	size_t i, j;
 
 	if (fs->undo_head == fs->undo_n)
 		return cur ? cur->card : NULL; /* nothing applied that is not durable */
-	pthread_mutex_lock(&fs->jmu);
-	synced = fs->synced;
-	pthread_mutex_unlock(&fs->jmu);
+	synced = __atomic_load_n(&fs->synced, __ATOMIC_ACQUIRE);
+	/* The entry's stamp: the low 32 bits of the last line that changed it. It is among the
+	 * lines not durable iff it is within appended - synced of appended (a stamp left by a
+	 * rolled-back line, or 2^32 lines old, may look pending: then the walk below decides). A
+	 * card found whose last change is durable is durable as it stands: a delete of an
+	 * earlier card of that id came before its creation, durable too. */
+	if (cur && (uint32_t)((uint32_t)appended - cur->line) >= appended - synced)
+		return cur->card;
 	/* Oldest first: the first line not durable that touched the card replaced its last
-	 * durable version (NULL: it created the card). By id too, not only by entry: a card
-	 * deleted (its entry dead) and made again since has a new entry. */
+	 * durable version (NULL: it created the card). A dead entry (a card deleted since, and
+	 * perhaps made again under a new entry) is matched by id: live ones never share one. */
 	for (i = fs->undo_head; i < fs->undo_n; i++) {
 		const struct fs_undo *u = fs->undo[i];
 
@@ -97,7 +102,8 @@ const struct fs_card *fs_card_durable(struct fs *fs, const char *id)
 		for (j = 0; j < u->n_cards; j++) {
 			const struct fs_undo_card *uc = &u->cards[j];
 
-			if ((cur && uc->ent == cur) || (uc->old && strcmp(uc->old->id, id) == 0))
+			if (uc->ent == cur ||
+			    (uc->ent->dead && uc->old && strcmp(uc->old->id, id) == 0))
 				return uc->old;
 		}
 	}

@@ -585,6 +585,8 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 		undo->seq = seq;
 		fs->undo[fs->undo_n++] = undo;
 		fs_change_apply(fs, ch, undo);
+		for (i = 0; i < undo->n_cards; i++)
+			undo->cards[i].ent->line = (uint32_t)seq; /* fs_card_durable's hint */
 		undo = NULL;
 		compact = fs->jbytes > fs->compact_bytes;
 		if (ch->n_boards)
