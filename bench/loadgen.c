@@ -1,14 +1,15 @@
 /* loadgen — the claim cycle against boardd over keep-alive HTTP/1.1.
  *
  *   loadgen -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3] [-P bench] [-T FILE]
- *           [-e 1] [-G 0]
+ *           [-e 1] [-G 0] [-L 0]
  *
  * Each worker owns one card (<prefix>-<i>, created in_progress by the bot token before the
  * clock starts) and one connection, and loops:
  *   claim (must answer fresh: true) -> renew x3 -> owned state write to review (If-Match) ->
  *   owned state write back to in_progress -> release.
  * -G N adds N reads per cycle (GET of the next worker's card, which that worker is writing:
- * what a reader pays for the FS store's read barrier, DESIGN §16), after the claim.
+ * what a reader pays for the FS store's read barrier, DESIGN §16), after the claim; -L N adds
+ * N list reads (GET /v1/cards?limit=1), which wait for the group in flight (that barrier).
  * The workers run as coroutines on -e event-loop threads (bench/green.c; -e 0: a blocking
  * thread each, as before stop 19); the cycle below is the same either way.
  * Tokens: BENCH_WORKER_TOKEN and BENCH_BOT_TOKEN, or -T FILE with lines "worker TOKEN" and
@@ -20,15 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { LG_OP_GET = BENCH_CYCLE_OPS, N_OPS };
+enum { LG_OP_GET = BENCH_CYCLE_OPS, LG_OP_LIST, N_OPS };
 
 static const char *const op_names[N_OPS] = {
 	BENCH_CYCLE_OP_NAMES,
 	[LG_OP_GET] = "get (other's)",
+	[LG_OP_LIST] = "list",
 };
 
 static char worker_auth[256], bot_auth[256];
-static unsigned reads_per_cycle; /* -G */
+static unsigned reads_per_cycle, lists_per_cycle; /* -G, -L */
 
 struct lg_worker {
 	char card[160];
@@ -103,6 +105,10 @@ static int lg_cycle(struct bench_worker *w)
 		if (bench_op_request(w, LG_OP_GET, "GET", lw->path_get, worker_auth, NULL, &resp) !=
 		    200)
 			goto fail;
+	for (k = 0; k < (int)lists_per_cycle; k++)
+		if (bench_op_request(w, LG_OP_LIST, "GET", "/v1/cards?limit=1", worker_auth, NULL,
+				     &resp) != 200)
+			goto fail;
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld,\"lease_ms\":%lld}",
 		 lw->marker, (long long)lw->epoch, (long long)w->opts->lease_ms);
 	for (k = 0; k < (int)w->opts->renews; k++)
@@ -163,11 +169,11 @@ static int lg_opt(int opt, const char *arg, void *ctx)
 	char *end;
 	unsigned long n;
 
-	if (opt == 'G') {
+	if (opt == 'G' || opt == 'L') {
 		n = strtoul(arg, &end, 10);
 		if (*end || end == arg || n > 100)
 			return -1;
-		reads_per_cycle = (unsigned)n;
+		*(opt == 'G' ? &reads_per_cycle : &lists_per_cycle) = (unsigned)n;
 		return 0;
 	}
 	if (opt != 'T')
@@ -250,11 +256,12 @@ int main(int argc, char **argv)
 	const char *tokens_file = NULL, *e;
 	struct bench_opts o;
 
-	if (bench_opts_parse(&o, argc, argv, "T:G:", lg_opt, &tokens_file,
+	if (bench_opts_parse(&o, argc, argv, "T:G:L:", lg_opt, &tokens_file,
 			     "usage: loadgen -p PORT | -U SOCKET [options]\n"
 			     "  -T FILE     tokens: lines \"worker TOKEN\" and \"bot TOKEN\"\n"
 			     "              (else BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN)\n"
-			     "  -G N        N reads per cycle (GET of the next worker's card; 0)\n") != 0)
+			     "  -G N        N reads per cycle (GET of the next worker's card; 0)\n"
+			     "  -L N        N list reads per cycle (GET /v1/cards?limit=1; 0)\n") != 0)
 		return 2;
 	/* The name in the table and in RESULT's target= (bench/run.sh runs the same client
 	 * against bench/ceiling as "ceiling" and "ceiling-mhd"). */

@@ -75,37 +75,70 @@ enum core_rc fs_read_end(struct fs *fs, uint64_t need, bool here, enum core_rc r
 	return w != CORE_OK ? w : rc;
 }
 
-const struct fs_card *fs_card_durable(struct fs *fs, const char *id)
+void fs_durable_begin(struct fs *fs, struct fs_durable *d)
 {
-	const struct fs_card_ent *cur = fs_card_find(fs, id);
-	uint64_t synced, appended = fs->appended; /* moves only under the write lock */
+	d->appended = fs->appended; /* moves only under the write lock */
+	d->pending = fs->undo_head != fs->undo_n;
+	d->synced = d->pending ? __atomic_load_n(&fs->synced, __ATOMIC_ACQUIRE) : d->appended;
+}
+
+/* The entry's stamp, the low 32 bits of the last line that changed it, names a line not
+ * durable iff it is within appended - synced of appended. A stamp left by a rolled-back line
+ * (or 2^32 lines old) may look pending: then the walk of the undo entries decides. */
+static bool stamp_pending(const struct fs_durable *d, const struct fs_card_ent *e)
+{
+	return (uint32_t)((uint32_t)d->appended - e->line) < d->appended - d->synced;
+}
+
+/* The first line not durable that touched entry e (oldest first) replaced its last durable
+ * version: that undo card, or NULL when none did. */
+static const struct fs_undo_card *first_pending(const struct fs *fs, const struct fs_durable *d,
+						const struct fs_card_ent *e, const char *id)
+{
 	size_t i, j;
 
-	if (fs->undo_head == fs->undo_n)
-		return cur ? cur->card : NULL; /* nothing applied that is not durable */
-	synced = __atomic_load_n(&fs->synced, __ATOMIC_ACQUIRE);
-	/* The entry's stamp: the low 32 bits of the last line that changed it. It is among the
-	 * lines not durable iff it is within appended - synced of appended (a stamp left by a
-	 * rolled-back line, or 2^32 lines old, may look pending: then the walk below decides). A
-	 * card found whose last change is durable is durable as it stands: a delete of an
-	 * earlier card of that id came before its creation, durable too. */
-	if (cur && (uint32_t)((uint32_t)appended - cur->line) >= appended - synced)
-		return cur->card;
-	/* Oldest first: the first line not durable that touched the card replaced its last
-	 * durable version (NULL: it created the card). A dead entry (a card deleted since, and
-	 * perhaps made again under a new entry) is matched by id: live ones never share one. */
 	for (i = fs->undo_head; i < fs->undo_n; i++) {
 		const struct fs_undo *u = fs->undo[i];
 
-		if (u->seq <= synced)
+		if (u->seq <= d->synced)
 			continue; /* durable, not settled yet */
 		for (j = 0; j < u->n_cards; j++) {
 			const struct fs_undo_card *uc = &u->cards[j];
 
-			if (uc->ent == cur ||
-			    (uc->ent->dead && uc->old && strcmp(uc->old->id, id) == 0))
-				return uc->old;
+			/* by id too (when asked): a card deleted (its entry dead) and made again
+			 * since has a new entry; live entries never share an id */
+			if ((e && uc->ent == e) ||
+			    (id && uc->ent->dead && uc->old && strcmp(uc->old->id, id) == 0))
+				return uc;
 		}
 	}
-	return cur ? cur->card : NULL;
+	return NULL;
+}
+
+const struct fs_card *fs_ent_durable(struct fs *fs, const struct fs_durable *d,
+				     const struct fs_card_ent *e)
+{
+	const struct fs_undo_card *uc;
+
+	if (!d->pending || (!e->dead && !stamp_pending(d, e)))
+		return e->dead ? NULL : e->card;
+	if (e->dead && !e->held)
+		return NULL; /* deleted, and no undo entry holds it: durably */
+	uc = first_pending(fs, d, e, NULL);
+	return uc ? uc->old : e->dead ? NULL : e->card;
+}
+
+const struct fs_card *fs_card_durable(struct fs *fs, const char *id)
+{
+	const struct fs_card_ent *cur = fs_card_find(fs, id);
+	const struct fs_undo_card *uc;
+	struct fs_durable d;
+
+	fs_durable_begin(fs, &d);
+	/* A card found whose last change is durable is durable as it stands: a delete of an
+	 * earlier card of that id came before its creation, durable too. */
+	if (!d.pending || (cur && !stamp_pending(&d, cur)))
+		return cur ? cur->card : NULL;
+	uc = first_pending(fs, &d, cur, id);
+	return uc ? uc->old : cur ? cur->card : NULL;
 }

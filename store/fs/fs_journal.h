@@ -81,6 +81,15 @@ enum core_rc fs_read_end(struct fs *fs, uint64_t need, bool here, enum core_rc r
 /* Under the state lock: card `id` as of its last durable version (NULL: none is durable), the
  * one a crash now would leave; published, valid while the lock is held. */
 const struct fs_card *fs_card_durable(struct fs *fs, const char *id);
+/* The same for many entries in one read (a list): the horizon taken once, then each entry's
+ * last durable version (NULL: none; also for a dead entry deleted durably). */
+struct fs_durable {
+	uint64_t appended, synced;
+	bool pending; /* lines applied that are not durable (else every entry is as it stands) */
+};
+void fs_durable_begin(struct fs *fs, struct fs_durable *d);
+const struct fs_card *fs_ent_durable(struct fs *fs, const struct fs_durable *d,
+				     const struct fs_card_ent *e);
 
 /* Makes events up to seq visible to events_list and wakes long-polls. */
 void fs_events_publish(struct fs *fs, int64_t seq);

@@ -228,11 +228,17 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 			  struct core_card ***out, size_t *n, char **next)
 {
 	struct fs *fs = fs_of(st);
+	const struct store_ack *ack = store_ack_current();
 	struct core_card **v = NULL;
-	uint64_t after = 0, last = 0, need;
+	uint64_t after = 0, last = 0, need = 0;
 	char *end, buf[32];
 	size_t i, k = 0;
 	bool more = false;
+	/* The walk in creation order lists the cards' last durable versions (fs_barrier.c), and
+	 * waits for nothing; a request that wrote reads its own writes, with the barrier, and so
+	 * does a posting walk (a card that left the list's state is no longer in its list). */
+	bool durable = !(ack && ack->st == &fs->base), waits = !durable;
+	struct fs_durable d;
 	enum core_rc rc = CORE_OK;
 
 	/* The cursor is the creation ordinal of the last card served: ordinals are never
@@ -247,6 +253,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	if (!v)
 		return CORE_ERR_NOMEM;
 	pthread_rwlock_rdlock(&fs->lock);
+	fs_durable_begin(fs, &d);
 	if (f->state || f->label) {
 		const struct fs_post *src = NULL, *p;
 		bool none = false;
@@ -267,6 +274,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 				none ? NULL : malloc((f->limit + 1) * sizeof(*h));
 			size_t m = 0;
 
+			waits = true;
 			if (!none && !h) {
 				rc = CORE_ERR_NOMEM;
 				goto unlock;
@@ -291,14 +299,16 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	for (i = after == UINT64_MAX ? fs->n_order : fs_order_lower(fs, after + 1); i < fs->n_order;
 	     i++) {
 		const struct fs_card_ent *ent = fs->order[i];
+		const struct fs_card *c = durable ? fs_ent_durable(fs, &d, ent)
+						  : ent->dead ? NULL : ent->card;
 
-		if (ent->dead || !card_matches(ent->card, f))
+		if (!c || !card_matches(c, f))
 			continue;
 		if (k == f->limit) {
 			more = true;
 			break;
 		}
-		v[k] = fs_card_dup(ent->card);
+		v[k] = fs_card_dup(c);
 		if (!v[k]) {
 			rc = CORE_ERR_NOMEM;
 			break;
@@ -307,7 +317,8 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 		last = ent->ord;
 	}
 unlock:
-	need = fs_read_mark(fs, FS_READ_ALL);
+	if (waits)
+		need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
 	rc = fs_read_end(fs, need, false, rc);
 	if (rc == CORE_OK && more) {

@@ -150,22 +150,23 @@ static bool front_shown(struct front *f)
 	return !f->owed || store_ack_wait(&f->ack) == CORE_OK;
 }
 
-/* While a write waits at its sync, a card read shows the version before it (the last durable
- * one) at once; a list and the attention lane owe that sync; a board read owes nothing for a
- * card's line. The write then fails: the list's reader gets STORE_UNAVAILABLE, and nobody was
- * shown the title that was rolled back. */
+/* While a write waits at its sync, a card read and a list in creation order show the version
+ * before it (the last durable one) at once; a list by state (its posting list) and the
+ * attention lane owe that sync; a board read owes nothing for a card's line. The write then
+ * fails: the waiting readers get STORE_UNAVAILABLE, and nobody was shown the title that was
+ * rolled back. */
 START_TEST(read_of_a_pending_write_waits_for_its_group)
 {
 	char *dir = fx_tmpdir();
 	struct store *st = fx_open(dir, 0, 0, NULL);
-	struct store_card_filter lf = {.limit = 10};
+	struct store_card_filter lf = {.limit = 10}, sf = {.limit = 10, .state = "ready"};
 	struct store_attention *att = NULL;
-	struct core_card *c = NULL, **cards = NULL;
+	struct core_card *c = NULL, **cards = NULL, **by_state = NULL;
 	struct core_board b = {0};
 	struct held_write w;
-	struct front get, list, attn, board;
-	size_t n = 0, n_att = 0;
-	char *next = NULL;
+	struct front get, list, slist, attn, board;
+	size_t n = 0, n_state = 0, n_att = 0;
+	char *next = NULL, *snext = NULL;
 	bool trunc = false;
 
 	create(st, "a");
@@ -183,6 +184,9 @@ START_TEST(read_of_a_pending_write_waits_for_its_group)
 	front_begin(&list);
 	ck_assert_int_eq(store_card_list(st, &lf, &cards, &n, &next), CORE_OK);
 	front_end(&list);
+	front_begin(&slist);
+	ck_assert_int_eq(store_card_list(st, &sf, &by_state, &n_state, &snext), CORE_OK);
+	front_end(&slist);
 	front_begin(&attn);
 	ck_assert_int_eq(store_attention_list(st, NULL, NULL, 10, &att, &n_att, &trunc), CORE_OK);
 	front_end(&attn);
@@ -192,15 +196,22 @@ START_TEST(read_of_a_pending_write_waits_for_its_group)
 	core_board_release(&b);
 	ck_assert_msg(get.owed || strcmp(c->title, "old") == 0,
 		      "a card read showed \"%s\", whose group has not synced", c->title);
-	ck_assert_msg(list.owed, "a list showed a write whose group has not synced");
+	ck_assert_uint_eq(n, 1);
+	ck_assert_msg(list.owed || strcmp(cards[0]->title, "old") == 0,
+		      "a list showed \"%s\", whose group has not synced", cards[0]->title);
+	ck_assert_msg(slist.owed, "a list by state read a write whose group has not synced");
 	ck_assert_msg(attn.owed, "the attention lane read a write whose group has not synced");
 	ck_assert_msg(!board.owed, "a board read waited for a card's line");
 
 	held_finish(&w, true);
 	ck_assert_msg(!front_shown(&get) || strcmp(c->title, "old") == 0,
 		      "a reader was shown \"%s\", rolled back", c->title);
-	ck_assert(!front_shown(&list));
+	ck_assert_msg(!front_shown(&list) || strcmp(cards[0]->title, "old") == 0,
+		      "a list was shown \"%s\", rolled back", cards[0]->title);
+	ck_assert(!front_shown(&slist));
 	ck_assert(!front_shown(&attn));
+	store_cards_free(by_state, n_state);
+	free(snext);
 	core_card_free(c);
 	store_cards_free(cards, n);
 	free(next);
@@ -215,13 +226,13 @@ START_TEST(read_of_a_pending_write_waits_for_its_group)
 }
 END_TEST
 
-/* The group succeeds: the list held for it is shown with the write; a card read after the
- * sync shows it too. */
+/* The group succeeds: the list by state held for it is shown with the write; a card read
+ * after the sync shows it too. */
 START_TEST(read_of_a_pending_write_is_shown_once_durable)
 {
 	char *dir = fx_tmpdir();
 	struct store *st = fx_open(dir, 0, 0, NULL);
-	struct store_card_filter lf = {.limit = 10};
+	struct store_card_filter lf = {.limit = 10, .state = "ready"};
 	struct core_card *c = NULL, **cards = NULL;
 	struct held_write w;
 	struct front get, list;
@@ -305,8 +316,8 @@ START_TEST(a_request_reads_its_own_writes)
 END_TEST
 
 /* The last durable version through deletes and re-creations not yet durable: a card deleted,
- * then made again under the same id, reads as it was before both; one only created reads as
- * absent; once the group syncs, as they left them. */
+ * then made again under the same id, reads (and lists) as it was before both; one only
+ * created reads as absent; once the group syncs, as they left them. */
 static const char *title_of(struct store *st, const char *id)
 {
 	static char title[32];
@@ -317,6 +328,25 @@ static const char *title_of(struct store *st, const char *id)
 	snprintf(title, sizeof title, "%s", rc == CORE_OK ? c->title : "(none)");
 	core_card_free(c);
 	return title;
+}
+
+/* "id:title " for each card of the list in creation order, as a plain thread reads it. */
+static const char *list_of(struct store *st)
+{
+	static char out[256];
+	struct store_card_filter lf = {.limit = 10};
+	struct core_card **cards = NULL;
+	char *next = NULL;
+	size_t n = 0, i, len = 0;
+
+	ck_assert_int_eq(store_card_list(st, &lf, &cards, &n, &next), CORE_OK);
+	out[0] = '\0';
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(out + len, sizeof out - len, "%s:%s ", cards[i]->id,
+					cards[i]->title);
+	store_cards_free(cards, n);
+	free(next);
+	return out;
 }
 
 START_TEST(card_read_through_pending_delete_and_recreate)
@@ -350,17 +380,19 @@ START_TEST(card_read_through_pending_delete_and_recreate)
 	ck_assert_str_eq(title_of(st, "a"), "old");
 	ck_assert_str_eq(title_of(st, "c"), "(none)");
 	ck_assert_str_eq(title_of(st, "b"), "old"); /* the held retitle's own card */
+	ck_assert_str_eq(list_of(st), "a:old b:old "); /* not c, not the second a */
 	held_finish(&w, false);
 	ck_assert(front_shown(&del) && front_shown(&mk) && front_shown(&mk_c));
 	ck_assert_str_eq(title_of(st, "a"), "again");
 	ck_assert_str_eq(title_of(st, "b"), "pending");
 	ck_assert_str_eq(title_of(st, "c"), "fresh");
+	ck_assert_str_eq(list_of(st), "b:pending a:again c:fresh ");
 	store_close(st);
 	fx_rmdir(dir);
 }
 END_TEST
 
-/* ---- a plain thread's read (a list): the call itself waits ---- */
+/* ---- a plain thread's read (a list by state): the call itself waits ---- */
 
 struct reader {
 	pthread_t th;
@@ -372,7 +404,7 @@ struct reader {
 static void *reader_main(void *arg)
 {
 	struct reader *r = arg;
-	struct store_card_filter lf = {.limit = 10};
+	struct store_card_filter lf = {.limit = 10, .state = "ready"}; /* waits (a posting walk) */
 	struct core_card **cards = NULL;
 	char *next = NULL;
 	size_t n = 0;
