@@ -2,6 +2,7 @@
  * operator cancel and prune (a tombstone that stays in memory and in the snapshot), and
  * promoteIfOrphaned as one step under the lock. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_index.h"
 #include "store/fs/fs_map.h"
 #include "store/fs/fs_ops.h"
 #include "store/fs/fs_txn.h"
@@ -268,8 +269,14 @@ enum core_rc fs_run_count_for_card(struct store *st, const char *card_id, size_t
 	const struct core_run *r;
 	size_t i;
 
+	const struct fs_card_runs *l;
+	bool indexed;
+
 	pthread_rwlock_rdlock(&fs->lock);
-	for (i = 0; i < fs->runs.cap; i++) {
+	l = fs_runs_index_get(fs, card_id, &indexed); /* every run of the card, tombstones too */
+	if (indexed)
+		*n = l ? l->n : 0;
+	for (i = 0; !indexed && i < fs->runs.cap; i++) {
 		r = fs->runs.slots[i].key ? fs->runs.slots[i].val : NULL;
 		if (r && strcmp(r->card_id, card_id) == 0)
 			(*n)++;
