@@ -58,6 +58,13 @@
 
 struct fs_undo; /* fs_undo.h */
 
+/* A card's runs (fs_runs_index.c): their ids in the order applied, tombstones included. */
+struct fs_card_runs {
+	char *card_id; /* the map's key */
+	char **ids;
+	size_t n, cap;
+};
+
 /* ---- state ---- */
 
 struct fs_card_ent {
@@ -182,6 +189,8 @@ struct fs {
 				    * GET /v1/attention reads (fs_attention.c) */
 	size_t n_attn, cap_attn;
 	struct fs_map runs; /* id -> struct core_run */
+	struct fs_map card_runs; /* card id -> struct fs_card_runs (fs_runs_index.c) */
+	bool runs_index_lost;    /* an index allocation failed: readers walk `runs` */
 	struct fs_map subs; /* "s/<board>/<name>" -> struct fs_kv: subscriptions (no matching at
 			     * all while empty) */
 	struct fs_map kv;   /* "d/<id>" -> struct fs_kv: deliveries */

@@ -2,6 +2,7 @@
  * operator cancel and prune (a tombstone that stays in memory and in the snapshot), and
  * promoteIfOrphaned as one step under the lock. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_index.h"
 #include "store/fs/fs_journal.h"
 #include "store/fs/fs_map.h"
 #include "store/fs/fs_ops.h"
@@ -284,12 +285,17 @@ enum core_rc fs_run_promote_if_orphaned(struct store *st, const char *id, struct
 enum core_rc fs_run_count_for_card(struct store *st, const char *card_id, size_t *n)
 {
 	struct fs *fs = fs_of(st);
+	const struct fs_card_runs *l;
 	const struct core_run *r;
 	uint64_t need;
+	bool indexed;
 	size_t i;
 
 	pthread_rwlock_rdlock(&fs->lock);
-	for (i = 0; i < fs->runs.cap; i++) {
+	l = fs_runs_index_get(fs, card_id, &indexed); /* every run of the card, tombstones too */
+	if (indexed)
+		*n = l ? l->n : 0;
+	for (i = 0; !indexed && i < fs->runs.cap; i++) {
 		r = fs->runs.slots[i].key ? fs->runs.slots[i].val : NULL;
 		if (r && strcmp(r->card_id, card_id) == 0)
 			(*n)++;
