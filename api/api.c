@@ -45,12 +45,15 @@ void api_config_init(struct api_config *cfg)
 
 /* ---- the request's first callback: route, auth, media type, declared length ---- */
 
-static enum core_rc request_begin(struct api_req *r)
+static enum core_rc request_begin(struct api_req *r, const char *version)
 {
 	const struct api *a = r->api;
 	const char *cl, *te, *ct;
 	enum core_rc rc;
 
+	rc = api_bytes_check(r, version);
+	if (rc != CORE_OK)
+		return rc;
 	rc = api_framing_check(r);
 	if (rc != CORE_OK)
 		return rc;
@@ -197,7 +200,10 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 		for (q++; *q; q++)
 			n += *q == '&';
 	}
-	if (strlen(uri) > API_URI_MAX)
+	r->uri_raw = uri;
+	r->uri_len = strlen(uri);
+	r->uri_ctl = api_has_ctl(uri, r->uri_len);
+	if (r->uri_len > API_URI_MAX)
 		api_fail(r, CORE_ERR_URI_TOO_LONG, "the request target is longer than %d bytes",
 			 API_URI_MAX);
 	else if (n > API_QUERY_PARAMS_MAX)
@@ -270,7 +276,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			r->close_after = true;
 			return api_problem_queue(r, r->early_rc, r->detail);
 		}
-		rc = request_begin(r);
+		rc = request_begin(r, version);
 		if (rc != CORE_OK && (api_request_has_body(r) || r->close_after))
 			return api_problem_queue(r, rc, r->detail); /* the body is never read */
 		/* Without a body, answering on the next call keeps the connection alive. */

@@ -121,6 +121,10 @@ struct api_req {
 	struct api *api;
 	struct MHD_Connection *conn;
 	const char *method;          /* borrowed from MHD for the request */
+	const char *uri_raw;         /* the request target as on_uri got it (borrowed from MHD; */
+	size_t uri_len;              /* a NUL inside cuts it short: api_bytes_check) */
+	bool uri_ctl;                /* a control byte in it (seen by on_uri: the library then
+				      * writes NULs into the target as it splits the query) */
 	char *path;                  /* owned: the raw (still escaped) path */
 	int64_t t0_ns;               /* monotonic start */
 	bool started;                /* headers checked, route resolved */
@@ -200,6 +204,9 @@ struct api_req {
 		const char *v[API_HDR_N];  /* the first of each; borrowed from MHD for the request */
 		bool cl_disagree;          /* two Content-Length headers that differ */
 		bool auth_twice;           /* more than one Authorization header */
+		bool te_twice;             /* more than one Transfer-Encoding header */
+		const char *bad;           /* a header holding a NUL or a control byte (its name) */
+		const char *line_end;      /* the scan: where the last line read ends (headers.c) */
 		bool scanned;
 	} hdr;
 
@@ -340,6 +347,12 @@ bool api_request_has_body(struct api_req *r);
 /* The body's framing, before anything else: a request whose length is in doubt is refused
  * (with close_after set). */
 enum core_rc api_framing_check(struct api_req *r);
+/* 400 (closing the connection) for a NUL or a control byte in the request target (version:
+ * what libmicrohttpd gave on_request) or in any header's name or value: libmicrohttpd hands
+ * out C strings, so a NUL would silently cut a path, a token or a length short. */
+enum core_rc api_bytes_check(struct api_req *r, const char *version);
+/* A NUL or a control byte (but HTAB) in [s, s+n). */
+bool api_has_ctl(const char *s, size_t n);
 /* Is ct (a Content-Type value; NULL: none) application/json, with or without parameters? */
 bool api_json_media_type(const char *ct);
 
@@ -400,6 +413,8 @@ bool api_sweeper_start(struct api *a);
 void api_sweeper_stop(struct api *a);
 
 /* ---- tokens.c: the served token sets ---- */
+/* The token named `name` in t (the first), or NULL. */
+const struct api_token *api_tokens_named(const struct api_tokens *t, const char *name);
 /* Frees every set api_tokens_replace was handed (api_stop). */
 void api_tokens_free(struct api *a);
 
@@ -471,6 +486,7 @@ bool api_agent_is(const char *plain);
 /* Verifies an agent token (signature, expiry, the claim still current) and points r->tok at
  * the request's own token for it. UNAUTHORIZED with a detail otherwise. */
 enum core_rc api_agent_auth(struct api_req *r, const char *plain);
+/* (An agent token also dies with the token that minted it: removed or changed on reload.) */
 /* Frees r->agent_tok's contents. */
 void api_agent_release(struct api_req *r);
 enum core_rc api_h_agent_token(struct api_req *r);
@@ -688,6 +704,7 @@ unsigned api_streams_open(struct api *a);
 void api_streams_free(struct api *a);
 /* attention.c: GET /v1/attention. ui.c: GET /ui/..., GET /v1/whoami. */
 enum core_rc api_h_attention(struct api_req *r);
+enum core_rc api_h_root(struct api_req *r);
 enum core_rc api_h_ui_root(struct api_req *r);
 enum core_rc api_h_ui_index(struct api_req *r);
 enum core_rc api_h_ui_asset(struct api_req *r);

@@ -86,6 +86,7 @@
 	X("GET", "/v1/events/stream", api_h_events_stream, ANY, C_READ, NULL, "board after") \
 	X("GET", "/v1/attention", api_h_attention, ANY, C_READ, NULL, "board limit")       \
 	X("GET", "/v1/whoami", api_h_whoami, ANY, 0, NULL, NULL)                           \
+	X("GET", "/", api_h_root, ANY, PUB, NULL, NULL)                                    \
 	X("GET", "/ui", api_h_ui_root, ANY, PUB, NULL, NULL)                               \
 	X("GET", "/ui/", api_h_ui_index, ANY, PUB, NULL, NULL)                             \
 	X("GET", "/ui/{file}", api_h_ui_asset, ANY, PUB, NULL, NULL)                       \

@@ -459,6 +459,16 @@ const struct api_token *api_tokens_find(const struct api_tokens *t, const char *
 	return hit;
 }
 
+const struct api_token *api_tokens_named(const struct api_tokens *t, const char *name)
+{
+	size_t i;
+
+	for (i = 0; t && name && i < t->n; i++)
+		if (t->v[i].name && strcmp(t->v[i].name, name) == 0)
+			return &t->v[i];
+	return NULL;
+}
+
 bool api_token_board_allowed(const struct api_token *tok, const char *board)
 {
 	size_t i;
