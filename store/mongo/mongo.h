@@ -135,10 +135,6 @@ struct mgo {
 	 * conn_mu): an op pops one here before it asks the pool, and pushes it back here. */
 	pthread_mutex_t conn_mu;
 	struct mgo_client *clients;
-	/* The card this thread's last op read for its caller (mgo_card_get), for the write
-	 * that follows it on the same thread (mgo_attempt_begin): struct mgo_just_read. */
-	pthread_key_t just_read;
-	bool just_read_key;
 	/* ---- the driver's counters (mongo_stats.c; atomic, from its monitoring callbacks) ---- */
 	atomic_uint_least64_t round_trips;   /* commands started */
 	atomic_uint_least64_t err_command;   /* commands failed */

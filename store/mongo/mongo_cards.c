@@ -120,10 +120,6 @@ enum core_rc mgo_card_get(struct store *st, const char *id, struct core_card **o
 		return rc;
 	rc = mgo_card_read(&c, id, out);
 	mgo_conn_close(&c);
-	/* The API reads a card (its scope check) right before it writes it: that write may
-	 * take this read as its own instead of reading again (mgo_attempt_begin). */
-	if (rc == CORE_OK)
-		mgo_just_read_keep(mgo_of(st), *out);
 	return rc;
 }
 

@@ -93,18 +93,7 @@ enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c)
 	c->events = c->mc->events;
 	c->boards = c->mc->boards;
 	c->counters = c->mc->counters;
-	if (m->just_read_key && (c->just = pthread_getspecific(m->just_read)))
-		pthread_setspecific(m->just_read, NULL);
 	return CORE_OK;
-}
-
-static void just_read_free(void *p)
-{
-	struct mgo_just_read *j = p;
-
-	if (j)
-		core_card_free(j->card);
-	free(j);
 }
 
 void mgo_conn_close(struct mgo_conn *c)
@@ -113,7 +102,6 @@ void mgo_conn_close(struct mgo_conn *c)
 
 	if (!m)
 		return;
-	just_read_free(c->just);
 	mgo_breaker_leave(m, c->brk_gen);
 	if (c->mc) {
 		pthread_mutex_lock(&m->conn_mu);
@@ -122,63 +110,6 @@ void mgo_conn_close(struct mgo_conn *c)
 		pthread_mutex_unlock(&m->conn_mu);
 	}
 	memset(c, 0, sizeof(*c));
-}
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-bool mgo_just_read_init(struct mgo *m)
-{
-	m->just_read_key = pthread_key_create(&m->just_read, just_read_free) == 0;
-	return m->just_read_key;
-}
-
-void mgo_just_read_fini(struct mgo *m)
-{
-	if (!m->just_read_key)
-		return;
-	/* This thread's copy; threads that ended took theirs with them (the key's destructor). */
-	just_read_free(pthread_getspecific(m->just_read));
-	pthread_setspecific(m->just_read, NULL);
-	pthread_key_delete(m->just_read);
-	m->just_read_key = false;
-}
-
-void mgo_just_read_keep(struct mgo *m, const struct core_card *card)
-{
-	struct mgo_just_read *j;
-
-	if (!m->just_read_key)
-		return;
-	just_read_free(pthread_getspecific(m->just_read));
-	pthread_setspecific(m->just_read, NULL);
-	j = malloc(sizeof(*j));
-	if (!j || !(j->card = core_card_dup(card))) {
-		free(j);
-		return; /* the next op reads for itself */
-	}
-	j->mono_us = mono_us();
-	if (pthread_setspecific(m->just_read, j) != 0)
-		just_read_free(j);
-}
-
-struct core_card *mgo_just_read_take(struct mgo_conn *c, const char *id)
-{
-	struct mgo_just_read *j = c->just;
-	struct core_card *card = NULL;
-
-	c->just = NULL;
-	if (j && strcmp(j->card->id, id) == 0 && mono_us() - j->mono_us <= MGO_JUST_READ_US) {
-		card = j->card;
-		j->card = NULL;
-	}
-	just_read_free(j);
-	return card;
 }
 
 bool mgo_error_is_dup(const bson_error_t *e)
