@@ -377,8 +377,9 @@ enum core_rc mgo_card_create(struct store *st, const struct store_card_create *i
 	rc = CORE_OK;
 	if (!mongoc_collection_insert_one(c.cards, &doc, NULL, NULL, &e))
 		rc = mgo_error("insert card", &e);
+	if (rc == CORE_OK)
+		rc = mgo_evq_deliver(&c, c.cards, card->id, &q, NULL);
 	if (rc == CORE_OK) {
-		mgo_evq_deliver(&c, c.cards, card->id, &q, NULL);
 		*out = card;
 		card = NULL;
 	}

@@ -273,8 +273,8 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 	if (rc != CORE_OK || !doc)
 		goto out;
 	*hit = true;
-	mgo_evq_deliver(c, c->cards, was->id, q, doc);
-	if (out) {
+	rc = mgo_evq_deliver(c, c->cards, was->id, q, doc);
+	if (rc == CORE_OK && out) {
 		rc = mgo_card_from_bson(doc, out);
 		if (rc == CORE_ERR_BAD_REQUEST)
 			rc = CORE_ERR_INTERNAL;

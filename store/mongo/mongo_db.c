@@ -239,8 +239,11 @@ enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bso
 		return opts ? CORE_ERR_STORE_UNAVAILABLE : CORE_ERR_NOMEM;
 	}
 	mongoc_find_and_modify_opts_set_update(opts, update);
-	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |
-							    MONGOC_FIND_AND_MODIFY_RETURN_NEW);
+	/* The document as it was before: the pre-image is a copy the server makes inside the
+	 * update's step, where a post-image may be serialised after the step and show a later
+	 * writer's $inc too (mongo-java-server 1.47: two writers handed one value, one value
+	 * handed to none). The caller adds its own increments. */
+	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT);
 	if (c->m->counter_serial)
 		pthread_mutex_lock(&c->m->counter_mu);
 	ok = mongoc_collection_find_and_modify_with_opts(c->counters, filter, opts, reply, &e);
@@ -250,10 +253,25 @@ enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bso
 	return ok ? CORE_OK : mgo_error("counter", &e);
 }
 
+bool mgo_counter_old(const bson_t *reply, const char *path, int64_t *v)
+{
+	bson_iter_t it, f;
+
+	*v = 0;
+	if (!bson_iter_init_find(&it, reply, "value"))
+		return false;
+	if (BSON_ITER_HOLDS_NULL(&it))
+		return true; /* no document before: upserted */
+	if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &f))
+		return false;
+	if (!bson_iter_find_descendant(&f, path, &f))
+		return true; /* no such field before: 0 */
+	return mgo_iter_i64(&f, v);
+}
+
 enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last)
 {
 	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, reply;
-	bson_iter_t it;
 	enum core_rc rc;
 
 	*last = 0;
@@ -262,12 +280,12 @@ enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, in
 	BSON_APPEND_INT64(&inc, "seq", n);
 	bson_append_document_end(&update, &inc);
 	rc = mgo_counter_fam(c, &filter, &update, &reply);
-	if (rc == CORE_OK &&
-	    !(bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-	      bson_iter_recurse(&it, &it) && bson_iter_find(&it, "seq") && mgo_iter_i64(&it, last))) {
+	/* A counter not there yet (upserted now) reads as 0. */
+	if (rc == CORE_OK && !mgo_counter_old(&reply, "seq", last)) {
 		fprintf(stderr, "boardd: mongo: counter %s: malformed reply\n", name);
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 	}
+	*last = rc == CORE_OK ? *last + n : 0;
 	bson_destroy(&reply);
 	bson_destroy(&update);
 	bson_destroy(&filter);

@@ -122,11 +122,16 @@ enum core_rc mgo_find_by_id(mongoc_collection_t *coll, const char *id, bson_t **
  * else a NULL-terminated list). */
 bool mgo_board_allowed(const char *board, const char *one, const char *const *many);
 /* Atomically adds n to counter `name`; *last receives the new value. */
-/* The counters collection's findAndModify (upsert, new document back, counter_serial
- * honoured). OUT: *reply, always initialised; the caller destroys it. */
+/* The counters collection's findAndModify (upsert, the document as it was BEFORE back:
+ * mgo_counter_old reads it; counter_serial honoured). OUT: *reply, always initialised; the
+ * caller destroys it. */
 enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bson_t *update,
 			     bson_t *reply);
 enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last);
+/* The value at `path` ("seq", "b.<board>") of the counter document a mgo_counter_fam reply
+ * holds as it was BEFORE the update: 0 when there was no document or no such field; false
+ * for a malformed reply. */
+bool mgo_counter_old(const bson_t *reply, const char *path, int64_t *v);
 
 /* ---- the server clock (mongo_clock.c) ---- */
 

@@ -54,5 +54,6 @@ void mongo_add_interleave(TCase *tc);
 void mongo_add_effects(TCase *tc);
 void mongo_add_tail(TCase *tc);
 void mongo_add_trips(TCase *tc);
+void mongo_add_bseq(TCase *tc);
 
 #endif
