@@ -48,3 +48,26 @@ enum core_rc api_h_attention(struct api_req *r)
 		return CORE_ERR_NOMEM;
 	return api_reply(r, 200, json_pack("{s:o, s:b}", "cards", list, "truncated", truncated));
 }
+
+void api_attention_collect(struct api *a, struct metrics_sink *s)
+{
+	struct store_attention *v = NULL;
+	double count[CORE_ATTN_COUNT_] = {0};
+	size_t n = 0, i;
+	bool truncated = false;
+	int k;
+
+	/* A store that cannot answer serves no lane (boardd_store_stats_up says why). */
+	if (store_attention_list(a->st, NULL, NULL, 1000, &v, &n, &truncated) != CORE_OK)
+		return;
+	for (i = 0; i < n; i++)
+		for (k = 0; k < CORE_ATTN_COUNT_; k++)
+			if (v[i].reasons & (1u << k))
+				count[k]++;
+	store_attention_free(v, n);
+	for (k = 0; k < CORE_ATTN_COUNT_; k++) {
+		const char *reason = core_attention_reason_name((enum core_attention_reason)k);
+
+		metrics_sink_value(s, METRICS_ATTENTION, &reason, count[k]);
+	}
+}

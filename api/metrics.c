@@ -166,6 +166,7 @@ enum core_rc api_h_metrics(struct api_req *r)
 	/* A store that cannot answer does not cost the rest of the scrape: it says so. */
 	store_up = store_stats(a->st, s) == CORE_OK;
 	metrics_sink_value(s, METRICS_STORE_UP, NULL, store_up ? 1 : 0);
+	api_attention_collect(a, s);
 	api_tls_collect(a, s);
 	metrics_sink_value(s, METRICS_BUILD_INFO, &version, 1);
 	metrics_process_collect(s);

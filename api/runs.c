@@ -180,6 +180,9 @@ out:
 	free(result_text);
 	if (rc != CORE_OK)
 		return rc;
+	/* A final run takes no further write: each final status is counted once. */
+	if (u.status && core_run_status_final(u.status))
+		metrics_inc(r->api->metrics, METRICS_RUNS_FINISHED, u.status);
 	return reply_run(r, 200, run);
 }
 
@@ -222,6 +225,7 @@ enum core_rc api_h_run_cancel(struct api_req *r)
 				api_param(r));
 	if (rc != CORE_OK)
 		return rc;
+	metrics_inc(r->api->metrics, METRICS_RUNS_FINISHED, CORE_RUN_CANCELLED);
 	return reply_run(r, 200, run);
 }
 

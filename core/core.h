@@ -125,6 +125,8 @@ bool core_breaker_reached(struct core_breaker *b, int64_t now_ms);
 #define CORE_BLOCKERS_MAX 256 /* blockers of one card */
 #define CORE_RUN_RESULT_MAX 65536 /* a run's result, as compact JSON text */
 #define CORE_RUN_ERROR_MAX 4096   /* a run's error message */
+#define CORE_RUN_OUTPUT_MAX 65536 /* a run's output: the tail kept, in bytes (DESIGN §20) */
+#define CORE_RUN_HISTORY_MAX 50   /* runs kept whole per card; older ones are retired */
 #define CORE_RECOVERY_PREFIX "reaper:" /* matched case-insensitively */
 #define CORE_COMMENTS_MAX 1000 /* comments on one card (the default of --max-comments) */
 #define CORE_CARD_BYTES_MAX (1024 * 1024) /* a card's stored size (DESIGN §11) */
@@ -544,6 +546,8 @@ struct core_run {
 	char *owner;        /* the marker holding the run lock */
 	char *result;       /* the owner's result: JSON text (any value, <= 64 KiB); may be NULL */
 	char *error;        /* the owner's error message (<= 4 KiB); may be NULL */
+	char *output;       /* the tail of the job's output: valid UTF-8, at most
+			     * CORE_RUN_OUTPUT_MAX bytes (DESIGN §20); may be NULL */
 	int64_t claim_epoch; /* the epoch of the card's claim the run was created under (DESIGN
 			      * §11); 0: a run older than the fence, of no claim */
 	int64_t lock_until;
@@ -573,6 +577,43 @@ enum core_rc core_last_run_check(const struct core_run *r, const char *card_id,
 
 /* Continuation must be one of the three known values. */
 bool core_continuation_valid(const char *s);
+
+/* ---- run history and output (DESIGN §20; core/run_history.c) ---- */
+
+/* Is s one of the eight statuses DESIGN §5 names (queued ... cancelled)? Others are valid
+ * but unknown; the runs listing filters by a known one only. */
+bool core_run_status_known(const char *s);
+/* Those statuses, comma-separated (for a detail). */
+#define CORE_RUN_STATUSES_TEXT                                                              \
+	"queued, running, paused_waiting_human, paused_operator, finished, failed, "        \
+	"failed_resumable, cancelled"
+/* Is [s, s+len) valid UTF-8 without NUL (what a run's output may hold)? */
+bool core_run_output_valid(const char *s, size_t len);
+/* The output after appending `text` (valid UTF-8) to `old` (NULL: none): the last `max` bytes
+ * at most of old + text, cut at a code point boundary (older bytes drop off the front).
+ * OUT: *out, a new string (caller frees), NULL when the result is empty. BAD_REQUEST when
+ * text is not valid UTF-8 (nothing allocated); NOMEM. */
+enum core_rc core_run_output_append(const char *old, const char *text, size_t max, char **out);
+/* The history's order: newest first (created_at descending, then id descending). qsort
+ * comparator over struct core_run * elements. */
+int core_run_newer_cmp(const void *a, const void *b);
+/* Does r come after the cursor (created_at `at`, id `id`) in that order? */
+bool core_run_after(const struct core_run *r, int64_t at, const char *id);
+/* A listing's cursor: "<created_at>:<id>" of the last run served (buf of
+ * CORE_RUN_CURSOR_MAX bytes), parsed back by core_run_cursor_parse (false: not a cursor;
+ * *id points into s). */
+#define CORE_RUN_CURSOR_MAX (CORE_ID_MAX + 24)
+void core_run_cursor_format(const struct core_run *r, char *buf, size_t cap);
+bool core_run_cursor_parse(const char *s, int64_t *at, const char **id);
+/* May a card's history drop run r to stay within CORE_RUN_HISTORY_MAX (c: the card as it
+ * stands, NULL when gone)? Never the card's last_run_id (the reaper judges by it), never a
+ * run still live under the card's current claim (its owner is writing it): a tombstone then
+ * answers its writes NOT_FOUND. A retired run becomes a tombstone without its result, error
+ * and output (core_run_retire), so the id is never reused and the run ceiling still
+ * counts it. */
+bool core_run_retirable(const struct core_run *r, const struct core_card *c);
+/* Turns r into the tombstone retention leaves (pruned; result, error and output dropped). */
+void core_run_retire(struct core_run *r);
 
 /* promoteIfOrphaned: a running/queued run whose lock has expired (lock_until < now) becomes
  * failed_resumable / PROCESS_ORPHANED; *promoted tells whether it did. Never touches a run

@@ -22,6 +22,7 @@ void core_run_release(struct core_run *r)
 	free(r->owner);
 	free(r->result);
 	free(r->error);
+	free(r->output);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -47,7 +48,8 @@ struct core_run *core_run_dup(const struct core_run *r)
 	    core_str_set(&d->board, r->board) || core_str_set(&d->status, r->status) ||
 	    core_str_set(&d->continuation, r->continuation) ||
 	    core_str_set(&d->failure_code, r->failure_code) || core_str_set(&d->owner, r->owner) ||
-	    core_str_set(&d->result, r->result) || core_str_set(&d->error, r->error)) {
+	    core_str_set(&d->result, r->result) || core_str_set(&d->error, r->error) ||
+	    core_str_set(&d->output, r->output)) {
 		core_run_free(d);
 		return NULL;
 	}

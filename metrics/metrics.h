@@ -82,8 +82,21 @@ enum metrics_buckets {
 	  "Requests libmicrohttpd refused itself (414, 431, 505, ...), also in the request "   \
 	  "histogram under route \"unmatched\".")                                              \
 	X(METRICS_CLAIMS, METRICS_COUNTER, "boardd_claims_total", "outcome",                  \
-	  METRICS_V("fresh", "idempotent", "conflict", "blockers_pending"), NULL,              \
-	  METRICS_B_NONE, "Claim requests answered, by outcome.")                              \
+	  METRICS_V("fresh", "idempotent", "conflict", "blockers_pending", "recovery",         \
+		    "empty"),                                                                  \
+	  NULL, METRICS_B_NONE,                                                                \
+	  "Claims answered on every path, by outcome: fresh and idempotent (POST claim; "      \
+	  "claim-next's are fresh), conflict (refused: another holder; a reaper transfer "     \
+	  "that lost its race), blockers_pending, recovery (a reaper's recovery claim), "      \
+	  "empty (a claim-next that found nothing within its wait).")                          \
+	X(METRICS_RUNS_FINISHED, METRICS_COUNTER, "boardd_runs_finished_total", "status",     \
+	  METRICS_V("finished", "failed", "cancelled"), NULL, METRICS_B_NONE,                  \
+	  "Runs that reached a final status, by that status (the owner's PATCH; cancelled "   \
+	  "also by an operator's cancel).")                                                    \
+	X(METRICS_ATTENTION, METRICS_GAUGE, "boardd_attention_cards", "reason", NULL, NULL,   \
+	  METRICS_B_NONE,                                                                      \
+	  "Cards in the Needs-attention lane, by reason (a card with several reasons counts "  \
+	  "under each; over the lane's first 1000 cards, GET /v1/attention's page).")          \
 	X(METRICS_FENCE_REFUSED, METRICS_COUNTER, "boardd_fenced_writes_refused_total",       \
 	  "reason", NULL, NULL, METRICS_B_NONE,                                                \
 	  "Fenced writes refused, by what did not match: unclaimed, marker, epoch, holder "    \

@@ -308,6 +308,7 @@ static void stats_count(struct server_reaper *r, const struct server_reaper_stat
 			    core_stuck_action_name((enum core_stuck_action)a), NULL, s->actions[a]);
 	metrics_add(m, METRICS_REAPER_ACTIONS, "repair_release", NULL, s->repaired);
 	metrics_add(m, METRICS_REAPER_CANDIDATES, "transferred", NULL, s->transferred);
+	metrics_add(m, METRICS_CLAIMS, "recovery", NULL, s->transferred); /* recovery claims */
 	metrics_add(m, METRICS_REAPER_CANDIDATES, "skipped", NULL, s->skipped);
 	metrics_add(m, METRICS_REAPER_CANDIDATES, "error", NULL, s->errors);
 	metrics_observe(m, METRICS_REAPER_PASS, NULL, NULL, us > 0 ? (uint64_t)us : 0);

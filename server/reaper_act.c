@@ -328,6 +328,8 @@ static void reap_batch(struct server_reaper *r, struct core_card **cards, size_t
 			tv[k].rc = rc;
 		if (tv[k].rc != CORE_OK) {
 			/* A renewal, an operator, or another replica's reaper got there first. */
+			if (tv[k].rc == CORE_ERR_CLAIM_CONFLICT)
+				metrics_inc(r->cfg.metrics, METRICS_CLAIMS, "conflict");
 			if (tv[k].rc == CORE_ERR_CLAIM_CONFLICT || tv[k].rc == CORE_ERR_NOT_FOUND)
 				s->skipped++;
 			else

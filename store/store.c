@@ -306,7 +306,8 @@ enum core_rc store_run_update(struct store *st, const char *id, const struct sto
 	    (u->continuation && !core_continuation_valid(u->continuation)) ||
 	    (u->failure_code && !*u->failure_code) || u->lease_ms < 0 ||
 	    (u->result && strlen(u->result) > CORE_RUN_RESULT_MAX) ||
-	    (u->error && strlen(u->error) > CORE_RUN_ERROR_MAX))
+	    (u->error && strlen(u->error) > CORE_RUN_ERROR_MAX) ||
+	    (u->output && !core_run_output_valid(u->output, strlen(u->output))))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, run_update);
 	return st->ops->run_update(st, id, u, actor, out);

@@ -152,7 +152,21 @@ struct store_run_update {
 	const char *failure_code; /* NULL: unchanged */
 	const char *result;       /* compact JSON text (<= CORE_RUN_RESULT_MAX); NULL: unchanged */
 	const char *error;        /* <= CORE_RUN_ERROR_MAX bytes; NULL: unchanged */
+	const char *output;       /* appended to the output, whose tail of CORE_RUN_OUTPUT_MAX
+				   * bytes is kept (core_run_output_append; valid UTF-8); NULL:
+				   * unchanged (DESIGN §20) */
 	int64_t lease_ms;         /* the run lock is renewed to now + lease_ms; 0: the run's own */
+};
+
+/* The runs listing (DESIGN §20): newest first (core_run_newer_cmp), tombstones left out. */
+struct store_run_filter {
+	const char *card_id;       /* NULL: any card */
+	const char *board;         /* NULL: any */
+	const char *const *boards; /* NULL: any; else NULL-terminated list the caller may see */
+	const char *status;        /* NULL: any */
+	size_t limit;              /* 1..1000 */
+	const char *after;         /* a cursor from a previous page (core_run_cursor_parse), or
+				    * NULL */
 };
 
 /* The label admin sweeps (DESIGN §8: POST /v1/labels/rename, /merge, DELETE /v1/labels/{name}):
@@ -289,10 +303,11 @@ struct store_attention {
  * when every line of the ack is durable (rc OK) or was rolled back after a failed write or
  * sync (STORE_UNAVAILABLE: the write never happened, answer 503). Until `done`, the caller must not
  * acknowledge. store_ack_wait is the blocking form, for a thread that makes several writes
- * and waits once (the reaper's workers). Writes made while an ack is bound are visible to
- * readers before they are durable, as every FS write is between its append and its sync;
- * a later write that depends on them is journaled after them, so it is never durable without
- * them. Unbound callers and the Mongo twin wait inside each write, as before.
+ * and waits once (the reaper's workers). A later write that depends on an earlier one not
+ * yet durable is journaled after it, so it is never durable without it. A read, or a write
+ * answered without a line of its own (a refusal), may owe a wait too (the FS read barrier:
+ * nothing is shown before it is durable, DESIGN §16): same ack, same outcome. Unbound
+ * callers and the Mongo twin wait inside each call, as before.
  */
 struct store_ack {
 	/* filled by the store while bound */
@@ -458,6 +473,12 @@ struct store_ops {
 						struct core_run **out, bool *promoted);
 	/* Number of runs recorded for a card (run ceiling). */
 	enum core_rc (*run_count_for_card)(struct store *st, const char *card_id, size_t *n);
+	/* The runs of f, newest first, at most f->limit; *next: the cursor of the next page
+	 * (new string, caller frees), NULL at the end. A card keeps CORE_RUN_HISTORY_MAX runs
+	 * whole: run_create retires older ones it may (core_run_retirable) in its own step
+	 * (FS) or right after it (Mongo, best effort: a failure there fails nothing). */
+	enum core_rc (*run_list)(struct store *st, const struct store_run_filter *f,
+				 struct core_run ***out, size_t *n, char **next);
 
 	/* Admin (DESIGN §8). Column rename: the column keeps its place and flags, role names
 	 * follow it, and every card in it moves under machine reason state_rename.
@@ -659,6 +680,15 @@ enum core_rc store_run_prune(struct store *st, const char *id, const struct stor
 enum core_rc store_run_promote_if_orphaned(struct store *st, const char *id,
 					   struct core_run **out, bool *promoted);
 enum core_rc store_run_count_for_card(struct store *st, const char *card_id, size_t *n);
+/* store/runs_list.c. BAD_REQUEST for a bad filter (an unknown cursor included). *out: caller
+ * frees with store_runs_free (also when n is 0). */
+enum core_rc store_run_list(struct store *st, const struct store_run_filter *f,
+			    struct core_run ***out, size_t *n, char **next);
+void store_runs_free(struct core_run **v, size_t n);
+/* For twins: sorts v (core_run_newer_cmp), keeps the first limit, frees the rest, and sets
+ * *next to the cursor of the last kept when some were cut (else NULL). NOMEM: v untouched
+ * but *next NULL. */
+enum core_rc store_runs_finish(struct core_run **v, size_t *n, size_t limit, char **next);
 
 enum core_rc store_sub_put(struct store *st, const struct store_sub *s, const char *secret_if_new,
 			   bool *created, struct store_sub **out);
@@ -700,11 +730,6 @@ json_t *store_card_to_json(const struct core_card *c);
  * without the tree (the hot path of every answer that is a card). New string (caller frees)
  * and its length; NULL on OOM or a string that is not UTF-8 (json_string refuses those). */
 char *store_card_json_text(const struct core_card *c, size_t *len);
-/* A claim's answer, written the same way: the token of DESIGN §3 ({marker, epoch, claimed_at,
- * lease_until, lease_ms, renew_after_ms, fresh}, times from c's claim) or, with_card,
- * {"card": <c>, "token": <that>} (claim-next, DESIGN §12). Caller frees; NULL as above. */
-char *store_claim_json_text(const struct core_card *c, const struct core_token *t, bool fresh,
-			    bool with_card, size_t *len);
 /* A card's gave_up as served: null when not set, else {reason, run_id, state, at}. */
 json_t *store_gave_up_to_json(const struct core_gave_up *g);
 enum core_rc store_card_from_json(const json_t *j, struct core_card **out);
@@ -717,10 +742,6 @@ json_t *store_event_to_json(const struct core_event *e);
  * boards write (what a token scoped to boards and a webhook subscriber see, DESIGN §11). */
 json_t *store_event_to_json_as(const struct core_event *e, bool board_view);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
-/* POST renew's answer {marker, epoch, lease_until, lease_ms} for the renewed card c, written
- * without a tree. New string (caller frees) and its length; NULL on OOM or a marker that is
- * not UTF-8. */
-char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len);
 /* json_dumps(j, JSON_COMPACT), byte for byte, for an object or array (the journal's and the
  * answers' trees), written without jansson's dump machinery when the tree holds only objects,
  * arrays, strings, integers, booleans and null (else through json_dumps). New string (caller
@@ -731,6 +752,8 @@ enum store_json_type {
 	STORE_JSON_STR,  /* s */
 	STORE_JSON_INT,  /* i */
 	STORE_JSON_NULL,
+	STORE_JSON_BOOL, /* i: 0 false, else true */
+	STORE_JSON_RAW,  /* s: JSON text written as it is (a card's text, another object's) */
 };
 struct store_json_member {
 	const char *key;

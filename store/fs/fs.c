@@ -84,6 +84,7 @@ static const struct store_ops fs_ops = {
 	.run_prune = fs_run_prune,
 	.run_promote_if_orphaned = fs_run_promote_if_orphaned,
 	.run_count_for_card = fs_run_count_for_card,
+	.run_list = fs_run_list,
 	.stats = fs_stats,
 	.reaper_list_expired = fs_reaper_list_expired,
 	.reaper_list_repair = fs_reaper_list_repair,

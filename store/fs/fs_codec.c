@@ -192,12 +192,16 @@ static void w_run(struct wbuf *b, const struct core_run *r)
 	w_i64(b, r->lease_ms);
 	w_i64(b, r->created_at);
 	w_i64(b, r->updated_at);
-	/* bit 0: pruned; bit 1: result and error follow (DESIGN §12; absent in older records) */
-	w_u8(b, (r->pruned ? 1u : 0u) | (r->result || r->error ? 2u : 0u));
+	/* bit 0: pruned; bit 1: result and error follow (DESIGN §12; absent in older records);
+	 * bit 2: output follows (DESIGN §20; likewise) */
+	w_u8(b, (r->pruned ? 1u : 0u) | (r->result || r->error ? 2u : 0u) |
+			(r->output ? 4u : 0u));
 	if (r->result || r->error) {
 		w_str(b, r->result);
 		w_str(b, r->error);
 	}
+	if (r->output)
+		w_str(b, r->output);
 }
 
 static void w_board(struct wbuf *b, const struct core_board *bd)

@@ -300,7 +300,9 @@ static struct core_run *r_run(struct rbuf *b)
 		r_str(b, &r->result, true);
 		r_str(b, &r->error, true);
 	}
-	if (!b->bad && (!core_id_valid(r->id) || pruned > 3))
+	if (pruned & 4u)
+		r_str(b, &r->output, false);
+	if (!b->bad && (!core_id_valid(r->id) || pruned > 7))
 		b->bad = true;
 	if (b->bad) {
 		core_run_free(r);

@@ -111,6 +111,15 @@ enum core_rc fs_run_prune(struct store *st, const char *id, const struct store_a
 enum core_rc fs_run_promote_if_orphaned(struct store *st, const char *id, struct core_run **out,
 					bool *promoted);
 enum core_rc fs_run_count_for_card(struct store *st, const char *card_id, size_t *n);
+/* fs_runs_list.c */
+enum core_rc fs_run_list(struct store *st, const struct store_run_filter *f,
+			 struct core_run ***out, size_t *n, char **next);
+struct fs_txn;
+/* In run_create's transaction: retires the card's runs past CORE_RUN_HISTORY_MAX that it may
+ * (core_run_retirable; card: the card as the transaction sees it). */
+enum core_rc fs_runs_retain(struct fs_txn *t, const struct core_card *card);
+/* Appends text to r's output (core_run_output_append, CORE_RUN_OUTPUT_MAX). */
+enum core_rc fs_run_output_append(struct core_run *r, const char *text);
 
 /* fs_read.c: reads and boards */
 enum core_rc fs_board_list(struct store *st, struct core_board **boards, size_t *n);

@@ -5,6 +5,7 @@
 #include "store/fs/fs_cards.h"
 #include "store/fs/fs_flat.h"
 #include "store/fs/fs_index.h"
+#include "store/fs/fs_journal.h"
 #include "store/fs/fs_ops.h"
 #include "store/fs/fs_txn.h"
 
@@ -29,16 +30,23 @@ enum core_rc fs_board_list(struct store *st, struct core_board **boards, size_t 
 	struct fs *fs = fs_of(st);
 	struct core_board *v;
 	enum core_rc rc = CORE_OK;
+	uint64_t need;
 	size_t i;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	v = calloc(fs->n_boards ? fs->n_boards : 1, sizeof(*v));
 	for (i = 0; v && rc == CORE_OK && i < fs->n_boards; i++)
 		rc = core_board_copy(&v[i], &fs->boards[i]);
+	need = fs_read_mark(fs, fs->boards_line);
 	pthread_rwlock_unlock(&fs->lock);
-	if (!v || rc != CORE_OK) {
+	if (!v)
+		rc = CORE_ERR_NOMEM;
+	/* Only board lines count, and they are rare: a wait here is rare too, and made on this
+	 * thread (a board read may come before its request parks, which an owed ack must not). */
+	rc = fs_read_end(fs, need, true, rc);
+	if (rc != CORE_OK) {
 		store_boards_free(v, i);
-		return CORE_ERR_NOMEM;
+		return rc;
 	}
 	qsort(v, i, sizeof(*v), board_name_cmp);
 	*boards = v;
@@ -51,12 +59,17 @@ enum core_rc fs_board_get(struct store *st, const char *name, struct core_board 
 	struct fs *fs = fs_of(st);
 	const struct core_board *b;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
+	uint64_t need;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	b = fs_board_find(fs, name);
 	if (b)
 		rc = core_board_copy(out, b);
+	need = fs_read_mark(fs, fs->boards_line);
 	pthread_rwlock_unlock(&fs->lock);
+	rc = fs_read_end(fs, need, true, rc); /* as fs_board_list */
+	if (rc != CORE_OK && b)
+		core_board_release(out);
 	return rc;
 }
 
@@ -111,14 +124,29 @@ enum core_rc fs_board_put(struct store *st, const struct core_board *b,
 enum core_rc fs_card_get(struct store *st, const char *id, struct core_card **out)
 {
 	struct fs *fs = fs_of(st);
-	struct fs_card_ent *ent;
+	const struct store_ack *ack = store_ack_current();
+	const struct fs_card_ent *ent;
+	const struct fs_card *c;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
+	uint64_t need = 0;
 
 	pthread_rwlock_rdlock(&fs->lock);
-	ent = fs_card_find(fs, id);
-	if (ent)
-		rc = (*out = fs_card_dup(ent->card)) ? CORE_OK : CORE_ERR_NOMEM;
+	if (ack && ack->st == &fs->base) {
+		/* This request wrote: it reads its own writes, and waits with them. */
+		ent = fs_card_find(fs, id);
+		c = ent ? ent->card : NULL;
+		need = fs_read_mark(fs, FS_READ_ALL);
+	} else {
+		c = fs_card_durable(fs, id); /* never waits (fs_barrier.c) */
+	}
+	if (c)
+		rc = (*out = fs_card_dup(c)) ? CORE_OK : CORE_ERR_NOMEM;
 	pthread_rwlock_unlock(&fs->lock);
+	rc = fs_read_end(fs, need, false, rc);
+	if (rc != CORE_OK && c && *out) {
+		core_card_free(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 
@@ -200,11 +228,17 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 			  struct core_card ***out, size_t *n, char **next)
 {
 	struct fs *fs = fs_of(st);
+	const struct store_ack *ack = store_ack_current();
 	struct core_card **v = NULL;
-	uint64_t after = 0, last = 0;
+	uint64_t after = 0, last = 0, need = 0;
 	char *end, buf[32];
 	size_t i, k = 0;
 	bool more = false;
+	/* The walk in creation order lists the cards' last durable versions (fs_barrier.c), and
+	 * waits for nothing; a request that wrote reads its own writes, with the barrier, and so
+	 * does a posting walk (a card that left the list's state is no longer in its list). */
+	bool durable = !(ack && ack->st == &fs->base), waits = !durable;
+	struct fs_durable d;
 	enum core_rc rc = CORE_OK;
 
 	/* The cursor is the creation ordinal of the last card served: ordinals are never
@@ -219,6 +253,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	if (!v)
 		return CORE_ERR_NOMEM;
 	pthread_rwlock_rdlock(&fs->lock);
+	fs_durable_begin(fs, &d);
 	if (f->state || f->label) {
 		const struct fs_post *src = NULL, *p;
 		bool none = false;
@@ -239,6 +274,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 				none ? NULL : malloc((f->limit + 1) * sizeof(*h));
 			size_t m = 0;
 
+			waits = true;
 			if (!none && !h) {
 				rc = CORE_ERR_NOMEM;
 				goto unlock;
@@ -263,14 +299,16 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	for (i = after == UINT64_MAX ? fs->n_order : fs_order_lower(fs, after + 1); i < fs->n_order;
 	     i++) {
 		const struct fs_card_ent *ent = fs->order[i];
+		const struct fs_card *c = durable ? fs_ent_durable(fs, &d, ent)
+						  : ent->dead ? NULL : ent->card;
 
-		if (ent->dead || !card_matches(ent->card, f))
+		if (!c || !card_matches(c, f))
 			continue;
 		if (k == f->limit) {
 			more = true;
 			break;
 		}
-		v[k] = fs_card_dup(ent->card);
+		v[k] = fs_card_dup(c);
 		if (!v[k]) {
 			rc = CORE_ERR_NOMEM;
 			break;
@@ -279,7 +317,10 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 		last = ent->ord;
 	}
 unlock:
+	if (waits)
+		need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
+	rc = fs_read_end(fs, need, false, rc);
 	if (rc == CORE_OK && more) {
 		snprintf(buf, sizeof(buf), "%" PRIu64, last);
 		*next = strdup(buf);
@@ -300,8 +341,10 @@ enum core_rc fs_labels_count(struct store *st, const char *board, const char *co
 {
 	struct fs *fs = fs_of(st);
 	json_t *o = json_object();
+	uint64_t need;
 	size_t i, j;
 	bool ok = o != NULL;
+	enum core_rc rc;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	for (i = 0; ok && i < fs->n_order; i++) {
@@ -316,10 +359,12 @@ enum core_rc fs_labels_count(struct store *st, const char *board, const char *co
 			     0;
 		}
 	}
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
-	if (!ok) {
+	rc = fs_read_end(fs, need, false, ok ? CORE_OK : CORE_ERR_NOMEM);
+	if (rc != CORE_OK) {
 		json_decref(o);
-		return CORE_ERR_NOMEM;
+		return rc;
 	}
 	*out = o;
 	return CORE_OK;

@@ -121,6 +121,7 @@ static const struct store_ops mgo_ops = {
 	.run_prune = mgo_run_prune,
 	.run_promote_if_orphaned = mgo_run_promote_if_orphaned,
 	.run_count_for_card = mgo_run_count_for_card,
+	.run_list = mgo_run_list,
 	.stats = mgo_stats,
 	.reaper_list_expired = mgo_reaper_list_expired,
 	.reaper_list_repair = mgo_reaper_list_repair,
@@ -180,6 +181,9 @@ static const struct index_spec indexes[] = {
 	 * earlier version hold none, and the counter hands board_seqs out (mongo_bseq.c) */
 	{"events", "board_seq", "board", "board_seq", false, {NULL}},
 	{"runs", "card_id", "card_id", NULL, false, {NULL}},
+	/* the runs listings, newest first (mongo_runs_list.c): a card's, a board's */
+	{"runs", "card_created", "card_id", "created_at", false, {"_id"}},
+	{"runs", "board_created", "board", "created_at", false, {"_id"}},
 	{"runs", "status", "status", NULL, false, {NULL}}, /* attention: failed and paused runs */
 	{"runs", "outbox", "outbox.q_ts", NULL, false, {NULL}},
 	{"subscriptions", "board", "board", NULL, false, {NULL}},

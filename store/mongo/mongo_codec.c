@@ -119,6 +119,7 @@ bool mgo_run_to_bson(const struct core_run *r, bson_t *doc)
 	       BSON_APPEND_UTF8(doc, "owner", r->owner ? r->owner : "") &&
 	       append_str_opt(doc, "result_json", r->result) &&
 	       append_str_opt(doc, "error", r->error) &&
+	       append_str_opt(doc, "output", r->output) &&
 	       BSON_APPEND_INT64(doc, "claim_epoch", r->claim_epoch) &&
 	       BSON_APPEND_DATE_TIME(doc, "lock_until", r->lock_until) &&
 	       BSON_APPEND_INT64(doc, "lease_ms", r->lease_ms) &&
@@ -518,6 +519,7 @@ enum core_rc mgo_run_from_bson(const bson_t *doc, struct core_run **out)
 	run->owner = rd_str(&r, "owner", false);
 	run->result = rd_str(&r, "result_json", false);
 	run->error = rd_str(&r, "error", false);
+	run->output = rd_str(&r, "output", false);
 	run->claim_epoch = rd_i64(&r, "claim_epoch", false, NULL);
 	run->lock_until = rd_i64(&r, "lock_until", false, NULL);
 	run->lease_ms = rd_i64(&r, "lease_ms", false, NULL);

@@ -179,5 +179,11 @@ enum core_rc mgo_run_prune(struct store *st, const char *id, const struct store_
 enum core_rc mgo_run_promote_if_orphaned(struct store *st, const char *id,
 					 struct core_run **out, bool *promoted);
 enum core_rc mgo_run_count_for_card(struct store *st, const char *card_id, size_t *n);
+/* mongo_runs_list.c */
+enum core_rc mgo_run_list(struct store *st, const struct store_run_filter *f,
+			  struct core_run ***out, size_t *n, char **next);
+/* After run_create's insert: retires card's runs past CORE_RUN_HISTORY_MAX that it may
+ * (core_run_retirable), each by one conditional update. */
+enum core_rc mgo_runs_retain(struct mgo_conn *c, const struct core_card *card);
 
 #endif

@@ -90,6 +90,9 @@ enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 	if (rc == CORE_OK)
 		rc = mgo_evq_deliver(&c, c.runs, r->id, &q, NULL);
 	if (rc == CORE_OK) {
+		/* The card's history stays bounded (DESIGN §20): housekeeping after the insert,
+		 * which stands whatever becomes of it (the next create retires what it left). */
+		(void)mgo_runs_retain(&c, card);
 		*out = r;
 		r = NULL;
 	}
@@ -136,11 +139,34 @@ enum core_rc mgo_run_get(struct store *st, const char *id, struct core_run **out
 	return rc;
 }
 
+static void append_output(bson_t *doc, const char *output)
+{
+	if (output)
+		BSON_APPEND_UTF8(doc, "output", output);
+	else
+		BSON_APPEND_NULL(doc, "output");
+}
+
+/* Appends text to now's output (core_run_output_append); the write is then guarded on the
+ * output as read (`extra`), so two appends never both land on the same read. */
+static enum core_rc output_append(struct core_run *now, const char *text, bson_t *extra)
+{
+	char *out = NULL;
+	enum core_rc rc = core_run_output_append(now->output, text, CORE_RUN_OUTPUT_MAX, &out);
+
+	if (rc != CORE_OK)
+		return rc;
+	append_output(extra, now->output);
+	free(now->output);
+	now->output = out;
+	return CORE_OK;
+}
+
 /* One conditional write of run `was` -> `now` with q; filter: _id, not pruned, plus `extra`
  * (the op's precondition). *hit false: the filter no longer matches. */
 static enum core_rc run_cas(struct mgo_conn *c, const struct core_run *now,
-			    const bson_t *extra, const struct mgo_evq *q, bool *hit,
-			    struct core_run **out)
+			    const bson_t *extra, const struct mgo_evq *q, bool with_output,
+			    bool *hit, struct core_run **out)
 {
 	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, set, full, push, ne, *doc = NULL;
 	enum core_rc rc = CORE_ERR_NOMEM;
@@ -158,7 +184,12 @@ static enum core_rc run_cas(struct mgo_conn *c, const struct core_run *now,
 	/* The run's fields are all this op's (a run has one writer at a time: its owner, or an
 	 * operator's cancel/prune, or the reaper's promotion, each guarded). */
 	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
-	bson_copy_to_excluding_noinit(&full, &set, "_id", "created_at", "card_id", "board", NULL);
+	bson_copy_to_excluding_noinit(&full, &set, "_id", "created_at", "card_id", "board",
+				      "output", NULL);
+	/* The output only when this write appends to it (guarded on the output it read), so
+	 * no other write carries back an output it read before an append. */
+	if (with_output)
+		append_output(&set, now->output);
 	bson_append_document_end(&update, &set);
 	if (q->n) {
 		BSON_APPEND_DOCUMENT_BEGIN(&update, "$push", &push);
@@ -253,6 +284,8 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 				  (x->u->result && core_str_set(&now->result, x->u->result)) ||
 				  (x->u->error && core_str_set(&now->error, x->u->error))))
 				rc = CORE_ERR_NOMEM;
+			else if (rc == CORE_OK && x->u->output)
+				rc = output_append(now, x->u->output, &extra);
 			if (x->u->lease_ms > 0)
 				now->lease_ms = x->u->lease_ms; /* else the run keeps its own */
 			now->lock_until = c->now + now->lease_ms;
@@ -292,7 +325,7 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 		else
 			mgo_evq_add(&q, CORE_EV_RUN_UPDATED, now->board, now->card_id, c->actor, NULL,
 				    c->now, run_payload(now));
-		rc = run_cas(c, now, &extra, &q, &hit, out);
+		rc = run_cas(c, now, &extra, &q, x->op == RUN_UPDATE && x->u->output, &hit, out);
 	}
 	mgo_evq_release(&q);
 	bson_destroy(&extra);

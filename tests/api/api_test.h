@@ -62,6 +62,7 @@ TCase *api_tcase_misc(void);
 TCase *api_tcase_roles(void);
 TCase *api_tcase_race(void);
 TCase *api_tcase_units(void);
+TCase *api_tcase_answer_text(void);
 TCase *api_tcase_quiesce(void);
 TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);
@@ -75,5 +76,6 @@ TCase *api_tcase_mcp(void);
 TCase *api_tcase_mcp_small(void);
 TCase *api_tcase_agent(void);
 TCase *api_tcase_unix(void);
+TCase *api_tcase_runs(void);
 
 #endif

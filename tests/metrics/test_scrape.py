@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
 import boardd_test as bt  # noqa: E402
@@ -42,7 +43,8 @@ def scenario(tmp, store, name):
     if not os.path.exists(tokens):
         bt.token_add(BOARDD, tokens, 'w', ['worker', 'bot', 'operator'])
     srv = bt.Server(BOARDD, os.path.join(tmp, 'data-' + name), tokens, tmp,
-                             store=store)
+                             store=store, extra=('--lease-min-ms', '100', '--reaper', 'on',
+                                                    '--reaper-interval-ms', '3600000'))
     plain = bt.token_add(BOARDD, tokens, 'w-' + name, ['worker', 'bot', 'operator'])
     ok, detail = srv.start()
     check(ok, name + ': boardd starts ' + detail)
@@ -81,8 +83,40 @@ def scenario(tmp, store, name):
         st, body = c.call('POST', '/v1/cards/%s-b/claim' % card, {'marker': 'w4'})
         check(st == 409 and body.get('code') == 'blockers_pending',
               name + ': claim of a blocked card refused (%s %s)' % (st, body))
+        # claim-next counts as a claim (fresh), and so does one that finds nothing (empty).
+        st, _ = c.call('POST', '/v1/cards', {'id': card + '-n', 'board': board,
+                                             'state': 'ready', 'priority': 9})
+        check(st == 201, name + ': a card for claim-next')
+        st, nx = c.call('POST', '/v1/boards/%s/claim-next' % board, {'marker': 'w5'})
+        check(st == 200 and nx['card']['id'] == card + '-n', name + ': claim-next (%s)' % st)
+        # Runs by final status: one failed, one cancelled by an operator; and the card
+        # waits for input (the attention lane).
+        for rid in ('r-failed', 'r-cancelled'):
+            st, _ = c.call('POST', '/v1/runs', {'card_id': card + '-n', 'marker': 'w5',
+                                                'status': 'running', 'id': rid + '-' + name})
+            check(st == 201, name + ': run created')
+        st, _ = c.call('PATCH', '/v1/runs/r-failed-' + name,
+                       {'marker': 'w5', 'status': 'failed', 'error': 'exit status 3'})
+        check(st == 200, name + ': run failed')
+        st, _ = c.call('POST', '/v1/runs/r-cancelled-%s/cancel' % name)
+        check(st == 200, name + ': run cancelled')
+        st, _ = c.call('PUT', '/v1/cards/%s-n/awaiting-input' % card,
+                       {'marker': 'w5', 'awaiting_input': True},
+                       headers={'If-Match': '"%d"' % nx['token']['epoch']})
+        check(st == 200, name + ': awaiting input')
+        # A claim whose lease runs out: the reaper's transfer is a recovery claim.
+        st, _ = c.call('POST', '/v1/cards', {'id': card + '-x', 'board': board,
+                                             'state': 'ready'})
+        st, _ = c.call('POST', '/v1/cards/%s-x/claim' % card, {'marker': 'w6', 'lease_ms': 100})
+        check(st == 200, name + ': a short claim')
+        st, _ = c.call('POST', '/v1/boards/%s/claim-next' % board, {'marker': 'w7'})
+        check(st == 204, name + ': claim-next finds nothing (%s)' % st)
+        time.sleep(0.3)
         st, _ = c.call('POST', '/v1/reaper/pass')
         check(st == 200, name + ': one reaper pass')
+        st, held = c.call('GET', '/v1/cards?claimed=true&limit=1000')
+        st, lane = c.call('GET', '/v1/attention')
+        st, ready = c.call('GET', '/v1/cards?state=ready&limit=1000')
         c.call('GET', '/v1/cards/nope/x/y')  # an unmatched route
 
         st, raw = c.call_raw('GET', '/metrics')
@@ -102,21 +136,33 @@ def scenario(tmp, store, name):
                 check((fam, kind) in served, '%s: %s served as a %s' % (name, fam, kind))
         check(all(f in fams for f, _ in served), name + ': nothing served outside the table')
 
-        for outcome, want in (('fresh', 2), ('idempotent', 1), ('conflict', 1),
-                              ('blockers_pending', 1)):
+        for outcome, want in (('fresh', 4), ('idempotent', 1), ('conflict', 1),
+                              ('blockers_pending', 1), ('empty', 1), ('recovery', 1)):
             check(value(text, 'boardd_claims_total{outcome="%s"}' % outcome) == want,
                   '%s: boardd_claims_total{outcome="%s"} == %d' % (name, outcome, want))
         for reason, want in (('unclaimed', 1), ('marker', 2), ('epoch', 1)):
             got = value(text, 'boardd_fenced_writes_refused_total{reason="%s"}' % reason)
             check(got == want, '%s: fenced refusals, reason %s == %d (got %s)' %
                   (name, reason, want, got))
+        for status, want in (('finished', 0), ('failed', 1), ('cancelled', 1)):
+            check(value(text, 'boardd_runs_finished_total{status="%s"}' % status) == want,
+                  '%s: boardd_runs_finished_total{status="%s"} == %d' % (name, status, want))
+        for reason in ('gave_up', 'run_failed', 'recovery_hold', 'lease_expired_kept',
+                       'awaiting_input', 'run_paused'):
+            want = sum(reason in x['reasons'] for x in lane['cards'])
+            check(value(text, 'boardd_attention_cards{reason="%s"}' % reason) == want,
+                  '%s: boardd_attention_cards{reason="%s"} == %d, as GET /v1/attention' %
+                  (name, reason, want))
+        check(value(text, 'boardd_attention_cards{reason="awaiting_input"}') == 1,
+              name + ': the card waiting for input is in the lane')
         check(value(text, 'boardd_reaper_pass_duration_seconds_count') == 1,
               name + ': one reaper pass observed')
-        check(value(text, 'boardd_cards{board="%s",state="ready"}' % board) == 1 and
+        check(value(text, 'boardd_cards{board="%s",state="ready"}' % board) ==
+              len(ready['cards']) and
               value(text, 'boardd_cards{board="%s",state="waiting_deps"}' % board) == 1 and
               value(text, 'boardd_cards{board="%s",state="done"}' % board) == 0,
               name + ': cards by board and state (zeros for empty columns)')
-        check(value(text, 'boardd_claims_held') == 1, name + ': claims held')
+        check(value(text, 'boardd_claims_held') == len(held['cards']), name + ': claims held')
         check(value(text, 'boardd_claims_expired') == 0, name + ': no claim expired')
         check(value(text, 'boardd_store_stats_up') == 1, name + ': the store answered')
         check(value(text, 'boardd_http_request_duration_seconds_count{route="/v1/cards/{id}/'

@@ -185,6 +185,7 @@ Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
 	conformance_add_workflow(s);
 	conformance_add_claims(s);
 	conformance_add_runs(s);
+	conformance_add_runs_history(s);
 	conformance_add_admin(s);
 	conformance_add_next(s);
 	conformance_add_stats(s);

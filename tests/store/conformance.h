@@ -71,6 +71,7 @@ void conformance_add_cards(Suite *s);
 void conformance_add_workflow(Suite *s);
 void conformance_add_claims(Suite *s);
 void conformance_add_runs(Suite *s);
+void conformance_add_runs_history(Suite *s);
 void conformance_add_admin(Suite *s);
 void conformance_add_next(Suite *s);
 
