@@ -576,6 +576,119 @@ START_TEST(kill_before_the_sync_takes_back_nothing_a_reader_saw)
 }
 END_TEST
 
+/* ---- concurrency: writers and readers together (for TSan too) ---- */
+
+/* Each writer retitles its own card v1, v2, ... (each write waits for its sync, as an
+ * unbound caller does); readers read every card by id and in lists meanwhile. A reader's view
+ * of a card never goes back (each read shows a durable prefix, and that only grows), and never
+ * runs ahead of what its writer has been told is durable, plus the one write in flight. */
+#define MIX_WRITERS 3
+#define MIX_WRITES 150
+#define MIX_READS 400
+
+struct mix {
+	struct store *st;
+	int told[MIX_WRITERS]; /* writes acknowledged (atomic) */
+};
+
+struct mix_writer {
+	struct mix *m;
+	int idx;
+};
+
+static void *mix_writer_main(void *arg)
+{
+	struct mix_writer *w = arg;
+	char id[8], title[16];
+	int k;
+
+	snprintf(id, sizeof id, "w%d", w->idx);
+	for (k = 1; k <= MIX_WRITES; k++) {
+		struct store_card_patch p = {.title = title};
+		struct core_card *c = NULL;
+
+		snprintf(title, sizeof title, "v%d", k);
+		ck_assert_int_eq(store_card_patch(w->m->st, id, &p, &bot, &c), CORE_OK);
+		core_card_free(c);
+		__atomic_store_n(&w->m->told[w->idx], k, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static int version_of(const struct core_card *c)
+{
+	return strcmp(c->title, "old") == 0 ? 0 : atoi(c->title + 1);
+}
+
+static void *mix_reader_main(void *arg)
+{
+	struct mix *m = arg;
+	struct store_card_filter lf = {.limit = 10};
+	int seen[MIX_WRITERS] = {0}, r, i, told, v;
+	char id[8];
+
+	for (r = 0; r < MIX_READS; r++) {
+		for (i = 0; i < MIX_WRITERS; i++) {
+			struct core_card *c = NULL;
+
+			told = __atomic_load_n(&m->told[i], __ATOMIC_ACQUIRE);
+			snprintf(id, sizeof id, "w%d", i);
+			ck_assert_int_eq(store_card_get(m->st, id, &c), CORE_OK);
+			v = version_of(c);
+			core_card_free(c);
+			ck_assert_msg(v >= seen[i], "w%d read back from v%d to v%d", i, seen[i], v);
+			ck_assert_msg(v >= told, "w%d: v%d acknowledged, v%d read after", i, told, v);
+			seen[i] = v;
+		}
+		if (r % 4 == 0) {
+			struct core_card **cards = NULL;
+			char *next = NULL;
+			size_t n = 0, j;
+
+			ck_assert_int_eq(store_card_list(m->st, &lf, &cards, &n, &next), CORE_OK);
+			ck_assert_uint_eq(n, MIX_WRITERS);
+			for (j = 0; j < n; j++) {
+				i = cards[j]->id[1] - '0';
+				v = version_of(cards[j]);
+				ck_assert_msg(v >= seen[i], "w%d listed back from v%d to v%d", i,
+					      seen[i], v);
+				seen[i] = v;
+			}
+			store_cards_free(cards, n);
+			free(next);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(concurrent_readers_never_go_back)
+{
+	char *dir = fx_tmpdir();
+	struct mix m = {.st = fx_open(dir, 0, 0, NULL)};
+	struct mix_writer w[MIX_WRITERS];
+	pthread_t wt[MIX_WRITERS], rt[2];
+	char id[8];
+	int i;
+
+	for (i = 0; i < MIX_WRITERS; i++) {
+		snprintf(id, sizeof id, "w%d", i);
+		create(m.st, id);
+	}
+	for (i = 0; i < MIX_WRITERS; i++) {
+		w[i] = (struct mix_writer){.m = &m, .idx = i};
+		ck_assert_int_eq(pthread_create(&wt[i], NULL, mix_writer_main, &w[i]), 0);
+	}
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&rt[i], NULL, mix_reader_main, &m), 0);
+	for (i = 0; i < MIX_WRITERS; i++)
+		pthread_join(wt[i], NULL);
+	for (i = 0; i < 2; i++)
+		pthread_join(rt[i], NULL);
+	store_close(m.st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* ---- events ---- */
 
 static int64_t list_events(struct store *st, int64_t after, struct core_event **ev, size_t *n)
@@ -721,6 +834,7 @@ int main(void)
 	tcase_add_test(tc, read_of_a_pending_write_is_shown_once_durable);
 	tcase_add_test(tc, a_request_reads_its_own_writes);
 	tcase_add_test(tc, card_read_through_pending_delete_and_recreate);
+	tcase_add_test(tc, concurrent_readers_never_go_back);
 	tcase_add_test(tc, unbound_read_waits_then_fails_with_the_group);
 	tcase_add_test(tc, refusal_from_a_pending_claim_waits_for_its_group);
 	tcase_add_test(tc, kill_before_the_sync_takes_back_nothing_a_reader_saw);
