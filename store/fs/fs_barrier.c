@@ -34,6 +34,7 @@
 #include "store/fs/fs_undo.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint64_t fs_read_mark(struct fs *fs, uint64_t upto)
@@ -143,4 +144,46 @@ const struct fs_card *fs_card_durable(struct fs *fs, const char *id)
 		return cur ? cur->card : NULL;
 	uc = first_pending(fs, &d, cur, id);
 	return uc ? uc->old : cur ? cur->card : NULL;
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+
+	return (x > y) - (x < y);
+}
+
+enum core_rc fs_pending_ents(struct fs *fs, const struct fs_durable *d,
+			     const struct fs_card_ent ***out, size_t *n)
+{
+	const struct fs_card_ent **v;
+	size_t i, j, cap = 0, k = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!d->pending)
+		return CORE_OK;
+	for (i = fs->undo_head; i < fs->undo_n; i++)
+		if (fs->undo[i]->seq > d->synced)
+			cap += fs->undo[i]->n_cards;
+	if (!cap)
+		return CORE_OK;
+	v = malloc(cap * sizeof(*v));
+	if (!v)
+		return CORE_ERR_NOMEM;
+	for (i = fs->undo_head; i < fs->undo_n; i++)
+		for (j = 0; fs->undo[i]->seq > d->synced && j < fs->undo[i]->n_cards; j++)
+			v[k++] = fs->undo[i]->cards[j].ent;
+	qsort(v, k, sizeof(*v), ptr_cmp);
+	for (i = j = 0; i < k; i++) /* distinct */
+		if (!j || v[j - 1] != v[i])
+			v[j++] = v[i];
+	*out = v;
+	*n = j;
+	return CORE_OK;
+}
+
+bool fs_pending_has(const struct fs_card_ent *const *v, size_t n, const struct fs_card_ent *e)
+{
+	return n && bsearch(&e, v, n, sizeof(*v), ptr_cmp) != NULL;
 }
