@@ -15,12 +15,13 @@
  * was rolled back. The events tail needs none of this: it lists only events up to
  * fs->ev_visible, published once their lines are durable (fs_events_publish).
  *
- * Two reads need no wait at all: a card by id (GET /v1/cards/{id}, the hot read) and a list
- * walked in creation order, which show each card as of its last durable version
- * (fs_card_durable, fs_ent_durable): the undo entries of the lines not yet durable hold every
- * version they replaced, so the first of them that touched a card holds the version a crash
- * would leave; the card's entry keeps the low bits of its last line, so a card not being
- * written costs one compare. Showing it is linearizable: the writes not yet
+ * Card reads need no wait at all: a card by id (GET /v1/cards/{id}, the hot read) and card
+ * lists show each card as of its last durable version (fs_card_durable, fs_ent_durable): the
+ * undo entries of the lines not yet durable hold every version they replaced, so the first of
+ * them that touched a card holds the version a crash would leave; the card's entry keeps the
+ * low bits of its last line, so a card not being written costs one compare. A list walked by
+ * a posting list (the cards as they are now) also offers the entries those lines touched
+ * (fs_pending_ents), as their durable versions. Showing it is linearizable: the writes not yet
  * durable are not acknowledged either, and take effect, for every reader, at their sync. A
  * request that wrote (its ack owes lines) reads its own writes instead, with the barrier.
  *
