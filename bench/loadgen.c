@@ -9,7 +9,8 @@
  *   owned state write back to in_progress -> release.
  * -G N adds N reads per cycle (GET of the next worker's card, which that worker is writing:
  * what a reader pays for the FS store's read barrier, DESIGN §16), after the claim; -L N adds
- * N list reads (GET /v1/cards?limit=1), which wait for the group in flight (that barrier).
+ * N lists by state (GET /v1/cards?state=review&limit=1: the few cards between their two state
+ * writes, read off the state's posting list while they come and go).
  * The workers run as coroutines on -e event-loop threads (bench/green.c; -e 0: a blocking
  * thread each, as before stop 19); the cycle below is the same either way.
  * Tokens: BENCH_WORKER_TOKEN and BENCH_BOT_TOKEN, or -T FILE with lines "worker TOKEN" and
@@ -26,7 +27,7 @@ enum { LG_OP_GET = BENCH_CYCLE_OPS, LG_OP_LIST, N_OPS };
 static const char *const op_names[N_OPS] = {
 	BENCH_CYCLE_OP_NAMES,
 	[LG_OP_GET] = "get (other's)",
-	[LG_OP_LIST] = "list",
+	[LG_OP_LIST] = "list review",
 };
 
 static char worker_auth[256], bot_auth[256];
@@ -106,7 +107,7 @@ static int lg_cycle(struct bench_worker *w)
 		    200)
 			goto fail;
 	for (k = 0; k < (int)lists_per_cycle; k++)
-		if (bench_op_request(w, LG_OP_LIST, "GET", "/v1/cards?limit=1", worker_auth, NULL,
+		if (bench_op_request(w, LG_OP_LIST, "GET", "/v1/cards?state=review&limit=1", worker_auth, NULL,
 				     &resp) != 200)
 			goto fail;
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld,\"lease_ms\":%lld}",
@@ -261,7 +262,7 @@ int main(int argc, char **argv)
 			     "  -T FILE     tokens: lines \"worker TOKEN\" and \"bot TOKEN\"\n"
 			     "              (else BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN)\n"
 			     "  -G N        N reads per cycle (GET of the next worker's card; 0)\n"
-			     "  -L N        N list reads per cycle (GET /v1/cards?limit=1; 0)\n") != 0)
+			     "  -L N        N lists by state per cycle (GET /v1/cards?state=review&limit=1; 0)\n") != 0)
 		return 2;
 	/* The name in the table and in RESULT's target= (bench/run.sh runs the same client
 	 * against bench/ceiling as "ceiling" and "ceiling-mhd"). */

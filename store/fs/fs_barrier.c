@@ -15,12 +15,13 @@
  * was rolled back. The events tail needs none of this: it lists only events up to
  * fs->ev_visible, published once their lines are durable (fs_events_publish).
  *
- * Two reads need no wait at all: a card by id (GET /v1/cards/{id}, the hot read) and a list
- * walked in creation order, which show each card as of its last durable version
- * (fs_card_durable, fs_ent_durable): the undo entries of the lines not yet durable hold every
- * version they replaced, so the first of them that touched a card holds the version a crash
- * would leave; the card's entry keeps the low bits of its last line, so a card not being
- * written costs one compare. Showing it is linearizable: the writes not yet
+ * Card reads need no wait at all: a card by id (GET /v1/cards/{id}, the hot read) and card
+ * lists show each card as of its last durable version (fs_card_durable, fs_ent_durable): the
+ * undo entries of the lines not yet durable hold every version they replaced, so the first of
+ * them that touched a card holds the version a crash would leave; the card's entry keeps the
+ * low bits of its last line, so a card not being written costs one compare. A list walked by
+ * a posting list (the cards as they are now) also offers the entries those lines touched
+ * (fs_pending_ents), as their durable versions. Showing it is linearizable: the writes not yet
  * durable are not acknowledged either, and take effect, for every reader, at their sync. A
  * request that wrote (its ack owes lines) reads its own writes instead, with the barrier.
  *
@@ -34,6 +35,7 @@
 #include "store/fs/fs_undo.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint64_t fs_read_mark(struct fs *fs, uint64_t upto)
@@ -143,4 +145,46 @@ const struct fs_card *fs_card_durable(struct fs *fs, const char *id)
 		return cur ? cur->card : NULL;
 	uc = first_pending(fs, &d, cur, id);
 	return uc ? uc->old : cur ? cur->card : NULL;
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)*(const void *const *)a, y = (uintptr_t)*(const void *const *)b;
+
+	return (x > y) - (x < y);
+}
+
+enum core_rc fs_pending_ents(struct fs *fs, const struct fs_durable *d,
+			     const struct fs_card_ent ***out, size_t *n)
+{
+	const struct fs_card_ent **v;
+	size_t i, j, cap = 0, k = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!d->pending)
+		return CORE_OK;
+	for (i = fs->undo_head; i < fs->undo_n; i++)
+		if (fs->undo[i]->seq > d->synced)
+			cap += fs->undo[i]->n_cards;
+	if (!cap)
+		return CORE_OK;
+	v = malloc(cap * sizeof(*v));
+	if (!v)
+		return CORE_ERR_NOMEM;
+	for (i = fs->undo_head; i < fs->undo_n; i++)
+		for (j = 0; fs->undo[i]->seq > d->synced && j < fs->undo[i]->n_cards; j++)
+			v[k++] = fs->undo[i]->cards[j].ent;
+	qsort(v, k, sizeof(*v), ptr_cmp);
+	for (i = j = 0; i < k; i++) /* distinct */
+		if (!j || v[j - 1] != v[i])
+			v[j++] = v[i];
+	*out = v;
+	*n = j;
+	return CORE_OK;
+}
+
+bool fs_pending_has(const struct fs_card_ent *const *v, size_t n, const struct fs_card_ent *e)
+{
+	return n && bsearch(&e, v, n, sizeof(*v), ptr_cmp) != NULL;
 }

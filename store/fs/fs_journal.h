@@ -90,6 +90,12 @@ struct fs_durable {
 void fs_durable_begin(struct fs *fs, struct fs_durable *d);
 const struct fs_card *fs_ent_durable(struct fs *fs, const struct fs_durable *d,
 				     const struct fs_card_ent *e);
+/* The distinct entries that lines not yet durable touched, sorted by address for
+ * fs_pending_has: a new array (caller frees; NULL and 0 when none). NOMEM. A list walked by a
+ * posting list (the cards as they are now) also offers these, as their durable versions. */
+enum core_rc fs_pending_ents(struct fs *fs, const struct fs_durable *d,
+			     const struct fs_card_ent ***out, size_t *n);
+bool fs_pending_has(const struct fs_card_ent *const *v, size_t n, const struct fs_card_ent *e);
 
 /* Makes events up to seq visible to events_list and wakes long-polls. */
 void fs_events_publish(struct fs *fs, int64_t seq);

@@ -198,28 +198,52 @@ static int cmp_ord(const void *a, const void *b)
 	return (x->ord > y->ord) - (x->ord < y->ord);
 }
 
-/* Up to `want` matches of lowest ordinal > after from posting list p, ascending, into h. */
-static size_t post_page(const struct fs_post *p, const struct store_card_filter *f,
-			uint64_t after, const struct fs_card_ent **h, size_t want)
+/* The version of entry e a list shows: its last durable one when d is given (fs_barrier.c),
+ * else as it stands (NULL: deleted). */
+static const struct fs_card *list_view(struct fs *fs, const struct fs_durable *d,
+				       const struct fs_card_ent *e)
 {
-	size_t i, k = 0, j;
+	return d ? fs_ent_durable(fs, d, e) : e->dead ? NULL : e->card;
+}
+
+/* Offers e to the max-heap h of the `want` lowest ordinals (k of them so far). */
+static void page_offer(const struct fs_card_ent **h, size_t *k, size_t want,
+		       const struct fs_card_ent *e)
+{
+	size_t j;
+
+	if (*k < want) {
+		h[(*k)++] = e;
+		if (*k == want)
+			for (j = *k / 2; j-- > 0;)
+				ord_heap_down(h, *k, j);
+	} else if (e->ord < h[0]->ord) {
+		h[0] = e;
+		ord_heap_down(h, *k, 0);
+	}
+}
+
+/* Up to `want` matches of lowest ordinal > after from posting list p, ascending, into h.
+ * With d (durable versions): the entries the lines not yet durable touched (xv, xn) are
+ * offered apart, as their durable versions, whether p holds them now or not. */
+static size_t post_page(struct fs *fs, const struct fs_post *p, const struct store_card_filter *f,
+			uint64_t after, const struct fs_card_ent **h, size_t want,
+			const struct fs_durable *d, const struct fs_card_ent *const *xv, size_t xn)
+{
+	const struct fs_card *c;
+	size_t i, k = 0;
 
 	for (i = 0; p && i < p->n; i++) {
 		const struct fs_card_ent *e = p->v[i];
 
 		if (e->ord <= after || (k == want && e->ord >= h[0]->ord) ||
-		    !card_matches(e->card, f))
+		    fs_pending_has(xv, xn, e) || !card_matches(e->card, f))
 			continue;
-		if (k < want) {
-			h[k++] = e;
-			if (k == want)
-				for (j = k / 2; j-- > 0;)
-					ord_heap_down(h, k, j);
-		} else {
-			h[0] = e;
-			ord_heap_down(h, k, 0);
-		}
+		page_offer(h, &k, want, e); /* not touched: durable as it stands */
 	}
+	for (i = 0; d && i < xn; i++)
+		if (xv[i]->ord > after && (c = list_view(fs, d, xv[i])) && card_matches(c, f))
+			page_offer(h, &k, want, xv[i]);
 	qsort(h, k, sizeof(*h), cmp_ord);
 	return k;
 }
@@ -234,11 +258,12 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	char *end, buf[32];
 	size_t i, k = 0;
 	bool more = false;
-	/* The walk in creation order lists the cards' last durable versions (fs_barrier.c), and
-	 * waits for nothing; a request that wrote reads its own writes, with the barrier, and so
-	 * does a posting walk (a card that left the list's state is no longer in its list). */
-	bool durable = !(ack && ack->st == &fs->base), waits = !durable;
+	/* Lists show the cards' last durable versions (fs_barrier.c) and wait for nothing; a
+	 * request that wrote reads its own writes instead, with the barrier. */
+	bool durable = !(ack && ack->st == &fs->base);
+	const struct fs_card_ent **xv = NULL;
 	struct fs_durable d;
+	size_t xn = 0;
 	enum core_rc rc = CORE_OK;
 
 	/* The cursor is the creation ordinal of the last card served: ordinals are never
@@ -270,20 +295,27 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 				src = p;
 		}
 		if (none || (double)src->n * (double)src->n <= 4.0 * (double)f->limit * (double)live) {
+			/* A posting list holds the cards as they are now: one that left its state
+			 * (or lost its label) in a line not durable yet is offered apart. */
+			bool apart = durable && d.pending;
 			const struct fs_card_ent **h =
-				none ? NULL : malloc((f->limit + 1) * sizeof(*h));
+				none && !apart ? NULL : malloc((f->limit + 1) * sizeof(*h));
 			size_t m = 0;
 
-			waits = true;
-			if (!none && !h) {
+			if ((!none || apart) && !h) {
 				rc = CORE_ERR_NOMEM;
 				goto unlock;
 			}
-			if (!none)
-				m = post_page(src, f, after, h, f->limit + 1);
+			if (apart && (rc = fs_pending_ents(fs, &d, &xv, &xn)) != CORE_OK) {
+				free(h);
+				goto unlock;
+			}
+			if (!none || apart)
+				m = post_page(fs, none ? NULL : src, f, after, h, f->limit + 1,
+					      apart ? &d : NULL, xv, xn);
 			more = m > f->limit;
 			for (i = 0; i < m && k < f->limit; i++) {
-				v[k] = fs_card_dup(h[i]->card);
+				v[k] = fs_card_dup(list_view(fs, durable ? &d : NULL, h[i]));
 				if (!v[k]) {
 					rc = CORE_ERR_NOMEM;
 					break;
@@ -299,8 +331,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	for (i = after == UINT64_MAX ? fs->n_order : fs_order_lower(fs, after + 1); i < fs->n_order;
 	     i++) {
 		const struct fs_card_ent *ent = fs->order[i];
-		const struct fs_card *c = durable ? fs_ent_durable(fs, &d, ent)
-						  : ent->dead ? NULL : ent->card;
+		const struct fs_card *c = list_view(fs, durable ? &d : NULL, ent);
 
 		if (!c || !card_matches(c, f))
 			continue;
@@ -317,9 +348,10 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 		last = ent->ord;
 	}
 unlock:
-	if (waits)
+	if (!durable)
 		need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
+	free(xv);
 	rc = fs_read_end(fs, need, false, rc);
 	if (rc == CORE_OK && more) {
 		snprintf(buf, sizeof(buf), "%" PRIu64, last);
