@@ -65,6 +65,26 @@ static void nap(const struct work *w, int64_t ms)
 	poll(&p, 1, (int)ms);
 }
 
+/* A claim of a named card answers the token only: the card's board (BOARDD_BOARD) and column
+ * (where a card given back returns) are read from the card. Best effort: left empty when the
+ * read fails. */
+static void claim_card_fill(struct cli_http *h, struct cli_claim *c)
+{
+	char path[512], esc[400], err[CLI_ERR_MAX];
+	json_t *ans = NULL;
+	const char *board, *state;
+
+	cli_http_escape(c->card, esc, sizeof esc);
+	snprintf(path, sizeof path, "/v1/cards/%s", esc);
+	if (cli_http_call(h, "GET", path, NULL, -1, 15000, &ans, err, sizeof err) == 200) {
+		board = json_string_value(json_object_get(ans, "board"));
+		state = json_string_value(json_object_get(ans, "state"));
+		snprintf(c->board, sizeof c->board, "%s", board ? board : "");
+		snprintf(c->state, sizeof c->state, "%s", state ? state : "");
+	}
+	json_decref(ans);
+}
+
 /* Asks for a claim; 1 with *c filled, 0 when none (or stopping), -1 on a fatal error. */
 static int take(struct work *w, const struct slot *s, struct cli_http *h, const char *marker,
 		struct cli_claim *c)
@@ -99,6 +119,8 @@ static int take(struct work *w, const struct slot *s, struct cli_http *h, const 
 				rc = -1;
 			} else {
 				rc = 1;
+				if (!c->board[0])
+					claim_card_fill(h, c);
 			}
 			break;
 		}

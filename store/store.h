@@ -303,10 +303,11 @@ struct store_attention {
  * when every line of the ack is durable (rc OK) or was rolled back after a failed write or
  * sync (STORE_UNAVAILABLE: the write never happened, answer 503). Until `done`, the caller must not
  * acknowledge. store_ack_wait is the blocking form, for a thread that makes several writes
- * and waits once (the reaper's workers). Writes made while an ack is bound are visible to
- * readers before they are durable, as every FS write is between its append and its sync;
- * a later write that depends on them is journaled after them, so it is never durable without
- * them. Unbound callers and the Mongo twin wait inside each write, as before.
+ * and waits once (the reaper's workers). A later write that depends on an earlier one not
+ * yet durable is journaled after it, so it is never durable without it. A read, or a write
+ * answered without a line of its own (a refusal), may owe a wait too (the FS read barrier:
+ * nothing is shown before it is durable, DESIGN §16): same ack, same outcome. Unbound
+ * callers and the Mongo twin wait inside each call, as before.
  */
 struct store_ack {
 	/* filled by the store while bound */

@@ -334,6 +334,8 @@ static void apply_run(struct fs *fs, struct core_run *r, struct fs_undo *u)
 
 	/* Put first: the slot's key still points into the old run until it is replaced. */
 	fs_map_put(&fs->runs, r->id, r); /* reserved: cannot fail */
+	if (!old)
+		fs_runs_index_add(fs, r); /* the card's history (fs_runs_index.c) */
 	if (u)
 		u->runs[u->n_runs++] = (struct fs_undo_run){.now = r, .old = old};
 	else
@@ -432,6 +434,7 @@ void fs_state_release(struct fs *fs)
 		if (fs->runs.slots[i].key)
 			core_run_free(fs->runs.slots[i].val);
 	fs_map_release(&fs->runs);
+	fs_runs_index_release(fs);
 	fs_kv_release(fs);
 	for (i = 0; i < fs->floors.cap; i++) {
 		struct fs_floor *fl = fs->floors.slots[i].key ? fs->floors.slots[i].val : NULL;

@@ -154,4 +154,13 @@ const struct fs_post *fs_post_state(const struct fs *fs, const char *state);
 const struct fs_post *fs_post_label(const struct fs *fs, const char *label);
 void fs_post_release(struct fs *fs);
 
+/* ---- runs by card (fs_runs_index.c) ----
+ * Under the state write lock: a run id new to the table, its undo, and freeing.
+ * fs_runs_index_get (under the lock, read or write) answers NULL with *ok false when the
+ * index was lost (walk the table), else the card's list (NULL: the card has no run). */
+void fs_runs_index_add(struct fs *fs, const struct core_run *r);
+void fs_runs_index_drop(struct fs *fs, const struct core_run *r);
+const struct fs_card_runs *fs_runs_index_get(struct fs *fs, const char *card_id, bool *ok);
+void fs_runs_index_release(struct fs *fs);
+
 #endif

@@ -1,9 +1,11 @@
 /* Run history on the FS twin (DESIGN §20): the runs listing (a card's, or a board's by
  * status) and the retention that keeps CORE_RUN_HISTORY_MAX runs per card whole.
  *
- * Both walk the run table: runs have no per-card index yet (fs_run_count_for_card walks it
- * the same way). A walk reads only pointers and ids; copies are made of the page alone. */
+ * A card's runs come from the runs-by-card index (fs_runs_index.c); a listing without a card
+ * walks the run table (only pointers and ids are read; copies are made of the page alone). */
 #include "store/fs/fs.h"
+#include "store/fs/fs_index.h"
+#include "store/fs/fs_journal.h"
 #include "store/fs/fs_map.h"
 #include "store/fs/fs_ops.h"
 #include "store/fs/fs_txn.h"
@@ -44,15 +46,26 @@ enum core_rc fs_run_list(struct store *st, const struct store_run_filter *f,
 	struct fs *fs = fs_of(st);
 	const struct core_run **hits = NULL, *r;
 	struct core_run **page = NULL;
-	size_t n_hits = 0, cap = 0, i, keep;
+	size_t n_hits = 0, cap = 0, i, keep = 0;
 	const char *aid = NULL;
 	int64_t at = 0;
 	bool has_after = f->after && core_run_cursor_parse(f->after, &at, &aid);
 	enum core_rc rc = CORE_OK;
 
+	const struct fs_card_runs *l = NULL;
+	bool indexed = false;
+	uint64_t need;
+	size_t walk;
+
 	pthread_rwlock_rdlock(&fs->lock);
-	for (i = 0; i < fs->runs.cap; i++) {
-		r = fs->runs.slots[i].key ? fs->runs.slots[i].val : NULL;
+	if (f->card_id)
+		l = fs_runs_index_get(fs, f->card_id, &indexed);
+	walk = indexed ? (l ? l->n : 0) : fs->runs.cap;
+	for (i = 0; i < walk; i++) {
+		if (indexed)
+			r = fs_map_get(&fs->runs, l->ids[i]);
+		else
+			r = fs->runs.slots[i].key ? fs->runs.slots[i].val : NULL;
 		if (!r || !run_matches(r, f, has_after, at, aid))
 			continue;
 		if (n_hits == cap) {
@@ -87,10 +100,16 @@ enum core_rc fs_run_list(struct store *st, const struct store_run_filter *f,
 		}
 	}
 out:
+	/* The read barrier (fs_barrier.c): what was listed is shown once it is durable. */
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
 	free(hits);
-	if (rc != CORE_OK)
+	rc = fs_read_end(fs, need, false, rc);
+	if (rc != CORE_OK) {
+		if (page)
+			store_runs_free(page, keep);
 		return rc;
+	}
 	*n = keep;
 	rc = store_runs_finish(page, n, f->limit, next);
 	if (rc != CORE_OK) {
@@ -106,20 +125,28 @@ enum core_rc fs_runs_retain(struct fs_txn *t, const struct core_card *card)
 {
 	struct fs *fs = t->fs;
 	const struct core_run **live = NULL, *r;
-	size_t n = 0, cap = 0, i;
+	const struct fs_card_runs *l;
+	size_t n = 0, cap = 0, i, walk;
+	bool indexed;
 	enum core_rc rc = CORE_OK;
 
-	/* The card's live runs as the transaction sees them: the table's, then its own new
-	 * ones (a run the transaction replaced is read through its copy). */
-	for (i = 0; i < fs->runs.cap + t->ch.n_runs; i++) {
-		if (i < fs->runs.cap) {
-			r = fs->runs.slots[i].key ? fs->runs.slots[i].val : NULL;
+	/* The card's live runs as the transaction sees them: the published ones (from the
+	 * index, or the table when it was lost), then the transaction's own new ones (a run it
+	 * replaced is read through its copy). */
+	l = fs_runs_index_get(fs, card->id, &indexed);
+	walk = indexed ? (l ? l->n : 0) : fs->runs.cap;
+	for (i = 0; i < walk + t->ch.n_runs; i++) {
+		if (i < walk) {
+			if (indexed)
+				r = fs_map_get(&fs->runs, l->ids[i]);
+			else
+				r = fs->runs.slots[i].key ? fs->runs.slots[i].val : NULL;
 			if (r)
 				r = fs_txn_run_peek(t, r->id);
 		} else {
-			r = t->ch.runs[i - fs->runs.cap];
+			r = t->ch.runs[i - walk];
 			if (fs_map_get(&fs->runs, r->id))
-				continue; /* counted through the table */
+				continue; /* counted as published */
 		}
 		if (!r || r->pruned || strcmp(r->card_id, card->id) != 0)
 			continue;

@@ -193,8 +193,8 @@ static void undo_one(struct fs *fs, struct fs_undo *u)
 
 		if (old)
 			fs_map_replace(&fs->runs, old->id, old);
-		else
-			fs_map_del(&fs->runs, now->id);
+		else if (fs_map_del(&fs->runs, now->id))
+			fs_runs_index_drop(fs, now);
 		fs_attn_update_run(fs, now); /* before it is retired: it names the card */
 		retire_run(fs, now);
 	}

@@ -429,8 +429,6 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		free(m);
 		return CORE_ERR_INTERNAL;
 	}
-	if (!mgo_just_read_init(m))
-		fprintf(stderr, "boardd: mongo: no thread-local key: every write reads its card\n");
 	if (!mgo_stats_attach(m))
 		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
 				"or error counts\n");
@@ -448,7 +446,6 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		rc = CORE_ERR_INTERNAL;
 	}
 	if (rc != CORE_OK) {
-		mgo_just_read_fini(m);
 		mgo_clients_release(m);
 		pthread_mutex_destroy(&m->conn_mu);
 		mongoc_client_pool_destroy(m->pool);
@@ -502,7 +499,6 @@ static void mgo_close(struct store *st)
 		pthread_mutex_destroy(&m->mu);
 	}
 	mgo_breaker_stop(m); /* the pool's end is no outage */
-	mgo_just_read_fini(m);
 	mgo_clients_release(m);
 	pthread_mutex_destroy(&m->conn_mu);
 	mongoc_client_pool_destroy(m->pool);

@@ -43,6 +43,11 @@
 #define MGO_SAMPLE_MAX_RTT_MS 1000 /* a slower round trip is not a sample (after the first) */
 #define MGO_OUTBOX_GRACE_MS 5000 /* the maintenance drain leaves younger outboxes to writers */
 #define MGO_GAP_GRACE_MS 2000  /* an unfilled seq older than this is a permanent gap */
+/* A write that finds an earlier write's entries in its document's outbox, not yet in
+ * `events`, leaves them this long (from when they were queued) to their own writer before it
+ * delivers them itself (mongo_outbox.c, peers_settle); below MGO_GAP_GRACE_MS, so a reader
+ * waits out such a hole rather than stepping over it. */
+#define MGO_PEER_WAIT_MS 1000
 #define MGO_CAS_TRIES 16       /* a conditional update missed this often answers a conflict */
 #define MGO_SEQ_TRIES 16       /* an event insert that keeps meeting taken seqs gives up */
 #define MGO_FILLER "filler"    /* marks an `events` document that fills an unused seq */
@@ -97,7 +102,7 @@ struct mgo {
 	/* ---- seq and id counters (mongo_db.c) ---- */
 	/* FerretDB (buildInfo at open): its findAndModify $inc is a read then a write, so this
 	 * process's own writers take turns on the counters; between processes the unique
-	 * indexes still decide (mongo_outbox.c). MongoDB's $inc is atomic: no lock. */
+	 * indexes still decide (mongo_insert.c). MongoDB's $inc is atomic: no lock. */
 	bool counter_serial;
 	pthread_mutex_t counter_mu;
 	/* The ids of events this process delivered lately, one per slot (a cache; a miss only
@@ -135,10 +140,6 @@ struct mgo {
 	 * conn_mu): an op pops one here before it asks the pool, and pushes it back here. */
 	pthread_mutex_t conn_mu;
 	struct mgo_client *clients;
-	/* The card this thread's last op read for its caller (mgo_card_get), for the write
-	 * that follows it on the same thread (mgo_attempt_begin): struct mgo_just_read. */
-	pthread_key_t just_read;
-	bool just_read_key;
 	/* ---- the driver's counters (mongo_stats.c; atomic, from its monitoring callbacks) ---- */
 	atomic_uint_least64_t round_trips;   /* commands started */
 	atomic_uint_least64_t err_command;   /* commands failed */
@@ -155,6 +156,14 @@ struct mgo {
 	int64_t tail_memo_after, tail_memo_ms;
 	uint64_t tail_memo_gen;
 	bson_t *probe_doc; /* the events counter as last read (owned), at probe_ms (mono) */
+	/* board_seq holes a board's tail stepped over (boardd_mongo_board_seq_holes_total),
+	 * each counted once per process: per board (a small table; a board pushed out of it
+	 * may count a hole again), the highest board_seq counted so far. Under tail_mu. */
+	struct {
+		char board[CORE_NAME_MAX + 1];
+		int64_t hw;
+	} holes_hw[32];
+	uint64_t holes_board;
 	int64_t probe_ms;
 	/* The deliverers' gate (mongo_deliveries.c), under tail_mu too: a lease that found nothing
 	 * due lets this process's next leases skip the query until lease_quiet_until (server

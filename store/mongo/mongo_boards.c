@@ -139,7 +139,7 @@ enum core_rc mgo_board_write(struct mgo_conn *c, const struct core_board *b,
 		*hit = matched > 0 || bson_has_field(&reply, "upsertedId");
 	bson_destroy(&reply); /* always initialised by the driver */
 	if (rc == CORE_OK && *hit)
-		mgo_evq_deliver(c, c->boards, b->name, &q, NULL);
+		rc = mgo_evq_deliver(c, c->boards, b->name, &q, NULL);
 out:
 	bson_destroy(&opts);
 	bson_destroy(&full);
@@ -167,7 +167,7 @@ enum core_rc mgo_board_event(struct mgo_conn *c, const char *name, enum core_eve
 		if (!mongoc_collection_update_one(c->boards, &filter, &update, NULL, NULL, &e))
 			rc = mgo_error("board event", &e);
 		if (rc == CORE_OK)
-			mgo_evq_deliver(c, c->boards, name, &q, NULL);
+			rc = mgo_evq_deliver(c, c->boards, name, &q, NULL);
 	}
 	bson_destroy(&update);
 	bson_destroy(&filter);

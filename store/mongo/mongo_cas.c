@@ -273,8 +273,8 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 	if (rc != CORE_OK || !doc)
 		goto out;
 	*hit = true;
-	mgo_evq_deliver(c, c->cards, was->id, q, doc);
-	if (out) {
+	rc = mgo_evq_deliver(c, c->cards, was->id, q, doc);
+	if (rc == CORE_OK && out) {
 		rc = mgo_card_from_bson(doc, out);
 		if (rc == CORE_ERR_BAD_REQUEST)
 			rc = CORE_ERR_INTERNAL;
@@ -293,12 +293,9 @@ enum core_rc mgo_attempt_begin_card(struct mgo_conn *c, const char *id, struct m
 	enum core_rc rc = CORE_OK;
 
 	memset(a, 0, sizeof(*a));
-	/* The card its caller read for this very request, on this thread, a moment ago (the
-	 * API's scope check) is this attempt's read: the write's filter pins what the decision
-	 * rests on, so it is as good as a read now, one round trip earlier. A retry reads. */
-	a->was = mgo_just_read_take(c, id);
-	if (!a->was)
-		rc = mgo_card_read(c, id, &a->was);
+	/* Always a read of its own, made while this request is served: a refusal is decided on
+	 * the document as it stands (DESIGN §16), never on a card an earlier read kept. */
+	rc = mgo_card_read(c, id, &a->was);
 	if (rc == CORE_OK && !(a->now = core_card_dup(a->was)))
 		rc = CORE_ERR_NOMEM;
 	return rc;
@@ -370,14 +367,13 @@ enum core_rc mgo_attempt_begin(struct mgo_conn *c, const char *id, struct mgo_at
 	enum core_rc rc;
 
 	memset(a, 0, sizeof(*a));
-	a->was = mgo_just_read_take(c, id); /* as in mgo_attempt_begin_card */
-	if (!a->was && c->m->board_lookup) {
+	if (c->m->board_lookup) { /* a read of its own, as in mgo_attempt_begin_card */
 		rc = card_board_read(c, id, &a->was, &a->b);
 		if (rc == CORE_OK && !(a->now = core_card_dup(a->was)))
 			rc = CORE_ERR_NOMEM;
 		return rc;
 	}
-	rc = a->was ? CORE_OK : mgo_card_read(c, id, &a->was);
+	rc = mgo_card_read(c, id, &a->was);
 	if (rc == CORE_OK && !(a->now = core_card_dup(a->was)))
 		rc = CORE_ERR_NOMEM;
 	if (rc == CORE_OK && (rc = mgo_board_read(c, a->was->board, &a->b)) == CORE_ERR_NOT_FOUND)

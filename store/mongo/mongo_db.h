@@ -24,12 +24,6 @@ struct mgo_client {
 	struct mgo_client *next; /* on mgo.clients while idle */
 };
 
-/* A card read for the caller of an op, kept for the next op of the same thread. */
-struct mgo_just_read {
-	struct core_card *card; /* owned */
-	int64_t mono_us;        /* CLOCK_MONOTONIC when read */
-};
-
 struct mgo_conn {
 	struct mgo *m;
 	struct mgo_client *mc; /* owned until mgo_conn_close */
@@ -37,9 +31,6 @@ struct mgo_conn {
 	mongoc_collection_t *cards, *runs, *events, *boards, *counters; /* mc's, borrowed */
 	int64_t now;
 	struct mgo_actor actor; /* name borrowed; "" by default */
-	/* This thread's mgo_just_read, taken at open (owned; NULL: none); the first
-	 * mgo_attempt_begin uses it as its read when it is the same card and young enough. */
-	struct mgo_just_read *just;
 	uint64_t brk_gen; /* the breaker's generation at open (mgo_breaker_enter) */
 };
 
@@ -104,17 +95,6 @@ enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c);
 void mgo_conn_close(struct mgo_conn *c);
 /* Pushes every idle client back to the pool (mgo_close, before the pool goes). */
 void mgo_clients_release(struct mgo *m);
-/* How old a card read for the caller may be and still serve as the read of the write that
- * follows it on the same thread (the API reads a card for its scope check, then writes it). */
-#define MGO_JUST_READ_US 5000
-/* The thread-local key of mgo.just_read (open) and its removal (close). */
-bool mgo_just_read_init(struct mgo *m);
-void mgo_just_read_fini(struct mgo *m);
-/* Keeps a copy of `card` (just read for the caller) for this thread's next op. */
-void mgo_just_read_keep(struct mgo *m, const struct core_card *card);
-/* Takes c->just when it is card `id`'s and young enough; NULL otherwise. Either way c->just
- * is gone afterwards: only the first attempt of the next op may use it. */
-struct core_card *mgo_just_read_take(struct mgo_conn *c, const char *id);
 
 /* Translates a driver error: logs `what` and the driver's text to stderr (never to a client)
  * and returns STORE_UNAVAILABLE, or ALREADY_EXISTS for a duplicate key. One that says the
@@ -142,11 +122,16 @@ enum core_rc mgo_find_by_id(mongoc_collection_t *coll, const char *id, bson_t **
  * else a NULL-terminated list). */
 bool mgo_board_allowed(const char *board, const char *one, const char *const *many);
 /* Atomically adds n to counter `name`; *last receives the new value. */
-/* The counters collection's findAndModify (upsert, new document back, counter_serial
- * honoured). OUT: *reply, always initialised; the caller destroys it. */
+/* The counters collection's findAndModify (upsert, the document as it was BEFORE back:
+ * mgo_counter_old reads it; counter_serial honoured). OUT: *reply, always initialised; the
+ * caller destroys it. */
 enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bson_t *update,
 			     bson_t *reply);
 enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last);
+/* The value at `path` ("seq", "b.<board>") of the counter document a mgo_counter_fam reply
+ * holds as it was BEFORE the update: 0 when there was no document or no such field; false
+ * for a malformed reply. */
+bool mgo_counter_old(const bson_t *reply, const char *path, int64_t *v);
 
 /* ---- the server clock (mongo_clock.c) ---- */
 

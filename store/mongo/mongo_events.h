@@ -1,6 +1,7 @@
 /* mongo_events — the Mongo twin's events: the queue a write pushes into its document's outbox
- * and its delivery to `events` (mongo_outbox.c), the pulls (mongo_pull.c), the maintenance
- * drain (mongo_drain.c), the tail and retention (mongo_tail.c), board_seq (mongo_bseq.c). */
+ * and its delivery (mongo_outbox.c) to `events` with seqs (mongo_insert.c), the pulls
+ * (mongo_pull.c), the maintenance drain (mongo_drain.c), the tail and retention
+ * (mongo_tail.c), board_seq (mongo_bseq.c). */
 #ifndef BOARDD_STORE_MONGO_MONGO_EVENTS_H
 #define BOARDD_STORE_MONGO_MONGO_EVENTS_H
 
@@ -51,10 +52,11 @@ bool mgo_evq_push_append(const struct mgo_evq *q, bson_t *push);
  * from the outbox: by the puller (deferred, batched), or here when it cannot take them.
  * `after`: the document as this write left it (borrowed; NULL: not at hand); the entries of
  * earlier writes still in its outbox are delivered first, so a document's events are logged
- * in the order its writes committed. Failure is logged only: the events stay in the outbox
- * for the maintenance drain. */
-void mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
-		     const struct mgo_evq *q, const bson_t *after);
+ * in the order its writes committed. OK once they are in `events`; else STORE_UNAVAILABLE
+ * (or NOMEM): the change is committed but its events stay in the outbox for the maintenance
+ * drain, and the write must not be acknowledged as done (a listing would not show them). */
+enum core_rc mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
+			     const struct mgo_evq *q, const bson_t *after);
 /* Queues the events left in a document's outbox (for a delete, or the drain), from its
  * entry *pos on, as many as q holds, and moves *pos past them; returns whether entries are
  * left beyond. An outbox can hold more than a queue: its pulls are deferred (entries already
@@ -77,7 +79,11 @@ bool mgo_tail_init(struct mgo *m);
 void mgo_tail_fini(struct mgo *m);
 /* Deletes the events older than the newest m->events_keep seqs (the maintenance thread). */
 void mgo_events_trim(struct mgo *m);
-/* Shared by the events files (mongo_outbox.c, mongo_pull.c, mongo_drain.c, mongo_tail.c). */
+/* Shared by the events files (mongo_outbox.c, mongo_insert.c, mongo_pull.c, mongo_drain.c,
+ * mongo_tail.c). */
+/* Copies into *fresh (zeroed here) the events of q that `events` does not hold yet (by _id). */
+enum core_rc mgo_evq_undelivered(struct mgo_conn *c, const struct mgo_evq *q,
+				 struct mgo_evq *fresh);
 /* Makes every event of q present in `events`: OK only then (the caller may pull them from the
  * outbox). `just_pushed`: none of q can be delivered yet. `fill`: see mongo_outbox.c. */
 enum core_rc mgo_evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool just_pushed,
@@ -98,6 +104,8 @@ void mgo_evq_pull_shared(struct mgo_conn *c, mongoc_collection_t *coll, const ch
 /* The newest seq handed out (board NULL) or board's newest board_seq, from the events
  * counter, shared for MGO_TAIL_PROBE_SHARE_MS; false when the read failed. */
 bool mgo_tail_probe(struct mgo *m, const char *board, int64_t *top);
+/* boardd_mongo_board_seq_holes_total into out (mongo_tail.c). */
+void mgo_holes_collect(struct mgo *m, struct metrics_sink *out);
 
 /* ---- board_seq (mongo_bseq.c) ---- */
 

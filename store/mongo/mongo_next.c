@@ -346,7 +346,11 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 			if (rc == CORE_ERR_BAD_REQUEST)
 				rc = CORE_ERR_INTERNAL;
 			if (rc == CORE_OK)
-				mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
+				rc = mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
+			if (rc != CORE_OK) {
+				core_card_free(out->card);
+				out->card = NULL;
+			}
 		}
 		mgo_evq_release(&q);
 		bson_destroy(&update);

@@ -4,6 +4,7 @@
 #include "store/mongo/mongo.h"
 #include "store/mongo/mongo_db.h"
 #include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,7 @@ enum core_rc mgo_stats(struct store *st, struct metrics_sink *out)
 			   (double)atomic_load_explicit(&m->err_heartbeat, memory_order_relaxed));
 	metrics_sink_hist(out, METRICS_MONGO_DURATION, NULL, &m->cmd_duration);
 	mgo_breaker_collect(m, out);
+	mgo_holes_collect(m, out);
 	rc = mgo_conn_open(m, &c);
 	if (rc != CORE_OK)
 		return rc;

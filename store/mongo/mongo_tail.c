@@ -69,7 +69,42 @@ struct tail_ctx {
 	int64_t real_now;  /* the server clock, for the hole grace */
 	size_t scanned;
 	bool stop;
+	bool hole; /* stopped at a hole not old enough to step over */
 };
+
+/* Counts board's board_seqs lo..hi as holes stepped over, the ones not counted before. */
+static void holes_count(struct mgo *m, const char *board, int64_t lo, int64_t hi)
+{
+	uint32_t h = 2166136261u;
+	const char *p;
+	size_t slot;
+
+	for (p = board; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	slot = h % (sizeof(m->holes_hw) / sizeof(m->holes_hw[0]));
+	pthread_mutex_lock(&m->tail_mu);
+	if (strcmp(m->holes_hw[slot].board, board) != 0) {
+		snprintf(m->holes_hw[slot].board, sizeof(m->holes_hw[slot].board), "%s", board);
+		m->holes_hw[slot].hw = 0;
+	}
+	if (lo <= m->holes_hw[slot].hw)
+		lo = m->holes_hw[slot].hw + 1;
+	if (hi >= lo) {
+		m->holes_board += (uint64_t)(hi - lo + 1);
+		m->holes_hw[slot].hw = hi;
+	}
+	pthread_mutex_unlock(&m->tail_mu);
+}
+
+void mgo_holes_collect(struct mgo *m, struct metrics_sink *out)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&m->tail_mu);
+	n = m->holes_board;
+	pthread_mutex_unlock(&m->tail_mu);
+	metrics_sink_value(out, METRICS_MONGO_BSEQ_HOLES, NULL, (double)n);
+}
 
 static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 {
@@ -92,10 +127,16 @@ static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 		if (!bson_iter_init_find(&it, doc, "ts") || !mgo_iter_i64(&it, &ts) ||
 		    ts > t->real_now - MGO_GAP_GRACE_MS) {
 			t->stop = true;
+			t->hole = ts > 0; /* one that will age: waited out (events_list) */
 			return CORE_OK;
 		}
+		if (t->board && strcmp(t->key, "board_seq") == 0)
+			holes_count(t->m, t->board, t->expect, seq - 1);
 	}
 	if (bson_iter_init_find(&it, doc, MGO_FILLER)) {
+		/* A filler of a board's tail holds a board_seq no event has: a hole too. */
+		if (t->board && strcmp(t->key, "board_seq") == 0)
+			holes_count(t->m, t->board, seq, seq);
 		/* A seq handed out and left unused: nothing to serve, nothing to wait for. */
 	} else if (!bson_iter_init_find(&it, doc, "board") || !BSON_ITER_HOLDS_UTF8(&it) ||
 		   mgo_board_allowed(bson_iter_utf8(&it, NULL), t->board, t->boards)) {
@@ -253,6 +294,7 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 	int64_t nap_ms = m->tail_nap_ms ? m->tail_nap_ms : MGO_TAIL_NAP_MIN_MS;
 	uint64_t gen = tail_gen(m);
 	bool query = true;
+	long hole_nap_ms = 2;
 	enum core_rc rc = CORE_OK;
 
 	if (!v)
@@ -310,6 +352,18 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		/* A full batch of other boards' events: read on without waiting. */
 		if (*n == 0 && !t.stop && t.scanned == 1000)
 			continue;
+		/* A hole still young: a writer took its seq and is writing its event. Events past
+		 * it may be acknowledged already, and a listing shows every event acknowledged
+		 * before it began (DESIGN §16), whatever its wait: wait the hole out, until it
+		 * fills or is old enough to be stepped over (MGO_GAP_GRACE_MS). */
+		if (t.hole && *n < limit) {
+			struct timespec ts = {0, hole_nap_ms * 1000 * 1000};
+
+			nanosleep(&ts, NULL);
+			hole_nap_ms = hole_nap_ms * 2 < 100 ? hole_nap_ms * 2 : 100;
+			query = true;
+			continue;
+		}
 		if (plain && *n == 0 && *next == after) {
 			pthread_mutex_lock(&m->tail_mu);
 			m->tail_memo_after = after;

@@ -273,12 +273,16 @@ def case_sigterm_forwarded(srv, tmp):
 
 def sleeper(srv, tmp, cid, label, *flags):
     """Card `cid` labelled `label`, taken by `boardctl work --label label flags...` whose
-    command writes its pid to tmp/<label>.pid and sleeps 60 s: (boardctl, the command's pid)."""
+    command writes its pid to tmp/<label>.pid and sleeps 60 s: (boardctl, the command's pid),
+    once the card is in the running column."""
     srv.new_card(cid, label)
     p = boardctl(srv, ['work', '--board', 'default', '--label', label] + list(flags) +
                  ['--', 'sh', '-c', 'echo $$ > %s/%s.pid; exec sleep 60' % (tmp, label)])
     pid = read_pid('%s/%s.pid' % (tmp, label))
     check(pid is not None, 'command started')
+    # the card enters the running column as its job starts (DESIGN §20)
+    check(wait_for(lambda: srv.card(cid)['state'] == 'in_progress', 10),
+          'the card entered in_progress')
     return p, pid
 
 
@@ -317,9 +321,10 @@ def case_sigstop(srv, tmp):
     rc, out, err = finish(p)
     check(wait_for(lambda: not alive(pid), 5), 'the command was killed after SIGCONT')
     check('lost' in err, 'reported lost: %s' % err)
+    # (the reaper's own writes, machine events, may still land: they are not boardctl's)
     late = [e for e in srv.events_after(seq)
             if e.get('card_id') == 'stop' and e['type'] != 'card_claimed'
-            and (e.get('payload') or {}).get('marker') == marker]
+            and not e.get('machine') and (e.get('payload') or {}).get('marker') == marker]
     check(not late, 'no late write landed: %s' % late)
     c = srv.card('stop')
     check(c['state'] == 'in_progress', 'state (the running column) untouched by the stale holder: %s' % c['state'])
@@ -331,6 +336,8 @@ def case_sigstop(srv, tmp):
                        '--max-jobs', '1', '--', 'sh', '-c',
                        'echo $$ > %s/ss2.pid; sleep 2' % tmp])
     pid = read_pid(tmp + '/ss2.pid')
+    check(wait_for(lambda: srv.card('stop2')['state'] == 'in_progress', 10),
+          'the card entered in_progress')
     epoch = srv.card('stop2')['claim_epoch']
     os.kill(p.pid, signal.SIGSTOP)
     wait_for(lambda: not alive(pid), 10)
@@ -378,6 +385,8 @@ def case_token_removed(srv, tmp):
                        'sh', '-c', 'echo $$ > %s; exec sleep 60' % pidf],
                  env={'BOARDD_TOKEN': gone})
     check(read_pid(pidf) is not None, 'command started')
+    check(wait_for(lambda: srv.card('tokgone')['state'] == 'in_progress', 10),
+          'the card entered in_progress')
     with open(tokens) as f:
         doc = json.load(f)
     doc['tokens'] = [t for t in doc['tokens'] if t['name'] != 'worker-gone']
@@ -390,6 +399,21 @@ def case_token_removed(srv, tmp):
     rc, out, err = finish(p, 30)
     check(rc == 123 and 'renew refused' in err and '401' in err,
           'a renew answered 401 is a loss at once: %d %s' % (rc, err))
+
+
+def moved_in(srv, card):
+    """The card is in in_progress and the event of that move is in the events listing (a
+    later listing must not see it as new)."""
+    if srv.card(card)['state'] != 'in_progress':
+        return False
+    seq = 0
+    while True:
+        ev = srv.events_after(seq)
+        if not ev:
+            return False
+        if any(e['type'] == 'card_state_changed' and e.get('card_id') == card for e in ev):
+            return True
+        seq = ev[-1]['seq']
 
 
 def case_operator_cancel(srv, tmp):
@@ -407,6 +431,8 @@ def case_operator_cancel(srv, tmp):
 
     def cancel_and_check(p, card, what):
         check(read_pid('%s/%s.pid' % (tmp, card)) is not None, '%s: command started' % what)
+        check(wait_for(lambda: moved_in(srv, card), 10),
+              "%s: the card entered in_progress" % what)
         run_id = srv.card(card)['last_run_id']
         seq = srv.last_seq()
         st, run = srv.api('POST', '/v1/runs/%s/cancel' % run_id)
@@ -423,9 +449,12 @@ def case_operator_cancel(srv, tmp):
               '%s: still claimed in its column, not filed: %s' % (what, c))
         st, run = srv.api('GET', '/v1/runs/' + run_id)
         check(run['status'] == 'cancelled', '%s: run stays cancelled: %s' % (what, run))
-        ev = [e['type'] for e in srv.events_after(seq) if e.get('card_id') == card]
+        evs = [e for e in srv.events_after(seq) if e.get('card_id') == card]
+        ev = [e['type'] for e in evs]
         check('card_released' not in ev and 'card_state_changed' not in ev,
-              '%s: no release, no filing: %s' % (what, ev))
+              '%s: no release, no filing: %s' % (what, [(e['type'], e.get('actor'),
+                                                          e.get('reason'), e.get('payload'))
+                                                         for e in evs]))
 
     srv.new_card('cxl1', 'cxl')
     p = boardctl(srv, ['run', '--card', 'cxl1', '--lease-ms', '1500', '--grace', '5s', '--',
@@ -471,6 +500,8 @@ def case_cancel_race(srv, tmp):
         p = boardctl(srv, ['--json', 'run', '--card', card, '--lease-ms', '60000', '--grace',
                            '5s', '--', 'sh', '-c', script])
         check(read_pid('%s/%s.pid' % (tmp, card)) is not None, '%s: command started' % card)
+        check(wait_for(lambda: moved_in(srv, card), 10),
+              "%s: the card entered in_progress" % card)
         run_id = srv.card(card)['last_run_id']
         st, run = srv.api('POST', '/v1/runs/%s/cancel' % run_id)
         check(st == 200 and run['status'] == 'cancelled', '%s: cancel: %d %s' % (card, st, run))
@@ -552,6 +583,8 @@ def case_server_restart(srv, tmp):
                        '--grace', '1s', '--max-jobs', '1', '--',
                        'sh', '-c', 'echo $$ > %s/ra.pid; exec sleep 60' % tmp])
     pid = read_pid(tmp + '/ra.pid')
+    check(wait_for(lambda: srv.card('away')['state'] == 'in_progress', 10),
+          'the card entered in_progress')
     epoch = srv.card('away')['claim_epoch']
     srv.stop()
     rc, out, err = finish(p, timeout=30)

@@ -451,11 +451,14 @@ def case_exit_statuses(srv, tmp):
         r = subprocess.run([BOARDCTL] + args, capture_output=True, text=True)
         check(r.returncode == 125, 'a usage error is boardctl\'s own (125): %s -> %d'
               % (args, r.returncode))
-    # A job exiting 2 is told apart from boardctl's errors.
+    # A job exiting 2 is told apart from boardctl's errors; `run` hands the job its board
+    # too (a named card's claim answers the token only).
     srv.new_card('two', 'two')
-    rc, out, err = finish(boardctl(srv, ['run', '--card', 'two', '--', 'sh', '-c', 'exit 2']))
+    rc, out, err = finish(boardctl(srv, ['run', '--card', 'two', '--', 'sh', '-c',
+                                         'echo "$BOARDD_BOARD" > %s/two.board; exit 2' % tmp]))
     check(rc == 2 and srv.card('two')['state'] == 'blocked', 'a job\'s exit 2 is its own: %d'
           % rc)
+    check(open(tmp + '/two.board').read() == 'default\n', 'run: BOARDD_BOARD is the card\'s board')
     r = subprocess.run([BOARDCTL, 'runs', '--help'], capture_output=True, text=True)
     check(r.returncode == 0 and 'usage: boardctl runs' in r.stdout, 'runs --help')
 

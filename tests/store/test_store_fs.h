@@ -11,6 +11,8 @@ TCase *store_fs_crash_tcase(void);
 TCase *store_fs_segment_tcase(void);
 /* DESIGN §11 on the FS twin: claim-only journal lines, fence state across restarts. */
 TCase *store_fs_fence_tcase(void);
+/* DESIGN §20 on the FS twin: run output and history across restarts and rollbacks. */
+TCase *store_fs_runs_tcase(void);
 /* Path of the journal generation the store is writing (caller frees). */
 char *fx_journal_path(const char *dir, uint64_t gen);
 /* Size of a file, -1 when missing. */
