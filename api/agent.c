@@ -5,7 +5,10 @@
  *
  * Nothing stores the token. It carries its own binding, signed:
  *     "bat1." base64url(payload JSON) "." base64url(HMAC-SHA256(key, "bat1." payload))
- * payload {c: card, b: board, m: marker, e: epoch, h: minting token's name, k: caps, x: expiry}
+ * payload {c: card, b: board, m: marker, e: epoch, h: minting token's name, d: its print,
+ *          k: caps, x: expiry}
+ * The print (minter_print) binds it to the minting token as the tokens file holds it: once a
+ * reload removes or changes that token, the agent token is refused (401) at once.
  * The key is the deployment's secret "agent-token-key" (store_secret_get), the same bytes on
  * every replica that shares the store, so any replica verifies a token another one minted,
  * and the claim it is bound to is read from that same store. */
@@ -110,6 +113,38 @@ static bool agent_mac(const unsigned char key[STORE_SECRET_LEN], const char *msg
 		    &len) && len == 32;
 }
 
+/* The minting token as it stands in the tokens file (its digest, roles, capabilities and
+ * boards), keyed so the payload shows nothing of it: out gets 22 base64url characters. An
+ * agent token carries its minter's print ("d"); a reload that removes or changes the minter
+ * changes the print (or leaves no such token), and the agent token is refused at once. */
+static bool minter_print(const unsigned char key[STORE_SECRET_LEN], const struct api_token *t,
+			 char out[23])
+{
+	char head[64], *msg = NULL;
+	size_t n = 0, i;
+	unsigned char mac[32];
+	FILE *f = open_memstream(&msg, &n);
+	bool ok;
+
+	if (!f)
+		return false;
+	snprintf(head, sizeof head, "minter\n%u\n%u\n%d\n", t->roles, t->caps, (int)t->all_boards);
+	fputs(head, f);
+	fputs(t->name ? t->name : "", f);
+	fputc('\n', f);
+	fwrite(t->sha256, 1, sizeof t->sha256, f);
+	for (i = 0; i < t->n_boards; i++) {
+		fputc('\n', f);
+		fputs(t->boards[i], f);
+	}
+	ok = fclose(f) == 0 && msg && agent_mac(key, msg, n, mac);
+	free(msg);
+	if (ok)
+		b64u_encode(mac, 16, out);
+	OPENSSL_cleanse(mac, sizeof mac);
+	return ok;
+}
+
 /* ---- minting: POST /v1/cards/{id}/agent-tokens ---- */
 
 /* caps: a non-empty array of cap names, each held by the minting token. */
@@ -146,7 +181,7 @@ enum core_rc api_h_agent_token(struct api_req *r)
 	struct core_card *c = NULL;
 	struct core_token t;
 	unsigned char key[STORE_SECRET_LEN], mac[32];
-	char *payload = NULL, *tok = NULL, *p64 = NULL;
+	char *payload = NULL, *tok = NULL, *p64 = NULL, print[23];
 	json_t *pj = NULL;
 	const char *marker;
 	int64_t epoch, ttl = 0, expires;
@@ -179,10 +214,13 @@ enum core_rc api_h_agent_token(struct api_req *r)
 	}
 	if ((rc = agent_key(r->api, key)) != CORE_OK)
 		goto out;
+	rc = CORE_ERR_INTERNAL;
+	if (!minter_print(key, r->tok, print))
+		goto out;
 	expires = store_now(r->api->st) + ttl;
-	pj = json_pack("{s:s, s:s, s:s, s:I, s:s, s:i, s:I}", "c", c->id, "b", c->board, "m",
-		       marker, "e", (json_int_t)epoch, "h", r->tok->name, "k", (int)caps, "x",
-		       (json_int_t)expires);
+	pj = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:I}", "c", c->id, "b", c->board,
+		       "m", marker, "e", (json_int_t)epoch, "h", r->tok->name, "d", print, "k",
+		       (int)caps, "x", (json_int_t)expires);
 	payload = pj ? json_dumps(pj, JSON_COMPACT) : NULL;
 	rc = CORE_ERR_NOMEM;
 	if (!payload)
@@ -260,7 +298,9 @@ enum core_rc api_agent_auth(struct api_req *r, const char *plain)
 	unsigned char key[STORE_SECRET_LEN], mac[32], got[33];
 	unsigned char *pbuf = NULL;
 	const char *dot, *p = plain + strlen(AGENT_PREFIX);
-	const char *card, *board, *marker, *holder;
+	const char *card, *board, *marker, *holder, *print;
+	const struct api_token *minter;
+	char now_print[23];
 	json_t *pj = NULL;
 	json_int_t epoch = 0, caps = 0, expires = 0;
 	struct core_card *c = NULL;
@@ -281,19 +321,32 @@ enum core_rc api_agent_auth(struct api_req *r, const char *plain)
 		OPENSSL_cleanse(key, sizeof key);
 		return api_fail(r, rc, "agent token signature does not verify");
 	}
-	OPENSSL_cleanse(key, sizeof key);
 	pbuf = malloc((size_t)(dot - p) + 1);
-	if (!pbuf)
+	if (!pbuf) {
+		OPENSSL_cleanse(key, sizeof key);
 		return CORE_ERR_NOMEM;
+	}
 	plen = b64u_decode(p, (size_t)(dot - p), pbuf);
 	pj = plen > 0 ? json_loadb((const char *)pbuf, (size_t)plen, 0, NULL) : NULL;
 	free(pbuf);
-	if (!pj || json_unpack(pj, "{s:s, s:s, s:s, s:I, s:s, s:I, s:I}", "c", &card, "b", &board,
-			       "m", &marker, "e", &epoch, "h", &holder, "k", &caps, "x",
-			       &expires) != 0) {
+	if (!pj || json_unpack(pj, "{s:s, s:s, s:s, s:I, s:s, s:s, s:I, s:I}", "c", &card, "b",
+			       &board, "m", &marker, "e", &epoch, "h", &holder, "d", &print, "k",
+			       &caps, "x", &expires) != 0) {
+		OPENSSL_cleanse(key, sizeof key);
 		rc = api_fail(r, rc, "malformed agent token");
 		goto out;
 	}
+	/* The minter as the tokens file holds it now: removed, or changed by a reload (another
+	 * secret, role, capability or board), and its agent tokens die with it. */
+	minter = api_tokens_named(atomic_load(&r->api->tokens_now), holder);
+	if (!minter || !minter_print(key, minter, now_print) ||
+	    strlen(print) != 22 || CRYPTO_memcmp(now_print, print, 22) != 0) {
+		OPENSSL_cleanse(key, sizeof key);
+		rc = api_fail(r, rc, "agent token: the token that minted it (%s) was removed or "
+			      "changed", holder);
+		goto out;
+	}
+	OPENSSL_cleanse(key, sizeof key);
 	if (store_now(r->api->st) >= expires) {
 		rc = api_fail(r, rc, "agent token expired");
 		goto out;

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define API_MAX_PARAMS 4
 #define API_DETAIL_MAX 256
@@ -77,9 +78,9 @@ enum api_poll_state {
 	API_POLL_DONE,
 };
 
-/* Per TCP connection (MHD's socket context, api.c): the last bearer token verified on it, so
+/* Per TCP connection (MHD's socket context, conns.c): the last bearer token verified on it, so
  * a keep-alive client is not hashed again on every request (auth.c), and what the headers
- * deadline needs (api.c's sweeper; fields below `conns` are under api->conns_mu). */
+ * deadline needs (conns.c's sweeper; fields below `conns` are under api->conns.mu). */
 #define API_TOKEN_CACHE_MAX 128
 struct api_conn {
 	char plain[API_TOKEN_CACHE_MAX];
@@ -104,7 +105,7 @@ enum api_ack_state {
 	API_ACK_DONE,
 };
 
-/* The request headers api_req_header finds (one table: api.c's head_names). */
+/* The request headers api_req_header finds (one table: headers.c's head_names). */
 enum api_hdr {
 	API_HDR_CONTENT_LENGTH,
 	API_HDR_TRANSFER_ENCODING,
@@ -120,12 +121,16 @@ struct api_req {
 	struct api *api;
 	struct MHD_Connection *conn;
 	const char *method;          /* borrowed from MHD for the request */
+	const char *uri_raw;         /* the request target as on_uri got it (borrowed from MHD; */
+	size_t uri_len;              /* a NUL inside cuts it short: api_bytes_check) */
+	bool uri_ctl;                /* a control byte in it (seen by on_uri: the library then
+				      * writes NULs into the target as it splits the query) */
 	char *path;                  /* owned: the raw (still escaped) path */
 	int64_t t0_ns;               /* monotonic start */
 	bool started;                /* headers checked, route resolved */
 	bool close_after;            /* answer with Connection: close (framing in doubt) */
 	bool raw_answered;           /* answered on the socket by api_problem_write_raw */
-	bool accounted;              /* counted and logged (api.c's req_account) */
+	bool accounted;              /* counted and logged (access_log.c's api_req_account) */
 	bool answered;               /* a response was queued */
 	unsigned final_status;
 
@@ -187,7 +192,7 @@ struct api_req {
 	int64_t next_deadline;       /* monotonic ms */
 	char next_board[CORE_NAME_MAX + 1];
 
-	/* deferred acknowledgement (api.c): a write's answer waits, connection suspended, for
+	/* deferred acknowledgement (answer.c): a write's answer waits, connection suspended, for
 	 * the store to make it durable; ack_rc is set by the store's thread before it resumes */
 	struct store_ack ack;
 	enum api_ack_state ack_state;
@@ -199,6 +204,9 @@ struct api_req {
 		const char *v[API_HDR_N];  /* the first of each; borrowed from MHD for the request */
 		bool cl_disagree;          /* two Content-Length headers that differ */
 		bool auth_twice;           /* more than one Authorization header */
+		bool te_twice;             /* more than one Transfer-Encoding header */
+		const char *bad;           /* a header holding a NUL or a control byte (its name) */
+		const char *line_end;      /* the scan: where the last line read ends (headers.c) */
 		bool scanned;
 	} hdr;
 
@@ -247,10 +255,10 @@ struct api {
 	struct api_listen where;     /* parsed cfg.listen; the socket file, when unix: */
 	char *tls_cert, *tls_key;    /* owned copies of cfg.tls_cert / tls_key */
 	uint16_t port;
-	/* Stopping: every new connection is closed as it is accepted (on_accept in api.c). */
+	/* Stopping: every new connection is closed as it is accepted (api_on_accept, listen.c). */
 	atomic_bool draining;
 	/* The thread that accepts on where.fd and deals the connections out to libmicrohttpd's
-	 * threads in turn (api.c, acceptor_main). */
+	 * threads in turn (listen.c, acceptor_main). */
 	struct {
 		pthread_t th;
 		int wake;      /* eventfd: acceptor_stop */
@@ -271,12 +279,12 @@ struct api {
 	atomic_ulong library_answers;   /* requests libmicrohttpd answered itself */
 	atomic_ulong connections_refused; /* over --max-connections or --max-connections-per-ip */
 	/* Bytes of JSON answers built and not yet sent whole (a client that does not read keeps
-	 * its answer here): cfg.max_answer_bytes bounds them (api.c, answer_hold). */
+	 * its answer here): cfg.max_answer_bytes bounds them (answer.c, answer_hold). */
 	atomic_size_t answer_bytes;
 	atomic_ulong answers_refused;   /* large reads refused 503 busy by that bound */
 	_Atomic int64_t lib_log_last_ms; /* libmicrohttpd's other messages: one line per 5 s */
 
-	/* open connections, for the headers deadline (api.c's sweeper thread) */
+	/* open connections, for the headers deadline (conns.c's sweeper thread) */
 	struct {
 		pthread_mutex_t mu;
 		pthread_cond_t cv;
@@ -286,7 +294,7 @@ struct api {
 		bool started, stop;
 	} conns;
 
-	/* the access log on stderr (api.c): lines queue in `buf`; a writer thread empties it
+	/* the access log on stderr (access_log.c): lines queue in `buf`; a writer thread empties it
 	 * with one write(2) per batch */
 	struct {
 		pthread_mutex_t mu;
@@ -309,7 +317,7 @@ struct api {
 	pthread_cond_t poll_cv;
 	unsigned polls;
 	atomic_uint acks;            /* requests bound to a store_ack, until answered or resumed,
-				      * | API_ACKS_CLOSED once api_stop waits for them (api.c) */
+				      * | API_ACKS_CLOSED once api_stop waits for them (answer.c) */
 	bool stopping;
 
 	struct api_streams *streams; /* GET /v1/events/stream (stream.c) */
@@ -323,33 +331,92 @@ const char *api_rc_detail(enum core_rc rc);
 /* The problem+json body for rc (detail may be ""): a new string (caller frees), NULL on OOM;
  * *status gets the HTTP status. */
 char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status);
-/* Queues the problem+json answer for rc (detail may be ""). */
-enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char *detail);
 /* Replaces, in place, every byte of s that is not part of a valid UTF-8 sequence with '?'
  * (what a JSON string may carry). */
 void api_text_utf8(char *s);
-/* Answers rc straight on the socket, before libmicrohttpd has parsed the request (which it
- * could not: a target longer than its buffer, more query parameters than its pool holds),
- * then shuts the socket for writing. False when it cannot (TLS, OOM): libmicrohttpd answers. */
-bool api_problem_write_raw(struct api_req *r, enum core_rc rc, const char *detail);
-/* The text access-log line into line (API_LOG_LINE_MAX bytes), exactly as
- * snprintf("%s %s %.200s %u %.1fms%s%s%s%s", ts, method, path, status, ns / 1e6,
- * tok ? " " : "", tok ? tok : "", by[0] ? " answered-by=" : "", by) would write it (api.c);
- * returns its length. method is at most 39 bytes (escaped). */
-#define API_LOG_LINE_MAX 1024
-size_t api_log_text(char *line, const char *ts, const char *method, const char *path,
-		    unsigned status, int64_t ns, const char *tok, const char *by);
 /* Records a detail for the error the handler is about to return; returns rc. */
 enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* ---- api.c ---- */
+/* ---- headers.c: the request's headers ---- */
 /* The first request header `h` (as MHD_lookup_connection_value finds it), or NULL; the
  * first call reads every header once for all of them. Borrowed from MHD for the request. */
 const char *api_req_header(struct api_req *r, enum api_hdr h);
+/* A Content-Length other than 0, or a Transfer-Encoding. */
+bool api_request_has_body(struct api_req *r);
+/* The body's framing, before anything else: a request whose length is in doubt is refused
+ * (with close_after set). */
+enum core_rc api_framing_check(struct api_req *r);
+/* 400 (closing the connection) for a NUL or a control byte in the request target (version:
+ * what libmicrohttpd gave on_request) or in any header's name or value: libmicrohttpd hands
+ * out C strings, so a NUL would silently cut a path, a token or a length short. */
+enum core_rc api_bytes_check(struct api_req *r, const char *version);
+/* A NUL or a control byte (but HTAB) in [s, s+n). */
+bool api_has_ctl(const char *s, size_t n);
+/* Is ct (a Content-Type value; NULL: none) application/json, with or without parameters? */
+bool api_json_media_type(const char *ct);
+
+/* ---- answer.c: dispatch, answers, the deferred acknowledgement ---- */
+#define API_ANSWER_BYTES_MAX ((size_t)256 << 20) /* default of cfg.max_answer_bytes */
 /* Queues resp with status (adds the common headers), records the status for the log and the
  * metrics, and destroys resp. */
 enum MHD_Result api_response_queue(struct api_req *r, unsigned status, struct MHD_Response *resp);
+/* Queues the problem+json answer for rc (detail may be ""); JSON-RPC on /mcp. */
+enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char *detail);
+/* Answers rc straight on the socket, before libmicrohttpd has parsed the request (which it
+ * could not: a target longer than its buffer, more query parameters than its pool holds),
+ * then shuts the socket for writing. False when it cannot (TLS, OOM): libmicrohttpd answers. */
+bool api_problem_write_raw(struct api_req *r, enum core_rc rc, const char *detail);
+/* The request is whole (headers and body): parses its body, runs its handler and queues the
+ * answer, or suspends the connection until the store made the write durable (then, resumed,
+ * queues the answer kept for it). */
+enum MHD_Result api_dispatch(struct api_req *r);
+
+/* ---- access_log.c: the access log and the per-answer accounting ---- */
+/* The text access-log line into line (API_LOG_LINE_MAX bytes), exactly as
+ * snprintf("%s %s %.200s %u %.1fms%s%s%s%s", ts, method, path, status, ns / 1e6,
+ * tok ? " " : "", tok ? tok : "", by[0] ? " answered-by=" : "", by) would write it
+ * (access_log.c);
+ * returns its length. method is at most 39 bytes (escaped). */
+#define API_LOG_LINE_MAX 1024
+size_t api_log_text(char *line, const char *ts, const char *method, const char *path,
+		    unsigned status, int64_t ns, const char *tok, const char *by);
+/* The writer thread (unless cfg.log takes the lines); stop writes what is queued. */
+void api_log_start(struct api *a);
+void api_log_stop(struct api *a);
+/* One line (without its newline) into the log. */
+void api_log_emit(struct api *a, const char *line);
+/* Counts r's answer in the metrics and writes its log line, once (now_ns: monotonic). */
+void api_req_account_at(struct api *a, struct api_req *r, int64_t now_ns);
+void api_req_account(struct api *a, struct api_req *r);
+
+/* ---- conns.c: the open connections and the headers deadline ---- */
+/* The connection's state (NULL when its socket context is gone). */
+static inline struct api_conn *api_conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+/* A request's headers arrived (in_request) or its answer ended (now_ms, monotonic: the
+ * connection's idle time starts then). */
+void api_conn_mark(struct api *a, struct MHD_Connection *conn, bool in_request,
+		   int64_t now_ms);
+/* The request line arrived (at now_ms, monotonic): its headers' deadline runs from then. */
+void api_conn_line(struct api *a, struct MHD_Connection *conn, int64_t now_ms);
+/* MHD_OPTION_NOTIFY_CONNECTION: tracks a connection from its start to its close. */
+void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+		     enum MHD_ConnectionNotificationCode toe);
+/* The sweeper thread (inits conns.mu and conns.cv); stop after the daemon stopped. */
+bool api_sweeper_start(struct api *a);
+void api_sweeper_stop(struct api *a);
+
+/* ---- tokens.c: the served token sets ---- */
+/* The token named `name` in t (the first), or NULL. */
+const struct api_token *api_tokens_named(const struct api_tokens *t, const char *name);
+/* Frees every set api_tokens_replace was handed (api_stop). */
+void api_tokens_free(struct api *a);
 
 /* ---- listen.c ---- */
 /* Parses spec ("HOST:PORT", "[V6]:PORT", ":PORT" or "unix:PATH"). For unix:PATH also binds
@@ -361,6 +428,15 @@ enum core_rc api_listen_open(const char *spec, struct api_listen *l, char *err, 
 /* Closes l->fd unless it is -1 (set it to -1 once libmicrohttpd owns it), removes the socket
  * file if it is still the one bound, frees l's contents. */
 void api_listen_release(struct api_listen *l);
+/* The TCP listen socket for ss (libmicrohttpd's own settings: SO_REUSEADDR, IPv6 only on a v6
+ * address, the system's backlog), non-blocking as a socket file's; -1 with errno set. */
+int api_listen_tcp(const struct sockaddr_storage *ss, socklen_t len, bool v6);
+/* MHD's accept policy: refuses every connection once a->draining. */
+enum MHD_Result api_on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+/* The acceptor thread on a->where.fd (0 or an errno); stop joins it (the socket itself is
+ * closed by api_listen_release). */
+int api_acceptor_start(struct api *a);
+void api_acceptor_stop(struct api *a);
 
 /* ---- tls.c: HTTPS with a certificate re-read on SIGHUP ---- */
 /* Loads cfg.tls_cert/tls_key when set (a->tls on success); err says what is wrong. */
@@ -387,16 +463,16 @@ void api_metrics_request(struct api *a, const struct api_req *r, uint64_t ns);
  * METHOD_NOT_ALLOWED (filling r->allow) / BAD_REQUEST (undecodable segment). */
 enum core_rc api_router_match(struct api_req *r);
 const struct api_route *api_router_table(size_t *n);
-/* Percent-decodes [s, s+len) into a new string (caller frees); NULL on a bad escape or a
- * decoded NUL, which would silently cut the value short. *oom tells allocation failure. */
-char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom);
 
-/* ---- auth.c ---- */
+/* ---- auth.c: a request's token ---- */
 /* Checks the bearer token and the route's roles. */
 enum core_rc api_auth_check(struct api_req *r);
 /* 403 unless the token sees `board`. */
 enum core_rc api_auth_board(struct api_req *r, const char *board);
-bool api_auth_has(const struct api_req *r, unsigned roles);
+static inline bool api_auth_has(const struct api_req *r, unsigned roles)
+{
+	return r->tok && (r->tok->roles & roles);
+}
 /* 403 naming the capability unless the token holds every bit of `caps`. */
 enum core_rc api_auth_cap(struct api_req *r, unsigned caps);
 /* The capability a state write into column `to` of board `board` needs: board.close into a
@@ -410,6 +486,7 @@ bool api_agent_is(const char *plain);
 /* Verifies an agent token (signature, expiry, the claim still current) and points r->tok at
  * the request's own token for it. UNAUTHORIZED with a detail otherwise. */
 enum core_rc api_agent_auth(struct api_req *r, const char *plain);
+/* (An agent token also dies with the token that minted it: removed or changed on reload.) */
 /* Frees r->agent_tok's contents. */
 void api_agent_release(struct api_req *r);
 enum core_rc api_h_agent_token(struct api_req *r);
@@ -439,6 +516,11 @@ bool api_flat_parse(char *body, size_t len, struct api_flat *out);
 const struct api_flat_field *api_flat_get(const struct api_flat *fl, const char *key);
 
 /* ---- request.c: bodies, queries, JSON helpers ---- */
+/* Percent-decodes [s, s+len) into a new string (caller frees); NULL on a bad escape or a
+ * decoded NUL, which would silently cut the value short. *oom tells allocation failure. */
+char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom);
+/* The same into out (len + 1 bytes); false on a bad escape or a decoded NUL. */
+bool api_pct_decode_to(const char *s, size_t len, bool plus_space, char *out);
 /* Parses r->body (API_ROUTE_FLAT routes: into r->flat when it is flat, else) into r->json (an
  * object) and checks its fields against the route's list; BAD_REQUEST with a detail
  * otherwise. */
@@ -499,11 +581,30 @@ const char *api_param(const struct api_req *r);
 json_t *api_time_json(int64_t ms);
 /* Monotonic milliseconds, for durations and deadlines. */
 int64_t api_mono_ms(void);
+/* Monotonic nanoseconds (a request's start and duration). */
+static inline int64_t api_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 /* Sets a JSON answer (takes the reference; NULL means out of memory). */
 enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out);
 /* Sets a JSON answer already written as text (takes text, malloc'd; NULL means out of
  * memory): the hot answers skip the jansson tree. */
 enum core_rc api_reply_json_text(struct api_req *r, unsigned status, char *text, size_t len);
+
+/* ---- answer_json.c: the hot answers as text ---- */
+/* A claim's answer: the token of DESIGN §3 ({marker, epoch, claimed_at, lease_until,
+ * lease_ms, renew_after_ms, fresh}, times from c's claim) or, with_card, {"card": <c>,
+ * "token": <that>} (claim-next, DESIGN §12). New string (caller frees) and its length; NULL
+ * on OOM or a string that is not UTF-8 (json_pack refused those). */
+char *api_claim_json_text(const struct core_card *c, const struct core_token *t, bool fresh,
+			  bool with_card, size_t *len);
+/* POST renew's answer {marker, epoch, lease_until, lease_ms} for the renewed card c, written
+ * the same way. */
+char *api_renew_json_text(const struct core_card *c, const char *marker, size_t *len);
 
 /* ---- handlers: cards.c, claims.c, runs.c, events.c, boards.c, admin.c, meta.c ---- */
 /* Reads card `id` and checks the token may see its board; caller frees *out. */
@@ -530,6 +631,11 @@ enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *b
  * POST /v1/cards and the create_card tool alike; returns rc. */
 enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 				    const struct store_card_create *in);
+/* Creates the card the body describes (id, board, title, body, state, labels, blockers,
+ * priority), checked the same way for POST /v1/cards and the create_card tool (`title`
+ * required there): the fields, then the token's board, then the store (its refusal with
+ * api_card_create_detail's detail). *out: the card (caller frees). */
+enum core_rc api_card_create(struct api_req *r, bool title_required, struct core_card **out);
 /* BAD_REQUEST unless `after` (NULL: none) is a card list cursor (the next of a page). */
 enum core_rc api_list_after_check(struct api_req *r, const char *after);
 /* store_card_list for an answer: a page whose cards hold more than API_LIST_BYTES is cut
@@ -598,11 +704,12 @@ unsigned api_streams_open(struct api *a);
 void api_streams_free(struct api *a);
 /* attention.c: GET /v1/attention. ui.c: GET /ui/..., GET /v1/whoami. */
 enum core_rc api_h_attention(struct api_req *r);
+enum core_rc api_h_root(struct api_req *r);
 enum core_rc api_h_ui_root(struct api_req *r);
 enum core_rc api_h_ui_index(struct api_req *r);
 enum core_rc api_h_ui_asset(struct api_req *r);
 enum core_rc api_h_whoami(struct api_req *r);
-/* Long-poll plumbing for api.c. */
+/* Long-poll plumbing for api.c (a request freed). */
 void api_poll_release(struct api_req *r);
 /* The events a request reads (GET /v1/events and its stream): an unscoped token reads every
  * board, or *board, in the global seq (*by_board false); a token scoped to boards reads one

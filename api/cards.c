@@ -179,43 +179,48 @@ enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 	return in->labels ? api_labels_detail(r, rc) : rc;
 }
 
-enum core_rc api_h_card_create(struct api_req *r)
+enum core_rc api_card_create(struct api_req *r, bool title_required, struct core_card **out)
 {
 	struct store_card_create in = {0};
 	struct core_strv labels = {0}, blockers = {0};
 	struct store_actor actor = api_auth_actor(r);
-	struct core_card *c = NULL;
 	bool has_labels = false, has_blockers = false;
 	enum core_rc rc;
 
+	*out = NULL;
 	if ((rc = api_json_id(r, "id", false, &in.id)) != CORE_OK ||
 	    (rc = api_json_name(r, "board", false, &in.board)) != CORE_OK ||
-	    (rc = api_json_str(r, "title", false, API_STRING_MAX, &in.title)) != CORE_OK ||
+	    (rc = api_json_str(r, "title", title_required, API_STRING_MAX, &in.title)) !=
+		    CORE_OK ||
 	    (rc = api_json_str(r, "body", false, API_STRING_MAX, &in.body)) != CORE_OK ||
 	    (rc = api_json_name(r, "state", false, &in.state)) != CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &has_labels)) !=
 		    CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
-		    CORE_OK)
-		goto out;
-	if ((rc = api_json_priority(r, &in.priority, NULL)) != CORE_OK)
-		goto out;
-	rc = api_auth_board(r, in.board ? in.board : "default");
-	if (rc != CORE_OK)
+		    CORE_OK ||
+	    (rc = api_json_priority(r, &in.priority, NULL)) != CORE_OK ||
+	    (rc = api_auth_board(r, in.board ? in.board : "default")) != CORE_OK)
 		goto out;
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
-	rc = store_card_create(r->api->st, &in, &actor, &c);
-	if (rc != CORE_OK) {
+	rc = store_card_create(r->api->st, &in, &actor, out);
+	if (rc != CORE_OK)
 		rc = api_card_create_detail(r, rc, &in);
-		goto out;
-	}
-	snprintf(r->location, sizeof r->location, "/v1/cards/%s", c->id);
-	rc = api_reply_card(r, 201, c);
 out:
 	core_strv_release(&labels);
 	core_strv_release(&blockers);
 	return rc;
+}
+
+enum core_rc api_h_card_create(struct api_req *r)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = api_card_create(r, false, &c);
+
+	if (rc != CORE_OK)
+		return rc;
+	snprintf(r->location, sizeof r->location, "/v1/cards/%s", c->id);
+	return api_reply_card(r, 201, c);
 }
 
 static json_t *cards_json(struct core_card **cards, size_t n)

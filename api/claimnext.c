@@ -313,9 +313,23 @@ static bool park(struct api_req *r, int64_t seen, bool *give_up)
 static enum core_rc reply_claimed(struct api_req *r, struct store_claim_result *res)
 {
 	size_t len = 0;
-	char *text = store_claim_json_text(res->card, &res->token, res->fresh, true, &len);
+	char *text = api_claim_json_text(res->card, &res->token, res->fresh, true, &len);
 
 	return api_reply_json_text(r, 200, text, len);
+}
+
+/* The store refused the asked columns (TRANSITION_REJECTED: one is unknown or terminal, its
+ * core_pick_check): the detail names the first such column, read from the board now. */
+static enum core_rc columns_detail(struct api_req *r, const char *board,
+				   const struct core_strv *columns)
+{
+	struct core_board b = {0};
+
+	if (store_board_get(r->api->st, board, &b) == CORE_OK) {
+		(void)core_pick_check(&b, columns, r->detail, sizeof r->detail);
+		core_board_release(&b);
+	}
+	return CORE_ERR_TRANSITION_REJECTED;
 }
 
 enum core_rc api_h_claim_next(struct api_req *r)
@@ -323,7 +337,6 @@ enum core_rc api_h_claim_next(struct api_req *r)
 	struct store_claim_next in = {.board = api_param(r)};
 	struct store_actor actor = api_auth_actor(r);
 	struct core_strv columns = {0}, labels = {0};
-	struct core_board b = {0};
 	bool has_cols = false, has_labels = false, give_up = false;
 	int64_t wait_ms = 0;
 	enum core_rc rc;
@@ -348,22 +361,10 @@ enum core_rc api_h_claim_next(struct api_req *r)
 	}
 	if ((rc = api_auth_board(r, in.board)) != CORE_OK)
 		goto out;
-	/* The first pass checks the asked columns, with details; a woken request was checked
-	 * already. Without columns there is only the board to check, and the store's claim
-	 * finds it missing itself (NOT_FOUND below): no copy of the board per claim. */
+	/* The asked columns are the store's to check (under its lock: a board PUT cannot land
+	 * between the check and the pick), as is the board (NOT_FOUND below); a refusal gets
+	 * its detail from columns_detail. No copy of the board per claim. */
 	if (!r->next_woken) {
-		if (has_cols && columns.n) {
-			rc = store_board_get(r->api->st, in.board, &b);
-			if (rc == CORE_ERR_NOT_FOUND) {
-				rc = api_fail(r, rc, "no board %s", in.board);
-				goto out;
-			}
-			if (rc == CORE_OK)
-				rc = core_pick_check(&b, &columns, r->detail, sizeof r->detail);
-			core_board_release(&b);
-			if (rc != CORE_OK)
-				goto out;
-		}
 		/* The server's bound on every long-poll (--events-wait-max-ms) holds here too. */
 		if (wait_ms > r->api->cfg.events_wait_max_ms)
 			wait_ms = r->api->cfg.events_wait_max_ms;
@@ -381,6 +382,10 @@ enum core_rc api_h_claim_next(struct api_req *r)
 		rc = store_card_claim_next(r->api->st, &in, &actor, &res);
 		if (rc == CORE_ERR_NOT_FOUND) {
 			rc = api_fail(r, rc, "no board %s", in.board);
+			break;
+		}
+		if (rc == CORE_ERR_TRANSITION_REJECTED) {
+			rc = columns_detail(r, in.board, in.columns);
 			break;
 		}
 		if (rc == CORE_OK && res.card) {

@@ -94,7 +94,7 @@ enum core_rc api_h_claim(struct api_req *r)
 	metrics_inc(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent");
 	{
 		size_t len = 0;
-		char *text = store_claim_json_text(res.card, &res.token, res.fresh, false, &len);
+		char *text = api_claim_json_text(res.card, &res.token, res.fresh, false, &len);
 
 		core_card_free(res.card);
 		return api_reply_json_text(r, 200, text, len);
@@ -120,7 +120,7 @@ enum core_rc api_h_renew(struct api_req *r)
 		return rc;
 	{
 		size_t len = 0;
-		char *text = store_renew_json_text(c, t.marker, &len); /* no tree */
+		char *text = api_renew_json_text(c, t.marker, &len); /* no tree */
 
 		core_card_free(c);
 		return api_reply_json_text(r, 200, text, len);

@@ -1,11 +1,11 @@
 /* The one error table (core_rc -> HTTP status, title) and the one problem+json renderer.
- * No other file formats an error answer: handlers return an enum core_rc. */
+ * No other file formats an error answer: handlers return an enum core_rc (answer.c sends
+ * the problem). */
 #include "api/api_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 /* Every enum core_rc, with its status and title. A row missing here fails the build (the
  * count check below) and the unit test that walks CORE_RC_LIST. */
@@ -145,10 +145,6 @@ enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 	return rc;
 }
 
-/* Last resort when even the problem body cannot be built: a fixed body, never empty. */
-static const char oom_body[] = "{\"type\":\"/problems/out_of_memory\",\"title\":\"Out Of "
-			       "Memory\",\"status\":500,\"code\":\"out_of_memory\",\"detail\":\"\"}";
-
 char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status)
 {
 	char type[64];
@@ -180,87 +176,4 @@ char *api_problem_text(enum core_rc rc, const char *detail, unsigned *status)
 		text = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(j);
 	return text;
-}
-
-enum MHD_Result api_problem_queue(struct api_req *r, enum core_rc rc, const char *detail)
-{
-	struct MHD_Response *resp = NULL;
-	unsigned status;
-	char *text;
-	json_t *j;
-
-	if (r->route && (r->route->flags & API_ROUTE_JSONRPC)) {
-		/* /mcp speaks JSON-RPC even when refused before (or after) its handler. */
-		if (rc == CORE_OK)
-			rc = CORE_ERR_INTERNAL;
-		status = api_rc_status(rc);
-		j = api_mcp_early_error(rc, detail && detail[0] ? detail : api_rc_detail(rc));
-		if (j && json_object_get(r->json, "id"))
-			json_object_set(j, "id", json_object_get(r->json, "id"));
-		text = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-		json_decref(j);
-		resp = text ? MHD_create_response_from_buffer(strlen(text), text,
-							      MHD_RESPMEM_MUST_FREE)
-			    : NULL;
-		if (!resp) {
-			free(text);
-			return MHD_NO;
-		}
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		goto headers;
-	}
-	text = api_problem_text(rc, detail, &status);
-	if (text) {
-		resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-		if (!resp)
-			free(text);
-	} else {
-		status = 500;
-		resp = MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)oom_body,
-						       MHD_RESPMEM_PERSISTENT);
-	}
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/problem+json");
-headers:
-	if (status == 401)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-	if (status == 503)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-	if (status == 405 && r->allow[0])
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
-	return api_response_queue(r, status, resp);
-}
-
-bool api_problem_write_raw(struct api_req *r, enum core_rc rc, const char *detail)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	unsigned status;
-	char head[256], *text;
-	int n;
-
-	/* Raw bytes on a TLS connection would break its record stream: libmicrohttpd answers
-	 * those itself. */
-	if (!ci || MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION))
-		return false;
-	text = api_problem_text(rc, detail, &status);
-	if (!text)
-		return false;
-	n = snprintf(head, sizeof head,
-		     "HTTP/1.1 %u %s\r\nContent-Type: application/problem+json\r\n"
-		     "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-		     status, api_rc_title(rc), strlen(text));
-	/* A fresh connection's send buffer takes these few hundred bytes at once; whatever it
-	 * does not take is lost with the connection, which closes either way. */
-	if (n > 0 && (size_t)n < sizeof head) {
-		(void)send(ci->connect_fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-		(void)send(ci->connect_fd, text, strlen(text), MSG_NOSIGNAL | MSG_DONTWAIT);
-	}
-	shutdown(ci->connect_fd, SHUT_WR);
-	free(text);
-	r->answered = true;
-	r->raw_answered = true;
-	r->final_status = status;
-	return true;
 }

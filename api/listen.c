@@ -1,6 +1,8 @@
-/* Where the api listens: a TCP address (api.c binds it) or a Unix-domain stream socket file
- * (bound here); either way api.c's acceptor thread accepts on it and hands each connection to
- * libmicrohttpd (MHD_add_connection).
+/* Where the api listens and how connections come in: a TCP address (api_listen_tcp binds it
+ * when the daemon starts) or a Unix-domain stream socket file (bound by api_listen_open);
+ * either way the acceptor thread below accepts on it and deals each connection out to
+ * libmicrohttpd's threads in turn (MHD_add_connection), and api_on_accept closes the new ones
+ * once the server is stopping.
  *
  * A socket file follows what users expect of a daemon: a path that does not fit sun_path is
  * refused; an existing file that is not a socket is never removed; a socket some server still
@@ -12,6 +14,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,4 +207,147 @@ void api_listen_release(struct api_listen *l)
 		unlink(l->path); /* still ours: another server's socket at that path stays */
 	free(l->path);
 	l->path = NULL;
+}
+
+/* libmicrohttpd's accept policy, on the thread that hands it the connection: once stopping, a
+ * new connection is closed at once (the client sees it closed before a byte was read, and
+ * retries elsewhere).
+ *
+ * This is how boardd stops taking connections, not MHD_quiesce_daemon: in libmicrohttpd
+ * 0.9.75 (and its later releases), quiescing an epoll daemon removes the listen socket from
+ * each thread's epoll set from the caller's thread while those threads may be removing it
+ * themselves (they read was_quiesced unlocked); the loser's epoll_ctl fails with ENOENT and
+ * the library aborts ("Failed to remove listen FD from epoll set", daemon.c:4976 or :5531;
+ * tests/api/test_api_quiesce.c hits it within a few rounds under TSan). The acceptor below
+ * checks the same flag before it hands a connection over. */
+enum MHD_Result api_on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	const struct api *a = cls;
+
+	(void)addr;
+	(void)addrlen;
+	return atomic_load_explicit(&a->draining, memory_order_relaxed) ? MHD_NO : MHD_YES;
+}
+
+/* ---- accepting: one thread deals the connections out to libmicrohttpd's threads ----
+ *
+ * With the listen socket its own, every thread of libmicrohttpd's pool polls it, and the one
+ * that wakes first accepts up to ten connections in a row, then goes back for more: a client
+ * that opens its connections in a burst (any pooled client) gets all of them on one thread.
+ * Measured with the claim cycle (bench/loadgen, 32 keep-alive connections, 2 threads): in 3
+ * of 5 runs one thread served all 32 and the other none (bench/README.md, stop 20: side by
+ * side with another server, dealt evenly gets 12 % more cycles). So the socket is boardd's:
+ * this thread accepts and gives each connection to MHD_add_connection, which puts it on pool
+ * thread (descriptor mod pool size) (daemon.c, internal_add_connection, since 0.9.x); the
+ * descriptor is moved to the number that selects the next thread in turn. Were a release to
+ * choose differently, the connections would still be served, only not dealt evenly. */
+
+/* fd, or a duplicate of it whose number is `want` modulo n (fd is then closed); fd itself
+ * when no such duplicate can be had. */
+static int fd_for_thread(int fd, unsigned n, unsigned want)
+{
+	int from, dup;
+
+	if (n < 2 || (unsigned)fd % n == want)
+		return fd;
+	from = fd + (int)((want + n - (unsigned)fd % n) % n); /* the next number of the class */
+	for (;;) {
+		dup = fcntl(fd, F_DUPFD_CLOEXEC, from);
+		if (dup < 0)
+			return fd; /* out of descriptors: served where it lands */
+		if ((unsigned)dup % n == want) {
+			close(fd);
+			return dup;
+		}
+		close(dup); /* `from` was taken: the class's next number after the free one */
+		from = dup + (int)((want + n - (unsigned)dup % n) % n);
+	}
+}
+
+static void *acceptor_main(void *arg)
+{
+	struct api *a = arg;
+	struct pollfd pf[2] = {{.fd = a->where.fd, .events = POLLIN},
+			       {.fd = a->acceptor.wake, .events = POLLIN}};
+	struct sockaddr_storage peer;
+	socklen_t len;
+	int fd;
+
+	for (;;) {
+		len = sizeof peer;
+		fd = accept4(a->where.fd, (struct sockaddr *)&peer, &len,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (poll(pf, 2, -1) < 0 && errno != EINTR)
+					usleep(10000);
+				if (pf[1].revents)
+					break; /* api_acceptor_stop */
+			} else if (errno != EINTR && errno != ECONNABORTED) {
+				usleep(10000); /* EMFILE, ENOBUFS, ...: the backlog waits meanwhile */
+			}
+			continue;
+		}
+		if (atomic_load_explicit(&a->draining, memory_order_relaxed)) {
+			close(fd);
+			continue;
+		}
+		fd = fd_for_thread(fd, a->cfg.threads, a->acceptor.next);
+		a->acceptor.next = (a->acceptor.next + 1) % a->cfg.threads;
+		/* MHD owns fd from here on, also when it refuses it (limits: it closes it). */
+		(void)MHD_add_connection(a->daemon, fd, (const struct sockaddr *)&peer, len);
+	}
+	return NULL;
+}
+
+/* The TCP listen socket for ss (libmicrohttpd's own settings: SO_REUSEADDR, IPv6 only on a v6
+ * address, the system's backlog), non-blocking as a socket file's; -1 with errno set. */
+int api_listen_tcp(const struct sockaddr_storage *ss, socklen_t len, bool v6)
+{
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), on = 1;
+	int err;
+
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+	    (v6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on) != 0) ||
+	    bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, SOMAXCONN) != 0) {
+		err = errno;
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	return fd;
+}
+
+/* Starts the thread on a->where.fd (non-blocking); 0 or an errno. */
+int api_acceptor_start(struct api *a)
+{
+	int e;
+
+	a->acceptor.wake = eventfd(0, EFD_CLOEXEC);
+	if (a->acceptor.wake < 0)
+		return errno;
+	if ((e = pthread_create(&a->acceptor.th, NULL, acceptor_main, a)) != 0) {
+		close(a->acceptor.wake);
+		a->acceptor.wake = -1;
+		return e;
+	}
+	a->acceptor.started = true;
+	return 0;
+}
+
+/* Stops accepting (the socket itself is closed by api_listen_release). */
+void api_acceptor_stop(struct api *a)
+{
+	uint64_t one = 1;
+
+	if (!a->acceptor.started)
+		return;
+	while (write(a->acceptor.wake, &one, sizeof one) < 0 && errno == EINTR)
+		;
+	pthread_join(a->acceptor.th, NULL);
+	close(a->acceptor.wake);
+	a->acceptor.wake = -1;
+	a->acceptor.started = false;
 }

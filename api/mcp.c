@@ -303,7 +303,7 @@ enum core_rc api_h_mcp(struct api_req *r)
 	if (!msg)
 		return rpc_error(r, NULL, RPC_PARSE_ERROR, false, NULL, "Parse error: %s",
 				 jerr.text);
-	/* The answer may wait for the store (api.c): keep the message for that error answer. */
+	/* The answer may wait for the store (answer.c): keep the message for that error answer. */
 	json_decref(r->json);
 	r->json = msg;
 	if (json_is_array(msg))

@@ -15,7 +15,7 @@
 #define S_NAME(what) "{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9._-]{1,64}$\",\"description\":\"" what "\"}"
 #define S_LABELS(what) "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"pattern\":\"^[^\\\\s,]{1,64}$\"},\"maxItems\":128,\"description\":\"" what "\"}"
 
-/* A card as served by GET /v1/cards/{id} (store/codec.c). */
+/* A card as served by GET /v1/cards/{id} (store/codec.c, store/json_text.c). */
 #define S_CARD                                                                              \
 	"{\"type\":\"object\",\"required\":[\"id\",\"board\",\"title\",\"body\",\"state\","    \
 	"\"labels\",\"blockers\",\"claim\",\"claim_epoch\"],\"properties\":{"                   \
@@ -182,32 +182,10 @@ static enum core_rc run_get_card(struct api_req *r, json_t **out)
 
 static enum core_rc run_create_card(struct api_req *r, json_t **out)
 {
-	struct store_card_create in = {0};
-	struct core_strv labels = {0}, blockers = {0};
-	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
-	bool has_labels = false, has_blockers = false;
-	enum core_rc rc;
+	enum core_rc rc = api_card_create(r, true, &c); /* the same fields as POST /v1/cards */
 
-	if ((rc = api_json_str(r, "title", true, API_STRING_MAX, &in.title)) != CORE_OK ||
-	    (rc = api_json_str(r, "body", false, API_STRING_MAX, &in.body)) != CORE_OK ||
-	    (rc = api_json_name(r, "board", false, &in.board)) != CORE_OK ||
-	    (rc = api_json_name(r, "state", false, &in.state)) != CORE_OK ||
-	    (rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &has_labels)) !=
-		    CORE_OK ||
-	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
-		    CORE_OK ||
-	    (rc = api_json_priority(r, &in.priority, NULL)) != CORE_OK ||
-	    (rc = api_auth_board(r, in.board ? in.board : "default")) != CORE_OK)
-		goto out;
-	in.labels = has_labels ? &labels : NULL;
-	in.blockers = has_blockers ? &blockers : NULL;
-	rc = store_card_create(r->api->st, &in, &actor, &c);
-	rc = rc == CORE_OK ? card_json(c, out) : api_card_create_detail(r, rc, &in);
-out:
-	core_strv_release(&labels);
-	core_strv_release(&blockers);
-	return rc;
+	return rc == CORE_OK ? card_json(c, out) : rc;
 }
 
 /* SetStateFrom on card `id` into `to`, from `from` or (NULL) the column read now; the cap a

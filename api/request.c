@@ -534,6 +534,55 @@ json_t *api_time_json(int64_t ms)
 	return json_string(core_time_format(ms, buf));
 }
 
+/* ---- percent-decoding (the query here, the path's segments in router.c) ---- */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+bool api_pct_decode_to(const char *s, size_t len, bool plus_space, char *out)
+{
+	size_t i, o = 0;
+
+	for (i = 0; i < len; i++) {
+		if (s[i] == '%') {
+			int hi, lo;
+
+			if (i + 2 >= len)
+				return false;
+			hi = hexval(s[i + 1]);
+			lo = hexval(s[i + 2]);
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+				return false;
+			out[o++] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			out[o++] = (plus_space && s[i] == '+') ? ' ' : s[i];
+		}
+	}
+	out[o] = '\0';
+	return true;
+}
+
+char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
+{
+	char *out = malloc(len + 1);
+
+	*oom = !out;
+	if (out && !api_pct_decode_to(s, len, plus_space, out)) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
 int64_t api_mono_ms(void)
 {
 	struct timespec ts;

@@ -86,6 +86,7 @@
 	X("GET", "/v1/events/stream", api_h_events_stream, ANY, C_READ, NULL, "board after") \
 	X("GET", "/v1/attention", api_h_attention, ANY, C_READ, NULL, "board limit")       \
 	X("GET", "/v1/whoami", api_h_whoami, ANY, 0, NULL, NULL)                           \
+	X("GET", "/", api_h_root, ANY, PUB, NULL, NULL)                                    \
 	X("GET", "/ui", api_h_ui_root, ANY, PUB, NULL, NULL)                               \
 	X("GET", "/ui/", api_h_ui_index, ANY, PUB, NULL, NULL)                             \
 	X("GET", "/ui/{file}", api_h_ui_asset, ANY, PUB, NULL, NULL)                       \
@@ -148,54 +149,6 @@ static bool path_split(const char *p, const char **seg, size_t *len, size_t *n)
 	return true;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Decodes [s, s+len) into out (len + 1 bytes); false on a bad escape or a decoded NUL. */
-static bool pct_decode_to(const char *s, size_t len, bool plus_space, char *out)
-{
-	size_t i, o = 0;
-
-	for (i = 0; i < len; i++) {
-		if (s[i] == '%') {
-			int hi, lo;
-
-			if (i + 2 >= len)
-				return false;
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
-			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-				return false;
-			out[o++] = (char)(hi * 16 + lo);
-			i += 2;
-		} else {
-			out[o++] = (plus_space && s[i] == '+') ? ' ' : s[i];
-		}
-	}
-	out[o] = '\0';
-	return true;
-}
-
-char *api_pct_decode(const char *s, size_t len, bool plus_space, bool *oom)
-{
-	char *out = malloc(len + 1);
-
-	*oom = !out;
-	if (out && !pct_decode_to(s, len, plus_space, out)) {
-		free(out);
-		return NULL;
-	}
-	return out;
-}
-
 /* Path parameter k of r decoded: into the request's own storage when it fits, else malloc'd
  * (params_heap says which). NULL as api_pct_decode. */
 static char *param_decode(struct api_req *r, size_t k, const char *s, size_t len, bool *oom)
@@ -205,7 +158,7 @@ static char *param_decode(struct api_req *r, size_t k, const char *s, size_t len
 	*oom = false;
 	if (len + 1 <= sizeof r->inl.params - r->inl.params_len) {
 		out = r->inl.params + r->inl.params_len;
-		if (!pct_decode_to(s, len, false, out))
+		if (!api_pct_decode_to(s, len, false, out))
 			return NULL;
 		r->inl.params_len += len + 1;
 		return out;

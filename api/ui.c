@@ -8,6 +8,7 @@
 #include "api/api_int.h"
 #include "api/ui_assets.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const ui_headers[] = {
@@ -38,6 +39,20 @@ static enum core_rc ui_serve(struct api_req *r, const char *name)
 		return CORE_OK;
 	}
 	return api_fail(r, CORE_ERR_NOT_FOUND, "no UI file %s", name);
+}
+
+/* GET /: a person who opens the server's address lands on the UI, not on a 404 (issue 30). */
+enum core_rc api_h_root(struct api_req *r)
+{
+	static const char body[] = "See /ui/\n";
+
+	snprintf(r->location, sizeof r->location, "%s", "/ui/");
+	r->raw_body = body;
+	r->raw_len = sizeof body - 1;
+	r->raw_type = "text/plain; charset=utf-8";
+	r->status = 302;
+	r->headers = ui_headers;
+	return CORE_OK;
 }
 
 enum core_rc api_h_ui_root(struct api_req *r)

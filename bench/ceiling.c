@@ -24,7 +24,7 @@
  *   at least 4 writes, the flusher waits up to 250 us for as many again.
  * - Native mode (default): THREADS event loops (one per core by default), each an epoll set of
  *   its connections plus an eventfd; one acceptor thread deals connections round-robin (as
- *   boardd's api/api.c acceptor does). A socket stays registered (edge-triggered, readable only)
+ *   boardd's api/listen.c acceptor does). A socket stays registered (edge-triggered, readable only)
  *   while its answer waits: no epoll_ctl per request. After a sync the flusher writes the
  *   eventfd of each loop that had a write in the group (once per loop per group); that loop
  *   sends every answer now durable, from the thread that owns the socket.
@@ -444,7 +444,7 @@ static void problem(struct answer *a, int status, const char *code, const char *
 	a->seq = 0;
 }
 
-/* The card as boardd writes it (store/codec.c jb_card: same fields, same order). */
+/* The card as boardd writes it (store/json_text.c jb_card: same fields, same order). */
 static void card_render(const struct card *c, struct answer *a)
 {
 	char cr[32], up[32], st[32], ca[32], lu[32], claim[320];
@@ -1018,7 +1018,7 @@ static int listen_open(void)
 	return fd;
 }
 
-/* fd, or a duplicate of it numbered `want` modulo n (api/api.c fd_for_thread: MHD puts a
+/* fd, or a duplicate of it numbered `want` modulo n (api/listen.c fd_for_thread: MHD puts a
  * connection on pool thread fd mod pool size). */
 static int fd_for_thread(int fd, unsigned n, unsigned want)
 {
@@ -1190,7 +1190,7 @@ static enum MHD_Result mhd_request(void *cls, struct MHD_Connection *conn, const
 /* libmicrohttpd's messages, as boardd's lib_log treats the ones it does not answer for: counted,
  * the first one shown. Over a unix socket handed in by MHD_add_connection, 0.9.75 says three
  * per answer (its TCP_NODELAY and TCP_CORK setsockopt fail with EOPNOTSUPP, which it does not
- * take as "not TCP", so it tries again at every send): bench/README.md, stop 23. */
+ * take as "not TCP", so it tries again at every send): bench/README.md, "The ceiling". */
 static _Atomic uint64_t mhd_messages;
 
 __attribute__((format(printf, 2, 0)))
@@ -1279,7 +1279,7 @@ int main(int argc, char **argv)
 	if (cards_grow() != 0 || journal_open() != 0 || (listen_fd = listen_open()) < 0)
 		return 1;
 	if (opt.mhd) {
-		/* boardd's way (api/api.c): no listen socket of the library's, every connection
+		/* boardd's way (api/listen.c): no listen socket of the library's, every connection
 		 * handed in by the acceptor; -A: the library accepts on ours (then it knows a unix
 		 * socket is not TCP, and it deals the connections as its threads wake). */
 		daemon_mhd = MHD_start_daemon(

@@ -11,7 +11,7 @@
  * the directory's lock: not one a server is using). Each round opens the store, closes it,
  * and prints the open's wall and CPU (user + system, every thread of this process) time; then
  * the minimum and median of each. For `perf record -g build-bench/bench/cold_open DIR 3`. */
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <stdio.h>
 #include <stdlib.h>

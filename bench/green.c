@@ -27,7 +27,7 @@
 
 /* The switch between a coroutine and its loop. glibc's swapcontext saves and restores the
  * signal mask: an rt_sigprocmask syscall on each side, 2 of the client's ~4.1 syscalls per
- * request (perf trace -s, bench/README.md stop 22). On x86-64 the switch is the System V
+ * request (perf trace -s, stop 22: in the history of bench/README.md). On x86-64 the switch is the System V
  * ABI's callee-saved registers and the stack pointer, in user space (the mask never changes
  * here: no coroutine touches it). Elsewhere, and under ASan or TSan (which follow stacks
  * through swapcontext only), ucontext as before. */

@@ -1,12 +1,16 @@
 /* loadgen — the claim cycle against boardd over keep-alive HTTP/1.1.
  *
  *   loadgen -p PORT [-w 32] [-d 20] [-W 2] [-n CYCLES] [-l 30000] [-r 3] [-P bench] [-T FILE]
- *           [-e 1]
+ *           [-e 1] [-G 0] [-L 0]
  *
  * Each worker owns one card (<prefix>-<i>, created in_progress by the bot token before the
  * clock starts) and one connection, and loops:
  *   claim (must answer fresh: true) -> renew x3 -> owned state write to review (If-Match) ->
  *   owned state write back to in_progress -> release.
+ * -G N adds N reads per cycle (GET of the next worker's card, which that worker is writing:
+ * what a reader pays for the FS store's read barrier, DESIGN §16), after the claim; -L N adds
+ * N lists by state (GET /v1/cards?state=review&limit=1: the few cards between their two state
+ * writes, read off the state's posting list while they come and go).
  * The workers run as coroutines on -e event-loop threads (bench/green.c; -e 0: a blocking
  * thread each, as before stop 19); the cycle below is the same either way.
  * Tokens: BENCH_WORKER_TOKEN and BENCH_BOT_TOKEN, or -T FILE with lines "worker TOKEN" and
@@ -18,18 +22,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N_OPS = BENCH_CYCLE_OPS };
+enum { LG_OP_GET = BENCH_CYCLE_OPS, LG_OP_LIST, N_OPS };
 
 static const char *const op_names[N_OPS] = {
 	BENCH_CYCLE_OP_NAMES,
+	[LG_OP_GET] = "get (other's)",
+	[LG_OP_LIST] = "list review",
 };
 
 static char worker_auth[256], bot_auth[256];
+static unsigned reads_per_cycle, lists_per_cycle; /* -G, -L */
 
 struct lg_worker {
 	char card[160];
 	char marker[64];
-	char path_claim[200], path_renew[200], path_state[200], path_release[200];
+	char path_claim[200], path_renew[200], path_state[200], path_release[200], path_get[200];
 	int64_t epoch;
 };
 
@@ -49,6 +56,8 @@ static int lg_setup(struct bench_worker *w)
 	snprintf(lw->path_renew, sizeof lw->path_renew, "/v1/cards/%s/renew", lw->card);
 	snprintf(lw->path_state, sizeof lw->path_state, "/v1/cards/%s/state", lw->card);
 	snprintf(lw->path_release, sizeof lw->path_release, "/v1/cards/%s/release", lw->card);
+	snprintf(lw->path_get, sizeof lw->path_get, "/v1/cards/%s-%zu", w->opts->prefix,
+		 (w->idx + 1) % w->opts->workers);
 	snprintf(body, sizeof body, "{\"id\":\"%s\",\"state\":\"in_progress\",\"title\":\"bench\"}",
 		 lw->card);
 	status = bench_op_untimed(w, "POST", "/v1/cards", bot_auth, body, &resp);
@@ -93,6 +102,14 @@ static int lg_cycle(struct bench_worker *w)
 		return -1;
 	}
 	lw->epoch = fresh_epoch;
+	for (k = 0; k < (int)reads_per_cycle; k++)
+		if (bench_op_request(w, LG_OP_GET, "GET", lw->path_get, worker_auth, NULL, &resp) !=
+		    200)
+			goto fail;
+	for (k = 0; k < (int)lists_per_cycle; k++)
+		if (bench_op_request(w, LG_OP_LIST, "GET", "/v1/cards?state=review&limit=1", worker_auth, NULL,
+				     &resp) != 200)
+			goto fail;
 	snprintf(body, sizeof body, "{\"marker\":\"%s\",\"epoch\":%lld,\"lease_ms\":%lld}",
 		 lw->marker, (long long)lw->epoch, (long long)w->opts->lease_ms);
 	for (k = 0; k < (int)w->opts->renews; k++)
@@ -150,6 +167,16 @@ static int tokens_file_read(const char *path, char *worker, char *bot, size_t le
 
 static int lg_opt(int opt, const char *arg, void *ctx)
 {
+	char *end;
+	unsigned long n;
+
+	if (opt == 'G' || opt == 'L') {
+		n = strtoul(arg, &end, 10);
+		if (*end || end == arg || n > 100)
+			return -1;
+		*(opt == 'G' ? &reads_per_cycle : &lists_per_cycle) = (unsigned)n;
+		return 0;
+	}
 	if (opt != 'T')
 		return -1;
 	*(const char **)ctx = arg;
@@ -230,10 +257,12 @@ int main(int argc, char **argv)
 	const char *tokens_file = NULL, *e;
 	struct bench_opts o;
 
-	if (bench_opts_parse(&o, argc, argv, "T:", lg_opt, &tokens_file,
+	if (bench_opts_parse(&o, argc, argv, "T:G:L:", lg_opt, &tokens_file,
 			     "usage: loadgen -p PORT | -U SOCKET [options]\n"
 			     "  -T FILE     tokens: lines \"worker TOKEN\" and \"bot TOKEN\"\n"
-			     "              (else BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN)\n") != 0)
+			     "              (else BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN)\n"
+			     "  -G N        N reads per cycle (GET of the next worker's card; 0)\n"
+			     "  -L N        N lists by state per cycle (GET /v1/cards?state=review&limit=1; 0)\n") != 0)
 		return 2;
 	/* The name in the table and in RESULT's target= (bench/run.sh runs the same client
 	 * against bench/ceiling as "ceiling" and "ceiling-mhd"). */

@@ -6,7 +6,7 @@
  * server's default. */
 #include "core/core.h"
 #include "server/reaper.h"
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <pthread.h>
 #include <stdio.h>

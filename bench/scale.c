@@ -31,7 +31,7 @@
 #include "bench/bench.h"
 #include "core/core.h"
 #include "server/reaper.h"
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

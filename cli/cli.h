@@ -3,8 +3,12 @@
  *
  * One file per concern, as curl's own tool: main.c (verbs, global options, help), http.c (the
  * libcurl easy handle, set up in one place), job.c (one job: a command run under a claim,
- * renewed, killed on loss, its outcome written fenced), work.c (`work` and `run`: slots,
- * signals), verbs.c (cards, reopen, events, attention), progress.c (the per-job report). */
+ * renewed, killed on loss, its outcome written fenced), job_writes.c (the requests a job
+ * makes: renew, heartbeat, the fenced run and card writes, their retries), supervise.c (the process that holds a
+ * job's whole process tree), output.c (the job's output: passed through, its tail sent as the
+ * run's output), preflight.c (what is checked before anything is claimed), work.c (`work`
+ * and `run`: slots, signals), verbs.c (cards, reopen, events, attention, runs), progress.c
+ * (the per-job report). */
 #ifndef BOARDD_CLI_H
 #define BOARDD_CLI_H
 
@@ -17,6 +21,20 @@
 #include <sys/types.h>
 
 #define CLI_ERR_MAX 512
+
+/* boardctl's own exit statuses (the man page's EXIT STATUS table; README "Exit statuses").
+ * Below them, `run` exits with the job's own status; a job a signal N ended, and boardctl
+ * stopped by signal N, exit 128+N, as a shell reports. Verbs other than work and run exit 1
+ * when the request failed. */
+enum cli_exit {
+	CLI_EXIT_FAILED = 1,       /* cards, reopen, events, attention, runs: the request failed */
+	CLI_EXIT_LOST = 123,       /* run: the claim was lost (nothing written) */
+	CLI_EXIT_CANCELLED = 124,  /* run: an operator cancelled the run */
+	CLI_EXIT_ERROR = 125,      /* boardctl's own error: usage, configuration, the server
+				    * refused what boardctl was told to do */
+	CLI_EXIT_CANNOT_EXEC = 126, /* the command was found but could not be executed */
+	CLI_EXIT_NOT_FOUND = 127,  /* the command was not found */
+};
 
 /* ---- global options (main.c) ---- */
 
@@ -69,6 +87,7 @@ struct cli_outcome {
 struct cli_job_opts {
 	char *const *argv;        /* the command */
 	struct cli_outcome on_success, on_failure;
+	const char *running_column; /* where the card goes when its job starts; NULL: stays */
 	int64_t grace_ms;         /* SIGTERM -> SIGKILL */
 	int stop_fd;              /* readable once boardctl was told to stop (work.c) */
 	const atomic_int *stop_sig; /* the signal to forward (0: none yet); set by work.c's main
@@ -84,6 +103,7 @@ struct cli_claim {
 	char card[129];
 	char board[65];
 	char marker[129];
+	char state[65];   /* the card's column when it was claimed ("" when not told) */
 	int64_t epoch;
 	int64_t lease_ms;
 	int64_t renew_after_ms;
@@ -103,11 +123,16 @@ enum cli_job_end {
 			    * asked: claim released if possible */
 	CLI_JOB_CANCELLED, /* an operator cancelled the run (DESIGN §12, ADR-096 point 4): command
 			    * stopped, card neither filed nor released (kept for the operator) */
+	CLI_JOB_NOT_STARTED, /* the command could not be started (DESIGN §20): not a job failure,
+			      * nothing filed, the claim released; exit_code 126/127 (125 when
+			      * boardctl's own supervisor could not start) */
 };
 
 struct cli_job_report {
 	enum cli_job_end end;
-	int exit_code;     /* of the command (-signal when killed by one) */
+	int exit_code;     /* as a shell reports it: the command's status, 128+N when signal N
+			    * ended it; for CLI_JOB_NOT_STARTED, 126 or 127 (or 125) */
+	int signal;        /* the signal that ended the command, or 0 */
 	char run[129];
 	int64_t duration_ms;
 	bool outcome_written;
@@ -123,6 +148,111 @@ struct cli_job_report {
 void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli_job_opts *opts,
 		 struct cli_job_report *rep);
 
+/* ---- job_writes.c: the requests of one job (job.c's own) ---- */
+
+#define CLI_RENEW_TIMEOUT_MAX_MS 10000
+#define CLI_BACKOFF_FIRST_MS 200
+#define CLI_BACKOFF_MAX_MS 5000
+#define CLI_WRITE_TIMEOUT_MS 15000
+
+/* "/v1/cards/<card, escaped><tail>" into buf. */
+void cli_job_card_path(char *buf, size_t len, const struct cli_claim *c, const char *tail);
+/* Whether a status is the server saying no for good (409, 404, 403, 422, 401). */
+bool cli_job_refused(long status);
+/* The wait before the next try of a write that got no answer: the backoff, never more than
+ * half the time left before `until` (a last try lands in the lease's last part). */
+int64_t cli_job_retry_delay(int64_t backoff, int64_t until);
+/* POST renew; the HTTP status (0: no answer), err the reason. */
+long cli_job_renew(struct cli_http *h, const struct cli_claim *c, long timeout, char *err);
+/* The run's heartbeat; true only when an operator cancelled the run. */
+bool cli_job_heartbeat(struct cli_http *h, const struct cli_claim *c, const char *run,
+		       long timeout);
+/* The fenced release, retried on no answer until `until`. */
+long cli_job_release(struct cli_http *h, const struct cli_claim *c, int64_t until, char *err);
+/* The claim given back; into column `back` (NULL: where it is) in the same fenced step. */
+long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+		       const char *reason, int64_t until, char *err);
+/* PATCH the run (status, error, result); *cancelled (may be NULL): refused as cancelled. */
+long cli_job_run_patch(struct cli_http *h, const struct cli_claim *c, const char *run,
+		       const char *status, const char *error, json_t *result, int64_t until,
+		       char *err, bool *cancelled);
+/* The card's outcome and the release in one fenced step (or the claim given back). */
+long cli_job_outcome_write(struct cli_http *h, const struct cli_claim *c,
+			   const struct cli_outcome *o, const char *back, const char *reason,
+			   int64_t until, char *err);
+/* An outcome write refused with `st`: the claim given back, rep says how the job ended. */
+void cli_job_outcome_refused(struct cli_http *h, const struct cli_claim *c,
+			     const struct cli_job_opts *o, const char *back,
+			     struct cli_job_report *rep, long st, int64_t lease_end);
+/* Creates the run and records it on the card; false with rep->end set when it could not. */
+bool cli_job_run_start(struct cli_http *h, const struct cli_claim *c, struct cli_job_report *rep);
+/* Mints the agent token bound to the claim: *out a new string (caller wipes and frees). */
+bool cli_job_agent_token_mint(struct cli_http *h, const struct cli_claim *c, const json_t *caps,
+			      char **out, struct cli_job_report *rep);
+/* Moves the card into the running column `col` (NULL: not); from: the column it was in;
+ * *moved whether it moved; false when the claim was found lost. */
+bool cli_job_running_enter(struct cli_http *h, const struct cli_claim *c, const char *col,
+			   char *from, size_t fromlen, bool *moved, struct cli_job_report *rep);
+
+/* ---- supervise.c: the process holding a job's tree ---- */
+
+struct cli_proc {
+	pid_t sup;    /* the supervisor: boardctl's child */
+	int ctl;      /* write end: each byte a signal for the command's group; closing it (or
+		       * boardctl dying) kills the job's whole tree */
+	int status;   /* read end (non-blocking): the command's wait status once it ended and its
+		       * tree is gone */
+	int out, err; /* read ends of the command's stdout and stderr (output.c reads them) */
+};
+
+/* Starts argv (env: its environment) under a supervisor. 0 once the command was executed;
+ * else an errno, nothing runs, and *cmd_failed says whether it was the command's own exec
+ * that failed (ENOENT: not found) rather than the supervisor's. */
+int cli_proc_start(char *const *argv, char **env, struct cli_proc *p, bool *cmd_failed);
+/* Sends sig to the command's process group (through the supervisor). */
+void cli_proc_signal(struct cli_proc *p, int sig);
+/* Whether the command ended (*ws: its wait status); false while it runs. Call when
+ * p->status is readable. */
+bool cli_proc_ended(struct cli_proc *p, int *ws);
+/* Closes boardctl's ends (the supervisor kills what is left) and reaps the supervisor. */
+void cli_proc_close(struct cli_proc *p);
+/* `boardctl __supervise ...`: the supervisor's own main (never run by hand). */
+int cli_supervise_main(int argc, char **argv);
+
+/* ---- output.c: the job's output ---- */
+
+#define CLI_OUTPUT_MAX 65536 /* the tail kept and sent: the run's output keeps as much */
+
+struct cli_output;
+
+/* Reads the command's stdout and stderr (fds taken over: closed by cli_output_free), writes
+ * them through to boardctl's own, and keeps the unsent tail (at most CLI_OUTPUT_MAX bytes).
+ * NULL on out of memory (the fds are closed then). */
+struct cli_output *cli_output_start(int out, int err);
+/* Once the command's tree is gone: reads what is left, and stops. */
+void cli_output_finish(struct cli_output *o);
+/* Whether bytes wait to be sent. */
+bool cli_output_pending(struct cli_output *o);
+/* Appends the unsent tail to run `run` (POST /v1/runs/{id}/output {marker, text}, DESIGN
+ * §20) as valid UTF-8; `final` also sends an incomplete last character. A server without that
+ * route (404, 405) is skipped silently, for this and every later job. */
+void cli_output_send(struct cli_output *o, struct cli_http *h, const struct cli_claim *c,
+		     const char *run, bool final);
+void cli_output_free(struct cli_output *o);
+
+/* ---- preflight.c: checked before anything is claimed ---- */
+
+/* Whether argv0 can be executed as execvp would find it: 0, or CLI_EXIT_NOT_FOUND /
+ * CLI_EXIT_CANNOT_EXEC with err saying why. */
+int cli_command_check(const char *argv0, char *err, size_t errlen);
+/* Reads the board (of `card` when board is NULL) and checks that the outcome columns and the
+ * running column are columns of it; fills the running column from the board's `running`
+ * role when `running` is NULL (running_buf holds it). 0; CLI_EXIT_ERROR with err; -1 with
+ * err when the server could not answer (no connection, 5xx, 429): worth another try. */
+int cli_board_check(struct cli_http *h, const char *board, const char *card,
+		    struct cli_job_opts *o, bool running_given, char *running_buf, size_t len,
+		    char *err, size_t errlen);
+
 /* ---- progress.c ---- */
 
 /* One line per job: on stderr for people, and with --json one JSON object on stdout. */
@@ -137,6 +267,7 @@ int cli_cards_main(int argc, char **argv);  /* verbs.c */
 int cli_reopen_main(int argc, char **argv);
 int cli_events_main(int argc, char **argv);
 int cli_attention_main(int argc, char **argv);
+int cli_runs_main(int argc, char **argv);
 
 /* Parses "--on-success done" style outcomes: a column name or "release". */
 bool cli_outcome_parse(const char *s, struct cli_outcome *o);

@@ -1,14 +1,20 @@
 /* One job under a claim (DESIGN §12; consul lock's and etcdctl lock's contract): the command
- * runs only while the claim is held.
+ * runs only while the claim is held. The requests it makes are job_writes.c's.
  *
- * - The command gets its own process group and dies with boardctl (PR_SET_PDEATHSIG): a
- *   command that outlives its supervisor would keep working after the lease ends.
+ * - The command runs under a supervisor (supervise.c) in its own process group; its whole
+ *   process tree dies with boardctl (kill -9 included) and with the command itself: a
+ *   process that outlives its supervisor would keep working after the lease ends. A command
+ *   that cannot be started is no job failure: nothing is filed, the claim is released.
+ * - As it starts, the card enters the running column (an owned state write).
  * - The claim is renewed and the run heartbeaten every renew_after_ms. A renew that fails
- *   without an answer (network, 5xx) is retried with backoff until the lease would end; a
+ *   without an answer (network, 5xx) is retried with backoff until the lease would end, the
+ *   tries coming closer near the end so that one always lands in the lease's last part; a
  *   renew refused (409: the claim was taken, revoked or reclaimed; 401: the token was
  *   removed) is a loss at once. The
  *   lease end is measured locally from the moment each renew was SENT, so a boardctl stopped
  *   (SIGSTOP) past its lease knows it on waking, before it writes anything.
+ * - The command's output goes through to boardctl's own, and its tail is appended to the run
+ *   (output.c) every few seconds and before the run's final write.
  * - On loss: SIGTERM to the process group, SIGKILL after the grace, and nothing is written:
  *   the server would refuse it anyway; this stops the work toward refusals.
  * - On the command's exit: the run's status (and result/error), then the card's state and the
@@ -28,164 +34,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 
-#define RENEW_TIMEOUT_MAX_MS 10000
-#define BACKOFF_FIRST_MS 200
-#define BACKOFF_MAX_MS 5000
-#define WRITE_TIMEOUT_MS 15000
-
-bool cli_claim_parse(const json_t *answer, const char *card_id, struct cli_claim *c)
-{
-	const json_t *tok = json_object_get(answer, "token"), *card = json_object_get(answer, "card");
-	const char *id = card ? json_string_value(json_object_get(card, "id")) : card_id;
-	const char *board = card ? json_string_value(json_object_get(card, "board")) : NULL;
-	const char *marker;
-
-	if (!tok)
-		tok = answer; /* POST /v1/cards/{id}/claim answers the token itself */
-	marker = json_string_value(json_object_get(tok, "marker"));
-	if (!id || !marker || !json_is_integer(json_object_get(tok, "epoch")) ||
-	    !json_is_integer(json_object_get(tok, "lease_ms")))
-		return false;
-	snprintf(c->card, sizeof c->card, "%s", id);
-	snprintf(c->board, sizeof c->board, "%s", board ? board : "");
-	snprintf(c->marker, sizeof c->marker, "%s", marker);
-	c->epoch = json_integer_value(json_object_get(tok, "epoch"));
-	c->lease_ms = json_integer_value(json_object_get(tok, "lease_ms"));
-	c->renew_after_ms = json_integer_value(json_object_get(tok, "renew_after_ms"));
-	if (c->renew_after_ms <= 0)
-		c->renew_after_ms = c->lease_ms / 3;
-	return c->lease_ms > 0;
-}
-
-/* ---- the requests ---- */
-
-static void card_path(char *buf, size_t len, const struct cli_claim *c, const char *tail)
-{
-	char id[400];
-
-	cli_http_escape(c->card, id, sizeof id);
-	snprintf(buf, len, "/v1/cards/%s%s", id, tail);
-}
-
-/* A refusal: the server answered and said no (the claim is not ours any more, or the token
- * that holds it was removed: 401). */
-static bool refused(long status)
-{
-	return status == 409 || status == 404 || status == 403 || status == 422 || status == 401;
-}
-
-static long renew(struct cli_http *h, const struct cli_claim *c, long timeout, char *err)
-{
-	char path[512];
-	json_t *body = json_pack("{s:s, s:I, s:I}", "marker", c->marker, "epoch",
-				 (json_int_t)c->epoch, "lease_ms", (json_int_t)c->lease_ms);
-	long st;
-
-	card_path(path, sizeof path, c, "/renew");
-	st = cli_http_call(h, "POST", path, body, -1, timeout, NULL, err, CLI_ERR_MAX);
-	json_decref(body);
-	return st;
-}
-
-/* Whether the JSON string field `key` of `o` equals `want` (false when absent). */
-static bool field_is(const json_t *o, const char *key, const char *want)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-
-	return s && strcmp(s, want) == 0;
-}
-
-/* Whether run `run` is final with status cancelled: what an operator's cancel writes (boardctl
- * never does; DESIGN §6 keeps such a claim whoever wrote it). Asked after a 409 run_final, by
- * reading the run: a run made final another way (finished, failed) is not this case. */
-static bool run_cancelled(struct cli_http *h, const char *run)
-{
-	char path[400], err[CLI_ERR_MAX], id[300];
-	json_t *ans = NULL;
-	bool yes;
-
-	cli_http_escape(run, id, sizeof id);
-	snprintf(path, sizeof path, "/v1/runs/%s", id);
-	yes = cli_http_call(h, "GET", path, NULL, -1, WRITE_TIMEOUT_MS, &ans, err, sizeof err) ==
-		      200 &&
-	      field_is(ans, "status", "cancelled");
-	json_decref(ans);
-	return yes;
-}
-
-/* A run write answered `st` with `ans`: true when it was refused because an operator
- * cancelled the run (409 run_final, and the run reads cancelled). */
-static bool refused_cancelled(struct cli_http *h, const char *run, long st, const json_t *ans)
-{
-	return st == 409 && field_is(ans, "code", "run_final") && run_cancelled(h, run);
-}
-
-/* The run's heartbeat. Any failure is only warned about (the claim is what counts), except an
- * operator's cancel: true then. */
-static bool heartbeat(struct cli_http *h, const struct cli_claim *c, const char *run,
-		      long timeout)
-{
-	char path[400], err[CLI_ERR_MAX], id[300];
-	json_t *body = json_pack("{s:s}", "marker", c->marker), *ans = NULL;
-	bool cancelled = false;
-	long st;
-
-	cli_http_escape(run, id, sizeof id);
-	snprintf(path, sizeof path, "/v1/runs/%s/heartbeat", id);
-	st = cli_http_call(h, "POST", path, body, -1, timeout, &ans, err, sizeof err);
-	if (st != 200) {
-		cancelled = refused_cancelled(h, run, st, ans);
-		if (!cancelled)
-			cli_warn("card %s: run heartbeat: %s", c->card, err);
-	}
-	json_decref(ans);
-	json_decref(body);
-	return cancelled;
-}
-
-/* One write (`body` borrowed), retried with backoff while it gets no answer or a 5xx, until
- * another try would start at or past `until`; returns the last status (0: no answer). *out
- * (may be NULL) receives the last answer (new reference, or NULL). */
-static long write_retried(struct cli_http *h, const char *method, const char *path,
-			  const json_t *body, int64_t if_match, int64_t until, char *err,
-			  json_t **out)
-{
-	int64_t backoff = BACKOFF_FIRST_MS;
-	long st;
-
-	for (;;) {
-		if (out)
-			json_decref(*out);
-		st = cli_http_call(h, method, path, body, if_match, WRITE_TIMEOUT_MS, out, err,
-				   CLI_ERR_MAX);
-		if ((st != 0 && st < 500) || cli_mono_ms() + backoff >= until)
-			break;
-		usleep((useconds_t)backoff * 1000);
-		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-	}
-	return st;
-}
-
-/* The fenced release (nothing else), retried on transport errors until `until`. */
-static long release(struct cli_http *h, const struct cli_claim *c, int64_t until, char *err)
-{
-	char path[512];
-	json_t *body = json_pack("{s:s, s:I}", "marker", c->marker, "epoch", (json_int_t)c->epoch);
-	long st;
-
-	card_path(path, sizeof path, c, "/release");
-	st = write_retried(h, "POST", path, body, -1, until, err, NULL);
-	json_decref(body);
-	return st;
-}
+#define OUTPUT_FLUSH_MS 5000  /* new output is appended to the run this often */
 
 /* ---- the command ---- */
 
@@ -249,69 +104,43 @@ static void env_free(char **env, size_t from)
 	free(env);
 }
 
-/* fork + exec in a new process group; -1 on failure (errno). */
-static pid_t spawn(char *const *argv, char **env)
-{
-	pid_t parent = getpid(), pid;
-	sigset_t none;
-
-	pid = fork();
-	if (pid != 0) {
-		if (pid > 0)
-			setpgid(pid, pid); /* both sides set it: no window where a kill misses */
-		return pid;
-	}
-	/* the child: async-signal-safe calls only until exec */
-	setpgid(0, 0);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(125); /* boardctl died before the line above: do not run unsupervised */
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
-	execvpe(argv[0], argv, env);
-	_exit(127);
-}
-
-/* Waits for the exit reported on pidfd; returns the wait status. */
-static int reap(pid_t pid)
-{
-	int ws = 0;
-
-	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-		;
-	return ws;
-}
-
-/* SIGTERM to the group, SIGKILL after grace_ms (or at once on a second signal); returns the
- * wait status. */
-static int terminate(pid_t pid, int pidfd, int sig, const struct cli_job_opts *o)
+/* SIGTERM (or sig) to the command's group, SIGKILL after grace_ms (or at once on a second
+ * signal); returns the wait status once the command ended and its tree is gone. */
+static int terminate(struct cli_proc *p, int sig, const struct cli_job_opts *o)
 {
 	int64_t deadline = cli_mono_ms() + o->grace_ms;
-	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	struct pollfd pf = {.fd = p->status, .events = POLLIN};
 	bool killed = false;
+	int ws = 0;
 
-	kill(-pid, sig);
+	cli_proc_signal(p, sig);
 	for (;;) {
 		int64_t left = deadline - cli_mono_ms();
 
 		if (!killed && (left <= 0 || (o->kill_now && atomic_load(o->kill_now)))) {
-			kill(-pid, SIGKILL);
+			cli_proc_signal(p, SIGKILL);
 			killed = true;
 		}
-		if (poll(&p, 1, killed ? 1000 : (int)(left < 100 ? (left > 0 ? left : 1) : 100)) > 0)
-			break;
+		if (poll(&pf, 1, killed ? 1000 : (int)(left < 100 ? (left > 0 ? left : 1) : 100)) >
+			    0 &&
+		    cli_proc_ended(p, &ws))
+			return ws;
 	}
-	return reap(pid);
 }
 
-static int exit_code_of(int ws)
+/* Whether the command has ended already (*ws: its wait status), without waiting. */
+static bool ended_now(struct cli_proc *p, int *ws)
 {
-	if (WIFEXITED(ws))
-		return WEXITSTATUS(ws);
-	if (WIFSIGNALED(ws))
-		return -WTERMSIG(ws);
-	return -1;
+	struct pollfd pf = {.fd = p->status, .events = POLLIN};
+
+	return poll(&pf, 1, 0) > 0 && cli_proc_ended(p, ws);
+}
+
+/* The report's exit status of wait status ws, as a shell reports it. */
+static void exit_code_of(int ws, struct cli_job_report *rep)
+{
+	rep->signal = WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+	rep->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + rep->signal;
 }
 
 /* The result file the command may have written: JSON (any value) or NULL. */
@@ -332,129 +161,33 @@ static json_t *result_read(const char *path)
 	return j;
 }
 
-/* PATCH the run: status, error, result. Transport errors retried until `until`. *cancelled
- * (may be NULL) tells whether it was refused because an operator cancelled the run. */
-static long run_patch(struct cli_http *h, const struct cli_claim *c, const char *run,
-		      const char *status, const char *error, json_t *result, int64_t until,
-		      char *err, bool *cancelled)
+/* The command could not be started: not a job failure (DESIGN §20). Nothing is filed: the
+ * run says why (failed_resumable, so the card is not in anyone's way) and the claim is
+ * released without an attempt. */
+static void not_started(struct cli_http *h, const struct cli_claim *c,
+			const struct cli_job_opts *o, int e, bool cmd_failed, int64_t lease_end,
+			struct cli_job_report *rep)
 {
-	char path[400], id[300];
-	json_t *body = json_pack("{s:s, s:s}", "marker", c->marker, "status", status), *ans = NULL;
-	long st;
-
-	if (error)
-		json_object_set_new(body, "error", json_string(error));
-	if (result)
-		json_object_set(body, "result", result);
-	cli_http_escape(run, id, sizeof id);
-	snprintf(path, sizeof path, "/v1/runs/%s", id);
-	st = write_retried(h, "PATCH", path, body, -1, until, err, &ans);
-	if (cancelled)
-		*cancelled = st != 200 && refused_cancelled(h, run, st, ans);
-	json_decref(ans);
-	json_decref(body);
-	return st;
-}
-
-/* The card's outcome and the release, in one fenced step (or the release alone). */
-static long outcome_write(struct cli_http *h, const struct cli_claim *c,
-			  const struct cli_outcome *o, const char *reason, int64_t until, char *err)
-{
-	char path[512];
-	json_t *body;
-	long st;
-
-	if (o->kind == CLI_OUTCOME_RELEASE)
-		return release(h, c, until, err);
-	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", o->column, "reason",
-			 reason, "release", 1);
-	card_path(path, sizeof path, c, "/state");
-	st = write_retried(h, "PATCH", path, body, c->epoch, until, err, NULL);
-	json_decref(body);
-	return st;
-}
-
-/* The outcome write was refused (4xx). A claim taken from us (409 claim_conflict) refuses the
- * release too: the job was lost. Otherwise the outcome itself was refused as asked (an unknown
- * or non-working column, a role): the claim is still ours and is given back at once, never
- * left held with nobody renewing it; the job is an error, and a configuration error when no
- * card could take that outcome (403, 404, 422). */
-static void outcome_refused(struct cli_http *h, const struct cli_claim *c,
-			    const struct cli_job_opts *o, struct cli_job_report *rep, long st,
-			    int64_t lease_end)
-{
-	const struct cli_outcome *out = rep->end == CLI_JOB_SUCCEEDED ? &o->on_success
-								     : &o->on_failure;
 	char err[CLI_ERR_MAX];
-	long rs = out->kind == CLI_OUTCOME_RELEASE ? st : release(h, c, lease_end, err);
-	size_t n = strlen(rep->detail);
 
-	if (rs == 200) {
-		rep->end = CLI_JOB_ERROR;
-		rep->config_error = st != 409;
-		snprintf(rep->detail + n, sizeof rep->detail - n, "; the claim was released");
-	} else if (refused(rs)) {
-		rep->end = CLI_JOB_LOST;
-	}
-}
-
-/* Creates the run and records it on the card. */
-static bool run_start(struct cli_http *h, const struct cli_claim *c, struct cli_job_report *rep)
-{
-	char path[512];
-	json_t *body, *ans = NULL;
-	long st;
-
-	body = json_pack("{s:s, s:s, s:s, s:I}", "card_id", c->card, "marker", c->marker,
-			 "status", "running", "lease_ms", (json_int_t)c->lease_ms);
-	st = cli_http_call(h, "POST", "/v1/runs", body, -1, WRITE_TIMEOUT_MS, &ans, rep->detail,
-			   sizeof rep->detail);
-	json_decref(body);
-	if (st != 201 || !json_string_value(json_object_get(ans, "id"))) {
-		json_decref(ans);
-		rep->end = refused(st) ? CLI_JOB_LOST : CLI_JOB_ERROR;
-		return false;
-	}
-	snprintf(rep->run, sizeof rep->run, "%s", json_string_value(json_object_get(ans, "id")));
-	json_decref(ans);
-	/* The reaper judges the claim by the run the card records. */
-	body = json_pack("{s:s, s:s}", "marker", c->marker, "run_id", rep->run);
-	card_path(path, sizeof path, c, "/last-run");
-	st = cli_http_call(h, "PUT", path, body, c->epoch, WRITE_TIMEOUT_MS, NULL, rep->detail,
-			   sizeof rep->detail);
-	json_decref(body);
-	if (st != 200) {
-		rep->end = refused(st) ? CLI_JOB_LOST : CLI_JOB_ERROR;
-		return false;
-	}
-	return true;
-}
-
-/* An agent token bound to this claim (POST /v1/cards/{id}/agent-tokens, fenced by the epoch):
- * the command's agent acts on the board only while the claim is held. New string in *out
- * (caller wipes and frees); false with rep->detail on a refusal. */
-static bool agent_token_mint(struct cli_http *h, const struct cli_claim *c, const json_t *caps,
-			     char **out, struct cli_job_report *rep)
-{
-	char path[512];
-	json_t *body = json_pack("{s:s, s:O}", "marker", c->marker, "caps", caps), *ans = NULL;
-	long st;
-
-	*out = NULL;
-	card_path(path, sizeof path, c, "/agent-tokens");
-	st = cli_http_call(h, "POST", path, body, c->epoch, WRITE_TIMEOUT_MS, &ans, rep->detail,
-			   sizeof rep->detail);
-	json_decref(body);
-	if (st == 201 && json_string_value(json_object_get(ans, "token")))
-		*out = strdup(json_string_value(json_object_get(ans, "token")));
-	else if (st != 0)
-		snprintf(rep->detail, sizeof rep->detail, "agent token refused (%ld): %s", st,
-			 cli_http_problem(ans));
-	/* Caps the server refuses as asked (an unknown cap, one the worker lacks): every next
-	 * card would be refused the same. */
-	rep->config_error = !*out && (st == 400 || st == 403 || st == 422);
-	json_decref(ans);
-	return *out != NULL;
+	rep->end = CLI_JOB_NOT_STARTED;
+	rep->exit_code = !cmd_failed       ? CLI_EXIT_ERROR
+			 : e == ENOENT     ? CLI_EXIT_NOT_FOUND
+					   : CLI_EXIT_CANNOT_EXEC;
+	if (cmd_failed && e == ENOENT && strchr(o->argv[0], '/') && access(o->argv[0], F_OK) == 0)
+		snprintf(rep->detail, sizeof rep->detail,
+			 "cannot start %.200s: %s (its interpreter, on its #! line, is missing)",
+			 o->argv[0], strerror(e));
+	else
+		snprintf(rep->detail, sizeof rep->detail, "cannot start %.200s: %s",
+			 cmd_failed ? o->argv[0] : "boardctl's job supervisor", strerror(e));
+	cli_job_run_patch(h, c, rep->run, "failed_resumable", rep->detail, NULL, lease_end, err, NULL);
+	if (cli_job_release(h, c, lease_end, err) != 200)
+		snprintf(rep->detail + strlen(rep->detail), sizeof rep->detail - strlen(rep->detail),
+			 "; release: %.200s", err);
+	else
+		snprintf(rep->detail + strlen(rep->detail), sizeof rep->detail - strlen(rep->detail),
+			 "; nothing filed, the claim was released");
 }
 
 void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli_job_opts *o,
@@ -463,21 +196,23 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	/* The lease counts from before the claim was asked for; each renew restarts it from the
 	 * moment the renew was sent. */
 	int64_t t0 = cli_mono_ms(), lease_end = (c->asked_ms ? c->asked_ms : t0) + c->lease_ms;
-	int64_t next_renew;
-	int64_t backoff = BACKOFF_FIRST_MS, now;
-	char result_path[] = "/tmp/boardctl-result-XXXXXX", err[CLI_ERR_MAX];
+	int64_t next_renew, next_flush = 0;
+	int64_t backoff = CLI_BACKOFF_FIRST_MS, now;
+	char result_path[] = "/tmp/boardctl-result-XXXXXX", err[CLI_ERR_MAX], from[65];
 	char **env = NULL, *agent = NULL;
 	size_t n_ours = 0;
-	int pidfd = -1, fd, ws = 0, sig = 0;
-	pid_t pid = -1;
-	bool exited = false, lost = false, cancelled = false;
+	int fd, ws = 0, sig = 0, e;
+	struct cli_proc proc = {.sup = -1, .ctl = -1, .status = -1, .out = -1, .err = -1};
+	struct cli_output *output = NULL;
+	bool exited = false, lost = false, cancelled = false, cmd_failed = false, moved = false;
+	const char *back = NULL; /* where a released card returns: where it came from, once moved */
 	json_t *result = NULL;
 	long st;
 
 	memset(rep, 0, sizeof *rep);
-	if (!run_start(h, c, rep)) {
+	if (!cli_job_run_start(h, c, rep)) {
 		if (rep->end == CLI_JOB_ERROR)
-			release(h, c, lease_end, err);
+			cli_job_release(h, c, lease_end, err);
 		goto done;
 	}
 	fd = mkstemp(result_path);
@@ -485,10 +220,10 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		close(fd);
 	else
 		result_path[0] = '\0';
-	if (o->agent_caps && !agent_token_mint(h, c, o->agent_caps, &agent, rep)) {
+	if (o->agent_caps && !cli_job_agent_token_mint(h, c, o->agent_caps, &agent, rep)) {
 		rep->end = CLI_JOB_ERROR;
-		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err, NULL);
-		release(h, c, lease_end, err);
+		cli_job_run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err, NULL);
+		cli_job_release(h, c, lease_end, err);
 		goto done;
 	}
 	env = env_build(c, rep->run, result_path, agent, &n_ours);
@@ -497,34 +232,37 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		free(agent);
 		agent = NULL;
 	}
-	if (!env || (pid = spawn(o->argv, env)) < 0 ||
-	    (pidfd = (int)pidfd_open(pid, 0)) < 0) {
-		snprintf(rep->detail, sizeof rep->detail, "cannot start %s: %s", o->argv[0],
-			 strerror(errno));
-		if (pid > 0) {
-			kill(-pid, SIGKILL);
-			reap(pid);
-		}
-		rep->end = CLI_JOB_ERROR;
-		run_patch(h, c, rep->run, "failed", rep->detail, NULL, lease_end, err, NULL);
-		release(h, c, lease_end, err);
+	e = env ? cli_proc_start(o->argv, env, &proc, &cmd_failed) : ENOMEM;
+	if (e) {
+		not_started(h, c, o, e, cmd_failed, lease_end, rep);
 		goto done;
 	}
+	output = cli_output_start(proc.out, proc.err);
+	proc.out = proc.err = -1; /* the pump's now (closed with it, also on failure) */
+	if (!cli_job_running_enter(h, c, o->running_column, from, sizeof from, &moved, rep))
+		lost = true;
+	back = moved && *from ? from : NULL;
 	next_renew = (c->asked_ms ? c->asked_ms : t0) + c->renew_after_ms;
+	next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
 	while (!exited && !lost && !sig && !cancelled) {
-		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
+		struct pollfd p[2] = {{.fd = proc.status, .events = POLLIN},
 				      {.fd = o->stop_fd, .events = POLLIN}};
 		int64_t wake;
 
 		now = cli_mono_ms();
 		if (now >= lease_end) {
-			lost = true; /* no renew made it in time (or we slept through it) */
+			/* No renew made it in time (or we slept through it). If the command ended
+			 * meanwhile, the exit branch says so. */
+			exited = ended_now(&proc, &ws);
+			lost = !exited;
 			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
 			break;
 		}
 		wake = next_renew < lease_end ? next_renew : lease_end;
+		if (next_flush < wake)
+			wake = next_flush;
 		if (poll(p, o->stop_fd >= 0 ? 2 : 1, wake > now ? (int)(wake - now) : 0) > 0) {
-			if (p[0].revents) {
+			if (p[0].revents && cli_proc_ended(&proc, &ws)) {
 				exited = true;
 				break;
 			}
@@ -535,9 +273,15 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		}
 		now = cli_mono_ms();
 		if (now >= lease_end) {
-			lost = true;
+			exited = ended_now(&proc, &ws);
+			lost = !exited;
 			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
 			break;
+		}
+		if (now >= next_flush) {
+			if (cli_output_pending(output))
+				cli_output_send(output, h, c, rep->run, false);
+			next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
 		}
 		if (now < next_renew)
 			continue;
@@ -545,25 +289,24 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			int64_t sent = now;
 			long tmo = (long)(lease_end - now);
 
-			st = renew(h, c, tmo < RENEW_TIMEOUT_MAX_MS ? tmo : RENEW_TIMEOUT_MAX_MS,
+			st = cli_job_renew(h, c, tmo < CLI_RENEW_TIMEOUT_MAX_MS ? tmo : CLI_RENEW_TIMEOUT_MAX_MS,
 				   err);
 			if (st == 200) {
 				lease_end = sent + c->lease_ms;
 				next_renew = sent + c->renew_after_ms;
-				backoff = BACKOFF_FIRST_MS;
-				cancelled = heartbeat(h, c, rep->run, RENEW_TIMEOUT_MAX_MS);
-			} else if (refused(st)) {
+				backoff = CLI_BACKOFF_FIRST_MS;
+				cancelled = cli_job_heartbeat(h, c, rep->run, CLI_RENEW_TIMEOUT_MAX_MS);
+			} else if (cli_job_refused(st)) {
 				lost = true;
 				snprintf(rep->detail, sizeof rep->detail, "renew refused: %.400s", err);
 			} else {
 				cli_warn("card %s: renew failed, retrying: %s", c->card, err);
-				next_renew = cli_mono_ms() + backoff;
-				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				next_renew = cli_mono_ms() + cli_job_retry_delay(backoff, lease_end);
+				backoff = backoff * 2 > CLI_BACKOFF_MAX_MS ? CLI_BACKOFF_MAX_MS : backoff * 2;
 			}
 		}
 	}
 	if (exited) {
-		ws = reap(pid);
 		/* Exited while we were away (stopped): a lease that ended meanwhile is lost. */
 		if (cli_mono_ms() >= lease_end) {
 			lost = true;
@@ -574,27 +317,29 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		if (cancelled)
 			cli_warn("card %s: run %s was cancelled by an operator: stopping the command "
 				 "(SIGTERM, SIGKILL after the grace)", c->card, rep->run);
-		ws = terminate(pid, pidfd, SIGTERM, o);
+		ws = terminate(&proc, SIGTERM, o);
 	} else {
-		ws = terminate(pid, pidfd, sig, o);
+		ws = terminate(&proc, sig, o);
 	}
-	rep->exit_code = exit_code_of(ws);
+	exit_code_of(ws, rep);
+	cli_output_finish(output); /* the tree is gone: the pipes are at their end */
 	if (lost) {
 		rep->end = CLI_JOB_LOST;
 		goto done;
 	}
 	if (cancelled)
 		goto cancelled;
+	cli_output_send(output, h, c, rep->run, true); /* before the run is final */
 	if (sig) {
 		char why[64];
 
 		snprintf(why, sizeof why, "boardctl stopped by signal %d", sig);
 		rep->end = CLI_JOB_STOPPED;
-		run_patch(h, c, rep->run, "failed_resumable", why, NULL, lease_end, err,
+		cli_job_run_patch(h, c, rep->run, "failed_resumable", why, NULL, lease_end, err,
 			  &cancelled);
 		if (cancelled)
 			goto cancelled; /* the operator's cancel came first: theirs to decide */
-		st = release(h, c, lease_end, err);
+		st = cli_job_give_back(h, c, back, "boardctl_stopped", lease_end, err);
 		if (st != 200)
 			snprintf(rep->detail, sizeof rep->detail, "release: %.400s", err);
 		goto done;
@@ -605,18 +350,19 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	{
 		char why[64];
 
-		if (rep->exit_code >= 0)
+		if (!rep->signal)
 			snprintf(why, sizeof why, "exit status %d", rep->exit_code);
 		else
-			snprintf(why, sizeof why, "killed by signal %d", -rep->exit_code);
-		st = run_patch(h, c, rep->run, rep->end == CLI_JOB_SUCCEEDED ? "finished" : "failed",
+			snprintf(why, sizeof why, "killed by signal %d", rep->signal);
+		st = cli_job_run_patch(h, c, rep->run, rep->end == CLI_JOB_SUCCEEDED ? "finished" : "failed",
 			       rep->end == CLI_JOB_SUCCEEDED ? NULL : why, result, lease_end, err,
 			       &cancelled);
 		if (cancelled)
 			goto cancelled; /* the command ended as the operator cancelled: not filed */
 		if (st != 200)
 			cli_warn("card %s: run %s: %s", c->card, rep->run, err);
-		st = outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
+		st = cli_job_outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
+				   back,
 				   rep->end == CLI_JOB_SUCCEEDED ? "boardctl_succeeded" : "boardctl_failed",
 				   lease_end, err);
 	}
@@ -624,8 +370,8 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		rep->outcome_written = true;
 	} else {
 		snprintf(rep->detail, sizeof rep->detail, "outcome not written: %.400s", err);
-		if (refused(st))
-			outcome_refused(h, c, o, rep, st, lease_end);
+		if (cli_job_refused(st))
+			cli_job_outcome_refused(h, c, o, back, rep, st, lease_end);
 	}
 	goto done;
 cancelled:
@@ -643,8 +389,8 @@ cancelled:
 			: "");
 done:
 	json_decref(result);
-	if (pidfd >= 0)
-		close(pidfd);
+	cli_output_free(output);
+	cli_proc_close(&proc);
 	if (result_path[0])
 		unlink(result_path);
 	env_free(env, n_ours);

@@ -3,11 +3,14 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct cli_global cli_g;
 
@@ -42,6 +45,7 @@ static const struct verb {
 	{"reopen", cli_reopen_main, "take a card out of a terminal column (operator)"},
 	{"events", cli_events_main, "print the audit tail; --follow keeps waiting"},
 	{"attention", cli_attention_main, "the cards that need an operator"},
+	{"runs", cli_runs_main, "a card's runs, newest first, with their output"},
 };
 
 static void usage(FILE *f)
@@ -49,7 +53,8 @@ static void usage(FILE *f)
 	size_t i;
 
 	fputs("usage: boardctl [--url URL] [--token-file FILE] [--cacert FILE] [--json] [--verbose]\n"
-	      "                VERB [ARGS...]\n\n"
+	      "                VERB [ARGS...]\n"
+	      "       boardctl --version\n\n"
 	      "The worker side of boardd as one command, and the operator and bot verbs.\n"
 	      "BOARDD_URL (default http://127.0.0.1:8080) and BOARDD_TOKEN configure it; --url and\n"
 	      "--token-file (the token on its first line) override them. A URL of the form\n"
@@ -58,7 +63,11 @@ static void usage(FILE *f)
 	      f);
 	for (i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
-	fputs("\n`boardctl VERB --help` describes each verb.\n", f);
+	fputs("\n`boardctl VERB --help` describes each verb. Exit status: 0; 1 when a request of\n"
+	      "cards, reopen, events, attention or runs failed; for run, the job's own status\n"
+	      "(128+N when signal N ended it); 123 the claim was lost, 124 an operator cancelled\n"
+	      "the run, 125 boardctl's own error (usage, configuration, a refusal), 126 the\n"
+	      "command could not be executed, 127 the command was not found.\n", f);
 }
 
 /* The token from a file: its first line, trimmed. */
@@ -88,12 +97,28 @@ static char *token_read(const char *path)
 	return strdup(t);
 }
 
+/* 0, 1 and 2 open (on /dev/null when closed): a pipe boardctl makes must never land there. */
+static void std_fds(void)
+{
+	int fd;
+
+	while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd <= 2)
+		fcntl(fd, F_SETFD, 0);
+	if (fd > 2)
+		close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	static char url[2048];
 	const char *token_file = NULL, *env_url = getenv("BOARDD_URL"), *env_tok;
 	size_t i, n;
-	int a, rc = 2;
+	int a, rc = CLI_EXIT_ERROR;
+
+	if (argc > 1 && strcmp(argv[1], "__supervise") == 0)
+		return cli_supervise_main(argc, argv);
+	std_fds();
+	signal(SIGCHLD, SIG_DFL); /* an inherited SIG_IGN would reap the supervisors away */
 
 	snprintf(url, sizeof url, "%s", env_url && *env_url ? env_url : "http://127.0.0.1:8080");
 	for (a = 1; a < argc && argv[a][0] == '-'; a++) {
@@ -101,6 +126,9 @@ int main(int argc, char **argv)
 
 		if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
 			usage(stdout);
+			return 0;
+		} else if (strcmp(o, "--version") == 0) {
+			printf("boardctl %s\n", BOARDD_VERSION);
 			return 0;
 		} else if (strcmp(o, "--json") == 0) {
 			cli_g.json = true;
@@ -115,12 +143,12 @@ int main(int argc, char **argv)
 		} else {
 			cli_warn("unknown option %s", o);
 			usage(stderr);
-			return 2;
+			return CLI_EXIT_ERROR;
 		}
 	}
 	if (a >= argc) {
 		usage(stderr);
-		return 2;
+		return CLI_EXIT_ERROR;
 	}
 	n = strlen(url);
 	while (n && url[n - 1] == '/')
@@ -130,7 +158,7 @@ int main(int argc, char **argv)
 	if (strncmp(url, "unix:", 5) == 0) { /* boardd's own --listen form */
 		if (!url[5]) {
 			cli_warn("--url unix:PATH: the socket file's path is missing");
-			return 2;
+			return CLI_EXIT_ERROR;
 		}
 		cli_g.unix_path = url + 5;
 		cli_g.url = "http://localhost";
@@ -138,13 +166,13 @@ int main(int argc, char **argv)
 	if (token_file) {
 		cli_g.token = token_read(token_file);
 		if (!cli_g.token)
-			return 2;
+			return CLI_EXIT_ERROR;
 	} else if ((env_tok = getenv("BOARDD_TOKEN")) && *env_tok) {
 		cli_g.token = strdup(env_tok);
 	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		cli_warn("cannot initialise libcurl");
-		return 2;
+		return CLI_EXIT_ERROR;
 	}
 	for (i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		if (strcmp(argv[a], verbs[i].name) == 0)

@@ -1,5 +1,5 @@
 /* The operator and bot verbs (DESIGN §12): cards ls|show|create|move, reopen, events
- * [--follow], attention. Each is a thin translation to one public route; the server decides. */
+ * [--follow], attention, runs (DESIGN §20). Each is a thin translation to one public route; the server decides. */
 #include "cli/cli.h"
 
 #include <getopt.h>
@@ -124,14 +124,14 @@ static int cards_ls(int argc, char **argv)
 			return 0;
 		}
 		if (opt == '?')
-			return 2;
+			return CLI_EXIT_ERROR;
 		for (size_t k = 0; lo[k].name; k++)
 			if (lo[k].val == opt)
 				ok = ok && query_add(q, sizeof q, lo[k].name, optarg);
 	}
 	if (!ok) {
 		cli_warn("query too long");
-		return 2;
+		return CLI_EXIT_ERROR;
 	}
 	return call_show("GET", q, NULL, cards_table);
 }
@@ -141,7 +141,7 @@ static int card_path(const char *id, const char *tail, char *buf, size_t len)
 	char esc[400];
 
 	if (!cli_http_escape(id, esc, sizeof esc))
-		return 2;
+		return CLI_EXIT_ERROR;
 	snprintf(buf, len, "/v1/cards/%s%s", esc, tail);
 	return 0;
 }
@@ -162,7 +162,7 @@ static int cards_show(int argc, char **argv)
 
 	if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(cards_help, argc == 2 ? stdout : stderr);
-		return argc == 2 ? 0 : 2;
+		return argc == 2 ? 0 : CLI_EXIT_ERROR;
 	}
 	if (card_path(argv[1], "", path, sizeof path))
 		return 1;
@@ -210,7 +210,7 @@ static int cards_create(int argc, char **argv)
 			if (*end) {
 				cli_warn("--priority must be an integer");
 				json_decref(body);
-				return 2;
+				return CLI_EXIT_ERROR;
 			}
 			json_object_set_new(body, "priority", json_integer(pri));
 			continue;
@@ -220,7 +220,7 @@ static int cards_create(int argc, char **argv)
 			return 0;
 		default:
 			json_decref(body);
-			return 2;
+			return CLI_EXIT_ERROR;
 		}
 		json_object_set_new(body, key, json_string(optarg));
 	}
@@ -255,7 +255,7 @@ static int cards_move(int argc, char **argv)
 		}
 		if (opt == '?') {
 			json_decref(body);
-			return 2;
+			return CLI_EXIT_ERROR;
 		}
 		json_object_set_new(body, opt == 't' ? "to" : opt == 'f' ? "from" : "reason",
 				    json_string(optarg));
@@ -263,7 +263,7 @@ static int cards_move(int argc, char **argv)
 	if (optind != argc - 1 || !json_object_get(body, "to")) {
 		cli_warn("cards move needs ID and --to S");
 		json_decref(body);
-		return 2;
+		return CLI_EXIT_ERROR;
 	}
 	rc = card_write("PATCH", argv[optind], "/state", body);
 	json_decref(body);
@@ -274,7 +274,7 @@ int cli_cards_main(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		fputs(cards_help, argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+		return argc < 2 ? CLI_EXIT_ERROR : 0;
 	}
 	if (strcmp(argv[1], "ls") == 0)
 		return cards_ls(argc - 1, argv + 1);
@@ -286,7 +286,7 @@ int cli_cards_main(int argc, char **argv)
 		return cards_move(argc - 1, argv + 1);
 	cli_warn("cards: unknown subcommand %s", argv[1]);
 	fputs(cards_help, stderr);
-	return 2;
+	return CLI_EXIT_ERROR;
 }
 
 static const char reopen_help[] =
@@ -309,14 +309,14 @@ int cli_reopen_main(int argc, char **argv)
 		if (opt == 'h' || opt == '?') {
 			fputs(reopen_help, opt == 'h' ? stdout : stderr);
 			json_decref(body);
-			return opt == 'h' ? 0 : 2;
+			return opt == 'h' ? 0 : CLI_EXIT_ERROR;
 		}
 		json_object_set_new(body, opt == 't' ? "to" : "reason", json_string(optarg));
 	}
 	if (optind != argc - 1 || !json_object_get(body, "to")) {
 		fputs(reopen_help, stderr);
 		json_decref(body);
-		return 2;
+		return CLI_EXIT_ERROR;
 	}
 	rc = card_write("POST", argv[optind], "/reopen", body);
 	json_decref(body);
@@ -371,7 +371,7 @@ int cli_events_main(int argc, char **argv)
 			return 0;
 		default:
 			fputs(events_help, stderr);
-			return 2;
+			return CLI_EXIT_ERROR;
 		}
 	}
 	h = cli_http_new();
@@ -466,9 +466,119 @@ int cli_attention_main(int argc, char **argv)
 		}
 		if (opt != 'b' && opt != 'n') {
 			fputs(attention_help, stderr);
-			return 2;
+			return CLI_EXIT_ERROR;
 		}
 		query_add(q, sizeof q, opt == 'b' ? "board" : "limit", optarg);
 	}
 	return call_show("GET", q, NULL, attention_human);
+}
+
+static const char runs_help[] =
+	"usage: boardctl runs CARD [--limit N] [--output]\n"
+	"\n"
+	"The card's runs, newest first (GET /v1/cards/{id}/runs): each run's id, status, the\n"
+	"epoch of the claim it ran under, when it was created and last written, and its error;\n"
+	"--output also prints each run's output (the tail of its job's stdout and stderr).\n"
+	"With --json, the answer as is.\n";
+
+/* The run's output: from the listing when it carries it, else from GET /v1/runs/{id}. */
+static void run_output(struct cli_http *h, const json_t *run)
+{
+	const char *id = json_string_value(json_object_get(run, "id"));
+	const char *text = json_string_value(json_object_get(run, "output"));
+	char path[512], esc[400], err[CLI_ERR_MAX];
+	json_t *full = NULL;
+
+	if (!text && id && cli_http_escape(id, esc, sizeof esc)) {
+		snprintf(path, sizeof path, "/v1/runs/%s", esc);
+		if (cli_http_call(h, "GET", path, NULL, -1, 60000, &full, err, sizeof err) == 200)
+			text = json_string_value(json_object_get(full, "output"));
+	}
+	printf("--- run %s output%s\n", id ? id : "?", text && *text ? ":" : ": none");
+	if (text && *text) {
+		fputs(text, stdout);
+		if (text[strlen(text) - 1] != '\n')
+			fputc('\n', stdout);
+	}
+	json_decref(full);
+}
+
+int cli_runs_main(int argc, char **argv)
+{
+	static const struct option lo[] = {{"limit", required_argument, NULL, 'n'},
+					   {"output", no_argument, NULL, 'o'},
+					   {"help", no_argument, NULL, 'h'},
+					   {NULL, 0, NULL, 0}};
+	char q[1024], err[CLI_ERR_MAX];
+	const char *limit = NULL;
+	const json_t *runs, *run;
+	struct cli_http *h;
+	json_t *j = NULL;
+	bool output = false;
+	int opt, rc = 0;
+	size_t i;
+	long st;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		if (opt == 'h') {
+			fputs(runs_help, stdout);
+			return 0;
+		}
+		if (opt == 'n')
+			limit = optarg;
+		else if (opt == 'o')
+			output = true;
+		else {
+			fputs(runs_help, stderr);
+			return CLI_EXIT_ERROR;
+		}
+	}
+	if (optind != argc - 1) {
+		fputs(runs_help, stderr);
+		return CLI_EXIT_ERROR;
+	}
+	if (card_path(argv[optind], "/runs", q, sizeof q) || !query_add(q, sizeof q, "limit", limit))
+		return CLI_EXIT_ERROR;
+	h = cli_http_new();
+	if (!h)
+		return CLI_EXIT_FAILED;
+	st = cli_http_call(h, "GET", q, NULL, -1, 60000, &j, err, sizeof err);
+	if (st == 405 || (st == 404 && strcmp(cli_http_problem(j), "no such route") == 0)) {
+		cli_warn("this server keeps no run history (GET /v1/cards/{id}/runs answered %ld): "
+			 "`boardctl cards show %s` shows the card's last_run_id", st, argv[optind]);
+		rc = CLI_EXIT_FAILED;
+		goto out;
+	}
+	if (st != 200) {
+		cli_warn("%s", err[0] ? err : "unexpected answer");
+		rc = CLI_EXIT_FAILED;
+		goto out;
+	}
+	if (cli_g.json) {
+		show(j, NULL);
+		goto out;
+	}
+	runs = json_is_array(j) ? j : json_object_get(j, "runs");
+	printf("%-24s %-18s %5s  %-24s %-24s %s\n", "RUN", "STATUS", "EPOCH", "CREATED", "UPDATED",
+	       "ERROR");
+	json_array_foreach(runs, i, run) {
+		const char *e = json_string_value(json_object_get(run, "error"));
+
+		printf("%-24s %-18s %5lld  %-24s %-24s %s\n",
+		       json_string_value(json_object_get(run, "id")),
+		       json_string_value(json_object_get(run, "status")),
+		       (long long)json_integer_value(json_object_get(run, "claim_epoch")),
+		       json_string_value(json_object_get(run, "created_at")),
+		       json_string_value(json_object_get(run, "updated_at")), e ? e : "-");
+	}
+	if (output)
+		json_array_foreach(runs, i, run)
+			run_output(h, run);
+	if (json_string_value(json_object_get(j, "next")))
+		printf("(more: raise --limit)\n");
+out:
+	json_decref(j);
+	cli_http_free(h);
+	return rc;
 }

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
@@ -64,6 +65,26 @@ static void nap(const struct work *w, int64_t ms)
 	poll(&p, 1, (int)ms);
 }
 
+/* A claim of a named card answers the token only: the card's board (BOARDD_BOARD) and column
+ * (where a card given back returns) are read from the card. Best effort: left empty when the
+ * read fails. */
+static void claim_card_fill(struct cli_http *h, struct cli_claim *c)
+{
+	char path[512], esc[400], err[CLI_ERR_MAX];
+	json_t *ans = NULL;
+	const char *board, *state;
+
+	cli_http_escape(c->card, esc, sizeof esc);
+	snprintf(path, sizeof path, "/v1/cards/%s", esc);
+	if (cli_http_call(h, "GET", path, NULL, -1, 15000, &ans, err, sizeof err) == 200) {
+		board = json_string_value(json_object_get(ans, "board"));
+		state = json_string_value(json_object_get(ans, "state"));
+		snprintf(c->board, sizeof c->board, "%s", board ? board : "");
+		snprintf(c->state, sizeof c->state, "%s", state ? state : "");
+	}
+	json_decref(ans);
+}
+
 /* Asks for a claim; 1 with *c filled, 0 when none (or stopping), -1 on a fatal error. */
 static int take(struct work *w, const struct slot *s, struct cli_http *h, const char *marker,
 		struct cli_claim *c)
@@ -98,6 +119,8 @@ static int take(struct work *w, const struct slot *s, struct cli_http *h, const 
 				rc = -1;
 			} else {
 				rc = 1;
+				if (!c->board[0])
+					claim_card_fill(h, c);
 			}
 			break;
 		}
@@ -139,25 +162,27 @@ static int take(struct work *w, const struct slot *s, struct cli_http *h, const 
 	return rc;
 }
 
-/* `run`'s exit status for its one job (the man page's EXIT STATUS): the command's own (128+N
- * when signal N ended it), 128+N when boardctl was told to stop by signal N (as a shell
- * reports a process N ended), 3 lost, 4 the run cancelled by an operator, 2 an error. */
+/* `run`'s exit status for its one job (the man page's EXIT STATUS, enum cli_exit): the
+ * command's own (128+N when signal N ended it), 128+N when boardctl was told to stop by
+ * signal N (as a shell reports a process N ended), 123 lost, 124 the run cancelled by an
+ * operator, 125 an error, 126/127 the command could not be started. */
 static int job_exit_status(const struct cli_job_report *rep)
 {
 	switch (rep->end) {
 	case CLI_JOB_SUCCEEDED:
 	case CLI_JOB_FAILED:
-		return rep->exit_code >= 0 ? rep->exit_code : 128 - rep->exit_code;
+	case CLI_JOB_NOT_STARTED:
+		return rep->exit_code;
 	case CLI_JOB_STOPPED:
 		return 128 + atomic_load(&stop_sig);
 	case CLI_JOB_LOST:
-		return 3;
+		return CLI_EXIT_LOST;
 	case CLI_JOB_CANCELLED:
-		return 4;
+		return CLI_EXIT_CANCELLED;
 	case CLI_JOB_ERROR:
 		break;
 	}
-	return 2;
+	return CLI_EXIT_ERROR;
 }
 
 static void *slot_main(void *arg)
@@ -173,7 +198,7 @@ static void *slot_main(void *arg)
 	snprintf(marker, sizeof marker, "%s-%u", w->marker_prefix, s->idx);
 	if (!h) {
 		cli_warn("out of memory");
-		atomic_store(&w->fatal, 2);
+		atomic_store(&w->fatal, CLI_EXIT_ERROR);
 	}
 	while (h && !stopping() && !atomic_load(&w->fatal)) {
 		if (w->max_jobs > 0 && atomic_fetch_add(&w->started, 1) >= w->max_jobs)
@@ -183,7 +208,7 @@ static void *slot_main(void *arg)
 			got = take(w, s, h, marker, &c);
 		} while (got == 0 && !w->card && !stopping());
 		if (got < 0) {
-			atomic_store(&w->fatal, 2);
+			atomic_store(&w->fatal, CLI_EXIT_ERROR);
 			break;
 		}
 		if (got == 0) {
@@ -194,7 +219,9 @@ static void *slot_main(void *arg)
 		cli_job_run(h, &c, &w->job, &rep);
 		cli_progress_job(&c, &rep);
 		if (rep.config_error)
-			atomic_store(&w->fatal, 2); /* every next card would be refused the same */
+			atomic_store(&w->fatal, CLI_EXIT_ERROR); /* every next card: the same */
+		if (rep.end == CLI_JOB_NOT_STARTED) /* so would every next command be */
+			atomic_store(&w->fatal, rep.exit_code);
 		if (w->card) {
 			atomic_store(&w->last_exit, job_exit_status(&rep));
 			break;
@@ -264,17 +291,27 @@ static const char work_help[] =
 	"work: loop on claim-next (long-poll) and run COMMAND for each card it hands out.\n"
 	"run:  claim card ID and run COMMAND once for it; exits with COMMAND's status.\n"
 	"\n"
-	"COMMAND runs in its own process group, only while the claim is held, with\n"
-	"BOARDD_URL, BOARDD_CARD, BOARDD_BOARD, BOARDD_MARKER, BOARDD_EPOCH, BOARDD_RUN and\n"
-	"BOARDD_RESULT (a file it may fill with a JSON result) in its environment, and with\n"
-	"--agent-caps BOARDD_AGENT_TOKEN: a bot token for the card's board holding those\n"
-	"capabilities, valid only while this claim is held (for an agent the command runs).\n"
+	"Before anything is claimed, boardctl checks that COMMAND can be executed and that the\n"
+	"--on-success, --on-failure and --running-column columns are columns of the board.\n"
+	"COMMAND runs under a supervisor in its own process group, only while the claim is\n"
+	"held, with BOARDD_URL, BOARDD_CARD, BOARDD_BOARD, BOARDD_MARKER, BOARDD_EPOCH,\n"
+	"BOARDD_RUN and BOARDD_RESULT (a file it may fill with a JSON result) in its\n"
+	"environment, and with --agent-caps BOARDD_AGENT_TOKEN: a bot token for the card's\n"
+	"board holding those capabilities, valid only while this claim is held. As it starts,\n"
+	"the card enters the running column. Its stdout and stderr go through to boardctl's,\n"
+	"and their last 64 KiB become the run's output. When it ends, or when boardctl dies\n"
+	"(kill -9 included), whatever it left running is killed, its whole process tree.\n"
+	"A COMMAND that cannot be started files nothing: the claim is released, boardctl exits\n"
+	"126 (not executable) or 127 (not found).\n"
 	"The claim is renewed and the run heartbeaten every renew_after_ms; a renew that gets\n"
-	"no answer is retried until the lease would end. When the claim is lost, COMMAND's\n"
-	"group gets SIGTERM, then SIGKILL after the grace, and nothing is written.\n"
+	"no answer is retried until the lease would end, a last try in its last part. When\n"
+	"the claim is lost, COMMAND's group gets SIGTERM, then SIGKILL after the grace, and\n"
+	"nothing is written (run: exit 123).\n"
 	"When an operator cancels the run, COMMAND is stopped the same way and the card is\n"
-	"left claimed in its column for the operator: not filed, not released (run: exit 4);\n"
+	"left claimed in its column for the operator: not filed, not released (run: exit 124);\n"
 	"so too when COMMAND ended by itself just before boardctl learned of the cancel.\n"
+	"Exit status: run, COMMAND's own (128+N when signal N ended it); 123 lost, 124\n"
+	"cancelled, 125 boardctl's own error, 126/127 COMMAND could not be started.\n"
 	"\n"
 	"options:\n"
 	"  --board B            board to take cards from (work)\n"
@@ -287,6 +324,8 @@ static const char work_help[] =
 	"  --grace D            SIGTERM -> SIGKILL delay: 10, 10s, 500ms (default 10s)\n"
 	"  --on-success COL     column on exit 0, or \"release\" (default done)\n"
 	"  --on-failure COL     column on failure, or \"release\" (default blocked)\n"
+	"  --running-column COL column the card enters as its job starts, or \"none\"\n"
+	"                       (default: the board's running column)\n"
 	"  --wait-ms N          claim-next long-poll per request, 0..30000 (default 5000)\n"
 	"  --marker PREFIX      claim marker prefix (default boardctl-<host>-<pid>)\n"
 	"  --agent-caps A,B     mint BOARDD_AGENT_TOKEN with these capabilities (board.read,\n"
@@ -311,6 +350,7 @@ static int work_common(int argc, char **argv, bool is_run)
 		{"grace", required_argument, NULL, 'g'},
 		{"on-success", required_argument, NULL, 's'},
 		{"on-failure", required_argument, NULL, 'f'},
+		{"running-column", required_argument, NULL, 'R'},
 		{"wait-ms", required_argument, NULL, 'w'},
 		{"marker", required_argument, NULL, 'M'},
 		{"agent-caps", required_argument, NULL, 'A'},
@@ -319,6 +359,10 @@ static int work_common(int argc, char **argv, bool is_run)
 	};
 	struct work w = {.concurrency = 1, .wait_ms = POLL_WAIT_MS};
 	struct slot *slots = NULL;
+	struct cli_http *h = NULL;
+	char running[129], err[CLI_ERR_MAX];
+	bool running_given = false;
+	long backoff;
 	sigset_t set;
 	char host[64] = "host";
 	unsigned i;
@@ -372,6 +416,18 @@ static int work_common(int argc, char **argv, bool is_run)
 			if (!cli_outcome_parse(optarg, &w.job.on_failure))
 				goto bad_value;
 			break;
+		case 'R':
+			if (strcmp(optarg, "none") == 0) {
+				w.job.running_column = NULL;
+			} else {
+				struct cli_outcome col;
+
+				if (!cli_outcome_parse(optarg, &col) || !col.column)
+					goto bad_value;
+				w.job.running_column = optarg;
+			}
+			running_given = true;
+			break;
 		case 'w':
 			w.wait_ms = strtoll(optarg, &end, 10);
 			if (*end || w.wait_ms < 0 || w.wait_ms > 30000)
@@ -403,24 +459,58 @@ static int work_common(int argc, char **argv, bool is_run)
 	if (is_run)
 		w.concurrency = 1;
 	w.job.argv = argv + optind;
-	w.job.stop_sig = &stop_sig;
-	w.job.kill_now = &kill_now;
-	if (pipe(w.stop_pipe) != 0) {
-		cli_warn("pipe: %s", strerror(errno));
-		rc = 2;
-		goto out;
-	}
-	w.job.stop_fd = w.stop_pipe[0];
-	/* Signals are taken by this thread only (sigtimedwait below). */
+	/* Signals are taken by the main thread only (sigtimedwait): blocked from here on, in
+	 * every thread the slots start. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* Before anything is claimed (DESIGN §20): a command that cannot start, or a column the
+	 * board lacks, would be the same for every card. A server that does not answer yet is
+	 * waited for, as claim-next would be. */
+	rc = cli_command_check(w.job.argv[0], err, sizeof err);
+	if (rc) {
+		cli_warn("%s: nothing claimed", err);
+		goto out;
+	}
+	h = cli_http_new();
+	if (!h) {
+		rc = CLI_EXIT_ERROR;
+		goto out;
+	}
+	for (backoff = 200;; backoff = backoff * 2 > 5000 ? 5000 : backoff * 2) {
+		struct timespec nap = {backoff / 1000, (backoff % 1000) * 1000000L};
+
+		rc = cli_board_check(h, w.board, w.card, &w.job, running_given, running,
+				     sizeof running, err, sizeof err);
+		if (rc > 0)
+			cli_warn("%s: nothing claimed", err);
+		if (rc >= 0)
+			break;
+		cli_warn("%s; retrying", err);
+		sig = sigtimedwait(&set, NULL, &nap);
+		if (sig > 0) { /* told to stop before holding anything */
+			rc = is_run ? 128 + sig : 0;
+			break;
+		}
+	}
+	if (rc)
+		goto out;
+	cli_http_free(h);
+	h = NULL;
+	if (pipe2(w.stop_pipe, O_CLOEXEC) != 0) {
+		cli_warn("pipe: %s", strerror(errno));
+		rc = CLI_EXIT_ERROR;
+		goto out;
+	}
+	w.job.stop_fd = w.stop_pipe[0];
+	w.job.stop_sig = &stop_sig;
+	w.job.kill_now = &kill_now;
 	slots = calloc(w.concurrency, sizeof *slots);
 	if (!slots) {
-		rc = 2;
+		rc = CLI_EXIT_ERROR;
 		goto out;
 	}
 	atomic_store(&w.running, w.concurrency);
@@ -467,8 +557,9 @@ bad_value:
 	cli_warn("--%s: invalid value \"%s\"", longopts[li].name, optarg);
 bad:
 	fputs(work_help, stderr);
-	rc = 2;
+	rc = CLI_EXIT_ERROR;
 out:
+	cli_http_free(h);
 	free(slots);
 	json_decref(w.columns);
 	json_decref(w.labels);

@@ -134,6 +134,10 @@ bool core_breaker_reached(struct core_breaker *b, int64_t now_ms);
 bool core_id_valid(const char *s);
 bool core_name_valid(const char *s);
 bool core_label_valid(const char *s);
+/* Decodes the well-formed UTF-8 sequence at s (at most n bytes there; a NUL-terminated string
+ * may pass SIZE_MAX, a sequence stops at its NUL): its length, and its code point in *cp, or 0
+ * when it is malformed, overlong, a surrogate or cut short. NUL is a sequence of length 1. */
+size_t core_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 bool core_marker_valid(const char *s);
 bool core_status_valid(const char *s);
 /* A marker of the reaper's recovery family ("reaper:<host>"). Clients may not claim with one. */
@@ -152,6 +156,8 @@ void core_strv_release(struct core_strv *sv);
 enum core_rc core_strv_copy(struct core_strv *dst, const struct core_strv *src);
 enum core_rc core_strv_push(struct core_strv *sv, const char *s);
 bool core_strv_contains(const struct core_strv *sv, const char *s);
+/* The same strings in the same order (a list's equality, not a set's). */
+bool core_strv_equal(const struct core_strv *a, const struct core_strv *b);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Boards and columns (DESIGN §2).                                                           */

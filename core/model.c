@@ -126,18 +126,6 @@ static bool str_eq(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
-static bool strv_eq(const struct core_strv *a, const struct core_strv *b)
-{
-	size_t i;
-
-	if (a->n != b->n)
-		return false;
-	for (i = 0; i < a->n; i++)
-		if (strcmp(a->v[i], b->v[i]) != 0)
-			return false;
-	return true;
-}
-
 /* Everything but the claim fields and updated_at. */
 static bool equal_except_claim(const struct core_card *a, const struct core_card *b)
 {
@@ -145,7 +133,7 @@ static bool equal_except_claim(const struct core_card *a, const struct core_card
 
 	if (!str_eq(a->id, b->id) || !str_eq(a->board, b->board) || !str_eq(a->title, b->title) ||
 	    !str_eq(a->body, b->body) || !str_eq(a->state, b->state) || a->priority != b->priority ||
-	    !strv_eq(&a->labels, &b->labels) || !strv_eq(&a->blockers, &b->blockers) ||
+	    !core_strv_equal(&a->labels, &b->labels) || !core_strv_equal(&a->blockers, &b->blockers) ||
 	    a->n_comments != b->n_comments)
 		return false;
 	for (i = 0; i < a->n_comments; i++) {

@@ -79,12 +79,13 @@ bool core_status_valid(const char *s)
 	return n > 0;
 }
 
-/* Decodes one UTF-8 sequence at s; returns its length or 0 when malformed. */
-static size_t utf8_next(const unsigned char *s, uint32_t *cp)
+size_t core_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 {
 	size_t len, i;
 	uint32_t c;
 
+	if (n == 0)
+		return 0;
 	if (s[0] < 0x80) {
 		*cp = s[0];
 		return 1;
@@ -101,6 +102,8 @@ static size_t utf8_next(const unsigned char *s, uint32_t *cp)
 	} else {
 		return 0;
 	}
+	if (len > n)
+		return 0;
 	for (i = 1; i < len; i++) {
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
@@ -129,7 +132,7 @@ bool core_label_valid(const char *s)
 	if (!s)
 		return false;
 	while (*p) {
-		len = utf8_next(p, &c);
+		len = core_utf8_next(p, SIZE_MAX, &c); /* NUL-terminated: stops at it */
 		if (!len)
 			return false;
 		if (c < 0x20 || c == 0x7f || c == ' ' || c == ',' || unicode_space(c))
@@ -321,6 +324,18 @@ bool core_strv_contains(const struct core_strv *sv, const char *s)
 		if (strcmp(sv->v[i], s) == 0)
 			return true;
 	return false;
+}
+
+bool core_strv_equal(const struct core_strv *a, const struct core_strv *b)
+{
+	size_t i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+		if (strcmp(a->v[i], b->v[i]) != 0)
+			return false;
+	return true;
 }
 
 void core_strv_dedup(struct core_strv *sv)

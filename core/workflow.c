@@ -155,18 +155,6 @@ bool core_blockers_all_done(const struct core_board *b, const struct core_strv *
 	return true;
 }
 
-static bool strv_same(const struct core_strv *a, const struct core_strv *b)
-{
-	size_t i;
-
-	if (a->n != b->n)
-		return false;
-	for (i = 0; i < a->n; i++)
-		if (strcmp(a->v[i], b->v[i]) != 0)
-			return false;
-	return true;
-}
-
 static bool labels_valid(const struct core_strv *sv)
 {
 	size_t i;
@@ -185,7 +173,7 @@ static enum core_rc labels_commit(struct core_card *c, struct core_strv *next, b
 		core_strv_release(next);
 		return CORE_ERR_BAD_REQUEST;
 	}
-	*changed = !strv_same(&c->labels, next);
+	*changed = !core_strv_equal(&c->labels, next);
 	if (*changed) {
 		core_strv_release(&c->labels);
 		c->labels = *next;

@@ -151,6 +151,10 @@ enum metrics_buckets {
 	X(METRICS_MONGO_OUTAGES, METRICS_COUNTER, "boardd_mongo_outages_total", "", NULL,     \
 	  NULL, METRICS_B_NONE,                                                                \
 	  "Mongo store: times the database was found unreachable since start.")               \
+	X(METRICS_MONGO_BSEQ_HOLES, METRICS_COUNTER, "boardd_mongo_board_seq_holes_total", "", \
+	  NULL, NULL, METRICS_B_NONE,                                                          \
+	  "Mongo store: board_seq numbers a board's event tail stepped over (a writer died "   \
+	  "between taking them and writing its events), each counted once per process.")     \
 	X(METRICS_TLS_RELOADS, METRICS_COUNTER, "boardd_tls_reloads_total", "result",         \
 	  METRICS_V("ok", "error"), NULL, METRICS_B_NONE,                                      \
 	  "Certificate and key re-reads on SIGHUP (error: the old pair stays).")               \

@@ -1,324 +1,316 @@
-/* The deliverer thread pool (DESIGN §14). Each thread loops: lease the next due delivery,
- * POST it, judge the answer with core_delivery_judge, write the outcome fenced by the lease.
- * A lease lost meanwhile (expired and taken by another replica, or an operator retry) makes
- * the outcome a clean conflict: the attempt was made, at least once, never recorded twice.
- *
- * HTTP is libcurl, the project's client library already (boardctl): one easy handle per
- * attempt, set up in one place (attempt_post). Only the subscription's URL is requested:
- * redirects are never followed (a 3xx is a failed attempt), only http and https, and the
- * response body is read up to 64 KiB and then cut. Counters and the latency histogram go to
- * the metrics registry (boardd_webhook_*, metrics/metrics.h). */
-#include "server/deliver.h"
-
-#include "metrics/metrics.h"
+/* The deliverer thread pool (DESIGN §14, §16): threads lease due deliveries into
+ * per-subscription queues and attempt them (deliver_attempt.c), one per subscription at a
+ * time, so one receiver cannot delay another (the scheduler, below). */
+#include "server/deliver_attempt.h"
 
 #include <curl/curl.h>
 #include <inttypes.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
-#define RESPONSE_MAX (64 * 1024)
-#define RETRY_AFTER_MAX_MS ((int64_t)24 * 3600 * 1000)
+/* The scheduler's bounds (DESIGN §16 "one receiver cannot delay another"). */
+#define EXTRA_MAX 64        /* threads started above --deliverers while receivers hang */
+#define THREADS_MAX 128     /* slots: --deliverers (64 at most) + EXTRA_MAX */
+#define SUBQ_MAX 32         /* leased deliveries waiting behind one subscription's attempt */
+#define QUEUED_MAX 1024     /* ... behind all of them */
+#define LEASE_TURN 64       /* leases per turn of the leaser before it looks at the queues */
+#define LEASE_MARGIN_MS 1000 /* a queued delivery is attempted only while its lease outlives
+			      * the timeout by this much */
+#define SURPLUS_IDLE_US ((int64_t)2 * 1000000) /* a thread above --deliverers idle this long
+						   * exits */
 
-/* The outcome counted in boardd_webhook_outcomes_total (metrics/metrics.h's value list). */
-enum dlv_outcome {
-	DLV_OUT_DONE,
-	DLV_OUT_RETRY,
-	DLV_OUT_DEAD,
-	DLV_OUT_DISABLED,
-	DLV_OUT_LOST,
-	DLV_OUT_ERROR,
+/* One leased delivery waiting for its subscription's turn. */
+struct dq {
+	struct store_delivery *dl;
+	int64_t leased_us; /* server_deliver_mono_us() when the lease was taken */
+	struct dq *next;
 };
 
-static const char *const outcome_names[] = {
-	[DLV_OUT_DONE] = "done",	   [DLV_OUT_RETRY] = "retry",
-	[DLV_OUT_DEAD] = "dead",	   [DLV_OUT_DISABLED] = "disabled",
-	[DLV_OUT_LOST] = "lease_lost", [DLV_OUT_ERROR] = "store_error",
+/* One subscription with deliveries leased here: its queue and whether an attempt of it is in
+ * flight (at most one per subscription). Freed when both are over. */
+struct subq {
+	char *board, *sub;
+	struct dq *head, *tail;
+	size_t n;
+	bool busy;
+	struct subq *next;
+};
+
+struct slot {
+	pthread_t t;
+	bool used, exited;
+	unsigned idx;
+	struct server_deliver *d;
 };
 
 struct server_deliver {
 	struct store *st;
 	struct server_deliver_config cfg;
 	char owner[160];
-	pthread_t *threads;
-	unsigned n_threads;
 	pthread_mutex_t mu;
-	pthread_cond_t cv; /* CLOCK_MONOTONIC: stop */
+	pthread_cond_t cv; /* CLOCK_MONOTONIC: stop, work queued, the leaser done */
 	bool stop;
+	/* Under mu: */
+	struct slot slots[THREADS_MAX];
+	unsigned n_threads;   /* alive */
+	unsigned n_free;      /* alive and not in an attempt */
+	unsigned next_idx;    /* the next thread's number (its rnd seed) */
+	bool leasing;         /* one thread leases at a time */
+	int64_t lease_after;  /* mono_us: no lease before (the last turn found nothing due) */
+	struct subq *subs;    /* subscriptions with queued or in-flight deliveries */
+	struct subq *rr;      /* round robin: where the next look for work starts */
+	size_t queued;
+	uint64_t parked;      /* leased but not queued (a queue full), for the log */
 };
 
-struct worker {
-	struct server_deliver *d;
-	unsigned idx;
-};
+/* ---- the scheduler: per-subscription queues, one attempt per subscription at a time ----
+ *
+ * The store leases the oldest due delivery, whoever it is for; the deliverer makes that fair.
+ * A free thread leases (one at a time) and files each delivery in its subscription's queue
+ * here; any free thread takes the head of a subscription that has no attempt in flight,
+ * round robin over the subscriptions. So a hung receiver holds one thread per subscription
+ * for at most the timeout, and its later deliveries wait in its own queue, leased, while the
+ * leaser goes on past them to the other subscriptions' (DESIGN §16). Whenever every thread
+ * is in an attempt another is started (up to --deliverers + EXTRA_MAX), so one is always free
+ * to lease; a thread above --deliverers that has been idle SURPLUS_IDLE_US exits.
+ *
+ * A queued delivery is attempted only while its lease still outlives the timeout by
+ * LEASE_MARGIN_MS; one that waited longer, or that finds its subscription's queue full, is
+ * left leased and unattempted: the lease expires and it is leased again (here or by another
+ * replica), its attempts unchanged. Never two attempts of one delivery at a time. */
 
-/* ---- signing ---- */
-
-char *server_deliver_sign(const char *secret, const char *id, int64_t ts_s, const char *body)
+static struct subq *subq_get(struct server_deliver *d, const char *board, const char *sub)
 {
-	unsigned char key[128], mac[EVP_MAX_MD_SIZE];
-	unsigned int mac_len = 0;
-	char b64[2 * EVP_MAX_MD_SIZE], *msg, *out;
-	const char *k64;
-	size_t klen, msg_len;
+	struct subq *s;
+
+	for (s = d->subs; s; s = s->next)
+		if (strcmp(s->board, board) == 0 && strcmp(s->sub, sub) == 0)
+			return s;
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->board = strdup(board)) || !(s->sub = strdup(sub))) {
+		if (s)
+			free(s->board);
+		free(s);
+		return NULL;
+	}
+	s->next = d->subs;
+	d->subs = s;
+	return s;
+}
+
+/* Frees s once it has nothing queued or in flight. */
+static void subq_done(struct server_deliver *d, struct subq *s)
+{
+	struct subq **pp;
+
+	if (s->busy || s->head)
+		return;
+	for (pp = &d->subs; *pp != s; pp = &(*pp)->next)
+		;
+	*pp = s->next;
+	if (d->rr == s)
+		d->rr = s->next;
+	free(s->board);
+	free(s->sub);
+	free(s);
+}
+
+static void park(struct server_deliver *d, struct store_delivery *dl, const char *why)
+{
+	if (d->parked++ % 1024 == 0)
+		fprintf(stderr, "boardd: delivery %s left leased for later (%s; %" PRIu64
+			" so far)\n", dl->id, why, d->parked);
+	store_delivery_free(dl);
+}
+
+/* Files dl (ours now) in its subscription's queue; true when it can be attempted at once
+ * (the subscription has no attempt in flight). */
+static bool enqueue(struct server_deliver *d, struct store_delivery *dl)
+{
+	struct subq *s = subq_get(d, dl->board, dl->sub);
+	struct dq *q = NULL;
+
+	if (s && s->n < SUBQ_MAX && d->queued < QUEUED_MAX)
+		q = malloc(sizeof(*q));
+	if (!q) {
+		park(d, dl, s ? "its subscription's queue is full" : "out of memory");
+		if (s)
+			subq_done(d, s);
+		return false;
+	}
+	*q = (struct dq){.dl = dl, .leased_us = server_deliver_mono_us()};
+	if (s->tail)
+		s->tail->next = q;
+	else
+		s->head = q;
+	s->tail = q;
+	s->n++;
+	d->queued++;
+	return !s->busy;
+}
+
+/* The next subscription with a queued delivery and no attempt in flight, round robin. */
+static struct subq *pick_ready(struct server_deliver *d)
+{
+	struct subq *s = d->rr ? d->rr : d->subs, *start = s;
+
+	if (!s)
+		return NULL;
+	do {
+		if (s->head && !s->busy) {
+			d->rr = s->next;
+			return s;
+		}
+		s = s->next ? s->next : d->subs;
+	} while (s != start);
+	return NULL;
+}
+
+static void *worker_main(void *arg);
+
+/* Under mu: a new thread in a free slot (joining the slots of threads that exited). */
+static bool spawn(struct server_deliver *d)
+{
+	struct slot *sl = NULL;
+	unsigned i;
+
+	for (i = 0; i < THREADS_MAX; i++) {
+		if (d->slots[i].used && d->slots[i].exited) {
+			pthread_join(d->slots[i].t, NULL);
+			d->slots[i].used = false;
+		}
+		if (!d->slots[i].used && !sl)
+			sl = &d->slots[i];
+	}
+	if (!sl)
+		return false;
+	*sl = (struct slot){.used = true, .idx = d->next_idx++, .d = d};
+	if (pthread_create(&sl->t, NULL, worker_main, sl) != 0) {
+		sl->used = false;
+		return false;
+	}
+	d->n_threads++;
+	d->n_free++;
+	return true;
+}
+
+/* Leases up to LEASE_TURN deliveries into the queues, until one can be attempted at once;
+ * how many it leased. Called without mu, by the one thread that has `leasing`. */
+static int lease_turn(struct server_deliver *d)
+{
 	int n;
 
-	if (!secret || strncmp(secret, "whsec_", 6) != 0)
-		return NULL;
-	k64 = secret + 6;
-	klen = strlen(k64);
-	if (klen == 0 || klen % 4 || klen / 4 * 3 > sizeof key)
-		return NULL;
-	n = EVP_DecodeBlock(key, (const unsigned char *)k64, (int)klen);
-	if (n < 0)
-		return NULL;
-	n -= (k64[klen - 1] == '=') + (k64[klen - 2] == '=');
-	msg_len = strlen(id) + strlen(body) + 32;
-	msg = malloc(msg_len);
-	if (!msg)
-		return NULL;
-	snprintf(msg, msg_len, "%s.%" PRId64 ".%s", id, ts_s, body);
-	if (!HMAC(EVP_sha256(), key, n, (const unsigned char *)msg, strlen(msg), mac, &mac_len)) {
-		free(msg);
-		return NULL;
+	for (n = 0; n < LEASE_TURN;) {
+		struct store_delivery *dl = NULL;
+		bool ready, stop;
+
+		if (store_delivery_lease(d->st, d->owner, d->cfg.lease_ms, &dl) != CORE_OK || !dl)
+			break;
+		n++;
+		pthread_mutex_lock(&d->mu);
+		ready = enqueue(d, dl);
+		stop = d->stop;
+		pthread_mutex_unlock(&d->mu);
+		if (ready || stop)
+			break;
 	}
-	free(msg);
-	EVP_EncodeBlock((unsigned char *)b64, mac, (int)mac_len);
-	out = malloc(strlen(b64) + 4);
-	if (out)
-		sprintf(out, "v1,%s", b64);
-	return out;
+	return n;
 }
 
-/* ---- one attempt ---- */
-
-struct attempt {
-	size_t body_read;
-	int64_t retry_after_ms; /* 0: none */
-	int64_t now_ms;         /* wall clock, for an HTTP-date Retry-After */
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *ctx)
+/* Attempts q's delivery unless it waited so long its lease may end mid-attempt; frees q. */
+static void run_queued(struct server_deliver *d, struct dq *q, unsigned short rnd[3])
 {
-	struct attempt *a = ctx;
+	int64_t max_wait_ms = d->cfg.lease_ms - d->cfg.timeout_ms - LEASE_MARGIN_MS;
 
-	(void)p;
-	if (a->body_read + size * n > RESPONSE_MAX)
-		return 0; /* enough: cut the transfer, the status is known */
-	a->body_read += size * n;
-	return size * n;
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *ctx)
-{
-	struct attempt *a = ctx;
-	size_t len = size * n;
-	char v[128];
-	const char *s;
-	size_t vl;
-
-	if (len < 12 || strncasecmp(p, "retry-after:", 12) != 0)
-		return len;
-	for (s = p + 12; s < p + len && (*s == ' ' || *s == '\t'); s++)
-		;
-	vl = (size_t)(p + len - s);
-	while (vl && (s[vl - 1] == '\r' || s[vl - 1] == '\n' || s[vl - 1] == ' '))
-		vl--;
-	if (vl == 0 || vl >= sizeof v)
-		return len;
-	memcpy(v, s, vl);
-	v[vl] = '\0';
-	if (strspn(v, "0123456789") == vl) {
-		long long secs = vl > 9 ? 999999999LL : atoll(v);
-
-		a->retry_after_ms = secs * 1000;
+	if (max_wait_ms < 250)
+		max_wait_ms = 250; /* a lease barely longer than the timeout: attempt fresh ones */
+	if (server_deliver_mono_us() - q->leased_us <= max_wait_ms * 1000) {
+		server_deliver_attempt(d->st, &d->cfg, d->owner, q->dl, rnd);
 	} else {
-		time_t t = curl_getdate(v, NULL);
-
-		if (t > 0 && (int64_t)t * 1000 > a->now_ms)
-			a->retry_after_ms = (int64_t)t * 1000 - a->now_ms;
+		pthread_mutex_lock(&d->mu);
+		park(d, q->dl, "it waited behind its subscription past its lease's margin");
+		pthread_mutex_unlock(&d->mu);
+		q->dl = NULL;
 	}
-	if (a->retry_after_ms > RETRY_AFTER_MAX_MS)
-		a->retry_after_ms = RETRY_AFTER_MAX_MS;
-	return len;
+	store_delivery_free(q->dl);
+	free(q);
 }
 
-/* POSTs the delivery; *status is the HTTP status or 0 (no answer: *err says why). */
-static void attempt_post(const struct server_deliver *d, const struct store_delivery *dl,
-			 const struct store_sub *sub, int *status, struct attempt *a, char *err,
-			 size_t errlen)
+static void wait_until(struct server_deliver *d, int64_t until_us)
 {
-	CURL *h = curl_easy_init();
-	struct curl_slist *hdr = NULL;
-	char line[512], ebuf[CURL_ERROR_SIZE] = "";
-	int64_t ts = (int64_t)time(NULL);
-	char *sig = server_deliver_sign(sub->secret, dl->id, ts, dl->body);
-	long code = 0;
-	CURLcode rc;
+	struct timespec ts = {.tv_sec = until_us / 1000000,
+			      .tv_nsec = (long)(until_us % 1000000) * 1000};
 
-	*status = 0;
-	a->now_ms = ts * 1000;
-	if (!h || !sig) {
-		snprintf(err, errlen, "%s", !sig ? "cannot sign: malformed secret" : "out of memory");
-		goto out;
-	}
-	hdr = curl_slist_append(hdr, "Content-Type: application/json");
-	snprintf(line, sizeof line, "webhook-id: %s", dl->id);
-	hdr = curl_slist_append(hdr, line);
-	snprintf(line, sizeof line, "webhook-timestamp: %" PRId64, ts);
-	hdr = curl_slist_append(hdr, line);
-	snprintf(line, sizeof line, "webhook-signature: %s", sig);
-	hdr = curl_slist_append(hdr, line);
-	hdr = curl_slist_append(hdr, "Expect:"); /* no 100-continue round trip */
-	curl_easy_setopt(h, CURLOPT_URL, sub->url);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)d->cfg.timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)d->cfg.timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, dl->body);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(dl->body));
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "boardd-webhooks");
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, a);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-	rc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-	/* A body cut at 64 KiB still answered: its status stands. */
-	if (code >= 100 && code <= 999 && (rc == CURLE_OK || rc == CURLE_WRITE_ERROR)) {
-		*status = (int)code;
-		if (code < 200 || code > 299)
-			snprintf(err, errlen, "HTTP %ld", code);
-	} else {
-		snprintf(err, errlen, "%s", ebuf[0] ? ebuf : curl_easy_strerror(rc));
-	}
-out:
-	curl_slist_free_all(hdr);
-	if (h)
-		curl_easy_cleanup(h);
-	free(sig);
-}
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* One leased delivery: attempt (unless its subscription is gone) and write the outcome. */
-static void deliver_one(struct server_deliver *d, const char *owner,
-			const struct store_delivery *dl, unsigned short rnd[3])
-{
-	struct store_delivery_outcome o = {.owner = owner, .epoch = dl->lease_epoch};
-	struct store_sub *sub = NULL;
-	struct attempt a = {0};
-	char err[CURL_ERROR_SIZE + 32] = "";
-	enum core_rc rc;
-	enum dlv_outcome out;
-	int64_t now, sched, t0;
-
-	rc = store_sub_get(d->st, dl->board, dl->sub, &sub);
-	if (rc == CORE_ERR_NOT_FOUND || (rc == CORE_OK && !sub->enabled)) {
-		o.verdict = CORE_DELIVERY_DEAD;
-		o.error = rc == CORE_OK ? "subscription disabled" : "subscription deleted";
-	} else if (rc != CORE_OK) {
-		return; /* the store is down: the lease expires and someone tries again */
-	} else {
-		t0 = mono_us();
-		attempt_post(d, dl, sub, &o.status, &a, err, sizeof err);
-		metrics_observe(d->cfg.metrics, METRICS_WEBHOOK_DURATION, "", NULL,
-				(uint64_t)(mono_us() - t0));
-		metrics_inc(d->cfg.metrics, METRICS_WEBHOOK_ATTEMPTS, "");
-		now = store_now(d->st);
-		/* The schedule (test-scaled), then Retry-After as the receiver said it. */
-		o.verdict = core_delivery_judge(o.status, dl->attempts + 1, now, erand48(rnd), 0,
-						&sched);
-		if (o.verdict == CORE_DELIVERY_RETRY) {
-			o.next_at = now + (int64_t)((double)(sched - now) / d->cfg.time_scale);
-			if (now + a.retry_after_ms > o.next_at)
-				o.next_at = now + a.retry_after_ms;
-		}
-		o.error = err[0] ? err : NULL;
-	}
-	rc = store_delivery_finish(d->st, dl->id, &o, NULL);
-	if (rc == CORE_ERR_CLAIM_CONFLICT)
-		out = DLV_OUT_LOST;
-	else if (rc != CORE_OK)
-		out = DLV_OUT_ERROR;
-	else
-		out = o.verdict == CORE_DELIVERY_DONE	   ? DLV_OUT_DONE
-		      : o.verdict == CORE_DELIVERY_RETRY   ? DLV_OUT_RETRY
-		      : o.verdict == CORE_DELIVERY_DISABLE ? DLV_OUT_DISABLED
-							   : DLV_OUT_DEAD;
-	metrics_inc(d->cfg.metrics, METRICS_WEBHOOK_OUTCOMES, outcome_names[out]);
-	if (out == DLV_OUT_LOST || out == DLV_OUT_ERROR)
-		fprintf(stderr, "boardd: delivery %s: outcome not written (%s)\n", dl->id,
-			core_rc_code(rc));
-	store_sub_free(sub);
-}
-
-static bool nap(struct server_deliver *d, int64_t ms)
-{
-	struct timespec until;
-	bool stop;
-
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	core_timespec_add_ns(&until, (int64_t)ms * 1000000);
-	pthread_mutex_lock(&d->mu);
-	while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) == 0)
-		;
-	stop = d->stop;
-	pthread_mutex_unlock(&d->mu);
-	return !stop;
-}
-
-static bool stopping(struct server_deliver *d)
-{
-	bool stop;
-
-	pthread_mutex_lock(&d->mu);
-	stop = d->stop;
-	pthread_mutex_unlock(&d->mu);
-	return stop;
+	pthread_cond_timedwait(&d->cv, &d->mu, &ts);
 }
 
 static void *worker_main(void *arg)
 {
-	struct worker *w = arg;
-	struct server_deliver *d = w->d;
-	char owner[192];
+	struct slot *me = arg;
+	struct server_deliver *d = me->d;
 	unsigned short rnd[3];
-	int64_t seed = mono_us() ^ ((int64_t)w->idx << 20) ^ (int64_t)getpid();
+	int64_t seed = server_deliver_mono_us() ^ ((int64_t)me->idx << 20) ^ (int64_t)getpid();
+	int64_t idle_since = server_deliver_mono_us(), now;
 
 	rnd[0] = (unsigned short)seed;
 	rnd[1] = (unsigned short)(seed >> 16);
 	rnd[2] = (unsigned short)(seed >> 32);
-	snprintf(owner, sizeof owner, "%s:%u", d->owner, w->idx);
-	while (!stopping(d)) {
-		struct store_delivery *dl = NULL;
-		enum core_rc rc = store_delivery_lease(d->st, owner, d->cfg.lease_ms, &dl);
+	pthread_mutex_lock(&d->mu);
+	while (!d->stop) {
+		struct subq *s = pick_ready(d);
+		int n;
 
-		if (rc == CORE_OK && dl) {
-			deliver_one(d, owner, dl, rnd);
-			store_delivery_free(dl);
+		if (s) {
+			struct dq *q = s->head;
+
+			s->head = q->next;
+			if (!s->head)
+				s->tail = NULL;
+			s->n--;
+			d->queued--;
+			s->busy = true;
+			d->n_free--;
+			/* Keep one thread free to lease while this one may wait on a receiver. */
+			if (d->n_free == 0 && d->n_threads < d->cfg.threads + EXTRA_MAX)
+				spawn(d);
+			pthread_mutex_unlock(&d->mu);
+			run_queued(d, q, rnd);
+			pthread_mutex_lock(&d->mu);
+			s->busy = false;
+			d->n_free++;
+			if (s->head)
+				pthread_cond_broadcast(&d->cv); /* its next is ready */
+			subq_done(d, s);
+			idle_since = server_deliver_mono_us();
 			continue;
 		}
-		if (!nap(d, d->cfg.idle_ms))
-			break;
+		now = server_deliver_mono_us();
+		if (d->n_threads > d->cfg.threads && d->n_free > 1 &&
+		    now - idle_since >= SURPLUS_IDLE_US)
+			break; /* a thread started while receivers hung, idle now */
+		if (d->leasing || now < d->lease_after) {
+			wait_until(d, d->leasing ? now + d->cfg.idle_ms * 1000 : d->lease_after);
+			continue;
+		}
+		d->leasing = true;
+		pthread_mutex_unlock(&d->mu);
+		n = lease_turn(d);
+		pthread_mutex_lock(&d->mu);
+		d->leasing = false;
+		if (n == 0)
+			d->lease_after = server_deliver_mono_us() + d->cfg.idle_ms * 1000; /* nothing due: nap */
+		else
+			idle_since = server_deliver_mono_us();
+		pthread_cond_broadcast(&d->cv);
 	}
-	free(w);
+	me->exited = true;
+	d->n_threads--;
+	d->n_free--;
+	pthread_mutex_unlock(&d->mu);
 	return NULL;
 }
 
@@ -329,6 +321,7 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 	pthread_condattr_t ca;
 	char host[64] = "localhost";
 	unsigned i;
+	bool ok = true;
 
 	*out = NULL;
 	if (!d || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -345,6 +338,8 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 		d->cfg.idle_ms = 250;
 	if (!(d->cfg.time_scale >= 1))
 		d->cfg.time_scale = 1;
+	if (d->cfg.threads > THREADS_MAX - EXTRA_MAX)
+		d->cfg.threads = THREADS_MAX - EXTRA_MAX;
 	gethostname(host, sizeof host - 1);
 	if (cfg->owner)
 		snprintf(d->owner, sizeof d->owner, "%s", cfg->owner);
@@ -357,24 +352,11 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	d->threads = calloc(cfg->threads + 1, sizeof(*d->threads));
-	if (!d->threads) {
-		server_deliver_stop(d);
-		return CORE_ERR_NOMEM;
-	}
-	for (i = 0; i < cfg->threads; i++) {
-		struct worker *w = malloc(sizeof(*w));
-
-		if (!w)
-			break;
-		*w = (struct worker){.d = d, .idx = i};
-		if (pthread_create(&d->threads[i], NULL, worker_main, w) != 0) {
-			free(w);
-			break;
-		}
-		d->n_threads++;
-	}
-	if (d->n_threads != cfg->threads) {
+	pthread_mutex_lock(&d->mu);
+	for (i = 0; ok && i < d->cfg.threads; i++)
+		ok = spawn(d);
+	pthread_mutex_unlock(&d->mu);
+	if (!ok) {
 		server_deliver_stop(d);
 		return CORE_ERR_INTERNAL;
 	}
@@ -384,17 +366,36 @@ enum core_rc server_deliver_start(struct store *st, const struct server_deliver_
 
 void server_deliver_stop(struct server_deliver *d)
 {
-	unsigned i;
+	pthread_t t[THREADS_MAX];
+	unsigned i, n = 0;
 
 	if (!d)
 		return;
 	pthread_mutex_lock(&d->mu);
-	d->stop = true;
+	d->stop = true; /* no thread starts from now on */
 	pthread_cond_broadcast(&d->cv);
+	for (i = 0; i < THREADS_MAX; i++)
+		if (d->slots[i].used)
+			t[n++] = d->slots[i].t;
 	pthread_mutex_unlock(&d->mu);
-	for (i = 0; i < d->n_threads; i++)
-		pthread_join(d->threads[i], NULL);
-	free(d->threads);
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], NULL); /* an attempt in flight finishes or times out */
+	/* What is still queued stays leased until its lease expires, then goes out again. */
+	while (d->subs) {
+		struct subq *s = d->subs;
+
+		while (s->head) {
+			struct dq *q = s->head;
+
+			s->head = q->next;
+			store_delivery_free(q->dl);
+			free(q);
+		}
+		d->subs = s->next;
+		free(s->board);
+		free(s->sub);
+		free(s);
+	}
 	pthread_cond_destroy(&d->cv);
 	pthread_mutex_destroy(&d->mu);
 	free(d);

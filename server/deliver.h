@@ -1,7 +1,10 @@
 /* The deliverer: a pool of threads that lease due webhook deliveries from the store, POST
  * them with the Standard Webhooks headers and write each outcome fenced by the lease
  * (DESIGN §14). Two replicas on one MongoDB never attempt one delivery at the same time; a
- * replica killed mid-delivery leaves it to another once the lease expires.
+ * replica killed mid-delivery leaves it to another once the lease expires. One receiver
+ * cannot delay another (DESIGN §16): deliveries wait in per-subscription queues, one attempt
+ * per subscription at a time, and a thread is started whenever all are in attempts, so a
+ * hung receiver holds only its own subscription's deliveries (deliver.c says how).
  */
 #ifndef BOARDD_SERVER_DELIVER_H
 #define BOARDD_SERVER_DELIVER_H
@@ -17,7 +20,8 @@ struct metrics;
 struct server_deliver;
 
 struct server_deliver_config {
-	unsigned threads;     /* deliverer threads; 0: none started */
+	unsigned threads;     /* deliverer threads kept (64 more at most start while receivers
+			       * hang, and end when idle); 0: none started */
 	int64_t lease_ms;     /* a delivery's lease; default 60 000 (> the timeout) */
 	int64_t timeout_ms;   /* whole request; default 15 000 */
 	int64_t idle_ms;      /* nap when nothing is due; default 250 */

@@ -13,21 +13,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-/* store_open knows every spec; the Mongo twin also takes the un-leased arm's horizon. */
-static enum core_rc open_store(const struct server_config *cfg, struct store **st, char *err,
-			       size_t errlen)
-{
-#ifdef BOARDD_HAVE_MONGO
-	if (strncmp(cfg->store, "mongodb://", 10) == 0 ||
-	    strncmp(cfg->store, "mongodb+srv://", 14) == 0) {
-		struct store_mongo_options o = {.uri = cfg->store,
-						.unleased_horizon_ms = cfg->unleased_horizon_ms};
-		return store_mongo_open(&o, st, err, errlen);
-	}
-#endif
-	return store_open(cfg->store, st, err, errlen);
-}
-
 /* Every connection is a descriptor: the soft limit (often 1024) is raised toward the hard
  * one so --max-connections can be reached; a warning when even that is too low. */
 static void fd_limit_raise(const struct server_config *cfg)
@@ -98,7 +83,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "boardd: out of memory\n");
 		goto out;
 	}
-	if (open_store(&cfg, &st, err, sizeof err) != CORE_OK) {
+	if (store_open(cfg.store,
+		       &(struct store_open_options){.unleased_horizon_ms = cfg.unleased_horizon_ms},
+		       &st, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: store %s: %s\n", cfg.store, err);
 		goto out;
 	}

@@ -82,13 +82,34 @@ out:
 	return ok;
 }
 
-static int token_usage(void)
+static const char token_help[] =
+	"usage: boardd token add --tokens FILE --name NAME --role ROLE [--role ROLE ...]\n"
+	"                        [--board B ...] [--cap CAP ...]\n"
+	"\n"
+	"Adds a token to the tokens file FILE (created when missing, mode 0600) and prints the\n"
+	"plain token once on stdout; only its SHA-256 is stored. FILE is the file the server\n"
+	"reads: its --tokens, or DATADIR/tokens.json (./data/tokens.json for ./deploy/run.sh).\n"
+	"A running boardd takes the new token on SIGHUP (kill -HUP <pid>), or at its next start.\n"
+	"\n"
+	"  --tokens FILE  the tokens file (required)\n"
+	"  --name NAME    unique in the file; the actor of the token's changes (required)\n"
+	"  --role ROLE    worker, bot or operator; repeatable (at least one)\n"
+	"  --board B      a board the token may see; repeatable (default: every board, *)\n"
+	"  --cap CAP      board.read board.create board.move board.label board.comment\n"
+	"                 board.close; repeatable (default: all six)\n";
+
+/* The usage on stderr after `what` (a message, or NULL); the exit status 2. */
+static int token_usage(const char *what)
 {
-	fprintf(stderr, "usage: boardd token add --tokens FILE --name NAME --role ROLE "
-			"[--role ...] [--board B ...] [--cap CAP ...]\n"
-			"  CAP: board.read board.create board.move board.label board.comment "
-			"board.close (default: all six)\n");
+	if (what)
+		fprintf(stderr, "boardd token add: %s\n", what);
+	fputs(token_help, stderr);
 	return 2;
+}
+
+static bool is_help(const char *a)
+{
+	return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
 }
 
 int server_token_main(int argc, char **argv)
@@ -102,14 +123,34 @@ int server_token_main(int argc, char **argv)
 	int k, code = 1;
 	enum core_rc rc;
 
-	if (argc < 2 || strcmp(argv[1], "add") != 0)
-		return token_usage();
+	if (argc >= 2 && is_help(argv[1])) {
+		fputs(token_help, stdout);
+		return 0;
+	}
+	if (argc < 2)
+		return token_usage(NULL);
+	if (strcmp(argv[1], "add") != 0) {
+		fprintf(stderr, "boardd token: unknown subcommand %s (there is: add)\n", argv[1]);
+		fputs(token_help, stderr);
+		return 2;
+	}
+	for (k = 2; k < argc; k++)
+		if (is_help(argv[k])) {
+			fputs(token_help, stdout);
+			return 0;
+		}
 	boards = calloc((size_t)argc + 1, sizeof *boards);
 	if (!boards)
 		return 1;
 	for (k = 2; k < argc; k++) {
 		const char *a = argv[k], *v = k + 1 < argc ? argv[k + 1] : NULL;
 
+		if (strcmp(a, "--tokens") != 0 && strcmp(a, "--name") != 0 &&
+		    strcmp(a, "--role") != 0 && strcmp(a, "--cap") != 0 && strcmp(a, "--board") != 0) {
+			snprintf(err, sizeof err, "unknown option %s", a);
+			code = token_usage(err);
+			goto out;
+		}
 		if (!v) {
 			fprintf(stderr, "boardd token add: %s needs a value\n", a);
 			code = 2;
@@ -143,21 +184,32 @@ int server_token_main(int argc, char **argv)
 				goto out;
 			}
 			caps |= bit;
-		} else if (strcmp(a, "--board") == 0) {
+		} else {
 			if (strcmp(v, "*") != 0 && !core_name_valid(v)) {
 				fprintf(stderr, "boardd token add: invalid board name %s\n", v);
 				code = 2;
 				goto out;
 			}
 			boards[nb++] = v;
-		} else {
-			fprintf(stderr, "boardd token add: unknown option %s\n", a);
-			code = token_usage();
-			goto out;
 		}
 	}
-	if (!file || !name || !*name || !roles) {
-		code = token_usage();
+	/* Say what is missing, all of it. */
+	err[0] = '\0';
+	if (!file)
+		snprintf(err + strlen(err), sizeof err - strlen(err), "%s--tokens FILE (the tokens "
+			 "file the server reads: its --tokens, or DATADIR/tokens.json)",
+			 err[0] ? ", " : "");
+	if (!name || !*name)
+		snprintf(err + strlen(err), sizeof err - strlen(err), "%s--name NAME",
+			 err[0] ? ", " : "");
+	if (!roles)
+		snprintf(err + strlen(err), sizeof err - strlen(err), "%s--role ROLE (worker, bot or "
+			 "operator)", err[0] ? ", " : "");
+	if (err[0]) {
+		char what[600];
+
+		snprintf(what, sizeof what, "missing %s", err);
+		code = token_usage(what);
 		goto out;
 	}
 	rc = api_tokens_load(file, &t, err, sizeof err);
@@ -182,7 +234,9 @@ int server_token_main(int argc, char **argv)
 		goto out;
 	}
 	printf("%s\n", plain);
-	fprintf(stderr, "boardd: token %s added to %s (shown only now)\n", name, file);
+	fprintf(stderr, "boardd: token %s added to %s (shown only now); a running boardd takes it "
+			"on SIGHUP (kill -HUP <pid>)\n",
+		name, file);
 	code = 0;
 out:
 	api_tokens_release(&t);

@@ -1,7 +1,7 @@
 /* Effects shared by both twins (DESIGN §14): the subscription and delivery codecs (one stored
  * form the FS journal and the Mongo documents both carry, one served form), the match a
  * mutation runs in its atomic step, and the delivery's request body. */
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <stdlib.h>
 #include <string.h>

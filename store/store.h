@@ -9,7 +9,7 @@
  * CORE_ERR_STORE_UNAVAILABLE, never an empty success. All functions are thread-safe.
  *
  * "now": each twin supplies its own clock (FS: the host clock; Mongo: the database server's).
- * Tests may inject a clock with store_clock_set().
+ * Tests may inject a clock with store_clock_set() (store/store_twins.h).
  *
  * Every mutation appends its events (DESIGN §7) atomically with the change and returns only
  * after the change is durable.
@@ -27,6 +27,8 @@
 
 struct store;
 struct metrics_sink;
+struct store_fs_options;    /* store/store_twins.h */
+struct store_mongo_options; /* store/store_twins.h */
 
 /* A clock the tests can inject; returns ms since the epoch. */
 typedef int64_t (*store_clock_fn)(void *ctx);
@@ -208,13 +210,6 @@ struct store_sub {
 
 void store_sub_free(struct store_sub *s);
 void store_subs_free(struct store_sub **v, size_t n);
-/* A deep copy of s (through its stored form); NULL on OOM. */
-struct store_sub *store_sub_dup(const struct store_sub *s);
-/* What a put stores over `old` (NULL: none yet), the same in both twins: a copy of s that
- * keeps old's secret when s brings none (secret_if_new when there is no old), old's
- * created_at (else now), no disabled_reason, updated_at now. New; NULL on OOM. */
-struct store_sub *store_sub_put_merge(const struct store_sub *s, const struct store_sub *old,
-				      const char *secret_if_new, int64_t now);
 
 #define STORE_DELIVERY_STATUSES(X)                                                           \
 	X(STORE_DELIVERY_PENDING, "pending")                                                  \
@@ -308,10 +303,11 @@ struct store_attention {
  * when every line of the ack is durable (rc OK) or was rolled back after a failed write or
  * sync (STORE_UNAVAILABLE: the write never happened, answer 503). Until `done`, the caller must not
  * acknowledge. store_ack_wait is the blocking form, for a thread that makes several writes
- * and waits once (the reaper's workers). Writes made while an ack is bound are visible to
- * readers before they are durable, as every FS write is between its append and its sync;
- * a later write that depends on them is journaled after them, so it is never durable without
- * them. Unbound callers and the Mongo twin wait inside each write, as before.
+ * and waits once (the reaper's workers). A later write that depends on an earlier one not
+ * yet durable is journaled after it, so it is never durable without it. A read, or a write
+ * answered without a line of its own (a refusal), may owe a wait too (the FS read barrier:
+ * nothing is shown before it is durable, DESIGN §16): same ack, same outcome. Unbound
+ * callers and the Mongo twin wait inside each call, as before.
  */
 struct store_ack {
 	/* filled by the store while bound */
@@ -339,8 +335,6 @@ enum core_rc store_ack_wait(struct store_ack *ack);
  * binds its own per worker, and waits for them before it returns. */
 struct store_ack *store_ack_unbind(void);
 void store_ack_rebind(struct store_ack *ack);
-/* For twins: the ack bound to this thread, or NULL (then wait before returning). */
-struct store_ack *store_ack_current(void);
 
 /* ---- the interface ---- */
 
@@ -572,9 +566,22 @@ struct store_ops {
 /* OUT: out (STORE_SECRET_LEN bytes), untouched on failure. */
 enum core_rc store_secret_get(struct store *st, const char *name, unsigned char *out);
 
-/* Opens a store from a spec: "fs:DIR" or "mongodb://...". On failure writes a readable
- * reason into err. Caller closes with store_close. */
-enum core_rc store_open(const char *spec, struct store **out, char *err, size_t errlen);
+/* How store_open opens the twin a spec names. NULL or a zero field: the default. */
+struct store_open_options {
+	/* The un-leased arm's horizon (ADR-096 §6), the Mongo twin's (the FS twin has no
+	 * un-leased arm); 0: 24 h. */
+	int64_t unleased_horizon_ms;
+	/* A twin's own extras (store/store_twins.h: tests and benches), used when the spec
+	 * names that twin; the directory or URI is the spec's, whatever they say. */
+	const struct store_fs_options *fs;
+	const struct store_mongo_options *mongo;
+};
+
+/* Opens a store from a spec: "fs:DIR" (or a bare DIR), "mongodb://..." or
+ * "mongodb+srv://..." — the one place a spec is parsed. On failure writes a readable reason
+ * into err (never a URI's credentials). Caller closes with store_close. */
+enum core_rc store_open(const char *spec, const struct store_open_options *o,
+			struct store **out, char *err, size_t errlen);
 void store_close(struct store *st);
 const char *store_name(const struct store *st);
 enum core_rc store_ping(struct store *st);
@@ -582,17 +589,9 @@ enum core_rc store_ping(struct store *st);
 /* Adds the store's samples to a scrape: the fence refusals every twin counts
  * (METRICS_FENCE_REFUSED, by reason), then the twin's stats op. */
 enum core_rc store_stats(struct store *st, struct metrics_sink *out);
-/* For twins: a fenced write of `t` was refused on card c as the twin observed it; counts the
- * reason (core_fence_why) for store_stats. Nothing when the fence passes or c is NULL. */
-void store_fence_refused(struct store *st, const struct core_card *c, const struct core_token *t);
-/* For twins: a run write (create, update, heartbeat) was refused because its claim is not the
- * card's current claim, or another token holds it; served as reason "run". */
-void store_run_fence_refused(struct store *st);
 
 /* The store's clock (the injected clock if set). */
 int64_t store_now(struct store *st);
-/* Test hook: replaces the clock (NULL restores the twin's own). */
-void store_clock_set(struct store *st, store_clock_fn fn, void *ctx);
 
 /* Every board, by name (byte order). */
 enum core_rc store_board_list(struct store *st, struct core_board **boards, size_t *n);
@@ -644,11 +643,6 @@ enum core_rc store_card_revoke(struct store *st, const char *id, const struct st
 void store_limits_set(struct store *st, size_t max_comments);
 /* The comment limit in force (CORE_COMMENTS_MAX unless set). */
 size_t store_limits_comments(const struct store *st);
-/* For twins, before a write that grows a card: PAYLOAD_TOO_LARGE when c has more comments
- * than the store allows or is larger than CORE_CARD_BYTES_MAX; detail (may be NULL) says
- * which. */
-enum core_rc store_card_fits(const struct store *st, const struct core_card *c, char *detail,
-			     size_t detail_len);
 enum core_rc store_card_labels_set(struct store *st, const char *id, const struct core_strv *labels,
 				   const struct store_actor *actor, struct core_card **out);
 enum core_rc store_card_labels_adjust(struct store *st, const char *id, const struct core_strv *add,
@@ -673,10 +667,6 @@ enum core_rc store_attention_list(struct store *st, const char *board, const cha
 				  size_t limit, struct store_attention **out, size_t *n,
 				  bool *truncated);
 void store_attention_free(struct store_attention *v, size_t n);
-/* For twins: sorts v (newest update first, then id) and cuts it to limit, freeing the rest;
- * *truncated tells whether anything was cut. */
-void store_attention_finish(struct store_attention *v, size_t *n, size_t limit,
-			    bool *truncated);
 
 enum core_rc store_run_create(struct store *st, const struct store_run_create *in,
 			      const struct store_actor *actor, struct core_run **out);
@@ -732,68 +722,6 @@ enum core_rc store_reaper_transfer_many(struct store *st, struct store_transfer 
 enum core_rc store_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
 			      const struct store_actor *actor);
 
-/* ---- the FS twin ---- */
-
-struct store_fs_options {
-	const char *dir;
-	size_t compact_bytes;  /* journal size that triggers a snapshot; 0: 64 MiB */
-	size_t events_keep;    /* events kept in the audit tail; 0: 100 000 */
-	const char *hostname;  /* for the legacy same-host sweep; NULL: gethostname() */
-	bool serial_load;      /* decode the snapshot on the opening thread alone (tests compare
-				* it with the default: a second thread checks and decodes while
-				* the opening one applies) */
-};
-
-enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out, char *err,
-			   size_t errlen);
-
-/* FS twin counters (tests, metrics). Added after the first interface; nothing above changed. */
-struct store_fs_stats {
-	uint64_t commits;       /* journal lines written since open */
-	uint64_t syncs;         /* fdatasync calls on the journal since open (group commit) */
-	uint64_t writes;        /* write calls on the journal since open: one per group commit
-				 * (per generation it wrote to; more only past IOV_MAX pieces) */
-	uint64_t compactions;   /* snapshots written since open */
-	uint64_t generation;    /* current journal generation */
-	uint64_t journal_bytes; /* records in the current generation (its logical size) */
-	uint64_t journal_alloc_bytes; /* its file: records, then the pre-allocated zeros */
-	uint64_t journal_grows; /* zero-filled steps added ahead of the writer since open */
-	bool failed;            /* a write or sync failed: writes refused until a fresh snapshot
-				 * of the rolled-back state is durable (retried by the next write
-				 * and every second in the background) */
-	bool snapshot_held;     /* a snapshot waits at STORE_FS_FAULT_HOLD_SNAPSHOT (tests) */
-	bool sync_held;         /* a journal sync waits at STORE_FS_FAULT_HOLD_SYNC (tests) */
-};
-/* Fills *out; BAD_REQUEST when st is not an FS store. */
-enum core_rc store_fs_stats_get(struct store *st, struct store_fs_stats *out);
-/* Snapshot now and start a new journal generation, synchronously (tests, shutdown).
- * BAD_REQUEST when st is not an FS store. */
-enum core_rc store_fs_compact(struct store *st);
-
-/* Test-only fault injection (issue 5, storage faults): while a fault is on, the FS twin's own
- * write(2) to its journal and snapshot files (STORE_FS_FAULT_WRITE) and/or its fdatasync and
- * fsync calls (STORE_FS_FAULT_SYNC) fail with EIO without being made, as a disk that refuses;
- * STORE_FS_FAULT_SLOW_SYNC only slows the journal's syncs down, STORE_FS_FAULT_SLOW_SNAPSHOT
- * a snapshot's (a compaction's or a recovery's).
- * Turning faults off lets the next write attempt recovery at once (no back-off).
- * BAD_REQUEST when st is not an FS store. */
-enum store_fs_fault {
-	STORE_FS_FAULT_WRITE = 1,
-	STORE_FS_FAULT_SYNC = 2,
-	STORE_FS_FAULT_SLOW_SYNC = 4, /* not a failure: every journal sync first sleeps 100 ms,
-				       * as a slow disk (group-commit tests) */
-	STORE_FS_FAULT_SLOW_SNAPSHOT = 8, /* not a failure: a snapshot's fsync first sleeps
-					   * 300 ms (a recovery other threads meet under way) */
-	STORE_FS_FAULT_HOLD_SNAPSHOT = 16, /* not a failure: a snapshot written and fsynced
-					    * waits while it is on, before it is installed
-					    * (stats.snapshot_held says it waits): the tests
-					    * make the flush of what it captured fail meanwhile */
-	STORE_FS_FAULT_HOLD_SYNC = 32, /* not a failure: a journal sync (its group written)
-					* waits while it is on, before it is made or refused
-					* (stats.sync_held says it waits) */
-};
-enum core_rc store_fs_fault_set(struct store *st, unsigned faults, bool on);
-
 /* ---- JSON codec (the served shape of DESIGN §2; the FS journal reuses it) ----
  * _to_json returns a new reference (NULL on OOM). _from_json reads a borrowed json_t and
  * returns BAD_REQUEST with nothing allocated when a field is missing or of the wrong type. */
@@ -802,11 +730,6 @@ json_t *store_card_to_json(const struct core_card *c);
  * without the tree (the hot path of every answer that is a card). New string (caller frees)
  * and its length; NULL on OOM or a string that is not UTF-8 (json_string refuses those). */
 char *store_card_json_text(const struct core_card *c, size_t *len);
-/* A claim's answer, written the same way: the token of DESIGN §3 ({marker, epoch, claimed_at,
- * lease_until, lease_ms, renew_after_ms, fresh}, times from c's claim) or, with_card,
- * {"card": <c>, "token": <that>} (claim-next, DESIGN §12). Caller frees; NULL as above. */
-char *store_claim_json_text(const struct core_card *c, const struct core_token *t, bool fresh,
-			    bool with_card, size_t *len);
 /* A card's gave_up as served: null when not set, else {reason, run_id, state, at}. */
 json_t *store_gave_up_to_json(const struct core_gave_up *g);
 enum core_rc store_card_from_json(const json_t *j, struct core_card **out);
@@ -819,10 +742,6 @@ json_t *store_event_to_json(const struct core_event *e);
  * boards write (what a token scoped to boards and a webhook subscriber see, DESIGN §11). */
 json_t *store_event_to_json_as(const struct core_event *e, bool board_view);
 enum core_rc store_event_from_json(const json_t *j, struct core_event *out);
-/* POST renew's answer {marker, epoch, lease_until, lease_ms} for the renewed card c, written
- * without a tree. New string (caller frees) and its length; NULL on OOM or a marker that is
- * not UTF-8. */
-char *store_renew_json_text(const struct core_card *c, const char *marker, size_t *len);
 /* json_dumps(j, JSON_COMPACT), byte for byte, for an object or array (the journal's and the
  * answers' trees), written without jansson's dump machinery when the tree holds only objects,
  * arrays, strings, integers, booleans and null (else through json_dumps). New string (caller
@@ -833,6 +752,8 @@ enum store_json_type {
 	STORE_JSON_STR,  /* s */
 	STORE_JSON_INT,  /* i */
 	STORE_JSON_NULL,
+	STORE_JSON_BOOL, /* i: 0 false, else true */
+	STORE_JSON_RAW,  /* s: JSON text written as it is (a card's text, another object's) */
 };
 struct store_json_member {
 	const char *key;
@@ -861,46 +782,5 @@ json_t *store_sub_to_json(const struct store_sub *s, bool stored);
 enum core_rc store_sub_from_json(const json_t *j, struct store_sub **out);
 json_t *store_delivery_to_json(const struct store_delivery *d, bool stored);
 enum core_rc store_delivery_from_json(const json_t *j, struct store_delivery **out);
-
-/* The matching both twins run in a mutation's atomic step (store/effect.c). */
-/* Does event (type, reason, the state its payload moved the card to or NULL) on `card` (its
- * labels after the step) fire s? The state of a card_created event is the card's. */
-bool store_effect_match(const struct store_sub *s, enum core_event_type type, const char *reason,
-			const char *to_state, const struct core_card *card);
-/* The event key of e's deliveries, "<board>:<board_seq>": a subscription is one board's, so
- * neither its webhook-id nor its body tells how much other boards write (DESIGN §11). */
-#define STORE_DELIVERY_EKEY_MAX (CORE_NAME_MAX + 24)
-void store_delivery_ekey(char *out, size_t cap, const struct core_event *e);
-/* The request body of a delivery: {"type":"board.event","event":<e>,"card":<c or null>},
- * the event as its board sees it (seq: its board_seq).
- * New string (caller frees), NULL on OOM. */
-char *store_delivery_body(const struct core_event *e, const struct core_card *card);
-/* A new pending delivery of event key `ekey` (FS: its seq; Mongo: its _id) to s. */
-struct store_delivery *store_delivery_new(const struct store_sub *s, const char *ekey,
-					  int64_t seq, enum core_event_type type,
-					  const char *card_id, char *body, int64_t now);
-
-/* ---- the Mongo twin (store/mongo; built when libmongoc is found: BOARDD_HAVE_MONGO) ---- */
-
-struct store_mongo_options {
-	const char *uri;             /* mongodb://...; the database is the URI's path ("boardd") */
-	int64_t unleased_horizon_ms; /* the un-leased arm's horizon (ADR-096 §6); 0: 24 h */
-	/* Test hook (NULL in production): called by every conditional card write between its
-	 * read and its write, so a test can interleave a concurrent change deterministically. */
-	void (*test_before_write)(void *ctx, const char *card_id);
-	/* Test hook (NULL in production): called before each read a background poll makes,
-	 * naming it ("tail": `events`, "probe": the events counter, "lease": `deliveries`), so
-	 * a test can count what an idle poller asks the database; and, on the thread that sends
-	 * it, before each outbox pull ("pull": one per bulk of the puller, one per writer's or
-	 * drain's own pull) and each insert of events ("insert": one per shared insert). */
-	void (*test_read)(void *ctx, const char *what);
-	void *test_ctx;
-};
-
-/* Opens the Mongo twin: client pool, indexes, the server clock, the default board on a new
- * database. STORE_UNAVAILABLE when the server cannot be reached; err says why (never the
- * URI's credentials). Caller closes with store_close. */
-enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store **out,
-			      char *err, size_t errlen);
 
 #endif

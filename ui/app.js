@@ -5,7 +5,12 @@
  * token could not do with curl; a token without the operator role gets no action buttons
  * (and the server refuses the calls anyway). Live updates come from GET /v1/events/stream,
  * read with fetch (EventSource cannot send a bearer token) and resumed with Last-Event-ID.
- * Text from the server is only ever set as textContent. */
+ * Text from the server is only ever set as textContent.
+ *
+ * Four files, loaded in order, one global scope: app.js (this: the API, sign-in, loading,
+ * filters, actions and the wiring), stream.js (the live stream), board.js (drawing the board, the
+ * Needs-attention lane, the reaper panel; drag and drop and the keyboard on the board) and
+ * card.js (the card view with its runs, the create/edit, reopen and bulk dialogs). */
 'use strict';
 
 const TOKEN_KEY = 'boardd.token';
@@ -23,6 +28,9 @@ const S = {
   lastId: null,      // the last event seq received
   openCard: null,    // id shown in the card dialog
   bulkPlan: null,
+  roving: null,      // id of the card whose chip is the board's one Tab stop
+  reaperSeen: null,  // {passes, at, since}: when this page saw the reaper's pass count move
+  runsRoute: null,   // GET /v1/cards/{id}/runs: null not asked yet, false absent (404/405)
 };
 
 const $ = (id) => document.getElementById(id);
@@ -96,8 +104,10 @@ function problemText(e) {
   if (e.status === 0) return 'Failed: ' + e.message;
   const code = e.problem.code ? ' ' + e.problem.code : '';
   const verb = e.status >= 500 ? 'Failed' : 'Refused';
-  const hint = e.status >= 500 ? ' Nothing was changed by this answer; try again in a moment.' : '';
-  return verb + ' (' + e.status + code + '): ' + e.message + hint;
+  const title = typeof e.problem.title === 'string' && e.problem.title && e.problem.title !== e.message ? e.problem.title + ': ' : '';
+  let hint = e.status >= 500 ? ' Nothing was changed by this answer; try again in a moment.' : '';
+  if (e.problem.code === 'terminal_state_exit') hint = ' A card leaves a terminal column by Reopen.';
+  return verb + ' (' + e.status + code + '): ' + title + e.message.replace(/([^.!?])$/, '$1.') + hint;
 }
 
 /* The banner over the board, for a state of the page (the board is gone, the address named
@@ -185,8 +195,10 @@ async function signIn(token) {
   $('session').hidden = false;
   $('whoami').textContent = S.me.name + ' (' + S.me.roles.join(', ') + ')';
   $('readonly').hidden = isOperator();
-  $('bulk').hidden = !isOperator();
+  $('bulk-toggle').hidden = !isOperator();
+  $('new-card').hidden = !isOperator();
   $('reaper-pass').hidden = !isOperator();
+  if (!isOperator()) setBulkOpen(false);
   hideNotice();
   hideAlert();
   try {
@@ -280,6 +292,10 @@ async function openBoard(name) {
   const sel = $('bulk-to');
   sel.replaceChildren(...workingColumns().map((c) => h('option', { value: c.name, text: c.name })));
   sel.value = firstEligible();
+  const st = $('f-state');
+  const cur = st.value;
+  st.replaceChildren(h('option', { value: '', text: 'any' }), ...columns().map((c) => h('option', { value: c.name, text: c.name })));
+  st.value = column(cur) ? cur : '';
   await Promise.all([loadAttention(), loadReaper()]);
   renderLabels();
   renderBoard();
@@ -310,7 +326,9 @@ async function loadAttention() {
   S.attentionTruncated = !!r.truncated;
   for (const item of r.cards) {
     S.attention.set(item.card.id, item.reasons);
-    S.cards.set(item.card.id, item.card);
+    /* The same card read again stays the same object: the chip cache goes by identity. */
+    const old = S.cards.get(item.card.id);
+    if (!old || JSON.stringify(old) !== JSON.stringify(item.card)) S.cards.set(item.card.id, item.card);
   }
   renderAttention();
 }
@@ -318,10 +336,29 @@ async function loadAttention() {
 async function loadReaper() {
   try {
     S.reaper = await api('GET', '/v1/reaper');
+    noteReaperPasses(S.reaper, Date.now());
   } catch (e) {
     S.reaper = { error: e.message };
   }
   renderReaper();
+}
+
+/* GET /v1/reaper says how many passes ran, not when the last one did: the page notes when it
+ * saw the count move (between two reads), which is when a pass last ended, give or take one
+ * poll. `since`: when this page started watching. */
+function noteReaperPasses(r, now) {
+  const seen = S.reaperSeen;
+  if (typeof r.passes !== 'number') return;
+  if (!seen) {
+    S.reaperSeen = { passes: r.passes, at: null, prev: now, since: now };
+    return;
+  }
+  if (r.passes !== seen.passes) {
+    seen.passes = r.passes;
+    seen.at = now;
+    seen.after = seen.prev;
+  }
+  seen.prev = now;
 }
 
 let attentionTimer = null;
@@ -330,224 +367,35 @@ function refreshAttentionSoon() {
   attentionTimer = setTimeout(() => { loadAttention().then(renderBoard).catch(() => {}); }, 250);
 }
 
-/* ---- the live stream ---- */
-
-function setLive(state, text) {
-  const el = $('live');
-  el.className = 'live ' + state;
-  el.textContent = text;
-}
-
-function startStream() {
-  const ctl = new AbortController();
-  S.stream = ctl;
-  let delay = 500;
-  let dropped = false;
-  const board = S.board.name;
-  const run = async () => {
-    while (!ctl.signal.aborted) {
-      try {
-        if (dropped && !(await boardStillThere(board, ctl))) return;
-        const headers = { Authorization: 'Bearer ' + S.token, Accept: 'text/event-stream' };
-        if (S.lastId !== null) headers['Last-Event-ID'] = String(S.lastId);
-        const resp = await fetch('/v1/events/stream?board=' + enc(board),
-          { headers, signal: ctl.signal, cache: 'no-store' });
-        if (resp.status === 401 || resp.status === 403) {
-          /* A refusal is not a network error: retrying cannot help until the token changes,
-           * so stop and say why (a new sign-in or board choice starts a new stream). */
-          const why = await problemDetail(resp);
-          if (ctl.signal.aborted) return;
-          if (resp.status === 401) {
-            signOut('The token was refused (401): ' + why + ' Sign in again with a valid token.');
-          } else {
-            setLive('refused', 'Live updates stopped: the token was refused (403): ' + why +
-              ' Check the token\'s role and boards, or sign in with another token.');
-          }
-          return;
-        }
-        if (resp.status === 404) {
-          /* Not a network error either: the board (or the stream route) is not there, and
-           * asking again will not bring it back. */
-          const why = await problemDetail(resp);
-          if (ctl.signal.aborted) return;
-          if (await boardStillThere(board, ctl)) {
-            if (ctl.signal.aborted) return;
-            setLive('refused', 'Live updates stopped: the event stream answered 404 (' + why.replace(/\.$/, '') +
-              '). This server does not serve it; the board is not updated live.');
-            S.stream = null;
-          }
-          return;
-        }
-        if (!resp.ok || !resp.body) throw new Error('HTTP ' + resp.status);
-        setLive('on', 'live');
-        delay = 500;
-        await readSSE(resp.body, ctl.signal, onEvent);
-      } catch (e) {
-        if (ctl.signal.aborted) return;
-      }
-      dropped = true;
-      setLive('off', 'reconnecting');
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 10000);
-    }
-  };
-  run();
-}
-
-/* Before following a board again after a drop (a restart may bring up another store), and
- * when its stream answers 404: is the board still there? A 404 stops the stream and says so
- * (boardGone); any other failure counts as "still there" (the stream's own retry goes on). */
-async function boardStillThere(name, ctl) {
-  try {
-    await api('GET', '/v1/boards/' + enc(name));
-    return true;
-  } catch (e) {
-    if (e.status !== 404 || ctl.signal.aborted) return true;
-    boardGone(name, e.message.replace(/\.?$/, '.'));
-    return false;
-  }
-}
-
-/* The problem+json detail (or title) of a refused answer, for the operator to read. */
-async function problemDetail(resp) {
-  let p = null;
-  try { p = JSON.parse(await resp.text()); } catch (e) { p = null; }
-  const d = p && (p.detail || p.title);
-  return typeof d === 'string' && d ? d.replace(/\.?$/, '.') : 'HTTP ' + resp.status + '.';
-}
-
-/* The seq of the board's newest event: where a stream that follows a freshly loaded board
- * starts. Found by galloping and bisection over `after` with limit=1 (is there an event of
- * this board after a?), about 2 log2(seq) tiny requests, however long the audit tail is. */
-async function firstAfter(board, a) {
-  const r = await api('GET', '/v1/events?board=' + enc(board) + '&after=' + a + '&limit=1');
-  return r.events.length ? r.events[0].seq : null;
-}
-
-async function tailSeq(board) {
-  let lo = await firstAfter(board, 0);
-  if (lo === null) return 0;
-  let step = 1024;
-  let hi;
-  for (;;) {
-    const s = await firstAfter(board, lo + step);
-    if (s === null) { hi = lo + step; break; }
-    lo = s;
-    step *= 2;
-  }
-  /* an event of the board at lo, none after hi */
-  while (hi - lo > 1) {
-    const mid = Math.floor((lo + hi) / 2);
-    const s = await firstAfter(board, mid);
-    if (s === null) hi = mid;
-    else lo = s;
-  }
-  const last = await firstAfter(board, lo);
-  return last === null ? lo : last;
-}
-
-async function readSSE(body, signal, onMessage) {
-  const reader = body.getReader();
-  const dec = new TextDecoder();
-  let buf = '';
-  let ev = { id: null, event: 'message', data: [] };
-  while (!signal.aborted) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl).replace(/\r$/, '');
-      buf = buf.slice(nl + 1);
-      if (line === '') {
-        if (ev.data.length) onMessage(ev);
-        ev = { id: null, event: 'message', data: [] };
-      } else if (line.startsWith(':')) {
-        /* a heartbeat comment */
-      } else {
-        const i = line.indexOf(':');
-        const field = i < 0 ? line : line.slice(0, i);
-        const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
-        if (field === 'id') ev.id = val;
-        else if (field === 'event') ev.event = val;
-        else if (field === 'data') ev.data.push(val);
-      }
-    }
-  }
-}
-
-function onEvent(msg) {
-  let e;
-  try { e = JSON.parse(msg.data.join('\n')); } catch (x) { return; }
-  if (msg.id !== null) S.lastId = Number(msg.id);
-  if (!S.board || e.board !== S.board.name) return;
-  if (e.type === 'board_updated') { openBoard(S.board.name); return; }
-  if (e.card_id) refreshCard(e.card_id, e.type === 'card_deleted');
-  refreshAttentionSoon();
-  if (S.openCard && S.openCard === e.card_id) refreshOpenCard();
-}
-
-/* One re-render of the open card at a time; events during it ask for one more after it. */
-let cardRender = null;
-let cardAgain = false;
-function refreshOpenCard() {
-  if (cardRender) {
-    cardAgain = true;
-    return;
-  }
-  cardRender = renderCardDialog(S.openCard, false).finally(() => {
-    cardRender = null;
-    if (cardAgain && S.openCard) {
-      cardAgain = false;
-      refreshOpenCard();
-    }
-  });
-}
-
-/* Cards named by events are re-read in batches: a burst of events on one card costs one
- * read, and the board is drawn once per batch. */
-const pendingCards = new Map(); // id -> deleted?
-let pendingTimer = null;
-
-function refreshCard(id, deleted) {
-  pendingCards.set(id, !!deleted); /* the last event on a card decides */
-  if (!pendingTimer) pendingTimer = setTimeout(flushCards, 100);
-}
-
-async function flushCards() {
-  const batch = [...pendingCards.entries()];
-  pendingCards.clear();
-  pendingTimer = null;
-  await Promise.all(batch.map(async ([id, deleted]) => {
-    if (deleted) {
-      S.cards.delete(id);
-      return;
-    }
-    try {
-      S.cards.set(id, await api('GET', '/v1/cards/' + enc(id)));
-    } catch (e) {
-      if (e.status === 404) S.cards.delete(id);
-    }
-  }));
-  renderLabels();
-  renderBoard();
-}
-
 /* ---- filters ---- */
 
+/* One filter for the board, the lane and the bulk actions: text over id, title and holder,
+ * the column, a label, the holder (claimed, unclaimed or one marker); and one sort. */
 function filterState() {
   return {
     text: $('f-text').value.trim().toLowerCase(),
+    state: $('f-state').value,
     label: $('f-label').value,
-    claimed: $('f-claimed').value,
+    holder: $('f-holder').value,
+    sort: $('f-sort').value,
   };
 }
 
+function filterActive(f) {
+  return !!(f.text || f.state || f.label || f.holder);
+}
+
 function matches(c, f) {
-  if (f.text && !(c.id.toLowerCase().includes(f.text) || (c.title || '').toLowerCase().includes(f.text))) return false;
+  if (f.state && c.state !== f.state) return false;
   if (f.label && !(c.labels || []).includes(f.label)) return false;
-  if (f.claimed === '1' && !c.claim) return false;
-  if (f.claimed === '0' && c.claim) return false;
+  if (f.holder === '*' && !c.claim) return false;
+  if (f.holder === '-' && c.claim) return false;
+  if (f.holder.startsWith('m:') && !(c.claim && c.claim.marker === f.holder.slice(2))) return false;
+  if (f.text) {
+    const cl = c.claim || {};
+    const hay = [c.id, c.title || '', cl.marker || '', cl.holder || ''];
+    if (!hay.some((t) => t.toLowerCase().includes(f.text))) return false;
+  }
   return true;
 }
 
@@ -556,210 +404,48 @@ function filtered() {
   return [...S.cards.values()].filter((c) => matches(c, f));
 }
 
+const byStr = (x, y) => (x < y ? -1 : x > y ? 1 : 0);
+
+/* The comparator of a sort: priority (highest first, then the oldest: claim-next's order),
+ * age either way, or the longest in its column first. Ties by id. */
+function sorter(sort) {
+  if (sort === 'oldest') return (a, b) => byStr(a.created_at, b.created_at) || byStr(a.id, b.id);
+  if (sort === 'newest') return (a, b) => byStr(b.created_at, a.created_at) || byStr(a.id, b.id);
+  if (sort === 'column') return (a, b) => byStr(a.state_at || a.updated_at, b.state_at || b.updated_at) || byStr(a.id, b.id);
+  return (a, b) => (b.priority || 0) - (a.priority || 0) || byStr(a.created_at, b.created_at) || byStr(a.id, b.id);
+}
+
+/* The label and holder choices, from the cards loaded (a choice that is gone falls back to
+ * any). */
 function renderLabels() {
+  const labels = new Set();
+  const markers = new Set();
+  for (const c of S.cards.values()) {
+    for (const l of c.labels || []) labels.add(l);
+    if (c.claim) markers.add(c.claim.marker);
+  }
   const sel = $('f-label');
   const cur = sel.value;
-  const all = new Set();
-  for (const c of S.cards.values()) for (const l of c.labels || []) all.add(l);
-  sel.replaceChildren(h('option', { value: '', text: 'any' }),
-    ...[...all].sort().map((l) => h('option', { value: l, text: l })));
-  sel.value = all.has(cur) ? cur : '';
-}
-
-/* ---- rendering: the board ---- */
-
-function leaseText(claim) {
-  if (!claim || !claim.lease_until) return null;
-  const left = Date.parse(claim.lease_until) - Date.now();
-  const s = Math.round(Math.abs(left) / 1000);
-  const span = s >= 3600 ? Math.floor(s / 3600) + 'h' + String(Math.floor(s % 3600 / 60)).padStart(2, '0') + 'm'
-    : s >= 60 ? Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's' : s + 's';
-  return left >= 0 ? { text: 'lease ' + span, expired: false } : { text: 'expired ' + span + ' ago', expired: true };
-}
-
-function leaseTag(claim) {
-  const l = leaseText(claim);
-  if (!l) return null;
-  return h('span', { class: 'tag lease' + (l.expired ? ' expired' : ''), 'data-lease-until': claim.lease_until, text: l.text });
-}
-
-function tickLeases() {
-  for (const el of document.querySelectorAll('[data-lease-until]')) {
-    const l = leaseText({ lease_until: el.getAttribute('data-lease-until') });
-    el.textContent = l.text;
-    el.classList.toggle('expired', l.expired);
+  const want = ['', ...[...labels].sort()];
+  if (!sameOptions(sel, want)) {
+    sel.replaceChildren(...want.map((l) => h('option', { value: l, text: l || 'any' })));
+    sel.value = labels.has(cur) ? cur : '';
+  }
+  const hs = $('f-holder');
+  const hcur = hs.value;
+  const hwant = ['', '*', '-', ...[...markers].sort().map((m) => 'm:' + m)];
+  if (!sameOptions(hs, hwant)) {
+    const names = { '': 'any', '*': 'claimed', '-': 'unclaimed' };
+    hs.replaceChildren(...hwant.map((v) => h('option', { value: v, text: names[v] !== undefined ? names[v] : v.slice(2) })));
+    hs.value = hwant.includes(hcur) ? hcur : '';
   }
 }
 
-/* Chips are drawn again only when their card or its reasons changed: a live update on a board
- * of thousands of cards rebuilt every chip (about 0.2 to 0.6 s at 3000 cards, twice per
- * event). id -> {key, el}; entries of cards no longer drawn are dropped at each render. */
-const chipCache = new Map();
-
-function cachedChip(c) {
-  const reasons = S.attention.get(c.id);
-  const key = JSON.stringify(c) + '\u0000' + (reasons ? reasons.join(',') : '') + '\u0000' + isOperator();
-  const hit = chipCache.get(c.id);
-  if (hit && hit.key === key) return hit.el;
-  const el = chip(c);
-  chipCache.set(c.id, { key, el });
-  return el;
-}
-
-function chip(c) {
-  const reasons = S.attention.get(c.id);
-  const meta = [];
-  if (c.priority !== undefined && c.priority !== 0) meta.push(h('span', { class: 'tag prio', text: 'p' + c.priority }));
-  if (c.claim) {
-    const who = c.claim.holder ? c.claim.marker + ' (' + c.claim.holder + ')' : c.claim.marker;
-    meta.push(h('span', { class: 'tag holder', title: 'claimed by marker (token), epoch', text: '⚑ ' + who + ' · e' + c.claim_epoch }));
-    meta.push(leaseTag(c.claim));
-  } else if (c.claim_epoch) {
-    meta.push(h('span', { class: 'tag', title: 'claim epoch', text: 'epoch ' + c.claim_epoch }));
-  }
-  for (const l of c.labels || []) meta.push(h('span', { class: 'tag', text: l }));
-  if ((c.blockers || []).length) meta.push(h('span', { class: 'tag blk', title: 'blocked by ' + c.blockers.join(', '), text: 'blocked by ' + c.blockers.join(', ') }));
-  /* A stamp the card was since moved out of (a reopen answered it) is history, not a reason. */
-  if (c.gave_up) {
-    const live = !!(reasons && reasons.includes('gave_up'));
-    meta.push(h('span', { class: live ? 'reason' : 'tag old', title: live ? null : 'an earlier give-up, answered since', text: (live ? 'gave up: ' : 'gave up earlier: ') + c.gave_up.reason }));
-  }
-  const label = (c.title || c.id) + ', ' + c.state + (reasons ? ', needs attention: ' + reasons.join(', ') : '');
-  return h('li', {},
-    h('button', { type: 'button', class: 'chip' + (reasons ? ' attn' : ''), 'data-card': c.id, 'aria-label': label, onclick: () => openCardDialog(c.id) },
-      h('span', { class: 'title', text: c.title || '(untitled)' }),
-      h('span', { class: 'id', text: c.id }),
-      meta.length ? h('span', { class: 'meta' }, meta) : null));
-}
-
-/* Does parent hold exactly these elements, in this order? */
-function holds(parent, els) {
-  const kids = parent.children;
-  if (kids.length !== els.length) return false;
-  for (let i = 0; i < els.length; i++) if (kids[i] !== els[i]) return false;
+function sameOptions(sel, values) {
+  const o = sel.options;
+  if (o.length !== values.length) return false;
+  for (let i = 0; i < o.length; i++) if (o[i].value !== values[i]) return false;
   return true;
-}
-
-/* A name as text nodes with a line-break chance after each underscore (<wbr>), so a narrow
- * column header wraps "awaiting_input" as "awaiting_" / "input", not inside a word. */
-function breakable(name) {
-  return name.split('_').flatMap((part, i, all) => i < all.length - 1 ? [part + '_', h('wbr', {})] : [part]);
-}
-
-/* A column's section, kept from render to render (name -> {section, count, ul}): only what
- * changed is put into the page, so a live update does not lay the whole board out again. */
-const columnCache = new Map();
-
-function columnSection(name, col, n) {
-  let e = columnCache.get(name);
-  if (!e) {
-    const count = h('span', { class: 'count' });
-    const ul = h('ul', {});
-    e = { section: h('section', { 'data-column': name, 'aria-label': 'Column ' + name }, h('h2', {}, h('span', {}, breakable(name)), count), ul), count, ul };
-    columnCache.set(name, e);
-  }
-  e.section.className = 'column' + (col.terminal ? ' terminal' : '');
-  if (e.count.textContent !== String(n)) e.count.textContent = String(n);
-  return e;
-}
-
-function renderBoard() {
-  if (!S.board) return;
-  const list = filtered();
-  $('f-count').textContent = list.length + ' of ' + S.cards.size + ' cards match';
-  const byState = new Map(columns().map((c) => [c.name, []]));
-  for (const c of list) {
-    if (!byState.has(c.state)) byState.set(c.state, []);
-    byState.get(c.state).push(c);
-  }
-  const cols = [];
-  const fills = [];
-  for (const [name, cards] of byState) {
-    const col = column(name) || { name };
-    cards.sort((a, b) => (b.priority || 0) - (a.priority || 0) || a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
-    const e = columnSection(name, col, cards.length);
-    const lis = cards.map(cachedChip);
-    if (!holds(e.ul, lis)) fills.push([e.ul, lis]);
-    cols.push(e.section);
-  }
-  const drawn = new Set(list.map((c) => c.id));
-  for (const id of chipCache.keys()) if (!drawn.has(id)) chipCache.delete(id);
-  for (const name of columnCache.keys()) if (!byState.has(name)) columnCache.delete(name);
-  if (!fills.length && holds($('board'), cols)) return;
-  keepFocus($('board'), () => {
-    for (const [ul, lis] of fills) ul.replaceChildren(...lis);
-    if (!holds($('board'), cols)) $('board').replaceChildren(...cols);
-  }, $('board'));
-}
-
-/* ---- rendering: the attention lane ---- */
-
-function actionsFor(c, reasons) {
-  if (!isOperator()) return [];
-  const out = [];
-  if (isTerminal(c.state)) {
-    out.push(h('button', { type: 'button', class: 'primary', 'data-action': 'reopen', onclick: () => openReopen(c.id) }, 'Reopen…'));
-    out.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
-  }
-  if (reasons.includes('awaiting_input')) out.push(h('button', { type: 'button', 'data-action': 'answer', onclick: () => openCardDialog(c.id, true) }, 'Answer…'));
-  if (c.claim) out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => act(() => revoke(c.id), 'Revoked the claim on ' + c.id) }, 'Revoke claim'));
-  if (c.last_run_id && (reasons.includes('run_paused') || reasons.includes('run_failed'))) {
-    if (reasons.includes('run_paused')) out.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(c.last_run_id) + '/cancel'), 'Cancelled run ' + c.last_run_id) }, 'Cancel run'));
-    /* The one action that cannot be undone (the run is deleted, a tombstone stays; the
-     * reaper then reads the card's run as gone and gives the card up): asked first. */
-    out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'prune-run', onclick: () => {
-      if (!confirm('Prune run ' + c.last_run_id + ' of ' + c.id + '? The run is deleted (only a tombstone stays) and cannot be brought back; the reaper then gives the card up (run_pruned).')) return;
-      act(() => api('DELETE', '/v1/runs/' + enc(c.last_run_id)), 'Pruned run ' + c.last_run_id);
-    } }, 'Prune run'));
-  }
-  return out;
-}
-
-/* What a reason is about on this card, in a few words (null: nothing to add). */
-function reasonDetail(c, r) {
-  if (r === 'gave_up' && c.gave_up) return c.gave_up.reason + (c.gave_up.run_id ? ' (run ' + c.gave_up.run_id + ')' : '');
-  if ((r === 'recovery_hold' || r === 'lease_expired_kept') && c.claim) {
-    const l = leaseText(c.claim);
-    return c.claim.marker + (l && r === 'lease_expired_kept' ? ', ' + l.text : '');
-  }
-  if ((r === 'run_failed' || r === 'run_paused') && c.last_run_id) return 'run ' + c.last_run_id;
-  return null;
-}
-
-function renderAttention() {
-  const items = [...S.attention.entries()].map(([id, reasons]) => [S.cards.get(id), reasons]).filter(([c]) => c);
-  $('attention-count').textContent = '(' + items.length + (S.attentionTruncated ? ': the newest shown, more need attention' : '') + ')';
-  const render = () => $('attention-list').replaceChildren(...(items.length ? items.map(([c, reasons]) => h('li', { 'data-card': c.id },
-    h('button', { type: 'button', class: 'open', onclick: () => openCardDialog(c.id), 'aria-label': 'Open ' + (c.title || c.id) }, c.title || c.id),
-    h('span', { class: 'id muted', text: c.id + ' · ' + c.state }),
-    reasons.map((r) => {
-      const d = reasonDetail(c, r);
-      return h('span', { class: 'reason', 'data-reason': r }, r, d ? h('span', { class: 'why', text: ': ' + d }) : null);
-    }),
-    h('span', { class: 'actions' }, actionsFor(c, reasons)))) : [h('li', { class: 'attn-empty', text: 'Nothing needs an operator.' })]));
-  keepFocus($('attention-list'), render, $('attention-title'));
-}
-
-/* ---- rendering: the reaper ---- */
-
-function renderReaper() {
-  const r = S.reaper || {};
-  const rows = [];
-  const add = (k, v) => rows.push(h('dt', { text: k }), h('dd', { text: v }));
-  if (r.error) add('status', r.error);
-  if (r.gate) add('gate', r.gate);
-  if (r.interval_ms !== undefined) add('interval', Math.round(r.interval_ms / 1000) + ' s');
-  if (r.marker) add('marker', r.marker);
-  if (r.passes !== undefined) add('passes', String(r.passes));
-  const last = r.last_pass || null;
-  if (last) {
-    add('last pass', 'gate ' + last.gate);
-    for (const k of ['listed', 'transferred', 'skipped', 'errors', 'repaired', 'duration_ms']) if (last[k] !== undefined) add(k, String(last[k]));
-    if (last.actions) add('actions', Object.entries(last.actions).map(([k, v]) => k + ' ' + v).join(', '));
-  } else if (!r.error) {
-    add('last pass', 'none yet');
-  }
-  $('reaper-stats').replaceChildren(...rows);
 }
 
 /* ---- actions ---- */
@@ -787,258 +473,87 @@ function requeue(c) {
   return api('PATCH', '/v1/cards/' + enc(c.id) + '/state', { from: c.state, to });
 }
 
-function openReopen(id) {
+/* Moves a card to another working column: PATCH state, a compare-and-swap on the column the
+ * board shows it in, so the server's rules decide (a terminal card is refused: it leaves by
+ * Reopen; a stale board is refused too). A refusal shows its problem detail; the focus stays
+ * on the card's chip, wherever it now is. */
+async function moveCard(id, to) {
   const c = S.cards.get(id);
-  const d = $('reopen-dialog');
-  d.dataset.card = id;
-  $('reopen-what').textContent = (c ? (c.title || id) + ' (' + id + ') is in ' + c.state : id) + '. Choose the working column it goes back to.';
-  $('reopen-to').replaceChildren(...workingColumns().map((col) => h('option', { value: col.name, text: col.name })));
-  $('reopen-to').value = firstEligible();
-  $('reopen-reason').value = '';
-  $('reopen-error').replaceChildren();
-  if (!d.open) d.showModal();
-  $('reopen-to').focus();
-}
-
-async function submitReopen(ev) {
-  ev.preventDefault();
-  const d = $('reopen-dialog');
-  const id = d.dataset.card;
-  const body = { to: $('reopen-to').value };
-  if ($('reopen-reason').value.trim()) body.reason = $('reopen-reason').value.trim();
+  if (!c || c.state === to) return;
   try {
-    const card = await api('POST', '/v1/cards/' + enc(id) + '/reopen', body);
-    S.cards.set(id, card);
-    d.close();
-    toast('Reopened ' + id + ' to ' + body.to);
+    const card = await api('PATCH', '/v1/cards/' + enc(id) + '/state', { from: c.state, to });
+    S.cards.set(id, card || c);
+    hideAlert();
+    toast('Moved ' + id + ' to ' + to);
     renderBoard();
-    refreshAttentionSoon();
   } catch (e) {
-    const err = $('reopen-error');
-    err.replaceChildren(h('p', { text: problemText(e) }));
-    if (e.problem && e.problem.code === 'dependents_outstanding') {
-      const deps = await dependents(id).catch(() => []);
-      err.append(h('p', { text: 'These cards are blocked on it and have already moved on:' }),
-        h('ul', { class: 'deps' }, deps.map((c) => h('li', { 'data-dependent': c.id, text: c.id + ' — ' + (c.title || '') + ' (' + c.state + ')' }))));
-    }
+    showAlert(problemText(e));
   }
-}
-
-/* The cards that list id as a blocker and are outside the waiting column: what refuses a
- * reopen out of done (DESIGN §4). Read fresh from /v1/cards. */
-async function dependents(id) {
-  const waiting = (S.board && S.board.waiting) || 'waiting_deps';
-  const cards = await allCards(S.board.name);
-  return cards.filter((c) => (c.blockers || []).includes(id) && c.state !== waiting);
-}
-
-/* ---- bulk actions over the current filter ---- */
-
-function bulkTargets() {
-  const action = $('bulk-action').value;
-  return filtered().filter((c) => {
-    if (action === 'revoke') return !!c.claim;
-    return isTerminal(c.state);
-  }).sort((a, b) => a.id.localeCompare(b.id));
-}
-
-function bulkCap() {
-  const n = parseInt($('bulk-cap').value, 10);
-  return Math.max(1, Math.min(BULK_CAP_MAX, Number.isFinite(n) ? n : 50));
-}
-
-function bulkPreview() {
-  const all = bulkTargets();
-  const cap = bulkCap();
-  S.bulkPlan = { action: $('bulk-action').value, to: $('bulk-to').value, ids: all.slice(0, cap).map((c) => c.id) };
-  $('bulk-out').textContent = all.length + ' card(s) in the current filter qualify; ' + S.bulkPlan.ids.length +
-    ' will be acted on (cap ' + cap + ').';
-  $('bulk-apply').disabled = S.bulkPlan.ids.length === 0;
-}
-
-async function bulkApply() {
-  const plan = S.bulkPlan;
-  if (!plan) return;
-  $('bulk-apply').disabled = true;
-  let ok = 0;
-  const failed = [];
-  for (const id of plan.ids) {
-    const c = S.cards.get(id);
-    if (!c) continue;
-    try {
-      if (plan.action === 'revoke') await revoke(id);
-      else if (plan.action === 'reopen') await api('POST', '/v1/cards/' + enc(id) + '/reopen', { to: plan.to, reason: 'bulk' });
-      else await requeue(c);
-      ok++;
-    } catch (e) {
-      failed.push(id + ': ' + ((e.problem && e.problem.code) || e.message));
-    }
-  }
-  S.bulkPlan = null;
-  $('bulk-out').textContent = ok + ' done' + (failed.length ? ', ' + failed.length + ' refused (' + failed.slice(0, 5).join('; ') + (failed.length > 5 ? '; …' : '') + ')' : '') + '.';
   refreshAttentionSoon();
 }
 
-/* ---- the card dialog ---- */
+/* ---- dialogs: the focus goes back where it was ---- */
 
-function openCardDialog(id, focusComment) {
-  S.openCard = id;
-  S.focusComment = !!focusComment;
-  const c = S.cards.get(id);
-  /* Never show (or let anyone click) the previous card's content while this one loads. */
-  $('card-title').textContent = c ? c.title || id : id;
-  $('card-body').replaceChildren(h('p', { class: 'muted', text: 'Loading…' }));
-  const d = $('card-dialog');
-  if (!d.open) d.showModal();
-  renderCardDialog(id, true);
-}
-
-function fieldList(pairs) {
-  return h('dl', { class: 'fields' }, pairs.filter(([, v]) => v !== null && v !== undefined && v !== '')
-    .flatMap(([k, v]) => [h('dt', { text: k }), h('dd', {}, v instanceof Node ? v : String(v))]));
-}
-
-/* The card's events, read back from the tail in windows of 1000 seqs until its creation
- * (at most 20 windows: the timeline of an old card on a busy board is its recent part). */
-async function cardTimeline(c) {
-  const out = [];
-  let hi = await tailSeq(c.board);
-  for (let page = 0; page < 20 && hi > 0; page++) {
-    const lo = Math.max(0, hi - 1000);
-    const r = await api('GET', '/v1/events?board=' + enc(c.board) + '&after=' + lo + '&limit=1000');
-    const mine = r.events.filter((e) => e.seq <= hi && e.card_id === c.id);
-    out.unshift(...mine);
-    if (mine.some((e) => e.type === 'card_created')) break;
-    hi = lo;
-  }
-  return out;
-}
-
-/* Renders may overlap (the opening one and a live refresh): only the newest writes. */
-let cardTicket = 0;
-
-async function renderCardDialog(id, full) {
-  const ticket = ++cardTicket;
-  let c;
-  try {
-    c = await api('GET', '/v1/cards/' + enc(id));
-  } catch (e) {
-    if (ticket !== cardTicket) return;
-    $('card-title').textContent = id;
-    $('card-body').replaceChildren(h('p', { class: 'error', text: e.status === 404 ? 'This card is gone.' : e.message }));
-    return;
-  }
-  S.cards.set(id, c);
-  let run = null;
-  let runErr = null;
-  if (c.last_run_id) {
-    try { run = await api('GET', '/v1/runs/' + enc(c.last_run_id)); } catch (e) { runErr = e.status === 404 ? 'pruned or gone' : e.message; }
-  }
-  const events = await cardTimeline(c).catch(() => []);
-  if (S.openCard !== id || ticket !== cardTicket) return;
-  const reasons = S.attention.get(id) || [];
-  $('card-title').textContent = c.title || c.id;
-  const parts = [
-    fieldList([
-      ['id', c.id], ['board', c.board], ['state', c.state], ['state reason', c.state_reason],
-      ['priority', c.priority], ['labels', (c.labels || []).join(', ')], ['blockers', (c.blockers || []).join(', ')],
-      ['claim epoch', c.claim_epoch], ['awaiting input', c.awaiting_input ? 'yes' : null],
-      ['created', c.created_at], ['updated', c.updated_at],
-      ['needs attention', reasons.length ? reasons.join(', ') : null],
-    ]),
-  ];
-  if (c.body) parts.push(h('h3', { text: 'Body' }), h('p', { text: c.body }));
-  parts.push(h('h3', { text: 'Claim' }), c.claim ? fieldList([
-    ['marker', c.claim.marker], ['holder', c.claim.holder], ['epoch', c.claim_epoch],
-    ['claimed at', c.claim.claimed_at], ['lease until', c.claim.lease_until], ['lease', leaseTag(c.claim)],
-  ]) : h('p', { class: 'muted', text: 'Not claimed.' }));
-  parts.push(h('h3', { text: 'Run' }));
-  if (run) {
-    /* The lane's rule (core_attention_reasons): while the card is claimed, only a run of that
-     * claim is its current run. Say so when the recorded run is an earlier claim's. */
-    const ofClaim = c.claim && run.claim_epoch === c.claim_epoch && run.owner === c.claim.marker;
-    if (c.claim && !ofClaim) {
-      parts.push(h('p', { class: 'muted', 'data-run-earlier': '', text: 'The recorded run is of an earlier claim' + (run.claim_epoch ? ' (epoch ' + run.claim_epoch + ')' : '') + ', not of the claim the card has now: it says nothing about the current holder.' }));
-    } else if (!c.claim && ['paused_waiting_human', 'paused_operator'].includes(run.status)) {
-      parts.push(h('p', { class: 'muted', 'data-run-earlier': '', text: 'The claim this paused run was created under is gone: the run holds nothing and its owner can no longer write it.' }));
-    }
-    parts.push(fieldList([
-      ['id', run.id], ['status', run.status], ['claim epoch', run.claim_epoch], ['continuation', run.continuation], ['failure code', run.failure_code],
-      ['owner', run.owner], ['lock until', run.lock_until], ['error', run.error],
-      ['result', run.result !== undefined && run.result !== null ? h('pre', { class: 'json', text: JSON.stringify(run.result, null, 2) }) : null],
-    ]));
-  } else {
-    parts.push(h('p', { class: 'muted', text: c.last_run_id ? 'Run ' + c.last_run_id + ': ' + runErr : 'No run recorded.' }));
-  }
-  if (c.gave_up) {
-    parts.push(h('h3', { text: 'Gave up' }), fieldList([['reason', c.gave_up.reason], ['run', c.gave_up.run_id], ['in state', c.gave_up.state], ['at', c.gave_up.at]]));
-  }
-  if (isOperator()) {
-    const btns = actionsFor(c, reasons);
-    if (run && !['finished', 'failed', 'cancelled'].includes(run.status) && !btns.some((b) => b.dataset.action === 'cancel-run')) {
-      btns.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(run.id) + '/cancel'), 'Cancelled run ' + run.id) }, 'Cancel run'));
-    }
-    if (!isTerminal(c.state) && c.state !== firstEligible()) {
-      btns.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
-    }
-    if (btns.length) parts.push(h('div', { class: 'card-actions' }, btns));
-  }
-  parts.push(h('h3', { text: 'Comments (' + (c.comments || []).length + ')' }),
-    h('ul', { class: 'comments' }, (c.comments || []).map((m) => h('li', {}, h('strong', { text: m.author || '?' }), ' ', h('span', { class: 'muted', text: m.created_at }), h('div', { text: m.body })))));
-  if (isOperator()) {
-    /* The answer to awaiting_input (and a note on any card): POST /v1/cards/{id}/comments. */
-    parts.push(h('form', { id: 'comment-form', class: 'comment-form', onsubmit: (ev) => submitComment(ev, c.id) },
-      h('label', { for: 'comment-body' }, 'Add a comment'),
-      h('textarea', { id: 'comment-body', rows: 3, required: true }),
-      h('div', { id: 'comment-error', class: 'error', role: 'alert' }),
-      h('div', { class: 'buttons' }, h('button', { type: 'submit', id: 'comment-submit' }, 'Comment'))));
-  }
-  parts.push(h('h3', { text: 'Timeline' }),
-    h('ol', { class: 'timeline' }, events.map((e) => h('li', {},
-      h('span', { class: 'muted', text: e.at + ' ' }), h('strong', { text: e.type }),
-      e.payload && e.payload.from ? ' ' + e.payload.from + ' → ' + e.payload.to : '',
-      e.actor ? ' by ' + e.actor : (e.machine ? ' (machine)' : ''),
-      e.reason ? ' — ' + e.reason : ''))));
-  /* A live re-render must keep what the operator is typing and where the focus is. */
-  const draft = $('comment-body');
-  const keep = draft ? { value: draft.value, focused: document.activeElement === draft, at: draft.selectionStart } : null;
+/* Opens a modal dialog and remembers where the focus was: on close it goes back there, or,
+ * when a redraw replaced that element, to the same action or the same card's chip. */
+function showDialog(d) {
+  if (d.open) return;
   const a = document.activeElement;
-  const action = a && $('card-body').contains(a) && a.dataset ? a.dataset.action : null;
-  $('card-body').replaceChildren(...parts);
-  const box = $('comment-body');
-  if (box && keep) {
-    box.value = keep.value;
-    if (keep.focused) {
-      box.focus();
-      box.setSelectionRange(keep.at, keep.at);
-    }
+  const holder = a && a.closest ? a.closest('[data-card]') : null;
+  d.returnTo = a && a !== document.body ? {
+    el: a,
+    card: holder ? holder.dataset.card : (a.closest && a.closest('#card-dialog') ? S.openCard : null),
+    action: a.dataset ? a.dataset.action || null : null,
+    where: a.closest && a.closest('#card-dialog') ? 'card' : a.closest && a.closest('#attention') ? 'lane' : 'board',
+  } : null;
+  d.showModal();
+}
+
+function restoreFocus(d) {
+  const r = d.returnTo;
+  d.returnTo = null;
+  if (!r) return;
+  let el = r.el && r.el.isConnected && !r.el.disabled && r.el.offsetParent !== null ? r.el : null;
+  if (!el && r.where === 'card' && $('card-dialog').open) {
+    el = (r.action && $('card-body').querySelector('[data-action="' + r.action + '"]')) || $('card-dialog').querySelector('.close');
   }
-  if (action) {
-    const el = $('card-body').querySelector('[data-action="' + action + '"]');
-    if (el) el.focus();
+  if (!el && r.card) {
+    const sel = '[data-card="' + CSS.escape(r.card) + '"]';
+    el = (r.where === 'lane' && $('attention-list').querySelector(sel + ' button')) || $('board').querySelector('button' + sel);
   }
-  if (box && S.focusComment) {
-    S.focusComment = false;
-    box.focus();
+  if (el) el.focus();
+}
+
+function typing(t) {
+  return !!(t && (t.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(t.tagName)));
+}
+
+/* The page's own keys (the board's are in board.js), never while typing or in a dialog. */
+function globalKey(ev) {
+  if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
+  if (document.querySelector('dialog[open]') || $('app').hidden) return;
+  if (ev.key === '/') {
+    ev.preventDefault();
+    $('f-text').focus();
+  } else if ((ev.key === 'n' || ev.key === 'N') && isOperator() && S.board) {
+    ev.preventDefault();
+    openEdit(null);
+  } else if (ev.key === 'a' || ev.key === 'A') {
+    ev.preventDefault();
+    const open = $('attention').hidden;
+    setPanel('attention', open);
+    (open ? $('attention-title') : $('attention-toggle')).focus();
+  } else if (ev.key === '?') {
+    ev.preventDefault();
+    showDialog($('keys-dialog'));
   }
 }
 
-async function submitComment(ev, id) {
-  ev.preventDefault();
-  const box = $('comment-body');
-  const body = box.value.trim();
-  if (!body) return;
-  $('comment-submit').disabled = true;
-  $('comment-error').textContent = '';
-  try {
-    await api('POST', '/v1/cards/' + enc(id) + '/comments', { body });
-    box.value = '';
-    toast('Comment added to ' + id);
-  } catch (e) {
-    if ($('comment-error')) $('comment-error').textContent = problemText(e);
-  }
-  if ($('comment-submit')) $('comment-submit').disabled = false;
-  if (S.openCard === id) refreshOpenCard();
+function filterChanged() {
+  renderBoard();
+  renderAttention();
+  $('bulk-apply').disabled = true;
+  S.bulkPlan = null;
 }
 
 /* ---- wiring ---- */
@@ -1055,15 +570,29 @@ function wire() {
     hideNotice();
     openBoard(ev.target.value).catch((e) => showNotice('Board ' + ev.target.value + ' could not be opened: ' + problemText(e), { label: 'Back to the board list', run: backToBoards }));
   });
-  for (const id of ['f-text', 'f-label', 'f-claimed']) $(id).addEventListener('input', () => { renderBoard(); $('bulk-apply').disabled = true; });
+  for (const id of ['f-state', 'f-label', 'f-holder', 'f-sort']) $(id).addEventListener('input', filterChanged);
+  /* Typing redraws once it pauses (a keystroke each redraw of thousands of chips lags). */
+  let typed = null;
+  $('f-text').addEventListener('input', () => {
+    clearTimeout(typed);
+    typed = setTimeout(filterChanged, 120);
+  });
   $('filters').addEventListener('submit', (ev) => ev.preventDefault());
+  $('bulk-toggle').addEventListener('click', () => setBulkOpen($('bulk').hidden));
   $('bulk-preview').addEventListener('click', bulkPreview);
   $('bulk-apply').addEventListener('click', bulkApply);
   $('bulk-action').addEventListener('change', () => {
     $('bulk-apply').disabled = true;
+    $('bulk-preview').disabled = !$('bulk-action').value;
     $('bulk-out').textContent = '';
+    S.bulkPlan = null;
     $('bulk-to-wrap').hidden = $('bulk-action').value !== 'reopen';
   });
+  $('attention-toggle').addEventListener('click', () => setPanel('attention', $('attention').hidden));
+  $('reaper-toggle').addEventListener('click', () => setPanel('reaper', $('reaper').hidden));
+  $('new-card').addEventListener('click', () => openEdit(null));
+  $('keys-open').addEventListener('click', () => showDialog($('keys-dialog')));
+  $('edit-form').addEventListener('submit', submitEdit);
   $('alert-close').addEventListener('click', hideAlert);
   $('reaper-pass').addEventListener('click', async () => {
     $('reaper-out').textContent = 'running…';
@@ -1078,9 +607,15 @@ function wire() {
   });
   $('reopen-form').addEventListener('submit', submitReopen);
   for (const b of document.querySelectorAll('[data-close]')) b.addEventListener('click', () => b.closest('dialog').close());
+  for (const d of document.querySelectorAll('dialog')) d.addEventListener('close', () => restoreFocus(d));
   $('card-dialog').addEventListener('close', () => { S.openCard = null; });
+  document.addEventListener('keydown', globalKey);
+  wireBoard();
   setInterval(tickLeases, 1000);
-  setInterval(() => { if (S.token && S.board) loadReaper(); }, 15000);
+  setInterval(tickTimes, 15000);
+  /* Every 5 s while the reaper panel is open (when did the last pass run?), else every 15 s. */
+  let reaperTick = 0;
+  setInterval(() => { if (S.token && S.board && (!$('reaper').hidden || ++reaperTick % 3 === 0)) loadReaper(); }, 5000);
   /* Leases expire without an event: the lane is re-read now and then as well. */
   setInterval(() => { if (S.token && S.board) refreshAttentionSoon(); }, 10000);
 }

@@ -23,8 +23,9 @@
  * flusher role is held across the group's write and fdatasync (jmu itself is dropped while
  * the flusher writes and syncs).
  *
- * Durability. A commit is visible in memory once its record is appended to the journal's
- * buffer, and acknowledged only once the group write and fdatasync covering it succeeded. If
+ * Durability. A commit is applied in memory once its record is appended to the journal's
+ * buffer, and acknowledged -- or shown to any reader (fs_barrier.c) -- only once the group
+ * write and fdatasync covering it succeeded. If
  * either fails, the commits not yet durable are rolled back (fs_undo.c) before any of their
  * writers is answered, and the store refuses writes until fs_recover has made the memory
  * state durable as a fresh snapshot.
@@ -37,6 +38,7 @@
 #include "store/fs/fs_flat.h"
 #include "store/fs/fs_map.h"
 #include "store/store.h"
+#include "store/store_twins.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -76,6 +78,7 @@ struct fs_card_ent {
 	uint32_t aslot;         /* 1 + its index in fs->attn; 0: not an attention candidate */
 	bool dead;              /* deleted; left in `order` until that array is compacted */
 	bool held;              /* dead, but an undo entry may bring it back: not compacted */
+	uint32_t line;          /* low bits of the journal line that last changed it (fs_barrier.c) */
 };
 
 /* A live entry's id (its card's: the entry keeps no copy). Never called on a dead one. */
@@ -205,6 +208,7 @@ struct fs {
 	size_t undo_head, undo_n, undo_cap;
 	int64_t ev_durable;        /* events up to this seq belong to durable lines: trimmable */
 	bool rolling_back;         /* fs_undo_rollback runs: emptied index lists stay */
+	uint64_t boards_line;      /* journal line that last changed a board (fs_read_mark) */
 
 	/* ---- journal: guarded by jmu (the fd is also only written under `lock`) ---- */
 	pthread_mutex_t jmu;

@@ -7,6 +7,7 @@
  * reaper already reads: the claimed heap (expired leases sit at its top) and the recovery
  * set. A listing reads those three and nothing else: O(candidates), never the board. */
 #include "store/fs/fs.h"
+#include "store/fs/fs_journal.h"
 #include "store/fs/fs_flat.h"
 #include "store/fs/fs_index.h"
 #include "store/fs/fs_map.h"
@@ -131,6 +132,7 @@ enum core_rc fs_attention_list(struct store *st, const char *board, const char *
 	struct store_attention *v = NULL;
 	size_t i, k = 0;
 	enum core_rc rc = CORE_OK;
+	uint64_t need;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	for (i = 0; rc == CORE_OK && i < fs->n_attn; i++)
@@ -163,8 +165,10 @@ enum core_rc fs_attention_list(struct store *st, const char *board, const char *
 		}
 		v[k++].reasons = reasons;
 	}
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
 	free(p.v);
+	rc = fs_read_end(fs, need, false, rc);
 	if (rc != CORE_OK) {
 		store_attention_free(v, k);
 		return rc;

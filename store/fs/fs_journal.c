@@ -330,7 +330,8 @@ static enum core_rc wait_locked(struct fs *fs, uint64_t seq)
 			fail_locked(fs, what, err);
 		} else if (target > fs->synced) {
 			metrics_hist_observe(&fs->group_width, METRICS_B_WIDTH, target - fs->synced);
-			fs->synced = target;
+			/* atomic: fs_card_durable reads it without jmu (every write is under it) */
+			__atomic_store_n(&fs->synced, target, __ATOMIC_RELEASE);
 			if (gen == fs->gen && bytes > fs->jsynced_bytes)
 				fs->jsynced_bytes = bytes;
 		}

@@ -60,6 +60,43 @@ int fs_journal_open(const struct fs *fs, uint64_t gen);
 /* Replays journal generations from fs->gen on (fs_replay.c); leaves fs->jfd open on the last
  * one. */
 enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen);
+/* ---- the read barrier (fs_barrier.c) ---- */
+
+/* Under the state lock (read or write), after reading: the journal line a reader must wait
+ * for before it shows what it read -- the last line applied, or `upto` if lower (the last
+ * line that changed what it read: fs->boards_line) -- or 0 when that is durable already. A
+ * nonzero mark must be followed by exactly one fs_read_settle. */
+uint64_t fs_read_mark(struct fs *fs, uint64_t upto);
+#define FS_READ_ALL UINT64_MAX
+/* Without the state lock: OK once line `need` is durable (at once for 0), STORE_UNAVAILABLE
+ * when it was rolled back (then show nothing of what was read). With a store_ack bound to
+ * the thread (unless `here`), the wait is left in the ack and OK is returned: the caller's
+ * answer is held until the ack is told. `here`: wait on this thread even with an ack bound
+ * (a caller that may park its request after this read: claim-next, the board reads). */
+enum core_rc fs_read_settle(struct fs *fs, uint64_t need, bool here);
+/* fs_read_settle, then the read's own rc unless the settle failed (a rollback wins: what was
+ * read, found or not found, never happened). The readers' usual tail. */
+enum core_rc fs_read_end(struct fs *fs, uint64_t need, bool here, enum core_rc rc);
+
+/* Under the state lock: card `id` as of its last durable version (NULL: none is durable), the
+ * one a crash now would leave; published, valid while the lock is held. */
+const struct fs_card *fs_card_durable(struct fs *fs, const char *id);
+/* The same for many entries in one read (a list): the horizon taken once, then each entry's
+ * last durable version (NULL: none; also for a dead entry deleted durably). */
+struct fs_durable {
+	uint64_t appended, synced;
+	bool pending; /* lines applied that are not durable (else every entry is as it stands) */
+};
+void fs_durable_begin(struct fs *fs, struct fs_durable *d);
+const struct fs_card *fs_ent_durable(struct fs *fs, const struct fs_durable *d,
+				     const struct fs_card_ent *e);
+/* The distinct entries that lines not yet durable touched, sorted by address for
+ * fs_pending_has: a new array (caller frees; NULL and 0 when none). NOMEM. A list walked by a
+ * posting list (the cards as they are now) also offers these, as their durable versions. */
+enum core_rc fs_pending_ents(struct fs *fs, const struct fs_durable *d,
+			     const struct fs_card_ent ***out, size_t *n);
+bool fs_pending_has(const struct fs_card_ent *const *v, size_t n, const struct fs_card_ent *e);
+
 /* Makes events up to seq visible to events_list and wakes long-polls. */
 void fs_events_publish(struct fs *fs, int64_t seq);
 

@@ -240,6 +240,7 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 	enum core_rc rc = CORE_OK;
 
 	fs_txn_begin(fs_of(st), &t, actor);
+	t.settle_here = true; /* "nothing" may park the request next: not in its ack */
 	lk = fs_txn_lookup(&t);
 	b = fs_board_find(t.fs, in->board);
 	if (!b) {

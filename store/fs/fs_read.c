@@ -5,6 +5,7 @@
 #include "store/fs/fs_cards.h"
 #include "store/fs/fs_flat.h"
 #include "store/fs/fs_index.h"
+#include "store/fs/fs_journal.h"
 #include "store/fs/fs_ops.h"
 #include "store/fs/fs_txn.h"
 
@@ -29,16 +30,23 @@ enum core_rc fs_board_list(struct store *st, struct core_board **boards, size_t 
 	struct fs *fs = fs_of(st);
 	struct core_board *v;
 	enum core_rc rc = CORE_OK;
+	uint64_t need;
 	size_t i;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	v = calloc(fs->n_boards ? fs->n_boards : 1, sizeof(*v));
 	for (i = 0; v && rc == CORE_OK && i < fs->n_boards; i++)
 		rc = core_board_copy(&v[i], &fs->boards[i]);
+	need = fs_read_mark(fs, fs->boards_line);
 	pthread_rwlock_unlock(&fs->lock);
-	if (!v || rc != CORE_OK) {
+	if (!v)
+		rc = CORE_ERR_NOMEM;
+	/* Only board lines count, and they are rare: a wait here is rare too, and made on this
+	 * thread (a board read may come before its request parks, which an owed ack must not). */
+	rc = fs_read_end(fs, need, true, rc);
+	if (rc != CORE_OK) {
 		store_boards_free(v, i);
-		return CORE_ERR_NOMEM;
+		return rc;
 	}
 	qsort(v, i, sizeof(*v), board_name_cmp);
 	*boards = v;
@@ -51,12 +59,17 @@ enum core_rc fs_board_get(struct store *st, const char *name, struct core_board 
 	struct fs *fs = fs_of(st);
 	const struct core_board *b;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
+	uint64_t need;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	b = fs_board_find(fs, name);
 	if (b)
 		rc = core_board_copy(out, b);
+	need = fs_read_mark(fs, fs->boards_line);
 	pthread_rwlock_unlock(&fs->lock);
+	rc = fs_read_end(fs, need, true, rc); /* as fs_board_list */
+	if (rc != CORE_OK && b)
+		core_board_release(out);
 	return rc;
 }
 
@@ -111,14 +124,29 @@ enum core_rc fs_board_put(struct store *st, const struct core_board *b,
 enum core_rc fs_card_get(struct store *st, const char *id, struct core_card **out)
 {
 	struct fs *fs = fs_of(st);
-	struct fs_card_ent *ent;
+	const struct store_ack *ack = store_ack_current();
+	const struct fs_card_ent *ent;
+	const struct fs_card *c;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
+	uint64_t need = 0;
 
 	pthread_rwlock_rdlock(&fs->lock);
-	ent = fs_card_find(fs, id);
-	if (ent)
-		rc = (*out = fs_card_dup(ent->card)) ? CORE_OK : CORE_ERR_NOMEM;
+	if (ack && ack->st == &fs->base) {
+		/* This request wrote: it reads its own writes, and waits with them. */
+		ent = fs_card_find(fs, id);
+		c = ent ? ent->card : NULL;
+		need = fs_read_mark(fs, FS_READ_ALL);
+	} else {
+		c = fs_card_durable(fs, id); /* never waits (fs_barrier.c) */
+	}
+	if (c)
+		rc = (*out = fs_card_dup(c)) ? CORE_OK : CORE_ERR_NOMEM;
 	pthread_rwlock_unlock(&fs->lock);
+	rc = fs_read_end(fs, need, false, rc);
+	if (rc != CORE_OK && c && *out) {
+		core_card_free(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 
@@ -170,28 +198,52 @@ static int cmp_ord(const void *a, const void *b)
 	return (x->ord > y->ord) - (x->ord < y->ord);
 }
 
-/* Up to `want` matches of lowest ordinal > after from posting list p, ascending, into h. */
-static size_t post_page(const struct fs_post *p, const struct store_card_filter *f,
-			uint64_t after, const struct fs_card_ent **h, size_t want)
+/* The version of entry e a list shows: its last durable one when d is given (fs_barrier.c),
+ * else as it stands (NULL: deleted). */
+static const struct fs_card *list_view(struct fs *fs, const struct fs_durable *d,
+				       const struct fs_card_ent *e)
 {
-	size_t i, k = 0, j;
+	return d ? fs_ent_durable(fs, d, e) : e->dead ? NULL : e->card;
+}
+
+/* Offers e to the max-heap h of the `want` lowest ordinals (k of them so far). */
+static void page_offer(const struct fs_card_ent **h, size_t *k, size_t want,
+		       const struct fs_card_ent *e)
+{
+	size_t j;
+
+	if (*k < want) {
+		h[(*k)++] = e;
+		if (*k == want)
+			for (j = *k / 2; j-- > 0;)
+				ord_heap_down(h, *k, j);
+	} else if (e->ord < h[0]->ord) {
+		h[0] = e;
+		ord_heap_down(h, *k, 0);
+	}
+}
+
+/* Up to `want` matches of lowest ordinal > after from posting list p, ascending, into h.
+ * With d (durable versions): the entries the lines not yet durable touched (xv, xn) are
+ * offered apart, as their durable versions, whether p holds them now or not. */
+static size_t post_page(struct fs *fs, const struct fs_post *p, const struct store_card_filter *f,
+			uint64_t after, const struct fs_card_ent **h, size_t want,
+			const struct fs_durable *d, const struct fs_card_ent *const *xv, size_t xn)
+{
+	const struct fs_card *c;
+	size_t i, k = 0;
 
 	for (i = 0; p && i < p->n; i++) {
 		const struct fs_card_ent *e = p->v[i];
 
 		if (e->ord <= after || (k == want && e->ord >= h[0]->ord) ||
-		    !card_matches(e->card, f))
+		    fs_pending_has(xv, xn, e) || !card_matches(e->card, f))
 			continue;
-		if (k < want) {
-			h[k++] = e;
-			if (k == want)
-				for (j = k / 2; j-- > 0;)
-					ord_heap_down(h, k, j);
-		} else {
-			h[0] = e;
-			ord_heap_down(h, k, 0);
-		}
+		page_offer(h, &k, want, e); /* not touched: durable as it stands */
 	}
+	for (i = 0; d && i < xn; i++)
+		if (xv[i]->ord > after && (c = list_view(fs, d, xv[i])) && card_matches(c, f))
+			page_offer(h, &k, want, xv[i]);
 	qsort(h, k, sizeof(*h), cmp_ord);
 	return k;
 }
@@ -200,11 +252,18 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 			  struct core_card ***out, size_t *n, char **next)
 {
 	struct fs *fs = fs_of(st);
+	const struct store_ack *ack = store_ack_current();
 	struct core_card **v = NULL;
-	uint64_t after = 0, last = 0;
+	uint64_t after = 0, last = 0, need = 0;
 	char *end, buf[32];
 	size_t i, k = 0;
 	bool more = false;
+	/* Lists show the cards' last durable versions (fs_barrier.c) and wait for nothing; a
+	 * request that wrote reads its own writes instead, with the barrier. */
+	bool durable = !(ack && ack->st == &fs->base);
+	const struct fs_card_ent **xv = NULL;
+	struct fs_durable d;
+	size_t xn = 0;
 	enum core_rc rc = CORE_OK;
 
 	/* The cursor is the creation ordinal of the last card served: ordinals are never
@@ -219,6 +278,7 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	if (!v)
 		return CORE_ERR_NOMEM;
 	pthread_rwlock_rdlock(&fs->lock);
+	fs_durable_begin(fs, &d);
 	if (f->state || f->label) {
 		const struct fs_post *src = NULL, *p;
 		bool none = false;
@@ -235,19 +295,27 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 				src = p;
 		}
 		if (none || (double)src->n * (double)src->n <= 4.0 * (double)f->limit * (double)live) {
+			/* A posting list holds the cards as they are now: one that left its state
+			 * (or lost its label) in a line not durable yet is offered apart. */
+			bool apart = durable && d.pending;
 			const struct fs_card_ent **h =
-				none ? NULL : malloc((f->limit + 1) * sizeof(*h));
+				none && !apart ? NULL : malloc((f->limit + 1) * sizeof(*h));
 			size_t m = 0;
 
-			if (!none && !h) {
+			if ((!none || apart) && !h) {
 				rc = CORE_ERR_NOMEM;
 				goto unlock;
 			}
-			if (!none)
-				m = post_page(src, f, after, h, f->limit + 1);
+			if (apart && (rc = fs_pending_ents(fs, &d, &xv, &xn)) != CORE_OK) {
+				free(h);
+				goto unlock;
+			}
+			if (!none || apart)
+				m = post_page(fs, none ? NULL : src, f, after, h, f->limit + 1,
+					      apart ? &d : NULL, xv, xn);
 			more = m > f->limit;
 			for (i = 0; i < m && k < f->limit; i++) {
-				v[k] = fs_card_dup(h[i]->card);
+				v[k] = fs_card_dup(list_view(fs, durable ? &d : NULL, h[i]));
 				if (!v[k]) {
 					rc = CORE_ERR_NOMEM;
 					break;
@@ -263,14 +331,15 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 	for (i = after == UINT64_MAX ? fs->n_order : fs_order_lower(fs, after + 1); i < fs->n_order;
 	     i++) {
 		const struct fs_card_ent *ent = fs->order[i];
+		const struct fs_card *c = list_view(fs, durable ? &d : NULL, ent);
 
-		if (ent->dead || !card_matches(ent->card, f))
+		if (!c || !card_matches(c, f))
 			continue;
 		if (k == f->limit) {
 			more = true;
 			break;
 		}
-		v[k] = fs_card_dup(ent->card);
+		v[k] = fs_card_dup(c);
 		if (!v[k]) {
 			rc = CORE_ERR_NOMEM;
 			break;
@@ -279,7 +348,11 @@ enum core_rc fs_card_list(struct store *st, const struct store_card_filter *f,
 		last = ent->ord;
 	}
 unlock:
+	if (!durable)
+		need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
+	free(xv);
+	rc = fs_read_end(fs, need, false, rc);
 	if (rc == CORE_OK && more) {
 		snprintf(buf, sizeof(buf), "%" PRIu64, last);
 		*next = strdup(buf);
@@ -300,8 +373,10 @@ enum core_rc fs_labels_count(struct store *st, const char *board, const char *co
 {
 	struct fs *fs = fs_of(st);
 	json_t *o = json_object();
+	uint64_t need;
 	size_t i, j;
 	bool ok = o != NULL;
+	enum core_rc rc;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	for (i = 0; ok && i < fs->n_order; i++) {
@@ -316,10 +391,12 @@ enum core_rc fs_labels_count(struct store *st, const char *board, const char *co
 			     0;
 		}
 	}
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
-	if (!ok) {
+	rc = fs_read_end(fs, need, false, ok ? CORE_OK : CORE_ERR_NOMEM);
+	if (rc != CORE_OK) {
 		json_decref(o);
-		return CORE_ERR_NOMEM;
+		return rc;
 	}
 	*out = o;
 	return CORE_OK;

@@ -3,6 +3,7 @@
  * promoteIfOrphaned as one step under the lock. */
 #include "store/fs/fs.h"
 #include "store/fs/fs_index.h"
+#include "store/fs/fs_journal.h"
 #include "store/fs/fs_map.h"
 #include "store/fs/fs_ops.h"
 #include "store/fs/fs_txn.h"
@@ -108,18 +109,33 @@ out:
 	return end_run(&t, rc, rc == CORE_OK ? fs_txn_run_peek(&t, id) : NULL, out);
 }
 
+/* A run read's tail: the read barrier (fs_barrier.c), and no run handed out if it fails. */
+static enum core_rc read_end(struct fs *fs, uint64_t need, enum core_rc rc, struct core_run **out)
+{
+	enum core_rc w = fs_read_end(fs, need, false, rc);
+
+	if (w != CORE_OK && rc == CORE_OK) {
+		core_run_free(*out);
+		*out = NULL;
+	}
+	return w;
+}
+
 enum core_rc fs_run_get(struct store *st, const char *id, struct core_run **out)
 {
 	struct fs *fs = fs_of(st);
 	const struct core_run *r;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
 
+	uint64_t need;
+
 	pthread_rwlock_rdlock(&fs->lock);
 	r = fs_map_get(&fs->runs, id);
 	if (r && !r->pruned)
 		rc = run_out(r, out);
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
-	return rc;
+	return read_end(fs, need, rc, out);
 }
 
 enum core_rc fs_run_get_any(struct store *st, const char *id, struct core_run **out)
@@ -128,12 +144,15 @@ enum core_rc fs_run_get_any(struct store *st, const char *id, struct core_run **
 	const struct core_run *r;
 	enum core_rc rc = CORE_ERR_NOT_FOUND;
 
+	uint64_t need;
+
 	pthread_rwlock_rdlock(&fs->lock);
 	r = fs_map_get(&fs->runs, id);
 	if (r)
 		rc = run_out(r, out);
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
-	return rc;
+	return read_end(fs, need, rc, out);
 }
 
 /* A private copy of live run `id` in t: NOT_FOUND for unknown or pruned runs. */
@@ -266,11 +285,11 @@ enum core_rc fs_run_promote_if_orphaned(struct store *st, const char *id, struct
 enum core_rc fs_run_count_for_card(struct store *st, const char *card_id, size_t *n)
 {
 	struct fs *fs = fs_of(st);
-	const struct core_run *r;
-	size_t i;
-
 	const struct fs_card_runs *l;
+	const struct core_run *r;
+	uint64_t need;
 	bool indexed;
+	size_t i;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	l = fs_runs_index_get(fs, card_id, &indexed); /* every run of the card, tombstones too */
@@ -281,6 +300,7 @@ enum core_rc fs_run_count_for_card(struct store *st, const char *card_id, size_t
 		if (r && strcmp(r->card_id, card_id) == 0)
 			(*n)++;
 	}
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
-	return CORE_OK;
+	return fs_read_end(fs, need, false, CORE_OK);
 }

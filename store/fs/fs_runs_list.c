@@ -5,6 +5,7 @@
  * walks the run table (only pointers and ids are read; copies are made of the page alone). */
 #include "store/fs/fs.h"
 #include "store/fs/fs_index.h"
+#include "store/fs/fs_journal.h"
 #include "store/fs/fs_map.h"
 #include "store/fs/fs_ops.h"
 #include "store/fs/fs_txn.h"
@@ -45,7 +46,7 @@ enum core_rc fs_run_list(struct store *st, const struct store_run_filter *f,
 	struct fs *fs = fs_of(st);
 	const struct core_run **hits = NULL, *r;
 	struct core_run **page = NULL;
-	size_t n_hits = 0, cap = 0, i, keep;
+	size_t n_hits = 0, cap = 0, i, keep = 0;
 	const char *aid = NULL;
 	int64_t at = 0;
 	bool has_after = f->after && core_run_cursor_parse(f->after, &at, &aid);
@@ -53,6 +54,7 @@ enum core_rc fs_run_list(struct store *st, const struct store_run_filter *f,
 
 	const struct fs_card_runs *l = NULL;
 	bool indexed = false;
+	uint64_t need;
 	size_t walk;
 
 	pthread_rwlock_rdlock(&fs->lock);
@@ -98,10 +100,16 @@ enum core_rc fs_run_list(struct store *st, const struct store_run_filter *f,
 		}
 	}
 out:
+	/* The read barrier (fs_barrier.c): what was listed is shown once it is durable. */
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
 	free(hits);
-	if (rc != CORE_OK)
+	rc = fs_read_end(fs, need, false, rc);
+	if (rc != CORE_OK) {
+		if (page)
+			store_runs_free(page, keep);
 		return rc;
+	}
 	*n = keep;
 	rc = store_runs_finish(page, n, f->limit, next);
 	if (rc != CORE_OK) {

@@ -3,6 +3,7 @@
  * retention of settled ones). Each is a transaction over effect records (fs_effect.c: their
  * keys, their JSON, their publication and the matching of events). */
 #include "store/fs/fs.h"
+#include "store/fs/fs_journal.h"
 #include "store/fs/fs_change.h"
 #include "store/fs/fs_effect.h"
 #include "store/fs/fs_index.h"
@@ -91,14 +92,21 @@ enum core_rc fs_sub_get(struct store *st, const char *board, const char *name,
 	struct fs *fs = fs_of(st);
 	char key[FS_SUB_KEY_MAX];
 	const struct fs_kv *kv;
-	enum core_rc rc;
+	enum core_rc rc, w;
+	uint64_t need;
 
 	fs_sub_key(key, board, name);
 	pthread_rwlock_rdlock(&fs->lock);
 	kv = fs_map_get(&fs->subs, key);
 	rc = kv ? fs_sub_parse(kv->val, out) : CORE_ERR_NOT_FOUND;
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
-	return rc;
+	w = fs_read_end(fs, need, false, rc);
+	if (w != CORE_OK && rc == CORE_OK) {
+		store_sub_free(*out);
+		*out = NULL;
+	}
+	return w;
 }
 
 static int cmp_sub(const void *a, const void *b)
@@ -113,6 +121,7 @@ enum core_rc fs_sub_list(struct store *st, const char *board, struct store_sub *
 	char prefix[FS_SUB_KEY_MAX];
 	size_t plen, i, k = 0;
 	enum core_rc rc = CORE_OK;
+	uint64_t need;
 
 	snprintf(prefix, sizeof prefix, "s/%s/", board);
 	plen = strlen(prefix);
@@ -127,7 +136,9 @@ enum core_rc fs_sub_list(struct store *st, const char *board, struct store_sub *
 		    (rc = fs_sub_parse(kv->val, &v[k])) == CORE_OK)
 			k++;
 	}
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
+	rc = fs_read_end(fs, need, false, rc);
 	if (rc != CORE_OK) {
 		store_subs_free(v, k);
 		return rc;
@@ -172,16 +183,23 @@ enum core_rc fs_delivery_get(struct store *st, const char *id, struct store_deli
 	struct fs *fs = fs_of(st);
 	char *key = fs_dlv_key(id);
 	const struct fs_kv *kv;
-	enum core_rc rc;
+	enum core_rc rc, w;
+	uint64_t need;
 
 	if (!key)
 		return CORE_ERR_NOMEM;
 	pthread_rwlock_rdlock(&fs->lock);
 	kv = fs_map_get(&fs->kv, key);
 	rc = kv ? fs_dlv_parse(kv->val, out) : CORE_ERR_NOT_FOUND;
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
 	free(key);
-	return rc;
+	w = fs_read_end(fs, need, false, rc);
+	if (w != CORE_OK && rc == CORE_OK) {
+		store_delivery_free(*out);
+		*out = NULL;
+	}
+	return w;
 }
 
 static bool board_in(const char *board, const char *const *boards)
@@ -210,6 +228,7 @@ enum core_rc fs_delivery_list(struct store *st, const struct store_delivery_filt
 	struct store_delivery **v, *d;
 	size_t i, k = 0;
 	enum core_rc rc = CORE_OK;
+	uint64_t need;
 
 	pthread_rwlock_rdlock(&fs->lock);
 	v = calloc(fs->kv.n + 1, sizeof(*v));
@@ -233,7 +252,9 @@ enum core_rc fs_delivery_list(struct store *st, const struct store_delivery_filt
 		}
 		v[k++] = d;
 	}
+	need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
+	rc = fs_read_end(fs, need, false, rc);
 	if (rc != CORE_OK) {
 		store_deliveries_free(v, k);
 		return rc;

@@ -543,9 +543,10 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 	struct fs *fs = t->fs;
 	struct fs_change *ch = &t->ch;
 	struct fs_undo *undo = NULL;
-	uint64_t seq = 0;
+	uint64_t seq = 0, need = 0;
 	int64_t last_event = 0;
 	bool compact = false;
+	enum core_rc rc2;
 	char *line = NULL;
 	size_t len = 0, i;
 
@@ -584,15 +585,25 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 		undo->seq = seq;
 		fs->undo[fs->undo_n++] = undo;
 		fs_change_apply(fs, ch, undo);
+		for (i = 0; i < undo->n_cards; i++)
+			undo->cards[i].ent->line = (uint32_t)seq; /* fs_card_durable's hint */
 		undo = NULL;
 		compact = fs->jbytes > fs->compact_bytes;
+		if (ch->n_boards)
+			fs->boards_line = seq;
 	}
 unlock:
 	fs_effects_clear(t); /* what a failed step left matched */
 	fs_undo_free(fs, undo);
+	/* No line of its own (refused, or nothing changed): its answer came from the state as
+	 * read, which may hold lines not durable yet. A line of its own comes after them all. */
+	if (!seq)
+		need = fs_read_mark(fs, FS_READ_ALL);
 	pthread_rwlock_unlock(&fs->lock);
 	free(line);
 	fs_change_release(ch);
+	if (need && (rc2 = fs_read_settle(fs, need, t->settle_here)) != CORE_OK)
+		rc = rc2;
 	if (seq) {
 		struct store_ack *ack = store_ack_current();
 

@@ -28,6 +28,10 @@ struct fs_txn {
 		struct core_card **out;
 	} answers[2];
 	size_t n_answers;
+	/* A transaction that writes nothing (a refusal, a no-op, claim-next's "nothing") still
+	 * answers from what it read: fs_txn_end holds it until that is durable (fs_barrier.c),
+	 * on this thread when set, else in the thread's store_ack if one is bound. */
+	bool settle_here;
 };
 
 /* *out = c for the caller when c is the transaction's own copy of the card (it becomes the
@@ -74,7 +78,8 @@ const char *fs_txn_kv_peek(struct fs_txn *t, const char *key);
 /* A lookup over cards as this transaction sees them (for core_blockers_*). */
 struct core_card_lookup fs_txn_lookup(struct fs_txn *t);
 /* rc == OK: commits (journal, swap, unlock, wait for durability); else aborts and unlocks.
- * Returns the final rc. */
+ * Either way without a line of its own, it first waits for every line it may have read
+ * (the read barrier: STORE_UNAVAILABLE if those were rolled back). Returns the final rc. */
 enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc);
 
 #endif

@@ -20,7 +20,7 @@
  *     and only pulls those). The seq is assigned at delivery: seq order is delivery order,
  *     not commit order, and an event waiting in an outbox is not yet in the tail. Once
  *     stored, the entries are pulled from the outbox by the puller thread in bulk
- *     (mongo_events.c; on FerretDB by the writer): an entry pulled late is only one a
+ *     (mongo_pull.c; on FerretDB by the writer): an entry pulled late is only one a
  *     re-delivery finds stored and pulls.
  *  2. Card delete + card_deleted. NOT atomic: the document (and its outbox) is gone, so
  *     whatever its outbox still held and then card_deleted are inserted after the delete; a
@@ -29,7 +29,7 @@
  *  3. Seq allocation + event insert. Two round trips (the allocation shared by the writers
  *     of this process asking at once: mgo_seqs_take): a writer can die holding a seq. The
  *     tail serves only the prefix without holes and skips a hole once the event after it is
- *     MGO_GAP_GRACE_MS old (mongo_events.c). The counter is not the arbiter of a seq (on
+ *     MGO_GAP_GRACE_MS old (mongo_tail.c). The counter is not the arbiter of a seq (on
  *     FerretDB its $inc is not atomic under concurrency and hands a seq out twice): the
  *     unique index on events.seq is. An insert that meets a taken seq re-reads what was
  *     stored and retries the rest with new seqs; its outbox is pulled only once every event
@@ -63,6 +63,9 @@
  *     window (a pull that kept failing) would be delivered again with a new seq.
  */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,8 +429,6 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		free(m);
 		return CORE_ERR_INTERNAL;
 	}
-	if (!mgo_just_read_init(m))
-		fprintf(stderr, "boardd: mongo: no thread-local key: every write reads its card\n");
 	if (!mgo_stats_attach(m))
 		fprintf(stderr, "boardd: mongo: driver monitoring unavailable: no round-trip "
 				"or error counts\n");
@@ -445,7 +446,6 @@ enum core_rc store_mongo_open(const struct store_mongo_options *o, struct store 
 		rc = CORE_ERR_INTERNAL;
 	}
 	if (rc != CORE_OK) {
-		mgo_just_read_fini(m);
 		mgo_clients_release(m);
 		pthread_mutex_destroy(&m->conn_mu);
 		mongoc_client_pool_destroy(m->pool);
@@ -499,7 +499,6 @@ static void mgo_close(struct store *st)
 		pthread_mutex_destroy(&m->mu);
 	}
 	mgo_breaker_stop(m); /* the pool's end is no outage */
-	mgo_just_read_fini(m);
 	mgo_clients_release(m);
 	pthread_mutex_destroy(&m->conn_mu);
 	mongoc_client_pool_destroy(m->pool);

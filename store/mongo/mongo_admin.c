@@ -10,6 +10,10 @@
  * interrupted between the two is resumed by asking for it again: a board that already has
  * `to` and no `from`, with cards still in `from`, just moves them. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,6 +8,9 @@
  * twin does. The run arm reads every failed or paused run in scope, including runs whose
  * card has moved on since; it is bounded by those runs, not by the board's cards. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>

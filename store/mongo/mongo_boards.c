@@ -1,6 +1,11 @@
 /* Boards on the Mongo twin: list, get, put (with its board_updated event in the board
  * document's outbox) and the default board created at open. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -134,7 +139,7 @@ enum core_rc mgo_board_write(struct mgo_conn *c, const struct core_board *b,
 		*hit = matched > 0 || bson_has_field(&reply, "upsertedId");
 	bson_destroy(&reply); /* always initialised by the driver */
 	if (rc == CORE_OK && *hit)
-		mgo_evq_deliver(c, c->boards, b->name, &q, NULL);
+		rc = mgo_evq_deliver(c, c->boards, b->name, &q, NULL);
 out:
 	bson_destroy(&opts);
 	bson_destroy(&full);
@@ -162,7 +167,7 @@ enum core_rc mgo_board_event(struct mgo_conn *c, const char *name, enum core_eve
 		if (!mongoc_collection_update_one(c->boards, &filter, &update, NULL, NULL, &e))
 			rc = mgo_error("board event", &e);
 		if (rc == CORE_OK)
-			mgo_evq_deliver(c, c->boards, name, &q, NULL);
+			rc = mgo_evq_deliver(c, c->boards, name, &q, NULL);
 	}
 	bson_destroy(&update);
 	bson_destroy(&filter);

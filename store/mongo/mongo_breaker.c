@@ -22,6 +22,7 @@
  * turns it into a definite failure). One line is logged when the breaker opens and one when
  * it closes; the ops it refuses log nothing. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,16 +5,25 @@
  * The counters live beside the global one, in the same document of `counters`:
  * {_id: "events", seq, b: {<board>: last}} (a board name's '.' written ':', which no board
  * name holds). So one findAndModify hands out an event's seq and its board_seq together:
- * allocating board_seq costs no round trip. A board_seq is kept across the retries of a
+ * allocating board_seq costs no round trip. Both are read off the counters as they were
+ * BEFORE the $inc, plus this batch's increments (mgo_counter_old): a post-image can show a
+ * later writer's $inc (mongo-java-server 1.47), which handed two writers one number and a
+ * third none. Both come in the order the batches reach the server, so a board's board_seq
+ * runs in seq order (DESIGN §16). A board_seq is kept across the retries of a
  * seq collision (it is re-taken only when `events` shows it taken: a counter restored from
  * an older backup, or FerretDB's non-atomic $inc between processes), so a collision leaves no
  * hole in the board's sequence. What can leave one is a writer that dies between taking and
  * inserting (its outbox is delivered later under new numbers); the board tail waits such a
- * hole out like the global tail does (MGO_GAP_GRACE_MS), then steps over it.
+ * hole out like the global tail does (MGO_GAP_GRACE_MS), then steps over it and counts it
+ * (boardd_mongo_board_seq_holes_total). Two writers delivering one outbox entry would leave
+ * one too: mongo_outbox.c's peers_settle keeps them apart.
  *
  * Events written before board_seq existed get theirs at open (mgo_bseq_migrate), in seq
  * order per board, from the same counters. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +45,6 @@ static enum core_rc seqs_take_one(struct mgo_conn *c, int64_t n, const char *con
 				  const int64_t *counts, size_t nb, int64_t *last, int64_t *blast)
 {
 	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, reply;
-	bson_iter_t it, v;
 	char f[CORE_NAME_MAX + 8];
 	enum core_rc rc;
 	size_t i;
@@ -56,14 +64,16 @@ static enum core_rc seqs_take_one(struct mgo_conn *c, int64_t n, const char *con
 	rc = mgo_counter_fam(c, &filter, &update, &reply);
 	if (rc != CORE_OK)
 		goto out;
-	if (!bson_iter_init_find(&it, &reply, "value") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
-	    !bson_iter_recurse(&it, &v) || !bson_iter_find(&v, "seq") || !mgo_iter_i64(&v, last))
+	/* The counters as they were before this $inc, plus its own increments: the range the
+	 * server's step handed this batch alone (mgo_counter_fam says why not the post-image). */
+	if (!mgo_counter_old(&reply, "seq", last))
 		rc = CORE_ERR_STORE_UNAVAILABLE;
+	*last += n;
 	for (i = 0; rc == CORE_OK && i < nb; i++) {
 		mgo_bseq_field(f, sizeof f, boards[i]);
-		if (!bson_iter_recurse(&it, &v) || !bson_iter_find_descendant(&v, f, &v) ||
-		    !mgo_iter_i64(&v, &blast[i]))
+		if (!mgo_counter_old(&reply, f, &blast[i]))
 			rc = CORE_ERR_STORE_UNAVAILABLE;
+		blast[i] += counts[i];
 	}
 	if (rc != CORE_OK)
 		fprintf(stderr, "boardd: mongo: counter events: malformed reply\n");
@@ -151,7 +161,7 @@ static bool bulk_error_index(const bson_t *reply, size_t *at)
  * would have been numbered). Each request's outcome is its own: OK when the insert went
  * past all its documents; ALREADY_EXISTS when a duplicate key stopped it at or before one
  * of them (an ordered insert tries nothing after the error): that writer then takes the
- * collision path it always took (mongo_events.c: it re-reads which of its events `events`
+ * collision path it always took (mongo_insert.c: it re-reads which of its events `events`
  * holds, fills the seqs it was handed, and tries again with new ones), whatever another
  * writer's documents did; any other error is every unfinished request's (their events stay
  * in the outbox for the drain, as a writer's own failed insert left them). */

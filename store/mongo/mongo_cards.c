@@ -2,6 +2,11 @@
  * body, blockers with the waiting-column placement), delete, and the label counts. Every
  * rule is core's; ordinary writes never touch the claim fields. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -115,10 +120,6 @@ enum core_rc mgo_card_get(struct store *st, const char *id, struct core_card **o
 		return rc;
 	rc = mgo_card_read(&c, id, out);
 	mgo_conn_close(&c);
-	/* The API reads a card (its scope check) right before it writes it: that write may
-	 * take this read as its own instead of reading again (mgo_attempt_begin). */
-	if (rc == CORE_OK)
-		mgo_just_read_keep(mgo_of(st), *out);
 	return rc;
 }
 
@@ -376,8 +377,9 @@ enum core_rc mgo_card_create(struct store *st, const struct store_card_create *i
 	rc = CORE_OK;
 	if (!mongoc_collection_insert_one(c.cards, &doc, NULL, NULL, &e))
 		rc = mgo_error("insert card", &e);
+	if (rc == CORE_OK)
+		rc = mgo_evq_deliver(&c, c.cards, card->id, &q, NULL);
 	if (rc == CORE_OK) {
-		mgo_evq_deliver(&c, c.cards, card->id, &q, NULL);
 		*out = card;
 		card = NULL;
 	}

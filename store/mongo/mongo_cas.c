@@ -12,6 +12,11 @@
  * column), the board read and the on-demand card lookup core's blocker rules walk.
  */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,18 +107,6 @@ static bool str_eq(const char *a, const char *b)
 	return a && b ? strcmp(a, b) == 0 : a == b;
 }
 
-static bool strv_eq(const struct core_strv *a, const struct core_strv *b)
-{
-	size_t i;
-
-	if (a->n != b->n)
-		return false;
-	for (i = 0; i < a->n; i++)
-		if (strcmp(a->v[i], b->v[i]) != 0)
-			return false;
-	return true;
-}
-
 static bool claim_eq(const struct core_claim *a, const struct core_claim *b)
 {
 	return a->present == b->present && str_eq(a->marker, b->marker) &&
@@ -169,9 +162,9 @@ static bool update_build(bson_t *u, const struct core_card *was, const struct co
 	diff_str(&set, &unset, "last_run_id", was->last_run_id, now->last_run_id, n);
 	diff_date(&set, "state_at", was->state_at, now->state_at, n);
 	diff_date(&set, "updated_at", was->updated_at, now->updated_at, n);
-	if (!strv_eq(&was->labels, &now->labels) && ++*n)
+	if (!core_strv_equal(&was->labels, &now->labels) && ++*n)
 		ok = ok && mgo_strv_append(&set, "labels", &now->labels);
-	if (!strv_eq(&was->blockers, &now->blockers) && ++*n)
+	if (!core_strv_equal(&was->blockers, &now->blockers) && ++*n)
 		ok = ok && mgo_strv_append(&set, "blockers", &now->blockers);
 	if (!claim_eq(&was->claim, &now->claim) && ++*n) {
 		if (now->claim.present)
@@ -280,8 +273,8 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 	if (rc != CORE_OK || !doc)
 		goto out;
 	*hit = true;
-	mgo_evq_deliver(c, c->cards, was->id, q, doc);
-	if (out) {
+	rc = mgo_evq_deliver(c, c->cards, was->id, q, doc);
+	if (rc == CORE_OK && out) {
 		rc = mgo_card_from_bson(doc, out);
 		if (rc == CORE_ERR_BAD_REQUEST)
 			rc = CORE_ERR_INTERNAL;
@@ -300,12 +293,9 @@ enum core_rc mgo_attempt_begin_card(struct mgo_conn *c, const char *id, struct m
 	enum core_rc rc = CORE_OK;
 
 	memset(a, 0, sizeof(*a));
-	/* The card its caller read for this very request, on this thread, a moment ago (the
-	 * API's scope check) is this attempt's read: the write's filter pins what the decision
-	 * rests on, so it is as good as a read now, one round trip earlier. A retry reads. */
-	a->was = mgo_just_read_take(c, id);
-	if (!a->was)
-		rc = mgo_card_read(c, id, &a->was);
+	/* Always a read of its own, made while this request is served: a refusal is decided on
+	 * the document as it stands (DESIGN §16), never on a card an earlier read kept. */
+	rc = mgo_card_read(c, id, &a->was);
 	if (rc == CORE_OK && !(a->now = core_card_dup(a->was)))
 		rc = CORE_ERR_NOMEM;
 	return rc;
@@ -377,14 +367,13 @@ enum core_rc mgo_attempt_begin(struct mgo_conn *c, const char *id, struct mgo_at
 	enum core_rc rc;
 
 	memset(a, 0, sizeof(*a));
-	a->was = mgo_just_read_take(c, id); /* as in mgo_attempt_begin_card */
-	if (!a->was && c->m->board_lookup) {
+	if (c->m->board_lookup) { /* a read of its own, as in mgo_attempt_begin_card */
 		rc = card_board_read(c, id, &a->was, &a->b);
 		if (rc == CORE_OK && !(a->now = core_card_dup(a->was)))
 			rc = CORE_ERR_NOMEM;
 		return rc;
 	}
-	rc = a->was ? CORE_OK : mgo_card_read(c, id, &a->was);
+	rc = mgo_card_read(c, id, &a->was);
 	if (rc == CORE_OK && !(a->now = core_card_dup(a->was)))
 		rc = CORE_ERR_NOMEM;
 	if (rc == CORE_OK && (rc = mgo_board_read(c, a->was->board, &a->b)) == CORE_ERR_NOT_FOUND)

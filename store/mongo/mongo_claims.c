@@ -5,6 +5,11 @@
  * holder's included. A fresh acquisition floors the epoch at the server clock:
  * max(previous + 1, now), monotone even across a write that dropped the field. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdlib.h>
 #include <string.h>

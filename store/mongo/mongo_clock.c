@@ -13,6 +13,7 @@
  * local reading, so a test can show that a skewed replica still stamps the server's time.
  */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -6,7 +6,7 @@
  * failure. A missing optional field and a null one read alike; a missing claim_epoch reads as
  * has_epoch = false (ADR-096 §6: a foreign writer dropped it), never as 0.
  */
-#include "store/mongo/mongo.h"
+#include "store/mongo/mongo_codec.h"
 
 #include <stdlib.h>
 #include <string.h>

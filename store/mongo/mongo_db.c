@@ -1,6 +1,9 @@
 /* Driver plumbing of the Mongo twin: pooled connections, the one place a bson_error_t becomes
  * an enum core_rc, and thin find / findAndModify / counter helpers. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_cas.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,18 +93,7 @@ enum core_rc mgo_conn_open_bare(struct mgo *m, struct mgo_conn *c)
 	c->events = c->mc->events;
 	c->boards = c->mc->boards;
 	c->counters = c->mc->counters;
-	if (m->just_read_key && (c->just = pthread_getspecific(m->just_read)))
-		pthread_setspecific(m->just_read, NULL);
 	return CORE_OK;
-}
-
-static void just_read_free(void *p)
-{
-	struct mgo_just_read *j = p;
-
-	if (j)
-		core_card_free(j->card);
-	free(j);
 }
 
 void mgo_conn_close(struct mgo_conn *c)
@@ -110,7 +102,6 @@ void mgo_conn_close(struct mgo_conn *c)
 
 	if (!m)
 		return;
-	just_read_free(c->just);
 	mgo_breaker_leave(m, c->brk_gen);
 	if (c->mc) {
 		pthread_mutex_lock(&m->conn_mu);
@@ -119,63 +110,6 @@ void mgo_conn_close(struct mgo_conn *c)
 		pthread_mutex_unlock(&m->conn_mu);
 	}
 	memset(c, 0, sizeof(*c));
-}
-
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-bool mgo_just_read_init(struct mgo *m)
-{
-	m->just_read_key = pthread_key_create(&m->just_read, just_read_free) == 0;
-	return m->just_read_key;
-}
-
-void mgo_just_read_fini(struct mgo *m)
-{
-	if (!m->just_read_key)
-		return;
-	/* This thread's copy; threads that ended took theirs with them (the key's destructor). */
-	just_read_free(pthread_getspecific(m->just_read));
-	pthread_setspecific(m->just_read, NULL);
-	pthread_key_delete(m->just_read);
-	m->just_read_key = false;
-}
-
-void mgo_just_read_keep(struct mgo *m, const struct core_card *card)
-{
-	struct mgo_just_read *j;
-
-	if (!m->just_read_key)
-		return;
-	just_read_free(pthread_getspecific(m->just_read));
-	pthread_setspecific(m->just_read, NULL);
-	j = malloc(sizeof(*j));
-	if (!j || !(j->card = core_card_dup(card))) {
-		free(j);
-		return; /* the next op reads for itself */
-	}
-	j->mono_us = mono_us();
-	if (pthread_setspecific(m->just_read, j) != 0)
-		just_read_free(j);
-}
-
-struct core_card *mgo_just_read_take(struct mgo_conn *c, const char *id)
-{
-	struct mgo_just_read *j = c->just;
-	struct core_card *card = NULL;
-
-	c->just = NULL;
-	if (j && strcmp(j->card->id, id) == 0 && mono_us() - j->mono_us <= MGO_JUST_READ_US) {
-		card = j->card;
-		j->card = NULL;
-	}
-	just_read_free(j);
-	return card;
 }
 
 bool mgo_error_is_dup(const bson_error_t *e)
@@ -305,8 +239,11 @@ enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bso
 		return opts ? CORE_ERR_STORE_UNAVAILABLE : CORE_ERR_NOMEM;
 	}
 	mongoc_find_and_modify_opts_set_update(opts, update);
-	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT |
-							    MONGOC_FIND_AND_MODIFY_RETURN_NEW);
+	/* The document as it was before: the pre-image is a copy the server makes inside the
+	 * update's step, where a post-image may be serialised after the step and show a later
+	 * writer's $inc too (mongo-java-server 1.47: two writers handed one value, one value
+	 * handed to none). The caller adds its own increments. */
+	mongoc_find_and_modify_opts_set_flags(opts, MONGOC_FIND_AND_MODIFY_UPSERT);
 	if (c->m->counter_serial)
 		pthread_mutex_lock(&c->m->counter_mu);
 	ok = mongoc_collection_find_and_modify_with_opts(c->counters, filter, opts, reply, &e);
@@ -316,10 +253,25 @@ enum core_rc mgo_counter_fam(struct mgo_conn *c, const bson_t *filter, const bso
 	return ok ? CORE_OK : mgo_error("counter", &e);
 }
 
+bool mgo_counter_old(const bson_t *reply, const char *path, int64_t *v)
+{
+	bson_iter_t it, f;
+
+	*v = 0;
+	if (!bson_iter_init_find(&it, reply, "value"))
+		return false;
+	if (BSON_ITER_HOLDS_NULL(&it))
+		return true; /* no document before: upserted */
+	if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &f))
+		return false;
+	if (!bson_iter_find_descendant(&f, path, &f))
+		return true; /* no such field before: 0 */
+	return mgo_iter_i64(&f, v);
+}
+
 enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, int64_t *last)
 {
 	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, inc, reply;
-	bson_iter_t it;
 	enum core_rc rc;
 
 	*last = 0;
@@ -328,12 +280,12 @@ enum core_rc mgo_counter_add(struct mgo_conn *c, const char *name, int64_t n, in
 	BSON_APPEND_INT64(&inc, "seq", n);
 	bson_append_document_end(&update, &inc);
 	rc = mgo_counter_fam(c, &filter, &update, &reply);
-	if (rc == CORE_OK &&
-	    !(bson_iter_init_find(&it, &reply, "value") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-	      bson_iter_recurse(&it, &it) && bson_iter_find(&it, "seq") && mgo_iter_i64(&it, last))) {
+	/* A counter not there yet (upserted now) reads as 0. */
+	if (rc == CORE_OK && !mgo_counter_old(&reply, "seq", last)) {
 		fprintf(stderr, "boardd: mongo: counter %s: malformed reply\n", name);
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 	}
+	*last = rc == CORE_OK ? *last + n : 0;
 	bson_destroy(&reply);
 	bson_destroy(&update);
 	bson_destroy(&filter);

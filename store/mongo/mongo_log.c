@@ -7,7 +7,7 @@
  * /readyz says the store is down, so here the driver's INFO, DEBUG and TRACE lines are
  * dropped, and its warnings and errors go to stderr with boardd's prefix, at most one line
  * per MGO_LOG_QUIET_MS; the next line printed says how many were held back meanwhile. */
-#include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 
 #include <inttypes.h>
 #include <stdio.h>

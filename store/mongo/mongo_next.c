@@ -18,6 +18,11 @@
  * the order. So a claim is one find and one findAndModify, both on the claim_next index; only
  * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch). */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -341,7 +346,11 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 			if (rc == CORE_ERR_BAD_REQUEST)
 				rc = CORE_ERR_INTERNAL;
 			if (rc == CORE_OK)
-				mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
+				rc = mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
+			if (rc != CORE_OK) {
+				core_card_free(out->card);
+				out->card = NULL;
+			}
 		}
 		mgo_evq_release(&q);
 		bson_destroy(&update);

@@ -9,6 +9,10 @@
  * (a missing lease is an absence, where an expired one is evidence a heartbeat stopped).
  * The FS twin has no un-leased arm (ADR-096 §7): only this store can lose the fields. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * no multi-document step cheaper than that without a transaction (which a standalone server,
  * FerretDB and mongo-java-server do not all offer), so these loop over the single operations
  * in order. The pass's workers still overlap the round trips: each works on its own share. */
-#include "store/mongo/mongo.h"
+#include "store/mongo/mongo_ops.h"
 
 enum core_rc mgo_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
 				      const char *marker, int64_t lease_ms)

@@ -3,6 +3,11 @@
  * as one conditional update, and the per-card count the cloud run ceiling reads. Each write
  * is one findAndModify carrying its precondition and its run_* event (outbox). */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -82,8 +87,9 @@ enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 	rc = CORE_OK;
 	if (!mongoc_collection_insert_one(c.runs, &doc, NULL, NULL, &e))
 		rc = mgo_error("insert run", &e);
+	if (rc == CORE_OK)
+		rc = mgo_evq_deliver(&c, c.runs, r->id, &q, NULL);
 	if (rc == CORE_OK) {
-		mgo_evq_deliver(&c, c.runs, r->id, &q, NULL);
 		/* The card's history stays bounded (DESIGN §20): housekeeping after the insert,
 		 * which stands whatever becomes of it (the next create retires what it left). */
 		(void)mgo_runs_retain(&c, card);
@@ -194,8 +200,8 @@ static enum core_rc run_cas(struct mgo_conn *c, const struct core_run *now,
 	if (rc != CORE_OK || !doc)
 		goto out;
 	*hit = true;
-	mgo_evq_deliver(c, c->runs, now->id, q, doc);
-	if (out && (rc = mgo_run_from_bson(doc, out)) == CORE_ERR_BAD_REQUEST)
+	rc = mgo_evq_deliver(c, c->runs, now->id, q, doc);
+	if (rc == CORE_OK && out && (rc = mgo_run_from_bson(doc, out)) == CORE_ERR_BAD_REQUEST)
 		rc = CORE_ERR_INTERNAL;
 out:
 	bson_destroy(doc);

@@ -3,6 +3,9 @@
  * after a run's insert: each older run it may retire (core_run_retirable) becomes a tombstone
  * by one conditional update guarded on the status it was read with. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,8 @@
  * random bytes; a duplicate-key answer means another replica won the race, and every replica
  * then reads the one document, so all of them hold the same bytes. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <string.h>
 #include <sys/random.h>

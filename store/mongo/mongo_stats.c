@@ -2,6 +2,9 @@
  * server at scrape time; the driver's round trips and errors, counted as they happen through
  * the client pool's monitoring callbacks (mgo_stats_attach). */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_codec.h"
+#include "store/mongo/mongo_events.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +210,7 @@ enum core_rc mgo_stats(struct store *st, struct metrics_sink *out)
 			   (double)atomic_load_explicit(&m->err_heartbeat, memory_order_relaxed));
 	metrics_sink_hist(out, METRICS_MONGO_DURATION, NULL, &m->cmd_duration);
 	mgo_breaker_collect(m, out);
+	mgo_holes_collect(m, out);
 	rc = mgo_conn_open(m, &c);
 	if (rc != CORE_OK)
 		return rc;

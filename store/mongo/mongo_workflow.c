@@ -1,7 +1,10 @@
 /* Column moves and the ordinary edits that are one conditional update each on the Mongo
  * twin: SetStateFrom, Reopen, labels (set: absolute; adjust: relative, guarded on the labels
  * read and re-derived on a miss — ADR-096 §9) and comments. */
-#include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
+#include "store/mongo/mongo_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -62,6 +62,7 @@ TCase *api_tcase_misc(void);
 TCase *api_tcase_roles(void);
 TCase *api_tcase_race(void);
 TCase *api_tcase_units(void);
+TCase *api_tcase_answer_text(void);
 TCase *api_tcase_quiesce(void);
 TCase *api_tcase_admin(void);
 TCase *api_tcase_ack(void);

@@ -431,6 +431,7 @@ static Suite *api_suite(void)
 	Suite *s = suite_create("api");
 
 	suite_add_tcase(s, api_tcase_units());
+	suite_add_tcase(s, api_tcase_answer_text());
 	suite_add_tcase(s, api_tcase_admin());
 	suite_add_tcase(s, api_tcase_life());
 	suite_add_tcase(s, api_tcase_errors());

@@ -1,4 +1,4 @@
-/* Deferred acknowledgement through HTTP (api.c, store_ack): a write's answer waits for the
+/* Deferred acknowledgement through HTTP (api/answer.c, store_ack): a write's answer waits for the
  * group sync covering it with its connection suspended, so one HTTP thread lets many writes
  * share a sync; a failed sync answers 503 and leaves nothing applied; stopping the server
  * waits for the writes it already took. */

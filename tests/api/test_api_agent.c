@@ -1,6 +1,7 @@
 /* Agent tokens (DESIGN §13): minted only by the claim's holder, a subset of its caps, scoped
  * to the card's board, dead (401) the moment the claim is released, reclaimed by the reaper,
- * or expired; tampering is caught by the signature. */
+ * or expired, or its minting token is removed or changed on reload (§16); tampering is caught
+ * by the signature. */
 #include "tests/api/api_test.h"
 
 #include <stdio.h>
@@ -199,6 +200,61 @@ START_TEST(test_agent_holder_and_revoke)
 }
 END_TEST
 
+/* Serves a new token set (as a SIGHUP reload does): the worker under `worker_plain` (NULL:
+ * no t-worker at all) and the operator. */
+static void tokens_reload(const char *worker_plain)
+{
+	struct api_tokens fresh = {0};
+
+	if (worker_plain)
+		ck_assert_int_eq(api_tokens_push(&fresh, "t-worker", worker_plain, API_ROLE_WORKER,
+						 NULL),
+				 CORE_OK);
+	ck_assert_int_eq(api_tokens_push(&fresh, "t-operator", HARNESS_TOK_OPERATOR,
+					 API_ROLE_OPERATOR, NULL),
+			 CORE_OK);
+	ck_assert_int_eq(api_tokens_replace(T.api, &fresh), CORE_OK);
+}
+
+/* DESIGN §16: an agent token dies with the token that minted it -- changed or removed on
+ * reload, it answers 401 at once, its claim still current; a reload that leaves the minter as
+ * it was keeps it. */
+START_TEST(test_agent_dies_with_its_minter)
+{
+	char *id = t_card_new("{\"title\":\"a\",\"state\":\"ready\"}");
+	long long e = t_claim(id, "m-1");
+	char *agent = mint(id, e, "[\"board.read\"]"), *agent2;
+	json_t *j;
+
+	ck_assert_int_eq(get_card(agent, id), 200);
+	tokens_reload(HARNESS_TOK_WORKER); /* the minter unchanged */
+	ck_assert_int_eq(get_card(agent, id), 200);
+	tokens_reload("tok-worker-rotated"); /* the minter's secret changed */
+	ck_assert_int_eq(get_card(agent, id), 401);
+	ck_assert_ptr_nonnull(strstr(T_BODY, "removed or changed"));
+	ck_assert_int_eq(get_card("tok-worker-rotated", id), 200); /* the claim lives on */
+	/* the rotated token mints again (the claim is its name's); removed, that one dies too */
+	{
+		char path[300], hdr[64];
+
+		snprintf(path, sizeof path, "/v1/cards/%s/agent-tokens", id);
+		snprintf(hdr, sizeof hdr, "If-Match: \"%lld\"", e);
+		j = t_must(201, "POST", path, "tok-worker-rotated", hdr,
+			   "{\"marker\":\"m-1\",\"caps\":[\"board.read\"]}");
+		agent2 = strdup(t_str(j, "token"));
+		json_decref(j);
+	}
+	ck_assert_int_eq(get_card(agent2, id), 200);
+	ck_assert_int_eq(get_card(agent, id), 401);
+	tokens_reload(NULL); /* the minter removed */
+	ck_assert_int_eq(get_card(agent2, id), 401);
+	ck_assert_ptr_nonnull(strstr(T_BODY, "removed or changed"));
+	free(agent);
+	free(agent2);
+	free(id);
+}
+END_TEST
+
 TCase *api_tcase_agent(void)
 {
 	TCase *tc = tcase_create("agent");
@@ -209,5 +265,6 @@ TCase *api_tcase_agent(void)
 	tcase_add_test(tc, test_agent_dies_with_a_reaper_reclaim);
 	tcase_add_test(tc, test_agent_expires);
 	tcase_add_test(tc, test_agent_holder_and_revoke);
+	tcase_add_test(tc, test_agent_dies_with_its_minter);
 	return tc;
 }

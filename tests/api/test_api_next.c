@@ -51,6 +51,7 @@ START_TEST(next_shape_and_refusals)
 	ck_assert_ptr_nonnull(strstr(T_BODY, "nope"));
 	t_problem(422, "transition_rejected", "POST", NEXT, W, NULL,
 		  "{\"marker\":\"m\",\"columns\":[\"done\"]}");
+	ck_assert_ptr_nonnull(strstr(T_BODY, "column done of board default is terminal"));
 	/* a missing board says so, with or without columns (without, the store finds it) */
 	t_problem(404, "not_found", "POST", "/v1/boards/ghost/claim-next", W, NULL,
 		  "{\"marker\":\"m\"}");

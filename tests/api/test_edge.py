@@ -6,6 +6,8 @@
   framing      disagreeing Content-Length (400, closed, nothing smuggled), unsupported
                Transfer-Encoding (501 at once), HEAD on every GET route, ~250 query
                parameters, over-long targets, libmicrohttpd's own answers logged and counted
+  bytes        a NUL (raw or %00) or a control byte in the target or a header value: 400 and
+               nothing changes; two Transfer-Encoding lines: 400, closed
   log          control bytes and non-UTF-8 in a path are escaped, text and json
   sighup       tokens re-read on SIGHUP; a bad file keeps the old ones and says why
   drain        SIGTERM: a connected client is served through the grace period, a new
@@ -461,7 +463,94 @@ def case_drain(tmp):
         srv.stop()
 
 
-CASES = [('slow', case_slow), ('framing', case_framing), ('log', case_log),
+# ---- NUL and control bytes, doubled framing (DESIGN §16) -----------------------------------
+
+def case_bytes(tmp):
+    srv = Server(tmp)
+    port = srv.port
+    op = srv.tokens['dev-operator']
+    bot = srv.tokens['dev-bot']
+    auth = b'Authorization: Bearer ' + op.encode() + b'\r\n'
+    try:
+        st, _, b = request(port, 'POST', '/v1/cards', bot, {'id': 'a', 'title': 'a'})
+        check(st == 201, 'card a created: %d %r' % (st, b))
+
+        def card_a():
+            return request(port, 'GET', '/v1/cards/a', bot)[0]
+
+        def n_cards():
+            return len(json.loads(request(port, 'GET', '/v1/cards?limit=100', bot)[2])['cards'])
+
+        # A NUL in the path, raw or escaped: 400, and card a is not deleted.
+        for target in (b'/v1/cards/a\x00zzz', b'/v1/cards/a%00zzz', b'/v1/cards/a\x00'):
+            out, _ = raw(port, b'DELETE ' + target + b' HTTP/1.1\r\nHost: t\r\n' + auth +
+                         b'Connection: close\r\n\r\n')
+            st, hdrs, b = parse(out)
+            check(st == 400 and is_problem(hdrs, b, 400), 'DELETE %r -> 400 problem+json: %r'
+                  % (target, out[:300]))
+            check(card_a() == 200, 'card a is still there after DELETE %r' % target)
+        # in the query, and a control byte in the target
+        for target in (b'/v1/cards?limit=5\x00zzz', b'/v1/cards?limit=5%00', b'/v1/cards/a\x01',
+                       b'/v1/cards?limit=5\x01'):
+            out, _ = raw(port, b'GET ' + target + b' HTTP/1.1\r\nHost: t\r\n' + auth +
+                         b'Connection: close\r\n\r\n')
+            st, hdrs, b = parse(out)
+            check(st == 400 and is_problem(hdrs, b, 400), 'GET %r -> 400 problem+json: %r'
+                  % (target, out[:300]))
+
+        # A token followed by NUL and garbage is not the token: 400, nothing created.
+        before = n_cards()
+        for hdr in (b'Authorization: Bearer ' + bot.encode() + b'\x00garbage',
+                    b'X-Trace: a\x00b', b'X-Trace: a\x01b', b'X-Trace: a\x7fb'):
+            body = b'{"title":"x"}'
+            out, closed = raw(port, b'POST /v1/cards HTTP/1.1\r\nHost: t\r\n' + hdr + b'\r\n' +
+                              (b'' if hdr.startswith(b'Authorization') else
+                               b'Authorization: Bearer ' + bot.encode() + b'\r\n') +
+                              b'Content-Type: application/json\r\nContent-Length: %d\r\n\r\n'
+                              % len(body) + body)
+            st, hdrs, b = parse(out)
+            check(st == 400 and is_problem(hdrs, b, 400) and closed,
+                  '%r -> 400 problem+json, closed: %r' % (hdr, out[:300]))
+        check(n_cards() == before, 'no card was created by those requests')
+        # the last header of the head too (its line ends where the head does), and a folded
+        # line (obs-fold: RFC 7230 lets a server refuse it)
+        for tail in (b'Authorization: Bearer ' + op.encode() + b'\x00garbage\r\n',
+                     b'Authorization: Bearer ' + op.encode() + b'\x00\r\n',
+                     b'Authorization: Bearer ' + op.encode() + b'\r\nX-A: b\r\n folded\r\n'):
+            out, _ = raw(port, b'DELETE /v1/cards/a HTTP/1.1\r\nHost: t\r\n' + tail + b'\r\n')
+            st, hdrs, b = parse(out)
+            check(st == 400 and is_problem(hdrs, b, 400), '%r last -> 400: %r' % (tail, out[:200]))
+        check(card_a() == 200, 'card a is still there')
+        # A horizontal tab stays a value's own byte.
+        st, _, b = request(port, 'GET', '/v1/cards/a', bot, headers=['X-Trace: a\tb'])
+        check(st == 200, 'a tab in a header value is fine: %d %r' % (st, b[:200]))
+
+        # Two Transfer-Encoding lines: 400 and closed, the body never read, nothing created.
+        smuggled = b'GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n'
+        out, closed = raw(port, b'POST /v1/cards HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer '
+                          + bot.encode() + b'\r\nContent-Type: application/json\r\n'
+                          b'Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n'
+                          b'd\r\n{"title":"t"}\r\n0\r\n\r\n' + smuggled)
+        st, hdrs, b = parse(out)
+        check(st == 400 and is_problem(hdrs, b, 400) and closed and responses(out) == 1,
+              'two Transfer-Encoding lines -> one 400 problem+json, closed: %r' % out[:300])
+        check(b'Transfer-Encoding' in b, 'the detail names Transfer-Encoding: %r' % b)
+        # one line "chunked, gzip" stays 501; beside Content-Length stays 400
+        out, closed = raw(port, b'POST /v1/cards HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer '
+                          + bot.encode() + b'\r\nContent-Type: application/json\r\n'
+                          b'Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n')
+        check(parse(out)[0] == 501, 'Transfer-Encoding: chunked, gzip -> 501: %r' % out[:200])
+        out, closed = raw(port, b'POST /v1/cards HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer '
+                          + bot.encode() + b'\r\nContent-Type: application/json\r\n'
+                          b'Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n')
+        check(parse(out)[0] == 400, 'Transfer-Encoding beside Content-Length -> 400: %r'
+              % out[:200])
+        check(n_cards() == before, 'no card was created by the framing requests')
+    finally:
+        srv.stop()
+
+
+CASES = [('slow', case_slow), ('framing', case_framing), ('bytes', case_bytes), ('log', case_log),
          ('sighup', case_sighup), ('drain', case_drain)]
 
 for name, fn in CASES:

@@ -53,12 +53,41 @@ def curl(port, cafile, path, extra=()):
                           capture_output=True, text=True, timeout=30)
 
 
-def gnutls_tls11(port, cafile):
-    """True when a TLS 1.1-only handshake with 127.0.0.1:port completes."""
+def gnutls_tls11(port, cafile, said=None):
+    """True when a TLS 1.1-only handshake with 127.0.0.1:port completes; what gnutls-cli
+    printed goes into `said` (a list) when given."""
     r = subprocess.run(['gnutls-cli', '--priority', 'NORMAL:-VERS-ALL:+VERS-TLS1.1',
                         '--x509cafile', cafile, '-p', str(port), '127.0.0.1'],
                        input='', capture_output=True, text=True, timeout=30)
+    if said is not None:
+        said[:] = [(r.stdout + r.stderr)[-600:]]
     return 'Handshake was completed' in r.stdout + r.stderr
+
+
+def tls11_control(cert, key):
+    """The control: gnutls-cli completes a TLS 1.1 handshake with a gnutls-serv that allows
+    it. The port comes from free_port(), so another test starting at the same moment can
+    take it before gnutls-serv binds (seen once in CI under ASan): then gnutls-serv exits and
+    the control is tried again on a new port, up to three times. Returns (ok, detail)."""
+    said = ['']
+    for attempt in range(3):
+        cport = free_port()
+        ctl = subprocess.Popen(['gnutls-serv', '--priority', 'NORMAL:+VERS-TLS1.1',
+                                '--x509certfile', cert, '--x509keyfile', key, '-p',
+                                str(cport)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            ok = wait_for(lambda: ctl.poll() is not None or gnutls_tls11(cport, cert, said),
+                          20)
+            if ok and ctl.poll() is None:
+                return True, ''
+        finally:
+            if ctl.poll() is None:
+                ctl.terminate()
+            _, err = ctl.communicate(timeout=10)
+        said.append('attempt %d: gnutls-serv rc=%s %s' % (attempt + 1, ctl.returncode,
+                                                            (err or '')[-300:]))
+    return False, ' | '.join(said)
 
 
 def tls_raw(port, cafile, request, timeout=8.0):
@@ -94,17 +123,8 @@ def main():
 
         # Control: this gnutls-cli does speak TLS 1.1 to a server that allows it, so its
         # refusal below is boardd's priority string, not the client's policy.
-        cport = free_port()
-        ctl = subprocess.Popen(['gnutls-serv', '--priority', 'NORMAL:+VERS-TLS1.1',
-                                '--x509certfile', cert1, '--x509keyfile', key1, '-p',
-                                str(cport)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-        try:
-            ok = wait_for(lambda: gnutls_tls11(cport, cert1), 15)
-        finally:
-            ctl.terminate()
-            ctl.wait(timeout=10)
-        check(ok, 'control: gnutls-cli completes a TLS 1.1 handshake with gnutls-serv')
+        ok, detail = tls11_control(cert1, key1)
+        check(ok, 'control: gnutls-cli completes a TLS 1.1 handshake with gnutls-serv ' + detail)
 
         srv = bt.Server(BOARDD, os.path.join(tmp, 'data'), tokens, tmp,
                                  extra=['--tls-cert', live_cert, '--tls-key', live_key],

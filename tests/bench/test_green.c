@@ -1,7 +1,8 @@
 /* bench/green.c's coroutines: every worker runs to its end on its loop, and what it keeps
  * across a switch (locals in callee-saved registers, doubles, its stack) is what it left
  * there, whichever other workers ran meanwhile. On x86-64 the switch is green.c's own (no
- * swapcontext: stop 22 in bench/README.md); elsewhere and under ASan/TSan, ucontext. */
+ * swapcontext, which cost 2 syscalls per request: see green.c); elsewhere and under ASan/TSan,
+ * ucontext. */
 #include "bench/bench.h"
 
 #include <check.h>

@@ -186,32 +186,32 @@ def case_outcomes_and_env(srv, tmp):
 
 
 def case_outcome_refused(srv, tmp):
-    # An outcome the server refuses as asked (--on-success into a column the board lacks):
-    # the claim is still boardctl's, so it is given back at once, never left held with
-    # nobody renewing it; the job is an error (run: 2) and `work` stops (a configuration
-    # error: exit 2) instead of taking card after card into the same refusal.
+    # An outcome column the board lacks (--on-success into a column that is not there) is
+    # refused before anything is claimed (DESIGN §20): boardctl's own error (125), the card
+    # never claimed, no run made, the command never run; `work` takes no card either.
     srv.new_card('badcol1', 'oref')
-    p = boardctl(srv, ['run', '--card', 'badcol1', '--on-success', 'no_such_col', '--', 'true'])
+    flag = tmp + '/oref.ran'
+    p = boardctl(srv, ['run', '--card', 'badcol1', '--on-success', 'no_such_col', '--',
+                       'sh', '-c', 'touch %s' % flag])
     rc, out, err = finish(p)
     c = srv.card('badcol1')
-    check(rc == 2 and 'no_such_col' in err, 'run: a refused outcome is an error (2): %d %s'
-          % (rc, err))
-    check(c['claim'] is None and c['state'] == 'ready',
-          'run: the claim is released after a refused outcome: %s' % c)
+    check(rc == 125 and 'no_such_col' in err and 'nothing claimed' in err,
+          'run: an unknown outcome column is boardctl\'s error (125): %d %s' % (rc, err))
+    check(c['claim'] is None and c['state'] == 'ready' and c['claim_epoch'] == 0 and
+          not c.get('last_run_id') and not os.path.exists(flag),
+          'run: nothing claimed, no run, the command not run: %s' % c)
     for i in range(3):
         srv.new_card('badcol-w%d' % i, 'orefw')
-    count = tmp + '/oref.count'
     p = boardctl(srv, ['work', '--board', 'default', '--label', 'orefw', '--on-failure',
                        'no_such_col', '--wait-ms', '0', '--', 'sh', '-c',
-                       'echo x >> %s; exit 1' % count])
+                       'touch %s; exit 1' % flag])
     rc, out, err = finish(p)
-    with open(count) as f:
-        ran = len(f.read().split())
     cards = [srv.card('badcol-w%d' % i) for i in range(3)]
-    check(rc == 2 and ran == 1, 'work stops at the first refused outcome: rc %d, %d jobs, %s'
-          % (rc, ran, err))
-    check(all(x['claim'] is None and x['state'] == 'ready' for x in cards),
-          'work: nothing left claimed: %s' % [(x['id'], x['claim']) for x in cards])
+    check(rc == 125 and not os.path.exists(flag) and '--on-failure no_such_col' in err,
+          'work: an unknown outcome column stops it before any job: rc %d, %s' % (rc, err))
+    check(all(x['claim'] is None and x['state'] == 'ready' and x['claim_epoch'] == 0
+              for x in cards),
+          'work: nothing claimed: %s' % [(x['id'], x['claim_epoch']) for x in cards])
 
 
 def case_concurrency(srv, tmp):
@@ -273,12 +273,16 @@ def case_sigterm_forwarded(srv, tmp):
 
 def sleeper(srv, tmp, cid, label, *flags):
     """Card `cid` labelled `label`, taken by `boardctl work --label label flags...` whose
-    command writes its pid to tmp/<label>.pid and sleeps 60 s: (boardctl, the command's pid)."""
+    command writes its pid to tmp/<label>.pid and sleeps 60 s: (boardctl, the command's pid),
+    once the card is in the running column."""
     srv.new_card(cid, label)
     p = boardctl(srv, ['work', '--board', 'default', '--label', label] + list(flags) +
                  ['--', 'sh', '-c', 'echo $$ > %s/%s.pid; exec sleep 60' % (tmp, label)])
     pid = read_pid('%s/%s.pid' % (tmp, label))
     check(pid is not None, 'command started')
+    # the card enters the running column as its job starts (DESIGN §20)
+    check(wait_for(lambda: srv.card(cid)['state'] == 'in_progress', 10),
+          'the card entered in_progress')
     return p, pid
 
 
@@ -299,7 +303,7 @@ def case_kill9(srv, tmp):
     if c:
         st, run = srv.api('GET', '/v1/runs/' + c['last_run_id'])
         check(run['status'] == 'failed_resumable', 'orphaned run promoted: %s' % run)
-    check(srv.card('k9')['state'] == 'ready', 'back in the pool')
+    check(srv.card('k9')['state'] == 'in_progress', 'back in the pool (in_progress is eligible)')
     del marker
 
 
@@ -317,12 +321,13 @@ def case_sigstop(srv, tmp):
     rc, out, err = finish(p)
     check(wait_for(lambda: not alive(pid), 5), 'the command was killed after SIGCONT')
     check('lost' in err, 'reported lost: %s' % err)
+    # (the reaper's own writes, machine events, may still land: they are not boardctl's)
     late = [e for e in srv.events_after(seq)
             if e.get('card_id') == 'stop' and e['type'] != 'card_claimed'
-            and (e.get('payload') or {}).get('marker') == marker]
+            and not e.get('machine') and (e.get('payload') or {}).get('marker') == marker]
     check(not late, 'no late write landed: %s' % late)
     c = srv.card('stop')
-    check(c['state'] == 'ready', 'state untouched by the stale holder: %s' % c['state'])
+    check(c['state'] == 'in_progress', 'state (the running column) untouched by the stale holder: %s' % c['state'])
 
     # The sharper shape: the command ENDS while boardctl sleeps past its lease. On waking it
     # must not write that outcome (the server would refuse it; boardctl does not even try).
@@ -331,6 +336,8 @@ def case_sigstop(srv, tmp):
                        '--max-jobs', '1', '--', 'sh', '-c',
                        'echo $$ > %s/ss2.pid; sleep 2' % tmp])
     pid = read_pid(tmp + '/ss2.pid')
+    check(wait_for(lambda: srv.card('stop2')['state'] == 'in_progress', 10),
+          'the card entered in_progress')
     epoch = srv.card('stop2')['claim_epoch']
     os.kill(p.pid, signal.SIGSTOP)
     wait_for(lambda: not alive(pid), 10)
@@ -341,7 +348,7 @@ def case_sigstop(srv, tmp):
     check('lost' in err and 'after the lease' in err, 'late exit reported lost: %s' % err)
     check(not [e for e in srv.events_after(seq) if e.get('card_id') == 'stop2'],
           'nothing written for it after waking')
-    check(srv.card('stop2')['state'] == 'ready', 'not filed done by the stale holder')
+    check(srv.card('stop2')['state'] == 'in_progress', 'not filed done by the stale holder')
 
 
 def case_revoke(srv, tmp):
@@ -359,7 +366,7 @@ def case_revoke(srv, tmp):
     rc, out, err = finish(p)
     check('lost' in err and 'renew refused' in err, 'revoke seen as a refused renew: %s' % err)
     c = srv.card('rev')
-    check(c['claim'] is None and c['state'] == 'ready', 'nothing written after: %s' % c)
+    check(c['claim'] is None and c['state'] == 'in_progress', 'nothing written after: %s' % c)
     del t0
 
 
@@ -378,6 +385,8 @@ def case_token_removed(srv, tmp):
                        'sh', '-c', 'echo $$ > %s; exec sleep 60' % pidf],
                  env={'BOARDD_TOKEN': gone})
     check(read_pid(pidf) is not None, 'command started')
+    check(wait_for(lambda: srv.card('tokgone')['state'] == 'in_progress', 10),
+          'the card entered in_progress')
     with open(tokens) as f:
         doc = json.load(f)
     doc['tokens'] = [t for t in doc['tokens'] if t['name'] != 'worker-gone']
@@ -388,8 +397,23 @@ def case_token_removed(srv, tmp):
     check(wait_for(lambda: srv.api('GET', '/v1/cards', token=gone)[0] == 401, 10),
           'the removed token is refused after SIGHUP')
     rc, out, err = finish(p, 30)
-    check(rc == 3 and 'renew refused' in err and '401' in err,
+    check(rc == 123 and 'renew refused' in err and '401' in err,
           'a renew answered 401 is a loss at once: %d %s' % (rc, err))
+
+
+def moved_in(srv, card):
+    """The card is in in_progress and the event of that move is in the events listing (a
+    later listing must not see it as new)."""
+    if srv.card(card)['state'] != 'in_progress':
+        return False
+    seq = 0
+    while True:
+        ev = srv.events_after(seq)
+        if not ev:
+            return False
+        if any(e['type'] == 'card_state_changed' and e.get('card_id') == card for e in ev):
+            return True
+        seq = ev[-1]['seq']
 
 
 def case_operator_cancel(srv, tmp):
@@ -397,7 +421,7 @@ def case_operator_cancel(srv, tmp):
     # is refused 409 run_final and the run reads cancelled. An operator cancel is never
     # auto-routed (DESIGN §6 "cancelled | keep", ADR-096 point 4): the command gets SIGTERM,
     # nothing is filed and nothing released (the card stays claimed in its column, parked for
-    # the operator), `run` exits 4, and `work` goes on with its next card. The command would
+    # the operator), `run` exits 124, and `work` goes on with its next card. The command would
     # end by itself after ~10 s and boardctl without the fix would then file it done.
     def job(card):
         return ('[ "$BOARDD_CARD" = %s ] || exit 0; '
@@ -407,6 +431,8 @@ def case_operator_cancel(srv, tmp):
 
     def cancel_and_check(p, card, what):
         check(read_pid('%s/%s.pid' % (tmp, card)) is not None, '%s: command started' % what)
+        check(wait_for(lambda: moved_in(srv, card), 10),
+              "%s: the card entered in_progress" % what)
         run_id = srv.card(card)['last_run_id']
         seq = srv.last_seq()
         st, run = srv.api('POST', '/v1/runs/%s/cancel' % run_id)
@@ -419,20 +445,23 @@ def case_operator_cancel(srv, tmp):
         check('cancelled by an operator' in err and card in err and run_id in err,
               '%s: reported on stderr: %s' % (what, err))
         c = srv.card(card)
-        check(c['claim'] is not None and c['state'] == 'ready' and c['last_run_id'] == run_id,
+        check(c['claim'] is not None and c['state'] == 'in_progress' and c['last_run_id'] == run_id,
               '%s: still claimed in its column, not filed: %s' % (what, c))
         st, run = srv.api('GET', '/v1/runs/' + run_id)
         check(run['status'] == 'cancelled', '%s: run stays cancelled: %s' % (what, run))
-        ev = [e['type'] for e in srv.events_after(seq) if e.get('card_id') == card]
+        evs = [e for e in srv.events_after(seq) if e.get('card_id') == card]
+        ev = [e['type'] for e in evs]
         check('card_released' not in ev and 'card_state_changed' not in ev,
-              '%s: no release, no filing: %s' % (what, ev))
+              '%s: no release, no filing: %s' % (what, [(e['type'], e.get('actor'),
+                                                          e.get('reason'), e.get('payload'))
+                                                         for e in evs]))
 
     srv.new_card('cxl1', 'cxl')
     p = boardctl(srv, ['run', '--card', 'cxl1', '--lease-ms', '1500', '--grace', '5s', '--',
                        'sh', '-c', job('cxl1')])
     run_id, seq = cancel_and_check(p, 'cxl1', 'run')
     rc, out, err = finish(p)
-    check(rc == 4, 'run: an operator cancel exits 4: %d %s' % (rc, err))
+    check(rc == 124, 'run: an operator cancel exits 124: %d %s' % (rc, err))
     kept('cxl1', run_id, seq, err, 'run')
 
     # `work`: the cancel is about that one job; the loop takes the next card.
@@ -459,7 +488,7 @@ def case_cancel_race(srv, tmp):
     # took the cancel first: the operator was answered 200 and owns the card's fate (an
     # operator cancel is never auto-routed, DESIGN §6 "cancelled | keep"). So, as the man
     # page promises: nothing filed, nothing released, the run stays cancelled without the
-    # result, `run` exits 4, and boardctl says the command had ended by itself (exit 0).
+    # result, `run` exits 124, and boardctl says the command had ended by itself (exit 0).
     def job(card, trap=''):
         fifo = '%s/%s.fifo' % (tmp, card)
         os.mkfifo(fifo)
@@ -471,6 +500,8 @@ def case_cancel_race(srv, tmp):
         p = boardctl(srv, ['--json', 'run', '--card', card, '--lease-ms', '60000', '--grace',
                            '5s', '--', 'sh', '-c', script])
         check(read_pid('%s/%s.pid' % (tmp, card)) is not None, '%s: command started' % card)
+        check(wait_for(lambda: moved_in(srv, card), 10),
+              "%s: the card entered in_progress" % card)
         run_id = srv.card(card)['last_run_id']
         st, run = srv.api('POST', '/v1/runs/%s/cancel' % run_id)
         check(st == 200 and run['status'] == 'cancelled', '%s: cancel: %d %s' % (card, st, run))
@@ -493,7 +524,7 @@ def case_cancel_race(srv, tmp):
 
     fifo, script = job('race1')
     rc, lines, err, c, run, ev, run_id = race('race1', script, fifo)
-    check(rc == 4, 'race: a job ending as it is cancelled exits 4: %d %s' % (rc, err))
+    check(rc == 124, 'race: a job ending as it is cancelled exits 124: %d %s' % (rc, err))
     check(len(lines) == 1 and lines[0]['outcome'] == 'cancelled' and
           lines[0]['exit_code'] == 0 and not lines[0]['written'],
           'race: reported cancelled, the command\'s own exit 0, nothing written: %s' % lines)
@@ -501,7 +532,7 @@ def case_cancel_race(srv, tmp):
           'race: stderr says the command had ended by itself: %s' % err)
     check('stopping the command' not in err, 'race: no signal sent to an ended command: %s'
           % err)
-    check(c['claim'] is not None and c['state'] == 'ready' and c['last_run_id'] == run_id,
+    check(c['claim'] is not None and c['state'] == 'in_progress' and c['last_run_id'] == run_id,
           'race: still claimed in its column, not filed: %s' % c)
     check(run['status'] == 'cancelled' and run['result'] is None,
           'race: the run stays cancelled, its result not written: %s' % run)
@@ -511,9 +542,9 @@ def case_cancel_race(srv, tmp):
     # boardctl told to stop (SIGTERM) just as the run is cancelled: the same (man page).
     fifo, script = job('race2', 'trap "exit 0" TERM;')
     rc, lines, err, c, run, ev, run_id = race('race2', script, fifo, stop=signal.SIGTERM)
-    check(rc == 4 and lines and lines[0]['outcome'] == 'cancelled',
-          'race+stop: exits 4, cancelled: %d %s %s' % (rc, lines, err))
-    check(c['claim'] is not None and c['state'] == 'ready' and run['status'] == 'cancelled'
+    check(rc == 124 and lines and lines[0]['outcome'] == 'cancelled',
+          'race+stop: exits 124, cancelled: %d %s %s' % (rc, lines, err))
+    check(c['claim'] is not None and c['state'] == 'in_progress' and run['status'] == 'cancelled'
           and 'card_released' not in ev and 'card_state_changed' not in ev,
           'race+stop: not filed, not released: %s %s %s' % (c, run, ev))
 
@@ -552,6 +583,8 @@ def case_server_restart(srv, tmp):
                        '--grace', '1s', '--max-jobs', '1', '--',
                        'sh', '-c', 'echo $$ > %s/ra.pid; exec sleep 60' % tmp])
     pid = read_pid(tmp + '/ra.pid')
+    check(wait_for(lambda: srv.card('away')['state'] == 'in_progress', 10),
+          'the card entered in_progress')
     epoch = srv.card('away')['claim_epoch']
     srv.stop()
     rc, out, err = finish(p, timeout=30)
@@ -559,7 +592,7 @@ def case_server_restart(srv, tmp):
     check(not alive(pid), 'command killed')
     srv.start()
     c = srv.card('away')
-    check(c['state'] == 'ready' and c['claim_epoch'] == epoch,
+    check(c['state'] == 'in_progress' and c['claim_epoch'] == epoch,
           'nothing written while away: %s' % c)
 
 
@@ -644,7 +677,7 @@ def case_unix(srv, tmp):
 
 def case_help():
     for verb in ([], ['work'], ['run'], ['cards'], ['cards', 'ls'], ['cards', 'create'],
-                 ['cards', 'move'], ['reopen'], ['events'], ['attention']):
+                 ['cards', 'move'], ['reopen'], ['events'], ['attention'], ['runs']):
         r = subprocess.run([BOARDCTL] + verb + ['--help'], capture_output=True, text=True)
         check(r.returncode == 0 and 'usage: boardctl' in r.stdout,
               '--help on %s: %d %s' % (verb, r.returncode, r.stderr))
@@ -654,7 +687,7 @@ def case_help():
         r = subprocess.run([BOARDCTL, 'work', '--board', 'b', flag, val, '--', 'true'],
                            capture_output=True, text=True)
         first = r.stderr.splitlines()[0] if r.stderr else ''
-        check(r.returncode == 2 and flag in first and val in first,
+        check(r.returncode == 125 and flag in first and val in first,
               'work %s %s says what was wrong: %d %r' % (flag, val, r.returncode, first))
 
 
@@ -743,14 +776,14 @@ def case_agent_caps(srv, tmp):
     c = srv.card('ag2')
     check(rc != 0 and 'agent token' in err and c['claim'] is None,
           'a refused mint: %d %s %s' % (rc, err.strip()[-200:], c['claim']))
-    # `work` stops at such a refusal (a configuration error, exit 2): it does not claim the
+    # `work` stops at such a refusal (a configuration error, exit 125): it does not claim the
     # card again and again, minting a failed run each time.
     srv.new_card('ag3', 'ag3')
     p = boardctl(srv, ['work', '--board', 'default', '--label', 'ag3', '--wait-ms', '0',
                        '--agent-caps', 'board.fly', '--', 'true'])
     rc, out, err = finish(p, 15)
     c = srv.card('ag3')
-    check(rc == 2 and c['claim'] is None and c['claim_epoch'] == 1,
+    check(rc == 125 and c['claim'] is None and c['claim_epoch'] == 1,
           'work stops at a refused mint: rc %d, claimed %d times' % (rc, c['claim_epoch']))
 
 

@@ -68,7 +68,7 @@ bool harness_start(struct harness *h, const struct harness_options *opt)
 		return false;
 	}
 	snprintf(spec, sizeof spec, "fs:%s/data", h->dir);
-	if (store_open(spec, &h->st, err, sizeof err) != CORE_OK) {
+	if (store_open(spec, NULL, &h->st, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "harness: store_open %s: %s\n", spec, err);
 		goto fail;
 	}

@@ -5,7 +5,7 @@
 #define BOARDD_TESTS_HARNESS_H
 
 #include "api/api.h"
-#include "store/store.h"
+#include "store/store_twins.h"
 #include "tests/common/httpc.h"
 
 #include <stdbool.h>

@@ -92,6 +92,19 @@ START_TEST(test_labels_valid)
 }
 END_TEST
 
+START_TEST(test_strv_equal)
+{
+	char *ab[] = {"a", "b"}, *ba[] = {"b", "a"}, *a[] = {"a"};
+	struct core_strv x = {ab, 2}, y = {ba, 2}, z = {a, 1}, e = {0};
+
+	ck_assert(core_strv_equal(&x, &x));
+	ck_assert(core_strv_equal(&e, &(struct core_strv){0}));
+	ck_assert(!core_strv_equal(&x, &y)); /* a list: order counts */
+	ck_assert(!core_strv_equal(&x, &z));
+	ck_assert(!core_strv_equal(&z, &e));
+}
+END_TEST
+
 START_TEST(test_time_roundtrip)
 {
 	char buf[CORE_TIME_BUF];
@@ -1074,6 +1087,39 @@ START_TEST(test_scope_allows)
 }
 END_TEST
 
+
+/* The one UTF-8 decoder (core_utf8_next): labels and run output both go through it. */
+START_TEST(test_utf8_next)
+{
+	const unsigned char e_acute[] = "\xc3\xa9", euro[] = "\xe2\x82\xac",
+			    clef[] = "\xf0\x9d\x84\x9e";
+	uint32_t cp = 0;
+
+	ck_assert_uint_eq(core_utf8_next((const unsigned char *)"a", 1, &cp), 1);
+	ck_assert_uint_eq(cp, 'a');
+	ck_assert_uint_eq(core_utf8_next(e_acute, 2, &cp), 2);
+	ck_assert_uint_eq(cp, 0xe9);
+	ck_assert_uint_eq(core_utf8_next(euro, SIZE_MAX, &cp), 3);
+	ck_assert_uint_eq(cp, 0x20ac);
+	ck_assert_uint_eq(core_utf8_next(clef, 4, &cp), 4);
+	ck_assert_uint_eq(cp, 0x1d11e);
+	/* Cut short by n (a tail trimmed mid-sequence), or by the string's NUL. */
+	ck_assert_uint_eq(core_utf8_next(euro, 2, &cp), 0);
+	ck_assert_uint_eq(core_utf8_next(e_acute, 0, &cp), 0);
+	ck_assert_uint_eq(core_utf8_next((const unsigned char *)"\xe2\x82", SIZE_MAX, &cp), 0);
+	/* Overlong, surrogate, past U+10FFFF, a lone continuation byte. */
+	ck_assert_uint_eq(core_utf8_next((const unsigned char *)"\xc0\xaf", 2, &cp), 0);
+	ck_assert_uint_eq(core_utf8_next((const unsigned char *)"\xe0\x80\xaf", 3, &cp), 0);
+	ck_assert_uint_eq(core_utf8_next((const unsigned char *)"\xed\xa0\x80", 3, &cp), 0);
+	ck_assert_uint_eq(core_utf8_next((const unsigned char *)"\xf4\x90\x80\x80", 4, &cp), 0);
+	ck_assert_uint_eq(core_utf8_next((const unsigned char *)"\x80", 1, &cp), 0);
+	/* A run's output refuses what a label refuses, and NUL too. */
+	ck_assert(core_run_output_valid("h\xc3\xa9", 3));
+	ck_assert(!core_run_output_valid("h\xc3", 2));
+	ck_assert(!core_run_output_valid("a\0b", 3));
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -1082,6 +1128,7 @@ static Suite *core_suite(void)
 	tcase_add_checked_fixture(tc, board_setup, board_teardown);
 	tcase_add_test(tc, test_ids_and_names);
 	tcase_add_test(tc, test_labels_valid);
+	tcase_add_test(tc, test_strv_equal);
 	tcase_add_test(tc, test_time_roundtrip);
 	tcase_add_test(tc, test_time_format_fast_matches_gmtime);
 	tcase_add_test(tc, test_timespec_add_ns);
@@ -1112,6 +1159,7 @@ static Suite *core_suite(void)
 	tcase_add_loop_test(tc, test_labels_transform, 0,
 			    (int)(sizeof(transform_cases) / sizeof(transform_cases[0])));
 	tcase_add_test(tc, test_events);
+	tcase_add_test(tc, test_utf8_next);
 	tcase_add_test(tc, test_card_dup_equal);
 	tcase_add_test(tc, test_promote_if_orphaned);
 	tcase_add_loop_test(tc, test_stuck_table, 0,

@@ -4,7 +4,7 @@
 - the global options of `boardctl --help`'s usage = the man page's SYNOPSIS options;
 - each option of `boardctl work --help` is a WORK AND RUN OPTIONS entry, and back, with the
   same "(default X)" when --help states one;
-- each verb's usage line (cards ls/show/create/move, reopen, events, attention) names the
+- each verb's usage line (cards ls/show/create/move, reopen, events, attention, runs) names the
   options its OTHER VERBS entry names, no more, no fewer.
 
 usage: check_boardctl.py path/to/boardctl path/to/boardctl.1
@@ -55,6 +55,11 @@ def main():
 
     top_help = help_of()
     top = flags(top_help[:top_help.index('\n\n')] if '\n\n' in top_help else '') - {'help'}
+    # `boardctl --version` is a line of its own in both
+    if 'version' in top and not re.search(r'^\.B boardctl --version$',
+                                          sections.get('SYNOPSIS', ''), re.M):
+        fail('--help has boardctl --version; the man SYNOPSIS does not')
+    top.discard('version')
     # the SYNOPSIS also shows work's --board/--card; the globals are those before "verb"
     syn_globals = flags(sections.get('SYNOPSIS', '').split('.I verb')[0])
     if top != syn_globals:
@@ -84,7 +89,8 @@ def main():
     cards = help_of('cards')
     for verb, text in (('cards ls', cards), ('cards show', cards), ('cards create', cards),
                        ('cards move', cards), ('reopen', help_of('reopen')),
-                       ('events', help_of('events')), ('attention', help_of('attention'))):
+                       ('events', help_of('events')), ('attention', help_of('attention')),
+                       ('runs', help_of('runs'))):
         m = re.search(r'^\.B %s\b(.*)$' % re.escape(verb), other, re.M)
         if not m:
             fail('the man page has no OTHER VERBS entry for %s' % verb)
@@ -94,7 +100,7 @@ def main():
             fail('boardctl %s --help has no usage line' % verb)
         elif h != mf:
             fail('%s: --help names %s, the man page %s' % (verb, sorted(h), sorted(mf)))
-    print('%d global options, %d work/run options, 7 verbs compared; %d failed'
+    print('%d global options, %d work/run options, 8 verbs compared; %d failed'
           % (len(top), len(hopts), failed))
     return 1 if failed else 0
 

@@ -273,6 +273,8 @@ def two_commands():
     run = open(os.path.join(ROOT, 'deploy', 'run.sh'), encoding='utf-8').read()
     check(re.search(r'^exec \./build/server/boardd --store fs:\./data "\$@"$', run, re.M),
           'deploy/run.sh runs boardd on fs:./data with the extra arguments')
+    check(re.search(r'^ninja -C build .*\bcli/boardctl\b', run, re.M),
+          'deploy/run.sh builds boardctl too (the README says build/cli/boardctl)')
 
 
 def main():

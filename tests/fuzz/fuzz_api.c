@@ -20,6 +20,7 @@
  * replay program uses 1 so that each file starts from an empty store). FUZZ_VERBOSE prints
  * every request line with the body of its answer. */
 #include "api/api.h"
+#include "store/store_twins.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <stdio.h>

@@ -25,7 +25,7 @@
  *
  * Generation gaps stay small (k < 32) so that most inputs exercise replay rather than the
  * refusal of a gap; a huge gap once made recovery spin (regress_journal_gap.c). */
-#include "store/store.h"
+#include "store/store_twins.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <fcntl.h>

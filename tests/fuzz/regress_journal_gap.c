@@ -7,7 +7,7 @@
  *
  * Expected: open or refuse (a generation is missing) within the deadline. The open runs in a
  * child, and the test fails when the child is still busy after the deadline. */
-#include "store/store.h"
+#include "store/store_twins.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <fcntl.h>

@@ -6,7 +6,7 @@
  *
  * Expected: the store refuses the snapshot or repairs the counter to the highest seq it
  * loaded, and every acknowledged write keeps its event across a restart. */
-#include "store/store.h"
+#include "store/store_twins.h"
 #include "tests/fuzz/fuzz.h"
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * row of the decision table, plus the races the transfer-first order exists for. */
 #include "core/core.h"
 #include "server/reaper.h"
-#include "store/store.h"
+#include "store/store_twins.h"
 #include "tests/store/sub_fixture.h"
 
 #include <check.h>

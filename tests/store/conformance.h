@@ -7,7 +7,7 @@
 #ifndef BOARDD_TESTS_STORE_CONFORMANCE_H
 #define BOARDD_TESTS_STORE_CONFORMANCE_H
 
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <check.h>
 

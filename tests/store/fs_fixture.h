@@ -2,7 +2,7 @@
 #ifndef BOARDD_TESTS_STORE_FS_FIXTURE_H
 #define BOARDD_TESTS_STORE_FS_FIXTURE_H
 
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <pthread.h>
 

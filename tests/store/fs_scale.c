@@ -14,7 +14,7 @@
  * After step 2 it times the attention lane (one run in a hundred of the tail failed).
  * -k keeps the directories. */
 #include "core/core.h"
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -3,7 +3,7 @@
 #ifndef BOARDD_TESTS_STORE_TEST_STORE_MONGO_H
 #define BOARDD_TESTS_STORE_TEST_STORE_MONGO_H
 
-#include "store/store.h"
+#include "store/store_twins.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -30,6 +30,12 @@ void close_db(struct store *st);
 void raw_update(struct store *st, const char *coll, const char *id, const char *json);
 void raw_insert(struct store *st, const char *coll, const char *json);
 void raw_delete(struct store *st, const char *coll, const char *id);
+/* The same updates on a client of their own, connected before raw_fast_open returns, so
+ * each costs one round trip (a change that must land within a few ms). */
+struct raw_fast;
+struct raw_fast *raw_fast_open(struct store *st, const char *coll);
+void raw_fast_update(struct raw_fast *r, const char *id, const char *json);
+void raw_fast_close(struct raw_fast *r);
 /* How many entries the outbox of document `id` of a collection holds (0: none, or no field). */
 size_t raw_outbox_len(struct store *st, const char *coll, const char *id);
 /* hello.localTime, read independently of the twin. */
@@ -48,5 +54,6 @@ void mongo_add_interleave(TCase *tc);
 void mongo_add_effects(TCase *tc);
 void mongo_add_tail(TCase *tc);
 void mongo_add_trips(TCase *tc);
+void mongo_add_bseq(TCase *tc);
 
 #endif

@@ -6,6 +6,7 @@
 #include "tests/store/test_store_mongo.h"
 
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -23,12 +24,11 @@
 
 START_TEST(closed_port_is_store_unavailable)
 {
-	struct store_mongo_options o = {
-		.uri = "mongodb://127.0.0.1:1/boardd_test_closed?serverSelectionTimeoutMS=300"};
+	const char *uri = "mongodb://127.0.0.1:1/boardd_test_closed?serverSelectionTimeoutMS=300";
 	struct store *st = (struct store *)1;
 	char err[256];
 
-	ck_assert_int_eq(store_mongo_open(&o, &st, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(store_open(uri, NULL, &st, err, sizeof(err)), CORE_ERR_STORE_UNAVAILABLE);
 	ck_assert_ptr_null(st);
 	ck_assert_ptr_null(strstr(err, "127.0.0.1:1")); /* the driver's words stay in the log */
 }
@@ -192,8 +192,9 @@ START_TEST(database_failure_acknowledges_nothing)
 	ck_assert_int_gt(asprintf(&uri, "%s/%s?serverSelectionTimeoutMS=500&connectTimeoutMS=500",
 				  host, db),
 			 0);
-	o.uri = uri;
-	ck_assert_int_eq(store_mongo_open(&o, &st, err, sizeof(err)), CORE_OK);
+	ck_assert_int_eq(store_open(uri, &(struct store_open_options){.mongo = &o}, &st, err,
+				    sizeof(err)),
+			 CORE_OK);
 	ck_assert_int_eq(store_ping(st), CORE_OK);
 
 	relay_cut(&r);
@@ -273,8 +274,9 @@ START_TEST(unreachable_database_answers_at_once_then_recovers)
 	ck_assert_int_gt(asprintf(&uri, "mongodb://127.0.0.1:%d/%s?serverSelectionTimeoutMS=30000",
 				  port, db),
 			 0);
-	o.uri = uri;
-	ck_assert_int_eq(store_mongo_open(&o, &st, err, sizeof(err)), CORE_OK);
+	ck_assert_int_eq(store_open(uri, &(struct store_open_options){.mongo = &o}, &st, err,
+				    sizeof(err)),
+			 CORE_OK);
 	ck_assert_int_eq(store_card_get(st, "c1", &c), CORE_OK);
 	core_card_free(c);
 	c = NULL;

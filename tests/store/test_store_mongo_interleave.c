@@ -285,8 +285,55 @@ START_TEST(owned_write_and_release_are_one_step)
 }
 END_TEST
 
+/* DESIGN §16: a refusal is decided on the document as it stands when the request is served,
+ * never on a card an earlier request read on the same thread (the API reads a card for its
+ * scope check, then writes it). Here the earlier read sees the card held by another, the
+ * card is freed behind the twin's back a moment later (one round trip, well within the 5 ms
+ * the twin once reused such a read for), and the claim that follows must succeed; the same
+ * for a holder's release after a read that saw someone else's marker. */
+START_TEST(no_refusal_from_an_earlier_read)
+{
+	struct store *st = open_fresh();
+	struct raw_fast *raw = raw_fast_open(st, "cards");
+	struct store_claim_result r;
+	struct core_card *c = NULL;
+	struct core_token t;
+	char id[16];
+	int round;
+
+	for (round = 0; round < 5; round++) {
+		snprintf(id, sizeof(id), "c%d", round);
+		create(st, id, "ready");
+		/* claim: the earlier read saw it held by w2 */
+		raw_update(st, "cards", id,
+			   "{\"$set\": {\"claim\": {\"marker\": \"w2\", \"claimed_at\": 1, "
+			   "\"lease_until\": 99999999999999, \"lease_ms\": 60000}}}");
+		ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+		ck_assert_str_eq(c->claim.marker, "w2");
+		core_card_free(c);
+		raw_fast_update(raw, id, "{\"$unset\": {\"claim\": \"\"}}");
+		ck_assert_int_eq(store_card_claim(st, id, "w1", 60000, &bot, &r), CORE_OK);
+		ck_assert(r.fresh);
+		t = (struct core_token){"w1", r.token.epoch, NULL};
+		core_card_free(r.card);
+		/* release: the earlier read saw another marker; the card is the holder's again */
+		raw_update(st, "cards", id, "{\"$set\": {\"claim.marker\": \"w3\"}}");
+		ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+		ck_assert_str_eq(c->claim.marker, "w3");
+		core_card_free(c);
+		raw_fast_update(raw, id, "{\"$set\": {\"claim.marker\": \"w1\"}}");
+		ck_assert_int_eq(store_card_release(st, id, &t, &bot, &c), CORE_OK);
+		ck_assert_ptr_null(c->claim.marker);
+		core_card_free(c);
+	}
+	raw_fast_close(raw);
+	close_db(st);
+}
+END_TEST
+
 void mongo_add_interleave(TCase *tc)
 {
+	tcase_add_test(tc, no_refusal_from_an_earlier_read);
 	tcase_add_test(tc, claim_taken_between_read_and_write);
 	tcase_add_test(tc, renew_after_a_transfer_is_refused);
 	tcase_add_test(tc, epoch_dropped_before_an_owned_write);

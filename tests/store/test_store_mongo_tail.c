@@ -1,6 +1,6 @@
-/* The Mongo twin's background readers: the waiting tail (store/mongo/mongo_events.c) — what
+/* The Mongo twin's background readers: the waiting tail (store/mongo/mongo_tail.c) — what
  * an idle long-poll asks the database, the wake-up by this process's own writes, another
- * replica's events reaching a waiting tail — and the deliverers' lease (mongo_effect.c), which
+ * replica's events reaching a waiting tail — and the deliverers' lease (mongo_deliveries.c), which
  * an idle replica no longer queries on every poll. Reads are counted through the store's
  * test_read hook ("tail": a query of `events`, "probe": a read of the events counter by _id,
  * "lease": a query of due deliveries). */

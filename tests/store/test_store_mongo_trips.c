@@ -8,6 +8,9 @@
  * counted on the calling thread (mgo_round_trips_here), pulls through the test_read hook
  * ("pull", on the thread that sends it), so the other threads' traffic does not count. */
 #include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_events.h"
+#include "store/mongo/mongo_cas.h"
 #include "tests/store/test_store_mongo.h"
 
 #include <check.h>

@@ -5,9 +5,13 @@
 # 127.0.0.1 port. Needs a JDK (javac) and Maven: deploy/deps.sh --test installs them.
 #   mongo-java-server.sh build            -> fetches the jars, compiles the server; prints its dir
 #   mongo-java-server.sh start DIR PORT   -> starts it, waits until it listens, writes DIR/pid
+#   mongo-java-server.sh start DIR PORT --stock -> the same without the shim's copies (replies
+#                                            may show the live document): only for the sanity
+#                                            run of tests/tools/mjs_inc.c (tests/tools/README.md)
 #   mongo-java-server.sh stop DIR         -> stops it
 # The jars come through Maven's own client (mongo-java-server/pom.xml is only a fetch list);
-# BoarddMongoServer.java (the server plus the `hello` command 1.47.0 lacks) is compiled with
+# BoarddMongoServer.java (the server, the `hello` command 1.47.0 lacks, and documents handed out
+# as copies made inside the collection's lock, DESIGN §16) is compiled with
 # javac directly. Everything is cached under ~/.cache/boardd-mongo-java-server; the classes
 # are rebuilt when the Java source changes.
 set -euo pipefail
@@ -42,19 +46,20 @@ build() {
 }
 
 start() {
-  local dir=$1 port=$2 home
+  local dir=$1 port=$2 stock=${3:-} home
+  [ -z "$stock" ] || [ "$stock" = --stock ] || { echo "mongo-java-server.sh: start DIR PORT [--stock]" >&2; exit 2; }
   home=$(build)
   mkdir -p "$dir"
   # A small heap: the suites' databases are small and dropped; the machine is shared.
   java -Xmx512m -XX:+UseSerialGC -cp "$home/classes:$home/lib/*" BoarddMongoServer \
-    127.0.0.1 "$port" >"$dir/mongo-java-server.log" 2>&1 &
+    127.0.0.1 "$port" $stock >"$dir/mongo-java-server.log" 2>&1 &
   echo $! >"$dir/pid"
   daemon_wait mongo-java-server.sh "$dir" "$dir/mongo-java-server.log" '^listening on '
 }
 
 case "${1:-}" in
   build) build ;;
-  start) start "$2" "$3" ;;
+  start) start "$2" "$3" "${4:-}" ;;
   stop) daemon_stop "$2" ;;
-  *) echo "usage: mongo-java-server.sh build | start DIR PORT | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: mongo-java-server.sh build | start DIR PORT [--stock] | stop DIR" >&2; exit 2 ;;
 esac

@@ -242,8 +242,10 @@ def test_whoami_and_ui(srv):
     check(h.get('referrer-policy') == 'no-referrer', 'no-referrer')
     check(h.get('cache-control') == 'no-cache', 'the index is revalidated')
     check('<script>' not in html and ' style=' not in html, 'no inline script or style')
-    assets = re.findall(r'/ui/(app\.[0-9a-f]{12}\.(?:js|css))', html)
-    check(len(assets) == 2, 'two fingerprinted assets (%s)' % assets)
+    assets = re.findall(r'/ui/([a-z]+\.[0-9a-f]{12}\.(?:js|css))', html)
+    check(sorted(a.split('.')[0] + '.' + a.split('.')[2] for a in assets) ==
+          ['app.css', 'app.js', 'board.js', 'card.js', 'stream.js'],
+          'five fingerprinted assets (%s)' % assets)
     for a in assets:
         st, _, h = srv.call('GET', '/ui/' + a, None)
         check(st == 200 and 'immutable' in h.get('cache-control', '') and 'max-age=31536000' in h.get('cache-control', ''),
@@ -252,6 +254,10 @@ def test_whoami_and_ui(srv):
     check(st == 404, 'an unfingerprinted name is 404')
     st, html2, _ = srv.call('GET', '/ui', None)
     check(st == 200 and html2 == html, '/ui is the index too')
+    # issue 30: the server's address sends a person to the UI (it answered a 404 JSON)
+    st, _, h = srv.call('GET', '/', None)
+    check(st == 302 and h.get('location') == '/ui/', 'GET / redirects to /ui/ (%s %s)'
+          % (st, h.get('location')))
 
 
 def main():

@@ -73,11 +73,21 @@ def seed(srv):
         srv.ok('PATCH', '/v1/cards/%s/state' % cid, 'op', {'to': 'blocked'})
 
 
-def sign_in(page, srv, who):
+def sign_in(page, srv, who, lane=True):
+    """Signs in; with lane, opens the Needs-attention lane (it starts folded to its bar)."""
     page.goto(srv.url + '/ui/')
     page.fill('#token', srv.tok[who])
     page.click('#login-form button[type=submit]')
     page.wait_for_selector('#board [data-column]', timeout=T)
+    if lane:
+        open_panel(page, 'attention')
+
+
+def open_panel(page, which):
+    """Unfolds the lane ('attention') or the reaper panel from its bar."""
+    if page.get_attribute('#%s-toggle' % which, 'aria-expanded') != 'true':
+        page.click('#%s-toggle' % which)
+    page.locator('#' + which).wait_for(state='visible', timeout=T)
 
 
 def in_column(col, cid):
@@ -168,7 +178,12 @@ def operator_flows(page, srv):
     page.keyboard.press('Escape')
     page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
 
-    # bulk re-queue over the current filter: preview count, then the cap
+    # bulk re-queue over the current filter: the bar opens on demand with no action chosen;
+    # preview count, then the cap, then a confirmation (a No does nothing)
+    check(not page.locator('#bulk').is_visible(), 'the bulk bar is closed until asked for')
+    page.click('#bulk-toggle')
+    check(page.locator('#bulk-action').input_value() == '' and page.locator('#bulk-preview').is_disabled(),
+          'it opens with no action chosen (no destructive default)')
     page.select_option('#f-label', 'flaky')
     check('3 of' in page.locator('#f-count').inner_text(), 'the filter matches three cards')
     page.select_option('#bulk-action', 'requeue')
@@ -176,6 +191,14 @@ def operator_flows(page, srv):
     page.click('#bulk-preview')
     out = page.locator('#bulk-out').inner_text()
     check('3 card(s)' in out and '2 will be acted on' in out, 'the preview counts and caps (%r)' % out)
+    asked = []
+    page.once('dialog', lambda d: (asked.append(d.message), d.dismiss()))
+    page.click('#bulk-apply')
+    page.wait_for_selector('#bulk-out:has-text("Nothing done")', timeout=T)
+    check(asked and 'Re-queue 2 terminal card(s)' in asked[0], 'the re-queue asks first (%s)' % asked)
+    check(sorted(srv.ok('GET', '/v1/cards/c-bulk%d' % i)['state'] for i in range(3)) == ['blocked'] * 3,
+          'and a No re-queues nothing')
+    page.once('dialog', lambda d: d.accept())
     page.click('#bulk-apply')
     page.wait_for_selector('#bulk-out:has-text("2 done")', timeout=T)
     states = sorted(srv.ok('GET', '/v1/cards/c-bulk%d' % i)['state'] for i in range(3))
@@ -231,18 +254,22 @@ def operator_flows(page, srv):
           'the board is labelled for screen readers')
 
     # the reaper panel
+    check('gate off' in page.locator('#reaper-summary').inner_text(), 'the reaper bar shows the gate')
+    open_panel(page, 'reaper')
     check('off' in page.locator('#reaper-stats').inner_text(), 'the reaper panel shows the gate')
     page.click('#reaper-pass')
     page.wait_for_selector('#reaper-out:has-text("pass done")', timeout=T)
     check(True, 'run a pass now')
 
-    # phone width: one column of columns, nothing wider than the screen
+    # phone width: the columns swiped, nothing wider than the screen (the bars folded again)
+    page.click('#bulk-toggle')
+    page.click('#reaper-toggle')
     page.set_viewport_size({'width': 390, 'height': 844})
     page.wait_for_timeout(200)
     width = page.evaluate('document.documentElement.scrollWidth')
     check(width <= 392, 'no horizontal scrolling at phone width (%d)' % width)
     shot(page, 'phone.png')
-    page.set_viewport_size({'width': 1280, 'height': 800})
+    page.set_viewport_size({'width': 1400, 'height': 900})
 
 
 def readonly_flows(page, srv):
@@ -250,7 +277,9 @@ def readonly_flows(page, srv):
     page.wait_for_selector('#attention-list li[data-card="c-fail"]', timeout=T)
     check(page.locator('#readonly').is_visible(), 'a bot token sees the read-only banner')
     check(page.locator('[data-action]').count() == 0, 'and no action buttons')
-    check(not page.locator('#bulk').is_visible(), 'no bulk actions')
+    check(not page.locator('#bulk').is_visible() and not page.locator('#bulk-toggle').is_visible(),
+          'no bulk actions')
+    check(not page.locator('#new-card').is_visible(), 'no new card')
     check(not page.locator('#reaper-pass').is_visible(), 'no reaper pass button')
     page.locator(in_column('done', 'c-base')).click()
     page.wait_for_selector('#card-body h3:has-text("Timeline")', timeout=T)
@@ -388,7 +417,7 @@ def layout_and_focus(page, srv):
         check(not over, 'nothing overflows its box at width %d (%s)' % (width, over))
         doc = page.evaluate('document.documentElement.scrollWidth')
         check(doc <= width + 2, 'no horizontal scrolling at width %d (%d)' % (width, doc))
-    page.set_viewport_size({'width': 1280, 'height': 800})
+    page.set_viewport_size({'width': 1400, 'height': 900})
     # awaiting_input is answered with a comment, from the lane; a live update of the open
     # card while the operator types keeps the draft and the focus
     item.locator('[data-action="answer"]').click()
@@ -406,13 +435,18 @@ def layout_and_focus(page, srv):
     page.wait_for_selector('#card-body .comments li:has-text("Use the staging keys.")', timeout=T)
     got = [(m['author'], m['body']) for m in srv.ok('GET', '/v1/cards/c-long')['comments']]
     check(('op', 'Use the staging keys.') in got, 'the answer is a comment by the operator (%s)' % got)
+    page.wait_for_timeout(300)  # the card view is drawn again for the comment's event
+    check(page.evaluate("document.activeElement.id") == 'comment-submit',
+          'the focus stays on Comment after the view is redrawn (%s)' % page.evaluate("document.activeElement.id"))
     check(page.input_value('#comment-body') == '', 'and the box is cleared')
     page.keyboard.press('Escape')
     page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
     check('gave up earlier' in page.locator(in_column('ready', 'c-gave')).inner_text(),
           'a give-up answered by a reopen shows as history on the chip, not as a reason')
-    check('gave up: run_pruned' in page.locator(in_column('blocked', 'c-gave2')).inner_text(),
-          'a standing one as a reason')
+    # textContent: a chip scrolled out of its column is not laid out (content-visibility),
+    # and innerText, which is layout's text, is empty there
+    standing = page.locator(in_column('blocked', 'c-gave2')).text_content()
+    check('gave up: run_pruned' in standing, 'a standing one as a reason (%r)' % standing)
     # keyboard: Re-queue of c-gave2 from the lane; its item leaves, the focus goes on
     page.focus('#attention-list li[data-card="c-gave2"] [data-action="requeue"]')
     page.keyboard.press('Enter')
@@ -535,7 +569,7 @@ def main():
         with sync_playwright() as p:
             ctx = p.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True, args=ARGS,
-                viewport={'width': 1280, 'height': 800})
+                viewport={'width': 1400, 'height': 900})
             errors = []
             try:
                 for flow in (operator_flows, readonly_flows, action_errors, layout_and_focus,

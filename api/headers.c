@@ -1,0 +1,214 @@
+/* The request's headers: the ones boardd reads, found in one pass (api_req_header), and the
+ * checks on them made before routing -- no NUL or control byte in the request target or a
+ * header, the body's framing (Content-Length, Transfer-Encoding) and the JSON media type. */
+#include "api/api_int.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+bool api_json_media_type(const char *ct)
+{
+	size_t n = strlen("application/json");
+
+	while (ct && *ct == ' ')
+		ct++;
+	return ct && strncasecmp(ct, "application/json", n) == 0 &&
+	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* ---- the request's headers, read in one pass ----
+ * Each MHD_lookup_connection_value walks every header with a caseless compare; the framing
+ * check walked them all once more. One walk now finds the first of each header boardd reads
+ * (what the lookup returns) and whether two Content-Length headers disagree. */
+static const struct {
+	const char *name;
+	size_t len;
+} head_names[API_HDR_N] = {
+#define HEAD(id, name) [id] = {name, sizeof(name) - 1}
+	HEAD(API_HDR_CONTENT_LENGTH, MHD_HTTP_HEADER_CONTENT_LENGTH),
+	HEAD(API_HDR_TRANSFER_ENCODING, MHD_HTTP_HEADER_TRANSFER_ENCODING),
+	HEAD(API_HDR_CONTENT_TYPE, MHD_HTTP_HEADER_CONTENT_TYPE),
+	HEAD(API_HDR_AUTHORIZATION, MHD_HTTP_HEADER_AUTHORIZATION),
+	HEAD(API_HDR_IF_MATCH, MHD_HTTP_HEADER_IF_MATCH),
+#undef HEAD
+};
+
+/* A NUL or a control byte (but HTAB) in [s, s+n): a NUL cuts the C string libmicrohttpd
+ * hands out short of the length it counted, and what follows it would be read by nobody
+ * here but by whatever reads the raw line (a proxy, a log). */
+bool api_has_ctl(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f)
+			return true;
+	return false;
+}
+
+/* Are [from, to) between `min` and `max` bytes, all NUL? libmicrohttpd reads the head in
+ * place: each line's CR and LF become NULs and the next line starts right after them. */
+static bool nul_gap(const char *from, const char *to, size_t min, size_t max)
+{
+	size_t n, i;
+
+	if (!from || !to || (uintptr_t)to < (uintptr_t)from)
+		return false;
+	n = (size_t)((uintptr_t)to - (uintptr_t)from);
+	if (n < min || n > max)
+		return false;
+	for (i = 0; i < n; i++)
+		if (from[i])
+			return false;
+	return true;
+}
+
+/* A NUL inside a header's value: libmicrohttpd counts the value with strlen, so it ends
+ * there, and the rest of the line ("Authorization: Bearer <token><NUL>garbage") is read by
+ * nobody here. Seen from where the value ends: the next line (this header's key) starts one
+ * or two NULs (LF, CRLF) after the previous line's end; a longer or non-NUL gap is what the
+ * NUL hid. (A line folded onto the next -- obs-fold -- moves the value out of the buffer and
+ * is refused the same way: RFC 7230 §3.2.4 allows the 400.) */
+static bool head_line_ok(struct api_req *r, const char *key, const char *value,
+			 size_t value_size)
+{
+	bool ok = !r->hdr.line_end || nul_gap(r->hdr.line_end, key, 1, 2);
+
+	r->hdr.line_end = value ? value + value_size : NULL;
+	return ok;
+}
+
+static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char *key,
+				 size_t key_size, const char *value, size_t value_size)
+{
+	struct api_req *r = cls;
+	size_t n = strlen(key), i;
+
+	(void)kind;
+	if (!head_line_ok(r, key, value, value_size) && !r->hdr.bad)
+		r->hdr.bad = key;
+	if (!r->hdr.bad && (n != key_size || api_has_ctl(key, n) ||
+			    (value && api_has_ctl(value, value_size))))
+		r->hdr.bad = key;
+	for (i = 0; i < API_HDR_N; i++) {
+		if (n != head_names[i].len || strcasecmp(key, head_names[i].name) != 0)
+			continue;
+		if (i == API_HDR_CONTENT_LENGTH && r->hdr.v[i] &&
+		    strcmp(r->hdr.v[i], value ? value : "") != 0)
+			r->hdr.cl_disagree = true;
+		if (i == API_HDR_AUTHORIZATION && r->hdr.v[i])
+			r->hdr.auth_twice = true;
+		if (i == API_HDR_TRANSFER_ENCODING && r->hdr.v[i])
+			r->hdr.te_twice = true;
+		if (!r->hdr.v[i])
+			r->hdr.v[i] = value ? value : "";
+		break;
+	}
+	return MHD_YES;
+}
+
+static void head_scan(struct api_req *r)
+{
+	if (r->hdr.scanned)
+		return;
+	r->hdr.scanned = true;
+	MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, head_each, r);
+}
+
+const char *api_req_header(struct api_req *r, enum api_hdr h)
+{
+	head_scan(r);
+	return r->hdr.v[h];
+}
+
+bool api_request_has_body(struct api_req *r)
+{
+	const char *cl = api_req_header(r, API_HDR_CONTENT_LENGTH);
+
+	return (cl && strcmp(cl, "0") != 0) || api_req_header(r, API_HDR_TRANSFER_ENCODING);
+}
+
+/* The body's framing, before anything else: a request whose length is in doubt is refused
+ * and its connection closed, so no byte of it is ever read as a next request (smuggling
+ * behind a proxy that framed it the other way). */
+enum core_rc api_framing_check(struct api_req *r)
+{
+	struct {
+		const char *first;
+		bool disagree;
+	} c = {api_req_header(r, API_HDR_CONTENT_LENGTH), r->hdr.cl_disagree};
+	const char *te = api_req_header(r, API_HDR_TRANSFER_ENCODING);
+
+	if (r->hdr.te_twice) {
+		/* One proxy joins the lines ("chunked, gzip": 501 here), another reads the first
+		 * or the last: a body framed one way here may be framed another way there. */
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "two Transfer-Encoding headers");
+	}
+	if (c.disagree) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"two Content-Length headers that disagree");
+	}
+	if (te && strcasecmp(te, "chunked") != 0) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_NOT_IMPLEMENTED,
+				"Transfer-Encoding \"%.64s\" is not supported (only chunked)", te);
+	}
+	if (te && c.first) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"both Transfer-Encoding and Content-Length");
+	}
+	return CORE_OK;
+}
+
+/* Where the head ends: libmicrohttpd counts it from the method (where the request line
+ * starts in its buffer) through the empty line. NULL when it does not say. */
+static const char *method_head_end(struct api_req *r)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+
+	return ci && r->method && ci->header_size ? r->method + ci->header_size : NULL;
+}
+
+enum core_rc api_bytes_check(struct api_req *r, const char *version)
+{
+	/* libmicrohttpd ends the target where the request line's last space was (the version
+	 * starts after it) but hands out a C string: a NUL inside the target cuts it there,
+	 * and "DELETE /v1/cards/a<NUL>zzz" would name card a. on_uri saw that string (uri_raw,
+	 * uri_len); the version still begins past the whole target. */
+	if (r->uri_raw && version && *version &&
+	    (uintptr_t)version > (uintptr_t)r->uri_raw + r->uri_len + 1) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "a NUL byte in the request target");
+	}
+	if (r->uri_ctl) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "a control character in the request target");
+	}
+	/* the request line ends after the version; the head after an empty line */
+	if (!r->hdr.scanned && version && *version)
+		r->hdr.line_end = version + strlen(version);
+	head_scan(r);
+	if (!r->hdr.bad && r->hdr.line_end && method_head_end(r) &&
+	    !nul_gap(r->hdr.line_end, method_head_end(r), 2, 4))
+		r->hdr.bad = "(the last)";
+	if (r->hdr.bad) {
+		char name[64];
+
+		snprintf(name, sizeof name, "%s", r->hdr.bad);
+		api_text_utf8(name);
+		for (size_t i = 0; name[i]; i++)
+			if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+				name[i] = '?';
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"a NUL byte or a control character in header %s", name);
+	}
+	return CORE_OK;
+}

@@ -1,0 +1,3 @@
+module github.com/boardd/boardd/clients/go
+
+go 1.21

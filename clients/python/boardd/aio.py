@@ -1,0 +1,56 @@
+"""asyncio for the worker (DESIGN §19): AsyncWorker runs `async def handler(job)` coroutines
+on the caller's event loop while the claiming, renewing and filing machinery of Worker runs on
+its threads. When the claim is lost the handler's task is cancelled (CancelledError at its next
+await), as well as job.cancelled being set. The job's blocking writes are reached with
+`await asyncio.to_thread(job.comment, ...)`."""
+import asyncio
+import concurrent.futures
+import signal
+
+from .errors import ClaimLost
+from .worker import Worker
+
+__all__ = ['AsyncWorker']
+
+
+class AsyncWorker:
+    """AsyncWorker(client, board, handler, concurrency=N, ...): the arguments of Worker, with
+    `handler` an async function. `await worker.run()`; worker.stop() from anywhere."""
+
+    def __init__(self, client, board, handler, **kw):
+        self._handler = handler
+        self._loop = None
+        self.worker = Worker(client, board, self._call, **kw)
+
+    @property
+    def stats(self):
+        return dict(self.worker.stats)
+
+    def _call(self, job):
+        fut = asyncio.run_coroutine_threadsafe(self._handler(job), self._loop)
+        job.on_cancel(fut.cancel)
+        try:
+            return fut.result()
+        except concurrent.futures.CancelledError:
+            raise ClaimLost(0, 'claim_lost', 'card %s: %s' % (job.id, job.cancel_reason)) \
+                from None
+
+    def stop(self):
+        self.worker.stop()
+
+    async def run(self, max_jobs=None, handle_signals=True):
+        """Works until stop(), SIGTERM/SIGINT (when handle_signals), or max_jobs; the stats."""
+        self._loop = asyncio.get_running_loop()
+        sigs = []
+        if handle_signals:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    self._loop.add_signal_handler(s, self.stop)
+                    sigs.append(s)
+                except (NotImplementedError, RuntimeError):
+                    pass
+        try:
+            return await asyncio.to_thread(self.worker.run, max_jobs, False)
+        finally:
+            for s in sigs:
+                self._loop.remove_signal_handler(s)

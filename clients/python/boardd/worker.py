@@ -1,0 +1,598 @@
+"""The worker (DESIGN §19, §12, §17, §18, §20): Worker(client, board, handler, concurrency=N)
+claims cards with claim-next (long-poll; `count` when the server takes it), creates a run per
+card, calls handler(job) on a thread of its own, and meanwhile keeps every held claim alive:
+one renew per tick for all of them (POST /v1/claims/renew; one by one where the server has no
+such route) and a heartbeat of each run. When the handler returns, the run gets its result (or
+its error) and the card is filed (on_success / on_failure, or back to the pool with `retry`)
+and released, each write fenced by the claim's epoch.
+
+The claim can be lost while the handler works: a renew refused (the claim was revoked,
+reclaimed, or the card deleted), or no renew acknowledged before the lease ends (measured
+here, from the moment each acknowledged renew was sent: a worker cut off from its server knows
+when it stopped owning the card). Then job.cancelled is set at once and nothing more is written
+for that card: the job's own writes (job.comment, job.output, ...) raise ClaimLost before they
+are sent, and the server would refuse them anyway (claim_conflict).
+
+Stopping (stop(), or SIGTERM/SIGINT while run() holds the main thread): no new claims; running
+jobs get `grace` seconds to finish; then they are cancelled (job.cancel_reason 'stopping'), a
+job that ends by raising gets its run marked failed_resumable and its claim released, and a
+handler that does not return within a further `grace` has its claim released for it.
+"""
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+
+from .errors import (BadRequest, Busy, ClaimConflict, ClaimLost, BoarddError, MethodNotAllowed,
+                     NotFound, RunFinal, StoreUnavailable, TransportError)
+
+__all__ = ['Worker', 'Job', 'Retry']
+
+log = logging.getLogger('boardd.worker')
+_TRANSIENT = (TransportError, StoreUnavailable, Busy)
+_now = time.monotonic
+
+
+class Retry(Exception):
+    """Raised by a handler: the card goes back to the pool with one more attempt and a backoff
+    (DESIGN §17 `retry`), instead of being filed into on_failure."""
+
+
+class Job:
+    """One claimed card while its handler runs. card: the card (dict); id, board, marker,
+    epoch, lease_ms; run_id; cancelled: a threading.Event set when the claim is lost (or the
+    worker stops past its grace), with cancel_reason saying which."""
+
+    def __init__(self, worker, card, token, sent_at):
+        self.worker = worker
+        self.client = worker.client
+        self.card = card
+        self.id = card['id']
+        self.board = card.get('board', worker.board)
+        self.marker = token['marker']
+        self.epoch = token['epoch']
+        self.lease_ms = int(token.get('lease_ms') or 60000)
+        self.renew_after_ms = int(token.get('renew_after_ms') or self.lease_ms // 3)
+        self.lease_end = sent_at + self.lease_ms / 1000.0  # local, from the claim's send time
+        self.run_id = None
+        self.cancelled = threading.Event()
+        self.cancel_reason = None
+        self.parked = False     # an operator cancelled the run: neither filed nor released
+        self.abandoned = False  # released for the handler after the grace: it writes nothing
+        self._on_cancel = []
+
+    # ---- the cancel token ----
+
+    def is_cancelled(self):
+        return self.cancelled.is_set()
+
+    def wait(self, timeout=None):
+        """Sleeps up to timeout seconds; True as soon as the job is cancelled."""
+        return self.cancelled.wait(timeout)
+
+    def check(self):
+        """Raises ClaimLost when the job is cancelled."""
+        if self.cancelled.is_set():
+            raise ClaimLost(0, 'claim_lost', 'card %s: %s' % (self.id, self.cancel_reason))
+
+    def on_cancel(self, fn):
+        """fn() is called (once, from the thread that sees the loss) when the job is cancelled."""
+        self._on_cancel.append(fn)
+        if self.cancelled.is_set():
+            fn()
+
+    def _cancel(self, reason):
+        if self.cancelled.is_set():
+            return False
+        self.cancel_reason = reason
+        self.cancelled.set()
+        for fn in self._on_cancel:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a callback must not stop the others
+                log.exception('on_cancel callback')
+        return True
+
+    def _lost(self):
+        return self.cancelled.is_set() and self.cancel_reason != 'stopping'
+
+    # ---- the holder's own writes, fenced, refused locally once the claim is lost ----
+
+    def _fenced(self, fn):
+        self.check()
+        try:
+            return fn()
+        except ClaimConflict:
+            self.worker._lose(self, 'claim_conflict')
+            raise
+
+    def comment(self, body):
+        return self._fenced(lambda: self.client.comment(self.id, body, self.marker, self.epoch))
+
+    def output(self, text):
+        """Appends to the run's output (§20); a server without the route: nothing (None)."""
+        if self.worker._has['output'] is False or self.run_id is None:
+            self.check()
+            return None
+        try:
+            r = self._fenced(lambda: self.client.append_output(self.run_id, self.marker, text))
+            self.worker._has['output'] = True
+            return r
+        except (NotFound, MethodNotAllowed) as e:
+            # the run exists: the route does not (a server before §20)
+            if self.worker._has['output'] is None and 'route' in e.detail:
+                self.worker._has['output'] = False
+                return None
+            raise
+
+    def update_run(self, **fields):
+        return self._fenced(lambda: self.client.update_run(self.run_id, self.marker, **fields))
+
+    def set_awaiting_input(self, awaiting_input):
+        return self._fenced(lambda: self.client.set_awaiting_input(
+            self.id, self.marker, self.epoch, awaiting_input))
+
+    def set_state(self, to, reason=None):
+        """Moves the card (still held) to another column."""
+        return self._fenced(lambda: self.client.set_state(
+            self.id, to, reason=reason, marker=self.marker, epoch=self.epoch))
+
+
+class Worker:
+    """Worker(client, board, handler, concurrency=1, columns=None, labels=None, ...).
+
+    handler(job) -> result (any JSON value) is success; raising Retry sends the card back
+    (§17); any other exception is a failure (its text becomes the run's error). on_failure may
+    be 'retry' to send every failure back. lease_ms: None for the server's default. wait_ms:
+    the claim-next long-poll. marker: the claims' marker (default host-pid-random)."""
+
+    def __init__(self, client, board, handler, concurrency=1, columns=None, labels=None,
+                 lease_ms=None, on_success='done', on_failure='blocked', marker=None,
+                 wait_ms=5000, grace=10.0):
+        if concurrency < 1:
+            raise ValueError('concurrency must be >= 1')
+        self.client = client
+        self.board = board
+        self.handler = handler
+        self.concurrency = concurrency
+        self.columns = list(columns) if columns else None
+        self.labels = list(labels) if labels else None
+        self.lease_ms = lease_ms
+        self.on_success = on_success
+        self.on_failure = on_failure
+        self.marker = marker or '%s-%d-%s' % (socket.gethostname()[:40], os.getpid(),
+                                              uuid.uuid4().hex[:8])
+        self.wait_ms = wait_ms
+        self.grace = grace
+        self.stats = {k: 0 for k in ('claimed', 'succeeded', 'failed', 'retried', 'lost',
+                                     'stopped', 'parked', 'errors')}
+        # what the server has (None: not known yet): claim-next count, batched renew (§18),
+        # release with retry (§17), run output (§20)
+        self._has = {'count': None, 'renew_many': None, 'retry': None, 'output': None}
+        self._cv = threading.Condition()
+        self._held = {}         # card id -> Job
+        self._free = concurrency
+        self._jobs = queue.Queue()
+        self._stopping = threading.Event()
+        self._finished = threading.Event()
+        self._claimed_total = 0
+        self._max_jobs = None
+        self._error = None
+
+    # ---- public ----
+
+    def stop(self):
+        """Stops claiming; run() then lets running jobs finish within the grace."""
+        self._stopping.set()
+        with self._cv:
+            self._cv.notify_all()
+
+    def run(self, max_jobs=None, handle_signals=True):
+        """Works until stop() (or SIGTERM/SIGINT), or until max_jobs cards were claimed and
+        finished. Returns the stats. A refusal of claim-next itself (403, 422: a wrong board,
+        column or token) stops the worker and is raised."""
+        self._max_jobs = max_jobs
+        old = {}
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGTERM, signal.SIGINT):
+                old[s] = signal.signal(s, lambda *_: self.stop())
+        threads = [threading.Thread(target=self._slot, name='boardd-job-%d' % i, daemon=True)
+                   for i in range(self.concurrency)]
+        threads += [threading.Thread(target=self._renew_loop, name='boardd-renew', daemon=True),
+                    threading.Thread(target=self._watch_loop, name='boardd-watch', daemon=True)]
+        pollers = [threading.Thread(target=self._poll_loop, name='boardd-poll-0', daemon=True)]
+        for t in threads + pollers:
+            t.start()
+        try:
+            while not self._stopping.is_set():
+                self._stopping.wait(0.2)
+                if self._all_done():
+                    break
+                # claim-next refused count: claim one card at a time, one poller per slot
+                if self._has['count'] is False and len(pollers) == 1 and self.concurrency > 1:
+                    for i in range(1, self.concurrency):
+                        t = threading.Thread(target=self._poll_loop, daemon=True,
+                                             name='boardd-poll-%d' % i)
+                        t.start()
+                        pollers.append(t)
+            self._stopping.set()
+            stopped_at = _now()  # the grace counts from here
+            with self._cv:
+                self._cv.notify_all()
+            # a long-poll in flight may still claim: its poller gives the cards back
+            for t in pollers:
+                t.join(self.wait_ms / 1000.0 + self.client.timeout)
+            self._drain(stopped_at)
+        finally:
+            self._finished.set()
+            with self._cv:
+                self._cv.notify_all()
+            for _ in range(self.concurrency):
+                self._jobs.put(None)
+            for s, h in old.items():
+                signal.signal(s, h)
+        if self._error:
+            raise self._error
+        return dict(self.stats)
+
+    # ---- claiming ----
+
+    def _all_done(self):
+        with self._cv:
+            return (self._max_jobs is not None and self._claimed_total >= self._max_jobs
+                    and not self._held and self._free == self.concurrency)
+
+    def _poll_loop(self):
+        delay = 0.2
+        while not self._stopping.is_set():
+            with self._cv:
+                while self._free == 0 and not self._stopping.is_set():
+                    self._cv.wait(1.0)
+                if self._stopping.is_set():
+                    return
+                n = self._free if self._has['count'] is not False else 1
+                if self._max_jobs is not None:
+                    n = min(n, self._max_jobs - self._claimed_total)
+                    if n <= 0:
+                        return
+                n = min(n, 100)
+                self._free -= n
+                self._claimed_total += n
+            got = []
+            try:
+                got = self._claim(n)
+                delay = 0.2
+            except _TRANSIENT as e:
+                log.warning('claim-next: %s; again in %.1f s', e, delay)
+                self._stopping.wait(delay)
+                delay = min(delay * 2, 5.0)
+            except BoarddError as e:
+                log.error('claim-next refused: %s', e)
+                self._error = e
+                self.stop()
+            with self._cv:
+                self._free += n - len(got)
+                self._claimed_total -= n - len(got)
+                self._cv.notify_all()
+            for job in got:
+                if self._stopping.is_set():  # claimed while stopping: given back at once
+                    self._release(job)
+                    self._slot_done(job)
+                else:
+                    self._jobs.put(job)
+
+    def _claim(self, n):
+        kw = dict(lease_ms=self.lease_ms, columns=self.columns, labels=self.labels,
+                  wait_ms=self.wait_ms)
+        sent = _now()
+        use_count = n > 1 and self._has['count'] is not False
+        try:
+            ans = self.client.claim_next(self.board, self.marker, count=n if use_count else None,
+                                         **kw)
+        except BadRequest as e:
+            if not use_count or self._has['count'] is not None or 'count' not in e.detail:
+                raise
+            self._has['count'] = False  # a server before §18: one card per call
+            log.info('claim-next: no count on this server; claiming one card at a time')
+            return []
+        if use_count:
+            self._has['count'] = True
+        if not ans:
+            return []
+        pairs = ans['claims'] if 'claims' in ans else [ans]
+        jobs = [Job(self, p['card'], p['token'], sent) for p in pairs]
+        with self._cv:
+            for j in jobs:
+                self._held[j.id] = j
+            self.stats['claimed'] += len(jobs)
+            self._cv.notify_all()
+        return jobs
+
+    # ---- one job ----
+
+    def _slot(self):
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                self._work(job)
+            except Exception:  # noqa: BLE001 - a slot never dies
+                log.exception('card %s', job.id)
+                self._count('errors')
+            finally:
+                self._slot_done(job)
+
+    def _slot_done(self, job):
+        with self._cv:
+            if self._held.get(job.id) is job:
+                del self._held[job.id]
+            self._free += 1
+            self._cv.notify_all()
+
+    def _count(self, k):
+        with self._cv:
+            self.stats[k] += 1
+
+    def _write(self, job, fn):
+        """One fenced write, retried while no answer comes (network, 503) and the lease lasts.
+        A job already lost writes nothing (ClaimLost)."""
+        delay = 0.1
+        while True:
+            if job._lost() or job.abandoned:
+                raise ClaimLost(0, 'claim_lost', 'card %s: %s' % (job.id, job.cancel_reason))
+            try:
+                return fn()
+            except ClaimConflict:
+                self._lose(job, 'claim_conflict')
+                raise
+            except _TRANSIENT:
+                if _now() + delay >= job.lease_end:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _work(self, job):
+        c = self.client
+        try:
+            run = self._write(job, lambda: c.create_run(job.id, job.marker, 'running',
+                                                        lease_ms=job.lease_ms))
+            job.run_id = run['id']
+            self._write(job, lambda: c.set_last_run(job.id, job.marker, job.epoch, job.run_id))
+        except (ClaimLost, ClaimConflict):
+            self._count('lost')
+            return
+        except BoarddError as e:
+            log.error('card %s: the run could not be started: %s', job.id, e)
+            self._count('errors')
+            self._release(job)
+            return
+        outcome, value = 'ok', None
+        try:
+            value = self.handler(job)
+        except Retry as e:
+            outcome, value = 'retry', e
+        except Exception as e:  # noqa: BLE001 - the handler's failure is the job's
+            outcome, value = 'error', e
+        self._finish(job, outcome, value)
+
+    def _finish(self, job, outcome, value):
+        c = self.client
+        if job._lost():
+            self._count('lost')
+            return
+        if job.abandoned:  # counted when its claim was released for it
+            return
+        if job.parked:
+            self._count('parked')
+            return
+        stopping = job.cancel_reason == 'stopping' and outcome != 'ok'
+        if stopping:
+            status, key = 'failed_resumable', 'stopped'
+        elif outcome == 'ok':
+            status, key = 'finished', 'succeeded'
+        elif outcome == 'retry' or self.on_failure == 'retry':
+            status, key = 'failed_resumable', 'retried'
+        else:
+            status, key = 'failed', 'failed'
+        fields = {'status': status}
+        if outcome == 'ok':
+            fields['result'] = value
+        else:
+            fields['error'] = ('%s: %s' % (type(value).__name__, value))[:4000]
+        try:
+            try:
+                self._write(job, lambda: c.update_run(job.run_id, job.marker, **fields))
+            except RunFinal:  # an operator cancelled the run: parked, as boardctl does
+                job.parked = True
+                with self._cv:
+                    self._held.pop(job.id, None)
+                self._count('parked')
+                return
+            if stopping:
+                self._release(job)
+            elif status == 'failed_resumable':
+                self._release(job, retry=True)
+            else:
+                to = self.on_success if outcome == 'ok' else self.on_failure
+                reason = 'run_finished' if outcome == 'ok' else 'run_failed'
+                try:
+                    self._write(job, lambda: c.set_state(job.id, to, reason=reason,
+                                                         marker=job.marker, epoch=job.epoch,
+                                                         release=True))
+                except (ClaimLost, ClaimConflict):
+                    raise
+                except BoarddError as e:  # the column refused: give the card back at once
+                    log.error('card %s: filing into %s refused: %s', job.id, to, e)
+                    self._release(job)
+                    key = 'errors'
+        except (ClaimLost, ClaimConflict):
+            self._count('lost')
+            return
+        self._count(key)
+
+    def _release(self, job, retry=False):
+        """The fenced release (with retry when asked and the server takes it)."""
+        c = self.client
+        try:
+            if retry and self._has['retry'] is not False:
+                try:
+                    self._write(job, lambda: c.release(job.id, job.marker, job.epoch, retry=True))
+                    self._has['retry'] = True
+                    return True
+                except BadRequest as e:
+                    if self._has['retry'] is True or 'retry' not in e.detail:
+                        raise
+                    self._has['retry'] = False  # a server before §17: a plain release
+            self._write(job, lambda: c.release(job.id, job.marker, job.epoch))
+            return True
+        except BoarddError as e:
+            log.warning('card %s: release: %s', job.id, e)
+            return False
+        finally:
+            with self._cv:
+                if self._held.get(job.id) is job:
+                    del self._held[job.id]
+
+    # ---- keeping claims alive ----
+
+    def _lose(self, job, reason):
+        if job._cancel(reason):
+            log.warning('card %s: claim lost (%s); its handler is cancelled', job.id, reason)
+        with self._cv:
+            if self._held.get(job.id) is job:
+                del self._held[job.id]
+            self._cv.notify_all()
+
+    def _live(self):
+        with self._cv:
+            return [j for j in self._held.values() if not j._lost() and not j.parked]
+
+    def _renew_loop(self):
+        next_tick = None
+        delay = 0.2
+        while not self._finished.is_set():
+            held = self._live()
+            if not held:
+                next_tick = None
+                self._finished.wait(0.05)
+                continue
+            interval = min(j.renew_after_ms for j in held) / 1000.0
+            if next_tick is None:
+                next_tick = _now() + interval
+            if _now() < next_tick:
+                self._finished.wait(min(next_tick - _now(), 0.25))
+                continue
+            if self._renew(held):
+                delay = 0.2
+                next_tick = _now() + interval
+            else:  # no answer: again soon, never past the earliest lease end
+                left = min(j.lease_end for j in held) - _now()
+                next_tick = _now() + max(0.05, min(delay, left / 2))
+                delay = min(delay * 2, 5.0)
+
+    def _renew(self, held):
+        """One renew of every held claim (and a heartbeat of each run). False when there was
+        no answer at all."""
+        c = self.client
+        sent = _now()
+        timeout = max(0.5, min(c.timeout, min(j.lease_end for j in held) - sent))
+        results = None
+        if self._has['renew_many'] is not False:
+            toks = [{'card': j.id, 'marker': j.marker, 'epoch': j.epoch} for j in held]
+            try:
+                st, body, _ = c.raw('POST', '/v1/claims/renew', {'tokens': toks},
+                                    timeout=timeout)
+            except TransportError as e:
+                log.warning('renew: %s', e)
+                return False
+            if st in (404, 405) and self._has['renew_many'] is None:
+                self._has['renew_many'] = False
+                log.info('renew: no POST /v1/claims/renew on this server; one by one')
+            elif st == 200 and isinstance(body, dict):
+                self._has['renew_many'] = True
+                results = {r.get('card'): r for r in body.get('results', [])}
+            elif st >= 500:
+                return False
+            else:
+                log.warning('renew: %d %s', st, body)
+                return False
+        answered = True
+        for j in held:
+            if results is not None:
+                r = results.get(j.id) or {'status': 0}
+                st = r.get('status', 0)
+                lease = r.get('lease_ms', j.lease_ms)
+            else:
+                try:
+                    ans = c.renew(j.id, j.marker, j.epoch)
+                    st, lease = 200, ans.get('lease_ms', j.lease_ms)
+                except (TransportError, StoreUnavailable, Busy):
+                    st = 0
+                except BoarddError as e:
+                    st = e.status
+            if st == 200:
+                j.lease_end = sent + lease / 1000.0
+            elif 400 <= st < 500:
+                self._lose(j, 'renew refused (%d)' % st)
+                continue
+            else:
+                answered = False
+                continue
+            if j.run_id:
+                try:
+                    c.heartbeat_run(j.run_id, j.marker)
+                except RunFinal:  # an operator cancelled the run: stop, keep the claim parked
+                    j.parked = True
+                    j._cancel('run_cancelled')
+                except ClaimConflict:
+                    self._lose(j, 'claim_conflict')
+                except BoarddError:
+                    pass
+        with self._cv:
+            self._cv.notify_all()
+        return answered
+
+    def _watch_loop(self):
+        """Cancels a job the moment its lease ends without an acknowledged renew."""
+        while not self._finished.is_set():
+            held = self._live()
+            now = _now()
+            for j in held:
+                if now >= j.lease_end:
+                    self._lose(j, 'lease ended without an acknowledged renew')
+            ends = [j.lease_end for j in held if j.lease_end > now]
+            with self._cv:
+                self._cv.wait(min(0.5, max(0.01, min(ends) - now)) if ends else 0.5)
+
+    # ---- stopping ----
+
+    def _drain(self, stopped_at):
+        """After stop: running jobs finish within the grace, then are cancelled; a handler
+        still running a grace later has its claim released for it."""
+        end = stopped_at + self.grace
+        with self._cv:
+            while self._free < self.concurrency and _now() < end:
+                self._cv.wait(min(0.1, max(0.0, end - _now())))
+        for j in self._live():
+            j._cancel('stopping')
+        end = _now() + self.grace
+        with self._cv:
+            while self._free < self.concurrency and _now() < end:
+                self._cv.wait(min(0.1, max(0.0, end - _now())))
+        for j in self._live():
+            j.abandoned = True
+            self._release_for(j)
+
+    def _release_for(self, job):
+        try:
+            self.client.release(job.id, job.marker, job.epoch)
+        except BoarddError as e:
+            log.warning('card %s: release after the grace: %s', job.id, e)
+        with self._cv:
+            self._held.pop(job.id, None)
+        self._count('stopped')

@@ -1,0 +1,102 @@
+"""The Python worker under test (test_clients.py drives it; gocheck/main.go is its Go twin,
+speaking the same lines). Run with a Python where the boardd package is installed. Configured
+by the environment: BOARDD_URL, BOARDD_TOKEN, SCEN (drain | hold | stop | bench), BOARD, LABEL,
+CONC, MAXJOBS, LEASE_MS, GRACE_MS, WAIT_MS, ASYNC=1 (the AsyncWorker). One JSON object per
+line: {"ev":"started",...}, {"ev":"cancelled",...}, {"ev":"write",...}, last {"ev":"stats"}."""
+import asyncio
+import json
+import logging
+import os
+import sys
+import threading
+import time
+
+import boardd
+
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+_out = threading.Lock()
+_stdin = threading.Lock()  # one reader at a time: TextIOWrapper is not thread-safe
+SCEN = os.environ.get('SCEN', 'drain')
+ASYNC = os.environ.get('ASYNC') == '1'
+
+
+def emit(**kw):
+    with _out:
+        print(json.dumps(kw), flush=True)
+
+
+def code(e):
+    return getattr(e, 'code', None) or type(e).__name__
+
+
+def drain(job):
+    job.output('out:' + job.card['title'])
+    if 'fail' in job.card['title']:
+        raise ValueError('boom')
+    if 'retry' in job.card['title']:
+        raise boardd.Retry('later')
+    return {'title': job.card['title']}
+
+
+def hold(job):
+    emit(ev='started', card=job.id, title=job.card['title'], epoch=job.epoch, marker=job.marker,
+         run=job.run_id)
+    if SCEN == 'stop' and 'quick' in job.card['title']:
+        time.sleep(1)
+        return 'quick'
+    job.wait()
+    emit(ev='cancelled', card=job.id, reason=job.cancel_reason)
+    if SCEN == 'hold':
+        with _stdin:
+            sys.stdin.readline()
+        try:
+            job.comment('late write')
+            emit(ev='write', card=job.id, error='')
+        except boardd.BoarddError as e:
+            emit(ev='write', card=job.id, error=code(e))
+    raise RuntimeError(job.cancel_reason)
+
+
+async def hold_async(job):
+    emit(ev='started', card=job.id, title=job.card['title'], epoch=job.epoch, marker=job.marker,
+         run=job.run_id)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        emit(ev='cancelled', card=job.id, reason=job.cancel_reason)
+        await asyncio.to_thread(sys.stdin.readline)
+        try:
+            await asyncio.to_thread(job.comment, 'late write')
+            emit(ev='write', card=job.id, error='')
+        except boardd.BoarddError as e:
+            emit(ev='write', card=job.id, error=code(e))
+        raise
+
+
+def main():
+    c = boardd.Client(os.environ['BOARDD_URL'], os.environ['BOARDD_TOKEN'])
+    env = os.environ.get
+    handler = {'drain': drain, 'hold': hold, 'stop': hold, 'bench': lambda job: None}[SCEN]
+    kw = dict(concurrency=int(env('CONC', '2')), lease_ms=int(env('LEASE_MS', '0')) or None,
+              grace=int(env('GRACE_MS', '10000')) / 1000.0, wait_ms=int(env('WAIT_MS', '1000')),
+              labels=[env('LABEL')] if env('LABEL') else None)
+    if SCEN == 'bench':
+        logging.getLogger('boardd').setLevel(logging.ERROR)
+    t0 = time.monotonic()
+    err = ''
+    max_jobs = int(env('MAXJOBS', '0')) or None
+    try:
+        if ASYNC and SCEN == 'hold':
+            w = boardd.AsyncWorker(c, env('BOARD', 'default'), hold_async, **kw)
+            stats = asyncio.run(w.run(max_jobs=max_jobs))
+        else:
+            w = boardd.Worker(c, env('BOARD', 'default'), handler, **kw)
+            stats = w.run(max_jobs=max_jobs)
+    except boardd.BoarddError as e:
+        err, stats = code(e), dict(w.stats)
+    emit(ev='stats', seconds=time.monotonic() - t0, cpu=time.process_time(), error=err, **stats)
+    return 1 if err else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

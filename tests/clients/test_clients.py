@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""The worker SDKs against a real boardd (DESIGN §19, issue 29): clients/python installed with
+`pip install --no-index` into a virtualenv of its own, clients/go built into tests/clients/
+gocheck (a module that requires it with a `replace`, as a user would). Each language's worker
+(check.py / gocheck, the same scenarios, driven here through JSON lines):
+
+- drain: results, errors and retry land on the runs and the cards are filed and released;
+- loss by revoke: an operator revokes the claim; the handler's context is cancelled within one
+  renew interval, its later write is refused, and nothing of it lands on the card or the run;
+- loss by lapse: the server is stopped past the lease; the handler is cancelled when the lease
+  ends (not before the last acknowledged renew's lease), and after the server is back its
+  write is refused before it is sent: the card and the run are as the loss left them;
+- SIGTERM: a job that finishes within the grace is filed; one that does not is cancelled, its
+  run marked failed_resumable and its claim released.
+
+With --mongo only the two losses run, on a fresh database of BOARDD_TEST_MONGO_URI (tests/
+run.sh points it at mongo-java-server for its second pass).
+
+usage: test_clients.py BOARDD REPO_ROOT [--mongo]
+"""
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# (test_contract.py imports this module for build() and Proc, and sets ROOT)
+BOARDD = sys.argv[1] if __name__ == '__main__' else None
+ROOT = os.path.abspath(sys.argv[2] if __name__ == '__main__' else os.path.join(HERE, '..', '..'))
+MONGO = '--mongo' in sys.argv[3:]
+LEASE_MS = 3000            # renew_after_ms = 1000
+RENEW_S = LEASE_MS / 3000.0
+SLACK_S = 1.0              # scheduling on a shared 2-core machine
+
+
+def go_binary():
+    return shutil.which('go') or ('/usr/local/go/bin/go'
+                                  if os.path.exists('/usr/local/go/bin/go') else None)
+
+
+def go_env(tmp):
+    # BOARDD_TEST_GO_RACE=1: the Go worker built with the race detector (needs cgo)
+    race = os.environ.get('BOARDD_TEST_GO_RACE') == '1'
+    e = dict(os.environ, GOFLAGS='-mod=mod', GOTOOLCHAIN='local', CGO_ENABLED=str(int(race)))
+    e.setdefault('GOCACHE', os.path.join(os.path.expanduser('~'), '.cache', 'go-build'))
+    e.setdefault('GOPATH', os.path.join(tmp, 'gopath'))
+    return e
+
+
+def build(tmp):
+    """{lang: argv} of the two check programs (the Python one in a venv of its own)."""
+    venv = os.path.join(tmp, 'venv')
+    subprocess.run([sys.executable, '-m', 'venv', venv], check=True, capture_output=True)
+    py = os.path.join(venv, 'bin', 'python')
+    r = subprocess.run([py, '-m', 'pip', 'install', '-q', '--no-index',
+                        os.path.join(ROOT, 'clients', 'python')], capture_output=True,
+                       text=True, cwd=tmp)
+    check(r.returncode == 0, 'pip install --no-index ./clients/python: %s' % r.stderr[-800:])
+    r = subprocess.run([py, '-c', 'import boardd, sys; print(boardd.__file__)'],
+                       capture_output=True, text=True, cwd=tmp)
+    check(r.returncode == 0 and r.stdout.startswith(venv),
+          'boardd imports from the venv, not the tree: %r %r' % (r.stdout, r.stderr))
+    out = {'python': [py, os.path.join(HERE, 'check.py')]}
+    go = go_binary()
+    if not go:
+        bt.skip_or_fail('no Go toolchain (/usr/local/go/bin/go): the Go client is not tested')
+    exe = os.path.join(tmp, 'gocheck')
+    race = ['-race'] if os.environ.get('BOARDD_TEST_GO_RACE') == '1' else []
+    r = subprocess.run([go, 'build'] + race + ['-o', exe, '.'], cwd=os.path.join(HERE, 'gocheck'),
+                       env=go_env(tmp), capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0, 'go build of tests/clients/gocheck: %s' % r.stderr[-800:])
+    out['go'] = [exe]
+    return out
+
+
+class Proc:
+    """A check program: its JSON lines, each with the monotonic time it arrived."""
+
+    def __init__(self, argv, env, log):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=open(log, 'ab'), env=env, cwd=os.path.dirname(log))
+        self.q = queue.Queue()
+        self.all = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            m['_t'] = time.monotonic()
+            self.all.append(m)
+            self.q.put(m)
+
+    def expect(self, ev, timeout=20.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                m = self.q.get(timeout=max(0.01, end - time.monotonic()))
+            except queue.Empty:
+                break
+            if m.get('ev') == ev:
+                return m
+        return None
+
+    def say(self, line='go'):
+        self.p.stdin.write((line + '\n').encode())
+        self.p.stdin.flush()
+
+    def finish(self, timeout=30.0):
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        return self.p.returncode
+
+
+class Env:
+    def __init__(self, tmp, progs):
+        self.tmp = tmp
+        self.progs = progs
+        tokens = os.path.join(tmp, 'tokens.json')
+        self.worker = bt.token_add(BOARDD, tokens, 'sdk-worker', ['worker'])
+        self.op = bt.token_add(BOARDD, tokens, 'sdk-op', ['operator', 'bot'])
+        store = bt.mongo_database(bt.mongo_uri(), 'sdk') if MONGO else None
+        self.srv = bt.Server(BOARDD, os.path.join(tmp, 'data'), tokens, tmp, store=store,
+                             threads=4, keep_port=True, extra=['--log-format', 'text'])
+        self.srv.started()
+        self.n = 0
+
+    def call(self, method, path, body=None):
+        return bt.request(self.srv.port, method, path, self.op, body, timeout=15)
+
+    def card(self, title, label):
+        self.n += 1
+        st, b, _ = self.call('POST', '/v1/cards', {'id': 'k%d-%s' % (self.n, title),
+                                                   'title': title, 'state': 'ready',
+                                                   'labels': [label]})
+        assert st == 201, (st, b)
+        return b['id']
+
+    def get(self, cid):
+        return self.call('GET', '/v1/cards/' + cid)[1]
+
+    def run(self, rid):
+        return self.call('GET', '/v1/runs/' + rid)[1]
+
+    def spawn(self, lang, scen, label, **kw):
+        env = dict(bt.clean_env(), BOARDD_URL=self.srv.url, BOARDD_TOKEN=self.worker, SCEN=scen,
+                   LABEL=label, CONC=str(kw.pop('conc', 2)), WAIT_MS='1000')
+        env.update({k.upper(): str(v) for k, v in kw.items()})
+        return Proc(self.progs[lang], env, os.path.join(self.tmp, '%s-%s-%s.log' % (lang, scen,
+                                                                                    label)))
+
+
+def comments(card):
+    return [c.get('body') for c in card.get('comments') or []]
+
+
+def t_drain(e, lang):
+    lab = 'drain-' + lang
+    ok = [e.card('ok%d' % i, lab) for i in range(4)]
+    fail = e.card('fail', lab)
+    retry = e.card('retry', lab)  # last: claimed once before it comes back
+    p = e.spawn(lang, 'drain', lab, conc=3, maxjobs=6)
+    st = p.expect('stats', 60)
+    check(p.finish() == 0 and st is not None, '%s drain: the worker ends after 6 jobs' % lang)
+    st = st or {}
+    check((st.get('succeeded'), st.get('failed'), st.get('retried'), st.get('lost'),
+           st.get('errors')) == (4, 1, 1, 0, 0), '%s drain: stats %s' % (lang, st))
+    for cid in ok:
+        c = e.get(cid)
+        r = e.run(c.get('last_run_id') or 'none')
+        check(c['state'] == 'done' and c['claim'] is None and r.get('status') == 'finished' and
+              r.get('result') == {'title': c['title']} and
+              r.get('output', 'out:' + c['title']) == 'out:' + c['title'],
+              '%s drain: %s done, released, run finished with its result and output (%s, %s)' % (
+                  lang, cid, c['state'], r))
+    c = e.get(fail)
+    r = e.run(c.get('last_run_id') or 'none')
+    check(c['state'] == 'blocked' and c['claim'] is None and r.get('status') == 'failed' and
+          'boom' in (r.get('error') or ''),
+          '%s drain: the failure is filed into blocked, the run failed with its error (%s)' % (
+              lang, r))
+    c = e.get(retry)
+    r = e.run(c.get('last_run_id') or 'none')
+    check(c['state'] == 'ready' and c['claim'] is None and r.get('status') == 'failed_resumable',
+          '%s drain: retry gives the card back to the pool, run failed_resumable (%s, %s)' % (
+              lang, c['state'], r.get('status')))
+
+
+def hold(e, lang, lab, **kw):
+    cid = e.card('hold', lab)
+    p = e.spawn(lang, 'hold', lab, conc=2, maxjobs=1, lease_ms=LEASE_MS, **kw)
+    s = p.expect('started', 30)
+    check(s is not None and s.get('card') == cid, '%s %s: the handler started' % (lang, lab))
+    return cid, p, s or {}
+
+
+def after_loss(e, lang, lab, cid, p, s, want_state):
+    p.say()
+    w = p.expect('write', 20)
+    check(w is not None and w.get('error') == 'claim_lost',
+          "%s %s: the handler's write after the loss is refused before it is sent (%s)" % (
+              lang, lab, w))
+    st = p.expect('stats', 30)
+    check(p.finish() == 0 and st is not None and st.get('lost') == 1 and
+          st.get('succeeded') == 0, '%s %s: the worker counts one loss (%s)' % (lang, lab, st))
+    c = e.get(cid)
+    r = e.run(s.get('run') or 'none')
+    check('late write' not in comments(c) and c['state'] == want_state,
+          '%s %s: nothing of the handler landed on the card (%s, %s)' % (
+              lang, lab, c['state'], comments(c)))
+    check(r.get('status') == 'running' and r.get('result') is None and r.get('error') is None,
+          '%s %s: no outcome was written on the run after the loss (%s)' % (lang, lab, r))
+    return c
+
+
+def t_revoke(e, lang, **kw):
+    lab = 'revoke-%s%s' % (lang, '-async' if kw else '')
+    cid, p, s = hold(e, lang, lab, **kw)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    st, b, _ = e.call('POST', '/v1/cards/%s/claim/revoke' % cid)
+    check(st == 200, '%s: revoke answered %s %s' % (lab, st, b))
+    cz = p.expect('cancelled', 10)
+    dt = cz['_t'] - t0 if cz else None
+    check(cz is not None and dt <= RENEW_S + SLACK_S,
+          '%s: the handler is cancelled within one renew interval of the revoke (%s s, %s)' % (
+              lab, None if dt is None else round(dt, 3), cz and cz.get('reason')))
+    # the stale token is refused by the server too
+    st, b, _ = bt.request(e.srv.port, 'POST', '/v1/cards/%s/comments' % cid, e.worker,
+                          {'marker': s.get('marker'), 'body': 'late write'},
+                          {'If-Match': '"%d"' % s.get('epoch', 0)})
+    check(st == 409 and (b or {}).get('code') == 'claim_conflict',
+          '%s: a write with the revoked token is 409 claim_conflict (%s)' % (lab, st))
+    c = after_loss(e, lang, lab, cid, p, s, 'ready')
+    check(c['claim'] is None, '%s: the card is left unclaimed' % lab)
+
+
+def t_lapse(e, lang):
+    lab = 'lapse-' + lang
+    cid, p, s = hold(e, lang, lab)
+    time.sleep(0.3)
+    t_sig = time.monotonic()
+    e.srv.stop(timeout=20)
+    t_down = time.monotonic()
+    cz = p.expect('cancelled', LEASE_MS / 1000.0 + 10)
+    check(cz is not None, '%s: the handler is cancelled while the server is down' % lab)
+    if cz:
+        lo = t_sig + LEASE_MS / 1000.0 - RENEW_S - 0.3
+        hi = t_down + LEASE_MS / 1000.0 + SLACK_S
+        check(lo <= cz['_t'] <= hi,
+              '%s: cancelled when the lease ends (%.2f s after the stop; lease %.1f s, renew '
+              'every %.1f s): %s' % (lab, cz['_t'] - t_sig, LEASE_MS / 1000.0, RENEW_S,
+                                     cz.get('reason')))
+    e.srv.started()
+    c = after_loss(e, lang, lab, cid, p, s, 'ready')
+    check(c['claim'] is not None and c['claim'].get('epoch') == s.get('epoch') and
+          c.get('last_run_id') == s.get('run'),
+          '%s: the card still shows the lapsed claim and its run, nothing newer' % lab)
+
+
+def t_stop(e, lang):
+    lab = 'stop-' + lang
+    quick, slow = e.card('quick', lab), e.card('slow', lab)
+    p = e.spawn(lang, 'stop', lab, conc=2, grace_ms=1500, lease_ms=LEASE_MS)
+    started = [p.expect('started', 30), p.expect('started', 30)]
+    check(all(started), '%s: both handlers started' % lab)
+    p.p.send_signal(signal.SIGTERM)
+    st = p.expect('stats', 30)
+    check(p.finish() == 0 and st is not None,
+          '%s: the worker exits 0 after SIGTERM (%s)' % (lab, p.p.returncode))
+    st = st or {}
+    check(st.get('succeeded') == 1 and st.get('stopped') == 1,
+          '%s: one finished within the grace, one stopped (%s)' % (lab, st))
+    c = e.get(quick)
+    check(c['state'] == 'done' and c['claim'] is None,
+          '%s: the quick job is filed done (%s)' % (lab, c['state']))
+    c = e.get(slow)
+    r = e.run(c.get('last_run_id') or 'none')
+    check(c['state'] == 'ready' and c['claim'] is None and r.get('status') == 'failed_resumable',
+          '%s: the slow job is released, its run failed_resumable (%s, %s)' % (
+              lab, c['state'], r.get('status')))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix='boardd-clients-')
+    import atexit
+    atexit.register(lambda: bt.failed() or shutil.rmtree(tmp, ignore_errors=True))
+    progs = build(tmp)
+    e = Env(tmp, progs)
+    try:
+        for lang in ('python', 'go'):
+            if not MONGO:
+                t_drain(e, lang)
+                t_stop(e, lang)
+            t_revoke(e, lang)
+            t_lapse(e, lang)
+        if not MONGO:
+            t_revoke(e, 'python', **{'async': 1})
+    finally:
+        e.srv.stop(timeout=20)
+        if bt.failed():
+            print('logs kept in', tmp)
+    sys.exit(bt.summary('clients' + (' (mongo)' if MONGO else '')))
+
+
+if __name__ == '__main__':
+    main()
