@@ -8,6 +8,7 @@
  * DIR must be empty (a tmpfs such as /dev/shm keeps fdatasync out of the figure). */
 #include "core/core.h"
 #include "store/store.h"
+#include "store/store_twins.h"
 
 #include <stdio.h>
 #include <stdlib.h>
