@@ -9,8 +9,9 @@
  *              claim{marker, claimed_at, lease_until, lease_ms}?, claim_epoch?, last_run_id?,
  *              awaiting_input, gave_up{..}?, state_reason?, created_at, updated_at, state_at,
  *              outbox[]}
- *   runs      {_id, card_id, board, status, continuation?, failure_code?, owner, lock_until,
- *              lease_ms, created_at, updated_at, pruned, outbox[]}
+ *   runs      {_id, card_id, board, status, continuation?, failure_code?, owner, result_json?,
+ *              error?, output? (the tail, DESIGN §20), claim_epoch, lock_until, lease_ms,
+ *              created_at, updated_at, pruned, outbox[]}
  *   events    {_id: eid, seq, board_seq, ts, at, board, type, card_id?, actor, reason?, machine,
  *              payload{}} (board_seq: the board's own 1, 2, 3 ...; mongo_bseq.c)
  *             or a filler {_id: "filler-<seq>", seq, ts, filler: true} (a seq left unused)
