@@ -1,6 +1,6 @@
 /* The hot answers written as text (api/answer_json.c) are byte for byte what json_dumps wrote
  * of the json_pack trees their handlers built before. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
 #include "tests/api/api_test.h"
 #include "tests/common/card_fixture.h"
 
