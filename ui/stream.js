@@ -177,7 +177,7 @@ function refreshOpenCard() {
 }
 
 /* Cards named by events are re-read in batches: a burst of events on one card costs one
- * read, and the board is drawn once per batch. */
+ * read, and the board is drawn once per batch (only the chips whose card changed). */
 const pendingCards = new Map(); // id -> deleted?
 let pendingTimer = null;
 
@@ -196,7 +196,11 @@ async function flushCards() {
       return;
     }
     try {
-      S.cards.set(id, await api('GET', '/v1/cards/' + enc(id)));
+      const got = await api('GET', '/v1/cards/' + enc(id));
+      /* The same card as held (the event of a write this page made and already drew): keep
+       * the object, so its chip is not rebuilt under the operator's focus or drag. */
+      const held = S.cards.get(id);
+      if (!held || JSON.stringify(held) !== JSON.stringify(got)) S.cards.set(id, got);
     } catch (e) {
       if (e.status === 404) S.cards.delete(id);
     }
