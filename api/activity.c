@@ -1,7 +1,8 @@
 /* GET /v1/boards/{b}/activity: the last hour per minute, for the UI's charts (DESIGN §21) —
  * claims, completions, failures and reaper actions (this replica's counts over every board,
- * from metrics/activity.h's ring), and the board's cards per column (a gauge sampled here, at
- * most once a minute per board). In memory: per replica, reset on restart. */
+ * from metrics/activity.h's ring), and the board's cards per column (a gauge sampled each
+ * minute by server/sampler.c through api_activity_sample, and here when a board has no sample
+ * of this minute yet). In memory: per replica, reset on restart. */
 #include "api/api_int.h"
 #include "metrics/activity.h"
 
@@ -9,8 +10,7 @@
 #include <string.h>
 
 /* Cards in each of b's columns into counts[0..n_cols). */
-static enum core_rc count_columns(struct api_req *r, const struct core_board *b,
-				  uint64_t *counts)
+static enum core_rc count_columns(struct store *st, const struct core_board *b, uint64_t *counts)
 {
 	size_t c;
 
@@ -24,7 +24,7 @@ static enum core_rc count_columns(struct api_req *r, const struct core_board *b,
 			struct core_card **cards = NULL;
 			char *next = NULL;
 			size_t n = 0;
-			enum core_rc rc = store_card_list(r->api->st, &f, &cards, &n, &next);
+			enum core_rc rc = store_card_list(st, &f, &cards, &n, &next);
 
 			free(after);
 			if (rc != CORE_OK)
@@ -34,6 +34,25 @@ static enum core_rc count_columns(struct api_req *r, const struct core_board *b,
 			after = next;
 		} while (after);
 	}
+	return CORE_OK;
+}
+
+enum core_rc api_activity_sample(struct store *st, struct metrics *m, const struct core_board *b,
+				 int64_t now_ms)
+{
+	struct activity *ring = metrics_activity(m);
+	uint64_t counts[ACTIVITY_COLS_MAX] = {0};
+	const char *cols[ACTIVITY_COLS_MAX];
+	enum core_rc rc;
+	size_t c;
+
+	if (!ring)
+		return CORE_OK;
+	if ((rc = count_columns(st, b, counts)) != CORE_OK)
+		return rc;
+	for (c = 0; c < b->n_cols && c < ACTIVITY_COLS_MAX; c++)
+		cols[c] = b->cols[c].name;
+	activity_sample(ring, b->name, cols, counts, c, now_ms);
 	return CORE_OK;
 }
 
@@ -62,8 +81,6 @@ enum core_rc api_h_board_activity(struct api_req *r)
 	struct activity *ring = metrics_activity(api_metrics(r->api));
 	struct activity_view *v;
 	const char *name = r->n_params ? r->params[0] : NULL, *q;
-	uint64_t counts[ACTIVITY_COLS_MAX] = {0};
-	const char *cols[ACTIVITY_COLS_MAX];
 	int64_t now = activity_now_ms(), minutes = ACTIVITY_MINUTES;
 	json_t *mins, *columns;
 	char at[CORE_TIME_BUF], *end = NULL;
@@ -87,17 +104,13 @@ enum core_rc api_h_board_activity(struct api_req *r)
 		return api_fail(r, rc, "no board %s", name);
 	if (rc != CORE_OK)
 		return rc;
-	if (ring && !activity_sampled(ring, name, now)) {
-		rc = count_columns(r, &b, counts);
-		if (rc != CORE_OK) {
-			core_board_release(&b);
-			return rc;
-		}
-		for (c = 0; c < b.n_cols && c < ACTIVITY_COLS_MAX; c++)
-			cols[c] = b.cols[c].name;
-		activity_sample(ring, name, cols, counts, c, now);
-	}
+	/* The sampler thread (server/sampler.c) samples each minute; a board it has not reached
+	 * yet, or a server without it (tests), is sampled here. */
+	if (ring && !activity_sampled(ring, name, now))
+		rc = api_activity_sample(r->api->st, api_metrics(r->api), &b, now);
 	core_board_release(&b);
+	if (rc != CORE_OK)
+		return rc;
 	if (!(v = malloc(sizeof(*v))))
 		return CORE_ERR_NOMEM;
 	activity_read(ring, name, now, v);

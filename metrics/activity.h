@@ -1,6 +1,7 @@
 /* activity — the per-minute counts of the last hour that the UI's charts draw (DESIGN §21):
  * claims, completions, failures and reaper actions per minute, and cards per column (a gauge
- * per board, sampled at most once a minute). A ring of ACTIVITY_MINUTES slots in this
+ * per board, sampled each minute by server/sampler.c, or by the route when a board has no
+ * sample of the minute yet). A ring of ACTIVITY_MINUTES slots in this
  * process's memory: per replica, reset on restart; GET /v1/activity serves it.
  *
  * The counts are fed by metrics_add (metrics.c), from the same calls that count the
@@ -20,7 +21,7 @@
 
 #define ACTIVITY_MINUTES 60
 #define ACTIVITY_COLS_MAX 32   /* columns of a board kept in the gauge */
-#define ACTIVITY_BOARDS_MAX 16 /* boards whose gauge is kept (least recently sampled goes) */
+#define ACTIVITY_BOARDS_MAX 64 /* boards whose gauge is kept (least recently sampled goes) */
 #define ACTIVITY_NAME_MAX 64
 
 enum activity_series {

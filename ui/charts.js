@@ -84,7 +84,7 @@ function columnsChart(columns, minutes) {
     svg('svg', { width: 10, height: 10, 'aria-hidden': 'true' }, svg('rect', { width: 10, height: 10, fill: COLUMN_COLOURS[i % COLUMN_COLOURS.length] })),
     ' ' + c.name + ' ' + (last(c) === null ? '–' : last(c)))));
   const chart = svg('svg', { viewBox: '0 0 ' + CHART_W + ' ' + (H + 14), width: CHART_W, height: H + 14, role: 'img',
-    'aria-label': 'Cards per column, sampled each minute this page or another reader asked', 'data-series': 'columns' },
+    'aria-label': 'Cards per column, sampled at the start of each minute', 'data-series': 'columns' },
   svg('line', { x1: 0, y1: H + 0.5, x2: CHART_W, y2: H + 0.5, class: 'baseline' }), parts, axis(minutes, H + 12));
   return [chart, legend];
 }

@@ -3,10 +3,13 @@
  * no cross-board counts, and bad input is a 4xx problem. Sums over the hour, never one
  * minute's slot, so a minute boundary between two reads cannot flake a test. */
 #include "tests/api/api_test.h"
+#include "metrics/activity.h"
+#include "server/server.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static long long sum(const json_t *act, const char *series)
 {
@@ -112,6 +115,43 @@ START_TEST(activity_scoped_and_bad_input)
 }
 END_TEST
 
+/* The server's sampler thread (server/sampler.c) samples every board as it starts and then
+ * each minute, whether or not the route is read; it stops at once when asked. */
+START_TEST(activity_sampler_samples_every_board)
+{
+	struct activity *ring = metrics_activity(api_metrics(T.api));
+	struct activity_view *v = malloc(sizeof(*v));
+	struct server_sampler *s = NULL;
+	int64_t at = 0;
+	int i;
+
+	t_board_new("other");
+	free(t_card_new("{\"title\":\"a\",\"state\":\"review\"}"));
+	free(t_card_new("{\"title\":\"b\",\"state\":\"review\",\"board\":\"other\"}"));
+	free(t_card_new("{\"title\":\"c\",\"state\":\"review\",\"board\":\"other\"}"));
+	ck_assert(!activity_sampled(ring, "default", activity_now_ms()));
+	ck_assert_int_eq(server_sampler_start(T.st, api_metrics(T.api), &s), CORE_OK);
+	/* Its first pass runs at once; a minute boundary meanwhile only means another pass. */
+	for (i = 0; i < 500; i++) {
+		at = activity_now_ms();
+		if (activity_sampled(ring, "default", at) && activity_sampled(ring, "other", at))
+			break;
+		usleep(10000);
+	}
+	server_sampler_stop(s);
+	/* Read as of the minute the samples were seen in (a read a minute on would not find
+	 * them in its last slot). */
+	activity_read(ring, "other", at, v);
+	ck_assert(v->sampled[ACTIVITY_MINUTES - 1]);
+	ck_assert_str_eq(v->cols[6], "review");
+	ck_assert_uint_eq(v->gauge[ACTIVITY_MINUTES - 1][6], 2);
+	activity_read(ring, "default", at, v);
+	ck_assert(v->sampled[ACTIVITY_MINUTES - 1]);
+	ck_assert_uint_eq(v->gauge[ACTIVITY_MINUTES - 1][6], 1);
+	free(v);
+}
+END_TEST
+
 TCase *api_tcase_activity(void)
 {
 	TCase *tc = tcase_create("activity");
@@ -120,5 +160,6 @@ TCase *api_tcase_activity(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, activity_counts_move);
 	tcase_add_test(tc, activity_scoped_and_bad_input);
+	tcase_add_test(tc, activity_sampler_samples_every_board);
 	return tc;
 }
