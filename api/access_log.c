@@ -1,9 +1,13 @@
 /* The access log: one line per answer (text or JSON, --log-format), queued and written to
  * stderr by a writer thread in batches; libmicrohttpd's own messages go through the same
  * queue. api_req_account counts an answer in the metrics and logs it, once. */
-#include "api/api_int.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,11 @@
 /* Admin handlers: the label sweeps (rename, merge, delete) and the column rename. Operator
  * only (the route table says so); a board-scoped operator sweeps only its own boards. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <string.h>
 

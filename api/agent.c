@@ -12,12 +12,20 @@
  * The key is the deployment's secret "agent-token-key" (store_secret_get), the same bytes on
  * every replica that shares the store, so any replica verifies a token another one minted,
  * and the claim it is bound to is read from that same store. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_cards.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

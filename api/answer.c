@@ -2,8 +2,15 @@
  * problem+json (or JSON-RPC) answer of an error, the common headers every answer carries, the
  * bound on answer bytes built and not yet read (--max-answer-bytes), and the deferred
  * acknowledgement that holds a write's answer until the store made it durable. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_daemon.h"
+#include "api/api_mcp.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

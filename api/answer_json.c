@@ -2,7 +2,7 @@
  * wrote of the json_pack tree its handler built before): a claim's token (POST claim), the
  * card with its token (claim-next) and a renewal (POST renew). Built from the store's text
  * writers (store_card_json_text, store_json_members_text). */
-#include "api/api_int.h"
+#include "api/api_answer.h"
 
 #include <stdlib.h>
 #include <string.h>

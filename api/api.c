@@ -8,12 +8,23 @@
  *
  * Per-request state (struct api_req) is allocated on the first callback into *req_cls and
  * freed only in the completion callback. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
+#include "api/api_events.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <microhttpd.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,12 @@
 /* GET /v1/attention: the cards that need an operator, each with its reasons (DESIGN §15).
  * The store decides (store_attention_list: core_attention_reasons at the store's now). */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 enum core_rc api_h_attention(struct api_req *r)
 {

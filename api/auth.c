@@ -1,9 +1,14 @@
 /* A request's authentication (DESIGN §8, §10): its bearer token (a tokens-file token, cached
  * per connection, or an agent token, agent.c), the route's roles and capabilities, and the
  * token's board scope. The tokens themselves are tokens.c's. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
+#include "api/api_req.h"
 
 #include <openssl/crypto.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>

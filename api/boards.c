@@ -1,6 +1,11 @@
 /* Board and reaper handlers: board config (list, read, replace) and the reaper admin routes,
  * which call the hooks the server filled in. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,8 @@
  * wrong), and a body it accepts holds the same members, in the same order, with the same values
  * jansson would give. tests/api/test_api_units.c feeds both a corpus of bodies and
  * tests/fuzz/fuzz_body.c compares them on arbitrary bytes. */
-#include "api/api_int.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <string.h>
 

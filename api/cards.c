@@ -1,6 +1,12 @@
 /* Card handlers: create, list, read, patch, delete, reopen, labels, comments, label counts.
  * Every card body goes through the store's codec (store_card_to_json). */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_cards.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>

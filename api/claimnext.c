@@ -17,10 +17,19 @@
  * server's CPU). It then reads on from where it stopped, batch after batch without waiting,
  * and wakes once at the end of that catch-up: events older than the waiter's attempt can wake
  * it once for nothing (it tries again and parks again), none is missed. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
+#include "api/api_events.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
+#include <microhttpd.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NEXT_WAIT_MAX_MS 30000
 #define NEXT_SLICE_MS 250     /* the waker's longest sleep (shutdown, deadlines) */

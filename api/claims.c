@@ -1,6 +1,12 @@
 /* Claim handlers (DESIGN §3, §8): claim, renew, release, and the owned writes fenced by
  * (marker, epoch), whose epoch arrives in If-Match. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_cards.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <stdio.h>
 #include <string.h>

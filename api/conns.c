@@ -2,9 +2,14 @@
  * start to their close, marked as their requests begin and end, and cut by the sweeper
  * thread when a request's headers do not arrive in time or a keep-alive connection idles
  * past its timeout (the headers deadline). */
-#include "api/api_int.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
+#include "api/api_request.h"
 
+#include <microhttpd.h>
 #include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>

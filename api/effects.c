@@ -1,6 +1,11 @@
 /* Effects handlers (DESIGN §14): subscriptions per board, the deliveries list and the
  * operator retry. The secret is shown once, in the answer of the PUT that generated it. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>

@@ -1,8 +1,10 @@
 /* The one error table (core_rc -> HTTP status, title) and the one problem+json renderer.
  * No other file formats an error answer: handlers return an enum core_rc (answer.c sends
  * the problem). */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_req.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

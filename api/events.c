@@ -6,8 +6,16 @@
  * can wake it), then stores the result in the request and resumes the connection; the access
  * handler runs again and answers. At most cfg.max_long_polls wait at once; past that a poll
  * answers at once with what there is (an empty page), which a client simply repeats. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
+#include "api/api_events.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
+#include <microhttpd.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -11,9 +11,10 @@
  * MHD's request-line parser (see api.h for the format): the method keeps its upper-case
  * letters, the target is percent-encoded where HTTP forbids a byte, header lines keep only
  * what a header may hold, and the framing headers are ours. */
-#include "api/api_int.h"
+#include "api/api_daemon.h"
 
 #include <errno.h>
+#include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>

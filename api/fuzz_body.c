@@ -4,7 +4,10 @@
  * two requests must agree on the outcome and its detail, and then on what every helper a
  * handler calls reads out of the body. tests/api/test_api_units.c runs it on a corpus of
  * bodies, tests/fuzz/fuzz_body.c on arbitrary bytes. */
-#include "api/api_int.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>

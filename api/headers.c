@@ -1,8 +1,10 @@
 /* The request's headers: the ones boardd reads, found in one pass (api_req_header), and the
  * checks on them made before routing -- no NUL or control byte in the request target or a
  * header, the body's framing (Content-Length, Transfer-Encoding) and the JSON media type. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_req.h"
 
+#include <microhttpd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -9,17 +9,21 @@
  * accepts on is left alone (start refused); a stale one (connect refused) is replaced. The
  * file is made 0660 before listen(2), so nobody connects while it has the umask's mode; it is
  * removed at a clean stop only while it is still the one we bound (same device and inode). */
-#include "api/api_int.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/eventfd.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>

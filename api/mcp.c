@@ -17,8 +17,14 @@
  * JSON-RPC batches were removed in 2025-06-18, the oldest version served: a batch is -32600.
  * Errors of the envelope answer 400 (404 for an unknown method in the 2026 era); tool
  * refusals are tool results with isError (mcp_tools.c). */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_handlers.h"
+#include "api/api_mcp.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
+#include <microhttpd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>

@@ -3,7 +3,13 @@
  * tools/call dispatch, `boardd mcp-tools` (the README's tool list) and the tests derive
  * (STYLE rule 15). A runner only translates: it parses arguments with the REST routes' own
  * helpers and calls the store function the REST route calls, so no rule lives here twice. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_cards.h"
+#include "api/api_daemon.h"
+#include "api/api_mcp.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,9 @@
 /* Routes that need no token: health, readiness, the OpenAPI document (metrics: metrics.c). */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>

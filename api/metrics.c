@@ -1,8 +1,14 @@
 /* GET /metrics: the Prometheus text rendering of metrics/metrics.h's table. The api owns the
  * request-latency histograms; the store adds its samples through store_stats (never a twin's
  * own header); the registry holds the counters others increment (claims, reaper, TLS). */
-#include "api/api_int.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
+#include "api/api_events.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,9 +1,14 @@
 /* Request helpers: the JSON body, query parameters, body fields, If-Match, JSON answers.
  * Every check of outside input ends in BAD_REQUEST with a detail, never an assert. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <microhttpd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -2,7 +2,10 @@
  *
  * openapi/check_routes.py reads
  * API_ROUTES below and checks openapi/openapi.yaml lists exactly these methods and paths. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <pthread.h>
 #include <stdio.h>

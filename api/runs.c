@@ -1,6 +1,12 @@
 /* Run handlers (DESIGN §5, §10): create, read, update and heartbeat by the owner, cancel and
  * prune by an operator. Every run body goes through store_run_to_json. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_cards.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,13 @@
 /* Runs as a record (DESIGN §20): GET /v1/cards/{id}/runs and GET /v1/runs (listings, newest
  * first, paged as every listing: {runs, next} and ?after=<next>), and POST
  * /v1/runs/{id}/output, the owner's append to the run's output tail. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_cards.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <stdlib.h>
 #include <string.h>

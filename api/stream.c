@@ -18,13 +18,22 @@
  * Lifetime: a stream lives from the handler until MHD destroys the response (stream_free),
  * on its list under hub->mu. The hub touches a stream's connection only while the stream is
  * suspended, which MHD's side cannot end but through the hub (or api_streams_stop). */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
+#include "api/api_events.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 
 #include <inttypes.h>
 #include <limits.h>
+#include <microhttpd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STREAM_BATCH 100        /* events read per store call */
 #define STREAM_HUB_WAIT_MS 500  /* the hub's store wait: its heartbeat resolution */

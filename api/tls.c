@@ -6,12 +6,15 @@
  * (GNUTLS_CERT_RETR_DEINIT_ALL), so a reload can drop the old pair at once while older
  * sessions keep what they were given. GnuTLS's callback has no user pointer: the pair lives in
  * a process-wide slot, and one api at a time may serve TLS. */
-#include "api/api_int.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
 
 #include <errno.h>
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <microhttpd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,8 @@
  * running server serves, replaced whole on SIGHUP (api_tokens_replace) with every set kept
  * until api_stop (requests hold pointers into the one they loaded). Plain tokens are never
  * stored. A request's own authentication is auth.c's. */
-#include "api/api_int.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

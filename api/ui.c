@@ -5,7 +5,10 @@
  * Every UI answer carries a strict Content-Security-Policy (no inline script or style, no
  * other origin, no framing), X-Content-Type-Options and Referrer-Policy. Fingerprinted assets
  * are cached for a year; index.html is revalidated every time. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 #include "api/ui_assets.h"
 
 #include <stdio.h>

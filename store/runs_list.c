@@ -1,17 +1,10 @@
 /* The runs listing's wrapper and the helpers both twins share (DESIGN §20): the filter's
  * checks, the page's order and cursor, and freeing a page. */
 #include "store/store.h"
+#include "store/store_wrap.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static bool boards_ok(const char *const *boards)
-{
-	for (; boards && *boards; boards++)
-		if (!core_name_valid(*boards))
-			return false;
-	return true;
-}
 
 enum core_rc store_run_list(struct store *st, const struct store_run_filter *f,
 			    struct core_run ***out, size_t *n, char **next)
@@ -27,12 +20,11 @@ enum core_rc store_run_list(struct store *st, const struct store_run_filter *f,
 		*next = NULL;
 	if (!st || !f || !out || !n || !next || f->limit < 1 || f->limit > 1000 ||
 	    (f->card_id && !core_id_valid(f->card_id)) ||
-	    (f->board && !core_name_valid(f->board)) || !boards_ok(f->boards) ||
+	    (f->board && !core_name_valid(f->board)) || !store_wrap_boards_valid(f->boards) ||
 	    (f->status && !core_status_valid(f->status)) ||
 	    (f->after && !core_run_cursor_parse(f->after, &at, &id)))
 		return CORE_ERR_BAD_REQUEST;
-	if (!st->ops->run_list)
-		return CORE_ERR_INTERNAL;
+	NEED_OP(st, run_list);
 	return st->ops->run_list(st, f, out, n, next);
 }
 

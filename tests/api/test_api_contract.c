@@ -3,7 +3,9 @@
  * must be a column of the card's board, a subscription's to_states must name columns, and
  * a path that names a missing board is 404. Each test runs against a fresh in-process
  * server, and each refusal is checked to change nothing. */
-#include "api/api_int.h"
+
+#include "api/api_handlers.h"
+#include "api/api_req.h"
 #include "tests/api/api_test.h"
 
 #include <stdio.h>

@@ -3,7 +3,8 @@
  * route table itself), /readyz follows a store
  * that refuses writes, a board-scoped token sees neither the reaper's counts nor other
  * boards' traffic in its event cursors. */
-#include "api/api_int.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
 #include "tests/api/api_test.h"
 
 #include <stdio.h>

@@ -1,58 +1,17 @@
 /* The hot answers written as text (api/answer_json.c) are byte for byte what json_dumps wrote
  * of the json_pack trees their handlers built before. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
 #include "tests/api/api_test.h"
+#include "tests/common/card_fixture.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* A card with every field set, so a round trip has something to lose. */
-static struct core_card *full_card(void)
-{
-	struct core_card *c = core_card_new();
-
-	ck_assert_ptr_nonnull(c);
-	core_str_set(&c->id, "c-1");
-	core_str_set(&c->board, "default");
-	core_str_set(&c->title, "T \"quoted\"\nline");
-	core_str_set(&c->body, "b\xc3\xa9");
-	core_str_set(&c->state, "in_progress");
-	c->priority = -7;
-	core_strv_push(&c->labels, "x");
-	core_strv_push(&c->labels, "y");
-	core_strv_push(&c->blockers, "c-0");
-	c->comments = calloc(1, sizeof(*c->comments));
-	c->n_comments = 1;
-	core_str_set(&c->comments[0].id, "cm-1");
-	core_str_set(&c->comments[0].author, "alice");
-	core_str_set(&c->comments[0].body, "hi");
-	c->comments[0].created_at = 1780000000123;
-	c->claim.present = true;
-	core_str_set(&c->claim.marker, "host-42");
-	c->claim.claimed_at = 1780000000000;
-	c->claim.has_lease = true;
-	c->claim.lease_until = 1780000060000;
-	c->claim.lease_ms = 60000;
-	c->has_epoch = true;
-	c->claim_epoch = 7;
-	core_str_set(&c->last_run_id, "r-9");
-	c->awaiting_input = true;
-	c->gave_up.set = true;
-	core_str_set(&c->gave_up.reason, "run_pruned");
-	core_str_set(&c->gave_up.run_id, "r-8");
-	c->gave_up.at = 1780000001000;
-	core_str_set(&c->state_reason, "launch");
-	c->created_at = 1780000000001;
-	c->updated_at = 1780000000002;
-	c->state_at = 1780000000003;
-	return c;
-}
 
 /* api_renew_json_text writes what json_dumps wrote of renew's json_pack tree. */
 START_TEST(renew_text_equals_the_tree)
 {
 	static const char *const markers[] = {"w-1", "q\"uote\\back/slash~", "a", ""};
-	struct core_card *c = full_card();
+	struct core_card *c = fixture_full_card();
 	char lu[CORE_TIME_BUF];
 	size_t i, len = 0;
 
@@ -112,7 +71,7 @@ static void same_claim_text(const struct core_card *c, const struct core_token *
 
 START_TEST(claim_text_equals_the_tree)
 {
-	struct core_card *c = full_card();
+	struct core_card *c = fixture_full_card();
 	struct core_token t = {.marker = c->claim.marker, .epoch = c->claim_epoch};
 	struct core_token odd = {.marker = "w \"1\" \xc3\xa9", .epoch = 0};
 

@@ -1,6 +1,11 @@
 /* Unit tests of api internals that need no server: the error table maps every enum core_rc,
  * the tokens file round-trips and is matched by digest, the route table is well formed. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_conns.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 #include "tests/api/api_test.h"
 
 #include <arpa/inet.h>

@@ -3,7 +3,7 @@
  * the rest is the body. Oracle: both paths give the same code and detail, and on success every
  * helper a handler calls reads the same out of the body; ASan/UBSan catch the rest. No store,
  * no daemon: tens of thousands of inputs a second. */
-#include "api/api_int.h"
+#include "api/api_request.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

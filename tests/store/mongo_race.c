@@ -17,6 +17,8 @@
  * (tests/store/meson.build): no BOARDD_TEST_MONGO_URI skips (77; fails when CI=true), and on
  * FerretDB, whose updates are known not to be atomic, it runs 20 rounds, prints the figures
  * and skips (77) saying why. The database (boardd_race_<pid>) is dropped. */
+#include "tests/common/mongo_probe.h"
+
 #include <mongoc/mongoc.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #define MAX_WAYS 64
+#define PROG "mongo_race"
 
 struct race {
 	mongoc_client_pool_t *pool;
@@ -101,30 +104,6 @@ static void *racer_main(void *arg)
 	return NULL;
 }
 
-static bool command_ok(mongoc_client_t *c, const char *db, bson_t *cmd, bson_t *reply)
-{
-	bson_error_t err;
-	bool ok = mongoc_client_command_simple(c, db, cmd, NULL, reply, &err);
-
-	if (!ok)
-		fprintf(stderr, "mongo_race: %s\n", err.message);
-	bson_destroy(cmd);
-	return ok;
-}
-
-/* buildInfo names FerretDB (ferretdbVersion). */
-static bool server_is_ferretdb(mongoc_client_t *c)
-{
-	bson_t reply;
-	bson_iter_t it;
-	bool yes = false;
-
-	if (command_ok(c, "admin", BCON_NEW("buildInfo", BCON_INT32(1)), &reply))
-		yes = bson_iter_init_find(&it, &reply, "ferretdbVersion");
-	bson_destroy(&reply);
-	return yes;
-}
-
 /* Reads {_id: id}'s int field `f` from coll; -1 when missing. */
 static int64_t read_int(mongoc_collection_t *coll, bson_t *filter, const char *f)
 {
@@ -153,34 +132,23 @@ int main(int argc, char **argv)
 	bson_t reply;
 	int i, round, multi = 0, none = 0, hits_off = 0, code = 2;
 	int64_t n_total;
-	bool ferret, test = argc > 1 && strcmp(argv[1], "--test") == 0;
-	const char *uri_s = test ? getenv("BOARDD_TEST_MONGO_URI") : argc > 1 ? argv[1] : NULL;
+	bool ferret, test;
+	const char *uri_s;
 
-	if (argc < 2 || argc > 4) {
-		fprintf(stderr, "usage: mongo_race URI|--test [ROUNDS [WAYS]]\n");
-		return 2;
-	}
-	if (!uri_s) {
-		const char *ci = getenv("CI");
-
-		printf("SKIP: BOARDD_TEST_MONGO_URI is not set (tests/run.sh sets it)\n");
-		return ci && strcmp(ci, "true") == 0 ? 1 : 77;
-	}
+	code = mongo_probe_uri(argc, argv, "usage: mongo_race URI|--test [ROUNDS [WAYS]]",
+			       &test, &uri_s);
+	if (code >= 0)
+		return code;
+	code = 2;
 	r.rounds = argc > 2 ? atoi(argv[2]) : 2000;
 	r.ways = argc > 3 ? atoi(argv[3]) : 16;
 	if (r.rounds < 1 || r.ways < 2 || r.ways > MAX_WAYS) {
 		fprintf(stderr, "mongo_race: ROUNDS >= 1, 2 <= WAYS <= %d\n", MAX_WAYS);
 		return 2;
 	}
-	mongoc_init();
-	uri = mongoc_uri_new_with_error(uri_s, &err);
-	if (!uri) {
-		fprintf(stderr, "mongo_race: %s: %s\n", uri_s, err.message);
+	r.pool = mongo_probe_pool(PROG, uri_s, r.ways + 1, &uri);
+	if (!r.pool)
 		return 2;
-	}
-	mongoc_uri_set_option_as_int32(uri, MONGOC_URI_MAXPOOLSIZE, r.ways + 1);
-	r.pool = mongoc_client_pool_new(uri);
-	mongoc_client_pool_set_error_api(r.pool, MONGOC_ERROR_API_VERSION_2);
 	snprintf(r.db, sizeof r.db, "boardd_race_%ld", (long)getpid());
 	r.wins = calloc((size_t)r.rounds, sizeof *r.wins);
 	pthread_mutex_init(&r.mu, NULL);
@@ -190,7 +158,7 @@ int main(int argc, char **argv)
 	c = mongoc_client_pool_pop(r.pool);
 	docs = mongoc_client_get_collection(c, r.db, "docs");
 	total = mongoc_client_get_collection(c, r.db, "total");
-	ferret = server_is_ferretdb(c);
+	ferret = mongo_probe_is_ferretdb(PROG, c);
 	if (ferret && test && r.rounds > 20)
 		r.rounds = 20; /* known not atomic: a few rounds show it, the rest costs a minute */
 	{
@@ -243,7 +211,7 @@ int main(int argc, char **argv)
 		code = 77;
 	}
 out:
-	command_ok(c, r.db, BCON_NEW("dropDatabase", BCON_INT32(1)), &reply);
+	mongo_probe_command(PROG, c, r.db, BCON_NEW("dropDatabase", BCON_INT32(1)), &reply);
 	bson_destroy(&reply);
 	mongoc_collection_destroy(docs);
 	mongoc_collection_destroy(total);

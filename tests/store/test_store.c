@@ -1,53 +1,12 @@
 /* The store suite: the JSON codec, the wrappers' argument checks, and the conformance body
  * run against the FS twin (a fresh data directory per test). */
 #include "tests/store/conformance.h"
+#include "tests/common/card_fixture.h"
 #include "tests/store/fs_fixture.h"
 
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A card with every field set, so a round trip has something to lose. */
-static struct core_card *full_card(void)
-{
-	struct core_card *c = core_card_new();
-
-	ck_assert_ptr_nonnull(c);
-	core_str_set(&c->id, "c-1");
-	core_str_set(&c->board, "default");
-	core_str_set(&c->title, "T \"quoted\"\nline");
-	core_str_set(&c->body, "b\xc3\xa9");
-	core_str_set(&c->state, "in_progress");
-	c->priority = -7;
-	core_strv_push(&c->labels, "x");
-	core_strv_push(&c->labels, "y");
-	core_strv_push(&c->blockers, "c-0");
-	c->comments = calloc(1, sizeof(*c->comments));
-	c->n_comments = 1;
-	core_str_set(&c->comments[0].id, "cm-1");
-	core_str_set(&c->comments[0].author, "alice");
-	core_str_set(&c->comments[0].body, "hi");
-	c->comments[0].created_at = 1780000000123;
-	c->claim.present = true;
-	core_str_set(&c->claim.marker, "host-42");
-	c->claim.claimed_at = 1780000000000;
-	c->claim.has_lease = true;
-	c->claim.lease_until = 1780000060000;
-	c->claim.lease_ms = 60000;
-	c->has_epoch = true;
-	c->claim_epoch = 7;
-	core_str_set(&c->last_run_id, "r-9");
-	c->awaiting_input = true;
-	c->gave_up.set = true;
-	core_str_set(&c->gave_up.reason, "run_pruned");
-	core_str_set(&c->gave_up.run_id, "r-8");
-	c->gave_up.at = 1780000001000;
-	core_str_set(&c->state_reason, "launch");
-	c->created_at = 1780000000001;
-	c->updated_at = 1780000000002;
-	c->state_at = 1780000000003;
-	return c;
-}
 
 static void roundtrip(const struct core_card *c)
 {
@@ -63,7 +22,7 @@ static void roundtrip(const struct core_card *c)
 
 START_TEST(codec_card_shape_and_roundtrip)
 {
-	struct core_card *c = full_card();
+	struct core_card *c = fixture_full_card();
 	json_t *j = store_card_to_json(c), *cl;
 	static const char *const keys[] = {
 		"id", "board", "title", "body", "state", "priority", "labels", "blockers", "comments", "claim",
@@ -146,7 +105,7 @@ START_TEST(codec_card_text_equals_the_tree)
 		"bad \xc0\xaf",     /* overlong: refused by both */
 		"bad \xf4\x90\x80\x80", /* past U+10FFFF */
 	};
-	struct core_card *c = full_card();
+	struct core_card *c = fixture_full_card();
 	size_t i;
 
 	same_text(c);
@@ -366,7 +325,7 @@ END_TEST
 
 START_TEST(codec_rejects_wrong_types)
 {
-	struct core_card *c = full_card(), *out = (struct core_card *)1;
+	struct core_card *c = fixture_full_card(), *out = (struct core_card *)1;
 	static const char *const breakers[] = {
 		"{\"title\": 3}", "{\"labels\": \"x\"}", "{\"labels\": [1]}",
 		"{\"claim\": {\"marker\": 1}}", "{\"claim_epoch\": \"7\"}",

@@ -19,6 +19,8 @@
  * (tests/tools/meson.build, suite mongo): no BOARDD_TEST_MONGO_URI skips (77; fails when
  * CI=true); on FerretDB, whose updates are not atomic at all (mongo_race.c), it skips (77).
  * The database (boardd_mjsinc_<pid>) is dropped. */
+#include "tests/common/mongo_probe.h"
+
 #include <mongoc/mongoc.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -28,6 +30,7 @@
 #include <unistd.h>
 
 #define MAX_WAYS 64
+#define PROG "mjs_inc"
 
 struct run {
 	mongoc_client_pool_t *pool;
@@ -151,30 +154,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static bool command_ok(mongoc_client_t *c, const char *db, bson_t *cmd, bson_t *reply)
-{
-	bson_error_t err;
-	bool ok = mongoc_client_command_simple(c, db, cmd, NULL, reply, &err);
-
-	if (!ok)
-		fprintf(stderr, "mjs_inc: %s\n", err.message);
-	bson_destroy(cmd);
-	return ok;
-}
-
-/* buildInfo names FerretDB (ferretdbVersion). */
-static bool server_is_ferretdb(mongoc_client_t *c)
-{
-	bson_t reply;
-	bson_iter_t it;
-	bool yes = false;
-
-	if (command_ok(c, "admin", BCON_NEW("buildInfo", BCON_INT32(1)), &reply))
-		yes = bson_iter_init_find(&it, &reply, "ferretdbVersion");
-	bson_destroy(&reply);
-	return yes;
-}
-
 static int64_t final_n(mongoc_collection_t *coll)
 {
 	bson_t *f = BCON_NEW("_id", BCON_UTF8("n"));
@@ -202,19 +181,14 @@ int main(int argc, char **argv)
 	int i, code = 2;
 	int64_t total, dup = 0, missing = 0, out_of_range = 0, n_end = -1;
 	unsigned char *seen = NULL;
-	bool test = argc > 1 && strcmp(argv[1], "--test") == 0;
-	const char *uri_s = test ? getenv("BOARDD_TEST_MONGO_URI") : argc > 1 ? argv[1] : NULL;
+	bool test;
+	const char *uri_s;
 
-	if (argc < 2 || argc > 4) {
-		fprintf(stderr, "usage: mjs_inc URI|--test [CALLS [WAYS]]\n");
-		return 2;
-	}
-	if (!uri_s) {
-		const char *ci = getenv("CI");
-
-		printf("SKIP: BOARDD_TEST_MONGO_URI is not set (tests/run.sh sets it)\n");
-		return ci && strcmp(ci, "true") == 0 ? 1 : 77;
-	}
+	code = mongo_probe_uri(argc, argv, "usage: mjs_inc URI|--test [CALLS [WAYS]]",
+			       &test, &uri_s);
+	if (code >= 0)
+		return code;
+	code = 2;
 	r.calls = argc > 2 ? atoi(argv[2]) : 2000;
 	r.ways = argc > 3 ? atoi(argv[3]) : 16;
 	if (r.calls < 1 || r.ways < 2 || r.ways > MAX_WAYS) {
@@ -222,15 +196,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	total = (int64_t)r.calls * r.ways;
-	mongoc_init();
-	uri = mongoc_uri_new_with_error(uri_s, &err);
-	if (!uri) {
-		fprintf(stderr, "mjs_inc: %s: %s\n", uri_s, err.message);
+	r.pool = mongo_probe_pool(PROG, uri_s, r.ways + 1, &uri);
+	if (!r.pool)
 		return 2;
-	}
-	mongoc_uri_set_option_as_int32(uri, MONGOC_URI_MAXPOOLSIZE, r.ways + 1);
-	r.pool = mongoc_client_pool_new(uri);
-	mongoc_client_pool_set_error_api(r.pool, MONGOC_ERROR_API_VERSION_2);
 	snprintf(r.db, sizeof r.db, "boardd_mjsinc_%ld", (long)getpid());
 	r.got = calloc((size_t)total, sizeof *r.got);
 	seen = calloc((size_t)total + 1, 1);
@@ -239,7 +207,7 @@ int main(int argc, char **argv)
 
 	c = mongoc_client_pool_pop(r.pool);
 	coll = mongoc_client_get_collection(c, r.db, "counter");
-	if (test && server_is_ferretdb(c)) {
+	if (test && mongo_probe_is_ferretdb(PROG, c)) {
 		printf("SKIP: FerretDB 1.24's single-document updates are not atomic at all "
 		       "(mongo_race); this checks mongo-java-server's replies\n");
 		code = 77;
@@ -285,7 +253,7 @@ int main(int argc, char **argv)
 	       r.torn, (long long)n_end, (long long)total);
 	code = dup || missing || out_of_range || r.torn || n_end != total ? 1 : 0;
 out:
-	command_ok(c, r.db, BCON_NEW("dropDatabase", BCON_INT32(1)), &reply);
+	mongo_probe_command(PROG, c, r.db, BCON_NEW("dropDatabase", BCON_INT32(1)), &reply);
 	bson_destroy(&reply);
 	mongoc_collection_destroy(coll);
 	mongoc_client_pool_push(r.pool, c);
