@@ -1,8 +1,8 @@
 /* GET /v1/boards/{b}/activity: the last hour per minute, for the UI's charts (DESIGN §21) —
  * claims, completions, failures and reaper actions (this replica's counts over every board,
  * from metrics/activity.h's ring), and the board's cards per column (a gauge sampled each
- * minute by server/sampler.c through api_activity_sample, and here when a board has no sample
- * of this minute yet). In memory: per replica, reset on restart. */
+ * minute by server/sampler.c through api_activity_sample, and here when the board's last
+ * sample is more than ACTIVITY_FRESH_MS old). In memory: per replica, reset on restart. */
 #include "api/api_int.h"
 #include "metrics/activity.h"
 
@@ -104,8 +104,9 @@ enum core_rc api_h_board_activity(struct api_req *r)
 		return api_fail(r, rc, "no board %s", name);
 	if (rc != CORE_OK)
 		return rc;
-	/* The sampler thread (server/sampler.c) samples each minute; a board it has not reached
-	 * yet, or a server without it (tests), is sampled here. */
+	/* The sampler thread (server/sampler.c) samples each minute; a reader re-counts a board
+	 * whose sample is older than ACTIVITY_FRESH_MS, so the last minute shows the board as it
+	 * is (at most one count per board every 10 s, however many read). */
 	if (ring && !activity_sampled(ring, name, now))
 		rc = api_activity_sample(r->api->st, api_metrics(r->api), &b, now);
 	core_board_release(&b);

@@ -22,7 +22,7 @@ struct gslot {
 
 struct gboard {
 	char name[ACTIVITY_NAME_MAX + 1]; /* "": unused */
-	int64_t last;                     /* minute of the last sample (eviction order) */
+	int64_t last;                     /* ms of the last sample (eviction order, freshness) */
 	size_t n_cols;
 	char cols[ACTIVITY_COLS_MAX][ACTIVITY_NAME_MAX + 1];
 	struct gslot s[ACTIVITY_MINUTES];
@@ -135,7 +135,7 @@ bool activity_sampled(struct activity *a, const char *board, int64_t now_ms)
 		return false;
 	pthread_mutex_lock(&a->mu);
 	g = board_find(a, board);
-	yes = g && g->s[idx(m)].minute == m;
+	yes = g && g->s[idx(m)].minute == m && now_ms - g->last < ACTIVITY_FRESH_MS;
 	pthread_mutex_unlock(&a->mu);
 	return yes;
 }
@@ -186,7 +186,7 @@ void activity_sample(struct activity *a, const char *board, const char *const *c
 		for (c = 0; c < n; c++)
 			strncpy(g->cols[c], cols[c], ACTIVITY_NAME_MAX);
 	}
-	g->last = m;
+	g->last = now_ms;
 	g->s[idx(m)].minute = m;
 	for (c = 0; c < n; c++)
 		g->s[idx(m)].c[c] = counts[c];

@@ -1,8 +1,8 @@
 /* activity — the per-minute counts of the last hour that the UI's charts draw (DESIGN §21):
  * claims, completions, failures and reaper actions per minute, and cards per column (a gauge
- * per board, sampled each minute by server/sampler.c, or by the route when a board has no
- * sample of the minute yet). A ring of ACTIVITY_MINUTES slots in this
- * process's memory: per replica, reset on restart; GET /v1/activity serves it.
+ * per board, sampled each minute by server/sampler.c, and by the route when a board's last
+ * sample is over ACTIVITY_FRESH_MS old). A ring of ACTIVITY_MINUTES slots in this
+ * process's memory: per replica, reset on restart; GET /v1/boards/{b}/activity serves it.
  *
  * The counts are fed by metrics_add (metrics.c), from the same calls that count the
  * Prometheus families, so the charts and /metrics agree:
@@ -23,6 +23,7 @@
 #define ACTIVITY_COLS_MAX 32   /* columns of a board kept in the gauge */
 #define ACTIVITY_BOARDS_MAX 64 /* boards whose gauge is kept (least recently sampled goes) */
 #define ACTIVITY_NAME_MAX 64
+#define ACTIVITY_FRESH_MS 10000 /* a reader re-counts a board whose sample is older */
 
 enum activity_series {
 	ACTIVITY_CLAIMS,
@@ -51,9 +52,11 @@ void activity_add(struct activity *a, enum activity_series s, uint64_t n, int64_
  * feeds, if any (the table in the header comment), at the wall clock's minute. */
 void activity_note(struct activity *a, int metrics_id, const char *v1, uint64_t n);
 
-/* Whether the board's gauge has a sample in now_ms's minute (the caller then need not count). */
+/* Whether the board's gauge has a sample of now_ms's minute taken in the last
+ * ACTIVITY_FRESH_MS (the caller then need not count again). */
 bool activity_sampled(struct activity *a, const char *board, int64_t now_ms);
-/* Records the board's cards per column at now_ms (cols[0..n), counts[0..n); columns past
+/* Records the board's cards per column at now_ms (cols[0..n), counts[0..n): the minute's value
+ * is its last sample; columns past
  * ACTIVITY_COLS_MAX are left out). A column list unlike the last one's starts the board's
  * gauge afresh (the old samples named other columns). */
 void activity_sample(struct activity *a, const char *board, const char *const *cols,

@@ -63,16 +63,21 @@ START_TEST(test_gauge_per_board)
 
 	ck_assert(!activity_sampled(a, "b1", T0));
 	activity_sample(a, "b1", cols, c1, 3, T0 + 10);
-	ck_assert(activity_sampled(a, "b1", T0 + MIN - 1));
-	ck_assert(!activity_sampled(a, "b1", T0 + MIN));
+	ck_assert(activity_sampled(a, "b1", T0 + 10 + ACTIVITY_FRESH_MS - 1));
+	ck_assert(!activity_sampled(a, "b1", T0 + 10 + ACTIVITY_FRESH_MS)); /* stale: count again */
+	ck_assert(!activity_sampled(a, "b1", T0 + MIN));                    /* another minute */
 	ck_assert(!activity_sampled(a, "b2", T0 + 10));
+	/* A later sample of the same minute is the minute's value. */
+	activity_sample(a, "b1", cols, c2, 3, T0 + 30000);
+	activity_read(a, "b1", T0 + 30000, v);
+	ck_assert_uint_eq(v->gauge[ACTIVITY_MINUTES - 1][0], 4);
 	activity_sample(a, "b1", cols, c2, 3, T0 + 2 * MIN);
 	activity_read(a, "b1", T0 + 2 * MIN, v);
 	ck_assert_uint_eq(v->n_cols, 3);
 	ck_assert_str_eq(v->cols[1], "doing");
 	ck_assert(v->sampled[ACTIVITY_MINUTES - 3] && !v->sampled[ACTIVITY_MINUTES - 2] &&
 		  v->sampled[ACTIVITY_MINUTES - 1]);
-	ck_assert_uint_eq(v->gauge[ACTIVITY_MINUTES - 3][2], 9);
+	ck_assert_uint_eq(v->gauge[ACTIVITY_MINUTES - 3][2], 10); /* its later sample */
 	ck_assert_uint_eq(v->gauge[ACTIVITY_MINUTES - 1][0], 4);
 	activity_read(a, "b2", T0 + 2 * MIN, v);
 	ck_assert_uint_eq(v->n_cols, 0);
