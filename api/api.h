@@ -167,6 +167,10 @@ enum core_rc api_tokens_replace(struct api *a, struct api_tokens *fresh);
 enum core_rc api_tls_reload(struct api *a, char *err, size_t errlen);
 /* The metrics registry in use (cfg->metrics or the api's own); borrowed until api_stop. */
 struct metrics *api_metrics(const struct api *a);
+/* Counts board b's cards per column into m's activity ring (metrics/activity.h) at now_ms:
+ * the gauge behind GET /v1/boards/{b}/activity, sampled each minute by the server. */
+enum core_rc api_activity_sample(struct store *st, struct metrics *m, const struct core_board *b,
+				 int64_t now_ms);
 /* The bound TCP port (useful with port 0); 0 on a unix: socket file. */
 uint16_t api_port(const struct api *a);
 /* Stops taking new connections (each is closed as it is accepted); in-flight requests and

@@ -63,6 +63,7 @@ enum core_rc api_h_board_list(struct api_req *r);
 enum core_rc api_h_board_get(struct api_req *r);
 enum core_rc api_h_board_put(struct api_req *r);
 enum core_rc api_h_reaper_get(struct api_req *r);
+enum core_rc api_h_board_activity(struct api_req *r);
 enum core_rc api_h_reaper_pass(struct api_req *r);
 
 enum core_rc api_h_labels_rename(struct api_req *r);

@@ -1,6 +1,7 @@
 /* The metrics table's renderings: the registry's counters, the scrape sink, and the text
  * format. See metrics.h. */
 #include "metrics/metrics.h"
+#include "metrics/activity.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -88,6 +89,7 @@ struct metrics {
 	atomic_uint_least64_t *count[METRICS_COUNT_];
 	struct metrics_hist *hist[METRICS_COUNT_];
 	size_t n1[METRICS_COUNT_], n2[METRICS_COUNT_];
+	struct activity *activity; /* the charts' per-minute ring (activity.h) */
 };
 
 static size_t values_n(const char *const *v)
@@ -104,8 +106,10 @@ struct metrics *metrics_new(void)
 	struct metrics *m = calloc(1, sizeof(*m));
 	size_t id;
 
-	if (!m)
+	if (!m || !(m->activity = activity_new())) {
+		free(m);
 		return NULL;
+	}
 	for (id = 0; id < METRICS_COUNT_; id++) {
 		const struct family *f = &families[id];
 		size_t n;
@@ -137,6 +141,7 @@ void metrics_free(struct metrics *m)
 		free(m->count[id]);
 		free(m->hist[id]);
 	}
+	activity_free(m->activity);
 	free(m);
 }
 
@@ -177,6 +182,12 @@ void metrics_add(struct metrics *m, enum metrics_id id, const char *v1, const ch
 	assert(i >= 0 && m->count[id]);
 	if (i >= 0 && m->count[id])
 		atomic_fetch_add_explicit(&m->count[id][i], n, memory_order_relaxed);
+	activity_note(m->activity, id, v1, n);
+}
+
+struct activity *metrics_activity(struct metrics *m)
+{
+	return m ? m->activity : NULL;
 }
 
 void metrics_observe(struct metrics *m, enum metrics_id id, const char *v1, const char *v2,

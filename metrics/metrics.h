@@ -233,6 +233,8 @@ static inline void metrics_inc(struct metrics *m, enum metrics_id id, const char
 /* Observes v (in the family's bucket unit) in a registry histogram. */
 void metrics_observe(struct metrics *m, enum metrics_id id, const char *v1, const char *v2,
 		     uint64_t v);
+/* The per-minute ring the registry's counters feed (metrics/activity.h); NULL when m is. */
+struct activity *metrics_activity(struct metrics *m);
 /* The current value of a registry counter series (tests). */
 uint64_t metrics_get(const struct metrics *m, enum metrics_id id, const char *v1, const char *v2);
 

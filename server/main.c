@@ -40,6 +40,7 @@ int main(int argc, char **argv)
 	struct api *api = NULL;
 	struct server_reaper_config rcfg = {0};
 	struct server_reaper *reaper = NULL;
+	struct server_sampler *sampler = NULL;
 	struct server_deliver_config dcfg = {0};
 	struct server_deliver *deliver = NULL;
 	const char *scale = getenv("BOARDD_TEST_DELIVERY_TIME_SCALE");
@@ -145,6 +146,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	if (server_sampler_start(st, metrics, &sampler) != CORE_OK)
+		fprintf(stderr, "boardd: no activity sampler: cards per column sampled when read\n");
 	if (api_start(&acfg, st, &api, err, sizeof err) != CORE_OK) {
 		fprintf(stderr, "boardd: %s\n", err);
 		goto out;
@@ -175,6 +178,7 @@ int main(int argc, char **argv)
 out:
 	api_stop(api);
 	server_deliver_stop(deliver); /* an attempt in flight finishes or times out first */
+	server_sampler_stop(sampler);
 	server_reaper_free(reaper);
 	store_close(st);
 	api_tokens_release(&tokens);

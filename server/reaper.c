@@ -294,6 +294,14 @@ static int64_t mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* A finished pass into the metrics: its actions, its candidates, its duration. */
 static void stats_count(struct server_reaper *r, const struct server_reaper_stats *s,
 			int64_t us)
@@ -343,6 +351,7 @@ enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_st
 		store_cards_free(cards, n);
 	}
 	s.duration_ms = mono_ms() - t0;
+	s.finished_at_ms = wall_ms();
 	stats_count(r, &s, mono_us() - t0_us);
 	pthread_mutex_lock(&r->lock);
 	r->passes++;

@@ -50,6 +50,7 @@ struct server_reaper_stats {
 	int64_t duration_ms;
 	size_t actions[CORE_STUCK_ACTION_COUNT_];
 	size_t repaired;
+	int64_t finished_at_ms; /* wall clock when the pass ended (served as finished_at); 0: none */
 };
 
 /* Creates a reaper over st (borrowed; must outlive it). Caller frees with

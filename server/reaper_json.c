@@ -1,10 +1,11 @@
 /* The reaper's status and a pass's stats as JSON (GET and POST /v1/reaper through the api's
- * hooks). */
+ * hooks); a pass's stats carry finished_at, when it ended (DESIGN §21). */
 #include "server/reaper_int.h"
 
 json_t *server_reaper_stats_json(const struct server_reaper_stats *s)
 {
-	json_t *actions = json_object();
+	json_t *actions = json_object(), *j;
+	char at[CORE_TIME_BUF];
 	int i;
 
 	if (!actions)
@@ -12,11 +13,15 @@ json_t *server_reaper_stats_json(const struct server_reaper_stats *s)
 	for (i = 0; i < CORE_STUCK_ACTION_COUNT_; i++)
 		json_object_set_new(actions, core_stuck_action_name((enum core_stuck_action)i),
 				    json_integer((json_int_t)s->actions[i]));
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:I}", "gate", s->gate ? "on" : "off",
-			 "listed", (json_int_t)s->listed, "transferred",
-			 (json_int_t)s->transferred, "skipped", (json_int_t)s->skipped, "errors",
-			 (json_int_t)s->errors, "duration_ms", (json_int_t)s->duration_ms,
-			 "actions", actions, "repaired", (json_int_t)s->repaired);
+	j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:I}", "gate", s->gate ? "on" : "off",
+		      "listed", (json_int_t)s->listed, "transferred", (json_int_t)s->transferred,
+		      "skipped", (json_int_t)s->skipped, "errors", (json_int_t)s->errors,
+		      "duration_ms", (json_int_t)s->duration_ms, "actions", actions, "repaired",
+		      (json_int_t)s->repaired);
+	if (j && s->finished_at_ms > 0)
+		json_object_set_new(j, "finished_at",
+				    json_string(core_time_format(s->finished_at_ms, at)));
+	return j;
 }
 
 json_t *server_reaper_status_json(struct server_reaper *r)

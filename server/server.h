@@ -45,6 +45,13 @@ struct server_config {
 
 
 
+/* The activity sampler (server/sampler.c): each minute, every board's cards per column into
+ * m's activity ring. st and m are borrowed and must outlive it. */
+struct server_sampler;
+enum core_rc server_sampler_start(struct store *st, struct metrics *m, struct server_sampler **out);
+/* Stops and joins the thread, frees s. NULL: nothing. */
+void server_sampler_stop(struct server_sampler *s);
+
 enum server_parse_result {
 	SERVER_PARSE_RUN,   /* start the server */
 	SERVER_PARSE_EXIT,  /* --help / --version printed: exit 0 */

@@ -7,10 +7,11 @@
  * read with fetch (EventSource cannot send a bearer token) and resumed with Last-Event-ID.
  * Text from the server is only ever set as textContent.
  *
- * Four files, loaded in order, one global scope: app.js (this: the API, sign-in, loading,
+ * Five files, loaded in order, one global scope: app.js (this: the API, sign-in, loading,
  * filters, actions and the wiring), stream.js (the live stream), board.js (drawing the board, the
  * Needs-attention lane, the reaper panel; drag and drop and the keyboard on the board) and
- * card.js (the card view with its runs, the create/edit, reopen and bulk dialogs). */
+ * card.js (the card view with its runs, the create/edit, reopen and bulk dialogs), charts.js
+ * (the Activity panel's charts). */
 'use strict';
 
 const TOKEN_KEY = 'boardd.token';
@@ -296,7 +297,7 @@ async function openBoard(name) {
   const cur = st.value;
   st.replaceChildren(h('option', { value: '', text: 'any' }), ...columns().map((c) => h('option', { value: c.name, text: c.name })));
   st.value = column(cur) ? cur : '';
-  await Promise.all([loadAttention(), loadReaper()]);
+  await Promise.all([loadAttention(), loadReaper(), loadActivity()]);
   renderLabels();
   renderBoard();
   startStream();
@@ -590,6 +591,7 @@ function wire() {
   });
   $('attention-toggle').addEventListener('click', () => setPanel('attention', $('attention').hidden));
   $('reaper-toggle').addEventListener('click', () => setPanel('reaper', $('reaper').hidden));
+  $('activity-toggle').addEventListener('click', () => setPanel('activity', $('activity').hidden));
   $('new-card').addEventListener('click', () => openEdit(null));
   $('keys-open').addEventListener('click', () => showDialog($('keys-dialog')));
   $('edit-form').addEventListener('submit', submitEdit);
@@ -616,6 +618,9 @@ function wire() {
   /* Every 5 s while the reaper panel is open (when did the last pass run?), else every 15 s. */
   let reaperTick = 0;
   setInterval(() => { if (S.token && S.board && (!$('reaper').hidden || ++reaperTick % 3 === 0)) loadReaper(); }, 5000);
+  /* The activity counts move by the minute: every 15 s while its panel is open, else each minute. */
+  let activityTick = 0;
+  setInterval(() => { if (S.token && S.board && (!$('activity').hidden || ++activityTick % 4 === 0)) loadActivity(); }, 15000);
   /* Leases expire without an event: the lane is re-read now and then as well. */
   setInterval(() => { if (S.token && S.board) refreshAttentionSoon(); }, 10000);
 }

@@ -378,8 +378,9 @@ function wireBoard() {
 function setPanel(which, open) {
   $(which).hidden = !open;
   $(which + '-toggle').setAttribute('aria-expanded', String(open));
-  $('side').hidden = $('attention').hidden && $('reaper').hidden;
+  $('side').hidden = $('attention').hidden && $('reaper').hidden && $('activity').hidden;
   if (open && which === 'reaper' && S.token && S.board) loadReaper();
+  if (open && which === 'activity' && S.token && S.board) loadActivity();
 }
 
 function setBulkOpen(open) {

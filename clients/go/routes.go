@@ -63,6 +63,7 @@ var Routes = map[string]string{
 	"GET /v1/boards/{b}":                         "GetBoard",
 	"PUT /v1/boards/{b}":                         "PutBoard",
 	"POST /v1/boards/{b}/columns/{c}/rename":     "RenameColumn",
+	"GET /v1/boards/{b}/activity":                "Activity",
 	"GET /v1/boards/{b}/subscriptions":           "Subscriptions",
 	"GET /v1/boards/{b}/subscriptions/{name}":    "GetSubscription",
 	"PUT /v1/boards/{b}/subscriptions/{name}":    "PutSubscription",

@@ -242,6 +242,13 @@ func (c *Client) RenameColumn(ctx context.Context, board, column, to string) (JS
 	return c.put(ctx, "POST", "/v1/boards/"+esc(board)+"/columns/"+esc(column)+"/rename", JSON{"to": to})
 }
 
+// Activity is the last hour per minute (§21; this replica's, reset on restart): {board,
+// minute_ms, minutes, series: {claims, completions, failures, reaper_actions}, columns}.
+// minutes 0: the whole hour.
+func (c *Client) Activity(ctx context.Context, board string, minutes int) (JSON, error) {
+	return c.get(ctx, "/v1/boards/"+esc(board)+"/activity"+query("minutes", itoa(minutes)))
+}
+
 func (c *Client) Subscriptions(ctx context.Context, board string) (JSON, error) {
 	return c.get(ctx, "/v1/boards/"+esc(board)+"/subscriptions")
 }

@@ -77,5 +77,6 @@ TCase *api_tcase_mcp_small(void);
 TCase *api_tcase_agent(void);
 TCase *api_tcase_unix(void);
 TCase *api_tcase_runs(void);
+TCase *api_tcase_activity(void);
 
 #endif

@@ -452,6 +452,7 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_quiesce());
 	suite_add_tcase(s, api_tcase_unix());
 	suite_add_tcase(s, api_tcase_runs());
+	suite_add_tcase(s, api_tcase_activity());
 	return s;
 }
 

@@ -144,6 +144,7 @@ static const struct {
 	{"GET", "", NULL, ALL},
 	{"POST", "/columns/ready/rename", "{\"to\":\"r2\"}", ALL},
 	{"POST", "/claim-next", "{\"marker\":\"m\"}", ALL},
+	{"GET", "/activity", NULL, ALL},
 	{"GET", "/subscriptions", NULL, ALL},
 	{"GET", "/subscriptions/s", NULL, ALL},
 	{"PUT", "/subscriptions/s", "{\"url\":\"http://127.0.0.1:9/x\"}", ALL},

@@ -976,12 +976,15 @@ START_TEST(test_stats_json_shape)
 {
 	struct server_reaper_stats s = {.gate = true, .listed = 3};
 	json_t *j = server_reaper_stats_json(&s), *status;
+	const char *at;
+	int64_t first, second;
 
 	ck_assert_ptr_nonnull(j);
 	ck_assert_str_eq(json_string_value(json_object_get(j, "gate")), "on");
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "listed")), 3);
 	ck_assert_ptr_nonnull(json_object_get(json_object_get(j, "actions"), "give_up"));
 	ck_assert_ptr_nonnull(json_object_get(j, "repaired"));
+	ck_assert_ptr_null(json_object_get(j, "finished_at")); /* no pass ended: no time */
 	json_decref(j);
 	status = server_reaper_status_json(reaper);
 	ck_assert(json_is_null(json_object_get(status, "last_pass")));
@@ -990,6 +993,19 @@ START_TEST(test_stats_json_shape)
 	status = server_reaper_status_json(reaper);
 	ck_assert(json_is_object(json_object_get(status, "last_pass")));
 	ck_assert_int_eq(json_integer_value(json_object_get(status, "passes")), 1);
+	/* When the pass ended (DESIGN §21: the panel shows when the last pass ran), and it
+	 * moves with the next pass. */
+	at = json_string_value(json_object_get(json_object_get(status, "last_pass"), "finished_at"));
+	ck_assert_ptr_nonnull(at);
+	ck_assert(core_time_parse(at, &first));
+	json_decref(status);
+	usleep(2000); /* the next pass ends at least 2 ms later on the wall clock */
+	pass(reaper);
+	status = server_reaper_status_json(reaper);
+	at = json_string_value(json_object_get(json_object_get(status, "last_pass"), "finished_at"));
+	ck_assert_ptr_nonnull(at);
+	ck_assert(core_time_parse(at, &second));
+	ck_assert_int_gt(second, first);
 	json_decref(status);
 }
 END_TEST

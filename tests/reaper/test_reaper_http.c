@@ -189,6 +189,7 @@ START_TEST(test_zombie_refused_over_http)
 	j = call_json(200, "GET", "/v1/reaper", HARNESS_TOK_BOT, NULL, NULL);
 	ck_assert_str_eq(json_string_value(json_object_get(j, "gate")), "on");
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "passes")), 1);
+	ck_assert(json_is_string(json_object_get(json_object_get(j, "last_pass"), "finished_at")));
 	json_decref(j);
 }
 END_TEST

@@ -244,8 +244,8 @@ def test_whoami_and_ui(srv):
     check('<script>' not in html and ' style=' not in html, 'no inline script or style')
     assets = re.findall(r'/ui/([a-z]+\.[0-9a-f]{12}\.(?:js|css))', html)
     check(sorted(a.split('.')[0] + '.' + a.split('.')[2] for a in assets) ==
-          ['app.css', 'app.js', 'board.js', 'card.js', 'stream.js'],
-          'five fingerprinted assets (%s)' % assets)
+          ['app.css', 'app.js', 'board.js', 'card.js', 'charts.js', 'stream.js'],
+          'six fingerprinted assets (%s)' % assets)
     for a in assets:
         st, _, h = srv.call('GET', '/ui/' + a, None)
         check(st == 200 and 'immutable' in h.get('cache-control', '') and 'max-age=31536000' in h.get('cache-control', ''),

@@ -9,7 +9,8 @@ show their age and time in column; the filters (state, label, holder, text) appl
 and the lane, the sort orders both; create and edit a card; move one by drag and drop, by the
 keyboard and from the card view, and a refused move shows the problem's title and detail; the
 keyboard reaches every action and the focus stays; axe-core finds no serious or critical
-violation in the main views; the reaper panel says when the last pass ran; a card whose run
+violation in the main views; the reaper panel says when the last pass ran; the Activity bar's
+charts draw the activity route's numbers; a card whose run
 was pruned opens without asking for that run; a card's runs and their output, and a server
 without the runs listing; a 3000-card board is drawn and its time printed.
 
@@ -364,11 +365,16 @@ def reaper_and_runs(page, srv):
     open_panel(page, 'reaper')
     check('no pass yet' in page.locator('#reaper-stats').inner_text(),
           'before any pass the panel says so (%r)' % page.locator('#reaper-stats').inner_text())
-    srv.ok('POST', '/v1/reaper/pass', 'op')
-    page.wait_for_selector('#reaper-summary:has-text("last pass seen")', timeout=T)
+    passed = srv.ok('POST', '/v1/reaper/pass', 'op')
+    check(ISO.match(passed.get('finished_at') or ''), 'a pass says when it ended (%r)' % passed)
+    page.wait_for_selector('#reaper-summary:has-text("last pass")', timeout=T)
+    page.evaluate('loadReaper()')
+    page.wait_for_function("S.reaper && S.reaper.last_pass && S.reaper.last_pass.finished_at", timeout=T)
     last = page.locator('#reaper-stats [data-last-pass]')
-    check(re.match(r'^seen (just now|\d+ s ago)$', last.inner_text()) and ISO.match(last.get_attribute('title') or ''),
-          'the panel says when the last pass ran (%r, %r)' % (last.inner_text(), last.get_attribute('title')))
+    check(re.match(r'^(just now|\d+ s ago)$', last.inner_text()) and
+          last.get_attribute('title') == srv.ok('GET', '/v1/reaper')['last_pass']['finished_at'],
+          'the panel says when the last pass ran, from GET /v1/reaper\'s finished_at (%r, %r)'
+          % (last.inner_text(), last.get_attribute('title')))
     shot(page.locator('#reaper'), 'reaper.png')
     # no pass seen for three intervals: the bar asks whether the reaper runs; a server that
     # gives the pass's time is believed over the page's watching
@@ -440,6 +446,47 @@ def reaper_and_runs(page, srv):
           '405' not in page.locator('#card-body').inner_text(),
           'a 405 from the listing hides the section (%r)' % page.locator('#card-body').inner_text()[:300])
     page.keyboard.press('Escape')
+
+
+def activity_charts(page, srv):
+    """The Activity bar (DESIGN §21): its charts draw GET /v1/boards/{b}/activity's numbers."""
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'b-act', 'title': 'Compact the journal',
+                                        'state': 'in_progress'})
+    ep = srv.claim('b-act', 'worker-9', lease_ms=600000)['epoch']
+    srv.run_with_status('b-act', ep, 'r-act', 'finished', marker='worker-9')
+    sign_in(page, srv, 'op', lane=False)
+    page.wait_for_selector('#live.on', timeout=T)
+    check(not page.locator('#activity').is_visible(), 'the Activity panel starts folded')
+    page.wait_for_selector('#activity-summary:has-text("claims")', timeout=T)
+    open_panel(page, 'activity')
+    page.wait_for_selector('#activity svg[data-series="claims"]', timeout=T)
+    check(page.get_attribute('#activity-toggle', 'aria-expanded') == 'true', 'the bar unfolds the charts')
+    act = srv.ok('GET', '/v1/boards/default/activity')
+    page.evaluate('loadActivity()')
+    page.wait_for_selector('#activity svg[data-series="columns"]', timeout=T)
+    for name in ('claims', 'completions', 'failures', 'reaper_actions'):
+        want = act['series'][name]
+        svg = '#activity svg[data-series="%s"]' % name
+        drawn = page.eval_on_selector_all(svg + ' rect', 'els => els.map(e => Number(e.dataset.value))')
+        check(drawn == want, '%s: a bar per minute with the route\'s numbers (%s / %s)'
+              % (name, sum(drawn), sum(want)))
+        check(page.get_attribute(svg, 'data-total') == str(sum(want)), '%s: its total' % name)
+    check(sum(act['series']['claims']) >= 4 and sum(act['series']['completions']) >= 1 and
+          sum(act['series']['failures']) >= 1, 'the seeded claims and runs are counted (%s)'
+          % {k: sum(v) for k, v in act['series'].items()})
+    for col in act['columns']:
+        now = [v for v in col['cards'] if v is not None][-1]
+        legend = page.get_attribute('#activity .legend li[data-column="%s"]' % col['name'], 'data-now')
+        check(legend == str(now), 'column %s: %s cards now (%s)' % (col['name'], now, legend))
+    heights = page.eval_on_selector_all('#activity svg[data-series="claims"] rect',
+                                        'els => els.map(e => e.getBBox().height)')
+    check(max(heights) > 10, 'the busiest minute is drawn tall (%s)' % max(heights))
+    summary = page.locator('#activity-summary').inner_text()
+    check('%d claims' % sum(act['series']['claims']) in summary, 'the bar sums the hour (%r)' % summary)
+    shot(page.locator('#activity'), 'activity.png')
+    shot(page, 'board-activity.png')
+    page.click('#activity-toggle')
+    page.locator('#activity').wait_for(state='hidden', timeout=T)
 
 
 def big_board(page, srv):
@@ -531,7 +578,7 @@ def main():
             errors = []
             try:
                 for flow in (the_page_is_the_board, filters_and_sort, create_edit_move,
-                             keyboard_and_axe, reaper_and_runs, big_board):
+                             keyboard_and_axe, reaper_and_runs, activity_charts, big_board):
                     page = ctx.new_page()
                     page.on('console', lambda m: errors.append('%s: %s' % (flow.__name__, m.text))
                             if m.type == 'error' else None)

@@ -503,6 +503,12 @@ class Client:
         return self.call('POST', '/v1/boards/%s/columns/%s/rename' % (_q(board), _q(column)),
                          {'to': to})
 
+    @route('GET', '/v1/boards/{b}/activity')
+    def activity(self, board, minutes=None):
+        """The last hour per minute (this replica's, reset on restart): {board, minute_ms,
+        minutes, series: {claims, completions, failures, reaper_actions}, columns}."""
+        return self.call('GET', '/v1/boards/%s/activity' % _q(board) + _query(minutes=minutes))
+
     @route('GET', '/v1/boards/{b}/subscriptions')
     def subscriptions(self, board):
         return self.call('GET', '/v1/boards/%s/subscriptions' % _q(board))

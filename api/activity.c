@@ -1,0 +1,142 @@
+/* GET /v1/boards/{b}/activity: the last hour per minute, for the UI's charts (DESIGN §21) —
+ * claims, completions, failures and reaper actions (this replica's counts over every board,
+ * from metrics/activity.h's ring), and the board's cards per column (a gauge sampled each
+ * minute by server/sampler.c through api_activity_sample, and here when the board's last
+ * sample is more than ACTIVITY_FRESH_MS old). In memory: per replica, reset on restart. */
+#include "api/api_int.h"
+#include "metrics/activity.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Cards in each of b's columns into counts[0..n_cols). */
+static enum core_rc count_columns(struct store *st, const struct core_board *b, uint64_t *counts)
+{
+	size_t c;
+
+	for (c = 0; c < b->n_cols && c < ACTIVITY_COLS_MAX; c++) {
+		char *after = NULL;
+
+		counts[c] = 0;
+		do {
+			struct store_card_filter f = {.board = b->name, .state = b->cols[c].name,
+						      .claimed = -1, .limit = 1000, .after = after};
+			struct core_card **cards = NULL;
+			char *next = NULL;
+			size_t n = 0;
+			enum core_rc rc = store_card_list(st, &f, &cards, &n, &next);
+
+			free(after);
+			if (rc != CORE_OK)
+				return rc;
+			store_cards_free(cards, n);
+			counts[c] += n;
+			after = next;
+		} while (after);
+	}
+	return CORE_OK;
+}
+
+enum core_rc api_activity_sample(struct store *st, struct metrics *m, const struct core_board *b,
+				 int64_t now_ms)
+{
+	struct activity *ring = metrics_activity(m);
+	uint64_t counts[ACTIVITY_COLS_MAX] = {0};
+	const char *cols[ACTIVITY_COLS_MAX];
+	enum core_rc rc;
+	size_t c;
+
+	if (!ring)
+		return CORE_OK;
+	if ((rc = count_columns(st, b, counts)) != CORE_OK)
+		return rc;
+	for (c = 0; c < b->n_cols && c < ACTIVITY_COLS_MAX; c++)
+		cols[c] = b->cols[c].name;
+	activity_sample(ring, b->name, cols, counts, c, now_ms);
+	return CORE_OK;
+}
+
+static json_t *series_json(const struct activity_view *v, size_t from, bool scoped)
+{
+	json_t *o = json_object();
+	int s;
+
+	for (s = 0; o && s < ACTIVITY_SERIES_; s++) {
+		json_t *a = json_array();
+		size_t k;
+
+		for (k = from; a && k < ACTIVITY_MINUTES; k++)
+			json_array_append_new(a, json_integer((json_int_t)v->count[k][s]));
+		json_object_set_new(o, activity_series_name((enum activity_series)s),
+				    scoped ? json_null() : a ? a : json_null());
+		if (scoped)
+			json_decref(a);
+	}
+	return o;
+}
+
+enum core_rc api_h_board_activity(struct api_req *r)
+{
+	struct core_board b = {0};
+	struct activity *ring = metrics_activity(api_metrics(r->api));
+	struct activity_view *v;
+	const char *name = r->n_params ? r->params[0] : NULL, *q;
+	int64_t now = activity_now_ms(), minutes = ACTIVITY_MINUTES;
+	json_t *mins, *columns;
+	char at[CORE_TIME_BUF], *end = NULL;
+	size_t c, k, from;
+	enum core_rc rc;
+
+	if (!core_name_valid(name))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "board must match [A-Za-z0-9._-]{1,64}");
+	if ((rc = api_auth_board(r, name)) != CORE_OK)
+		return rc;
+	if ((rc = api_query(r, "minutes", &q)) != CORE_OK)
+		return rc;
+	if (q) {
+		minutes = strtoll(q, &end, 10);
+		if (!*q || *end || minutes < 1 || minutes > ACTIVITY_MINUTES)
+			return api_fail(r, CORE_ERR_BAD_REQUEST, "minutes must be an integer 1..%d",
+					ACTIVITY_MINUTES);
+	}
+	rc = store_board_get(r->api->st, name, &b);
+	if (rc == CORE_ERR_NOT_FOUND)
+		return api_fail(r, rc, "no board %s", name);
+	if (rc != CORE_OK)
+		return rc;
+	/* The sampler thread (server/sampler.c) samples each minute; a reader re-counts a board
+	 * whose sample is older than ACTIVITY_FRESH_MS, so the last minute shows the board as it
+	 * is (at most one count per board every 10 s, however many read). */
+	if (ring && !activity_sampled(ring, name, now))
+		rc = api_activity_sample(r->api->st, api_metrics(r->api), &b, now);
+	core_board_release(&b);
+	if (rc != CORE_OK)
+		return rc;
+	if (!(v = malloc(sizeof(*v))))
+		return CORE_ERR_NOMEM;
+	activity_read(ring, name, now, v);
+	from = ACTIVITY_MINUTES - (size_t)minutes;
+	mins = json_array();
+	columns = json_array();
+	for (k = from; mins && k < ACTIVITY_MINUTES; k++)
+		json_array_append_new(mins, json_string(core_time_format(v->minute[k], at)));
+	for (c = 0; columns && c < v->n_cols; c++) {
+		json_t *cards = json_array();
+
+		for (k = from; cards && k < ACTIVITY_MINUTES; k++)
+			json_array_append_new(cards, v->sampled[k]
+							     ? json_integer((json_int_t)v->gauge[k][c])
+							     : json_null());
+		json_array_append_new(columns, json_pack("{s:s, s:o*}", "name", v->cols[c],
+							 "cards", cards));
+	}
+	{
+		json_t *out = json_pack("{s:s, s:I, s:o*, s:o*, s:o*}", "board", name,
+					"minute_ms", (json_int_t)60000, "minutes", mins, "series",
+					series_json(v, from, r->tok && !r->tok->all_boards),
+					"columns", columns);
+
+		free(v);
+		return api_reply(r, 200, out);
+	}
+}
