@@ -3,7 +3,12 @@
  * from metrics/activity.h's ring), and the board's cards per column (a gauge sampled each
  * minute by server/sampler.c through api_activity_sample, and here when the board's last
  * sample is more than ACTIVITY_FRESH_MS old). In memory: per replica, reset on restart. */
-#include "api/api_int.h"
+#include "api/api_answer.h"
+#include "api/api_auth.h"
+#include "api/api_daemon.h"
+#include "api/api_handlers.h"
+#include "api/api_req.h"
+#include "api/api_request.h"
 #include "metrics/activity.h"
 
 #include <stdlib.h>
