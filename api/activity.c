@@ -14,49 +14,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Cards in each of b's columns into counts[0..n_cols). */
-static enum core_rc count_columns(struct store *st, const struct core_board *b, uint64_t *counts)
-{
-	size_t c;
-
-	for (c = 0; c < b->n_cols && c < ACTIVITY_COLS_MAX; c++) {
-		char *after = NULL;
-
-		counts[c] = 0;
-		do {
-			struct store_card_filter f = {.board = b->name, .state = b->cols[c].name,
-						      .claimed = -1, .limit = 1000, .after = after};
-			struct core_card **cards = NULL;
-			char *next = NULL;
-			size_t n = 0;
-			enum core_rc rc = store_card_list(st, &f, &cards, &n, &next);
-
-			free(after);
-			if (rc != CORE_OK)
-				return rc;
-			store_cards_free(cards, n);
-			counts[c] += n;
-			after = next;
-		} while (after);
-	}
-	return CORE_OK;
-}
-
 enum core_rc api_activity_sample(struct store *st, struct metrics *m, const struct core_board *b,
-				 int64_t now_ms)
+				 int64_t now_ms, const struct metrics_sink *stats)
 {
 	struct activity *ring = metrics_activity(m);
+	struct metrics_sink *own = NULL;
 	uint64_t counts[ACTIVITY_COLS_MAX] = {0};
 	const char *cols[ACTIVITY_COLS_MAX];
-	enum core_rc rc;
 	size_t c;
 
 	if (!ring)
 		return CORE_OK;
-	if ((rc = count_columns(st, b, counts)) != CORE_OK)
-		return rc;
-	for (c = 0; c < b->n_cols && c < ACTIVITY_COLS_MAX; c++)
+	if (!stats) {
+		/* The store's own counts (boardd_cards{board,state}, what /metrics serves): from its
+		 * indexes, never a copy of the cards. */
+		enum core_rc rc;
+
+		if (!(own = metrics_sink_new()))
+			return CORE_ERR_NOMEM;
+		if ((rc = store_stats(st, own)) != CORE_OK) {
+			metrics_sink_free(own);
+			return rc;
+		}
+		stats = own;
+	}
+	for (c = 0; c < b->n_cols && c < ACTIVITY_COLS_MAX; c++) {
+		const char *labels[] = {b->name, b->cols[c].name};
+		double v = 0;
+
 		cols[c] = b->cols[c].name;
+		counts[c] = metrics_sink_get(stats, METRICS_CARDS, labels, &v) && v > 0 ? (uint64_t)v : 0;
+	}
+	metrics_sink_free(own);
 	activity_sample(ring, b->name, cols, counts, c, now_ms);
 	return CORE_OK;
 }
@@ -113,7 +102,7 @@ enum core_rc api_h_board_activity(struct api_req *r)
 	 * whose sample is older than ACTIVITY_FRESH_MS, so the last minute shows the board as it
 	 * is (at most one count per board every 10 s, however many read). */
 	if (ring && !activity_sampled(ring, name, now))
-		rc = api_activity_sample(r->api->st, api_metrics(r->api), &b, now);
+		rc = api_activity_sample(r->api->st, api_metrics(r->api), &b, now, NULL);
 	core_board_release(&b);
 	if (rc != CORE_OK)
 		return rc;

@@ -168,9 +168,11 @@ enum core_rc api_tls_reload(struct api *a, char *err, size_t errlen);
 /* The metrics registry in use (cfg->metrics or the api's own); borrowed until api_stop. */
 struct metrics *api_metrics(const struct api *a);
 /* Counts board b's cards per column into m's activity ring (metrics/activity.h) at now_ms:
- * the gauge behind GET /v1/boards/{b}/activity, sampled each minute by the server. */
+ * the gauge behind GET /v1/boards/{b}/activity, sampled each minute by the server. The
+ * counts are the store's boardd_cards{board,state}: from `stats` (a store_stats sink, shared
+ * by the boards of one sampling) or, when NULL, a store_stats of its own. */
 enum core_rc api_activity_sample(struct store *st, struct metrics *m, const struct core_board *b,
-				 int64_t now_ms);
+				 int64_t now_ms, const struct metrics_sink *stats);
 /* The bound TCP port (useful with port 0); 0 on a unix: socket file. */
 uint16_t api_port(const struct api *a);
 /* Stops taking new connections (each is closed as it is accepted); in-flight requests and

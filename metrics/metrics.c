@@ -370,6 +370,24 @@ void metrics_sink_value(struct metrics_sink *s, enum metrics_id id, const char *
 		x->value = v;
 }
 
+bool metrics_sink_get(const struct metrics_sink *s, enum metrics_id id, const char *const *labels,
+		      double *v)
+{
+	char *want;
+	size_t i;
+	bool found = false;
+
+	if (!s || !(want = labels_render(id, labels)))
+		return false;
+	for (i = 0; i < s->n && !found; i++)
+		if (s->v[i].id == id && strcmp(s->v[i].labels, want) == 0) {
+			*v = s->v[i].value;
+			found = true;
+		}
+	free(want);
+	return found;
+}
+
 void metrics_sink_hist(struct metrics_sink *s, enum metrics_id id, const char *const *labels,
 		       const struct metrics_hist *h)
 {

@@ -248,6 +248,10 @@ void metrics_sink_free(struct metrics_sink *s);
  * (NULL when it has none); values are escaped here. Ignored after an OOM (see render). */
 void metrics_sink_value(struct metrics_sink *s, enum metrics_id id, const char *const *labels,
 			double v);
+/* The value of the sample of family id with these labels (as metrics_sink_value took them);
+ * false when the sink holds none. */
+bool metrics_sink_get(const struct metrics_sink *s, enum metrics_id id, const char *const *labels,
+		      double *v);
 /* A histogram series (a snapshot of h is taken). */
 void metrics_sink_hist(struct metrics_sink *s, enum metrics_id id, const char *const *labels,
 		       const struct metrics_hist *h);

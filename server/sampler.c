@@ -2,8 +2,9 @@
  * board's cards per column into the activity ring (metrics/activity.h, through
  * api_activity_sample), so GET /v1/boards/{b}/activity's cards-per-column gauge has a sample
  * for each minute whether or not anyone was looking. The first ACTIVITY_BOARDS_MAX boards by
- * name; a board past them is sampled when its route is read. A store error skips that board
- * for the minute. */
+ * name; a board past them is sampled when its route is read. The counts come from one
+ * store_stats per minute (the store's indexes, what /metrics serves); a store error skips the
+ * minute. */
 #include "server/server.h"
 #include "metrics/activity.h"
 
@@ -24,14 +25,19 @@ struct server_sampler {
 static void sample_all(struct server_sampler *s)
 {
 	struct core_board *boards = NULL;
+	struct metrics_sink *stats;
 	size_t n = 0, i;
 	int64_t now = activity_now_ms();
 
-	if (store_board_list(s->st, &boards, &n) != CORE_OK)
+	/* One store_stats for every board of the minute: the store counts from its indexes. */
+	if (!(stats = metrics_sink_new()))
 		return;
-	for (i = 0; i < n && i < ACTIVITY_BOARDS_MAX; i++)
-		(void)api_activity_sample(s->st, s->m, &boards[i], now);
-	store_boards_free(boards, n);
+	if (store_stats(s->st, stats) == CORE_OK && store_board_list(s->st, &boards, &n) == CORE_OK) {
+		for (i = 0; i < n && i < ACTIVITY_BOARDS_MAX; i++)
+			(void)api_activity_sample(s->st, s->m, &boards[i], now, stats);
+		store_boards_free(boards, n);
+	}
+	metrics_sink_free(stats);
 }
 
 static void *sampler_main(void *arg)

@@ -77,6 +77,20 @@ START_TEST(test_sink_labels_escaped_and_grouped)
 	metrics_sink_value(s, METRICS_CARDS, a, 3);
 	metrics_sink_value(s, METRICS_CLAIMS_HELD, NULL, 1);
 	metrics_sink_value(s, METRICS_CARDS, b, 0);
+	{
+		/* Read back by family and labels (the activity sampler's cards per column). */
+		const char *none[2] = {"other", "ready"};
+		double v = -1;
+
+		ck_assert(metrics_sink_get(s, METRICS_CARDS, a, &v));
+		ck_assert(v == 3);
+		ck_assert(metrics_sink_get(s, METRICS_CARDS, b, &v));
+		ck_assert(v == 0);
+		ck_assert(!metrics_sink_get(s, METRICS_CARDS, none, &v));
+		ck_assert(metrics_sink_get(s, METRICS_CLAIMS_HELD, NULL, &v));
+		ck_assert(v == 1);
+		ck_assert(!metrics_sink_get(s, METRICS_CLAIMS_EXPIRED, NULL, &v));
+	}
 	metrics_hist_observe(&h, METRICS_B_HTTP_NS, 2000000); /* 2 ms */
 	metrics_sink_hist(s, METRICS_HTTP_DURATION, route, &h);
 	t = render(NULL, s);
