@@ -233,6 +233,10 @@ def operator_flows(page, srv):
           'the card view says the recorded run is an earlier claim\'s')
     page.keyboard.press('Escape')
     page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
+    # the dialog's close event gives the focus back to the chip that opened it, a task after
+    # the dialog is hidden: wait for it, or it lands after the focus below and takes it away
+    page.wait_for_function("() => document.activeElement && "
+                           "document.activeElement.dataset.card === 'c-pause'", timeout=T)
 
     # keyboard: a chip is a button; Enter opens it; focus is visible
     page.focus(in_column('ready', 'c-build'))
