@@ -47,6 +47,10 @@
 	  "the request target is longer than the server accepts")                          \
 	X(CORE_ERR_INVALID_BOARD, 422, "Invalid Board",                                    \
 	  "the columns do not make a board")                                               \
+	X(CORE_ERR_CAPACITY_REACHED, 409, "Capacity Reached",                              \
+	  "a column's limit or the board's max_claims is reached; nothing was changed")    \
+	X(CORE_ERR_NOT_YET, 409, "Not Yet",                                                \
+	  "the card is scheduled (not_before) and cannot be claimed yet")                  \
 	X(CORE_ERR_NOT_IMPLEMENTED, 501, "Not Implemented",                                \
 	  "the server does not implement what the request needs")                          \
 	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable",                            \

@@ -78,6 +78,9 @@ enum core_rc core_board_copy(struct core_board *dst, const struct core_board *sr
 	    core_str_set(&dst->completed, src->completed) ||
 	    core_str_set(&dst->failed, src->failed) || core_str_set(&dst->waiting, src->waiting))
 		goto oom;
+	dst->max_claims = src->max_claims;
+	dst->has_retry = src->has_retry;
+	dst->retry = src->retry;
 	return CORE_OK;
 oom:
 	core_board_release(dst);
@@ -166,6 +169,12 @@ enum core_rc core_board_validate(const struct core_board *b, char *detail, size_
 			FAIL("column name must match [A-Za-z0-9._-]{1,64}");
 		if (b->cols[i].terminal && b->cols[i].eligible)
 			FAIL("column %s cannot be both terminal and eligible", b->cols[i].name);
+		if (b->cols[i].limit < 0 || b->cols[i].limit > CORE_LIMIT_MAX)
+			FAIL("column %s: limit must be within 1..%d", b->cols[i].name,
+			     CORE_LIMIT_MAX);
+		if (b->cols[i].limit > 0 && b->cols[i].terminal)
+			FAIL("column %s is terminal: its cards are never claimed, it takes no limit",
+			     b->cols[i].name);
 		any_eligible |= b->cols[i].eligible;
 		for (j = 0; j < i; j++)
 			if (strcmp(b->cols[i].name, b->cols[j].name) == 0)
@@ -183,6 +192,10 @@ enum core_rc core_board_validate(const struct core_board *b, char *detail, size_
 		FAIL("failed must name a terminal column");
 	if (strcmp(b->completed, b->failed) == 0)
 		FAIL("completed and failed must be different columns");
+	if (b->max_claims < 0 || b->max_claims > CORE_LIMIT_MAX)
+		FAIL("max_claims must be within 1..%d", CORE_LIMIT_MAX);
+	if (b->has_retry)
+		return core_retry_validate(&b->retry, detail, detail_len);
 	return CORE_OK;
 }
 

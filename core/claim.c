@@ -12,19 +12,23 @@ static int64_t next_epoch(int64_t prev, int64_t floor)
 
 /* Stamps a fresh hold on c: claimed_at, lease, marker already validated by the caller. */
 static enum core_rc claim_stamp(struct core_card *c, const char *marker, const char *holder,
-				int64_t epoch, int64_t lease_ms, int64_t now_ms)
+				const char *from, int64_t epoch, int64_t lease_ms, int64_t now_ms)
 {
 	char *m = strdup(marker), *h = holder ? strdup(holder) : NULL;
+	char *f = from ? strdup(from) : NULL;
 
-	if (!m || (holder && !h)) {
+	if (!m || (holder && !h) || (from && !f)) {
 		free(m);
 		free(h);
+		free(f);
 		return CORE_ERR_NOMEM;
 	}
 	free(c->claim.marker);
 	free(c->claim.holder);
+	free(c->claim.from);
 	c->claim.marker = m;
 	c->claim.holder = h;
+	c->claim.from = f;
 	c->claim.present = true;
 	c->claim.claimed_at = now_ms;
 	c->claim.has_lease = true;
@@ -62,7 +66,9 @@ enum core_rc core_claim_acquire(struct core_card *c, const struct core_board *b,
 		c->updated_at = now_ms;
 		return CORE_OK;
 	}
-	if (claim_stamp(c, marker, holder,
+	if (c->not_before > now_ms)
+		return CORE_ERR_NOT_YET;
+	if (claim_stamp(c, marker, holder, c->state,
 			next_epoch(c->has_epoch ? c->claim_epoch : 0, epoch_floor), lease_ms,
 			now_ms) != CORE_OK)
 		return CORE_ERR_NOMEM;
@@ -133,6 +139,7 @@ void core_claim_clear(struct core_card *c)
 {
 	free(c->claim.marker);
 	free(c->claim.holder);
+	free(c->claim.from);
 	memset(&c->claim, 0, sizeof(c->claim));
 }
 
@@ -160,8 +167,9 @@ enum core_rc core_claim_transfer(struct core_card *c, const struct core_token *p
 	/* The whole precondition: still exactly the listed token AND still expired. */
 	if (token_check(c, prev) != CORE_OK || !core_claim_expired(c, now_ms))
 		return CORE_ERR_CLAIM_CONFLICT;
-	return claim_stamp(c, marker, marker, next_epoch(c->claim_epoch, epoch_floor), lease_ms,
-			   now_ms);
+	/* The recovery claim takes the place of the one it replaces: the same column's slot. */
+	return claim_stamp(c, marker, marker, c->claim.from, next_epoch(c->claim_epoch, epoch_floor),
+			   lease_ms, now_ms);
 }
 
 /* ---- claim-next ---- */
@@ -193,7 +201,7 @@ bool core_pick_fits(const struct core_pick *p, const struct core_card *c)
 	size_t i;
 
 	if (c->claim.present || !c->board || strcmp(c->board, p->board->name) != 0 ||
-	    core_board_is_terminal(p->board, c->state))
+	    core_board_is_terminal(p->board, c->state) || c->not_before > p->now_ms)
 		return false;
 	if (p->columns && p->columns->n) {
 		if (!core_strv_contains(p->columns, c->state))

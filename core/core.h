@@ -39,6 +39,8 @@
 	X(CORE_ERR_URI_TOO_LONG, "uri_too_long")                                              \
 	X(CORE_ERR_NOT_IMPLEMENTED, "not_implemented")                                        \
 	X(CORE_ERR_INVALID_BOARD, "invalid_board")                                            \
+	X(CORE_ERR_CAPACITY_REACHED, "capacity_reached") /* DESIGN §17: a limit is full */   \
+	X(CORE_ERR_NOT_YET, "not_yet") /* DESIGN §17: the card's not_before has not passed */ \
 	X(CORE_ERR_STORE_UNAVAILABLE, "store_unavailable")                                    \
 	X(CORE_ERR_BUSY, "busy")                                                              \
 	X(CORE_ERR_NOMEM, "out_of_memory")                                                    \
@@ -166,6 +168,23 @@ struct core_column {
 	char *name;
 	bool terminal;
 	bool eligible;
+	/* DESIGN §17: at most `limit` live claims taken from this column at once (recovery
+	 * claims included); 0: no limit. */
+	int32_t limit;
+};
+
+/* DESIGN §17: how a board retries a claim that ended without the work being done. */
+#define CORE_RETRY_MAX_ATTEMPTS 20
+#define CORE_RETRY_BACKOFF_MS 1000
+#define CORE_RETRY_MAX_BACKOFF_MS 300000
+#define CORE_LIMIT_MAX 1000000 /* a column's limit and a board's max_claims: 1..this */
+#define CORE_RETRY_ATTEMPTS_MAX 1000000
+#define CORE_RETRY_BACKOFF_MAX_MS (7LL * 24 * 3600 * 1000) /* a week */
+
+struct core_retry {
+	int32_t max_attempts;   /* >= 1 */
+	int64_t backoff_ms;     /* >= 1 */
+	int64_t max_backoff_ms; /* >= backoff_ms */
 };
 
 struct core_board {
@@ -177,6 +196,12 @@ struct core_board {
 	char *completed; /* done */
 	char *failed;    /* blocked */
 	char *waiting;   /* waiting_deps */
+	/* DESIGN §17: at most max_claims live claims on the board at once; 0: no limit. */
+	int32_t max_claims;
+	/* DESIGN §17: has_retry false: the defaults (max_attempts from the server's
+	 * --run-ceiling, see core_retry_effective). */
+	bool has_retry;
+	struct core_retry retry;
 };
 
 /* Fills *b with the default board of DESIGN §2 under `name`. b must be zeroed. */
@@ -239,6 +264,9 @@ struct core_claim {
 	int64_t lease_ms;
 	bool present;       /* card is claimed */
 	bool has_lease;     /* false: a legacy or stripped claim with no lease stamped */
+	char *from;         /* DESIGN §17: the column it was taken from (served as claim.from;
+			     * a recovery claim keeps the one it replaced); NULL on a claim older
+			     * than §17, which counts against no column limit */
 };
 
 struct core_card {
@@ -268,6 +296,11 @@ struct core_card {
 	int64_t created_at;
 	int64_t updated_at;
 	int64_t state_at;
+	/* DESIGN §17: not claimable before this time (ms); 0: no schedule. */
+	int64_t not_before;
+	/* DESIGN §17: claims that ended without the work being done (retry releases, reaper
+	 * returns); reset by a completion or an operator's reopen. */
+	int32_t attempts;
 };
 
 /* Allocates a zeroed card; caller frees with core_card_free. NULL on OOM. */
@@ -371,6 +404,7 @@ struct core_card_lookup;
 
 struct core_pick {
 	const struct core_board *board;
+	int64_t now_ms; /* cards whose not_before is after it do not fit (DESIGN §17) */
 	const struct core_strv *columns;  /* NULL or empty: the board's eligible columns */
 	const struct core_strv *labels;   /* NULL or empty: any */
 	const struct core_card_lookup *lk; /* blockers' states (NULL: blockers are not looked at) */
@@ -389,6 +423,49 @@ bool core_pick_before(const struct core_card *a, const struct core_card *b);
 /* The same order from the three keys (for a store that holds its cards in another form). */
 bool core_pick_keys_before(int32_t priority_a, int64_t created_a, const char *id_a,
 			   int32_t priority_b, int64_t created_b, const char *id_b);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Dispatch policy (DESIGN §17): capacity, schedules, retries with backoff. The twins count
+ * the live claims; these are the rules they apply to the counts. */
+
+/* A claim taken from column `col` of b, with `claimed_col` live claims already taken from it
+ * and `claimed_board` on the board: OK, or CAPACITY_REACHED with a detail naming the column
+ * (or the board) and its limit. The column is checked first. */
+enum core_rc core_capacity_check(const struct core_board *b, const char *col,
+				 int64_t claimed_col, int64_t claimed_board, char *detail,
+				 size_t detail_len);
+/* Has col room for one more claim (the column's limit alone)? */
+bool core_column_has_room(const struct core_board *b, const char *col, int64_t claimed_col);
+/* c's not_before has not passed at now: NOT_YET with a detail naming the time; else OK. */
+enum core_rc core_not_yet_check(const struct core_card *c, int64_t now_ms, char *detail,
+				size_t detail_len);
+
+/* The retry policy in force on b: its own, or the defaults with max_attempts =
+ * default_max_attempts (the server's --run-ceiling; <= 0: CORE_RETRY_MAX_ATTEMPTS). */
+void core_retry_effective(const struct core_board *b, int32_t default_max_attempts,
+			  struct core_retry *out);
+/* Checks a board's retry policy (ranges); detail as core_board_validate. */
+enum core_rc core_retry_validate(const struct core_retry *r, char *detail, size_t detail_len);
+/* The wait before the next claim after `attempts` failed ones (attempts >= 1):
+ * min(max_backoff_ms, backoff_ms * 2^(attempts-1)), then +-10 % jitter from rnd (any
+ * 32-bit value: 0 gives -10 %, UINT32_MAX +10 %). Never below 1. */
+int64_t core_retry_backoff(const struct core_retry *r, int32_t attempts, uint32_t rnd);
+
+enum core_retry_outcome {
+	CORE_RETRY_LATER,     /* attempts counted; not_before set: back to the pool */
+	CORE_RETRY_EXHAUSTED, /* attempts reached max_attempts: file into the failed column with
+			       * gave_up {reason "attempts_exhausted"} instead */
+};
+#define CORE_GAVE_UP_ATTEMPTS_EXHAUSTED "attempts_exhausted"
+
+/* A claim of c ended without the work being done (an owned release with retry, a reaper
+ * return to the pool): attempts + 1, and either not_before = now + the backoff (LATER) or
+ * EXHAUSTED (not_before left as it was; the caller files the card). updated_at = now. */
+enum core_retry_outcome core_retry_count(struct core_card *c, const struct core_retry *r,
+					 int64_t now_ms, uint32_t rnd);
+/* c now sits in its board's completed column, or an operator reopened it: attempts = 0 and
+ * (on a reopen) no schedule left over from the retries. Call after the state was set. */
+void core_attempts_reset(struct core_card *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Workflow rules (DESIGN §4, ADR-096 §5).                                                   */

@@ -43,6 +43,7 @@ void core_card_release(struct core_card *c)
 	free(c->comments);
 	free(c->claim.marker);
 	free(c->claim.holder);
+	free(c->claim.from);
 	free(c->last_run_id);
 	gave_up_release(&c->gave_up);
 	free(c->state_reason);
@@ -92,6 +93,7 @@ struct core_card *core_card_dup(const struct core_card *c)
 	d->n_comments = 0;
 	d->claim.marker = dup_opt(c->claim.marker, &ok);
 	d->claim.holder = dup_opt(c->claim.holder, &ok);
+	d->claim.from = dup_opt(c->claim.from, &ok);
 	d->last_run_id = dup_opt(c->last_run_id, &ok);
 	d->gave_up.reason = dup_opt(c->gave_up.reason, &ok);
 	d->gave_up.run_id = dup_opt(c->gave_up.run_id, &ok);
@@ -149,7 +151,8 @@ static bool equal_except_claim(const struct core_card *a, const struct core_card
 	    !str_eq(a->gave_up.state, b->gave_up.state) || a->gave_up.at != b->gave_up.at)
 		return false;
 	return str_eq(a->state_reason, b->state_reason) && a->created_at == b->created_at &&
-	       a->state_at == b->state_at;
+	       a->state_at == b->state_at && a->not_before == b->not_before &&
+	       a->attempts == b->attempts;
 }
 
 bool core_card_equal_except_claim(const struct core_card *a, const struct core_card *b)
@@ -162,7 +165,7 @@ bool core_card_equal(const struct core_card *a, const struct core_card *b)
 	if (!equal_except_claim(a, b) || a->updated_at != b->updated_at)
 		return false;
 	if (a->claim.present != b->claim.present || !str_eq(a->claim.marker, b->claim.marker) ||
-	    !str_eq(a->claim.holder, b->claim.holder) ||
+	    !str_eq(a->claim.holder, b->claim.holder) || !str_eq(a->claim.from, b->claim.from) ||
 	    a->claim.claimed_at != b->claim.claimed_at || a->claim.has_lease != b->claim.has_lease ||
 	    a->claim.lease_until != b->claim.lease_until || a->claim.lease_ms != b->claim.lease_ms)
 		return false;
@@ -178,7 +181,8 @@ size_t core_card_size(const struct core_card *c)
 {
 	size_t n = len_opt(c->id) + len_opt(c->board) + len_opt(c->title) + len_opt(c->body) +
 		   len_opt(c->state) + len_opt(c->state_reason) + len_opt(c->last_run_id) +
-		   len_opt(c->claim.marker) + len_opt(c->claim.holder) + len_opt(c->gave_up.reason) +
+		   len_opt(c->claim.marker) + len_opt(c->claim.holder) + len_opt(c->claim.from) +
+		   len_opt(c->gave_up.reason) +
 		   len_opt(c->gave_up.run_id) + len_opt(c->gave_up.state);
 	size_t i;
 

@@ -95,6 +95,7 @@ static json_t *claim_json(const struct core_card *c)
 		       c->claim.has_lease ? time_json(c->claim.lease_until) : json_null(), &ok);
 	store_json_put(o, "lease_ms",
 		       c->claim.has_lease ? json_integer(c->claim.lease_ms) : json_null(), &ok);
+	store_json_put(o, "from", store_json_str_or_null(c->claim.from), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -149,6 +150,9 @@ json_t *store_card_to_json(const struct core_card *c)
 	store_json_put(o, "created_at", time_json(c->created_at), &ok);
 	store_json_put(o, "updated_at", time_json(c->updated_at), &ok);
 	store_json_put(o, "state_at", time_json(c->state_at), &ok);
+	store_json_put(o, "not_before", c->not_before ? time_json(c->not_before) : json_null(),
+		       &ok);
+	store_json_put(o, "attempts", json_integer(c->attempts), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -178,6 +182,8 @@ json_t *store_board_to_json(const struct core_board *b)
 			       &ok);
 		store_json_put(col, "terminal", json_boolean(b->cols[i].terminal), &ok);
 		store_json_put(col, "eligible", json_boolean(b->cols[i].eligible), &ok);
+		if (b->cols[i].limit > 0) /* absent: no limit (DESIGN §17) */
+			store_json_put(col, "limit", json_integer(b->cols[i].limit), &ok);
 		if (json_array_append_new(cols, col) != 0)
 			ok = false;
 	}
@@ -186,6 +192,21 @@ json_t *store_board_to_json(const struct core_board *b)
 	store_json_put(o, "completed", store_json_str_or_null(b->completed), &ok);
 	store_json_put(o, "failed", store_json_str_or_null(b->failed), &ok);
 	store_json_put(o, "waiting", store_json_str_or_null(b->waiting), &ok);
+	if (b->max_claims > 0)
+		store_json_put(o, "max_claims", json_integer(b->max_claims), &ok);
+	if (b->has_retry) {
+		json_t *r = json_object();
+
+		if (!r)
+			ok = false;
+		else {
+			store_json_put(r, "max_attempts", json_integer(b->retry.max_attempts), &ok);
+			store_json_put(r, "backoff_ms", json_integer(b->retry.backoff_ms), &ok);
+			store_json_put(r, "max_backoff_ms", json_integer(b->retry.max_backoff_ms),
+				       &ok);
+		}
+		store_json_put(o, "retry", r, &ok);
+	}
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -378,6 +399,10 @@ static bool get_claim(const json_t *o, struct core_card *c)
 	/* Written since the claim is bound to its token; absent in older journals. */
 	if (json_object_get(cl, "holder") && !get_str_opt(cl, "holder", &c->claim.holder))
 		return false;
+	/* Written since DESIGN §17; absent in older journals (the claim counts against no
+	 * column's limit). */
+	if (json_object_get(cl, "from") && !get_str_opt(cl, "from", &c->claim.from))
+		return false;
 	if (json_is_null(json_object_get(cl, "lease_until")))
 		return json_is_null(json_object_get(cl, "lease_ms"));
 	c->claim.has_lease = true;
@@ -396,6 +421,19 @@ static bool get_gave_up(const json_t *o, struct core_gave_up *g)
 	g->set = true;
 	return get_str(v, "reason", &g->reason) && get_str_opt(v, "run_id", &g->run_id) &&
 	       get_str_opt(v, "state", &g->state) && get_time(v, "at", &g->at);
+}
+
+static bool get_policy_fields(const json_t *j, struct core_card *c)
+{
+	const json_t *nb = json_object_get(j, "not_before"), *at = json_object_get(j, "attempts");
+
+	if (nb && !json_is_null(nb) && !get_time(j, "not_before", &c->not_before))
+		return false;
+	if (at && (!json_is_integer(at) || json_integer_value(at) < 0 ||
+		   json_integer_value(at) > INT32_MAX))
+		return false;
+	c->attempts = (int32_t)json_integer_value(at);
+	return true;
 }
 
 enum core_rc store_card_from_json(const json_t *j, struct core_card **out)
@@ -436,8 +474,63 @@ enum core_rc store_card_from_json(const json_t *j, struct core_card **out)
 		return CORE_ERR_BAD_REQUEST;
 	}
 	c->priority = (int32_t)json_integer_value(pri);
+	/* Written since DESIGN §17; older lines have neither (no schedule, no attempts). */
+	if (!get_policy_fields(j, c)) {
+		core_card_free(c);
+		return CORE_ERR_BAD_REQUEST;
+	}
 	*out = c;
 	return CORE_OK;
+}
+
+/* A limit (DESIGN §17): absent or null is none (0); an integer out of 1..CORE_LIMIT_MAX is
+ * kept out of range (-1 or CORE_LIMIT_MAX + 1) for core_board_validate to name; any other
+ * type is malformed. */
+static bool get_limit(const json_t *o, const char *key, int32_t *out)
+{
+	const json_t *v = json_object_get(o, key);
+	json_int_t n;
+
+	*out = 0;
+	if (!v || json_is_null(v))
+		return true;
+	if (!json_is_integer(v))
+		return false;
+	n = json_integer_value(v);
+	*out = n < 1 ? -1 : n > CORE_LIMIT_MAX ? CORE_LIMIT_MAX + 1 : (int32_t)n;
+	return true;
+}
+
+/* retry {max_attempts, backoff_ms, max_backoff_ms}, each optional (the defaults); null or
+ * absent: none. Values out of range are kept for core_retry_validate to name. */
+static bool get_retry(const json_t *o, struct core_board *b)
+{
+	const json_t *r = json_object_get(o, "retry"), *v;
+	const char *key;
+	const char *const keys[] = {"max_attempts", "backoff_ms", "max_backoff_ms"};
+	json_int_t vals[] = {CORE_RETRY_MAX_ATTEMPTS, CORE_RETRY_BACKOFF_MS,
+			     CORE_RETRY_MAX_BACKOFF_MS};
+	size_t i;
+
+	if (!r || json_is_null(r))
+		return true;
+	if (!json_is_object(r))
+		return false;
+	json_object_foreach((json_t *)r, key, v)
+	{
+		for (i = 0; i < 3; i++)
+			if (strcmp(key, keys[i]) == 0)
+				break;
+		if (i == 3 || !json_is_integer(v))
+			return false;
+		vals[i] = json_integer_value(v);
+	}
+	/* Clamp into int ranges that stay out of bounds when they were. */
+	b->retry.max_attempts = vals[0] < 1 ? 0 : vals[0] > INT32_MAX ? INT32_MAX : (int32_t)vals[0];
+	b->retry.backoff_ms = vals[1] < 1 ? 0 : vals[1];
+	b->retry.max_backoff_ms = vals[2] < 1 ? 0 : vals[2];
+	b->has_retry = true;
+	return true;
 }
 
 enum core_rc store_board_from_json(const json_t *j, struct core_board *out)
@@ -464,7 +557,8 @@ enum core_rc store_board_from_json(const json_t *j, struct core_board *out)
 			b.n_cols++;
 			if (!json_is_object(v) || !get_str(v, "name", &b.cols[i].name) ||
 			    !get_bool(v, "terminal", &b.cols[i].terminal) ||
-			    !get_bool(v, "eligible", &b.cols[i].eligible)) {
+			    !get_bool(v, "eligible", &b.cols[i].eligible) ||
+			    !get_limit(v, "limit", &b.cols[i].limit)) {
 				ok = false;
 				break;
 			}
@@ -472,7 +566,8 @@ enum core_rc store_board_from_json(const json_t *j, struct core_board *out)
 	}
 	ok = ok && get_str_opt(j, "running", &b.running) &&
 	     get_str_opt(j, "completed", &b.completed) && get_str_opt(j, "failed", &b.failed) &&
-	     get_str_opt(j, "waiting", &b.waiting);
+	     get_str_opt(j, "waiting", &b.waiting) && get_limit(j, "max_claims", &b.max_claims) &&
+	     get_retry(j, &b);
 	if (!ok) {
 		core_board_release(&b);
 		return CORE_ERR_BAD_REQUEST;

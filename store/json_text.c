@@ -270,6 +270,8 @@ static void jb_card(struct jbuf *b, const struct core_card *c)
 			jb_int(b, c->claim.lease_ms);
 		else
 			JB_LIT(b, "null");
+		jb_key(b, "from");
+		jb_str_or_null(b, c->claim.from);
 		jb_put(b, "}", 1);
 	}
 	jb_key(b, "claim_epoch");
@@ -304,6 +306,13 @@ static void jb_card(struct jbuf *b, const struct core_card *c)
 	jb_time(b, c->updated_at);
 	jb_key(b, "state_at");
 	jb_time(b, c->state_at);
+	jb_key(b, "not_before");
+	if (c->not_before)
+		jb_time(b, c->not_before);
+	else
+		JB_LIT(b, "null");
+	jb_key(b, "attempts");
+	jb_int(b, c->attempts);
 	jb_put(b, "}", 1);
 }
 

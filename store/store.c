@@ -40,6 +40,22 @@ void store_limits_set(struct store *st, size_t max_comments)
 		atomic_store_explicit(&st->max_comments, max_comments, memory_order_relaxed);
 }
 
+void store_retry_default_set(struct store *st, int32_t max_attempts)
+{
+	if (st)
+		atomic_store_explicit(&st->retry_max_attempts, max_attempts > 0 ? max_attempts : 0,
+				      memory_order_relaxed);
+}
+
+void store_retry_of(const struct store *st, const struct core_board *b, struct core_retry *out)
+{
+	int32_t d = st ? atomic_load_explicit(&((struct store *)st)->retry_max_attempts,
+					      memory_order_relaxed)
+		       : 0;
+
+	core_retry_effective(b, d, out);
+}
+
 size_t store_limits_comments(const struct store *st)
 {
 	size_t max = st ? atomic_load_explicit(&st->max_comments, memory_order_relaxed) : 0;

@@ -65,6 +65,7 @@ struct store_card_create {
 	const struct core_strv *labels;   /* may be NULL */
 	const struct core_strv *blockers; /* may be NULL */
 	int32_t priority;                 /* claim-next order (DESIGN §12) */
+	int64_t not_before;               /* DESIGN §17: 0 none; else not claimable before */
 };
 
 struct store_card_patch {
@@ -73,6 +74,8 @@ struct store_card_patch {
 	const struct core_strv *blockers; /* NULL: unchanged */
 	bool has_priority;                /* false: priority unchanged */
 	int32_t priority;
+	bool has_not_before;              /* false: not_before unchanged */
+	int64_t not_before;               /* 0: clears the schedule (DESIGN §17) */
 };
 
 struct store_card_filter {
@@ -92,6 +95,7 @@ enum store_owned_kind {
 	STORE_OWNED_AWAITING_INPUT,
 	STORE_OWNED_GAVE_UP,
 	STORE_OWNED_COMMENT, /* a worker's comment, by the claim's holder (DESIGN §11, §12) */
+	STORE_OWNED_NOTHING, /* no write: with .release, the release alone (a retry release) */
 };
 
 struct store_owned_write {
@@ -112,12 +116,26 @@ struct store_owned_write {
 	 * twin: one journal line; the events of both). *out is the card as released. A twin
 	 * without store_ops.owned_write_release gets the write, then a release (see there). */
 	bool release;
+	/* With release (DESIGN §17): the claim ended without the work being done. In the same
+	 * step the card's attempts grow by one (core_retry_count under the board's policy,
+	 * store_retry_default for a board without one): LATER sets not_before; EXHAUSTED files
+	 * the card into the board's failed column with gave_up {reason "attempts_exhausted"}
+	 * (a machine event when event_reason is "watchdog"). A write into the completed
+	 * column never counts one. */
+	bool retry;
 };
 
 struct store_claim_result {
 	struct core_token token; /* token.marker borrowed from card->claim.marker */
 	bool fresh;
 	struct core_card *card; /* caller frees */
+	/* claim-next with nothing to take (OK, card NULL): the earliest not_before (store clock,
+	 * ms) of a card that would fit but for its schedule, in a column with room; 0: none.
+	 * A waiting claim-next tries again then (DESIGN §17: no polling loop). */
+	int64_t wake_at;
+	/* CAPACITY_REACHED, NOT_YET: what the twin found (the column or board and its limit,
+	 * the time), for the problem's detail. */
+	char detail[192];
 };
 
 /* claim-next (DESIGN §12): a fresh claim of the best unclaimed card (core_pick_fits,
@@ -282,6 +300,10 @@ struct store_reaper_act {
 	struct store_owned_write w[2]; /* tokens: the wrapper sets each holder from the actor */
 	size_t n_w;
 	const struct core_card *release_expect; /* borrowed; used only when n_w == 0 */
+	/* The release (the last write's, or the exact one) returns the card to the pool after
+	 * a claim that ended without the work being done: an attempt is counted as with
+	 * store_owned_write.retry (DESIGN §17). */
+	bool retry;
 	enum core_rc rc; /* OUT: the first failing step's rc (the steps before it stay done),
 			  * else OK */
 };
@@ -351,6 +373,9 @@ struct store {
 	/* comments per card; 0: CORE_COMMENTS_MAX. Atomic: store_limits_set may run while HTTP
 	 * threads serve (tests change it between requests); read with store_limits_comments. */
 	atomic_size_t max_comments;
+	/* DESIGN §17: max_attempts of a board without a retry policy (--run-ceiling); 0:
+	 * CORE_RETRY_MAX_ATTEMPTS. Read with store_retry_default. */
+	atomic_int retry_max_attempts;
 	struct store_counters counters;
 };
 
@@ -374,6 +399,10 @@ struct store_ops {
 	enum core_rc (*board_get)(struct store *st, const char *name, struct core_board *out);
 	enum core_rc (*board_put)(struct store *st, const struct core_board *b,
 				  const struct store_actor *actor);
+	/* DESIGN §17: the live claims taken from each column of b (per_col[i] for b->cols[i],
+	 * by claim.from) and on the board (*total), recovery claims included. */
+	enum core_rc (*board_claimed)(struct store *st, const struct core_board *b,
+				      int64_t *per_col, int64_t *total);
 
 	/* A card re-created under an id deleted before starts with claim_epoch at the id's
 	 * highest epoch, so no epoch repeats (DESIGN §11). Over the limits: PAYLOAD_TOO_LARGE
@@ -627,6 +656,14 @@ enum core_rc store_card_renew(struct store *st, const char *id, const struct cor
 			      struct core_card **out);
 enum core_rc store_card_release(struct store *st, const char *id, const struct core_token *t,
 				const struct store_actor *actor, struct core_card **out);
+/* An owned release with {"retry": true} (DESIGN §17): the release and an attempt counted in
+ * one step (store_owned_write.retry); *out is the card as released (or filed). */
+enum core_rc store_card_release_retry(struct store *st, const char *id,
+				      const struct core_token *t, const struct store_actor *actor,
+				      struct core_card **out);
+/* GET /v1/boards/{b}'s counts (store_ops.board_claimed): per_col has b->n_cols slots. */
+enum core_rc store_board_claimed(struct store *st, const struct core_board *b, int64_t *per_col,
+				 int64_t *total);
 enum core_rc store_card_owned_write(struct store *st, const char *id,
 				    const struct store_owned_write *w,
 				    const struct store_actor *actor, struct core_card **out);
@@ -641,6 +678,11 @@ enum core_rc store_card_revoke(struct store *st, const char *id, const struct st
 
 /* Limits (DESIGN §11): comments per card (0: CORE_COMMENTS_MAX). */
 void store_limits_set(struct store *st, size_t max_comments);
+/* DESIGN §17: the default max_attempts of a board without a retry policy (the server's
+ * --run-ceiling); 0 or less: CORE_RETRY_MAX_ATTEMPTS. */
+void store_retry_default_set(struct store *st, int32_t max_attempts);
+/* The retry policy in force on b (core_retry_effective with that default). */
+void store_retry_of(const struct store *st, const struct core_board *b, struct core_retry *out);
 /* The comment limit in force (CORE_COMMENTS_MAX unless set). */
 size_t store_limits_comments(const struct store *st);
 enum core_rc store_card_labels_set(struct store *st, const char *id, const struct core_strv *labels,

@@ -38,6 +38,19 @@ enum core_rc store_board_put(struct store *st, const struct core_board *b,
 	return st->ops->board_put(st, b, actor);
 }
 
+enum core_rc store_board_claimed(struct store *st, const struct core_board *b, int64_t *per_col,
+				 int64_t *total)
+{
+	if (total)
+		*total = 0;
+	if (per_col && b)
+		memset(per_col, 0, b->n_cols * sizeof(*per_col));
+	if (!st || !b || !total || (b->n_cols && !per_col) || !core_name_valid(b->name))
+		return CORE_ERR_BAD_REQUEST;
+	NEED_OP(st, board_claimed);
+	return st->ops->board_claimed(st, b, per_col, total);
+}
+
 enum core_rc store_board_column_rename(struct store *st, const char *board, const char *from,
 				       const char *to, const struct store_actor *actor,
 				       size_t *touched)
@@ -223,6 +236,20 @@ enum core_rc store_card_release(struct store *st, const char *id, const struct c
 	return st->ops->card_release(st, id, &k, actor, out);
 }
 
+enum core_rc store_card_release_retry(struct store *st, const char *id,
+				      const struct core_token *t, const struct store_actor *actor,
+				      struct core_card **out)
+{
+	struct store_owned_write w = {.kind = STORE_OWNED_NOTHING, .release = true, .retry = true};
+
+	if (out)
+		*out = NULL;
+	if (!t)
+		return CORE_ERR_BAD_REQUEST;
+	w.token = *t;
+	return store_card_owned_write(st, id, &w, actor, out);
+}
+
 enum core_rc store_card_revoke(struct store *st, const char *id, const struct store_actor *actor,
 			       struct core_card **out)
 {
@@ -250,6 +277,10 @@ enum core_rc store_card_owned_write(struct store *st, const char *id,
 	NEED_OP(st, card_owned_write);
 	one = *w;
 	one.token = store_wrap_token_of(&w->token, actor);
+	/* A retry counts its attempt in the release's own step: only a twin with the combined
+	 * step can. */
+	if (w->retry && !st->ops->owned_write_release)
+		return CORE_ERR_NOT_IMPLEMENTED;
 	if (!w->release || st->ops->owned_write_release)
 		return st->ops->card_owned_write(st, id, &one, actor, out);
 	/* A twin without the combined step: the write, then the release under the same token

@@ -75,9 +75,11 @@ static inline bool store_wrap_names_valid(const struct core_strv *sv)
 
 static inline bool store_wrap_owned_write_valid(const struct store_owned_write *w)
 {
-	if (!w || !store_wrap_token_valid(&w->token))
+	if (!w || !store_wrap_token_valid(&w->token) || (w->retry && !w->release))
 		return false;
 	switch (w->kind) {
+	case STORE_OWNED_NOTHING:
+		return w->release; /* the release alone */
 	case STORE_OWNED_STATE:
 		/* An unknown column is the twin's TRANSITION_REJECTED, not a malformed request. */
 		return w->state != NULL;

@@ -54,6 +54,9 @@ struct fs_card_more {
 	char *last_run_id;  /* may be NULL */
 	char *state_reason; /* may be NULL */
 	struct core_gave_up gave_up;
+	int64_t not_before; /* DESIGN §17 */
+	int32_t attempts;
+	uint32_t spare_[3]; /* keeps the size a multiple of 16 (fs_card_head) */
 };
 
 /* The names are core_card's, so code reading the common fields reads either. Immutable. */

@@ -43,5 +43,8 @@ struct core_card *fixture_full_card(void)
 	c->created_at = 1780000000001;
 	c->updated_at = 1780000000002;
 	c->state_at = 1780000000003;
+	core_str_set(&c->claim.from, "ready"); /* DESIGN §17 */
+	c->not_before = 1780000090000;
+	c->attempts = 3;
 	return c;
 }

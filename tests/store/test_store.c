@@ -27,7 +27,7 @@ START_TEST(codec_card_shape_and_roundtrip)
 	static const char *const keys[] = {
 		"id", "board", "title", "body", "state", "priority", "labels", "blockers", "comments", "claim",
 		"claim_epoch", "last_run_id", "awaiting_input", "gave_up", "state_reason",
-		"created_at", "updated_at", "state_at"};
+		"created_at", "updated_at", "state_at", "not_before", "attempts"};
 	size_t i;
 
 	ck_assert_uint_eq(json_object_size(j), sizeof(keys) / sizeof(keys[0]));
