@@ -97,8 +97,7 @@ enum core_rc api_h_claim(struct api_req *r)
 				api_param(r));
 	/* DESIGN §17: the twin says which limit is full, or until when the card waits. */
 	if ((rc == CORE_ERR_CAPACITY_REACHED || rc == CORE_ERR_NOT_YET) && res.detail[0])
-		return api_fail(r, rc, "card %s: %.*s", api_param(r), (int)sizeof res.detail,
-				res.detail);
+		return api_fail(r, rc, "%.*s", (int)sizeof res.detail, res.detail);
 	if (rc != CORE_OK)
 		return rc;
 	metrics_inc(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent");
