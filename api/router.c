@@ -96,8 +96,8 @@
 	X("GET", "/v1/boards", api_h_board_list, ANY, C_READ, NULL, NULL)                  \
 	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, C_READ, NULL, NULL)               \
 	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY,                               \
-	  "name columns running completed failed waiting ?max_claims ?retry claimed "      \
-	  "retry_effective", NULL)                                                         \
+	  "name columns running completed failed waiting ?max_claims ?retry claimed retry_effective", \
+	  NULL)                                                                            \
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,       \
 	  "to", NULL)                                                                      \
 	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY,                  \
