@@ -238,10 +238,10 @@ START_TEST(capacity_reached_and_claim_next_skips_a_full_column)
 	ck_assert_str_eq(t_str(json_object_get(json_object_get(j, "card"), "claim"), "from"),
 			 "in_progress");
 	json_decref(j);
-	/* Nothing else has room: 204. The release of r1 frees the slot: r2 is next. */
+	/* Nothing else has room: 204. r1's claim ends (done) and frees the slot: r2 is next. */
 	json_decref(t_must(204, "POST", POL_NEXT, W, NULL, "{\"marker\":\"n2\"}"));
-	json_decref(t_must(200, "POST", "/v1/cards/r1/release", W, NULL,
-			   "{\"marker\":\"w1\",\"epoch\":1}"));
+	json_decref(t_must(200, "PATCH", "/v1/cards/r1/state", W, "If-Match: \"1\"",
+			   "{\"marker\":\"w1\",\"to\":\"done\",\"release\":true}"));
 	j = t_must(200, "POST", POL_NEXT, W, NULL, "{\"marker\":\"n3\"}");
 	ck_assert_str_eq(t_str(json_object_get(j, "card"), "id"), "r2");
 	json_decref(j);
