@@ -262,8 +262,8 @@ enum core_rc api_h_state(struct api_req *r)
 	}
 	if (api_json_has(r, "release") || api_json_has(r, "retry"))
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
-				"\"release\" and \"retry\" are for the owned form (with \"marker\" "
-				"and If-Match)");
+				"\"%s\" is for the owned form (with \"marker\" and If-Match)",
+				api_json_has(r, "release") ? "release" : "retry");
 	/* SetStateFrom: bots must declare the source column, operators may omit it. */
 	if ((rc = api_json_name(r, "from", false, &from)) != CORE_OK)
 		return rc;
