@@ -1,7 +1,8 @@
 /* The HTTP side of the dispatch policy (DESIGN §17, issue 27): a board's column limits,
  * max_claims and retry policy (PUT's checks, GET's read-only counts), a card's not_before on
  * create and PATCH, claims refused with capacity_reached / not_yet and their detail,
- * claim-next skipping a full column, a long-poll woken by a schedule, the retry release and
+ * claim-next skipping a full column, long-polls woken by a release, by a schedule passing and
+ * by a schedule cleared, the retry release and
  * its exhaustion, and create_card's not_before over MCP. The rules themselves are the
  * twins' (tests/store/conformance_policy.c); this checks what the routes make of them. */
 #include "tests/api/api_test.h"
@@ -385,6 +386,33 @@ START_TEST(long_poll_woken_by_a_schedule)
 }
 END_TEST
 
+/* Clearing a schedule is an event (card_updated): a waiter parked on the scheduled card is
+ * woken by it at once, not at the old not_before. */
+START_TEST(long_poll_woken_by_clearing_a_schedule)
+{
+	struct waiter w = {.body = "{\"marker\":\"n\",\"wait_ms\":5000}"};
+	struct timespec ts = {0, 300 * 1000000L};
+	char t[CORE_TIME_BUF], body[128];
+	pthread_t th;
+	json_t *j;
+
+	pol_board("");
+	snprintf(body, sizeof body, ",\"not_before\":\"%s\"", store_time_in(3600000, t));
+	pol_card("later", "ready", 0, body);
+	ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
+	nanosleep(&ts, NULL);
+	ck_assert_msg(!w.done, "the waiter answered %d before the schedule was cleared: %s",
+		      w.status, w.resp ? w.resp : "");
+	json_decref(t_must(200, "PATCH", "/v1/cards/later", BOT, NULL, "{\"not_before\":null}"));
+	pthread_join(th, NULL);
+	ck_assert_msg(w.status == 200, "waiter: %d %s", w.status, w.resp ? w.resp : "");
+	j = json_loads(w.resp, 0, NULL);
+	ck_assert_str_eq(t_str(json_object_get(j, "card"), "id"), "later");
+	json_decref(j);
+	free(w.resp);
+}
+END_TEST
+
 START_TEST(retry_release_counts_an_attempt)
 {
 	json_t *j;
@@ -504,6 +532,7 @@ TCase *api_tcase_policy(void)
 	tcase_add_test(tc, capacity_full_long_poll_woken_by_a_release);
 	tcase_add_test(tc, not_before_on_create_patch_and_claim);
 	tcase_add_test(tc, long_poll_woken_by_a_schedule);
+	tcase_add_test(tc, long_poll_woken_by_clearing_a_schedule);
 	tcase_add_test(tc, retry_release_counts_an_attempt);
 	tcase_add_test(tc, retry_exhausted_files_into_failed);
 	tcase_add_test(tc, mcp_create_card_not_before);
