@@ -2,9 +2,9 @@
  * max_claims and retry policy (PUT's checks, GET's read-only counts), a card's not_before on
  * create and PATCH, claims refused with capacity_reached / not_yet and their detail,
  * claim-next skipping a full column, long-polls woken by a release, by a schedule passing and
- * by a schedule cleared, the retry release and
- * its exhaustion, and create_card's not_before over MCP. The rules themselves are the
- * twins' (tests/store/conformance_policy.c); this checks what the routes make of them. */
+ * by a schedule cleared, the retry release and its exhaustion, and create_card's not_before
+ * over MCP. The rules themselves are the twins' (tests/store/conformance_policy.c); this
+ * checks what the routes make of them. */
 #include "tests/api/api_test.h"
 
 #include <pthread.h>
