@@ -91,6 +91,7 @@ static const struct store_ops mgo_ops = {
 	.board_list = mgo_board_list,
 	.board_get = mgo_board_get,
 	.board_put = mgo_board_put,
+	.board_claimed = mgo_board_claimed,
 	.board_column_rename = mgo_board_column_rename,
 	.labels_sweep = mgo_labels_sweep,
 	.card_create = mgo_card_create,
@@ -176,6 +177,13 @@ static const struct index_spec indexes[] = {
 	{"cards", "gave_up", "gave_up.at", NULL, false, {NULL}},       /* attention */
 	{"cards", "awaiting_input", "awaiting_input", NULL, false, {NULL}}, /* attention */
 	{"cards", "outbox", "outbox.q_ts", NULL, false, {NULL}},
+	/* DESIGN §17 (mongo_policy.c): claim-next's wake_at (the earliest not_before of a
+	 * board's columns), the claimed counts by claim.from, the capacity slots */
+	{"cards", "not_before", "board", "state", false, {"not_before", NULL}},
+	{"cards", "claim_from", "board", "claim.from", false, {NULL}},
+	{"slots", "board_col", "board", "col", false, {"owner", "i", NULL}},
+	{"slots", "owner", "owner", "epoch", false, {NULL}},
+	{"slots", "repair", "at", NULL, false, {NULL}},
 	{"events", "seq", "seq", NULL, true, {NULL}},
 	/* a board's tail by board_seq (DESIGN §11); not unique: fillers and events of an
 	 * earlier version hold none, and the counter hands board_seqs out (mongo_bseq.c) */

@@ -290,6 +290,7 @@ static enum core_rc create_build(struct mgo_conn *c, const struct store_card_cre
 	    core_str_set(&card->body, in->body ? in->body : ""))
 		goto out;
 	card->priority = in->priority;
+	card->not_before = in->not_before > 0 ? in->not_before : 0; /* DESIGN §17 */
 	if (in->labels && (rc = core_labels_set(card, in->labels, &changed)) != CORE_OK)
 		goto out;
 	if (in->blockers &&
@@ -450,6 +451,11 @@ static enum core_rc patch_once(struct mgo_conn *c, const char *id,
 	if (p->has_priority) {
 		now->priority = p->priority;
 		if (json_array_append_new(fields, json_string("priority")))
+			goto out;
+	}
+	if (p->has_not_before) { /* DESIGN §17: 0 clears; it may make the card available */
+		now->not_before = p->not_before > 0 ? p->not_before : 0;
+		if (json_array_append_new(fields, json_string("not_before")))
 			goto out;
 	}
 	if (p->blockers) {
