@@ -61,6 +61,10 @@
  * 10. Retention. The maintenance thread deletes the events older than the newest
  *     MGO_EVENTS_KEEP_DEFAULT seqs (bounded deletes). An outbox entry that outlived that
  *     window (a pull that kept failing) would be delivered again with a new seq.
+ * 11. Capacity slots + the claim (DESIGN §17, mongo_policy.c). NOT atomic: the slot is taken
+ *     before the card's CAS and freed after the release's. Exact anyway: the slot is held
+ *     whenever the claim is (over-counting only in between), and a slot leaked by a crash is
+ *     repaired by the reaper's repair pass against its card, never guessed (see there).
  */
 #include "store/mongo/mongo.h"
 #include "store/mongo/mongo_db.h"

@@ -293,8 +293,9 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 	if (rc != CORE_OK || !doc)
 		goto out;
 	*hit = true;
-	mgo_slots_after_cas(c, was, now, doc);
 	rc = mgo_evq_deliver(c, c->cards, was->id, q, doc);
+	/* After the events: a claim that takes a freed slot is logged after this release. */
+	mgo_slots_after_cas(c, was, now, doc);
 	if (rc == CORE_OK && out) {
 		rc = mgo_card_from_bson(doc, out);
 		if (rc == CORE_ERR_BAD_REQUEST)
