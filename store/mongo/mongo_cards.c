@@ -593,6 +593,9 @@ enum core_rc mgo_card_delete(struct store *st, const char *id, const struct stor
 			if (outbox_then_deleted(&c, &gone, card, &q) != CORE_OK)
 				fprintf(stderr, "boardd: mongo: card %s deleted; its events were "
 						"not recorded\n", id);
+			/* DESIGN §17: a claim deleted with its card gives its slots back (else
+			 * the repair pass would, finding the card gone). */
+			mgo_slots_after_cas(&c, card, &(struct core_card){0}, &gone);
 		} else {
 			rc = CORE_OK; /* a foreign, unreadable document: deleted all the same */
 		}
