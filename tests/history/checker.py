@@ -33,9 +33,10 @@ The checks (the invariants of DESIGN §3-§7, ADR-096 §2-§5):
 An op is a dict: {i, actor, kind, card, run, tok: [marker, epoch] or None, t0, t1, st, resp,
 tag, lease_ms, to, frm}. Kinds: claim, claim_next, renew, release, state (owned), last_run,
 awaiting, gave_up, run_create, run_patch, heartbeat, move (SetStateFrom), reopen, revoke,
-cancel, refile, pass, patch (a bot's PATCH of not_before: `not_before` in seconds or None). A
-release may carry `retry: True`. Times are seconds of the host's clock (time.time()), which is the clock
-of the FS twin and of a Mongo test server on the same host.
+cancel, refile, pass, board (the PUT of the board's policy), patch (a bot's PATCH of
+not_before: `not_before` in seconds or None); a create carries `not_before` too, a release
+`retry: True`. Times are seconds of the host's clock (time.time()), which is the clock of the
+FS twin and of a Mongo test server on the same host.
 
 Standard library only; no I/O here.
 """
@@ -125,15 +126,21 @@ class Checker:
                 if r.get('fresh') else []
         if k == 'create':
             return [(True, ev('card_created'))]
-        if k == 'patch':
-            return [(True, lambda e: e['type'] == 'card_updated' and e.get('card_id') == cid
+        if k == 'board':
+            return [(True, ev('board_updated', None))]
+        if k == 'patch':  # (a PATCH that leaves not_before as it was may write no event)
+            return [(False, lambda e: e['type'] == 'card_updated' and e.get('card_id') == cid
                      and 'not_before' in ((e.get('payload') or {}).get('fields') or []))]
         if k == 'heartbeat':  # a run update that changes nothing but the lock
             return [(True, ev('run_updated', None, run_id=op['run']))]
         if k in ('renew', 'pass'):
             return []
         if k == 'release':
-            return [(True, ev('card_released', marker=tok[0], epoch=tok[1]))]
+            rel = [(True, ev('card_released', marker=tok[0], epoch=tok[1]))]
+            if op.get('retry'):  # the attempt that reaches max_attempts files it first
+                return [(False, ev('card_state_changed', e_reason=policy.EXHAUSTED)),
+                        (False, ev('card_gave_up'))] + rel
+            return rel
         if k == 'state':
             # A move onto the column the card is in changes nothing and writes no event; the
             # answer tells: the card's state_reason is this write's unique tag only if it moved.
@@ -521,7 +528,9 @@ class Checker:
         self.v += cap.run(self.events)
         self.n['h: claim against the bounds'] += cap.checked
         self.n['h: Mongo delivery-order allowance'] += cap.allowances
-        self.peak = dict(cap.peak)
+        for (b, col), n in cap.peak.items():
+            key = 'h: peak %s' % (col or 'board')
+            self.n[key] = max(self.n[key], n)
         pol = policy.Policy(self.boards, self.op_of, self.slack)
         self.v += pol.run(self.events, self.cards)
         self.n.update(pol.n)

@@ -3,8 +3,9 @@ retries, judged on the events log in seq order (one card's events are in commit 
 both twins) and on the final cards.
 
   i  no fresh claim of a card before its not_before: the card_claimed event's time against
-     the not_before set by the last create, PATCH or retry release before it (a reopen
-     clears it; an exhausted retry leaves it); the final card's not_before is the replay's;
+     the not_before set by the last create, PATCH or retry release before it (a completion
+     and a reopen clear it, as core_attempts_reset does; an exhausted retry leaves it); the
+     final card's not_before is the replay's;
   j  attempts grow by one on every retry release (card_released with retry: true, the
      owned release with retry and the reaper's returns to the pool) and the payload's
      `attempts` says so; the retry's not_before is at + the backoff of that attempt
@@ -95,8 +96,7 @@ class Policy:
                 if p.get('to') == b['completed'] or p.get('reopened'):
                     self.n['j: reset'] += 1
                     c['attempts'] = 0
-                    if p.get('reopened'):
-                        c['nb'] = None
+                    c['nb'] = None  # core_attempts_reset: no schedule left over either
             elif t == 'card_gave_up':
                 g = p.get('gave_up') if isinstance(p.get('gave_up'), dict) else p
                 c['gave_up'] = (g or {}).get('reason')
