@@ -47,11 +47,11 @@ COLUMNS = ('inbox', 'backlog', 'ready', 'waiting_deps', 'in_progress', 'awaiting
            'review', 'done', 'blocked')
 WORK = ('ready', 'in_progress', 'review', 'awaiting_input')
 LEASES = (250, 400, 600)  # ms: a few renewals per hold, and stalls that outlive them
-# DESIGN §17 on the board: ready holds at most 2 claims taken from it, the board 4; three
+# DESIGN §17 on the board: ready holds at most 2 claims taken from it, the board 4; two
 # attempts with a short backoff (so retries come back, and some run out, within the run).
 LIMITS = {'ready': 2}
 MAX_CLAIMS = 4
-RETRY = {'max_attempts': 3, 'backoff_ms': 150, 'max_backoff_ms': 600}
+RETRY = {'max_attempts': 2, 'backoff_ms': 150, 'max_backoff_ms': 600}
 
 
 def iso(t):
@@ -583,8 +583,7 @@ def main():
                ', '.join('%s %d' % kv for kv in sorted(ctx['fates'].items()))), flush=True)
         retries = sum(1 for e in events if e['type'] == 'card_released' and
                       (e.get('payload') or {}).get('retry'))
-        exhausted = sum(1 for e in events if e['type'] == 'card_state_changed' and
-                        e.get('reason') == 'attempts_exhausted')
+        exhausted = counts.get('j: exhausted filing', 0)
         print('history: policy: %d claims checked against the bounds (at most %d live from '
               'ready, %d on the board), %d fresh claims against a not_before, %d retry '
               'releases (%d exhausted), %d resets' %

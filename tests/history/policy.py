@@ -87,7 +87,9 @@ class Policy:
                 c['nb'] = self.nb_of(e, p, op)
             elif t == 'card_state_changed':
                 c['state'] = p.get('to')
-                if e.get('reason') == EXHAUSTED:
+                # the holder's retry: reason attempts_exhausted; the reaper's: reason
+                # watchdog (machine provenance), cause attempts_exhausted
+                if e.get('reason') == EXHAUSTED or p.get('cause') == EXHAUSTED:
                     c['exhaust'] = e
                     if p.get('to') != b['failed']:
                         self.fail('j', 'card %s: filed %s into %s (seq %d), not into the failed '
