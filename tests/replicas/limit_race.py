@@ -401,15 +401,15 @@ def main():
             fails.append('GET /v1/boards/%s served more claims than the bounds %d time(s): '
                          'first ready %d, board %d' % (BOARD, len(bad), bad[0][1], bad[0][2]))
         # 3. the log, replayed
-        by_tok = {(x['card'], x['marker'], x['epoch']): x for x in sh.ops if x['st'] == 200}
+        by_tok = {(x['kind'] in ('release', 'retry', 'file'), x['card'], x['marker'],
+                   x['epoch']): x for x in sh.ops if x['st'] == 200}
 
         def times(e):
+            """The send and answer times of the request behind a claim or release event."""
             p = e.get('payload') or {}
-            x = by_tok.get((e.get('card_id'), p.get('marker'), p.get('epoch')))
-            if x and (e['type'] == 'card_released') == (x['kind'] in ('release', 'retry',
-                                                                      'file')):
-                return x['t0'], x['t1']
-            return None
+            x = by_tok.get((e['type'] == 'card_released', e.get('card_id'), p.get('marker'),
+                            p.get('epoch')))
+            return (x['t0'], x['t1']) if x else None
         rp = capacity.Replay({BOARD: {'limits': {'ready': LIMIT}, 'max_claims': MAX_CLAIMS}},
                              cross_doc=not uri, slack=0.05 if uri else 0.005, times=times)
         vs = rp.run(events)
