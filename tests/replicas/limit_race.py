@@ -440,9 +440,10 @@ def main():
             fails.append('a listing of the claimed cards showed %d claims from ready (%s)' %
                          (sum(1 for _, _, f in over_l[0][2] if f == 'ready'), over_l[0][2]))
         elif over_l:
-            print('limit_race: note: %d listing(s) showed more than %d claims from ready; the '
-                  'log shows them not live at once (a find is no snapshot across documents)'
-                  % (len(over_l), LIMIT), flush=True)
+            print('limit_race: note: %d listing(s) showed more than %d claims from ready; on '
+                  'the Mongo twin a find is no snapshot across documents: the replay of the '
+                  'log above judges whether they were live at once' % (len(over_l), LIMIT),
+                  flush=True)
         # the race happened, and left nothing behind
         if not o.no_limit and refused == 0:
             fails.append('no claim was refused capacity_reached: the race did not happen')
