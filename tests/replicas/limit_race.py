@@ -431,9 +431,11 @@ def main():
         if missing:
             fails.append('%d claims answered 200 have no card_claimed in the log, first %s' %
                          (len(missing), missing[0]))
-        # listings: on FS a listing is one snapshot; on Mongo a find is not a snapshot across
-        # documents, so an over-full listing counts when its claims were live at once in the
-        # log (the replay reports that by itself) and is shown otherwise.
+        # listings: on FS a listing is one snapshot (the store's lock). On Mongo a find is no
+        # snapshot across documents in general (mongo-java-server serialises a collection's
+        # queries and updates, so its first batch is one), so an over-full listing counts
+        # when its claims were live at once in the log (the replay reports that by itself)
+        # and is shown otherwise. GET /v1/boards' claimed is held to the bound on both.
         over_l = [x for x in sampler.listings
                   if sum(1 for _, _, f in x[2] if f == 'ready') > LIMIT]
         if over_l and not uri:
