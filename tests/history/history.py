@@ -586,11 +586,13 @@ def main():
         exhausted = counts.get('j: exhausted filing', 0)
         print('history: policy: %d claims checked against the bounds (at most %d live from '
               'ready, %d on the board), %d fresh claims against a not_before, %d retry '
-              'releases (%d exhausted), %d resets' %
+              'releases (%d exhausted), %d resets%s' %
               (counts.get('h: claim against the bounds', 0),
                counts.get('h: peak ready', 0), counts.get('h: peak board', 0),
                counts.get('i: fresh claim against not_before', 0), retries, exhausted,
-               counts.get('j: reset', 0)), flush=True)
+               counts.get('j: reset', 0),
+               '; %d Mongo delivery-order allowance(s)' %
+               counts.get('h: Mongo delivery-order allowance', 0) if uri else ''), flush=True)
         print('history: answers: %s' % ', '.join('%s %d: %d' % (k, s, n) for (k, s), n in
                                                  sorted(by.items())), flush=True)
         for s in servers:
