@@ -134,20 +134,24 @@ static void fs_idem_abort(struct store *st, struct store_idem *k)
 
 enum core_rc fs_idem_attach(struct fs_txn *t)
 {
-	struct store_idem *k = store_idem_bound();
-	char *key, *text;
-	enum core_rc rc = CORE_ERR_NOMEM;
+	struct store_idem *k;
+	enum core_rc rc = CORE_OK;
 
-	if (!k || k->attached || k->st != &t->fs->base || k->state != STORE_IDEM_NEW)
-		return CORE_OK;
-	key = rec_key(k->key);
-	text = store_idem_text(k->fp, 0, "", "", t->now);
-	if (key && text)
-		rc = fs_txn_kv(t, key, text, t->now + STORE_IDEM_TTL_MS);
-	if (rc == CORE_OK)
-		k->attached = true;
-	free(key);
-	free(text);
+	/* Every key bound (a batch's, and its item's) that no line carries yet. */
+	for (k = store_idem_bound(); k && rc == CORE_OK; k = k->up) {
+		char *key, *text;
+
+		if (k->attached || k->st != &t->fs->base || k->state != STORE_IDEM_NEW)
+			continue;
+		key = rec_key(k->key);
+		text = store_idem_text(k->fp, 0, "", "", t->now);
+		rc = key && text ? fs_txn_kv(t, key, text, t->now + STORE_IDEM_TTL_MS)
+				 : CORE_ERR_NOMEM;
+		if (rc == CORE_OK)
+			k->attached = true;
+		free(key);
+		free(text);
+	}
 	return rc;
 }
 
