@@ -32,4 +32,9 @@ enum core_rc api_idem_refusal(struct api_req *r, const struct store_idem *k, con
  * with the handler's answer (a 5xx drops it instead, so a retry may try again). */
 enum core_rc api_idem_handle(struct api_req *r);
 
+/* The MCP create_card tool with its `idempotency_key` argument (the arguments are r->json):
+ * a repeat with the same arguments answers the card the first call created (*out: a new
+ * reference); a refused call is not recorded (a retry runs again). */
+enum core_rc api_mcp_create_keyed(struct api_req *r, json_t **out);
+
 #endif

@@ -6,6 +6,7 @@
  * survive a restart and are shared by replicas. */
 #include "api/api_answer.h"
 #include "api/api_auth.h"
+#include "api/api_cards.h"
 #include "api/api_daemon.h"
 #include "api/api_idem.h"
 #include "api/api_req.h"
@@ -158,4 +159,63 @@ enum core_rc api_idem_handle(struct api_req *r)
 	/* The write was made but its key not recorded: say so as a store failure (on the FS
 	 * twin the write's own line holds the key, which then answers in flight). */
 	return rc2 != CORE_OK ? rc2 : rc;
+}
+
+enum core_rc api_mcp_create_keyed(struct api_req *r, json_t **out)
+{
+	json_t *kv = json_object_get(r->json, "idempotency_key");
+	const char *key = json_string_value(kv);
+	char scoped[API_IDEM_SCOPED_MAX], fp[API_IDEM_FP_LEN + 1], *canon, *text;
+	struct store_idem k = {0};
+	struct core_card *c = NULL;
+	enum core_rc rc;
+	size_t len;
+
+	*out = NULL;
+	if (!key)
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"argument \"idempotency_key\" must be a string");
+	if ((rc = api_idem_key_check(r, key, "idempotency_key")) != CORE_OK)
+		return rc;
+	canon = json_dumps(r->json, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!canon || !api_idem_scope(r, "mcp create_card", key, scoped, sizeof scoped) ||
+	    !api_idem_fp(canon, strlen(canon), fp)) {
+		free(canon);
+		return CORE_ERR_NOMEM;
+	}
+	free(canon);
+	k.key = scoped;
+	k.fp = fp;
+	rc = store_idem_begin(r->api->st, &k);
+	if (rc == CORE_ERR_IDEMPOTENCY_KEY_REUSED)
+		return api_fail(r, rc,
+				"idempotency_key %.64s was used with other arguments in the last "
+				"24 h; nothing was changed",
+				key);
+	if (rc != CORE_OK)
+		return rc;
+	if (k.state == STORE_IDEM_DONE) {
+		*out = json_loads(k.body, 0, NULL);
+		store_idem_release(&k);
+		return *out ? CORE_OK : CORE_ERR_NOMEM;
+	}
+	if (k.state != STORE_IDEM_NEW)
+		return api_idem_refusal(r, &k, key);
+	store_idem_bind(&k);
+	rc = api_card_create(r, true, &c);
+	store_idem_unbind(&k);
+	if (rc != CORE_OK) {
+		store_idem_abort(r->api->st, &k);
+		return rc;
+	}
+	*out = store_card_to_json(c);
+	core_card_free(c);
+	text = *out ? store_json_text(*out, &len) : NULL;
+	rc = text ? store_idem_end(r->api->st, &k, 201, text, NULL) : CORE_ERR_NOMEM;
+	free(text);
+	if (rc != CORE_OK) {
+		json_decref(*out);
+		*out = NULL;
+	}
+	return rc;
 }
