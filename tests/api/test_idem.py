@@ -90,6 +90,29 @@ def batch(b):
     check(count(b) == n0, 'batch: a refused list created nothing')
 
 
+def metric(b, name):
+    st, text, _ = bt.request(b.port, 'GET', '/metrics', raw=True)
+    for line in text.splitlines():
+        if line.startswith(name + ' ') or line.startswith(name + '{'):
+            return float(line.split()[-1])
+    return None
+
+
+def one_sync(b):
+    """FS: a batch's items share one durability wait, not a sync each."""
+    s0 = metric(b, 'boardd_fs_journal_syncs_total')
+    c0 = metric(b, 'boardd_fs_journal_lines_total')
+    st, text, _ = raw(b.port, b.tok['bot'], 'POST', '/v1/cards',
+                      [{'title': 'bulk %d' % i, 'board': 'bulk'} for i in range(300)])
+    s1 = metric(b, 'boardd_fs_journal_syncs_total')
+    c1 = metric(b, 'boardd_fs_journal_lines_total')
+    check(st == 200 and all(r['status'] == 201 for r in json.loads(text)['results']),
+          'batch: 300 cards created (%s)' % st)
+    check(None not in (s0, s1, c0, c1) and c1 - c0 >= 300 and s1 - s0 <= 3,
+          'batch: 300 journal lines, %s syncs (one durability wait for the batch)' % (
+              None if None in (s0, s1) else s1 - s0))
+
+
 def keys(b):
     bot = b.tok['bot']
     n0 = count(b)
@@ -209,6 +232,11 @@ def main():
     try:
         batch(b)
         first = keys(b)
+        if not mongo:
+            cfg = b.ok('GET', '/v1/boards/default')
+            cfg['name'] = 'bulk'
+            b.ok('PUT', '/v1/boards/bulk', 'op', cfg)
+            one_sync(b)
         duplicates(b, [b.port], 'race-1')
         if not mongo:
             # keys survive a crash and a restart
