@@ -51,15 +51,17 @@ static enum core_rc fs_idem_begin(struct store *st, struct store_idem *k)
 		return CORE_ERR_NOMEM;
 	pthread_rwlock_wrlock(&fs->lock);
 	kv = fs_map_get(&fs->idem, key);
-	if (kv && kv->due > store_now(st)) {
+	/* A reservation first: its write may already carry the key ("written"), which is no
+	 * lost answer while the request is still being served. */
+	if ((held = fs_map_get(&fs->idem_pending, k->key))) {
+		rc = strcmp(held->fp, k->fp) == 0 ? CORE_OK : CORE_ERR_IDEMPOTENCY_KEY_REUSED;
+		k->state = STORE_IDEM_PENDING;
+	} else if (kv && kv->due > store_now(st)) {
 		rc = store_idem_parse(kv->val, k);
 		if (rc == CORE_ERR_BAD_REQUEST)
 			rc = CORE_ERR_STORE_UNAVAILABLE; /* a torn record: never guess an answer */
 		/* what was read is shown once durable (DESIGN §16) */
 		need = fs_read_mark(fs, FS_READ_ALL);
-	} else if ((held = fs_map_get(&fs->idem_pending, k->key))) {
-		rc = strcmp(held->fp, k->fp) == 0 ? CORE_OK : CORE_ERR_IDEMPOTENCY_KEY_REUSED;
-		k->state = STORE_IDEM_PENDING;
 	} else {
 		rc = fs_map_put(&fs->idem_pending, k->key, k);
 		k->state = STORE_IDEM_NEW;

@@ -139,6 +139,14 @@ START_TEST(fs_key_rides_with_its_write)
 	ck_assert_int_eq(k.state, STORE_IDEM_NEW);
 	ck_assert_int_eq(create_bound(st, &k, "c-lost"), CORE_OK);
 	ck_assert(k.attached);
+	{
+		/* while its request is still being served, the key is in flight, not lost */
+		struct store_idem other;
+
+		key_init(&other, "1:bot POST /v1/cards lost", "fp");
+		ck_assert_int_eq(store_idem_begin(st, &other), CORE_OK);
+		ck_assert_int_eq(other.state, STORE_IDEM_PENDING);
+	}
 	/* a refused write carries no key */
 	key_init(&k, "1:bot POST /v1/cards refused", "fp");
 	ck_assert_int_eq(store_idem_begin(st, &k), CORE_OK);
