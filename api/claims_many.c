@@ -23,12 +23,13 @@
 #include <string.h>
 
 #define API_MANY_MAX 1000
+#define API_EPOCH_MAX 9007199254740991LL /* openapi's Epoch: what a JSON number holds exactly */
 
 struct many_item {
 	const char *card; /* borrowed from the body */
 	struct core_token tok;
 	const char *to;     /* release: NULL: the release alone */
-	const char *reason; /* release, with `to` */
+	const char *reason; /* release: the state write's event's, or without `to` the release's */
 	bool retry;         /* release: the claim ended without the work done (DESIGN §17) */
 };
 
@@ -122,8 +123,9 @@ static enum core_rc item_parse(struct api_req *r, size_t i, json_t *j, bool rele
 	    (rc = api_json_marker(r, true, &it->tok.marker)) != CORE_OK ||
 	    (rc = api_json_int(r, "epoch", true, &epoch, NULL)) != CORE_OK)
 		goto out;
-	if (epoch < 0) {
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "epoch must be >= 0");
+	if (epoch < 0 || epoch > API_EPOCH_MAX) {
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "epoch must be within 0..%lld",
+			      (long long)API_EPOCH_MAX);
 		goto out;
 	}
 	it->tok.epoch = epoch;
@@ -132,9 +134,6 @@ static enum core_rc item_parse(struct api_req *r, size_t i, json_t *j, bool rele
 	     (rc = api_json_reason(r, &it->reason)) != CORE_OK ||
 	     (rc = api_json_bool(r, "retry", false, &it->retry)) != CORE_OK))
 		goto out;
-	if (it->reason && !it->to)
-		rc = api_fail(r, CORE_ERR_BAD_REQUEST,
-			      "\"reason\" is the state write's: it needs \"to\"");
 out:
 	r->json = body;
 	return rc == CORE_OK ? rc : item_fail(r, i, rc);
@@ -287,21 +286,22 @@ enum core_rc api_h_claims_renew(struct api_req *r)
 }
 
 /* One finish: the owned state write to `to` and the release in one fenced step, or the
- * release alone (counting an attempt with retry). */
+ * release alone (its event carrying `reason`; counting an attempt with retry). */
 static enum core_rc finish_one(struct api_req *r, const struct many_item *it,
 			       const struct store_actor *actor, struct core_card **c)
 {
-	struct store_owned_write w = {.kind = STORE_OWNED_STATE,
+	struct store_owned_write w = {.kind = it->to ? STORE_OWNED_STATE : STORE_OWNED_NOTHING,
 				      .token = it->tok,
 				      .state = it->to,
-				      .reason = it->reason,
+				      .reason = it->to ? it->reason : NULL,
+				      .event_reason = it->to ? NULL : it->reason,
 				      .release = true,
 				      .retry = it->retry};
 	enum core_rc rc;
 
-	if (!it->to)
-		return it->retry ? store_card_release_retry(r->api->st, it->card, &it->tok, actor, c)
-				 : store_card_release(r->api->st, it->card, &it->tok, actor, c);
+	/* the plain release: POST .../release's own store call */
+	if (!it->to && !it->retry && !it->reason)
+		return store_card_release(r->api->st, it->card, &it->tok, actor, c);
 	rc = store_card_owned_write(r->api->st, it->card, &w, actor, c);
 	if (core_rc_is_transition_rejected(rc)) {
 		struct core_card *cur = NULL;
