@@ -285,10 +285,10 @@ enum core_rc api_h_claims_renew(struct api_req *r)
 	return many_reply(r, &o);
 }
 
-/* One finish: the owned state write to `to` and the release in one fenced step, or the
- * release alone (its event carrying `reason`; counting an attempt with retry). */
-static enum core_rc finish_one(struct api_req *r, const struct many_item *it,
-			       const struct store_actor *actor, struct core_card **c)
+/* The owned write item `it` stands for: the state write to `to` and the release in one
+ * fenced step, or the release alone (its event carrying `reason`; an attempt counted with
+ * retry). */
+static struct store_owned_write finish_write(const struct many_item *it)
 {
 	struct store_owned_write w = {.kind = it->to ? STORE_OWNED_STATE : STORE_OWNED_NOTHING,
 				      .token = it->tok,
@@ -297,55 +297,102 @@ static enum core_rc finish_one(struct api_req *r, const struct many_item *it,
 				      .event_reason = it->to ? NULL : it->reason,
 				      .release = true,
 				      .retry = it->retry};
+
+	return w;
+}
+
+/* One finish alone, through the single routes' store calls. */
+static enum core_rc finish_one(struct api_req *r, const struct many_item *it,
+			       const struct store_actor *actor)
+{
+	struct store_owned_write w = finish_write(it);
+	struct core_card *c = NULL;
 	enum core_rc rc;
 
 	/* the plain release: POST .../release's own store call */
 	if (!it->to && !it->retry && !it->reason)
-		return store_card_release(r->api->st, it->card, &it->tok, actor, c);
-	rc = store_card_owned_write(r->api->st, it->card, &w, actor, c);
-	if (core_rc_is_transition_rejected(rc)) {
-		struct core_card *cur = NULL;
-
-		/* the column's detail, as PATCH .../state gives it */
-		if (store_card_get(r->api->st, it->card, &cur) == CORE_OK)
-			api_column_detail(r, rc, cur->board, it->to);
-		core_card_free(cur);
-	}
+		rc = store_card_release(r->api->st, it->card, &it->tok, actor, &c);
+	else
+		rc = store_card_owned_write(r->api->st, it->card, &w, actor, &c);
+	core_card_free(c);
 	return rc;
 }
 
+/* The detail of a refused finish, worked out after the store refused (the error path only). */
+static const char *finish_detail(struct api_req *r, const struct many_item *it, enum core_rc rc)
+{
+	struct core_card *cur = NULL;
+
+	r->detail[0] = '\0';
+	if (rc == CORE_ERR_FORBIDDEN)
+		(void)item_scope(r, it->card);
+	else if (core_rc_is_transition_rejected(rc) && it->to &&
+		 store_card_get(r->api->st, it->card, &cur) == CORE_OK)
+		api_column_detail(r, rc, cur->board, it->to); /* as PATCH .../state gives it */
+	core_card_free(cur);
+	return item_detail(r, rc, it->card);
+}
+
+/* Finish many: every item in scope goes to the store as one batch of owned writes
+ * (store_reaper_act: exactly the single writes, in order, each with its outcome; the FS twin
+ * commits a batch without a refusal as one journal step, and runs one with a refusal again
+ * item by item), so a batch of K costs one step, not K. */
 enum core_rc api_h_claims_release(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
 	struct many_out o = {.ok = true};
 	struct many_item *v = NULL;
-	size_t n = 0, i;
+	struct store_reaper_act *acts = NULL;
+	enum core_rc *rcs = NULL;
+	size_t *idx = NULL, n = 0, m = 0, i;
 	enum core_rc rc;
 
 	if ((rc = many_parse(r, true, &v, &n)) != CORE_OK)
 		return rc;
+	rcs = calloc(n, sizeof *rcs);
+	acts = calloc(n, sizeof *acts);
+	idx = calloc(n, sizeof *idx);
+	if (!rcs || !acts || !idx) {
+		rc = CORE_ERR_NOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		r->detail[0] = '\0';
+		if ((rcs[i] = item_scope(r, v[i].card)) != CORE_OK)
+			continue;
+		acts[m].id = v[i].card;
+		acts[m].w[0] = finish_write(&v[i]);
+		acts[m].n_w = 1;
+		idx[m++] = i;
+	}
+	if (m && store_reaper_act(r->api->st, acts, m, &actor) == CORE_OK) {
+		for (i = 0; i < m; i++)
+			rcs[idx[i]] = acts[i].rc;
+	} else {
+		for (i = 0; i < m; i++)
+			rcs[idx[i]] = finish_one(r, &v[idx[i]], &actor);
+	}
 	out_add(&o, "{\"results\":[", 12);
 	for (i = 0; i < n; i++) {
-		struct core_card *c = NULL;
-
-		r->detail[0] = '\0';
-		rc = item_scope(r, v[i].card);
-		if (rc == CORE_OK)
-			rc = finish_one(r, &v[i], &actor, &c);
-		if (rc == CORE_OK) {
-			const struct store_json_member m[] = {
+		if (rcs[i] == CORE_OK) {
+			const struct store_json_member ok[] = {
 				{"card", STORE_JSON_STR, v[i].card, 0},
 				{"status", STORE_JSON_INT, NULL, 200},
-				{"state", STORE_JSON_STR, c->state, 0},
 			};
 
-			out_item(&o, m, sizeof m / sizeof m[0]);
+			out_item(&o, ok, sizeof ok / sizeof ok[0]);
 		} else {
-			out_refused(&o, v[i].card, rc, item_detail(r, rc, v[i].card));
+			out_refused(&o, v[i].card, rcs[i], finish_detail(r, &v[i], rcs[i]));
 		}
-		core_card_free(c);
 	}
 	r->detail[0] = '\0';
+	rc = many_reply(r, &o);
+	o.s = NULL;
+out:
+	free(o.s);
+	free(idx);
+	free(acts);
+	free(rcs);
 	free(v);
-	return many_reply(r, &o);
+	return rc;
 }

@@ -337,9 +337,9 @@ START_TEST(release_many_per_item)
 		 ea, eb + 7, ec, ed);
 	j = t_must(200, "POST", RELEASE, W, NULL, body);
 	ck_assert_int_eq(json_array_size(json_object_get(j, "results")), 4);
-	ck_assert_str_eq(t_str(result(j, 0, "a", 200), "state"), "done");
+	result(j, 0, "a", 200);
 	ck_assert_str_eq(t_str(result(j, 1, "b", 409), "code"), "claim_conflict");
-	ck_assert_str_eq(t_str(result(j, 2, "c", 200), "state"), "ready");
+	result(j, 2, "c", 200);
 	res = result(j, 3, "d", 422);
 	ck_assert_str_eq(t_str(res, "code"), "transition_rejected");
 	ck_assert_ptr_nonnull(strstr(t_str(res, "detail"), "no column nope"));
@@ -417,7 +417,7 @@ START_TEST(release_many_retry)
 		 ea, eb);
 	j = t_must(200, "POST", RELEASE, W, NULL, body);
 	result(j, 0, "a", 200);
-	ck_assert_str_eq(t_str(result(j, 1, "b", 200), "state"), "ready");
+	result(j, 1, "b", 200);
 	json_decref(j);
 	c = get("a");
 	ck_assert(!json_is_object(json_object_get(c, "claim")));
@@ -425,6 +425,7 @@ START_TEST(release_many_retry)
 	ck_assert_ptr_nonnull(t_str(c, "not_before"));
 	json_decref(c);
 	c = get("b");
+	ck_assert_str_eq(t_str(c, "state"), "ready");
 	ck_assert(!json_is_object(json_object_get(c, "claim")));
 	ck_assert_int_eq(t_int(c, "attempts"), 1);
 	json_decref(c);
