@@ -445,10 +445,6 @@ TCase *api_tcase_many(void)
 	tcase_add_test(tc, renew_many_thousand);
 	tcase_add_test(tc, release_many_per_item);
 	tcase_add_test(tc, many_scoped_token);
-#ifdef API_TEST_MANY_RETRY /* DESIGN §17's release with retry: on once the twins have it */
 	tcase_add_test(tc, release_many_retry);
-#else
-	(void)release_many_retry;
-#endif
 	return tc;
 }
