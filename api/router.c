@@ -53,6 +53,8 @@
 	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY | FLAT,                 \
 	  "marker epoch retry", NULL)                                                      \
 	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL, NULL)     \
+	X("POST", "/v1/claims/renew", api_h_claims_renew, W, BODY, "tokens lease_ms", NULL) \
+	X("POST", "/v1/claims/release", api_h_claims_release, W, BODY, "tokens", NULL)     \
 	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY | FLAT,                  \
 	  "marker from to reason release retry", NULL)                                     \
 	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY | FLAT,                \
@@ -103,7 +105,7 @@
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,       \
 	  "to", NULL)                                                                      \
 	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY,                  \
-	  "marker lease_ms columns labels wait_ms", NULL)                                  \
+	  "marker lease_ms columns labels wait_ms count", NULL)                                  \
 	X("GET", "/v1/boards/{b}/activity", api_h_board_activity, ANY, C_READ, NULL, "minutes") \
 	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0, NULL, NULL)         \
 	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0, NULL, NULL)   \
