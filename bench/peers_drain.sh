@@ -87,7 +87,7 @@ river_install() { # sets river_why on failure
 
 river_run() { # BIN LABEL: one bench on the private cluster; p99 from river_job's timestamps
 	local bin=$1 label=$2 out=$tmp/river-$2.out rate p99
-	echo "-- River $label: river bench --num-total-jobs $JOBS" >&2
+	echo "-- River $label: river bench --num-total-jobs $JOBS; load $(cut -d' ' -f1 /proc/loadavg)" >&2
 	if ! timeout 600 "$bin" bench --database-url "$river_url" --num-total-jobs "$JOBS" >"$out" 2>&1; then
 		tail -5 "$out" >&2
 		row "River $RIVER_VERSION $label" - - "river bench failed"
@@ -99,7 +99,10 @@ river_run() { # BIN LABEL: one bench on the private cluster; p99 from river_job'
 	# (finalized_at, set before the batch completer writes it), per completed job
 	p99=$(pg "$PGBIN/psql" -h "$PG_HOST" -p "$PG_PORT" -U postgres -Atc \
 		"select round((1000 * percentile_cont(0.99) within group (order by extract(epoch from finalized_at - attempted_at)))::numeric, 2) from river_job where state = 'completed'")
-	row "River $RIVER_VERSION $label" "${rate:--}" "${p99:--}" "p99: attempted_at -> finalized_at"
+	done_n=$(pg "$PGBIN/psql" -h "$PG_HOST" -p "$PG_PORT" -U postgres -Atc \
+		"select count(*) from river_job where state = 'completed'")
+	row "River $RIVER_VERSION $label" "${rate:--}" "${p99:--}" \
+		"$done_n/$JOBS completed; p99: attempted_at -> finalized_at"
 }
 
 # --- BullMQ: bullmq + ioredis pinned, into the cache; a private redis-server per appendfsync -----
@@ -128,7 +131,8 @@ bullmq_run() { # FSYNC: a fresh redis-server (AOF on, appendfsync FSYNC), the dr
 		stop_pid "$redis_pid"; redis_pid=""
 		return 0
 	fi
-	echo "-- BullMQ, appendfsync $mode ($(redis-cli -p "$port" config get appendfsync | tail -1))" >&2
+	echo "-- BullMQ, appendfsync $mode ($(redis-cli -p "$port" config get appendfsync | tail -1));" \
+		"load $(cut -d' ' -f1 /proc/loadavg)" >&2
 	NODE_PATH=$bull_dir/node_modules REDIS_PORT=$port JOBS=$JOBS CONCURRENCY=$WORKERS LABEL=$mode \
 		timeout 900 node "$root/bench/bullmq_drain.cjs" >"$out" 2>&1 || true
 	grep -v '^RESULT' "$out" >&2 || true
@@ -147,13 +151,14 @@ boardd_run() { # LABEL DRAIN-ARGS...: a fresh store, the drain, stop
 	boardd_pid=$!
 	port=$(boardd_log_port "$tmp/boardd-$label.log") ||
 		{ cat "$tmp/boardd-$label.log" >&2; row "boardd $label" - - "boardd did not start"; stop_pid "$boardd_pid"; boardd_pid=""; return 0; }
-	echo "-- boardd $label: bench/drain boardd -n $JOBS -w $WORKERS $*" >&2
+	echo "-- boardd $label: bench/drain boardd -n $JOBS -w $WORKERS $*; load $(cut -d' ' -f1 /proc/loadavg)" >&2
 	BENCH_SERVER_PID=$boardd_pid "$BUILD/bench/drain" boardd -p "$port" -n "$JOBS" -w "$WORKERS" "$@" \
 		>"$out" 2>&1 || true
 	cat "$out" >&2
 	rate=$(sed -n 's/^drain boardd .* \([0-9]*\) jobs\/s .*/\1/p' "$out")
 	p99=$(sed -n 's/^drain boardd .* p99 \([0-9.]*\) ms .*/\1/p' "$out")
-	row "boardd bench/drain, $label" "${rate:--}" "${p99:--}" "p99: claim-next + done-and-release"
+	row "boardd bench/drain, $label" "${rate:--}" "${p99:--}" \
+		"$(sed -n 's/^drain boardd jobs \([0-9]*\/[0-9]*\) .*conflicts \([0-9]*\)  errors \([0-9]*\).*/\1 done, \2 conflicts, \3 errors/p' "$out"); p99: claim-next + done-and-release"
 	stop_pid "$boardd_pid"; boardd_pid=""
 }
 
@@ -226,18 +231,22 @@ done
 echo
 echo "Fairness notes:"
 for n in "${notes[@]}"; do echo "- $n"; done
-cat <<EOF
+side_on boardd && cat <<EOF
 - boardd: every job is 2 HTTP requests (claim-next, then the fenced done+release), each answered
   after its journal line is fdatasync'd (group commit across workers); nothing batched per request.
+EOF
+side_on river && cat <<EOF
 - River: its bench inserts N jobs first (InsertMany, 5 000 per statement), then works them; the
   producer fetches up to (MaxWorkers - running) jobs per statement (2 000 stock, 32 patched), a
   worker's completion goes to the batch completer (up to 5 000 jobs per UPDATE, every 50 ms or at
   100 pending): the worker takes its next job before its completion is durable (a crash re-runs
   those jobs). The bench counts a job when the completer's batch has committed. Its rate is its
   own ("overall job/sec": client start -> last job worked).
+EOF
+side_on bullmq && cat <<EOF
 - BullMQ: jobs added in bulk before the clock; each completion is one Lua script per job
   (moveToFinished, which also hands the worker its next job), answered after Redis writes its AOF:
   with appendfsync always Redis fsyncs before it replies (one fsync per event-loop pass, so
   concurrent workers share it); everysec fsyncs once a second (up to a second of completions lost).
-- p99 is each side's own per-job measure (see the note column): not the same interval.
 EOF
+echo "- p99 is each side's own per-job measure (see the note column): not the same interval."
