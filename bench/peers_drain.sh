@@ -16,7 +16,7 @@
 # PEERS_CACHE. A peer that cannot be had is reported as skipped, with the reason.
 #
 #   bench/peers_drain.sh                        # 10 000 jobs, 32 workers
-#   JOBS=20000 WORKERS=32 bench/peers_drain.sh
+#   JOBS=20000 WORKERS=32 ROUNDS=3 bench/peers_drain.sh   # medians of 3 rounds, each side once a round
 #   RIVER_GIT=/path/to/river.git bench/peers_drain.sh   # when `go install` cannot resolve cmd/river
 #   SIDES="boardd bullmq" bench/peers_drain.sh  # a subset (boardd river bullmq)
 set -euo pipefail
@@ -24,6 +24,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$root/build-bench}
 JOBS=${JOBS:-10000}
 WORKERS=${WORKERS:-32}
+ROUNDS=${ROUNDS:-1}
 SIDES=${SIDES:-boardd river bullmq}
 RIVER_VERSION=${RIVER_VERSION:-v0.43.0}
 BULLMQ_VERSION=${BULLMQ_VERSION:-6.7.0}
@@ -162,46 +163,39 @@ boardd_run() { # LABEL DRAIN-ARGS...: a fresh store, the drain, stop
 	stop_pid "$boardd_pid"; boardd_pid=""
 }
 
-echo "peers_drain.sh: $JOBS jobs, $WORKERS workers, one round; $(nproc) cores; load" \
+echo "peers_drain.sh: $JOBS jobs, $WORKERS workers, $ROUNDS round(s); $(nproc) cores; load" \
 	"$(cut -d' ' -f1-3 /proc/loadavg); $(date -u '+%F %H:%M') UTC; commit" \
 	"$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
 
+# --- setup: each side's tools and servers once; a side that cannot be had is skipped ------------
+run_boardd=0 run_river=0 run_bullmq=0
 if side_on boardd; then
 	[ -d "$BUILD" ] || meson setup "$BUILD" --buildtype=release >/dev/null
 	ninja -C "$BUILD" server/boardd bench/drain >/dev/null
 	bench_tokens "$BUILD/server/boardd" "$tmp"
 	export BENCH_WORKER_TOKEN=$(tail -1 "$tmp/worker.tok") BENCH_BOT_TOKEN=$(tail -1 "$tmp/bot.tok")
-	boardd_run single
 	# HOOK (issue 28, the other half of bench/): the batched drain, claim-next `count` and finish
-	# many. Runs when bench/drain's usage names a batch flag; BATCH_FLAG/BATCH_K override.
+	# many. Runs when bench/drain's usage names a batch flag ("-X K"); BATCH_FLAG/BATCH_K override.
 	BATCH_K=${BATCH_K:-$WORKERS}
 	if [ -z "${BATCH_FLAG:-}" ] && "$BUILD/bench/drain" 2>&1 | grep -qi 'batch\|count'; then
 		BATCH_FLAG=$("$BUILD/bench/drain" 2>&1 | grep -io '\-[a-zA-Z] K\b' | head -1 | cut -c1-2)
 	fi
-	if [ -n "${BATCH_FLAG:-}" ]; then
-		boardd_run "batched ($BATCH_FLAG $BATCH_K)" "$BATCH_FLAG" "$BATCH_K"
-	else
-		row "boardd bench/drain, batched" - - "not run: bench/drain has no batch flag in this tree"
-	fi
+	run_boardd=1
 fi
-
 if side_on river; then
 	if ! river_install; then
 		row "River $RIVER_VERSION" - - "skipped: ${river_why:-?}"
 	else
 		apt_need postgresql "$PGBIN/initdb" || true
 		PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
-		pg_cluster_start "$tmp" 50 tcp
+		pg_cluster_start "$tmp" 50 tcp # one cluster: river bench truncates its table each run
 		river_url="postgres://postgres@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
 		"$river_dir/river" migrate-up --database-url "$river_url" >"$tmp/river-migrate.out" 2>&1 ||
 			{ cat "$tmp/river-migrate.out" >&2; exit 1; }
 		notes+=("PostgreSQL $PG_VERSION: fsync=$(pg_setting fsync), synchronous_commit=$(pg_setting synchronous_commit), TCP 127.0.0.1")
-		river_run "$river_dir/river" "stock (2 000 workers)"
-		river_run "$river_dir/river-w32" "MaxWorkers 32 (patched)"
-		pg_cluster_stop
+		run_river=1
 	fi
 fi
-
 if side_on bullmq; then
 	apt_need redis-server redis-server || true
 	if ! command -v redis-server >/dev/null; then
@@ -210,24 +204,61 @@ if side_on bullmq; then
 		row "BullMQ $BULLMQ_VERSION" - - "skipped: ${bull_why:-?}"
 	else
 		notes+=("Redis $(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p') (appendonly yes, save off), node $(node --version), ioredis $IOREDIS_VERSION")
-		bullmq_run always
-		bullmq_run everysec
+		run_bullmq=1
 	fi
 fi
 
-# --- the table: boardd ÷ side against the single-request drain (and the batched one) ------------
-base1=$(printf '%s\n' "${rows[@]}" | awk -F'|' '$1 ~ /^boardd .*single/ && $2 != "-" {print $2}')
-baseb=$(printf '%s\n' "${rows[@]}" | awk -F'|' '$1 ~ /^boardd .*batched/ && $2 != "-" {print $2}')
-echo
-echo "| side | jobs/s | p99 per job | boardd single ÷ side | boardd batched ÷ side | note |"
-echo "|---|---|---|---|---|---|"
-for r in "${rows[@]}"; do
-	IFS='|' read -r side rate p99 note <<<"$r"
-	awk -v s="$side" -v r="$rate" -v p="$p99" -v n="$note" -v b1="${base1:-}" -v bb="${baseb:-}" '
-		function ratio(b) { return (b == "" || r == "-" || r + 0 == 0) ? "—" : sprintf("%.2f×", b / r) }
-		BEGIN { printf "| %s | %s | %s | %s | %s | %s |\n", s, (r == "-" ? "—" : sprintf("%.0f", r)),
-			(p == "-" ? "—" : p " ms"), ratio(b1), ratio(bb), n }'
+# --- the rounds: every side once per round, in the same order --------------------------------
+for round in $(seq "$ROUNDS"); do
+	echo "== round $round/$ROUNDS" >&2
+	if [ $run_boardd = 1 ]; then
+		boardd_run single
+		if [ -n "${BATCH_FLAG:-}" ]; then
+			boardd_run "batched ($BATCH_FLAG $BATCH_K)" "$BATCH_FLAG" "$BATCH_K"
+		else
+			row "boardd bench/drain, batched" - - "not run: bench/drain has no batch flag in this tree"
+		fi
+	fi
+	if [ $run_river = 1 ]; then
+		river_run "$river_dir/river" "stock (2 000 workers)"
+		river_run "$river_dir/river-w32" "MaxWorkers 32 (patched)"
+	fi
+	if [ $run_bullmq = 1 ]; then
+		bullmq_run always
+		bullmq_run everysec
+	fi
 done
+pg_cluster_stop
+
+# --- the table: per side the median of its rounds (each round in brackets when more than one);
+# boardd ÷ side from the medians, against the single-request drain and the batched one ----------
+printf '%s\n' "${rows[@]}" | awk -F'|' -v rounds="$ROUNDS" '
+	function median(list,   v, k, i, j, t) {
+		k = split(list, v, " ")
+		if (k == 0) return ""
+		for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+		return k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+	}
+	function ratio(b, r) { return (b == "" || r == "" || r + 0 == 0) ? "—" : sprintf("%.2f×", b / r) }
+	!($1 in seen) { seen[$1] = 1; order[++n] = $1 }
+	$2 != "-" { rates[$1] = rates[$1] " " sprintf("%.0f", $2); if ($3 != "-") p99s[$1] = p99s[$1] " " $3 }
+	{ note[$1] = $4 }
+	END {
+		for (i = 1; i <= n; i++) {
+			s = order[i]; mr[s] = median(rates[s]); mp[s] = median(p99s[s])
+			if (s ~ /^boardd .*single/) b1 = mr[s]
+			if (s ~ /^boardd .*batched/) bb = mr[s]
+		}
+		print ""
+		print "| side | jobs/s | p99 per job | boardd single ÷ side | boardd batched ÷ side | note |"
+		print "|---|---|---|---|---|---|"
+		for (i = 1; i <= n; i++) {
+			s = order[i]
+			each = (rounds > 1 && rates[s] != "") ? " (" substr(rates[s], 2) ")" : ""
+			printf "| %s | %s%s | %s | %s | %s | %s |\n", s, mr[s] == "" ? "—" : sprintf("%.0f", mr[s]), each,
+				mp[s] == "" ? "—" : sprintf("%.2f ms", mp[s]), ratio(b1, mr[s]), ratio(bb, mr[s]), note[s]
+		}
+	}'
 echo
 echo "Fairness notes:"
 for n in "${notes[@]}"; do echo "- $n"; done
