@@ -3,7 +3,7 @@
 # a private server in a temp dir (stopped by PID at the end, whatever happens):
 #   boardd  bench/drain (claim-next + done-and-release per job, W workers) on a fresh release
 #           boardd with the FS store; and the batched drain when bench/drain has it (the hook
-#           below: BATCH_FLAG)
+#           below: drain -b BATCH, claim-next count + finish many)
 #   River   its own `river bench --num-total-jobs N` (cmd/river at RIVER_VERSION, stock: 2 000
 #           workers) on a private PostgreSQL (pg.sh, durable defaults, TCP), then the same
 #           bench rebuilt with MaxWorkers 32 (its bench takes no worker count: one line patched)
@@ -159,7 +159,7 @@ boardd_run() { # LABEL DRAIN-ARGS...: a fresh store, the drain, stop
 	rate=$(sed -n 's/^drain boardd .* \([0-9]*\) jobs\/s .*/\1/p' "$out")
 	p99=$(sed -n 's/^drain boardd .* p99 \([0-9.]*\) ms .*/\1/p' "$out")
 	row "boardd bench/drain, $label" "${rate:--}" "${p99:--}" \
-		"$(sed -n 's/^drain boardd jobs \([0-9]*\/[0-9]*\) .*conflicts \([0-9]*\)  errors \([0-9]*\).*/\1 done, \2 conflicts, \3 errors/p' "$out"); p99: claim-next + done-and-release"
+		"$(sed -n 's/^drain boardd.* jobs \([0-9]*\/[0-9]*\) .*conflicts \([0-9]*\)  errors \([0-9]*\).*/\1 done, \2 conflicts, \3 errors/p' "$out"); p99: claim-next + done-and-release"
 	stop_pid "$boardd_pid"; boardd_pid=""
 }
 
@@ -175,10 +175,11 @@ if side_on boardd; then
 	bench_tokens "$BUILD/server/boardd" "$tmp"
 	export BENCH_WORKER_TOKEN=$(tail -1 "$tmp/worker.tok") BENCH_BOT_TOKEN=$(tail -1 "$tmp/bot.tok")
 	# HOOK (issue 28, the other half of bench/): the batched drain, claim-next `count` and finish
-	# many. Runs when bench/drain's usage names a batch flag ("-X K"); BATCH_FLAG/BATCH_K override.
-	BATCH_K=${BATCH_K:-$WORKERS}
+	# many. Runs when bench/drain's usage names a batch flag ("-X K"); BATCH (32, as drain.sh) is K;
+	# BATCH_FLAG overrides the flag.
+	BATCH=${BATCH:-32}
 	if [ -z "${BATCH_FLAG:-}" ] && "$BUILD/bench/drain" 2>&1 | grep -qi 'batch\|count'; then
-		BATCH_FLAG=$("$BUILD/bench/drain" 2>&1 | grep -io '\-[a-zA-Z] K\b' | head -1 | cut -c1-2)
+		BATCH_FLAG=$("$BUILD/bench/drain" 2>&1 | grep -o '\-[a-zA-Z] \(K\|BATCH\)\b' | head -1 | cut -c1-2)
 	fi
 	run_boardd=1
 fi
@@ -214,7 +215,7 @@ for round in $(seq "$ROUNDS"); do
 	if [ $run_boardd = 1 ]; then
 		boardd_run single
 		if [ -n "${BATCH_FLAG:-}" ]; then
-			boardd_run "batched ($BATCH_FLAG $BATCH_K)" "$BATCH_FLAG" "$BATCH_K"
+			boardd_run "batched ($BATCH_FLAG $BATCH)" "$BATCH_FLAG" "$BATCH"
 		else
 			row "boardd bench/drain, batched" - - "not run: bench/drain has no batch flag in this tree"
 		fi
