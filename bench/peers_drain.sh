@@ -99,9 +99,9 @@ river_run() { # BIN LABEL: one bench on the private cluster; p99 from river_job'
 	# River prints no latency: fetched (attempted_at) -> the worker's completion time
 	# (finalized_at, set before the batch completer writes it), per completed job
 	p99=$(pg "$PGBIN/psql" -h "$PG_HOST" -p "$PG_PORT" -U postgres -Atc \
-		"select round((1000 * percentile_cont(0.99) within group (order by extract(epoch from finalized_at - attempted_at)))::numeric, 2) from river_job where state = 'completed'")
+		"select round((1000 * percentile_cont(0.99) within group (order by extract(epoch from finalized_at - attempted_at)))::numeric, 2) from river_job where state = 'completed'") || true
 	done_n=$(pg "$PGBIN/psql" -h "$PG_HOST" -p "$PG_PORT" -U postgres -Atc \
-		"select count(*) from river_job where state = 'completed'")
+		"select count(*) from river_job where state = 'completed'") || true
 	row "River $RIVER_VERSION $label" "${rate:--}" "${p99:--}" \
 		"$done_n/$JOBS completed; p99: attempted_at -> finalized_at"
 }
@@ -178,9 +178,9 @@ if side_on boardd; then
 	# many. Runs when bench/drain's usage names a batch flag ("-X K"); BATCH (32, as drain.sh) is K;
 	# BATCH_FLAG overrides the flag.
 	BATCH=${BATCH:-32}
-	if [ -z "${BATCH_FLAG:-}" ] && "$BUILD/bench/drain" 2>&1 | grep -qi 'batch\|count'; then
-		BATCH_FLAG=$("$BUILD/bench/drain" 2>&1 | grep -o '\-[a-zA-Z] \(K\|BATCH\)\b' | head -1 | cut -c1-2)
-	fi
+	drain_usage=$("$BUILD/bench/drain" 2>&1 || true) # its usage (it exits 2)
+	[ -n "${BATCH_FLAG:-}" ] ||
+		BATCH_FLAG=$(grep -o '\-[a-zA-Z] \(K\|BATCH\)\b' <<<"$drain_usage" | head -1 | cut -c1-2 || true)
 	run_boardd=1
 fi
 if side_on river; then
