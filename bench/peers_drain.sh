@@ -45,7 +45,19 @@ cleanup() {
 trap cleanup EXIT
 rows=()  # "side|jobs/s|p99 ms|note"
 notes=()
-row() { rows+=("$1|$2|$3|${4:-}"); }
+row() { rows+=("$1|$2|$3|${4:-}|${5:--}"); } # side jobs/s p99-ms note [server-us-per-job]
+tree_cpu_s() { # PID: CPU seconds of PID and its descendants (with the children they reaped)
+	local pids=" $1 " changed=1 p pp
+	while [ $changed = 1 ]; do
+		changed=0
+		for p in /proc/[0-9]*; do
+			pp=$(awk '{print $4}' "$p/stat" 2>/dev/null) || continue
+			if [[ $pids == *" $pp "* && $pids != *" ${p#/proc/} "* ]]; then pids+="${p#/proc/} "; changed=1; fi
+		done
+	done
+	for p in $pids; do cat "/proc/$p/stat" 2>/dev/null; done |
+		awk -v hz="$(getconf CLK_TCK)" '{ t += $14 + $15 + $16 + $17 } END { printf "%.3f", t / hz }'
+}
 side_on() { [[ " $SIDES " == *" $1 "* ]]; }
 
 apt_need() { # PACKAGE BINARY: Debian's package when BINARY is missing
@@ -87,14 +99,18 @@ river_install() { # sets river_why on failure
 }
 
 river_run() { # BIN LABEL: one bench on the private cluster; p99 from river_job's timestamps
-	local bin=$1 label=$2 out=$tmp/river-$2.out rate p99
+	local bin=$1 label=$2 out=$tmp/river-$2.out rate p99 cpu0 cpu1 pgus done_n
 	echo "-- River $label: river bench --num-total-jobs $JOBS; load $(cut -d' ' -f1 /proc/loadavg)" >&2
+	cpu0=$(tree_cpu_s "$PG_PID")
 	if ! timeout 600 "$bin" bench --database-url "$river_url" --num-total-jobs "$JOBS" >"$out" 2>&1; then
 		tail -5 "$out" >&2
 		row "River $RIVER_VERSION $label" - - "river bench failed"
 		return 0
 	fi
+	cpu1=$(tree_cpu_s "$PG_PID")
 	grep '^bench: total' "$out" >&2 || true
+	pgus=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$JOBS" 'BEGIN { printf "%.0f", (b - a) * 1e6 / n }')
+	echo "  postgres cpu $(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.2f", b - a }') s over the command (insert included): $pgus us per job" >&2
 	rate=$(sed -n 's/.*overall job\/sec \[ *\([0-9.]*\) \].*/\1/p' "$out" | tail -1)
 	# River prints no latency: fetched (attempted_at) -> the worker's completion time
 	# (finalized_at, set before the batch completer writes it), per completed job
@@ -103,7 +119,7 @@ river_run() { # BIN LABEL: one bench on the private cluster; p99 from river_job'
 	done_n=$(pg "$PGBIN/psql" -h "$PG_HOST" -p "$PG_PORT" -U postgres -Atc \
 		"select count(*) from river_job where state = 'completed'") || true
 	row "River $RIVER_VERSION $label" "${rate:--}" "${p99:--}" \
-		"$done_n/$JOBS completed; p99: attempted_at -> finalized_at"
+		"$done_n/$JOBS completed; p99: attempted_at -> finalized_at; CPU: the whole command" "$pgus"
 }
 
 # --- BullMQ: bullmq + ioredis pinned, into the cache; a private redis-server per appendfsync -----
@@ -139,13 +155,14 @@ bullmq_run() { # FSYNC: a fresh redis-server (AOF on, appendfsync FSYNC), the dr
 	grep -v '^RESULT' "$out" >&2 || true
 	rate=$(bench_result "$out" jobs_per_s)
 	p99=$(bench_result "$out" p99_ms)
-	row "BullMQ $BULLMQ_VERSION, appendfsync $mode" "${rate:--}" "${p99:--}" "p99: processor start -> completed"
+	row "BullMQ $BULLMQ_VERSION, appendfsync $mode" "${rate:--}" "${p99:--}" \
+		"p99: processor start -> completed" "$(bench_result "$out" server_us_per_job)"
 	stop_pid "$redis_pid"; redis_pid=""
 }
 
 # --- boardd: bench/drain on a fresh release boardd (FS store) -------------------------------------
 boardd_run() { # LABEL DRAIN-ARGS...: a fresh store, the drain, stop
-	local label=$1 out=$tmp/boardd-$1.out port rate p99
+	local label=$1 out=$tmp/boardd-$1.out port rate p99 cpu
 	shift
 	"$BUILD/server/boardd" --listen 127.0.0.1:0 --store "fs:$tmp/fs-$label" --tokens "$tmp/tokens.json" \
 		2>"$tmp/boardd-$label.log" &
@@ -158,8 +175,9 @@ boardd_run() { # LABEL DRAIN-ARGS...: a fresh store, the drain, stop
 	cat "$out" >&2
 	rate=$(sed -n 's/^drain boardd .* \([0-9]*\) jobs\/s .*/\1/p' "$out")
 	p99=$(sed -n 's/^drain boardd .* p99 \([0-9.]*\) ms .*/\1/p' "$out")
+	cpu=$(sed -n 's/^  server cpu .*: \([0-9]*\) us per job.*/\1/p' "$out")
 	row "boardd bench/drain, $label" "${rate:--}" "${p99:--}" \
-		"$(sed -n 's/^drain boardd.* jobs \([0-9]*\/[0-9]*\) .*conflicts \([0-9]*\)  errors \([0-9]*\).*/\1 done, \2 conflicts, \3 errors/p' "$out"); p99: claim-next + done-and-release"
+		"$(sed -n 's/^drain boardd.* jobs \([0-9]*\/[0-9]*\) .*conflicts \([0-9]*\)  errors \([0-9]*\).*/\1 done, \2 conflicts, \3 errors/p' "$out"); p99: claim-next + done-and-release" "$cpu"
 	stop_pid "$boardd_pid"; boardd_pid=""
 }
 
@@ -242,22 +260,24 @@ printf '%s\n' "${rows[@]}" | awk -F'|' -v rounds="$ROUNDS" '
 	}
 	function ratio(b, r) { return (b == "" || r == "" || r + 0 == 0) ? "—" : sprintf("%.2f×", b / r) }
 	!($1 in seen) { seen[$1] = 1; order[++n] = $1 }
-	$2 != "-" { rates[$1] = rates[$1] " " sprintf("%.0f", $2); if ($3 != "-") p99s[$1] = p99s[$1] " " $3 }
+	$2 != "-" { rates[$1] = rates[$1] " " sprintf("%.0f", $2); if ($3 != "-") p99s[$1] = p99s[$1] " " $3
+		if ($5 != "-" && $5 != "") cpus[$1] = cpus[$1] " " $5 }
 	{ note[$1] = $4 }
 	END {
 		for (i = 1; i <= n; i++) {
-			s = order[i]; mr[s] = median(rates[s]); mp[s] = median(p99s[s])
+			s = order[i]; mr[s] = median(rates[s]); mp[s] = median(p99s[s]); mc[s] = median(cpus[s])
 			if (s ~ /^boardd .*single/) b1 = mr[s]
 			if (s ~ /^boardd .*batched/) bb = mr[s]
 		}
 		print ""
-		print "| side | jobs/s | p99 per job | boardd single ÷ side | boardd batched ÷ side | note |"
-		print "|---|---|---|---|---|---|"
+		print "| side | jobs/s | p99 per job | server CPU per job | boardd single ÷ side | boardd batched ÷ side | note |"
+		print "|---|---|---|---|---|---|---|"
 		for (i = 1; i <= n; i++) {
 			s = order[i]
 			each = (rounds > 1 && rates[s] != "") ? " (" substr(rates[s], 2) ")" : ""
-			printf "| %s | %s%s | %s | %s | %s | %s |\n", s, mr[s] == "" ? "—" : sprintf("%.0f", mr[s]), each,
-				mp[s] == "" ? "—" : sprintf("%.2f ms", mp[s]), ratio(b1, mr[s]), ratio(bb, mr[s]), note[s]
+			printf "| %s | %s%s | %s | %s | %s | %s | %s |\n", s, mr[s] == "" ? "—" : sprintf("%.0f", mr[s]), each,
+				mp[s] == "" ? "—" : sprintf("%.2f ms", mp[s]), mc[s] == "" ? "—" : sprintf("%.0f µs", mc[s]),
+				ratio(b1, mr[s]), ratio(bb, mr[s]), note[s]
 		}
 	}'
 echo
@@ -282,3 +302,5 @@ side_on bullmq && cat <<EOF
   concurrent workers share it); everysec fsyncs once a second (up to a second of completions lost).
 EOF
 echo "- p99 is each side's own per-job measure (see the note column): not the same interval."
+echo "- server CPU per job: boardd's process over the drain; Redis's own (INFO cpu) over the drain;"
+echo "  PostgreSQL's processes over the whole river bench command (its insert of N jobs included)."
