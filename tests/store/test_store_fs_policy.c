@@ -397,6 +397,50 @@ START_TEST(claim_next_with_many_scheduled)
 }
 END_TEST
 
+/* A column renamed: the claims taken from it are taken from its new name, and keep
+ * counting against its limit (which the column keeps), wherever the cards sit now. */
+START_TEST(column_rename_carries_claims)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = open_at(dir);
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .state = "in_progress"};
+	struct core_card *c = NULL;
+	struct core_board b = {0};
+	int64_t per[32], total, e;
+	size_t touched = 0, i;
+	int round;
+
+	put_board(st, "pol", 1, 0, 0);
+	mk(st, "pol", "r1", "ready", 0, 0);
+	mk(st, "pol", "r2", "ready", 0, 0);
+	ck_assert_int_eq(claim(st, "r1", "m1", &e), CORE_OK);
+	w.token = (struct core_token){"m1", e, NULL};
+	ck_assert_int_eq(store_card_owned_write(st, "r1", &w, &worker, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_board_column_rename(st, "pol", "ready", "queued", &op, &touched),
+			 CORE_OK);
+	ck_assert_uint_eq(touched, 1); /* r2 moved; r1's claim re-labelled */
+	for (round = 0; round < 2; round++) {
+		c = get(st, "r1");
+		ck_assert_str_eq(c->claim.from, "queued");
+		ck_assert_str_eq(c->state, "in_progress");
+		core_card_free(c);
+		ck_assert_int_eq(store_board_get(st, "pol", &b), CORE_OK);
+		ck_assert_int_eq(store_board_claimed(st, &b, per, &total), CORE_OK);
+		ck_assert_int_eq(total, 1);
+		for (i = 0; i < b.n_cols; i++)
+			ck_assert_int_eq(per[i], strcmp(b.cols[i].name, "queued") == 0 ? 1 : 0);
+		ck_assert_int_eq(core_board_column(&b, "queued")->limit, 1);
+		core_board_release(&b);
+		ck_assert_int_eq(claim(st, "r2", "m2", NULL), CORE_ERR_CAPACITY_REACHED);
+		store_close(st);
+		st = open_at(dir);
+	}
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-fs-policy");
@@ -410,6 +454,7 @@ int main(void)
 	tcase_add_test(tc, policy_fields_survive_restart);
 	tcase_add_test(tc, old_directory_loads);
 	tcase_add_test(tc, claim_next_with_many_scheduled);
+	tcase_add_test(tc, column_rename_carries_claims);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
