@@ -441,6 +441,89 @@ START_TEST(column_rename_carries_claims)
 }
 END_TEST
 
+/* The events of a retry (DESIGN §17): LATER, card_released with retry, attempts and the
+ * time; EXHAUSTED, card_state_changed (attempts_exhausted) + card_gave_up + card_released.
+ * The reaper's return in a batch that falls back to single steps counts its attempt once. */
+START_TEST(retry_events_and_reaper_fallback)
+{
+	struct store *st = fx_open_fresh();
+	const struct store_actor reaper = {.name = "reaper:h"};
+	struct store_reaper_act a[2];
+	struct core_event *ev = NULL;
+	struct core_card *c = NULL, *seen;
+	struct core_token tok, prev;
+	int64_t e, next_seq = 0, from_seq;
+	size_t n = 0;
+
+	store_clock_set(st, test_clock, NULL);
+	put_board(st, "pol", 0, 0, 2);
+	mk(st, "pol", "j", "ready", 0, 0);
+	mk(st, "pol", "k", "ready", 0, 0);
+	ck_assert_int_eq(claim(st, "j", "m", &e), CORE_OK);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &from_seq),
+			 CORE_OK);
+	store_events_free(ev, n);
+	tok = (struct core_token){"m", e, NULL};
+	ck_assert_int_eq(store_card_release_retry(st, "j", &tok, &worker, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, from_seq, 1000, 0, &ev, &n, &next_seq),
+			 CORE_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(ev[0].type, CORE_EV_CARD_RELEASED);
+	ck_assert_msg(strstr(ev[0].payload, "\"retry\":true") &&
+			      strstr(ev[0].payload, "\"attempts\":1") &&
+			      strstr(ev[0].payload, "\"not_before\":\""),
+		      "payload %s", ev[0].payload);
+	store_events_free(ev, n);
+	clock_ms += 2000;
+	ck_assert_int_eq(claim(st, "j", "m2", &e), CORE_OK);
+	from_seq = next_seq + 1; /* past j's card_claimed */
+	tok = (struct core_token){"m2", e, NULL};
+	ck_assert_int_eq(store_card_release_retry(st, "j", &tok, &worker, &c), CORE_OK);
+	ck_assert_str_eq(c->state, "blocked");
+	ck_assert_str_eq(c->state_reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	core_card_free(c);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, from_seq, 1000, 0, &ev, &n, &next_seq),
+			 CORE_OK);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_int_eq(ev[0].type, CORE_EV_CARD_STATE_CHANGED);
+	ck_assert_str_eq(ev[0].reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	ck_assert_int_eq(ev[1].type, CORE_EV_CARD_GAVE_UP);
+	ck_assert_int_eq(ev[2].type, CORE_EV_CARD_RELEASED);
+	ck_assert_msg(strstr(ev[2].payload, "\"attempts\":2") &&
+			      !strstr(ev[2].payload, "not_before"),
+		      "payload %s", ev[2].payload);
+	store_events_free(ev, n);
+
+	/* The reaper: k's exact release with retry, beside an item whose token is stale (the
+	 * batch falls back to one step per item): k counts one attempt, not two. */
+	ck_assert_int_eq(claim(st, "k", "mk", &e), CORE_OK);
+	clock_ms += 61000;
+	prev = (struct core_token){"mk", e, NULL};
+	ck_assert_int_eq(store_reaper_transfer(st, "k", &prev, "reaper:h", 60000, &c), CORE_OK);
+	core_card_free(c);
+	seen = get(st, "k");
+	memset(a, 0, sizeof a);
+	a[0].id = "j";
+	a[0].n_w = 1;
+	a[0].w[0] = (struct store_owned_write){.kind = STORE_OWNED_STATE, .state = "ready",
+					       .token = {"reaper:h", 99, NULL}, .release = true,
+					       .event_reason = "watchdog"};
+	a[1] = (struct store_reaper_act){.id = "k", .release_expect = seen, .retry = true};
+	ck_assert_int_eq(store_reaper_act(st, a, 2, &reaper), CORE_OK);
+	ck_assert_int_eq(a[0].rc, CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(a[1].rc, CORE_OK);
+	core_card_free(seen);
+	c = get(st, "k");
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->attempts, 1);
+	ck_assert_int_gt(c->not_before, clock_ms);
+	core_card_free(c);
+	fx_close_fresh(st);
+	clock_ms = 1780000000000LL;
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-fs-policy");
@@ -455,6 +538,7 @@ int main(void)
 	tcase_add_test(tc, old_directory_loads);
 	tcase_add_test(tc, claim_next_with_many_scheduled);
 	tcase_add_test(tc, column_rename_carries_claims);
+	tcase_add_test(tc, retry_events_and_reaper_fallback);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
