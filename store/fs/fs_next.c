@@ -1,7 +1,8 @@
-/* Claim-next on the FS twin (DESIGN §12): the pick among the posting lists of the asked
- * columns or the rarest asked label, and the per-state cache of the best unclaimed cards
- * (struct fs_post's top) that spares a drain a walk per claim. The claim itself is
- * fs_claims.c's (fs_claim_begin .. fs_claim_end, the same transaction). */
+/* Claim-next on the FS twin (DESIGN §12, §17): the pick among the posting lists of the asked
+ * columns that have room or the rarest asked label, the per-state cache of the best unclaimed
+ * cards (struct fs_post's top) that spares a drain a walk per claim, and beside it the heap
+ * of the scheduled ones (promoted into the cache when due; the wake time of an empty answer).
+ * The claim itself is fs_claims.c's (fs_claim_begin .. fs_claim_end, the same transaction). */
 #include "store/fs/fs.h"
 #include "store/fs/fs_cards.h"
 #include "store/fs/fs_flat.h"
