@@ -199,10 +199,14 @@ void fs_post_sched_offer(struct fs_post *p, struct fs_card_ent *ent, int64_t not
 
 /* The due members of p's heap go to its cache (fs_post_top_offer: in rank order, or left
  * for the next walk); entries that no longer stand are dropped. Afterwards the top, if any,
- * is a live member scheduled after now. */
+ * is a live member scheduled after now. Many due at once (a batch scheduled for the same
+ * time): past SCHED_PROMOTE of them the cache is dropped instead, and the next pick's one walk
+ * sorts them all (each offer may shift the whole cache). */
+#define SCHED_PROMOTE 256
 static void sched_promote(struct fs_post *p, int64_t now)
 {
 	const struct fs_card *c;
+	size_t offered = 0;
 
 	while (p->top_valid && p->sched_n) {
 		struct fs_sched s = p->sched[0];
@@ -210,9 +214,15 @@ static void sched_promote(struct fs_post *p, int64_t now)
 		c = sched_live(p, &s);
 		if (c && s.at > now)
 			break;
+		if (c && offered == SCHED_PROMOTE) {
+			p->top_valid = false;
+			break;
+		}
 		sched_pop(p);
-		if (c)
+		if (c) {
 			fs_post_top_offer(p, s.ent, c);
+			offered++;
+		}
 	}
 }
 

@@ -397,6 +397,46 @@ START_TEST(claim_next_with_many_scheduled)
 }
 END_TEST
 
+/* Many scheduled cards due at the same time (more than claim-next promotes one by one):
+ * taken in rank order once due, interleaved with the ready ones by rank. */
+START_TEST(claim_next_mass_due)
+{
+	struct store *st = fx_open_fresh();
+	const int64_t t0 = clock_ms;
+	char id[32], want[32];
+	int64_t wake = -1;
+	int i;
+
+	store_clock_set(st, test_clock, NULL);
+	for (i = 0; i < 1000; i++) {
+		snprintf(id, sizeof id, "s%04d", i);
+		mk(st, "default", id, "ready", i < 500 ? 10 : 0, t0 + 5000);
+	}
+	mk(st, "default", "r0", "ready", 5, 0);
+	mk(st, "default", "r1", "ready", 5, 0);
+	ck_assert_str_eq(next(st, "default", NULL), "r0");
+	ck_assert_str_eq(next(st, "default", &wake), "r1");
+	ck_assert_str_eq(next(st, "default", &wake), "");
+	ck_assert_int_eq(wake, t0 + 5000);
+	mk(st, "default", "r2", "ready", 5, 0);
+	clock_ms = t0 + 5000;
+	/* priority 10 (s0000..s0499), then r2 (5), then priority 0 (s0500..) */
+	for (i = 0; i < 500; i++) {
+		snprintf(want, sizeof want, "s%04d", i);
+		ck_assert_str_eq(next(st, "default", NULL), want);
+	}
+	ck_assert_str_eq(next(st, "default", NULL), "r2");
+	for (i = 500; i < 1000; i++) {
+		snprintf(want, sizeof want, "s%04d", i);
+		ck_assert_str_eq(next(st, "default", NULL), want);
+	}
+	ck_assert_str_eq(next(st, "default", &wake), "");
+	ck_assert_int_eq(wake, 0);
+	fx_close_fresh(st);
+	clock_ms = t0;
+}
+END_TEST
+
 /* A column renamed: the claims taken from it are taken from its new name, and keep
  * counting against its limit (which the column keeps), wherever the cards sit now. */
 START_TEST(column_rename_carries_claims)
@@ -537,6 +577,7 @@ int main(void)
 	tcase_add_test(tc, policy_fields_survive_restart);
 	tcase_add_test(tc, old_directory_loads);
 	tcase_add_test(tc, claim_next_with_many_scheduled);
+	tcase_add_test(tc, claim_next_mass_due);
 	tcase_add_test(tc, column_rename_carries_claims);
 	tcase_add_test(tc, retry_events_and_reaper_fallback);
 	suite_add_tcase(s, tc);
