@@ -529,6 +529,9 @@ START_TEST(retry_events_and_reaper_fallback)
 	ck_assert_int_eq(ev[0].type, CORE_EV_CARD_STATE_CHANGED);
 	ck_assert_str_eq(ev[0].reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
 	ck_assert_int_eq(ev[1].type, CORE_EV_CARD_GAVE_UP);
+	ck_assert_str_eq(ev[1].reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	ck_assert_msg(strstr(ev[0].payload, "\"cause\":\"attempts_exhausted\""), "payload %s",
+		      ev[0].payload);
 	ck_assert_int_eq(ev[2].type, CORE_EV_CARD_RELEASED);
 	ck_assert_msg(strstr(ev[2].payload, "\"attempts\":2") &&
 			      !strstr(ev[2].payload, "not_before"),
