@@ -78,5 +78,6 @@ TCase *api_tcase_agent(void);
 TCase *api_tcase_unix(void);
 TCase *api_tcase_runs(void);
 TCase *api_tcase_activity(void);
+TCase *api_tcase_policy(void);
 
 #endif
