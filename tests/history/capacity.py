@@ -21,6 +21,10 @@ those are counted as released from that claim on, and every such allowance is co
 (`allowances`). Nothing else is relaxed: a fifth claim while four others still live with no
 release in sight is reported on both twins.
 
+Not replayed: a column rename (POST /v1/boards/{b}/columns/{c}/rename), which carries the
+claims taken from the column along with it, whether or not their cards still sit there; the
+histories and the limit race rename nothing.
+
 Standard library only; no I/O.
 """
 import collections
