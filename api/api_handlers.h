@@ -33,6 +33,9 @@ enum core_rc api_h_claim(struct api_req *r);
 enum core_rc api_h_renew(struct api_req *r);
 enum core_rc api_h_release(struct api_req *r);
 enum core_rc api_h_claim_revoke(struct api_req *r);
+/* claims_many.c (DESIGN §18) */
+enum core_rc api_h_claims_renew(struct api_req *r);
+enum core_rc api_h_claims_release(struct api_req *r);
 enum core_rc api_h_state(struct api_req *r);
 enum core_rc api_h_last_run(struct api_req *r);
 enum core_rc api_h_awaiting_input(struct api_req *r);

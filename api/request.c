@@ -27,6 +27,8 @@ enum core_rc api_body_parse_tree(struct api_req *r)
 	if (!r->json)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "malformed JSON: %s (line %d, column %d)",
 				jerr.text, jerr.line, jerr.column);
+	if (json_is_array(r->json) && (r->route->flags & API_ROUTE_ARRAY))
+		return CORE_OK; /* a batch: its handler checks each item */
 	if (!json_is_object(r->json))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "the body must be a JSON object");
 	return api_json_fields_check(r, r->json, r->route->fields ? r->route->fields : "", "");

@@ -20,6 +20,8 @@
 #define BODY API_ROUTE_BODY
 #define RPC API_ROUTE_JSONRPC
 #define FLAT API_ROUTE_FLAT
+#define IDEM API_ROUTE_IDEM
+#define ARRAY API_ROUTE_ARRAY
 #define C_READ API_ROUTE_CAP(API_CAP_READ)
 #define C_CREATE API_ROUTE_CAP(API_CAP_CREATE)
 #define C_LABEL API_ROUTE_CAP(API_CAP_LABEL)
@@ -35,7 +37,7 @@
 	X("GET", "/metrics", api_h_metrics, ANY, PUB, NULL, NULL)                          \
 	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB, NULL, NULL)                \
 	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB, NULL, NULL)                \
-	X("POST", "/v1/cards", api_h_card_create, B | O, BODY | C_CREATE,                  \
+	X("POST", "/v1/cards", api_h_card_create, B | O, BODY | IDEM | ARRAY | C_CREATE,   \
 	  "id board title body state labels blockers priority ?not_before", NULL)          \
 	X("GET", "/v1/cards", api_h_card_list, ANY, C_READ,                                \
 	  NULL, "board state label claimed limit after")                                   \
@@ -51,6 +53,8 @@
 	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY | FLAT,                 \
 	  "marker epoch retry", NULL)                                                      \
 	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL, NULL)     \
+	X("POST", "/v1/claims/renew", api_h_claims_renew, W, BODY, "tokens lease_ms", NULL) \
+	X("POST", "/v1/claims/release", api_h_claims_release, W, BODY, "tokens", NULL)     \
 	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY | FLAT,                  \
 	  "marker from to reason release retry", NULL)                                     \
 	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY | FLAT,                \
@@ -73,7 +77,7 @@
 	  "board from to", NULL)                                                           \
 	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY, "board from to", NULL)  \
 	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0, NULL, "board")         \
-	X("POST", "/v1/runs", api_h_run_create, W, BODY,                                   \
+	X("POST", "/v1/runs", api_h_run_create, W, BODY | IDEM,                            \
 	  "card_id marker status id lease_ms", NULL)                                       \
 	X("GET", "/v1/runs", api_h_run_list, ANY, C_READ, NULL,                            \
 	  "board status limit after")                                                      \
@@ -101,7 +105,7 @@
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,       \
 	  "to", NULL)                                                                      \
 	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY,                  \
-	  "marker lease_ms columns labels wait_ms", NULL)                                  \
+	  "marker lease_ms columns labels wait_ms count", NULL)                                  \
 	X("GET", "/v1/boards/{b}/activity", api_h_board_activity, ANY, C_READ, NULL, "minutes") \
 	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0, NULL, NULL)         \
 	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0, NULL, NULL)   \

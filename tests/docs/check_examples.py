@@ -71,7 +71,8 @@ SECTIONS = [
         '$DELIVERY': 'needs a delivery that is done: run by webhooks() below'}),
     ('docs/http.md', "A worker's loop", {
         0: lambda s, t: (card(s, t, 'c1', 'ready'),
-                         card(s, t, 'c2', 'ready', labels=['gpu']))}, {}),
+                         card(s, t, 'c2', 'ready', labels=['gpu'])),
+        2: lambda s, t: (card(s, t, 'c3', 'ready'), card(s, t, 'c4', 'ready'))}, {}),
     ('docs/http.md', 'Capacity, schedules and retries', {
         1: lambda s, t: (card(s, t, 'c9', 'ready', board='gpu'),
                          claim(s, t, 'c9', 'worker-7'))}, {}),
