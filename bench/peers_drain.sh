@@ -43,20 +43,19 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-rows=()  # "side|jobs/s|p99 ms|note"
+rows=()  # "side|jobs/s|p99 ms|note|server µs per job", one per side and round
 notes=()
 row() { rows+=("$1|$2|$3|${4:-}|${5:--}"); } # side jobs/s p99-ms note [server-us-per-job]
 tree_cpu_s() { # PID: CPU seconds of PID and its descendants (with the children they reaped)
-	local pids=" $1 " changed=1 p pp
-	while [ $changed = 1 ]; do
-		changed=0
-		for p in /proc/[0-9]*; do
-			pp=$(awk '{print $4}' "$p/stat" 2>/dev/null) || continue
-			if [[ $pids == *" $pp "* && $pids != *" ${p#/proc/} "* ]]; then pids+="${p#/proc/} "; changed=1; fi
-		done
-	done
-	for p in $pids; do cat "/proc/$p/stat" 2>/dev/null; done |
-		awk -v hz="$(getconf CLK_TCK)" '{ t += $14 + $15 + $16 + $17 } END { printf "%.3f", t / hz }'
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" -v hz="$(getconf CLK_TCK)" '
+		{ pid = $1; rest = substr($0, match($0, /\) [A-Za-z] /) + 2); split(rest, f, " ")
+		  parent[pid] = f[2]; ticks[pid] = f[12] + f[13] + f[14] + f[15] } # after "(comm)"
+		END {
+			in_tree[root] = 1
+			do { grew = 0; for (p in parent) if (!(p in in_tree) && (parent[p] in in_tree)) { in_tree[p] = 1; grew = 1 } } while (grew)
+			for (p in in_tree) t += ticks[p]
+			printf "%.3f", t / hz
+		}'
 }
 side_on() { [[ " $SIDES " == *" $1 "* ]]; }
 
