@@ -12,9 +12,9 @@
 #           `appendfsync always`, then `everysec`, a fresh server for each
 # then one table (jobs/s, p99 per job, the server's CPU per job, boardd ÷ side; with ROUNDS > 1
 # each side's median and its rounds) and the fairness notes. Prints figures, asserts nothing.
-# Missing tools are installed here (never by a test), pinned: Debian's postgresql, redis-server
-# and npm; River built with the Go toolchain, bullmq and ioredis with npm, into PEERS_CACHE. A
-# peer that cannot be had is reported as skipped, with the reason.
+# Missing tools are installed here (never by a test): Debian's postgresql, redis-server and npm;
+# at pinned versions, River built with the Go toolchain and bullmq + ioredis with npm, into
+# PEERS_CACHE. A peer that cannot be had is reported as skipped, with the reason.
 #
 #   bench/peers_drain.sh                        # 10 000 jobs, 32 workers
 #   JOBS=20000 WORKERS=32 ROUNDS=3 bench/peers_drain.sh   # medians of 3 rounds, each side once a round
