@@ -290,9 +290,9 @@ EOF
 side_on river && cat <<EOF
 - River: its bench inserts N jobs first (InsertMany, 5 000 per statement), then works them; the
   producer fetches up to (MaxWorkers - running) jobs per statement (2 000 stock, 32 patched), a
-  worker's completion goes to the batch completer (up to 5 000 jobs per UPDATE, every 50 ms or at
-  100 pending): the worker takes its next job before its completion is durable (a crash re-runs
-  those jobs). The bench counts a job when the completer's batch has committed. Its rate is its
+  worker's completion goes to the batch completer (up to 5 000 jobs per UPDATE; a tick of 50 ms
+  flushes once 100 are pending, else every 5th): the worker takes its next job before its
+  completion is durable (a crash re-runs those jobs). pgxpool's default pool (4 connections). The bench counts a job when the completer's batch has committed. Its rate is its
   own ("overall job/sec": client start -> last job worked).
 EOF
 side_on bullmq && cat <<EOF
