@@ -41,6 +41,8 @@
 	X(CORE_ERR_INVALID_BOARD, "invalid_board")                                            \
 	X(CORE_ERR_CAPACITY_REACHED, "capacity_reached") /* DESIGN §17: a limit is full */   \
 	X(CORE_ERR_NOT_YET, "not_yet") /* DESIGN §17: the card's not_before has not passed */ \
+	X(CORE_ERR_IDEMPOTENCY_KEY_REUSED, "idempotency_key_reused") /* §18: another body */ \
+	X(CORE_ERR_IDEMPOTENCY_KEY_IN_FLIGHT, "idempotency_key_in_flight") /* §18 */          \
 	X(CORE_ERR_STORE_UNAVAILABLE, "store_unavailable")                                    \
 	X(CORE_ERR_BUSY, "busy")                                                              \
 	X(CORE_ERR_NOMEM, "out_of_memory")                                                    \
@@ -504,7 +506,8 @@ enum core_rc core_reopen_check(const struct core_board *b, const struct core_car
 enum core_rc core_card_state_write(struct core_card *c, const char *to, const char *reason,
 				   int64_t now_ms);
 
-/* Provenance (DESIGN §7): true for watchdog, state_rename, state_delete, migration. */
+/* Provenance (DESIGN §7): true for watchdog, state_rename, state_delete, migration, and
+ * attempts_exhausted (DESIGN §17's filing of a card out of attempts). */
 bool core_is_machine_reason(const char *reason);
 
 /* Blockers: a lookup the caller provides so core can see other cards without owning them.

@@ -194,6 +194,10 @@ struct fs {
 	struct fs_map subs; /* "s/<board>/<name>" -> struct fs_kv: subscriptions (no matching at
 			     * all while empty) */
 	struct fs_map kv;   /* "d/<id>" -> struct fs_kv: deliveries */
+	struct fs_map idem; /* "i/<scoped key>" -> struct fs_kv: idempotency records (§18,
+			     * fs_idem.c; due: when it expires) */
+	struct fs_map idem_pending; /* scoped key -> its struct store_idem: reserved, in memory */
+	size_t idem_sweep;  /* records written since the last sweep of expired ones */
 	struct fs_map floors; /* card id -> struct fs_floor: the epoch floor of ids deleted once
 			       * (never removed; only raised) */
 	struct fs_map post_states; /* state -> struct fs_post (published cards only) */
@@ -209,6 +213,9 @@ struct fs {
 	int64_t ev_durable;        /* events up to this seq belong to durable lines: trimmable */
 	bool rolling_back;         /* fs_undo_rollback runs: emptied index lists stay */
 	uint64_t boards_line;      /* journal line that last changed a board (fs_read_mark) */
+	struct fs_map claimcounts; /* DESIGN §17: "<board>" and "<board>/<column>" -> the live
+				    * claims on it (taken from that column), fs_policy.c */
+	uint32_t retry_rnd;        /* the retry jitter's state (fs_policy.c) */
 
 	/* ---- journal: guarded by jmu (the fd is also only written under `lock`) ---- */
 	pthread_mutex_t jmu;
