@@ -1,14 +1,16 @@
 /* scale — how boardd's FS store grows with the number of cards.
  *
  *   scale -b build-bench/server/boardd [-s 10000,30000,100000] [-c 0.1] [-q 500]
- *         [-B 100] [-t 120] [-D DIR] [-k]
+ *         [-S 0.1] [-B 100] [-t 120] [-D DIR] [-k]
  *   scale -r DIR/data.loaded [-B 100] [-t 120] [-D DIR]   # step 5 only, on a copy
  *
  * For each size N, in a fresh temp dir:
  *   1. load (in-process, store API, 32 threads sharing the group commit): N cards spread over
  *      five working columns (column i%5) with two labels each ("team-<(i/5)%20>",
  *      "prio-<(i/100)%4>"; one card in 1000, all in review, also has "rare"), then a
- *      snapshot (store_fs_compact), then a journal tail: C = -c x N claims (default 0.1:
+ *      snapshot (store_fs_compact); with -S s, a share s of all cards (taken among the
+ *      ready ones) is scheduled a day ahead (not_before, DESIGN §17) at priority 10, so the
+ *      cards claim-next ranks first are all not claimable yet; then a journal tail: C = -c x N claims (default 0.1:
  *      10 000 at 100k cards, the target's figure) on in_progress cards, each with a run that
  *      finished and the card's last_run pointing at it (5 journaled writes per claim). The
  *      shape is the same at every size, so the growth factors compare like with like;
@@ -92,6 +94,8 @@ struct scale_fig {
 static const struct store_actor actor = {.name = "bench-scale"};
 static struct store *load_st;
 static size_t load_n, load_claims, load_next;
+static double sched_share; /* -S: share of all cards scheduled a day ahead */
+static int64_t sched_at;
 static int load_failed;
 
 static void fail(const char *what, enum core_rc rc)
@@ -118,6 +122,11 @@ static void *load_cards(void *arg)
 		snprintf(team, sizeof team, "team-%zu", (i / 5) % 20);
 		snprintf(prio, sizeof prio, "prio-%zu", (i / 100) % 4);
 		in.state = columns[i % 5];
+		/* Ready cards are a fifth of all: (i/5) % 1000 below share x 5000 of them. */
+		if (sched_share > 0 && i % 5 == 1 && (double)((i / 5) % 1000) < sched_share * 5000) {
+			in.not_before = sched_at;
+			in.priority = 10;
+		}
 		if ((rc = store_card_create(load_st, &in, &actor, &c)) != CORE_OK) {
 			fail("create", rc);
 			return NULL;
@@ -222,6 +231,7 @@ static int load(const char *data, size_t n, size_t claims, struct scale_fig *f)
 	}
 	load_n = n;
 	load_claims = claims;
+	sched_at = store_now(load_st) + 24LL * 3600 * 1000;
 	f->load_s = threads_run(load_cards);
 	if (!load_failed && (rc = store_fs_compact(load_st)) != CORE_OK)
 		fail("compact", rc);
@@ -671,7 +681,7 @@ int main(int argc, char **argv)
 	char *s, *tok, *save = NULL, name[64];
 	int c;
 
-	while ((c = getopt(argc, argv, "b:s:c:q:B:t:D:kr:")) != -1) {
+	while ((c = getopt(argc, argv, "b:s:c:q:S:B:t:D:kr:")) != -1) {
 		switch (c) {
 		case 'r':
 			reap_from = optarg;
@@ -687,6 +697,9 @@ int main(int argc, char **argv)
 			break;
 		case 'q':
 			n_queries = strtoul(optarg, NULL, 10);
+			break;
+		case 'S':
+			sched_share = strtod(optarg, NULL);
 			break;
 		case 'B':
 			batch = strtoul(optarg, NULL, 10);
@@ -707,7 +720,7 @@ int main(int argc, char **argv)
 	if (reap_from && optind == argc && batch && budget_s > 0 && budget_s <= 3600)
 		return reap_only(reap_from, parent, batch, budget_s);
 	if (!boardd || optind != argc || !n_queries || n_queries > 100000 || !batch ||
-	    !(claim_share >= 0 && claim_share <= 0.2) ||
+	    !(claim_share >= 0 && claim_share <= 0.2) || !(sched_share >= 0 && sched_share <= 0.2) ||
 	    !(budget_s > 0 && budget_s <= 3600))
 		goto usage;
 	s = strdup(sizes_arg);
@@ -788,7 +801,8 @@ int main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: scale -b PATH/TO/boardd [-s 10000,30000,100000] [-c claimed share 0.1]"
-			" [-q list requests 500]\n             [-B reaper batch 100] [-t reaper "
+			" [-q list requests 500]\n             [-S scheduled share 0]"
+			" [-B reaper batch 100] [-t reaper "
 			"budget s 120] [-D parent dir /tmp] [-k keep dirs]\n"
 			"       scale -r DIR/data.loaded [-B 100] [-t 120] [-D parent dir /tmp]\n");
 	return 2;

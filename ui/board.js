@@ -147,6 +147,18 @@ function chip(c, reasons) {
     t.title = 'claimed by ' + who + ', epoch ' + c.claim_epoch + ', since ' + c.claim.claimed_at;
     meta.push(t, leaseTag(c.claim));
   }
+  /* DESIGN §17: a schedule still ahead, and the attempts a retry policy counts. */
+  if (c.not_before && Date.parse(c.not_before) > Date.now()) {
+    const t = el('span', 'tag sched', '⏲ ');
+    t.append(timeEl(c.not_before, 'ago'));
+    t.title = 'not claimable before ' + c.not_before;
+    meta.push(t);
+  }
+  if (c.attempts) {
+    const t = el('span', 'tag tries', c.attempts === 1 ? '1 attempt' : c.attempts + ' attempts');
+    t.title = c.attempts + ' claim(s) ended without the work done (retries, reaper returns)';
+    meta.push(t);
+  }
   for (const l of c.labels || []) meta.push(el('span', 'tag', l));
   if ((c.blockers || []).length) {
     const t = el('span', 'tag blk', 'blocked by ' + c.blockers.join(', '));
@@ -182,6 +194,13 @@ function holds(parent, els) {
  * changed is put into the page, so a live update does not lay the whole board out again. */
 const columnCache = new Map();
 
+/* Live claims taken from column `name` (claim.from), over every card of the board on screen. */
+function takenFrom(name) {
+  let n = 0;
+  for (const c of S.cards.values()) if (c.claim && c.claim.from === name) n++;
+  return n;
+}
+
 function columnSection(name, col, cards) {
   let e = columnCache.get(name);
   if (!e) {
@@ -193,7 +212,14 @@ function columnSection(name, col, cards) {
   e.section.className = 'column' + (col.terminal ? ' terminal' : '');
   let claimed = 0;
   for (const c of cards) if (c.claim) claimed++;
-  const text = cards.length + (claimed ? ' · ' + claimed + ' claimed' : '');
+  let text = cards.length + (claimed ? ' · ' + claimed + ' claimed' : '');
+  /* DESIGN §17: the limit bounds the claims taken from this column, wherever those cards
+   * went since (claim.from); the server's own count comes with the board (GET /v1/boards). */
+  if (col.limit) {
+    const taken = takenFrom(name);
+    text += ' · ' + taken + '/' + col.limit + ' taken';
+    e.section.classList.toggle('full', taken >= col.limit);
+  }
   if (e.count.textContent !== text) e.count.textContent = text;
   return e;
 }

@@ -287,7 +287,7 @@ async function renderCardDialog(id) {
   ]));
   if (c.body) parts.push(h('h3', { text: 'Body' }), h('p', { class: 'body', text: c.body }));
   parts.push(h('h3', { text: 'Claim' }), c.claim ? fieldList([
-    ['marker', c.claim.marker], ['holder', c.claim.holder], ['epoch', c.claim_epoch],
+    ['marker', c.claim.marker], ['holder', c.claim.holder], ['epoch', c.claim_epoch], ['taken from', c.claim.from],
     ['claimed', timeEl(c.claim.claimed_at, 'ago')], ['lease ends', timeEl(c.claim.lease_until, 'ago')], ['lease', leaseTag(c.claim)],
   ]) : h('p', { class: 'muted', text: 'Not claimed.' }));
   parts.push(h('h3', { text: 'Run' }));
@@ -396,6 +396,13 @@ function parseLabels(text) {
   return [...new Set(text.split(',').map((l) => l.trim()).filter(Boolean))];
 }
 
+/* An RFC 3339 time as a datetime-local input's value (local time, to the second). */
+function localInput(iso) {
+  const d = new Date(iso);
+  const p = (n) => String(n).padStart(2, '0');
+  return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+}
+
 /* Opens the card form: id null creates a card on the board on screen (POST /v1/cards), else
  * edits that card (PATCH /v1/cards/{id}: title, body, priority; PUT .../labels). */
 function openEdit(id) {
@@ -409,6 +416,7 @@ function openEdit(id) {
   $('edit-body').value = c ? c.body || '' : '';
   $('edit-labels').value = c ? (c.labels || []).join(', ') : '';
   $('edit-priority').value = String(c ? c.priority || 0 : 0);
+  $('edit-not-before').value = c && c.not_before ? localInput(c.not_before) : '';
   $('edit-create-only').hidden = !!c;
   if (!c) {
     const sel = $('edit-column');
@@ -433,6 +441,15 @@ async function submitEdit(ev) {
     $('edit-priority').focus();
     return;
   }
+  const nbText = $('edit-not-before').value;
+  const nbMs = nbText ? new Date(nbText).getTime() : null;
+  if (nbText && !Number.isFinite(nbMs)) {
+    $('edit-error').textContent = 'Not before is a date and a time.';
+    $('edit-not-before').focus();
+    return;
+  }
+  /* DESIGN §17: RFC 3339 in UTC; null clears the schedule. */
+  const notBefore = nbText ? new Date(nbMs).toISOString() : null;
   const title = $('edit-title').value.trim();
   const body = $('edit-body').value;
   const labels = parseLabels($('edit-labels').value);
@@ -446,6 +463,7 @@ async function submitEdit(ev) {
       if (body) req.body = body;
       if (labels.length) req.labels = labels;
       if (prio) req.priority = prio;
+      if (notBefore) req.not_before = notBefore;
       if ($('edit-id').value.trim()) req.id = $('edit-id').value.trim();
       card = await api('POST', '/v1/cards', req);
     } else {
@@ -453,6 +471,9 @@ async function submitEdit(ev) {
       if (title !== (old.title || '')) patch.title = title;
       if (body !== (old.body || '')) patch.body = body;
       if (prio !== (old.priority || 0)) patch.priority = prio;
+      /* Compared at the second the form shows: an untouched field changes nothing. */
+      const oldNb = old.not_before ? localInput(old.not_before) : '';
+      if (nbText !== oldNb) patch.not_before = notBefore;
       card = Object.keys(patch).length ? await api('PATCH', '/v1/cards/' + enc(id), patch) : old;
       const was = old.labels || [];
       if (labels.length !== was.length || labels.some((l, i) => l !== was[i])) {

@@ -54,6 +54,7 @@ static const struct store_ops fs_ops = {
 	.board_list = fs_board_list,
 	.board_get = fs_board_get,
 	.board_put = fs_board_put,
+	.board_claimed = fs_board_claimed,
 	.board_column_rename = fs_board_column_rename,
 	.labels_sweep = fs_labels_sweep,
 	.card_create = fs_card_create,

@@ -209,6 +209,9 @@ struct fs {
 	int64_t ev_durable;        /* events up to this seq belong to durable lines: trimmable */
 	bool rolling_back;         /* fs_undo_rollback runs: emptied index lists stay */
 	uint64_t boards_line;      /* journal line that last changed a board (fs_read_mark) */
+	struct fs_map claimcounts; /* DESIGN §17: "<board>" and "<board>/<column>" -> the live
+				    * claims on it (taken from that column), fs_policy.c */
+	uint32_t retry_rnd;        /* the retry jitter's state (fs_policy.c) */
 
 	/* ---- journal: guarded by jmu (the fd is also only written under `lock`) ---- */
 	pthread_mutex_t jmu;

@@ -9,6 +9,7 @@
 #include "store/fs/fs_flat.h"
 #include "store/fs/fs_index.h"
 #include "store/fs/fs_map.h"
+#include "store/fs/fs_policy.h"
 #include "store/fs/fs_undo.h"
 
 #include <stdlib.h>
@@ -163,7 +164,7 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 	    fs_ptrs_reserve(&fs->recov, &fs->cap_recov, fs->n_recov + n_recov) ||
 	    fs_ptrs_reserve(&fs->attn, &fs->cap_attn, fs->n_attn + ch->n_cards + ch->n_runs) ||
 	    fs_ptrs_reserve(&fs->order, &fs->cap_order, fs->n_order + n_new) ||
-	    fs_lists_reserve(fs, ch))
+	    fs_lists_reserve(fs, ch) || fs_claimcount_reserve(fs, ch))
 		return CORE_ERR_NOMEM;
 	if (ch->n_boards) {
 		nb = realloc(fs->boards, (fs->n_boards + ch->n_boards) * sizeof(*nb));
@@ -445,6 +446,7 @@ void fs_state_release(struct fs *fs)
 		}
 	}
 	fs_map_release(&fs->floors);
+	fs_claimcount_release(fs);
 	for (i = fs->ev_head; i < fs->ev_n; i++)
 		fs_event_free(fs->ev[i]);
 	free(fs->ev);

@@ -75,6 +75,7 @@ enum core_rc fs_state_move_only(struct fs_txn *t, struct core_card *c, const cha
 {
 	json_t *payload = NULL;
 	char *from = NULL, *text = NULL;
+	const struct core_board *b;
 	enum core_rc rc = CORE_OK;
 
 	*moved = false;
@@ -101,6 +102,9 @@ enum core_rc fs_state_move_only(struct fs_txn *t, struct core_card *c, const cha
 	rc = core_card_state_write(c, to, reason, t->now);
 	if (rc != CORE_OK)
 		goto out;
+	/* DESIGN §17: a completion, by any path, starts the attempts afresh. */
+	if ((b = fs_board_find(t->fs, c->board)) && b->completed && strcmp(to, b->completed) == 0)
+		core_attempts_reset(c);
 	if (text)
 		rc = fs_txn_event_text(t, CORE_EV_CARD_STATE_CHANGED, c->board, c->id, reason,
 				       text);
@@ -220,6 +224,7 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 		goto out;
 	c->has_epoch = true;
 	c->priority = in->priority;
+	c->not_before = in->not_before; /* DESIGN §17: 0, no schedule */
 	/* An id deleted before starts above every epoch it had: no old token works again. */
 	c->claim_epoch = fs_floor_get(t.fs, c->id);
 	c->created_at = t.now;
@@ -288,6 +293,13 @@ enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_
 	if (p->has_priority) {
 		c->priority = p->priority;
 		if (json_array_append_new(fields, json_string("priority")))
+			goto out;
+	}
+	/* DESIGN §17: a schedule set, moved or cleared (0); a card_updated event says so, which
+	 * wakes a claim-next waiting on the board. */
+	if (p->has_not_before) {
+		c->not_before = p->not_before;
+		if (json_array_append_new(fields, json_string("not_before")))
 			goto out;
 	}
 	if (p->blockers) {
@@ -441,6 +453,9 @@ enum core_rc fs_card_reopen(struct store *st, const char *id, const char *to, co
 		rc = core_reopen_check(b, c, to, outside);
 	if (rc == CORE_OK)
 		rc = fs_state_move(&t, c, b, to, reason, json_pack("{sb}", "reopened", 1));
+	/* An operator's reopen starts the card afresh: no attempts, no backoff left (§17). */
+	if (rc == CORE_OK)
+		core_attempts_reset(c);
 	/* Whoever filed it holds nothing any more; the epoch stays, so its token is dead. */
 	if (rc == CORE_OK && c->claim.present)
 		rc = fs_release_with_event(&t, c, "reopen");

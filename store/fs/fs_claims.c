@@ -7,6 +7,7 @@
 #include "store/fs/fs_cards.h"
 #include "store/fs/fs_index.h"
 #include "store/fs/fs_ops.h"
+#include "store/fs/fs_policy.h"
 #include "store/fs/fs_txn.h"
 
 #include <errno.h>
@@ -89,6 +90,13 @@ enum core_rc fs_card_claim(struct store *st, const char *id, const char *marker,
 	if (rc == CORE_OK)
 		rc = core_claim_acquire(c, b, marker, store_actor_holder(actor), lease_ms, t.now,
 					0, &fresh);
+	/* DESIGN §17: a scheduled card says until when; a fresh claim needs room in the column
+	 * it is taken from and on the board (counts of the published state, under the write
+	 * lock: no other claim lands in between). A holder's re-claim never counts again. */
+	if (rc == CORE_ERR_NOT_YET)
+		core_not_yet_check(c, t.now, out->detail, sizeof out->detail);
+	if (rc == CORE_OK && fresh)
+		rc = fs_capacity_check(t.fs, b, c->claim.from, out->detail, sizeof out->detail);
 	/* An idempotent re-claim is renewal-like: no event. */
 	if (rc == CORE_OK && fresh)
 		rc = fs_txn_event_text(&t, CORE_EV_CARD_CLAIMED, c->board, c->id, NULL,
@@ -202,13 +210,18 @@ enum core_rc fs_owned_write_in(struct fs_txn *t, struct core_card *c, const stru
 	case STORE_OWNED_COMMENT:
 		rc = fs_comment_write(t, c, w->comment);
 		break;
+	case STORE_OWNED_NOTHING: /* the release alone (a retry release) */
+		rc = w->release ? CORE_OK : CORE_ERR_BAD_REQUEST;
+		break;
 	default:
 		rc = CORE_ERR_BAD_REQUEST;
 	}
 	/* The token passed the fence and the write kept the epoch: the release is as fenced as
-	 * the write, and shares its line (the reaper's file-and-release). */
+	 * the write, and shares its line (the reaper's file-and-release). With retry, the
+	 * attempt is counted in that same step, where the write left the card (DESIGN §17). */
 	if (rc == CORE_OK && w->release)
-		rc = fs_release_with_event(t, c, w->event_reason);
+		rc = w->retry ? fs_retry_release(t, c, b, w->event_reason)
+			      : fs_release_with_event(t, c, w->event_reason);
 	/* The dependents' promotions after the card's own events (its move, its release). */
 	if (rc == CORE_OK && moved)
 		rc = fs_state_cascade(t, b, c, w->state, w->reason);

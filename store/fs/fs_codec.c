@@ -19,9 +19,14 @@
  * holder after its marker, a run's claim_epoch after its owner, and three kinds of card
  * entry: present 2 = deleted, i64 epoch floor; 3 = claim only (u8 flags, str marker, str
  * holder, i64 claimed_at, lease_until, lease_ms, claim_epoch, updated_at); 4 = epoch floor
- * only (a snapshot's), i64. FS_REC_CHANGE3 (what this version writes) adds each event's
+ * only (a snapshot's), i64. FS_REC_CHANGE3 adds each event's
  * i64 board_seq after its seq, always counts the effect records, and ends with the boards'
  * counters (u32 count, {str board, i64 last}: a snapshot's; none in a journal line).
+ * FS_REC_CHANGE4 (DESIGN §17; what this version writes) adds a claim's str from after its
+ * holder (in a card record and a claim-only entry), card flag 64 with i64 not_before and
+ * i64 attempts after the priority, column flag 4 with u32 limit after the column's flag
+ * byte, and after a board's `waiting` a u8 (1: u32 max_claims follows; 2: retry follows:
+ * u32 max_attempts, i64 backoff_ms, i64 max_backoff_ms).
  * Decoding checks every length against what is left, so arbitrary
  * bytes with a valid CRC still decode to an error, never to a read out of bounds. */
 #include "store/fs/fs_change.h"
@@ -137,6 +142,7 @@ static void w_claim(struct wbuf *b, const struct core_card *c)
 {
 	w_str(b, c->claim.marker);
 	w_str(b, c->claim.holder);
+	w_str(b, c->claim.from);
 	w_i64(b, c->claim.claimed_at);
 	w_i64(b, c->claim.lease_until);
 	w_i64(b, c->claim.lease_ms);
@@ -163,7 +169,8 @@ static void w_card(struct wbuf *b, const struct core_card *c)
 	}
 	w_u8(b, (c->claim.present ? 1u : 0u) | (c->claim.has_lease ? 2u : 0u) |
 			(c->has_epoch ? 4u : 0u) | (c->awaiting_input ? 8u : 0u) |
-			(c->gave_up.set ? 16u : 0u) | (c->priority ? 32u : 0u));
+			(c->gave_up.set ? 16u : 0u) | (c->priority ? 32u : 0u) |
+			(c->not_before || c->attempts ? 64u : 0u));
 	w_claim(b, c);
 	w_str(b, c->last_run_id);
 	w_str(b, c->gave_up.reason);
@@ -176,6 +183,10 @@ static void w_card(struct wbuf *b, const struct core_card *c)
 	w_i64(b, c->state_at);
 	if (c->priority) /* flag 32: written only when set, so older records read the same */
 		w_i64(b, c->priority);
+	if (c->not_before || c->attempts) { /* flag 64 (DESIGN §17), likewise */
+		w_i64(b, c->not_before);
+		w_i64(b, c->attempts);
+	}
 }
 
 static void w_run(struct wbuf *b, const struct core_run *r)
@@ -212,12 +223,24 @@ static void w_board(struct wbuf *b, const struct core_board *bd)
 	w_u32(b, (uint32_t)bd->n_cols);
 	for (i = 0; i < bd->n_cols; i++) {
 		w_str(b, bd->cols[i].name);
-		w_u8(b, (bd->cols[i].terminal ? 1u : 0u) | (bd->cols[i].eligible ? 2u : 0u));
+		w_u8(b, (bd->cols[i].terminal ? 1u : 0u) | (bd->cols[i].eligible ? 2u : 0u) |
+				(bd->cols[i].limit > 0 ? 4u : 0u));
+		if (bd->cols[i].limit > 0)
+			w_u32(b, (uint32_t)bd->cols[i].limit);
 	}
 	w_str(b, bd->running);
 	w_str(b, bd->completed);
 	w_str(b, bd->failed);
 	w_str(b, bd->waiting);
+	/* DESIGN §17: the board's own policy */
+	w_u8(b, (bd->max_claims > 0 ? 1u : 0u) | (bd->has_retry ? 2u : 0u));
+	if (bd->max_claims > 0)
+		w_u32(b, (uint32_t)bd->max_claims);
+	if (bd->has_retry) {
+		w_u32(b, (uint32_t)bd->retry.max_attempts);
+		w_i64(b, bd->retry.backoff_ms);
+		w_i64(b, bd->retry.max_backoff_ms);
+	}
 }
 
 static void w_event(struct wbuf *b, const struct core_event *e)
@@ -278,7 +301,7 @@ static char *w_finish(struct wbuf *b, unsigned kind, size_t *len)
 	b->p[0] = FS_REC_MAGIC;
 	b->p[1] = 1;
 	if (kind == FS_REC_CHANGE)
-		kind = FS_REC_CHANGE3; /* this version writes only the third layout */
+		kind = FS_REC_CHANGE4; /* this version writes only the fourth layout */
 	b->p[2] = (unsigned char)kind;
 	b->p[3] = (unsigned char)(kind >> 8);
 	put_u32(b->p + 4, (uint32_t)plen);

@@ -26,6 +26,12 @@ enum fs_rec_kind {
 	/* FS_REC_CHANGE2 with each event's board_seq and the boards' counters (DESIGN §11);
 	 * what this version writes. The earlier two are still read (board_seq derived). */
 	FS_REC_CHANGE3 = 4,
+	/* FS_REC_CHANGE3 with DESIGN §17's fields: a claim's `from` after its holder (card
+	 * records and claim-only entries), a card's not_before and attempts (flag 64), a
+	 * column's limit (column flag 4) and a board's max_claims and retry (a flag byte after
+	 * `waiting`); what this version writes. The earlier three are still read (none of
+	 * those fields: no schedule, no attempts, claims taken from no column). */
+	FS_REC_CHANGE4 = 5,
 };
 enum fs_rec_status {
 	FS_REC_OK,
@@ -61,7 +67,7 @@ enum fs_rec_status fs_rec_check(const char *buf, size_t avail, unsigned *kind,
 enum fs_rec_status fs_rec_frame(const char *buf, size_t avail, unsigned *kind,
 				const char **payload, size_t *plen);
 bool fs_rec_payload_ok(const char *payload, size_t plen);
-/* Decodes a FS_REC_CHANGE, FS_REC_CHANGE2 or FS_REC_CHANGE3 payload (`kind`). BAD_REQUEST
+/* Decodes a FS_REC_CHANGE .. FS_REC_CHANGE4 payload (`kind`). BAD_REQUEST
  * when malformed or of another kind (ch left empty). Its whole cards are in their published
  * form (pub, fs_flat.c), sharing atoms (NULL: none); claim-only entries are ordinary cards. */
 enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len,

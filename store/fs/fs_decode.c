@@ -18,6 +18,7 @@ struct rbuf {
 	bool bad;
 	bool v2; /* FS_REC_CHANGE2's layout (or CHANGE3's) */
 	bool v3; /* FS_REC_CHANGE3's: board_seq, counted effect records, the boards' counters */
+	bool v4; /* FS_REC_CHANGE4's: claim.from, not_before, attempts, the boards' policy */
 	struct fs_atoms *atoms; /* NULL: nothing interned */
 	struct fs_arena *ar;    /* set while a card is laid out in one block (r_card) */
 	/* The atoms the measuring walk found, in order, for the filling walk to reuse */
@@ -167,12 +168,14 @@ static void r_strv(struct rbuf *b, struct core_strv *sv, bool atom)
 }
 
 /* w_claim's fields back (claim.present already read); `holder`: the record carries one
- * (FS_REC_CHANGE records, the first layout, do not). */
+ * (FS_REC_CHANGE records, the first layout, do not); `from` likewise (FS_REC_CHANGE4). */
 static void r_claim(struct rbuf *b, struct core_card *c, bool holder)
 {
 	r_str(b, &c->claim.marker, !c->claim.present);
 	if (holder)
 		r_str_as(b, &c->claim.holder, true, true);
+	if (b->v4)
+		r_str_as(b, &c->claim.from, true, true);
 	c->claim.claimed_at = r_i64(b);
 	c->claim.lease_until = r_i64(b);
 	c->claim.lease_ms = r_i64(b);
@@ -231,7 +234,17 @@ static void r_card_fields(struct rbuf *b, struct core_card *c)
 			b->bad = true;
 		c->priority = (int32_t)pri;
 	}
-	if (flags & ~63u)
+	if ((flags & 64u) && b->v4) {
+		int64_t at;
+
+		c->not_before = r_i64(b);
+		at = r_i64(b);
+		if (c->not_before < 0 || at < 0 || at > INT32_MAX ||
+		    (!c->not_before && !at))
+			b->bad = true;
+		c->attempts = (int32_t)at;
+	}
+	if (flags & ~(b->v4 ? 127u : 63u))
 		b->bad = true;
 }
 
@@ -263,7 +276,7 @@ static struct fs_card *r_card(struct rbuf *b)
 	r_card_fields(b, &c);
 	b->ar = NULL;
 	if (!b->bad && (!core_id_valid(c.id) ||
-			(!c.claim.present && (c.claim.marker || c.claim.holder))))
+			(!c.claim.present && (c.claim.marker || c.claim.holder || c.claim.from))))
 		b->bad = true;
 	if (b->bad) {
 		free(a.base);
@@ -311,6 +324,18 @@ static struct core_run *r_run(struct rbuf *b)
 	return r;
 }
 
+/* A column's limit or a board's max_claims: 1..CORE_LIMIT_MAX, else damage. */
+static int32_t r_limit(struct rbuf *b)
+{
+	uint32_t v = r_u32(b);
+
+	if (v < 1 || v > CORE_LIMIT_MAX) {
+		b->bad = true;
+		return 0;
+	}
+	return (int32_t)v;
+}
+
 static void r_board(struct rbuf *b, struct core_board *bd)
 {
 	size_t n, i;
@@ -327,11 +352,32 @@ static void r_board(struct rbuf *b, struct core_board *bd)
 		flags = r_u8(b);
 		bd->cols[i].terminal = flags & 1u;
 		bd->cols[i].eligible = flags & 2u;
+		if (flags & 4u)
+			bd->cols[i].limit = r_limit(b);
+		if (flags & ~(b->v4 ? 7u : 3u))
+			b->bad = true;
 	}
 	r_str(b, &bd->running, true);
 	r_str(b, &bd->completed, true);
 	r_str(b, &bd->failed, true);
 	r_str(b, &bd->waiting, true);
+	if (!b->v4)
+		return;
+	flags = r_u8(b); /* DESIGN §17: the board's own policy */
+	if (flags & 1u)
+		bd->max_claims = r_limit(b);
+	if (flags & 2u) {
+		uint32_t at = r_u32(b);
+
+		bd->has_retry = true;
+		bd->retry.max_attempts = at > CORE_RETRY_ATTEMPTS_MAX ? 0 : (int32_t)at;
+		bd->retry.backoff_ms = r_i64(b);
+		bd->retry.max_backoff_ms = r_i64(b);
+		if (!b->bad && core_retry_validate(&bd->retry, NULL, 0) != CORE_OK)
+			b->bad = true;
+	}
+	if (flags & ~3u)
+		b->bad = true;
 }
 
 static void r_event(struct rbuf *b, struct core_event *e)
@@ -380,7 +426,8 @@ static struct core_card *r_claim_patch(struct rbuf *b, const char *id)
 	c->has_epoch = flags & 4u;
 	r_claim(b, c, true);
 	c->updated_at = r_i64(b);
-	if (!b->bad && ((flags & ~7u) || (!c->claim.present && (c->claim.marker || c->claim.holder))))
+	if (!b->bad && ((flags & ~7u) || (!c->claim.present && (c->claim.marker || c->claim.holder ||
+								   c->claim.from))))
 		b->bad = true;
 	if (b->bad) {
 		core_card_free(c);
@@ -549,10 +596,12 @@ enum core_rc fs_change_decode_bin(unsigned kind, const char *payload, size_t len
 				  struct fs_atoms *atoms, struct fs_change *ch)
 {
 	struct rbuf b = {.p = (const unsigned char *)payload, .n = len,
-			 .v2 = kind == FS_REC_CHANGE2 || kind == FS_REC_CHANGE3,
-			 .v3 = kind == FS_REC_CHANGE3, .atoms = atoms};
+			 .v2 = kind >= FS_REC_CHANGE2 && kind <= FS_REC_CHANGE4,
+			 .v3 = kind == FS_REC_CHANGE3 || kind == FS_REC_CHANGE4,
+			 .v4 = kind == FS_REC_CHANGE4, .atoms = atoms};
 
-	if (kind != FS_REC_CHANGE && kind != FS_REC_CHANGE2 && kind != FS_REC_CHANGE3) {
+	if (kind != FS_REC_CHANGE && kind != FS_REC_CHANGE2 && kind != FS_REC_CHANGE3 &&
+	    kind != FS_REC_CHANGE4) {
 		memset(ch, 0, sizeof(*ch));
 		return CORE_ERR_BAD_REQUEST;
 	}

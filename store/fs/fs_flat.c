@@ -127,6 +127,7 @@ static void card_lay(struct fs_arena *a, struct fs_atoms *atoms, const struct co
 	}
 	d->claim.marker = put_str(a, atoms, c->claim.marker, false);
 	d->claim.holder = put_str(a, atoms, c->claim.holder, true);
+	d->claim.from = put_str(a, atoms, c->claim.from, true);
 	d->last_run_id = put_str(a, atoms, c->last_run_id, false);
 	d->gave_up.reason = put_str(a, atoms, c->gave_up.reason, false);
 	d->gave_up.run_id = put_str(a, atoms, c->gave_up.run_id, false);
@@ -140,10 +141,10 @@ static bool more_needed(const struct core_card *c)
 	const struct core_claim *cl = &c->claim;
 	const struct core_gave_up *g = &c->gave_up;
 
-	return cl->marker || cl->holder || cl->claimed_at || cl->lease_until || cl->lease_ms ||
+	return cl->marker || cl->holder || cl->from || cl->claimed_at || cl->lease_until || cl->lease_ms ||
 	       cl->present || cl->has_lease || c->claim_epoch || c->blockers.n || c->n_comments ||
 	       c->last_run_id || c->state_reason || g->set || g->reason || g->run_id || g->state ||
-	       g->at;
+	       g->at || c->not_before || c->attempts;
 }
 
 size_t fs_card_head(const struct core_card *c)
@@ -183,6 +184,8 @@ struct fs_card *fs_card_fill(void *block, const struct core_card *c)
 			.last_run_id = c->last_run_id,
 			.state_reason = c->state_reason,
 			.gave_up = c->gave_up,
+			.not_before = c->not_before,
+			.attempts = c->attempts,
 		};
 		p->more = m;
 	}
@@ -235,6 +238,8 @@ const struct core_card *fs_card_view(const struct fs_card *p, struct core_card *
 		.created_at = p->created_at,
 		.updated_at = p->updated_at,
 		.state_at = p->state_at,
+		.not_before = m->not_before,
+		.attempts = m->attempts,
 	};
 	return v;
 }

@@ -7,6 +7,7 @@
 #include "store/fs/fs_flat.h"
 #include "store/fs/fs_index.h"
 #include "store/fs/fs_map.h"
+#include "store/fs/fs_policy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,7 @@ void fs_deps_update(struct fs *fs, struct fs_card_ent *ent, const struct fs_card
 		if (!strv_has(bb, k, bb->v[k]) && !(now && strv_has(nb, nb->n, bb->v[k])))
 			fs_post_remove(fs, &fs->deps, bb->v[k], ent);
 	fs_post_update(fs, ent, before, now); /* the same publish points: the posting lists */
+	fs_claimcount_update(fs, before, now); /* and the live-claim counts (DESIGN §17) */
 }
 
 const struct fs_post *fs_deps_find(const struct fs *fs, const char *blocker)

@@ -11,6 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A scheduled member of a state list (DESIGN §17): its not_before when it was filed. */
+struct fs_sched {
+	struct fs_card_ent *ent;
+	int64_t at;
+};
+
 /* A list of cards under one key, in no order (fs_post.c): the dependents of a blocker id
  * (fs->deps), the cards of a state or a label (fs->post_states, fs->post_labels). */
 struct fs_post {
@@ -28,6 +34,13 @@ struct fs_post {
 	struct fs_card_ent **top;
 	size_t top_n, top_pos, top_capn; /* top_capn: top's room */
 	bool top_valid, top_all;
+	/* With the cache (valid with it, DESIGN §17): the unclaimed members scheduled after the
+	 * walk's time, a min-heap by not_before, which the cache holds none of. claim-next
+	 * promotes the due ones into the cache (fs_next.c), so scheduled cards are never walked
+	 * per claim. Entries are checked when met: one whose card left, was claimed or was
+	 * rescheduled since is dropped. */
+	struct fs_sched *sched;
+	size_t sched_n, sched_cap;
 };
 
 /* The highest epoch a deleted id had: a card re-created under it starts above. */
@@ -149,6 +162,9 @@ void fs_post_tops_drop(struct fs *fs);
  * inserted in rank order into p's claim-next cache when it ranks among the cached ones (the
  * worst is pushed out of a full cache), so the cache stays exact without a walk (fs_next.c). */
 void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct fs_card *c);
+/* The same for a card that became an unclaimed member with a schedule (not_before set): filed
+ * in p's scheduled heap (the cache is dropped when that needs memory it cannot get). */
+void fs_post_sched_offer(struct fs_post *p, struct fs_card_ent *ent, int64_t not_before);
 /* The list of a state / a label; NULL when no card carries it. */
 const struct fs_post *fs_post_state(const struct fs *fs, const char *state);
 const struct fs_post *fs_post_label(const struct fs *fs, const char *label);

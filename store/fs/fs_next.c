@@ -8,6 +8,7 @@
 #include "store/fs/fs_index.h"
 #include "store/fs/fs_map.h"
 #include "store/fs/fs_ops.h"
+#include "store/fs/fs_policy.h"
 #include "store/fs/fs_txn.h"
 
 #include <stdlib.h>
@@ -32,20 +33,40 @@ static bool pick_fits(const struct core_pick *pk, const struct fs_card *c)
 	return core_pick_fits(pk, fs_card_view(c, &v));
 }
 
-/* Folds the members of list p that fit into *best (core_pick_before decides). */
+static int64_t not_before_of(const struct fs_card *c)
+{
+	return fs_card_more_of(c)->not_before;
+}
+
+/* Would c fit but for its schedule (DESIGN §17: what claim-next's wake time is made of)? */
+static bool fits_later(const struct core_pick *pk, const struct fs_card *c)
+{
+	struct core_pick later = *pk;
+
+	later.now_ms = INT64_MAX;
+	return pick_fits(&later, c);
+}
+
+/* Folds the members of list p that fit into *best (core_pick_before decides); while none
+ * did, *wake keeps the earliest schedule of a member that would fit but for it. */
 static void pick_from(const struct fs_post *p, const struct core_pick *pk,
-		      const struct fs_card **best)
+		      const struct fs_card **best, int64_t *wake)
 {
 	size_t i;
 
 	for (i = 0; p && i < p->n; i++) {
 		const struct fs_card *c = p->v[i]->card;
+		int64_t nb;
 
 		/* The cheap tests first: most members are held, or lose to the best so far. */
 		if (fs_card_claimed(c) || (*best && !pick_before(c, *best)))
 			continue;
-		if (pick_fits(pk, c))
+		if (pick_fits(pk, c)) {
 			*best = c;
+		} else if (!*best && (nb = not_before_of(c)) > pk->now_ms &&
+			   (!*wake || nb < *wake) && fits_later(pk, c)) {
+			*wake = nb;
+		}
 	}
 }
 
@@ -100,8 +121,134 @@ static void heap_up(struct fs_card_ent **h, size_t i)
 	h[i] = x;
 }
 
-/* Rebuilds p's cache from one walk of the list; false when out of memory. */
-static bool top_build(struct fs_post *p)
+/* ---- the scheduled heap (struct fs_post's sched, DESIGN §17): a min-heap by not_before of
+ * the unclaimed members scheduled after the cache was built ---- */
+
+static void sched_up(struct fs_sched *h, size_t i)
+{
+	struct fs_sched x = h[i];
+
+	while (i && x.at < h[(i - 1) / 2].at) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i] = x;
+}
+
+static void sched_down(struct fs_sched *h, size_t n, size_t i)
+{
+	struct fs_sched x = h[i];
+	size_t c;
+
+	while ((c = 2 * i + 1) < n) {
+		if (c + 1 < n && h[c + 1].at < h[c].at)
+			c++;
+		if (h[c].at >= x.at)
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	h[i] = x;
+}
+
+static bool sched_push(struct fs_post *p, struct fs_card_ent *ent, int64_t at)
+{
+	if (p->sched_n == p->sched_cap) {
+		size_t cap = p->sched_cap ? 2 * p->sched_cap : 64;
+		struct fs_sched *ns = realloc(p->sched, cap * sizeof(*ns));
+
+		if (!ns)
+			return false;
+		p->sched = ns;
+		p->sched_cap = cap;
+	}
+	p->sched[p->sched_n] = (struct fs_sched){ent, at};
+	sched_up(p->sched, p->sched_n++);
+	return true;
+}
+
+static void sched_pop(struct fs_post *p)
+{
+	p->sched[0] = p->sched[--p->sched_n];
+	if (p->sched_n)
+		sched_down(p->sched, p->sched_n, 0);
+}
+
+/* Entry s still stands for an unclaimed member scheduled at s.at (cache valid: its entry is
+ * alive, the card NULL when deleted). */
+static const struct fs_card *sched_live(const struct fs_post *p, const struct fs_sched *s)
+{
+	const struct fs_card *c = s->ent->card;
+
+	return c && !fs_card_claimed(c) && not_before_of(c) == s->at &&
+			       strcmp(c->state, p->key) == 0
+		       ? c
+		       : NULL;
+}
+
+void fs_post_sched_offer(struct fs_post *p, struct fs_card_ent *ent, int64_t not_before)
+{
+	if (!p->top_valid)
+		return; /* the next pick walks the list anyway */
+	/* Entries left by cards claimed, moved or rescheduled since are dropped only when they
+	 * reach the top: past twice the list, the next pick rebuilds instead. */
+	if (p->sched_n > 2 * p->n + 1024 || !sched_push(p, ent, not_before))
+		p->top_valid = false;
+}
+
+/* The due members of p's heap go to its cache (fs_post_top_offer: in rank order, or left
+ * for the next walk); entries that no longer stand are dropped. Afterwards the top, if any,
+ * is a live member scheduled after now. */
+static void sched_promote(struct fs_post *p, int64_t now)
+{
+	const struct fs_card *c;
+
+	while (p->top_valid && p->sched_n) {
+		struct fs_sched s = p->sched[0];
+
+		c = sched_live(p, &s);
+		if (c && s.at > now)
+			break;
+		sched_pop(p);
+		if (c)
+			fs_post_top_offer(p, s.ent, c);
+	}
+}
+
+/* The earliest schedule in p's heap of a member that would fit but for it (0: none): a
+ * best-first walk of the heap from its top, at most SCHED_LOOK entries (then the earliest
+ * time left unlooked-at, which only wakes a waiter early). */
+#define SCHED_LOOK 64
+static int64_t sched_wake(const struct fs_post *p, const struct core_pick *pk)
+{
+	size_t q[2 * SCHED_LOOK + 2], nq = 0, looked, i, j, best;
+	const struct fs_card *c;
+
+	if (!p->top_valid || !p->sched_n)
+		return 0;
+	q[nq++] = 0;
+	for (looked = 0; nq; looked++) {
+		for (best = 0, j = 1; j < nq; j++)
+			if (p->sched[q[j]].at < p->sched[q[best]].at)
+				best = j;
+		i = q[best];
+		if (looked == SCHED_LOOK)
+			return p->sched[i].at;
+		q[best] = q[--nq];
+		c = sched_live(p, &p->sched[i]);
+		if (c && c->more->not_before > pk->now_ms && fits_later(pk, c))
+			return p->sched[i].at;
+		if (2 * i + 1 < p->sched_n)
+			q[nq++] = 2 * i + 1;
+		if (2 * i + 2 < p->sched_n)
+			q[nq++] = 2 * i + 2;
+	}
+	return 0;
+}
+
+/* Rebuilds p's cache from one walk of the list, the members scheduled after now into its
+ * heap; false when out of memory. */
+static bool top_build(struct fs_post *p, int64_t now)
 {
 	size_t i, unclaimed = 0, k = top_cap(p->n), n = 0;
 	struct fs_card_ent *tmp;
@@ -116,11 +263,17 @@ static bool top_build(struct fs_post *p)
 	}
 	k = p->top_capn;
 	p->top_n = p->top_pos = 0;
+	p->sched_n = 0;
 	for (i = 0; i < p->n; i++) {
 		struct fs_card_ent *ent = p->v[i];
 
 		if (fs_card_claimed(ent->card))
 			continue;
+		if (not_before_of(ent->card) > now) {
+			if (!sched_push(p, ent, not_before_of(ent->card)))
+				return false;
+			continue;
+		}
 		unclaimed++;
 		if (n < k) {
 			p->top[n++] = ent;
@@ -192,12 +345,16 @@ void fs_post_top_offer(struct fs_post *p, struct fs_card_ent *ent, const struct 
 	p->top_n++;
 }
 
-/* A member still in the list's state and unclaimed (what the cache was built from). */
-static const struct fs_card *top_live(const struct fs_post *p, size_t i)
+/* A member still in the list's state, unclaimed and not scheduled after now (what the cache
+ * was built from; a member rescheduled since waits in the heap, which brings it back). */
+static const struct fs_card *top_live(const struct fs_post *p, size_t i, int64_t now)
 {
 	const struct fs_card *c = p->top[i]->card;
 
-	return c && !fs_card_claimed(c) && strcmp(c->state, p->key) == 0 ? c : NULL;
+	return c && !fs_card_claimed(c) && not_before_of(c) <= now &&
+			       strcmp(c->state, p->key) == 0
+		       ? c
+		       : NULL;
 }
 
 /* The best fitting card of state list p through its cache. *known false: the cache cannot
@@ -210,24 +367,45 @@ static const struct fs_card *top_pick(struct fs_post *p, const struct core_pick 
 	size_t i;
 
 	*known = true;
-	if ((!p->top_valid || (p->top_pos == p->top_n && !p->top_all)) && !top_build(p)) {
+	if (p->top_valid)
+		sched_promote(p, pk->now_ms);
+	if ((!p->top_valid || (p->top_pos == p->top_n && !p->top_all)) &&
+	    !top_build(p, pk->now_ms)) {
+		p->top_valid = false;
 		*known = false;
 		return NULL;
 	}
-	while (p->top_pos < p->top_n && !top_live(p, p->top_pos))
+	while (p->top_pos < p->top_n && !top_live(p, p->top_pos, pk->now_ms))
 		p->top_pos++; /* claimed or gone since: for good, until the cache is dropped */
 	for (i = p->top_pos; i < p->top_n; i++)
-		if ((c = top_live(p, i)) && pick_fits(pk, c))
+		if ((c = top_live(p, i, pk->now_ms)) && pick_fits(pk, c))
 			return c; /* a fit can fail and pass later (blockers): not consumed */
 	*known = p->top_all;
 	return NULL;
+}
+
+/* DESIGN §17: the asked columns (cols) that have room for one more claim, into *room; none
+ * when the board is at its max_claims. A full column is skipped without a look at its cards. */
+static enum core_rc columns_with_room(const struct fs *fs, const struct core_board *b,
+				      const struct core_strv *cols, struct core_strv *room)
+{
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	if (b->max_claims > 0 && fs_claimcount_get(fs, b->name, NULL) >= b->max_claims)
+		return CORE_OK;
+	for (i = 0; rc == CORE_OK && i < cols->n; i++)
+		if (core_column_has_room(b, cols->v[i],
+					 fs_claimcount_get(fs, b->name, cols->v[i])))
+			rc = core_strv_push(room, cols->v[i]);
+	return rc;
 }
 
 enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next *in,
 				const struct store_actor *actor, struct store_claim_result *out)
 {
 	struct fs_txn t;
-	struct core_strv eligible = {0};
+	struct core_strv eligible = {0}, room = {0};
 	const struct core_strv *cols = in->columns;
 	const struct fs_post *by_label = NULL, *p;
 	const struct fs_card *best = NULL;
@@ -235,6 +413,7 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 	struct core_card_lookup lk;
 	struct core_pick pk;
 	struct core_card *c = NULL;
+	int64_t wake = 0, w;
 	size_t i, n_states = 0;
 	bool fresh = false;
 	enum core_rc rc = CORE_OK;
@@ -258,7 +437,15 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 				rc = core_strv_push(&eligible, b->cols[i].name);
 		cols = &eligible;
 	}
-	pk = (struct core_pick){.board = b, .columns = cols, .labels = in->labels, .lk = &lk};
+	/* Only the columns with room, under the write lock: the counts cannot move before the
+	 * claim below lands (DESIGN §17). None: nothing, and no wake time. */
+	if (rc == CORE_OK)
+		rc = columns_with_room(t.fs, b, cols, &room);
+	if (rc != CORE_OK || !room.n)
+		goto out;
+	cols = &room;
+	pk = (struct core_pick){.board = b, .now_ms = t.now, .columns = cols, .labels = in->labels,
+				.lk = &lk};
 	for (i = 0; i < cols->n; i++)
 		if ((p = fs_post_state(t.fs, cols->v[i])))
 			n_states += p->n;
@@ -275,7 +462,7 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 			by_label = p;
 	}
 	if (by_label) {
-		pick_from(by_label, &pk, &best);
+		pick_from(by_label, &pk, &best, &wake);
 	} else {
 		for (i = 0; cols && i < cols->n; i++) {
 			struct fs_post *sp = fs_map_get(&t.fs->post_states, cols->v[i]);
@@ -287,15 +474,25 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 			if (!in->labels || !in->labels->n)
 				head = top_pick(sp, &pk, &known);
 			if (!known) {
-				pick_from(sp, &pk, &best);
+				pick_from(sp, &pk, &best, &wake);
 				continue;
 			}
 			if (head && (!best || pick_before(head, best)))
 				best = head;
 		}
 	}
-	if (rc != CORE_OK || !best)
+	if (!best) {
+		/* Nothing to take: when the first scheduled card that would fit is due. The
+		 * columns walked above told theirs; the cached ones tell it from their heap. */
+		for (i = 0; cols && i < cols->n; i++) {
+			const struct fs_post *sp = fs_post_state(t.fs, cols->v[i]);
+
+			if (sp && (w = sched_wake(sp, &pk)) && (!wake || w < wake))
+				wake = w;
+		}
+		out->wake_at = wake;
 		goto out; /* nothing available: OK with no card */
+	}
 	rc = fs_txn_card(&t, best->id, &c);
 	if (rc == CORE_OK)
 		rc = core_claim_acquire(c, b, in->marker, in->holder, in->lease_ms, t.now, 0,
@@ -310,8 +507,10 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 		out->token.epoch = out->card->claim_epoch;
 	}
 	core_strv_release(&eligible);
+	core_strv_release(&room);
 	return rc;
 out:
 	core_strv_release(&eligible);
+	core_strv_release(&room);
 	return fs_txn_end(&t, rc);
 }

@@ -140,4 +140,8 @@ enum core_rc fs_events_list(struct store *st, const char *board, const char *con
 			    int64_t after, size_t limit, int64_t wait_ms, struct core_event **out,
 			    size_t *n, int64_t *next);
 
+/* fs_policy.c (DESIGN §17) */
+enum core_rc fs_board_claimed(struct store *st, const struct core_board *b, int64_t *per_col,
+			      int64_t *total);
+
 #endif

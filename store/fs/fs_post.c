@@ -19,6 +19,7 @@
 
 static void post_free(struct fs_post *p)
 {
+	free(p->sched);
 	free(p->top);
 	free(p->v);
 	free(p->key);
@@ -196,7 +197,20 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct fs_card
 	} else if (now && !fs_card_claimed(now) &&
 		   (!before || fs_card_claimed(before) || state_moves(before, now)) &&
 		   (p = fs_map_get(&fs->post_states, now->state))) {
-		fs_post_top_offer(p, ent, now);
+		/* A scheduled one waits in the state's heap until it is due (DESIGN §17). */
+		if (fs_card_more_of(now)->not_before)
+			fs_post_sched_offer(p, ent, fs_card_more_of(now)->not_before);
+		else
+			fs_post_top_offer(p, ent, now);
+	} else if (before && now && !fs_card_claimed(now) &&
+		   fs_card_more_of(before)->not_before != fs_card_more_of(now)->not_before &&
+		   (p = fs_map_get(&fs->post_states, now->state))) {
+		/* An unclaimed card rescheduled in place (a PATCH): cleared, it is offered now;
+		 * set or moved, the cache (which may hold it) is rebuilt by the next pick. */
+		if (!fs_card_more_of(now)->not_before)
+			fs_post_top_offer(p, ent, now);
+		else
+			p->top_valid = false;
 	}
 	if (before && !now && (p = fs_map_get(&fs->post_states, before->state)))
 		p->top_valid = false;

@@ -7,6 +7,7 @@
 #include "store/fs/fs_flat.h"
 #include "store/fs/fs_map.h"
 #include "store/fs/fs_ops.h"
+#include "store/fs/fs_policy.h"
 #include "store/fs/fs_txn.h"
 
 #include <errno.h>
@@ -80,9 +81,20 @@ enum core_rc fs_reaper_transfer(struct store *st, const char *id, const struct c
 	return fs_claim_end(&t, rc, c, out);
 }
 
-enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
-				     const struct core_card *expect,
-				     const struct store_actor *actor)
+/* The exact release of c in transaction t; with retry (DESIGN §17) it counts an attempt. */
+static enum core_rc release_exact_in(struct fs_txn *t, struct core_card *c,
+				     const struct core_board *b, const struct core_card *expect,
+				     bool retry)
+{
+	if (!core_claim_matches(c, expect))
+		return CORE_ERR_CLAIM_CONFLICT;
+	return retry ? fs_retry_release(t, c, b, "watchdog")
+		     : fs_release_with_event(t, c, "watchdog");
+}
+
+static enum core_rc release_exact(struct store *st, const char *id,
+				  const struct core_card *expect, const struct store_actor *actor,
+				  bool retry)
 {
 	struct fs_txn t;
 	struct core_card *c = NULL;
@@ -90,11 +102,25 @@ enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
 	enum core_rc rc;
 
 	rc = fs_claim_begin(st, &t, id, actor, &c, &b);
-	if (rc == CORE_OK && !core_claim_matches(c, expect))
-		rc = CORE_ERR_CLAIM_CONFLICT;
 	if (rc == CORE_OK)
-		rc = fs_release_with_event(&t, c, "watchdog");
+		rc = release_exact_in(&t, c, b, expect, retry);
 	return fs_claim_end(&t, rc, c, NULL);
+}
+
+enum core_rc fs_reaper_release_exact(struct store *st, const char *id,
+				     const struct core_card *expect,
+				     const struct store_actor *actor)
+{
+	return release_exact(st, id, expect, actor, false);
+}
+
+/* Write k of act item a, with the item's retry on the write that releases. */
+static struct store_owned_write act_write(const struct store_reaper_act *a, size_t k)
+{
+	struct store_owned_write w = a->w[k];
+
+	w.retry = w.release && (w.retry || a->retry);
+	return w;
 }
 
 /* ---- the reaper's batches: one transaction, one journal line, for a whole batch ----
@@ -164,13 +190,13 @@ static enum core_rc act_in(struct fs_txn *t, const struct store_reaper_act *a)
 		return CORE_OK;
 	rc = fs_claim_card_in(t, a->id, &c, &b);
 	if (rc == CORE_OK && !a->n_w)
-		return core_claim_matches(c, a->release_expect)
-			       ? fs_release_with_event(t, c, "watchdog")
-			       : CORE_ERR_CLAIM_CONFLICT;
+		return release_exact_in(t, c, b, a->release_expect, a->retry);
 	for (k = 0; rc == CORE_OK && k < a->n_w; k++) {
-		rc = core_fence_check(c, &a->w[k].token);
+		struct store_owned_write w = act_write(a, k);
+
+		rc = core_fence_check(c, &w.token);
 		if (rc == CORE_OK)
-			rc = fs_owned_write_in(t, c, b, &a->w[k]);
+			rc = fs_owned_write_in(t, c, b, &w);
 	}
 	return rc;
 }
@@ -185,10 +211,12 @@ static enum core_rc act_single(struct store *st, const struct store_reaper_act *
 
 	if (!a->n_w)
 		return a->release_expect
-			       ? fs_reaper_release_exact(st, a->id, a->release_expect, actor)
+			       ? release_exact(st, a->id, a->release_expect, actor, a->retry)
 			       : CORE_OK;
 	for (k = 0; rc == CORE_OK && k < a->n_w; k++) {
-		rc = fs_card_owned_write(st, a->id, &a->w[k], actor, &out);
+		struct store_owned_write w = act_write(a, k);
+
+		rc = fs_card_owned_write(st, a->id, &w, actor, &out);
 		core_card_free(out);
 		out = NULL;
 	}

@@ -136,7 +136,8 @@ static bool sound_record_after(const char *buf, size_t len, size_t dend, size_t 
 		p = q + 1;
 		if (fs_rec_check(q, len - (size_t)(q - buf), &kind, &payload, &plen) != FS_REC_OK)
 			continue;
-		if ((kind == FS_REC_CHANGE || kind == FS_REC_CHANGE2 || kind == FS_REC_CHANGE3) &&
+		if ((kind == FS_REC_CHANGE || kind == FS_REC_CHANGE2 || kind == FS_REC_CHANGE3 ||
+		     kind == FS_REC_CHANGE4) &&
 		    plen >= 8) {
 			u = (const unsigned char *)payload;
 			for (rseq = 0, i = 7; i >= 0; i--)

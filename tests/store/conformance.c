@@ -195,5 +195,6 @@ Suite *conformance_suite(const char *name, struct store *(*open_fresh)(void),
 	conformance_add_events(s);
 	conformance_add_reaper_batch(s);
 	conformance_add_parity(s);
+	conformance_add_policy(s);
 	return s;
 }

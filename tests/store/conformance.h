@@ -86,5 +86,6 @@ void conformance_add_fence(Suite *s);
 void conformance_add_events(Suite *s);
 void conformance_add_reaper_batch(Suite *s);
 void conformance_add_parity(Suite *s);
+void conformance_add_policy(Suite *s);
 
 #endif

@@ -328,17 +328,26 @@ START_TEST(binary_decoder_survives_any_damage)
 	ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
 	core_card_free(c);
 	ck_assert_int_eq(store_card_comment_add(st, "d", "note", &bot, &c), CORE_OK);
+	/* DESIGN §17's fields too: a claim taken from a column, a schedule, attempts. */
+	c->not_before = 1234;
+	c->attempts = 2;
+	c->claim.present = true;
+	c->claim.marker = strdup("m");
+	c->claim.from = strdup("ready");
 	ch.cards = calloc(1, sizeof(*ch.cards));
 	ch.n_cards = ch.cap_cards = 1;
 	ch.cards[0] = (struct fs_change_card){.id = strdup("d"), .card = c, .ord = 7};
 	rec = fs_change_encode(&ch, &len);
 	ck_assert_ptr_nonnull(rec);
 	ck_assert_int_eq(fs_rec_check(rec, len, &kind, &payload, &plen), FS_REC_OK);
-	ck_assert_uint_eq(kind, FS_REC_CHANGE3);
+	ck_assert_uint_eq(kind, FS_REC_CHANGE4);
 	fs_change_release(&ch);
 	ck_assert_int_eq(fs_change_decode_bin(kind, payload, plen, NULL, &ch), CORE_OK);
 	ck_assert_ptr_null(ch.cards[0].card); /* decoded whole: published form */
 	ck_assert_str_eq(fs_card_more_of(ch.cards[0].pub)->comments[0].body, "note");
+	ck_assert_int_eq(fs_card_more_of(ch.cards[0].pub)->not_before, 1234);
+	ck_assert_int_eq(fs_card_more_of(ch.cards[0].pub)->attempts, 2);
+	ck_assert_str_eq(fs_card_more_of(ch.cards[0].pub)->claim.from, "ready");
 	fs_change_release(&ch);
 	copy = malloc(plen);
 	for (i = 0; i < plen; i++) {
