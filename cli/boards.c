@@ -95,18 +95,23 @@ static const char *role_of(const json_t *b, const char *col)
 
 static void board_human(const json_t *b)
 {
-	const json_t *col, *retry = json_object_get(b, "retry");
+	/* retry: the board's own policy (absent: none); retry_effective: the one in force */
+	const json_t *col, *own = json_object_get(b, "retry");
+	const json_t *retry = json_object_get(b, "retry_effective");
 	char n1[32], n2[32], n3[32];
 	size_t i;
 
+	if (!json_is_object(retry))
+		retry = own;
 	printf("board %s\n", str(b, "name"));
 	printf("max_claims %s, claimed %s\n", num(json_object_get(b, "max_claims"), n1, sizeof n1),
 	       num(json_object_get(b, "claimed"), n2, sizeof n2));
 	if (json_is_object(retry))
-		printf("retry: max_attempts %s, backoff_ms %s, max_backoff_ms %s\n",
+		printf("retry: max_attempts %s, backoff_ms %s, max_backoff_ms %s (%s)\n",
 		       num(json_object_get(retry, "max_attempts"), n1, sizeof n1),
 		       num(json_object_get(retry, "backoff_ms"), n2, sizeof n2),
-		       num(json_object_get(retry, "max_backoff_ms"), n3, sizeof n3));
+		       num(json_object_get(retry, "max_backoff_ms"), n3, sizeof n3),
+		       json_is_object(own) ? "the board's" : "the server's defaults");
 	else
 		printf("retry: (not served)\n");
 	printf("%-24s %-10s %-8s %-8s %7s %7s\n", "COLUMN", "ROLE", "ELIGIBLE", "TERMINAL",

@@ -240,8 +240,8 @@ type RetryPolicy struct {
 	MaxBackoffMs int64 `json:"max_backoff_ms"`
 }
 
-// Board is a board as GET /v1/boards/{b} answers it. The counts (Claimed) are read-only:
-// zero them before passing a Board to PutBoard (omitempty then leaves them out).
+// Board is a board as GET /v1/boards/{b} answers it; PutBoard takes it back as is (the
+// read-only Claimed counts and RetryEffective are ignored there).
 type Board struct {
 	Name      string       `json:"name,omitempty"`
 	Columns   []Column     `json:"columns"`
@@ -251,7 +251,9 @@ type Board struct {
 	Waiting   *string      `json:"waiting"`
 	MaxClaims *int         `json:"max_claims,omitempty"` // §17; nil: none
 	Claimed   int          `json:"claimed,omitempty"`    // §17: live claims on the board
-	Retry     *RetryPolicy `json:"retry,omitempty"`      // §17: the policy in force
+	Retry     *RetryPolicy `json:"retry,omitempty"`      // §17: the board's own; nil: none
+	// §17, read-only: the policy in force (Retry, else the server's defaults)
+	RetryEffective *RetryPolicy `json:"retry_effective,omitempty"`
 }
 
 type CardList struct {

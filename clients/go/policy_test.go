@@ -31,13 +31,15 @@ func TestBoardDecodes(t *testing.T) {
 		"eligible":true,"limit":2,"claimed":1},{"name":"done","terminal":true,"eligible":false,
 		"claimed":0}],"running":"ready","completed":"done","failed":null,"waiting":null,
 		"max_claims":5,"claimed":1,"retry":{"max_attempts":3,"backoff_ms":1000,
+		"max_backoff_ms":4000},"retry_effective":{"max_attempts":3,"backoff_ms":1000,
 		"max_backoff_ms":4000}}`), &b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Columns[0].Limit == nil || *b.Columns[0].Limit != 2 || b.Columns[0].Claimed != 1 ||
 		b.Columns[1].Limit != nil || b.MaxClaims == nil || *b.MaxClaims != 5 || b.Claimed != 1 ||
-		b.Retry == nil || *b.Retry != (RetryPolicy{3, 1000, 4000}) {
+		b.Retry == nil || *b.Retry != (RetryPolicy{3, 1000, 4000}) ||
+		b.RetryEffective == nil || *b.RetryEffective != *b.Retry {
 		t.Fatalf("decoded: %+v", b)
 	}
 }

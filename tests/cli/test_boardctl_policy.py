@@ -206,7 +206,7 @@ def case_boards_show(srv, tmp):
     check('in_progress' in rows and 'running' in rows['in_progress'],
           'the running column is named: %s' % r.stdout)
     check('max_claims 5, claimed 1' in r.stdout, 'max_claims and the total: %s' % r.stdout)
-    check('retry: max_attempts 4, backoff_ms 2000, max_backoff_ms 8000' in r.stdout,
+    check("retry: max_attempts 4, backoff_ms 2000, max_backoff_ms 8000 (the board's)" in r.stdout,
           'the retry policy: %s' % r.stdout)
     r = subprocess.run([BOARDCTL, '--json', 'boards', 'show', 'cap'], capture_output=True,
                        text=True, env=env)
@@ -219,7 +219,8 @@ def case_boards_show(srv, tmp):
     r = subprocess.run([BOARDCTL, 'boards', 'show', 'default'], capture_output=True, text=True,
                        env=env)
     check(r.returncode == 0 and 'retry: max_attempts 20, backoff_ms 1000, '
-          'max_backoff_ms 300000' in r.stdout, 'default retry policy: %s' % r.stdout)
+          "max_backoff_ms 300000 (the server's defaults)" in r.stdout,
+          'default retry policy: %s' % r.stdout)
     r = subprocess.run([BOARDCTL, 'boards', 'ls'], capture_output=True, text=True, env=env)
     names = [line.split()[0] for line in r.stdout.splitlines()[1:] if line.strip()]
     check(r.returncode == 0 and 'cap' in names and 'default' in names,

@@ -98,7 +98,8 @@ def policy(c):
     b = op.get_board(board)
     ready = [col for col in b['columns'] if col['name'] == 'ready'][0]
     emit(ev='board', limit=ready.get('limit'), col_claimed=ready.get('claimed'),
-         max_claims=b.get('max_claims'), claimed=b.get('claimed'), retry=b.get('retry'))
+         max_claims=b.get('max_claims'), claimed=b.get('claimed'), retry=b.get('retry'),
+         retry_effective=b.get('retry_effective'))
     card = c.release(p + 'a', 'm1', tok['epoch'], retry=True)
     emit(ev='retry', attempts=card.get('attempts'), not_before=card.get('not_before'),
          claim=card.get('claim'))

@@ -243,9 +243,9 @@ def t_policy(e, lang):
           '%s policy: a claim past the limit raises CapacityReached naming the column: %s' % (
               lang, c))
     bd = ev['board']
+    pol = {'max_attempts': 3, 'backoff_ms': 60000, 'max_backoff_ms': 60000}
     check((bd.get('limit'), bd.get('col_claimed'), bd.get('max_claims'), bd.get('claimed'),
-           bd.get('retry')) == (1, 1, 3, 1, {'max_attempts': 3, 'backoff_ms': 60000,
-                                             'max_backoff_ms': 60000}),
+           bd.get('retry'), bd.get('retry_effective')) == (1, 1, 3, 1, pol, pol),
           '%s policy: the board\'s limit, counts, max_claims and retry: %s' % (lang, bd))
     r = ev['retry']
     check(r.get('attempts') == 1 and r.get('not_before') and r.get('claim') is None,

@@ -522,15 +522,16 @@ class Client:
     @route('GET', '/v1/boards/{b}')
     def get_board(self, board):
         """The board (§17 adds): each column's `limit` (absent: none) beside its `claimed`
-        count, the board's `max_claims` and `claimed` total, and the `retry` policy in force
-        {max_attempts, backoff_ms, max_backoff_ms}."""
+        count, the board's `max_claims` and `claimed` total, its own `retry` policy (absent:
+        none) and `retry_effective`, the one in force {max_attempts, backoff_ms,
+        max_backoff_ms}."""
         return self.call('GET', '/v1/boards/' + _q(board))
 
     @route('PUT', '/v1/boards/{b}')
     def put_board(self, board, config):
         """config: {columns, running, completed, failed, waiting}; columns may carry `limit`,
-        the board `max_claims` and `retry` (§17). The counts (`claimed`) are read-only: what
-        get_board answers goes back without them."""
+        the board `max_claims` and `retry` (§17). What get_board answers may come back as is:
+        the read-only `claimed` counts and `retry_effective` are ignored."""
         return self.call('PUT', '/v1/boards/' + _q(board), config)
 
     @route('POST', '/v1/boards/{b}/columns/{c}/rename')

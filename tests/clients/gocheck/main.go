@@ -116,7 +116,8 @@ func policy(c *boardd.Client) {
 	for _, col := range b.Columns {
 		if col.Name == "ready" {
 			emit(map[string]any{"ev": "board", "limit": col.Limit, "col_claimed": col.Claimed,
-				"max_claims": b.MaxClaims, "claimed": b.Claimed, "retry": b.Retry})
+				"max_claims": b.MaxClaims, "claimed": b.Claimed, "retry": b.Retry,
+				"retry_effective": b.RetryEffective})
 		}
 	}
 	card, err := c.Release(ctx, p+"a", "m1", tok.Epoch, true)
