@@ -412,17 +412,23 @@ START_TEST(test_orphaned_run_promoted_then_reparked)
 }
 END_TEST
 
+/* The clock past the backoff a return to the pool left on card id (DESIGN §17). */
+static void past_backoff(const char *id)
+{
+	struct core_card *c = get(id);
+
+	if (c->not_before > now_ms)
+		advance(c->not_before - now_ms + 1);
+	core_card_free(c);
+}
+
 /* One more claim of c1 by `marker` that dies with its run running: the lease expires, the run
  * is promoted failed_resumable, and a pass returns the card to the pool. Returns the pass. */
 static struct server_reaper_stats die_once(const char *marker, const char *run_id)
 {
 	struct store_claim_result res = {0};
-	struct core_card *c = get("c1");
 
-	/* past any backoff left by the previous return */
-	if (c->not_before > now_ms)
-		advance(c->not_before - now_ms + 1);
-	core_card_free(c);
+	past_backoff("c1");
 	ck_assert_int_eq(store_card_claim(st, "c1", marker, LEASE, &worker, &res), CORE_OK);
 	ck_assert(res.fresh);
 	with_run("c1", run_id, marker, res.token.epoch, "running", LEASE / 2);
@@ -849,7 +855,8 @@ START_TEST(test_zombie_writes_refused)
 	run_set("r1", "w1", "failed_resumable", NULL);
 	advance(LEASE + 1);
 	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_REPARK], 1);
-	/* the card is free again; a new worker takes it */
+	/* the card is free again (after its backoff); a new worker takes it */
+	past_backoff("c1");
 	{
 		struct store_claim_result res = {0};
 		ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker, &res), CORE_OK);
@@ -886,6 +893,7 @@ START_TEST(test_zombie_run_cannot_file_the_new_owners_card)
 	with_run("c1", "r1", "w1", e, "running", LEASE / 2);
 	advance(LEASE + 1);
 	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_REPARK], 1);
+	past_backoff("c1");
 	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
 	core_card_free(res.card);
 	/* w1's late write: refused, the run unchanged. */

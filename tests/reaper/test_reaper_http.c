@@ -163,7 +163,8 @@ START_TEST(test_zombie_refused_over_http)
 	ck_assert_str_eq(json_string_value(json_object_get(j, "failure_code")), "PROCESS_ORPHANED");
 	json_decref(j);
 
-	/* a new worker takes the card */
+	/* a new worker takes the card, once the backoff of its return has passed (DESIGN §17) */
+	__atomic_add_fetch(&now_ms, 2000, __ATOMIC_SEQ_CST);
 	j = call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER2, NULL,
 		      "{\"marker\":\"w2\",\"lease_ms\":60000}");
 	epoch2 = json_integer_value(json_object_get(j, "epoch"));
@@ -216,6 +217,7 @@ START_TEST(test_zombie_run_write_cannot_file_done)
 	j = operator_pass();
 	ck_assert_int_eq(pass_action(j, "repark"), 1);
 	json_decref(j);
+	__atomic_add_fetch(&now_ms, 2000, __ATOMIC_SEQ_CST); /* past the return's backoff */
 	json_decref(call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER2, NULL,
 			      "{\"marker\":\"w2\",\"lease_ms\":1000}"));
 	/* w1 wakes */
