@@ -324,6 +324,13 @@ static const char work_help[] =
 	"  --grace D            SIGTERM -> SIGKILL delay: 10, 10s, 500ms (default 10s)\n"
 	"  --on-success COL     column on exit 0, or \"release\" (default done)\n"
 	"  --on-failure COL     column on failure, or \"release\" (default blocked)\n"
+	"  --retry              on failure (non-zero exit, or killed by a signal), instead of\n"
+	"                       --on-failure: the card goes back to the column it was taken\n"
+	"                       from, released with retry: one more attempt and a backoff\n"
+	"                       (not_before); at the board's retry.max_attempts the server\n"
+	"                       files it into the failed column (gave_up attempts_exhausted).\n"
+	"                       --retry wins over --on-failure for a failing exit. A COMMAND\n"
+	"                       that cannot start, or boardctl told to stop, counts no attempt\n"
 	"  --running-column COL column the card enters as its job starts, or \"none\"\n"
 	"                       (default: the board's running column)\n"
 	"  --wait-ms N          claim-next long-poll per request, 0..30000 (default 5000)\n"
@@ -354,6 +361,7 @@ static int work_common(int argc, char **argv, bool is_run)
 		{"wait-ms", required_argument, NULL, 'w'},
 		{"marker", required_argument, NULL, 'M'},
 		{"agent-caps", required_argument, NULL, 'A'},
+		{"retry", no_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -442,6 +450,9 @@ static int work_common(int argc, char **argv, bool is_run)
 			break;
 		case 'M':
 			snprintf(w.marker_prefix, sizeof w.marker_prefix, "%s", optarg);
+			break;
+		case 'r':
+			w.job.retry = true;
 			break;
 		case 'h':
 			fputs(work_help, stdout);
