@@ -24,6 +24,7 @@
 #include "store/mongo/mongo_cas.h"
 #include "store/mongo/mongo_ops.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -504,8 +505,10 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 				rc = CORE_ERR_INTERNAL;
 			if (rc == CORE_OK)
 				rc = mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
-			if (rc == CORE_OK && cols->n != 1)
-				rc = from_record(&c, out->card);
+			/* Not fatal: the claim stands, counted against no column (logged). */
+			if (rc == CORE_OK && cols->n != 1 && from_record(&c, out->card) != CORE_OK)
+				fprintf(stderr, "boardd: mongo: card %s: claim.from not recorded\n",
+					out->card->id);
 			if (rc != CORE_OK) {
 				core_card_free(out->card);
 				out->card = NULL;

@@ -370,6 +370,44 @@ START_TEST(leaked_slot_is_repaired)
 }
 END_TEST
 
+/* Claims live before a limit was set hold no slot: the board write that sets it adopts them
+ * (and so does every repair pass), so no new claim is let in until they are below it. */
+START_TEST(claims_before_the_limit_are_adopted)
+{
+	struct store *st = open_clocked();
+	struct store_claim_result r = {0};
+	struct core_card *c = NULL, **v = NULL;
+	struct core_token t1;
+	size_t n = 0;
+
+	board_with(st, "ad", 0, 0, NULL);
+	make(st, "ad", "a1", "ready", 0);
+	make(st, "ad", "a2", "ready", 0);
+	make(st, "ad", "a3", "ready", 0);
+	t1 = claim(st, "a1", "m1");
+	claim(st, "a2", "m2");
+	ck_assert_int_eq(raw_count(st, "slots", "{}"), 0);
+	board_with(st, "ad", 1, 0, NULL);
+	ck_assert_int_eq(raw_count(st, "slots", "{\"owner\": {\"$ne\": null}}"), 2);
+	ck_assert_int_eq(store_card_claim(st, "a3", "m3", 60000, &bot, &r),
+			 CORE_ERR_CAPACITY_REACHED);
+	ck_assert_int_eq(store_card_release(st, "a1", &t1, &bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_claim(st, "a3", "m3", 60000, &bot, &r),
+			 CORE_ERR_CAPACITY_REACHED); /* a2 still holds the one */
+	/* a claim that raced the board write (no slot): the repair pass adopts it */
+	raw_delete(st, "slots", "ad/ready/1");
+	raw_delete(st, "slots", "ad/ready/0");
+	ck_assert_int_eq(raw_count(st, "slots", "{\"owner\": \"a2\"}"), 0);
+	ck_assert_int_eq(store_reaper_list_repair(st, 10, &v, &n), CORE_OK);
+	store_cards_free(v, n);
+	ck_assert_int_eq(raw_count(st, "slots", "{\"owner\": \"a2\"}"), 1);
+	ck_assert_int_eq(store_card_claim(st, "a3", "m3", 60000, &bot, &r),
+			 CORE_ERR_CAPACITY_REACHED);
+	close_db(st);
+}
+END_TEST
+
 /* ---- the race ---- */
 
 #define RACE_CARDS 24
@@ -536,5 +574,6 @@ void mongo_add_policy(TCase *tc)
 	tcase_add_test(tc, completion_resets_attempts);
 	tcase_add_test(tc, recovery_claim_keeps_its_slot);
 	tcase_add_test(tc, leaked_slot_is_repaired);
+	tcase_add_test(tc, claims_before_the_limit_are_adopted);
 	tcase_add_test(tc, column_limit_holds_across_replicas);
 }
