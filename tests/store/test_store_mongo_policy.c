@@ -4,6 +4,8 @@
  * claim keeps, the repair of a slot leaked by a crash, and the race: threads each with its
  * own store handle (as replicas) claiming from a column with limit 3 never hold more than 3
  * (sampled in the database during the run, and replayed from the events afterwards). */
+#include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 #include "tests/store/test_store_mongo.h"
 #include "tests/store/conformance.h"
 
@@ -408,6 +410,47 @@ START_TEST(claims_before_the_limit_are_adopted)
 }
 END_TEST
 
+/* What the slots cost (store/mongo/README.md, "Capacity"): a fresh claim from a limited
+ * column takes its slot and counts the held ones (2 round trips more than on a board without
+ * limits, once the slot exists); its release frees it (1 more). Counted on this thread. */
+START_TEST(slots_cost_round_trips)
+{
+	struct store *st = open_clocked();
+	struct core_card *c = NULL;
+	struct core_token t;
+	uint64_t before, claim_u, claim_l, rel_u, rel_l;
+
+	board_with(st, "u", 0, 0, NULL);
+	board_with(st, "l", 2, 0, NULL);
+	make(st, "u", "u1", "ready", 0);
+	make(st, "l", "l0", "ready", 0);
+	make(st, "l", "l1", "ready", 0);
+	t = claim(st, "l0", "m0"); /* makes slot 0, then frees it */
+	ck_assert_int_eq(store_card_release(st, "l0", &t, &bot, &c), CORE_OK);
+	core_card_free(c);
+	before = mgo_round_trips_here();
+	t = claim(st, "u1", "m1");
+	claim_u = mgo_round_trips_here() - before;
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_release(st, "u1", &t, &bot, &c), CORE_OK);
+	rel_u = mgo_round_trips_here() - before;
+	core_card_free(c);
+	before = mgo_round_trips_here();
+	t = claim(st, "l1", "m2");
+	claim_l = mgo_round_trips_here() - before;
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_release(st, "l1", &t, &bot, &c), CORE_OK);
+	rel_l = mgo_round_trips_here() - before;
+	core_card_free(c);
+	printf("slots_cost_round_trips: claim %llu (no limit) / %llu (limit), release %llu / %llu\n",
+	       (unsigned long long)claim_u, (unsigned long long)claim_l,
+	       (unsigned long long)rel_u, (unsigned long long)rel_l);
+	ck_assert_uint_eq(claim_l, claim_u + 2);
+	ck_assert_uint_eq(rel_l, rel_u + 1);
+	close_db(st);
+}
+END_TEST
+
 /* ---- the race ---- */
 
 #define RACE_CARDS 24
@@ -575,5 +618,6 @@ void mongo_add_policy(TCase *tc)
 	tcase_add_test(tc, recovery_claim_keeps_its_slot);
 	tcase_add_test(tc, leaked_slot_is_repaired);
 	tcase_add_test(tc, claims_before_the_limit_are_adopted);
+	tcase_add_test(tc, slots_cost_round_trips);
 	tcase_add_test(tc, column_limit_holds_across_replicas);
 }
