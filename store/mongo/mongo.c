@@ -144,6 +144,7 @@ static const struct store_ops mgo_ops = {
 	.delivery_lease = mgo_delivery_lease,
 	.delivery_finish = mgo_delivery_finish,
 	.delivery_retry = mgo_delivery_retry,
+	.idem = &mgo_idem_ops,
 };
 
 /* ---- the driver's global state: mongoc_init() once, mongoc_cleanup() at exit ---- */

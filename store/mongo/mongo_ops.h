@@ -223,6 +223,9 @@ enum core_rc mgo_board_claimed(struct store *st, const struct core_board *b, int
 /* mongo_secret.c */
 enum core_rc mgo_secret_get(struct store *st, const char *name, unsigned char *out);
 
+/* mongo_idem.c (DESIGN §18) */
+extern const struct store_idem_ops mgo_idem_ops;
+
 /* mongo_runs.c */
 /* Run `id` as stored, tombstones included: NOT_FOUND, STORE_UNAVAILABLE. Caller frees. */
 enum core_rc mgo_run_read_any(struct mgo_conn *c, const char *id, struct core_run **out);
