@@ -11,8 +11,8 @@
  * A fresh claim from column C with limit L takes a slot BEFORE its card write: one
  * findAndModify {board, col: C, owner: null, i < L} -> {owner: card, epoch: E, at: now}, E
  * being the epoch the claim will get. No free slot: a new one is inserted at i = the number
- * of C's slots when fewer than L are owned (a unique _id "<board>/<C>/<i>": two inserters of
- * one i, one wins), else CAPACITY_REACHED. Slots are made as concurrency needs them, densely
+ * of C's slots when fewer than L are owned (a unique index on (board, col, i): of two
+ * inserters of one i, one wins), else CAPACITY_REACHED. Slots are made as needed, densely
  * from 0, so slots i < L all exist once L are owned. Then the owned count of C is read; above L
  * (slots of a higher limit since lowered are still held) the slot is given back and the claim
  * refused: whoever took a slot last counts every hold taken before it, so the live holds never
@@ -51,9 +51,11 @@
 
 /* ---- slots ---- */
 
+/* The arbiter of two inserters of one i is the unique index (board, col, i), not the _id: a
+ * renamed column's slots keep their _id, and a new column may take the old name. */
 void mgo_slot_id(char *buf, size_t len, const char *board, const char *col, int64_t i)
 {
-	snprintf(buf, len, "%s/%s/%lld", board, col, (long long)i);
+	snprintf(buf, len, "%s/%s/%lld/%08x", board, col, (long long)i, (unsigned)mgo_rand32());
 }
 
 enum core_rc mgo_slots_count(mongoc_collection_t *sl, const char *board, const char *col,

@@ -144,11 +144,13 @@ static enum core_rc slot_judge(struct mgo_conn *c, mongoc_collection_t *sl,
 	if (rc != CORE_OK)
 		return rc;
 	same_col = !r->col[0] || (card->claim.from && strcmp(card->claim.from, r->col) == 0);
+	/* The epoch names the claim: still held, whatever its column is called now (a column
+	 * rename moves the slots and the claims' from one after the other). */
+	if (card->claim.present && card->has_epoch && card->claim_epoch == r->epoch) {
+		rc = slot_set(sl, r, c->now, -1); /* live: looked at again after the grace */
+		goto out;
+	}
 	if (card->claim.present && card->has_epoch && same_col) {
-		if (card->claim_epoch == r->epoch) {
-			rc = slot_set(sl, r, c->now, -1); /* live: looked at again after the grace */
-			goto out;
-		}
 		if (card->claim_epoch > r->epoch) {
 			/* A later claim from the same column holding no slot (a transfer whose move
 			 * did not run): the slot follows it. */

@@ -398,13 +398,42 @@ START_TEST(claims_before_the_limit_are_adopted)
 	ck_assert_int_eq(store_card_claim(st, "a3", "m3", 60000, &bot, &r),
 			 CORE_ERR_CAPACITY_REACHED); /* a2 still holds the one */
 	/* a claim that raced the board write (no slot): the repair pass adopts it */
-	raw_delete(st, "slots", "ad/ready/1");
-	raw_delete(st, "slots", "ad/ready/0");
+	raw_delete_where(st, "slots", "{\"board\": \"ad\"}");
 	ck_assert_int_eq(raw_count(st, "slots", "{\"owner\": \"a2\"}"), 0);
 	ck_assert_int_eq(store_reaper_list_repair(st, 10, &v, &n), CORE_OK);
 	store_cards_free(v, n);
 	ck_assert_int_eq(raw_count(st, "slots", "{\"owner\": \"a2\"}"), 1);
 	ck_assert_int_eq(store_card_claim(st, "a3", "m3", 60000, &bot, &r),
+			 CORE_ERR_CAPACITY_REACHED);
+	close_db(st);
+}
+END_TEST
+
+/* A column rename carries its claims' claim.from and its slots: the limit still holds under
+ * the new name, and the claims still count there (as on the FS twin). */
+START_TEST(rename_carries_claims_and_slots)
+{
+	struct store *st = open_clocked();
+	struct store_claim_result r = {0};
+	struct core_board b = {0};
+	struct core_card *c = NULL;
+	int64_t per[16], total;
+	size_t touched = 0;
+
+	board_with(st, "rn", 1, 0, NULL);
+	make(st, "rn", "e1", "ready", 0);
+	make(st, "rn", "e2", "ready", 0);
+	claim(st, "e1", "m1");
+	ck_assert_int_eq(store_board_column_rename(st, "rn", "ready", "go", &op, &touched), CORE_OK);
+	ck_assert_int_eq(store_card_get(st, "e1", &c), CORE_OK);
+	ck_assert_str_eq(c->claim.from, "go");
+	core_card_free(c);
+	ck_assert_int_eq(store_board_get(st, "rn", &b), CORE_OK);
+	ck_assert_int_eq(store_board_claimed(st, &b, per, &total), CORE_OK);
+	ck_assert_int_eq(per[col_index(&b, "go")], 1);
+	core_board_release(&b);
+	ck_assert_int_eq(raw_count(st, "slots", "{\"col\": \"go\", \"owner\": \"e1\"}"), 1);
+	ck_assert_int_eq(store_card_claim(st, "e2", "m2", 60000, &bot, &r),
 			 CORE_ERR_CAPACITY_REACHED);
 	close_db(st);
 }
@@ -619,5 +648,6 @@ void mongo_add_policy(TCase *tc)
 	tcase_add_test(tc, leaked_slot_is_repaired);
 	tcase_add_test(tc, claims_before_the_limit_are_adopted);
 	tcase_add_test(tc, slots_cost_round_trips);
+	tcase_add_test(tc, rename_carries_claims_and_slots);
 	tcase_add_test(tc, column_limit_holds_across_replicas);
 }
