@@ -360,6 +360,13 @@ enum core_rc api_h_claims_release(struct api_req *r)
 		r->detail[0] = '\0';
 		if ((rcs[i] = item_scope(r, v[i].card)) != CORE_OK)
 			continue;
+		/* The plain release keeps POST .../release's own store call (a twin's owned write
+		 * need not know STORE_OWNED_NOTHING without retry); the cards are distinct, so the
+		 * order between the two groups changes nothing. */
+		if (!v[i].to && !v[i].retry && !v[i].reason) {
+			rcs[i] = finish_one(r, &v[i], &actor);
+			continue;
+		}
 		acts[m].id = v[i].card;
 		acts[m].w[0] = finish_write(&v[i]);
 		acts[m].n_w = 1;
