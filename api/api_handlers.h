@@ -6,6 +6,8 @@
 #include "api/api_req.h"
 #include "core/core.h"
 
+#include <jansson.h>
+
 #include <stddef.h>
 
 /* ---- router.c ---- */
@@ -62,6 +64,10 @@ enum core_rc api_h_whoami(struct api_req *r);
 
 enum core_rc api_h_claim_next(struct api_req *r);
 
+/* boards.c: board b as the board routes answer it (the codec's config, plus each column's
+ * and the board's live `claimed` count, store_board_claimed, and `retry_effective`,
+ * store_retry_of). *out: a new reference. */
+enum core_rc api_board_json(struct api_req *r, const struct core_board *b, json_t **out);
 enum core_rc api_h_board_list(struct api_req *r);
 enum core_rc api_h_board_get(struct api_req *r);
 enum core_rc api_h_board_put(struct api_req *r);

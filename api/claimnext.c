@@ -7,7 +7,10 @@
  * (created, moved, released, unblocked, updated, relabelled, board changed), resumes every
  * waiter of that board; their handler runs again on MHD's thread and tries again, through the
  * ordinary write path (deferred acknowledgement included). It also resumes waiters whose wait
- * is over: they answer 204.
+ * is over: they answer 204. A card that would fit but for its schedule (not_before, DESIGN
+ * §17) is no event when its time comes: the store tells the earliest such time (wake_at),
+ * and the waker resumes the waiter then, as it does at a deadline (its timed sleep ends at
+ * the nearest of both): one more try, no polling.
  *
  * No wake-up is lost: a waiter notes the waker's cursor before its attempt, and parks only if
  * no availability event was seen since; otherwise it tries again at once.
@@ -158,12 +161,16 @@ static void *waker_main(void *arg)
 			continue;
 		}
 		for (link = &nx->head; *link;) {
-			if ((*link)->next_deadline <= now) {
+			int64_t due = (*link)->next_deadline;
+
+			if ((*link)->next_wake > 0 && (*link)->next_wake < due)
+				due = (*link)->next_wake; /* a schedule passes first */
+			if (due <= now) {
 				wake(nx, link);
 				continue;
 			}
-			if ((*link)->next_deadline - now < slice)
-				slice = (*link)->next_deadline - now;
+			if (due - now < slice)
+				slice = due - now;
 			link = &(*link)->next_link;
 		}
 		pthread_mutex_unlock(&nx->mu);
@@ -446,6 +453,7 @@ enum core_rc api_h_claim_next(struct api_req *r)
 		snprintf(r->next_board, sizeof r->next_board, "%s", in.board);
 	}
 	r->next_woken = false;
+	r->next_wake = 0;
 	in.columns = has_cols ? &columns : NULL;
 	in.labels = has_labels ? &labels : NULL;
 	in.holder = actor.name;
@@ -470,6 +478,13 @@ enum core_rc api_h_claim_next(struct api_req *r)
 		}
 		if (rc != CORE_OK)
 			break;
+		/* Nothing now; a scheduled card fits from wake_at on (store clock): wake then. */
+		r->next_wake = 0;
+		if (res.wake_at > 0) {
+			int64_t in_ms = res.wake_at - store_now(r->api->st);
+
+			r->next_wake = api_mono_ms() + (in_ms > 0 ? in_ms : 1);
+		}
 		if (api_mono_ms() >= r->next_deadline || !r->api->next) {
 			r->status = 204; /* nothing available within the wait */
 			metrics_inc(r->api->metrics, METRICS_CLAIMS, "empty");
