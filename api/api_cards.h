@@ -36,7 +36,7 @@ enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *b
 enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 				    const struct store_card_create *in);
 /* Creates the card the body describes (id, board, title, body, state, labels, blockers,
- * priority), checked the same way for POST /v1/cards and the create_card tool (`title`
+ * priority, not_before), checked the same way for POST /v1/cards and the create_card tool (`title`
  * required there): the fields, then the token's board, then the store (its refusal with
  * api_card_create_detail's detail). *out: the card (caller frees). */
 enum core_rc api_card_create(struct api_req *r, bool title_required, struct core_card **out);

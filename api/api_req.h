@@ -178,6 +178,8 @@ struct api_req {
 	bool next_parked;
 	bool next_woken;             /* resumed by the waker: the checks were made already */
 	int64_t next_deadline;       /* monotonic ms */
+	int64_t next_wake;           /* monotonic ms; 0: none. DESIGN §17: when the earliest
+				      * not_before the store found passes, try again */
 	char next_board[CORE_NAME_MAX + 1];
 
 	/* deferred acknowledgement (answer.c): a write's answer waits, connection suspended, for

@@ -192,7 +192,7 @@ static enum core_rc card_create(struct api_req *r, bool title_required, bool che
 	struct store_card_create in = {0};
 	struct core_strv labels = {0}, blockers = {0};
 	struct store_actor actor = api_auth_actor(r);
-	bool has_labels = false, has_blockers = false;
+	bool has_labels = false, has_blockers = false, has_nb;
 	enum core_rc rc;
 
 	*out = NULL;
@@ -207,6 +207,7 @@ static enum core_rc card_create(struct api_req *r, bool title_required, bool che
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
 		    CORE_OK ||
 	    (rc = api_json_priority(r, &in.priority, NULL)) != CORE_OK ||
+	    (rc = api_json_time(r, "not_before", &in.not_before, &has_nb)) != CORE_OK ||
 	    (rc = api_auth_board(r, in.board ? in.board : "default")) != CORE_OK)
 		goto out;
 	in.labels = has_labels ? &labels : NULL;
@@ -371,6 +372,7 @@ enum core_rc api_h_card_patch(struct api_req *r)
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
 		    CORE_OK ||
 	    (rc = api_json_priority(r, &p.priority, &p.has_priority)) != CORE_OK ||
+	    (rc = api_json_time(r, "not_before", &p.not_before, &p.has_not_before)) != CORE_OK ||
 	    (rc = api_card_scope(r)) != CORE_OK)
 		goto out;
 	p.blockers = has_blockers ? &blockers : NULL;

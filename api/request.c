@@ -413,6 +413,24 @@ enum core_rc api_json_priority(struct api_req *r, int32_t *out, bool *present)
 	return CORE_OK;
 }
 
+enum core_rc api_json_time(struct api_req *r, const char *key, int64_t *out, bool *present)
+{
+	struct fv v = field(r, key);
+
+	*present = api_json_has(r, key);
+	*out = 0;
+	if (v.t == FV_ABSENT) /* absent, or null: no time */
+		return CORE_OK;
+	if (v.t != FV_STR || !core_time_parse(v.s, out)) {
+		*out = 0;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"field \"%s\" must be an RFC 3339 time (2026-12-24T18:00:00Z, or with "
+				"an offset +hh:mm) or null",
+				key);
+	}
+	return CORE_OK;
+}
+
 enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bool *out)
 {
 	struct fv v = field(r, key);
