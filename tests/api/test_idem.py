@@ -225,6 +225,15 @@ def claim_next(b):
           'claim-next: two parked duplicates wake to one claim: %s' % [o[0] for o in out])
     left = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-5')
     check(left[0] == 200, 'claim-next: the other new card is still free (%s)' % left[0])
+    b.ok('POST', '/v1/cards', 'bot', [{'id': 'n%d' % i, 'state': 'ready', 'board': 'next'}
+                                      for i in range(4, 7)])
+    m1 = raw(b.port, w, 'POST', path, {'marker': 'w1', 'count': 2}, 'next-6')
+    m2 = raw(b.port, w, 'POST', path, {'marker': 'w1', 'count': 2}, 'next-6')
+    check(m1[0] == 200 and len(json.loads(m1[1]).get('claims', [])) == 2 and m1[:2] == m2[:2],
+          'claim-next count: the repeat answers the same claims (%s)' % m1[0])
+    m3 = raw(b.port, w, 'POST', path, {'marker': 'w1', 'count': 2}, 'next-7')
+    check(m3[0] == 200 and len(json.loads(m3[1]).get('claims', [])) == 1,
+          'claim-next count: one card was left for another key')
 
 
 def concurrent(ports, tok, key, body, n=12):
