@@ -459,7 +459,10 @@ static const char work_help[] =
 	"so too when COMMAND ended by itself just before boardctl learned of the cancel.\n"
 	"Exit status: run, COMMAND's own (128+N when signal N ended it); 123 lost, 124\n"
 	"cancelled, 125 boardctl's own error, 126/127 COMMAND could not be started.\n"
-	"\n"
+	"\n";
+
+/* Two strings: one would pass the 4095 bytes ISO C compilers must accept. */
+static const char work_help_opts[] =
 	"options:\n"
 	"  --board B            board to take cards from (work)\n"
 	"  --card ID            the card to run (run)\n"
@@ -608,6 +611,7 @@ static int work_common(int argc, char **argv, bool is_run)
 			break;
 		case 'h':
 			fputs(work_help, stdout);
+			fputs(work_help_opts, stdout);
 			rc = 0;
 			goto out;
 		default:
@@ -737,6 +741,7 @@ bad_value:
 	cli_warn("--%s: invalid value \"%s\"", longopts[li].name, optarg);
 bad:
 	fputs(work_help, stderr);
+	fputs(work_help_opts, stderr);
 	rc = CLI_EXIT_ERROR;
 out:
 	cli_renewer_stop(w.job.renewer);
