@@ -190,6 +190,37 @@ static void not_started(struct cli_http *h, const struct cli_claim *c,
 			 "; nothing filed, the claim was released");
 }
 
+/* --retry (DESIGN §17): a failed job's claim given back with an attempt counted, into the
+ * column the card was taken from. The report says what the server made of it: the attempt
+ * and the backoff, or the card filed into the failed column (attempts exhausted). */
+static long retry_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+		       struct cli_job_report *rep, int64_t lease_end, char *err)
+{
+	json_t *card = NULL, *gu;
+	const char *nb, *why, *state;
+	long st = cli_job_retry_back(h, c, back, lease_end, err, &card);
+
+	if (st != 200)
+		return st;
+	rep->retried = true;
+	rep->attempts = json_integer_value(json_object_get(card, "attempts"));
+	nb = json_string_value(json_object_get(card, "not_before"));
+	snprintf(rep->not_before, sizeof rep->not_before, "%s", nb ? nb : "");
+	gu = json_object_get(card, "gave_up");
+	why = json_string_value(json_object_get(gu, "reason"));
+	state = json_string_value(json_object_get(card, "state"));
+	rep->exhausted = why && strcmp(why, "attempts_exhausted") == 0;
+	if (rep->exhausted)
+		snprintf(rep->detail, sizeof rep->detail,
+			 "retry: attempts exhausted after %lld: filed into %s", (long long)rep->attempts,
+			 state ? state : "the failed column");
+	else
+		snprintf(rep->detail, sizeof rep->detail, "retry: attempt %lld, not before %s",
+			 (long long)rep->attempts, nb ? nb : "now");
+	json_decref(card);
+	return st;
+}
+
 void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli_job_opts *o,
 		 struct cli_job_report *rep)
 {
@@ -207,6 +238,8 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	bool exited = false, lost = false, cancelled = false, cmd_failed = false, moved = false;
 	const char *back = NULL; /* where a released card returns: where it came from, once moved */
 	json_t *result = NULL;
+	struct cli_hold *hold = NULL; /* with o->renewer: the claim as the renewer keeps it */
+	unsigned renewed = 0;
 	long st;
 
 	memset(rep, 0, sizeof *rep);
@@ -244,6 +277,10 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	back = moved && *from ? from : NULL;
 	next_renew = (c->asked_ms ? c->asked_ms : t0) + c->renew_after_ms;
 	next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
+	/* --concurrency N: the renewer renews every held claim in one request per tick (batch.c);
+	 * without it (out of memory too), this loop renews its own. */
+	if (o->renewer && !lost)
+		hold = cli_renewer_hold(o->renewer, c, lease_end);
 	while (!exited && !lost && !sig && !cancelled) {
 		struct pollfd p[2] = {{.fd = proc.status, .events = POLLIN},
 				      {.fd = o->stop_fd, .events = POLLIN}};
@@ -258,7 +295,9 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
 			break;
 		}
-		wake = next_renew < lease_end ? next_renew : lease_end;
+		wake = hold ? now + CLI_RENEWER_POLL_MS : next_renew;
+		if (lease_end < wake)
+			wake = lease_end;
 		if (next_flush < wake)
 			wake = next_flush;
 		if (poll(p, o->stop_fd >= 0 ? 2 : 1, wake > now ? (int)(wake - now) : 0) > 0) {
@@ -283,6 +322,18 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 				cli_output_send(output, h, c, rep->run, false);
 			next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
 		}
+		if (hold) {
+			unsigned seen = renewed;
+
+			if (cli_renewer_read(o->renewer, hold, &lease_end, &renewed, rep->detail,
+					     sizeof rep->detail)) {
+				lost = true;
+				break;
+			}
+			if (renewed != seen) /* the claim renewed: the run's heartbeat follows */
+				cancelled = cli_job_heartbeat(h, c, rep->run, CLI_RENEW_TIMEOUT_MAX_MS);
+			continue;
+		}
 		if (now < next_renew)
 			continue;
 		{
@@ -306,6 +357,8 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			}
 		}
 	}
+	cli_renewer_drop(o->renewer, hold); /* renewing ends here, as it does below without it */
+	hold = NULL;
 	if (exited) {
 		/* Exited while we were away (stopped): a lease that ended meanwhile is lost. */
 		if (cli_mono_ms() >= lease_end) {
@@ -361,10 +414,13 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			goto cancelled; /* the command ended as the operator cancelled: not filed */
 		if (st != 200)
 			cli_warn("card %s: run %s: %s", c->card, rep->run, err);
-		st = cli_job_outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
-				   back,
-				   rep->end == CLI_JOB_SUCCEEDED ? "boardctl_succeeded" : "boardctl_failed",
-				   lease_end, err);
+		if (rep->end == CLI_JOB_FAILED && o->retry)
+			st = retry_back(h, c, back, rep, lease_end, err);
+		else
+			st = cli_job_outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
+					   back,
+					   rep->end == CLI_JOB_SUCCEEDED ? "boardctl_succeeded" : "boardctl_failed",
+					   lease_end, err);
 	}
 	if (st == 200) {
 		rep->outcome_written = true;
