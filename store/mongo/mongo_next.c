@@ -16,7 +16,14 @@
  * those that have some); the findAndModify admits cards with no blockers, and the one card
  * with blockers found all done. A card whose blockers are pending is never claimed, whatever
  * the order. So a claim is one find and one findAndModify, both on the claim_next index; only
- * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch). */
+ * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch).
+ *
+ * DESIGN §17: the filter leaves out cards scheduled after now. The claim records the column
+ * the card sat in (claim.from): in the same update when one column is asked, else right after
+ * from the post-image's state (from_record). A board with a limit among the asked columns (or
+ * max_claims) claims through the capacity slots instead (next_limited: the columns with room,
+ * then the best cards there one fresh claim at a time, mongo_slots.c). With nothing to take,
+ * wake_at is the earliest not_before of a card that would fit, in a column with room. */
 #include "store/mongo/mongo.h"
 #include "store/mongo/mongo_db.h"
 #include "store/mongo/mongo_codec.h"
