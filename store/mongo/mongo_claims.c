@@ -62,7 +62,7 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 	if (rc == CORE_ERR_NOT_YET && x->detail)
 		core_not_yet_check(a.was, c->now, x->detail, x->detail_len);
 	/* DESIGN §17: a fresh claim from a column (or board) with a limit holds a slot first
-	 * (mongo_policy.c); the card write then carries the slots' epoch. */
+	 * (mongo_slots.c); the card write then carries the slots' epoch. */
 	if (rc == CORE_OK && x->fresh && mgo_slots_needed(&a.b, a.now->claim.from)) {
 		rc = mgo_slots_take(c, &a.b, a.now->claim.from, a.now->id, a.now->claim_epoch,
 				    &hold, x->detail, x->detail_len);

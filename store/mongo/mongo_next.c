@@ -16,7 +16,14 @@
  * those that have some); the findAndModify admits cards with no blockers, and the one card
  * with blockers found all done. A card whose blockers are pending is never claimed, whatever
  * the order. So a claim is one find and one findAndModify, both on the claim_next index; only
- * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch). */
+ * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch).
+ *
+ * DESIGN §17: the filter leaves out cards scheduled after now. The claim records the column
+ * the card sat in (claim.from): in the same update when one column is asked, else right after
+ * from the post-image's state (from_record). A board with a limit among the asked columns (or
+ * max_claims) claims through the capacity slots instead (next_limited: the columns with room,
+ * then the best cards there one fresh claim at a time, mongo_slots.c). With nothing to take,
+ * wake_at is the earliest not_before of a card that would fit, in a column with room. */
 #include "store/mongo/mongo.h"
 #include "store/mongo/mongo_db.h"
 #include "store/mongo/mongo_codec.h"
@@ -50,7 +57,7 @@ static bool strv_array(bson_t *d, const char *key, const struct core_strv *sv)
 static bool base_filter_at(bson_t *f, const char *board, const struct core_strv *cols,
 			   const struct core_strv *labels, int64_t sched_now)
 {
-	bson_t sub, or, o;
+	bson_t sub, o;
 	bool ok = BSON_APPEND_UTF8(f, "board", board) &&
 		  BSON_APPEND_DOCUMENT_BEGIN(f, "state", &sub) && strv_array(&sub, "$in", cols) &&
 		  bson_append_document_end(f, &sub) && BSON_APPEND_NULL(f, "claim");
@@ -58,17 +65,13 @@ static bool base_filter_at(bson_t *f, const char *board, const struct core_strv 
 	if (ok && labels && labels->n)
 		ok = BSON_APPEND_DOCUMENT_BEGIN(f, "labels", &sub) &&
 		     strv_array(&sub, "$all", labels) && bson_append_document_end(f, &sub);
-	/* DESIGN §17: a card scheduled after now does not fit (no schedule: absent) */
+	/* DESIGN §17: a card scheduled after now does not fit (no schedule: absent, which
+	 * $not matches too). Not an $or: the planner keeps to the claim_next index's order. */
 	if (ok && sched_now >= 0)
-		ok = BSON_APPEND_ARRAY_BEGIN(f, "$or", &or) &&
-		     BSON_APPEND_DOCUMENT_BEGIN(&or, "0", &o) &&
-		     BSON_APPEND_DOCUMENT_BEGIN(&o, "not_before", &sub) &&
-		     BSON_APPEND_BOOL(&sub, "$exists", false) && bson_append_document_end(&o, &sub) &&
-		     bson_append_document_end(&or, &o) && BSON_APPEND_DOCUMENT_BEGIN(&or, "1", &o) &&
-		     BSON_APPEND_DOCUMENT_BEGIN(&o, "not_before", &sub) &&
-		     BSON_APPEND_DATE_TIME(&sub, "$lte", sched_now) &&
-		     bson_append_document_end(&o, &sub) && bson_append_document_end(&or, &o) &&
-		     bson_append_array_end(f, &or);
+		ok = BSON_APPEND_DOCUMENT_BEGIN(f, "not_before", &sub) &&
+		     BSON_APPEND_DOCUMENT_BEGIN(&sub, "$not", &o) &&
+		     BSON_APPEND_DATE_TIME(&o, "$gt", sched_now) && bson_append_document_end(&sub, &o) &&
+		     bson_append_document_end(f, &sub);
 	return ok;
 }
 

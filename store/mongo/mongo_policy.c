@@ -54,8 +54,10 @@ enum core_rc mgo_retry_apply(struct mgo_conn *c, struct mgo_attempt *a, const ch
 					   "not_before", core_time_format(a->now->not_before, t));
 		return *release_extra ? CORE_OK : CORE_ERR_NOMEM;
 	}
-	if (!a->b.failed)
-		return CORE_ERR_INTERNAL;
+	if (!a->b.failed) { /* no failed column to file into: the release alone */
+		*release_extra = json_pack("{sbsi}", "retry", 1, "attempts", (int)a->now->attempts);
+		return *release_extra ? CORE_OK : CORE_ERR_NOMEM;
+	}
 	/* EXHAUSTED: filed into the failed column, gave_up {attempts_exhausted}, then released.
 	 * The reaper's filing stays a machine event (its reason). */
 	reason = core_is_machine_reason(event_reason) ? event_reason

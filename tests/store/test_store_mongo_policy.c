@@ -488,7 +488,7 @@ END_TEST
 #define RACE_LIMIT 3
 
 struct racer {
-	const char *db;
+	struct store *st; /* its own handle (a replica), opened and closed by the test thread */
 	int id;
 	int claims, refused;
 	int unexpected;
@@ -500,7 +500,7 @@ static atomic_bool race_done;
 static void *race_main(void *arg)
 {
 	struct racer *x = arg;
-	struct store *st = open_db(x->db, 0, NULL); /* its own handle: a replica */
+	struct store *st = x->st;
 	struct store_claim_next in = {.board = "race", .lease_ms = 60000};
 	struct store_claim_result r;
 	struct core_card *c = NULL;
@@ -540,7 +540,6 @@ static void *race_main(void *arg)
 		if (rc != CORE_OK && !x->unexpected++)
 			snprintf(x->what, sizeof(x->what), "release %s: %s", id, core_rc_code(rc));
 	}
-	close_db(st);
 	return NULL;
 }
 
@@ -592,11 +591,13 @@ START_TEST(column_limit_holds_across_replicas)
 	}
 	atomic_store(&race_done, false);
 	smp.st = st;
+	/* The handles are opened (and closed) here: the fixture's table of open stores is the
+	 * test thread's. */
+	for (i = 0; i < RACE_THREADS; i++)
+		x[i] = (struct racer){.st = open_db(db, 0, NULL), .id = i};
 	ck_assert_int_eq(pthread_create(&ts, NULL, sample_main, &smp), 0);
-	for (i = 0; i < RACE_THREADS; i++) {
-		x[i] = (struct racer){.db = db, .id = i};
+	for (i = 0; i < RACE_THREADS; i++)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, race_main, &x[i]), 0);
-	}
 	for (i = 0; i < RACE_THREADS; i++) {
 		pthread_join(t[i], NULL);
 		ck_assert_msg(x[i].unexpected == 0, "thread %d: %d unexpected answers, first %s", i,
@@ -605,6 +606,8 @@ START_TEST(column_limit_holds_across_replicas)
 	}
 	atomic_store(&race_done, true);
 	pthread_join(ts, NULL);
+	for (i = 0; i < RACE_THREADS; i++)
+		close_db(x[i].st);
 	ck_assert_int_gt(claims, RACE_LIMIT);
 	ck_assert_msg(smp.max <= RACE_LIMIT, "sampled %lld live claims from ready (limit %d)",
 		      (long long)smp.max, RACE_LIMIT);
