@@ -604,6 +604,9 @@ def dispatch_policy(page, srv):
         check(c['not_before'] and 3500e3 < nb < 3700e3,
               'created with not_before an hour ahead (%s, %s ms)' % (c['not_before'], nb))
         page.wait_for_selector('button.chip[data-card="p-sched"] .tag.sched', timeout=T)
+        due = page.locator('button.chip[data-card="p-sched"] .tag.sched').inner_text()
+        check(re.fullmatch(r'due in (59|60) min', due), 'the chip says when it is due (%r)' % due)
+        shot(page, 'policy.png')
         st, body, _ = srv.call('POST', '/v1/cards/p-sched/claim', 'worker', {'marker': 'w-p3'})
         check(st == 409 and body.get('code') == 'not_yet', 'its claim is refused not_yet (%s)' % st)
         # clear it from the form: PATCH not_before null
@@ -616,7 +619,6 @@ def dispatch_policy(page, srv):
         page.locator('#edit-dialog').wait_for(state='hidden', timeout=T)
         check(srv.ok('GET', '/v1/cards/p-sched')['not_before'] is None, 'cleared with PATCH')
         page.wait_for_selector('button.chip[data-card="p-sched"]:not(:has(.tag.sched))', timeout=T)
-        shot(page, 'policy.png')
     finally:
         for col in board['columns']:
             col.pop('limit', None)
