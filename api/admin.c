@@ -155,9 +155,9 @@ enum core_rc api_h_column_rename(struct api_req *r)
 	rc = store_board_get(r->api->st, board, &b);
 	if (rc != CORE_OK)
 		return rc;
-	bj = store_board_to_json(&b);
+	rc = api_board_json(r, &b, &bj);
 	core_board_release(&b);
-	if (!bj)
-		return CORE_ERR_NOMEM;
+	if (rc != CORE_OK)
+		return rc;
 	return api_reply(r, 200, json_pack("{s:I, s:o}", "touched", (json_int_t)touched, "board", bj));
 }

@@ -4,6 +4,7 @@
  * acknowledgement that holds a write's answer until the store made it durable. */
 #include "api/api_answer.h"
 #include "api/api_daemon.h"
+#include "api/api_idem.h"
 #include "api/api_mcp.h"
 #include "api/api_req.h"
 #include "api/api_request.h"
@@ -240,7 +241,7 @@ enum MHD_Result api_dispatch(struct api_req *r)
 		rc = api_body_none(r);
 	if (rc == CORE_OK) {
 		bound = ack_bind(r);
-		rc = r->route->handler(r);
+		rc = (r->route->flags & API_ROUTE_IDEM) ? api_idem_handle(r) : r->route->handler(r);
 		if (bound && ack_finish(r, rc))
 			return MHD_YES; /* answered when the store resumes us */
 	}

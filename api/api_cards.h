@@ -36,10 +36,14 @@ enum core_rc api_column_detail(struct api_req *r, enum core_rc rc, const char *b
 enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 				    const struct store_card_create *in);
 /* Creates the card the body describes (id, board, title, body, state, labels, blockers,
- * priority), checked the same way for POST /v1/cards and the create_card tool (`title`
+ * priority, not_before), checked the same way for POST /v1/cards and the create_card tool (`title`
  * required there): the fields, then the token's board, then the store (its refusal with
  * api_card_create_detail's detail). *out: the card (caller frees). */
 enum core_rc api_card_create(struct api_req *r, bool title_required, struct core_card **out);
+/* The same checks (the fields, then the token's board), nothing created. */
+enum core_rc api_card_create_check(struct api_req *r);
+/* POST /v1/cards with a JSON array (DESIGN §18, cards_batch.c). */
+enum core_rc api_h_card_create_batch(struct api_req *r);
 /* BAD_REQUEST unless `after` (NULL: none) is a card list cursor (the next of a page). */
 enum core_rc api_list_after_check(struct api_req *r, const char *after);
 /* store_card_list for an answer: a page whose cards hold more than API_LIST_BYTES is cut

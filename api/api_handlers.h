@@ -6,6 +6,8 @@
 #include "api/api_req.h"
 #include "core/core.h"
 
+#include <jansson.h>
+
 #include <stddef.h>
 
 /* ---- router.c ---- */
@@ -31,6 +33,9 @@ enum core_rc api_h_claim(struct api_req *r);
 enum core_rc api_h_renew(struct api_req *r);
 enum core_rc api_h_release(struct api_req *r);
 enum core_rc api_h_claim_revoke(struct api_req *r);
+/* claims_many.c (DESIGN §18) */
+enum core_rc api_h_claims_renew(struct api_req *r);
+enum core_rc api_h_claims_release(struct api_req *r);
 enum core_rc api_h_state(struct api_req *r);
 enum core_rc api_h_last_run(struct api_req *r);
 enum core_rc api_h_awaiting_input(struct api_req *r);
@@ -59,6 +64,10 @@ enum core_rc api_h_whoami(struct api_req *r);
 
 enum core_rc api_h_claim_next(struct api_req *r);
 
+/* boards.c: board b as the board routes answer it (the codec's config, plus each column's
+ * and the board's live `claimed` count, store_board_claimed, and `retry_effective`,
+ * store_retry_of). *out: a new reference. */
+enum core_rc api_board_json(struct api_req *r, const struct core_board *b, json_t **out);
 enum core_rc api_h_board_list(struct api_req *r);
 enum core_rc api_h_board_get(struct api_req *r);
 enum core_rc api_h_board_put(struct api_req *r);

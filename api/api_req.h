@@ -35,6 +35,9 @@ enum api_route_flags {
 	API_ROUTE_JSONRPC = 1u << 2, /* errors before the handler answer as JSON-RPC (/mcp) */
 	API_ROUTE_FLAT = 1u << 3,   /* the handler reads its body only through the api_json_*
 				     * helpers: a flat body is parsed without a tree (body.c) */
+	API_ROUTE_IDEM = 1u << 4,   /* honours Idempotency-Key (DESIGN §18, idem.c) */
+	API_ROUTE_ARRAY = 1u << 5,  /* the body may also be a JSON array (a batch): the handler
+				     * checks its items' fields */
 };
 /* A route's capability (enum api_cap) rides in its flags above this shift; a route whose
  * need depends on the body (PATCH state: move or close) checks in its handler. */
@@ -96,6 +99,7 @@ enum api_hdr {
 	API_HDR_CONTENT_TYPE,
 	API_HDR_AUTHORIZATION,
 	API_HDR_IF_MATCH,
+	API_HDR_IDEMPOTENCY_KEY, /* DESIGN §18 (idem.c) */
 	API_HDR_N,
 };
 
@@ -174,6 +178,8 @@ struct api_req {
 	bool next_parked;
 	bool next_woken;             /* resumed by the waker: the checks were made already */
 	int64_t next_deadline;       /* monotonic ms */
+	int64_t next_wake;           /* monotonic ms; 0: none. DESIGN §17: when the earliest
+				      * not_before the store found passes, try again */
 	char next_board[CORE_NAME_MAX + 1];
 
 	/* deferred acknowledgement (answer.c): a write's answer waits, connection suspended, for

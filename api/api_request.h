@@ -67,6 +67,9 @@ enum core_rc api_json_reason(struct api_req *r, const char **out);
 enum core_rc api_json_int(struct api_req *r, const char *key, bool required, int64_t *out,
 			  bool *present);
 enum core_rc api_json_bool(struct api_req *r, const char *key, bool required, bool *out);
+/* An RFC 3339 time (ms into *out); absent or null: *out 0. *present: the key was there
+ * (null included: "clears" on a PATCH). Anything else -> BAD_REQUEST. */
+enum core_rc api_json_time(struct api_req *r, const char *key, int64_t *out, bool *present);
 /* A list of strings; each checked with `valid` (core_label_valid, core_id_valid). *out is
  * zeroed by the caller and released by it. *present tells whether the key was there. */
 enum core_rc api_json_strv(struct api_req *r, const json_t *obj, const char *key,

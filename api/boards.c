@@ -1,5 +1,6 @@
-/* Board and reaper handlers: board config (list, read, replace) and the reaper admin routes,
- * which call the hooks the server filled in. */
+/* Board and reaper handlers: board config (list, read, replace) with its read-only counts
+ * (DESIGN §17: live claims per column and per board, the retry policy in force), and the
+ * reaper admin routes, which call the hooks the server filled in. */
 #include "api/api_answer.h"
 #include "api/api_auth.h"
 #include "api/api_daemon.h"
@@ -10,28 +11,71 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum core_rc api_board_json(struct api_req *r, const struct core_board *b, json_t **out)
+{
+	int64_t *per_col = NULL, total = 0;
+	struct core_retry eff;
+	json_t *j, *cols, *col;
+	enum core_rc rc;
+	size_t i;
+
+	*out = NULL;
+	if (b->n_cols && !(per_col = calloc(b->n_cols, sizeof *per_col)))
+		return CORE_ERR_NOMEM;
+	rc = store_board_claimed(r->api->st, b, per_col, &total);
+	if (rc != CORE_OK) {
+		free(per_col);
+		return rc;
+	}
+	store_retry_of(r->api->st, b, &eff);
+	j = store_board_to_json(b);
+	cols = json_object_get(j, "columns");
+	rc = j && json_array_size(cols) == b->n_cols ? CORE_OK : CORE_ERR_NOMEM;
+	json_array_foreach(cols, i, col) {
+		if (rc == CORE_OK && json_object_set_new(col, "claimed", json_integer(per_col[i])))
+			rc = CORE_ERR_NOMEM;
+	}
+	if (rc == CORE_OK &&
+	    (json_object_set_new(j, "claimed", json_integer(total)) ||
+	     json_object_set_new(j, "retry_effective",
+				 json_pack("{s:i, s:I, s:I}", "max_attempts", (int)eff.max_attempts,
+					   "backoff_ms", (json_int_t)eff.backoff_ms,
+					   "max_backoff_ms", (json_int_t)eff.max_backoff_ms))))
+		rc = CORE_ERR_NOMEM;
+	free(per_col);
+	if (rc != CORE_OK) {
+		json_decref(j);
+		return rc;
+	}
+	*out = j;
+	return CORE_OK;
+}
+
 enum core_rc api_h_board_list(struct api_req *r)
 {
 	struct core_board *boards = NULL;
 	size_t n = 0, i;
-	json_t *list;
+	json_t *list, *bj = NULL;
 	enum core_rc rc;
 
 	rc = store_board_list(r->api->st, &boards, &n);
 	if (rc != CORE_OK)
 		return rc;
 	list = json_array();
-	for (i = 0; list && i < n; i++) {
+	if (!list)
+		rc = CORE_ERR_NOMEM;
+	for (i = 0; rc == CORE_OK && i < n; i++) {
 		if (!api_token_board_allowed(r->tok, boards[i].name))
 			continue;
-		if (json_array_append_new(list, store_board_to_json(&boards[i])) != 0) {
-			json_decref(list);
-			list = NULL;
-		}
+		rc = api_board_json(r, &boards[i], &bj);
+		if (rc == CORE_OK && json_array_append_new(list, bj) != 0)
+			rc = CORE_ERR_NOMEM;
 	}
 	store_boards_free(boards, n);
-	if (!list)
-		return CORE_ERR_NOMEM;
+	if (rc != CORE_OK) {
+		json_decref(list);
+		return rc;
+	}
 	return api_reply(r, 200, json_pack("{s:o}", "boards", list));
 }
 
@@ -57,8 +101,10 @@ enum core_rc api_h_board_get(struct api_req *r)
 		return api_fail(r, rc, "no board %s", name);
 	if (rc != CORE_OK)
 		return rc;
-	j = store_board_to_json(&b);
+	rc = api_board_json(r, &b, &j);
 	core_board_release(&b);
+	if (rc != CORE_OK)
+		return rc;
 	return api_reply(r, 200, j);
 }
 
@@ -144,8 +190,8 @@ enum core_rc api_h_board_put(struct api_req *r)
 
 		json_array_foreach(cols, i, c) {
 			if (json_is_object(c) &&
-			    (rc = api_json_fields_check(r, c, "name terminal eligible", "columns[].")) !=
-				    CORE_OK)
+			    (rc = api_json_fields_check(r, c, "name terminal eligible ?limit claimed",
+							"columns[].")) != CORE_OK)
 				return rc;
 		}
 	}
@@ -153,11 +199,15 @@ enum core_rc api_h_board_put(struct api_req *r)
 		return api_fail(r, CORE_ERR_INVALID_BOARD, "\"name\" must equal the board in the path");
 	if (!nj && json_object_set_new(r->json, "name", json_string(name)) != 0)
 		return CORE_ERR_NOMEM;
+	/* GET's read-only counts (claimed, retry_effective) may come back in a PUT of what GET
+	 * answered: they are not config, and are ignored (the codec reads only the config). */
 	rc = store_board_from_json(r->json, &b);
 	if (rc == CORE_ERR_BAD_REQUEST)
 		return api_fail(r, rc,
-				"expected {name, columns: [{name, terminal, eligible}], running, "
-				"completed, failed, waiting}");
+				"expected {name, columns: [{name, terminal, eligible, limit?}], "
+				"running, completed, failed, waiting, max_claims?, retry?: "
+				"{max_attempts?, backoff_ms?, max_backoff_ms?}} (limits and retry "
+				"values integers)");
 	if (rc != CORE_OK)
 		return rc;
 	detail[0] = '\0';
@@ -173,10 +223,8 @@ enum core_rc api_h_board_put(struct api_req *r)
 		rc = store_board_put(r->api->st, &b, &actor);
 	if (rc == CORE_ERR_TRANSITION_REJECTED)
 		rc = dropped_column_detail(r, rc, &b);
-	if (rc == CORE_OK) {
-		j = store_board_to_json(&b);
+	if (rc == CORE_OK && (rc = api_board_json(r, &b, &j)) == CORE_OK)
 		rc = api_reply(r, 200, j);
-	}
 	core_board_release(&b);
 	return rc;
 }

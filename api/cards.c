@@ -185,12 +185,14 @@ enum core_rc api_card_create_detail(struct api_req *r, enum core_rc rc,
 	return in->labels ? api_labels_detail(r, rc) : rc;
 }
 
-enum core_rc api_card_create(struct api_req *r, bool title_required, struct core_card **out)
+/* api_card_create; check_only: the body's checks and the board's, nothing created. */
+static enum core_rc card_create(struct api_req *r, bool title_required, bool check_only,
+				struct core_card **out)
 {
 	struct store_card_create in = {0};
 	struct core_strv labels = {0}, blockers = {0};
 	struct store_actor actor = api_auth_actor(r);
-	bool has_labels = false, has_blockers = false;
+	bool has_labels = false, has_blockers = false, has_nb;
 	enum core_rc rc;
 
 	*out = NULL;
@@ -205,10 +207,13 @@ enum core_rc api_card_create(struct api_req *r, bool title_required, struct core
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
 		    CORE_OK ||
 	    (rc = api_json_priority(r, &in.priority, NULL)) != CORE_OK ||
+	    (rc = api_json_time(r, "not_before", &in.not_before, &has_nb)) != CORE_OK ||
 	    (rc = api_auth_board(r, in.board ? in.board : "default")) != CORE_OK)
 		goto out;
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
+	if (check_only)
+		goto out;
 	rc = store_card_create(r->api->st, &in, &actor, out);
 	if (rc != CORE_OK)
 		rc = api_card_create_detail(r, rc, &in);
@@ -218,11 +223,26 @@ out:
 	return rc;
 }
 
+enum core_rc api_card_create(struct api_req *r, bool title_required, struct core_card **out)
+{
+	return card_create(r, title_required, false, out);
+}
+
+enum core_rc api_card_create_check(struct api_req *r)
+{
+	struct core_card *none = NULL;
+
+	return card_create(r, false, true, &none);
+}
+
 enum core_rc api_h_card_create(struct api_req *r)
 {
 	struct core_card *c = NULL;
-	enum core_rc rc = api_card_create(r, false, &c);
+	enum core_rc rc;
 
+	if (json_is_array(r->json))
+		return api_h_card_create_batch(r); /* DESIGN §18: cards_batch.c */
+	rc = api_card_create(r, false, &c);
 	if (rc != CORE_OK)
 		return rc;
 	snprintf(r->location, sizeof r->location, "/v1/cards/%s", c->id);
@@ -352,6 +372,7 @@ enum core_rc api_h_card_patch(struct api_req *r)
 	    (rc = api_json_strv(r, NULL, "blockers", core_id_valid, &blockers, &has_blockers)) !=
 		    CORE_OK ||
 	    (rc = api_json_priority(r, &p.priority, &p.has_priority)) != CORE_OK ||
+	    (rc = api_json_time(r, "not_before", &p.not_before, &p.has_not_before)) != CORE_OK ||
 	    (rc = api_card_scope(r)) != CORE_OK)
 		goto out;
 	p.blockers = has_blockers ? &blockers : NULL;

@@ -7,7 +7,10 @@
  * (created, moved, released, unblocked, updated, relabelled, board changed), resumes every
  * waiter of that board; their handler runs again on MHD's thread and tries again, through the
  * ordinary write path (deferred acknowledgement included). It also resumes waiters whose wait
- * is over: they answer 204.
+ * is over: they answer 204. A card that would fit but for its schedule (not_before, DESIGN
+ * §17) is no event when its time comes: the store tells the earliest such time (wake_at),
+ * and the waker resumes the waiter then, as it does at a deadline (its timed sleep ends at
+ * the nearest of both): one more try, no polling.
  *
  * No wake-up is lost: a waiter notes the waker's cursor before its attempt, and parks only if
  * no availability event was seen since; otherwise it tries again at once.
@@ -35,6 +38,7 @@
 #define NEXT_SLICE_MS 250     /* the waker's longest sleep (shutdown, deadlines) */
 #define NEXT_RETRIES 16       /* immediate re-tries before parking regardless */
 #define NEXT_EVENTS_BATCH 1000
+#define NEXT_COUNT_MAX 100    /* claim-next's `count` (DESIGN §18) */
 
 struct api_next {
 	pthread_mutex_t mu;
@@ -157,12 +161,16 @@ static void *waker_main(void *arg)
 			continue;
 		}
 		for (link = &nx->head; *link;) {
-			if ((*link)->next_deadline <= now) {
+			int64_t due = (*link)->next_deadline;
+
+			if ((*link)->next_wake > 0 && (*link)->next_wake < due)
+				due = (*link)->next_wake; /* a schedule passes first */
+			if (due <= now) {
 				wake(nx, link);
 				continue;
 			}
-			if ((*link)->next_deadline - now < slice)
-				slice = (*link)->next_deadline - now;
+			if (due - now < slice)
+				slice = due - now;
 			link = &(*link)->next_link;
 		}
 		pthread_mutex_unlock(&nx->mu);
@@ -327,6 +335,64 @@ static enum core_rc reply_claimed(struct api_req *r, struct store_claim_result *
 	return api_reply_json_text(r, 200, text, len);
 }
 
+/* claim-next with `count` (DESIGN §18): `first` was taken; up to count - 1 more, each a fresh
+ * claim with its own token (what one claim-next would answer), under the request's one
+ * deferred acknowledgement. A refusal after the first ends the batch: the claims already taken
+ * are answered, never dropped. Answers {"claims": [{card, token}, ...]}. */
+static enum core_rc reply_many(struct api_req *r, const struct store_claim_next *in,
+			       const struct store_actor *actor, struct store_claim_result *first,
+			       int64_t count)
+{
+	size_t len = 0, total = 0, cap = 0;
+	char *text = NULL, *one;
+	int64_t i;
+	bool ok = true;
+
+	for (i = 0; ok && i < count; i++) {
+		struct store_claim_result more = {0}, *res = first;
+
+		if (i > 0) {
+			if (store_card_claim_next(r->api->st, in, actor, &more) != CORE_OK ||
+			    !more.card)
+				break;
+			metrics_inc(r->api->metrics, METRICS_CLAIMS, "fresh");
+			res = &more;
+		}
+		one = api_claim_json_text(res->card, &res->token, res->fresh, true, &len);
+		core_card_free(more.card);
+		if (!one || total + len + 16 > cap) {
+			size_t c = cap ? cap * 2 : 4096;
+			char *p;
+
+			while (one && total + len + 16 > c)
+				c *= 2;
+			p = one ? realloc(text, c) : NULL;
+			if (!p) {
+				ok = false;
+				free(one);
+				break;
+			}
+			text = p;
+			cap = c;
+		}
+		if (total == 0) {
+			memcpy(text, "{\"claims\":[", 11);
+			total = 11;
+		} else {
+			text[total++] = ',';
+		}
+		memcpy(text + total, one, len);
+		total += len;
+		free(one);
+	}
+	if (!ok) {
+		free(text);
+		return CORE_ERR_NOMEM;
+	}
+	memcpy(text + total, "]}", 3);
+	return api_reply_json_text(r, 200, text, total + 2);
+}
+
 /* The store refused the asked columns (TRANSITION_REJECTED: one is unknown or terminal, its
  * core_pick_check): the detail names the first such column, read from the board now. */
 static enum core_rc columns_detail(struct api_req *r, const char *board,
@@ -347,7 +413,8 @@ enum core_rc api_h_claim_next(struct api_req *r)
 	struct store_actor actor = api_auth_actor(r);
 	struct core_strv columns = {0}, labels = {0};
 	bool has_cols = false, has_labels = false, give_up = false;
-	int64_t wait_ms = 0;
+	int64_t wait_ms = 0, count = 0;
+	bool has_count = false;
 	enum core_rc rc;
 	int tries;
 
@@ -357,8 +424,13 @@ enum core_rc api_h_claim_next(struct api_req *r)
 		    CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "labels", core_label_valid, &labels, &has_labels)) !=
 		    CORE_OK ||
-	    (rc = api_json_int(r, "wait_ms", false, &wait_ms, NULL)) != CORE_OK)
+	    (rc = api_json_int(r, "wait_ms", false, &wait_ms, NULL)) != CORE_OK ||
+	    (rc = api_json_int(r, "count", false, &count, &has_count)) != CORE_OK)
 		goto out;
+	if (has_count && (count < 1 || count > NEXT_COUNT_MAX)) {
+		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "count must be within 1..%d", NEXT_COUNT_MAX);
+		goto out;
+	}
 	if (wait_ms < 0 || wait_ms > NEXT_WAIT_MAX_MS) {
 		rc = api_fail(r, CORE_ERR_BAD_REQUEST, "wait_ms must be within 0..%d",
 			      NEXT_WAIT_MAX_MS);
@@ -381,6 +453,7 @@ enum core_rc api_h_claim_next(struct api_req *r)
 		snprintf(r->next_board, sizeof r->next_board, "%s", in.board);
 	}
 	r->next_woken = false;
+	r->next_wake = 0;
 	in.columns = has_cols ? &columns : NULL;
 	in.labels = has_labels ? &labels : NULL;
 	in.holder = actor.name;
@@ -399,12 +472,19 @@ enum core_rc api_h_claim_next(struct api_req *r)
 		}
 		if (rc == CORE_OK && res.card) {
 			metrics_inc(r->api->metrics, METRICS_CLAIMS, "fresh");
-			rc = reply_claimed(r, &res);
+			rc = has_count ? reply_many(r, &in, &actor, &res, count) : reply_claimed(r, &res);
 			core_card_free(res.card);
 			break;
 		}
 		if (rc != CORE_OK)
 			break;
+		/* Nothing now; a scheduled card fits from wake_at on (store clock): wake then. */
+		r->next_wake = 0;
+		if (res.wake_at > 0) {
+			int64_t in_ms = res.wake_at - store_now(r->api->st);
+
+			r->next_wake = api_mono_ms() + (in_ms > 0 ? in_ms : 1);
+		}
 		if (api_mono_ms() >= r->next_deadline || !r->api->next) {
 			r->status = 204; /* nothing available within the wait */
 			metrics_inc(r->api->metrics, METRICS_CLAIMS, "empty");

@@ -95,6 +95,9 @@ enum core_rc api_h_claim(struct api_req *r)
 	if (rc == CORE_ERR_TRANSITION_REJECTED)
 		return api_fail(r, rc, "card %s is in a terminal column: it cannot be claimed",
 				api_param(r));
+	/* DESIGN §17: the twin says which limit is full, or until when the card waits. */
+	if ((rc == CORE_ERR_CAPACITY_REACHED || rc == CORE_ERR_NOT_YET) && res.detail[0])
+		return api_fail(r, rc, "%.*s", (int)sizeof res.detail, res.detail);
 	if (rc != CORE_OK)
 		return rc;
 	metrics_inc(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent");
@@ -138,12 +141,20 @@ enum core_rc api_h_release(struct api_req *r)
 	struct core_token t = {0};
 	struct store_actor actor = api_auth_actor(r);
 	struct core_card *c = NULL;
+	bool retry = false;
 	enum core_rc rc;
 
 	if ((rc = api_json_marker(r, true, &t.marker)) != CORE_OK ||
-	    (rc = epoch_field(r, &t.epoch)) != CORE_OK || (rc = api_card_scope_lazy(r)) != CORE_OK)
+	    (rc = epoch_field(r, &t.epoch)) != CORE_OK ||
+	    (rc = api_json_bool(r, "retry", false, &retry)) != CORE_OK ||
+	    (rc = api_card_scope_lazy(r)) != CORE_OK)
 		return rc;
-	rc = api_card_missing(r, store_card_release(r->api->st, api_param(r), &t, &actor, &c));
+	/* retry (DESIGN §17): the work was not done; an attempt is counted in the same step,
+	 * and the card comes back with not_before set, or filed into the failed column. */
+	rc = api_card_missing(r, retry ? store_card_release_retry(r->api->st, api_param(r), &t,
+								    &actor, &c)
+				       : store_card_release(r->api->st, api_param(r), &t, &actor,
+							    &c));
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -238,14 +249,21 @@ enum core_rc api_h_state(struct api_req *r)
 					"owned write is fenced by its claim token");
 		w.state = to;
 		w.reason = reason;
-		/* "release": true ends the hold in the same fenced step (boardctl's outcome). */
-		if ((rc = api_json_bool(r, "release", false, &w.release)) != CORE_OK)
+		/* "release": true ends the hold in the same fenced step (boardctl's outcome);
+		 * "retry": true with it counts an attempt (DESIGN §17). */
+		if ((rc = api_json_bool(r, "release", false, &w.release)) != CORE_OK ||
+		    (rc = api_json_bool(r, "retry", false, &w.retry)) != CORE_OK)
 			return rc;
+		if (w.retry && !w.release)
+			return api_fail(r, CORE_ERR_BAD_REQUEST,
+					"\"retry\": true counts an attempt as the claim ends: it "
+					"needs \"release\": true");
 		return owned_write(r, &w);
 	}
-	if (api_json_has(r, "release"))
+	if (api_json_has(r, "release") || api_json_has(r, "retry"))
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
-				"\"release\" is for the owned form (with \"marker\" and If-Match)");
+				"\"%s\" is for the owned form (with \"marker\" and If-Match)",
+				api_json_has(r, "release") ? "release" : "retry");
 	/* SetStateFrom: bots must declare the source column, operators may omit it. */
 	if ((rc = api_json_name(r, "from", false, &from)) != CORE_OK)
 		return rc;

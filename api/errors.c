@@ -51,6 +51,11 @@
 	  "a column's limit or the board's max_claims is reached; nothing was changed")    \
 	X(CORE_ERR_NOT_YET, 409, "Not Yet",                                                \
 	  "the card is scheduled (not_before) and cannot be claimed yet")                  \
+	X(CORE_ERR_IDEMPOTENCY_KEY_REUSED, 422, "Idempotency Key Reused",                  \
+	  "this Idempotency-Key was used with another request body in the last 24 h; "     \
+	  "nothing was changed")                                                           \
+	X(CORE_ERR_IDEMPOTENCY_KEY_IN_FLIGHT, 409, "Idempotency Key In Flight",            \
+	  "a request with this Idempotency-Key is still being served; retry shortly")      \
 	X(CORE_ERR_NOT_IMPLEMENTED, 501, "Not Implemented",                                \
 	  "the server does not implement what the request needs")                          \
 	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable",                            \

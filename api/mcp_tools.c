@@ -6,6 +6,7 @@
 #include "api/api_answer.h"
 #include "api/api_auth.h"
 #include "api/api_cards.h"
+#include "api/api_idem.h"
 #include "api/api_daemon.h"
 #include "api/api_mcp.h"
 #include "api/api_req.h"
@@ -34,7 +35,8 @@
 	",\"awaiting_input\":{\"type\":\"boolean\"}"                                            \
 	",\"gave_up\":{\"type\":[\"object\",\"null\"]}"                                         \
 	",\"state_reason\":{\"type\":[\"string\",\"null\"]}"                                    \
-	",\"created_at\":" S_STR ",\"updated_at\":" S_STR ",\"state_at\":" S_STR "}}"
+	",\"created_at\":" S_STR ",\"updated_at\":" S_STR ",\"state_at\":" S_STR              \
+	",\"not_before\":{\"type\":[\"string\",\"null\"]},\"attempts\":{\"type\":\"integer\"}}}"
 
 #define S_IN(props, req)                                                                    \
 	"{\"type\":\"object\",\"properties\":{" props "},\"required\":[" req "],"                \
@@ -76,13 +78,19 @@ static const struct mcp_tool tools[] = {
 	 S_IN("\"id\":" S_ID, "\"id\""), S_CARD, run_get_card},
 	{"create_card", API_CAP_CREATE, "store_card_create (POST /v1/cards)",
 	 "Create a card. Without a state it goes to the board's first column; with blockers not "
-	 "all done it waits in the board's waiting column.",
+	 "all done it waits in the board's waiting column. With not_before, workers cannot claim "
+	 "it before that time.",
 	 S_IN("\"title\":{\"type\":\"string\",\"maxLength\":65536},\"body\":{\"type\":\"string\","
 	      "\"maxLength\":65536},\"board\":" S_NAME("board name (default: default)")
 	      ",\"state\":" S_NAME("column name") ",\"labels\":" S_LABELS("labels")
 	      ",\"blockers\":{\"type\":\"array\",\"items\":" S_ID ",\"maxItems\":256}"
 	      ",\"priority\":{\"type\":\"integer\",\"minimum\":-2147483648,\"maximum\":2147483647,"
-	      "\"description\":\"claim-next order: higher first (default 0)\"}",
+	      "\"description\":\"claim-next order: higher first (default 0)\"}"
+	      ",\"not_before\":{\"type\":[\"string\",\"null\"],\"format\":\"date-time\","
+	      "\"description\":\"RFC 3339: no worker claims the card before this time\"}"
+	      ",\"idempotency_key\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":255,"
+	      "\"description\":\"a repeat of this call within 24 h (same key, same arguments) "
+	      "answers the card the first created, creating nothing (DESIGN §18)\"}",
 	      "\"title\""),
 	 S_CARD, run_create_card},
 	{"move_card", API_CAP_MOVE, "store_card_set_state_from (PATCH /v1/cards/{id}/state)",
@@ -189,8 +197,11 @@ static enum core_rc run_get_card(struct api_req *r, json_t **out)
 static enum core_rc run_create_card(struct api_req *r, json_t **out)
 {
 	struct core_card *c = NULL;
-	enum core_rc rc = api_card_create(r, true, &c); /* the same fields as POST /v1/cards */
+	enum core_rc rc;
 
+	if (json_object_get(r->json, "idempotency_key"))
+		return api_mcp_create_keyed(r, out); /* DESIGN §18: idem.c */
+	rc = api_card_create(r, true, &c); /* the same fields as POST /v1/cards */
 	return rc == CORE_OK ? card_json(c, out) : rc;
 }
 

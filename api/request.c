@@ -27,6 +27,8 @@ enum core_rc api_body_parse_tree(struct api_req *r)
 	if (!r->json)
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "malformed JSON: %s (line %d, column %d)",
 				jerr.text, jerr.line, jerr.column);
+	if (json_is_array(r->json) && (r->route->flags & API_ROUTE_ARRAY))
+		return CORE_OK; /* a batch: its handler checks each item */
 	if (!json_is_object(r->json))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "the body must be a JSON object");
 	return api_json_fields_check(r, r->json, r->route->fields ? r->route->fields : "", "");
@@ -408,6 +410,24 @@ enum core_rc api_json_priority(struct api_req *r, int32_t *out, bool *present)
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
 				"field \"priority\" must be a 32-bit integer (-2147483648..2147483647)");
 	*out = (int32_t)v;
+	return CORE_OK;
+}
+
+enum core_rc api_json_time(struct api_req *r, const char *key, int64_t *out, bool *present)
+{
+	struct fv v = field(r, key);
+
+	*present = api_json_has(r, key);
+	*out = 0;
+	if (v.t == FV_ABSENT) /* absent, or null: no time */
+		return CORE_OK;
+	if (v.t != FV_STR || !core_time_parse(v.s, out)) {
+		*out = 0;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"field \"%s\" must be an RFC 3339 time (2026-12-24T18:00:00Z, or with "
+				"an offset +hh:mm) or null",
+				key);
+	}
 	return CORE_OK;
 }
 

@@ -20,6 +20,8 @@
 #define BODY API_ROUTE_BODY
 #define RPC API_ROUTE_JSONRPC
 #define FLAT API_ROUTE_FLAT
+#define IDEM API_ROUTE_IDEM
+#define ARRAY API_ROUTE_ARRAY
 #define C_READ API_ROUTE_CAP(API_CAP_READ)
 #define C_CREATE API_ROUTE_CAP(API_CAP_CREATE)
 #define C_LABEL API_ROUTE_CAP(API_CAP_LABEL)
@@ -35,24 +37,26 @@
 	X("GET", "/metrics", api_h_metrics, ANY, PUB, NULL, NULL)                          \
 	X("GET", "/openapi.json", api_h_openapi_json, ANY, PUB, NULL, NULL)                \
 	X("GET", "/openapi.yaml", api_h_openapi_yaml, ANY, PUB, NULL, NULL)                \
-	X("POST", "/v1/cards", api_h_card_create, B | O, BODY | C_CREATE,                  \
-	  "id board title body state labels blockers priority", NULL)                      \
+	X("POST", "/v1/cards", api_h_card_create, B | O, BODY | IDEM | ARRAY | C_CREATE,   \
+	  "id board title body state labels blockers priority ?not_before", NULL)          \
 	X("GET", "/v1/cards", api_h_card_list, ANY, C_READ,                                \
 	  NULL, "board state label claimed limit after")                                   \
 	X("GET", "/v1/cards/{id}", api_h_card_get, ANY, C_READ, NULL, NULL)                \
 	X("GET", "/v1/cards/{id}/runs", api_h_card_runs, ANY, C_READ, NULL, "limit after") \
 	X("PATCH", "/v1/cards/{id}", api_h_card_patch, B | O, BODY | C_CREATE,             \
-	  "title body blockers priority", NULL)                                            \
+	  "title body blockers priority ?not_before", NULL)                                \
 	X("DELETE", "/v1/cards/{id}", api_h_card_delete, O, 0, NULL, NULL)                 \
 	X("POST", "/v1/cards/{id}/claim", api_h_claim, W, BODY | FLAT,                     \
 	  "marker lease_ms", NULL)                                                         \
 	X("POST", "/v1/cards/{id}/renew", api_h_renew, W, BODY | FLAT,                     \
 	  "marker epoch lease_ms", NULL)                                                   \
 	X("POST", "/v1/cards/{id}/release", api_h_release, W, BODY | FLAT,                 \
-	  "marker epoch", NULL)                                                            \
+	  "marker epoch retry", NULL)                                                      \
 	X("POST", "/v1/cards/{id}/claim/revoke", api_h_claim_revoke, O, 0, NULL, NULL)     \
+	X("POST", "/v1/claims/renew", api_h_claims_renew, W, BODY, "tokens lease_ms", NULL) \
+	X("POST", "/v1/claims/release", api_h_claims_release, W, BODY, "tokens", NULL)     \
 	X("PATCH", "/v1/cards/{id}/state", api_h_state, ANY, BODY | FLAT,                  \
-	  "marker from to reason release", NULL)                                           \
+	  "marker from to reason release retry", NULL)                                     \
 	X("PUT", "/v1/cards/{id}/last-run", api_h_last_run, W, BODY | FLAT,                \
 	  "marker ?run_id", NULL)                                                          \
 	X("PUT", "/v1/cards/{id}/awaiting-input", api_h_awaiting_input, W, BODY | FLAT,    \
@@ -73,7 +77,7 @@
 	  "board from to", NULL)                                                           \
 	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY, "board from to", NULL)  \
 	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0, NULL, "board")         \
-	X("POST", "/v1/runs", api_h_run_create, W, BODY,                                   \
+	X("POST", "/v1/runs", api_h_run_create, W, BODY | IDEM,                            \
 	  "card_id marker status id lease_ms", NULL)                                       \
 	X("GET", "/v1/runs", api_h_run_list, ANY, C_READ, NULL,                            \
 	  "board status limit after")                                                      \
@@ -96,11 +100,12 @@
 	X("GET", "/v1/boards", api_h_board_list, ANY, C_READ, NULL, NULL)                  \
 	X("GET", "/v1/boards/{b}", api_h_board_get, ANY, C_READ, NULL, NULL)               \
 	X("PUT", "/v1/boards/{b}", api_h_board_put, O, BODY,                               \
-	  "name columns running completed failed waiting", NULL)                           \
+	  "name columns running completed failed waiting ?max_claims ?retry claimed retry_effective", \
+	  NULL)                                                                            \
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,       \
 	  "to", NULL)                                                                      \
 	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY,                  \
-	  "marker lease_ms columns labels wait_ms", NULL)                                  \
+	  "marker lease_ms columns labels wait_ms count", NULL)                                  \
 	X("GET", "/v1/boards/{b}/activity", api_h_board_activity, ANY, C_READ, NULL, "minutes") \
 	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0, NULL, NULL)         \
 	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0, NULL, NULL)   \

@@ -1,12 +1,16 @@
 /* drain — N ready jobs drained by W workers, each job one claim and one fenced finish; the
  * same loop against boardd and against PostgreSQL (the River / Graphile Worker way).
  *
- *   drain boardd -p PORT [-n 10000] [-w 32] [-b BOARD]   BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN
+ *   drain boardd -p PORT [-n 10000] [-w 32] [-b K] [-B BOARD]   BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN
  *   drain pg -c CONNINFO [-n 10000] [-w 32]
  *
  * A job, on either side, is two durable commits:
  *   boardd  POST /v1/boards/B/claim-next {marker}            (fresh claim, epoch advances)
  *           PATCH /v1/cards/ID/state If-Match: "EPOCH" {marker, to: done, release: true}
+ * With -b K (DESIGN §18) a boardd worker takes K jobs with one claim-next {marker, count: K}
+ * and finishes them with one POST /v1/claims/release {tokens: [{card, marker, epoch, to:
+ * done}, ...]}: each job still its own fresh claim and its own fenced, durable finish, two
+ * requests for K jobs. A job's latency is then its batch's (claim sent -> finish answered).
  *   pg      UPDATE jobs SET marker, epoch+1, lease WHERE id = (SELECT id ... WHERE ready AND
  *           unclaimed ORDER BY priority DESC, created_at, id FOR UPDATE SKIP LOCKED LIMIT 1)
  *           UPDATE jobs SET state done, marker NULL WHERE id AND marker AND epoch   (fenced)
@@ -38,6 +42,7 @@ struct opts {
 	const char *board;
 	long n;
 	int workers;
+	int batch; /* -b K: claim-next count K and finish many; 0: one job per request pair */
 	const char *worker_tok, *bot_tok;
 	bool seed_only; /* -S: create the ready cards and stop (bench/drain.sh's boardctl run) */
 };
@@ -165,6 +170,76 @@ static void *boardd_main(void *arg)
 	return NULL;
 }
 
+/* The batched worker (-b K): claim-next count K, then one finish many for the batch. */
+static void *boardd_batch_main(void *arg)
+{
+	struct wstate *w = arg;
+	struct bench_http *c = bench_http_open("127.0.0.1", w->o->port);
+	size_t cap = (size_t)w->o->batch * 320 + 64, o;
+	char hdr[256], path[256], body[160], marker[48], *rel = malloc(cap);
+	const char *resp, *p, *e;
+	int st, k, ok;
+	uint64_t t0, dt;
+
+	snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", w->o->worker_tok);
+	snprintf(marker, sizeof marker, "drain-%d", w->idx);
+	snprintf(path, sizeof path, "/v1/boards/%s/claim-next", w->o->board);
+	pthread_barrier_wait(w->go);
+	while (c && rel) {
+		t0 = now_us();
+		snprintf(body, sizeof body, "{\"marker\":\"%s\",\"lease_ms\":30000,\"count\":%d}",
+			 marker, w->o->batch);
+		if (bench_http_request(c, "POST", path, hdr, body, &st, &resp) || st != 200) {
+			if (st == 204)
+				break; /* drained */
+			err_note(w, "claim-next count", st, resp);
+			if (st == 0)
+				break;
+			continue;
+		}
+		/* {"claims":[{"card":{"id":"ID",...},"token":{"marker":..,"epoch":N,...}},...]} */
+		o = (size_t)snprintf(rel, cap, "{\"tokens\":[");
+		for (k = 0, p = resp; (p = strstr(p, "{\"card\":{\"id\":\"")) && k < w->o->batch;
+		     k++) {
+			char id[160];
+
+			if (!str_after(p, "{\"card\":{\"id\":\"", id, sizeof id) ||
+			    !(e = strstr(p, "\"token\":{")) || !(e = strstr(e, "\"epoch\":")))
+				break;
+			o += (size_t)snprintf(rel + o, cap - o,
+					      "%s{\"card\":\"%s\",\"marker\":\"%s\",\"epoch\":%lld,"
+					      "\"to\":\"done\"}",
+					      k ? "," : "", id, marker, strtoll(e + 8, NULL, 10));
+			p = e;
+		}
+		if (k == 0 || o + 3 > cap) {
+			err_note(w, "claim-next count answer", st, resp);
+			break;
+		}
+		snprintf(rel + o, cap - o, "]}");
+		if (bench_http_request(c, "POST", "/v1/claims/release", hdr, rel, &st, &resp) ||
+		    st != 200) {
+			err_note(w, "finish many", st, resp);
+			if (st == 0)
+				break;
+			continue;
+		}
+		for (ok = 0, p = resp; (p = strstr(p, "\"status\":")); p++)
+			if (strncmp(p + 9, "200", 3) == 0)
+				ok++;
+			else
+				w->conflicts++;
+		dt = now_us() - t0;
+		while (ok-- > 0) {
+			bench_lat_record(&w->lat, dt);
+			w->jobs++;
+		}
+	}
+	free(rel);
+	bench_http_close(c);
+	return NULL;
+}
+
 /* ---- PostgreSQL ---- */
 
 #ifdef BENCH_HAVE_PQ
@@ -256,7 +331,7 @@ static void *pg_main(void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: drain boardd -p PORT [-n JOBS] [-w WORKERS] [-b BOARD] [-S]\n"
+	fprintf(stderr, "usage: drain boardd -p PORT [-n JOBS] [-w WORKERS] [-b BATCH] [-B BOARD] [-S]\n"
 			"       drain pg -c CONNINFO [-n JOBS] [-w WORKERS]\n"
 			"boardd tokens: BENCH_WORKER_TOKEN, BENCH_BOT_TOKEN\n");
 }
@@ -268,12 +343,13 @@ int main(int argc, char **argv)
 	pthread_t *th;
 	pthread_barrier_t go;
 	struct bench_lat all = {0};
-	uint64_t jobs = 0, conflicts = 0, errors = 0, t0, t1;
+	uint64_t jobs = 0, conflicts = 0, errors = 0, requests, t0, t1;
 	double cpu0, cpu1;
 	unsigned long long lines0 = 0, syncs0 = 0, lines1 = 0, syncs1 = 0;
 	bool fsc = false;
 	void *(*fn)(void *) = NULL;
 	const char *first_err = NULL;
+	char label[32];
 	int opt, i;
 
 	if (argc < 2) {
@@ -282,18 +358,20 @@ int main(int argc, char **argv)
 	}
 	o.target = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "p:c:n:w:b:S")) != -1) {
+	while ((opt = getopt(argc, argv, "p:c:n:w:b:B:S")) != -1) {
 		switch (opt) {
 		case 'p': o.port = (uint16_t)atoi(optarg); break;
 		case 'c': o.conninfo = optarg; break;
 		case 'n': o.n = atol(optarg); break;
 		case 'w': o.workers = atoi(optarg); break;
-		case 'b': o.board = optarg; break;
+		case 'b': o.batch = atoi(optarg); break;
+		case 'B': o.board = optarg; break;
 		case 'S': o.seed_only = true; break;
 		default: usage(); return 2;
 		}
 	}
-	if (o.n < 1 || o.n > 10000000 || o.workers < 1 || o.workers > 1024) {
+	if (o.n < 1 || o.n > 10000000 || o.workers < 1 || o.workers > 1024 || o.batch < 0 ||
+	    o.batch > 100) {
 		usage();
 		return 2;
 	}
@@ -321,7 +399,7 @@ int main(int argc, char **argv)
 			}
 		if (o.seed_only)
 			return 0;
-		fn = boardd_main;
+		fn = o.batch ? boardd_batch_main : boardd_main;
 #ifdef BENCH_HAVE_PQ
 	} else if (strcmp(o.target, "pg") == 0 && o.conninfo) {
 		if (pg_seed(&o) != 0)
@@ -338,7 +416,7 @@ int main(int argc, char **argv)
 		pthread_create(&th[i], NULL, fn, &ws[i]);
 	}
 	usleep(200 * 1000); /* connections opened, statements prepared */
-	if (fn == boardd_main)
+	if (fn == boardd_main || fn == boardd_batch_main)
 		fsc = bench_fs_counters("127.0.0.1", o.port, &lines0, &syncs0);
 	cpu0 = bench_server_cpu_s();
 	t0 = now_us();
@@ -357,16 +435,19 @@ int main(int argc, char **argv)
 		if (!first_err && ws[i].first_err[0])
 			first_err = ws[i].first_err;
 	}
+	/* a job is two requests; a batch of K, two for the K */
+	requests = o.batch ? 2 * ((jobs + (uint64_t)o.batch - 1) / (uint64_t)o.batch) : 2 * jobs;
+	snprintf(label, sizeof label, o.batch ? "%s -b %d" : "%s", o.target, o.batch);
 	printf("drain %-6s jobs %" PRIu64 "/%ld workers %d  %.0f jobs/s  p50 %.2f ms  p99 %.2f ms"
 	       "  max %.2f ms  conflicts %" PRIu64 "  errors %" PRIu64 "  (%.2f s)\n",
-	       o.target, jobs, o.n, o.workers, (double)jobs / ((double)(t1 - t0) / 1e6),
+	       label, jobs, o.n, o.workers, (double)jobs / ((double)(t1 - t0) / 1e6),
 	       (double)bench_lat_quantile(&all, 0.50) / 1000.0,
 	       (double)bench_lat_quantile(&all, 0.99) / 1000.0, (double)all.max_us / 1000.0,
 	       conflicts, errors, (double)(t1 - t0) / 1e6);
 	if (cpu0 >= 0 && cpu1 >= 0 && jobs)
 		printf("  server cpu %.2f s: %.0f us per job, %.0f us per request (BENCH_SERVER_PID)\n",
 		       cpu1 - cpu0, (cpu1 - cpu0) * 1e6 / (double)jobs,
-		       (cpu1 - cpu0) * 1e6 / (double)(2 * jobs));
+		       (cpu1 - cpu0) * 1e6 / (double)requests);
 	if (fsc)
 		printf("  group commit (/metrics): %.1f journal lines per fdatasync, %.0f fdatasync/s\n",
 		       (double)(lines1 - lines0) / (double)(syncs1 - syncs0),

@@ -3,11 +3,14 @@
 # fenced done+release, on boardd (FS store) and the same on PostgreSQL 15 (a private cluster
 # in a temp dir, durable defaults: fsync and synchronous_commit on; SELECT ... FOR UPDATE SKIP
 # LOCKED LIMIT 1 -> UPDATE, W connections), alternated ROUNDS times, fresh data each round;
-# then `boardctl work -- true` (its own overhead per job: run create, last-run, run finished,
-# outcome+release, a process spawned). Prints figures; asserts nothing.
+# boardd's batched drain beside them in each round (DESIGN §18: `drain -b BATCH`, claim-next
+# count BATCH + one finish many per batch); then `boardctl work -- true` (its own overhead per
+# job: run create, last-run, run finished, outcome+release, a process spawned). Prints
+# figures; asserts nothing.
 #
 #   bench/drain.sh                     # 10 000 jobs, 32 workers, 2 rounds, 1 000 boardctl jobs
 #   JOBS=10000 WORKERS=32 ROUNDS=3 BOARDCTL_JOBS=2000 bench/drain.sh
+#   BATCH=100 BATCH_JOBS=100000 bench/drain.sh   # the batched drain's K and its jobs (0: none)
 #   BUILD=build bench/drain.sh         # another build directory (default build-bench, release)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,6 +19,8 @@ JOBS=${JOBS:-10000}
 WORKERS=${WORKERS:-32}
 ROUNDS=${ROUNDS:-2}
 BOARDCTL_JOBS=${BOARDCTL_JOBS:-1000}
+BATCH=${BATCH:-32}
+BATCH_JOBS=${BATCH_JOBS:-$((JOBS * 4))} # a batched round drains in a quarter of a second
 source "$root/bench/pg.sh" # the private cluster: pg_cluster_start, pg_cluster_stop, PGBIN
 source "$root/bench/lib.sh" # boardd_log_port, bench_tokens
 
@@ -63,6 +68,12 @@ for r in $(seq "$ROUNDS"); do
   start_boardd "$r"
   BENCH_SERVER_PID=$boardd_pid "$BUILD/bench/drain" boardd -p "$port" -n "$JOBS" -w "$WORKERS" || true
   stop_boardd
+  if [ "$BATCH" -gt 0 ]; then
+    start_boardd "$r-b"
+    BENCH_SERVER_PID=$boardd_pid "$BUILD/bench/drain" boardd -p "$port" -n "$BATCH_JOBS" \
+      -w "$WORKERS" -b "$BATCH" || true
+    stop_boardd
+  fi
   "$BUILD/bench/drain" pg -c "$conninfo" -n "$JOBS" -w "$WORKERS" || true
 done
 

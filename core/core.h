@@ -41,6 +41,8 @@
 	X(CORE_ERR_INVALID_BOARD, "invalid_board")                                            \
 	X(CORE_ERR_CAPACITY_REACHED, "capacity_reached") /* DESIGN §17: a limit is full */   \
 	X(CORE_ERR_NOT_YET, "not_yet") /* DESIGN §17: the card's not_before has not passed */ \
+	X(CORE_ERR_IDEMPOTENCY_KEY_REUSED, "idempotency_key_reused") /* §18: another body */ \
+	X(CORE_ERR_IDEMPOTENCY_KEY_IN_FLIGHT, "idempotency_key_in_flight") /* §18 */          \
 	X(CORE_ERR_STORE_UNAVAILABLE, "store_unavailable")                                    \
 	X(CORE_ERR_BUSY, "busy")                                                              \
 	X(CORE_ERR_NOMEM, "out_of_memory")                                                    \

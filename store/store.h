@@ -29,6 +29,7 @@ struct store;
 struct metrics_sink;
 struct store_fs_options;    /* store/store_twins.h */
 struct store_mongo_options; /* store/store_twins.h */
+struct store_idem_ops;      /* §18, at the end */
 
 /* A clock the tests can inject; returns ms since the epoch. */
 typedef int64_t (*store_clock_fn)(void *ctx);
@@ -585,6 +586,9 @@ struct store_ops {
 	 * made on first use, the same bytes for every process that shares the store (the key
 	 * agent tokens are signed with, DESIGN §13). */
 	enum core_rc (*secret_get)(struct store *st, const char *name, unsigned char *out);
+
+	/* DESIGN §18: idempotency keys (see the §18 block at the end); NULL: none. */
+	const struct store_idem_ops *idem;
 };
 
 /* ---- wrappers (the only way callers reach a twin) ----
@@ -824,5 +828,86 @@ json_t *store_sub_to_json(const struct store_sub *s, bool stored);
 enum core_rc store_sub_from_json(const json_t *j, struct store_sub **out);
 json_t *store_delivery_to_json(const struct store_delivery *d, bool stored);
 enum core_rc store_delivery_from_json(const json_t *j, struct store_delivery **out);
+
+/* ---- §18: idempotency keys (DESIGN §18) ----
+ *
+ * A record says what the first request under a key answered (status, body, Location), so a
+ * repeat within STORE_IDEM_TTL_MS answers the same and changes nothing. The key is scoped by
+ * the caller (api/idem.c: route, token name, the client's key) and carries a fingerprint of
+ * the request; the same key with another fingerprint is IDEMPOTENCY_KEY_REUSED.
+ *
+ * A request reserves its key (store_idem_begin: NEW), makes its write, then records its
+ * answer (store_idem_end), or drops the reservation (store_idem_abort: a 5xx, so a retry may
+ * try again). While reserved, the same key from another request is PENDING.
+ *
+ * FS twin: the reservation is in memory (one process owns the directory); while it is bound
+ * to the thread (store_idem_bind), the first journal line the thread writes carries the record
+ * as "written, answer not recorded yet", so a crash never keeps the write without its key:
+ * after a restart such a key answers IDEMPOTENCY_KEY_IN_FLIGHT (state LOST) instead of
+ * writing twice. The answer's own line follows in the same ack. Records are snapshotted and
+ * dropped by the compaction once expired.
+ * Mongo twin: collection `idempotency`, _id the scoped key (unique: of two replicas racing,
+ * one inserts the pending record); a pending record older than STORE_IDEM_PENDING_MS was left
+ * by a crash and is taken over (docs/design.md says what that window costs).
+ */
+#define STORE_IDEM_TTL_MS ((int64_t)24 * 3600 * 1000)
+#define STORE_IDEM_PENDING_MS ((int64_t)30000)
+/* How long store_idem_begin waits for another request's reservation to end. */
+#define STORE_IDEM_WAIT_MS 1000
+#define STORE_IDEM_KEY_MAX 1024 /* the scoped key */
+
+enum store_idem_state {
+	STORE_IDEM_NEW,     /* reserved for this request: write, then store_idem_end */
+	STORE_IDEM_DONE,    /* answered before: status, body, location */
+	STORE_IDEM_PENDING, /* another request holds it (after STORE_IDEM_WAIT_MS) */
+	STORE_IDEM_LOST,    /* the write was made, its answer lost in a crash (FS) */
+};
+
+struct store_idem {
+	const char *key; /* the scoped key, printable ASCII, <= STORE_IDEM_KEY_MAX bytes */
+	const char *fp;  /* the request's fingerprint (hex) */
+	/* OUT of store_idem_begin; body and location: store_idem_release frees them */
+	enum store_idem_state state;
+	int status;
+	char *body;
+	char *location; /* "" when the answer had none */
+	/* the twins' */
+	char nonce[33];        /* Mongo: this reservation's own */
+	bool attached;         /* FS: a journal line carries it */
+	struct store *st;      /* the store it was reserved in */
+	struct store_idem *up; /* store_idem_bind's stack */
+};
+
+struct store_idem_ops {
+	/* Looks the key up and, when absent (or expired), reserves it: fills state (and, for
+	 * DONE, status/body/location). IDEMPOTENCY_KEY_REUSED when recorded (or reserved) with
+	 * another fingerprint. */
+	enum core_rc (*begin)(struct store *st, struct store_idem *k);
+	/* Records the answer of a NEW key (status 100..599, body text, location may be NULL). */
+	enum core_rc (*end)(struct store *st, struct store_idem *k, int status, const char *body,
+			    const char *location);
+	/* Drops a NEW key's reservation. */
+	void (*abort)(struct store *st, struct store_idem *k);
+};
+
+/* NOT_IMPLEMENTED for a twin without keys; waits up to STORE_IDEM_WAIT_MS while PENDING. */
+enum core_rc store_idem_begin(struct store *st, struct store_idem *k);
+enum core_rc store_idem_end(struct store *st, struct store_idem *k, int status, const char *body,
+			    const char *location);
+void store_idem_abort(struct store *st, struct store_idem *k);
+/* Frees what begin filled in (k itself is the caller's). */
+void store_idem_release(struct store_idem *k);
+/* Binds k to the calling thread until store_idem_unbind (nests); store_idem_bound: the
+ * innermost, or NULL. */
+void store_idem_bind(struct store_idem *k);
+void store_idem_unbind(struct store_idem *k);
+struct store_idem *store_idem_bound(void);
+/* A record's stored form (both twins): {"fp","status","body","location","at"}; status 0:
+ * written, answer not recorded (LOST). New string; NULL on OOM. */
+char *store_idem_text(const char *fp, int status, const char *body, const char *location,
+		      int64_t at);
+/* Reads a stored record into k (state DONE or LOST; REUSED when its fp is not k->fp).
+ * BAD_REQUEST (STORE_UNAVAILABLE to callers) when malformed. */
+enum core_rc store_idem_parse(const char *text, struct store_idem *k);
 
 #endif

@@ -94,6 +94,7 @@ static const struct store_ops fs_ops = {
 	.reaper_transfer_many = fs_reaper_transfer_many,
 	.reaper_act = fs_reaper_act,
 	.secret_get = fs_secret_get,
+	.idem = &fs_idem_ops,
 	.sub_put = fs_sub_put,
 	.sub_get = fs_sub_get,
 	.sub_list = fs_sub_list,

@@ -194,6 +194,10 @@ struct fs {
 	struct fs_map subs; /* "s/<board>/<name>" -> struct fs_kv: subscriptions (no matching at
 			     * all while empty) */
 	struct fs_map kv;   /* "d/<id>" -> struct fs_kv: deliveries */
+	struct fs_map idem; /* "i/<scoped key>" -> struct fs_kv: idempotency records (§18,
+			     * fs_idem.c; due: when it expires) */
+	struct fs_map idem_pending; /* scoped key -> its struct store_idem: reserved, in memory */
+	size_t idem_sweep;  /* records written since the last sweep of expired ones */
 	struct fs_map floors; /* card id -> struct fs_floor: the epoch floor of ids deleted once
 			       * (never removed; only raised) */
 	struct fs_map post_states; /* state -> struct fs_post (published cards only) */

@@ -43,9 +43,21 @@ enum core_rc fs_board_column_rename(struct store *st, const char *board, const c
 		const struct core_card *seen = ent->dead ? NULL : fs_txn_peek(&t, fs_ent_id(ent), &view);
 		struct core_card *c = NULL;
 
-		if (!seen || strcmp(seen->board, board) != 0 || strcmp(seen->state, from) != 0)
+		if (!seen || strcmp(seen->board, board) != 0)
 			continue;
+		/* A claim taken from the column is now taken from its new name: it keeps counting
+		 * against that column's limit (DESIGN §17), wherever the card sits. */
+		if (strcmp(seen->state, from) != 0) {
+			if (seen->claim.present && seen->claim.from &&
+			    strcmp(seen->claim.from, from) == 0 &&
+			    (rc = fs_txn_card(&t, fs_ent_id(ent), &c)) == CORE_OK)
+				rc = core_str_set(&c->claim.from, to);
+			continue;
+		}
 		rc = fs_txn_card(&t, fs_ent_id(ent), &c);
+		if (rc == CORE_OK && c->claim.present && c->claim.from &&
+		    strcmp(c->claim.from, from) == 0)
+			rc = core_str_set(&c->claim.from, to);
 		/* Machine provenance: the event flows, no effect fires (DESIGN §7). */
 		if (rc == CORE_OK)
 			rc = core_card_state_write(c, to, "state_rename", t.now);

@@ -159,6 +159,7 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 		return CORE_ERR_NOMEM; /* the entries' 32-bit slots */
 	if (fs_ids_reserve(&fs->cards, n_new) || fs_map_reserve(&fs->runs, ch->n_runs) ||
 	    fs_map_reserve(&fs->kv, ch->n_kvs) || fs_map_reserve(&fs->subs, ch->n_kvs) ||
+	    fs_map_reserve(&fs->idem, ch->n_kvs) ||
 	    fs_map_reserve(&fs->floors, n_floors) ||
 	    fs_ptrs_reserve(&fs->claimed, &fs->cap_claimed, fs->n_claimed + n_claims) ||
 	    fs_ptrs_reserve(&fs->recov, &fs->cap_recov, fs->n_recov + n_recov) ||

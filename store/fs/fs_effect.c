@@ -44,7 +44,12 @@ char *fs_dlv_key(const char *id)
 
 static struct fs_map *kv_map(struct fs *fs, const char *key)
 {
-	return key[0] == 's' ? &fs->subs : &fs->kv;
+	return key[0] == 's' ? &fs->subs : key[0] == 'i' ? &fs->idem : &fs->kv;
+}
+
+struct fs_map *fs_kv_map(struct fs *fs, const char *key)
+{
+	return kv_map(fs, key);
 }
 
 static void kv_free(struct fs_kv *kv)
@@ -127,6 +132,8 @@ void fs_kv_release(struct fs *fs)
 {
 	kv_map_free(&fs->kv);
 	kv_map_free(&fs->subs);
+	kv_map_free(&fs->idem);
+	fs_map_release(&fs->idem_pending);
 }
 
 /* ---- decoding the records ---- */

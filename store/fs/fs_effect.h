@@ -14,6 +14,9 @@
 /* Publishes (undo NULL: a replay) one effect record of a change, taking kv's strings. */
 void fs_kv_apply(struct fs *fs, struct fs_kv *kv, struct fs_undo *undo);
 void fs_kv_release(struct fs *fs);
+/* The map a record's key files it in: "s/..." subscriptions, "i/..." idempotency records
+ * (fs_idem.c), else deliveries. */
+struct fs_map *fs_kv_map(struct fs *fs, const char *key);
 /* Frees what settled undo entries replaced / puts back what rolled-back ones replaced. */
 void fs_kv_undo_settle(struct fs_undo *u);
 void fs_kv_undo_rollback(struct fs *fs, struct fs_undo *u);

@@ -1,7 +1,8 @@
-/* Claim-next on the FS twin (DESIGN §12): the pick among the posting lists of the asked
- * columns or the rarest asked label, and the per-state cache of the best unclaimed cards
- * (struct fs_post's top) that spares a drain a walk per claim. The claim itself is
- * fs_claims.c's (fs_claim_begin .. fs_claim_end, the same transaction). */
+/* Claim-next on the FS twin (DESIGN §12, §17): the pick among the posting lists of the asked
+ * columns that have room or the rarest asked label, the per-state cache of the best unclaimed
+ * cards (struct fs_post's top) that spares a drain a walk per claim, and beside it the heap
+ * of the scheduled ones (promoted into the cache when due; the wake time of an empty answer).
+ * The claim itself is fs_claims.c's (fs_claim_begin .. fs_claim_end, the same transaction). */
 #include "store/fs/fs.h"
 #include "store/fs/fs_cards.h"
 #include "store/fs/fs_flat.h"
@@ -198,10 +199,14 @@ void fs_post_sched_offer(struct fs_post *p, struct fs_card_ent *ent, int64_t not
 
 /* The due members of p's heap go to its cache (fs_post_top_offer: in rank order, or left
  * for the next walk); entries that no longer stand are dropped. Afterwards the top, if any,
- * is a live member scheduled after now. */
+ * is a live member scheduled after now. Many due at once (a batch scheduled for the same
+ * time): past SCHED_PROMOTE of them the cache is dropped instead, and the next pick's one walk
+ * sorts them all (each offer may shift the whole cache). */
+#define SCHED_PROMOTE 256
 static void sched_promote(struct fs_post *p, int64_t now)
 {
 	const struct fs_card *c;
+	size_t offered = 0;
 
 	while (p->top_valid && p->sched_n) {
 		struct fs_sched s = p->sched[0];
@@ -209,9 +214,15 @@ static void sched_promote(struct fs_post *p, int64_t now)
 		c = sched_live(p, &s);
 		if (c && s.at > now)
 			break;
+		if (c && offered == SCHED_PROMOTE) {
+			p->top_valid = false;
+			break;
+		}
 		sched_pop(p);
-		if (c)
+		if (c) {
 			fs_post_top_offer(p, s.ent, c);
+			offered++;
+		}
 	}
 }
 

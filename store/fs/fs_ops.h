@@ -69,6 +69,15 @@ enum core_rc fs_stats(struct store *st, struct metrics_sink *out);
 /* fs_secret.c */
 enum core_rc fs_secret_get(struct store *st, const char *name, unsigned char *out);
 
+/* fs_idem.c (DESIGN §18) */
+struct fs_txn;
+extern const struct store_idem_ops fs_idem_ops;
+/* fs_txn_end, before the record is encoded: the key bound to the thread (store_idem_bind),
+ * reserved here and not yet in a line, joins this one. */
+enum core_rc fs_idem_attach(struct fs_txn *t);
+/* A record past its 24 h (by the wall clock): a snapshot leaves it out. */
+bool fs_idem_expired(const struct fs *fs, const struct fs_kv *kv);
+
 /* fs_attention.c */
 enum core_rc fs_attention_list(struct store *st, const char *board, const char *const *boards,
 			       size_t limit, struct store_attention **out, size_t *n,

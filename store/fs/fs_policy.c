@@ -226,11 +226,12 @@ enum core_rc fs_retry_release(struct fs_txn *t, struct core_card *c, const struc
 	out = core_retry_count(c, &policy, t->now, retry_rnd(t->fs));
 	if (out == CORE_RETRY_EXHAUSTED && b->failed) {
 		/* Filed under machine provenance when the reaper files it (reason "watchdog"),
-		 * else as attempts_exhausted; gave_up names the run that failed last. */
-		rc = fs_state_move_only(t, c, b->failed,
-					core_is_machine_reason(reason)
-						? reason
-						: CORE_GAVE_UP_ATTEMPTS_EXHAUSTED,
+		 * else as attempts_exhausted (the filing and its gave_up event alike, as on the
+		 * Mongo twin); gave_up names the run that failed last. */
+		const char *why = core_is_machine_reason(reason) ? reason
+								 : CORE_GAVE_UP_ATTEMPTS_EXHAUSTED;
+
+		rc = fs_state_move_only(t, c, b->failed, why,
 					json_pack("{ss}", "cause", CORE_GAVE_UP_ATTEMPTS_EXHAUSTED),
 					&moved);
 		g.run_id = c->last_run_id;
@@ -239,7 +240,7 @@ enum core_rc fs_retry_release(struct fs_txn *t, struct core_card *c, const struc
 			rc = core_card_gave_up_set(c, &g, t->now);
 		if (rc == CORE_OK) {
 			gp = json_pack("{s:o}", "gave_up", store_gave_up_to_json(&c->gave_up));
-			rc = fs_txn_event(t, CORE_EV_CARD_GAVE_UP, c->board, c->id, reason, gp);
+			rc = fs_txn_event(t, CORE_EV_CARD_GAVE_UP, c->board, c->id, why, gp);
 		}
 		if (rc != CORE_OK)
 			return rc;

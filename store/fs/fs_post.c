@@ -206,11 +206,12 @@ void fs_post_update(struct fs *fs, struct fs_card_ent *ent, const struct fs_card
 		   fs_card_more_of(before)->not_before != fs_card_more_of(now)->not_before &&
 		   (p = fs_map_get(&fs->post_states, now->state))) {
 		/* An unclaimed card rescheduled in place (a PATCH): cleared, it is offered now;
-		 * set or moved, the cache (which may hold it) is rebuilt by the next pick. */
+		 * set or moved, it waits in the heap (the cache, which may hold it, passes over a
+		 * member scheduled after now: fs_next.c's top_live). */
 		if (!fs_card_more_of(now)->not_before)
 			fs_post_top_offer(p, ent, now);
 		else
-			p->top_valid = false;
+			fs_post_sched_offer(p, ent, fs_card_more_of(now)->not_before);
 	}
 	if (before && !now && (p = fs_map_get(&fs->post_states, before->state)))
 		p->top_valid = false;

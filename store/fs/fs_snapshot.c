@@ -47,6 +47,7 @@
 #include "store/fs/fs_io.h"
 #include "store/fs/fs_journal.h"
 #include "store/fs/fs_map.h"
+#include "store/fs/fs_ops.h"
 #include "store/fs/fs_snapshot.h"
 
 #include <errno.h>
@@ -137,17 +138,22 @@ static enum core_rc snap_capture(struct fs *fs, struct snap *s)
 			s->runs[s->n_runs++] = fs->runs.slots[i].val;
 	for (i = fs->ev_head; i < fs->ev_n; i++)
 		s->events[s->n_events++] = fs->ev[i];
-	s->kvs = calloc(fs->kv.n + fs->subs.n + 1, sizeof(*s->kvs));
+	s->kvs = calloc(fs->kv.n + fs->subs.n + fs->idem.n + 1, sizeof(*s->kvs));
 	if (!s->kvs)
 		return CORE_ERR_NOMEM;
-	for (i = 0; i < fs->kv.cap + fs->subs.cap; i++) {
-		const struct fs_map *m = i < fs->kv.cap ? &fs->kv : &fs->subs;
-		size_t k = i < fs->kv.cap ? i : i - fs->kv.cap;
+	for (i = 0; i < fs->kv.cap + fs->subs.cap + fs->idem.cap; i++) {
+		const struct fs_map *m = i < fs->kv.cap				? &fs->kv
+					 : i < fs->kv.cap + fs->subs.cap	? &fs->subs
+									: &fs->idem;
+		size_t k = m == &fs->kv ? i : m == &fs->subs ? i - fs->kv.cap
+							     : i - fs->kv.cap - fs->subs.cap;
 		const struct fs_kv *kv = m->slots[k].val;
 		struct fs_kv *c = &s->kvs[s->n_kvs];
 
 		if (!m->slots[k].key)
 			continue;
+		if (m == &fs->idem && fs_idem_expired(fs, kv))
+			continue; /* an expired key goes with the journal it was in (§18) */
 		c->key = strdup(kv->key);
 		c->val = strdup(kv->val);
 		c->due = kv->due;

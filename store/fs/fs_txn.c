@@ -22,6 +22,7 @@
 #include "store/fs/fs_index.h"
 #include "store/fs/fs_journal.h"
 #include "store/fs/fs_map.h"
+#include "store/fs/fs_ops.h"
 #include "store/fs/fs_snapshot.h"
 #include "store/fs/fs_txn.h"
 #include "store/fs/fs_undo.h"
@@ -400,7 +401,7 @@ const char *fs_txn_kv_peek(struct fs_txn *t, const char *key)
 	for (i = 0; i < t->ch.n_kvs; i++)
 		if (strcmp(t->ch.kvs[i].key, key) == 0)
 			return t->ch.kvs[i].val;
-	kv = fs_map_get(key[0] == 's' ? &t->fs->subs : &t->fs->kv, key);
+	kv = fs_map_get(fs_kv_map(t->fs, key), key);
 	return kv ? kv->val : NULL;
 }
 
@@ -555,8 +556,11 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 	if (rc != CORE_OK ||
 	    (!ch->n_cards && !ch->n_runs && !ch->n_boards && !ch->n_events && !ch->n_kvs))
 		goto unlock;
+	/* A bound idempotency key rides in the first line its request writes (§18). */
+	rc = fs_idem_attach(t);
 	/* The effects ride in the same line as the events that fired them (DESIGN §14). */
-	rc = fs_effects_match(t);
+	if (rc == CORE_OK)
+		rc = fs_effects_match(t);
 	if (rc == CORE_OK && t->n_hits)
 		rc = txn_answers_refresh(t);
 	if (rc != CORE_OK)

@@ -61,6 +61,10 @@
  * 10. Retention. The maintenance thread deletes the events older than the newest
  *     MGO_EVENTS_KEEP_DEFAULT seqs (bounded deletes). An outbox entry that outlived that
  *     window (a pull that kept failing) would be delivered again with a new seq.
+ * 11. Capacity slots + the claim (DESIGN §17, mongo_policy.c). NOT atomic: the slot is taken
+ *     before the card's CAS and freed after the release's. Exact anyway: the slot is held
+ *     whenever the claim is (over-counting only in between), and a slot leaked by a crash is
+ *     repaired by the reaper's repair pass against its card, never guessed (see there).
  */
 #include "store/mongo/mongo.h"
 #include "store/mongo/mongo_db.h"
@@ -91,6 +95,7 @@ static const struct store_ops mgo_ops = {
 	.board_list = mgo_board_list,
 	.board_get = mgo_board_get,
 	.board_put = mgo_board_put,
+	.board_claimed = mgo_board_claimed,
 	.board_column_rename = mgo_board_column_rename,
 	.labels_sweep = mgo_labels_sweep,
 	.card_create = mgo_card_create,
@@ -139,6 +144,7 @@ static const struct store_ops mgo_ops = {
 	.delivery_lease = mgo_delivery_lease,
 	.delivery_finish = mgo_delivery_finish,
 	.delivery_retry = mgo_delivery_retry,
+	.idem = &mgo_idem_ops,
 };
 
 /* ---- the driver's global state: mongoc_init() once, mongoc_cleanup() at exit ---- */
@@ -176,6 +182,13 @@ static const struct index_spec indexes[] = {
 	{"cards", "gave_up", "gave_up.at", NULL, false, {NULL}},       /* attention */
 	{"cards", "awaiting_input", "awaiting_input", NULL, false, {NULL}}, /* attention */
 	{"cards", "outbox", "outbox.q_ts", NULL, false, {NULL}},
+	/* DESIGN §17 (mongo_policy.c): claim-next's wake_at (the earliest not_before of a
+	 * board's columns), the claimed counts by claim.from, the capacity slots */
+	{"cards", "not_before", "board", "state", false, {"not_before", NULL}},
+	{"cards", "claim_from", "board", "claim.from", false, {NULL}},
+	{"slots", "board_col", "board", "col", false, {"owner", "i", NULL}},
+	{"slots", "owner", "owner", "epoch", false, {NULL}},
+	{"slots", "repair", "at", NULL, false, {NULL}},
 	{"events", "seq", "seq", NULL, true, {NULL}},
 	/* a board's tail by board_seq (DESIGN §11); not unique: fillers and events of an
 	 * earlier version hold none, and the counter hands board_seqs out (mongo_bseq.c) */

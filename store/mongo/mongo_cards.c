@@ -290,6 +290,7 @@ static enum core_rc create_build(struct mgo_conn *c, const struct store_card_cre
 	    core_str_set(&card->body, in->body ? in->body : ""))
 		goto out;
 	card->priority = in->priority;
+	card->not_before = in->not_before > 0 ? in->not_before : 0; /* DESIGN §17 */
 	if (in->labels && (rc = core_labels_set(card, in->labels, &changed)) != CORE_OK)
 		goto out;
 	if (in->blockers &&
@@ -452,6 +453,11 @@ static enum core_rc patch_once(struct mgo_conn *c, const char *id,
 		if (json_array_append_new(fields, json_string("priority")))
 			goto out;
 	}
+	if (p->has_not_before) { /* DESIGN §17: 0 clears; it may make the card available */
+		now->not_before = p->not_before > 0 ? p->not_before : 0;
+		if (json_array_append_new(fields, json_string("not_before")))
+			goto out;
+	}
 	if (p->blockers) {
 		core_strv_release(&now->blockers);
 		now->blockers = bl;
@@ -587,6 +593,9 @@ enum core_rc mgo_card_delete(struct store *st, const char *id, const struct stor
 			if (outbox_then_deleted(&c, &gone, card, &q) != CORE_OK)
 				fprintf(stderr, "boardd: mongo: card %s deleted; its events were "
 						"not recorded\n", id);
+			/* DESIGN §17: a claim deleted with its card gives its slots back (else
+			 * the repair pass would, finding the card gone). */
+			mgo_slots_after_cas(&c, card, &(struct core_card){0}, &gone);
 		} else {
 			rc = CORE_OK; /* a foreign, unreadable document: deleted all the same */
 		}

@@ -93,6 +93,12 @@ static void filter_build(bson_t *f, const struct core_card *was, unsigned pre)
 		mgo_strv_append(f, "labels", &was->labels);
 	if (pre & MGO_PRE_BLOCKERS)
 		mgo_strv_append(f, "blockers", &was->blockers);
+	if (pre & MGO_PRE_SCHED) {
+		if (was->not_before)
+			BSON_APPEND_DATE_TIME(f, "not_before", was->not_before);
+		else
+			exists_false(f, "not_before");
+	}
 	if (pre & MGO_PRE_COMMENTS) {
 		BSON_APPEND_DOCUMENT_BEGIN(f, "comments", &sz);
 		BSON_APPEND_INT32(&sz, "$size", (int32_t)was->n_comments);
@@ -110,7 +116,8 @@ static bool str_eq(const char *a, const char *b)
 static bool claim_eq(const struct core_claim *a, const struct core_claim *b)
 {
 	return a->present == b->present && str_eq(a->marker, b->marker) &&
-	       str_eq(a->holder, b->holder) && a->claimed_at == b->claimed_at && a->has_lease == b->has_lease &&
+	       str_eq(a->holder, b->holder) && str_eq(a->from, b->from) &&
+	       a->claimed_at == b->claimed_at && a->has_lease == b->has_lease &&
 	       a->lease_until == b->lease_until && a->lease_ms == b->lease_ms;
 }
 
@@ -143,7 +150,7 @@ static void diff_date(bson_t *set, const char *key, int64_t was, int64_t now, si
 
 /* Builds the update; *n counts the fields written (0 and no events: nothing to do). */
 static bool update_build(bson_t *u, const struct core_card *was, const struct core_card *now,
-			 const struct mgo_evq *q, size_t *n)
+			 const struct mgo_evq *q, int64_t slot_epoch, size_t *n)
 {
 	bson_t set, unset, push, each, arr;
 	char ibuf[16];
@@ -177,6 +184,15 @@ static bool update_build(bson_t *u, const struct core_card *was, const struct co
 		ok = ok && BSON_APPEND_INT64(&set, "claim_epoch", now->claim_epoch);
 	if (was->priority != now->priority && ++*n)
 		ok = ok && BSON_APPEND_INT32(&set, "priority", now->priority);
+	/* DESIGN §17: the schedule and the attempts (absent: none). */
+	if (was->not_before != now->not_before && ++*n) {
+		if (now->not_before)
+			ok = ok && BSON_APPEND_DATE_TIME(&set, "not_before", now->not_before);
+		else
+			BSON_APPEND_INT32(&unset, "not_before", 1);
+	}
+	if (was->attempts != now->attempts && ++*n)
+		ok = ok && BSON_APPEND_INT32(&set, "attempts", now->attempts);
 	if (was->awaiting_input != now->awaiting_input && ++*n)
 		ok = ok && BSON_APPEND_BOOL(&set, "awaiting_input", now->awaiting_input);
 	if (!gave_up_eq(&was->gave_up, &now->gave_up) && ++*n) {
@@ -197,6 +213,8 @@ static bool update_build(bson_t *u, const struct core_card *was, const struct co
 		ok = ok && bson_append_array_end(&each, &arr) &&
 		     bson_append_document_end(&push, &each);
 	}
+	if (slot_epoch > 0) /* DESIGN §17: the claim holds capacity slots (mongo_policy.c) */
+		ok = ok && BSON_APPEND_INT64(&set, "slot_epoch", slot_epoch) && ++*n;
 	if (q->n)
 		ok = ok && mgo_evq_push_append(q, &push);
 	if (!bson_empty(&set))
@@ -237,9 +255,11 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 	struct core_card *eff_card = NULL;
 	struct mgo_evq eff_q = {0};
 	size_t n;
+	int64_t slot_epoch = c->slot_epoch_set;
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	*hit = false;
+	c->slot_epoch_set = 0;
 	if (out)
 		*out = NULL;
 	/* The effects of the step's events, decided on private copies: the caller's queue and
@@ -256,7 +276,7 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 			pre |= MGO_PRE_LABELS;
 		rc = CORE_ERR_NOMEM;
 	}
-	if (!update_build(&update, was, now, q, &n))
+	if (!update_build(&update, was, now, q, slot_epoch, &n))
 		goto out;
 	if (n == 0 && q->n == 0) {
 		/* Nothing changed: the read was the linearisation point. */
@@ -274,6 +294,8 @@ enum core_rc mgo_card_cas(struct mgo_conn *c, const struct core_card *was,
 		goto out;
 	*hit = true;
 	rc = mgo_evq_deliver(c, c->cards, was->id, q, doc);
+	/* After the events: a claim that takes a freed slot is logged after this release. */
+	mgo_slots_after_cas(c, was, now, doc);
 	if (rc == CORE_OK && out) {
 		rc = mgo_card_from_bson(doc, out);
 		if (rc == CORE_ERR_BAD_REQUEST)
@@ -617,6 +639,9 @@ enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 	}
 	*hit = false;
 	rc = mgo_state_apply(c, now, to, reason, extra, q, &moved);
+	/* DESIGN §17: entering the completed column resets the attempts. */
+	if (rc == CORE_OK && moved && b && b->completed && strcmp(to, b->completed) == 0)
+		core_attempts_reset(now);
 	if (rc == CORE_OK)
 		rc = mgo_card_cas(c, was, now, pre | MGO_PRE_STATE, q, hit, out);
 	if (rc == CORE_OK && *hit && moved)

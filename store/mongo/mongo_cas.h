@@ -16,6 +16,7 @@ enum mgo_pre {
 	MGO_PRE_LABELS = 1 << 3,   /* labels, the whole array */
 	MGO_PRE_BLOCKERS = 1 << 4, /* blockers, the whole array */
 	MGO_PRE_COMMENTS = 1 << 5, /* the number of comments */
+	MGO_PRE_SCHED = 1 << 6,    /* not_before, absence included (DESIGN §17) */
 };
 
 /* Reads card `id`: NOT_FOUND, STORE_UNAVAILABLE, NOMEM. Caller frees *out. */

@@ -25,7 +25,10 @@ static json_t *token_json(const char *marker, const struct core_card *c)
 struct claim_arg {
 	const char *id, *marker, *holder;
 	int64_t lease_ms;
-	bool fresh; /* OUT of the attempt that hit */
+	bool fresh;      /* OUT of the attempt that hit */
+	bool only_fresh; /* claim-next: a card claimed already is a conflict, never a re-claim */
+	char *detail;    /* NOT_YET, CAPACITY_REACHED: what was found (DESIGN §17) */
+	size_t detail_len;
 };
 
 static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
@@ -34,6 +37,7 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 	struct claim_arg *x = (struct claim_arg *)arg;
 	struct mgo_attempt a;
 	struct mgo_evq q;
+	struct mgo_slot_hold hold = {0};
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
 	struct mgo_lookup lk;
@@ -41,6 +45,8 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 
 	mgo_evq_init(&q, c->m);
 	x->fresh = false;
+	if (rc == CORE_OK && x->only_fresh && a.was->claim.present)
+		rc = CORE_ERR_CLAIM_CONFLICT;
 	/* A fresh hold of a card still waiting on its blockers would let it be worked and
 	 * filed done before them (DESIGN §11). Read, not guarded: a blocker only ever moves
 	 * toward done while it has dependents (reopen refuses otherwise). */
@@ -53,29 +59,40 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 	if (rc == CORE_OK)
 		rc = core_claim_acquire(a.now, &a.b, x->marker, x->holder, x->lease_ms, c->now,
 					c->now, &x->fresh);
+	if (rc == CORE_ERR_NOT_YET && x->detail)
+		core_not_yet_check(a.was, c->now, x->detail, x->detail_len);
+	/* DESIGN §17: a fresh claim from a column (or board) with a limit holds a slot first
+	 * (mongo_policy.c); the card write then carries the slots' epoch. */
+	if (rc == CORE_OK && x->fresh && mgo_slots_needed(&a.b, a.now->claim.from)) {
+		rc = mgo_slots_take(c, &a.b, a.now->claim.from, a.now->id, a.now->claim_epoch,
+				    &hold, x->detail, x->detail_len);
+		if (rc == CORE_OK)
+			c->slot_epoch_set = a.now->claim_epoch;
+	}
 	/* An idempotent re-claim is renewal-like: no event. */
 	if (rc == CORE_OK && x->fresh)
 		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, a.now->board, a.now->id, c->actor, NULL,
 			    c->now, token_json(x->marker, a.now));
-	/* A fresh hold also pins the blockers it judged all done: one added since the read
-	 * makes the write miss and the next attempt judge again. */
+	/* A fresh hold also pins the blockers it judged all done, and the schedule: one added
+	 * since the read makes the write miss and the next attempt judge again. */
 	if (rc == CORE_OK)
 		rc = mgo_card_cas(c, a.was, a.now,
-				  MGO_PRE_STATE | MGO_PRE_CLAIM | (x->fresh ? MGO_PRE_BLOCKERS : 0),
+				  MGO_PRE_STATE | MGO_PRE_CLAIM |
+					  (x->fresh ? MGO_PRE_BLOCKERS | MGO_PRE_SCHED : 0),
 				  &q, hit, out);
+	c->slot_epoch_set = 0;
+	if (rc != CORE_OK || !*hit)
+		mgo_slots_give_back(c, &hold);
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);
 	return rc;
 }
 
-enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker,
-			    int64_t lease_ms, const struct store_actor *actor,
-			    struct store_claim_result *out)
+static enum core_rc claim_run(struct mgo_conn *c, struct claim_arg *x,
+			      struct store_claim_result *out)
 {
-	struct claim_arg x = {id, marker, store_actor_holder(actor), lease_ms, false};
-	enum core_rc rc;
+	enum core_rc rc = mgo_card_retry_on(c, claim_once, x, CORE_ERR_CLAIM_CONFLICT, &out->card);
 
-	rc = mgo_card_retry(st, actor, claim_once, &x, CORE_ERR_CLAIM_CONFLICT, &out->card);
 	if (rc == CORE_OK && (!out->card->claim.present || !out->card->has_epoch)) {
 		/* The stored post-image lost the claim at once (a foreign writer): no token. */
 		core_card_free(out->card);
@@ -83,11 +100,37 @@ enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker
 		return CORE_ERR_CLAIM_CONFLICT;
 	}
 	if (rc == CORE_OK) {
-		out->fresh = x.fresh;
+		out->fresh = x->fresh;
 		out->token.marker = out->card->claim.marker;
 		out->token.epoch = out->card->claim_epoch;
 	}
 	return rc;
+}
+
+enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker,
+			    int64_t lease_ms, const struct store_actor *actor,
+			    struct store_claim_result *out)
+{
+	struct claim_arg x = {id, marker, store_actor_holder(actor), lease_ms, false, false,
+			      out->detail, sizeof(out->detail)};
+	struct mgo_conn c;
+	enum core_rc rc = mgo_conn_open(mgo_of(st), &c);
+
+	if (rc != CORE_OK)
+		return rc;
+	c.actor = mgo_actor_name(actor);
+	rc = claim_run(&c, &x, out);
+	mgo_conn_close(&c);
+	return rc;
+}
+
+enum core_rc mgo_claim_fresh(struct mgo_conn *c, const char *id, const char *marker,
+			     const char *holder, int64_t lease_ms, struct store_claim_result *out)
+{
+	struct claim_arg x = {id, marker, holder, lease_ms, false, true,
+			      out->detail, sizeof(out->detail)};
+
+	return claim_run(c, &x, out);
 }
 
 /* ---- renew, release ---- */
@@ -189,16 +232,27 @@ enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_
 	return rc;
 }
 
-/* Clears a->now's claim and queues card_released {marker, epoch} as the claim stands now. */
-void mgo_release_apply(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
-			  struct mgo_evq *q)
+/* Clears a->now's claim and queues card_released {marker, epoch} as the claim stands now,
+ * with `extra`'s fields (stolen; may be NULL). */
+static void release_apply_extra(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
+				struct mgo_evq *q, json_t *extra)
 {
 	json_t *payload = token_json(a->now->claim.marker, a->now);
+
+	if (payload && extra)
+		json_object_update(payload, extra);
+	json_decref(extra);
 
 	core_claim_clear(a->now);
 	a->now->updated_at = c->now;
 	mgo_evq_add(q, CORE_EV_CARD_RELEASED, a->now->board, a->now->id, c->actor, reason, c->now,
 		    payload);
+}
+
+void mgo_release_apply(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
+		       struct mgo_evq *q)
+{
+	release_apply_extra(c, a, reason, q, NULL);
 }
 
 enum core_rc mgo_release_write(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
@@ -210,6 +264,25 @@ enum core_rc mgo_release_write(struct mgo_conn *c, struct mgo_attempt *a, const 
 	mgo_evq_init(&q, c->m);
 	mgo_release_apply(c, a, reason, &q);
 	rc = mgo_card_cas(c, a->was, a->now, MGO_PRE_CLAIM, &q, hit, out);
+	mgo_evq_release(&q);
+	return rc;
+}
+
+enum core_rc mgo_retry_release_write(struct mgo_conn *c, struct mgo_attempt *a,
+				     const char *reason, bool *hit, struct core_card **out)
+{
+	struct mgo_evq q;
+	json_t *extra = NULL;
+	enum core_rc rc;
+
+	mgo_evq_init(&q, c->m);
+	rc = mgo_retry_apply(c, a, reason, &q, &extra);
+	if (rc == CORE_OK) {
+		release_apply_extra(c, a, reason, &q, extra);
+		rc = mgo_card_cas(c, a->was, a->now, MGO_PRE_CLAIM | MGO_PRE_STATE, &q, hit, out);
+	} else {
+		json_decref(extra);
+	}
 	mgo_evq_release(&q);
 	return rc;
 }
@@ -296,6 +369,7 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	struct mgo_attempt a;
 	struct core_run *run = NULL;
 	bool moved = false;
+	json_t *extra = NULL;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
 	mgo_evq_init(&q, c->m);
@@ -309,6 +383,12 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 		rc = core_transition_check(&a.b, a.was->state, w->state, CORE_MOVER_OWNER);
 		if (rc == CORE_OK)
 			rc = mgo_state_apply(c, a.now, w->state, w->reason, NULL, &q, &moved);
+		/* DESIGN §17: a completion resets the attempts */
+		if (rc == CORE_OK && moved && a.b.completed && strcmp(w->state, a.b.completed) == 0)
+			core_attempts_reset(a.now);
+		break;
+	case STORE_OWNED_NOTHING: /* the release alone (a retry release) */
+		rc = w->release ? CORE_OK : CORE_ERR_BAD_REQUEST;
 		break;
 	case STORE_OWNED_LAST_RUN:
 		/* A run's card, owner and claim epoch never change: read, not guarded. */
@@ -344,8 +424,13 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	}
 	/* The release rides in the same conditional update as the write (the reaper's
 	 * file-and-release): fenced by the same token, one atomic step, the events of both. */
-	if (rc == CORE_OK && w->release)
-		mgo_release_apply(c, &a, w->event_reason, &q);
+	/* DESIGN §17: a retry counts its attempt in the same step (or files the card). */
+	if (rc == CORE_OK && w->release && w->retry)
+		rc = mgo_retry_apply(c, &a, w->event_reason, &q, &extra);
+	if (rc == CORE_OK && w->release) {
+		release_apply_extra(c, &a, w->event_reason, &q, extra);
+		extra = NULL;
+	}
 	if (rc == CORE_OK)
 		rc = mgo_card_cas(c, a.was, a.now,
 				  MGO_PRE_CLAIM | MGO_PRE_STATE |
@@ -354,6 +439,7 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 	if (rc == CORE_OK && *hit && moved)
 		mgo_state_after(c, &a.b, a.now->id, w->state, w->reason);
 out:
+	json_decref(extra);
 	core_run_free(run);
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);

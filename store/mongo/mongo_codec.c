@@ -54,6 +54,9 @@ bool mgo_claim_append(bson_t *doc, const char *key, const struct core_claim *cl)
 	     BSON_APPEND_DATE_TIME(&d, "claimed_at", cl->claimed_at);
 	if (ok && cl->holder)
 		ok = BSON_APPEND_UTF8(&d, "holder", cl->holder);
+	/* DESIGN §17: the column it was taken from; absent on older claims. */
+	if (ok && cl->from)
+		ok = BSON_APPEND_UTF8(&d, "from", cl->from);
 	/* A claim without a lease is written without the lease fields, as a stripped one
 	 * reads: the absence is what the un-leased arm selects. */
 	if (ok && cl->has_lease)
@@ -104,6 +107,11 @@ bool mgo_card_to_bson(const struct core_card *c, int64_t ord, bson_t *doc)
 		ok = mgo_gave_up_append(doc, "gave_up", &c->gave_up);
 	if (ok && c->state_reason)
 		ok = BSON_APPEND_UTF8(doc, "state_reason", c->state_reason);
+	/* DESIGN §17: absent = no schedule, no attempts (documents of earlier versions). */
+	if (ok && c->not_before)
+		ok = BSON_APPEND_DATE_TIME(doc, "not_before", c->not_before);
+	if (ok && c->attempts)
+		ok = BSON_APPEND_INT32(doc, "attempts", c->attempts);
 	return ok && BSON_APPEND_DATE_TIME(doc, "created_at", c->created_at) &&
 	       BSON_APPEND_DATE_TIME(doc, "updated_at", c->updated_at) &&
 	       BSON_APPEND_DATE_TIME(doc, "state_at", c->state_at);
@@ -142,9 +150,22 @@ bool mgo_board_to_bson(const struct core_board *b, bson_t *doc)
 		     BSON_APPEND_UTF8(&col, "name", b->cols[i].name) &&
 		     BSON_APPEND_BOOL(&col, "terminal", b->cols[i].terminal) &&
 		     BSON_APPEND_BOOL(&col, "eligible", b->cols[i].eligible) &&
+		     (b->cols[i].limit <= 0 || BSON_APPEND_INT32(&col, "limit", b->cols[i].limit)) &&
 		     bson_append_document_end(&arr, &col);
 	}
 	ok = ok && bson_append_array_end(doc, &arr);
+	/* DESIGN §17: absent = no limit, the default retry policy. */
+	if (ok && b->max_claims > 0)
+		ok = BSON_APPEND_INT32(doc, "max_claims", b->max_claims);
+	if (ok && b->has_retry) {
+		bson_t r;
+
+		ok = BSON_APPEND_DOCUMENT_BEGIN(doc, "retry", &r) &&
+		     BSON_APPEND_INT32(&r, "max_attempts", b->retry.max_attempts) &&
+		     BSON_APPEND_INT64(&r, "backoff_ms", b->retry.backoff_ms) &&
+		     BSON_APPEND_INT64(&r, "max_backoff_ms", b->retry.max_backoff_ms) &&
+		     bson_append_document_end(doc, &r);
+	}
 	return ok && append_str_opt(doc, "running", b->running) &&
 	       append_str_opt(doc, "completed", b->completed) &&
 	       append_str_opt(doc, "failed", b->failed) && append_str_opt(doc, "waiting", b->waiting);
@@ -437,6 +458,7 @@ static void rd_claim(struct rd *r, struct core_card *c)
 	}
 	c->claim.present = true;
 	c->claim.holder = rd_str(&sub, "holder", false);
+	c->claim.from = rd_str(&sub, "from", false); /* DESIGN §17; absent on older claims */
 	c->claim.claimed_at = rd_i64(&sub, "claimed_at", false, NULL);
 	c->claim.lease_until = rd_i64(&sub, "lease_until", false, &lease);
 	c->claim.has_lease = lease;
@@ -494,6 +516,10 @@ enum core_rc mgo_card_from_bson(const bson_t *doc, struct core_card **out)
 	c->created_at = rd_i64(&r, "created_at", false, NULL);
 	c->updated_at = rd_i64(&r, "updated_at", false, NULL);
 	c->state_at = rd_i64(&r, "state_at", false, NULL);
+	c->not_before = rd_i64(&r, "not_before", false, NULL);
+	c->attempts = (int32_t)rd_i64(&r, "attempts", false, NULL);
+	if (c->attempts < 0)
+		c->attempts = 0;
 	if (!r.ok || !r.shape) {
 		core_card_free(c);
 		return r.ok ? CORE_ERR_BAD_REQUEST : CORE_ERR_NOMEM;
@@ -567,8 +593,18 @@ enum core_rc mgo_board_from_bson(const bson_t *doc, struct core_board *out)
 		b.cols[b.n_cols].name = rd_str(&sub, "name", true);
 		b.cols[b.n_cols].terminal = rd_bool(&sub, "terminal");
 		b.cols[b.n_cols].eligible = rd_bool(&sub, "eligible");
+		b.cols[b.n_cols].limit = (int32_t)rd_i64(&sub, "limit", false, NULL);
 		b.n_cols++;
 		r.ok = sub.ok;
+		r.shape = sub.shape;
+	}
+	b.max_claims = (int32_t)rd_i64(&r, "max_claims", false, NULL);
+	if (r.ok && r.shape && rd_sub(doc, "retry", &d, false)) {
+		sub = (struct rd){.doc = &d, .ok = true, .shape = true};
+		b.has_retry = true;
+		b.retry.max_attempts = (int32_t)rd_i64(&sub, "max_attempts", true, NULL);
+		b.retry.backoff_ms = rd_i64(&sub, "backoff_ms", true, NULL);
+		b.retry.max_backoff_ms = rd_i64(&sub, "max_backoff_ms", true, NULL);
 		r.shape = sub.shape;
 	}
 	if (!r.ok || !r.shape) {

@@ -32,6 +32,9 @@ struct mgo_conn {
 	int64_t now;
 	struct mgo_actor actor; /* name borrowed; "" by default */
 	uint64_t brk_gen; /* the breaker's generation at open (mgo_breaker_enter) */
+	/* DESIGN §17: > 0: the next mgo_card_cas also sets the card's slot_epoch to it (its
+	 * claim holds capacity slots, mongo_policy.c); reset by that write. */
+	int64_t slot_epoch_set;
 };
 
 /* The driver's log lines (mongo_log.c): warnings and errors on stderr with boardd's prefix,

@@ -44,11 +44,12 @@ static bool strv_array(bson_t *d, const char *key, const struct core_strv *sv)
 	return ok && bson_append_array_end(d, &arr);
 }
 
-/* {board, state: {$in}, claim: null, labels: {$all}} — the part every query shares. */
-static bool base_filter(bson_t *f, const char *board, const struct core_strv *cols,
-			const struct core_strv *labels)
+/* {board, state: {$in}, claim: null, labels: {$all}, not_before passed} — the part every
+ * query shares. sched_now < 0: no schedule term (the wake_at look-up adds its own). */
+static bool base_filter_at(bson_t *f, const char *board, const struct core_strv *cols,
+			   const struct core_strv *labels, int64_t sched_now)
 {
-	bson_t sub;
+	bson_t sub, or, o;
 	bool ok = BSON_APPEND_UTF8(f, "board", board) &&
 		  BSON_APPEND_DOCUMENT_BEGIN(f, "state", &sub) && strv_array(&sub, "$in", cols) &&
 		  bson_append_document_end(f, &sub) && BSON_APPEND_NULL(f, "claim");
@@ -56,8 +57,21 @@ static bool base_filter(bson_t *f, const char *board, const struct core_strv *co
 	if (ok && labels && labels->n)
 		ok = BSON_APPEND_DOCUMENT_BEGIN(f, "labels", &sub) &&
 		     strv_array(&sub, "$all", labels) && bson_append_document_end(f, &sub);
+	/* DESIGN §17: a card scheduled after now does not fit (no schedule: absent) */
+	if (ok && sched_now >= 0)
+		ok = BSON_APPEND_ARRAY_BEGIN(f, "$or", &or) &&
+		     BSON_APPEND_DOCUMENT_BEGIN(&or, "0", &o) &&
+		     BSON_APPEND_DOCUMENT_BEGIN(&o, "not_before", &sub) &&
+		     BSON_APPEND_BOOL(&sub, "$exists", false) && bson_append_document_end(&o, &sub) &&
+		     bson_append_document_end(&or, &o) && BSON_APPEND_DOCUMENT_BEGIN(&or, "1", &o) &&
+		     BSON_APPEND_DOCUMENT_BEGIN(&o, "not_before", &sub) &&
+		     BSON_APPEND_DATE_TIME(&sub, "$lte", sched_now) &&
+		     bson_append_document_end(&o, &sub) && bson_append_document_end(&or, &o) &&
+		     bson_append_array_end(f, &or);
 	return ok;
 }
+
+
 
 static bool sort_append(bson_t *d, const char *key)
 {
@@ -82,7 +96,7 @@ static enum core_rc blocked_pick(struct mgo_conn *c, const struct core_board *b,
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	*id = NULL;
-	if (!base_filter(&filter, b->name, cols, labels) ||
+	if (!base_filter_at(&filter, b->name, cols, labels, c->now) ||
 	    !BSON_APPEND_DOCUMENT_BEGIN(&filter, "blockers.0", &ex) ||
 	    !BSON_APPEND_BOOL(&ex, "$exists", true) || !bson_append_document_end(&filter, &ex) ||
 	    !sort_append(&opts, "sort") || !BSON_APPEND_INT64(&opts, "limit", NEXT_BLOCKED_SCAN))
@@ -116,7 +130,8 @@ static bool take_filter(bson_t *f, const char *board, const struct core_strv *co
 			int64_t epoch_eq)
 {
 	bson_t and, a0, a1, or0, or1, o, sub;
-	bool ok = base_filter(f, board, cols, labels) && BSON_APPEND_ARRAY_BEGIN(f, "$and", &and);
+	bool ok = base_filter_at(f, board, cols, labels, now) &&
+		  BSON_APPEND_ARRAY_BEGIN(f, "$and", &and);
 
 	/* blockers: none, or the one card checked above */
 	ok = ok && BSON_APPEND_DOCUMENT_BEGIN(&and, "0", &a0) &&
@@ -153,13 +168,14 @@ static bool take_filter(bson_t *f, const char *board, const struct core_strv *co
 
 /* $set of the fresh claim and its epoch, the card_claimed event pushed into the outbox
  * (its card_id is filled in on delivery: the card is not known before the write). */
-static bool take_update(bson_t *u, const char *marker, const char *holder, int64_t lease_ms,
-			int64_t now, int64_t epoch, const struct mgo_evq *q)
+static bool take_update(bson_t *u, const char *marker, const char *holder, const char *from,
+			int64_t lease_ms, int64_t now, int64_t epoch, const struct mgo_evq *q)
 {
 	bson_t set, push;
 	struct core_claim cl = {.present = true,
 				.marker = (char *)marker,
 				.holder = (char *)holder,
+				.from = (char *)from,
 				.claimed_at = now,
 				.has_lease = true,
 				.lease_until = now + lease_ms,
@@ -234,7 +250,7 @@ static enum core_rc peek_best(struct mgo_conn *c, const struct core_board *b,
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	pk.look = mgo_lookup_init(&pk.lk, c);
-	if (base_filter(&filter, b->name, cols, labels) && sort_append(&opts, "sort") &&
+	if (base_filter_at(&filter, b->name, cols, labels, c->now) && sort_append(&opts, "sort") &&
 	    BSON_APPEND_INT64(&opts, "limit", NEXT_PEEK) &&
 	    BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj) &&
 	    BSON_APPEND_INT32(&proj, "claim_epoch", 1) && BSON_APPEND_INT32(&proj, "blockers", 1) &&
@@ -266,7 +282,7 @@ static enum core_rc best_epoch(struct mgo_conn *c, const char *board,
 	*found = *has_epoch = false;
 	*epoch = 0;
 	/* epoch_eq 0 would pin the epoch: take the filter without its epoch part instead */
-	if (take_filter(&filter, board, cols, labels, blocked_ok, 0, INT64_MIN) &&
+	if (take_filter(&filter, board, cols, labels, blocked_ok, c->now, INT64_MIN) &&
 	    sort_append(&opts, "sort") && BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj) &&
 	    BSON_APPEND_INT32(&proj, "claim_epoch", 1) && bson_append_document_end(&opts, &proj))
 		rc = mgo_find_one(c->cards, &filter, &opts, &doc);
@@ -280,16 +296,153 @@ static enum core_rc best_epoch(struct mgo_conn *c, const char *board,
 	return rc;
 }
 
+/* ---- DESIGN §17: claim.from, capacity, wake_at ---- */
+
+/* The fast path's claim over several columns: the card was picked inside the write, so the
+ * column it sat in (the post-image's state) is recorded right after, guarded on the claim
+ * just written. Nobody else can move the card before: the token is not handed out yet, and an
+ * operator's move would only make this write miss (from stays absent: that claim counts
+ * against no column, as one of an earlier version). */
+static enum core_rc from_record(struct mgo_conn *c, struct core_card *card)
+{
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, set;
+	bson_error_t e;
+	enum core_rc rc = CORE_OK;
+
+	BSON_APPEND_UTF8(&filter, "_id", card->id);
+	BSON_APPEND_UTF8(&filter, "claim.marker", card->claim.marker);
+	BSON_APPEND_INT64(&filter, "claim_epoch", card->claim_epoch);
+	BSON_APPEND_UTF8(&filter, "state", card->state);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+	BSON_APPEND_UTF8(&set, "claim.from", card->state);
+	bson_append_document_end(&update, &set);
+	if (!mongoc_collection_update_one(c->cards, &filter, &update, NULL, NULL, &e))
+		rc = mgo_error("claim-next from", &e);
+	else if (!card->claim.from && !(card->claim.from = strdup(card->state)))
+		rc = CORE_ERR_NOMEM;
+	bson_destroy(&update);
+	bson_destroy(&filter);
+	return rc;
+}
+
+/* out->wake_at: the earliest not_before after now of a card in cols that would fit but for
+ * its schedule (blockers all done). */
+static enum core_rc wake_find(struct mgo_conn *c, const struct core_board *b,
+			      const struct core_strv *cols, const struct core_strv *labels,
+			      int64_t *wake)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, gt, sort;
+	struct core_card **cards = NULL;
+	struct mgo_lookup lk;
+	struct core_card_lookup look;
+	size_t n = 0, i;
+	enum core_rc rc = CORE_ERR_NOMEM;
+
+	*wake = 0;
+	if (!cols->n)
+		return CORE_OK;
+	if (base_filter_at(&filter, b->name, cols, labels, -1) &&
+	    BSON_APPEND_DOCUMENT_BEGIN(&filter, "not_before", &gt) &&
+	    BSON_APPEND_DATE_TIME(&gt, "$gt", c->now) && bson_append_document_end(&filter, &gt) &&
+	    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort) &&
+	    BSON_APPEND_INT32(&sort, "not_before", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
+	    bson_append_document_end(&opts, &sort) &&
+	    BSON_APPEND_INT64(&opts, "limit", NEXT_BLOCKED_SCAN))
+		rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
+	look = mgo_lookup_init(&lk, c);
+	for (i = 0; rc == CORE_OK && i < n && !*wake; i++) {
+		bool done = !cards[i]->blockers.n ||
+			    core_blockers_all_done(b, &cards[i]->blockers, &look);
+
+		if ((rc = lk.rc) == CORE_OK && done)
+			*wake = cards[i]->not_before;
+	}
+	mgo_lookup_release(&lk);
+	store_cards_free(cards, n);
+	bson_destroy(&opts);
+	bson_destroy(&filter);
+	return rc;
+}
+
+static bool limited(const struct core_board *b, const struct core_strv *cols)
+{
+	const struct core_column *cl;
+	size_t i;
+
+	if (b->max_claims > 0)
+		return true;
+	for (i = 0; i < cols->n; i++)
+		if ((cl = core_board_column(b, cols->v[i])) && cl->limit > 0)
+			return true;
+	return false;
+}
+
+#define NEXT_LIMITED_SCAN 16 /* cards tried per look on a board with limits */
+
+/* claim-next on a board with limits: the columns with room (their held slots), then the
+ * best cards there in claim order, each claimed as one fresh claim with its slots
+ * (mgo_claim_fresh), the next on a conflict. *room: the columns that had room. */
+static enum core_rc next_limited(struct mgo_conn *c, const struct core_board *b,
+				 const struct core_strv *cols, const struct store_claim_next *in,
+				 struct store_claim_result *out, struct core_strv *room)
+{
+	int64_t *per_col = calloc(b->n_cols + 1, sizeof(*per_col)), board_n = 0;
+	enum core_rc rc = per_col ? CORE_OK : CORE_ERR_NOMEM;
+	int tries;
+	size_t i;
+
+	for (tries = 0; rc == CORE_OK && tries < MGO_CAS_TRIES && !out->card; tries++) {
+		bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER;
+		struct core_card **cards = NULL;
+		size_t n = 0;
+
+		core_strv_release(room);
+		rc = mgo_slots_owned(c, b, per_col, &board_n);
+		if (rc != CORE_OK || (b->max_claims > 0 && board_n >= b->max_claims))
+			break; /* the board is full: nothing, and no wake-up either */
+		for (i = 0; rc == CORE_OK && i < b->n_cols; i++)
+			if (core_strv_contains(cols, b->cols[i].name) &&
+			    core_column_has_room(b, b->cols[i].name, per_col[i]))
+				rc = core_strv_push(room, b->cols[i].name);
+		if (rc != CORE_OK || !room->n)
+			break;
+		rc = CORE_ERR_NOMEM;
+		if (base_filter_at(&filter, b->name, room, in->labels, c->now) &&
+		    sort_append(&opts, "sort") && BSON_APPEND_INT64(&opts, "limit", NEXT_LIMITED_SCAN))
+			rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
+		bson_destroy(&opts);
+		bson_destroy(&filter);
+		for (i = 0; rc == CORE_OK && i < n && !out->card; i++) {
+			enum core_rc r = mgo_claim_fresh(c, cards[i]->id, in->marker, in->holder,
+							 in->lease_ms, out);
+
+			out->detail[0] = '\0';
+			if (r != CORE_OK && r != CORE_ERR_CLAIM_CONFLICT &&
+			    r != CORE_ERR_CAPACITY_REACHED && r != CORE_ERR_NOT_YET &&
+			    r != CORE_ERR_BLOCKERS_PENDING && r != CORE_ERR_TRANSITION_REJECTED &&
+			    r != CORE_ERR_NOT_FOUND)
+				rc = r;
+		}
+		store_cards_free(cards, n);
+		if (rc != CORE_OK || !n)
+			break; /* nothing fits in the columns with room */
+		c->now = store_now(&c->m->base);
+	}
+	free(per_col);
+	return rc;
+}
+
 enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next *in,
 				 const struct store_actor *actor, struct store_claim_result *out)
 {
 	struct mgo *m = mgo_of(st);
 	struct mgo_conn c;
 	struct core_board b = {0};
-	struct core_strv eligible = {0};
+	struct core_strv eligible = {0}, room = {0};
 	const struct core_strv *cols = in->columns;
 	char *blocked_ok = NULL;
 	bson_t *doc = NULL;
+	bool lim = false;
 	int tries;
 	size_t i;
 	enum core_rc rc = mgo_conn_open(m, &c);
@@ -306,7 +459,10 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 				rc = core_strv_push(&eligible, b.cols[i].name);
 		cols = &eligible;
 	}
-	for (tries = 0; rc == CORE_OK && tries < MGO_CAS_TRIES; tries++) {
+	/* DESIGN §17: a board with limits claims through the slots (next_limited). */
+	if (rc == CORE_OK && (lim = limited(&b, cols)))
+		rc = next_limited(&c, &b, cols, in, out, &room);
+	for (tries = 0; rc == CORE_OK && !lim && tries < MGO_CAS_TRIES; tries++) {
 		bson_t filter = BSON_INITIALIZER, sort = BSON_INITIALIZER, update = BSON_INITIALIZER;
 		struct mgo_evq q;
 		bool found = false, has_epoch = false;
@@ -339,7 +495,8 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 		    take_filter(&filter, b.name, cols, in->labels, blocked_ok, c.now, eq) &&
 		    BSON_APPEND_INT32(&sort, "priority", -1) &&
 		    BSON_APPEND_INT32(&sort, "created_at", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
-		    take_update(&update, in->marker, in->holder, in->lease_ms, c.now, epoch, &q))
+		    take_update(&update, in->marker, in->holder, cols->n == 1 ? cols->v[0] : NULL,
+				in->lease_ms, c.now, epoch, &q))
 			rc = mgo_find_modify_sort(c.cards, &filter, &sort, &update, &doc);
 		if (rc == CORE_OK && doc) {
 			rc = mgo_card_from_bson(doc, &out->card);
@@ -347,6 +504,8 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 				rc = CORE_ERR_INTERNAL;
 			if (rc == CORE_OK)
 				rc = mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
+			if (rc == CORE_OK && cols->n != 1)
+				rc = from_record(&c, out->card);
 			if (rc != CORE_OK) {
 				core_card_free(out->card);
 				out->card = NULL;
@@ -368,6 +527,9 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 		out->card = NULL;
 		rc = CORE_ERR_INTERNAL; /* the post-image must hold what was just written */
 	}
+	/* Nothing to take: when a scheduled card would fit, the waiter wakes at its time. */
+	if (rc == CORE_OK && !out->card)
+		rc = wake_find(&c, &b, lim ? &room : cols, in->labels, &out->wake_at);
 	if (rc == CORE_OK && out->card) {
 		out->fresh = true;
 		out->token.marker = out->card->claim.marker;
@@ -380,6 +542,7 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 	bson_destroy(doc);
 	free(blocked_ok);
 	core_strv_release(&eligible);
+	core_strv_release(&room);
 	core_board_release(&b);
 	mgo_conn_close(&c);
 	return rc;

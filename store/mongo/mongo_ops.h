@@ -125,9 +125,16 @@ enum core_rc mgo_comment_apply(struct mgo_conn *c, struct core_card *now, const 
  * reason may be NULL) and writes it guarded on the claim as read. */
 enum core_rc mgo_release_write(struct mgo_conn *c, struct mgo_attempt *a, const char *reason,
 			       bool *hit, struct core_card **out);
+/* The same with an attempt counted (DESIGN §17, mgo_retry_apply); a->b must be read. */
+enum core_rc mgo_retry_release_write(struct mgo_conn *c, struct mgo_attempt *a,
+				     const char *reason, bool *hit, struct core_card **out);
 enum core_rc mgo_card_claim(struct store *st, const char *id, const char *marker,
 			    int64_t lease_ms, const struct store_actor *actor,
 			    struct store_claim_result *out);
+/* claim-next's claim of one card it picked (capacity path): a fresh claim only, with the
+ * slots of DESIGN §17; CLAIM_CONFLICT when it is claimed already. */
+enum core_rc mgo_claim_fresh(struct mgo_conn *c, const char *id, const char *marker,
+			     const char *holder, int64_t lease_ms, struct store_claim_result *out);
 enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next *in,
 				 const struct store_actor *actor, struct store_claim_result *out);
 enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_token *t,
@@ -156,13 +163,56 @@ enum core_rc mgo_reaper_transfer(struct store *st, const char *id, const struct 
 enum core_rc mgo_reaper_release_exact(struct store *st, const char *id,
 				      const struct core_card *expect,
 				      const struct store_actor *actor);
+/* The exact release with an attempt counted (store_reaper_act.retry). */
+enum core_rc mgo_reaper_release_exact_retry(struct store *st, const char *id,
+					    const struct core_card *expect,
+					    const struct store_actor *actor);
 /* mongo_reaper_batch.c: the reaper's batches, looping the single operations */
 enum core_rc mgo_reaper_transfer_many(struct store *st, struct store_transfer *v, size_t n,
 				      const char *marker, int64_t lease_ms);
 enum core_rc mgo_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
 			    const struct store_actor *actor);
+/* mongo_policy.c (DESIGN §17) */
+uint32_t mgo_rand32(void);
+/* An owned release with retry (store_owned_write.retry) on a->now, before the release is
+ * applied: attempts + 1 and not_before (LATER), or the filing into the failed column with
+ * gave_up {attempts_exhausted} and its events (EXHAUSTED); nothing in the completed column.
+ * *release_extra: fields for the card_released payload (new reference or NULL). */
+enum core_rc mgo_retry_apply(struct mgo_conn *c, struct mgo_attempt *a, const char *event_reason,
+			     struct mgo_evq *q, json_t **release_extra);
+/* The capacity slots a fresh claim took before its card write. */
+struct mgo_slot_hold {
+	char col_sid[160], board_sid[160];
+	char owner[CORE_ID_MAX + 1];
+	int64_t epoch;
+	bool has_col, has_board;
+};
+/* Does a fresh claim from col on b need slots (a column limit or max_claims)? */
+bool mgo_slots_needed(const struct core_board *b, const char *col);
+/* Takes col's slot and the board's for (id, epoch): OK, CAPACITY_REACHED (detail filled as
+ * core_capacity_check's), STORE_UNAVAILABLE; nothing held unless OK. */
+enum core_rc mgo_slots_take(struct mgo_conn *c, const struct core_board *b, const char *col,
+			    const char *id, int64_t epoch, struct mgo_slot_hold *h, char *detail,
+			    size_t detail_len);
+/* Gives back what h holds (its card write did not land). */
+void mgo_slots_give_back(struct mgo_conn *c, struct mgo_slot_hold *h);
+/* After a card CAS that ended or replaced the claim `was` held (post: the stored
+ * post-image): frees its slots or moves them to the new claim's epoch. */
+void mgo_slots_after_cas(struct mgo_conn *c, const struct core_card *was,
+			 const struct core_card *now, const bson_t *post);
+/* The repair pass over held slots older than MGO_SLOT_GRACE_MS (at most batch). */
+enum core_rc mgo_slots_repair(struct mgo_conn *c, size_t batch, size_t *freed);
+/* Held slots of b: per column (b->cols order) and the board's own. */
+enum core_rc mgo_slots_owned(struct mgo_conn *c, const struct core_board *b, int64_t *per_col,
+			     int64_t *board);
+enum core_rc mgo_board_claimed(struct store *st, const struct core_board *b, int64_t *per_col,
+			       int64_t *total);
+
 /* mongo_secret.c */
 enum core_rc mgo_secret_get(struct store *st, const char *name, unsigned char *out);
+
+/* mongo_idem.c (DESIGN §18) */
+extern const struct store_idem_ops mgo_idem_ops;
 
 /* mongo_runs.c */
 /* Run `id` as stored, tombstones included: NOT_FOUND, STORE_UNAVAILABLE. Caller frees. */

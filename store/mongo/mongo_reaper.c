@@ -197,6 +197,13 @@ enum core_rc mgo_reaper_list_repair(struct store *st, size_t batch, struct core_
 
 	if (rc != CORE_OK)
 		return rc;
+	/* DESIGN §17: capacity slots leaked by a crash are repaired first (mongo_policy.c);
+	 * a failure is logged there and leaves them to the next pass. */
+	{
+		size_t freed = 0;
+
+		(void)mgo_slots_repair(&c, batch, &freed);
+	}
 	/* Arm 1: abandoned recovery claims ("reaper:" markers, a range on the index) whose
 	 * lease expired. */
 	bson_init(&filter);
@@ -301,7 +308,9 @@ static enum core_rc transfer_once(struct mgo_conn *c, const void *arg, bool *hit
 				      a.was->has_epoch ? json_integer(a.was->claim_epoch)
 						       : json_null()));
 		/* The whole precondition: the claim exactly as listed, and its lease (or its
-		 * absence) unchanged since the read that judged it expired. */
+		 * absence) unchanged since the read that judged it expired. The capacity slots
+		 * of the claim it replaces follow it (DESIGN §17: the same column's). */
+		c->slot_epoch_set = a.now->claim_epoch;
 		rc = mgo_card_cas(c, a.was, a.now, MGO_PRE_CLAIM | MGO_PRE_LEASE, &q, hit, out);
 	}
 	mgo_evq_release(&q);
@@ -322,6 +331,7 @@ enum core_rc mgo_reaper_transfer(struct store *st, const char *id, const struct 
 struct exact_arg {
 	const char *id;
 	const struct core_card *expect;
+	bool retry; /* DESIGN §17: the card goes back to the pool: an attempt counted */
 };
 
 static enum core_rc release_exact_once(struct mgo_conn *c, const void *arg, bool *hit,
@@ -329,21 +339,33 @@ static enum core_rc release_exact_once(struct mgo_conn *c, const void *arg, bool
 {
 	const struct exact_arg *x = arg;
 	struct mgo_attempt a;
-	enum core_rc rc = mgo_attempt_begin_card(c, x->id, &a);
+	enum core_rc rc = x->retry ? mgo_attempt_begin(c, x->id, &a)
+				   : mgo_attempt_begin_card(c, x->id, &a);
 
 	if (rc == CORE_OK && !core_claim_matches(a.was, x->expect))
 		rc = CORE_ERR_CLAIM_CONFLICT;
-	if (rc == CORE_OK)
+	if (rc == CORE_OK && x->retry)
+		rc = mgo_retry_release_write(c, &a, "watchdog", hit, out);
+	else if (rc == CORE_OK)
 		rc = mgo_release_write(c, &a, "watchdog", hit, out);
 	mgo_attempt_end(&a);
 	return rc;
+}
+
+enum core_rc mgo_reaper_release_exact_retry(struct store *st, const char *id,
+					    const struct core_card *expect,
+					    const struct store_actor *actor)
+{
+	struct exact_arg x = {id, expect, true};
+
+	return mgo_card_retry(st, actor, release_exact_once, &x, CORE_ERR_CLAIM_CONFLICT, NULL);
 }
 
 enum core_rc mgo_reaper_release_exact(struct store *st, const char *id,
 				      const struct core_card *expect,
 				      const struct store_actor *actor)
 {
-	struct exact_arg x = {id, expect};
+	struct exact_arg x = {id, expect, false};
 
 	return mgo_card_retry(st, actor, release_exact_once, &x, CORE_ERR_CLAIM_CONFLICT, NULL);
 }

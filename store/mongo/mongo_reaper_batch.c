@@ -25,10 +25,18 @@ enum core_rc mgo_reaper_act(struct store *st, struct store_reaper_act *v, size_t
 	for (i = 0; i < n; i++) {
 		v[i].rc = CORE_OK;
 		if (!v[i].n_w && v[i].release_expect)
-			v[i].rc = mgo_reaper_release_exact(st, v[i].id, v[i].release_expect, actor);
+			v[i].rc = v[i].retry ? mgo_reaper_release_exact_retry(st, v[i].id,
+									     v[i].release_expect,
+									     actor)
+					     : mgo_reaper_release_exact(st, v[i].id,
+									v[i].release_expect, actor);
 		for (k = 0; v[i].rc == CORE_OK && k < v[i].n_w; k++) {
-			/* the wrapper set the holder; owned_write_release: one update each */
-			v[i].rc = mgo_card_owned_write(st, v[i].id, &v[i].w[k], actor, &out);
+			/* the wrapper set the holder; owned_write_release: one update each. The
+			 * release carries the attempt when the item asks for one (DESIGN §17). */
+			struct store_owned_write w = v[i].w[k];
+
+			w.retry = w.release && (w.retry || v[i].retry);
+			v[i].rc = mgo_card_owned_write(st, v[i].id, &w, actor, &out);
 			core_card_free(out);
 			out = NULL;
 		}

@@ -86,6 +86,8 @@ static enum core_rc reopen_once(struct mgo_conn *c, const void *arg, bool *hit,
 	if (rc == CORE_OK)
 		rc = mgo_state_apply(c, a.now, x->to, x->reason, json_pack("{sb}", "reopened", 1),
 				     &q, &moved);
+	if (rc == CORE_OK) /* DESIGN §17: an operator's reopen starts the attempts afresh */
+		core_attempts_reset(a.now);
 	/* Whoever filed it holds nothing any more, in the same update; the epoch stays, so
 	 * every earlier token is refused (DESIGN §11). */
 	if (rc == CORE_OK && a.was->claim.present)

@@ -78,5 +78,7 @@ TCase *api_tcase_agent(void);
 TCase *api_tcase_unix(void);
 TCase *api_tcase_runs(void);
 TCase *api_tcase_activity(void);
+TCase *api_tcase_policy(void);
+TCase *api_tcase_many(void);
 
 #endif

@@ -453,6 +453,8 @@ static Suite *api_suite(void)
 	suite_add_tcase(s, api_tcase_unix());
 	suite_add_tcase(s, api_tcase_runs());
 	suite_add_tcase(s, api_tcase_activity());
+	suite_add_tcase(s, api_tcase_policy());
+	suite_add_tcase(s, api_tcase_many());
 	return s;
 }
 

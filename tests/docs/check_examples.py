@@ -65,7 +65,8 @@ SECTIONS = [
         '$DELIVERY': 'needs a delivery that is done: run by webhooks() below'}),
     ('docs/http.md', "A worker's loop", {
         0: lambda s, t: (card(s, t, 'c1', 'ready'),
-                         card(s, t, 'c2', 'ready', labels=['gpu']))}, {}),
+                         card(s, t, 'c2', 'ready', labels=['gpu'])),
+        2: lambda s, t: (card(s, t, 'c3', 'ready'), card(s, t, 'c4', 'ready'))}, {}),
     ('docs/http.md', 'Bots and operators', {
         0: lambda s, t: card(s, t, 'c1', 'backlog'),
         1: lambda s, t: move(s, t, 'c1', 'ready', 'done')}, {}),

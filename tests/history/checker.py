@@ -21,19 +21,31 @@ The checks (the invariants of DESIGN §3-§7, ADR-096 §2-§5):
   f  every 2xx write is in the log exactly once, in its actor's order and in real-time order
      (a write acknowledged before another was sent has the smaller seq); a refused write left
      no event;
-  g  the final state equals the replay of the events log.
+  g  the final state equals the replay of the events log;
+  h  (DESIGN §17) at every seq of the log the live claims taken from a column number at most
+     its limit and a board's at most its max_claims (capacity.py: claim.from replayed from
+     the log, recovery claims keep it);
+  i  no fresh claim of a card before its not_before (policy.py);
+  j  attempts grow by one per retry release or reaper return, reset on completion and
+     reopen, and the attempt that reaches max_attempts files the card attempts_exhausted
+     (policy.py).
 
 An op is a dict: {i, actor, kind, card, run, tok: [marker, epoch] or None, t0, t1, st, resp,
 tag, lease_ms, to, frm}. Kinds: claim, claim_next, renew, release, state (owned), last_run,
 awaiting, gave_up, run_create, run_patch, heartbeat, move (SetStateFrom), reopen, revoke,
-cancel, refile, pass. Times are seconds of the host's clock (time.time()), which is the clock
-of the FS twin and of a Mongo test server on the same host.
+cancel, refile, pass, board (the PUT of the board's policy), patch (a bot's PATCH of
+not_before: `not_before` in seconds or None); a create carries `not_before` too, a release
+`retry: True`. Times are seconds of the host's clock (time.time()), which is the clock of the
+FS twin and of a Mongo test server on the same host.
 
 Standard library only; no I/O here.
 """
 import bisect
 import collections
 import datetime
+
+import capacity
+import policy
 
 TERMINAL = ('done', 'blocked')
 WORKING = ('inbox', 'backlog', 'ready', 'waiting_deps', 'in_progress', 'awaiting_input',
@@ -63,7 +75,7 @@ def ok(op):
 
 class Checker:
     def __init__(self, ops, events, cards, runs, actors, refile='any', slack=SLACK,
-                 cross_doc_order=True):
+                 cross_doc_order=True, boards=None):
         """actors: {token name: role} of every client actor; events with another actor are the
         server's own (the reaper's). refile: 'any' (DESIGN §4: terminal -> terminal is an
         ordinary refiling) or 'operator'."""
@@ -78,6 +90,9 @@ class Checker:
         # events of two documents (a run's promotion, the card's reclaim) in the order they
         # were delivered, which may not be the order they committed.
         self.cross_doc_order = cross_doc_order
+        # DESIGN §17: {board: {limits: {column: n}, max_claims, completed, failed, retry}}
+        # (None: checks h, i, j are not run)
+        self.boards = boards
         self.v = []
         self.n = collections.Counter()  # how often each check was put to the test
         self.op_of = {}  # event seq -> op
@@ -111,12 +126,21 @@ class Checker:
                 if r.get('fresh') else []
         if k == 'create':
             return [(True, ev('card_created'))]
+        if k == 'board':
+            return [(True, ev('board_updated', None))]
+        if k == 'patch':  # (a PATCH that leaves not_before as it was may write no event)
+            return [(False, lambda e: e['type'] == 'card_updated' and e.get('card_id') == cid
+                     and 'not_before' in ((e.get('payload') or {}).get('fields') or []))]
         if k == 'heartbeat':  # a run update that changes nothing but the lock
             return [(True, ev('run_updated', None, run_id=op['run']))]
         if k in ('renew', 'pass'):
             return []
         if k == 'release':
-            return [(True, ev('card_released', marker=tok[0], epoch=tok[1]))]
+            rel = [(True, ev('card_released', marker=tok[0], epoch=tok[1]))]
+            if op.get('retry'):  # the attempt that reaches max_attempts files it first
+                return [(False, ev('card_state_changed', e_reason=policy.EXHAUSTED)),
+                        (False, ev('card_gave_up'))] + rel
+            return rel
         if k == 'state':
             # A move onto the column the card is in changes nothing and writes no event; the
             # answer tells: the card's state_reason is this write's unique tag only if it moved.
@@ -364,7 +388,12 @@ class Checker:
                     self.fail('b', 'card %s: %s by %s with token %s accepted (seq %d) while the '
                               'holder was %s' % (cid, op['kind'], op['actor'], fmt_tok(who),
                                                  e['seq'], fmt_tok(c['owner'])), [op], [e])
-                if machine and not (c['owner'] and is_reaper(c['owner'][0])):
+                # The retry that reaches max_attempts files the card under machine provenance
+                # in the holder's own step (check j: its retry release follows).
+                exhausted = machine and (e.get('reason') == policy.EXHAUSTED or (
+                    t == 'card_gave_up' and ((p.get('gave_up') or {}) if isinstance(
+                        p.get('gave_up'), dict) else {}).get('reason') == policy.EXHAUSTED))
+                if machine and not exhausted and not (c['owner'] and is_reaper(c['owner'][0])):
                     self.fail('b', 'card %s: the server wrote %s (seq %d) without holding the '
                               'recovery claim (holder %s)' % (cid, t, e['seq'],
                                                               fmt_tok(c['owner'])), events=[e])
@@ -489,12 +518,31 @@ class Checker:
                 self.fail('g', 'run %s: log says %s, the run says %s' %
                           (rid, r['status'], fin.get('status') if fin else 'missing'))
 
+    def policy(self):
+        """h, i, j (DESIGN §17)."""
+        def times(e):
+            op = self.op_of.get(e['seq'])
+            return (op['t0'], op['t1']) if op else None
+        cap = capacity.Replay(self.boards, cross_doc=self.cross_doc_order, slack=self.slack,
+                              times=times)
+        self.v += cap.run(self.events)
+        self.n['h: claim against the bounds'] += cap.checked
+        self.n['h: Mongo delivery-order allowance'] += cap.allowances
+        for (b, col), n in cap.peak.items():
+            key = 'h: peak %s' % (col or 'board')
+            self.n[key] = max(self.n[key], n)
+        pol = policy.Policy(self.boards, self.op_of, self.slack)
+        self.v += pol.run(self.events, self.cards)
+        self.n.update(pol.n)
+
     def run(self):
         self.match()
         self.real_time()
         self.tokens()
         self.walk()
         self.replay()
+        if self.boards is not None:
+            self.policy()
         return self.v
 
 
@@ -515,10 +563,10 @@ def describe_writer(e, op):
 
 
 def check(ops, events, cards, runs, actors, refile='any', slack=SLACK, counts=None,
-          cross_doc_order=True):
+          cross_doc_order=True, boards=None):
     """The violations of a history (empty: it passed). counts: a dict that receives how often
-    each check was applied; cross_doc_order: Checker's."""
-    c = Checker(ops, events, cards, runs, actors, refile, slack, cross_doc_order)
+    each check was applied; cross_doc_order, boards: Checker's."""
+    c = Checker(ops, events, cards, runs, actors, refile, slack, cross_doc_order, boards)
     v = c.run()
     if counts is not None:
         counts.update(c.n)

@@ -8,6 +8,9 @@ their lease and then writing late with their old token (zombies), some leaving t
 paused or alive behind an expired claim, some dying after their run finished; bots moving
 cards with SetStateFrom; an operator reopening terminal cards, refiling, cancelling runs,
 revoking claims and asking for reaper passes. The reaper runs every few milliseconds.
+The board carries the dispatch policy of DESIGN §17: a limit on ready, max_claims, a retry
+policy; some cards are created scheduled (not_before), the bots reschedule some, and workers
+end some holds with a retry release.
 
 Every request is recorded with its send and answer times and its answer; afterwards the
 events log (GET /v1/events, and the SSE stream read during the run, which must agree with
@@ -23,6 +26,7 @@ are not atomic under concurrency.
 """
 import argparse
 import collections
+import datetime
 import json
 import os
 import random
@@ -43,6 +47,31 @@ COLUMNS = ('inbox', 'backlog', 'ready', 'waiting_deps', 'in_progress', 'awaiting
            'review', 'done', 'blocked')
 WORK = ('ready', 'in_progress', 'review', 'awaiting_input')
 LEASES = (250, 400, 600)  # ms: a few renewals per hold, and stalls that outlive them
+# DESIGN §17 on the board: ready holds at most 2 claims taken from it, the board 4; two
+# attempts with a short backoff (so retries come back, and some run out, within the run).
+LIMITS = {'ready': 2}
+MAX_CLAIMS = 4
+RETRY = {'max_attempts': 2, 'backoff_ms': 150, 'max_backoff_ms': 600}
+
+
+def iso(t):
+    """Seconds since the epoch as RFC 3339 with milliseconds (what the server keeps)."""
+    return datetime.datetime.fromtimestamp(round(t, 3), datetime.timezone.utc).isoformat(
+        timespec='milliseconds').replace('+00:00', 'Z')
+
+
+def board_body(board):
+    """The board as PUT takes it (GET's config, its read-only counts left out), with the
+    policy."""
+    cols = []
+    for c in board['columns']:
+        col = {'name': c['name'], 'terminal': c['terminal'], 'eligible': c['eligible']}
+        if c['name'] in LIMITS:
+            col['limit'] = LIMITS[c['name']]
+        cols.append(col)
+    body = {k: board[k] for k in ('name', 'running', 'completed', 'failed', 'waiting')}
+    body.update(columns=cols, max_claims=MAX_CLAIMS, retry=RETRY)
+    return body
 
 
 class History:
@@ -171,10 +200,12 @@ class Worker(Actor):
                          {'marker': self.actor, 'status': status}, card=cid,
                          tok=[self.actor, epoch], run=rid, status=status, lease_ms=lease)[0]
 
-    def release(self, cid, epoch):
-        return self.call('release', 'POST', '/v1/cards/%s/release' % cid,
-                         {'marker': self.actor, 'epoch': epoch}, card=cid,
-                         tok=[self.actor, epoch])[0]
+    def release(self, cid, epoch, retry=False):
+        body = {'marker': self.actor, 'epoch': epoch}
+        if retry:  # DESIGN §17: an attempt counted, the card scheduled after the backoff
+            body['retry'] = True
+        return self.call('release', 'POST', '/v1/cards/%s/release' % cid, body, card=cid,
+                         tok=[self.actor, epoch], retry=retry)[0]
 
     def late_writes(self, cid, epoch, rid, state, lease):
         """A zombie wakes up: every fenced write with its old token, in a random order."""
@@ -273,13 +304,23 @@ class Worker(Actor):
         if status != 'failed_resumable' and self.rng.random() < 0.7:
             if self.file(cid, epoch, 'done' if status == 'finished' else 'blocked') != 200:
                 return
-        self.release(cid, epoch)
+            self.release(cid, epoch)
+            return
+        self.release(cid, epoch, retry=status != 'finished' and self.rng.random() < 0.6)
 
 
 class Bot(Actor):
     def loop(self):
         while not self.done():
             cid = self.rng.choice(self.ctx['cards'])
+            if self.rng.random() < 0.15:
+                # DESIGN §17: (re)schedules the card a little later, or clears its schedule
+                nb = None if self.rng.random() < 0.4 else round(
+                    time.time() + self.rng.uniform(0.2, 1.5), 3)
+                self.call('patch', 'PATCH', '/v1/cards/' + cid,
+                          {'not_before': iso(nb) if nb else None}, card=cid, not_before=nb)
+                time.sleep(self.rng.uniform(0.03, 0.1))
+                continue
             st, c = self.clients[0].call('GET', '/v1/cards/' + cid)
             if st == 200:
                 frm = c['state']
@@ -458,12 +499,27 @@ def main():
         hist = History()
         adm = bt.Client(ports[0], tok['op'], timeout=60)
         cards = ['h%d' % k for k in range(o.cards)]
-        for cid in cards:
+        board = adm.must(200, 'GET', '/v1/boards/default')
+        t0 = time.time()
+        st, r = adm.call('PUT', '/v1/boards/default', board_body(board))
+        hist.add({'actor': 'op', 'kind': 'board', 't0': t0, 't1': time.time(), 'st': st,
+                  'resp': r, 'card': None, 'tok': None, 'run': None, 'tag': None,
+                  'lease_ms': 0})
+        if st != 200:
+            raise RuntimeError('PUT /v1/boards/default with its policy: %s %s' % (st, r))
+        boards = {'default': {'limits': LIMITS, 'max_claims': MAX_CLAIMS, 'retry': RETRY,
+                              'completed': board['completed'], 'failed': board['failed']}}
+        for k, cid in enumerate(cards):
+            body = {'id': cid, 'title': cid, 'state': 'ready'}
+            nb = None
+            if k % 4 == 3:  # DESIGN §17: a quarter of the cards start scheduled
+                nb = round(time.time() + rng.uniform(0.5, 3.0), 3)
+                body['not_before'] = iso(nb)
             t0 = time.time()
-            st, r = adm.call('POST', '/v1/cards', {'id': cid, 'title': cid, 'state': 'ready'})
+            st, r = adm.call('POST', '/v1/cards', body)
             hist.add({'actor': 'op', 'kind': 'create', 't0': t0, 't1': time.time(), 'st': st,
                       'resp': r, 'card': cid, 'tok': None, 'run': None, 'tag': None,
-                      'lease_ms': 0})
+                      'lease_ms': 0, 'not_before': nb})
             if st != 201:
                 raise RuntimeError('create %s: %s %s' % (cid, st, r))
         streams = [StreamReader(p, tok['op']) for p in ports]
@@ -500,7 +556,7 @@ def main():
         counts = {}
         vs = checker.check(hist.ops, events, final_cards, runs, actors, refile=o.refile,
                            slack=0.05 if uri else checker.SLACK, counts=counts,
-                           cross_doc_order=not uri)
+                           cross_doc_order=not uri, boards=boards)
         vs += [{'check': 'f', 'what': p, 'ops': [], 'events': []} for p in problems]
         by = collections.Counter((op['kind'], op['st']) for op in hist.ops)
         reclaims = sum(1 for e in events if e['type'] == 'card_claimed' and
@@ -525,6 +581,18 @@ def main():
               '%d fenced requests refused 409, %d lapsed leases left to their owner; holds: %s'
               % (len(hist.ops), len(events), reclaims, promoted, refused_late, lapsed_kept,
                ', '.join('%s %d' % kv for kv in sorted(ctx['fates'].items()))), flush=True)
+        retries = sum(1 for e in events if e['type'] == 'card_released' and
+                      (e.get('payload') or {}).get('retry'))
+        exhausted = counts.get('j: exhausted filing', 0)
+        print('history: policy: %d claims checked against the bounds (at most %d live from '
+              'ready, %d on the board), %d fresh claims against a not_before, %d retry '
+              'releases (%d exhausted), %d resets%s' %
+              (counts.get('h: claim against the bounds', 0),
+               counts.get('h: peak ready', 0), counts.get('h: peak board', 0),
+               counts.get('i: fresh claim against not_before', 0), retries, exhausted,
+               counts.get('j: reset', 0),
+               '; %d Mongo delivery-order allowance(s)' %
+               counts.get('h: Mongo delivery-order allowance', 0) if uri else ''), flush=True)
         print('history: answers: %s' % ', '.join('%s %d: %d' % (k, s, n) for (k, s), n in
                                                  sorted(by.items())), flush=True)
         for s in servers:
@@ -542,7 +610,7 @@ def main():
                   '--seed %d)' % (len(vs), seed, o.mode, seed), flush=True)
         else:
             ok = True
-            print('history: PASS: checks a-g hold over the whole history (seed %d)' % seed,
+            print('history: PASS: checks a-j hold over the whole history (seed %d)' % seed,
                   flush=True)
         adm.close()
         for s in servers:

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""The history checker must be able to fail: each check (a..g) fires on a hand-made history
-that breaks its invariant, and none fires on the good history they are all made from.
+"""The history checker must be able to fail: each check (a..j) fires on a hand-made history
+that breaks its invariant, and none fires on the good history they are all made from (a..g:
+good(); h..j, DESIGN §17: good_policy(), a board with a column limit, max_claims, a retry
+policy and a scheduled card).
 
 usage: test_checker.py      (exit status 0 when every case holds)
 """
@@ -99,10 +101,10 @@ def numbered(h):
     return h
 
 
-def run(h, refile='any', cross_doc_order=True):
+def run(h, refile='any', cross_doc_order=True, boards=None):
     h = numbered(h)
     return checker.check(h['ops'], h['events'], h['cards'], h['runs'], ACTORS, refile,
-                         cross_doc_order=cross_doc_order)
+                         cross_doc_order=cross_doc_order, boards=boards)
 
 
 def find_ev(h, type_, **want):
@@ -319,6 +321,247 @@ def g_final_epoch(h):
     h['cards']['h']['claim']['epoch'] = 7
 
 
+# ---- DESIGN §17: limits, schedules, retries (checks h, i, j) ------------------------------------
+
+BOARDS = {'default': {'limits': {'ready': 1}, 'max_claims': 2, 'completed': 'done',
+                      'failed': 'blocked',
+                      'retry': {'max_attempts': 2, 'backoff_ms': 1000, 'max_backoff_ms': 4000}}}
+
+
+def good_policy():
+    """ready has limit 1, the board max_claims 2, retries max_attempts 2 (backoff 1 s).
+    w0 claims k1 from ready, moves it to in_progress (it still counts against ready), and
+    releases it with retry (attempt 1, not_before +1 s); w1 holds k3 meanwhile. w2's claim of
+    the scheduled k2 is refused not_yet. w1 claims k1 after its not_before and retries it:
+    attempt 2 of 2, so k1 is filed into blocked (attempts_exhausted). The operator reopens
+    it (attempts 0); w0 claims it and files it done. w0 claims k2 once its time passed and
+    releases it; a bot schedules it again."""
+    ops = [
+        op('op', 'create', 0.0, 201, card='k1', resp={'id': 'k1'}),
+        op('op', 'create', 0.001, 201, card='k2', resp={'id': 'k2'}, not_before=T + 5.0),
+        op('op', 'create', 0.002, 201, card='k3', resp={'id': 'k3'}),
+        op('w0', 'claim', 0.100, card='k1', tok=['w0', 1], resp={'fresh': True, 'epoch': 1},
+           lease_ms=60000),
+        op('w1', 'claim', 0.200, card='k3', tok=['w1', 1], resp={'fresh': True, 'epoch': 1},
+           lease_ms=60000),
+        op('w0', 'state', 0.300, card='k1', tok=['w0', 1], tag='w0#1', to='in_progress',
+           resp={'state_reason': 'w0#1'}),
+        op('w0', 'release', 0.400, card='k1', tok=['w0', 1], retry=True,
+           resp={'attempts': 1, 'not_before': iso(1.400)}),
+        op('w2', 'claim', 0.500, 409, card='k2', resp={'code': 'not_yet'}),
+        op('w1', 'release', 0.600, card='k3', tok=['w1', 1]),
+        op('w1', 'claim', 1.500, card='k1', tok=['w1', 2], resp={'fresh': True, 'epoch': 2},
+           lease_ms=60000),
+        op('w1', 'release', 1.600, card='k1', tok=['w1', 2], retry=True,
+           resp={'attempts': 2, 'state': 'blocked'}),
+        op('op', 'reopen', 2.000, card='k1', to='ready'),
+        op('w0', 'claim', 2.100, card='k1', tok=['w0', 3], resp={'fresh': True, 'epoch': 3},
+           lease_ms=60000),
+        op('w0', 'state', 2.200, card='k1', tok=['w0', 3], tag='w0#2', to='done',
+           resp={'state_reason': 'w0#2'}),
+        op('w0', 'release', 2.210, card='k1', tok=['w0', 3]),
+        op('w0', 'claim', 5.100, card='k2', tok=['w0', 1], resp={'fresh': True, 'epoch': 1},
+           lease_ms=60000),
+        op('w0', 'release', 5.200, card='k2', tok=['w0', 1]),
+        op('b0', 'patch', 5.300, card='k2', not_before=T + 9.0),
+    ]
+    events = [
+        ev(0.0, 'card_created', 'op', card='k1', state='ready'),
+        ev(0.001, 'card_created', 'op', card='k2', state='ready'),
+        ev(0.002, 'card_created', 'op', card='k3', state='in_progress'),
+        ev(0.100, 'card_claimed', 'w0', card='k1', marker='w0', epoch=1),
+        ev(0.200, 'card_claimed', 'w1', card='k3', marker='w1', epoch=1),
+        ev(0.300, 'card_state_changed', 'w0', 'w0#1', card='k1',
+           **{'from': 'ready', 'to': 'in_progress'}),
+        ev(0.400, 'card_released', 'w0', card='k1', marker='w0', epoch=1, retry=True,
+           attempts=1, not_before=iso(1.400)),
+        ev(0.600, 'card_released', 'w1', card='k3', marker='w1', epoch=1),
+        ev(1.500, 'card_claimed', 'w1', card='k1', marker='w1', epoch=2),
+        ev(1.600, 'card_state_changed', '', 'attempts_exhausted', card='k1',
+           **{'from': 'in_progress', 'to': 'blocked'}),
+        ev(1.600, 'card_gave_up', '', 'attempts_exhausted', card='k1',
+           gave_up={'reason': 'attempts_exhausted', 'state': 'blocked'}),
+        ev(1.600, 'card_released', 'w1', card='k1', marker='w1', epoch=2, retry=True,
+           attempts=2),
+        ev(2.000, 'card_state_changed', 'op', None, card='k1', reopened=True,
+           **{'from': 'blocked', 'to': 'ready'}),
+        ev(2.100, 'card_claimed', 'w0', card='k1', marker='w0', epoch=3),
+        ev(2.200, 'card_state_changed', 'w0', 'w0#2', card='k1', **{'from': 'ready', 'to': 'done'}),
+        ev(2.210, 'card_released', 'w0', card='k1', marker='w0', epoch=3),
+        ev(5.100, 'card_claimed', 'w0', card='k2', marker='w0', epoch=1),
+        ev(5.200, 'card_released', 'w0', card='k2', marker='w0', epoch=1),
+        ev(5.300, 'card_updated', 'b0', card='k2', fields=['not_before']),
+    ]
+    for e in events:
+        e['board'] = 'default'
+    cards = {
+        'k1': {'id': 'k1', 'state': 'done', 'claim': None, 'claim_epoch': 3, 'last_run_id': None,
+               'gave_up': {'reason': 'attempts_exhausted'}, 'awaiting_input': False,
+               'attempts': 0, 'not_before': None},
+        'k2': {'id': 'k2', 'state': 'ready', 'claim': None, 'claim_epoch': 1,
+               'last_run_id': None, 'gave_up': None, 'awaiting_input': False, 'attempts': 0,
+               'not_before': iso(9.0)},
+        'k3': {'id': 'k3', 'state': 'in_progress', 'claim': None, 'claim_epoch': 1,
+               'last_run_id': None, 'gave_up': None, 'awaiting_input': False, 'attempts': 0,
+               'not_before': None}}
+    return {'ops': ops, 'events': events, 'cards': cards, 'runs': {}}
+
+
+def add_claim(h, actor, card, t, epoch, state, release_at=None):
+    """actor's fresh claim of card at t (and its release at release_at)."""
+    h['ops'].append(op(actor, 'claim', t, card=card, tok=[actor, epoch],
+                       resp={'fresh': True, 'epoch': epoch}, lease_ms=60000))
+    e = ev(t, 'card_claimed', actor, card=card, marker=actor, epoch=epoch)
+    e['board'] = 'default'
+    h['events'].append(e)
+    if release_at is not None:
+        h['ops'].append(op(actor, 'release', release_at, card=card, tok=[actor, epoch]))
+        e = ev(release_at, 'card_released', actor, card=card, marker=actor, epoch=epoch)
+        e['board'] = 'default'
+        h['events'].append(e)
+    h['events'].sort(key=lambda x: x['at'])
+    h['cards'][card].update(claim_epoch=epoch)
+
+
+def h_column_over_limit(h):
+    """w2 claims a second card from ready while k1's claim (taken from ready, then moved to
+    in_progress) still lives: 2 claims from ready, whose limit is 1."""
+    k = find_op(h, 'op', 'create')
+    h['ops'].insert(k, op('op', 'create', 0.003, 201, card='k4', resp={'id': 'k4'}))
+    e = ev(0.003, 'card_created', 'op', card='k4', state='ready')
+    e['board'] = 'default'
+    h['events'].insert(3, e)
+    h['cards']['k4'] = {'id': 'k4', 'state': 'ready', 'claim': None, 'claim_epoch': 0,
+                        'last_run_id': None, 'gave_up': None, 'awaiting_input': False,
+                        'attempts': 0, 'not_before': None}
+    add_claim(h, 'w2', 'k4', 0.350, 1, 'ready', 0.360)
+
+
+def h_board_over_max_claims(h):
+    """w2 claims k2 is not possible (scheduled); it claims a third card from in_progress while
+    k1 and k3 are held: 3 live claims on a board with max_claims 2."""
+    h['ops'].insert(3, op('op', 'create', 0.003, 201, card='k5', resp={'id': 'k5'}))
+    e = ev(0.003, 'card_created', 'op', card='k5', state='in_progress')
+    e['board'] = 'default'
+    h['events'].insert(3, e)
+    h['cards']['k5'] = {'id': 'k5', 'state': 'in_progress', 'claim': None, 'claim_epoch': 0,
+                        'last_run_id': None, 'gave_up': None, 'awaiting_input': False,
+                        'attempts': 0, 'not_before': None}
+    add_claim(h, 'w2', 'k5', 0.250, 1, 'in_progress', 0.260)
+
+
+def h_release_logged_after_claim(h):
+    """w2 claims k4 from ready at 0.4005 s, just as w0's retry release of k1 (sent at 0.400)
+    frees ready's one slot; the log has the claim first. On the FS twin (one serial log) two
+    claims from ready were live at once; on the Mongo twin (two cards' events in delivery
+    order) the release may have committed first: no violation."""
+    h_column_over_limit(h)
+    for o in h['ops']:
+        if o['card'] == 'k4' and o['actor'] == 'w2':
+            o['t0'] += 0.0505
+            o['t1'] += 0.0505
+    for e in h['events']:
+        if e['card_id'] == 'k4' and e['actor'] == 'w2':
+            e['at'] = iso(capacity_at(e) - T + 0.0505)
+    h['events'].sort(key=lambda x: x['at'])
+    claim = h['events'].pop(find_ev(h, 'card_claimed', marker='w2'))
+    h['events'].insert(find_ev(h, 'card_released', marker='w0', epoch=1, retry=True), claim)
+
+
+def i_claim_before_created_schedule(h):
+    """w0 claims k2 at 4.0 s; it was created with not_before 5.0 s."""
+    for o in h['ops']:
+        if o['card'] == 'k2' and o['actor'] == 'w0':
+            o['t0'] -= 1.1
+            o['t1'] -= 1.1
+    for e in h['events']:
+        if e['card_id'] == 'k2' and e['actor'] == 'w0':
+            e['at'] = iso(capacity_at(e) - T - 1.1)
+
+
+def i_claim_before_retry_schedule(h):
+    """w1 claims k1 at 1.2 s; the retry at 0.4 s scheduled it for 1.4 s."""
+    for o in h['ops']:
+        if o['card'] == 'k1' and o['actor'] == 'w1' and o['kind'] == 'claim':
+            o['t0'] -= 0.3
+            o['t1'] -= 0.3
+    e = h['events'][find_ev(h, 'card_claimed', marker='w1', epoch=2)]
+    e['at'] = iso(1.200)
+
+
+def i_claim_before_patched_schedule(h):
+    """w2 claims k2 at 6.0 s; the bot's PATCH at 5.3 s put it at 9.0 s."""
+    add_claim(h, 'w2', 'k2', 6.000, 2, 'ready', 6.100)
+
+
+def i_final_not_before(h):
+    """The final card k2 has another not_before than the bot's PATCH gave it."""
+    h['cards']['k2']['not_before'] = iso(8.0)
+
+
+def j_attempts_payload(h):
+    """The first retry release says attempts 3 (it is the first)."""
+    h['events'][find_ev(h, 'card_released', marker='w0', epoch=1, retry=True)][
+        'payload']['attempts'] = 3
+
+
+def j_exhausted_not_filed(h):
+    """The retry that reaches max_attempts (2) leaves k1 where it was."""
+    del h['events'][find_ev(h, 'card_gave_up', gave_up={'reason': 'attempts_exhausted',
+                                                           'state': 'blocked'})]
+    k = next(k for k, e in enumerate(h['events']) if e['reason'] == 'attempts_exhausted')
+    del h['events'][k]
+    k = find_ev(h, 'card_state_changed', reopened=True)
+    h['events'][k]['payload']['from'] = 'in_progress'
+    del h['events'][k]
+    del h['ops'][find_op(h, 'op', 'reopen')]
+    h['cards']['k1']['gave_up'] = None
+
+
+def j_exhausted_too_early(h):
+    """The first retry (attempt 1 of 2) already files k1 attempts_exhausted."""
+    k = find_ev(h, 'card_released', marker='w0', epoch=1, retry=True)
+    ex = [ev(0.400, 'card_state_changed', '', 'attempts_exhausted', card='k1',
+             **{'from': 'in_progress', 'to': 'blocked'}),
+          ev(0.400, 'card_state_changed', 'op', None, card='k1', reopened=True,
+             **{'from': 'blocked', 'to': 'in_progress'})]
+    for e in ex:
+        e['board'] = 'default'
+    h['events'][k:k] = ex[:1]
+    h['events'][k + 2:k + 2] = ex[1:]
+    h['ops'].append(op('op', 'reopen', 0.450, card='k1', to='in_progress'))
+
+
+def j_no_reset_on_completion(h):
+    """k1 was filed done, yet the final card still counts 2 attempts."""
+    h['cards']['k1']['attempts'] = 2
+
+
+def j_backoff_out_of_range(h):
+    """The first retry schedules k1 3 s later; the backoff of attempt 1 is 1 s."""
+    e = h['events'][find_ev(h, 'card_released', marker='w0', epoch=1, retry=True)]
+    e['payload']['not_before'] = iso(3.400)
+
+
+def capacity_at(e):
+    return checker.at_seconds(e['at'])
+
+
+POLICY_CASES = [
+    ('h', h_column_over_limit, 'taken from column ready of board default at seq'),
+    ('h', h_board_over_max_claims, 'taken from board default at seq'),
+    ('i', i_claim_before_created_schedule, 'before its not_before'),
+    ('i', i_claim_before_retry_schedule, 'before its not_before'),
+    ('i', i_claim_before_patched_schedule, 'before its not_before'),
+    ('i', i_final_not_before, 'not_before: log'),
+    ('j', j_attempts_payload, 'says attempts 3, the log counts 1'),
+    ('j', j_exhausted_not_filed, 'not filed into blocked'),
+    ('j', j_exhausted_too_early, 'after 1 attempt(s) of 2'),
+    ('j', j_no_reset_on_completion, 'attempts: log 0, card 2'),
+    ('j', j_backoff_out_of_range, 'the backoff is 1.000 s'),
+]
+
+
 CASES = [  # (check, the history, refile policy, words of the violation that must be reported)
     ('a', a_epoch_repeats, 'any', 'repeated'),
     ('a', a_epoch_twice_to_clients, 'any', 'handed out twice'),
@@ -399,6 +642,52 @@ def main():
               'refile=any')
     else:
         print('ok   a bot\'s terminal -> terminal refiling passes under refile=any (DESIGN §4)')
+    # DESIGN §17: the good policy history passes, on both twins' orders; each bad one fails.
+    for cross in (True, False):
+        v = run(good_policy(), boards=BOARDS, cross_doc_order=cross)
+        extra += 1
+        if v:
+            bad += 1
+            print('FAIL: the good policy history has violations (cross_doc_order=%s):' % cross)
+            for line in checker.report(v):
+                print(line)
+        else:
+            print('ok   the good policy history passes every check (cross_doc_order=%s)' %
+                  cross)
+    # ...and the a..g history is no violation of h..j (no limit binds, nothing scheduled).
+    extra += 1
+    if run(good(), boards=BOARDS):
+        bad += 1
+        print('FAIL: the good history has violations of h..j')
+    for want, mutate, words in POLICY_CASES:
+        h = good_policy()
+        mutate(h)
+        v = run(h, boards=BOARDS)
+        hit = [x for x in v if x['check'] == want and words in x['what']]
+        extra += 1
+        if not hit:
+            bad += 1
+            print('FAIL: check %s did not report "%s" on %s (%s); reported: %s' %
+                  (want, words, mutate.__name__, mutate.__doc__.strip(),
+                   ['(%s) %s' % (x['check'], x['what']) for x in v] or 'nothing'))
+            continue
+        print('ok   check %s fires on %s: %s' % (want, mutate.__name__, hit[0]['what']))
+    # Check h under the Mongo delivery order: a release that may have committed before the
+    # claim it allowed is no violation there; one sent after the claim was answered still is.
+    for mutate, cross, want in ((h_release_logged_after_claim, True, True),
+                                (h_release_logged_after_claim, False, False),
+                                (h_column_over_limit, False, True)):
+        h = good_policy()
+        mutate(h)
+        fired = any(x['check'] == 'h' for x in run(h, boards=BOARDS, cross_doc_order=cross))
+        extra += 1
+        if fired != want:
+            bad += 1
+            print('FAIL: %s under cross_doc_order=%s: check h %s' %
+                  (mutate.__name__, cross, 'fired' if fired else 'did not fire'))
+        else:
+            print('ok   %s under cross_doc_order=%s: check h %s' %
+                  (mutate.__name__, cross, 'fires' if fired else 'holds (delivery order)'))
     print('%d case(s), %d failed' % (len(CASES) + 3 + extra, bad))
     return 1 if bad else 0
 

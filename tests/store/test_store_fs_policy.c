@@ -397,6 +397,176 @@ START_TEST(claim_next_with_many_scheduled)
 }
 END_TEST
 
+/* Many scheduled cards due at the same time (more than claim-next promotes one by one):
+ * taken in rank order once due, interleaved with the ready ones by rank. */
+START_TEST(claim_next_mass_due)
+{
+	struct store *st = fx_open_fresh();
+	const int64_t t0 = clock_ms;
+	char id[32], want[32];
+	int64_t wake = -1;
+	int i;
+
+	store_clock_set(st, test_clock, NULL);
+	for (i = 0; i < 1000; i++) {
+		snprintf(id, sizeof id, "s%04d", i);
+		mk(st, "default", id, "ready", i < 500 ? 10 : 0, t0 + 5000);
+	}
+	mk(st, "default", "r0", "ready", 5, 0);
+	mk(st, "default", "r1", "ready", 5, 0);
+	ck_assert_str_eq(next(st, "default", NULL), "r0");
+	ck_assert_str_eq(next(st, "default", &wake), "r1");
+	ck_assert_str_eq(next(st, "default", &wake), "");
+	ck_assert_int_eq(wake, t0 + 5000);
+	mk(st, "default", "r2", "ready", 5, 0);
+	clock_ms = t0 + 5000;
+	/* priority 10 (s0000..s0499), then r2 (5), then priority 0 (s0500..) */
+	for (i = 0; i < 500; i++) {
+		snprintf(want, sizeof want, "s%04d", i);
+		ck_assert_str_eq(next(st, "default", NULL), want);
+	}
+	ck_assert_str_eq(next(st, "default", NULL), "r2");
+	for (i = 500; i < 1000; i++) {
+		snprintf(want, sizeof want, "s%04d", i);
+		ck_assert_str_eq(next(st, "default", NULL), want);
+	}
+	ck_assert_str_eq(next(st, "default", &wake), "");
+	ck_assert_int_eq(wake, 0);
+	fx_close_fresh(st);
+	clock_ms = t0;
+}
+END_TEST
+
+/* A column renamed: the claims taken from it are taken from its new name, and keep
+ * counting against its limit (which the column keeps), wherever the cards sit now. */
+START_TEST(column_rename_carries_claims)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = open_at(dir);
+	struct store_owned_write w = {.kind = STORE_OWNED_STATE, .state = "in_progress"};
+	struct core_card *c = NULL;
+	struct core_board b = {0};
+	int64_t per[32], total, e;
+	size_t touched = 0, i;
+	int round;
+
+	put_board(st, "pol", 1, 0, 0);
+	mk(st, "pol", "r1", "ready", 0, 0);
+	mk(st, "pol", "r2", "ready", 0, 0);
+	ck_assert_int_eq(claim(st, "r1", "m1", &e), CORE_OK);
+	w.token = (struct core_token){"m1", e, NULL};
+	ck_assert_int_eq(store_card_owned_write(st, "r1", &w, &worker, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_board_column_rename(st, "pol", "ready", "queued", &op, &touched),
+			 CORE_OK);
+	ck_assert_uint_eq(touched, 1); /* r2 moved; r1's claim re-labelled */
+	for (round = 0; round < 2; round++) {
+		c = get(st, "r1");
+		ck_assert_str_eq(c->claim.from, "queued");
+		ck_assert_str_eq(c->state, "in_progress");
+		core_card_free(c);
+		ck_assert_int_eq(store_board_get(st, "pol", &b), CORE_OK);
+		ck_assert_int_eq(store_board_claimed(st, &b, per, &total), CORE_OK);
+		ck_assert_int_eq(total, 1);
+		for (i = 0; i < b.n_cols; i++)
+			ck_assert_int_eq(per[i], strcmp(b.cols[i].name, "queued") == 0 ? 1 : 0);
+		ck_assert_int_eq(core_board_column(&b, "queued")->limit, 1);
+		core_board_release(&b);
+		ck_assert_int_eq(claim(st, "r2", "m2", NULL), CORE_ERR_CAPACITY_REACHED);
+		store_close(st);
+		st = open_at(dir);
+	}
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
+/* The events of a retry (DESIGN §17): LATER, card_released with retry, attempts and the
+ * time; EXHAUSTED, card_state_changed (attempts_exhausted) + card_gave_up + card_released.
+ * The reaper's return in a batch that falls back to single steps counts its attempt once. */
+START_TEST(retry_events_and_reaper_fallback)
+{
+	struct store *st = fx_open_fresh();
+	const struct store_actor reaper = {.name = "reaper:h"};
+	struct store_reaper_act a[2];
+	struct core_event *ev = NULL;
+	struct core_card *c = NULL, *seen;
+	struct core_token tok, prev;
+	int64_t e, next_seq = 0, from_seq;
+	size_t n = 0;
+
+	store_clock_set(st, test_clock, NULL);
+	put_board(st, "pol", 0, 0, 2);
+	mk(st, "pol", "j", "ready", 0, 0);
+	mk(st, "pol", "k", "ready", 0, 0);
+	ck_assert_int_eq(claim(st, "j", "m", &e), CORE_OK);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, 0, 1000, 0, &ev, &n, &from_seq),
+			 CORE_OK);
+	store_events_free(ev, n);
+	tok = (struct core_token){"m", e, NULL};
+	ck_assert_int_eq(store_card_release_retry(st, "j", &tok, &worker, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, from_seq, 1000, 0, &ev, &n, &next_seq),
+			 CORE_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(ev[0].type, CORE_EV_CARD_RELEASED);
+	ck_assert_msg(strstr(ev[0].payload, "\"retry\":true") &&
+			      strstr(ev[0].payload, "\"attempts\":1") &&
+			      strstr(ev[0].payload, "\"not_before\":\""),
+		      "payload %s", ev[0].payload);
+	store_events_free(ev, n);
+	clock_ms += 2000;
+	ck_assert_int_eq(claim(st, "j", "m2", &e), CORE_OK);
+	from_seq = next_seq + 1; /* past j's card_claimed */
+	tok = (struct core_token){"m2", e, NULL};
+	ck_assert_int_eq(store_card_release_retry(st, "j", &tok, &worker, &c), CORE_OK);
+	ck_assert_str_eq(c->state, "blocked");
+	ck_assert_str_eq(c->state_reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	core_card_free(c);
+	ck_assert_int_eq(store_events_list(st, NULL, NULL, from_seq, 1000, 0, &ev, &n, &next_seq),
+			 CORE_OK);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_int_eq(ev[0].type, CORE_EV_CARD_STATE_CHANGED);
+	ck_assert_str_eq(ev[0].reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	ck_assert_int_eq(ev[1].type, CORE_EV_CARD_GAVE_UP);
+	ck_assert_str_eq(ev[1].reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	ck_assert_msg(strstr(ev[0].payload, "\"cause\":\"attempts_exhausted\""), "payload %s",
+		      ev[0].payload);
+	ck_assert_int_eq(ev[2].type, CORE_EV_CARD_RELEASED);
+	ck_assert_msg(strstr(ev[2].payload, "\"attempts\":2") &&
+			      !strstr(ev[2].payload, "not_before"),
+		      "payload %s", ev[2].payload);
+	store_events_free(ev, n);
+
+	/* The reaper: k's exact release with retry, beside an item whose token is stale (the
+	 * batch falls back to one step per item): k counts one attempt, not two. */
+	ck_assert_int_eq(claim(st, "k", "mk", &e), CORE_OK);
+	clock_ms += 61000;
+	prev = (struct core_token){"mk", e, NULL};
+	ck_assert_int_eq(store_reaper_transfer(st, "k", &prev, "reaper:h", 60000, &c), CORE_OK);
+	core_card_free(c);
+	seen = get(st, "k");
+	memset(a, 0, sizeof a);
+	a[0].id = "j";
+	a[0].n_w = 1;
+	a[0].w[0] = (struct store_owned_write){.kind = STORE_OWNED_STATE, .state = "ready",
+					       .token = {"reaper:h", 99, NULL}, .release = true,
+					       .event_reason = "watchdog"};
+	a[1] = (struct store_reaper_act){.id = "k", .release_expect = seen, .retry = true};
+	ck_assert_int_eq(store_reaper_act(st, a, 2, &reaper), CORE_OK);
+	ck_assert_int_eq(a[0].rc, CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(a[1].rc, CORE_OK);
+	core_card_free(seen);
+	c = get(st, "k");
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->attempts, 1);
+	ck_assert_int_gt(c->not_before, clock_ms);
+	core_card_free(c);
+	fx_close_fresh(st);
+	clock_ms = 1780000000000LL;
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store-fs-policy");
@@ -410,6 +580,9 @@ int main(void)
 	tcase_add_test(tc, policy_fields_survive_restart);
 	tcase_add_test(tc, old_directory_loads);
 	tcase_add_test(tc, claim_next_with_many_scheduled);
+	tcase_add_test(tc, claim_next_mass_due);
+	tcase_add_test(tc, column_rename_carries_claims);
+	tcase_add_test(tc, retry_events_and_reaper_fallback);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

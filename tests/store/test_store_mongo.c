@@ -167,6 +167,24 @@ size_t raw_outbox_len(struct store *st, const char *coll, const char *id)
 	return n;
 }
 
+/* How many documents of a collection match a JSON filter, behind boardd's back. */
+int64_t raw_count(struct store *st, const char *coll, const char *filter_json)
+{
+	mongoc_client_t *c = raw_client();
+	mongoc_collection_t *col = mongoc_client_get_collection(c, db_of(st), coll);
+	bson_error_t e;
+	bson_t *f = bson_new_from_json((const uint8_t *)filter_json, -1, &e);
+	int64_t n;
+
+	ck_assert_msg(f != NULL, "bad json %s", filter_json);
+	n = mongoc_collection_count_documents(col, f, NULL, NULL, NULL, &e);
+	ck_assert_msg(n >= 0, "count %s: %s", coll, e.message);
+	bson_destroy(f);
+	mongoc_collection_destroy(col);
+	mongoc_client_destroy(c);
+	return n;
+}
+
 /* Runs a JSON update on card `id` of st's database behind boardd's back. */
 void raw_update(struct store *st, const char *coll, const char *id, const char *json)
 {
@@ -955,6 +973,7 @@ int main(void)
 	mongo_add_tail(tc);
 	mongo_add_trips(tc);
 	mongo_add_bseq(tc);
+	mongo_add_policy(tc);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	ct_atomic = server_atomic;

@@ -30,6 +30,8 @@ void close_db(struct store *st);
 void raw_update(struct store *st, const char *coll, const char *id, const char *json);
 void raw_insert(struct store *st, const char *coll, const char *json);
 void raw_delete(struct store *st, const char *coll, const char *id);
+/* How many documents of a collection match a JSON filter. */
+int64_t raw_count(struct store *st, const char *coll, const char *filter_json);
 /* The same updates on a client of their own, connected before raw_fast_open returns, so
  * each costs one round trip (a change that must land within a few ms). */
 struct raw_fast;
@@ -55,5 +57,6 @@ void mongo_add_effects(TCase *tc);
 void mongo_add_tail(TCase *tc);
 void mongo_add_trips(TCase *tc);
 void mongo_add_bseq(TCase *tc);
+void mongo_add_policy(TCase *tc);
 
 #endif
