@@ -174,6 +174,23 @@ def case_not_before(srv, tmp):
           'not_before an hour ahead: %s' % nb)
     st, ans = srv.api('POST', '/v1/cards/nb1/claim', {'marker': 'x'}, token=srv.worker)
     check(st == 409 and ans.get('code') == 'not_yet', 'claimed before: %d %s' % (st, ans))
+    # run --card on a scheduled card: the server's refusal, said; nothing runs, nothing held
+    p = boardctl(srv, ['run', '--card', 'nb1', '--', 'sh', '-c', 'touch %s/nb1.ran' % tmp])
+    rc, out, err = finish(p)
+    c = srv.card('nb1')
+    check(rc == 125 and 'not before' in err and not os.path.exists(tmp + '/nb1.ran') and
+          c['claim'] is None and c['claim_epoch'] == 0,
+          'run --card before not_before: 125 and why, nothing run: %d %s' % (rc, err))
+    # work skips it (claim-next): nothing taken within the wait
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'nb', '--wait-ms', '300',
+                       '--max-jobs', '1', '--', 'true'])
+    try:
+        p.wait(timeout=1.5)
+    except subprocess.TimeoutExpired:
+        pass
+    p.terminate()
+    finish(p)
+    check(srv.card('nb1')['claim_epoch'] == 0, 'work does not take a scheduled card')
     r = subprocess.run([BOARDCTL, '--json', 'cards', 'create', '--id', 'nb2', '--state',
                         'ready', '--not-before', '2031-01-02T03:04:05Z'],
                        capture_output=True, text=True, env=env)
