@@ -100,7 +100,12 @@ struct cli_job_opts {
 		     * from, released with retry (one more attempt, a backoff; at the board's
 		     * max_attempts the server files it into the failed column), instead of
 		     * being filed into on_failure */
+	struct cli_renewer *renewer; /* `work --concurrency N` (DESIGN §18, batch.c): renews the
+				      * job's claim with the others held; NULL: the job renews its
+				      * own */
 };
+
+struct cli_renewer;
 
 /* What a claim handed us (from claim-next or claim). */
 struct cli_claim {
@@ -171,6 +176,24 @@ bool cli_job_refused(long status);
 /* The wait before the next try of a write that got no answer: the backoff, never more than
  * half the time left before `until` (a last try lands in the lease's last part). */
 int64_t cli_job_retry_delay(int64_t backoff, int64_t until);
+
+/* ---- batch.c: one renew many per tick for every claim the slots hold (DESIGN §18) ---- */
+#define CLI_RENEWER_POLL_MS 200 /* a job reads its claim's state at least this often */
+struct cli_hold;
+/* Starts the renewer's thread; NULL on out of memory. */
+struct cli_renewer *cli_renewer_start(void);
+/* Stops it (the holds left are freed). r may be NULL. */
+void cli_renewer_stop(struct cli_renewer *r);
+/* Registers claim c (copied), whose lease ends at lease_end (cli_mono_ms); NULL on out of
+ * memory. Let go of it with cli_renewer_drop. */
+struct cli_hold *cli_renewer_hold(struct cli_renewer *r, const struct cli_claim *c,
+				  int64_t lease_end);
+/* The hold's state: *lease_end moved to the last renew's (never back), *renewed the renews
+ * acknowledged so far; true when the claim is lost (detail says why). */
+bool cli_renewer_read(struct cli_renewer *r, struct cli_hold *p, int64_t *lease_end,
+		      unsigned *renewed, char *detail, size_t len);
+/* Stops renewing p and frees it; p may be NULL (then r may be too). */
+void cli_renewer_drop(struct cli_renewer *r, struct cli_hold *p);
 /* POST renew; the HTTP status (0: no answer), err the reason. */
 long cli_job_renew(struct cli_http *h, const struct cli_claim *c, long timeout, char *err);
 /* The run's heartbeat; true only when an operator cancelled the run. */

@@ -238,6 +238,8 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	bool exited = false, lost = false, cancelled = false, cmd_failed = false, moved = false;
 	const char *back = NULL; /* where a released card returns: where it came from, once moved */
 	json_t *result = NULL;
+	struct cli_hold *hold = NULL; /* with o->renewer: the claim as the renewer keeps it */
+	unsigned renewed = 0;
 	long st;
 
 	memset(rep, 0, sizeof *rep);
@@ -275,6 +277,10 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	back = moved && *from ? from : NULL;
 	next_renew = (c->asked_ms ? c->asked_ms : t0) + c->renew_after_ms;
 	next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
+	/* --concurrency N: the renewer renews every held claim in one request per tick (batch.c);
+	 * without it (out of memory too), this loop renews its own. */
+	if (o->renewer && !lost)
+		hold = cli_renewer_hold(o->renewer, c, lease_end);
 	while (!exited && !lost && !sig && !cancelled) {
 		struct pollfd p[2] = {{.fd = proc.status, .events = POLLIN},
 				      {.fd = o->stop_fd, .events = POLLIN}};
@@ -289,7 +295,9 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			snprintf(rep->detail, sizeof rep->detail, "lease ended with no renew");
 			break;
 		}
-		wake = next_renew < lease_end ? next_renew : lease_end;
+		wake = hold ? now + CLI_RENEWER_POLL_MS : next_renew;
+		if (lease_end < wake)
+			wake = lease_end;
 		if (next_flush < wake)
 			wake = next_flush;
 		if (poll(p, o->stop_fd >= 0 ? 2 : 1, wake > now ? (int)(wake - now) : 0) > 0) {
@@ -314,6 +322,18 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 				cli_output_send(output, h, c, rep->run, false);
 			next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
 		}
+		if (hold) {
+			unsigned seen = renewed;
+
+			if (cli_renewer_read(o->renewer, hold, &lease_end, &renewed, rep->detail,
+					     sizeof rep->detail)) {
+				lost = true;
+				break;
+			}
+			if (renewed != seen) /* the claim renewed: the run's heartbeat follows */
+				cancelled = cli_job_heartbeat(h, c, rep->run, CLI_RENEW_TIMEOUT_MAX_MS);
+			continue;
+		}
 		if (now < next_renew)
 			continue;
 		{
@@ -337,6 +357,8 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			}
 		}
 	}
+	cli_renewer_drop(o->renewer, hold); /* renewing ends here, as it does below without it */
+	hold = NULL;
 	if (exited) {
 		/* Exited while we were away (stopped): a lease that ended meanwhile is lost. */
 		if (cli_mono_ms() >= lease_end) {

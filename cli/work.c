@@ -34,6 +34,8 @@ struct work {
 	long max_jobs;      /* 0: no limit */
 	struct cli_job_opts job;
 	char marker_prefix[96];
+	bool shared;        /* --concurrency > 1: claims taken together (take_shared), renewed
+			     * together (job.renewer) */
 
 	/* shared state */
 	atomic_long started;  /* jobs begun (for --max-jobs) */
@@ -41,6 +43,15 @@ struct work {
 	atomic_int last_exit; /* `run`: the command's exit code */
 	atomic_uint running;  /* slots still looping */
 	int stop_pipe[2];
+
+	/* take_shared's pool, under pool_mu */
+	pthread_mutex_t pool_mu;
+	pthread_cond_t pool_cv;
+	struct cli_claim *pool; /* claims taken for slots that have not picked them up yet */
+	size_t pooled;
+	bool fetching;          /* a slot is asking for claims */
+	unsigned busy;          /* slots holding a claim */
+	long taken;             /* claims taken in all (--max-jobs) */
 };
 
 static atomic_int stop_sig, kill_now; /* written by the main thread only */
@@ -85,16 +96,32 @@ static void claim_card_fill(struct cli_http *h, struct cli_claim *c)
 	json_decref(ans);
 }
 
-/* Asks for a claim; 1 with *c filled, 0 when none (or stopping), -1 on a fatal error. */
-static int take(struct work *w, const struct slot *s, struct cli_http *h, const char *marker,
-		struct cli_claim *c)
+/* Gives a claim straight back (fenced release): taken as we were told to stop. */
+static void give_back(struct cli_http *h, const struct cli_claim *c)
+{
+	char rel[600], esc[400], err[CLI_ERR_MAX];
+	json_t *rb = json_pack("{s:s, s:I}", "marker", c->marker, "epoch", (json_int_t)c->epoch);
+
+	cli_http_escape(c->card, esc, sizeof esc);
+	snprintf(rel, sizeof rel, "/v1/cards/%s/release", esc);
+	cli_http_call(h, "POST", rel, rb, -1, 10000, NULL, err, sizeof err);
+	json_decref(rb);
+}
+
+/* Asks for claims: with count 0 one (claim-next's single answer, or the named card's claim),
+ * else up to count with one claim-next {count} (DESIGN §18). 1 with v[0..*n) filled, 0 when
+ * none (or stopping), -1 on a fatal error. */
+static int take_many(struct work *w, const struct slot *s, struct cli_http *h, const char *marker,
+		     long count, struct cli_claim *v, size_t *n)
 {
 	char path[512], esc[400], err[CLI_ERR_MAX];
-	json_t *body = json_pack("{s:s}", "marker", marker), *ans = NULL;
-	int64_t backoff = 200;
+	json_t *body = json_pack("{s:s}", "marker", marker), *ans = NULL, *list, *it;
+	int64_t backoff = 200, asked = 0;
+	size_t i;
 	long st;
 	int rc = 0;
 
+	*n = 0;
 	if (w->lease_ms)
 		json_object_set_new(body, "lease_ms", json_integer(w->lease_ms));
 	if (w->card) {
@@ -108,19 +135,41 @@ static int take(struct work *w, const struct slot *s, struct cli_http *h, const 
 			json_object_set(body, "columns", s->columns);
 		if (s->labels)
 			json_object_set(body, "labels", s->labels);
+		if (count > 0)
+			json_object_set_new(body, "count", json_integer(count));
 	}
 	while (!stopping()) {
-		c->asked_ms = cli_mono_ms();
+		asked = cli_mono_ms();
 		st = cli_http_call(h, "POST", path, body, -1, (long)w->wait_ms + 15000, &ans, err,
 				   sizeof err);
 		if (st == 200) {
-			if (!cli_claim_parse(ans, w->card, c)) {
-				cli_warn("unexpected claim answer from %s", path);
+			list = json_object_get(ans, "claims");
+			rc = 1;
+			if (!json_is_array(list)) {
+				memset(&v[0], 0, sizeof v[0]);
+				if (cli_claim_parse(ans, w->card, &v[0]))
+					*n = 1;
+				else
+					rc = -1;
+			}
+			json_array_foreach(list, i, it) {
+				if (*n == (size_t)(count > 0 ? count : 1))
+					break;
+				memset(&v[*n], 0, sizeof v[*n]);
+				if (!cli_claim_parse(it, w->card, &v[*n])) {
+					rc = -1;
+					break;
+				}
+				++*n;
+			}
+			if (rc == 1 && !*n)
 				rc = -1;
-			} else {
-				rc = 1;
-				if (!c->board[0])
-					claim_card_fill(h, c);
+			if (rc < 0)
+				cli_warn("unexpected claim answer from %s", path);
+			for (i = 0; i < *n; i++) {
+				v[i].asked_ms = asked;
+				if (!v[i].board[0])
+					claim_card_fill(h, &v[i]);
 			}
 			break;
 		}
@@ -130,7 +179,7 @@ static int take(struct work *w, const struct slot *s, struct cli_http *h, const 
 			/* Nothing within the wait: the caller asks again. An answer much sooner
 			 * than the wait (the server's long-poll cap is reached, or --wait-ms 0) is
 			 * not a reason to ask in a tight loop. */
-			if (cli_mono_ms() - c->asked_ms < (w->wait_ms < 1000 ? w->wait_ms : 1000))
+			if (cli_mono_ms() - asked < (w->wait_ms < 1000 ? w->wait_ms : 1000))
 				nap(w, 250);
 			else if (!w->wait_ms)
 				nap(w, 250);
@@ -146,20 +195,98 @@ static int take(struct work *w, const struct slot *s, struct cli_http *h, const 
 		backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
 	}
 	if (rc == 1 && stopping()) {
-		/* Taken as we were told to stop: give it straight back. */
-		char rel[600];
-		json_t *rb = json_pack("{s:s, s:I}", "marker", c->marker, "epoch",
-				       (json_int_t)c->epoch);
-
-		cli_http_escape(c->card, esc, sizeof esc);
-		snprintf(rel, sizeof rel, "/v1/cards/%s/release", esc);
-		cli_http_call(h, "POST", rel, rb, -1, 10000, NULL, err, sizeof err);
-		json_decref(rb);
+		/* Taken as we were told to stop: give them straight back. */
+		for (i = 0; i < *n; i++)
+			give_back(h, &v[i]);
+		*n = 0;
 		rc = 0;
 	}
 	json_decref(ans);
 	json_decref(body);
 	return rc;
+}
+
+/* Asks for a claim; 1 with *c filled, 0 when none (or stopping), -1 on a fatal error. */
+static int take(struct work *w, const struct slot *s, struct cli_http *h, const char *marker,
+		struct cli_claim *c)
+{
+	size_t n = 0;
+
+	return take_many(w, s, h, marker, 0, c, &n);
+}
+
+/* --concurrency N > 1 (DESIGN §18): the slots share their claims. A slot that finds none
+ * waiting and nobody asking asks for every idle slot at once (one claim-next {count}, at most
+ * 100, within --max-jobs) and leaves the others in the pool for them. 1 with *c filled (the
+ * slot counts busy until take_shared_done), 0 when none (or stopping), 2 when --max-jobs
+ * claims were taken, -1 on a fatal error. */
+static int take_shared(struct work *w, const struct slot *s, struct cli_http *h,
+		       const char *marker, struct cli_claim *c)
+{
+	struct cli_claim *v;
+	size_t n = 0, i;
+	long want;
+	int rc;
+
+	pthread_mutex_lock(&w->pool_mu);
+	for (;;) {
+		if (stopping() || atomic_load(&w->fatal)) {
+			pthread_mutex_unlock(&w->pool_mu);
+			return 0; /* what the pool holds is given back at the end */
+		}
+		if (w->pooled) {
+			*c = w->pool[--w->pooled];
+			w->busy++;
+			pthread_mutex_unlock(&w->pool_mu);
+			return 1;
+		}
+		if (w->max_jobs > 0 && w->taken >= w->max_jobs) {
+			pthread_mutex_unlock(&w->pool_mu);
+			return 2;
+		}
+		if (!w->fetching)
+			break;
+		{
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 250 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&w->pool_cv, &w->pool_mu, &ts);
+		}
+	}
+	want = (long)w->concurrency - (long)w->busy; /* the idle slots, this one included */
+	if (w->max_jobs > 0 && want > w->max_jobs - w->taken)
+		want = w->max_jobs - w->taken;
+	want = want < 1 ? 1 : want > 100 ? 100 : want;
+	w->fetching = true;
+	pthread_mutex_unlock(&w->pool_mu);
+	v = calloc((size_t)want, sizeof *v);
+	rc = v ? take_many(w, s, h, marker, want, v, &n) : -1;
+	pthread_mutex_lock(&w->pool_mu);
+	w->fetching = false;
+	if (rc == 1) {
+		w->taken += (long)n;
+		*c = v[0];
+		w->busy++;
+		for (i = n; i-- > 1;) /* handed out in claim-next's order */
+			w->pool[w->pooled++] = v[i];
+	}
+	pthread_cond_broadcast(&w->pool_cv);
+	pthread_mutex_unlock(&w->pool_mu);
+	free(v);
+	return rc;
+}
+
+static void take_shared_done(struct work *w)
+{
+	pthread_mutex_lock(&w->pool_mu);
+	w->busy--;
+	pthread_cond_broadcast(&w->pool_cv);
+	pthread_mutex_unlock(&w->pool_mu);
 }
 
 /* `run`'s exit status for its one job (the man page's EXIT STATUS, enum cli_exit): the
@@ -201,6 +328,26 @@ static void *slot_main(void *arg)
 		atomic_store(&w->fatal, CLI_EXIT_ERROR);
 	}
 	while (h && !stopping() && !atomic_load(&w->fatal)) {
+		if (w->shared) {
+			memset(&c, 0, sizeof c);
+			got = take_shared(w, s, h, marker, &c);
+			if (got == 2)
+				break; /* --max-jobs claims taken */
+			if (got == 0)
+				continue;
+			if (got < 0) {
+				atomic_store(&w->fatal, CLI_EXIT_ERROR);
+				break;
+			}
+			cli_job_run(h, &c, &w->job, &rep);
+			take_shared_done(w);
+			cli_progress_job(&c, &rep);
+			if (rep.config_error)
+				atomic_store(&w->fatal, CLI_EXIT_ERROR);
+			if (rep.end == CLI_JOB_NOT_STARTED)
+				atomic_store(&w->fatal, rep.exit_code);
+			continue;
+		}
 		if (w->max_jobs > 0 && atomic_fetch_add(&w->started, 1) >= w->max_jobs)
 			break;
 		do {
@@ -312,14 +459,19 @@ static const char work_help[] =
 	"so too when COMMAND ended by itself just before boardctl learned of the cancel.\n"
 	"Exit status: run, COMMAND's own (128+N when signal N ended it); 123 lost, 124\n"
 	"cancelled, 125 boardctl's own error, 126/127 COMMAND could not be started.\n"
-	"\n"
+	"\n";
+
+/* Two strings: one would pass the 4095 bytes ISO C compilers must accept. */
+static const char work_help_opts[] =
 	"options:\n"
 	"  --board B            board to take cards from (work)\n"
 	"  --card ID            the card to run (run)\n"
 	"  --columns A,B        columns to take from (default: the board's eligible ones)\n"
 	"  --label L            only cards carrying L (repeatable: all of them)\n"
 	"  --lease-ms N         lease to ask for (default: the server's)\n"
-	"  --concurrency N      N commands at once, one claim each (default 1)\n"
+	"  --concurrency N      N commands at once, one claim each (default 1); with N > 1\n"
+	"                       the free slots' cards come with one claim-next (count) and\n"
+	"                       the claims held are renewed with one renew many per tick\n"
 	"  --max-jobs N         stop after N jobs (default: no limit)\n"
 	"  --grace D            SIGTERM -> SIGKILL delay: 10, 10s, 500ms (default 10s)\n"
 	"  --on-success COL     column on exit 0, or \"release\" (default done)\n"
@@ -365,7 +517,10 @@ static int work_common(int argc, char **argv, bool is_run)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct work w = {.concurrency = 1, .wait_ms = POLL_WAIT_MS};
+	struct work w = {.concurrency = 1,
+			 .wait_ms = POLL_WAIT_MS,
+			 .pool_mu = PTHREAD_MUTEX_INITIALIZER,
+			 .pool_cv = PTHREAD_COND_INITIALIZER};
 	struct slot *slots = NULL;
 	struct cli_http *h = NULL;
 	char running[129], err[CLI_ERR_MAX];
@@ -456,6 +611,7 @@ static int work_common(int argc, char **argv, bool is_run)
 			break;
 		case 'h':
 			fputs(work_help, stdout);
+			fputs(work_help_opts, stdout);
 			rc = 0;
 			goto out;
 		default:
@@ -524,6 +680,17 @@ static int work_common(int argc, char **argv, bool is_run)
 		rc = CLI_EXIT_ERROR;
 		goto out;
 	}
+	/* --concurrency N (DESIGN §18): the slots' cards come from one claim-next {count} and
+	 * their claims are renewed with one renew many per tick. */
+	w.shared = w.concurrency > 1;
+	if (w.shared) {
+		w.pool = calloc(w.concurrency, sizeof *w.pool);
+		w.job.renewer = cli_renewer_start();
+		if (!w.pool || !w.job.renewer) {
+			rc = CLI_EXIT_ERROR;
+			goto out;
+		}
+	}
 	atomic_store(&w.running, w.concurrency);
 	for (i = 0; i < w.concurrency; i++) {
 		slots[i] = (struct slot){.w = &w, .idx = i,
@@ -561,6 +728,12 @@ static int work_common(int argc, char **argv, bool is_run)
 	rc = atomic_load(&w.fatal);
 	if (!rc && is_run)
 		rc = atomic_load(&w.last_exit);
+	if (w.pooled) {
+		/* Taken for slots that stopped first: given straight back. */
+		h = cli_http_new();
+		while (h && w.pooled)
+			give_back(h, &w.pool[--w.pooled]);
+	}
 	close(w.stop_pipe[0]);
 	close(w.stop_pipe[1]);
 	goto out;
@@ -568,8 +741,11 @@ bad_value:
 	cli_warn("--%s: invalid value \"%s\"", longopts[li].name, optarg);
 bad:
 	fputs(work_help, stderr);
+	fputs(work_help_opts, stderr);
 	rc = CLI_EXIT_ERROR;
 out:
+	cli_renewer_stop(w.job.renewer);
+	free(w.pool);
 	cli_http_free(h);
 	free(slots);
 	json_decref(w.columns);

@@ -506,7 +506,8 @@ enum core_rc core_reopen_check(const struct core_board *b, const struct core_car
 enum core_rc core_card_state_write(struct core_card *c, const char *to, const char *reason,
 				   int64_t now_ms);
 
-/* Provenance (DESIGN §7): true for watchdog, state_rename, state_delete, migration. */
+/* Provenance (DESIGN §7): true for watchdog, state_rename, state_delete, migration, and
+ * attempts_exhausted (DESIGN §17's filing of a card out of attempts). */
 bool core_is_machine_reason(const char *reason);
 
 /* Blockers: a lookup the caller provides so core can see other cards without owning them.

@@ -65,8 +65,10 @@ enum core_rc core_card_state_write(struct core_card *c, const char *to, const ch
 
 bool core_is_machine_reason(const char *reason)
 {
+	/* attempts_exhausted: the filing of a card out of attempts (DESIGN §17: "under machine
+	 * provenance"), whoever's retry release ran them out. */
 	static const char *const machine[] = {"watchdog", "state_rename", "state_delete",
-					      "migration"};
+					      "migration", CORE_GAVE_UP_ATTEMPTS_EXHAUSTED};
 	size_t i;
 
 	for (i = 0; reason && i < sizeof(machine) / sizeof(machine[0]); i++)

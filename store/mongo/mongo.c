@@ -187,6 +187,7 @@ static const struct index_spec indexes[] = {
 	{"cards", "not_before", "board", "state", false, {"not_before", NULL}},
 	{"cards", "claim_from", "board", "claim.from", false, {NULL}},
 	{"slots", "board_col", "board", "col", false, {"owner", "i", NULL}},
+	{"slots", "board_col_i", "board", "col", true, {"i", NULL}}, /* one inserter of an i wins */
 	{"slots", "owner", "owner", "epoch", false, {NULL}},
 	{"slots", "repair", "at", NULL, false, {NULL}},
 	{"events", "seq", "seq", NULL, true, {NULL}},

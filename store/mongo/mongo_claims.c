@@ -81,7 +81,9 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 					  (x->fresh ? MGO_PRE_BLOCKERS | MGO_PRE_SCHED : 0),
 				  &q, hit, out);
 	c->slot_epoch_set = 0;
-	if (rc != CORE_OK || !*hit)
+	/* Given back only when the card write did not land: a claim written whose events then
+	 * failed to be stored still holds its card, and so its slots. */
+	if (!*hit)
 		mgo_slots_give_back(c, &hold);
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);

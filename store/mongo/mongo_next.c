@@ -24,6 +24,7 @@
 #include "store/mongo/mongo_cas.h"
 #include "store/mongo/mongo_ops.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -377,25 +378,31 @@ static bool limited(const struct core_board *b, const struct core_strv *cols)
 	return false;
 }
 
-#define NEXT_LIMITED_SCAN 16 /* cards tried per look on a board with limits */
+#define NEXT_LIMITED_SCAN 64 /* cards looked at per look on a board with limits */
 
 /* claim-next on a board with limits: the columns with room (their held slots), then the
- * best cards there in claim order, each claimed as one fresh claim with its slots
- * (mgo_claim_fresh), the next on a conflict. *room: the columns that had room. */
+ * best cards there in claim order (those whose blockers are pending skipped), each claimed as
+ * one fresh claim with its slots (mgo_claim_fresh), the next on a refusal. Only a refusal
+ * another worker caused (the card taken, a slot taken) has it look again, with the counts
+ * read anew. *room: the columns that had room. */
 static enum core_rc next_limited(struct mgo_conn *c, const struct core_board *b,
 				 const struct core_strv *cols, const struct store_claim_next *in,
 				 struct store_claim_result *out, struct core_strv *room)
 {
 	int64_t *per_col = calloc(b->n_cols + 1, sizeof(*per_col)), board_n = 0;
 	enum core_rc rc = per_col ? CORE_OK : CORE_ERR_NOMEM;
+	bool raced = true;
 	int tries;
 	size_t i;
 
-	for (tries = 0; rc == CORE_OK && tries < MGO_CAS_TRIES && !out->card; tries++) {
+	for (tries = 0; rc == CORE_OK && raced && tries < MGO_CAS_TRIES && !out->card; tries++) {
 		bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER;
 		struct core_card **cards = NULL;
+		struct mgo_lookup lk;
+		struct core_card_lookup look;
 		size_t n = 0;
 
+		raced = false;
 		core_strv_release(room);
 		rc = mgo_slots_owned(c, b, per_col, &board_n);
 		if (rc != CORE_OK || (b->max_claims > 0 && board_n >= b->max_claims))
@@ -412,20 +419,27 @@ static enum core_rc next_limited(struct mgo_conn *c, const struct core_board *b,
 			rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
 		bson_destroy(&opts);
 		bson_destroy(&filter);
+		look = mgo_lookup_init(&lk, c);
 		for (i = 0; rc == CORE_OK && i < n && !out->card; i++) {
-			enum core_rc r = mgo_claim_fresh(c, cards[i]->id, in->marker, in->holder,
-							 in->lease_ms, out);
+			enum core_rc r;
 
+			if (cards[i]->blockers.n &&
+			    !core_blockers_all_done(b, &cards[i]->blockers, &look)) {
+				rc = lk.rc;
+				continue;
+			}
+			r = mgo_claim_fresh(c, cards[i]->id, in->marker, in->holder, in->lease_ms,
+					    out);
 			out->detail[0] = '\0';
-			if (r != CORE_OK && r != CORE_ERR_CLAIM_CONFLICT &&
-			    r != CORE_ERR_CAPACITY_REACHED && r != CORE_ERR_NOT_YET &&
-			    r != CORE_ERR_BLOCKERS_PENDING && r != CORE_ERR_TRANSITION_REJECTED &&
-			    r != CORE_ERR_NOT_FOUND)
+			if (r == CORE_ERR_CLAIM_CONFLICT || r == CORE_ERR_CAPACITY_REACHED)
+				raced = true;
+			else if (r != CORE_OK && r != CORE_ERR_NOT_YET &&
+				 r != CORE_ERR_BLOCKERS_PENDING && r != CORE_ERR_TRANSITION_REJECTED &&
+				 r != CORE_ERR_NOT_FOUND)
 				rc = r;
 		}
+		mgo_lookup_release(&lk);
 		store_cards_free(cards, n);
-		if (rc != CORE_OK || !n)
-			break; /* nothing fits in the columns with room */
 		c->now = store_now(&c->m->base);
 	}
 	free(per_col);
@@ -504,8 +518,10 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 				rc = CORE_ERR_INTERNAL;
 			if (rc == CORE_OK)
 				rc = mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
-			if (rc == CORE_OK && cols->n != 1)
-				rc = from_record(&c, out->card);
+			/* Not fatal: the claim stands, counted against no column (logged). */
+			if (rc == CORE_OK && cols->n != 1 && from_record(&c, out->card) != CORE_OK)
+				fprintf(stderr, "boardd: mongo: card %s: claim.from not recorded\n",
+					out->card->id);
 			if (rc != CORE_OK) {
 				core_card_free(out->card);
 				out->card = NULL;

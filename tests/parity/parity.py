@@ -47,7 +47,7 @@ TS_KEYS = {'created_at', 'updated_at', 'state_at', 'claimed_at', 'lease_until', 
            'lock_until', 'expires_at', 'next_at', 'duration_ms', 'last_pass'}
 SEQ_KEYS = {'seq'}
 EPOCH_KEYS = {'epoch', 'claim_epoch', 'actor_epoch'}
-GEN_KEYS = {'id', 'card_id', 'run_id', 'last_run_id', 'blockers', 'blocker'}
+GEN_KEYS = {'id', 'card_id', 'run_id', 'last_run_id', 'blockers', 'blocker', 'card'}
 
 
 class Side:
@@ -433,6 +433,60 @@ class Driver:
                 s.tokens.setdefault(out['card']['id'], []).append((t['marker'], t['epoch']))
         self.both('claim-next %s %s' % (board, json.dumps(body)), lambda s: (
             who, 'POST', '/v1/boards/%s/claim-next' % board, body, None), learn=learn)
+
+    def op_claim_many(self):
+        """claim-next with count (DESIGN §18)."""
+        board = self.pick(BOARDS)
+        body = {'marker': self.pick(['m1', 'm1', 'm2']),
+                'count': self.pick([1, 2, 3, 5] * 5 + [0, 101, 'x'])}
+        who = self.worker()
+
+        def learn(s, st, out):
+            for it in (out.get('claims') or []) if st == 200 and isinstance(out, dict) else []:
+                t = it['token']
+                s.tokens.setdefault(it['card']['id'], []).append((t['marker'], t['epoch']))
+        self.both('claim-next %s %s' % (board, json.dumps(body)), lambda s: (
+            who, 'POST', '/v1/boards/%s/claim-next' % board, body, None), learn=learn)
+
+    def many_items(self):
+        """1..4 cards for a batch (now and then one twice: 400), each with a token choice."""
+        cards = [self.card() for _ in range(self.rng.randint(1, 4))]
+        if not self.p(0.1):
+            cards = list(dict.fromkeys(cards))
+        return [(c, self.tok_choice()) for c in cards]
+
+    def op_renew_many(self):
+        """POST /v1/claims/renew (DESIGN §18): per-item answers."""
+        items, who = self.many_items(), self.worker()
+        lease = self.pick([None, None, 90000, 5])
+
+        def build(s):
+            toks = []
+            for c, which in items:
+                m, e, _ = self.owned_body(s, c, which, {})
+                toks.append({'card': s.resolve(c), 'marker': m, 'epoch': e})
+            b = {'tokens': toks}
+            if lease is not None:
+                b['lease_ms'] = lease
+            return who, 'POST', '/v1/claims/renew', b, None
+        self.both('renew many %s (%s, lease %s)' % (items, who, lease), build)
+
+    def op_release_many(self):
+        """POST /v1/claims/release (DESIGN §18): each the owned write to `to` and the release,
+        or the release alone."""
+        items, who = self.many_items(), self.worker()
+        tos = [self.column() if self.p(0.6) else None for _ in items]
+
+        def build(s):
+            toks = []
+            for (c, which), to in zip(items, tos):
+                m, e, _ = self.owned_body(s, c, which, {})
+                t = {'card': s.resolve(c), 'marker': m, 'epoch': e}
+                if to is not None:
+                    t['to'] = to
+                toks.append(t)
+            return who, 'POST', '/v1/claims/release', {'tokens': toks}, None
+        self.both('release many %s to %s (%s)' % (items, tos, who), build)
 
     def owned_body(self, s, c, which, extra):
         t = self.token_of(s, c, which)
@@ -907,7 +961,8 @@ class Driver:
            ('op_labels', 5), ('op_sweep', 3), ('op_comment', 3), ('op_run', 10),
            ('op_board', 3), ('op_bad', 3), ('op_events', 2), ('op_flow', 8),
            ('op_attention', 2), ('op_agent', 2), ('op_reaper', 1), ('op_subscription', 1),
-           ('op_head', 1), ('op_scoped', 3), ('op_mcp', 4)]
+           ('op_head', 1), ('op_scoped', 3), ('op_mcp', 4), ('op_claim_many', 2),
+           ('op_renew_many', 2), ('op_release_many', 2)]
 
     def run(self):
         names = [n for n, _ in self.OPS]

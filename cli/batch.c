@@ -1,0 +1,279 @@
+/* The renewer of `work --concurrency N` (DESIGN §18): one thread renews every claim the slots
+ * hold with one POST /v1/claims/renew per tick, as BullMQ's extendLocks does, instead of one
+ * renew per claim.
+ *
+ * A job registers its claim (cli_renewer_hold) as it starts and lets go of it
+ * (cli_renewer_drop) before its last writes. The tick is the shortest renew_after_ms among
+ * the claims held; each tick renews all of them, each keeping its own lease_ms. Per claim, as
+ * the single renew's loop did (job.c): a 200 restarts its lease from the moment the tick was
+ * SENT; a refusal (409, 404, 403, 401: the claim was taken, revoked or reclaimed, the token
+ * removed) is a loss at once, for that claim only; a tick with no answer (network, 5xx) is
+ * tried again with backoff, a last try in the lease's last part (cli_job_retry_delay). The job
+ * reads its claim's state (cli_renewer_read) when it wakes, at least every
+ * CLI_RENEWER_POLL_MS. */
+#include "cli/cli.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct cli_hold {
+	struct cli_claim c;   /* a copy: the job's own may go before the tick's answer */
+	int64_t lease_end;    /* local: the last renew acknowledged was sent then + lease_ms */
+	unsigned renewed;     /* renews acknowledged (the job heartbeats its run on a change) */
+	bool lost;
+	char detail[CLI_ERR_MAX];
+	struct cli_hold *next;
+};
+
+struct cli_renewer {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool started, stop;
+	struct cli_hold *head;
+	struct cli_http *h;
+};
+
+/* The tick: the shortest renew_after_ms held (0: nothing held). Under mu. */
+static int64_t tick_ms(const struct cli_renewer *r)
+{
+	const struct cli_hold *p;
+	int64_t t = 0;
+
+	for (p = r->head; p; p = p->next)
+		if (!p->lost && (!t || p->c.renew_after_ms < t))
+			t = p->c.renew_after_ms;
+	return t;
+}
+
+/* The earliest lease end held (bounds the retries of a tick with no answer). Under mu. */
+static int64_t first_end(const struct cli_renewer *r)
+{
+	const struct cli_hold *p;
+	int64_t e = 0;
+
+	for (p = r->head; p; p = p->next)
+		if (!p->lost && (!e || p->lease_end < e))
+			e = p->lease_end;
+	return e;
+}
+
+static void wait_until(struct cli_renewer *r, int64_t at)
+{
+	struct timespec ts;
+	int64_t left = at - cli_mono_ms();
+
+	if (left <= 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += left / 1000;
+	ts.tv_nsec += (left % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+}
+
+/* One tick: renews every claim held. Returns false when the request got no answer (network,
+ * 5xx): the caller tries again. Called without mu. */
+static bool tick(struct cli_renewer *r)
+{
+	json_t *tokens = json_array(), *body, *ans = NULL, *res, *it;
+	char err[CLI_ERR_MAX];
+	struct cli_hold *p;
+	int64_t sent;
+	size_t i;
+	long st;
+
+	pthread_mutex_lock(&r->mu);
+	for (p = r->head; p && tokens; p = p->next)
+		if (!p->lost)
+			json_array_append_new(tokens,
+					      json_pack("{s:s, s:s, s:I}", "card", p->c.card,
+							"marker", p->c.marker, "epoch",
+							(json_int_t)p->c.epoch));
+	pthread_mutex_unlock(&r->mu);
+	if (!tokens || !json_array_size(tokens)) {
+		json_decref(tokens);
+		return true;
+	}
+	body = json_pack("{s:o}", "tokens", tokens);
+	sent = cli_mono_ms();
+	st = body ? cli_http_call(r->h, "POST", "/v1/claims/renew", body, -1,
+				  CLI_RENEW_TIMEOUT_MAX_MS, &ans, err, sizeof err)
+		  : 0;
+	json_decref(body);
+	if (st != 200) {
+		json_decref(ans);
+		if (st == 0 || st >= 500 || st == 429) {
+			cli_warn("renew of the claims held failed, retrying: %s", err);
+			return false;
+		}
+		/* The whole request refused (401: the token is gone; 403): every claim is. */
+		pthread_mutex_lock(&r->mu);
+		for (p = r->head; p; p = p->next)
+			if (!p->lost) {
+				p->lost = true;
+				snprintf(p->detail, sizeof p->detail, "renew refused: %.400s", err);
+			}
+		pthread_mutex_unlock(&r->mu);
+		return true;
+	}
+	res = json_object_get(ans, "results");
+	pthread_mutex_lock(&r->mu);
+	json_array_foreach(res, i, it) {
+		const char *card = json_string_value(json_object_get(it, "card"));
+		long s = (long)json_integer_value(json_object_get(it, "status"));
+
+		/* A claim dropped while the tick was out is not there any more: skipped. */
+		for (p = r->head; card && p; p = p->next)
+			if (!p->lost && strcmp(p->c.card, card) == 0)
+				break;
+		if (!card || !p)
+			continue;
+		if (s == 200) {
+			p->lease_end = sent + p->c.lease_ms;
+			p->renewed++;
+		} else if (cli_job_refused(s)) {
+			p->lost = true;
+			snprintf(p->detail, sizeof p->detail, "renew refused: %ld %.300s", s,
+				 cli_http_problem(it));
+		}
+		/* else (a 5xx for this card alone): its lease runs on; the next tick tries */
+	}
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	json_decref(ans);
+	return true;
+}
+
+static void *renewer_main(void *arg)
+{
+	struct cli_renewer *r = arg;
+	int64_t next = 0, backoff = CLI_BACKOFF_FIRST_MS, t;
+
+	pthread_mutex_lock(&r->mu);
+	while (!r->stop) {
+		t = tick_ms(r);
+		if (!t) {
+			next = 0; /* nothing held: the next hold starts the clock */
+			pthread_cond_wait(&r->cv, &r->mu);
+			continue;
+		}
+		if (!next)
+			next = cli_mono_ms() + t;
+		if (cli_mono_ms() < next) {
+			wait_until(r, next);
+			continue;
+		}
+		pthread_mutex_unlock(&r->mu);
+		if (tick(r)) {
+			backoff = CLI_BACKOFF_FIRST_MS;
+			pthread_mutex_lock(&r->mu);
+			next = cli_mono_ms() + tick_ms(r);
+		} else {
+			pthread_mutex_lock(&r->mu);
+			next = cli_mono_ms() + cli_job_retry_delay(backoff, first_end(r));
+			backoff = backoff * 2 > CLI_BACKOFF_MAX_MS ? CLI_BACKOFF_MAX_MS : backoff * 2;
+		}
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+struct cli_renewer *cli_renewer_start(void)
+{
+	struct cli_renewer *r = calloc(1, sizeof *r);
+	pthread_condattr_t ca;
+
+	if (!r || !(r->h = cli_http_new())) {
+		free(r);
+		return NULL;
+	}
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&r->th, NULL, renewer_main, r) != 0) {
+		cli_renewer_stop(r);
+		return NULL;
+	}
+	r->started = true;
+	return r;
+}
+
+void cli_renewer_stop(struct cli_renewer *r)
+{
+	struct cli_hold *p;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->stop = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	if (r->started)
+		pthread_join(r->th, NULL);
+	while ((p = r->head)) {
+		r->head = p->next;
+		free(p);
+	}
+	cli_http_free(r->h);
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+struct cli_hold *cli_renewer_hold(struct cli_renewer *r, const struct cli_claim *c,
+				  int64_t lease_end)
+{
+	struct cli_hold *p = calloc(1, sizeof *p);
+
+	if (!p)
+		return NULL;
+	p->c = *c;
+	p->lease_end = lease_end;
+	pthread_mutex_lock(&r->mu);
+	p->next = r->head;
+	r->head = p;
+	pthread_cond_broadcast(&r->cv); /* the first hold starts the clock */
+	pthread_mutex_unlock(&r->mu);
+	return p;
+}
+
+bool cli_renewer_read(struct cli_renewer *r, struct cli_hold *p, int64_t *lease_end,
+		      unsigned *renewed, char *detail, size_t len)
+{
+	bool lost;
+
+	pthread_mutex_lock(&r->mu);
+	if (p->lease_end > *lease_end)
+		*lease_end = p->lease_end;
+	*renewed = p->renewed;
+	lost = p->lost;
+	if (lost)
+		snprintf(detail, len, "%s", p->detail);
+	pthread_mutex_unlock(&r->mu);
+	return lost;
+}
+
+void cli_renewer_drop(struct cli_renewer *r, struct cli_hold *p)
+{
+	struct cli_hold **link;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&r->mu);
+	for (link = &r->head; *link; link = &(*link)->next)
+		if (*link == p) {
+			*link = p->next;
+			break;
+		}
+	pthread_mutex_unlock(&r->mu);
+	free(p);
+}
