@@ -7,7 +7,8 @@ processes:
   the progress line and the --json line say so; at the board's retry.max_attempts the server
   files it into the failed column with gave_up attempts_exhausted; a success after a failure
   files the card as usual and resets the attempts; --retry wins over --on-failure for a
-  failing exit; a command that cannot start counts no attempt (nothing is claimed);
+  failing exit; so too with --concurrency; a command that cannot start counts no attempt
+  (nothing is claimed);
 - `cards create --not-before TIME`: RFC 3339 as given, "+1h" from now; a claim before it is
   refused 409 not_yet; a malformed TIME is boardctl's own error (125), nothing created;
 - `boards show B`: each column's limit beside its claimed count, max_claims and the board's
@@ -108,6 +109,27 @@ def case_retry_backoff(srv, tmp):
         st, ans))
 
 
+def case_retry_concurrency(srv, tmp):
+    """--retry with --concurrency (claim-next count, renew many): each failing job's card is
+    given back with its own attempt."""
+    put_board(srv, 'rt4', retry={'max_attempts': 5, 'backoff_ms': 600000,
+                                 'max_backoff_ms': 600000})
+    ids = ['rc%d' % i for i in range(3)]
+    for cid in ids:
+        new_card(srv, cid, 'rt4', 'rc')
+    p = boardctl(srv, ['--json', 'work', '--board', 'rt4', '--label', 'rc', '--max-jobs', '3',
+                       '--concurrency', '3', '--retry', '--', 'sh', '-c', 'sleep 0.2; exit 2'])
+    rc, out, err = finish(p)
+    lines = json_lines(out)
+    check(rc == 0 and sorted(line['card'] for line in lines) == ids and
+          all((line.get('retry') or {}).get('attempts') == 1 for line in lines),
+          'three failed jobs at once, each retried: %d %s %s' % (rc, out, err))
+    for cid in ids:
+        c = srv.card(cid)
+        check(c['state'] == 'ready' and c['claim'] is None and c.get('attempts') == 1 and
+              c.get('not_before'), '%s back in ready with one attempt: %s' % (cid, c))
+
+
 def case_retry_exhausted(srv, tmp):
     """max_attempts 2, backoff 1 ms: the second failure files the card into blocked with
     gave_up attempts_exhausted, released; the job line says so."""
@@ -174,6 +196,23 @@ def case_not_before(srv, tmp):
           'not_before an hour ahead: %s' % nb)
     st, ans = srv.api('POST', '/v1/cards/nb1/claim', {'marker': 'x'}, token=srv.worker)
     check(st == 409 and ans.get('code') == 'not_yet', 'claimed before: %d %s' % (st, ans))
+    # run --card on a scheduled card: the server's refusal, said; nothing runs, nothing held
+    p = boardctl(srv, ['run', '--card', 'nb1', '--', 'sh', '-c', 'touch %s/nb1.ran' % tmp])
+    rc, out, err = finish(p)
+    c = srv.card('nb1')
+    check(rc == 125 and 'not before' in err and not os.path.exists(tmp + '/nb1.ran') and
+          c['claim'] is None and c['claim_epoch'] == 0,
+          'run --card before not_before: 125 and why, nothing run: %d %s' % (rc, err))
+    # work skips it (claim-next): nothing taken within the wait
+    p = boardctl(srv, ['work', '--board', 'default', '--label', 'nb', '--wait-ms', '300',
+                       '--max-jobs', '1', '--', 'true'])
+    try:
+        p.wait(timeout=1.5)
+    except subprocess.TimeoutExpired:
+        pass
+    p.terminate()
+    finish(p)
+    check(srv.card('nb1')['claim_epoch'] == 0, 'work does not take a scheduled card')
     r = subprocess.run([BOARDCTL, '--json', 'cards', 'create', '--id', 'nb2', '--state',
                         'ready', '--not-before', '2031-01-02T03:04:05Z'],
                        capture_output=True, text=True, env=env)
@@ -254,6 +293,7 @@ def main():
         case_not_before(srv, tmp)
         case_boards_show(srv, tmp)
         case_retry_backoff(srv, tmp)
+        case_retry_concurrency(srv, tmp)
         case_retry_exhausted(srv, tmp)
         case_retry_then_success(srv, tmp)
         case_retry_no_attempt(srv, tmp)
