@@ -104,8 +104,8 @@
 	  NULL)                                                                            \
 	X("POST", "/v1/boards/{b}/columns/{c}/rename", api_h_column_rename, O, BODY,       \
 	  "to", NULL)                                                                      \
-	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY,                  \
-	  "marker lease_ms columns labels wait_ms count", NULL)                                  \
+	X("POST", "/v1/boards/{b}/claim-next", api_h_claim_next, W, BODY | IDEM,           \
+	  "marker lease_ms columns labels wait_ms count", NULL)                            \
 	X("GET", "/v1/boards/{b}/activity", api_h_board_activity, ANY, C_READ, NULL, "minutes") \
 	X("GET", "/v1/boards/{b}/subscriptions", api_h_sub_list, O, 0, NULL, NULL)         \
 	X("GET", "/v1/boards/{b}/subscriptions/{name}", api_h_sub_get, O, 0, NULL, NULL)   \

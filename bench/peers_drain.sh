@@ -10,9 +10,10 @@
 #   BullMQ  bullmq_drain.cjs (bullmq BULLMQ_VERSION, one Worker at concurrency W, N no-op jobs
 #           added in bulk before the clock) on Debian's redis-server with the AOF on,
 #           `appendfsync always`, then `everysec`, a fresh server for each
-# then one table (jobs/s, p99 per job, boardd ÷ side) and the fairness notes. One round; prints
-# figures, asserts nothing. Missing tools are installed here (never by a test): Debian's
-# postgresql and redis-server, River built with the Go toolchain, bullmq and ioredis into
+# then one table (jobs/s, p99 per job, the server's CPU per job, boardd ÷ side; with ROUNDS > 1
+# each side's median and its rounds) and the fairness notes. Prints figures, asserts nothing.
+# Missing tools are installed here (never by a test): Debian's postgresql, redis-server and npm;
+# at pinned versions, River built with the Go toolchain and bullmq + ioredis with npm, into
 # PEERS_CACHE. A peer that cannot be had is reported as skipped, with the reason.
 #
 #   bench/peers_drain.sh                        # 10 000 jobs, 32 workers
@@ -43,20 +44,19 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-rows=()  # "side|jobs/s|p99 ms|note"
+rows=()  # "side|jobs/s|p99 ms|note|server µs per job", one per side and round
 notes=()
 row() { rows+=("$1|$2|$3|${4:-}|${5:--}"); } # side jobs/s p99-ms note [server-us-per-job]
 tree_cpu_s() { # PID: CPU seconds of PID and its descendants (with the children they reaped)
-	local pids=" $1 " changed=1 p pp
-	while [ $changed = 1 ]; do
-		changed=0
-		for p in /proc/[0-9]*; do
-			pp=$(awk '{print $4}' "$p/stat" 2>/dev/null) || continue
-			if [[ $pids == *" $pp "* && $pids != *" ${p#/proc/} "* ]]; then pids+="${p#/proc/} "; changed=1; fi
-		done
-	done
-	for p in $pids; do cat "/proc/$p/stat" 2>/dev/null; done |
-		awk -v hz="$(getconf CLK_TCK)" '{ t += $14 + $15 + $16 + $17 } END { printf "%.3f", t / hz }'
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$1" -v hz="$(getconf CLK_TCK)" '
+		{ pid = $1; rest = substr($0, match($0, /\) [A-Za-z] /) + 2); split(rest, f, " ")
+		  parent[pid] = f[2]; ticks[pid] = f[12] + f[13] + f[14] + f[15] } # after "(comm)"
+		END {
+			in_tree[root] = 1
+			do { grew = 0; for (p in parent) if (!(p in in_tree) && (parent[p] in in_tree)) { in_tree[p] = 1; grew = 1 } } while (grew)
+			for (p in in_tree) t += ticks[p]
+			printf "%.3f", t / hz
+		}'
 }
 side_on() { [[ " $SIDES " == *" $1 "* ]]; }
 
@@ -290,9 +290,9 @@ EOF
 side_on river && cat <<EOF
 - River: its bench inserts N jobs first (InsertMany, 5 000 per statement), then works them; the
   producer fetches up to (MaxWorkers - running) jobs per statement (2 000 stock, 32 patched), a
-  worker's completion goes to the batch completer (up to 5 000 jobs per UPDATE, every 50 ms or at
-  100 pending): the worker takes its next job before its completion is durable (a crash re-runs
-  those jobs). The bench counts a job when the completer's batch has committed. Its rate is its
+  worker's completion goes to the batch completer (up to 5 000 jobs per UPDATE; a tick of 50 ms
+  flushes once 100 are pending, else every 5th): the worker takes its next job before its
+  completion is durable (a crash re-runs those jobs). pgxpool's default pool (4 connections). The bench counts a job when the completer's batch has committed. Its rate is its
   own ("overall job/sec": client start -> last job worked).
 EOF
 side_on bullmq && cat <<EOF

@@ -7,8 +7,8 @@
  * makes: renew, heartbeat, the fenced run and card writes, their retries), supervise.c (the process that holds a
  * job's whole process tree), output.c (the job's output: passed through, its tail sent as the
  * run's output), preflight.c (what is checked before anything is claimed), work.c (`work`
- * and `run`: slots, signals), verbs.c (cards, reopen, events, attention, runs), progress.c
- * (the per-job report). */
+ * and `run`: slots, signals), verbs.c (cards, reopen, events, attention, runs), boards.c
+ * (boards ls|show and --not-before's times: DESIGN §17), progress.c (the per-job report). */
 #ifndef BOARDD_CLI_H
 #define BOARDD_CLI_H
 
@@ -96,6 +96,10 @@ struct cli_job_opts {
 	const json_t *agent_caps; /* --agent-caps: capability names (borrowed); NULL: no agent
 				   * token. Each job mints one bound to its claim (DESIGN §13) and
 				   * passes it as BOARDD_AGENT_TOKEN */
+	bool retry; /* --retry (DESIGN §17): a failed job's card goes back where it was taken
+		     * from, released with retry (one more attempt, a backoff; at the board's
+		     * max_attempts the server files it into the failed column), instead of
+		     * being filed into on_failure */
 	struct cli_renewer *renewer; /* `work --concurrency N` (DESIGN §18, batch.c): renews the
 				      * job's claim with the others held; NULL: the job renews its
 				      * own */
@@ -143,6 +147,11 @@ struct cli_job_report {
 	bool outcome_written;
 	bool config_error; /* the server refused the outcome or the agent caps as asked
 			    * (400/403/404/422): no other card would fare better, `work` stops */
+	/* --retry: the card as the retry release left it (DESIGN §17) */
+	bool retried;
+	bool exhausted;    /* filed into the failed column: attempts_exhausted */
+	int64_t attempts;
+	char not_before[40]; /* "" when none */
 	char detail[CLI_ERR_MAX];
 };
 
@@ -199,6 +208,11 @@ long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, const char
 long cli_job_run_patch(struct cli_http *h, const struct cli_claim *c, const char *run,
 		       const char *status, const char *error, json_t *result, int64_t until,
 		       char *err, bool *cancelled);
+/* --retry (DESIGN §17): the claim given back with an attempt counted, into `back` (NULL: where
+ * it is) in the same fenced step; retried on no answer until `until`. *card (may be NULL)
+ * receives the card answered (new reference, or NULL). */
+long cli_job_retry_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+			int64_t until, char *err, json_t **card);
 /* The card's outcome and the release in one fenced step (or the claim given back). */
 long cli_job_outcome_write(struct cli_http *h, const struct cli_claim *c,
 			   const struct cli_outcome *o, const char *back, const char *reason,
@@ -291,6 +305,11 @@ int cli_reopen_main(int argc, char **argv);
 int cli_events_main(int argc, char **argv);
 int cli_attention_main(int argc, char **argv);
 int cli_runs_main(int argc, char **argv);
+int cli_boards_main(int argc, char **argv); /* boards.c: `boards ls|show` (DESIGN §17) */
+
+/* --not-before's TIME (boards.c): an RFC 3339 time as given, or "+N<unit>" (ms, s, m, h, d)
+ * from now, into out as RFC 3339 UTC. false with err saying why. */
+bool cli_time_arg(const char *s, char *out, size_t len, char *err, size_t errlen);
 
 /* Parses "--on-success done" style outcomes: a column name or "release". */
 bool cli_outcome_parse(const char *s, struct cli_outcome *o);

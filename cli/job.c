@@ -190,6 +190,37 @@ static void not_started(struct cli_http *h, const struct cli_claim *c,
 			 "; nothing filed, the claim was released");
 }
 
+/* --retry (DESIGN §17): a failed job's claim given back with an attempt counted, into the
+ * column the card was taken from. The report says what the server made of it: the attempt
+ * and the backoff, or the card filed into the failed column (attempts exhausted). */
+static long retry_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+		       struct cli_job_report *rep, int64_t lease_end, char *err)
+{
+	json_t *card = NULL, *gu;
+	const char *nb, *why, *state;
+	long st = cli_job_retry_back(h, c, back, lease_end, err, &card);
+
+	if (st != 200)
+		return st;
+	rep->retried = true;
+	rep->attempts = json_integer_value(json_object_get(card, "attempts"));
+	nb = json_string_value(json_object_get(card, "not_before"));
+	snprintf(rep->not_before, sizeof rep->not_before, "%s", nb ? nb : "");
+	gu = json_object_get(card, "gave_up");
+	why = json_string_value(json_object_get(gu, "reason"));
+	state = json_string_value(json_object_get(card, "state"));
+	rep->exhausted = why && strcmp(why, "attempts_exhausted") == 0;
+	if (rep->exhausted)
+		snprintf(rep->detail, sizeof rep->detail,
+			 "retry: attempts exhausted after %lld: filed into %s", (long long)rep->attempts,
+			 state ? state : "the failed column");
+	else
+		snprintf(rep->detail, sizeof rep->detail, "retry: attempt %lld, not before %s",
+			 (long long)rep->attempts, nb ? nb : "now");
+	json_decref(card);
+	return st;
+}
+
 void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli_job_opts *o,
 		 struct cli_job_report *rep)
 {
@@ -383,10 +414,13 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			goto cancelled; /* the command ended as the operator cancelled: not filed */
 		if (st != 200)
 			cli_warn("card %s: run %s: %s", c->card, rep->run, err);
-		st = cli_job_outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
-				   back,
-				   rep->end == CLI_JOB_SUCCEEDED ? "boardctl_succeeded" : "boardctl_failed",
-				   lease_end, err);
+		if (rep->end == CLI_JOB_FAILED && o->retry)
+			st = retry_back(h, c, back, rep, lease_end, err);
+		else
+			st = cli_job_outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
+					   back,
+					   rep->end == CLI_JOB_SUCCEEDED ? "boardctl_succeeded" : "boardctl_failed",
+					   lease_end, err);
 	}
 	if (st == 200) {
 		rep->outcome_written = true;

@@ -195,6 +195,38 @@ long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, const char
 	return st;
 }
 
+long cli_job_retry_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+			int64_t until, char *err, json_t **card)
+{
+	char path[512];
+	json_t *body, *ans = NULL;
+	long st;
+
+	if (back && *back) {
+		body = json_pack("{s:s, s:s, s:s, s:b, s:b}", "marker", c->marker, "to", back,
+				 "reason", "boardctl_failed", "release", 1, "retry", 1);
+		cli_job_card_path(path, sizeof path, c, "/state");
+		st = write_retried(h, "PATCH", path, body, c->epoch, until, err, &ans);
+		json_decref(body);
+		/* Refused as asked (the column gone since): the retry release where it is. */
+		if (st != 400 && st != 403 && st != 422)
+			goto out;
+		json_decref(ans);
+		ans = NULL;
+	}
+	body = json_pack("{s:s, s:I, s:b}", "marker", c->marker, "epoch", (json_int_t)c->epoch,
+			 "retry", 1);
+	cli_job_card_path(path, sizeof path, c, "/release");
+	st = write_retried(h, "POST", path, body, -1, until, err, &ans);
+	json_decref(body);
+out:
+	if (card)
+		*card = st == 200 ? ans : NULL;
+	if (!card || st != 200)
+		json_decref(ans);
+	return st;
+}
+
 /* PATCH the run: status, error, result. Transport errors retried until `until`. *cancelled
  * (may be NULL) tells whether it was refused because an operator cancelled the run. */
 long cli_job_run_patch(struct cli_http *h, const struct cli_claim *c, const char *run,
@@ -249,10 +281,12 @@ void cli_job_outcome_refused(struct cli_http *h, const struct cli_claim *c,
 {
 	const struct cli_outcome *out = rep->end == CLI_JOB_SUCCEEDED ? &o->on_success
 								     : &o->on_failure;
+	/* A retry release refused as asked (a server before DESIGN §17) gives the claim back
+	 * plainly, as a refused column would. */
+	bool give = out->kind != CLI_OUTCOME_RELEASE || (rep->end == CLI_JOB_FAILED && o->retry);
 	char err[CLI_ERR_MAX];
-	long rs = out->kind == CLI_OUTCOME_RELEASE
-			  ? st
-			  : cli_job_give_back(h, c, back, "boardctl_outcome_refused", lease_end, err);
+	long rs = !give ? st
+			: cli_job_give_back(h, c, back, "boardctl_outcome_refused", lease_end, err);
 	size_t n = strlen(rep->detail);
 
 	if (rs == 200) {

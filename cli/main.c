@@ -46,6 +46,7 @@ static const struct verb {
 	{"events", cli_events_main, "print the audit tail; --follow keeps waiting"},
 	{"attention", cli_attention_main, "the cards that need an operator"},
 	{"runs", cli_runs_main, "a card's runs, newest first, with their output"},
+	{"boards", cli_boards_main, "boards ls | show: column limits and claims, the retry policy"},
 };
 
 static void usage(FILE *f)

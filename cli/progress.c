@@ -48,6 +48,12 @@ void cli_progress_job(const struct cli_claim *c, const struct cli_job_report *re
 				      "signal", rep->signal, "written", rep->outcome_written,
 				      "detail", rep->detail[0] ? rep->detail : NULL);
 
+		if (o && rep->retried)
+			json_object_set_new(o, "retry",
+					    json_pack("{s:I, s:s?, s:b}", "attempts",
+						      (json_int_t)rep->attempts, "not_before",
+						      rep->not_before[0] ? rep->not_before : NULL,
+						      "exhausted", rep->exhausted));
 		if (o) {
 			/* One line per job even with --concurrency: json_dumpf writes in pieces,
 			 * so the jobs' threads take stdout's lock for the whole line. */

@@ -98,10 +98,13 @@ static const char cards_help[] =
 	"       boardctl cards show ID\n"
 	"       boardctl cards create [--board B] [--id ID] [--title T] [--body B] [--state S]\n"
 	"                         [--label L]... [--blocker ID]... [--priority N]\n"
+	"                         [--not-before TIME]\n"
 	"       boardctl cards move ID --to S [--from F] [--reason R]\n"
 	"\n"
 	"ls lists (a table, or the answer as JSON with --json); show prints one card as JSON;\n"
-	"create needs a bot or operator token; move is SetStateFrom: bots must give --from.\n";
+	"create needs a bot or operator token; move is SetStateFrom: bots must give --from.\n"
+	"--not-before TIME (DESIGN §17): the card is not claimed before TIME, an RFC 3339 time\n"
+	"(2026-12-07T08:00:00Z) or one relative to now: +30s, +5m, +2h, +1d.\n";
 
 static int cards_ls(int argc, char **argv)
 {
@@ -179,9 +182,11 @@ static int cards_create(int argc, char **argv)
 					   {"label", required_argument, NULL, 'l'},
 					   {"blocker", required_argument, NULL, 'k'},
 					   {"priority", required_argument, NULL, 'p'},
+					   {"not-before", required_argument, NULL, 'N'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 	json_t *body = json_object(), *j = NULL;
+	char when[64], err[CLI_ERR_MAX];
 	int opt, rc;
 	char *end;
 	long long pri;
@@ -213,6 +218,14 @@ static int cards_create(int argc, char **argv)
 				return CLI_EXIT_ERROR;
 			}
 			json_object_set_new(body, "priority", json_integer(pri));
+			continue;
+		case 'N':
+			if (!cli_time_arg(optarg, when, sizeof when, err, sizeof err)) {
+				cli_warn("--not-before: %s", err);
+				json_decref(body);
+				return CLI_EXIT_ERROR;
+			}
+			json_object_set_new(body, "not_before", json_string(when));
 			continue;
 		case 'h':
 			fputs(cards_help, stdout);

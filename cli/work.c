@@ -459,7 +459,10 @@ static const char work_help[] =
 	"so too when COMMAND ended by itself just before boardctl learned of the cancel.\n"
 	"Exit status: run, COMMAND's own (128+N when signal N ended it); 123 lost, 124\n"
 	"cancelled, 125 boardctl's own error, 126/127 COMMAND could not be started.\n"
-	"\n"
+	"\n";
+
+/* Two strings: one would pass the 4095 bytes ISO C compilers must accept. */
+static const char work_help_opts[] =
 	"options:\n"
 	"  --board B            board to take cards from (work)\n"
 	"  --card ID            the card to run (run)\n"
@@ -473,6 +476,13 @@ static const char work_help[] =
 	"  --grace D            SIGTERM -> SIGKILL delay: 10, 10s, 500ms (default 10s)\n"
 	"  --on-success COL     column on exit 0, or \"release\" (default done)\n"
 	"  --on-failure COL     column on failure, or \"release\" (default blocked)\n"
+	"  --retry              on failure (non-zero exit, or killed by a signal), instead of\n"
+	"                       --on-failure: the card goes back to the column it was taken\n"
+	"                       from, released with retry: one more attempt and a backoff\n"
+	"                       (not_before); at the board's retry.max_attempts the server\n"
+	"                       files it into the failed column (gave_up attempts_exhausted).\n"
+	"                       --retry wins over --on-failure for a failing exit. A COMMAND\n"
+	"                       that cannot start, or boardctl told to stop, counts no attempt\n"
 	"  --running-column COL column the card enters as its job starts, or \"none\"\n"
 	"                       (default: the board's running column)\n"
 	"  --wait-ms N          claim-next long-poll per request, 0..30000 (default 5000)\n"
@@ -503,6 +513,7 @@ static int work_common(int argc, char **argv, bool is_run)
 		{"wait-ms", required_argument, NULL, 'w'},
 		{"marker", required_argument, NULL, 'M'},
 		{"agent-caps", required_argument, NULL, 'A'},
+		{"retry", no_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -595,8 +606,12 @@ static int work_common(int argc, char **argv, bool is_run)
 		case 'M':
 			snprintf(w.marker_prefix, sizeof w.marker_prefix, "%s", optarg);
 			break;
+		case 'r':
+			w.job.retry = true;
+			break;
 		case 'h':
 			fputs(work_help, stdout);
+			fputs(work_help_opts, stdout);
 			rc = 0;
 			goto out;
 		default:
@@ -726,6 +741,7 @@ bad_value:
 	cli_warn("--%s: invalid value \"%s\"", longopts[li].name, optarg);
 bad:
 	fputs(work_help, stderr);
+	fputs(work_help_opts, stderr);
 	rc = CLI_EXIT_ERROR;
 out:
 	cli_renewer_stop(w.job.renewer);

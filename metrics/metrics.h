@@ -83,12 +83,13 @@ enum metrics_buckets {
 	  "histogram under route \"unmatched\".")                                              \
 	X(METRICS_CLAIMS, METRICS_COUNTER, "boardd_claims_total", "outcome",                  \
 	  METRICS_V("fresh", "idempotent", "conflict", "blockers_pending", "recovery",         \
-		    "empty"),                                                                  \
+		    "empty", "capacity_reached", "not_yet"),                                   \
 	  NULL, METRICS_B_NONE,                                                                \
 	  "Claims answered on every path, by outcome: fresh and idempotent (POST claim; "      \
 	  "claim-next's are fresh), conflict (refused: another holder; a reaper transfer "     \
 	  "that lost its race), blockers_pending, recovery (a reaper's recovery claim), "      \
-	  "empty (a claim-next that found nothing within its wait).")                          \
+	  "empty (a claim-next that found nothing within its wait), capacity_reached and "     \
+	  "not_yet (POST claim refused by a limit or a schedule, DESIGN §17).")                \
 	X(METRICS_RUNS_FINISHED, METRICS_COUNTER, "boardd_runs_finished_total", "status",     \
 	  METRICS_V("finished", "failed", "cancelled"), NULL, METRICS_B_NONE,                  \
 	  "Runs that reached a final status, by that status (the owner's PATCH; cancelled "   \

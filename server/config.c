@@ -72,8 +72,10 @@ static const struct opt opts[] = {
 	 .help = "Mongo store: age after which a claim without a lease is listed for the reaper"},
 	{.flag = "run-ceiling", .env = "BOARDD_RUN_CEILING", .kind = OPT_INT,
 	 .off = OFF(run_ceiling), .min = 1, .max = 1000000, .arg = "N", .def = "20",
-	 .help = "Mongo store: runs per card after which the reaper files it instead of "
-		 "reparking"},
+	 .help = "the default retry.max_attempts of a board without a retry policy: a card "
+		 "whose claims ended this many times without the work done (retry releases, the "
+		 "reaper's returns to the pool) is filed into the failed column instead "
+		 "(gave_up attempts_exhausted)"},
 	{.flag = "threads", .env = "BOARDD_THREADS", .kind = OPT_INT, .off = OFF(threads),
 	 .min = 1, .max = 1024, .arg = "N", .def_text = "number of cores",
 	 .help = "HTTP worker threads"},

@@ -91,6 +91,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	store_limits_set(st, (size_t)cfg.max_comments);
+	/* DESIGN §17: --run-ceiling is the max_attempts of every board without a retry policy
+	 * (the retry releases and the reaper's returns to the pool both count against it). */
+	store_retry_default_set(st, (int32_t)cfg.run_ceiling);
 	if (!server_tokens_setup(&cfg, &tokens, err, sizeof err)) {
 		fprintf(stderr, "boardd: tokens: %s\n", err);
 		goto out;
@@ -122,10 +125,9 @@ int main(int argc, char **argv)
 	rcfg.interval_ms = cfg.reaper_interval_ms;
 	rcfg.batch = (size_t)cfg.reaper_batch;
 	rcfg.lease_ms = cfg.lease_default_ms;
-	rcfg.run_ceiling = (size_t)cfg.run_ceiling;
 	rcfg.metrics = metrics;
-	/* ADR-096 §7: only the shared (Mongo) twin reparks to eligible[0] under a run ceiling;
-	 * the FS twin releases in place (its running column is eligible). */
+	/* ADR-096 §7: only the shared (Mongo) twin reparks to eligible[0]; the FS twin releases
+	 * in place (its running column is eligible). Both count the return as an attempt. */
 	rcfg.repark_to_pool = strcmp(store_name(st), "fs") != 0;
 	if (server_reaper_new(st, &rcfg, &reaper) != CORE_OK ||
 	    server_reaper_start(reaper) != CORE_OK) {

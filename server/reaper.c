@@ -87,8 +87,6 @@ enum core_rc server_reaper_new(struct store *st, const struct server_reaper_conf
 		r->cfg.workers = 64;
 	if (r->cfg.lease_ms <= 0)
 		r->cfg.lease_ms = 900000;
-	if (r->cfg.run_ceiling == 0)
-		r->cfg.run_ceiling = 20;
 	if (cfg->hostname)
 		snprintf(host, sizeof(host), "%s", cfg->hostname);
 	else if (gethostname(host, sizeof(host) - 1) != 0)

@@ -25,10 +25,11 @@ struct server_reaper_config {
 				 * pass is CPU-bound; 32 on the Mongo twin, to overlap round trips */
 	int64_t lease_ms;       /* the recovery claim's lease; default 900 000 */
 	const char *hostname;   /* recovery marker "reaper:<hostname>"; NULL: gethostname() */
-	/* Cloud divergence (ADR-096 §7): the Mongo twin reparks to eligible[0] and files a card
-	 * with run_ceiling runs to the failed column; the FS twin releases in place. */
+	/* Cloud divergence (ADR-096 §7): the Mongo twin reparks to eligible[0]; the FS twin
+	 * releases in place. Either way the return to the pool counts an attempt (DESIGN §17):
+	 * at the board's max_attempts the twin files the card instead (the default max_attempts
+	 * is the store's, store_retry_default_set: the server's --run-ceiling). */
 	bool repark_to_pool;
-	size_t run_ceiling;     /* default 20; used only with repark_to_pool */
 	/* Counters of each pass (METRICS_REAPER_*), borrowed; NULL: none. */
 	struct metrics *metrics;
 	/* Log sink for one line per reclaim and per sweep; NULL: stderr. */

@@ -156,7 +156,6 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 {
 	const struct core_board *b = c->board;
 	const struct core_card *seen = c->seen;
-	size_t n_runs = 0;
 
 	*a = (struct store_reaper_act){.id = seen->id};
 	c->release = true;
@@ -181,17 +180,15 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		}
 		break;
 	case CORE_STUCK_REPARK:
-		if (!r->cfg.repark_to_pool)
-			break; /* FS twin: the running column is eligible; release in place */
-		c->act_rc = store_run_count_for_card(r->st, seen->id, &n_runs);
-		if (c->act_rc != CORE_OK)
-			break;
-		if (n_runs >= r->cfg.run_ceiling) {
-			act_gave_up(r, a, c, "run_ceiling", c->run.run ? c->run.run->id : NULL);
-			file_card(r, a, c, b->failed, "watchdog");
-		} else {
+		/* A return to the pool counts an attempt (DESIGN §17): the release carries the
+		 * retry, and the twin, in the same step, either sets not_before (the backoff) or,
+		 * at the board's max_attempts (--run-ceiling by default), files the card into the
+		 * failed column with gave_up {reason attempts_exhausted} under machine provenance.
+		 * This replaces the Mongo-only run ceiling, which counted runs. */
+		a->retry = true;
+		if (r->cfg.repark_to_pool) /* Mongo twin: back to eligible[0] (ADR-096 §7) */
 			file_card(r, a, c, core_board_first_eligible(b), c->d.reason);
-		}
+		/* FS twin: the running column is eligible; released in place */
 		break;
 	case CORE_STUCK_RELEASE:
 	case CORE_STUCK_ACTION_COUNT_:

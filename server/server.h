@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 /* The parsed settings of DESIGN §10. Strings are borrowed from argv/environ (process
- * lifetime) or static defaults. The reaper reads interval, batch, horizon, ceiling, gate and
- * the lease default from here. */
+ * lifetime) or static defaults. The reaper reads interval, batch, horizon, gate and the lease
+ * default from here; the store takes run_ceiling as its default max_attempts (DESIGN §17). */
 struct server_config {
 	const char *listen;           /* --listen 127.0.0.1:8080 */
 	const char *store;            /* --store fs:./data */

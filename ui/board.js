@@ -13,13 +13,15 @@ function span(ms) {
   return Math.floor(s / 86400) + ' d';
 }
 
-/* f: 'ago' ("3 min ago", "in 5 min" ahead), 'in' ("in column 3 min"), 'age' ("age 3 min"). */
+/* f: 'ago' ("3 min ago", "in 5 min" ahead), 'in' ("in column 3 min"), 'age' ("age 3 min"),
+ * 'until' ("in 4 s", then "now": a not_before). */
 function timeText(iso, f, now) {
   const t = Date.parse(iso);
   if (!Number.isFinite(t)) return iso || '';
   const d = (now || Date.now()) - t;
   if (f === 'in') return 'in column ' + span(d);
   if (f === 'age') return 'age ' + span(d);
+  if (f === 'until') return d < 0 ? 'in ' + span(-d) : 'now'; /* a schedule: exact to the second */
   if (d < -10000) return 'in ' + span(-d);
   return d < 10000 ? 'just now' : span(d) + ' ago';
 }
@@ -149,8 +151,8 @@ function chip(c, reasons) {
   }
   /* DESIGN §17: a schedule still ahead, and the attempts a retry policy counts. */
   if (c.not_before && Date.parse(c.not_before) > Date.now()) {
-    const t = el('span', 'tag sched', '⏲ ');
-    t.append(timeEl(c.not_before, 'ago'));
+    const t = el('span', 'tag sched', 'due ');
+    t.append(timeEl(c.not_before, 'until'));
     t.title = 'not claimable before ' + c.not_before;
     meta.push(t);
   }

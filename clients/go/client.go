@@ -192,6 +192,70 @@ type Card struct {
 	StateAt       string          `json:"state_at"`
 }
 
+// NewCard is the body of CreateCard. NotBefore (§17): not claimed before then (a claim is
+// refused NotYet); the zero time is none.
+type NewCard struct {
+	ID        string    `json:"id,omitempty"`
+	Board     string    `json:"board,omitempty"`
+	Title     string    `json:"title,omitempty"`
+	Body      string    `json:"body,omitempty"`
+	State     string    `json:"state,omitempty"`
+	Priority  int       `json:"priority,omitempty"`
+	Labels    []string  `json:"labels,omitempty"`
+	Blockers  []string  `json:"blockers,omitempty"`
+	NotBefore time.Time `json:"-"`
+}
+
+// MarshalJSON sends NotBefore as RFC 3339 in UTC (milliseconds), and not at all when zero.
+func (n NewCard) MarshalJSON() ([]byte, error) {
+	type plain NewCard
+	v := struct {
+		plain
+		NotBefore string `json:"not_before,omitempty"`
+	}{plain: plain(n)}
+	if !n.NotBefore.IsZero() {
+		v.NotBefore = RFC3339(n.NotBefore)
+	}
+	return json.Marshal(v)
+}
+
+// RFC3339 formats t as boardd takes times (UTC, milliseconds): for UpdateCard's not_before.
+func RFC3339(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// Column is one column of a board. Limit (§17): at most that many live claims taken from it
+// at once (nil: none); Claimed is the server's count of them (read-only).
+type Column struct {
+	Name     string `json:"name"`
+	Terminal bool   `json:"terminal"`
+	Eligible bool   `json:"eligible"`
+	Limit    *int   `json:"limit,omitempty"`
+	Claimed  int    `json:"claimed,omitempty"`
+}
+
+// RetryPolicy is a board's retry policy (§17): the defaults are 20 (the server's
+// --run-ceiling), 1 000 and 300 000.
+type RetryPolicy struct {
+	MaxAttempts  int   `json:"max_attempts"`
+	BackoffMs    int64 `json:"backoff_ms"`
+	MaxBackoffMs int64 `json:"max_backoff_ms"`
+}
+
+// Board is a board as GET /v1/boards/{b} answers it; PutBoard takes it back as is (the
+// read-only Claimed counts and RetryEffective are ignored there).
+type Board struct {
+	Name      string       `json:"name,omitempty"`
+	Columns   []Column     `json:"columns"`
+	Running   *string      `json:"running"`
+	Completed *string      `json:"completed"`
+	Failed    *string      `json:"failed"`
+	Waiting   *string      `json:"waiting"`
+	MaxClaims *int         `json:"max_claims,omitempty"` // §17; nil: none
+	Claimed   int          `json:"claimed,omitempty"`    // §17: live claims on the board
+	Retry     *RetryPolicy `json:"retry,omitempty"`      // §17: the board's own; nil: none
+	// §17, read-only: the policy in force (Retry, else the server's defaults)
+	RetryEffective *RetryPolicy `json:"retry_effective,omitempty"`
+}
+
 type CardList struct {
 	Cards []Card  `json:"cards"`
 	Next  *string `json:"next"`

@@ -61,62 +61,64 @@ var ErrClaimLost = errors.New("boardd: claim lost")
 
 // One type per problem code, each wrapping the *Problem.
 type (
-	BadRequest            struct{ *Problem }
-	Unauthorized          struct{ *Problem }
-	Forbidden             struct{ *Problem }
-	NotFound              struct{ *Problem }
-	MethodNotAllowed      struct{ *Problem }
-	ClaimConflict         struct{ *Problem }
-	StateConflict         struct{ *Problem }
-	DependentsOutstanding struct{ *Problem }
-	BlockersPending       struct{ *Problem }
-	RunFinal              struct{ *Problem }
-	AlreadyExists         struct{ *Problem }
-	CapacityReached       struct{ *Problem } // §17
-	NotYet                struct{ *Problem } // §17
-	IdempotencyKeyReused  struct{ *Problem } // §18
-	PayloadTooLarge       struct{ *Problem }
-	UnsupportedMediaType  struct{ *Problem }
-	TransitionRejected    struct{ *Problem }
-	TerminalStateExit     struct{ *Problem } // a kind of transition_rejected (DESIGN §4)
-	PreconditionRequired  struct{ *Problem }
-	URITooLong            struct{ *Problem }
-	NotImplemented        struct{ *Problem }
-	InvalidBoard          struct{ *Problem }
-	StoreUnavailable      struct{ *Problem }
-	Busy                  struct{ *Problem }
-	OutOfMemory           struct{ *Problem }
-	Internal              struct{ *Problem }
+	BadRequest             struct{ *Problem }
+	Unauthorized           struct{ *Problem }
+	Forbidden              struct{ *Problem }
+	NotFound               struct{ *Problem }
+	MethodNotAllowed       struct{ *Problem }
+	ClaimConflict          struct{ *Problem }
+	StateConflict          struct{ *Problem }
+	DependentsOutstanding  struct{ *Problem }
+	BlockersPending        struct{ *Problem }
+	RunFinal               struct{ *Problem }
+	AlreadyExists          struct{ *Problem }
+	CapacityReached        struct{ *Problem } // §17
+	NotYet                 struct{ *Problem } // §17
+	IdempotencyKeyReused   struct{ *Problem } // §18
+	IdempotencyKeyInFlight struct{ *Problem } // §18: the first is still being served; retry
+	PayloadTooLarge        struct{ *Problem }
+	UnsupportedMediaType   struct{ *Problem }
+	TransitionRejected     struct{ *Problem }
+	TerminalStateExit      struct{ *Problem } // a kind of transition_rejected (DESIGN §4)
+	PreconditionRequired   struct{ *Problem }
+	URITooLong             struct{ *Problem }
+	NotImplemented         struct{ *Problem }
+	InvalidBoard           struct{ *Problem }
+	StoreUnavailable       struct{ *Problem }
+	Busy                   struct{ *Problem }
+	OutOfMemory            struct{ *Problem }
+	Internal               struct{ *Problem }
 )
 
 // Codes maps each problem code to the constructor of its type.
 var Codes = map[string]func(*Problem) error{
-	"bad_request":            func(p *Problem) error { return &BadRequest{p} },
-	"unauthorized":           func(p *Problem) error { return &Unauthorized{p} },
-	"forbidden":              func(p *Problem) error { return &Forbidden{p} },
-	"not_found":              func(p *Problem) error { return &NotFound{p} },
-	"method_not_allowed":     func(p *Problem) error { return &MethodNotAllowed{p} },
-	"claim_conflict":         func(p *Problem) error { return &ClaimConflict{p} },
-	"state_conflict":         func(p *Problem) error { return &StateConflict{p} },
-	"dependents_outstanding": func(p *Problem) error { return &DependentsOutstanding{p} },
-	"blockers_pending":       func(p *Problem) error { return &BlockersPending{p} },
-	"run_final":              func(p *Problem) error { return &RunFinal{p} },
-	"already_exists":         func(p *Problem) error { return &AlreadyExists{p} },
-	"capacity_reached":       func(p *Problem) error { return &CapacityReached{p} },
-	"not_yet":                func(p *Problem) error { return &NotYet{p} },
-	"idempotency_key_reused": func(p *Problem) error { return &IdempotencyKeyReused{p} },
-	"payload_too_large":      func(p *Problem) error { return &PayloadTooLarge{p} },
-	"unsupported_media_type": func(p *Problem) error { return &UnsupportedMediaType{p} },
-	"transition_rejected":    func(p *Problem) error { return &TransitionRejected{p} },
-	"terminal_state_exit":    func(p *Problem) error { return &TerminalStateExit{p} },
-	"precondition_required":  func(p *Problem) error { return &PreconditionRequired{p} },
-	"uri_too_long":           func(p *Problem) error { return &URITooLong{p} },
-	"not_implemented":        func(p *Problem) error { return &NotImplemented{p} },
-	"invalid_board":          func(p *Problem) error { return &InvalidBoard{p} },
-	"store_unavailable":      func(p *Problem) error { return &StoreUnavailable{p} },
-	"busy":                   func(p *Problem) error { return &Busy{p} },
-	"out_of_memory":          func(p *Problem) error { return &OutOfMemory{p} },
-	"internal":               func(p *Problem) error { return &Internal{p} },
+	"bad_request":               func(p *Problem) error { return &BadRequest{p} },
+	"unauthorized":              func(p *Problem) error { return &Unauthorized{p} },
+	"forbidden":                 func(p *Problem) error { return &Forbidden{p} },
+	"not_found":                 func(p *Problem) error { return &NotFound{p} },
+	"method_not_allowed":        func(p *Problem) error { return &MethodNotAllowed{p} },
+	"claim_conflict":            func(p *Problem) error { return &ClaimConflict{p} },
+	"state_conflict":            func(p *Problem) error { return &StateConflict{p} },
+	"dependents_outstanding":    func(p *Problem) error { return &DependentsOutstanding{p} },
+	"blockers_pending":          func(p *Problem) error { return &BlockersPending{p} },
+	"run_final":                 func(p *Problem) error { return &RunFinal{p} },
+	"already_exists":            func(p *Problem) error { return &AlreadyExists{p} },
+	"capacity_reached":          func(p *Problem) error { return &CapacityReached{p} },
+	"not_yet":                   func(p *Problem) error { return &NotYet{p} },
+	"idempotency_key_reused":    func(p *Problem) error { return &IdempotencyKeyReused{p} },
+	"idempotency_key_in_flight": func(p *Problem) error { return &IdempotencyKeyInFlight{p} },
+	"payload_too_large":         func(p *Problem) error { return &PayloadTooLarge{p} },
+	"unsupported_media_type":    func(p *Problem) error { return &UnsupportedMediaType{p} },
+	"transition_rejected":       func(p *Problem) error { return &TransitionRejected{p} },
+	"terminal_state_exit":       func(p *Problem) error { return &TerminalStateExit{p} },
+	"precondition_required":     func(p *Problem) error { return &PreconditionRequired{p} },
+	"uri_too_long":              func(p *Problem) error { return &URITooLong{p} },
+	"not_implemented":           func(p *Problem) error { return &NotImplemented{p} },
+	"invalid_board":             func(p *Problem) error { return &InvalidBoard{p} },
+	"store_unavailable":         func(p *Problem) error { return &StoreUnavailable{p} },
+	"busy":                      func(p *Problem) error { return &Busy{p} },
+	"out_of_memory":             func(p *Problem) error { return &OutOfMemory{p} },
+	"internal":                  func(p *Problem) error { return &Internal{p} },
 }
 
 // Unwrap of a terminal_state_exit is a *TransitionRejected, so both match it.

@@ -121,7 +121,8 @@ func (c *Client) MCP(ctx context.Context, message any, session string) (json.Raw
 
 // ---- cards ---------------------------------------------------------------------------------
 
-// CreateCard creates one card (a map or struct of its fields); idemKey: Idempotency-Key or "".
+// CreateCard creates one card (a NewCard, or a map or struct of its fields); idemKey:
+// Idempotency-Key or "".
 func (c *Client) CreateCard(ctx context.Context, card any, idemKey string) (*Card, error) {
 	var h http.Header
 	if idemKey != "" {
@@ -191,18 +192,19 @@ func (c *Client) Reopen(ctx context.Context, id, to, reason string) (*Card, erro
 }
 
 // StateOpts: with Marker the holder's fenced move (Epoch in If-Match; Release also releases,
-// one step); without, SetStateFrom (bots give From; operators may omit it).
+// one step; Retry with Release counts an attempt too, §17); without, SetStateFrom (bots give
+// From; operators may omit it).
 type StateOpts struct {
 	From, Reason, Marker string
 	Epoch                int64
-	Release              bool
+	Release, Retry       bool
 }
 
 func (c *Client) SetState(ctx context.Context, id, to string, o StateOpts) (*Card, error) {
 	path := "/v1/cards/" + esc(id) + "/state"
 	if o.Marker != "" {
 		return c.card(ctx, "PATCH", path, omit(JSON{"marker": o.Marker, "to": to,
-			"reason": o.Reason, "release": o.Release}), fence(o.Epoch))
+			"reason": o.Reason, "release": o.Release, "retry": o.Retry}), fence(o.Epoch))
 	}
 	return c.card(ctx, "PATCH", path, omit(JSON{"from": o.From, "to": to, "reason": o.Reason}), nil)
 }
@@ -258,7 +260,9 @@ func (c *Client) Renew(ctx context.Context, id, marker string, epoch int64, leas
 	return out, err
 }
 
-// Release gives the claim back; retry (§17) adds an attempt and a backoff.
+// Release gives the claim back; retry (§17) adds an attempt and a backoff (NotBefore), or at
+// the board's retry.MaxAttempts has the server file the card into the failed column with
+// gave_up {reason: "attempts_exhausted"}. It answers the card as released (or filed).
 func (c *Client) Release(ctx context.Context, id, marker string, epoch int64, retry bool) (*Card, error) {
 	b := JSON{"marker": marker, "epoch": epoch}
 	if retry {

@@ -224,8 +224,12 @@ func (c *Client) Attention(ctx context.Context, board string) (JSON, error) {
 
 func (c *Client) Boards(ctx context.Context) (JSON, error) { return c.get(ctx, "/v1/boards") }
 
-func (c *Client) GetBoard(ctx context.Context, board string) (JSON, error) {
-	return c.get(ctx, "/v1/boards/"+esc(board))
+// GetBoard reads one board: its columns with their limits and claimed counts, max_claims,
+// the claimed total and the retry policy in force (§17).
+func (c *Client) GetBoard(ctx context.Context, board string) (*Board, error) {
+	out := &Board{}
+	_, err := c.Call(ctx, "GET", "/v1/boards/"+esc(board), nil, nil, out)
+	return out, err
 }
 
 func (c *Client) put(ctx context.Context, method, path string, body any) (JSON, error) {

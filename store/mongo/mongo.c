@@ -61,7 +61,7 @@
  * 10. Retention. The maintenance thread deletes the events older than the newest
  *     MGO_EVENTS_KEEP_DEFAULT seqs (bounded deletes). An outbox entry that outlived that
  *     window (a pull that kept failing) would be delivered again with a new seq.
- * 11. Capacity slots + the claim (DESIGN §17, mongo_policy.c). NOT atomic: the slot is taken
+ * 11. Capacity slots + the claim (DESIGN §17, mongo_slots.c). NOT atomic: the slot is taken
  *     before the card's CAS and freed after the release's. Exact anyway: the slot is held
  *     whenever the claim is (over-counting only in between), and a slot leaked by a crash is
  *     repaired by the reaper's repair pass against its card, never guessed (see there).
@@ -182,11 +182,12 @@ static const struct index_spec indexes[] = {
 	{"cards", "gave_up", "gave_up.at", NULL, false, {NULL}},       /* attention */
 	{"cards", "awaiting_input", "awaiting_input", NULL, false, {NULL}}, /* attention */
 	{"cards", "outbox", "outbox.q_ts", NULL, false, {NULL}},
-	/* DESIGN §17 (mongo_policy.c): claim-next's wake_at (the earliest not_before of a
-	 * board's columns), the claimed counts by claim.from, the capacity slots */
+	/* DESIGN §17: claim-next's wake_at (the earliest not_before of a board's columns,
+	 * mongo_next.c), the claimed counts by claim.from, the capacity slots (mongo_slots*.c) */
 	{"cards", "not_before", "board", "state", false, {"not_before", NULL}},
 	{"cards", "claim_from", "board", "claim.from", false, {NULL}},
 	{"slots", "board_col", "board", "col", false, {"owner", "i", NULL}},
+	{"slots", "board_col_i", "board", "col", true, {"i", NULL}}, /* one inserter of an i wins */
 	{"slots", "owner", "owner", "epoch", false, {NULL}},
 	{"slots", "repair", "at", NULL, false, {NULL}},
 	{"events", "seq", "seq", NULL, true, {NULL}},

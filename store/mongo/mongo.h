@@ -51,7 +51,7 @@
 #define MGO_PEER_WAIT_MS 1000
 #define MGO_CAS_TRIES 16       /* a conditional update missed this often answers a conflict */
 /* DESIGN §17: a held capacity slot younger than this is not judged by the repair pass (its
- * claim's CAS may be under way); older, it is compared with its card (mongo_policy.c). */
+ * claim's CAS may be under way); older, it is compared with its card (mongo_slots_repair.c). */
 #define MGO_SLOT_GRACE_MS 60000
 #define MGO_SEQ_TRIES 16       /* an event insert that keeps meeting taken seqs gives up */
 #define MGO_FILLER "filler"    /* marks an `events` document that fills an unused seq */

@@ -50,6 +50,40 @@ static enum core_rc move_once(struct mgo_conn *c, const void *arg, bool *hit,
 	return rc;
 }
 
+/* Every claim of board taken from `from` (claim.from), and its slots, now name `to`. */
+static enum core_rc claims_from_rename(struct mgo_conn *c, const char *board, const char *from,
+				       const char *to)
+{
+	mongoc_collection_t *sl = mgo_effect_coll(c, "slots");
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, set;
+	bson_error_t e;
+	enum core_rc rc = sl ? CORE_OK : CORE_ERR_NOMEM;
+
+	BSON_APPEND_UTF8(&filter, "board", board);
+	BSON_APPEND_UTF8(&filter, "col", from);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+	BSON_APPEND_UTF8(&set, "col", to);
+	bson_append_document_end(&update, &set);
+	/* Not fatal: slots left under the old name stay held by their claims (the repair pass
+	 * keeps a slot its claim's epoch still names) until those release them. */
+	if (rc == CORE_OK && !mongoc_collection_update_many(sl, &filter, &update, NULL, NULL, &e))
+		(void)mgo_error("rename slots", &e);
+	bson_reinit(&filter);
+	bson_reinit(&update);
+	BSON_APPEND_UTF8(&filter, "board", board);
+	BSON_APPEND_UTF8(&filter, "claim.from", from);
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+	BSON_APPEND_UTF8(&set, "claim.from", to);
+	bson_append_document_end(&update, &set);
+	if (rc == CORE_OK &&
+	    !mongoc_collection_update_many(c->cards, &filter, &update, NULL, NULL, &e))
+		rc = mgo_error("rename claims' from", &e);
+	bson_destroy(&update);
+	bson_destroy(&filter);
+	mongoc_collection_destroy(sl);
+	return rc;
+}
+
 enum core_rc mgo_board_column_rename(struct store *st, const char *board, const char *from,
 				     const char *to, const struct store_actor *actor,
 				     size_t *touched)
@@ -101,6 +135,10 @@ enum core_rc mgo_board_column_rename(struct store *st, const char *board, const 
 	}
 	if (rc == CORE_OK && resume && *touched == 0)
 		rc = CORE_ERR_NOT_FOUND; /* nothing was left to finish: `from` is simply unknown */
+	/* DESIGN §17: a claim taken from the column is now taken from its new name, and keeps
+	 * its capacity slots (idempotent: a resumed rename repeats it harmlessly). */
+	if (rc == CORE_OK)
+		rc = claims_from_rename(&c, board, from, to);
 	/* A subscription to the old name would never fire again: it follows the column. */
 	if (rc == CORE_OK)
 		rc = mgo_subs_column_rename(&c, board, from, to);

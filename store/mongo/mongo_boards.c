@@ -203,6 +203,13 @@ enum core_rc mgo_board_put(struct store *st, const struct core_board *b,
 		rc = CORE_ERR_TRANSITION_REJECTED;
 	if (rc == CORE_OK)
 		rc = mgo_board_write(&c, b, NULL, json_pack("{sb}", "created", !exists), &hit);
+	/* DESIGN §17: claims already live count against a limit set now (mongo_slots_repair.c); a
+	 * failure is logged and left to the repair pass, which adopts them too. */
+	if (rc == CORE_OK && exists) {
+		size_t adopted = 0;
+
+		(void)mgo_slots_adopt(&c, b, &adopted);
+	}
 	core_board_release(&old);
 	mgo_conn_close(&c);
 	return rc;

@@ -213,7 +213,7 @@ static bool update_build(bson_t *u, const struct core_card *was, const struct co
 		ok = ok && bson_append_array_end(&each, &arr) &&
 		     bson_append_document_end(&push, &each);
 	}
-	if (slot_epoch > 0) /* DESIGN §17: the claim holds capacity slots (mongo_policy.c) */
+	if (slot_epoch > 0) /* DESIGN §17: the claim holds capacity slots (mongo_slots.c) */
 		ok = ok && BSON_APPEND_INT64(&set, "slot_epoch", slot_epoch) && ++*n;
 	if (q->n)
 		ok = ok && mgo_evq_push_append(q, &push);

@@ -62,7 +62,7 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 	if (rc == CORE_ERR_NOT_YET && x->detail)
 		core_not_yet_check(a.was, c->now, x->detail, x->detail_len);
 	/* DESIGN §17: a fresh claim from a column (or board) with a limit holds a slot first
-	 * (mongo_policy.c); the card write then carries the slots' epoch. */
+	 * (mongo_slots.c); the card write then carries the slots' epoch. */
 	if (rc == CORE_OK && x->fresh && mgo_slots_needed(&a.b, a.now->claim.from)) {
 		rc = mgo_slots_take(c, &a.b, a.now->claim.from, a.now->id, a.now->claim_epoch,
 				    &hold, x->detail, x->detail_len);
@@ -81,7 +81,9 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 					  (x->fresh ? MGO_PRE_BLOCKERS | MGO_PRE_SCHED : 0),
 				  &q, hit, out);
 	c->slot_epoch_set = 0;
-	if (rc != CORE_OK || !*hit)
+	/* Given back only when the card write did not land: a claim written whose events then
+	 * failed to be stored still holds its card, and so its slots. */
+	if (!*hit)
 		mgo_slots_give_back(c, &hold);
 	mgo_evq_release(&q);
 	mgo_attempt_end(&a);

@@ -33,7 +33,7 @@ struct mgo_conn {
 	struct mgo_actor actor; /* name borrowed; "" by default */
 	uint64_t brk_gen; /* the breaker's generation at open (mgo_breaker_enter) */
 	/* DESIGN §17: > 0: the next mgo_card_cas also sets the card's slot_epoch to it (its
-	 * claim holds capacity slots, mongo_policy.c); reset by that write. */
+	 * claim holds capacity slots, mongo_slots.c); reset by that write. */
 	int64_t slot_epoch_set;
 };
 

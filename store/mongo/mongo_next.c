@@ -16,7 +16,14 @@
  * those that have some); the findAndModify admits cards with no blockers, and the one card
  * with blockers found all done. A card whose blockers are pending is never claimed, whatever
  * the order. So a claim is one find and one findAndModify, both on the claim_next index; only
- * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch). */
+ * when the first few are all blocked does a longer look follow (blocked_pick, best_epoch).
+ *
+ * DESIGN §17: the filter leaves out cards scheduled after now. The claim records the column
+ * the card sat in (claim.from): in the same update when one column is asked, else right after
+ * from the post-image's state (from_record). A board with a limit among the asked columns (or
+ * max_claims) claims through the capacity slots instead (next_limited: the columns with room,
+ * then the best cards there one fresh claim at a time, mongo_slots.c). With nothing to take,
+ * wake_at is the earliest not_before of a card that would fit, in a column with room. */
 #include "store/mongo/mongo.h"
 #include "store/mongo/mongo_db.h"
 #include "store/mongo/mongo_codec.h"
@@ -24,6 +31,7 @@
 #include "store/mongo/mongo_cas.h"
 #include "store/mongo/mongo_ops.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +57,7 @@ static bool strv_array(bson_t *d, const char *key, const struct core_strv *sv)
 static bool base_filter_at(bson_t *f, const char *board, const struct core_strv *cols,
 			   const struct core_strv *labels, int64_t sched_now)
 {
-	bson_t sub, or, o;
+	bson_t sub, o;
 	bool ok = BSON_APPEND_UTF8(f, "board", board) &&
 		  BSON_APPEND_DOCUMENT_BEGIN(f, "state", &sub) && strv_array(&sub, "$in", cols) &&
 		  bson_append_document_end(f, &sub) && BSON_APPEND_NULL(f, "claim");
@@ -57,17 +65,13 @@ static bool base_filter_at(bson_t *f, const char *board, const struct core_strv 
 	if (ok && labels && labels->n)
 		ok = BSON_APPEND_DOCUMENT_BEGIN(f, "labels", &sub) &&
 		     strv_array(&sub, "$all", labels) && bson_append_document_end(f, &sub);
-	/* DESIGN §17: a card scheduled after now does not fit (no schedule: absent) */
+	/* DESIGN §17: a card scheduled after now does not fit (no schedule: absent, which
+	 * $not matches too). Not an $or: the planner keeps to the claim_next index's order. */
 	if (ok && sched_now >= 0)
-		ok = BSON_APPEND_ARRAY_BEGIN(f, "$or", &or) &&
-		     BSON_APPEND_DOCUMENT_BEGIN(&or, "0", &o) &&
-		     BSON_APPEND_DOCUMENT_BEGIN(&o, "not_before", &sub) &&
-		     BSON_APPEND_BOOL(&sub, "$exists", false) && bson_append_document_end(&o, &sub) &&
-		     bson_append_document_end(&or, &o) && BSON_APPEND_DOCUMENT_BEGIN(&or, "1", &o) &&
-		     BSON_APPEND_DOCUMENT_BEGIN(&o, "not_before", &sub) &&
-		     BSON_APPEND_DATE_TIME(&sub, "$lte", sched_now) &&
-		     bson_append_document_end(&o, &sub) && bson_append_document_end(&or, &o) &&
-		     bson_append_array_end(f, &or);
+		ok = BSON_APPEND_DOCUMENT_BEGIN(f, "not_before", &sub) &&
+		     BSON_APPEND_DOCUMENT_BEGIN(&sub, "$not", &o) &&
+		     BSON_APPEND_DATE_TIME(&o, "$gt", sched_now) && bson_append_document_end(&sub, &o) &&
+		     bson_append_document_end(f, &sub);
 	return ok;
 }
 
@@ -377,25 +381,31 @@ static bool limited(const struct core_board *b, const struct core_strv *cols)
 	return false;
 }
 
-#define NEXT_LIMITED_SCAN 16 /* cards tried per look on a board with limits */
+#define NEXT_LIMITED_SCAN 64 /* cards looked at per look on a board with limits */
 
 /* claim-next on a board with limits: the columns with room (their held slots), then the
- * best cards there in claim order, each claimed as one fresh claim with its slots
- * (mgo_claim_fresh), the next on a conflict. *room: the columns that had room. */
+ * best cards there in claim order (those whose blockers are pending skipped), each claimed as
+ * one fresh claim with its slots (mgo_claim_fresh), the next on a refusal. Only a refusal
+ * another worker caused (the card taken, a slot taken) has it look again, with the counts
+ * read anew. *room: the columns that had room. */
 static enum core_rc next_limited(struct mgo_conn *c, const struct core_board *b,
 				 const struct core_strv *cols, const struct store_claim_next *in,
 				 struct store_claim_result *out, struct core_strv *room)
 {
 	int64_t *per_col = calloc(b->n_cols + 1, sizeof(*per_col)), board_n = 0;
 	enum core_rc rc = per_col ? CORE_OK : CORE_ERR_NOMEM;
+	bool raced = true;
 	int tries;
 	size_t i;
 
-	for (tries = 0; rc == CORE_OK && tries < MGO_CAS_TRIES && !out->card; tries++) {
+	for (tries = 0; rc == CORE_OK && raced && tries < MGO_CAS_TRIES && !out->card; tries++) {
 		bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER;
 		struct core_card **cards = NULL;
+		struct mgo_lookup lk;
+		struct core_card_lookup look;
 		size_t n = 0;
 
+		raced = false;
 		core_strv_release(room);
 		rc = mgo_slots_owned(c, b, per_col, &board_n);
 		if (rc != CORE_OK || (b->max_claims > 0 && board_n >= b->max_claims))
@@ -412,20 +422,27 @@ static enum core_rc next_limited(struct mgo_conn *c, const struct core_board *b,
 			rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
 		bson_destroy(&opts);
 		bson_destroy(&filter);
+		look = mgo_lookup_init(&lk, c);
 		for (i = 0; rc == CORE_OK && i < n && !out->card; i++) {
-			enum core_rc r = mgo_claim_fresh(c, cards[i]->id, in->marker, in->holder,
-							 in->lease_ms, out);
+			enum core_rc r;
 
+			if (cards[i]->blockers.n &&
+			    !core_blockers_all_done(b, &cards[i]->blockers, &look)) {
+				rc = lk.rc;
+				continue;
+			}
+			r = mgo_claim_fresh(c, cards[i]->id, in->marker, in->holder, in->lease_ms,
+					    out);
 			out->detail[0] = '\0';
-			if (r != CORE_OK && r != CORE_ERR_CLAIM_CONFLICT &&
-			    r != CORE_ERR_CAPACITY_REACHED && r != CORE_ERR_NOT_YET &&
-			    r != CORE_ERR_BLOCKERS_PENDING && r != CORE_ERR_TRANSITION_REJECTED &&
-			    r != CORE_ERR_NOT_FOUND)
+			if (r == CORE_ERR_CLAIM_CONFLICT || r == CORE_ERR_CAPACITY_REACHED)
+				raced = true;
+			else if (r != CORE_OK && r != CORE_ERR_NOT_YET &&
+				 r != CORE_ERR_BLOCKERS_PENDING && r != CORE_ERR_TRANSITION_REJECTED &&
+				 r != CORE_ERR_NOT_FOUND)
 				rc = r;
 		}
+		mgo_lookup_release(&lk);
 		store_cards_free(cards, n);
-		if (rc != CORE_OK || !n)
-			break; /* nothing fits in the columns with room */
 		c->now = store_now(&c->m->base);
 	}
 	free(per_col);
@@ -504,8 +521,10 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 				rc = CORE_ERR_INTERNAL;
 			if (rc == CORE_OK)
 				rc = mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
-			if (rc == CORE_OK && cols->n != 1)
-				rc = from_record(&c, out->card);
+			/* Not fatal: the claim stands, counted against no column (logged). */
+			if (rc == CORE_OK && cols->n != 1 && from_record(&c, out->card) != CORE_OK)
+				fprintf(stderr, "boardd: mongo: card %s: claim.from not recorded\n",
+					out->card->id);
 			if (rc != CORE_OK) {
 				core_card_free(out->card);
 				out->card = NULL;

@@ -172,7 +172,7 @@ enum core_rc mgo_reaper_transfer_many(struct store *st, struct store_transfer *v
 				      const char *marker, int64_t lease_ms);
 enum core_rc mgo_reaper_act(struct store *st, struct store_reaper_act *v, size_t n,
 			    const struct store_actor *actor);
-/* mongo_policy.c (DESIGN §17) */
+/* mongo_policy.c, mongo_slots.c, mongo_slots_repair.c (DESIGN §17) */
 uint32_t mgo_rand32(void);
 /* An owned release with retry (store_owned_write.retry) on a->now, before the release is
  * applied: attempts + 1 and not_before (LATER), or the filing into the failed column with
@@ -200,8 +200,20 @@ void mgo_slots_give_back(struct mgo_conn *c, struct mgo_slot_hold *h);
  * post-image): frees its slots or moves them to the new claim's epoch. */
 void mgo_slots_after_cas(struct mgo_conn *c, const struct core_card *was,
 			 const struct core_card *now, const bson_t *post);
+/* Shared by mongo_slots.c and mongo_slots_repair.c: a slot's _id "<board>/<col>/<i>"; the
+ * count of (board, col)'s slots (owned: held ones only); the free of slot sid if still
+ * (owner, epoch); every slot held by (id, epoch) freed (to < 0) or moved to epoch `to`. */
+void mgo_slot_id(char *buf, size_t len, const char *board, const char *col, int64_t i);
+enum core_rc mgo_slots_count(mongoc_collection_t *sl, const char *board, const char *col,
+			     bool owned, int64_t *n);
+enum core_rc mgo_slot_free_id(mongoc_collection_t *sl, const char *sid, const char *owner,
+			      int64_t epoch);
+enum core_rc mgo_slots_update(struct mgo_conn *c, const char *id, int64_t epoch, int64_t to);
 /* The repair pass over held slots older than MGO_SLOT_GRACE_MS (at most batch). */
 enum core_rc mgo_slots_repair(struct mgo_conn *c, size_t batch, size_t *freed);
+/* Slots for b's live claims that hold none (taken before a limit was set, or racing the board
+ * write that set it); *adopted: claims given slots. */
+enum core_rc mgo_slots_adopt(struct mgo_conn *c, const struct core_board *b, size_t *adopted);
 /* Held slots of b: per column (b->cols order) and the board's own. */
 enum core_rc mgo_slots_owned(struct mgo_conn *c, const struct core_board *b, int64_t *per_col,
 			     int64_t *board);

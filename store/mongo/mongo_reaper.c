@@ -197,7 +197,7 @@ enum core_rc mgo_reaper_list_repair(struct store *st, size_t batch, struct core_
 
 	if (rc != CORE_OK)
 		return rc;
-	/* DESIGN §17: capacity slots leaked by a crash are repaired first (mongo_policy.c);
+	/* DESIGN §17: capacity slots leaked by a crash are repaired first (mongo_slots_repair.c);
 	 * a failure is logged there and leaves them to the next pass. */
 	{
 		size_t freed = 0;

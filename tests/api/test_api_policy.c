@@ -254,6 +254,14 @@ START_TEST(capacity_reached_and_claim_next_skips_a_full_column)
 	t_problem_says(409, "capacity_reached", "board pol is at its max_claims of 2", "POST",
 		       "/v1/cards/p2/claim", W, NULL, "{\"marker\":\"w3\"}");
 	json_decref(t_must(204, "POST", POL_NEXT, W, NULL, "{\"marker\":\"n4\"}"));
+	/* A full board waits out wait_ms (nothing to wake it), then 204. */
+	{
+		int64_t t0 = mono_ms();
+
+		json_decref(t_must(204, "POST", POL_NEXT, W, NULL,
+				   "{\"marker\":\"n5\",\"wait_ms\":300}"));
+		ck_assert_int_ge(mono_ms() - t0, 290);
+	}
 }
 END_TEST
 

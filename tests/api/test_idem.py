@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """DESIGN §18 from outside, against a real boardd: batch create (POST /v1/cards with a JSON
-array) and idempotency keys (the Idempotency-Key header of POST /v1/cards and POST /v1/runs,
+array) and idempotency keys (the Idempotency-Key header of POST /v1/cards, POST /v1/runs and claim-next,
 a batch item's `idempotency_key`, MCP create_card's `idempotency_key` argument).
 
 - a batch answers one result per item, in order; a refused item does not affect another;
@@ -188,6 +188,54 @@ def keys(b):
     return first
 
 
+def claim_next(b):
+    """claim-next under a key: the repeat hands back the same claim, claims nothing more;
+    duplicates parked in a long-poll wake to one claim."""
+    cfg = b.ok('GET', '/v1/boards/default')
+    cfg['name'] = 'next'
+    b.ok('PUT', '/v1/boards/next', 'op', cfg)
+    b.ok('POST', '/v1/cards', 'bot', [{'id': 'n%d' % i, 'state': 'ready', 'board': 'next'}
+                                      for i in range(2)])
+    w = b.tok['worker']
+    path = '/v1/boards/next/claim-next'
+    r1 = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-1')
+    r2 = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-1')
+    check(r1[0] == 200 and r1[:2] == r2[:2], 'claim-next: the repeat answers the same claim')
+    r3 = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-2')
+    check(r3[0] == 200 and json.loads(r3[1])['card']['id'] != json.loads(r1[1])['card']['id'],
+          'claim-next: another key claims the other card')
+    r4 = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-3')
+    check(r4[0] == 204, 'claim-next: nothing left (%s)' % r4[0])
+    r5 = raw(b.port, w, 'POST', path, {'marker': 'w2'}, 'next-1')
+    check(r5[0] == 422 and problem_code(r5[1]) == 'idempotency_key_reused',
+          'claim-next: the key with another body -> 422 (%s)' % r5[0])
+    out = []
+
+    def waiter():
+        out.append(raw(b.port, w, 'POST', path, {'marker': 'w1', 'wait_ms': 5000}, 'next-4'))
+    ts = [threading.Thread(target=waiter) for _ in range(2)]
+    for t in ts:
+        t.start()
+    bt.wait_for(lambda: False, timeout=0.3)
+    b.ok('POST', '/v1/cards', 'bot', [{'id': 'n%d' % i, 'state': 'ready', 'board': 'next'}
+                                      for i in range(2, 4)])
+    for t in ts:
+        t.join(30)
+    check(len(out) == 2 and out[0][0] == 200 and out[0][:2] == out[1][:2],
+          'claim-next: two parked duplicates wake to one claim: %s' % [o[0] for o in out])
+    left = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-5')
+    check(left[0] == 200, 'claim-next: the other new card is still free (%s)' % left[0])
+    b.ok('POST', '/v1/cards', 'bot', [{'id': 'n%d' % i, 'state': 'ready', 'board': 'next'}
+                                      for i in range(4, 7)])
+    m1 = raw(b.port, w, 'POST', path, {'marker': 'w1', 'count': 2}, 'next-6')
+    m2 = raw(b.port, w, 'POST', path, {'marker': 'w1', 'count': 2}, 'next-6')
+    check(m1[0] == 200 and len(json.loads(m1[1]).get('claims', [])) == 2 and m1[:2] == m2[:2],
+          'claim-next count: the repeat answers the same claims (%s)' % m1[0])
+    m3 = raw(b.port, w, 'POST', path, {'marker': 'w1', 'count': 2}, 'next-7')
+    check(m3[0] == 200 and len(json.loads(m3[1]).get('claims', [])) == 1,
+          'claim-next count: one card was left for another key')
+
+
 def concurrent(ports, tok, key, body, n=12):
     """n requests with one key at once, spread over ports: [(status, text)]."""
     out = []
@@ -232,6 +280,7 @@ def main():
     try:
         batch(b)
         first = keys(b)
+        claim_next(b)
         if not mongo:
             cfg = b.ok('GET', '/v1/boards/default')
             cfg['name'] = 'bulk'

@@ -1,7 +1,7 @@
 """The Python worker under test (test_clients.py drives it; gocheck/main.go is its Go twin,
 speaking the same lines). Run with a Python where the boardd package is installed. Configured
-by the environment: BOARDD_URL, BOARDD_TOKEN, SCEN (drain | hold | stop | bench), BOARD, LABEL,
-CONC, MAXJOBS, LEASE_MS, GRACE_MS, WAIT_MS, ASYNC=1 (the AsyncWorker). One JSON object per
+by the environment: BOARDD_URL, BOARDD_TOKEN, SCEN (drain | hold | stop | bench | policy), BOARD,
+LABEL, CONC, MAXJOBS, LEASE_MS, GRACE_MS, WAIT_MS, ASYNC=1 (the AsyncWorker). One JSON object per
 line: {"ev":"started",...}, {"ev":"cancelled",...}, {"ev":"write",...}, last {"ev":"stats"}."""
 import asyncio
 import json
@@ -73,9 +73,45 @@ async def hold_async(job):
         raise
 
 
+def policy(c):
+    """SCEN=policy (DESIGN §17): the client's side of the dispatch policy on board BOARD
+    (the test set it up: ready has limit 1). OP_TOKEN creates the cards; one line per step."""
+    op = boardd.Client(os.environ['BOARDD_URL'], os.environ['OP_TOKEN'])
+    board, p = os.environ['BOARD'], os.environ['BOARD'] + '-'
+
+    def attempt(ev, fn):
+        try:
+            fn()
+            emit(ev=ev, cls='', code='', detail='')
+        except boardd.BoarddError as e:
+            emit(ev=ev, cls=type(e).__name__, code=e.code, detail=e.detail,
+                 status=e.status)
+
+    s = op.create_card({'id': p + 's', 'board': board, 'state': 'ready', 'title': 's'},
+                       not_before=3600)
+    emit(ev='created', not_before=s.get('not_before'))
+    attempt('notyet', lambda: c.claim(p + 's', 'm0'))
+    for x in ('a', 'b'):
+        op.create_card({'id': p + x, 'board': board, 'state': 'ready', 'title': x})
+    tok = c.claim(p + 'a', 'm1')
+    attempt('capacity', lambda: c.claim(p + 'b', 'm2'))
+    b = op.get_board(board)
+    ready = [col for col in b['columns'] if col['name'] == 'ready'][0]
+    emit(ev='board', limit=ready.get('limit'), col_claimed=ready.get('claimed'),
+         max_claims=b.get('max_claims'), claimed=b.get('claimed'), retry=b.get('retry'),
+         retry_effective=b.get('retry_effective'))
+    card = c.release(p + 'a', 'm1', tok['epoch'], retry=True)
+    emit(ev='retry', attempts=card.get('attempts'), not_before=card.get('not_before'),
+         claim=card.get('claim'))
+    emit(ev='stats', error='')
+    return 0
+
+
 def main():
     c = boardd.Client(os.environ['BOARDD_URL'], os.environ['BOARDD_TOKEN'])
     env = os.environ.get
+    if SCEN == 'policy':
+        return policy(c)
     handler = {'drain': drain, 'hold': hold, 'stop': hold, 'bench': lambda job: None}[SCEN]
     kw = dict(concurrency=int(env('CONC', '2')), lease_ms=int(env('LEASE_MS', '0')) or None,
               grace=int(env('GRACE_MS', '10000')) / 1000.0, wait_ms=int(env('WAIT_MS', '1000')),

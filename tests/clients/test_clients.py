@@ -18,6 +18,7 @@ run.sh points it at mongo-java-server for its second pass).
 
 usage: test_clients.py BOARDD REPO_ROOT [--mongo]
 """
+import datetime
 import json
 import os
 import queue
@@ -199,6 +200,57 @@ def t_drain(e, lang):
     check(c['state'] == 'ready' and c['claim'] is None and r.get('status') == 'failed_resumable',
           '%s drain: retry gives the card back to the pool, run failed_resumable (%s, %s)' % (
               lang, c['state'], r.get('status')))
+    check(c.get('attempts') == 1 and c.get('not_before'),
+          '%s drain: the retry release counted an attempt and set not_before (%s, %s)' % (
+              lang, c.get('attempts'), c.get('not_before')))
+
+
+def t_policy(e, lang):
+    """DESIGN §17 through each client: a card created with not_before is refused NotYet; a
+    column's limit refuses CapacityReached (typed errors carrying status, code, detail); the
+    board reads back its limit, claimed counts, max_claims and retry policy; a release with
+    retry counts an attempt and sets not_before."""
+    board = 'pol-' + lang
+    st, b, _ = e.call('GET', '/v1/boards/default')
+    cols = [{'name': c['name'], 'terminal': c['terminal'], 'eligible': c['eligible']}
+            for c in b['columns']]
+    for c in cols:
+        if c['name'] == 'ready':
+            c['limit'] = 1
+    st, ans, _ = e.call('PUT', '/v1/boards/' + board, {
+        'columns': cols, 'running': b['running'], 'completed': b['completed'],
+        'failed': b['failed'], 'waiting': b['waiting'], 'max_claims': 3,
+        'retry': {'max_attempts': 3, 'backoff_ms': 60000, 'max_backoff_ms': 60000}})
+    check(st in (200, 201), '%s policy: PUT board: %d %s' % (lang, st, ans))
+    t0 = time.time()
+    p = e.spawn(lang, 'policy', board, board=board, op_token=e.op)
+    ev = {}
+    for name in ('created', 'notyet', 'capacity', 'board', 'retry', 'stats'):
+        ev[name] = p.expect(name, 30) or {}
+    check(p.finish() == 0, '%s policy: the program ends well' % lang)
+    nb = ev['created'].get('not_before') or ''
+    ahead = (datetime.datetime.strptime(nb[:19], '%Y-%m-%dT%H:%M:%S').replace(
+        tzinfo=datetime.timezone.utc).timestamp() - t0) if len(nb) >= 19 else 0
+    check(3590 <= ahead <= 3610,
+          '%s policy: create_card(not_before=) an hour ahead: %s' % (lang, ev['created']))
+    n = ev['notyet']
+    check(n.get('cls') == 'NotYet' and n.get('code') == 'not_yet' and n.get('status') == 409
+          and n.get('detail'), '%s policy: a claim before not_before raises NotYet: %s' % (
+              lang, n))
+    c = ev['capacity']
+    check(c.get('cls') == 'CapacityReached' and c.get('code') == 'capacity_reached' and
+          c.get('status') == 409 and 'ready' in (c.get('detail') or ''),
+          '%s policy: a claim past the limit raises CapacityReached naming the column: %s' % (
+              lang, c))
+    bd = ev['board']
+    pol = {'max_attempts': 3, 'backoff_ms': 60000, 'max_backoff_ms': 60000}
+    check((bd.get('limit'), bd.get('col_claimed'), bd.get('max_claims'), bd.get('claimed'),
+           bd.get('retry'), bd.get('retry_effective')) == (1, 1, 3, 1, pol, pol),
+          '%s policy: the board\'s limit, counts, max_claims and retry: %s' % (lang, bd))
+    r = ev['retry']
+    check(r.get('attempts') == 1 and r.get('not_before') and r.get('claim') is None,
+          '%s policy: release(retry) counts an attempt, sets not_before, releases: %s' % (
+              lang, r))
 
 
 def hold(e, lang, lab, **kw):
@@ -306,6 +358,7 @@ def main():
         for lang in ('python', 'go'):
             if not MONGO:
                 t_drain(e, lang)
+                t_policy(e, lang)
                 t_stop(e, lang)
             t_revoke(e, lang)
             t_lapse(e, lang)

@@ -48,6 +48,12 @@ def card(srv, tok, cid, state, **kw):
     assert st == 201, (st, b)
 
 
+def claim(srv, tok, cid, marker):
+    st, b = bt.request(srv.port, 'POST', '/v1/cards/%s/claim' % cid, tok['dev-worker'],
+                       {'marker': marker})[:2]
+    assert st == 200, (st, b)
+
+
 def move(srv, tok, cid, frm, to):
     st, b = bt.request(srv.port, 'PATCH', '/v1/cards/%s/state' % cid, tok['dev-operator'],
                        {'from': frm, 'to': to})[:2]
@@ -67,6 +73,9 @@ SECTIONS = [
         0: lambda s, t: (card(s, t, 'c1', 'ready'),
                          card(s, t, 'c2', 'ready', labels=['gpu'])),
         2: lambda s, t: (card(s, t, 'c3', 'ready'), card(s, t, 'c4', 'ready'))}, {}),
+    ('docs/http.md', 'Capacity, schedules and retries', {
+        1: lambda s, t: (card(s, t, 'c9', 'ready', board='gpu'),
+                         claim(s, t, 'c9', 'worker-7'))}, {}),
     ('docs/http.md', 'Bots and operators', {
         0: lambda s, t: card(s, t, 'c1', 'backlog'),
         1: lambda s, t: move(s, t, 'c1', 'ready', 'done')}, {}),

@@ -83,6 +83,14 @@ def scenario(tmp, store, name):
         st, body = c.call('POST', '/v1/cards/%s-b/claim' % card, {'marker': 'w4'})
         check(st == 409 and body.get('code') == 'blockers_pending',
               name + ': claim of a blocked card refused (%s %s)' % (st, body))
+        # A scheduled card (DESIGN §17): its claim is refused not_yet, and counted so.
+        st, _ = c.call('POST', '/v1/cards', {'id': card + '-s', 'board': board,
+                                             'state': 'backlog',
+                                             'not_before': '2999-01-01T00:00:00Z'})
+        check(st == 201, name + ': a scheduled card')
+        st, body = c.call('POST', '/v1/cards/%s-s/claim' % card, {'marker': 'w4'})
+        check(st == 409 and body.get('code') == 'not_yet',
+              name + ': claim of a scheduled card refused (%s %s)' % (st, body))
         # claim-next counts as a claim (fresh), and so does one that finds nothing (empty).
         st, _ = c.call('POST', '/v1/cards', {'id': card + '-n', 'board': board,
                                              'state': 'ready', 'priority': 9})
@@ -137,7 +145,8 @@ def scenario(tmp, store, name):
         check(all(f in fams for f, _ in served), name + ': nothing served outside the table')
 
         for outcome, want in (('fresh', 4), ('idempotent', 1), ('conflict', 1),
-                              ('blockers_pending', 1), ('empty', 1), ('recovery', 1)):
+                              ('blockers_pending', 1), ('empty', 1), ('recovery', 1),
+                              ('not_yet', 1), ('capacity_reached', 0)):
             check(value(text, 'boardd_claims_total{outcome="%s"}' % outcome) == want,
                   '%s: boardd_claims_total{outcome="%s"} == %d' % (name, outcome, want))
         for reason, want in (('unclaimed', 1), ('marker', 2), ('epoch', 1)):
@@ -166,7 +175,7 @@ def scenario(tmp, store, name):
         check(value(text, 'boardd_claims_expired') == 0, name + ': no claim expired')
         check(value(text, 'boardd_store_stats_up') == 1, name + ': the store answered')
         check(value(text, 'boardd_http_request_duration_seconds_count{route="/v1/cards/{id}/'
-                    'claim",method="POST",code="409"}') == 2,
+                    'claim",method="POST",code="409"}') == 3,
               name + ': latency series by route template, method and code')
         check(value(text, 'boardd_http_request_duration_seconds_count{route="unmatched",'
                     'method="GET",code="404"}') == 1, name + ': unmatched routes are one series')

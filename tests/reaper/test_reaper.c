@@ -404,6 +404,112 @@ START_TEST(test_orphaned_run_promoted_then_reparked)
 	/* FS twin: released in place, the running column is eligible locally */
 	ck_assert_str_eq(c->state, "in_progress");
 	ck_assert(!c->claim.present);
+	/* DESIGN §17: a return to the pool counts an attempt and sets the backoff (1 s +-10 %) */
+	ck_assert_int_eq(c->attempts, 1);
+	ck_assert_int_ge(c->not_before, now_ms + 900);
+	ck_assert_int_le(c->not_before, now_ms + 1100);
+	core_card_free(c);
+}
+END_TEST
+
+/* The clock past the backoff a return to the pool left on card id (DESIGN §17). */
+static void past_backoff(const char *id)
+{
+	struct core_card *c = get(id);
+
+	if (c->not_before > now_ms)
+		advance(c->not_before - now_ms + 1);
+	core_card_free(c);
+}
+
+/* One more claim of c1 by `marker` that dies with its run running: the lease expires, the run
+ * is promoted failed_resumable, and a pass returns the card to the pool. Returns the pass. */
+static struct server_reaper_stats die_once(const char *marker, const char *run_id)
+{
+	struct store_claim_result res = {0};
+
+	past_backoff("c1");
+	ck_assert_int_eq(store_card_claim(st, "c1", marker, LEASE, &worker, &res), CORE_OK);
+	ck_assert(res.fresh);
+	with_run("c1", run_id, marker, res.token.epoch, "running", LEASE / 2);
+	core_card_free(res.card);
+	advance(LEASE + 1);
+	return pass(reaper);
+}
+
+/* DESIGN §17: every return to the pool counts; at max_attempts (the store's default, the
+ * server's --run-ceiling, here 3) the card is filed into the failed column under machine
+ * provenance with gave_up {attempts_exhausted, the failed column, the last run}, released;
+ * a completion resets the count. This replaces the run ceiling. */
+START_TEST(test_returns_count_attempts_until_exhausted)
+{
+	struct server_reaper_stats s;
+	struct core_card *c;
+	struct core_event ev;
+
+	store_retry_default_set(st, 3);
+	create("c1", "ready");
+	s = die_once("w1", "r1");
+	ck_assert_int_eq(s.actions[CORE_STUCK_REPARK], 1);
+	c = get("c1");
+	ck_assert_int_eq(c->attempts, 1);
+	ck_assert_str_eq(c->state, "ready");
+	core_card_free(c);
+	s = die_once("w2", "r2");
+	ck_assert_int_eq(s.actions[CORE_STUCK_REPARK], 1);
+	c = get("c1");
+	ck_assert_int_eq(c->attempts, 2);
+	ck_assert(!c->gave_up.set);
+	ck_assert(c->not_before > now_ms);
+	core_card_free(c);
+	s = die_once("w3", "r3");
+	ck_assert_int_eq(s.actions[CORE_STUCK_REPARK], 1);
+	ck_assert_int_eq(s.errors, 0);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "blocked");
+	ck_assert_int_eq(c->attempts, 3);
+	ck_assert(!c->claim.present);
+	ck_assert(c->gave_up.set);
+	ck_assert_str_eq(c->gave_up.reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	ck_assert_str_eq(c->gave_up.state, "blocked");
+	ck_assert_str_eq(c->gave_up.run_id, "r3");
+	core_card_free(c);
+	ck_assert(last_event("c1", CORE_EV_CARD_STATE_CHANGED, &ev));
+	ck_assert(ev.machine); /* the machine decided: no downstream chain */
+	core_event_release(&ev);
+	ck_assert(last_event("c1", CORE_EV_CARD_GAVE_UP, &ev));
+	core_event_release(&ev);
+	/* an operator's reopen starts the count again */
+	ck_assert_int_eq(store_card_reopen(st, "c1", "ready", NULL, &ops, &c), CORE_OK);
+	ck_assert_int_eq(c->attempts, 0);
+	core_card_free(c);
+}
+END_TEST
+
+/* The other returns are not attempts: a claim that dies before its run is recorded is
+ * released without one (no run: nothing was tried), and a filing by the run's own verdict
+ * counts none. */
+START_TEST(test_release_and_filing_count_no_attempt)
+{
+	int64_t e;
+	struct core_card *c;
+
+	claimed("c1", "ready", "w1");
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
+	c = get("c1");
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->attempts, 0);
+	ck_assert_int_eq(c->not_before, 0);
+	core_card_free(c);
+	e = claimed("c2", "in_progress", "w2");
+	with_run("c2", "r2", "w2", e, "running", LEASE);
+	run_set("r2", "w2", "failed", NULL);
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_FAIL], 1);
+	c = get("c2");
+	ck_assert_str_eq(c->state, "blocked");
+	ck_assert_int_eq(c->attempts, 0);
 	core_card_free(c);
 }
 END_TEST
@@ -749,7 +855,8 @@ START_TEST(test_zombie_writes_refused)
 	run_set("r1", "w1", "failed_resumable", NULL);
 	advance(LEASE + 1);
 	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_REPARK], 1);
-	/* the card is free again; a new worker takes it */
+	/* the card is free again (after its backoff); a new worker takes it */
+	past_backoff("c1");
 	{
 		struct store_claim_result res = {0};
 		ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker, &res), CORE_OK);
@@ -786,6 +893,7 @@ START_TEST(test_zombie_run_cannot_file_the_new_owners_card)
 	with_run("c1", "r1", "w1", e, "running", LEASE / 2);
 	advance(LEASE + 1);
 	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_REPARK], 1);
+	past_backoff("c1");
 	ck_assert_int_eq(store_card_claim(st, "c1", "w2", LEASE, &worker2, &res), CORE_OK);
 	core_card_free(res.card);
 	/* w1's late write: refused, the run unchanged. */
@@ -1057,6 +1165,8 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_sync_fails_midway_through_a_share);
 	tcase_add_test(tc, test_live_run_untouched);
 	tcase_add_test(tc, test_orphaned_run_promoted_then_reparked);
+	tcase_add_test(tc, test_returns_count_attempts_until_exhausted);
+	tcase_add_test(tc, test_release_and_filing_count_no_attempt);
 	tcase_add_loop_test(tc, test_kept_runs, 0, (int)(sizeof(kept_runs) / sizeof(kept_runs[0])));
 	tcase_add_test(tc, test_no_run_stamp_window);
 	tcase_add_test(tc, test_pruned_run_gives_up);

@@ -163,7 +163,8 @@ START_TEST(test_zombie_refused_over_http)
 	ck_assert_str_eq(json_string_value(json_object_get(j, "failure_code")), "PROCESS_ORPHANED");
 	json_decref(j);
 
-	/* a new worker takes the card */
+	/* a new worker takes the card, once the backoff of its return has passed (DESIGN §17) */
+	__atomic_add_fetch(&now_ms, 2000, __ATOMIC_SEQ_CST);
 	j = call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER2, NULL,
 		      "{\"marker\":\"w2\",\"lease_ms\":60000}");
 	epoch2 = json_integer_value(json_object_get(j, "epoch"));
@@ -216,6 +217,7 @@ START_TEST(test_zombie_run_write_cannot_file_done)
 	j = operator_pass();
 	ck_assert_int_eq(pass_action(j, "repark"), 1);
 	json_decref(j);
+	__atomic_add_fetch(&now_ms, 2000, __ATOMIC_SEQ_CST); /* past the return's backoff */
 	json_decref(call_json(200, "POST", "/v1/cards/c1/claim", HARNESS_TOK_WORKER2, NULL,
 			      "{\"marker\":\"w2\",\"lease_ms\":1000}"));
 	/* w1 wakes */
@@ -256,8 +258,9 @@ static void *waiter_main(void *arg)
 	return NULL;
 }
 
-/* The reaper reparks a dead worker's card (its run promoted failed_resumable): a worker
- * waiting in claim-next gets it at once, not at the end of its wait. */
+/* The reaper reparks a dead worker's card (its run promoted failed_resumable), counting an
+ * attempt with a backoff (DESIGN §17): a worker waiting in claim-next gets it once the backoff
+ * has passed, not at the end of its wait. */
 START_TEST(test_repark_wakes_claim_next)
 {
 	struct waiter w = {0};
@@ -282,6 +285,12 @@ START_TEST(test_repark_wakes_claim_next)
 	j = operator_pass();
 	ck_assert_int_eq(pass_action(j, "repark"), 1);
 	json_decref(j);
+	j = call_json(200, "GET", "/v1/cards/c1", HARNESS_TOK_BOT, NULL, NULL);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "attempts")), 1);
+	ck_assert(json_is_string(json_object_get(j, "not_before")));
+	json_decref(j);
+	/* the backoff (1 s +-10 %) passes on the store's clock */
+	__atomic_add_fetch(&now_ms, 2000, __ATOMIC_SEQ_CST);
 	pthread_join(th, NULL);
 	ck_assert_msg(w.status == 200, "woken: %d %s", w.status, w.body ? w.body : "");
 	j = json_loads(w.body, 0, NULL);

@@ -167,6 +167,21 @@ size_t raw_outbox_len(struct store *st, const char *coll, const char *id)
 	return n;
 }
 
+/* Deletes the documents of a collection matching a JSON filter, behind boardd's back. */
+void raw_delete_where(struct store *st, const char *coll, const char *filter_json)
+{
+	mongoc_client_t *c = raw_client();
+	mongoc_collection_t *col = mongoc_client_get_collection(c, db_of(st), coll);
+	bson_error_t e;
+	bson_t *f = bson_new_from_json((const uint8_t *)filter_json, -1, &e);
+
+	ck_assert_msg(f != NULL, "bad json %s", filter_json);
+	ck_assert_msg(mongoc_collection_delete_many(col, f, NULL, NULL, &e), "%s", e.message);
+	bson_destroy(f);
+	mongoc_collection_destroy(col);
+	mongoc_client_destroy(c);
+}
+
 /* How many documents of a collection match a JSON filter, behind boardd's back. */
 int64_t raw_count(struct store *st, const char *coll, const char *filter_json)
 {

@@ -30,6 +30,8 @@ void close_db(struct store *st);
 void raw_update(struct store *st, const char *coll, const char *id, const char *json);
 void raw_insert(struct store *st, const char *coll, const char *json);
 void raw_delete(struct store *st, const char *coll, const char *id);
+/* Deletes the documents of a collection matching a JSON filter. */
+void raw_delete_where(struct store *st, const char *coll, const char *filter_json);
 /* How many documents of a collection match a JSON filter. */
 int64_t raw_count(struct store *st, const char *coll, const char *filter_json);
 /* The same updates on a client of their own, connected before raw_fast_open returns, so

@@ -4,6 +4,8 @@
  * claim keeps, the repair of a slot leaked by a crash, and the race: threads each with its
  * own store handle (as replicas) claiming from a column with limit 3 never hold more than 3
  * (sampled in the database during the run, and replayed from the events afterwards). */
+#include "store/mongo/mongo.h"
+#include "store/mongo/mongo_db.h"
 #include "tests/store/test_store_mongo.h"
 #include "tests/store/conformance.h"
 
@@ -370,6 +372,114 @@ START_TEST(leaked_slot_is_repaired)
 }
 END_TEST
 
+/* Claims live before a limit was set hold no slot: the board write that sets it adopts them
+ * (and so does every repair pass), so no new claim is let in until they are below it. */
+START_TEST(claims_before_the_limit_are_adopted)
+{
+	struct store *st = open_clocked();
+	struct store_claim_result r = {0};
+	struct core_card *c = NULL, **v = NULL;
+	struct core_token t1;
+	size_t n = 0;
+
+	board_with(st, "ad", 0, 0, NULL);
+	make(st, "ad", "a1", "ready", 0);
+	make(st, "ad", "a2", "ready", 0);
+	make(st, "ad", "a3", "ready", 0);
+	t1 = claim(st, "a1", "m1");
+	claim(st, "a2", "m2");
+	ck_assert_int_eq(raw_count(st, "slots", "{}"), 0);
+	board_with(st, "ad", 1, 0, NULL);
+	ck_assert_int_eq(raw_count(st, "slots", "{\"owner\": {\"$ne\": null}}"), 2);
+	ck_assert_int_eq(store_card_claim(st, "a3", "m3", 60000, &bot, &r),
+			 CORE_ERR_CAPACITY_REACHED);
+	ck_assert_int_eq(store_card_release(st, "a1", &t1, &bot, &c), CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_card_claim(st, "a3", "m3", 60000, &bot, &r),
+			 CORE_ERR_CAPACITY_REACHED); /* a2 still holds the one */
+	/* a claim that raced the board write (no slot): the repair pass adopts it */
+	raw_delete_where(st, "slots", "{\"board\": \"ad\"}");
+	ck_assert_int_eq(raw_count(st, "slots", "{\"owner\": \"a2\"}"), 0);
+	ck_assert_int_eq(store_reaper_list_repair(st, 10, &v, &n), CORE_OK);
+	store_cards_free(v, n);
+	ck_assert_int_eq(raw_count(st, "slots", "{\"owner\": \"a2\"}"), 1);
+	ck_assert_int_eq(store_card_claim(st, "a3", "m3", 60000, &bot, &r),
+			 CORE_ERR_CAPACITY_REACHED);
+	close_db(st);
+}
+END_TEST
+
+/* A column rename carries its claims' claim.from and its slots: the limit still holds under
+ * the new name, and the claims still count there (as on the FS twin). */
+START_TEST(rename_carries_claims_and_slots)
+{
+	struct store *st = open_clocked();
+	struct store_claim_result r = {0};
+	struct core_board b = {0};
+	struct core_card *c = NULL;
+	int64_t per[16], total;
+	size_t touched = 0;
+
+	board_with(st, "rn", 1, 0, NULL);
+	make(st, "rn", "e1", "ready", 0);
+	make(st, "rn", "e2", "ready", 0);
+	claim(st, "e1", "m1");
+	ck_assert_int_eq(store_board_column_rename(st, "rn", "ready", "go", &op, &touched), CORE_OK);
+	ck_assert_int_eq(store_card_get(st, "e1", &c), CORE_OK);
+	ck_assert_str_eq(c->claim.from, "go");
+	core_card_free(c);
+	ck_assert_int_eq(store_board_get(st, "rn", &b), CORE_OK);
+	ck_assert_int_eq(store_board_claimed(st, &b, per, &total), CORE_OK);
+	ck_assert_int_eq(per[col_index(&b, "go")], 1);
+	core_board_release(&b);
+	ck_assert_int_eq(raw_count(st, "slots", "{\"col\": \"go\", \"owner\": \"e1\"}"), 1);
+	ck_assert_int_eq(store_card_claim(st, "e2", "m2", 60000, &bot, &r),
+			 CORE_ERR_CAPACITY_REACHED);
+	close_db(st);
+}
+END_TEST
+
+/* What the slots cost (store/mongo/README.md, "Capacity"): a fresh claim from a limited
+ * column takes its slot and counts the held ones (2 round trips more than on a board without
+ * limits, once the slot exists); its release frees it (1 more). Counted on this thread. */
+START_TEST(slots_cost_round_trips)
+{
+	struct store *st = open_clocked();
+	struct core_card *c = NULL;
+	struct core_token t;
+	uint64_t before, claim_u, claim_l, rel_u, rel_l;
+
+	board_with(st, "u", 0, 0, NULL);
+	board_with(st, "l", 2, 0, NULL);
+	make(st, "u", "u1", "ready", 0);
+	make(st, "l", "l0", "ready", 0);
+	make(st, "l", "l1", "ready", 0);
+	t = claim(st, "l0", "m0"); /* makes slot 0, then frees it */
+	ck_assert_int_eq(store_card_release(st, "l0", &t, &bot, &c), CORE_OK);
+	core_card_free(c);
+	before = mgo_round_trips_here();
+	t = claim(st, "u1", "m1");
+	claim_u = mgo_round_trips_here() - before;
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_release(st, "u1", &t, &bot, &c), CORE_OK);
+	rel_u = mgo_round_trips_here() - before;
+	core_card_free(c);
+	before = mgo_round_trips_here();
+	t = claim(st, "l1", "m2");
+	claim_l = mgo_round_trips_here() - before;
+	before = mgo_round_trips_here();
+	ck_assert_int_eq(store_card_release(st, "l1", &t, &bot, &c), CORE_OK);
+	rel_l = mgo_round_trips_here() - before;
+	core_card_free(c);
+	printf("slots_cost_round_trips: claim %llu (no limit) / %llu (limit), release %llu / %llu\n",
+	       (unsigned long long)claim_u, (unsigned long long)claim_l,
+	       (unsigned long long)rel_u, (unsigned long long)rel_l);
+	ck_assert_uint_eq(claim_l, claim_u + 2);
+	ck_assert_uint_eq(rel_l, rel_u + 1);
+	close_db(st);
+}
+END_TEST
+
 /* ---- the race ---- */
 
 #define RACE_CARDS 24
@@ -378,7 +488,7 @@ END_TEST
 #define RACE_LIMIT 3
 
 struct racer {
-	const char *db;
+	struct store *st; /* its own handle (a replica), opened and closed by the test thread */
 	int id;
 	int claims, refused;
 	int unexpected;
@@ -390,7 +500,7 @@ static atomic_bool race_done;
 static void *race_main(void *arg)
 {
 	struct racer *x = arg;
-	struct store *st = open_db(x->db, 0, NULL); /* its own handle: a replica */
+	struct store *st = x->st;
 	struct store_claim_next in = {.board = "race", .lease_ms = 60000};
 	struct store_claim_result r;
 	struct core_card *c = NULL;
@@ -430,7 +540,6 @@ static void *race_main(void *arg)
 		if (rc != CORE_OK && !x->unexpected++)
 			snprintf(x->what, sizeof(x->what), "release %s: %s", id, core_rc_code(rc));
 	}
-	close_db(st);
 	return NULL;
 }
 
@@ -482,11 +591,13 @@ START_TEST(column_limit_holds_across_replicas)
 	}
 	atomic_store(&race_done, false);
 	smp.st = st;
+	/* The handles are opened (and closed) here: the fixture's table of open stores is the
+	 * test thread's. */
+	for (i = 0; i < RACE_THREADS; i++)
+		x[i] = (struct racer){.st = open_db(db, 0, NULL), .id = i};
 	ck_assert_int_eq(pthread_create(&ts, NULL, sample_main, &smp), 0);
-	for (i = 0; i < RACE_THREADS; i++) {
-		x[i] = (struct racer){.db = db, .id = i};
+	for (i = 0; i < RACE_THREADS; i++)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, race_main, &x[i]), 0);
-	}
 	for (i = 0; i < RACE_THREADS; i++) {
 		pthread_join(t[i], NULL);
 		ck_assert_msg(x[i].unexpected == 0, "thread %d: %d unexpected answers, first %s", i,
@@ -495,6 +606,8 @@ START_TEST(column_limit_holds_across_replicas)
 	}
 	atomic_store(&race_done, true);
 	pthread_join(ts, NULL);
+	for (i = 0; i < RACE_THREADS; i++)
+		close_db(x[i].st);
 	ck_assert_int_gt(claims, RACE_LIMIT);
 	ck_assert_msg(smp.max <= RACE_LIMIT, "sampled %lld live claims from ready (limit %d)",
 		      (long long)smp.max, RACE_LIMIT);
@@ -536,5 +649,8 @@ void mongo_add_policy(TCase *tc)
 	tcase_add_test(tc, completion_resets_attempts);
 	tcase_add_test(tc, recovery_claim_keeps_its_slot);
 	tcase_add_test(tc, leaked_slot_is_repaired);
+	tcase_add_test(tc, claims_before_the_limit_are_adopted);
+	tcase_add_test(tc, slots_cost_round_trips);
+	tcase_add_test(tc, rename_carries_claims_and_slots);
 	tcase_add_test(tc, column_limit_holds_across_replicas);
 }

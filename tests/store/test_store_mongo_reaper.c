@@ -1,6 +1,6 @@
 /* The real reaper over the Mongo twin, with the cloud divergences on (ADR-096 §7): filing,
- * repark to the pool, the run ceiling, the residue repair, a stripped claim past the
- * horizon. */
+ * repark to the pool counting an attempt (DESIGN §17) and the attempts_exhausted filing that
+ * replaced the run ceiling, the residue repair, a stripped claim past the horizon. */
 #include "server/reaper.h"
 #include "tests/store/conformance.h"
 #include "tests/store/sub_fixture.h"
@@ -17,14 +17,15 @@ static void quiet_log(void *ctx, const char *line)
 	(void)line;
 }
 
-static struct server_reaper *mongo_reaper(struct store *st, bool gate, size_t ceiling)
+/* max_attempts: the store's default for boards without a retry policy (--run-ceiling). */
+static struct server_reaper *mongo_reaper(struct store *st, bool gate, int32_t max_attempts)
 {
 	struct server_reaper_config cfg = {.gate = gate, .interval_ms = 3600000, .batch = 100,
 					   .workers = 1, .lease_ms = 60000, .hostname = "mh",
-					   .repark_to_pool = true, .run_ceiling = ceiling,
-					   .log = quiet_log};
+					   .repark_to_pool = true, .log = quiet_log};
 	struct server_reaper *r = NULL;
 
+	store_retry_default_set(st, max_attempts);
 	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
 	return r;
 }
@@ -83,7 +84,8 @@ static size_t deliveries_count(struct store *st)
 }
 
 /* A gated pass: finished -> done (run verdict, not machine); failed_resumable -> back to
- * eligible[0] under watchdog; at the run ceiling -> the failed column with a gave_up stamp. */
+ * eligible[0] under watchdog with one attempt counted and a backoff; at max_attempts -> the
+ * failed column with gave_up {attempts_exhausted} (DESIGN §17; it replaced the run ceiling). */
 START_TEST(reaper_pass_files_reparks_and_caps)
 {
 	struct store *st = open_fresh();
@@ -107,8 +109,14 @@ START_TEST(reaper_pass_files_reparks_and_caps)
 	t = claim(st, "res", "w2");
 	run_create(st, "r-res", "res", "w2", "failed_resumable");
 	set_last_run(st, "res", t, "r-res");
+	/* cap's first claim ended with a retry release: one attempt of two already */
+	t = claim(st, "cap", "w0");
+	ck_assert_int_eq(store_card_release_retry(st, "cap", &t, &bot, &c), CORE_OK);
+	ck_assert_int_eq(c->attempts, 1);
+	core_card_free(c);
+	c = NULL;
+	tnow += 2000; /* past its backoff */
 	t = claim(st, "cap", "w3");
-	run_create(st, "r-cap0", "cap", "w3", "failed");
 	run_create(st, "r-cap", "cap", "w3", "failed_resumable");
 	set_last_run(st, "cap", t, "r-cap");
 	fx_subscribe_all(st);
@@ -116,7 +124,7 @@ START_TEST(reaper_pass_files_reparks_and_caps)
 	tnow += 120000; /* every lease expired */
 	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
 	ck_assert_uint_eq(s.transferred, 3);
-	/* Effects: the repark and the run-ceiling filing (watchdog) fire nothing; the run's
+	/* Effects: the repark and the attempts_exhausted filing (watchdog) fire nothing; the run's
 	 * own verdict (run_finished) fires as the live owner's would. */
 	evs = delivered_events(st, before);
 	ck_assert_uint_ge(json_array_size(evs), 1);
@@ -141,10 +149,15 @@ START_TEST(reaper_pass_files_reparks_and_caps)
 	core_card_free(c);
 	ck_assert_int_eq(store_card_get(st, "res", &c), CORE_OK);
 	ck_assert_str_eq(c->state_reason, "watchdog");
+	ck_assert_int_eq(c->attempts, 1);
+	ck_assert_int_gt(c->not_before, tnow);
 	core_card_free(c);
 	ck_assert_int_eq(store_card_get(st, "cap", &c), CORE_OK);
 	ck_assert(c->gave_up.set);
-	ck_assert_str_eq(c->gave_up.reason, "run_ceiling");
+	ck_assert_str_eq(c->gave_up.reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	ck_assert_str_eq(c->gave_up.state, "blocked");
+	ck_assert_str_eq(c->gave_up.run_id, "r-cap");
+	ck_assert_int_eq(c->attempts, 2);
 	core_card_free(c);
 	server_reaper_free(r);
 	close_db(st);

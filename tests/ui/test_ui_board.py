@@ -559,6 +559,72 @@ def big_board(page, srv):
           'drawing stays far from pathological (%s)' % figures)
 
 
+def dispatch_policy(page, srv):
+    """DESIGN §17 on the board: a column with a limit says how many claims are taken from it
+    (and marks itself full), a chip shows a schedule still ahead and its attempts, and the
+    card form sets and clears not_before."""
+    b = srv.ok('GET', '/v1/boards/default')
+    board = {k: b[k] for k in ('name', 'columns', 'running', 'completed', 'failed', 'waiting')}
+    for col in board['columns']:
+        col.pop('claimed', None)
+        if col['name'] == 'ready':
+            col['limit'] = 2
+    srv.ok('PUT', '/v1/boards/default', 'op', board)
+    try:
+        for cid in ('p-one', 'p-two'):
+            srv.ok('POST', '/v1/cards', 'bot', {'id': cid, 'title': 'Limited ' + cid,
+                                                'state': 'ready'})
+        tok = srv.claim('p-one', 'w-p1')
+        srv.claim('p-two', 'w-p2')
+        sign_in(page, srv, 'op', lane=False)
+        page.wait_for_selector('#live.on', timeout=T)
+        head = page.locator('section[data-column="ready"] h2 .count')
+        page.wait_for_selector('section.column.full[data-column="ready"]', timeout=T)
+        check('2/2 taken' in head.inner_text(), 'ready shows 2/2 taken (%r)' % head.inner_text())
+        # a retry release: the card gets an attempt and a schedule, and the column has room
+        srv.ok('POST', '/v1/cards/p-one/release', 'worker',
+               {'marker': 'w-p1', 'epoch': tok['epoch'], 'retry': True})
+        chip = page.locator('button.chip[data-card="p-one"]')
+        page.wait_for_selector('button.chip[data-card="p-one"] .tag.tries', timeout=T)
+        check(chip.locator('.tag.tries').inner_text() == '1 attempt', 'the chip shows 1 attempt')
+        page.wait_for_selector('section.column[data-column="ready"]:not(.full)', timeout=T)
+        check('1/2 taken' in head.inner_text(), 'ready shows 1/2 taken (%r)' % head.inner_text())
+        # schedule a card from the form, an hour ahead (local time, as the input takes it)
+        page.click('#new-card')
+        page.locator('#edit-dialog').wait_for(state='visible', timeout=T)
+        page.fill('#edit-title', 'Scheduled in the UI')
+        page.select_option('#edit-column', 'ready')
+        page.fill('#edit-id', 'p-sched')
+        ahead = page.evaluate('localInput(new Date(Date.now() + 3600e3).toISOString())')
+        page.fill('#edit-not-before', ahead)
+        page.click('#edit-submit')
+        page.locator('#edit-dialog').wait_for(state='hidden', timeout=T)
+        c = srv.ok('GET', '/v1/cards/p-sched')
+        nb = page.evaluate('(s) => Date.parse(s) - Date.now()', c['not_before'] or '')
+        check(c['not_before'] and 3500e3 < nb < 3700e3,
+              'created with not_before an hour ahead (%s, %s ms)' % (c['not_before'], nb))
+        page.wait_for_selector('button.chip[data-card="p-sched"] .tag.sched', timeout=T)
+        due = page.locator('button.chip[data-card="p-sched"] .tag.sched').inner_text()
+        check(re.fullmatch(r'due in (59|60) min', due), 'the chip says when it is due (%r)' % due)
+        shot(page, 'policy.png')
+        st, body, _ = srv.call('POST', '/v1/cards/p-sched/claim', 'worker', {'marker': 'w-p3'})
+        check(st == 409 and body.get('code') == 'not_yet', 'its claim is refused not_yet (%s)' % st)
+        # clear it from the form: PATCH not_before null
+        page.locator('button.chip[data-card="p-sched"]').focus()
+        page.keyboard.press('e')
+        page.locator('#edit-dialog').wait_for(state='visible', timeout=T)
+        check(page.input_value('#edit-not-before') == ahead, 'the form shows the schedule')
+        page.fill('#edit-not-before', '')
+        page.click('#edit-submit')
+        page.locator('#edit-dialog').wait_for(state='hidden', timeout=T)
+        check(srv.ok('GET', '/v1/cards/p-sched')['not_before'] is None, 'cleared with PATCH')
+        page.wait_for_selector('button.chip[data-card="p-sched"]:not(:has(.tag.sched))', timeout=T)
+    finally:
+        for col in board['columns']:
+            col.pop('limit', None)
+        srv.ok('PUT', '/v1/boards/default', 'op', board)
+
+
 def main():
     if not os.access(CHROMIUM, os.X_OK):
         bt.skip_or_fail('no chromium at %s' % CHROMIUM)
@@ -578,7 +644,8 @@ def main():
             errors = []
             try:
                 for flow in (the_page_is_the_board, filters_and_sort, create_edit_move,
-                             keyboard_and_axe, reaper_and_runs, activity_charts, big_board):
+                             keyboard_and_axe, reaper_and_runs, activity_charts, big_board,
+                             dispatch_policy):
                     page = ctx.new_page()
                     page.on('console', lambda m: errors.append('%s: %s' % (flow.__name__, m.text))
                             if m.type == 'error' else None)

@@ -6,6 +6,7 @@ Every method that maps a route is marked with @route(METHOD, PATH): Client.route
 and tests/clients walks openapi/openapi.yaml against that list (a route no method calls fails).
 Owned (fenced) writes take the claim's `marker` and `epoch`; the epoch goes in If-Match.
 """
+import datetime
 import http.client
 import json
 import threading
@@ -14,7 +15,7 @@ import urllib.parse
 
 from .errors import StoreUnavailable, TransportError, error_for
 
-__all__ = ['Client', 'route']
+__all__ = ['Client', 'route', 'rfc3339']
 
 
 def route(method, path):
@@ -45,6 +46,24 @@ def _query(**kw):
 
 def _body(**kw):
     return {k: v for k, v in kw.items() if v is not None}
+
+
+def rfc3339(when):
+    """A time as boardd takes it (RFC 3339, UTC, milliseconds): a str is sent as given; a
+    datetime (naive ones are UTC); a timedelta or a number of seconds is that long from now.
+    None stays None (on PATCH, not_before=None clears the schedule)."""
+    if when is None or isinstance(when, str):
+        return when
+    if isinstance(when, datetime.timedelta):
+        when = datetime.datetime.now(datetime.timezone.utc) + when
+    elif isinstance(when, (int, float)) and not isinstance(when, bool):
+        when = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=when)
+    if not isinstance(when, datetime.datetime):
+        raise TypeError('a time is a str, datetime, timedelta or seconds: %r' % (when,))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    when = when.astimezone(datetime.timezone.utc)
+    return when.strftime('%Y-%m-%dT%H:%M:%S.') + '%03dZ' % (when.microsecond // 1000)
 
 
 class Client:
@@ -204,9 +223,13 @@ class Client:
     # ---- cards --------------------------------------------------------------------------
 
     @route('POST', '/v1/cards')
-    def create_card(self, card, idempotency_key=None):
-        """A dict creates one card (201: the card); a list is a batch (§18: {results})."""
+    def create_card(self, card, idempotency_key=None, not_before=None):
+        """A dict creates one card (201: the card); a list is a batch (§18: {results}).
+        not_before (§17; see rfc3339: a datetime, a str, a timedelta or seconds from now):
+        the card is not claimed before then (a claim is refused NotYet)."""
         h = {'Idempotency-Key': idempotency_key} if idempotency_key else None
+        if not_before is not None:
+            card = dict(card, not_before=rfc3339(not_before))
         return self.call('POST', '/v1/cards', card, h)
 
     def create_cards(self, cards):
@@ -237,7 +260,9 @@ class Client:
 
     @route('PATCH', '/v1/cards/{id}')
     def update_card(self, card_id, **fields):
-        """title, body, blockers, priority, not_before, ..."""
+        """title, body, blockers, priority, not_before (as create_card's; None clears it)."""
+        if 'not_before' in fields:
+            fields['not_before'] = rfc3339(fields['not_before'])
         return self.call('PATCH', '/v1/cards/' + _q(card_id), fields)
 
     @route('DELETE', '/v1/cards/{id}')
@@ -250,12 +275,14 @@ class Client:
 
     @route('PATCH', '/v1/cards/{id}/state')
     def set_state(self, card_id, to, frm=None, reason=None, marker=None, epoch=None,
-                  release=None):
+                  release=None, retry=None):
         """With marker and epoch: the holder's fenced move (release=True also releases, one
-        step). Without: SetStateFrom (bots send frm; operators may omit it)."""
+        step; with retry=True an attempt is counted too, §17). Without: SetStateFrom (bots
+        send frm; operators may omit it)."""
         if marker is not None:
             return self.call('PATCH', '/v1/cards/%s/state' % _q(card_id),
-                             _body(marker=marker, to=to, reason=reason, release=release),
+                             _body(marker=marker, to=to, reason=reason, release=release,
+                                   retry=retry),
                              self._fence(epoch))
         return self.call('PATCH', '/v1/cards/%s/state' % _q(card_id),
                          _body(to=to, reason=reason, **({'from': frm} if frm else {})))
@@ -297,7 +324,9 @@ class Client:
 
     @route('POST', '/v1/cards/{id}/release')
     def release(self, card_id, marker, epoch, retry=None):
-        """retry=True (§17): the card goes back with one more attempt and a backoff."""
+        """retry=True (§17): the card goes back with one more attempt and a backoff
+        (not_before); at the board's retry.max_attempts the server files it into the failed
+        column with gave_up {reason: attempts_exhausted} instead. Answers the card."""
         return self.call('POST', '/v1/cards/%s/release' % _q(card_id),
                          _body(marker=marker, epoch=epoch, retry=retry))
 
@@ -492,10 +521,17 @@ class Client:
 
     @route('GET', '/v1/boards/{b}')
     def get_board(self, board):
+        """The board (§17 adds): each column's `limit` (absent: none) beside its `claimed`
+        count, the board's `max_claims` and `claimed` total, its own `retry` policy (absent:
+        none) and `retry_effective`, the one in force {max_attempts, backoff_ms,
+        max_backoff_ms}."""
         return self.call('GET', '/v1/boards/' + _q(board))
 
     @route('PUT', '/v1/boards/{b}')
     def put_board(self, board, config):
+        """config: {columns, running, completed, failed, waiting}; columns may carry `limit`,
+        the board `max_claims` and `retry` (§17). What get_board answers may come back as is:
+        the read-only `claimed` counts and `retry_effective` are ignored."""
         return self.call('PUT', '/v1/boards/' + _q(board), config)
 
     @route('POST', '/v1/boards/{b}/columns/{c}/rename')

@@ -61,6 +61,7 @@ _TABLE = [
     ('CapacityReached', 'capacity_reached', None),          # §17
     ('NotYet', 'not_yet', None),                             # §17
     ('IdempotencyKeyReused', 'idempotency_key_reused', None),  # §18
+    ('IdempotencyKeyInFlight', 'idempotency_key_in_flight', None),  # §18: retry shortly
     ('PayloadTooLarge', 'payload_too_large', None),
     ('UnsupportedMediaType', 'unsupported_media_type', None),
     ('TransitionRejected', 'transition_rejected', None),

@@ -1,6 +1,6 @@
 // The Go worker under test (tests/clients/test_clients.py drives it; check.py is its Python
 // twin, speaking the same lines). Configured by the environment: BOARDD_URL, BOARDD_TOKEN,
-// SCEN (drain | hold | stop | bench), BOARD, LABEL, CONC, MAXJOBS, LEASE_MS, GRACE_MS. It
+// SCEN (drain | hold | stop | bench | policy), BOARD, LABEL, CONC, MAXJOBS, LEASE_MS, GRACE_MS. It
 // prints one JSON object per line: {"ev":"started",...}, {"ev":"cancelled",...},
 // {"ev":"write",...} and last {"ev":"stats",...}.
 package main
@@ -68,10 +68,73 @@ func cpuSeconds() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
+// policy is SCEN=policy (DESIGN §17): the client's side of the dispatch policy on board BOARD
+// (the test set it up: ready has limit 1). OP_TOKEN creates the cards; one line per step.
+func policy(c *boardd.Client) {
+	ctx := context.Background()
+	op := boardd.New(os.Getenv("BOARDD_URL"), os.Getenv("OP_TOKEN"))
+	board := os.Getenv("BOARD")
+	p := board + "-"
+	must := func(err error) {
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	attempt := func(ev string, err error) {
+		var ny *boardd.NotYet
+		var cr *boardd.CapacityReached
+		m := map[string]any{"ev": ev, "cls": "", "code": "", "detail": ""}
+		switch {
+		case errors.As(err, &ny):
+			m["cls"] = "NotYet"
+		case errors.As(err, &cr):
+			m["cls"] = "CapacityReached"
+		case err != nil:
+			m["cls"] = fmt.Sprintf("%T", err)
+		}
+		if pr := boardd.ProblemOf(err); pr != nil {
+			m["code"], m["detail"], m["status"] = pr.Code, pr.Detail, pr.Status
+		}
+		emit(m)
+	}
+	s, err := op.CreateCard(ctx, boardd.NewCard{ID: p + "s", Board: board, State: "ready",
+		Title: "s", NotBefore: time.Now().Add(time.Hour)}, "")
+	must(err)
+	emit(map[string]any{"ev": "created", "not_before": s.NotBefore})
+	_, err = c.Claim(ctx, p+"s", "m0", 0)
+	attempt("notyet", err)
+	for _, x := range []string{"a", "b"} {
+		_, err = op.CreateCard(ctx, boardd.NewCard{ID: p + x, Board: board, State: "ready", Title: x}, "")
+		must(err)
+	}
+	tok, err := c.Claim(ctx, p+"a", "m1", 0)
+	must(err)
+	_, err = c.Claim(ctx, p+"b", "m2", 0)
+	attempt("capacity", err)
+	b, err := op.GetBoard(ctx, board)
+	must(err)
+	for _, col := range b.Columns {
+		if col.Name == "ready" {
+			emit(map[string]any{"ev": "board", "limit": col.Limit, "col_claimed": col.Claimed,
+				"max_claims": b.MaxClaims, "claimed": b.Claimed, "retry": b.Retry,
+				"retry_effective": b.RetryEffective})
+		}
+	}
+	card, err := c.Release(ctx, p+"a", "m1", tok.Epoch, true)
+	must(err)
+	emit(map[string]any{"ev": "retry", "attempts": card.Attempts, "not_before": card.NotBefore,
+		"claim": card.Claim})
+	emit(map[string]any{"ev": "stats", "error": ""})
+}
+
 func main() {
 	log.SetOutput(os.Stderr)
 	c := boardd.New(os.Getenv("BOARDD_URL"), os.Getenv("BOARDD_TOKEN"))
 	scen := env("SCEN", "drain")
+	if scen == "policy" {
+		policy(c)
+		return
+	}
 	stdin := bufio.NewReader(os.Stdin)
 	var h boardd.Handler
 	switch scen {
