@@ -102,6 +102,10 @@ class Policy:
             elif t == 'card_gave_up':
                 g = p.get('gave_up') if isinstance(p.get('gave_up'), dict) else p
                 c['gave_up'] = (g or {}).get('reason')
+                # A card already in the failed column (a bot filed it while it was held) is
+                # not moved again: the stamp alone marks the exhausted filing.
+                if c['gave_up'] == EXHAUSTED and c['state'] == b['failed'] and not c['exhaust']:
+                    c['exhaust'] = e
             elif t == 'card_claimed' and not p.get('reclaimed_from'):
                 nb = c['nb']
                 if isinstance(nb, float):
