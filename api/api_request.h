@@ -104,4 +104,17 @@ enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out);
  * memory): the hot answers skip the jansson tree. */
 enum core_rc api_reply_json_text(struct api_req *r, unsigned status, char *text, size_t len);
 
+/* A JSON answer written piece by piece (the batch answers of DESIGN §18). oom: an allocation
+ * failed; every later add is then a no-op and api_reply_text answers out_of_memory. */
+struct api_text {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+void api_text_add(struct api_text *t, const char *s, size_t n);
+void api_text_str(struct api_text *t, const char *s);
+/* Sets t's text as the answer (taken; t is left empty), or frees it and returns NOMEM. */
+enum core_rc api_reply_text(struct api_req *r, unsigned status, struct api_text *t);
+
 #endif

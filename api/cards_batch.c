@@ -25,40 +25,6 @@
 
 #define API_BATCH_MAX 1000
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void buf_add(struct buf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *np;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		np = realloc(b->p, cap);
-		if (!np) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void buf_str(struct buf *b, const char *s)
-{
-	buf_add(b, s, strlen(s));
-}
-
 /* The item's id and idempotency_key, when given as strings (borrowed from the tree). */
 static const char *item_str(const json_t *item, const char *key)
 {
@@ -227,12 +193,12 @@ enum core_rc api_h_card_create_batch(struct api_req *r)
 {
 	json_t *arr = r->json;
 	size_t n = json_array_size(arr), i;
-	struct buf b = {0};
+	struct api_text b = {0};
 	enum core_rc rc = batch_check(r, arr, n);
 
 	if (rc != CORE_OK)
 		return rc;
-	buf_str(&b, "{\"results\":[");
+	api_text_str(&b, "{\"results\":[");
 	for (i = 0; i < n && !b.oom; i++) {
 		json_t *item = json_array_get(arr, i);
 		const char *key = item_str(item, "idempotency_key");
@@ -245,15 +211,11 @@ enum core_rc api_h_card_create_batch(struct api_req *r)
 			break;
 		}
 		if (i)
-			buf_str(&b, ",");
-		buf_str(&b, text);
+			api_text_str(&b, ",");
+		api_text_str(&b, text);
 		free(text);
 	}
-	buf_str(&b, "]}");
+	api_text_str(&b, "]}");
 	r->detail[0] = '\0';
-	if (b.oom) {
-		free(b.p);
-		return CORE_ERR_NOMEM;
-	}
-	return api_reply_json_text(r, 200, b.p, b.len);
+	return api_reply_text(r, 200, &b);
 }

@@ -343,12 +343,13 @@ static enum core_rc reply_many(struct api_req *r, const struct store_claim_next 
 			       const struct store_actor *actor, struct store_claim_result *first,
 			       int64_t count)
 {
-	size_t len = 0, total = 0, cap = 0;
-	char *text = NULL, *one;
+	struct api_text t = {0};
+	size_t len = 0;
+	char *one;
 	int64_t i;
-	bool ok = true;
 
-	for (i = 0; ok && i < count; i++) {
+	api_text_str(&t, "{\"claims\":[");
+	for (i = 0; i < count && !t.oom; i++) {
 		struct store_claim_result more = {0}, *res = first;
 
 		if (i > 0) {
@@ -360,37 +361,17 @@ static enum core_rc reply_many(struct api_req *r, const struct store_claim_next 
 		}
 		one = api_claim_json_text(res->card, &res->token, res->fresh, true, &len);
 		core_card_free(more.card);
-		if (!one || total + len + 16 > cap) {
-			size_t c = cap ? cap * 2 : 4096;
-			char *p;
-
-			while (one && total + len + 16 > c)
-				c *= 2;
-			p = one ? realloc(text, c) : NULL;
-			if (!p) {
-				ok = false;
-				free(one);
-				break;
-			}
-			text = p;
-			cap = c;
+		if (!one) {
+			t.oom = true;
+			break;
 		}
-		if (total == 0) {
-			memcpy(text, "{\"claims\":[", 11);
-			total = 11;
-		} else {
-			text[total++] = ',';
-		}
-		memcpy(text + total, one, len);
-		total += len;
+		if (i > 0)
+			api_text_add(&t, ",", 1);
+		api_text_add(&t, one, len);
 		free(one);
 	}
-	if (!ok) {
-		free(text);
-		return CORE_ERR_NOMEM;
-	}
-	memcpy(text + total, "]}", 3);
-	return api_reply_json_text(r, 200, text, total + 2);
+	api_text_add(&t, "]}", 2);
+	return api_reply_text(r, 200, &t);
 }
 
 /* The store refused the asked columns (TRANSITION_REJECTED: one is unknown or terminal, its

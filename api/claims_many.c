@@ -34,54 +34,24 @@ struct many_item {
 	bool retry;         /* release: the claim ended without the work done (DESIGN §17) */
 };
 
-/* A growing answer; `ok` false once an allocation failed. */
-struct many_out {
-	char *s;
-	size_t len, cap;
-	bool ok;
-};
-
-static void out_add(struct many_out *o, const char *s, size_t n)
-{
-	if (!o->ok)
-		return;
-	if (o->len + n + 1 > o->cap) {
-		size_t cap = o->cap ? o->cap : 256;
-		char *p;
-
-		while (o->len + n + 1 > cap)
-			cap *= 2;
-		p = realloc(o->s, cap);
-		if (!p) {
-			o->ok = false;
-			return;
-		}
-		o->s = p;
-		o->cap = cap;
-	}
-	memcpy(o->s + o->len, s, n);
-	o->len += n;
-	o->s[o->len] = '\0';
-}
-
 /* One result object (store_json_members_text), comma-separated from the one before. */
-static void out_item(struct many_out *o, const struct store_json_member *m, size_t n)
+static void out_item(struct api_text *o, const struct store_json_member *m, size_t n)
 {
 	size_t len = 0;
 	char *text = store_json_members_text(m, n, &len);
 
 	if (!text) {
-		o->ok = false;
+		o->oom = true;
 		return;
 	}
-	if (o->len > 1 && o->s[o->len - 1] != '[')
-		out_add(o, ",", 1);
-	out_add(o, text, len);
+	if (o->len > 1 && o->p[o->len - 1] != '[')
+		api_text_add(o, ",", 1);
+	api_text_add(o, text, len);
 	free(text);
 }
 
 /* A refused item: {card, status, code, detail}. */
-static void out_refused(struct many_out *o, const char *card, enum core_rc rc, const char *detail)
+static void out_refused(struct api_text *o, const char *card, enum core_rc rc, const char *detail)
 {
 	const struct store_json_member m[] = {
 		{"card", STORE_JSON_STR, card, 0},
@@ -236,20 +206,16 @@ static const char *item_detail(struct api_req *r, enum core_rc rc, const char *c
 }
 
 /* The answer {"results": [...]} (takes o's text). */
-static enum core_rc many_reply(struct api_req *r, struct many_out *o)
+static enum core_rc many_reply(struct api_req *r, struct api_text *o)
 {
-	out_add(o, "]}", 2);
-	if (!o->ok) {
-		free(o->s);
-		return CORE_ERR_NOMEM;
-	}
-	return api_reply_json_text(r, 200, o->s, o->len);
+	api_text_add(o, "]}", 2);
+	return api_reply_text(r, 200, o);
 }
 
 enum core_rc api_h_claims_renew(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
-	struct many_out o = {.ok = true};
+	struct api_text o = {0};
 	struct many_item *v = NULL;
 	int64_t lease_ms = 0;
 	size_t n = 0, i;
@@ -258,7 +224,7 @@ enum core_rc api_h_claims_renew(struct api_req *r)
 	if ((rc = api_json_lease_keep(r, &lease_ms)) != CORE_OK ||
 	    (rc = many_parse(r, false, &v, &n)) != CORE_OK)
 		return rc;
-	out_add(&o, "{\"results\":[", 12);
+	api_text_str(&o, "{\"results\":[");
 	for (i = 0; i < n; i++) {
 		struct core_card *c = NULL;
 		char lu[CORE_TIME_BUF];
@@ -341,7 +307,7 @@ static const char *finish_detail(struct api_req *r, const struct many_item *it, 
 enum core_rc api_h_claims_release(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
-	struct many_out o = {.ok = true};
+	struct api_text o = {0};
 	struct many_item *v = NULL;
 	struct store_reaper_act *acts = NULL;
 	enum core_rc *rcs = NULL;
@@ -380,7 +346,7 @@ enum core_rc api_h_claims_release(struct api_req *r)
 		for (i = 0; i < m; i++)
 			rcs[idx[i]] = finish_one(r, &v[idx[i]], &actor);
 	}
-	out_add(&o, "{\"results\":[", 12);
+	api_text_str(&o, "{\"results\":[");
 	for (i = 0; i < n; i++) {
 		if (rcs[i] == CORE_OK) {
 			const struct store_json_member ok[] = {
@@ -395,9 +361,8 @@ enum core_rc api_h_claims_release(struct api_req *r)
 	}
 	r->detail[0] = '\0';
 	rc = many_reply(r, &o);
-	o.s = NULL;
 out:
-	free(o.s);
+	free(o.p);
 	free(idx);
 	free(acts);
 	free(rcs);

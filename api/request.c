@@ -626,6 +626,48 @@ enum core_rc api_reply(struct api_req *r, unsigned status, json_t *out)
 	return CORE_OK;
 }
 
+void api_text_add(struct api_text *t, const char *s, size_t n)
+{
+	if (t->oom)
+		return;
+	if (t->len + n + 1 > t->cap) {
+		size_t cap = t->cap ? t->cap : 4096;
+		char *np;
+
+		while (cap < t->len + n + 1)
+			cap *= 2;
+		np = realloc(t->p, cap);
+		if (!np) {
+			t->oom = true;
+			return;
+		}
+		t->p = np;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+	t->p[t->len] = '\0';
+}
+
+void api_text_str(struct api_text *t, const char *s)
+{
+	api_text_add(t, s, strlen(s));
+}
+
+enum core_rc api_reply_text(struct api_req *r, unsigned status, struct api_text *t)
+{
+	char *p = t->p;
+	size_t len = t->len;
+	bool oom = t->oom || !p;
+
+	*t = (struct api_text){0};
+	if (oom) {
+		free(p);
+		return CORE_ERR_NOMEM;
+	}
+	return api_reply_json_text(r, status, p, len);
+}
+
 enum core_rc api_reply_json_text(struct api_req *r, unsigned status, char *text, size_t len)
 {
 	if (!text)
