@@ -191,6 +191,12 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		/* FS twin: the running column is eligible; released in place */
 		break;
 	case CORE_STUCK_RELEASE:
+		/* No run was recorded under the expired claim: the card goes back to the pool,
+		 * and that return counts an attempt too (DESIGN §17: "every reaper return"). A
+		 * card that kills its worker before the run is recorded is the poison the
+		 * attempts must bound. */
+		a->retry = true;
+		break;
 	case CORE_STUCK_ACTION_COUNT_:
 		break;
 	}

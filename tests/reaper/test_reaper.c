@@ -486,10 +486,10 @@ START_TEST(test_returns_count_attempts_until_exhausted)
 }
 END_TEST
 
-/* The other returns are not attempts: a claim that dies before its run is recorded is
- * released without one (no run: nothing was tried), and a filing by the run's own verdict
- * counts none. */
-START_TEST(test_release_and_filing_count_no_attempt)
+/* A claim that dies before its run is recorded is returned to the pool with an attempt
+ * counted (DESIGN §17: every reaper return; a card that kills its worker before the run
+ * starts must not loop for ever); a filing by the run's own verdict counts none. */
+START_TEST(test_release_counts_filing_does_not)
 {
 	int64_t e;
 	struct core_card *c;
@@ -499,8 +499,8 @@ START_TEST(test_release_and_filing_count_no_attempt)
 	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
 	c = get("c1");
 	ck_assert(!c->claim.present);
-	ck_assert_int_eq(c->attempts, 0);
-	ck_assert_int_eq(c->not_before, 0);
+	ck_assert_int_eq(c->attempts, 1);
+	ck_assert(c->not_before > now_ms);
 	core_card_free(c);
 	e = claimed("c2", "in_progress", "w2");
 	with_run("c2", "r2", "w2", e, "running", LEASE);
@@ -1166,7 +1166,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_live_run_untouched);
 	tcase_add_test(tc, test_orphaned_run_promoted_then_reparked);
 	tcase_add_test(tc, test_returns_count_attempts_until_exhausted);
-	tcase_add_test(tc, test_release_and_filing_count_no_attempt);
+	tcase_add_test(tc, test_release_counts_filing_does_not);
 	tcase_add_loop_test(tc, test_kept_runs, 0, (int)(sizeof(kept_runs) / sizeof(kept_runs[0])));
 	tcase_add_test(tc, test_no_run_stamp_window);
 	tcase_add_test(tc, test_pruned_run_gives_up);
