@@ -7,6 +7,7 @@
 #include "metrics/metrics.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +229,47 @@ START_TEST(test_fed_by_metrics_add)
 }
 END_TEST
 
+/* Threads counting on their own boards while another reads and samples: no count lost. */
+#define THREADS 4
+#define ADDS 20000
+
+static void *adder(void *arg)
+{
+	struct activity *a = arg;
+	int i;
+
+	for (i = 0; i < ADDS; i++)
+		activity_add(a, i % 2 ? "odd" : "even", ACTIVITY_CLAIMS, 1, T0 + 5);
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	struct activity *a = activity_new();
+	struct activity_view *v = malloc(sizeof(*v));
+	const char *cols[] = {"todo"};
+	const uint64_t c1[] = {1};
+	pthread_t th[THREADS];
+	int i;
+
+	for (i = 0; i < THREADS; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, adder, a), 0);
+	for (i = 0; i < 200; i++) {
+		activity_sample(a, "even", cols, c1, 1, T0 + 6, i % 2 == 0);
+		activity_read(a, "odd", T0 + 7, v);
+	}
+	for (i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	activity_read(a, "odd", T0 + 7, v);
+	ck_assert_uint_eq(total(v, ACTIVITY_CLAIMS), THREADS * ADDS / 2);
+	activity_read(a, "even", T0 + 7, v);
+	ck_assert_uint_eq(total(v, ACTIVITY_CLAIMS), THREADS * ADDS / 2);
+	ck_assert(v->sampled[ACTIVITY_MINUTES - 1]);
+	free(v);
+	activity_free(a);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("activity");
@@ -240,6 +282,7 @@ int main(void)
 	tcase_add_test(tc, test_gauge_per_board);
 	tcase_add_test(tc, test_table_full);
 	tcase_add_test(tc, test_fed_by_metrics_add);
+	tcase_add_test(tc, test_threads);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
