@@ -102,6 +102,8 @@ enum core_rc api_h_board_activity(struct api_req *r)
 	 * is (at most one count per board every 10 s, however many read). */
 	if (ring && !activity_sampled(ring, name, now))
 		rc = api_activity_sample(r->api->st, api_metrics(r->api), &b, now, NULL, true);
+	else
+		activity_use(ring, name, now); /* a look keeps the board's place, as a count does */
 	core_board_release(&b);
 	if (rc != CORE_OK)
 		return rc;

@@ -212,6 +212,19 @@ bool activity_sampled(struct activity *a, const char *board, int64_t now_ms)
 	return yes;
 }
 
+void activity_use(struct activity *a, const char *board, int64_t now_ms)
+{
+	uint64_t h = name_hash(board);
+	struct entry *e;
+
+	if (!a || !h)
+		return;
+	pthread_mutex_lock(&a->mu);
+	if ((e = entry_find(a, board, h)) && now_ms > e->used)
+		e->used = now_ms;
+	pthread_mutex_unlock(&a->mu);
+}
+
 bool activity_has_room(struct activity *a, const char *board)
 {
 	uint64_t h = name_hash(board);

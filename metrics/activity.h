@@ -67,6 +67,9 @@ void activity_note(struct activity *a, int metrics_id, const char *v1, const cha
 /* Whether the board's gauge has a sample of now_ms's minute taken in the last
  * ACTIVITY_FRESH_MS (the caller then need not count again). */
 bool activity_sampled(struct activity *a, const char *board, int64_t now_ms);
+/* A reader looked at board at now_ms: it counts as a use (the eviction order) if the board has
+ * an entry. */
+void activity_use(struct activity *a, const char *board, int64_t now_ms);
 /* Whether a sample of board by the sampler (use false) would be kept: the board has an entry
  * or a free one is left. */
 bool activity_has_room(struct activity *a, const char *board);

@@ -181,11 +181,14 @@ START_TEST(test_table_full)
 	activity_read(a, "b0", T0 + MIN, v);
 	ck_assert_uint_eq(total(v, ACTIVITY_CLAIMS), 2);
 	ck_assert_int_eq(v->since, born); /* it held its place from the start */
-	/* A reader's sample takes a place too (b2's, now the least recent). */
+	/* A reader's sample takes a place too: b3's, b2 having been looked at. */
+	activity_use(a, "b2", T0 + 3500);
 	activity_sample(a, "b1", cols, c1, 1, T0 + 4000, true);
 	ck_assert(activity_sampled(a, "b1", T0 + 4000));
-	activity_read(a, "b2", T0 + MIN, v);
+	activity_read(a, "b3", T0 + MIN, v);
 	ck_assert_int_eq(v->since, 0);
+	activity_read(a, "b2", T0 + MIN, v);
+	ck_assert_uint_eq(total(v, ACTIVITY_CLAIMS), 1);
 	free(v);
 	activity_free(a);
 }
