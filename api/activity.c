@@ -1,6 +1,6 @@
-/* GET /v1/boards/{b}/activity: the last hour per minute, for the UI's charts (DESIGN §21) —
- * claims, completions, failures and reaper actions (this replica's counts over every board,
- * from metrics/activity.h's ring), and the board's cards per column (a gauge sampled each
+/* GET /v1/boards/{b}/activity: the board's last hour per minute, for the UI's charts (DESIGN
+ * §21) — its claims, completions, failures and reaper actions (this replica's counts of the
+ * board, from metrics/activity.h's table), and its cards per column (a gauge sampled each
  * minute by server/sampler.c through api_activity_sample, and here when the board's last
  * sample is more than ACTIVITY_FRESH_MS old). In memory: per replica, reset on restart. */
 #include "api/api_answer.h"
@@ -15,7 +15,7 @@
 #include <string.h>
 
 enum core_rc api_activity_sample(struct store *st, struct metrics *m, const struct core_board *b,
-				 int64_t now_ms, const struct metrics_sink *stats)
+				 int64_t now_ms, const struct metrics_sink *stats, bool use)
 {
 	struct activity *ring = metrics_activity(m);
 	struct metrics_sink *own = NULL;
@@ -46,11 +46,12 @@ enum core_rc api_activity_sample(struct store *st, struct metrics *m, const stru
 		counts[c] = metrics_sink_get(stats, METRICS_CARDS, labels, &v) && v > 0 ? (uint64_t)v : 0;
 	}
 	metrics_sink_free(own);
-	activity_sample(ring, b->name, cols, counts, c, now_ms);
+	activity_sample(ring, b->name, cols, counts, c, now_ms, use);
 	return CORE_OK;
 }
 
-static json_t *series_json(const struct activity_view *v, size_t from, bool scoped)
+/* The board's own counts: a token that may read the board may read them. */
+static json_t *series_json(const struct activity_view *v, size_t from)
 {
 	json_t *o = json_object();
 	int s;
@@ -62,9 +63,7 @@ static json_t *series_json(const struct activity_view *v, size_t from, bool scop
 		for (k = from; a && k < ACTIVITY_MINUTES; k++)
 			json_array_append_new(a, json_integer((json_int_t)v->count[k][s]));
 		json_object_set_new(o, activity_series_name((enum activity_series)s),
-				    scoped ? json_null() : a ? a : json_null());
-		if (scoped)
-			json_decref(a);
+				    a ? a : json_null());
 	}
 	return o;
 }
@@ -77,7 +76,7 @@ enum core_rc api_h_board_activity(struct api_req *r)
 	const char *name = r->n_params ? r->params[0] : NULL, *q;
 	int64_t now = activity_now_ms(), minutes = ACTIVITY_MINUTES;
 	json_t *mins, *columns;
-	char at[CORE_TIME_BUF], *end = NULL;
+	char at[CORE_TIME_BUF], since[CORE_TIME_BUF], *end = NULL;
 	size_t c, k, from;
 	enum core_rc rc;
 
@@ -102,7 +101,9 @@ enum core_rc api_h_board_activity(struct api_req *r)
 	 * whose sample is older than ACTIVITY_FRESH_MS, so the last minute shows the board as it
 	 * is (at most one count per board every 10 s, however many read). */
 	if (ring && !activity_sampled(ring, name, now))
-		rc = api_activity_sample(r->api->st, api_metrics(r->api), &b, now, NULL);
+		rc = api_activity_sample(r->api->st, api_metrics(r->api), &b, now, NULL, true);
+	else
+		activity_use(ring, name, now); /* a look keeps the board's place, as a count does */
 	core_board_release(&b);
 	if (rc != CORE_OK)
 		return rc;
@@ -125,10 +126,11 @@ enum core_rc api_h_board_activity(struct api_req *r)
 							 "cards", cards));
 	}
 	{
-		json_t *out = json_pack("{s:s, s:I, s:o*, s:o*, s:o*}", "board", name,
-					"minute_ms", (json_int_t)60000, "minutes", mins, "series",
-					series_json(v, from, r->tok && !r->tok->all_boards),
-					"columns", columns);
+		json_t *out = json_pack(
+			"{s:s, s:I, s:o*, s:o*, s:o*, s:o*}", "board", name, "minute_ms",
+			(json_int_t)60000, "minutes", mins, "series", series_json(v, from),
+			"columns", columns, "counts_since",
+			v->since > 0 ? json_string(core_time_format(v->since, since)) : json_null());
 
 		free(v);
 		return api_reply(r, 200, out);

@@ -170,9 +170,11 @@ struct metrics *api_metrics(const struct api *a);
 /* Counts board b's cards per column into m's activity ring (metrics/activity.h) at now_ms:
  * the gauge behind GET /v1/boards/{b}/activity, sampled each minute by the server. The
  * counts are the store's boardd_cards{board,state}: from `stats` (a store_stats sink, shared
- * by the boards of one sampling) or, when NULL, a store_stats of its own. */
+ * by the boards of one sampling) or, when NULL, a store_stats of its own. use: a reader's
+ * sample (takes the board a place in the ring's table if need be); false: the sampler's
+ * (activity_sample's `use`). */
 enum core_rc api_activity_sample(struct store *st, struct metrics *m, const struct core_board *b,
-				 int64_t now_ms, const struct metrics_sink *stats);
+				 int64_t now_ms, const struct metrics_sink *stats, bool use);
 /* The bound TCP port (useful with port 0); 0 on a unix: socket file. */
 uint16_t api_port(const struct api *a);
 /* Stops taking new connections (each is closed as it is accepted); in-flight requests and

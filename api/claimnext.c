@@ -356,7 +356,7 @@ static enum core_rc reply_many(struct api_req *r, const struct store_claim_next 
 			if (store_card_claim_next(r->api->st, in, actor, &more) != CORE_OK ||
 			    !more.card)
 				break;
-			metrics_inc(r->api->metrics, METRICS_CLAIMS, "fresh");
+			metrics_inc_board(r->api->metrics, METRICS_CLAIMS, "fresh", more.card->board);
 			res = &more;
 		}
 		one = api_claim_json_text(res->card, &res->token, res->fresh, true, &len);
@@ -452,7 +452,7 @@ enum core_rc api_h_claim_next(struct api_req *r)
 			break;
 		}
 		if (rc == CORE_OK && res.card) {
-			metrics_inc(r->api->metrics, METRICS_CLAIMS, "fresh");
+			metrics_inc_board(r->api->metrics, METRICS_CLAIMS, "fresh", res.card->board);
 			rc = has_count ? reply_many(r, &in, &actor, &res, count) : reply_claimed(r, &res);
 			core_card_free(res.card);
 			break;

@@ -102,7 +102,8 @@ enum core_rc api_h_claim(struct api_req *r)
 		return api_fail(r, rc, "%.*s", (int)sizeof res.detail, res.detail);
 	if (rc != CORE_OK)
 		return rc;
-	metrics_inc(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent");
+	metrics_inc_board(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent",
+			  res.card->board);
 	{
 		size_t len = 0;
 		char *text = api_claim_json_text(res.card, &res.token, res.fresh, false, &len);

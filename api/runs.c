@@ -188,7 +188,7 @@ out:
 		return rc;
 	/* A final run takes no further write: each final status is counted once. */
 	if (u.status && core_run_status_final(u.status))
-		metrics_inc(r->api->metrics, METRICS_RUNS_FINISHED, u.status);
+		metrics_inc_board(r->api->metrics, METRICS_RUNS_FINISHED, u.status, run->board);
 	return reply_run(r, 200, run);
 }
 
@@ -231,7 +231,7 @@ enum core_rc api_h_run_cancel(struct api_req *r)
 				api_param(r));
 	if (rc != CORE_OK)
 		return rc;
-	metrics_inc(r->api->metrics, METRICS_RUNS_FINISHED, CORE_RUN_CANCELLED);
+	metrics_inc_board(r->api->metrics, METRICS_RUNS_FINISHED, CORE_RUN_CANCELLED, run->board);
 	return reply_run(r, 200, run);
 }
 

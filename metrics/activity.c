@@ -1,5 +1,6 @@
-/* activity — the per-minute ring of the last hour (activity.h). One mutex guards it: an
- * event is a few adds, far from the request path's cost. */
+/* activity — the per-board, per-minute rings of the last hour (activity.h). One mutex guards
+ * the table: an event is a lookup among ACTIVITY_BOARDS_MAX hashes and an add, far from the
+ * request path's cost; the name is hashed before the lock is taken. */
 #include "metrics/activity.h"
 #include "metrics/metrics.h"
 
@@ -20,18 +21,23 @@ struct gslot {
 	uint64_t c[ACTIVITY_COLS_MAX];
 };
 
-struct gboard {
+struct entry {
 	char name[ACTIVITY_NAME_MAX + 1]; /* "": unused */
-	int64_t last;                     /* ms of the last sample (eviction order, freshness) */
+	uint64_t hash;
+	int64_t taken;   /* ms the board took this entry (its counts start there) */
+	int64_t used;    /* ms of the last count or reader's sample (the eviction order) */
+	int64_t sampled; /* ms of the last sample (freshness) */
 	size_t n_cols;
 	char cols[ACTIVITY_COLS_MAX][ACTIVITY_NAME_MAX + 1];
-	struct gslot s[ACTIVITY_MINUTES];
+	struct slot s[ACTIVITY_MINUTES];
+	struct gslot g[ACTIVITY_MINUTES];
 };
 
 struct activity {
 	pthread_mutex_t mu;
-	struct slot s[ACTIVITY_MINUTES];
-	struct gboard b[ACTIVITY_BOARDS_MAX];
+	int64_t born;        /* ms of activity_new */
+	int64_t first_evict; /* ms the first entry was given up to another board; 0: never */
+	struct entry b[ACTIVITY_BOARDS_MAX];
 };
 
 static const char *const names[ACTIVITY_SERIES_] = {"claims", "completions", "failures",
@@ -55,19 +61,46 @@ static size_t idx(int64_t minute)
 	return (size_t)(minute % ACTIVITY_MINUTES);
 }
 
+/* FNV-1a; 0 when the name is not one the table keeps (NULL, empty or too long). */
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 14695981039346656037ULL;
+	size_t i;
+
+	if (!s || !*s)
+		return 0;
+	for (i = 0; s[i]; i++) {
+		if (i == ACTIVITY_NAME_MAX)
+			return 0;
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	}
+	return h ? h : 1;
+}
+
+/* An entry holding nothing (its slots' minutes unset: no memset of its 18 kB). */
+static void entry_clear(struct entry *e)
+{
+	size_t k;
+
+	e->name[0] = '\0';
+	e->hash = 0;
+	e->n_cols = 0;
+	e->used = e->sampled = e->taken = 0;
+	for (k = 0; k < ACTIVITY_MINUTES; k++)
+		e->s[k].minute = e->g[k].minute = -1;
+}
+
 struct activity *activity_new(void)
 {
 	struct activity *a = calloc(1, sizeof(*a));
-	size_t i, k;
+	size_t k;
 
 	if (!a)
 		return NULL;
 	pthread_mutex_init(&a->mu, NULL);
-	for (i = 0; i < ACTIVITY_MINUTES; i++) {
-		a->s[i].minute = -1;
-		for (k = 0; k < ACTIVITY_BOARDS_MAX; k++)
-			a->b[k].s[i].minute = -1;
-	}
+	a->born = activity_now_ms();
+	for (k = 0; k < ACTIVITY_BOARDS_MAX; k++)
+		entry_clear(&a->b[k]);
 	return a;
 }
 
@@ -79,28 +112,76 @@ void activity_free(struct activity *a)
 	free(a);
 }
 
-void activity_add(struct activity *a, enum activity_series s, uint64_t n, int64_t now_ms)
+/* Under mu. */
+static struct entry *entry_find(struct activity *a, const char *board, uint64_t h)
+{
+	size_t k;
+
+	for (k = 0; k < ACTIVITY_BOARDS_MAX; k++)
+		if (a->b[k].hash == h && strcmp(a->b[k].name, board) == 0)
+			return &a->b[k];
+	return NULL;
+}
+
+/* Under mu: the board's entry, else a free one taken for it, else (evict) the least recently
+ * used board's, given up; NULL when none may be taken. */
+static struct entry *entry_take(struct activity *a, const char *board, uint64_t h,
+				int64_t now_ms, bool evict)
+{
+	struct entry *e = entry_find(a, board, h), *old = NULL;
+	size_t k;
+
+	if (e)
+		return e;
+	for (k = 0; k < ACTIVITY_BOARDS_MAX && !e; k++) {
+		if (!a->b[k].name[0])
+			e = &a->b[k];
+		else if (!old || a->b[k].used < old->used)
+			old = &a->b[k];
+	}
+	if (!e && evict && old) {
+		e = old;
+		if (!a->first_evict)
+			a->first_evict = now_ms > 0 ? now_ms : 1;
+	}
+	if (!e)
+		return NULL;
+	entry_clear(e);
+	strcpy(e->name, board);
+	e->hash = h;
+	e->taken = e->used = now_ms;
+	return e;
+}
+
+void activity_add(struct activity *a, const char *board, enum activity_series s, uint64_t n,
+		  int64_t now_ms)
 {
 	int64_t m = now_ms / MINUTE_MS;
+	uint64_t h = name_hash(board);
+	struct entry *e;
 	struct slot *sl;
 
-	if (!a || !n || (unsigned)s >= ACTIVITY_SERIES_ || now_ms < 0)
+	if (!a || !h || !n || (unsigned)s >= ACTIVITY_SERIES_ || now_ms < 0)
 		return;
 	pthread_mutex_lock(&a->mu);
-	sl = &a->s[idx(m)];
+	e = entry_take(a, board, h, now_ms, true);
+	sl = &e->s[idx(m)];
 	if (sl->minute != m) {
 		memset(sl, 0, sizeof(*sl));
 		sl->minute = m;
 	}
 	sl->n[s] += n;
+	if (now_ms > e->used)
+		e->used = now_ms;
 	pthread_mutex_unlock(&a->mu);
 }
 
-void activity_note(struct activity *a, int metrics_id, const char *v1, uint64_t n)
+void activity_note(struct activity *a, int metrics_id, const char *v1, const char *board,
+		   uint64_t n)
 {
 	enum activity_series s;
 
-	if (!a || !n || !v1)
+	if (!a || !n || !v1 || !board)
 		return;
 	if (metrics_id == METRICS_CLAIMS && (!strcmp(v1, "fresh") || !strcmp(v1, "recovery")))
 		s = ACTIVITY_CLAIMS;
@@ -112,119 +193,135 @@ void activity_note(struct activity *a, int metrics_id, const char *v1, uint64_t 
 		s = ACTIVITY_REAPER;
 	else
 		return;
-	activity_add(a, s, n, activity_now_ms());
-}
-
-static struct gboard *board_find(struct activity *a, const char *board)
-{
-	size_t k;
-
-	for (k = 0; k < ACTIVITY_BOARDS_MAX; k++)
-		if (a->b[k].name[0] && strcmp(a->b[k].name, board) == 0)
-			return &a->b[k];
-	return NULL;
+	activity_add(a, board, s, n, activity_now_ms());
 }
 
 bool activity_sampled(struct activity *a, const char *board, int64_t now_ms)
 {
 	int64_t m = now_ms / MINUTE_MS;
-	struct gboard *g;
+	uint64_t h = name_hash(board);
+	struct entry *e;
 	bool yes;
 
-	if (!a || !board)
+	if (!a || !h)
 		return false;
 	pthread_mutex_lock(&a->mu);
-	g = board_find(a, board);
-	yes = g && g->s[idx(m)].minute == m && now_ms - g->last < ACTIVITY_FRESH_MS;
+	e = entry_find(a, board, h);
+	yes = e && e->g[idx(m)].minute == m && now_ms - e->sampled < ACTIVITY_FRESH_MS;
 	pthread_mutex_unlock(&a->mu);
 	return yes;
 }
 
-static bool same_cols(const struct gboard *g, const char *const *cols, size_t n)
+void activity_use(struct activity *a, const char *board, int64_t now_ms)
+{
+	uint64_t h = name_hash(board);
+	struct entry *e;
+
+	if (!a || !h)
+		return;
+	pthread_mutex_lock(&a->mu);
+	if ((e = entry_find(a, board, h)) && now_ms > e->used)
+		e->used = now_ms;
+	pthread_mutex_unlock(&a->mu);
+}
+
+bool activity_has_room(struct activity *a, const char *board)
+{
+	uint64_t h = name_hash(board);
+	bool yes;
+	size_t k;
+
+	if (!a || !h)
+		return false;
+	pthread_mutex_lock(&a->mu);
+	yes = entry_find(a, board, h) != NULL;
+	for (k = 0; k < ACTIVITY_BOARDS_MAX && !yes; k++)
+		yes = !a->b[k].name[0];
+	pthread_mutex_unlock(&a->mu);
+	return yes;
+}
+
+static bool same_cols(const struct entry *e, const char *const *cols, size_t n)
 {
 	size_t c;
 
-	if (g->n_cols != n)
+	if (e->n_cols != n)
 		return false;
 	for (c = 0; c < n; c++)
-		if (strncmp(g->cols[c], cols[c], ACTIVITY_NAME_MAX) != 0)
+		if (strncmp(e->cols[c], cols[c], ACTIVITY_NAME_MAX) != 0)
 			return false;
 	return true;
 }
 
 void activity_sample(struct activity *a, const char *board, const char *const *cols,
-		     const uint64_t *counts, size_t n, int64_t now_ms)
+		     const uint64_t *counts, size_t n, int64_t now_ms, bool use)
 {
 	int64_t m = now_ms / MINUTE_MS;
-	struct gboard *g;
+	uint64_t h = name_hash(board);
+	struct entry *e;
 	size_t k, c;
 
-	if (!a || !board || now_ms < 0 || strlen(board) > ACTIVITY_NAME_MAX)
+	if (!a || !h || now_ms < 0)
 		return;
 	if (n > ACTIVITY_COLS_MAX)
 		n = ACTIVITY_COLS_MAX;
 	pthread_mutex_lock(&a->mu);
-	g = board_find(a, board);
-	if (!g) { /* a free entry, else the least recently sampled board's */
-		g = &a->b[0];
-		for (k = 0; k < ACTIVITY_BOARDS_MAX; k++) {
-			if (!a->b[k].name[0]) {
-				g = &a->b[k];
-				break;
-			}
-			if (a->b[k].last < g->last)
-				g = &a->b[k];
-		}
-		g->name[0] = '\0';
+	if (!(e = entry_take(a, board, h, now_ms, use))) {
+		pthread_mutex_unlock(&a->mu);
+		return;
 	}
-	if (!g->name[0] || !same_cols(g, cols, n)) {
-		memset(g, 0, sizeof(*g));
+	if (!same_cols(e, cols, n)) { /* the gauge afresh; the counts stay */
 		for (k = 0; k < ACTIVITY_MINUTES; k++)
-			g->s[k].minute = -1;
-		strcpy(g->name, board);
-		g->n_cols = n;
+			e->g[k].minute = -1;
+		memset(e->cols, 0, sizeof(e->cols));
+		e->n_cols = n;
 		for (c = 0; c < n; c++)
-			strncpy(g->cols[c], cols[c], ACTIVITY_NAME_MAX);
+			strncpy(e->cols[c], cols[c], ACTIVITY_NAME_MAX);
 	}
-	g->last = now_ms;
-	g->s[idx(m)].minute = m;
+	e->sampled = now_ms;
+	if (use && now_ms > e->used)
+		e->used = now_ms;
+	e->g[idx(m)].minute = m;
 	for (c = 0; c < n; c++)
-		g->s[idx(m)].c[c] = counts[c];
+		e->g[idx(m)].c[c] = counts[c];
 	pthread_mutex_unlock(&a->mu);
 }
 
 void activity_read(struct activity *a, const char *board, int64_t now_ms, struct activity_view *v)
 {
 	int64_t m = now_ms / MINUTE_MS;
-	const struct gboard *g;
+	uint64_t h = name_hash(board);
+	const struct entry *e;
 	size_t k, c;
 
 	memset(v, 0, sizeof(*v));
 	for (k = 0; k < ACTIVITY_MINUTES; k++)
 		v->minute[k] = (m - (ACTIVITY_MINUTES - 1) + (int64_t)k) * MINUTE_MS;
-	if (!a)
+	if (!a || !h)
 		return;
 	pthread_mutex_lock(&a->mu);
+	if (!(e = entry_find(a, board, h))) {
+		pthread_mutex_unlock(&a->mu);
+		return;
+	}
+	/* Complete from the ring's start unless some board's entry was given up before this
+	 * board took its own: it may have been this board's. */
+	v->since = a->first_evict && a->first_evict <= e->taken ? e->taken : a->born;
+	v->n_cols = e->n_cols;
+	memcpy(v->cols, e->cols, sizeof(v->cols));
 	for (k = 0; k < ACTIVITY_MINUTES; k++) {
 		int64_t mk = v->minute[k] / MINUTE_MS;
-		const struct slot *sl = &a->s[idx(mk)];
+		const struct slot *sl = &e->s[idx(mk)];
+		const struct gslot *gs = &e->g[idx(mk)];
 
-		if (mk >= 0 && sl->minute == mk)
+		if (mk < 0)
+			continue;
+		if (sl->minute == mk)
 			memcpy(v->count[k], sl->n, sizeof(sl->n));
-	}
-	g = board ? board_find(a, board) : NULL;
-	if (g) {
-		v->n_cols = g->n_cols;
-		memcpy(v->cols, g->cols, sizeof(v->cols));
-		for (k = 0; k < ACTIVITY_MINUTES; k++) {
-			int64_t mk = v->minute[k] / MINUTE_MS;
-			const struct gslot *gs = &g->s[idx(mk)];
-
-			if (mk >= 0 && gs->minute == mk) {
-				v->sampled[k] = true;
-				for (c = 0; c < g->n_cols; c++)
-					v->gauge[k][c] = gs->c[c];
-			}
+		if (gs->minute == mk) {
+			v->sampled[k] = true;
+			for (c = 0; c < e->n_cols; c++)
+				v->gauge[k][c] = gs->c[c];
 		}
 	}
 	pthread_mutex_unlock(&a->mu);

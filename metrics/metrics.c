@@ -182,7 +182,15 @@ void metrics_add(struct metrics *m, enum metrics_id id, const char *v1, const ch
 	assert(i >= 0 && m->count[id]);
 	if (i >= 0 && m->count[id])
 		atomic_fetch_add_explicit(&m->count[id][i], n, memory_order_relaxed);
-	activity_note(m->activity, id, v1, n);
+}
+
+void metrics_add_board(struct metrics *m, enum metrics_id id, const char *v1, const char *board,
+		       uint64_t n)
+{
+	if (!m)
+		return;
+	metrics_add(m, id, v1, NULL, n);
+	activity_note(m->activity, id, v1, board, n);
 }
 
 struct activity *metrics_activity(struct metrics *m)

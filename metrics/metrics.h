@@ -231,10 +231,21 @@ static inline void metrics_inc(struct metrics *m, enum metrics_id id, const char
 {
 	metrics_add(m, id, v1, NULL, 1);
 }
+/* metrics_add of a one-label counter that also feeds board's per-minute charts (the series
+ * metrics/activity.h names: claims, runs finished and failed, reaper actions). Those families
+ * are counted through this with the card's board; metrics_add alone feeds no chart. */
+void metrics_add_board(struct metrics *m, enum metrics_id id, const char *v1, const char *board,
+		       uint64_t n);
+static inline void metrics_inc_board(struct metrics *m, enum metrics_id id, const char *v1,
+				     const char *board)
+{
+	metrics_add_board(m, id, v1, board, 1);
+}
 /* Observes v (in the family's bucket unit) in a registry histogram. */
 void metrics_observe(struct metrics *m, enum metrics_id id, const char *v1, const char *v2,
 		     uint64_t v);
-/* The per-minute ring the registry's counters feed (metrics/activity.h); NULL when m is. */
+/* The per-board, per-minute ring metrics_add_board feeds (metrics/activity.h); NULL when m
+ * is. */
 struct activity *metrics_activity(struct metrics *m);
 /* The current value of a registry counter series (tests). */
 uint64_t metrics_get(const struct metrics *m, enum metrics_id id, const char *v1, const char *v2);

@@ -334,7 +334,7 @@ enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_st
 
 	pthread_mutex_lock(&r->pass_lock);
 	s.gate = r->cfg.gate;
-	rc = server_reaper_repair(r, &s.repaired);
+	rc = server_reaper_repair_pass(r, &s.repaired);
 	if (rc != CORE_OK) {
 		s.errors++;
 		server_reaper_log(r, "repair sweep failed: %s", core_rc_code(rc));

@@ -4,10 +4,19 @@
  * the recovery token, release. Never clear-then-decide. Also the repair sweep (ungated,
  * release-only). The loop that runs them is reaper.c's. */
 #include "server/reaper_int.h"
+#include "metrics/activity.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* One event of a registry series (id, v1) on board into the per-board charts (DESIGN §21).
+ * The Prometheus families are counted once a pass (reaper.c's stats_count); the charts need
+ * each card's board, so they are fed here, card by card, with the same events. */
+static void chart(struct server_reaper *r, int id, const char *v1, const char *board)
+{
+	activity_note(metrics_activity(r->cfg.metrics), id, v1, board, 1);
+}
 
 /* ---- resolving the run behind a card ---- */
 
@@ -273,6 +282,8 @@ static void judge(struct server_reaper *r, struct share_boards *sb, struct cand 
 		if (core_recovery_hold_expired(&c->in, listed->claim.marker) &&
 		    store_reaper_release_exact(r->st, listed->id, listed, &r->actor) == CORE_OK) {
 			s->actions[CORE_STUCK_RELEASE]++;
+			chart(r, METRICS_REAPER_ACTIONS, core_stuck_action_name(CORE_STUCK_RELEASE),
+			      listed->board);
 			server_reaper_log(r, "card %s: recovery hold by %s epoch %lld released (%s)",
 				   listed->id, listed->claim.marker,
 				   (long long)listed->claim_epoch, c->d.row);
@@ -341,6 +352,7 @@ static void reap_batch(struct server_reaper *r, struct core_card **cards, size_t
 			continue;
 		}
 		s->transferred++;
+		chart(r, METRICS_CLAIMS, "recovery", c->listed->board);
 		c->seen = tv[k].card;
 		tv[k].card = NULL;
 		if (r->cfg.after_transfer)
@@ -376,6 +388,7 @@ static void reap_batch(struct server_reaper *r, struct core_card **cards, size_t
 			 release_token(r, seen, &c->tok) != CORE_OK)
 			s->errors++;
 		s->actions[c->d.action]++;
+		chart(r, METRICS_REAPER_ACTIONS, core_stuck_action_name(c->d.action), seen->board);
 		server_reaper_log(r, "reclaimed card %s from %s epoch %lld: %s (%s) in %s%s", seen->id,
 			   c->listed->claim.marker, (long long)c->listed->claim_epoch,
 			   core_stuck_action_name(c->d.action), c->d.row, seen->state,
@@ -424,7 +437,9 @@ static bool stripped_releasable(const struct core_board *b, const struct core_ca
 	       strcmp(st, CORE_RUN_FAILED_RESUMABLE) == 0;
 }
 
-enum core_rc server_reaper_repair(struct server_reaper *r, size_t *repaired)
+/* The sweep; charted: count its releases into the per-board charts (a pass's sweep, which
+ * stats_count also counts; the startup sweep is in neither). */
+static enum core_rc repair_sweep(struct server_reaper *r, size_t *repaired, bool charted)
 {
 	struct core_card **cards = NULL;
 	size_t n = 0, i;
@@ -460,6 +475,8 @@ enum core_rc server_reaper_repair(struct server_reaper *r, size_t *repaired)
 			release = stripped_releasable(&board, c, &run);
 		if (release && store_reaper_release_exact(r->st, c->id, c, &r->actor) == CORE_OK) {
 			(*repaired)++;
+			if (charted)
+				chart(r, METRICS_REAPER_ACTIONS, "repair_release", c->board);
 			server_reaper_log(r, "repair: released %s claim of card %s held by %s",
 				   core_marker_is_recovery(c->claim.marker) ? "abandoned recovery"
 									    : "stripped",
@@ -470,4 +487,14 @@ enum core_rc server_reaper_repair(struct server_reaper *r, size_t *repaired)
 	}
 	store_cards_free(cards, n);
 	return CORE_OK;
+}
+
+enum core_rc server_reaper_repair(struct server_reaper *r, size_t *repaired)
+{
+	return repair_sweep(r, repaired, false);
+}
+
+enum core_rc server_reaper_repair_pass(struct server_reaper *r, size_t *repaired)
+{
+	return repair_sweep(r, repaired, true);
 }

@@ -45,6 +45,8 @@ void server_reaper_log(struct server_reaper *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Whether the reaper is stopping: a pass checks it between cards, never mid-write. */
 bool server_reaper_stopping(struct server_reaper *r);
+/* server_reaper_repair as a pass's sweep: its releases also feed the per-board charts. */
+enum core_rc server_reaper_repair_pass(struct server_reaper *r, size_t *repaired);
 /* Judges and acts on cards[0..n) (one worker's share of a gated pass), batch by batch,
  * counting into *s (reaper_act.c). */
 void server_reaper_share(struct server_reaper *r, struct core_card **cards, size_t n,

@@ -1,10 +1,11 @@
-/* The activity sampler (DESIGN §21): a thread that, at the start of each minute, counts every
- * board's cards per column into the activity ring (metrics/activity.h, through
+/* The activity sampler (DESIGN §21): a thread that, at the start of each minute, counts the
+ * boards' cards per column into the activity ring (metrics/activity.h, through
  * api_activity_sample), so GET /v1/boards/{b}/activity's cards-per-column gauge has a sample
- * for each minute whether or not anyone was looking. The first ACTIVITY_BOARDS_MAX boards by
- * name; a board past them is sampled when its route is read. The counts come from one
- * store_stats per minute (the store's indexes, what /metrics serves); a store error skips the
- * minute. */
+ * for each minute whether or not anyone was looking. Every board the ring's table of
+ * ACTIVITY_BOARDS_MAX holds, and, while it has free places, the others by name; it never takes
+ * a busier board's place (a board past the table is sampled when its route is read, or gets a
+ * place with its next count). The counts come from one store_stats per minute (the store's
+ * indexes, what /metrics serves); a store error skips the minute. */
 #include "server/server.h"
 #include "metrics/activity.h"
 
@@ -33,8 +34,10 @@ static void sample_all(struct server_sampler *s)
 	if (!(stats = metrics_sink_new()))
 		return;
 	if (store_stats(s->st, stats) == CORE_OK && store_board_list(s->st, &boards, &n) == CORE_OK) {
-		for (i = 0; i < n && i < ACTIVITY_BOARDS_MAX; i++)
-			(void)api_activity_sample(s->st, s->m, &boards[i], now, stats);
+		for (i = 0; i < n; i++)
+			if (activity_has_room(metrics_activity(s->m), boards[i].name))
+				(void)api_activity_sample(s->st, s->m, &boards[i], now, stats,
+							  false);
 		store_boards_free(boards, n);
 	}
 	metrics_sink_free(stats);

@@ -1,6 +1,7 @@
 /* GET /v1/boards/{b}/activity (DESIGN §21): the per-minute series move with the claims and
- * runs the server counts, the board's cards per column are sampled, a board-scoped token sees
- * no cross-board counts, and bad input is a 4xx problem. Sums over the hour, never one
+ * runs the server counts, each board's with its own only (issue 30), the board's cards per
+ * column are sampled, a board-scoped token sees its board's counts, and bad input is a 4xx
+ * problem. Sums over the hour, never one
  * minute's slot, so a minute boundary between two reads cannot flake a test. */
 #include "tests/api/api_test.h"
 #include "metrics/activity.h"
@@ -92,14 +93,65 @@ START_TEST(activity_counts_move)
 }
 END_TEST
 
+/* Issue 30: a claim or a run on board A is A's, never B's (under B's route an operator reads
+ * the series as B's). */
+START_TEST(activity_counts_per_board)
+{
+	char *a, *b;
+	json_t *ja, *jb, *j;
+	long long a_claims, a_done, b_claims, b_done;
+
+	t_board_new("other");
+	a = t_card_new("{\"title\":\"a\",\"state\":\"ready\"}");
+	b = t_card_new("{\"title\":\"b\",\"state\":\"ready\",\"board\":\"other\"}");
+	free(t_card_new("{\"title\":\"c\",\"state\":\"ready\",\"board\":\"other\"}"));
+	ja = t_must(200, "GET", "/v1/boards/default/activity", BOT, NULL, NULL);
+	jb = t_must(200, "GET", "/v1/boards/other/activity", BOT, NULL, NULL);
+	a_claims = sum(ja, "claims");
+	a_done = sum(ja, "completions");
+	b_claims = sum(jb, "claims");
+	b_done = sum(jb, "completions");
+	ck_assert(json_is_string(json_object_get(ja, "counts_since")));
+	json_decref(ja);
+	json_decref(jb);
+
+	t_claim(a, "w-1");
+	run_to(a, "ra", "finished");
+	ja = t_must(200, "GET", "/v1/boards/default/activity", BOT, NULL, NULL);
+	jb = t_must(200, "GET", "/v1/boards/other/activity", BOT, NULL, NULL);
+	ck_assert_int_eq(sum(ja, "claims"), a_claims + 1);
+	ck_assert_int_eq(sum(ja, "completions"), a_done + 1);
+	ck_assert_int_eq(sum(jb, "claims"), b_claims);
+	ck_assert_int_eq(sum(jb, "completions"), b_done);
+	json_decref(ja);
+	json_decref(jb);
+
+	/* The other way, and through claim-next (count 2: two fresh claims). */
+	t_claim(b, "w-1");
+	j = t_must(200, "POST", "/v1/boards/other/claim-next", W, NULL,
+		   "{\"marker\":\"w-2\",\"count\":2}");
+	json_decref(j);
+	ja = t_must(200, "GET", "/v1/boards/default/activity", BOT, NULL, NULL);
+	jb = t_must(200, "GET", "/v1/boards/other/activity", BOT, NULL, NULL);
+	ck_assert_int_eq(sum(ja, "claims"), a_claims + 1);
+	ck_assert_int_eq(sum(jb, "claims"), b_claims + 2);
+	json_decref(ja);
+	json_decref(jb);
+	free(a);
+	free(b);
+}
+END_TEST
+
 START_TEST(activity_scoped_and_bad_input)
 {
 	json_t *j;
 
 	t_board_new("scoped");
+	free(t_card_new("{\"title\":\"s\",\"state\":\"ready\",\"board\":\"scoped\"}"));
+	/* The series are the board's own: a token scoped to it reads them. */
 	j = t_must(200, "GET", "/v1/boards/scoped/activity", SCOPED, NULL, NULL);
-	ck_assert(json_is_null(json_object_get(json_object_get(j, "series"), "claims")));
-	ck_assert_int_eq(column_now(j, "ready"), 0);
+	ck_assert_int_eq(sum(j, "claims"), 0);
+	ck_assert_int_eq(column_now(j, "ready"), 1);
 	json_decref(j);
 	t_problem(403, "forbidden", "GET", "/v1/boards/default/activity", SCOPED, NULL, NULL);
 	t_problem(404, "not_found", "GET", "/v1/boards/nope/activity", BOT, NULL, NULL);
@@ -159,6 +211,7 @@ TCase *api_tcase_activity(void)
 	tcase_add_checked_fixture(tc, t_setup, t_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, activity_counts_move);
+	tcase_add_test(tc, activity_counts_per_board);
 	tcase_add_test(tc, activity_scoped_and_bad_input);
 	tcase_add_test(tc, activity_sampler_samples_every_board);
 	return tc;

@@ -185,6 +185,24 @@ def scenario(tmp, store, name):
               (value(text, 'process_resident_memory_bytes') or 0) > 1e6 and
               (value(text, 'process_start_time_seconds') or 0) > 1.5e9,
               name + ': process metrics')
+        # The board's activity series (DESIGN §21) count the same events, card by card with
+        # the card's board (every event here is on one board): the reaper's recovery claim
+        # and its actions included.
+        st, act = c.call('GET', '/v1/boards/%s/activity' % board)
+        check(st == 200, name + ': activity answers 200')
+        series = act.get('series', {}) if st == 200 else {}
+        actions = sum(float(v) for a, v in re.findall(
+            r'^boardd_reaper_actions_total\{action="(\w+)"\} (\S+)$', text, re.M)
+            if a != 'keep')
+        for key, want in (
+                ('claims', value(text, 'boardd_claims_total{outcome="fresh"}') +
+                 value(text, 'boardd_claims_total{outcome="recovery"}')),
+                ('completions', value(text, 'boardd_runs_finished_total{status="finished"}')),
+                ('failures', value(text, 'boardd_runs_finished_total{status="failed"}')),
+                ('reaper_actions', actions)):
+            got = sum(series.get(key) or [])
+            check(got == want, '%s: activity %s over the hour == /metrics (%s, got %s)' %
+                  (name, key, want, got))
         if name == 'fs':
             check(value(text, 'boardd_fs_journal_syncs_total') >= 1 and
                   value(text, 'boardd_fs_journal_group_width_count') ==
