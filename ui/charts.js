@@ -1,8 +1,9 @@
 /* The Activity panel (DESIGN §21): the last hour per minute from GET /v1/boards/{b}/activity —
  * claims, completions, failures and reaper actions as bar charts, and the board's cards per
  * column as stacked bars — drawn as inline SVG built here (no framework, no CDN, no inline
- * style: colours are SVG attributes and app.css classes). The numbers are this replica's,
- * kept in its memory since it started. Loaded after board.js; shares app.js's scope. */
+ * style: colours are SVG attributes and app.css classes). The numbers are this board's on
+ * this replica, kept in its memory since it started (or since counts_since). Loaded after
+ * board.js; shares app.js's scope. */
 'use strict';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -128,12 +129,12 @@ function renderActivity() {
         h('figcaption', null, h('strong', { text: label }), h('span', { class: 'muted', text: ' ' + sum(values) + ' · at most ' + Math.max(0, ...values) + '/min' })),
         barChart(name, values, minutes, label)));
     }
-    if (a.series && a.series.claims === null) out.push(h('p', { class: 'muted', text: 'Per-minute counts span every board: a board-scoped token sees the columns only.' }));
     if (a.columns && a.columns.length) {
       out.push(h('figure', { class: 'chart', 'data-chart': 'columns' },
         h('figcaption', null, h('strong', { text: 'Cards per column' })), columnsChart(a.columns, minutes)));
     }
-    out.push(h('p', { class: 'muted small', text: 'This server\'s counts since it started (per replica, in memory).' }));
+    out.push(h('p', { class: 'muted small' }, 'This board\'s counts on this server',
+      a.counts_since ? [' since ', timeEl(a.counts_since, 'ago')] : '', ' (per replica, in memory).'));
   }
   $('activity-charts').replaceChildren(...out);
 }
