@@ -514,6 +514,10 @@ function restoreFocus(d) {
   const r = d.returnTo;
   d.returnTo = null;
   if (!r) return;
+  /* The close event is a task after the dialog hides: a key pressed in between ("/" to the
+   * search) may have put the focus in a field already; never take it from there. */
+  const a = document.activeElement;
+  if (a && !d.contains(a) && a.matches('input, textarea, select')) return;
   let el = r.el && r.el.isConnected && !r.el.disabled && r.el.offsetParent !== null ? r.el : null;
   if (!el && r.where === 'card' && $('card-dialog').open) {
     el = (r.action && $('card-body').querySelector('[data-action="' + r.action + '"]')) || $('card-dialog').querySelector('.close');
