@@ -96,10 +96,11 @@ enum core_rc api_h_claim(struct api_req *r)
 		return api_fail(r, rc, "card %s is in a terminal column: it cannot be claimed",
 				api_param(r));
 	/* DESIGN §17: the twin says which limit is full, or until when the card waits. */
-	if (rc == CORE_ERR_CAPACITY_REACHED || rc == CORE_ERR_NOT_YET)
+	if (rc == CORE_ERR_CAPACITY_REACHED || rc == CORE_ERR_NOT_YET) {
 		metrics_inc(r->api->metrics, METRICS_CLAIMS, core_rc_code(rc));
-	if ((rc == CORE_ERR_CAPACITY_REACHED || rc == CORE_ERR_NOT_YET) && res.detail[0])
-		return api_fail(r, rc, "%.*s", (int)sizeof res.detail, res.detail);
+		if (res.detail[0])
+			return api_fail(r, rc, "%.*s", (int)sizeof res.detail, res.detail);
+	}
 	if (rc != CORE_OK)
 		return rc;
 	metrics_inc_board(r->api->metrics, METRICS_CLAIMS, res.fresh ? "fresh" : "idempotent",
