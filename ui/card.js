@@ -485,9 +485,10 @@ async function submitEdit(ev) {
     renderBoard();
     hideAlert();
     toast((old ? 'Saved ' : 'Created ') + card.id);
-    /* A new card: the focus goes to its chip when the filter shows it. */
+    /* A new card: the focus goes to its chip when the filter shows it (by id too: a live update
+     * may redraw the board before the dialog's close event restores the focus). */
     const chipEl = old ? null : $('board').querySelector('button.chip[data-card="' + CSS.escape(card.id) + '"]');
-    if (chipEl) d.returnTo = { el: chipEl };
+    if (chipEl) d.returnTo = { el: chipEl, card: card.id, where: 'board' };
     d.close();
     if (S.openCard === card.id) refreshOpenCard();
   } catch (e) {
