@@ -70,6 +70,11 @@ static struct fs_claimcount *cc_make(struct fs *fs, const char *board, const cha
 	return NULL;
 }
 
+static bool str_same(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
 enum core_rc fs_claimcount_reserve(struct fs *fs, const struct fs_change *ch)
 {
 	bool nomem = false;
@@ -77,8 +82,15 @@ enum core_rc fs_claimcount_reserve(struct fs *fs, const struct fs_change *ch)
 
 	for (i = 0; i < ch->n_cards && !nomem; i++) {
 		const struct fs_card *c = ch->cards[i].pub;
+		const struct fs_card_ent *ent = ch->cards[i].ent;
+		const struct fs_card *was = ent && !ent->dead ? ent->card : NULL;
 
 		if (!c || !fs_card_claimed(c))
+			continue;
+		/* Held before by the same board and from (a renewal, a move of a held card): its
+		 * entries were made when it was claimed, and fs_claimcount_update leaves them. */
+		if (was && fs_card_claimed(was) && strcmp(was->board, c->board) == 0 &&
+		    str_same(was->more->claim.from, c->more->claim.from))
 			continue;
 		cc_make(fs, c->board, NULL, &nomem);
 		if (c->more->claim.from)
@@ -97,11 +109,6 @@ static void cc_bump(struct fs *fs, const struct fs_card *c, const char *col, int
 		abort(); /* reserved by fs_change_reserve (an undo only puts back what was) */
 	if (e)
 		e->n += d;
-}
-
-static bool str_same(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
 void fs_claimcount_update(struct fs *fs, const struct fs_card *before, const struct fs_card *now)
