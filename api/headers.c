@@ -41,13 +41,33 @@ static const struct {
 /* A NUL or a control byte (but HTAB) in [s, s+n): a NUL cuts the C string libmicrohttpd
  * hands out short of the length it counted, and what follows it would be read by nobody
  * here but by whatever reads the raw line (a proxy, a log). */
+static bool ctl_byte(unsigned char c)
+{
+	return (c < 0x20 && c != '\t') || c == 0x7f;
+}
+
 bool api_has_ctl(const char *s, size_t n)
 {
+	/* Eight bytes at a time (every request's target and header lines pass here): a word
+	 * with no byte below 0x20 and none equal to 0x7f is clean; one that may hold one (a
+	 * HTAB too) is looked at byte by byte. */
+	const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
 	const unsigned char *p = (const unsigned char *)s;
-	size_t i;
+	size_t i = 0, k;
 
-	for (i = 0; i < n; i++)
-		if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f)
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v, del;
+
+		memcpy(&v, p + i, 8);
+		del = v ^ (ones * 0x7f);
+		if (!(((v - ones * 0x20) & ~v & highs) | ((del - ones) & ~del & highs)))
+			continue;
+		for (k = 0; k < 8; k++)
+			if (ctl_byte(p[i + k]))
+				return true;
+	}
+	for (; i < n; i++)
+		if (ctl_byte(p[i]))
 			return true;
 	return false;
 }

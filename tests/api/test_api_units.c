@@ -1,4 +1,5 @@
 /* Unit tests of api internals that need no server: the error table maps every enum core_rc,
+ * the control-byte scan matches its byte rule,
  * the tokens file round-trips and is matched by digest, the route table is well formed. */
 #include "api/api_answer.h"
 #include "api/api_conns.h"
@@ -18,6 +19,39 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
+
+/* api_has_ctl reads eight bytes at a time: every byte value, at every offset of a word and in
+ * the tail, is judged as the byte-by-byte rule judges it (a control byte but HTAB, or DEL). */
+START_TEST(has_ctl_matches_the_byte_rule)
+{
+	char buf[40];
+	size_t len, at;
+	int c;
+
+	for (len = 1; len <= sizeof buf; len++) {
+		for (at = 0; at < len; at++) {
+			for (c = 0; c < 256; c++) {
+				bool want = (c < 0x20 && c != '\t') || c == 0x7f;
+
+				memset(buf, 'a', sizeof buf);
+				buf[at] = (char)c;
+				ck_assert_msg(api_has_ctl(buf, len) == want, "byte 0x%02x at %zu of %zu",
+					      c, at, len);
+			}
+		}
+		/* clean words around a high byte and a HTAB: no false alarm from the borrow */
+		memset(buf, '\t', len);
+		buf[0] = (char)0x80;
+		buf[len - 1] = (char)0xff;
+		ck_assert(!api_has_ctl(buf, len));
+	}
+	/* the byte right after the length is never read as part of it */
+	memset(buf, 'a', sizeof buf);
+	buf[9] = '\n';
+	ck_assert(!api_has_ctl(buf, 9));
+	ck_assert(api_has_ctl(buf, 10));
+}
+END_TEST
 
 /* The access log's text line is built by hand (api_log_text): byte for byte what the
  * snprintf it replaced wrote, the rounding of the milliseconds (ties included) and the cut of
@@ -458,6 +492,7 @@ TCase *api_tcase_units(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, error_table_maps_every_rc);
 	tcase_add_test(tc, log_text_matches_snprintf);
+	tcase_add_test(tc, has_ctl_matches_the_byte_rule);
 	tcase_add_test(tc, tokens_file_round_trip);
 	tcase_add_test(tc, route_table_well_formed);
 	tcase_add_test(tc, store_failure_is_never_a_success);
