@@ -38,14 +38,14 @@ static const struct {
 #undef HEAD
 };
 
-/* A NUL or a control byte (but HTAB) in [s, s+n): a NUL cuts the C string libmicrohttpd
- * hands out short of the length it counted, and what follows it would be read by nobody
- * here but by whatever reads the raw line (a proxy, a log). */
 static bool ctl_byte(unsigned char c)
 {
 	return (c < 0x20 && c != '\t') || c == 0x7f;
 }
 
+/* A NUL or a control byte (but HTAB) in [s, s+n): a NUL cuts the C string libmicrohttpd
+ * hands out short of the length it counted, and what follows it would be read by nobody
+ * here but by whatever reads the raw line (a proxy, a log). */
 bool api_has_ctl(const char *s, size_t n)
 {
 	/* Eight bytes at a time (every request's target and header lines pass here): a word
