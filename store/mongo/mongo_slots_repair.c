@@ -16,12 +16,29 @@
 
 #define SLOT_TAKE_TRIES 8
 
+/* Sets `field` to v on the card `filter` matches (filter is destroyed); hit: one matched. */
+static enum core_rc card_set_if(struct mgo_conn *c, bson_t *filter, const char *field, int64_t v,
+				bool *hit)
+{
+	bson_t update = BSON_INITIALIZER, set, *doc = NULL;
+	enum core_rc rc;
+
+	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
+	BSON_APPEND_INT64(&set, field, v);
+	bson_append_document_end(&update, &set);
+	rc = mgo_find_modify(c->cards, filter, &update, &doc);
+	*hit = rc == CORE_OK && doc;
+	bson_destroy(doc);
+	bson_destroy(&update);
+	bson_destroy(filter);
+	return rc;
+}
+
 /* Raises unclaimed card id's epoch from `from` (has: present) to `to` without claiming. */
 static enum core_rc epoch_bump(struct mgo_conn *c, const char *id, bool has, int64_t from,
 			       int64_t to, bool *hit)
 {
-	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, set, ex, *doc = NULL;
-	enum core_rc rc;
+	bson_t filter = BSON_INITIALIZER, ex;
 
 	BSON_APPEND_UTF8(&filter, "_id", id);
 	BSON_APPEND_DOCUMENT_BEGIN(&filter, "claim.marker", &ex);
@@ -34,15 +51,7 @@ static enum core_rc epoch_bump(struct mgo_conn *c, const char *id, bool has, int
 		BSON_APPEND_BOOL(&ex, "$exists", false);
 		bson_append_document_end(&filter, &ex);
 	}
-	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
-	BSON_APPEND_INT64(&set, "claim_epoch", to);
-	bson_append_document_end(&update, &set);
-	rc = mgo_find_modify(c->cards, &filter, &update, &doc);
-	*hit = rc == CORE_OK && doc;
-	bson_destroy(doc);
-	bson_destroy(&update);
-	bson_destroy(&filter);
-	return rc;
+	return card_set_if(c, &filter, "claim_epoch", to, hit);
 }
 
 struct slot_row {
@@ -344,24 +353,14 @@ static enum core_rc slot_make(struct mgo_conn *c, mongoc_collection_t *sl, const
 /* Marks card id's claim (still at epoch) as holding slots, so its release frees them. */
 static enum core_rc slot_epoch_mark(struct mgo_conn *c, const char *id, int64_t epoch, bool *hit)
 {
-	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, set, ex;
-	bson_t *doc = NULL;
-	enum core_rc rc;
+	bson_t filter = BSON_INITIALIZER, ex;
 
 	BSON_APPEND_UTF8(&filter, "_id", id);
 	BSON_APPEND_INT64(&filter, "claim_epoch", epoch);
 	BSON_APPEND_DOCUMENT_BEGIN(&filter, "claim.marker", &ex);
 	BSON_APPEND_BOOL(&ex, "$exists", true);
 	bson_append_document_end(&filter, &ex);
-	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
-	BSON_APPEND_INT64(&set, "slot_epoch", epoch);
-	bson_append_document_end(&update, &set);
-	rc = mgo_find_modify(c->cards, &filter, &update, &doc);
-	*hit = rc == CORE_OK && doc;
-	bson_destroy(doc);
-	bson_destroy(&update);
-	bson_destroy(&filter);
-	return rc;
+	return card_set_if(c, &filter, "slot_epoch", epoch, hit);
 }
 
 enum core_rc mgo_slots_adopt(struct mgo_conn *c, const struct core_board *b, size_t *adopted)
