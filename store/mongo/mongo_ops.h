@@ -200,10 +200,13 @@ void mgo_slots_give_back(struct mgo_conn *c, struct mgo_slot_hold *h);
  * post-image): frees its slots or moves them to the new claim's epoch. */
 void mgo_slots_after_cas(struct mgo_conn *c, const struct core_card *was,
 			 const struct core_card *now, const bson_t *post);
-/* Shared by mongo_slots.c and mongo_slots_repair.c: a slot's _id "<board>/<col>/<i>"; the
- * count of (board, col)'s slots (owned: held ones only); the free of slot sid if still
- * (owner, epoch); every slot held by (id, epoch) freed (to < 0) or moved to epoch `to`. */
-void mgo_slot_id(char *buf, size_t len, const char *board, const char *col, int64_t i);
+/* Shared by mongo_slots.c and mongo_slots_repair.c: slot i of (board, col) made for (id,
+ * epoch), its _id "<board>/<col>/<i>/<rand>" into sid (CLAIM_CONFLICT: another inserter made
+ * i first); the count of (board, col)'s slots (owned: held ones only); the free of slot sid
+ * if still (owner, epoch); every slot held by (id, epoch) freed (to < 0) or moved to `to`. */
+enum core_rc mgo_slot_insert(struct mgo_conn *c, mongoc_collection_t *sl, const char *board,
+			     const char *col, int64_t i, const char *id, int64_t epoch, char *sid,
+			     size_t sid_len);
 enum core_rc mgo_slots_count(mongoc_collection_t *sl, const char *board, const char *col,
 			     bool owned, int64_t *n);
 enum core_rc mgo_slot_free_id(mongoc_collection_t *sl, const char *sid, const char *owner,

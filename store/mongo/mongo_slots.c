@@ -53,9 +53,27 @@
 
 /* The arbiter of two inserters of one i is the unique index (board, col, i), not the _id: a
  * renamed column's slots keep their _id, and a new column may take the old name. */
-void mgo_slot_id(char *buf, size_t len, const char *board, const char *col, int64_t i)
+enum core_rc mgo_slot_insert(struct mgo_conn *c, mongoc_collection_t *sl, const char *board,
+			     const char *col, int64_t i, const char *id, int64_t epoch, char *sid,
+			     size_t sid_len)
 {
-	snprintf(buf, len, "%s/%s/%lld/%08x", board, col, (long long)i, (unsigned)mgo_rand32());
+	bson_t ins = BSON_INITIALIZER;
+	bson_error_t e;
+	bool ok;
+
+	snprintf(sid, sid_len, "%s/%s/%lld/%08x", board, col, (long long)i, (unsigned)mgo_rand32());
+	BSON_APPEND_UTF8(&ins, "_id", sid);
+	BSON_APPEND_UTF8(&ins, "board", board);
+	BSON_APPEND_UTF8(&ins, "col", col);
+	BSON_APPEND_INT64(&ins, "i", i);
+	BSON_APPEND_UTF8(&ins, "owner", id);
+	BSON_APPEND_INT64(&ins, "epoch", epoch);
+	BSON_APPEND_DATE_TIME(&ins, "at", c->now);
+	ok = mongoc_collection_insert_one(sl, &ins, NULL, NULL, &e);
+	bson_destroy(&ins);
+	if (ok)
+		return CORE_OK;
+	return mgo_error_is_dup(&e) ? CORE_ERR_CLAIM_CONFLICT : mgo_error("insert slot", &e);
 }
 
 enum core_rc mgo_slots_count(mongoc_collection_t *sl, const char *board, const char *col,
@@ -110,13 +128,12 @@ static enum core_rc slot_take(struct mgo_conn *c, mongoc_collection_t *sl, const
 	bson_t *doc = NULL;
 	bson_iter_t it;
 	int64_t n_all = 0, n_own = 0;
-	bson_error_t e;
 	enum core_rc rc = CORE_OK;
 	int tries;
 
 	for (tries = 0; tries < SLOT_TAKE_TRIES; tries++) {
 		bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, sort = BSON_INITIALIZER;
-		bson_t lt, set, ins = BSON_INITIALIZER;
+		bson_t lt, set;
 
 		BSON_APPEND_UTF8(&filter, "board", board);
 		BSON_APPEND_UTF8(&filter, "col", col);
@@ -153,24 +170,9 @@ static enum core_rc slot_take(struct mgo_conn *c, mongoc_collection_t *sl, const
 			rc = CORE_ERR_CAPACITY_REACHED; /* dense below the limit: all held */
 		if (rc != CORE_OK)
 			break;
-		mgo_slot_id(sid, sid_len, board, col, n_all);
-		BSON_APPEND_UTF8(&ins, "_id", sid);
-		BSON_APPEND_UTF8(&ins, "board", board);
-		BSON_APPEND_UTF8(&ins, "col", col);
-		BSON_APPEND_INT64(&ins, "i", n_all);
-		BSON_APPEND_UTF8(&ins, "owner", id);
-		BSON_APPEND_INT64(&ins, "epoch", epoch);
-		BSON_APPEND_DATE_TIME(&ins, "at", c->now);
-		if (mongoc_collection_insert_one(sl, &ins, NULL, NULL, &e)) {
-			bson_destroy(&ins);
+		rc = mgo_slot_insert(c, sl, board, col, n_all, id, epoch, sid, sid_len);
+		if (rc != CORE_ERR_CLAIM_CONFLICT) /* CLAIM_CONFLICT: another inserter made i */
 			break;
-		}
-		bson_destroy(&ins);
-		if (!mgo_error_is_dup(&e)) {
-			rc = mgo_error("insert slot", &e);
-			break;
-		}
-		rc = CORE_ERR_CLAIM_CONFLICT; /* another inserter made it: look again */
 	}
 	if (rc != CORE_OK)
 		return rc == CORE_ERR_CLAIM_CONFLICT ? CORE_ERR_CAPACITY_REACHED : rc;

@@ -320,32 +320,16 @@ static enum core_rc slot_make(struct mgo_conn *c, mongoc_collection_t *sl, const
 			      const char *col, const char *id, int64_t epoch)
 {
 	char sid[160];
-	bson_error_t e;
 	int64_t n_all = 0;
 	enum core_rc rc = CORE_OK;
 	int tries;
 
 	for (tries = 0; tries < SLOT_TAKE_TRIES; tries++) {
-		bson_t ins = BSON_INITIALIZER;
-		bool ok;
-
 		rc = mgo_slots_count(sl, board, col, false, &n_all);
-		if (rc != CORE_OK)
+		if (rc == CORE_OK)
+			rc = mgo_slot_insert(c, sl, board, col, n_all, id, epoch, sid, sizeof(sid));
+		if (rc != CORE_ERR_CLAIM_CONFLICT) /* CLAIM_CONFLICT: another inserter made i */
 			return rc;
-		mgo_slot_id(sid, sizeof(sid), board, col, n_all);
-		BSON_APPEND_UTF8(&ins, "_id", sid);
-		BSON_APPEND_UTF8(&ins, "board", board);
-		BSON_APPEND_UTF8(&ins, "col", col);
-		BSON_APPEND_INT64(&ins, "i", n_all);
-		BSON_APPEND_UTF8(&ins, "owner", id);
-		BSON_APPEND_INT64(&ins, "epoch", epoch);
-		BSON_APPEND_DATE_TIME(&ins, "at", c->now);
-		ok = mongoc_collection_insert_one(sl, &ins, NULL, NULL, &e);
-		bson_destroy(&ins);
-		if (ok)
-			return CORE_OK;
-		if (!mgo_error_is_dup(&e))
-			return mgo_error("insert slot", &e);
 	}
 	return CORE_ERR_STORE_UNAVAILABLE;
 }
