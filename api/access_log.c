@@ -176,6 +176,12 @@ static void log_escape(const char *s, char *out, size_t cap)
 		unsigned char c = *p;
 		size_t k = 0, i;
 
+		/* The common byte first: printable ASCII that is neither escaped one. */
+		if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+			out[o++] = (char)c;
+			p++;
+			continue;
+		}
 		if (c >= 0xc2 && c <= 0xdf)
 			k = 1;
 		else if (c >= 0xe0 && c <= 0xef)

@@ -210,23 +210,27 @@ static void route_segs_init(void)
 	}
 }
 
-/* Does route i's pattern match the split path? Literal segments compare raw. Returns the
- * number of literal segments that matched (its specificity), or -1. */
+/* Does route i's pattern match the split path? Literal segments compare raw, the last one
+ * first (most routes that share a length differ there: claim, renew, state...), a first byte
+ * before the rest. Returns the number of literal segments that matched (its specificity), or
+ * -1. */
 static int pattern_match(size_t route, const char *const *seg, const size_t *len, size_t n)
 {
 	const struct route_segs *p = &route_segs[route];
-	size_t i;
+	size_t i = n;
 	int lit = 0;
 
 	if (!p->ok || p->n != n)
 		return -1;
-	for (i = 0; i < n; i++) {
+	while (i--) {
 		if (p->len[i] > 0 && p->seg[i][0] == '{') {
 			if (len[i] == 0)
 				return -1;
 			continue;
 		}
-		if (p->len[i] != len[i] || memcmp(p->seg[i], seg[i], len[i]) != 0)
+		if (p->len[i] != len[i] ||
+		    (len[i] && (p->seg[i][0] != seg[i][0] ||
+				memcmp(p->seg[i] + 1, seg[i] + 1, len[i] - 1) != 0)))
 			return -1;
 		lit++;
 	}
@@ -235,20 +239,17 @@ static int pattern_match(size_t route, const char *const *seg, const size_t *len
 
 /* The highest specificity any route has for the path: a literal segment beats a parameter,
  * whatever the method (DELETE /v1/labels/merge is the merge route's 405, never the deletion
- * of a label named "merge"). -1 when none matches. OUT: m[i], route i's match. */
+ * of a label named "merge"). -1 when none matches. Only the routes with n segments can match:
+ * OUT m[j], the match of route route_by_segs[n].v[j]. */
 static int best_specificity(const char *const *seg, const size_t *len, size_t n, int *m)
 {
 	int best = -1;
-	size_t i;
+	size_t j;
 
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
-		m[i] = -1;
-	for (i = 0; i < route_by_segs[n].n; i++) {
-		size_t k = route_by_segs[n].v[i];
-
-		m[k] = pattern_match(k, seg, len, n);
-		if (m[k] > best)
-			best = m[k];
+	for (j = 0; j < route_by_segs[n].n; j++) {
+		m[j] = pattern_match(route_by_segs[n].v[j], seg, len, n);
+		if (m[j] > best)
+			best = m[j];
 	}
 	return best;
 }
@@ -280,17 +281,20 @@ enum core_rc api_router_match(struct api_req *r)
 	if (!path_split(r->path, seg, len, &n))
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
 	best = best_specificity(seg, len, n, m);
-	for (i = 0; best >= 0 && !hit && i < sizeof routes / sizeof routes[0]; i++)
-		if (m[i] == best && strcmp(routes[i].method, method) == 0)
-			hit = &routes[i];
+	/* The first in table order among the best (the bucket keeps table order). */
+	for (i = 0; best >= 0 && !hit && i < route_by_segs[n].n; i++)
+		if (m[i] == best && strcmp(routes[route_by_segs[n].v[i]].method, method) == 0)
+			hit = &routes[route_by_segs[n].v[i]];
 	if (best < 0)
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
 	if (!hit) { /* the Allow header of the 405, only then */
-		for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+		for (i = 0; i < route_by_segs[n].n; i++) {
+			const struct api_route *rt = &routes[route_by_segs[n].v[i]];
+
 			if (m[i] != best)
 				continue;
-			allow_add(r->allow, sizeof r->allow, routes[i].method);
-			if (strcmp(routes[i].method, "GET") == 0)
+			allow_add(r->allow, sizeof r->allow, rt->method);
+			if (strcmp(rt->method, "GET") == 0)
 				allow_add(r->allow, sizeof r->allow, "HEAD");
 		}
 		return api_fail(r, CORE_ERR_METHOD_NOT_ALLOWED, "allowed: %s", r->allow);
