@@ -185,6 +185,7 @@ struct route_segs {
 	size_t len[MAX_SEGS];
 	size_t n;
 	bool ok;
+	bool last_lit; /* the last segment is literal: a path's must have its length and first byte */
 };
 
 static struct route_segs route_segs[sizeof routes / sizeof routes[0]];
@@ -206,6 +207,8 @@ static void route_segs_init(void)
 		if (!route_segs[i].ok)
 			continue;
 		n = route_segs[i].n;
+		route_segs[i].last_lit = route_segs[i].len[n - 1] > 0 &&
+					 route_segs[i].seg[n - 1][0] != '{';
 		route_by_segs[n].v[route_by_segs[n].n++] = (unsigned short)i;
 	}
 }
@@ -247,6 +250,14 @@ static int best_specificity(const char *const *seg, const size_t *len, size_t n,
 	size_t j;
 
 	for (j = 0; j < route_by_segs[n].n; j++) {
+		const struct route_segs *p = &route_segs[route_by_segs[n].v[j]];
+
+		/* most routes of a length differ in their last segment: judged without a call */
+		if (p->last_lit &&
+		    (p->len[n - 1] != len[n - 1] || p->seg[n - 1][0] != seg[n - 1][0])) {
+			m[j] = -1;
+			continue;
+		}
 		m[j] = pattern_match(route_by_segs[n].v[j], seg, len, n);
 		if (m[j] > best)
 			best = m[j];

@@ -130,6 +130,19 @@ START_TEST(codec_card_text_equals_the_tree)
 		core_str_set(&c->title, mid);
 		same_text(c);
 	}
+	/* and at every place of a longer string (read eight bytes at a time) */
+	for (i = 1; i < 256; i++) {
+		char longer[21];
+		size_t at;
+
+		for (at = 0; at < 20; at++) {
+			memset(longer, 'x', 20);
+			longer[20] = '\0';
+			longer[at] = (char)i;
+			core_str_set(&c->title, longer);
+			same_text(c);
+		}
+	}
 	core_str_set(&c->title, "t");
 	/* integers at their bounds (the text writes its own digits) */
 	{
