@@ -98,7 +98,7 @@ struct card {
 	char holder_marker[64];
 	int64_t epoch;
 	bool claimed;
-	enum card_state state;
+	enum card_state state, claimed_from;
 	int64_t lease_ms, created_ms, updated_ms, state_ms, claimed_ms, lease_until_ms;
 };
 
@@ -457,8 +457,10 @@ static void card_render(const struct card *c, struct answer *a)
 		time_fmt(c->lease_until_ms, lu);
 		snprintf(claim, sizeof claim,
 			 "{\"marker\":\"%s\",\"holder\":\"bench-worker\",\"epoch\":%" PRId64
-			 ",\"claimed_at\":\"%s\",\"lease_until\":\"%s\",\"lease_ms\":%" PRId64 "}",
-			 c->holder_marker, c->epoch, ca, lu, c->lease_ms);
+			 ",\"claimed_at\":\"%s\",\"lease_until\":\"%s\",\"lease_ms\":%" PRId64
+			 ",\"from\":\"%s\"}",
+			 c->holder_marker, c->epoch, ca, lu, c->lease_ms,
+			 c->claimed_from == ST_REVIEW ? "review" : "in_progress");
 	} else {
 		snprintf(claim, sizeof claim, "null");
 	}
@@ -468,7 +470,7 @@ static void card_render(const struct card *c, struct answer *a)
 		"\"%s\",\"priority\":0,\"labels\":[],\"blockers\":[],\"comments\":[],\"claim\":%s,"
 		"\"claim_epoch\":%" PRId64 ",\"last_run_id\":null,\"awaiting_input\":false,"
 		"\"gave_up\":null,\"state_reason\":null,\"created_at\":\"%s\",\"updated_at\":\"%s\","
-		"\"state_at\":\"%s\"}",
+		"\"state_at\":\"%s\",\"not_before\":null,\"attempts\":0}",
 		c->id, c->state == ST_REVIEW ? "review" : "in_progress", claim, c->epoch, cr, up, st);
 	if (a->blen >= sizeof a->body)
 		a->blen = sizeof a->body - 1;
@@ -609,6 +611,7 @@ static void app_dispatch(const struct req_in *r, struct answer *a, int loop)
 			c->claimed = true;
 			c->epoch++;
 			c->claimed_ms = now;
+			c->claimed_from = c->state;
 			snprintf(c->holder_marker, sizeof c->holder_marker, "%s", marker);
 		}
 		c->lease_ms = lease_ms;
@@ -780,7 +783,7 @@ static void answer_format(struct conn *c, const struct answer *a)
 {
 	int n = snprintf(c->wbuf, sizeof c->wbuf,
 			 "HTTP/1.1 %s\r\nDate: %s\r\nContent-Type: %s\r\n%s%s%sCache-Control: "
-			 "no-store\r\nContent-Length: %zu\r\n\r\n",
+			 "no-store\r\nX-Content-Type-Options: nosniff\r\nContent-Length: %zu\r\n\r\n",
 			 status_text(a->status), http_date(), a->ctype,
 			 a->location[0] ? "Location: " : "", a->location,
 			 a->location[0] ? "\r\n" : "", a->blen);
@@ -1121,6 +1124,7 @@ static enum MHD_Result mhd_answer(struct MHD_Connection *conn, const struct answ
 	if (a->location[0])
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, a->location);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	ok = MHD_queue_response(conn, (unsigned)a->status, resp);
 	MHD_destroy_response(resp);
 	return ok;
