@@ -58,11 +58,23 @@ static char empty_str[1];
 
 const struct fs_card_more fs_card_no_more;
 
+/* A card's layout walk: the arena, the atoms, and the atoms the measuring walk found, which
+ * the filling walk takes back in the same order instead of looking each up again (every
+ * packed write has its board, column, holder and claimed-from interned). */
+#define FS_WALK_MEMO 16
+
+struct card_walk {
+	struct fs_arena a;
+	struct fs_atoms *atoms;
+	const char *memo[FS_WALK_MEMO];
+	size_t n_memo, i_memo;
+};
+
 /* s in the arena (or its atom when `atom`); NULL while measuring or for NULL. The measuring
- * walk creates the atom, the filling walk finds it: both take the same bytes. */
-static char *put_str(struct fs_arena *a, struct fs_atoms *atoms, const char *s, bool atom)
+ * walk creates the atom, the filling walk finds it (memo): both take the same bytes. */
+static char *put_str(struct card_walk *w, const char *s, bool atom)
 {
-	const char *at;
+	const char *at = NULL;
 	size_t n;
 	char *d;
 
@@ -71,68 +83,78 @@ static char *put_str(struct fs_arena *a, struct fs_atoms *atoms, const char *s, 
 	if (!*s)
 		return empty_str;
 	n = strlen(s);
-	if (atom && atoms && (at = fs_atom(atoms, s, n, !a->base)))
-		return (char *)at;
-	d = fs_arena_take(a, n + 1, 1);
+	if (atom && w->atoms) {
+		if (!w->a.base) { /* measuring */
+			at = fs_atom(w->atoms, s, n, true);
+			if (w->n_memo < FS_WALK_MEMO)
+				w->memo[w->n_memo++] = at;
+		} else if (w->i_memo < w->n_memo) {
+			at = w->memo[w->i_memo++];
+		} else {
+			at = fs_atom(w->atoms, s, n, false);
+		}
+		if (at)
+			return (char *)at;
+	}
+	d = fs_arena_take(&w->a, n + 1, 1);
 	if (d)
 		memcpy(d, s, n + 1);
 	return d;
 }
 
-static void put_strv(struct fs_arena *a, struct fs_atoms *atoms, struct core_strv *d,
-		     const struct core_strv *s, bool atom)
+static void put_strv(struct card_walk *w, struct core_strv *d, const struct core_strv *s,
+		     bool atom)
 {
-	char **v = s->n ? fs_arena_take(a, s->n * sizeof(*v), _Alignof(char *)) : NULL;
+	char **v = s->n ? fs_arena_take(&w->a, s->n * sizeof(*v), _Alignof(char *)) : NULL;
 	size_t i;
 
 	d->v = v;
 	for (i = 0; i < s->n; i++) {
-		char *x = put_str(a, atoms, s->v[i], atom);
+		char *x = put_str(w, s->v[i], atom);
 
 		if (v)
 			v[i] = x;
 	}
 }
 
-/* One walk: c's arrays and strings laid out in a (or only measured: base NULL), d = c with
- * its pointers moved there (NULL while measuring). */
-static void card_lay(struct fs_arena *a, struct fs_atoms *atoms, const struct core_card *c,
-		     struct core_card *d)
+/* One walk: c's arrays and strings laid out in w's arena (or only measured: base NULL), d = c
+ * with its pointers moved there (NULL while measuring). */
+static void card_lay(struct card_walk *w, const struct core_card *c, struct core_card *d)
 {
 	struct core_comment *cm;
 	size_t i;
 
 	*d = *c;
-	d->id = put_str(a, atoms, c->id, false);
-	d->board = put_str(a, atoms, c->board, true);
-	d->title = put_str(a, atoms, c->title, false);
-	d->body = put_str(a, atoms, c->body, false);
-	d->state = put_str(a, atoms, c->state, true);
-	put_strv(a, atoms, &d->labels, &c->labels, true);
-	put_strv(a, atoms, &d->blockers, &c->blockers, false);
-	cm = c->n_comments ? fs_arena_take(a, c->n_comments * sizeof(*cm),
+	d->id = put_str(w, c->id, false);
+	d->board = put_str(w, c->board, true);
+	d->title = put_str(w, c->title, false);
+	d->body = put_str(w, c->body, false);
+	d->state = put_str(w, c->state, true);
+	put_strv(w, &d->labels, &c->labels, true);
+	put_strv(w, &d->blockers, &c->blockers, false);
+	cm = c->n_comments ? fs_arena_take(&w->a, c->n_comments * sizeof(*cm),
 					    _Alignof(struct core_comment))
 			   : NULL;
 	d->comments = cm;
 	for (i = 0; i < c->n_comments; i++) {
 		struct core_comment x = {
-			.id = put_str(a, atoms, c->comments[i].id, false),
-			.author = put_str(a, atoms, c->comments[i].author, true),
-			.body = put_str(a, atoms, c->comments[i].body, false),
+			.id = put_str(w, c->comments[i].id, false),
+			.author = put_str(w, c->comments[i].author, true),
+			.body = put_str(w, c->comments[i].body, false),
 			.created_at = c->comments[i].created_at,
 		};
 
 		if (cm)
 			cm[i] = x;
 	}
-	d->claim.marker = put_str(a, atoms, c->claim.marker, false);
-	d->claim.holder = put_str(a, atoms, c->claim.holder, true);
-	d->claim.from = put_str(a, atoms, c->claim.from, true);
-	d->last_run_id = put_str(a, atoms, c->last_run_id, false);
-	d->gave_up.reason = put_str(a, atoms, c->gave_up.reason, false);
-	d->gave_up.run_id = put_str(a, atoms, c->gave_up.run_id, false);
-	d->gave_up.state = put_str(a, atoms, c->gave_up.state, true);
-	d->state_reason = put_str(a, atoms, c->state_reason, false);
+	d->claim.marker = put_str(w, c->claim.marker, false);
+	d->claim.holder = put_str(w, c->claim.holder, true);
+	d->claim.from = put_str(w, c->claim.from, true);
+	d->last_run_id = put_str(w, c->last_run_id, false);
+	d->gave_up.reason = put_str(w, c->gave_up.reason, false);
+	d->gave_up.run_id = put_str(w, c->gave_up.run_id, false);
+	d->gave_up.state = put_str(w, c->gave_up.state, true);
+	d->state_reason = put_str(w, c->state_reason, false);
 }
 
 /* Does c set any field of the tail? */
@@ -194,17 +216,18 @@ struct fs_card *fs_card_fill(void *block, const struct core_card *c)
 
 struct fs_card *fs_card_pack(struct fs_atoms *atoms, const struct core_card *c)
 {
-	size_t head = fs_card_head(c);
-	struct fs_arena m = {.off = head}, f = {.off = head};
+	size_t head = fs_card_head(c), size;
+	struct card_walk w = {.a = {.off = head}, .atoms = atoms};
 	struct core_card d;
 
-	card_lay(&m, atoms, c, &d);
-	f.base = malloc(m.off);
-	if (!f.base)
+	card_lay(&w, c, &d); /* measuring */
+	size = w.a.off;
+	w.a = (struct fs_arena){.base = malloc(size), .off = head};
+	if (!w.a.base)
 		return NULL;
-	card_lay(&f, atoms, c, &d);
-	assert(f.off == m.off);
-	return fs_card_fill(f.base, &d);
+	card_lay(&w, c, &d); /* filling */
+	assert(w.a.off == size && w.i_memo == w.n_memo);
+	return fs_card_fill(w.a.base, &d);
 }
 
 void fs_card_free(struct fs_card *p)
