@@ -383,6 +383,10 @@ static void lib_log(void *cls, const char *fmt, va_list ap)
 	 * server CPU; bench/ceiling -m drops them the same way). */
 	if (fmt[0] == 'S' && strncmp(fmt, "Setting ", 8) == 0)
 		return;
+	/* And this one after each answer there (its TCP_CORK off fails the same way): over a
+	 * unix socket it says nothing about the client, and was a line every few seconds. */
+	if (fmt[0] == 'F' && a->where.path && strncmp(fmt, "Failed to push ", 15) == 0)
+		return;
 	if (strncmp(fmt, answer_fmt, sizeof answer_fmt - 1) == 0) {
 		struct api_req r = {.api = a, .method = "-", .path = (char *)"-"};
 		struct api_req *q = query_req;
