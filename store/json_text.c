@@ -139,9 +139,19 @@ static size_t jb_plain_skip(const unsigned char *u, size_t i, size_t len)
 static void jb_str(struct jbuf *b, const char *s)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0, run = 0, n, len = strlen(s);
+	size_t len = strlen(s), i = jb_plain_skip(u, 0, len), run = 0, n;
 	char esc[8];
 
+	if (i == len) { /* nothing to escape: almost every string, in one copy */
+		jb_need(b, len + 2);
+		if (!b->ok)
+			return;
+		b->p[b->len++] = '"';
+		memcpy(b->p + b->len, s, len);
+		b->len += len;
+		b->p[b->len++] = '"';
+		return;
+	}
 	JB_LIT(b, "\"");
 	while (b->ok) {
 		unsigned char c;
