@@ -332,6 +332,25 @@ val("transport") == tr {
 	err[t] += val("errors"); fail[t] += val("failed_cycles"); oth[t] += val("others_cpu_pct")
 	scpu[t] += val("server_cpu_us_per_op"); stl[t] += val("steal_pct")
 	ccpu[t] += val("client_cpu_us_per_op"); loops[t] = val("client_loops")
+	rc[t, val("round")] = val("cycles_per_s")
+}
+# boardd against ceiling-mhd (issue 28: within 5 %): the ratio of the means, and the ratio in
+# each round (the two ran minutes apart at most) with their median: a round alone moves by
+# more than 5 % on this machine.
+function ceiling_ratio(   r, k, m, v, line, i, j, x) {
+	if (!n["boardd"] || !n["ceiling-mhd"] || cps["ceiling-mhd"] <= 0) return
+	m = 0
+	for (r = 1; r <= rounds; r++)
+		if (((("boardd", r) in rc)) && (("ceiling-mhd", r) in rc) && rc["ceiling-mhd", r] > 0)
+			v[++m] = rc["boardd", r] / rc["ceiling-mhd", r]
+	line = ""
+	for (i = 1; i <= m; i++) line = line sprintf(" %.3f", v[i])
+	for (i = 2; i <= m; i++)
+		for (j = i; j > 1 && v[j - 1] > v[j]; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
+	k = (cps["boardd"] / n["boardd"]) / (cps["ceiling-mhd"] / n["ceiling-mhd"])
+	printf "ratio boardd/ceiling-mhd (%s): cycles/s %.3fx of the means (target >= 0.95x: %s); " \
+	       "per round%s, median %.3fx\n", tr, k, (k >= 0.95 ? "met" : "MISSED"), line,
+	       (m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2)
 }
 function ratio(b, o, target,   rc, rp, rq) {
 	if (!n[b] || !n[o] || cps[o] <= 0 || p99[o] <= 0 || p99c[o] <= 0) return
@@ -362,6 +381,7 @@ END {
 		ratio(hs[h], "pg", 3)
 		ratio(hs[h], "etcd", 8)
 	}
+	ceiling_ratio()
 }'
 done
 # Each side against itself on the other transport, in the same rounds: what the transport
