@@ -3,8 +3,8 @@
 # counted by valgrind's callgrind over a fixed number of claim cycles (bench/loadgen, 32
 # workers, a unix socket). A count of instructions does not move with the machine's minute as
 # CPU time does (bench/README.md, "boardd's own share"): two builds compared this way differ
-# by what their code does, not by what else ran. It is not time: a cache miss or a `rep stos`
-# counts one.
+# by what their code does, not by what else ran. It is not time: a cache miss counts one
+# instruction, and a `rep stos` (memset) one per byte it stores.
 #
 #   bench/instr.sh                                  # boardd and ceiling-mhd
 #   TARGETS="OLD/build-bench/server/boardd build-bench/server/boardd" bench/instr.sh
@@ -15,7 +15,8 @@
 # (build-bench, release); BENCH_TMP as run.sh. Needs valgrind (Debian's package).
 # Columns, per request: all user-space instructions of the server process (every thread), the
 # target's own code, malloc and free (glibc), memset (libmicrohttpd clears a connection's
-# memory pool between requests), the rest of libc, libmicrohttpd, everything else.
+# memory pool between requests: bytes more than instructions), the rest of libc,
+# libmicrohttpd, everything else.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
