@@ -211,7 +211,23 @@ char *core_time_format(int64_t ms, char *buf)
 	char wide[96];
 
 	if (ms >= 0 && ms < TIME_FAST_END) {
-		time_format_fast(ms, buf);
+		/* The times of one answer mostly share their second: the thread's last one is
+		 * kept, and only the milliseconds written again. */
+		static _Thread_local int64_t last_sec = -1;
+		static _Thread_local char last[20];
+		uint32_t frac = (uint32_t)(ms % 1000);
+
+		if (ms / 1000 != last_sec) {
+			time_format_fast(ms, buf);
+			memcpy(last, buf, sizeof last);
+			last_sec = ms / 1000;
+			return buf;
+		}
+		memcpy(buf, last, sizeof last); /* "YYYY-MM-DDTHH:MM:SS." */
+		buf[20] = (char)('0' + frac / 100);
+		put2(buf + 21, frac % 100);
+		buf[23] = 'Z';
+		buf[24] = '\0';
 		return buf;
 	}
 	if (!gmtime_r(&secs, &tm)) {

@@ -181,6 +181,21 @@ START_TEST(test_time_format_fast_matches_gmtime)
 		ck_assert_msg(strcmp(core_time_format(ms, buf), want) == 0, "%lld: %s, want %s",
 			      (long long)ms, buf, want);
 	}
+	/* The same second again and again (the thread keeps its last one), the next ones, and
+	 * back and forth across a day's and a leap year's last second. */
+	for (ms = 1764670000000LL; ms < 1764670003000LL; ms += 7) {
+		time_gmtime(ms, want);
+		ck_assert_str_eq(core_time_format(ms, buf), want);
+	}
+	{
+		static const int64_t hops[] = {86399999, 86400000, 86399000, 86400999, 86399998,
+					       951868799999LL, 951868800001LL, 951868799000LL};
+
+		for (i = 0; i < sizeof hops / sizeof hops[0]; i++) {
+			time_gmtime(hops[i], want);
+			ck_assert_str_eq(core_time_format(hops[i], buf), want);
+		}
+	}
 	ck_assert_str_eq(core_time_format(253402300800000LL, buf), "10000-01-01T00:00:00.000Z");
 }
 END_TEST
