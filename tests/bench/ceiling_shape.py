@@ -23,17 +23,6 @@ import tempfile
 import time
 
 
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__('localhost', timeout=10)
-        self.unix_path = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        self.sock.connect(self.unix_path)
-
-
 def wait_socket(path, proc):
     for _ in range(200):
         if os.path.exists(path):
@@ -58,21 +47,28 @@ def shape(v):
 REFUSALS = ('stale epoch', 'no token')
 
 
-def cycle(sock, worker, bot):
+def cycle(sock_path, worker, bot):
     """loadgen's requests, in its order; each answer as (status, header names, length, body).
     A connection each: boardd closes one after a refusal."""
     out = []
 
     def ask(name, method, path, tok, body, extra=None):
-        headers = {'Content-Type': 'application/json'}
+        data = json.dumps(body, separators=(',', ':')).encode()
+        head = ['%s %s HTTP/1.1' % (method, path), 'Host: localhost',
+                'Content-Type: application/json', 'Content-Length: %d' % len(data)]
         if tok:
-            headers['Authorization'] = 'Bearer ' + tok
-        headers.update(extra or {})
-        conn = UnixHTTP(sock)
-        conn.request(method, path, body=json.dumps(body, separators=(',', ':')), headers=headers)
-        r = conn.getresponse()
+            head.append('Authorization: Bearer ' + tok)
+        head += ['%s: %s' % kv for kv in (extra or {}).items()]
+        # The head and the body in one write: boardd refuses a missing token at the head and
+        # closes, so a body written after it (as http.client does) may meet a closed socket.
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(sock_path)
+        sock.sendall(('\r\n'.join(head) + '\r\n\r\n').encode() + data)
+        r = http.client.HTTPResponse(sock)
+        r.begin()
         raw = r.read()
-        conn.close()
+        sock.close()
         names = [k for k, _ in r.getheaders() if k.lower() != 'date']
         out.append((name, r.status, names, r.getheader('Content-Length'), json.loads(raw)))
         return out[-1][4]
