@@ -5,8 +5,8 @@ same members in the same order and of the same JSON types, and the same Content-
 each request of bench/loadgen's cycle (create, claim, renew, the two owned state writes with
 If-Match, release); the status alone for a stale epoch and a missing token. The ceiling is only a
 ceiling while it does what boardd must: a header or a card member boardd gained and the
-ceiling lacks makes it faster for nothing (it lacked X-Content-Type-Options and a card's
-not_before and attempts until stop 34).
+ceiling lacks makes it faster for nothing (it lacked X-Content-Type-Options, and a card's
+claim "from", not_before and attempts, until stop 34).
 
     ceiling_shape.py BOARDD CEILING
 
