@@ -36,18 +36,17 @@ ninja -C "$BUILD" server/boardd bench/loadgen bench/ceiling >/dev/null
 loadgen=$BUILD/bench/loadgen
 
 tmp=$(mktemp -d "${BENCH_TMP:-${TMPDIR:-/tmp}}/boardd-instr.XXXXXX")
-srv=
-cleanup() {
-	[ -z "$srv" ] || stop_pid "$srv"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 bench_tokens "$BUILD/server/boardd" "$tmp"
 
 # One target under callgrind: warm up, zero the counters, count CYCLES, dump. Prints the dump.
+# Called as $(count ...): a subshell, whose EXIT trap stops its server however it ends.
 count() {
 	local t=$1 d=$tmp/$2 bin
+	srv= # not local: the trap runs after the function has returned
+	trap '[ -z "$srv" ] || stop_pid "$srv"' EXIT
+	trap 'exit 130' INT TERM
 	mkdir -p "$d"
 	local vg=(valgrind --tool=callgrind --callgrind-out-file="$d/cg.%p" --dump-instr=no
 		--separate-threads=no)

@@ -341,7 +341,7 @@ function ceiling_ratio(   r, k, m, v, line, i, j, x) {
 	if (!n["boardd"] || !n["ceiling-mhd"] || cps["ceiling-mhd"] <= 0) return
 	m = 0
 	for (r = 1; r <= rounds; r++)
-		if (((("boardd", r) in rc)) && (("ceiling-mhd", r) in rc) && rc["ceiling-mhd", r] > 0)
+		if ((("boardd", r) in rc) && (("ceiling-mhd", r) in rc) && rc["ceiling-mhd", r] > 0)
 			v[++m] = rc["boardd", r] / rc["ceiling-mhd", r]
 	line = ""
 	for (i = 1; i <= m; i++) line = line sprintf(" %.3f", v[i])
