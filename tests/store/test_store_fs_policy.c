@@ -481,6 +481,38 @@ START_TEST(column_rename_carries_claims)
 }
 END_TEST
 
+/* The counts' keys ("<board>/<column>") at the longest names there are: a 64-byte board and a
+ * 64-byte column still count, and the column's limit still holds. */
+START_TEST(counts_at_the_longest_names)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = open_at(dir);
+	char board[CORE_NAME_MAX + 1], col[CORE_NAME_MAX + 1];
+	struct core_board b = {0};
+	int64_t per[32], total;
+	size_t touched = 0, i;
+
+	memset(board, 'b', CORE_NAME_MAX);
+	board[CORE_NAME_MAX] = '\0';
+	memset(col, 'c', CORE_NAME_MAX);
+	col[CORE_NAME_MAX] = '\0';
+	put_board(st, board, 1, 0, 0);
+	ck_assert_int_eq(store_board_column_rename(st, board, "ready", col, &op, &touched), CORE_OK);
+	mk(st, board, "r1", col, 0, 0);
+	mk(st, board, "r2", col, 0, 0);
+	ck_assert_int_eq(claim(st, "r1", "m1", NULL), CORE_OK);
+	ck_assert_int_eq(claim(st, "r2", "m2", NULL), CORE_ERR_CAPACITY_REACHED);
+	ck_assert_int_eq(store_board_get(st, board, &b), CORE_OK);
+	ck_assert_int_eq(store_board_claimed(st, &b, per, &total), CORE_OK);
+	ck_assert_int_eq(total, 1);
+	for (i = 0; i < b.n_cols; i++)
+		ck_assert_int_eq(per[i], strcmp(b.cols[i].name, col) == 0 ? 1 : 0);
+	core_board_release(&b);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* The events of a retry (DESIGN §17): LATER, card_released with retry, attempts and the
  * time; EXHAUSTED, card_state_changed (attempts_exhausted) + card_gave_up + card_released.
  * The reaper's return in a batch that falls back to single steps counts its attempt once. */
@@ -582,6 +614,7 @@ int main(void)
 	tcase_add_test(tc, claim_next_with_many_scheduled);
 	tcase_add_test(tc, claim_next_mass_due);
 	tcase_add_test(tc, column_rename_carries_claims);
+	tcase_add_test(tc, counts_at_the_longest_names);
 	tcase_add_test(tc, retry_events_and_reaper_fallback);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
