@@ -316,6 +316,8 @@ bool core_card_equal(const struct core_card *a, const struct core_card *b);
 /* The same, ignoring the claim fields (claim, has_epoch, claim_epoch) and updated_at: true
  * when a write changed nothing but the claim (the FS journal then records only that). */
 bool core_card_equal_except_claim(const struct core_card *a, const struct core_card *b);
+/* The rest: the claim fields and updated_at alone. core_card_equal is both. */
+bool core_card_equal_claim(const struct core_card *a, const struct core_card *b);
 /* The card's stored size in bytes as the limits count it (DESIGN §11): its strings, labels,
  * blockers and comments, without framing. */
 size_t core_card_size(const struct core_card *c);

@@ -160,9 +160,9 @@ bool core_card_equal_except_claim(const struct core_card *a, const struct core_c
 	return equal_except_claim(a, b);
 }
 
-bool core_card_equal(const struct core_card *a, const struct core_card *b)
+bool core_card_equal_claim(const struct core_card *a, const struct core_card *b)
 {
-	if (!equal_except_claim(a, b) || a->updated_at != b->updated_at)
+	if (a->updated_at != b->updated_at)
 		return false;
 	if (a->claim.present != b->claim.present || !str_eq(a->claim.marker, b->claim.marker) ||
 	    !str_eq(a->claim.holder, b->claim.holder) || !str_eq(a->claim.from, b->claim.from) ||
@@ -170,6 +170,11 @@ bool core_card_equal(const struct core_card *a, const struct core_card *b)
 	    a->claim.lease_until != b->claim.lease_until || a->claim.lease_ms != b->claim.lease_ms)
 		return false;
 	return a->has_epoch == b->has_epoch && a->claim_epoch == b->claim_epoch;
+}
+
+bool core_card_equal(const struct core_card *a, const struct core_card *b)
+{
+	return equal_except_claim(a, b) && core_card_equal_claim(a, b);
 }
 
 static size_t len_opt(const char *s)

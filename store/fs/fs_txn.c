@@ -498,19 +498,36 @@ struct core_card_lookup fs_txn_lookup(struct fs_txn *t)
 	return (struct core_card_lookup){.state_of = lookup_state, .ctx = t};
 }
 
-/* Drops copies identical to what is published: a no-op write is not journaled. */
+/* Whether copy cc still differs from what is published, and in what: sets cc->claim_only
+ * (the claim fields and updated_at alone: a renew journals those, not the card). One walk of
+ * the fields decides both. */
+static bool txn_judge(struct fs_txn *t, struct fs_change_card *cc)
+{
+	const struct fs_card_ent *ent = cc->is_new || !cc->card ? NULL : fs_card_find(t->fs, cc->id);
+	const struct core_card *pub;
+	struct core_card view;
+
+	cc->claim_only = false;
+	if (!ent)
+		return true;
+	pub = fs_card_view(ent->card, &view);
+	if (!core_card_equal_except_claim(pub, cc->card))
+		return true;
+	cc->claim_only = true;
+	return !core_card_equal_claim(pub, cc->card);
+}
+
+/* Drops copies identical to what is published (a no-op write is not journaled), and judges
+ * the others (txn_judge). */
 static void txn_drop_unchanged(struct fs_txn *t)
 {
 	struct fs_change *ch = &t->ch;
-	struct fs_card_ent *ent;
-	struct core_card view;
 	size_t i, out = 0;
 
 	for (i = 0; i < ch->n_cards; i++) {
 		struct fs_change_card *cc = &ch->cards[i];
 
-		ent = cc->is_new || !cc->card ? NULL : fs_card_find(t->fs, cc->id);
-		if (ent && core_card_equal(fs_card_view(ent->card, &view), cc->card)) {
+		if (!txn_judge(t, cc)) {
 			free(cc->id);
 			if (!cc->kept)
 				core_card_free(cc->card);
@@ -521,22 +538,14 @@ static void txn_drop_unchanged(struct fs_txn *t)
 	ch->n_cards = out;
 }
 
-/* A renew (any write of the claim fields alone) journals those, not the card. Judged once the
- * step is whole: a matched subscription may have consumed labels of a claimed card. */
-static void txn_mark_claim_only(struct fs_txn *t)
+/* Judged again once the step is whole, if an effect ran: a matched subscription may have
+ * consumed labels of a claimed card, or added copies. */
+static void txn_judge_again(struct fs_txn *t)
 {
-	struct fs_change *ch = &t->ch;
-	struct fs_card_ent *ent;
-	struct core_card view;
 	size_t i;
 
-	for (i = 0; i < ch->n_cards; i++) {
-		struct fs_change_card *cc = &ch->cards[i];
-
-		ent = cc->is_new || !cc->card ? NULL : fs_card_find(t->fs, cc->id);
-		cc->claim_only = ent && core_card_equal_except_claim(fs_card_view(ent->card, &view),
-								     cc->card);
-	}
+	for (i = 0; i < t->ch.n_cards; i++)
+		(void)txn_judge(t, &t->ch.cards[i]);
 }
 
 enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
@@ -561,11 +570,12 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 	/* The effects ride in the same line as the events that fired them (DESIGN §14). */
 	if (rc == CORE_OK)
 		rc = fs_effects_match(t);
-	if (rc == CORE_OK && t->n_hits)
+	if (rc == CORE_OK && t->n_hits) {
 		rc = txn_answers_refresh(t);
+		txn_judge_again(t);
+	}
 	if (rc != CORE_OK)
 		goto unlock;
-	txn_mark_claim_only(t);
 	/* Seqs are handed out here, under the lock, so they follow journal order. */
 	for (i = 0; i < ch->n_events; i++)
 		ch->events[i]->seq = ++ch->ctr.seq;
