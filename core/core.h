@@ -286,6 +286,10 @@ struct core_card {
 	 * its published cards, store/fs/fs_flat.c): read-only, never released nor freed; a copy
 	 * (core_card_dup) is an ordinary card. */
 	bool flat;
+	/* One allocation: the struct first, then everything it points to (store/fs's answers,
+	 * fs_card_block). Read-only: core_card_free frees it whole; no field is ever replaced
+	 * or freed alone. A copy (core_card_dup) is an ordinary card. */
+	bool one_block;
 	struct core_strv labels;
 	struct core_strv blockers;
 	struct core_comment *comments;

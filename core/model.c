@@ -26,7 +26,8 @@ void core_card_release(struct core_card *c)
 	if (!c)
 		return;
 	assert(!c->flat); /* its fields are not its own: never released */
-	if (c->flat)
+	assert(!c->one_block); /* its fields are its block's: freed with it (core_card_free) */
+	if (c->flat || c->one_block)
 		return;
 	free(c->id);
 	free(c->board);
@@ -55,6 +56,10 @@ void core_card_free(struct core_card *c)
 	assert(!c || !c->flat); /* a view: neither it nor its fields are its own */
 	if (c && c->flat)
 		return;
+	if (c && c->one_block) {
+		free(c);
+		return;
+	}
 	core_card_release(c);
 	free(c);
 }
@@ -82,6 +87,7 @@ struct core_card *core_card_dup(const struct core_card *c)
 		return NULL;
 	*d = *c;
 	d->flat = false;
+	d->one_block = false;
 	d->id = dup_opt(c->id, &ok);
 	d->board = dup_opt(c->board, &ok);
 	d->title = dup_opt(c->title, &ok);

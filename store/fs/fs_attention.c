@@ -158,7 +158,7 @@ enum core_rc fs_attention_list(struct store *st, const char *board, const char *
 						 recorded_run(fs, c), now);
 		if (!reasons)
 			continue;
-		v[k].card = core_card_dup(c);
+		v[k].card = fs_card_block(c);
 		if (!v[k].card) {
 			rc = CORE_ERR_NOMEM;
 			break;

@@ -15,7 +15,7 @@
 
 enum core_rc fs_card_out(const struct core_card *c, struct core_card **out)
 {
-	*out = core_card_dup(c);
+	*out = fs_card_block(c);
 	return *out ? CORE_OK : CORE_ERR_NOMEM;
 }
 

@@ -115,10 +115,13 @@ enum core_rc fs_card_renew(struct store *st, const char *id, const struct core_t
 {
 	struct fs_txn t;
 	struct core_card *c = NULL;
-	const struct core_board *b;
 	enum core_rc rc;
 
-	rc = fs_claim_begin(st, &t, id, actor, &c, &b);
+	fs_txn_begin(fs_of(st), &t, actor);
+	/* core_claim_renew sets the lease's numbers alone: a fixed copy will do */
+	rc = fs_txn_card_fixed(&t, id, &c);
+	if (rc == CORE_OK && !fs_board_find(t.fs, c->board))
+		rc = CORE_ERR_INTERNAL; /* as fs_claim_card_in */
 	if (rc == CORE_OK)
 		rc = core_claim_renew(c, tok, lease_ms, t.now);
 	if (rc == CORE_ERR_CLAIM_CONFLICT)

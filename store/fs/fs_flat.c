@@ -230,6 +230,27 @@ struct fs_card *fs_card_pack(struct fs_atoms *atoms, const struct core_card *c)
 	return fs_card_fill(w.a.base, &d);
 }
 
+struct core_card *fs_card_block(const struct core_card *c)
+{
+	const size_t head = (sizeof(struct core_card) + 15) & ~(size_t)15;
+	struct card_walk w = {.a = {.off = head}};
+	struct core_card d, *out;
+	size_t size;
+
+	card_lay(&w, c, &d); /* measuring */
+	size = w.a.off;
+	w.a = (struct fs_arena){.base = malloc(size), .off = head};
+	if (!w.a.base)
+		return NULL;
+	card_lay(&w, c, &d); /* filling */
+	assert(w.a.off == size);
+	out = (struct core_card *)w.a.base;
+	*out = d;
+	out->flat = false;
+	out->one_block = true;
+	return out;
+}
+
 void fs_card_free(struct fs_card *p)
 {
 	free(p);
@@ -271,5 +292,5 @@ struct core_card *fs_card_dup(const struct fs_card *p)
 {
 	struct core_card v;
 
-	return core_card_dup(fs_card_view(p, &v));
+	return fs_card_block(fs_card_view(p, &v));
 }

@@ -96,7 +96,11 @@ void fs_card_free(struct fs_card *p);
 /* A shallow core_card in *v that borrows p's strings and arrays (valid while p is); never
  * freed. Returns v. */
 const struct core_card *fs_card_view(const struct fs_card *p, struct core_card *v);
-/* A deep copy as an ordinary card (what readers are handed); NULL on OOM. */
+/* A deep copy of c in one allocation (core_card.one_block): what readers and writers are
+ * handed as their answer. One malloc where core_card_dup makes one per string (a list of 100
+ * cards made ~1 000); read-only, freed whole by core_card_free. NULL on OOM. */
+struct core_card *fs_card_block(const struct core_card *c);
+/* fs_card_block of the published card p. */
 struct core_card *fs_card_dup(const struct fs_card *p);
 /* How the decoder lays a card out in one block (fs_decode.c): it places the arrays and
  * strings first in an arena starting at fs_card_head(c) bytes (c: the card as measured, its
@@ -104,5 +108,4 @@ struct core_card *fs_card_dup(const struct fs_card *p);
  * the block's start from c, whose pointers already point into the block or at atoms. */
 size_t fs_card_head(const struct core_card *c);
 struct fs_card *fs_card_fill(void *block, const struct core_card *c);
-
 #endif

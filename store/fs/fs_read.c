@@ -466,7 +466,7 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 		qsort(hits, k, sizeof(*hits), cmp);
 	v = rc == CORE_OK ? calloc(k ? k : 1, sizeof(*v)) : NULL;
 	for (i = 0; v && i < k; i++)
-		if (!(v[i] = core_card_dup(hits[i]))) {
+		if (!(v[i] = fs_card_block(hits[i]))) {
 			rc = CORE_ERR_NOMEM;
 			break;
 		}
@@ -550,7 +550,7 @@ enum core_rc fs_claims_expired(struct fs *fs, int64_t now, size_t batch,
 
 		if (!core_claim_expired(fs_card_view(fs->claimed[i]->card, &view), now))
 			break; /* the smallest left is live: so is everything under it */
-		v[k] = core_card_dup(&view);
+		v[k] = fs_card_block(&view);
 		if (!v[k]) {
 			rc = CORE_ERR_NOMEM;
 			break;

@@ -114,28 +114,54 @@ static enum core_rc txn_push(struct fs_txn *t, const char *id, struct core_card 
 	return CORE_OK;
 }
 
-enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **out)
+/* fs_txn_card and fs_txn_card_fixed: `block` copies in one allocation (read-only strings). */
+static enum core_rc txn_card(struct fs_txn *t, const char *id, struct core_card **out,
+			     bool block)
 {
 	struct fs_change_card *cc = txn_find(t, id);
 	struct fs_card_ent *ent;
-	struct core_card *copy;
+	struct core_card *copy, view;
 	enum core_rc rc;
 
 	*out = NULL;
 	if (cc) {
+		if (cc->card && cc->card->one_block && !block) {
+			/* Taken fixed, now to be changed (an effect of the same step): an ordinary
+			 * copy replaces it. An answer that holds the block keeps it, and is made
+			 * again at the end if the step changed the card (txn_answers_refresh). */
+			copy = core_card_dup(cc->card);
+			if (!copy)
+				return CORE_ERR_NOMEM;
+			if (!cc->kept)
+				core_card_free(cc->card);
+			t->refresh |= cc->kept;
+			cc->card = copy;
+			cc->kept = false;
+		}
 		*out = cc->card;
 		return cc->card ? CORE_OK : CORE_ERR_NOT_FOUND;
 	}
 	ent = fs_card_find(t->fs, id);
 	if (!ent)
 		return CORE_ERR_NOT_FOUND;
-	copy = fs_card_dup(ent->card);
+	fs_card_view(ent->card, &view);
+	copy = block ? fs_card_block(&view) : core_card_dup(&view);
 	if (!copy)
 		return CORE_ERR_NOMEM;
 	rc = txn_push(t, id, copy, ent->ord, false);
 	if (rc == CORE_OK)
 		*out = copy;
 	return rc;
+}
+
+enum core_rc fs_txn_card(struct fs_txn *t, const char *id, struct core_card **out)
+{
+	return txn_card(t, id, out, false);
+}
+
+enum core_rc fs_txn_card_fixed(struct fs_txn *t, const char *id, struct core_card **out)
+{
+	return txn_card(t, id, out, true);
 }
 
 void fs_txn_reserve(struct fs_txn *t, size_t cards, size_t events)
@@ -352,7 +378,7 @@ static enum core_rc txn_answers_refresh(struct fs_txn *t)
 		if (!now || !*out || core_card_equal(now, *out))
 			continue;
 		core_card_free(*out);
-		*out = core_card_dup(now);
+		*out = fs_card_block(now);
 		if (!*out)
 			return CORE_ERR_NOMEM;
 	}
@@ -570,10 +596,10 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 	/* The effects ride in the same line as the events that fired them (DESIGN §14). */
 	if (rc == CORE_OK)
 		rc = fs_effects_match(t);
-	if (rc == CORE_OK && t->n_hits) {
+	if (rc == CORE_OK && (t->n_hits || t->refresh))
 		rc = txn_answers_refresh(t);
+	if (rc == CORE_OK && t->n_hits)
 		txn_judge_again(t);
-	}
 	if (rc != CORE_OK)
 		goto unlock;
 	/* Seqs are handed out here, under the lock, so they follow journal order. */

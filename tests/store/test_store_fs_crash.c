@@ -438,9 +438,28 @@ START_TEST(published_card_keeps_every_field)
 	ck_assert(core_card_equal(rich, fs_card_view(p, &v)));
 	ck_assert_str_eq(v.comments[0].author, "alice");
 	dup = fs_card_dup(p);
-	ck_assert(dup && !dup->flat && core_card_equal(rich, dup));
+	fs_card_free(p); /* the copy borrows nothing from it (ASan would see) */
+	ck_assert(dup && !dup->flat && dup->one_block && core_card_equal(rich, dup));
+	{
+		/* An answer is one block: everything it points to but the shared empty string
+		 * lies inside it. A copy of it is an ordinary card again, free to change. */
+		struct core_card *again = core_card_dup(dup);
+		const char *lo = (const char *)dup, *hi = lo + malloc_usable_size(dup);
+		const char *in[] = {dup->id, dup->title, dup->claim.marker, dup->claim.holder,
+				    dup->labels.v[1], dup->blockers.v[0], dup->comments[0].body,
+				    (const char *)dup->comments, dup->gave_up.run_id,
+				    dup->state_reason};
+
+		for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+			ck_assert(in[i] > lo && in[i] < hi);
+		ck_assert(again && !again->one_block && core_card_equal(rich, again));
+		ck_assert_int_eq(core_str_set(&again->title, "changed"), CORE_OK);
+		core_card_free(again);
+	}
 	core_card_free(dup);
-	fs_card_free(p);
+	dup = fs_card_block(plain); /* no tail, an empty body */
+	ck_assert(dup && dup->one_block && core_card_equal(plain, dup));
+	core_card_free(dup);
 
 	p = fs_card_pack(&atoms, plain);
 	ck_assert_ptr_nonnull(p);
@@ -880,11 +899,14 @@ static void plant_legacy_claim(struct store *st, const char *id, const char *mar
 			       char **recs, size_t *n)
 {
 	struct fs_change ch = {0};
-	struct core_card *c = NULL;
+	struct core_card *got = NULL, *c;
 	char *line;
 	size_t len;
 
-	ck_assert_int_eq(store_card_get(st, id, &c), CORE_OK);
+	ck_assert_int_eq(store_card_get(st, id, &got), CORE_OK);
+	c = core_card_dup(got); /* an answer is read-only (one block): change a copy */
+	core_card_free(got);
+	ck_assert_ptr_nonnull(c);
 	c->claim.present = true;
 	c->claim.marker = strdup(marker);
 	c->claim.claimed_at = c->created_at;

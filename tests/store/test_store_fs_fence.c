@@ -3,6 +3,8 @@
  * restart through the journal and through a snapshot. */
 #include "tests/store/test_store_fs.h"
 #include "tests/store/fs_fixture.h"
+#include "store/fs/fs.h"
+#include "store/fs/fs_txn.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +140,51 @@ START_TEST(fence_state_survives_restart_and_snapshot)
 }
 END_TEST
 
+/* A renew's copy of the card is one block (fs_txn_card_fixed): the answer it becomes is read
+ * and freed whole. If the same step then asks for the card to change it (an effect could),
+ * the copy turns ordinary, the change lands, and the answer already handed out is made again
+ * so it says what the step left. */
+START_TEST(fixed_copy_turns_mutable_in_the_step)
+{
+	char *dir = fx_tmpdir();
+	struct store *st = fx_open(dir, 0, 0, NULL);
+	struct store_card_create in = {.id = "a", .title = "before", .state = "ready"};
+	struct core_card *c = NULL, *fixed = NULL, *mut = NULL, *ans = NULL;
+	struct fs_txn t;
+	int round;
+
+	ck_assert_int_eq(store_card_create(st, &in, &wk, &c), CORE_OK);
+	core_card_free(c);
+	for (round = 0; round < 2; round++) {
+		fs_txn_begin(fs_of(st), &t, &wk);
+		ck_assert_int_eq(fs_txn_card_fixed(&t, "a", &fixed), CORE_OK);
+		ck_assert(fixed->one_block);
+		ck_assert_int_eq(fs_txn_card_fixed(&t, "a", &c), CORE_OK);
+		ck_assert_ptr_eq(c, fixed); /* one copy a step */
+		if (round == 1) /* round 0: nobody holds the block, it is freed when replaced */
+			ck_assert_int_eq(fs_txn_answer(&t, fixed, &ans), CORE_OK);
+		ck_assert_int_eq(fs_txn_card(&t, "a", &mut), CORE_OK);
+		ck_assert(!mut->one_block);
+		ck_assert_int_eq(core_str_set(&mut->title, round ? "after-1" : "after-0"), CORE_OK);
+		ck_assert_int_eq(fs_txn_end(&t, CORE_OK), CORE_OK);
+		if (round == 1) {
+			ck_assert_str_eq(ans->title, "after-1");
+			core_card_free(ans);
+		}
+		ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
+		ck_assert_str_eq(c->title, round ? "after-1" : "after-0");
+		core_card_free(c);
+	}
+	store_close(st);
+	st = fx_open(dir, 0, 0, NULL);
+	ck_assert_int_eq(store_card_get(st, "a", &c), CORE_OK);
+	ck_assert_str_eq(c->title, "after-1");
+	core_card_free(c);
+	store_close(st);
+	fx_rmdir(dir);
+}
+END_TEST
+
 TCase *store_fs_fence_tcase(void)
 {
 	TCase *tc = tcase_create("fence");
@@ -145,5 +192,6 @@ TCase *store_fs_fence_tcase(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, renew_journals_claim_fields_only);
 	tcase_add_test(tc, fence_state_survives_restart_and_snapshot);
+	tcase_add_test(tc, fixed_copy_turns_mutable_in_the_step);
 	return tc;
 }
