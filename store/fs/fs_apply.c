@@ -116,13 +116,18 @@ enum core_rc fs_change_reserve(struct fs *fs, struct fs_change *ch)
 	struct core_board *nb;
 	size_t n_new = 0, n_claims = 0, n_recov = 0, n_floors = 0, i;
 
-	/* What gets published is packed (fs_flat.c); decoded cards already are. */
+	/* What gets published is packed (fs_flat.c); decoded cards already are. A renew's card
+	 * is the published one with new lease numbers: its block is copied, not packed again. */
 	for (i = 0; i < ch->n_cards; i++) {
 		struct core_card *c = ch->cards[i].card;
+		const struct fs_card_ent *was;
+		bool nomem = false;
 
 		if (!c)
 			continue;
-		if (!(ch->cards[i].pub = fs_card_pack(&fs->atoms, c)))
+		was = ch->cards[i].claim_only ? fs_card_find(fs, ch->cards[i].id) : NULL;
+		ch->cards[i].pub = was ? fs_card_reclaim(was->card, c, &nomem) : NULL;
+		if (!ch->cards[i].pub && (nomem || !(ch->cards[i].pub = fs_card_pack(&fs->atoms, c))))
 			return CORE_ERR_NOMEM;
 		if (!ch->cards[i].kept)
 			core_card_free(c);

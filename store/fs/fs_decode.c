@@ -282,7 +282,7 @@ static struct fs_card *r_card(struct rbuf *b)
 		free(a.base);
 		return NULL;
 	}
-	return fs_card_fill(a.base, &c);
+	return fs_card_fill(a.base, a.off, &c);
 }
 
 static struct core_run *r_run(struct rbuf *b)

@@ -68,7 +68,34 @@ struct card_walk {
 	struct fs_atoms *atoms;
 	const char *memo[FS_WALK_MEMO];
 	size_t n_memo, i_memo;
+	/* Moving mode (fs_card_reclaim): every pointer into [lo, hi) moves by `by`, the rest
+	 * (atoms, the empty string) stays; nothing is measured or copied. */
+	const char *lo, *hi;
+	ptrdiff_t by;
+	bool outside; /* an array not in the block: it cannot be moved (never so when packed) */
 };
+
+/* In moving mode, where p lands; else NULL. */
+static void *moved(const struct card_walk *w, const void *p)
+{
+	const char *q = p;
+
+	if (!q || !w->hi)
+		return NULL;
+	return (void *)(q >= w->lo && q < w->hi ? q + w->by : q);
+}
+
+/* In moving mode, where the array p lands: NULL (and w->outside) when it is not the block's,
+ * so nothing is written through it. */
+static void *moved_array(struct card_walk *w, const void *p)
+{
+	const char *q = p;
+
+	if (q >= w->lo && q < w->hi)
+		return (void *)(q + w->by);
+	w->outside = true;
+	return NULL;
+}
 
 /* s in the arena (or its atom when `atom`); NULL while measuring or for NULL. The measuring
  * walk creates the atom, the filling walk finds it (memo): both take the same bytes. */
@@ -80,6 +107,8 @@ static char *put_str(struct card_walk *w, const char *s, bool atom)
 
 	if (!s)
 		return NULL;
+	if (w->hi)
+		return moved(w, s);
 	if (!*s)
 		return empty_str;
 	n = strlen(s);
@@ -105,7 +134,9 @@ static char *put_str(struct card_walk *w, const char *s, bool atom)
 static void put_strv(struct card_walk *w, struct core_strv *d, const struct core_strv *s,
 		     bool atom)
 {
-	char **v = s->n ? fs_arena_take(&w->a, s->n * sizeof(*v), _Alignof(char *)) : NULL;
+	char **v = !s->n ? NULL
+		   : w->hi ? moved_array(w, s->v)
+			   : fs_arena_take(&w->a, s->n * sizeof(*v), _Alignof(char *));
 	size_t i;
 
 	d->v = v;
@@ -132,9 +163,10 @@ static void card_lay(struct card_walk *w, const struct core_card *c, struct core
 	d->state = put_str(w, c->state, true);
 	put_strv(w, &d->labels, &c->labels, true);
 	put_strv(w, &d->blockers, &c->blockers, false);
-	cm = c->n_comments ? fs_arena_take(&w->a, c->n_comments * sizeof(*cm),
-					    _Alignof(struct core_comment))
-			   : NULL;
+	cm = !c->n_comments ? NULL
+	     : w->hi	    ? moved_array(w, c->comments)
+			    : fs_arena_take(&w->a, c->n_comments * sizeof(*cm),
+					    _Alignof(struct core_comment));
 	d->comments = cm;
 	for (i = 0; i < c->n_comments; i++) {
 		struct core_comment x = {
@@ -176,7 +208,7 @@ size_t fs_card_head(const struct core_card *c)
 	return sizeof(struct fs_card) + (more_needed(c) ? sizeof(struct fs_card_more) : 0);
 }
 
-struct fs_card *fs_card_fill(void *block, const struct core_card *c)
+struct fs_card *fs_card_fill(void *block, size_t size, const struct core_card *c)
 {
 	struct fs_card *p = block;
 	struct fs_card_more *m;
@@ -208,6 +240,7 @@ struct fs_card *fs_card_fill(void *block, const struct core_card *c)
 			.gave_up = c->gave_up,
 			.not_before = c->not_before,
 			.attempts = c->attempts,
+			.block_bytes = size <= UINT32_MAX ? (uint32_t)size : 0, /* 0: unknown */
 		};
 		p->more = m;
 	}
@@ -227,7 +260,7 @@ struct fs_card *fs_card_pack(struct fs_atoms *atoms, const struct core_card *c)
 		return NULL;
 	card_lay(&w, c, &d); /* filling */
 	assert(w.a.off == size && w.i_memo == w.n_memo);
-	return fs_card_fill(w.a.base, &d);
+	return fs_card_fill(w.a.base, size, &d);
 }
 
 struct core_card *fs_card_block(const struct core_card *c)
@@ -249,6 +282,51 @@ struct core_card *fs_card_block(const struct core_card *c)
 	out->flat = false;
 	out->one_block = true;
 	return out;
+}
+
+static bool str_same(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+struct fs_card *fs_card_reclaim(const struct fs_card *p, const struct core_card *c, bool *nomem)
+{
+	const struct fs_card_more *m = p->more;
+	struct card_walk w = {0};
+	struct core_card v, d;
+	char *block;
+
+	*nomem = false;
+	if (!m || !m->block_bytes || !c->claim.present || !m->claim.present ||
+	    !str_same(m->claim.marker, c->claim.marker) ||
+	    !str_same(m->claim.holder, c->claim.holder) || !str_same(m->claim.from, c->claim.from))
+		return NULL;
+	block = malloc(m->block_bytes);
+	if (!block) {
+		*nomem = true;
+		return NULL;
+	}
+	memcpy(block, p, m->block_bytes);
+	w.lo = (const char *)p;
+	w.hi = w.lo + m->block_bytes;
+	w.by = block - w.lo;
+	card_lay(&w, fs_card_view(p, &v), &d);
+	if (w.outside) {
+		free(block);
+		return NULL;
+	}
+	_Static_assert(sizeof(struct core_claim) == 56,
+		       "a claim's numbers come from c, its three strings stay p's: a new field?");
+	d.flat = false;
+	v.claim = d.claim; /* p's strings, moved */
+	d.claim = c->claim;
+	d.claim.marker = v.claim.marker;
+	d.claim.holder = v.claim.holder;
+	d.claim.from = v.claim.from;
+	d.has_epoch = c->has_epoch;
+	d.claim_epoch = c->claim_epoch;
+	d.updated_at = c->updated_at;
+	return fs_card_fill(block, m->block_bytes, &d);
 }
 
 void fs_card_free(struct fs_card *p)

@@ -56,7 +56,8 @@ struct fs_card_more {
 	struct core_gave_up gave_up;
 	int64_t not_before; /* DESIGN §17 */
 	int32_t attempts;
-	uint32_t spare_[3]; /* keeps the size a multiple of 16 (fs_card_head) */
+	uint32_t block_bytes; /* the whole card's allocation, head to last string (fs_card_fill) */
+	uint32_t spare_[2]; /* keeps the size a multiple of 16 (fs_card_head) */
 };
 
 /* The names are core_card's, so code reading the common fields reads either. Immutable. */
@@ -107,5 +108,11 @@ struct core_card *fs_card_dup(const struct fs_card *p);
  * optional strings non-NULL when present), then fs_card_fill writes the head (and tail) at
  * the block's start from c, whose pointers already point into the block or at atoms. */
 size_t fs_card_head(const struct core_card *c);
-struct fs_card *fs_card_fill(void *block, const struct core_card *c);
+struct fs_card *fs_card_fill(void *block, size_t size, const struct core_card *c);
+/* p as published with c's claim numbers (lease, times, presence), updated_at and epoch,
+ * where c's claim strings are p's (a renew): a copy of p's block with its own pointers moved,
+ * no string measured, copied or interned again (a fifth of fs_card_pack's work). NULL when
+ * it does not apply (the caller packs c) or on OOM (*nomem set). */
+struct fs_card *fs_card_reclaim(const struct fs_card *p, const struct core_card *c, bool *nomem);
+
 #endif

@@ -517,6 +517,37 @@ START_TEST(published_card_keeps_every_field)
 	ck_assert(core_card_equal(plain, fs_card_view(ch.cards[1].pub, &v)));
 	ck_assert_ptr_nonnull(ch.cards[0].pub->more);
 	ck_assert_ptr_null(ch.cards[1].pub->more);
+	/* A renew's card is the published block copied with new lease numbers (fs_card_reclaim),
+	 * from a packed card and from a decoded one alike; it keeps nothing of the old block. */
+	{
+		struct fs_card *from[2] = {fs_card_pack(&atoms, rich), ch.cards[0].pub}, *q;
+		bool nomem = true;
+		int k;
+
+		ck_assert_ptr_nonnull(from[0]);
+		ch.cards[0].pub = NULL;
+		rich->claim.lease_until = 777;
+		rich->claim.lease_ms = 700;
+		rich->claim.claimed_at = 70;
+		rich->updated_at = 77;
+		rich->claim_epoch = 5;
+		for (k = 0; k < 2; k++) {
+			q = fs_card_reclaim(from[k], rich, &nomem);
+			ck_assert(q && !nomem);
+			ck_assert_uint_eq(q->more->block_bytes, from[k]->more->block_bytes);
+			fs_card_free(from[k]); /* ASan: q must not point into it */
+			ck_assert(core_card_equal(rich, fs_card_view(q, &v)));
+			ck_assert_str_eq(v.comments[0].body, "hello");
+			ck_assert_str_eq(v.gave_up.state, "review");
+			from[k] = q;
+		}
+		/* Another holder's marker is not a renew: the caller packs. */
+		ck_assert_int_eq(core_str_set(&rich->claim.marker, "other"), CORE_OK);
+		ck_assert_ptr_null(fs_card_reclaim(from[1], rich, &nomem));
+		ck_assert(!nomem);
+		fs_card_free(from[0]);
+		fs_card_free(from[1]);
+	}
 	fs_change_release(&ch);
 	free(rec);
 	core_card_free(rich);
