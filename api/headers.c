@@ -54,10 +54,9 @@ bool api_has_ctl(const char *s, size_t n)
 	const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0, k;
+	uint64_t v, del;
 
 	for (; i + 8 <= n; i += 8) {
-		uint64_t v, del;
-
 		memcpy(&v, p + i, 8);
 		del = v ^ (ones * 0x7f);
 		if (!(((v - ones * 0x20) & ~v & highs) | ((del - ones) & ~del & highs)))
@@ -66,6 +65,19 @@ bool api_has_ctl(const char *s, size_t n)
 			if (ctl_byte(p[i + k]))
 				return true;
 	}
+	if (i == n)
+		return false;
+	/* The last one to seven bytes as one more word too (most names and many values are
+	 * shorter than eight): the word ending at n, whose bytes before i were found clean
+	 * already, or the bytes themselves after clean filler. */
+	v = ones * 'a';
+	if (n >= 8)
+		memcpy(&v, p + n - 8, 8);
+	else
+		memcpy(&v, p + i, n - i);
+	del = v ^ (ones * 0x7f);
+	if (!(((v - ones * 0x20) & ~v & highs) | ((del - ones) & ~del & highs)))
+		return false;
 	for (; i < n; i++)
 		if (ctl_byte(p[i]))
 			return true;
