@@ -396,11 +396,14 @@ function parseLabels(text) {
   return [...new Set(text.split(',').map((l) => l.trim()).filter(Boolean))];
 }
 
-/* An RFC 3339 time as a datetime-local input's value (local time, to the second). */
+/* An RFC 3339 time as a datetime-local input's value (local time, to the second), in the
+ * normalized form the input itself gives back: no ':00' on a whole minute (HTML's value
+ * sanitization drops it), so a value read from the form compares equal to this one. */
 function localInput(iso) {
   const d = new Date(iso);
   const p = (n) => String(n).padStart(2, '0');
-  return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+  const s = d.getSeconds() ? ':' + p(d.getSeconds()) : '';
+  return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + s;
 }
 
 /* Opens the card form: id null creates a card on the board on screen (POST /v1/cards), else

@@ -630,6 +630,33 @@ def dispatch_policy(page, srv):
         page.evaluate("openEdit('p-sched')")
         page.locator('#edit-dialog').wait_for(state='visible', timeout=T)
         check(page.input_value('#edit-not-before') == ahead, 'the form shows the schedule')
+        page.keyboard.press('Escape')
+        page.locator('#edit-dialog').wait_for(state='hidden', timeout=T)
+        # a schedule on a whole minute: the input gives its value back without ':00', and an
+        # untouched save still sends nothing (CI once drew `ahead` on a whole minute)
+        whole = page.evaluate('new Date(Math.floor(Date.now() / 60e3) * 60e3 + 7200e3).toISOString()')
+        srv.ok('PATCH', '/v1/cards/p-sched', 'op', {'not_before': whole})
+        page.wait_for_function('(w) => { const c = S.cards.get("p-sched");'
+                               ' return c && Date.parse(c.not_before) === Date.parse(w); }',
+                               arg=whole, timeout=T)
+        page.evaluate("openEdit('p-sched')")
+        page.locator('#edit-dialog').wait_for(state='visible', timeout=T)
+        shown = page.input_value('#edit-not-before')
+        check(shown == page.evaluate('(w) => localInput(w)', whole) and len(shown) == 16,
+              'a whole-minute schedule shows as the input gives it back (%r)' % shown)
+        sent = []
+
+        def asked(r):
+            if '/v1/cards/p-sched' in r.url:
+                sent.append(r.method)
+        page.on('request', asked)
+        page.click('#edit-submit')
+        page.locator('#edit-dialog').wait_for(state='hidden', timeout=T)
+        page.remove_listener('request', asked)
+        check('PATCH' not in sent and 'PUT' not in sent,
+              'an untouched whole-minute schedule saves without a request (%r)' % sent)
+        page.evaluate("openEdit('p-sched')")
+        page.locator('#edit-dialog').wait_for(state='visible', timeout=T)
         page.fill('#edit-not-before', '')
         page.click('#edit-submit')
         page.locator('#edit-dialog').wait_for(state='hidden', timeout=T)
