@@ -247,37 +247,45 @@ struct fs_card *fs_card_fill(void *block, size_t size, const struct core_card *c
 	return p;
 }
 
+/* Lays c out twice in one block of head + the bytes it needs: once measuring, once filling
+ * (w->atoms, when set, share the strings an atom table holds). d: the laid-out card's fields. */
+static char *card_lay_block(struct card_walk *w, const struct core_card *c, size_t head,
+			    struct core_card *d, size_t *size)
+{
+	w->a.off = head;
+	card_lay(w, c, d); /* measuring */
+	*size = w->a.off;
+	w->a = (struct fs_arena){.base = malloc(*size), .off = head};
+	if (!w->a.base)
+		return NULL;
+	card_lay(w, c, d); /* filling */
+	assert(w->a.off == *size);
+	return w->a.base;
+}
+
 struct fs_card *fs_card_pack(struct fs_atoms *atoms, const struct core_card *c)
 {
-	size_t head = fs_card_head(c), size;
-	struct card_walk w = {.a = {.off = head}, .atoms = atoms};
+	struct card_walk w = {.atoms = atoms};
 	struct core_card d;
+	size_t size;
+	char *block = card_lay_block(&w, c, fs_card_head(c), &d, &size);
 
-	card_lay(&w, c, &d); /* measuring */
-	size = w.a.off;
-	w.a = (struct fs_arena){.base = malloc(size), .off = head};
-	if (!w.a.base)
+	if (!block)
 		return NULL;
-	card_lay(&w, c, &d); /* filling */
-	assert(w.a.off == size && w.i_memo == w.n_memo);
-	return fs_card_fill(w.a.base, size, &d);
+	assert(w.i_memo == w.n_memo);
+	return fs_card_fill(block, size, &d);
 }
 
 struct core_card *fs_card_block(const struct core_card *c)
 {
 	const size_t head = (sizeof(struct core_card) + 15) & ~(size_t)15;
-	struct card_walk w = {.a = {.off = head}};
+	struct card_walk w = {0};
 	struct core_card d, *out;
 	size_t size;
 
-	card_lay(&w, c, &d); /* measuring */
-	size = w.a.off;
-	w.a = (struct fs_arena){.base = malloc(size), .off = head};
-	if (!w.a.base)
+	out = (struct core_card *)card_lay_block(&w, c, head, &d, &size);
+	if (!out)
 		return NULL;
-	card_lay(&w, c, &d); /* filling */
-	assert(w.a.off == size);
-	out = (struct core_card *)w.a.base;
 	*out = d;
 	out->flat = false;
 	out->one_block = true;
