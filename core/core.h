@@ -67,7 +67,9 @@ bool core_rc_is_transition_rejected(enum core_rc rc);
 #define CORE_TIME_BUF 32
 /* Writes ms into buf (at least CORE_TIME_BUF bytes); returns buf. */
 char *core_time_format(int64_t ms, char *buf);
-/* Parses RFC 3339 (Z or +hh:mm offset, optional fraction); false on malformed input. */
+/* Parses RFC 3339 (Z or +hh:mm offset, optional fraction); false on malformed input and on a
+ * day its month does not have. An instant an offset carries past 0000-01-01T00:00:00Z or
+ * 9999-12-31T23:59:59.999Z is held at that end (core_time_format writes years 0..9999). */
 bool core_time_parse(const char *s, int64_t *ms);
 /* ts += ns (ns >= 0), tv_nsec kept below one second: the deadline of a timed wait, from a
  * clock reading the caller took (core/ reads no clock). */

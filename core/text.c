@@ -160,6 +160,8 @@ static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
 
 /* 9999-12-31T23:59:59.999Z: the last instant with a four-digit year. */
 #define TIME_FAST_END INT64_C(253402300800000)
+/* 0000-01-01T00:00:00.000Z: the first. */
+#define TIME_FIRST INT64_C(-62167219200000)
 
 /* "00" .. "99": two digits per lookup (a time has seven two-digit fields). */
 static const char two_digits[201] = "00010203040506070809101112131415161718192021222324"
@@ -241,6 +243,15 @@ char *core_time_format(int64_t ms, char *buf)
 	return buf;
 }
 
+/* The days of month mo (1..12) of year y, leap years counted. */
+static int month_days(int y, int mo)
+{
+	static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+	return days[mo - 1] + (mo == 2 && leap);
+}
+
 static bool digits(const char *s, int n, int *out)
 {
 	int v = 0, i;
@@ -266,7 +277,7 @@ bool core_time_parse(const char *s, int64_t *ms)
 	    !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
 	    s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &sec))
 		return false;
-	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+	if (mo < 1 || mo > 12 || d < 1 || d > month_days(y, mo) || h > 23 || mi > 59 || sec > 60)
 		return false;
 	p = s + 19;
 	if (*p == '.') {
@@ -282,17 +293,18 @@ bool core_time_parse(const char *s, int64_t *ms)
 	v = (days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec) *
 		    1000 +
 	    frac;
-	if ((*p == 'Z' || *p == 'z') && p[1] == '\0') {
-		*ms = v;
-		return true;
-	}
 	if ((*p == '+' || *p == '-') && strlen(p) == 6 && digits(p + 1, 2, &oh) && p[3] == ':' &&
 	    digits(p + 4, 2, &om) && oh <= 23 && om <= 59) {
 		int64_t off = ((int64_t)oh * 60 + om) * 60000;
-		*ms = *p == '+' ? v - off : v + off;
-		return true;
+
+		v = *p == '+' ? v - off : v + off;
+	} else if (!((*p == 'Z' || *p == 'z') && p[1] == '\0')) {
+		return false;
 	}
-	return false;
+	/* An offset can carry an instant past either end of the four-digit years, which
+	 * core_time_format could not write back in RFC 3339: it is held at that end. */
+	*ms = v < TIME_FIRST ? TIME_FIRST : v >= TIME_FAST_END ? TIME_FAST_END - 1 : v;
+	return true;
 }
 
 void core_strv_release(struct core_strv *sv)

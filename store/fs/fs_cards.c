@@ -224,7 +224,8 @@ enum core_rc fs_card_create(struct store *st, const struct store_card_create *in
 		goto out;
 	c->has_epoch = true;
 	c->priority = in->priority;
-	c->not_before = in->not_before; /* DESIGN §17: 0, no schedule */
+	/* DESIGN §17: 0, no schedule; a time before 1970 is none either (as mongo_cards.c) */
+	c->not_before = in->not_before > 0 ? in->not_before : 0;
 	/* An id deleted before starts above every epoch it had: no old token works again. */
 	c->claim_epoch = fs_floor_get(t.fs, c->id);
 	c->created_at = t.now;
@@ -298,7 +299,7 @@ enum core_rc fs_card_patch(struct store *st, const char *id, const struct store_
 	/* DESIGN §17: a schedule set, moved or cleared (0); a card_updated event says so, which
 	 * wakes a claim-next waiting on the board. */
 	if (p->has_not_before) {
-		c->not_before = p->not_before;
+		c->not_before = p->not_before > 0 ? p->not_before : 0;
 		if (json_array_append_new(fields, json_string("not_before")))
 			goto out;
 	}

@@ -237,10 +237,11 @@ static void r_card_fields(struct rbuf *b, struct core_card *c)
 	if ((flags & 64u) && b->v4) {
 		int64_t at;
 
+		/* Any instant: before core_time_parse refused times before 1970, the API stored
+		 * them, and a store that holds one must still open. */
 		c->not_before = r_i64(b);
 		at = r_i64(b);
-		if (c->not_before < 0 || at < 0 || at > INT32_MAX ||
-		    (!c->not_before && !at))
+		if (at < 0 || at > INT32_MAX || (!c->not_before && !at))
 			b->bad = true;
 		c->attempts = (int32_t)at;
 	}

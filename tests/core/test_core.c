@@ -121,6 +121,35 @@ START_TEST(test_time_roundtrip)
 	ck_assert(!core_time_parse("2025-12-02 10:06:40Z", &ms));
 	ck_assert(!core_time_parse("2025-13-02T10:06:40Z", &ms));
 	ck_assert(!core_time_parse("garbage", &ms));
+	/* Days the month has (leap years counted); the four-digit years, an offset that
+	 * carries an instant past either end held at it; before 1970 as it came. */
+	ms = 42;
+	ck_assert(!core_time_parse("2026-02-31T00:00:00Z", &ms));
+	ck_assert(!core_time_parse("2026-04-31T00:00:00Z", &ms));
+	ck_assert(!core_time_parse("2025-02-29T00:00:00Z", &ms));
+	ck_assert(!core_time_parse("1900-02-29T00:00:00Z", &ms));
+	ck_assert_int_eq(ms, 42); /* untouched when refused */
+	ck_assert(core_time_parse("2024-02-29T00:00:00Z", &ms));
+	ck_assert(core_time_parse("2000-02-29T00:00:00Z", &ms));
+	ck_assert(core_time_parse("1970-01-01T00:59:00+00:59", &ms));
+	ck_assert_int_eq(ms, 0);
+	ck_assert(core_time_parse("1969-12-31T23:59:59.999Z", &ms));
+	ck_assert_int_eq(ms, -1);
+	ck_assert_str_eq(core_time_format(ms, buf), "1969-12-31T23:59:59.999Z");
+	ck_assert(core_time_parse("0000-01-01T00:00:00+23:59", &ms));
+	ck_assert_str_eq(core_time_format(ms, buf), "0000-01-01T00:00:00.000Z");
+	ck_assert(core_time_parse("0000-01-01T23:59:00+23:59", &ms));
+	ck_assert_str_eq(core_time_format(ms, buf), "0000-01-01T00:00:00.000Z");
+	ck_assert(core_time_parse("0000-01-01T23:59:01+23:59", &ms));
+	ck_assert_str_eq(core_time_format(ms, buf), "0000-01-01T00:00:01.000Z");
+	ck_assert(core_time_parse("9999-12-31T23:59:59.999Z", &ms));
+	ck_assert_int_eq(ms, 253402300799999LL);
+	ck_assert(core_time_parse("9999-12-31T23:59:59-23:59", &ms));
+	ck_assert_str_eq(core_time_format(ms, buf), "9999-12-31T23:59:59.999Z");
+	ck_assert(core_time_parse("9999-12-31T00:00:00-23:59", &ms));
+	ck_assert_str_eq(core_time_format(ms, buf), "9999-12-31T23:59:00.000Z");
+	ck_assert(core_time_parse("2026-12-31T00:00:00Z", &ms));
+	ck_assert_str_eq(core_time_format(ms, buf), "2026-12-31T00:00:00.000Z");
 }
 END_TEST
 

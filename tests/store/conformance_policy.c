@@ -280,6 +280,22 @@ START_TEST(policy_not_before)
 	ck_assert_int_eq(claim(st, "s3", "m3", NULL, NULL, 0), CORE_ERR_NOT_YET);
 	ct_now += 1000;
 	ck_assert_int_eq(claim(st, "s3", "m3", NULL, NULL, 0), CORE_OK);
+	/* A time before 1970 (the API passes one on) is no schedule, created or patched. */
+	{
+		struct store_card_create in = {.id = "s4", .board = "default", .title = "s4",
+					       .state = "ready", .not_before = -5};
+
+		ck_assert_int_eq(store_card_create(st, &in, &ct_bot, &c), CORE_OK);
+		ck_assert_int_eq(c->not_before, 0);
+		core_card_free(c);
+		p.not_before = -7;
+		ck_assert_int_eq(store_card_patch(st, "s1", &p, &ct_bot, &c), CORE_OK);
+		ck_assert_int_eq(c->not_before, 0);
+		core_card_free(c);
+		c = ct_get(st, "s4");
+		ck_assert_int_eq(c->not_before, 0);
+		core_card_free(c);
+	}
 	ct_close(st);
 }
 END_TEST

@@ -318,6 +318,59 @@ START_TEST(old_directory_loads)
 }
 END_TEST
 
+/* tests/store/fixtures/fs-early (fixtures/fs-early.c): the store of a version that took a
+ * not_before before 1970 as it came (e in snapshot.bin, p patched in the journal) opens; both
+ * cards are claimable at once, and a claim and a compaction carry them on. New writes keep no
+ * such time: the store takes it as no schedule, as the Mongo twin does. */
+START_TEST(early_schedule_loads)
+{
+	char *dir = fx_tmpdir(), *p;
+	struct store_card_create in = {.id = "n", .title = "n", .state = "ready",
+				       .not_before = -5};
+	struct store *st;
+	struct core_card *c;
+	int round;
+
+	ck_assert_int_gt(asprintf(&p, "%s/snapshot.bin", dir), 0);
+	copy_file(BOARDD_FIXTURES "/fs-early/snapshot.bin", p);
+	free(p);
+	ck_assert_int_gt(asprintf(&p, "%s/journal.2", dir), 0);
+	copy_file(BOARDD_FIXTURES "/fs-early/journal.2", p);
+	free(p);
+	for (round = 0; round < 3; round++) {
+		st = fx_open(dir, 0, 0, NULL);
+		c = get(st, "e");
+		ck_assert_int_eq(c->not_before, -1000);
+		core_card_free(c);
+		c = get(st, "p");
+		ck_assert_int_eq(c->not_before, round ? 0 : -1); /* round 0 clears it, below */
+		core_card_free(c);
+		if (round == 0) {
+			struct store_card_patch pat = {.has_not_before = true, .not_before = -7};
+
+			ck_assert_int_eq(claim(st, "e", "m", NULL), CORE_OK);
+			ck_assert_int_eq(store_card_patch(st, "p", &pat, &bot, &c), CORE_OK);
+			ck_assert_int_eq(c->not_before, 0);
+			core_card_free(c);
+			ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+			ck_assert_int_eq(c->not_before, 0);
+			core_card_free(c);
+		}
+		if (round == 1)
+			ck_assert_int_eq(store_fs_compact(st), CORE_OK);
+		c = get(st, "e");
+		ck_assert(c->claim.present);
+		ck_assert_str_eq(c->claim.marker, "m");
+		core_card_free(c);
+		c = get(st, "n");
+		ck_assert_int_eq(c->not_before, 0);
+		core_card_free(c);
+		store_close(st);
+	}
+	fx_rmdir(dir);
+}
+END_TEST
+
 /* Many scheduled cards ranked ahead of the ready ones: claim-next takes the ready ones (the
  * scheduled wait in their heap, never in the cache), then, as time passes, the scheduled
  * ones once due, in rank order, with the wake time of the next between them. A retry
@@ -611,6 +664,7 @@ int main(void)
 	tcase_add_test(tc, counts_follow_a_rollback);
 	tcase_add_test(tc, policy_fields_survive_restart);
 	tcase_add_test(tc, old_directory_loads);
+	tcase_add_test(tc, early_schedule_loads);
 	tcase_add_test(tc, claim_next_with_many_scheduled);
 	tcase_add_test(tc, claim_next_mass_due);
 	tcase_add_test(tc, column_rename_carries_claims);
