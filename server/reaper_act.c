@@ -298,6 +298,22 @@ static void judge(struct server_reaper *r, struct share_boards *sb, struct cand 
 	c->transfer = true;
 }
 
+/* The run behind a transferred card, read again: until the transfer the holder's claim was
+ * live, so since the judging it may have finished or failed the run (even one the judging
+ * promoted: failed_resumable is not final) or recorded another; from the transfer on, that
+ * claim's run writes are refused, so this read is the one the decision must take. The run
+ * still counts only if it was created under the claim the transfer took (the listed one). */
+static void reread_run(struct server_reaper *r, struct cand *c)
+{
+	struct core_card prev = *c->listed;
+
+	prev.last_run_id = c->seen->last_run_id;
+	core_run_free(c->run.run);
+	resolve_run(r, &prev, true, &c->run);
+	c->in.seen = c->run.seen;
+	c->in.run = c->run.run;
+}
+
 /* A share goes in batches of at most REAP_BATCH_MAX cards: a batch is one transaction on the
  * FS twin, holding the state write lock while it runs (claim-next and every other write
  * wait), and its transaction's lookups grow with it. */
@@ -359,6 +375,7 @@ static void reap_batch(struct server_reaper *r, struct core_card **cards, size_t
 			r->cfg.after_transfer(r->cfg.hook_ctx, c->seen);
 		/* Judge the card as the transfer observed it, never the listing's copy. */
 		c->in.state = c->seen->state;
+		reread_run(r, c);
 		c->d = core_decide_stuck_card(&c->in);
 		c->tok.marker = r->marker;
 		c->tok.epoch = c->seen->claim_epoch;

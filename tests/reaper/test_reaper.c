@@ -632,6 +632,90 @@ START_TEST(test_operator_move_not_overwritten)
 }
 END_TEST
 
+/* The holder writes its run between the judging and the transfer (its claim still live): the
+ * decision is taken on the run as the transfer left it, never on the judging's copy, which
+ * had promoted a dead-looking `running` run to failed_resumable. v1's run finishes (complete),
+ * v2's fails (fail), v3 records a finished run it had not recorded at the listing (complete,
+ * not a bare release). After the transfer the holder's run writes are refused: v4's finish
+ * comes too late, and the card goes back to the pool. */
+static void run_in_window(void *ctx, const struct core_card *listed)
+{
+	(void)ctx;
+	if (strcmp(listed->id, "v1") == 0)
+		run_set("r1", "w1", "finished", NULL);
+	else if (strcmp(listed->id, "v2") == 0)
+		run_set("r2", "w2", "failed", NULL);
+	else if (strcmp(listed->id, "v3") == 0)
+		with_run("v3", "r3", "w3", listed->claim_epoch, "finished", LEASE);
+}
+
+static void run_after_transfer(void *ctx, const struct core_card *seen)
+{
+	struct store_run_update fin = {.marker = "w4", .status = "finished", .lease_ms = LEASE};
+	struct core_run *r = NULL;
+
+	(void)ctx;
+	if (strcmp(seen->id, "v4") == 0)
+		ck_assert_int_eq(store_run_update(st, "r4", &fin, &worker, &r),
+				 CORE_ERR_CLAIM_CONFLICT);
+}
+
+START_TEST(test_run_written_before_the_transfer_decides)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "runhost",
+					   .log = quiet_log, .after_list = run_in_window,
+					   .after_transfer = run_after_transfer};
+	const char *want_state[] = {"done", "blocked", "done", "in_progress"};
+	const char *want_run[] = {CORE_RUN_FINISHED, CORE_RUN_FAILED, CORE_RUN_FINISHED,
+				  CORE_RUN_FAILED_RESUMABLE};
+	char id[8], run_id[8], marker[8];
+	struct server_reaper *r = NULL;
+	struct server_reaper_stats s;
+	struct core_run *run = NULL;
+	struct core_card *c;
+	int i;
+
+	for (i = 1; i <= 4; i++) {
+		int64_t e;
+
+		snprintf(id, sizeof id, "v%d", i);
+		snprintf(run_id, sizeof run_id, "r%d", i);
+		snprintf(marker, sizeof marker, "w%d", i);
+		e = claimed(id, "in_progress", marker);
+		if (i != 3)
+			with_run(id, run_id, marker, e, "running", LEASE / 2);
+	}
+	advance(2 * LEASE); /* past v3's stamp window too (test_no_run_stamp_window) */
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	s = pass(r);
+	ck_assert_int_eq(s.transferred, 4);
+	ck_assert_int_eq(s.errors, 0);
+	ck_assert_int_eq(s.actions[CORE_STUCK_COMPLETE], 2);
+	ck_assert_int_eq(s.actions[CORE_STUCK_FAIL], 1);
+	ck_assert_int_eq(s.actions[CORE_STUCK_REPARK], 1);
+	for (i = 1; i <= 4; i++) {
+		snprintf(id, sizeof id, "v%d", i);
+		snprintf(run_id, sizeof run_id, "r%d", i);
+		c = get(id);
+		ck_assert_msg(strcmp(c->state, want_state[i - 1]) == 0, "%s in %s", id, c->state);
+		ck_assert(!c->claim.present);
+		ck_assert_int_eq(c->attempts, i == 4);
+		core_card_free(c);
+		ck_assert_int_eq(store_run_get(st, run_id, &run), CORE_OK);
+		ck_assert_str_eq(run->status, want_run[i - 1]);
+		core_run_free(run);
+	}
+	c = get("v1");
+	ck_assert_str_eq(c->state_reason, "run_finished");
+	core_card_free(c);
+	c = get("v2");
+	ck_assert_str_eq(c->state_reason, "run_failed");
+	core_card_free(c);
+	server_reaper_free(r);
+}
+END_TEST
+
 /* A renewal lands between the listing and the transfer: a clean skip. */
 static int64_t renew_epoch;
 
@@ -1171,6 +1255,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_no_run_stamp_window);
 	tcase_add_test(tc, test_pruned_run_gives_up);
 	tcase_add_test(tc, test_operator_move_not_overwritten);
+	tcase_add_test(tc, test_run_written_before_the_transfer_decides);
 	tcase_add_test(tc, test_renewal_between_list_and_transfer_skips);
 	tcase_add_test(tc, test_two_reapers_exactly_one_acts);
 	tcase_add_test(tc, test_two_reapers_threads);
