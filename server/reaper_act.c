@@ -157,6 +157,16 @@ static void file_card(struct server_reaper *r, struct store_reaper_act *a, struc
 	act_file(a, c, target, reason);
 }
 
+/* A release with no run returns the card to the pool (and counts an attempt, DESIGN §17)
+ * only from the running column or a launch column: a card somebody moved elsewhere (review)
+ * stays where it was put, with no attempt counted and never filed for attempts_exhausted
+ * (core_should_file_stuck_card's rule: a column somebody chose is never overwritten; the
+ * table's parked_out_of_pool keeps such a card with a resumable run likewise). */
+static bool in_pool(const struct core_board *b, const char *state)
+{
+	return (b->running && strcmp(state, b->running) == 0) || core_board_is_eligible(b, state);
+}
+
 /* The action half of one reclaim, as the writes of its act item (all fenced by the recovery
  * token). c->release: the recovery claim is to go; c->release_in_write: the filing carries
  * it (on success), so it is not released again. With no write, the item is the release. */
@@ -194,7 +204,7 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		 * at the board's max_attempts (--run-ceiling by default), files the card into the
 		 * failed column with gave_up {reason attempts_exhausted} under machine provenance.
 		 * This replaces the Mongo-only run ceiling, which counted runs. */
-		a->retry = true;
+		a->retry = true; /* in the pool: parked_out_of_pool keeps the others */
 		if (r->cfg.repark_to_pool) /* Mongo twin: back to eligible[0] (ADR-096 §7) */
 			file_card(r, a, c, core_board_first_eligible(b), c->d.reason);
 		/* FS twin: the running column is eligible; released in place */
@@ -204,7 +214,7 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		 * and that return counts an attempt too (DESIGN §17: "every reaper return"). A
 		 * card that kills its worker before the run is recorded is the poison the
 		 * attempts must bound. */
-		a->retry = true;
+		a->retry = in_pool(b, seen->state);
 		break;
 	case CORE_STUCK_ACTION_COUNT_:
 		break;

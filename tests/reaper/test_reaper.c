@@ -716,6 +716,46 @@ START_TEST(test_run_written_before_the_transfer_decides)
 }
 END_TEST
 
+/* An operator parks the card in review between the listing and the transfer, no run behind
+ * it: the release leaves it there and counts no attempt (it is not a return to the pool), so
+ * even at max_attempts 1 it is not filed into blocked for attempts_exhausted. Back in the
+ * pool, a release counts (p3). */
+START_TEST(test_parked_by_an_operator_counts_no_attempt)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "parkhost",
+					   .log = quiet_log, .after_list = move_to_review};
+	struct server_reaper *r = NULL;
+	struct server_reaper_stats s;
+	struct core_card *c;
+
+	store_retry_default_set(st, 1);
+	claimed("p1", "in_progress", "w1");
+	advance(2 * LEASE); /* past the stamp window */
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	s = pass(r);
+	ck_assert_int_eq(s.transferred, 1);
+	ck_assert_int_eq(s.actions[CORE_STUCK_RELEASE], 1);
+	ck_assert_int_eq(s.errors, 0);
+	c = get("p1");
+	ck_assert_str_eq(c->state, "review");
+	ck_assert(!c->claim.present);
+	ck_assert_int_eq(c->attempts, 0);
+	ck_assert_int_eq(c->not_before, 0);
+	ck_assert(!c->gave_up.set);
+	core_card_free(c);
+	server_reaper_free(r);
+	claimed("p3", "in_progress", "w3");
+	advance(2 * LEASE);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_RELEASE], 1);
+	c = get("p3");
+	ck_assert_str_eq(c->state, "blocked"); /* max_attempts 1: filed */
+	ck_assert_int_eq(c->attempts, 1);
+	ck_assert_str_eq(c->gave_up.reason, CORE_GAVE_UP_ATTEMPTS_EXHAUSTED);
+	core_card_free(c);
+}
+END_TEST
+
 /* A renewal lands between the listing and the transfer: a clean skip. */
 static int64_t renew_epoch;
 
@@ -1256,6 +1296,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_pruned_run_gives_up);
 	tcase_add_test(tc, test_operator_move_not_overwritten);
 	tcase_add_test(tc, test_run_written_before_the_transfer_decides);
+	tcase_add_test(tc, test_parked_by_an_operator_counts_no_attempt);
 	tcase_add_test(tc, test_renewal_between_list_and_transfer_skips);
 	tcase_add_test(tc, test_two_reapers_exactly_one_acts);
 	tcase_add_test(tc, test_two_reapers_threads);
