@@ -112,9 +112,16 @@ def run(srv, ops, wrk, recv, other):
     check(all('secret' not in x for x in lst), 'the list never shows a secret')
     again = put_sub(ops, 'h-ok', recv.base + '/h-ok/ok', ['to-ok'], want=200)
     check('secret' not in again, 'a replacement keeps the secret and does not show it')
-    st, err = ops.call('PUT', '/v1/boards/default/subscriptions/x',
-                       {'url': 'ftp://x/y'})
-    check(st == 400 and 'url' in err.get('detail', ''), 'bad url: %s %s' % (st, err))
+    for bad in ('ftp://x/y', 'http://[::1', 'http://[::1]x/', 'http://[]/', 'http://[g::1]/',
+                'http://x:99999/', 'http://x:0/', 'http://x:/', 'http://x:8a/', 'http://:80/',
+                'http:///y', 'http://u:p@x/', 'http://a b/', 'https://x\x01/', 'http://x]/',
+                'http://x:080/'):
+        st, err = ops.call('PUT', '/v1/boards/default/subscriptions/x', {'url': bad})
+        check(st == 400 and 'url' in err.get('detail', ''), 'bad url %r: %s %s' % (bad, st, err))
+    for good in ('http://[::1]:8080/h', 'https://hooks.example-1.test/a?b#c', 'http://x:65535',
+                 'http://x.y_z~%41'):
+        ops.must(201, 'PUT', '/v1/boards/default/subscriptions/good', {'url': good})
+        ops.must(204, 'DELETE', '/v1/boards/default/subscriptions/good')
     st, err = ops.call('PUT', '/v1/boards/default/subscriptions/x',
                        {'url': 'http://x/y', 'on': {'types': ['run_created']}})
     check(st == 400 and 'run_created' in err.get('detail', ''), 'non-card type: %s' % err)
