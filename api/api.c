@@ -68,6 +68,9 @@ static enum core_rc request_begin(struct api_req *r, const char *version)
 	rc = api_framing_check(r);
 	if (rc != CORE_OK)
 		return rc;
+	rc = api_host_check(r, version);
+	if (rc != CORE_OK)
+		return rc;
 	rc = api_router_match(r);
 	if (rc != CORE_OK)
 		return rc;

@@ -35,6 +35,9 @@ bool api_request_has_body(struct api_req *r);
 /* The body's framing, before anything else: a request whose length is in doubt is refused
  * (with close_after set). */
 enum core_rc api_framing_check(struct api_req *r);
+/* 400 for an HTTP/1.1 request without Host, two Host headers (closing the connection) or a
+ * Host that is no host[:port] (RFC 9112 §3.2). */
+enum core_rc api_host_check(struct api_req *r, const char *version);
 /* 400 (closing the connection) for a NUL or a control byte in the request target (version:
  * what libmicrohttpd gave on_request) or in any header's name or value: libmicrohttpd hands
  * out C strings, so a NUL would silently cut a path, a token or a length short. */

@@ -100,6 +100,7 @@ enum api_hdr {
 	API_HDR_AUTHORIZATION,
 	API_HDR_IF_MATCH,
 	API_HDR_IDEMPOTENCY_KEY, /* DESIGN §18 (idem.c) */
+	API_HDR_HOST,            /* checked (api_host_check), not used */
 	API_HDR_N,
 };
 
@@ -195,6 +196,7 @@ struct api_req {
 		bool cl_disagree;          /* two Content-Length headers that differ */
 		bool auth_twice;           /* more than one Authorization header */
 		bool te_twice;             /* more than one Transfer-Encoding header */
+		bool host_twice;           /* more than one Host header */
 		const char *bad;           /* a header holding a NUL or a control byte (its name) */
 		const char *line_end;      /* the scan: where the last line read ends (headers.c) */
 		bool scanned;

@@ -35,6 +35,7 @@ static const struct {
 	HEAD(API_HDR_AUTHORIZATION, MHD_HTTP_HEADER_AUTHORIZATION),
 	HEAD(API_HDR_IF_MATCH, MHD_HTTP_HEADER_IF_MATCH),
 	HEAD(API_HDR_IDEMPOTENCY_KEY, "Idempotency-Key"),
+	HEAD(API_HDR_HOST, MHD_HTTP_HEADER_HOST),
 #undef HEAD
 };
 
@@ -138,6 +139,8 @@ static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char 
 			r->hdr.auth_twice = true;
 		if (i == API_HDR_TRANSFER_ENCODING && r->hdr.v[i])
 			r->hdr.te_twice = true;
+		if (i == API_HDR_HOST && r->hdr.v[i])
+			r->hdr.host_twice = true;
 		if (!r->hdr.v[i])
 			r->hdr.v[i] = value ? value : "";
 		break;
@@ -198,6 +201,34 @@ enum core_rc api_framing_check(struct api_req *r)
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
 				"both Transfer-Encoding and Content-Length");
 	}
+	return CORE_OK;
+}
+
+/* RFC 9112 §3.2: an HTTP/1.1 request without a Host header, any request with two, or one
+ * whose value is no uri-host[:port] is a 400. boardd routes by the target alone, but a proxy
+ * in front may route or cache by Host: two of them, read one way there and another here, is
+ * the same doubt as two Transfer-Encoding headers. Empty is allowed (a target without an
+ * authority). The characters: unreserved, sub-delims, %, ':' and the brackets of an IPv6
+ * literal. */
+enum core_rc api_host_check(struct api_req *r, const char *version)
+{
+	const char *h = api_req_header(r, API_HDR_HOST);
+
+	if (r->hdr.host_twice) {
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "two Host headers");
+	}
+	if (!h) {
+		if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)
+			return api_fail(r, CORE_ERR_BAD_REQUEST,
+					"no Host header (HTTP/1.1 requires one)");
+		return CORE_OK;
+	}
+	for (; *h; h++)
+		if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') ||
+		      (*h >= '0' && *h <= '9') || strchr("-._~%!$&'()*+,;=:[]", *h)))
+			return api_fail(r, CORE_ERR_BAD_REQUEST,
+					"the Host header is not a host[:port]");
 	return CORE_OK;
 }
 

@@ -262,6 +262,32 @@ def case_framing(tmp):
         st, _, b = request(port, 'GET', '/v1/cards?limit=100', bot)
         check(st == 200 and json.loads(b)['cards'] == [], 'no card was created: %r' % b)
 
+        # Host (RFC 9112 §3.2): two -> 400 and closed (the smuggled tail never runs); none
+        # on HTTP/1.1 or one that is no host[:port] -> 400; none on HTTP/1.0, an empty one
+        # and an IPv6 literal with a port are fine. Nothing is created.
+        out, closed = raw(port, b'POST /v1/cards HTTP/1.1\r\nHost: a\r\nHost: b\r\n'
+                          b'Authorization: Bearer ' + bot.encode() + b'\r\nContent-Type: '
+                          b'application/json\r\nContent-Length: 13\r\n\r\n{"title":"a"}'
+                          + smuggled)
+        st, hdrs, b = parse(out)
+        check(st == 400 and is_problem(hdrs, b, 400) and b'Host' in b and closed and
+              responses(out) == 1, 'two Host headers -> 400 naming Host, closed: %r' % out[:300])
+        for head, want in ((b'', 400), (b'Host: a b\r\n', 400), (b'Host: a/c\r\n', 400),
+                           (b'Host: u@a\r\n', 400), (b'Host: \r\n', 200),
+                           (b'Host: [::1]:8080\r\n', 200), (b'Host: boardd.example:443\r\n', 200)):
+            out, _ = raw(port, b'GET /healthz HTTP/1.1\r\n' + head + b'Connection: close\r\n\r\n')
+            st, hdrs, b = parse(out)
+            check(st == want and (want == 200 or (is_problem(hdrs, b, 400) and b'Host' in b)),
+                  '%r -> %d: %r' % (head, want, out[:300]))
+        out, _ = raw(port, b'GET /healthz HTTP/1.0\r\n\r\n')
+        check(parse(out)[0] == 200, 'HTTP/1.0 without Host -> 200: %r' % out[:200])
+        out, _ = raw(port, b'POST /v1/cards HTTP/1.1\r\nAuthorization: Bearer ' + bot.encode() +
+                     b'\r\nContent-Type: application/json\r\nContent-Length: 13\r\n'
+                     b'Connection: close\r\n\r\n{"title":"a"}')
+        check(parse(out)[0] == 400, 'a create without Host -> 400: %r' % out[:200])
+        st, _, b = request(port, 'GET', '/v1/cards?limit=100', bot)
+        check(st == 200 and json.loads(b)['cards'] == [], 'no card was created: %r' % b)
+
         # An unsupported transfer coding: a prompt 501 problem+json, never a hang.
         t = time.time()
         out, closed = raw(port, b'POST /v1/cards HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer '
