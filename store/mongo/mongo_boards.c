@@ -99,10 +99,15 @@ static enum core_rc dropped_column_in_use(struct mgo_conn *c, const struct core_
 	return CORE_OK;
 }
 
+/* The optional fields of a board document (mgo_board_to_bson): absent = none. */
+static const char *const board_opt[] = {"max_claims", "retry",  "running",
+					"completed",  "failed", "waiting"};
+
 enum core_rc mgo_board_write(struct mgo_conn *c, const struct core_board *b,
 			     const char *must_have, json_t *payload, bool *hit)
 {
-	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, set, push, full, opts;
+	bson_t filter = BSON_INITIALIZER, update = BSON_INITIALIZER, set, unset, push, full, opts;
+	size_t i, n_unset;
 	struct mgo_evq q;
 	bson_error_t e;
 	bson_t reply;
@@ -125,6 +130,18 @@ enum core_rc mgo_board_write(struct mgo_conn *c, const struct core_board *b,
 	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
 	bson_copy_to_excluding_noinit(&full, &set, "_id", NULL);
 	bson_append_document_end(&update, &set);
+	/* A put replaces the configuration: an optional field the new one leaves out goes (the
+	 * document also holds the board's event ring, so it is no replaceOne). No empty $unset:
+	 * MongoDB refuses one. */
+	for (i = 0, n_unset = 0; i < sizeof board_opt / sizeof board_opt[0]; i++)
+		n_unset += !bson_has_field(&full, board_opt[i]);
+	if (n_unset) {
+		BSON_APPEND_DOCUMENT_BEGIN(&update, "$unset", &unset);
+		for (i = 0; i < sizeof board_opt / sizeof board_opt[0]; i++)
+			if (!bson_has_field(&full, board_opt[i]))
+				BSON_APPEND_INT32(&unset, board_opt[i], 1);
+		bson_append_document_end(&update, &unset);
+	}
 	if (q.n) {
 		BSON_APPEND_DOCUMENT_BEGIN(&update, "$push", &push);
 		mgo_evq_push_append(&q, &push);

@@ -133,6 +133,21 @@ START_TEST(policy_board_roundtrip)
 	ck_assert_int_eq(b.retry.backoff_ms, 1000);
 	ck_assert_int_eq(b.retry.max_backoff_ms, 4000);
 	core_board_release(&b);
+	/* A put replaces: a policy left out goes (the Mongo twin kept both), and a claim past
+	 * the old max_claims is taken. */
+	put_board(st, "pol", 0, 0, 0);
+	ck_assert_int_eq(store_board_get(st, "pol", &b), CORE_OK);
+	ck_assert_int_eq(core_board_column(&b, "ready")->limit, 0);
+	ck_assert_int_eq(b.max_claims, 0);
+	ck_assert(!b.has_retry);
+	core_board_release(&b);
+	put_board(st, "pol", 0, 1, 0);
+	mk(st, "pol", "r1", "ready", 0, 0);
+	mk(st, "pol", "r2", "ready", 0, 0);
+	ck_assert_int_eq(claim(st, "r1", "m1", NULL, NULL, 0), CORE_OK);
+	ck_assert_int_eq(claim(st, "r2", "m2", NULL, NULL, 0), CORE_ERR_CAPACITY_REACHED);
+	put_board(st, "pol", 0, 0, 0);
+	ck_assert_int_eq(claim(st, "r2", "m2", NULL, NULL, 0), CORE_OK);
 	ct_close(st);
 }
 END_TEST
