@@ -311,7 +311,19 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory listing %s", fs->dir);
 		return rc;
 	}
-	/* Generations run gapless from the snapshot's: a hole is data that is gone. */
+	/* Generations run gapless from the snapshot's: a hole is data that is gone. A snapshot
+	 * (fs->gen > 1: the first compaction writes generation 2) with no journal at all is
+	 * one too: a compaction creates journal.G and syncs the directory before it writes
+	 * snapshot G, so only a lost or deleted file leaves the snapshot alone. */
+	if (!n && fs->gen > 1) {
+		gen_path(fs, fs->gen, path, sizeof(path));
+		snprintf(err, errlen,
+			 "journal generation %s is missing (the snapshot is of generation %" PRIu64
+			 "); refusing to open",
+			 path, fs->gen);
+		free(gens);
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
 	for (i = 0; i < n; i++) {
 		if (gens[i] != fs->gen + i) {
 			gen_path(fs, fs->gen + i, path, sizeof(path));
@@ -335,7 +347,7 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 			return rc;
 		}
 	}
-	max = n ? gens[n - 1] : fs->gen; /* none: a fresh directory, or a snapshot alone */
+	max = n ? gens[n - 1] : fs->gen; /* none: a fresh directory */
 	free(gens);
 	fs->gen = max;
 	gen_path(fs, max, path, sizeof(path));
