@@ -100,6 +100,11 @@ static enum core_rc request_begin(struct api_req *r, const char *version)
 	}
 	if (r->route->flags & API_ROUTE_BODY) {
 		ct = api_req_header(r, API_HDR_CONTENT_TYPE);
+		/* A singleton field (RFC 9110 §8.3): which of two says what the body is, is
+		 * not ours to guess. */
+		if (r->hdr.ct_twice)
+			return api_fail(r, CORE_ERR_BAD_REQUEST,
+					"more than one Content-Type header: send exactly one");
 		if ((cl && strcmp(cl, "0") != 0) || te || ct) {
 			if (!api_json_media_type(ct))
 				return api_fail(r, CORE_ERR_UNSUPPORTED_MEDIA_TYPE,

@@ -197,6 +197,7 @@ struct api_req {
 		bool auth_twice;           /* more than one Authorization header */
 		bool te_twice;             /* more than one Transfer-Encoding header */
 		bool host_twice;           /* more than one Host header */
+		bool ct_twice;             /* more than one Content-Type header */
 		const char *bad;           /* a header holding a NUL or a control byte (its name) */
 		const char *line_end;      /* the scan: where the last line read ends (headers.c) */
 		bool scanned;

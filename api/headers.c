@@ -10,14 +10,71 @@
 #include <string.h>
 #include <strings.h>
 
+static const char *ows(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return s;
+}
+
+/* One parameter value at *s (a token, or a quoted-string with backslash escapes): *s moves
+ * past it; [*val, *val + *len) is its text (quotes excluded). False when unterminated. */
+static bool param_value(const char **s, const char **val, size_t *len)
+{
+	const char *p = *s;
+
+	if (*p != '"') {
+		*val = p;
+		*len = strcspn(p, "; \t");
+		*s = p + *len;
+		return true;
+	}
+	*val = ++p;
+	for (; *p && *p != '"'; p++)
+		if (*p == '\\' && p[1])
+			p++;
+	if (*p != '"')
+		return false;
+	*len = (size_t)(p - *val);
+	*s = p + 1;
+	return true;
+}
+
+/* application/json, then only parameters (RFC 9110 §5.6.6, §8.3.1): "application/json
+ * ,text/plain" is another value, not ours, and a parameter is name=value. A charset, if
+ * named, is UTF-8 (RFC 8259 §8.1: JSON is UTF-8; a body declared latin1 would be read as
+ * what it is not). Other parameters are ignored. */
 bool api_json_media_type(const char *ct)
 {
-	size_t n = strlen("application/json");
+	size_t n = strlen("application/json"), k, len;
+	const char *val;
 
-	while (ct && *ct == ' ')
-		ct++;
-	return ct && strncasecmp(ct, "application/json", n) == 0 &&
-	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+	if (!ct)
+		return false;
+	ct = ows(ct);
+	if (strncasecmp(ct, "application/json", n) != 0)
+		return false;
+	ct = ows(ct + n);
+	while (*ct == ';') {
+		ct = ows(ct + 1);
+		if (!*ct || *ct == ';') /* an empty parameter */
+			continue;
+		k = strcspn(ct, "=; \t");
+		if (!k || ct[k] != '=')
+			return false;
+		if (k == 7 && strncasecmp(ct, "charset", 7) == 0) {
+			ct += k + 1;
+			if (!param_value(&ct, &val, &len) || len != 5 ||
+			    strncasecmp(val, "utf-8", 5) != 0)
+				return false;
+		} else {
+			ct += k + 1;
+			if (!param_value(&ct, &val, &len))
+				return false;
+		}
+		ct = ows(ct);
+	}
+	return *ct == '\0';
 }
 
 /* ---- the request's headers, read in one pass ----
@@ -141,6 +198,8 @@ static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char 
 			r->hdr.te_twice = true;
 		if (i == API_HDR_HOST && r->hdr.v[i])
 			r->hdr.host_twice = true;
+		if (i == API_HDR_CONTENT_TYPE && r->hdr.v[i])
+			r->hdr.ct_twice = true;
 		if (!r->hdr.v[i])
 			r->hdr.v[i] = value ? value : "";
 		break;

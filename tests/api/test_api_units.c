@@ -56,6 +56,29 @@ END_TEST
 /* The access log's text line is built by hand (api_log_text): byte for byte what the
  * snprintf it replaced wrote, the rounding of the milliseconds (ties included) and the cut of
  * an over-long line included. */
+/* The JSON media type: application/json and parameters only, a charset only UTF-8. */
+START_TEST(json_media_type_is_strict)
+{
+	static const char *const yes[] = {
+		"application/json", "Application/JSON", " application/json ", "application/json;",
+		"application/json; charset=utf-8", "application/json;charset=UTF-8",
+		"application/json; charset=\"utf-8\"", "application/json; v=1; charset=utf-8",
+		"application/json;\tq=\"a;b\\\"c\"", "application/json;;charset=utf-8"};
+	static const char *const no[] = {
+		NULL, "", "text/plain", "application/jsonx", "application/json-patch+json",
+		"application/json ,text/plain", "application/json text/plain",
+		"application/json; charset=latin1", "application/json; charset=\"latin1\"",
+		"application/json; charset=utf-8x", "application/json; charset=\"utf-8",
+		"application/json; v", "application/json; =x", "application/json; q=\"open"};
+	size_t i;
+
+	for (i = 0; i < sizeof yes / sizeof yes[0]; i++)
+		ck_assert_msg(api_json_media_type(yes[i]), "%s", yes[i]);
+	for (i = 0; i < sizeof no / sizeof no[0]; i++)
+		ck_assert_msg(!api_json_media_type(no[i]), "%s", no[i] ? no[i] : "(none)");
+}
+END_TEST
+
 START_TEST(log_text_matches_snprintf)
 {
 	static const int64_t fixed[] = {0, 1, 49999, 50000, 50001, 99999, 100000, 150000,
@@ -493,6 +516,7 @@ TCase *api_tcase_units(void)
 	tcase_add_test(tc, error_table_maps_every_rc);
 	tcase_add_test(tc, log_text_matches_snprintf);
 	tcase_add_test(tc, has_ctl_matches_the_byte_rule);
+	tcase_add_test(tc, json_media_type_is_strict);
 	tcase_add_test(tc, tokens_file_round_trip);
 	tcase_add_test(tc, route_table_well_formed);
 	tcase_add_test(tc, store_failure_is_never_a_success);

@@ -285,6 +285,18 @@ def case_framing(tmp):
                      b'\r\nContent-Type: application/json\r\nContent-Length: 13\r\n'
                      b'Connection: close\r\n\r\n{"title":"a"}')
         check(parse(out)[0] == 400, 'a create without Host -> 400: %r' % out[:200])
+        # Two Content-Type headers: 400 (which one says what the body is?); a charset other
+        # than UTF-8 or a second media type in one: 415.
+        st, hdrs, b = request(port, 'POST', '/v1/cards', bot, {'title': 'a'},
+                              headers=('Content-Type: text/plain',))
+        check(st == 400 and is_problem(hdrs, b, 400) and b'Content-Type' in b,
+              'two Content-Type headers -> 400: %d %r' % (st, b))
+        for ct in ('application/json; charset=latin1', 'application/json ,text/plain'):
+            out, _ = raw(port, ('POST /v1/cards HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s'
+                                '\r\nContent-Type: %s\r\nContent-Length: 13\r\nConnection: '
+                                'close\r\n\r\n{"title":"a"}' % (bot, ct)).encode())
+            st, hdrs, b = parse(out)
+            check(st == 415 and is_problem(hdrs, b, 415), '%r -> 415: %r' % (ct, out[:300]))
         st, _, b = request(port, 'GET', '/v1/cards?limit=100', bot)
         check(st == 200 and json.loads(b)['cards'] == [], 'no card was created: %r' % b)
 
