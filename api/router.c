@@ -81,7 +81,7 @@
 	  "card_id marker status id lease_ms", NULL)                                       \
 	X("GET", "/v1/runs", api_h_run_list, ANY, C_READ, NULL,                            \
 	  "board status limit after")                                                      \
-	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, 0, NULL, NULL)                       \
+	X("GET", "/v1/runs/{id}", api_h_run_get, ANY, C_READ, NULL, NULL)                  \
 	X("PATCH", "/v1/runs/{id}", api_h_run_patch, W, BODY,                              \
 	  "marker status ?continuation failure_code ?result error lease_ms", NULL)         \
 	X("DELETE", "/v1/runs/{id}", api_h_run_delete, O, 0, NULL, NULL)                   \

@@ -74,6 +74,29 @@ START_TEST(test_agent_mint_refusals)
 }
 END_TEST
 
+/* A run is read with board.read, as every other read (README: "reads need board.read"): an
+ * agent token minted without it is refused the run it could otherwise read. */
+START_TEST(test_agent_run_read_needs_board_read)
+{
+	char *id = t_card_new("{\"title\":\"r\",\"state\":\"ready\"}");
+	long long e = t_claim(id, "m-1");
+	char body[300], *label_only, *reader;
+
+	snprintf(body, sizeof body,
+		 "{\"card_id\":\"%s\",\"marker\":\"m-1\",\"status\":\"running\",\"id\":\"ra-1\"}",
+		 id);
+	json_decref(t_must(201, "POST", "/v1/runs", W, NULL, body));
+	label_only = mint(id, e, "[\"board.label\"]");
+	t_problem(403, "forbidden", "GET", "/v1/runs/ra-1", label_only, NULL, NULL);
+	ck_assert(strstr(T_BODY, "board.read"));
+	reader = mint(id, e, "[\"board.read\"]");
+	json_decref(t_must(200, "GET", "/v1/runs/ra-1", reader, NULL, NULL));
+	free(reader);
+	free(label_only);
+	free(id);
+}
+END_TEST
+
 START_TEST(test_agent_lives_with_the_claim)
 {
 	char *id = t_card_new("{\"title\":\"a\",\"state\":\"ready\"}");
@@ -262,6 +285,7 @@ TCase *api_tcase_agent(void)
 	tcase_add_checked_fixture(tc, t_setup_short_lease, t_teardown);
 	tcase_add_test(tc, test_agent_mint_refusals);
 	tcase_add_test(tc, test_agent_lives_with_the_claim);
+	tcase_add_test(tc, test_agent_run_read_needs_board_read);
 	tcase_add_test(tc, test_agent_dies_with_a_reaper_reclaim);
 	tcase_add_test(tc, test_agent_expires);
 	tcase_add_test(tc, test_agent_holder_and_revoke);
