@@ -273,6 +273,8 @@ void api_agent_release(struct api_req *r)
 	size_t i;
 
 	free(r->agent_tok.name);
+	free(r->agent_idem);
+	r->agent_idem = NULL;
 	for (i = 0; i < r->agent_tok.n_boards; i++)
 		free(r->agent_tok.boards[i]);
 	free(r->agent_tok.boards);
@@ -377,6 +379,15 @@ enum core_rc api_agent_auth(struct api_req *r, const char *plain)
 		goto out;
 	}
 	rc = agent_tok_fill(r, holder, board, (unsigned)caps);
+	/* Every agent token of a worker is named "<worker>/agent": its keys are scoped by the
+	 * claim it was minted under too, or one claim's agent would replay another's answers
+	 * (another card, maybe another board). */
+	if (rc == CORE_OK && asprintf(&r->agent_idem, "%s card %s epoch %lld", r->agent_tok.name,
+				      card, (long long)epoch) < 0) {
+		r->agent_idem = NULL;
+		api_agent_release(r);
+		rc = CORE_ERR_NOMEM;
+	}
 	if (rc == CORE_OK) {
 		r->tok = &r->agent_tok;
 		r->agent_epoch = (int64_t)epoch;

@@ -140,6 +140,8 @@ struct api_req {
 	const struct api_token *tok;  /* borrowed from api->tokens, or &agent_tok */
 	struct api_token agent_tok;   /* owned: an agent token's identity (agent.c) */
 	int64_t agent_epoch;          /* the claim epoch an agent token is bound to; 0: none */
+	char *agent_idem;             /* owned: an agent token's Idempotency-Key scope (its
+				       * name, card and epoch: each claim's agents their own) */
 	char *qdec[8];                /* owned: decoded query values */
 	size_t n_qdec;
 

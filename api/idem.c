@@ -1,7 +1,8 @@
 /* The Idempotency-Key header (DESIGN §18) of POST /v1/cards, POST /v1/runs and claim-next
  * (routes flagged API_ROUTE_IDEM): a repeat within 24 h answers what the first answered,
  * byte for byte, and changes nothing; the same key with another body is 422
- * idempotency_key_reused. Keys are scoped by the token's name, the method and the path, and
+ * idempotency_key_reused. Keys are scoped by the token's name (an agent token's with the
+ * claim it was minted under), the method and the path, and
  * fingerprinted by the body's SHA-256. The records live in the store (store_idem_*), so they
  * survive a restart and are shared by replicas. */
 #include "api/api_answer.h"
@@ -34,7 +35,7 @@ enum core_rc api_idem_key_check(struct api_req *r, const char *key, const char *
 bool api_idem_scope(struct api_req *r, const char *scope, const char *key, char *out, size_t n)
 {
 	struct store_actor actor = api_auth_actor(r);
-	const char *who = actor.name ? actor.name : "";
+	const char *who = r->agent_idem ? r->agent_idem : actor.name ? actor.name : "";
 	int w = snprintf(out, n, "%zu:%s %s %s", strlen(who), who, scope, key);
 
 	return w > 0 && (size_t)w < n;

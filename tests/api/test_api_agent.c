@@ -97,6 +97,45 @@ START_TEST(test_agent_run_read_needs_board_read)
 }
 END_TEST
 
+/* Every agent token of a worker is named "<worker>/agent", but an Idempotency-Key is its
+ * claim's own: an agent scoped to board "oth" replaying a key another claim's agent used on
+ * "default" gets its own refusal (403), not that card; nor does another claim's agent on the
+ * same board see it. */
+START_TEST(test_agent_idempotency_keys_are_the_claims)
+{
+	const char *key = "Idempotency-Key: agent-k1";
+	const char *create = "{\"title\":\"by agent\",\"board\":\"default\"}";
+	char *a_id, *b_id, *c_id, *a, *b, *c, *made;
+	json_t *j;
+
+	t_board_new("oth");
+	a_id = t_card_new("{\"title\":\"a\",\"state\":\"ready\"}");
+	b_id = t_card_new("{\"title\":\"b\",\"state\":\"ready\",\"board\":\"oth\"}");
+	c_id = t_card_new("{\"title\":\"c\",\"state\":\"ready\"}");
+	a = mint(a_id, t_claim(a_id, "m-1"), "[\"board.read\",\"board.create\"]");
+	b = mint(b_id, t_claim(b_id, "m-1"), "[\"board.read\",\"board.create\"]");
+	c = mint(c_id, t_claim(c_id, "m-1"), "[\"board.read\",\"board.create\"]");
+	j = t_must(201, "POST", "/v1/cards", a, key, create);
+	made = strdup(t_str(j, "id"));
+	json_decref(j);
+	j = t_must(201, "POST", "/v1/cards", a, key, create); /* its own replay */
+	ck_assert_str_eq(t_str(j, "id"), made);
+	json_decref(j);
+	t_problem(403, "forbidden", "POST", "/v1/cards", b, key, create);
+	ck_assert(!strstr(T_BODY, made));
+	j = t_must(201, "POST", "/v1/cards", c, key, create); /* a card of its own */
+	ck_assert_str_ne(t_str(j, "id"), made);
+	json_decref(j);
+	free(made);
+	free(a);
+	free(b);
+	free(c);
+	free(a_id);
+	free(b_id);
+	free(c_id);
+}
+END_TEST
+
 START_TEST(test_agent_lives_with_the_claim)
 {
 	char *id = t_card_new("{\"title\":\"a\",\"state\":\"ready\"}");
@@ -286,6 +325,7 @@ TCase *api_tcase_agent(void)
 	tcase_add_test(tc, test_agent_mint_refusals);
 	tcase_add_test(tc, test_agent_lives_with_the_claim);
 	tcase_add_test(tc, test_agent_run_read_needs_board_read);
+	tcase_add_test(tc, test_agent_idempotency_keys_are_the_claims);
 	tcase_add_test(tc, test_agent_dies_with_a_reaper_reclaim);
 	tcase_add_test(tc, test_agent_expires);
 	tcase_add_test(tc, test_agent_holder_and_revoke);
