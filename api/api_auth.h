@@ -31,6 +31,23 @@ enum core_rc api_auth_cap(struct api_req *r, unsigned caps);
  * store refuses the write itself). */
 unsigned api_auth_state_cap(struct api_req *r, const char *board, const char *to);
 
+/* ---- a long-lived answer's credential (the event stream) ----
+ * A request is authenticated once, when it arrives; an answer that goes on for hours checks
+ * its token again before each thing it sends: revoked, expired, removed or changed by a
+ * reload, and it ends (the client's reconnect then gets its 401). */
+struct api_cred {
+	char *plain;                 /* owned copy of the bearer token (cleansed when freed) */
+	const struct api_token *tok; /* a tokens-file token as it was at the last check */
+	unsigned gen;                /* tokens_gen then */
+	bool agent;                  /* an agent token: its whole check again (agent.c) */
+};
+/* Keeps r's credential (after api_auth_check passed); NOMEM only. */
+enum core_rc api_cred_keep(struct api_req *r, struct api_cred *c);
+/* Is it still good? An agent token: signature, minter, expiry and claim, read now; a
+ * tokens-file token: unchanged in the set now loaded (cheap while no reload happened). */
+bool api_cred_valid(struct api *a, struct api_cred *c);
+void api_cred_release(struct api_cred *c);
+
 /* ---- agent.c: agent tokens ---- */
 /* Does this bearer token look like an agent token? */
 bool api_agent_is(const char *plain);

@@ -10,6 +10,7 @@
 #include <openssl/crypto.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -127,4 +128,81 @@ struct store_actor api_auth_actor(const struct api_req *r)
 				.operator_role = api_auth_has(r, API_ROLE_OPERATOR)};
 
 	return a;
+}
+
+/* ---- a long-lived answer's credential ---- */
+
+/* The bearer token of a request api_auth_check let through. */
+static const char *bearer(struct api_req *r)
+{
+	const char *h = api_req_header(r, API_HDR_AUTHORIZATION);
+
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+		return NULL;
+	for (h += 7; *h == ' ';)
+		h++;
+	return h;
+}
+
+enum core_rc api_cred_keep(struct api_req *r, struct api_cred *c)
+{
+	const char *h = bearer(r);
+
+	memset(c, 0, sizeof *c);
+	if (!h || !(c->plain = strdup(h)))
+		return CORE_ERR_NOMEM;
+	c->agent = r->tok == &r->agent_tok;
+	c->tok = c->agent ? NULL : r->tok;
+	c->gen = atomic_load(&r->api->tokens_gen);
+	return CORE_OK;
+}
+
+static bool same_token(const struct api_token *a, const struct api_token *b)
+{
+	size_t i;
+
+	if (strcmp(a->name, b->name) != 0 || a->roles != b->roles || a->caps != b->caps ||
+	    a->all_boards != b->all_boards || a->n_boards != b->n_boards)
+		return false;
+	for (i = 0; i < a->n_boards; i++)
+		if (strcmp(a->boards[i], b->boards[i]) != 0)
+			return false;
+	return true;
+}
+
+bool api_cred_valid(struct api *a, struct api_cred *c)
+{
+	unsigned gen = atomic_load(&a->tokens_gen);
+	const struct api_token *now;
+
+	if (c->agent) {
+		/* A request of its own: the same check any request with this token gets. */
+		struct api_req *t = calloc(1, sizeof *t);
+		enum core_rc rc;
+
+		if (!t)
+			return true; /* out of memory is not a revocation: the next check decides */
+		t->api = a;
+		rc = api_agent_auth(t, c->plain);
+		api_agent_release(t);
+		free(t);
+		return rc == CORE_OK;
+	}
+	if (gen == c->gen)
+		return true;
+	now = api_tokens_find(atomic_load(&a->tokens_now), c->plain);
+	if (!now || !c->tok || !same_token(now, c->tok))
+		return false;
+	c->tok = now;
+	c->gen = gen;
+	return true;
+}
+
+void api_cred_release(struct api_cred *c)
+{
+	if (c->plain) {
+		OPENSSL_cleanse(c->plain, strlen(c->plain));
+		free(c->plain);
+	}
+	memset(c, 0, sizeof *c);
 }

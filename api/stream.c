@@ -46,6 +46,7 @@ struct api_stream {
 	char **boards;   /* owned NULL-terminated copy of the token's boards; NULL: all */
 	bool by_board;   /* a token scoped to boards: one board, in its own seq (board_seq) */
 	int64_t after;   /* the cursor: the seq (board_seq) after which the next read starts */
+	struct api_cred cred; /* checked again before each read: a revoked token's stream ends */
 	char *buf;       /* bytes owed to the client: buf[off, len) */
 	size_t off, len, cap;
 	/* under hub->mu */
@@ -148,6 +149,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	pthread_mutex_unlock(&h->mu);
 	if (stop)
 		return MHD_CONTENT_READER_END_OF_STREAM;
+	/* Revoked, expired, removed or changed since the stream opened: nothing more for it
+	 * (DESIGN §13: every request with it is 401; this one goes on no longer). */
+	if (!api_cred_valid(s->a, &s->cred))
+		return MHD_CONTENT_READER_END_OF_STREAM;
 	rc = s->by_board ? store_events_list_board(s->a->st, s->board, s->after, STREAM_BATCH, 0,
 						   &ev, &n, &next)
 			 : store_events_list(s->a->st, s->board, (const char *const *)s->boards,
@@ -194,6 +199,7 @@ static void stream_discard(struct api_stream *s)
 	for (i = 0; s->boards && s->boards[i]; i++)
 		free(s->boards[i]);
 	free(s->boards);
+	api_cred_release(&s->cred);
 	free(s->board);
 	free(s->buf);
 	free(s);
@@ -417,6 +423,7 @@ enum core_rc api_h_events_stream(struct api_req *r)
 	s->by_board = by_board;
 	s->boards = boards_copy(api_auth_boards(r), &ok);
 	if (!ok || (board && !(s->board = strdup(board))) ||
+	    api_cred_keep(r, &s->cred) != CORE_OK ||
 	    !buf_add(s, "retry: 2000\n: stream open\n\n", 27)) {
 		stream_discard(s);
 		return CORE_ERR_NOMEM;

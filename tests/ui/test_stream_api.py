@@ -10,6 +10,7 @@ usage: test_stream_api.py path/to/boardd [--mongo]
 import json
 import os
 import re
+import signal
 import sys
 import time
 
@@ -105,6 +106,78 @@ def test_scope(srv):
     s.close()
     s = open_stream(srv, 'op', '?board=no%20such')
     check(s.status == 400, 'a malformed board is 400')
+
+
+def ended(s, seconds=5):
+    """True when the stream ends (EOF) within `seconds` without carrying an event: a live
+    stream sends a keep-alive every 300 ms here, so a frame() of None is its end."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        f = s.frame(2)
+        if f is None:
+            return True
+        if f['data'] is not None:
+            return False
+    return False
+
+
+def read_until(s, cid, seconds=10):
+    """Reads the stream (its backlog first) up to the event of card `cid`; that frame."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        f = s.event(max(0.1, deadline - time.time()))
+        if f is None or f['data'].get('card_id') == cid:
+            return f
+    return None
+
+
+def test_token_checked_again(srv):
+    """DESIGN §13, §16: a revoked agent token, or a tokens-file token a reload removed, is
+    401 on its next request; its open stream ends too, before the next event."""
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'ag1', 'title': 'agent', 'state': 'ready'})
+    e = srv.claim('ag1', 'm-ag')['epoch']
+    srv.tok['agent'] = srv.ok('POST', '/v1/cards/ag1/agent-tokens', 'worker',
+                              {'marker': 'm-ag', 'caps': ['board.read']},
+                              {'If-Match': '"%d"' % e})['token']
+    s = open_stream(srv, 'agent')
+    check(s.status == 200, 'an agent token streams its board (%s %s)' % (s.status, s.body))
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'ag2', 'title': 'seen'})
+    f = read_until(s, 'ag2')
+    check(f and f['data'].get('card_id') == 'ag2', 'the agent stream carries events (%s)' % f)
+    srv.ok('POST', '/v1/cards/ag1/claim/revoke', 'op')
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'ag3', 'title': 'after the revoke'})
+    check(ended(s), 'the revoked agent token\'s stream ends without the next event')
+    s.close()
+    s = open_stream(srv, 'agent')
+    check(s.status == 401, 'a new stream with it is 401 (%s)' % s.status)
+    # a tokens-file token removed by a reload; an unchanged one's stream goes on
+    srv.tok['gone'] = bt.token_add(srv.binary, srv.tokens_file, 'gone', ['bot'])
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while srv.call('GET', '/v1/boards', 'gone')[0] != 200 and time.time() < deadline:
+        time.sleep(0.1)
+    gone = open_stream(srv, 'gone')
+    kept = open_stream(srv, 'op')
+    check(gone.status == 200 and kept.status == 200, 'both stream (%s %s)' % (gone.status,
+                                                                             kept.status))
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'ag-mark', 'title': 'the backlog ends here'})
+    check(read_until(gone, 'ag-mark') and read_until(kept, 'ag-mark'), 'both read to now')
+    with open(srv.tokens_file) as fh:
+        doc = json.load(fh)
+    doc['tokens'] = [t for t in doc['tokens'] if t['name'] != 'gone']
+    with open(srv.tokens_file, 'w') as fh:
+        json.dump(doc, fh)
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while srv.call('GET', '/v1/boards', 'gone')[0] != 401 and time.time() < deadline:
+        time.sleep(0.1)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'ag4', 'title': 'after the reload'})
+    check(ended(gone), 'the removed token\'s stream ends without the next event')
+    f = read_until(kept, 'ag4')
+    check(f is not None, 'an unchanged token\'s stream goes on (%s)'
+          % f)
+    gone.close()
+    kept.close()
 
 
 def test_heartbeat_and_limit(srv):
@@ -267,8 +340,8 @@ def main():
                                '--lease-min-ms', '100', '--reaper=on',
                                '--reaper-interval-ms', '3600000'], mongo_uri=uri)
     try:
-        for t in (test_stream, test_scope, test_heartbeat_and_limit, test_attention,
-                  test_whoami_and_ui):
+        for t in (test_stream, test_scope, test_token_checked_again, test_heartbeat_and_limit,
+                  test_attention, test_whoami_and_ui):
             try:
                 t(srv)
             except Exception as e:  # a crash in one group is a failure, the others still run
