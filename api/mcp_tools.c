@@ -452,6 +452,20 @@ static json_t *call_result(json_t *structured, bool is_error)
 	return res;
 }
 
+/* Does a property's JSON Schema "type" ("string", or ["string","null"]) take null? */
+static bool type_allows_null(const json_t *type)
+{
+	size_t i;
+	json_t *x;
+
+	if (json_is_string(type))
+		return strcmp(json_string_value(type), "null") == 0;
+	json_array_foreach(type, i, x)
+		if (json_is_string(x) && strcmp(json_string_value(x), "null") == 0)
+			return true;
+	return false;
+}
+
 enum core_rc api_mcp_tool_call(struct api_req *r, const char *name, json_t *args,
 			       json_t **result)
 {
@@ -475,12 +489,23 @@ enum core_rc api_mcp_tool_call(struct api_req *r, const char *name, json_t *args
 	/* The REST helpers read r->json: the arguments take the body's place for the call. */
 	r->json = args;
 	rc = CORE_OK;
-	json_object_foreach(args, key, v)
-		if (!json_object_get(json_object_get(schema, "properties"), key)) {
+	json_object_foreach(args, key, v) {
+		const json_t *prop = json_object_get(json_object_get(schema, "properties"), key);
+
+		if (!prop) {
 			rc = api_fail(r, CORE_ERR_BAD_REQUEST, "unknown argument \"%s\" for %s",
 				      key, t->name);
 			break;
 		}
+		/* null only where the schema's type lists it (not_before), as REST's "may not
+		 * be null": the helpers below read null as absent, and a move_card with
+		 * from: null would then be a move without the compare it asked for. */
+		if (json_is_null(v) && !type_allows_null(json_object_get(prop, "type"))) {
+			rc = api_fail(r, CORE_ERR_BAD_REQUEST, "argument \"%s\" of %s may not be null",
+				      key, t->name);
+			break;
+		}
+	}
 	json_decref(schema);
 	if (rc == CORE_OK)
 		rc = t->run(r, &structured);

@@ -148,6 +148,21 @@ async def modern_era(port, rest, bot, op):
         res = await c.call_tool('create_card', {'title': 't', 'colour': 'red'})
         check(res.is_error and sc(res).get('code') == 'bad_request' and
               'colour' in sc(res).get('detail', ''), 'an unknown argument is named')
+        # null only where the inputSchema's type lists it, as REST: a move_card with from:
+        # null is refused, not a move without the compare it asked for
+        for name, args in (('move_card', {'id': cid, 'to': 'blocked', 'from': None}),
+                           ('create_card', {'title': 't', 'board': None}),
+                           ('create_card', {'title': 't', 'priority': None}),
+                           ('adjust_labels', {'id': cid, 'add': None}),
+                           ('list_cards', {'limit': None})):
+            res = await c.call_tool(name, args)
+            arg = [k for k, v in args.items() if v is None][0]
+            check(res.is_error and sc(res).get('code') == 'bad_request' and
+                  'null' in sc(res).get('detail', '') and arg in sc(res).get('detail', ''),
+                  '%s with %s: null is refused: %s' % (name, arg, res))
+        res = await c.call_tool('create_card', {'title': 't-null-nb', 'not_before': None})
+        check(not res.is_error and sc(res).get('not_before') is None,
+              'not_before: null is taken (its type lists null): %s' % res)
 
         st, card = rest.call('GET', '/v1/cards/' + cid, op)
         check(st == 200 and card['state'] == 'done', 'REST sees what the tools did')
