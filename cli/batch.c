@@ -78,9 +78,31 @@ static void wait_until(struct cli_renewer *r, int64_t at)
 	pthread_cond_timedwait(&r->cv, &r->mu, &ts);
 }
 
-/* One tick: renews every claim held. Returns false when the request got no answer (network,
- * 5xx): the caller tries again. Called without mu. */
-static bool tick(struct cli_renewer *r)
+/* The most tokens one POST /v1/claims/renew takes (DESIGN §18: 1 000): more claims held go in
+ * several requests of one tick. */
+#define RENEW_MANY_MAX 1000
+
+/* A claim as a tick sent it: its answer is matched to the hold of this card AT this epoch
+ * (results come in the order sent), never to a newer claim of the same card that another
+ * slot took while the request was out. */
+struct sent_tok {
+	char card[sizeof(((struct cli_claim *)0)->card)];
+	int64_t epoch;
+};
+
+static struct cli_hold *hold_of(struct cli_renewer *r, const struct sent_tok *t)
+{
+	struct cli_hold *p;
+
+	for (p = r->head; p; p = p->next)
+		if (!p->lost && p->c.epoch == t->epoch && strcmp(p->c.card, t->card) == 0)
+			return p;
+	return NULL; /* dropped while the tick was out */
+}
+
+/* One request of a tick, for v[0..n). False when it got no answer (network, 5xx). */
+static bool tick_part(struct cli_renewer *r, const struct sent_tok *v, size_t n,
+		      const char *const *markers)
 {
 	json_t *tokens = json_array(), *body, *ans = NULL, *res, *it;
 	char err[CLI_ERR_MAX];
@@ -89,23 +111,20 @@ static bool tick(struct cli_renewer *r)
 	size_t i;
 	long st;
 
-	pthread_mutex_lock(&r->mu);
-	for (p = r->head; p && tokens; p = p->next)
-		if (!p->lost)
-			json_array_append_new(tokens,
-					      json_pack("{s:s, s:s, s:I}", "card", p->c.card,
-							"marker", p->c.marker, "epoch",
-							(json_int_t)p->c.epoch));
-	pthread_mutex_unlock(&r->mu);
-	if (!tokens || !json_array_size(tokens)) {
-		json_decref(tokens);
-		return true;
-	}
-	body = json_pack("{s:o}", "tokens", tokens);
+	for (i = 0; i < n && tokens; i++)
+		if (json_array_append_new(tokens, json_pack("{s:s, s:s, s:I}", "card", v[i].card,
+							    "marker", markers[i], "epoch",
+							    (json_int_t)v[i].epoch)) != 0) {
+			json_decref(tokens);
+			tokens = NULL;
+		}
+	body = tokens ? json_pack("{s:o}", "tokens", tokens) : NULL;
 	sent = cli_mono_ms();
 	st = body ? cli_http_call(r->h, "POST", "/v1/claims/renew", body, -1,
 				  CLI_RENEW_TIMEOUT_MAX_MS, &ans, err, sizeof err)
 		  : 0;
+	if (!body)
+		snprintf(err, sizeof err, "out of memory");
 	json_decref(body);
 	if (st != 200) {
 		json_decref(ans);
@@ -113,13 +132,14 @@ static bool tick(struct cli_renewer *r)
 			cli_warn("renew of the claims held failed, retrying: %s", err);
 			return false;
 		}
-		/* The whole request refused (401: the token is gone; 403): every claim is. */
+		/* The whole request refused (401: the token is gone; 403): every claim in it is. */
 		pthread_mutex_lock(&r->mu);
-		for (p = r->head; p; p = p->next)
-			if (!p->lost) {
+		for (i = 0; i < n; i++)
+			if ((p = hold_of(r, &v[i]))) {
 				p->lost = true;
 				snprintf(p->detail, sizeof p->detail, "renew refused: %.400s", err);
 			}
+		pthread_cond_broadcast(&r->cv);
 		pthread_mutex_unlock(&r->mu);
 		return true;
 	}
@@ -129,11 +149,7 @@ static bool tick(struct cli_renewer *r)
 		const char *card = json_string_value(json_object_get(it, "card"));
 		long s = (long)json_integer_value(json_object_get(it, "status"));
 
-		/* A claim dropped while the tick was out is not there any more: skipped. */
-		for (p = r->head; card && p; p = p->next)
-			if (!p->lost && strcmp(p->c.card, card) == 0)
-				break;
-		if (!card || !p)
+		if (i >= n || !card || strcmp(card, v[i].card) != 0 || !(p = hold_of(r, &v[i])))
 			continue;
 		if (s == 200) {
 			p->lease_end = sent + p->c.lease_ms;
@@ -149,6 +165,47 @@ static bool tick(struct cli_renewer *r)
 	pthread_mutex_unlock(&r->mu);
 	json_decref(ans);
 	return true;
+}
+
+/* One tick: renews every claim held, RENEW_MANY_MAX a request. Returns false when a request
+ * got no answer (network, 5xx): the caller tries again. Called without mu. */
+static bool tick(struct cli_renewer *r)
+{
+	struct sent_tok *v = NULL;
+	char **markers = NULL;
+	struct cli_hold *p;
+	size_t n = 0, cap = 0, i, k;
+	bool ok = true;
+
+	pthread_mutex_lock(&r->mu);
+	for (p = r->head; p; p = p->next)
+		cap += !p->lost;
+	if (cap) {
+		v = calloc(cap, sizeof *v);
+		markers = calloc(cap, sizeof *markers);
+	}
+	for (p = r->head; v && markers && p; p = p->next) {
+		if (p->lost)
+			continue;
+		if (!(markers[n] = strdup(p->c.marker)))
+			break;
+		memcpy(v[n].card, p->c.card, sizeof v[n].card);
+		v[n++].epoch = p->c.epoch;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if (cap && (!v || !markers || n < cap)) {
+		cli_warn("renew of the claims held: out of memory, retrying");
+		ok = false;
+	}
+	for (i = 0; ok && i < n; i += k) {
+		k = n - i < RENEW_MANY_MAX ? n - i : RENEW_MANY_MAX;
+		ok = tick_part(r, v + i, k, (const char *const *)markers + i);
+	}
+	for (i = 0; markers && i < n; i++)
+		free(markers[i]);
+	free(markers);
+	free(v);
+	return ok;
 }
 
 static void *renewer_main(void *arg)

@@ -70,6 +70,13 @@ void cli_http_free(struct cli_http *h);
  * receives the parsed JSON answer (new reference) or NULL when there is none. */
 long cli_http_call(struct cli_http *h, const char *method, const char *path, const json_t *body,
 		   int64_t if_match, long timeout_ms, json_t **out, char *err, size_t errlen);
+/* The same with an Idempotency-Key header (DESIGN §18): a retry with the same key answers
+ * what the first answered, so a lost answer never takes a second card. */
+long cli_http_call_keyed(struct cli_http *h, const char *method, const char *path,
+			 const json_t *body, const char *key, long timeout_ms, json_t **out,
+			 char *err, size_t errlen);
+/* A fresh random key (32 hex digits) into buf (at least 33 bytes); false if none. */
+bool cli_http_new_key(char *buf, size_t len);
 /* The problem+json detail of an error answer, or the status line; for messages. */
 const char *cli_http_problem(const json_t *answer);
 /* Percent-encodes s for a path segment or a query value into buf; false when it does not fit. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 struct cli_http {
 	CURL *curl;
@@ -60,8 +61,38 @@ void cli_http_free(struct cli_http *h)
 	free(h);
 }
 
+static long http_call(struct cli_http *h, const char *method, const char *path, const json_t *body,
+		      int64_t if_match, const char *idem, long timeout_ms, json_t **out, char *err,
+		      size_t errlen);
+
 long cli_http_call(struct cli_http *h, const char *method, const char *path, const json_t *body,
 		   int64_t if_match, long timeout_ms, json_t **out, char *err, size_t errlen)
+{
+	return http_call(h, method, path, body, if_match, NULL, timeout_ms, out, err, errlen);
+}
+
+long cli_http_call_keyed(struct cli_http *h, const char *method, const char *path,
+			 const json_t *body, const char *key, long timeout_ms, json_t **out,
+			 char *err, size_t errlen)
+{
+	return http_call(h, method, path, body, -1, key, timeout_ms, out, err, errlen);
+}
+
+bool cli_http_new_key(char *buf, size_t len)
+{
+	unsigned char b[16];
+	size_t i;
+
+	if (len < 2 * sizeof b + 1 || getrandom(b, sizeof b, 0) != (ssize_t)sizeof b)
+		return false;
+	for (i = 0; i < sizeof b; i++)
+		snprintf(buf + 2 * i, 3, "%02x", b[i]);
+	return true;
+}
+
+static long http_call(struct cli_http *h, const char *method, const char *path, const json_t *body,
+		      int64_t if_match, const char *idem, long timeout_ms, json_t **out, char *err,
+		      size_t errlen)
 {
 	struct curl_slist *hdrs = NULL;
 	char *url = NULL, *text = NULL, line[CLI_ERR_MAX];
@@ -92,6 +123,10 @@ long cli_http_call(struct cli_http *h, const char *method, const char *path, con
 	}
 	if (if_match >= 0) {
 		snprintf(line, sizeof line, "If-Match: \"%lld\"", (long long)if_match);
+		hdrs = curl_slist_append(hdrs, line);
+	}
+	if (idem) {
+		snprintf(line, sizeof line, "Idempotency-Key: %s", idem);
 		hdrs = curl_slist_append(hdrs, line);
 	}
 	curl_easy_reset(h->curl); /* keeps the connection cache: the keep-alive survives */

@@ -114,12 +114,13 @@ static void give_back(struct cli_http *h, const struct cli_claim *c)
 static int take_many(struct work *w, const struct slot *s, struct cli_http *h, const char *marker,
 		     long count, struct cli_claim *v, size_t *n)
 {
-	char path[512], esc[400], err[CLI_ERR_MAX];
+	char path[512], esc[400], err[CLI_ERR_MAX], key[40] = "";
 	json_t *body = json_pack("{s:s}", "marker", marker), *ans = NULL, *list, *it;
 	int64_t backoff = 200, asked = 0;
 	size_t i;
 	long st;
 	int rc = 0;
+	bool in_flight;
 
 	*n = 0;
 	if (w->lease_ms)
@@ -138,10 +139,17 @@ static int take_many(struct work *w, const struct slot *s, struct cli_http *h, c
 		if (count > 0)
 			json_object_set_new(body, "count", json_integer(count));
 	}
+	/* One key for this ask and every retry of it (claim-next's only: a claim of a named
+	 * card is the holder's own and idempotent already): an answer lost after the server
+	 * took cards is answered again, not with other cards while those stay held. */
+	if (!w->card && !cli_http_new_key(key, sizeof key))
+		key[0] = '\0';
 	while (!stopping()) {
 		asked = cli_mono_ms();
-		st = cli_http_call(h, "POST", path, body, -1, (long)w->wait_ms + 15000, &ans, err,
-				   sizeof err);
+		st = key[0] ? cli_http_call_keyed(h, "POST", path, body, key,
+						  (long)w->wait_ms + 15000, &ans, err, sizeof err)
+			    : cli_http_call(h, "POST", path, body, -1, (long)w->wait_ms + 15000,
+					    &ans, err, sizeof err);
 		if (st == 200) {
 			list = json_object_get(ans, "claims");
 			rc = 1;
@@ -173,6 +181,12 @@ static int take_many(struct work *w, const struct slot *s, struct cli_http *h, c
 			}
 			break;
 		}
+		/* The first ask with this key still being served (its answer was lost on the
+		 * way): ask again shortly, with the same key, for its answer. */
+		in_flight = st == 409 &&
+			    json_is_string(json_object_get(ans, "code")) &&
+			    strcmp(json_string_value(json_object_get(ans, "code")),
+				   "idempotency_key_in_flight") == 0;
 		json_decref(ans);
 		ans = NULL;
 		if (st == 204) {
@@ -185,7 +199,7 @@ static int take_many(struct work *w, const struct slot *s, struct cli_http *h, c
 				nap(w, 250);
 			break;
 		}
-		if (st != 0 && st < 500 && st != 429) {
+		if (st != 0 && st < 500 && st != 429 && !in_flight) {
 			cli_warn("%s", err);
 			rc = -1;
 			break;

@@ -6,13 +6,18 @@ others finish and are filed.
 
 usage: test_boardctl_batch.py path/to/boardd path/to/boardctl
 """
+import http.client
+import http.server
 import json
 import os
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
@@ -46,8 +51,70 @@ class Server(bt.Server):
         return re.findall(r'^\S+ ([A-Z]+ \S+ \d{3}) ', self.log_text(), re.M)
 
 
-def boardctl(srv, args):
-    env = dict(os.environ, BOARDD_URL='http://127.0.0.1:%d' % srv.port, BOARDD_TOKEN=srv.worker)
+class Proxy:
+    """A keep-alive HTTP proxy on 127.0.0.1 in front of boardd, in this process. rule(method,
+    path, n) -> None (pass it on), 'drop' (forward it, then close the client's connection
+    without the answer: the write happened, the answer is lost) or seconds to hold the request
+    before forwarding it; n counts the requests of that method and path."""
+
+    def __init__(self, target, rule):
+        proxy = self
+        self.counts = {}
+        self.lock = threading.Lock()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = 'HTTP/1.1'
+
+            def log_message(self, *a):
+                pass
+
+            def _any(self):
+                n = int(self.headers.get('Content-Length') or 0)
+                body = self.rfile.read(n) if n else None
+                path = self.path.split('?')[0]
+                with proxy.lock:
+                    k = (self.command, path)
+                    proxy.counts[k] = proxy.counts.get(k, 0) + 1
+                    act = rule(self.command, path, proxy.counts[k])
+                if isinstance(act, (int, float)):
+                    time.sleep(act)
+                c = http.client.HTTPConnection('127.0.0.1', target, timeout=120)
+                c.request(self.command, self.path, body=body,
+                          headers={k: v for k, v in self.headers.items()
+                                   if k.lower() != 'connection'})
+                res = c.getresponse()
+                data = res.read()
+                c.close()
+                if act == 'drop':
+                    self.close_connection = True
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack('ii', 1, 0))
+                    self.connection.close()
+                    return
+                self.send_response(res.status)
+                for k, v in res.getheaders():
+                    if k.lower() not in ('connection', 'transfer-encoding', 'content-length',
+                                         'date', 'server'):
+                        self.send_header(k, v)
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
+
+        self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def boardctl(srv, args, port=None):
+    env = dict(os.environ, BOARDD_URL='http://127.0.0.1:%d' % (port or srv.port),
+               BOARDD_TOKEN=srv.worker)
     return subprocess.Popen([BOARDCTL] + args, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -114,6 +181,51 @@ def case_one_lost(srv):
     check(time.time() - t0 < 30, 'finished in time')
 
 
+def case_claim_next_answer_lost(srv):
+    """The answer to claim-next lost after the server took a card: boardctl asks again with
+    the same Idempotency-Key and gets that card, not a second one while the first stays
+    held by its marker for good (the reaper is off by default)."""
+    srv.new_card('lk0', 'lk')
+    srv.new_card('lk1', 'lk')
+    px = Proxy(srv.port, lambda m, p, n: 'drop' if p.endswith('/claim-next') and n == 1
+               else None)
+    try:
+        p = boardctl(srv, ['--json', 'work', '--board', 'default', '--label', 'lk',
+                           '--max-jobs', '1', '--lease-ms', '3000', '--wait-ms', '1000',
+                           '--', 'true'], port=px.port)
+        rc, jobs, err = finish(p)
+    finally:
+        px.stop()
+    check(rc == 0 and len(jobs) == 1 and jobs[0]['outcome'] == 'succeeded',
+          'one job ran: rc %d %s %s' % (rc, jobs, err))
+    done = jobs[0]['card'] if jobs else None
+    other = 'lk1' if done == 'lk0' else 'lk0'
+    check(done and srv.card(done)['state'] == 'done' and srv.card(done)['claim'] is None,
+          'its card is filed and released')
+    check(srv.card(other)['claim'] is None and srv.card(other)['state'] == 'ready',
+          'the other card was never taken (no card stranded under boardctl\'s marker): %s'
+          % srv.card(other))
+
+
+def case_renew_answer_for_an_older_claim(srv):
+    """A renew many sent for (card, epoch 1) answers 409 after the card was released and
+    taken again by the other slot (epoch 2): that answer is the old claim's, and the new
+    claim's command runs on (it was killed as lost, its claim left held)."""
+    srv.new_card('rx', 'rx')
+    px = Proxy(srv.port, lambda m, p, n: 1.5 if p == '/v1/claims/renew' else None)
+    try:
+        p = boardctl(srv, ['--json', 'work', '--board', 'default', '--label', 'rx',
+                           '--concurrency', '2', '--max-jobs', '2', '--lease-ms', '3000',
+                           '--wait-ms', '1000', '--on-success', 'release', '--',
+                           'sleep', '1.3'], port=px.port)
+        rc, jobs, err = finish(p)
+    finally:
+        px.stop()
+    check(rc == 0 and len(jobs) == 2 and all(j['outcome'] == 'succeeded' for j in jobs),
+          'both jobs of the card succeeded: rc %d %s %s' % (rc, jobs, err))
+    check(srv.card('rx')['claim'] is None, 'the card is released: %s' % srv.card('rx'))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix='boardctl-batch-')
     srv = Server(tmp)
@@ -121,6 +233,8 @@ def main():
     try:
         case_batched(srv)
         case_one_lost(srv)
+        case_claim_next_answer_lost(srv)
+        case_renew_answer_for_an_older_claim(srv)
     finally:
         srv.stop(timeout=20)
     if bt.summary('boardctl-batch'):
