@@ -639,9 +639,15 @@ enum core_rc mgo_state_move(struct mgo_conn *c, const struct core_card *was,
 	}
 	*hit = false;
 	rc = mgo_state_apply(c, now, to, reason, extra, q, &moved);
-	/* DESIGN §17: entering the completed column resets the attempts. */
-	if (rc == CORE_OK && moved && b && b->completed && strcmp(to, b->completed) == 0)
+	/* DESIGN §17: entering the completed column resets the attempts. Every write that
+	 * counts one is a release (the claim goes), so the claim is the reset's precondition
+	 * too: a retry release that lands between this read and this write (it leaves the
+	 * state as it is) makes this write miss and be taken again on what it left, or its
+	 * attempt would outlive the completion that came after it (tests/history, j). */
+	if (rc == CORE_OK && moved && b && b->completed && strcmp(to, b->completed) == 0) {
 		core_attempts_reset(now);
+		pre |= MGO_PRE_CLAIM;
+	}
 	if (rc == CORE_OK)
 		rc = mgo_card_cas(c, was, now, pre | MGO_PRE_STATE, q, hit, out);
 	if (rc == CORE_OK && *hit && moved)

@@ -183,6 +183,38 @@ START_TEST(state_moved_before_set_state_from)
 }
 END_TEST
 
+/* DESIGN §17: a completion resets the attempts. A retry release (the holder's or the
+ * reaper's) between the move's read and its write counts an attempt and drops the claim,
+ * but leaves the state: the move must not write its stale reset-less copy over it (the
+ * attempt would outlive the completion that came after it, tests/history's j). */
+START_TEST(retry_release_before_a_completion)
+{
+	struct store *st = open_hooked();
+	struct store_claim_result r;
+	struct core_card *c = NULL;
+	char change[256];
+
+	create(st, "c1", "ready");
+	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &r), CORE_OK);
+	core_card_free(r.card);
+	snprintf(change, sizeof(change),
+		 "{\"$unset\": {\"claim\": 1}, \"$set\": {\"attempts\": 1, "
+		 "\"not_before\": {\"$date\": %lld}}}",
+		 (long long)tnow + 1000);
+	il.change = change;
+	ck_assert_int_eq(store_card_set_state_from(st, "c1", "ready", "done", NULL, &bot, &c),
+			 CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(il.fired, 1);
+	c = get(st, "c1");
+	ck_assert_str_eq(c->state, "done");
+	ck_assert_int_eq(c->attempts, 0);
+	ck_assert_int_eq(c->not_before, 0);
+	core_card_free(c);
+	close_db(st);
+}
+END_TEST
+
 /* ADR-096 §9: a one-shot label consumed between the read and the write stays consumed. */
 START_TEST(label_consumed_before_adjust_stays_consumed)
 {
@@ -343,4 +375,5 @@ void mongo_add_interleave(TCase *tc)
 	tcase_add_test(tc, lease_renewed_before_transfer);
 	tcase_add_test(tc, card_deleted_before_write_is_not_found);
 	tcase_add_test(tc, owned_write_and_release_are_one_step);
+	tcase_add_test(tc, retry_release_before_a_completion);
 }
