@@ -20,6 +20,8 @@ package boardd
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
@@ -300,9 +302,9 @@ func (w *Worker) pollLoop(ctx context.Context, stop context.CancelFunc, slots ch
 		if n == 0 {
 			return
 		}
-		got, err := w.claim(n)
+		got, err := w.claim(ctx, n)
 		if err != nil {
-			if transient(err) {
+			if again(err) {
 				w.Opts.Logf("boardd: claim-next: %v; again in %v", err, delay)
 				select {
 				case <-ctx.Done():
@@ -339,15 +341,54 @@ func (w *Worker) pollLoop(ctx context.Context, stop context.CancelFunc, slots ch
 	}
 }
 
-func (w *Worker) claim(n int) ([]*Job, error) {
+// newIdemKey is a fresh Idempotency-Key: 128 random bits in hex.
+func newIdemKey() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on the systems Go supports
+	}
+	return hex.EncodeToString(b)
+}
+
+// again: an answer that says "send the same request again" (no answer, 503, or the first
+// request with this Idempotency-Key still being served).
+func again(err error) bool {
+	var inFlight *IdempotencyKeyInFlight
+	return transient(err) || errors.As(err, &inFlight)
+}
+
+// claim sends one claim-next, with an Idempotency-Key of its own, and again with the same
+// key (and body) while no answer comes: an answer lost after the server claimed the cards is
+// answered again, not a second claim (which would strand the first). After ctx ends (the
+// worker stops) one more try only; what it gets is released by the caller.
+func (w *Worker) claim(ctx context.Context, n int) ([]*Job, error) {
 	useCount := n > 1 && w.hasCount.Load() >= 0
 	o := ClaimNextOpts{LeaseMs: w.Opts.LeaseMs, WaitMs: w.Opts.WaitMs, Columns: w.Opts.Columns,
-		Labels: w.Opts.Labels}
+		Labels: w.Opts.Labels, IdempotencyKey: newIdemKey()}
 	if useCount {
 		o.Count = n
 	}
-	sent := time.Now()
-	got, err := w.Client.ClaimNext(context.Background(), w.Board, w.Opts.Marker, o)
+	sent := time.Now() // the first try may have been the claim: its lease counts from here
+	var got []Claimed
+	var err error
+	delay := 200 * time.Millisecond
+	for try := 0; ; try++ {
+		cctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if ctx.Err() != nil {
+			cctx, cancel = context.WithTimeout(cctx, msDur(o.WaitMs)+5*time.Second)
+		}
+		got, err = w.Client.ClaimNext(cctx, w.Board, w.Opts.Marker, o)
+		cancel()
+		if !again(err) || ctx.Err() != nil || try >= 100 {
+			break
+		}
+		w.Opts.Logf("boardd: claim-next: %v; again (same Idempotency-Key) in %v", err, delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
 	var br *BadRequest
 	if err != nil && useCount && errors.As(err, &br) && w.hasCount.Load() == 0 &&
 		strings.Contains(br.Detail, "count") {

@@ -4,15 +4,18 @@ package boardd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
-// write sends one fenced write, again while no answer comes (network, 503) and the lease
-// lasts; nothing when the claim is known lost (ErrClaimLost).
+// write sends one fenced write, again while no answer comes (network, 503, an
+// Idempotency-Key in flight) and the lease lasts; nothing when the claim is known lost
+// (ErrClaimLost).
 func (w *Worker) write(j *Job, fn func(ctx context.Context) error) error {
 	delay := 100 * time.Millisecond
 	for {
@@ -25,7 +28,7 @@ func (w *Worker) write(j *Job, fn func(ctx context.Context) error) error {
 			w.lose(j, err)
 			return err
 		}
-		if err == nil || !transient(err) || time.Now().Add(delay).After(j.end()) {
+		if err == nil || !again(err) || time.Now().Add(delay).After(j.end()) {
 			return err
 		}
 		time.Sleep(delay)
@@ -41,9 +44,10 @@ func lostErr(err error) bool {
 func (w *Worker) work(j *Job) {
 	defer w.unhold(j)
 	c := w.Client
+	key := newIdemKey() // one run: every retry sends the same key, answered the same run
 	err := w.write(j, func(ctx context.Context) error {
 		run, err := c.CreateRun(ctx, RunCreate{CardID: j.Card.ID, Marker: j.Token.Marker,
-			Status: "running", LeaseMs: int(j.Token.LeaseMs)})
+			Status: "running", LeaseMs: int(j.Token.LeaseMs), IdempotencyKey: key})
 		if err == nil {
 			j.RunID = run.ID
 		}
@@ -66,7 +70,7 @@ func (w *Worker) work(j *Job) {
 		return
 	}
 	result, herr := w.call(j)
-	w.finish(j, result, herr)
+	w.finish(j, result, herr, false)
 }
 
 func (w *Worker) call(j *Job) (result any, err error) {
@@ -78,7 +82,70 @@ func (w *Worker) call(j *Job) (result any, err error) {
 	return w.Handler(j.Ctx, j)
 }
 
-func (w *Worker) finish(j *Job, result any, herr error) {
+// The server's limits on a run (docs/http.md): result as compact JSON, error as UTF-8.
+const (
+	runResultMax = 65536
+	runErrorMax  = 4096
+)
+
+// cutUTF8 is s (invalid UTF-8 replaced by U+FFFD, as JSON sends it) cut to at most n bytes,
+// never inside a character.
+func cutUTF8(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// refused: the run's final write was refused for what it carries (the result over the
+// limit, 413; a text the server does not take, 400/422; a result that is not JSON), not
+// for the claim, the run or the token.
+func refused(err error) bool {
+	var ute *json.UnsupportedTypeError
+	var uve *json.UnsupportedValueError
+	var me *json.MarshalerError
+	if errors.As(err, &ute) || errors.As(err, &uve) || errors.As(err, &me) {
+		return true
+	}
+	p := ProblemOf(err)
+	return p != nil && p.Status >= 400 && p.Status < 500 && p.Status != 401 && p.Status != 403 &&
+		p.Status != 404 && p.Status != 409
+}
+
+func runFinal(status string) bool {
+	return status == "finished" || status == "failed" || status == "failed_resumable" ||
+		status == "cancelled"
+}
+
+// settled: a final write whose answer was lost, then refused 409 when sent again: it is done
+// when the card is no longer held by this claim, is in `to` (when given), and the run is
+// final.
+func (w *Worker) settled(j *Job, to string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), w.Client.Timeout)
+	defer cancel()
+	card, err := w.Client.GetCard(ctx, j.Card.ID)
+	if err != nil || (card.Claim != nil && card.Claim.Marker == j.Token.Marker &&
+		card.Claim.Epoch == j.Token.Epoch) || (to != "" && card.State != to) {
+		return false
+	}
+	if j.RunID != "" {
+		run, err := w.Client.GetRun(ctx, j.RunID)
+		if err != nil || !runFinal(run.Status) {
+			return false
+		}
+	}
+	w.Opts.Logf("boardd: card %s: the answer to its final write was lost; the card shows it done",
+		j.Card.ID)
+	return true
+}
+
+// finish records the outcome on the run, then files (or releases) the card. fallback: this
+// is the second try, after the server refused the first outcome for what it carried.
+func (w *Worker) finish(j *Job, result any, herr error, fallback bool) {
 	c := w.Client
 	j.mu.Lock()
 	lost, abandoned, parked := j.lost, j.abandoned, j.parked
@@ -109,13 +176,18 @@ func (w *Worker) finish(j *Job, result any, herr error) {
 	if herr == nil {
 		u.Result, u.HasResult = result, true
 	} else {
-		u.Error = herr.Error()
-		if len(u.Error) > 4000 {
-			u.Error = u.Error[:4000]
-		}
+		u.Error = cutUTF8(herr.Error(), runErrorMax)
 	}
+	lostAnswer := false
 	err := w.write(j, func(ctx context.Context) error {
 		_, err := c.UpdateRun(ctx, j.RunID, j.Token.Marker, u)
+		var rf *RunFinal
+		if errors.As(err, &rf) && lostAnswer { // our own write, its answer lost?
+			if run, e := c.GetRun(ctx, j.RunID); e == nil && run.Status == u.Status {
+				return nil
+			}
+		}
+		lostAnswer = lostAnswer || errors.Is(err, ErrTransport)
 		return err
 	})
 	var rf *RunFinal
@@ -124,6 +196,22 @@ func (w *Worker) finish(j *Job, result any, herr error) {
 		j.parked = true
 		j.mu.Unlock()
 		w.stats.parked.Add(1)
+		return
+	}
+	if err != nil && !fallback && refused(err) {
+		// the result (or the error text) refused: the run fails, saying why, and the card is
+		// filed as for a failed job rather than left claimed
+		what := "result"
+		if herr != nil {
+			what = "error"
+		}
+		w.Opts.Logf("boardd: card %s: the run's %s was refused: %v", j.Card.ID, what, err)
+		why := err.Error()
+		if p := ProblemOf(err); p != nil {
+			why = fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail)
+		}
+		w.finish(j, nil, fmt.Errorf("boardd: the run's %s was refused (%s)", what,
+			cutUTF8(why, 300)), true)
 		return
 	}
 	if err == nil {
@@ -135,9 +223,15 @@ func (w *Worker) finish(j *Job, result any, herr error) {
 			if herr != nil {
 				to, reason = w.Opts.OnFailure, "run_failed"
 			}
+			lostAnswer := false
 			err = w.write(j, func(ctx context.Context) error {
 				_, err := c.SetState(ctx, j.Card.ID, to, StateOpts{Marker: j.Token.Marker,
 					Epoch: j.Token.Epoch, Reason: reason, Release: true})
+				var cc *ClaimConflict
+				if errors.As(err, &cc) && lostAnswer && w.settled(j, to) {
+					return nil
+				}
+				lostAnswer = lostAnswer || errors.Is(err, ErrTransport)
 				return err
 			})
 			if err != nil && !lostErr(err) { // the column refused: give the card back at once
@@ -170,8 +264,14 @@ func (w *Worker) release(j *Job, retry bool) {
 func (w *Worker) releaseErr(j *Job, retry bool) error {
 	defer w.unhold(j)
 	rel := func(retry bool) error {
+		lostAnswer := false
 		return w.write(j, func(ctx context.Context) error {
 			_, err := w.Client.Release(ctx, j.Card.ID, j.Token.Marker, j.Token.Epoch, retry)
+			var cc *ClaimConflict
+			if errors.As(err, &cc) && lostAnswer && w.settled(j, "") {
+				return nil
+			}
+			lostAnswer = lostAnswer || errors.Is(err, ErrTransport)
 			return err
 		})
 	}
@@ -191,6 +291,9 @@ func (w *Worker) releaseErr(j *Job, retry bool) error {
 }
 
 // ---- the renew tick ------------------------------------------------------------------------
+
+// renewManyMax: the server takes at most this many tokens in one renew (docs/http.md).
+const renewManyMax = 1000
 
 func (w *Worker) live() []*Job {
 	w.mu.Lock()
@@ -272,27 +375,42 @@ func (w *Worker) renew(held []*Job) bool {
 	timeout := max(500*time.Millisecond, min(c.Timeout, time.Until(earliest(held))))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var results map[string]BatchResult
+	var results map[string]BatchResult // a claim not in it: no answer
 	if w.hasRenewMany.Load() >= 0 {
-		toks := make([]TokenRef, len(held))
-		for i, j := range held {
-			toks[i] = TokenRef{Card: j.Card.ID, Marker: j.Token.Marker, Epoch: j.Token.Epoch}
-		}
-		res, err := c.RenewMany(ctx, toks, 0)
-		p := ProblemOf(err)
-		switch {
-		case err == nil:
-			w.hasRenewMany.Store(1)
-			results = map[string]BatchResult{}
-			for _, r := range res {
-				results[r.Card] = r
+		results = map[string]BatchResult{}
+	chunks:
+		for start := 0; start < len(held); start += renewManyMax {
+			chunk := held[start:min(start+renewManyMax, len(held))]
+			toks := make([]TokenRef, len(chunk))
+			for i, j := range chunk {
+				toks[i] = TokenRef{Card: j.Card.ID, Marker: j.Token.Marker, Epoch: j.Token.Epoch}
 			}
-		case p != nil && (p.Status == 404 || p.Status == 405) && w.hasRenewMany.Load() == 0:
-			w.hasRenewMany.Store(-1) // a server before §18: one by one
-			w.Opts.Logf("boardd: renew: no POST /v1/claims/renew on this server; one by one")
-		default:
-			w.Opts.Logf("boardd: renew: %v", err)
-			return false
+			res, err := c.RenewMany(ctx, toks, 0)
+			p := ProblemOf(err)
+			switch {
+			case err == nil:
+				w.hasRenewMany.Store(1)
+				for _, r := range res {
+					results[r.Card] = r
+				}
+			case start == 0 && p != nil && (p.Status == 404 || p.Status == 405) &&
+				w.hasRenewMany.Load() == 0:
+				w.hasRenewMany.Store(-1) // a server before §18: one by one
+				w.Opts.Logf("boardd: renew: no POST /v1/claims/renew on this server; one by one")
+				results = nil
+				break chunks
+			case p != nil && (p.Status == 401 || p.Status == 403):
+				// the token is refused (removed, expired): every claim of it is lost now
+				w.Opts.Logf("boardd: renew: %v", err)
+				for _, j := range chunk {
+					results[j.Card.ID] = BatchResult{Card: j.Card.ID, Status: p.Status}
+				}
+			default:
+				w.Opts.Logf("boardd: renew: %v", err)
+				if len(results) == 0 && start+renewManyMax >= len(held) {
+					return false // no answer at all: no heartbeats either
+				}
+			}
 		}
 	}
 	answered := true
