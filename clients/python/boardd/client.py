@@ -9,6 +9,7 @@ Owned (fenced) writes take the claim's `marker` and `epoch`; the epoch goes in I
 import datetime
 import http.client
 import json
+import select
 import threading
 import time
 import urllib.parse
@@ -104,9 +105,27 @@ class Client:
             c.close()
             self._local.conn = None
 
+    # a request re-sent on a fresh connection when a reused one breaks (Go's net/http rule):
+    # only these methods, or a request that carries an Idempotency-Key
+    _RESEND = frozenset(('GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS'))
+
+    @staticmethod
+    def _closed_by_peer(c):
+        """True when the idle keep-alive connection has been closed by the server (its socket
+        reads as ready with nothing pending: EOF or a reset)."""
+        try:
+            r, _, _ = select.select([c.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(r)
+
     def raw(self, method, path, body=None, headers=None, timeout=None):
         """(status, parsed JSON or text or None, headers) of one request; no error raised for
-        an error status. A stale keep-alive connection is retried once on a fresh one."""
+        an error status. An idle keep-alive connection the server closed is replaced before the
+        request is sent; when a reused connection breaks after the request went out, the
+        request is sent once more on a fresh one only if that cannot do it twice: a GET, HEAD,
+        PUT, DELETE or OPTIONS, or a request with an Idempotency-Key header. Any other
+        (a POST, a PATCH) raises TransportError: the server may have done it."""
         hdrs = {'Accept': 'application/json', 'User-Agent': self.user_agent}
         if self.token:
             hdrs['Authorization'] = 'Bearer ' + self.token
@@ -116,8 +135,12 @@ class Client:
             hdrs['Content-Type'] = 'application/json'
         hdrs.update(headers or {})
         timeout = timeout or self.timeout
+        resend = method.upper() in self._RESEND or any(
+            k.lower() == 'idempotency-key' and v for k, v in hdrs.items())
         for attempt in (0, 1):
             c = self._conn(timeout)
+            if c.sock is not None and self._closed_by_peer(c):
+                c.close()  # closed while idle: nothing was sent on it, a fresh one
             fresh = c.sock is None
             try:
                 c.request(method, self._prefix + path, body=data, headers=hdrs)
@@ -126,8 +149,8 @@ class Client:
             except (OSError, http.client.HTTPException) as e:
                 c.close()
                 self._local.conn = None
-                # a keep-alive connection the server closed between requests: once more
-                if attempt == 0 and not fresh and not isinstance(e, TimeoutError):
+                # a reused keep-alive connection broke: once more, if that cannot do it twice
+                if attempt == 0 and not fresh and resend and not isinstance(e, TimeoutError):
                     continue
                 raise TransportError(0, 'transport', '%s: %s' % (type(e).__name__, e),
                                      method=method, path=path) from None

@@ -4,7 +4,10 @@ card, calls handler(job) on a thread of its own, and meanwhile keeps every held 
 one renew per tick for all of them (POST /v1/claims/renew; one by one where the server has no
 such route) and a heartbeat of each run. When the handler returns, the run gets its result (or
 its error) and the card is filed (on_success / on_failure, or back to the pool with `retry`)
-and released, each write fenced by the claim's epoch.
+and released, each write fenced by the claim's epoch. claim-next and the run's create carry an
+Idempotency-Key kept across their retries (a lost answer claims nothing twice); a final write
+refused 4xx (a result over the server's limit) fails the run with a short error and files the
+card as a failed job, never leaving it held.
 
 The claim can be lost while the handler works: a renew refused (the claim was revoked,
 reclaimed, or the card deleted), or no renew acknowledged before the lease ends (measured
@@ -27,14 +30,30 @@ import threading
 import time
 import uuid
 
-from .errors import (BadRequest, Busy, ClaimConflict, ClaimLost, BoarddError, MethodNotAllowed,
-                     NotFound, RunFinal, StoreUnavailable, TransportError)
+from .errors import (BadRequest, Busy, ClaimConflict, ClaimLost, BoarddError,
+                     IdempotencyKeyInFlight, MethodNotAllowed, NotFound, RunFinal,
+                     StoreUnavailable, TransportError)
 
 __all__ = ['Worker', 'Job', 'Retry']
 
 log = logging.getLogger('boardd.worker')
-_TRANSIENT = (TransportError, StoreUnavailable, Busy)
+_TRANSIENT = (TransportError, StoreUnavailable, Busy, IdempotencyKeyInFlight)
 _now = time.monotonic
+RENEW_MANY_MAX = 1000       # tokens per POST /v1/claims/renew (the server's limit)
+RUN_ERROR_MAX = 4096        # a run's error, bytes of UTF-8 (CORE_RUN_ERROR_MAX)
+
+
+def _cut(text, limit):
+    """text cut to at most `limit` bytes of UTF-8, never inside a character."""
+    b = text.encode('utf-8', 'replace')
+    if len(b) <= limit:
+        return text
+    return b[:limit].decode('utf-8', 'ignore')
+
+
+def _key():
+    """A fresh Idempotency-Key: one per logical call, reused by each of its retries."""
+    return uuid.uuid4().hex
 
 
 class Retry(Exception):
@@ -248,29 +267,44 @@ class Worker:
 
     def _poll_loop(self):
         delay = 0.2
-        while not self._stopping.is_set():
+        pending = None  # (key, n, use_count) of a claim-next that got no answer: retried as is
+        while True:
+            if self._stopping.is_set():
+                if pending is not None:  # it may have claimed: its answer, given back at once
+                    self._reclaim_pending(pending)
+                return
             with self._cv:
-                while self._free == 0 and not self._stopping.is_set():
-                    self._cv.wait(1.0)
+                if pending is not None:
+                    n = pending[1]
+                    while self._free < n and not self._stopping.is_set():
+                        self._cv.wait(1.0)
+                else:
+                    while self._free == 0 and not self._stopping.is_set():
+                        self._cv.wait(1.0)
                 if self._stopping.is_set():
-                    return
-                n = self._free if self._has['count'] is not False else 1
-                if self._max_jobs is not None:
-                    n = min(n, self._max_jobs - self._claimed_total)
-                    if n <= 0:
-                        return
-                n = min(n, 100)
+                    continue
+                if pending is None:
+                    n = self._free if self._has['count'] is not False else 1
+                    if self._max_jobs is not None:
+                        n = min(n, self._max_jobs - self._claimed_total)
+                        if n <= 0:
+                            return
+                    n = min(n, 100)
                 self._free -= n
                 self._claimed_total += n
+            if pending is None:
+                pending = (_key(), n, n > 1 and self._has['count'] is not False)
             got = []
             try:
-                got = self._claim(n)
+                got = self._claim(n, pending[0], pending[2])
+                pending = None
                 delay = 0.2
-            except _TRANSIENT as e:
+            except _TRANSIENT as e:  # the same key again: a lost answer claims nothing more
                 log.warning('claim-next: %s; again in %.1f s', e, delay)
                 self._stopping.wait(delay)
                 delay = min(delay * 2, 5.0)
             except BoarddError as e:
+                pending = None
                 log.error('claim-next refused: %s', e)
                 self._error = e
                 self.stop()
@@ -285,14 +319,27 @@ class Worker:
                 else:
                     self._jobs.put(job)
 
-    def _claim(self, n):
+    def _reclaim_pending(self, pending):
+        """Stopping with a claim-next unanswered: its key asked once more (the server answers
+        what it did, if it did anything) and whatever it claimed is released."""
+        key, n, use_count = pending
+        try:
+            jobs = self._claim(n, key, use_count)
+        except BoarddError as e:
+            log.warning('claim-next (stopping): %s', e)
+            return
+        for job in jobs:
+            self._release(job)
+
+    def _claim(self, n, key=None, use_count=None):
         kw = dict(lease_ms=self.lease_ms, columns=self.columns, labels=self.labels,
                   wait_ms=self.wait_ms)
         sent = _now()
-        use_count = n > 1 and self._has['count'] is not False
+        if use_count is None:
+            use_count = n > 1 and self._has['count'] is not False
         try:
             ans = self.client.claim_next(self.board, self.marker, count=n if use_count else None,
-                                         **kw)
+                                         idempotency_key=key or _key(), **kw)
         except BadRequest as e:
             if not use_count or self._has['count'] is not None or 'count' not in e.detail:
                 raise
@@ -338,19 +385,33 @@ class Worker:
         with self._cv:
             self.stats[k] += 1
 
-    def _write(self, job, fn):
+    def _write(self, job, fn, done=None):
         """One fenced write, retried while no answer comes (network, 503) and the lease lasts.
-        A job already lost writes nothing (ClaimLost)."""
+        A job already lost writes nothing (ClaimLost). done(): after an attempt without an
+        answer, a refusal of the retry (409 claim_conflict, run_final) may be the first
+        attempt's own doing: done() reads the resources and says whether the write is there
+        (then it counts as made: None is returned)."""
         delay = 0.1
+        unanswered = False
         while True:
             if job._lost() or job.abandoned:
                 raise ClaimLost(0, 'claim_lost', 'card %s: %s' % (job.id, job.cancel_reason))
             try:
                 return fn()
-            except ClaimConflict:
-                self._lose(job, 'claim_conflict')
+            except (ClaimConflict, RunFinal) as e:
+                if unanswered and done is not None:
+                    try:
+                        if done():
+                            log.info('card %s: %s on a retry, but the first attempt had made '
+                                     'the write', job.id, e.code)
+                            return None
+                    except BoarddError as e2:
+                        log.warning('card %s: reading back after %s: %s', job.id, e.code, e2)
+                if isinstance(e, ClaimConflict):
+                    self._lose(job, 'claim_conflict')
                 raise
             except _TRANSIENT:
+                unanswered = True
                 if _now() + delay >= job.lease_end:
                     raise
                 time.sleep(delay)
@@ -359,8 +420,10 @@ class Worker:
     def _work(self, job):
         c = self.client
         try:
+            key = _key()  # one run: every retry of its create sends the same key
             run = self._write(job, lambda: c.create_run(job.id, job.marker, 'running',
-                                                        lease_ms=job.lease_ms))
+                                                        lease_ms=job.lease_ms,
+                                                        idempotency_key=key))
             job.run_id = run['id']
             self._write(job, lambda: c.set_last_run(job.id, job.marker, job.epoch, job.run_id))
         except (ClaimLost, ClaimConflict):
@@ -403,10 +466,42 @@ class Worker:
         if outcome == 'ok':
             fields['result'] = value
         else:
-            fields['error'] = ('%s: %s' % (type(value).__name__, value))[:4000]
+            fields['error'] = _cut('%s: %s' % (type(value).__name__, value), RUN_ERROR_MAX)
+
+        def run_is(want):  # the run already holds the final status we write
+            return lambda: c.get_run(job.run_id).get('status') == want
         try:
             try:
-                self._write(job, lambda: c.update_run(job.run_id, job.marker, **fields))
+                try:
+                    self._write(job, lambda: c.update_run(job.run_id, job.marker, **fields),
+                                done=run_is(status))
+                except (ClaimLost, ClaimConflict, RunFinal):
+                    raise
+                except BoarddError as e:
+                    if not 400 <= e.status < 500:
+                        raise
+                    # the result (or the error text) refused, 413 or 400: the run is failed
+                    # with a short error saying why, the card filed as for a failed job
+                    log.error('card %s: the run\'s %s was refused: %s', job.id,
+                              'result' if outcome == 'ok' else 'error', e)
+                    if outcome == 'ok':
+                        outcome = 'error'
+                        if self.on_failure == 'retry':
+                            status, key = 'failed_resumable', 'retried'
+                        else:
+                            status, key = 'failed', 'failed'
+                    why = _cut('the run\'s %s was refused by the server: %d %s: %s' % (
+                        'result' if 'result' in fields else 'error', e.status, e.code,
+                        e.detail), 500)
+                    fields = {'status': status, 'error': why}
+                    try:
+                        self._write(job, lambda: c.update_run(job.run_id, job.marker,
+                                                              **fields), done=run_is(status))
+                    except (ClaimLost, ClaimConflict, RunFinal):
+                        raise
+                    except BoarddError as e2:  # filed all the same: the card is not stranded
+                        log.error('card %s: the run\'s error write refused too: %s', job.id,
+                                  e2)
             except RunFinal:  # an operator cancelled the run: parked, as boardctl does
                 job.parked = True
                 with self._cv:
@@ -420,10 +515,20 @@ class Worker:
             else:
                 to = self.on_success if outcome == 'ok' else self.on_failure
                 reason = 'run_finished' if outcome == 'ok' else 'run_failed'
+
+                def filed():  # the card is in `to`, no longer held by this claim
+                    card = c.get_card(job.id)
+                    cl = card.get('claim') or {}
+                    return (card.get('state') == to and not (
+                        cl.get('marker') == job.marker and cl.get('epoch') == job.epoch)
+                        and c.get_run(job.run_id).get('status') == status)
                 try:
                     self._write(job, lambda: c.set_state(job.id, to, reason=reason,
                                                          marker=job.marker, epoch=job.epoch,
-                                                         release=True))
+                                                         release=True), done=filed)
+                    with self._cv:
+                        if self._held.get(job.id) is job:
+                            del self._held[job.id]
                 except (ClaimLost, ClaimConflict):
                     raise
                 except BoarddError as e:  # the column refused: give the card back at once
@@ -503,24 +608,34 @@ class Worker:
         timeout = max(0.5, min(c.timeout, min(j.lease_end for j in held) - sent))
         results = None
         if self._has['renew_many'] is not False:
-            toks = [{'card': j.id, 'marker': j.marker, 'epoch': j.epoch} for j in held]
-            try:
-                st, body, _ = c.raw('POST', '/v1/claims/renew', {'tokens': toks},
-                                    timeout=timeout)
-            except TransportError as e:
-                log.warning('renew: %s', e)
-                return False
-            if st in (404, 405) and self._has['renew_many'] is None:
-                self._has['renew_many'] = False
-                log.info('renew: no POST /v1/claims/renew on this server; one by one')
-            elif st == 200 and isinstance(body, dict):
-                self._has['renew_many'] = True
-                results = {r.get('card'): r for r in body.get('results', [])}
-            elif st >= 500:
-                return False
-            else:
-                log.warning('renew: %d %s', st, body)
-                return False
+            results = {}
+            # at most RENEW_MANY_MAX tokens a request (the server refuses more, 400)
+            for i in range(0, len(held), RENEW_MANY_MAX):
+                chunk = held[i:i + RENEW_MANY_MAX]
+                toks = [{'card': j.id, 'marker': j.marker, 'epoch': j.epoch} for j in chunk]
+                try:
+                    st, body, _ = c.raw('POST', '/v1/claims/renew', {'tokens': toks},
+                                        timeout=timeout)
+                except TransportError as e:
+                    log.warning('renew: %s', e)
+                    continue  # these claims: no answer
+                if st in (404, 405) and self._has['renew_many'] is None:
+                    self._has['renew_many'] = False
+                    log.info('renew: no POST /v1/claims/renew on this server; one by one')
+                    results = None
+                    break
+                elif st == 200 and isinstance(body, dict):
+                    self._has['renew_many'] = True
+                    for r in body.get('results', []):
+                        results[r.get('card')] = r
+                elif st in (401, 403):
+                    # the token itself refused (removed, or no longer a worker's): every
+                    # claim of the request is refused, its handler cancelled now
+                    log.warning('renew: %d %s', st, body)
+                    for j in chunk:
+                        results[j.id] = {'card': j.id, 'status': st}
+                else:  # 5xx, or another refusal of the whole request: no answer
+                    log.warning('renew: %d %s', st, body)
         answered = True
         for j in held:
             if results is not None:

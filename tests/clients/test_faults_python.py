@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""The Python worker SDK (clients/python) under lost answers and refusals, against a real
+boardd behind a small fault proxy of its own (loopback only, in this process): the proxy
+forwards each request and may lose the answer (the server did the work, the client sees the
+connection close) or answer a chosen status without forwarding.
+
+- claim-next's answer lost (one card, and with count): the retry sends the same
+  Idempotency-Key, so it gets the same claims; no card is left claimed and never worked;
+- POST /v1/runs's answer lost: the retry gets the same run; one run per claim;
+- Client.raw() re-sends on a fresh connection only what cannot be done twice (GET, PUT, ...,
+  or a request with an Idempotency-Key): a POST whose answer is lost raises TransportError and
+  creates one card, not two;
+- a result over the server's limit (413) or an error text over 4 KiB of UTF-8: the run is
+  failed, the card filed into on_failure and released, nothing stranded;
+- more than 1000 claims renewed: requests of at most 1000 tokens, every lease extended;
+- a renew refused whole with 401: the handler is cancelled at once, not at the lease end;
+- the final write's answer lost (the run's PATCH, the card's filing with release): the retry's
+  refusal is read back and the job counts as succeeded, not lost or parked.
+
+usage: test_faults_python.py BOARDD REPO_ROOT
+(BOARDD_TEST_PORT_BASE=N: boardd listens on N, the proxy on N+1; else free ports.)
+"""
+import http.client
+import http.server
+import json
+import logging
+import os
+import re
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'common'))
+import boardd_test as bt  # noqa: E402
+from boardd_test import check  # noqa: E402
+
+if len(sys.argv) < 3:
+    print(__doc__.strip().splitlines()[-2], file=sys.stderr)
+    sys.exit(2)
+BOARDD = sys.argv[1]
+ROOT = os.path.abspath(sys.argv[2])
+sys.path.insert(0, os.path.join(ROOT, 'clients', 'python'))
+try:
+    import boardd  # noqa: E402
+except ImportError as e:
+    bt.skip_or_fail('the boardd package does not import from %s: %s' % (ROOT, e))
+
+logging.basicConfig(level=logging.ERROR if not os.environ.get('V') else logging.INFO,
+                    format='%(threadName)s %(message)s')
+LEASE_MS = 3000
+
+
+# ---- the fault proxy ------------------------------------------------------------------------
+
+class Proxy:
+    """An HTTP/1.1 keep-alive proxy to 127.0.0.1:target. rules: [{method, path (regex),
+    nth: [1, 2] or 'all', action: 'drop' (forward, then close without the answer) |
+    'status' (answer `status` without forwarding)}], counted per rule. log: every request as
+    (method, path, headers, body)."""
+
+    def __init__(self, target, port=0):
+        self.target = target
+        self.rules = []
+        self.counts = {}
+        self.log = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = 'HTTP/1.1'
+
+            def log_message(self, *a):
+                pass
+
+            def _any(self):
+                n = int(self.headers.get('Content-Length') or 0)
+                body = self.rfile.read(n) if n else None
+                proxy.log.append((self.command, self.path, dict(self.headers), body))
+                rule = proxy.rule_for(self.command, self.path)
+                act = rule['action'] if rule else 'pass'
+                if act == 'status':
+                    b = json.dumps({'type': '/problems/x', 'title': 'injected',
+                                    'status': rule['status'], 'code': rule['code'],
+                                    'detail': 'injected by the test proxy'}).encode()
+                    self.send_response(rule['status'])
+                    self.send_header('Content-Type', 'application/problem+json')
+                    self.send_header('Content-Length', str(len(b)))
+                    self.end_headers()
+                    self.wfile.write(b)
+                    return
+                c = http.client.HTTPConnection('127.0.0.1', proxy.target, timeout=60)
+                hdrs = {k: v for k, v in self.headers.items() if k.lower() != 'connection'}
+                c.request(self.command, self.path, body=body, headers=hdrs)
+                res = c.getresponse()
+                data = res.read()
+                c.close()
+                if act == 'drop':
+                    self.close_connection = True
+                    try:
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                   b'\x01\x00\x00\x00\x00\x00\x00\x00')
+                    except OSError:
+                        pass
+                    self.connection.close()
+                    return
+                self.send_response(res.status)
+                for k, v in res.getheaders():
+                    if k.lower() not in ('connection', 'transfer-encoding', 'content-length',
+                                         'date', 'server'):
+                        self.send_header(k, v)
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_HEAD = _any
+
+        class S(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass  # a client that closed first (a dropped answer): nothing to report
+
+        self.srv = S(('127.0.0.1', port), H)
+        self.port = self.srv.server_address[1]
+        self.url = 'http://127.0.0.1:%d' % self.port
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def set(self, rules):
+        with self.lock:
+            self.rules = rules
+            self.counts = {}
+            self.log = []
+
+    def rule_for(self, method, path):
+        with self.lock:
+            for i, r in enumerate(self.rules):
+                if r.get('method', method) != method or not re.search(r['path'], path):
+                    continue
+                self.counts[i] = self.counts.get(i, 0) + 1
+                nth = r.get('nth', 'all')
+                if nth == 'all' or self.counts[i] in nth:
+                    return r
+        return None
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def run_worker(w, max_jobs, timeout=20.0):
+    """Worker.run(max_jobs) on a thread; stopped after timeout. (stats, error)."""
+    out = {}
+
+    def go():
+        try:
+            out['stats'] = w.run(max_jobs=max_jobs, handle_signals=False)
+        except Exception as e:  # noqa: BLE001
+            out['error'] = e
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        w.stop()
+        t.join(w.grace * 2 + w.wait_ms / 1000.0 + 15)
+    return out.get('stats') or dict(w.stats), out.get('error')
+
+
+def mk(bot, label, n=1, prefix=None):
+    ids = []
+    for i in range(n):
+        cid = '%s-%d' % (prefix or label, i)
+        bot.create_card({'id': cid, 'title': cid, 'state': 'ready', 'labels': [label]})
+        ids.append(cid)
+        time.sleep(0.01)
+    return ids
+
+
+def cards(op, ids):
+    return {i: op.get_card(i) for i in ids}
+
+
+def runs_of(op, cid):
+    return op.card_runs(cid).get('runs', [])
+
+
+def ok_handler(job):
+    return {'ok': job.id}
+
+
+# ---- the scenarios --------------------------------------------------------------------------
+
+def t_claim_next_lost(px, wtok, op, bot, count):
+    name = 'claim-next%s answer lost' % (' (count)' if count else '')
+    label = 'cn%d' % count
+    ids = mk(bot, label, 4)
+    px.set([{'method': 'POST', 'path': r'/claim-next$', 'nth': [1], 'action': 'drop'}])
+    c = boardd.Client(px.url, wtok, timeout=10)
+    conc = 3 if count else 1
+    w = boardd.Worker(c, 'default', ok_handler, concurrency=conc, labels=[label],
+                      lease_ms=LEASE_MS, wait_ms=500, grace=2)
+    stats, err = run_worker(w, conc, timeout=15)
+    got = cards(op, ids)
+    claimed = [i for i, x in got.items() if x.get('claim')]
+    done = [i for i, x in got.items() if x['state'] == 'done']
+    check(err is None, '%s: the worker ends without an error (%r)' % (name, err))
+    check(not claimed, '%s: no card left claimed (stranded: %s)' % (name, claimed))
+    check(len(done) == conc and stats.get('succeeded') == conc,
+          '%s: %d cards done, stats %s (done: %s)' % (name, conc, stats, done))
+    keys = [h.get('Idempotency-Key') for m, p, h, b in px.log if p.endswith('/claim-next')]
+    check(len(keys) >= 2 and keys[0] and keys[0] == keys[1],
+          '%s: the retry sends the first attempt\'s Idempotency-Key: %s' % (name, keys[:3]))
+
+
+def t_run_create_lost(px, wtok, op, bot):
+    name = 'POST /v1/runs answer lost'
+    ids = mk(bot, 'rc', 1)
+    px.set([{'method': 'POST', 'path': r'^/v1/runs$', 'nth': [1], 'action': 'drop'}])
+    c = boardd.Client(px.url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', ok_handler, labels=['rc'], lease_ms=LEASE_MS,
+                      wait_ms=500, grace=2)
+    stats, err = run_worker(w, 1, timeout=15)
+    runs = runs_of(op, ids[0])
+    check(len(runs) == 1, '%s: one run for the claim, not %d: %s' % (
+        name, len(runs), [(r['id'], r['status']) for r in runs]))
+    check(all(r['status'] == 'finished' for r in runs), '%s: the run finished' % name)
+    check(op.get_card(ids[0])['state'] == 'done' and stats.get('succeeded') == 1,
+          '%s: the card is done, stats %s' % (name, stats))
+
+
+def t_raw_resend(px, bottok, op):
+    name = 'raw() on a broken keep-alive connection'
+    tag = 'rs%d' % os.getpid()
+    c = boardd.Client(px.url, bottok, timeout=10)
+    px.set([{'method': 'POST', 'path': r'^/v1/cards$', 'nth': [2], 'action': 'drop'}])
+    c.create_card({'id': tag + '-a', 'title': tag + '-a', 'state': 'backlog'})
+    err = None
+    try:
+        c.create_card({'title': tag + '-second', 'state': 'backlog'})
+    except boardd.TransportError as e:
+        err = e
+    made = [x for x in op.iter_cards(state='backlog') if x['title'] == tag + '-second']
+    check(len(made) == 1, '%s: a POST whose answer was lost is not sent twice: %d cards' % (
+        name, len(made)))
+    check(err is not None, '%s: the POST raises TransportError' % name)
+    # with an Idempotency-Key the re-send is safe: done once, answered
+    px.set([{'method': 'POST', 'path': r'^/v1/cards$', 'nth': [2], 'action': 'drop'}])
+    c.create_card({'id': tag + '-b', 'title': tag + '-b', 'state': 'backlog'})
+    try:
+        got = c.create_card({'title': tag + '-third', 'state': 'backlog'},
+                            idempotency_key=tag + '-k3')
+    except boardd.BoarddError as e:
+        got = e
+    made = [x for x in op.iter_cards(state='backlog') if x['title'] == tag + '-third']
+    check(isinstance(got, dict) and len(made) == 1,
+          '%s: a POST with an Idempotency-Key is re-sent once and answered: %r, %d cards' % (
+              name, got if not isinstance(got, dict) else got.get('id'), len(made)))
+    # a GET is re-sent
+    px.set([{'method': 'GET', 'path': r'^/v1/cards/', 'nth': [2], 'action': 'drop'}])
+    c.get_card(tag + '-a')
+    try:
+        got = c.get_card(tag + '-b')
+    except boardd.BoarddError as e:
+        got = e
+    check(isinstance(got, dict) and got.get('id') == tag + '-b',
+          '%s: a GET is re-sent once: %r' % (name, got))
+    # a POST after the server closed the idle connection still goes out (nothing was sent)
+    px.set([])
+    c.get_card(tag + '-a')
+    conn = c._local.conn
+    conn.sock.shutdown(socket.SHUT_RD)  # as if the peer had closed it: reads EOF
+    try:
+        c.create_card({'id': tag + '-c', 'title': tag + '-c', 'state': 'backlog'})
+        ok = True
+    except boardd.BoarddError as e:
+        ok = e
+    check(ok is True, '%s: an idle connection found closed is replaced before a POST: %r' % (
+        name, ok))
+    c.close()
+
+
+def t_refused_final(wtok, url, op, bot, mode):
+    name = 'final run write refused (%s)' % mode
+    label = 'rf' + mode
+    ids = mk(bot, label, 1)
+
+    def h(job):
+        if mode == 'result':
+            return {'blob': 'x' * 70000}
+        raise RuntimeError('\u00e9' * 3000)  # 3000 characters, 6000 bytes
+    c = boardd.Client(url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', h, labels=[label], lease_ms=LEASE_MS, wait_ms=500, grace=2)
+    stats, err = run_worker(w, 1, timeout=12)
+    card = op.get_card(ids[0])
+    runs = runs_of(op, ids[0])
+    check(card.get('claim') is None, '%s: the card is released: %s' % (name, card.get('claim')))
+    check(card['state'] == 'blocked', '%s: the card is filed into on_failure: %s' % (
+        name, card['state']))
+    check(len(runs) == 1 and runs[0]['status'] == 'failed',
+          '%s: the run is failed: %s' % (name, [r['status'] for r in runs]))
+    if runs:
+        e = op.get_run(runs[0]['id']).get('error') or ''
+        if mode == 'result':
+            check('refused' in e and len(e.encode()) <= 4096,
+                  '%s: the run\'s error says the result was refused: %r' % (name, e[:200]))
+        else:
+            check(e.startswith('RuntimeError: \u00e9') and len(e.encode()) <= 4096,
+                  '%s: the error text is kept, cut to 4 KiB of UTF-8 (%d bytes)' % (
+                      name, len(e.encode())))
+    check(stats.get('failed') == 1, '%s: counted failed: %s' % (name, stats))
+
+
+def t_renew_many(px, wtok, op, bot):
+    name = 'renew of 1001 claims'
+    label = 'rm'
+    for lo, hi in ((0, 1000), (1000, 1001)):
+        r = bot.create_cards([{'title': 'rm-%d' % i, 'state': 'ready', 'labels': [label]}
+                              for i in range(lo, hi)])
+        check(all(x['status'] == 201 for x in r['results']), '%s: cards made' % name)
+    c = boardd.Client(px.url, wtok, timeout=30)
+    w = boardd.Worker(c, 'default', ok_handler, labels=[label], lease_ms=20000, wait_ms=0)
+    held = []
+    while len(held) < 1001:
+        ans = c.claim_next('default', w.marker, lease_ms=20000, labels=[label],
+                           count=min(100, 1001 - len(held)))
+        if not ans:
+            break
+        for p in ans['claims']:
+            held.append(boardd.worker.Job(w, p['card'], p['token'], time.monotonic()))
+    check(len(held) == 1001, '%s: 1001 claims held (%d)' % (name, len(held)))
+    for j in held:
+        w._held[j.id] = j
+        j.lease_end = time.monotonic() + 1.0  # as if close to its end
+    px.set([])
+    t0 = time.monotonic()
+    answered = w._renew(list(held))
+    sizes = [len(json.loads(b)['tokens']) for m, p, h, b in px.log if p == '/v1/claims/renew']
+    check(answered, '%s: the renew tick is answered' % name)
+    check(sizes and max(sizes) <= 1000 and sum(sizes) == 1001,
+          '%s: requests of at most 1000 tokens: %s' % (name, sizes))
+    check(all(j.lease_end > t0 + 10 for j in held) and not any(j.is_cancelled() for j in held),
+          '%s: every lease extended, none cancelled' % name)
+    c.release_many([{'card': j.id, 'marker': j.marker, 'epoch': j.epoch} for j in held[:1000]])
+    c.release_many([{'card': j.id, 'marker': j.marker, 'epoch': j.epoch} for j in held[1000:]])
+
+
+def t_renew_401(px, wtok, op, bot):
+    name = 'renew refused whole with 401'
+    ids = mk(bot, 'r401', 1)
+    lease = 6000  # renew every 2 s
+    seen = {}
+
+    def h(job):
+        seen['start'] = time.monotonic()
+        px.set([{'method': 'POST', 'path': r'^/v1/claims/renew$', 'action': 'status',
+                 'status': 401, 'code': 'unauthorized'},
+                {'method': 'POST', 'path': r'/renew$', 'action': 'status',
+                 'status': 401, 'code': 'unauthorized'}])
+        job.wait(20)
+        seen['end'] = time.monotonic()
+        seen['reason'] = job.cancel_reason
+        job.check()
+        return 'not cancelled'
+    c = boardd.Client(px.url, wtok, timeout=10)
+    px.set([])
+    w = boardd.Worker(c, 'default', h, labels=['r401'], lease_ms=lease, wait_ms=500, grace=2)
+    stats, err = run_worker(w, 1, timeout=25)
+    px.set([])
+    took = seen.get('end', 1e9) - seen.get('start', 0)
+    check(took < lease / 1000.0 - 1.5,
+          '%s: the handler is cancelled at the first refused renew (%.1f s), not at the lease '
+          'end (%.1f s): %r' % (name, took, lease / 1000.0, seen.get('reason')))
+    check(stats.get('lost') == 1, '%s: counted lost: %s' % (name, stats))
+    op.revoke_claim(ids[0])
+
+
+def t_final_lost(px, wtok, op, bot, what):
+    name = 'final write answer lost (%s)' % what
+    label = 'fl' + what
+    ids = mk(bot, label, 1)
+    path = r'^/v1/runs/[^/]+$' if what == 'run' else r'/state$'
+    px.set([{'method': 'PATCH', 'path': path, 'nth': [1], 'action': 'drop'}])
+    c = boardd.Client(px.url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', ok_handler, labels=[label], lease_ms=LEASE_MS,
+                      wait_ms=500, grace=2)
+    stats, err = run_worker(w, 1, timeout=15)
+    card = op.get_card(ids[0])
+    runs = runs_of(op, ids[0])
+    check(card['state'] == 'done' and card.get('claim') is None,
+          '%s: the card is done and released: %s %s' % (name, card['state'], card.get('claim')))
+    check([r['status'] for r in runs] == ['finished'], '%s: the run finished: %s' % (
+        name, [r['status'] for r in runs]))
+    check(stats.get('succeeded') == 1 and not stats.get('lost') and not stats.get('parked'),
+          '%s: counted succeeded, not lost or parked: %s' % (name, stats))
+
+
+def main():
+    if not os.access(BOARDD, os.X_OK):
+        bt.skip_or_fail('no boardd binary at %s' % BOARDD)
+    base = int(os.environ.get('BOARDD_TEST_PORT_BASE', '0'))
+    tmp = tempfile.mkdtemp(prefix='boardd-faults-py-')
+    tokens = os.path.join(tmp, 'tokens.json')
+    wtok = bt.token_add(BOARDD, tokens, 'fault-worker', ['worker'])
+    optok = bt.token_add(BOARDD, tokens, 'fault-op', ['operator', 'bot'])
+    srv = bt.Server(BOARDD, os.path.join(tmp, 'data'), tokens, tmp, keep_port=bool(base),
+                    extra=['--log-format', 'text', '--max-connections-per-ip', '4096'])
+    if base:
+        srv.port = base
+    srv.started()
+    px = Proxy(srv.port, base + 1 if base else 0)
+    op = boardd.Client(srv.url, optok, timeout=30)
+    try:
+        t_raw_resend(px, optok, op)
+        t_claim_next_lost(px, wtok, op, op, 0)
+        t_claim_next_lost(px, wtok, op, op, 1)
+        t_run_create_lost(px, wtok, op, op)
+        t_refused_final(wtok, srv.url, op, op, 'result')
+        t_refused_final(wtok, srv.url, op, op, 'error')
+        t_final_lost(px, wtok, op, op, 'state')
+        t_final_lost(px, wtok, op, op, 'run')
+        t_renew_401(px, wtok, op, op)
+        t_renew_many(px, wtok, op, op)
+    finally:
+        px.close()
+        srv.stop()
+    return bt.summary('test_faults_python')
+
+
+if __name__ == '__main__':
+    sys.exit(main())
