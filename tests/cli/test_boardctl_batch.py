@@ -6,23 +6,19 @@ others finish and are filed.
 
 usage: test_boardctl_batch.py path/to/boardd path/to/boardctl
 """
-import http.client
-import http.server
 import json
 import os
 import re
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
 import boardd_test as bt  # noqa: E402
 from boardd_test import check, wait_for  # noqa: E402
+from fault_proxy import Proxy  # noqa: E402
 
 BOARDD, BOARDCTL = sys.argv[1], sys.argv[2]
 
@@ -49,67 +45,6 @@ class Server(bt.Server):
     def requests(self):
         """The access log's request lines so far ("METHOD PATH STATUS")."""
         return re.findall(r'^\S+ ([A-Z]+ \S+ \d{3}) ', self.log_text(), re.M)
-
-
-class Proxy:
-    """A keep-alive HTTP proxy on 127.0.0.1 in front of boardd, in this process. rule(method,
-    path, n) -> None (pass it on), 'drop' (forward it, then close the client's connection
-    without the answer: the write happened, the answer is lost) or seconds to hold the request
-    before forwarding it; n counts the requests of that method and path."""
-
-    def __init__(self, target, rule):
-        proxy = self
-        self.counts = {}
-        self.lock = threading.Lock()
-
-        class H(http.server.BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
-
-            def log_message(self, *a):
-                pass
-
-            def _any(self):
-                n = int(self.headers.get('Content-Length') or 0)
-                body = self.rfile.read(n) if n else None
-                path = self.path.split('?')[0]
-                with proxy.lock:
-                    k = (self.command, path)
-                    proxy.counts[k] = proxy.counts.get(k, 0) + 1
-                    act = rule(self.command, path, proxy.counts[k])
-                if isinstance(act, (int, float)):
-                    time.sleep(act)
-                c = http.client.HTTPConnection('127.0.0.1', target, timeout=120)
-                c.request(self.command, self.path, body=body,
-                          headers={k: v for k, v in self.headers.items()
-                                   if k.lower() != 'connection'})
-                res = c.getresponse()
-                data = res.read()
-                c.close()
-                if act == 'drop':
-                    self.close_connection = True
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                               struct.pack('ii', 1, 0))
-                    self.connection.close()
-                    return
-                self.send_response(res.status)
-                for k, v in res.getheaders():
-                    if k.lower() not in ('connection', 'transfer-encoding', 'content-length',
-                                         'date', 'server'):
-                        self.send_header(k, v)
-                self.send_header('Content-Length', str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
-
-        self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def boardctl(srv, args, port=None):
@@ -187,15 +122,15 @@ def case_claim_next_answer_lost(srv):
     held by its marker for good (the reaper is off by default)."""
     srv.new_card('lk0', 'lk')
     srv.new_card('lk1', 'lk')
-    px = Proxy(srv.port, lambda m, p, n: 'drop' if p.endswith('/claim-next') and n == 1
-               else None)
+    px = Proxy(srv.port)
+    px.set([{'method': 'POST', 'path': r'/claim-next$', 'nth': [1], 'action': 'drop'}])
     try:
         p = boardctl(srv, ['--json', 'work', '--board', 'default', '--label', 'lk',
                            '--max-jobs', '1', '--lease-ms', '3000', '--wait-ms', '1000',
                            '--', 'true'], port=px.port)
         rc, jobs, err = finish(p)
     finally:
-        px.stop()
+        px.close()
     check(rc == 0 and len(jobs) == 1 and jobs[0]['outcome'] == 'succeeded',
           'one job ran: rc %d %s %s' % (rc, jobs, err))
     done = jobs[0]['card'] if jobs else None
@@ -212,7 +147,9 @@ def case_renew_answer_for_an_older_claim(srv):
     taken again by the other slot (epoch 2): that answer is the old claim's, and the new
     claim's command runs on (it was killed as lost, its claim left held)."""
     srv.new_card('rx', 'rx')
-    px = Proxy(srv.port, lambda m, p, n: 1.5 if p == '/v1/claims/renew' else None)
+    px = Proxy(srv.port)
+    px.set([{'method': 'POST', 'path': r'^/v1/claims/renew$', 'action': 'hold',
+             'seconds': 1.5}])
     try:
         p = boardctl(srv, ['--json', 'work', '--board', 'default', '--label', 'rx',
                            '--concurrency', '2', '--max-jobs', '2', '--lease-ms', '3000',
@@ -220,7 +157,7 @@ def case_renew_answer_for_an_older_claim(srv):
                            'sleep', '1.3'], port=px.port)
         rc, jobs, err = finish(p)
     finally:
-        px.stop()
+        px.close()
     check(rc == 0 and len(jobs) == 2 and all(j['outcome'] == 'succeeded' for j in jobs),
           'both jobs of the card succeeded: rc %d %s %s' % (rc, jobs, err))
     check(srv.card('rx')['claim'] is None, 'the card is released: %s' % srv.card('rx'))
