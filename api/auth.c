@@ -186,7 +186,9 @@ bool api_cred_valid(struct api *a, struct api_cred *c)
 		rc = api_agent_auth(t, c->plain);
 		api_agent_release(t);
 		free(t);
-		return rc == CORE_OK;
+		/* Only a refusal ends it: a store that cannot answer now is no revocation (the
+		 * stream's own read fails the same way, and the client resumes from its id). */
+		return rc != CORE_ERR_UNAUTHORIZED;
 	}
 	if (gen == c->gen)
 		return true;
