@@ -87,15 +87,40 @@ function toast(msg) {
 }
 
 /* A refusal or a failure stays on screen (role=alert) until dismissed or replaced: an
- * operator must be able to read the server's detail, not catch it in passing. */
+ * operator must be able to read the server's detail, not catch it in passing. While a modal
+ * dialog is open the rest of the page is inert (not clickable, not announced), so the alert
+ * is shown inside the topmost one and goes back to the page when hidden or when that dialog
+ * closes (placeAlert). */
 function showAlert(msg) {
+  placeAlert();
   $('alert-text').textContent = msg;
   $('alert').hidden = false;
 }
 
 function hideAlert() {
-  $('alert').hidden = true;
+  const a = $('alert');
+  const host = a.closest('dialog');
+  const focused = a.contains(document.activeElement);
+  a.hidden = true;
   $('alert-text').textContent = '';
+  document.querySelector('main').append(a);
+  /* Dismissed from the keyboard inside a dialog: the focus stays in that dialog. */
+  if (focused && host && host.open) (host.querySelector('.close') || host.querySelector('input, select, textarea, button') || host).focus();
+}
+
+/* The modal dialogs open, in the order they were opened (the last is on top). */
+const modals = [];
+
+function placeAlert() {
+  /* A dialog closed a moment ago is still listed until its close event (a task later). */
+  const open = modals.filter((d) => d.open);
+  const top = open.length ? open[open.length - 1] : null;
+  const a = $('alert');
+  if (top) {
+    if (a.parentNode !== top) top.append(a);
+  } else if (a.closest('dialog')) {
+    document.querySelector('main').append(a);
+  }
 }
 
 /* What went wrong, for a person: the status, the problem code and the server's detail
@@ -137,7 +162,8 @@ class ApiError extends Error {
 }
 
 async function api(method, path, body) {
-  const headers = { Authorization: 'Bearer ' + S.token };
+  const token = S.token;
+  const headers = { Authorization: 'Bearer ' + token };
   const init = { method, headers, cache: 'no-store' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
@@ -156,7 +182,8 @@ async function api(method, path, body) {
     try { data = JSON.parse(text); } catch (e) { data = null; }
   }
   if (!resp.ok) {
-    if (resp.status === 401 && path !== '/v1/whoami') signOut('The token was refused (401).');
+    /* A request of a session already signed out says nothing about the current one. */
+    if (resp.status === 401 && path !== '/v1/whoami' && token === S.token) signOut('The token was refused (401).');
     throw new ApiError(resp.status, data);
   }
   return data;
@@ -202,6 +229,7 @@ async function signIn(token) {
   if (!isOperator()) setBulkOpen(false);
   hideNotice();
   hideAlert();
+  setLive('', 'connecting');
   try {
     await loadBoards();
   } catch (e) {
@@ -210,8 +238,7 @@ async function signIn(token) {
 }
 
 function signOut(why) {
-  if (S.stream) S.stream.abort();
-  S.stream = null;
+  clearBoard();
   hideNotice();
   hideAlert();
   S.token = null;
@@ -239,6 +266,7 @@ async function loadBoards() {
   const want = new URLSearchParams(location.hash.slice(1)).get('board');
   const pick = S.boards.find((b) => b.name === want) || S.boards.find((b) => b.name === 'default') || S.boards[0];
   if (!pick) {
+    clearBoard();
     showNotice('This token sees no board.', null);
     return;
   }
@@ -248,6 +276,46 @@ async function loadBoards() {
   }
   sel.value = pick.name;
   await openBoard(pick.name);
+}
+
+/* Forgets the board on screen and draws nothing in its place (signed out, or no board to
+ * show): its cards, lane, reaper and activity figures and live badge must not stay for the
+ * next token to see. Stops its stream and any board still loading. */
+function clearBoard() {
+  boardTicket++;
+  if (S.stream) S.stream.abort();
+  S.stream = null;
+  clearTimeout(attentionTimer);
+  dropPendingCards();
+  for (const d of [...modals].reverse()) d.close();
+  S.board = null;
+  S.cards = new Map();
+  S.attention = new Map();
+  S.attentionTruncated = false;
+  S.reaper = null;
+  S.reaperSeen = null;
+  S.activity = null;
+  S.lastId = null;
+  S.openCard = null;
+  S.roving = null;
+  S.rovingEl = null;
+  chipCache.clear();
+  columnCache.clear();
+  $('board').replaceChildren();
+  $('f-count').textContent = '';
+  renderLabels();
+  renderAttention();
+  $('attention-count').textContent = '';
+  $('reaper-stats').replaceChildren();
+  $('reaper-summary').textContent = '';
+  $('reaper-out').textContent = '';
+  $('reaper-toggle').classList.remove('warn');
+  $('activity-summary').textContent = '';
+  $('activity-toggle').classList.remove('warn');
+  $('activity-charts').replaceChildren();
+  setBulkOpen(false);
+  $('bulk-out').textContent = '';
+  setLive('', 'no board');
 }
 
 /* Back to the board list: re-read it and open the default board (the way out when the board
@@ -275,20 +343,37 @@ function boardGone(name, why) {
     { label: 'Back to the board list', run: backToBoards });
 }
 
+/* Board openings may overlap (a board chosen while the previous choice still loads): only
+ * the newest one writes; an older one drops what it read and opens no stream. */
+let boardTicket = 0;
+
 async function openBoard(name) {
+  const ticket = ++boardTicket;
   if (S.stream) S.stream.abort();
   S.stream = null;
+  let board;
   try {
-    S.board = await api('GET', '/v1/boards/' + enc(name));
+    board = await api('GET', '/v1/boards/' + enc(name));
   } catch (e) {
+    if (ticket !== boardTicket) return;
     if (e.status === 404) boardGone(name, e.message.replace(/\.?$/, '.'));
     else showNotice('Board ' + name + ' could not be opened: ' + problemText(e), { label: 'Back to the board list', run: backToBoards });
     return;
   }
   /* The tail first, then the cards: the stream resumes after that tail, so nothing written
    * while the cards load is missed (re-reading a card twice is harmless). */
-  const tail = await tailSeq(name);
-  S.cards = new Map((await allCards(name)).map((c) => [c.id, c]));
+  let tail;
+  let cards;
+  try {
+    tail = await tailSeq(name);
+    cards = await allCards(name);
+  } catch (e) {
+    if (ticket !== boardTicket) return;
+    throw e;
+  }
+  if (ticket !== boardTicket) return;
+  S.board = board;
+  S.cards = new Map(cards.map((c) => [c.id, c]));
   S.lastId = tail;
   const sel = $('bulk-to');
   sel.replaceChildren(...workingColumns().map((c) => h('option', { value: c.name, text: c.name })));
@@ -298,6 +383,7 @@ async function openBoard(name) {
   st.replaceChildren(h('option', { value: '', text: 'any' }), ...columns().map((c) => h('option', { value: c.name, text: c.name })));
   st.value = column(cur) ? cur : '';
   await Promise.all([loadAttention(), loadReaper(), loadActivity()]);
+  if (ticket !== boardTicket) return;
   renderLabels();
   renderBoard();
   startStream();
@@ -322,7 +408,10 @@ function firstEligible() {
 }
 
 async function loadAttention() {
-  const r = await api('GET', '/v1/attention?board=' + enc(S.board.name));
+  const board = S.board;
+  if (!board) return;
+  const r = await api('GET', '/v1/attention?board=' + enc(board.name));
+  if (S.board !== board) return; /* another board (or none) opened meanwhile */
   S.attention = new Map();
   S.attentionTruncated = !!r.truncated;
   for (const item of r.cards) {
@@ -508,6 +597,8 @@ function showDialog(d) {
     where: a.closest && a.closest('#card-dialog') ? 'card' : a.closest && a.closest('#attention') ? 'lane' : 'board',
   } : null;
   d.showModal();
+  modals.push(d);
+  placeAlert();
 }
 
 function restoreFocus(d) {
@@ -613,7 +704,13 @@ function wire() {
   });
   $('reopen-form').addEventListener('submit', submitReopen);
   for (const b of document.querySelectorAll('[data-close]')) b.addEventListener('click', () => b.closest('dialog').close());
-  for (const d of document.querySelectorAll('dialog')) d.addEventListener('close', () => restoreFocus(d));
+  for (const d of document.querySelectorAll('dialog')) {
+    d.addEventListener('close', () => {
+      if (modals.includes(d)) modals.splice(modals.indexOf(d), 1);
+      placeAlert();
+      restoreFocus(d);
+    });
+  }
   $('card-dialog').addEventListener('close', () => { S.openCard = null; });
   document.addEventListener('keydown', globalKey);
   wireBoard();

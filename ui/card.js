@@ -265,7 +265,7 @@ async function renderCardDialog(id) {
     $('card-body').replaceChildren(h('p', { class: 'error', text: e.status === 404 ? 'This card is gone.' : e.message }));
     return;
   }
-  S.cards.set(id, c);
+  if (S.board && c.board === S.board.name) S.cards.set(id, c);
   let runs = null;
   let runsErr = null;
   try { runs = await cardRuns(c); } catch (e) { runsErr = problemText(e); }
@@ -381,7 +381,10 @@ async function submitComment(ev, id) {
   $('comment-error').textContent = '';
   try {
     await api('POST', '/v1/cards/' + enc(id) + '/comments', { body });
-    box.value = '';
+    /* A live redraw may have replaced the box meanwhile (carrying the draft over): clear the
+     * one there now, unless it holds something else by then. */
+    const now = S.openCard === id ? $('comment-body') : null;
+    if (now && now.value.trim() === body) now.value = '';
     toast('Comment added to ' + id);
   } catch (e) {
     if ($('comment-error')) $('comment-error').textContent = problemText(e);
@@ -406,8 +409,22 @@ function localInput(iso) {
   return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + 'T' + p(d.getHours()) + ':' + p(d.getMinutes()) + s;
 }
 
+/* What the form's fields hold, as the form gives them back. */
+function editFields() {
+  return {
+    title: $('edit-title').value,
+    body: $('edit-body').value,
+    labels: parseLabels($('edit-labels').value),
+    priority: $('edit-priority').value,
+    notBefore: $('edit-not-before').value,
+  };
+}
+
 /* Opens the card form: id null creates a card on the board on screen (POST /v1/cards), else
- * edits that card (PATCH /v1/cards/{id}: title, body, priority; PUT .../labels). */
+ * edits that card (PATCH /v1/cards/{id}: title, body, priority, not_before; PATCH .../labels).
+ * An edit sends only what the operator changed, compared with what the form showed when it
+ * opened (not with the card as it is by then: another client's change meanwhile survives,
+ * and a title or body the form cannot show exactly, a newline or a CRLF, is not rewritten). */
 function openEdit(id) {
   const c = id ? S.cards.get(id) : null;
   if (id && !c) return;
@@ -428,6 +445,7 @@ function openEdit(id) {
     sel.value = f && !isTerminal(f) ? f : (workingColumns()[0] || {}).name;
     $('edit-id').value = '';
   }
+  d.shown = c ? editFields() : null;
   $('edit-error').textContent = '';
   showDialog(d);
   $('edit-title').focus();
@@ -437,7 +455,8 @@ async function submitEdit(ev) {
   ev.preventDefault();
   const d = $('edit-dialog');
   const id = d.dataset.card;
-  const old = id ? S.cards.get(id) : null;
+  /* An edit never creates, even when the card is gone meanwhile: its PATCH answers 404. */
+  const shown = id ? d.shown : null;
   const prio = Number($('edit-priority').value || 0);
   if (!Number.isInteger(prio)) {
     $('edit-error').textContent = 'Priority is a whole number.';
@@ -453,15 +472,16 @@ async function submitEdit(ev) {
   }
   /* DESIGN §17: RFC 3339 in UTC; null clears the schedule. */
   const notBefore = nbText ? new Date(nbMs).toISOString() : null;
-  const title = $('edit-title').value.trim();
-  const body = $('edit-body').value;
-  const labels = parseLabels($('edit-labels').value);
+  const now = editFields();
+  const title = now.title.trim();
+  const body = now.body;
+  const labels = now.labels;
   if (submitEdit.busy) return;
   submitEdit.busy = true;
   $('edit-error').textContent = '';
   try {
     let card;
-    if (!old) {
+    if (!id) {
       const req = { board: S.board.name, title, state: $('edit-column').value };
       if (body) req.body = body;
       if (labels.length) req.labels = labels;
@@ -471,29 +491,35 @@ async function submitEdit(ev) {
       card = await api('POST', '/v1/cards', req);
     } else {
       const patch = {};
-      if (title !== (old.title || '')) patch.title = title;
-      if (body !== (old.body || '')) patch.body = body;
-      if (prio !== (old.priority || 0)) patch.priority = prio;
-      /* Compared at the second the form shows: an untouched field changes nothing. */
-      const oldNb = old.not_before ? localInput(old.not_before) : '';
-      if (nbText !== oldNb) patch.not_before = notBefore;
-      card = Object.keys(patch).length ? await api('PATCH', '/v1/cards/' + enc(id), patch) : old;
-      const was = old.labels || [];
-      if (labels.length !== was.length || labels.some((l, i) => l !== was[i])) {
-        card = await api('PUT', '/v1/cards/' + enc(id) + '/labels', { labels });
+      if (now.title !== shown.title) patch.title = title;
+      if (body !== shown.body) patch.body = body;
+      if (now.priority !== shown.priority) patch.priority = prio;
+      if (nbText !== shown.notBefore) patch.not_before = notBefore;
+      card = Object.keys(patch).length ? await api('PATCH', '/v1/cards/' + enc(id), patch) : null;
+      /* The labels as a difference (one atomic step): a label another client added or
+       * removed meanwhile stays so. */
+      const add = labels.filter((l) => !shown.labels.includes(l));
+      const remove = shown.labels.filter((l) => !labels.includes(l));
+      if (add.length || remove.length) {
+        const req = {};
+        if (add.length) req.add = add;
+        if (remove.length) req.remove = remove;
+        card = await api('PATCH', '/v1/cards/' + enc(id) + '/labels', req);
       }
     }
-    S.cards.set(card.id, card);
-    renderLabels();
-    renderBoard();
+    if (card) {
+      S.cards.set(card.id, card);
+      renderLabels();
+      renderBoard();
+    }
     hideAlert();
-    toast((old ? 'Saved ' : 'Created ') + card.id);
+    toast((id ? 'Saved ' : 'Created ') + (card ? card.id : id));
     /* A new card: the focus goes to its chip when the filter shows it (by id too: a live update
      * may redraw the board before the dialog's close event restores the focus). */
-    const chipEl = old ? null : $('board').querySelector('button.chip[data-card="' + CSS.escape(card.id) + '"]');
+    const chipEl = id ? null : $('board').querySelector('button.chip[data-card="' + CSS.escape(card.id) + '"]');
     if (chipEl) d.returnTo = { el: chipEl, card: card.id, where: 'board' };
     d.close();
-    if (S.openCard === card.id) refreshOpenCard();
+    if (card && S.openCard === card.id) refreshOpenCard();
   } catch (e) {
     $('edit-error').textContent = problemText(e);
   }

@@ -91,12 +91,16 @@ function columnsChart(columns, minutes) {
 }
 
 async function loadActivity() {
-  if (!S.board) return;
+  const board = S.board;
+  if (!board) return;
+  let a;
   try {
-    S.activity = await api('GET', '/v1/boards/' + enc(S.board.name) + '/activity');
+    a = await api('GET', '/v1/boards/' + enc(board.name) + '/activity');
   } catch (e) {
-    S.activity = { error: problemText(e) };
+    a = { error: problemText(e) };
   }
+  if (S.board !== board) return; /* another board (or none) opened meanwhile */
+  S.activity = a;
   renderActivity();
 }
 

@@ -186,10 +186,18 @@ function refreshCard(id, deleted) {
   if (!pendingTimer) pendingTimer = setTimeout(flushCards, 100);
 }
 
+/* Forgets the batch waiting to be re-read (the board it belongs to is no longer shown). */
+function dropPendingCards() {
+  clearTimeout(pendingTimer);
+  pendingTimer = null;
+  pendingCards.clear();
+}
+
 async function flushCards() {
   const batch = [...pendingCards.entries()];
   pendingCards.clear();
   pendingTimer = null;
+  const board = S.board;
   await Promise.all(batch.map(async ([id, deleted]) => {
     if (deleted) {
       S.cards.delete(id);
@@ -197,6 +205,7 @@ async function flushCards() {
     }
     try {
       const got = await api('GET', '/v1/cards/' + enc(id));
+      if (S.board !== board) return; /* signed out or another board meanwhile */
       /* The same card as held (the event of a write this page made and already drew): keep
        * the object, so its chip is not rebuilt under the operator's focus or drag. */
       const held = S.cards.get(id);
