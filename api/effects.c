@@ -348,8 +348,20 @@ enum core_rc api_h_delivery_retry(struct api_req *r)
 	struct store_delivery *d = NULL;
 	const char *id = api_param(r);
 	json_t *j;
+	const char *colon = strchr(id, ':');
 	enum core_rc rc;
 
+	/* The id names its board ("<board>:<seq>.<subscription>"): a token scoped to other
+	 * boards gets its 403 before the lookup, whether the delivery exists or not (a 404
+	 * would tell it which subscriptions and how many events a board it may not see has). */
+	if (colon && colon > id && (size_t)(colon - id) <= CORE_NAME_MAX) {
+		char board[CORE_NAME_MAX + 1];
+
+		memcpy(board, id, (size_t)(colon - id));
+		board[colon - id] = '\0';
+		if ((rc = api_auth_board(r, board)) != CORE_OK)
+			return rc;
+	}
 	rc = store_delivery_get(r->api->st, id, &d);
 	if (rc == CORE_ERR_BAD_REQUEST)
 		return api_fail(r, rc, "delivery id must match [A-Za-z0-9._:-]{1,200}");

@@ -116,7 +116,8 @@ static const struct opt opts[] = {
 	 .help = "webhook deliverer threads; 0: this replica delivers nothing"},
 	{.flag = "delivery-lease-ms", .env = "BOARDD_DELIVERY_LEASE_MS", .kind = OPT_INT,
 	 .off = OFF(delivery_lease_ms), .min = 1000, .max = MS_MAX, .arg = "MS", .def = "60000",
-	 .help = "lease of a webhook delivery being attempted; another replica retries it after"},
+	 .help = "lease of a webhook delivery being attempted (more than --delivery-timeout-ms); "
+		 "another replica retries it after"},
 	{.flag = "delivery-timeout-ms", .env = "BOARDD_DELIVERY_TIMEOUT_MS", .kind = OPT_INT,
 	 .off = OFF(delivery_timeout_ms), .min = 100, .max = 3600000, .arg = "MS",
 	 .def = "15000", .help = "timeout of one webhook request"},
@@ -295,6 +296,15 @@ enum server_parse_result server_config_parse(struct server_config *cfg, int argc
 			 "leases must satisfy lease-min-ms <= lease-default-ms <= lease-max-ms "
 			 "(got %" PRId64 " <= %" PRId64 " <= %" PRId64 ")",
 			 cfg->lease_min_ms, cfg->lease_default_ms, cfg->lease_max_ms);
+		return SERVER_PARSE_ERROR;
+	}
+	/* An attempt's outcome is written under its lease: a lease that can end before the
+	 * receiver's answer (timeout) has the delivery sent again and again, never settled. */
+	if (cfg->delivery_lease_ms <= cfg->delivery_timeout_ms) {
+		snprintf(err, errlen,
+			 "--delivery-lease-ms (%" PRId64 ") must exceed --delivery-timeout-ms (%" PRId64
+			 "): an attempt outliving its lease would be sent again and again",
+			 (int64_t)cfg->delivery_lease_ms, (int64_t)cfg->delivery_timeout_ms);
 		return SERVER_PARSE_ERROR;
 	}
 	if (!cfg->tls_cert != !cfg->tls_key) {

@@ -45,7 +45,9 @@ def main():
         check(r.returncode == 0 and r.stdout.startswith('boardd '), '--version')
         for bad in (['--threads', '0'], ['--max-body', 'lots'], ['--log-format', 'xml'],
                     ['--reaper=maybe'], ['--nope'], ['--listen'],
-                    ['--lease-min-ms', '5000', '--lease-default-ms', '10']):
+                    ['--lease-min-ms', '5000', '--lease-default-ms', '10'],
+                    ['--delivery-lease-ms', '1000', '--delivery-timeout-ms', '5000'],
+                    ['--delivery-lease-ms', '5000', '--delivery-timeout-ms', '5000']):
             r = run(bad + ['--store', 'fs:' + tmp + '/never'])
             check(r.returncode == 2 and r.stderr.strip(), 'exit 2 for %s' % bad)
         r = run(['--store', 'fs:' + tmp + '/never'], env={'BOARDD_THREADS': '-1'})

@@ -34,6 +34,9 @@ from receiver import Receiver  # noqa: E402
 SCALE = 40000  # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h -> 0.125 ms ... 0.9 s
 
 
+# a token scoped to another board than the subscriptions' (added in main)
+SCOPED = []
+
 def deliveries(ops, status=None):
     q = '/v1/deliveries?board=default&limit=1000'
     if status:
@@ -61,6 +64,8 @@ def main():
         tokens = os.path.join(tmp, 'tokens.json')
         ops_t = bt.token_add(boardd, tokens, 'ops', ['operator', 'bot'])
         wrk_t = bt.token_add(boardd, tokens, 'wrk', ['worker'])
+        SCOPED.append(bt.token_add(boardd, tokens, 'scoped-ops', ['operator'],
+                                   boards=['other']))
         srv = bt.Server(boardd, os.path.join(tmp, 'data'), tokens, tmp, store=store,
                                  extra=['--deliverers', '6', '--delivery-timeout-ms', '1000',
                                         '--delivery-lease-ms', '5000', '--reaper=on',
@@ -251,6 +256,13 @@ def run(srv, ops, wrk, recv, other):
     check(good, 'openapi: deliveries: %s' % why)
     st, _ = ops.call('POST', '/v1/deliveries/nope.x/retry')
     check(st == 404, 'retry of an unknown delivery: %s' % st)
+    # a token scoped to another board learns nothing: the same 403 whether it exists or not
+    if d:
+        scoped = bt.Client(ops.port, SCOPED[0])
+        for did in (d['id'], 'default:999999.h-fail', d['id'] + 'x'):
+            st, err = scoped.call('POST', '/v1/deliveries/%s/retry' % did)
+            check(st == 403, 'retry of %s by a token scoped to another board: %s %s'
+                  % (did, st, err))
 
     watchdog(ops, wrk, recv, secrets)
 
