@@ -213,6 +213,14 @@ void server_deliver_attempt(struct store *st, const struct server_deliver_config
 	int64_t now, sched, t0;
 
 	rc = store_sub_get(st, dl->board, dl->sub, &sub);
+	/* A subscription created after the delivery was enqueued is another one under the same
+	 * name (the first was deleted): the delivery was the deleted one's, and its event may
+	 * be nothing the new one's filter or receiver asked for. */
+	if (rc == CORE_OK && sub->created_at > dl->created_at) {
+		rc = CORE_ERR_NOT_FOUND;
+		store_sub_free(sub);
+		sub = NULL;
+	}
 	if (rc == CORE_ERR_NOT_FOUND || (rc == CORE_OK && !sub->enabled)) {
 		o.verdict = CORE_DELIVERY_DEAD;
 		o.error = rc == CORE_OK ? "subscription disabled" : "subscription deleted";

@@ -264,6 +264,7 @@ def run(srv, ops, wrk, recv, other):
             check(st == 403, 'retry of %s by a token scoped to another board: %s %s'
                   % (did, st, err))
 
+    recreated(ops, recv)
     watchdog(ops, wrk, recv, secrets)
 
     st, body = ops.call('GET', '/metrics')
@@ -271,6 +272,27 @@ def run(srv, ops, wrk, recv, other):
     check('boardd_webhook_attempts_total' in text and
           'boardd_webhook_outcomes_total{outcome="done"}' in text and
           'boardd_webhook_attempt_duration_seconds_bucket' in text, 'metrics: %s' % text[-400:])
+
+
+def recreated(ops, recv):
+    """A subscription deleted while its delivery is pending, then created again under the
+    same name (another url, a filter the event does not match): the pending delivery was the
+    deleted one's and goes dead; the new receiver never gets it."""
+    recv.fail_until_ok.add('/h-rec-old')
+    put_sub(ops, 'h-rec', recv.base + '/h-rec-old/fail', ['to-rec'])
+    ops.must(201, 'POST', '/v1/cards', {'id': 'card-rec', 'labels': ['to-rec']})
+    check(len(recv.wait_for('/h-rec-old/', 1, 10)) >= 1, 'recreated: the first attempt failed')
+    ops.must(204, 'DELETE', '/v1/boards/default/subscriptions/h-rec')
+    time.sleep(0.01)  # another millisecond of the store's clock: the new one is later
+    put_sub(ops, 'h-rec', recv.base + '/h-rec-new/ok', ['public'])
+    d = [x for x in deliveries(ops) if x['card_id'] == 'card-rec']
+    check(len(d) == 1 and d[0]['status'] == 'pending',
+          'recreated: the delivery is still pending when the name is taken again: %s' % d)
+    d = wait_delivery(ops, lambda x: x['card_id'] == 'card-rec' and x['status'] == 'dead', 10)
+    check(d is not None and 'deleted' in (d['last_error'] or ''),
+          'recreated: the deleted subscription\'s delivery goes dead: %s' % d)
+    check(not recv.wait_for('/h-rec-new/', 1, 0.5), 'recreated: never sent to the new one')
+    ops.must(204, 'DELETE', '/v1/boards/default/subscriptions/h-rec')
 
 
 def watchdog(ops, wrk, recv, secrets):
