@@ -176,12 +176,17 @@ enum core_rc fs_dlv_write(struct fs_txn *t, const struct store_delivery *d)
 	json_t *j = store_delivery_to_json(d, true);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL, *key = fs_dlv_key(d->id);
 	enum core_rc rc = text && key ? CORE_OK : CORE_ERR_NOMEM;
+	int64_t due = d->next_at;
 
-	/* The due index: a pending delivery's next_at; a settled one's -(updated_at), so the
+	/* The due index: a pending delivery's next_at, or while it is leased the end of the
+	 * lease (before that no deliverer may take it: the lease scan passes it without a parse,
+	 * however many wait leased behind a hung receiver); a settled one's -(updated_at), so the
 	 * retention finds the oldest without a parse. */
+	if (d->lease_owner && d->lease_until > due)
+		due = d->lease_until;
 	if (rc == CORE_OK)
 		rc = fs_txn_kv(t, key, text,
-			       d->status == STORE_DELIVERY_PENDING ? d->next_at
+			       d->status == STORE_DELIVERY_PENDING ? due
 								   : -(d->updated_at > 0 ? d->updated_at : 1));
 	free(key);
 	free(text);
