@@ -36,6 +36,31 @@ func (w *Worker) write(j *Job, fn func(ctx context.Context) error) error {
 	}
 }
 
+// writeFinal is write for a final write (the run's outcome, the filing, the release): when a
+// try's answer was lost on the way and a later try is refused, done(ctx, err) says whether
+// the lost try did it, and then the write is done, not refused.
+func (w *Worker) writeFinal(j *Job, fn func(ctx context.Context) error,
+	done func(ctx context.Context, err error) bool) error {
+	lostAnswer := false
+	return w.write(j, func(ctx context.Context) error {
+		err := fn(ctx)
+		if err != nil && lostAnswer && done(ctx, err) {
+			return nil
+		}
+		lostAnswer = lostAnswer || errors.Is(err, ErrTransport)
+		return err
+	})
+}
+
+// claimGone: a final write refused because the claim is gone, which a lost try of its own
+// may have done (settled reads the card and run back).
+func (w *Worker) claimGone(j *Job, to string) func(ctx context.Context, err error) bool {
+	return func(_ context.Context, err error) bool {
+		var cc *ClaimConflict
+		return errors.As(err, &cc) && w.settled(j, to)
+	}
+}
+
 func lostErr(err error) bool {
 	var cc *ClaimConflict
 	return errors.Is(err, ErrClaimLost) || errors.As(err, &cc)
@@ -178,17 +203,16 @@ func (w *Worker) finish(j *Job, result any, herr error, fallback bool) {
 	} else {
 		u.Error = cutUTF8(herr.Error(), runErrorMax)
 	}
-	lostAnswer := false
-	err := w.write(j, func(ctx context.Context) error {
+	err := w.writeFinal(j, func(ctx context.Context) error {
 		_, err := c.UpdateRun(ctx, j.RunID, j.Token.Marker, u)
-		var rf *RunFinal
-		if errors.As(err, &rf) && lostAnswer { // our own write, its answer lost?
-			if run, e := c.GetRun(ctx, j.RunID); e == nil && run.Status == u.Status {
-				return nil
-			}
-		}
-		lostAnswer = lostAnswer || errors.Is(err, ErrTransport)
 		return err
+	}, func(ctx context.Context, err error) bool { // the run final: by our own lost try?
+		var rf *RunFinal
+		if !errors.As(err, &rf) {
+			return false
+		}
+		run, e := c.GetRun(ctx, j.RunID)
+		return e == nil && run.Status == u.Status
 	})
 	var rf *RunFinal
 	if errors.As(err, &rf) { // an operator cancelled the run: parked, as boardctl does
@@ -223,17 +247,11 @@ func (w *Worker) finish(j *Job, result any, herr error, fallback bool) {
 			if herr != nil {
 				to, reason = w.Opts.OnFailure, "run_failed"
 			}
-			lostAnswer := false
-			err = w.write(j, func(ctx context.Context) error {
+			err = w.writeFinal(j, func(ctx context.Context) error {
 				_, err := c.SetState(ctx, j.Card.ID, to, StateOpts{Marker: j.Token.Marker,
 					Epoch: j.Token.Epoch, Reason: reason, Release: true})
-				var cc *ClaimConflict
-				if errors.As(err, &cc) && lostAnswer && w.settled(j, to) {
-					return nil
-				}
-				lostAnswer = lostAnswer || errors.Is(err, ErrTransport)
 				return err
-			})
+			}, w.claimGone(j, to))
 			if err != nil && !lostErr(err) { // the column refused: give the card back at once
 				w.Opts.Logf("boardd: card %s: filing into %s refused: %v", j.Card.ID, to, err)
 				w.release(j, false)
@@ -264,16 +282,10 @@ func (w *Worker) release(j *Job, retry bool) {
 func (w *Worker) releaseErr(j *Job, retry bool) error {
 	defer w.unhold(j)
 	rel := func(retry bool) error {
-		lostAnswer := false
-		return w.write(j, func(ctx context.Context) error {
+		return w.writeFinal(j, func(ctx context.Context) error {
 			_, err := w.Client.Release(ctx, j.Card.ID, j.Token.Marker, j.Token.Epoch, retry)
-			var cc *ClaimConflict
-			if errors.As(err, &cc) && lostAnswer && w.settled(j, "") {
-				return nil
-			}
-			lostAnswer = lostAnswer || errors.Is(err, ErrTransport)
 			return err
-		})
+		}, w.claimGone(j, ""))
 	}
 	if retry && w.hasRetry.Load() >= 0 {
 		err := rel(true)
