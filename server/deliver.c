@@ -69,19 +69,21 @@ struct server_deliver {
 
 /* ---- the scheduler: per-subscription queues, one attempt per subscription at a time ----
  *
- * The store leases the oldest due delivery, whoever it is for; the deliverer makes that fair.
- * A free thread leases (one at a time) and files each delivery in its subscription's queue
- * here; any free thread takes the head of a subscription that has no attempt in flight,
- * round robin over the subscriptions. So a hung receiver holds one thread per subscription
- * for at most the timeout, and its later deliveries wait in its own queue, leased, while the
- * leaser goes on past them to the other subscriptions' (DESIGN §16). Whenever every thread
+ * The store leases the oldest due delivery of a subscription whose queue here is not full;
+ * the deliverer makes that fair. A free thread leases (one at a time) and files each delivery
+ * in its subscription's queue here; any free thread takes the head of a subscription that has
+ * no attempt in flight, round robin over the subscriptions. So a hung receiver holds one
+ * thread per subscription for at most the timeout, up to SUBQ_MAX of its later deliveries
+ * wait in its own queue, leased, and the rest wait in the store, unleased, while the leaser
+ * goes past them to the other subscriptions' (DESIGN §16). Whenever every thread
  * is in an attempt another is started (up to --deliverers + EXTRA_MAX), so one is always free
  * to lease; a thread above --deliverers that has been idle SURPLUS_IDLE_US exits.
  *
  * A queued delivery is attempted only while its lease still outlives the timeout by
- * LEASE_MARGIN_MS; one that waited longer, or that finds its subscription's queue full, is
- * left leased and unattempted: the lease expires and it is leased again (here or by another
- * replica), its attempts unchanged. Never two attempts of one delivery at a time. */
+ * LEASE_MARGIN_MS; one that waited longer, or that finds the queues full (QUEUED_MAX in all;
+ * its own only when out of memory cut the lease's skip list), is left leased and
+ * unattempted: the lease expires and it is leased again (here or by another replica), its
+ * attempts unchanged. Never two attempts of one delivery at a time. */
 
 static struct subq *subq_get(struct server_deliver *d, const char *board, const char *sub)
 {
@@ -198,26 +200,80 @@ static bool spawn(struct server_deliver *d)
 	return true;
 }
 
+/* The subscriptions whose queue is full (copies: a queue may drain and go while the leaser
+ * runs without mu); under mu. The lease passes over their deliveries, so a hung receiver's
+ * backlog is neither leased to be parked nor walked ahead of the others' (DESIGN §16). Few
+ * or none: a queue is full only while its receiver is slow. On OOM the list is cut short,
+ * which only leases more to be parked. */
+static size_t full_subs(struct server_deliver *d, struct store_sub_ref **out)
+{
+	struct store_sub_ref *v = NULL, *nv;
+	struct subq *s;
+	size_t n = 0;
+
+	for (s = d->subs; s; s = s->next) {
+		char *b, *name;
+
+		if (s->n < SUBQ_MAX)
+			continue;
+		nv = realloc(v, (n + 1) * sizeof(*v));
+		if (!nv)
+			break;
+		v = nv;
+		b = strdup(s->board);
+		name = strdup(s->sub);
+		if (!b || !name) {
+			free(b);
+			free(name);
+			break;
+		}
+		v[n++] = (struct store_sub_ref){.board = b, .name = name};
+	}
+	*out = v;
+	return n;
+}
+
+static void subs_refs_free(struct store_sub_ref *v, size_t n)
+{
+	while (n-- > 0) {
+		free((char *)v[n].board);
+		free((char *)v[n].name);
+	}
+	free(v);
+}
+
 /* Leases up to LEASE_TURN deliveries into the queues, until one can be attempted at once;
  * how many it leased. Called without mu, by the one thread that has `leasing`. */
 static int lease_turn(struct server_deliver *d)
 {
+	struct store_sub_ref *skip;
+	size_t n_skip;
 	int n;
 
+	pthread_mutex_lock(&d->mu);
+	n_skip = full_subs(d, &skip);
+	pthread_mutex_unlock(&d->mu);
 	for (n = 0; n < LEASE_TURN;) {
 		struct store_delivery *dl = NULL;
 		bool ready, stop;
 
-		if (store_delivery_lease(d->st, d->owner, d->cfg.lease_ms, &dl) != CORE_OK || !dl)
+		if (store_delivery_lease_except(d->st, d->owner, d->cfg.lease_ms, skip, n_skip,
+						&dl) != CORE_OK ||
+		    !dl)
 			break;
 		n++;
 		pthread_mutex_lock(&d->mu);
 		ready = enqueue(d, dl);
 		stop = d->stop;
+		if (!ready && !stop) { /* this one may have filled its queue */
+			subs_refs_free(skip, n_skip);
+			n_skip = full_subs(d, &skip);
+		}
 		pthread_mutex_unlock(&d->mu);
 		if (ready || stop)
 			break;
 	}
+	subs_refs_free(skip, n_skip);
 	return n;
 }
 

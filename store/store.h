@@ -227,6 +227,14 @@ struct store_sub {
 	int64_t created_at, updated_at;
 };
 
+/* A subscription by name: the deliverer's lease passes over the deliveries of those whose
+ * queue is full (server/deliver.c), so a hung receiver's backlog is not leased ahead of the
+ * others' (DESIGN §16). */
+struct store_sub_ref {
+	const char *board;
+	const char *name;
+};
+
 void store_sub_free(struct store_sub *s);
 void store_subs_free(struct store_sub **v, size_t n);
 
@@ -534,8 +542,10 @@ struct store_ops {
 	enum core_rc (*delivery_list)(struct store *st, const struct store_delivery_filter *f,
 				      struct store_delivery ***out, size_t *n);
 	/* Leases the oldest pending delivery that is due (next_at <= now) and not leased (or
-	 * whose lease expired) to `owner` for lease_ms: lease_epoch advances. *out NULL: none. */
+	 * whose lease expired) to `owner` for lease_ms, passing over those of the n_skip
+	 * subscriptions in skip: lease_epoch advances. *out NULL: none. */
 	enum core_rc (*delivery_lease)(struct store *st, const char *owner, int64_t lease_ms,
+				       const struct store_sub_ref *skip, size_t n_skip,
 				       struct store_delivery **out);
 	/* Writes an attempt's outcome, fenced by (owner, epoch): CLAIM_CONFLICT when the lease
 	 * was lost (expired and taken, or retried by an operator). Clears the lease. DISABLE also
@@ -748,6 +758,10 @@ enum core_rc store_delivery_list(struct store *st, const struct store_delivery_f
 				 struct store_delivery ***out, size_t *n);
 enum core_rc store_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
 				  struct store_delivery **out);
+/* store_delivery_lease passing over the deliveries of the n_skip subscriptions in skip. */
+enum core_rc store_delivery_lease_except(struct store *st, const char *owner, int64_t lease_ms,
+					 const struct store_sub_ref *skip, size_t n_skip,
+					 struct store_delivery **out);
 enum core_rc store_delivery_finish(struct store *st, const char *id,
 				   const struct store_delivery_outcome *o,
 				   struct store_delivery **out);

@@ -101,12 +101,24 @@ enum core_rc store_delivery_list(struct store *st, const struct store_delivery_f
 enum core_rc store_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
 				  struct store_delivery **out)
 {
+	return store_delivery_lease_except(st, owner, lease_ms, NULL, 0, out);
+}
+
+enum core_rc store_delivery_lease_except(struct store *st, const char *owner, int64_t lease_ms,
+					 const struct store_sub_ref *skip, size_t n_skip,
+					 struct store_delivery **out)
+{
+	size_t i;
+
 	if (out)
 		*out = NULL;
-	if (!st || !out || !core_marker_valid(owner) || lease_ms < 1)
+	if (!st || !out || !core_marker_valid(owner) || lease_ms < 1 || (n_skip && !skip))
 		return CORE_ERR_BAD_REQUEST;
+	for (i = 0; i < n_skip; i++)
+		if (!skip[i].board || !skip[i].name)
+			return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, delivery_lease);
-	return st->ops->delivery_lease(st, owner, lease_ms, out);
+	return st->ops->delivery_lease(st, owner, lease_ms, skip, n_skip, out);
 }
 
 enum core_rc store_delivery_finish(struct store *st, const char *id,

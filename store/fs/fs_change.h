@@ -45,13 +45,19 @@ struct fs_change_card {
 	bool kept;
 };
 
-/* An effect record (store/fs/fs_effect.c): a subscription ("s/<board>/<name>") or a delivery
- * ("d/<id>"), held as its stored JSON text. `due`: a pending delivery's next_at, else -1 (0 for
- * subscriptions). In a change, val NULL deletes the key. Published entries are immutable. */
+struct fs_dlv_order; /* fs_subs.c */
+
+/* An effect record (store/fs/fs_effect.c): a subscription ("s/<board>/<name>"), a delivery
+ * ("d/<id>") or an idempotency record ("i/<key>"), held as its stored JSON text. `due`: a
+ * pending delivery's next_at (while leased, its lease's end), a settled one's -(updated_at);
+ * an idempotency record's expiry; 0 for subscriptions. In a change, val NULL deletes the key.
+ * Published entries are immutable; `lease` is a cache of what the text says, filled in by
+ * the lease scan under the write lock (fs_subs.c) and freed with the entry. */
 struct fs_kv {
 	char *key;
 	char *val;
 	int64_t due;
+	struct fs_dlv_order *lease; /* NULL until a lease scan read it; never in a change */
 };
 
 /* A board's last board_seq, as a snapshot keeps it (the events themselves are trimmed). */

@@ -58,6 +58,7 @@ static void kv_free(struct fs_kv *kv)
 		return;
 	free(kv->key);
 	free(kv->val);
+	free(kv->lease); /* one block */
 	free(kv);
 }
 

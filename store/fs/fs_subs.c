@@ -267,8 +267,53 @@ enum core_rc fs_delivery_list(struct store *st, const struct store_delivery_filt
 	return CORE_OK;
 }
 
+/* What the lease scan orders and passes over a due delivery by, read once from its text and
+ * kept on its published entry (kv->lease): a burst of deliveries to one hung receiver is not
+ * parsed again by every lease (DESIGN §16). One block: the strings follow the struct. */
+struct fs_dlv_order {
+	int64_t next_at, created_at, lease_until;
+	bool leased;
+	const char *board, *sub;
+	char id[];
+};
+
+static enum core_rc dlv_order(const struct fs_kv *kv, const struct fs_dlv_order **out)
+{
+	struct store_delivery *d = NULL;
+	struct fs_dlv_order *o;
+	size_t li, lb, ls;
+	enum core_rc rc;
+
+	if (kv->lease) {
+		*out = kv->lease;
+		return CORE_OK;
+	}
+	rc = fs_dlv_parse(kv->val, &d);
+	if (rc != CORE_OK)
+		return rc;
+	li = strlen(d->id) + 1;
+	lb = strlen(d->board) + 1;
+	ls = strlen(d->sub) + 1;
+	o = malloc(sizeof(*o) + li + lb + ls);
+	if (o) {
+		o->next_at = d->next_at;
+		o->created_at = d->created_at;
+		o->lease_until = d->lease_until;
+		o->leased = d->lease_owner != NULL;
+		memcpy(o->id, d->id, li);
+		o->board = memcpy(o->id + li, d->board, lb);
+		o->sub = memcpy(o->id + li + lb, d->sub, ls);
+		/* A cache of the immutable text, written only under the write lock (the lease's
+		 * transaction); readers under the read lock never look at it. */
+		((struct fs_kv *)kv)->lease = o;
+	}
+	store_delivery_free(d);
+	*out = o;
+	return o ? CORE_OK : CORE_ERR_NOMEM;
+}
+
 /* Earliest due first, then oldest, then id. */
-static bool dlv_before(const struct store_delivery *x, const struct store_delivery *y)
+static bool dlv_before(const struct fs_dlv_order *x, const struct fs_dlv_order *y)
 {
 	if (x->next_at != y->next_at)
 		return x->next_at < y->next_at;
@@ -277,11 +322,25 @@ static bool dlv_before(const struct store_delivery *x, const struct store_delive
 	return strcmp(x->id, y->id) < 0;
 }
 
+static bool dlv_skipped(const struct fs_dlv_order *o, const struct store_sub_ref *skip,
+			size_t n_skip)
+{
+	size_t i;
+
+	for (i = 0; i < n_skip; i++)
+		if (strcmp(skip[i].name, o->sub) == 0 && strcmp(skip[i].board, o->board) == 0)
+			return true;
+	return false;
+}
+
 enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
+			       const struct store_sub_ref *skip, size_t n_skip,
 			       struct store_delivery **out)
 {
 	struct fs *fs = fs_of(st);
-	struct store_delivery *best = NULL, *d;
+	struct store_delivery *best = NULL;
+	const struct fs_kv *best_kv = NULL;
+	const struct fs_dlv_order *bo = NULL;
 	struct fs_txn t;
 	enum core_rc rc = CORE_OK;
 	int64_t now = store_now(st);
@@ -302,20 +361,19 @@ enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t leas
 	fs_txn_begin(fs, &t, NULL);
 	for (i = 0; rc == CORE_OK && i < fs->kv.cap; i++) {
 		const struct fs_kv *kv = fs->kv.slots[i].val;
+		const struct fs_dlv_order *o;
 
 		if (!fs->kv.slots[i].key || kv->due < 0 || kv->due > t.now)
 			continue;
-		rc = fs_dlv_parse(kv->val, &d);
-		if (rc != CORE_OK)
-			break;
-		if (d->status != STORE_DELIVERY_PENDING ||
-		    (d->lease_owner && d->lease_until >= t.now) || (best && !dlv_before(d, best))) {
-			store_delivery_free(d);
+		rc = dlv_order(kv, &o);
+		if (rc != CORE_OK || (o->leased && o->lease_until >= t.now) ||
+		    (bo && !dlv_before(o, bo)) || dlv_skipped(o, skip, n_skip))
 			continue;
-		}
-		store_delivery_free(best);
-		best = d;
+		bo = o;
+		best_kv = kv;
 	}
+	if (rc == CORE_OK && best_kv)
+		rc = fs_dlv_parse(best_kv->val, &best);
 	if (rc == CORE_OK && best) {
 		free(best->lease_owner);
 		best->lease_owner = strdup(owner);

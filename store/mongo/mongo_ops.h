@@ -55,6 +55,7 @@ enum core_rc mgo_delivery_get(struct store *st, const char *id, struct store_del
 enum core_rc mgo_delivery_list(struct store *st, const struct store_delivery_filter *f,
 			       struct store_delivery ***out, size_t *n);
 enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lease_ms,
+				const struct store_sub_ref *skip, size_t n_skip,
 				struct store_delivery **out);
 enum core_rc mgo_delivery_finish(struct store *st, const char *id,
 				 const struct store_delivery_outcome *o,

@@ -15,6 +15,15 @@ once. Five cards are created 0.3 s apart. Asserted:
     their first attempts is recorded as failed (a timeout), so the hang was real;
   - at most one attempt per subscription is in flight at a time (per-subscription queues).
 
+Then a backlog: a fourth subscription `hang-burst` on the hanging path gets BURST (600; 150
+on the Mongo twin) deliveries at once (batch creates), and one more card for `healthy` follows. Asserted:
+
+  - the healthy delivery still arrives within HEALTHY_S of its event: before the lease passed
+    over a full queue's subscription, the leaser took (and parked) the whole backlog first,
+    each lease parsing every due delivery on the FS twin: 2.5 s at 300, 4.9 s at 600;
+  - no more of the backlog is leased than its subscription's queue and attempt hold (33):
+    the rest waits unleased instead of being leased only to be parked.
+
 A behaviour bound with a wide margin (1.5 s against a 3 s hang), not a benchmark.
 
 usage: fairness.py path/to/boardd [--mongo]
@@ -37,6 +46,10 @@ HANG_S = 20.0      # the hanging receiver answers long after the deliverer gave 
 HEALTHY_S = 1.5    # the bound asserted for each healthy delivery (the design's is 1 s)
 CARDS = 5
 SPACING_S = 0.3
+BURST = 600        # deliveries to one hanging receiver queued ahead of a healthy one
+BURST_MONGO = 150  # on the Mongo twin (FerretDB writes a batch of 500 slower than a client waits)
+BATCH = 100
+QUEUE_HOLDS = 33   # server/deliver.c: SUBQ_MAX queued + the attempt in flight
 
 
 def main():
@@ -58,6 +71,7 @@ def main():
         ops = bt.Client(srv.port, ops_t)
         try:
             run(ops, recv)
+            backlog(ops, recv, BURST_MONGO if store else BURST)
         except Exception as e:  # a harness error is a failure, with the log
             check(False, 'harness: %r\n%s' % (e, srv.log_tail()))
         finally:
@@ -124,6 +138,37 @@ def run(ops, recv):
         close = [b - a for a, b in zip(ts, ts[1:]) if b - a < TIMEOUT_MS / 1000 - 0.5]
         check(not close, '%s: one attempt at a time (%d attempts, gaps under the timeout: %s)'
               % (name, len(ts), close))
+
+
+def backlog(ops, recv, burst):
+    ops.must(201, 'PUT', '/v1/boards/default/subscriptions/hang-burst',
+             {'url': recv.base + '/hang-burst/slow', 'on': {'all_labels': ['burst']}})
+    made = 0
+    for start in range(0, burst, BATCH):
+        items = [{'id': 'burst-%d' % i, 'labels': ['burst']}
+                 for i in range(start, min(start + BATCH, burst))]
+        res = ops.must(200, 'POST', '/v1/cards', items)['results']
+        made += sum(1 for r in res if r.get('status') == 201)
+    check(made == burst, 'the backlog was created (%d of %d cards)' % (made, burst))
+    before = len(recv.hits_for('/healthy/'))
+    ops.must(201, 'POST', '/v1/cards', {'id': 'after-burst', 'labels': ['fan']})
+    t_made = time.time()
+    got = recv.wait_for('/healthy/', before + 1, HEALTHY_S + 2 * TIMEOUT_MS / 1000)
+    t = next((r['t'] for r in got
+              if json.loads(r['body'])['card']['id'] == 'after-burst'), None)
+    delay = None if t is None else t - t_made
+    print('healthy delivery behind a backlog of %d to a hanging receiver: %s'
+          % (burst, 'never' if delay is None else '%.3f s after its event' % delay))
+    check(delay is not None and delay <= HEALTHY_S,
+          'the healthy delivery within %.1f s of its event behind a backlog of %d'
+          % (HEALTHY_S, burst))
+    check(bool(recv.hits_for('/hang-burst/')), 'the backlog\'s receiver was attempted')
+    dl = ops.must(200, 'GET', '/v1/deliveries?board=default&status=pending&limit=1000')
+    leased = [d for d in dl['deliveries']
+              if d['id'].endswith('.hang-burst') and d.get('lease')]
+    check(len(leased) <= QUEUE_HOLDS,
+          'no more of the backlog leased than its queue holds (%d leased, at most %d)'
+          % (len(leased), QUEUE_HOLDS))
 
 
 if __name__ == '__main__':

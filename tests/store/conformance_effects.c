@@ -396,6 +396,35 @@ START_TEST(lease_and_fenced_outcome)
 }
 END_TEST
 
+/* The deliverer passes over subscriptions whose queue is full (DESIGN §16): the lease skips
+ * their deliveries, however early, and only theirs (a name is scoped by its board). */
+START_TEST(lease_passes_over_skipped_subscriptions)
+{
+	struct store *st = ct_open();
+	struct store_delivery *d = NULL;
+	const struct store_sub_ref a_here = {"default", "a"}, a_elsewhere = {"other", "a"};
+
+	store_sub_free(ct_sub_put(st, "a", NULL, NULL, NULL, NULL));
+	store_sub_free(ct_sub_put(st, "b", NULL, NULL, NULL, NULL));
+	core_card_free(ct_create(st, "c1", "ready", NULL));
+	ck_assert_uint_eq(dlv_count(st), 2);
+	ck_assert_int_eq(store_delivery_lease_except(st, "r1", 30000, &a_here, 1, &d), CORE_OK);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_str_eq(d->sub, "b");
+	store_delivery_free(d);
+	ck_assert_int_eq(store_delivery_lease_except(st, "r1", 30000, &a_here, 1, &d), CORE_OK);
+	ck_assert_ptr_null(d);
+	ck_assert_int_eq(store_delivery_lease_except(st, "r1", 30000, &a_elsewhere, 1, &d),
+			 CORE_OK);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_str_eq(d->sub, "a");
+	store_delivery_free(d);
+	ck_assert_int_eq(store_delivery_lease_except(st, "r1", 30000, NULL, 1, &d),
+			 CORE_ERR_BAD_REQUEST);
+	ct_close(st);
+}
+END_TEST
+
 START_TEST(one_shots_of_one_step_leave_together)
 {
 	struct store *st = ct_open();
@@ -440,5 +469,6 @@ void conformance_add_effects(Suite *s)
 	tcase_add_test(tc, defaults_and_unblocked_fire);
 	tcase_add_test(tc, machine_events_never_match);
 	tcase_add_test(tc, lease_and_fenced_outcome);
+	tcase_add_test(tc, lease_passes_over_skipped_subscriptions);
 	suite_add_tcase(s, tc);
 }
