@@ -2,7 +2,7 @@
 """The Python worker SDK (clients/python) under lost answers and refusals, against a real
 boardd behind a small fault proxy of its own (loopback only, in this process): the proxy
 forwards each request and may lose the answer (the server did the work, the client sees the
-connection close) or answer a chosen status without forwarding.
+connection close), answer a chosen status without forwarding, or hold a request a while.
 
 - claim-next's answer lost (one card, and with count): the retry sends the same
   Idempotency-Key, so it gets the same claims; no card is left claimed and never worked;
@@ -14,15 +14,20 @@ connection close) or answer a chosen status without forwarding.
   failed, the card filed into on_failure and released, nothing stranded;
 - more than 1000 claims renewed: requests of at most 1000 tokens, every lease extended;
 - a renew refused whole with 401: the handler is cancelled at once, not at the lease end;
+- every run heartbeat slow (held 1 s by the proxy, 10 jobs, a 6 s lease): the heartbeats of a
+  tick go out together, so the next renew comes in time: no job loses its lease, all are done;
+- a run cancelled by an operator: its next heartbeat's run_final cancels the handler
+  ('run_cancelled') and parks the job: neither filed nor released;
 - the final write's answer lost (the run's PATCH, the card's filing with release): the retry's
   refusal is read back and the job counts as succeeded, not lost or parked.
 
 usage: test_faults_python.py BOARDD REPO_ROOT
-(BOARDD_TEST_PORT_BASE=N: boardd listens on N, the proxy on N+1; else free ports.)
+(BOARDD_TEST_PORT_BASE=N: boardd listens on N, the proxies on N+1 and N+2; else free ports.)
 """
 import json
 import logging
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -91,6 +96,33 @@ def runs_of(op, cid):
 
 def ok_handler(job):
     return {'ok': job.id}
+
+
+class SlowHeartbeats(Proxy):
+    """The fault proxy with every run heartbeat (POST /v1/runs/{id}/heartbeat) held `seconds`
+    before it is forwarded; `peak`: the most heartbeats it held at one time, `seen`: how many
+    it held in all."""
+    HEARTBEAT = re.compile(r'^/v1/runs/[^/]+/heartbeat$')
+
+    def __init__(self, target, seconds, port=0):
+        self.seconds = seconds
+        self.held = self.peak = self.seen = 0
+        self.held_lock = threading.Lock()
+        super().__init__(target, port)
+
+    def rule_for(self, method, path):
+        if method != 'POST' or not self.HEARTBEAT.match(path):
+            return super().rule_for(method, path)
+        with self.held_lock:
+            self.held += 1
+            self.seen += 1
+            self.peak = max(self.peak, self.held)
+        try:
+            time.sleep(self.seconds)  # on this request's own proxy thread
+        finally:
+            with self.held_lock:
+                self.held -= 1
+        return None  # then forwarded as is
 
 
 # ---- the scenarios --------------------------------------------------------------------------
@@ -279,6 +311,80 @@ def t_renew_401(px, wtok, op, bot):
     op.revoke_claim(ids[0])
 
 
+def t_slow_heartbeats(target, port, wtok, op, bot):
+    """N jobs, each heartbeat of their runs D seconds long: one after another the tick would
+    last N x D, well past the lease, and the watch would cancel every job before the next
+    renew; together it lasts about D, well within it."""
+    name = 'slow run heartbeats'
+    n, d, lease = 10, 1.0, 6000   # renew every 2 s; 2 + 10 x 1 s >> 6 s, 2 + 1 s << 6 s
+    hold = 10.0                   # each handler: past the lease end the old tick would reach
+    ids = mk(bot, 'hb', n)
+    px = SlowHeartbeats(target, d, port)
+    cancelled = {}
+
+    def h(job):
+        if job.wait(hold):
+            cancelled[job.id] = job.cancel_reason
+            job.check()
+        return {'ok': job.id}
+    try:
+        c = boardd.Client(px.url, wtok, timeout=10)
+        w = boardd.Worker(c, 'default', h, concurrency=n, labels=['hb'], lease_ms=lease,
+                          wait_ms=500, grace=2)
+        t0 = time.monotonic()
+        stats, err = run_worker(w, n, timeout=40)
+        took = time.monotonic() - t0
+    finally:
+        px.close()
+    got = cards(op, ids)
+    done = [i for i, x in got.items() if x['state'] == 'done' and not x.get('claim')]
+    check(err is None, '%s: the worker ends without an error (%r)' % (name, err))
+    check(not cancelled, '%s: no job cancelled (%d of %d: %s)' % (
+        name, len(cancelled), n, sorted(set(cancelled.values()))))
+    check(stats.get('succeeded') == n and not stats.get('lost'),
+          '%s: %d jobs succeeded, none lost: %s' % (name, n, stats))
+    check(len(done) == n, '%s: every card done and released (%d of %d)' % (
+        name, len(done), n))
+    check(px.seen >= n, '%s: the runs were heartbeated through the slow proxy (%d)' % (
+        name, px.seen))
+    check(px.peak > 1, '%s: heartbeats in flight together (at most %d at once, of %d '
+          'heartbeats; %.1f s)' % (name, px.peak, px.seen, took))
+    for i, x in got.items():  # a card left held (cancelled mid-way): given back
+        if x.get('claim'):
+            op.revoke_claim(i)
+
+
+def t_run_cancelled(wtok, url, op, bot):
+    name = 'run cancelled by an operator'
+    ids = mk(bot, 'rcx', 1)
+    lease = 3000  # renew (and heartbeat) every 1 s
+    seen = {}
+
+    def h(job):
+        seen['job'] = job
+        op.cancel_run(job.run_id)
+        seen['start'] = time.monotonic()
+        job.wait(10)
+        seen['took'] = time.monotonic() - seen['start']
+        seen['reason'] = job.cancel_reason
+        job.check()
+        return 'not cancelled'
+    c = boardd.Client(url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', h, labels=['rcx'], lease_ms=lease, wait_ms=500, grace=2)
+    stats, err = run_worker(w, 1, timeout=20)
+    card = op.get_card(ids[0])
+    check(seen.get('reason') == 'run_cancelled' and seen.get('took', 1e9) < 5,
+          '%s: the handler is cancelled at the next heartbeat (%.1f s): %r' % (
+              name, seen.get('took', -1), seen.get('reason')))
+    check(seen.get('job') is not None and seen['job'].parked and stats.get('parked') == 1
+          and not stats.get('lost'),
+          '%s: the job is parked, and counted parked, not lost: %s' % (name, stats))
+    check(card['state'] == 'ready' and (card.get('claim') or {}).get('marker') == w.marker,
+          '%s: the card is neither filed nor released: %s %s' % (
+              name, card['state'], card.get('claim')))
+    op.revoke_claim(ids[0])
+
+
 def t_final_lost(px, wtok, op, bot, what):
     name = 'final write answer lost (%s)' % what
     label = 'fl' + what
@@ -324,6 +430,8 @@ def main():
         t_final_lost(px, wtok, op, op, 'state')
         t_final_lost(px, wtok, op, op, 'run')
         t_renew_401(px, wtok, op, op)
+        t_slow_heartbeats(srv.port, base + 2 if base else 0, wtok, op, op)
+        t_run_cancelled(wtok, srv.url, op, op)
         t_renew_many(px, wtok, op, op)
     finally:
         px.close()

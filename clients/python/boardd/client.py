@@ -459,9 +459,10 @@ class Client:
         return self.call('DELETE', '/v1/runs/' + _q(run_id))
 
     @route('POST', '/v1/runs/{id}/heartbeat')
-    def heartbeat_run(self, run_id, marker, lease_ms=None):
+    def heartbeat_run(self, run_id, marker, lease_ms=None, timeout=None):
+        """timeout: seconds for this request (the worker's renew tick bounds it by its own)."""
         return self.call('POST', '/v1/runs/%s/heartbeat' % _q(run_id),
-                         _body(marker=marker, lease_ms=lease_ms))
+                         _body(marker=marker, lease_ms=lease_ms), timeout=timeout)
 
     @route('POST', '/v1/runs/{id}/cancel')
     def cancel_run(self, run_id):

@@ -2,12 +2,13 @@
 claims cards with claim-next (long-poll; `count` when the server takes it), creates a run per
 card, calls handler(job) on a thread of its own, and meanwhile keeps every held claim alive:
 one renew per tick for all of them (POST /v1/claims/renew; one by one where the server has no
-such route) and a heartbeat of each run. When the handler returns, the run gets its result (or
-its error) and the card is filed (on_success / on_failure, or back to the pool with `retry`)
-and released, each write fenced by the claim's epoch. claim-next and the run's create carry an
-Idempotency-Key kept across their retries (a lost answer claims nothing twice); a final write
-refused 4xx (a result over the server's limit) fails the run with a short error and files the
-card as a failed job, never leaving it held.
+such route) and a heartbeat of each run, the heartbeats of a tick sent together (a slow server
+does not make the tick N heartbeats long). When the handler returns, the run gets its result
+(or its error) and the card is filed (on_success / on_failure, or back to the pool with
+`retry`) and released, each write fenced by the claim's epoch. claim-next and the run's create
+carry an Idempotency-Key kept across their retries (a lost answer claims nothing twice); a
+final write refused 4xx (a result over the server's limit) fails the run with a short error and
+files the card as a failed job, never leaving it held.
 
 The claim can be lost while the handler works: a renew refused (the claim was revoked,
 reclaimed, or the card deleted), or no renew acknowledged before the lease ends (measured
@@ -21,6 +22,7 @@ jobs get `grace` seconds to finish; then they are cancelled (job.cancel_reason '
 job that ends by raising gets its run marked failed_resumable and its claim released, and a
 handler that does not return within a further `grace` has its claim released for it.
 """
+import concurrent.futures
 import logging
 import os
 import queue
@@ -41,6 +43,7 @@ _TRANSIENT = (TransportError, StoreUnavailable, Busy, IdempotencyKeyInFlight)
 _now = time.monotonic
 RENEW_MANY_MAX = 1000       # tokens per POST /v1/claims/renew (the server's limit)
 RUN_ERROR_MAX = 4096        # a run's error, bytes of UTF-8 (CORE_RUN_ERROR_MAX)
+HEARTBEATS_MAX = 16         # run heartbeats in flight at once (threads; one per slot below it)
 
 
 def _cut(text, limit):
@@ -83,6 +86,7 @@ class Job:
         self.parked = False     # an operator cancelled the run: neither filed nor released
         self.abandoned = False  # released for the handler after the grace: it writes nothing
         self._on_cancel = []
+        self._beat = None       # the run's last heartbeat (a Future; the renew thread's own)
 
     # ---- the cancel token ----
 
@@ -201,6 +205,7 @@ class Worker:
         self._claimed_total = 0
         self._max_jobs = None
         self._error = None
+        self._beats = None      # the heartbeat threads (an executor): made at the first one
 
     # ---- public ----
 
@@ -250,6 +255,9 @@ class Worker:
             self._finished.set()
             with self._cv:
                 self._cv.notify_all()
+                beats, self._beats = self._beats, None
+            if beats is not None:  # a heartbeat still out is not waited for: the jobs are over
+                beats.shutdown(wait=False, cancel_futures=True)
             for _ in range(self.concurrency):
                 self._jobs.put(None)
             for s, h in old.items():
@@ -445,13 +453,13 @@ class Worker:
 
     def _finish(self, job, outcome, value):
         c = self.client
+        if job.parked:  # cancelled by the run's end, not by a loss: its claim is still held
+            self._count('parked')
+            return
         if job._lost():
             self._count('lost')
             return
         if job.abandoned:  # counted when its claim was released for it
-            return
-        if job.parked:
-            self._count('parked')
             return
         stopping = job.cancel_reason == 'stopping' and outcome != 'ok'
         if stopping:
@@ -601,8 +609,8 @@ class Worker:
                 delay = min(delay * 2, 5.0)
 
     def _renew(self, held):
-        """One renew of every held claim (and a heartbeat of each run). False when there was
-        no answer at all."""
+        """One renew of every held claim, then a heartbeat of each run whose claim it renewed.
+        False when there was no answer at all."""
         c = self.client
         sent = _now()
         timeout = max(0.5, min(c.timeout, min(j.lease_end for j in held) - sent))
@@ -637,6 +645,7 @@ class Worker:
                 else:  # 5xx, or another refusal of the whole request: no answer
                     log.warning('renew: %d %s', st, body)
         answered = True
+        beat = []  # renewed, with a run: their heartbeats go out together below
         for j in held:
             if results is not None:
                 r = results.get(j.id) or {'status': 0}
@@ -659,18 +668,58 @@ class Worker:
                 answered = False
                 continue
             if j.run_id:
-                try:
-                    c.heartbeat_run(j.run_id, j.marker)
-                except RunFinal:  # an operator cancelled the run: stop, keep the claim parked
-                    j.parked = True
-                    j._cancel('run_cancelled')
-                except ClaimConflict:
-                    self._lose(j, 'claim_conflict')
-                except BoarddError:
-                    pass
+                beat.append(j)
+        if beat:  # within the tick's time, as the renew (at least as long as its floor)
+            self._heartbeat_all(beat, max(0.5, sent + timeout - _now()))
         with self._cv:
             self._cv.notify_all()
         return answered
+
+    def _heartbeat_pool(self):
+        """The heartbeat threads, started as heartbeats need them: at most one per slot, up to
+        HEARTBEATS_MAX. They last as long as run(), so each keeps its keep-alive connection (the
+        client holds one per thread; a thread per heartbeat would connect anew each tick).
+        None once run() has ended."""
+        with self._cv:
+            if self._beats is None and not self._finished.is_set():
+                self._beats = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=min(self.concurrency, HEARTBEATS_MAX),
+                    thread_name_prefix='boardd-heartbeat')
+            return self._beats
+
+    def _heartbeat_all(self, jobs, timeout):
+        """The run heartbeats of one tick, sent together and waited for at most `timeout`
+        seconds. One after another, N slow heartbeats would hold the renew thread N times as
+        long, and the next renew could come after the leases end (the watch then cancels jobs
+        whose claims were fine). A job whose previous heartbeat is still out (queued behind
+        others, or slower than its tick) gets none more this tick: they would only pile up."""
+        pool = self._heartbeat_pool()
+        if pool is None:  # run() has ended
+            return
+        sent = []
+        for j in jobs:
+            if j._beat is not None and not j._beat.done():
+                continue
+            try:
+                j._beat = pool.submit(self._heartbeat, j, timeout)
+            except RuntimeError:  # shut down meanwhile: run() has ended
+                break
+            sent.append(j._beat)
+        concurrent.futures.wait(sent, timeout)
+
+    def _heartbeat(self, j, timeout):
+        """One heartbeat of the job's run, on a heartbeat thread."""
+        try:
+            self.client.heartbeat_run(j.run_id, j.marker, timeout=timeout)
+        except RunFinal:  # an operator cancelled the run: stop, keep the claim parked
+            j.parked = True
+            j._cancel('run_cancelled')
+        except ClaimConflict:
+            self._lose(j, 'claim_conflict')
+        except BoarddError:
+            pass  # no answer, or refused otherwise: the renew, not the heartbeat, keeps the claim
+        except Exception:  # noqa: BLE001 - said, not kept silently in the Future
+            log.exception('card %s: heartbeat', j.id)
 
     def _watch_loop(self):
         """Cancels a job the moment its lease ends without an acknowledged renew."""
