@@ -272,7 +272,7 @@ enum core_rc fs_delivery_list(struct store *st, const struct store_delivery_filt
  * parsed again by every lease (DESIGN §16). One block: the strings follow the struct. */
 struct fs_dlv_order {
 	int64_t next_at, created_at, lease_until;
-	bool leased;
+	bool pending, leased;
 	const char *board, *sub;
 	char id[];
 };
@@ -299,6 +299,7 @@ static enum core_rc dlv_order(const struct fs_kv *kv, const struct fs_dlv_order 
 		o->next_at = d->next_at;
 		o->created_at = d->created_at;
 		o->lease_until = d->lease_until;
+		o->pending = d->status == STORE_DELIVERY_PENDING;
 		o->leased = d->lease_owner != NULL;
 		memcpy(o->id, d->id, li);
 		o->board = memcpy(o->id + li, d->board, lb);
@@ -366,7 +367,7 @@ enum core_rc fs_delivery_lease(struct store *st, const char *owner, int64_t leas
 		if (!fs->kv.slots[i].key || kv->due < 0 || kv->due > t.now)
 			continue;
 		rc = dlv_order(kv, &o);
-		if (rc != CORE_OK || (o->leased && o->lease_until >= t.now) ||
+		if (rc != CORE_OK || !o->pending || (o->leased && o->lease_until >= t.now) ||
 		    (bo && !dlv_before(o, bo)) || dlv_skipped(o, skip, n_skip))
 			continue;
 		bo = o;
