@@ -71,7 +71,11 @@ enum core_rc api_h_card_runs(struct api_req *r)
 
 	if (rc != CORE_OK)
 		return rc;
+	/* This card's runs: a card deleted and created again (on any board) does not inherit
+	 * the runs of the earlier one (they stay in GET /v1/runs?board= of their board). */
 	f.card_id = c->id;
+	f.card_since = c->created_at;
+	f.board = c->board;
 	rc = page(r, &f);
 	core_card_free(c);
 	return rc;

@@ -180,6 +180,9 @@ struct store_run_update {
 /* The runs listing (DESIGN §20): newest first (core_run_newer_cmp), tombstones left out. */
 struct store_run_filter {
 	const char *card_id;       /* NULL: any card */
+	int64_t card_since;        /* with card_id: the card's created_at. Runs created before it
+				    * were an earlier card's of that id (deleted, then created
+				    * again): not this card's */
 	const char *board;         /* NULL: any */
 	const char *const *boards; /* NULL: any; else NULL-terminated list the caller may see */
 	const char *status;        /* NULL: any */

@@ -19,6 +19,7 @@ static bool run_matches(const struct core_run *r, const struct store_run_filter 
 	const char *const *b;
 
 	if (r->pruned || (f->card_id && strcmp(r->card_id, f->card_id) != 0) ||
+	    (f->card_id && r->created_at < f->card_since) ||
 	    (f->board && strcmp(r->board, f->board) != 0) ||
 	    (f->status && strcmp(r->status, f->status) != 0) ||
 	    (has_after && !core_run_after(r, at, aid)))
@@ -148,7 +149,10 @@ enum core_rc fs_runs_retain(struct fs_txn *t, const struct core_card *card)
 			if (fs_map_get(&fs->runs, r->id))
 				continue; /* counted as published */
 		}
-		if (!r || r->pruned || strcmp(r->card_id, card->id) != 0)
+		/* This card's: not those of an earlier card of its id (deleted, created again,
+		 * maybe on another board), which are not its history to trim. */
+		if (!r || r->pruned || strcmp(r->card_id, card->id) != 0 ||
+		    strcmp(r->board, card->board) != 0 || r->created_at < card->created_at)
 			continue;
 		if (n == cap) {
 			const struct core_run **g;

@@ -64,6 +64,15 @@ static bool not_pruned(bson_t *filter)
 	       BSON_APPEND_BOOL(&ne, "$ne", true) && bson_append_document_end(filter, &ne);
 }
 
+/* {created_at: {$gte: at}}: a card's runs, not an earlier card's of its id. */
+static bool since(bson_t *f, int64_t at)
+{
+	bson_t gte;
+
+	return BSON_APPEND_DOCUMENT_BEGIN(f, "created_at", &gte) &&
+	       BSON_APPEND_DATE_TIME(&gte, "$gte", at) && bson_append_document_end(f, &gte);
+}
+
 /* $or: [{created_at < at}, {created_at == at, _id < id}]: after the cursor, newest first. */
 static bool after_cursor(bson_t *filter, int64_t at, const char *id)
 {
@@ -94,6 +103,7 @@ enum core_rc mgo_run_list(struct store *st, const struct store_run_filter *f,
 		return rc;
 	rc = CORE_ERR_NOMEM;
 	if ((f->card_id && !BSON_APPEND_UTF8(&filter, "card_id", f->card_id)) ||
+	    (f->card_id && !since(&filter, f->card_since)) ||
 	    !mgo_board_filter_append(&filter, f->board, f->boards) ||
 	    (f->status && !BSON_APPEND_UTF8(&filter, "status", f->status)) ||
 	    !not_pruned(&filter) ||
@@ -151,7 +161,11 @@ enum core_rc mgo_runs_retain(struct mgo_conn *c, const struct core_card *card)
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	/* Past the newest CORE_RUN_HISTORY_MAX live runs (the card_created index). */
-	if (BSON_APPEND_UTF8(&filter, "card_id", card->id) && not_pruned(&filter) &&
+	/* This card's: not those of an earlier card of its id (deleted, created again, maybe on
+	 * another board), which are not its history to trim. */
+	if (BSON_APPEND_UTF8(&filter, "card_id", card->id) &&
+	    BSON_APPEND_UTF8(&filter, "board", card->board) && since(&filter, card->created_at) &&
+	    not_pruned(&filter) &&
 	    list_opts(&opts, 0, true) && BSON_APPEND_INT64(&opts, "skip", CORE_RUN_HISTORY_MAX))
 		rc = mgo_find_each(c->runs, &filter, &opts, collect_run, &p);
 	for (i = 0; rc == CORE_OK && i < p.n; i++)

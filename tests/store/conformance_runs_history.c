@@ -258,6 +258,49 @@ START_TEST(runs_history_bounded)
 }
 END_TEST
 
+/* A card deleted and created again does not inherit the runs of the earlier card of its id:
+ * its listing leaves them out, and its history bound neither counts nor retires them (they
+ * stay whole, in the board's listing). */
+START_TEST(runs_of_an_earlier_card_of_the_id)
+{
+	struct store *st = ct_open();
+	struct store_run_filter f = {.card_id = "c1", .board = "default", .limit = 1000};
+	struct core_run **v = NULL, *r = NULL;
+	struct core_card *c;
+	size_t n = 0, i;
+	char *next = NULL, id[16];
+
+	core_card_free(ct_create(st, "c1", "ready", NULL));
+	ct_claim(st, "c1", "w1");
+	run_as(st, "old", "c1", "w1", "running");
+	finish(st, "old", "w1");
+	ck_assert_int_eq(store_card_delete(st, "c1", &ct_op), CORE_OK);
+	ct_now += 1000;
+	c = ct_create(st, "c1", "ready", NULL);
+	f.card_since = c->created_at;
+	core_card_free(c);
+	ct_claim(st, "c1", "w1");
+	for (i = 0; i < CORE_RUN_HISTORY_MAX; i++) {
+		snprintf(id, sizeof id, "n%02zu", i);
+		run_as(st, id, "c1", "w1", "running");
+		finish(st, id, "w1");
+		ct_now += 1;
+	}
+	ck_assert_int_eq(store_run_list(st, &f, &v, &n, &next), CORE_OK);
+	ck_assert_uint_eq(n, CORE_RUN_HISTORY_MAX);
+	for (i = 0; i < n; i++)
+		ck_assert_str_ne(v[i]->id, "old");
+	store_runs_free(v, n);
+	free(next);
+	/* The earlier card's run is still whole: not retired as one past this card's bound. */
+	ck_assert_int_eq(store_run_get(st, "old", &r), CORE_OK);
+	ck_assert(!r->pruned);
+	ck_assert_str_eq(r->status, "finished");
+	core_run_free(r);
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_runs_history(Suite *s)
 {
 	TCase *tc = tcase_create("runs_history");
@@ -268,5 +311,6 @@ void conformance_add_runs_history(Suite *s)
 	tcase_add_test(tc, run_output_stale_claim_refused);
 	tcase_add_test(tc, run_output_keeps_the_tail);
 	tcase_add_test(tc, runs_history_bounded);
+	tcase_add_test(tc, runs_of_an_earlier_card_of_the_id);
 	suite_add_tcase(s, tc);
 }
