@@ -181,8 +181,8 @@ static enum core_rc run_cas(struct mgo_conn *c, const struct core_run *now,
 	bson_append_document_end(&filter, &ne);
 	if (extra)
 		bson_concat(&filter, extra);
-	/* The run's fields are all this op's (a run has one writer at a time: its owner, or an
-	 * operator's cancel/prune, or the reaper's promotion, each guarded). */
+	/* The run's fields as this op leaves them, written whole: the caller's guard on the
+	 * version read (updated_at) keeps a concurrent write from being carried back. */
 	BSON_APPEND_DOCUMENT_BEGIN(&update, "$set", &set);
 	bson_copy_to_excluding_noinit(&full, &set, "_id", "created_at", "card_id", "board",
 				      "output", NULL);
@@ -196,6 +196,8 @@ static enum core_rc run_cas(struct mgo_conn *c, const struct core_run *now,
 		mgo_evq_push_append(q, &push);
 		bson_append_document_end(&update, &push);
 	}
+	if (c->m->test_before_write)
+		c->m->test_before_write(c->m->test_ctx, now->id);
 	rc = mgo_find_modify(c->runs, &filter, &update, &doc);
 	if (rc != CORE_OK || !doc)
 		goto out;
@@ -312,7 +314,12 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 		}
 		if (rc != CORE_OK)
 			break;
-		now->updated_at = c->now;
+		/* The write carries back every field it read: guarded on the version it read
+		 * (updated_at, which each write moves strictly forward), so a write that landed in
+		 * between -- another field of the PATCH, a heartbeat, an append, a cancel -- makes
+		 * this one read again instead of being undone by it. */
+		now->updated_at = c->now > was->updated_at ? c->now : was->updated_at + 1;
+		BSON_APPEND_DATE_TIME(&extra, "updated_at", was->updated_at);
 		if (x->op == RUN_PRUNE)
 			mgo_evq_add(&q, CORE_EV_RUN_UPDATED, now->board, now->card_id, c->actor, NULL,
 				    c->now, json_pack("{sssb}", "run_id", now->id, "pruned", 1));

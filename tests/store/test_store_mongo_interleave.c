@@ -11,10 +11,12 @@
 #include <string.h>
 #include <time.h>
 
-/* One change to make at the next write: a JSON update of the card, or "DELETE". */
+/* One change to make at the next write: a JSON update of the card (of the document of
+ * `coll` the write is about, when set), or "DELETE". */
 struct interleave {
 	struct store *st;
 	const char *change; /* NULL: disarmed */
+	const char *coll;   /* NULL: "cards" */
 	int fired;
 };
 
@@ -32,7 +34,7 @@ static void before_write(void *ctx, const char *card_id)
 	if (strcmp(change, "DELETE") == 0)
 		raw_delete(x->st, "cards", card_id);
 	else
-		raw_update(x->st, "cards", card_id, change);
+		raw_update(x->st, x->coll ? x->coll : "cards", card_id, change);
 }
 
 static struct store *open_hooked(void)
@@ -363,6 +365,47 @@ START_TEST(no_refusal_from_an_earlier_read)
 }
 END_TEST
 
+/* A run write carries back every field it read: a write that landed between its read and its
+ * findAndModify (here the owner's PATCH of continuation and failure_code, moving the run's
+ * updated_at as every run write does) must make it read again, not be undone by it. A
+ * heartbeat used to write the old fields back: an armed continuation, acknowledged, was
+ * lost, and the reaper then decided without it. */
+START_TEST(run_written_before_a_heartbeat)
+{
+	struct store *st = open_hooked();
+	struct store_claim_result cr;
+	struct store_run_create in = {.id = "r1", .card_id = "c1", .marker = "w1",
+				      .status = "running", .lease_ms = 30000};
+	struct store_run_update hb = {.marker = "w1"};
+	struct core_run *r = NULL;
+	char change[256];
+
+	create(st, "c1", "ready");
+	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &cr), CORE_OK);
+	ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
+	snprintf(change, sizeof(change),
+		 "{\"$set\": {\"continuation\": \"retry_armed\", \"failure_code\": \"X\", "
+		 "\"updated_at\": {\"$date\": %lld}}}",
+		 (long long)r->updated_at + 1);
+	core_run_free(r);
+	r = NULL;
+	tnow += 5;
+	il.coll = "runs";
+	il.change = change;
+	ck_assert_int_eq(store_run_update(st, "r1", &hb, &bot, &r), CORE_OK);
+	ck_assert_int_eq(il.fired, 1);
+	ck_assert_ptr_nonnull(r->continuation);
+	ck_assert_str_eq(r->continuation, "retry_armed");
+	ck_assert_str_eq(r->failure_code, "X");
+	ck_assert_int_eq(r->lock_until, tnow + 30000); /* and the heartbeat landed */
+	core_run_free(r);
+	ck_assert_int_eq(store_run_get(st, "r1", &r), CORE_OK);
+	ck_assert_str_eq(r->continuation, "retry_armed");
+	core_run_free(r);
+	close_db(st);
+}
+END_TEST
+
 void mongo_add_interleave(TCase *tc)
 {
 	tcase_add_test(tc, no_refusal_from_an_earlier_read);
@@ -376,4 +419,5 @@ void mongo_add_interleave(TCase *tc)
 	tcase_add_test(tc, card_deleted_before_write_is_not_found);
 	tcase_add_test(tc, owned_write_and_release_are_one_step);
 	tcase_add_test(tc, retry_release_before_a_completion);
+	tcase_add_test(tc, run_written_before_a_heartbeat);
 }
