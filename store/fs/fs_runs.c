@@ -248,7 +248,7 @@ enum core_rc fs_run_prune(struct store *st, const char *id, const struct store_a
 	fs_txn_begin(fs_of(st), &t, actor);
 	rc = txn_run(&t, id, &r);
 	if (rc == CORE_OK) {
-		r->pruned = true;
+		core_run_retire(r); /* a tombstone: result, error and output go with it */
 		r->updated_at = t.now;
 		rc = fs_txn_event(&t, CORE_EV_RUN_UPDATED, r->board, r->card_id, NULL,
 				  json_pack("{sssb}", "run_id", r->id, "pruned", 1));

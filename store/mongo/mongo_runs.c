@@ -300,7 +300,7 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 			/* Guarded on the status read: an owner's final write is never undone. */
 			BSON_APPEND_UTF8(&extra, "status", was->status);
 		} else if (rc == CORE_OK && x->op == RUN_PRUNE) {
-			now->pruned = true;
+			core_run_retire(now); /* a tombstone: result, error and output go with it */
 		} else if (rc == CORE_OK && x->op == RUN_PROMOTE) {
 			core_run_promote_if_orphaned(now, c->now, &x->promoted);
 			if (!x->promoted) {
@@ -332,7 +332,8 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 		else
 			mgo_evq_add(&q, CORE_EV_RUN_UPDATED, now->board, now->card_id, c->actor, NULL,
 				    c->now, run_payload(now));
-		rc = run_cas(c, now, &extra, &q, x->op == RUN_UPDATE && x->u->output, &hit, out);
+		rc = run_cas(c, now, &extra, &q,
+			     (x->op == RUN_UPDATE && x->u->output) || x->op == RUN_PRUNE, &hit, out);
 	}
 	mgo_evq_release(&q);
 	bson_destroy(&extra);

@@ -108,6 +108,11 @@ START_TEST(run_cancel_prune_tombstone)
 	core_card_free(ct_create(st, "c1", "ready", NULL));
 	core_run_free(mkrun(st, "r1", "c1", "running"));
 	core_run_free(mkrun(st, "r2", "c1", "queued"));
+	ck_assert_int_eq(store_run_update(st, "r1", &(struct store_run_update){.marker = "w1",
+			 .result = "{\"k\":1}", .error = "boom", .output = "some output"},
+			 &ct_bot, &r), CORE_OK);
+	ck_assert_ptr_nonnull(r->output);
+	core_run_free(r);
 	ck_assert_int_eq(store_run_cancel(st, "r1", &ct_op, &r), CORE_OK);
 	ck_assert_str_eq(r->status, "cancelled");
 	core_run_free(r);
@@ -118,6 +123,10 @@ START_TEST(run_cancel_prune_tombstone)
 	ck_assert_int_eq(store_run_get_any(st, "r1", &r), CORE_OK);
 	ck_assert(r->pruned);
 	ck_assert_int_gt(r->claim_epoch, 0);
+	/* A tombstone, as the retention leaves one: what the run produced goes with it. */
+	ck_assert_ptr_null(r->result);
+	ck_assert_ptr_null(r->error);
+	ck_assert_ptr_null(r->output);
 	core_run_free(r);
 	ck_assert_int_eq(store_run_get_any(st, "r-never", &r), CORE_ERR_NOT_FOUND);
 	ck_assert_int_eq(store_run_prune(st, "r1", &ct_op), CORE_ERR_NOT_FOUND);
