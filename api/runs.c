@@ -104,6 +104,9 @@ enum core_rc api_h_run_create(struct api_req *r)
 	if (rc != CORE_OK)
 		return rc;
 	snprintf(r->location, sizeof r->location, "/v1/runs/%s", run->id);
+	/* A run created in a final status reached it here (it takes no further write). */
+	if (core_run_status_final(run->status))
+		metrics_inc_board(r->api->metrics, METRICS_RUNS_FINISHED, run->status, run->board);
 	return reply_run(r, 201, run);
 }
 
