@@ -151,7 +151,9 @@ static char *item_keyed(struct api_req *r, json_t *arr, json_t *item, const char
 	enum core_rc rc;
 
 	canon = json_dumps(item, JSON_COMPACT | JSON_SORT_KEYS);
-	if (!canon || !api_idem_scope(r, "POST /v1/cards item", key, scoped, sizeof scoped) ||
+	/* "#": no routed path holds one, so no Idempotency-Key's scope ("POST /v1/cards <key>")
+	 * meets an item's ("item a" was item key "a"). */
+	if (!canon || !api_idem_scope(r, "POST /v1/cards#item", key, scoped, sizeof scoped) ||
 	    !api_idem_fp(canon, strlen(canon), fp)) {
 		free(canon);
 		return NULL;

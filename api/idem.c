@@ -32,12 +32,49 @@ enum core_rc api_idem_key_check(struct api_req *r, const char *key, const char *
 	return CORE_OK;
 }
 
+/* Whose keys: "<bytes>:<name>" with the bytes of a name outside printable ASCII (and '%')
+ * %XX-escaped, the length the name's own, so no two names meet (the store takes printable
+ * ASCII keys: a token named in UTF-8 could use no key at all); a name that escapes to more
+ * than 128 bytes is "#" and its SHA-256 (the key would not fit). out: at least 160 bytes. */
+static bool idem_who(const char *who, char *out)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t len = strlen(who), esc = 0, i, k;
+
+	for (i = 0; i < len; i++)
+		esc += (unsigned char)who[i] < 0x20 || (unsigned char)who[i] > 0x7e || who[i] == '%'
+			       ? 3
+			       : 1;
+	if (esc > 128) {
+		out[0] = '#';
+		return api_idem_fp(who, len, out + 1);
+	}
+	k = (size_t)sprintf(out, "%zu:", len);
+	for (i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)who[i];
+
+		if (ch < 0x20 || ch > 0x7e || ch == '%') {
+			out[k++] = '%';
+			out[k++] = hex[ch >> 4];
+			out[k++] = hex[ch & 15];
+		} else {
+			out[k++] = (char)ch;
+		}
+	}
+	out[k] = '\0';
+	return true;
+}
+
 bool api_idem_scope(struct api_req *r, const char *scope, const char *key, char *out, size_t n)
 {
 	struct store_actor actor = api_auth_actor(r);
 	const char *who = r->agent_idem ? r->agent_idem : actor.name ? actor.name : "";
-	int w = snprintf(out, n, "%zu:%s %s %s", strlen(who), who, scope, key);
+	char w_text[160];
+	int w;
 
+	if (!idem_who(who, w_text))
+		return false;
+	w = snprintf(out, n, "%s %s %s", w_text, scope, key);
 	return w > 0 && (size_t)w < n;
 }
 
@@ -116,14 +153,21 @@ enum core_rc api_idem_handle(struct api_req *r)
 	struct store_idem k = {0};
 	enum core_rc rc, rc2;
 	unsigned status = 0;
+	size_t plen;
 	char *text;
+	int w;
 
 	if (!key)
 		return r->route->handler(r);
 	if ((rc = api_idem_key_check(r, key, "Idempotency-Key")) != CORE_OK)
 		return rc;
-	snprintf(scope, sizeof scope, "%s %s", r->method, r->path);
-	if (!api_idem_scope(r, scope, key, scoped, sizeof scoped))
+	/* The route as the router read it: the path percent-decoded (`/v1/boards/%64efault/...`
+	 * is board default's claim-next, and its key too). */
+	w = snprintf(scope, sizeof scope, "%s ", r->method);
+	plen = strlen(r->path);
+	if (w <= 0 || (size_t)w + plen >= sizeof scope ||
+	    !api_pct_decode_to(r->path, plen, false, scope + w) ||
+	    !api_idem_scope(r, scope, key, scoped, sizeof scoped))
 		return api_fail(r, CORE_ERR_BAD_REQUEST, "the request path is too long for an "
 							 "Idempotency-Key");
 	if (!api_idem_fp(r->body ? r->body : "", r->body ? r->body_len : 0, fp))

@@ -17,6 +17,7 @@ usage: test_idem.py path/to/boardd [--mongo]
 """
 import json
 import os
+import signal
 import sys
 import threading
 
@@ -201,6 +202,9 @@ def claim_next(b):
     r1 = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-1')
     r2 = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-1')
     check(r1[0] == 200 and r1[:2] == r2[:2], 'claim-next: the repeat answers the same claim')
+    r2 = raw(b.port, w, 'POST', '/v1/boards/%6Eext/claim-next', {'marker': 'w1'}, 'next-1')
+    check(r1[:2] == r2[:2], 'claim-next: the repeat on the path percent-encoded is the same '
+                            'route and key: the same claim (%s)' % r2[1][:120])
     r3 = raw(b.port, w, 'POST', path, {'marker': 'w1'}, 'next-2')
     check(r3[0] == 200 and json.loads(r3[1])['card']['id'] != json.loads(r1[1])['card']['id'],
           'claim-next: another key claims the other card')
@@ -234,6 +238,40 @@ def claim_next(b):
     m3 = raw(b.port, w, 'POST', path, {'marker': 'w1', 'count': 2}, 'next-7')
     check(m3[0] == 200 and len(json.loads(m3[1]).get('claims', [])) == 1,
           'claim-next count: one card was left for another key')
+
+
+def scopes(b):
+    """Whose key, and which: an Idempotency-Key never meets a batch item's idempotency_key
+    (the header key "item a" was the item key "a"); a token named outside ASCII can use keys
+    (its every keyed request was 400); the route is the path as routed, percent-decoded."""
+    bot = b.tok['bot']
+    st, text, _ = raw(b.port, bot, 'POST', '/v1/cards',
+                      [{'title': 'one', 'idempotency_key': 'sc-a'}])
+    check(st == 200 and json.loads(text)['results'][0]['status'] == 201,
+          'scope: an item keyed sc-a is created (%s)' % st)
+    st, text, _ = raw(b.port, bot, 'POST', '/v1/cards', {'title': 'two'}, 'item sc-a')
+    check(st == 201, 'scope: Idempotency-Key "item sc-a" is another key than item sc-a '
+                     '(%s %s)' % (st, text[:120]))
+    st, text, _ = raw(b.port, bot, 'POST', '/v1/cards', {'title': 'three'}, 'item sc-b')
+    check(st == 201, 'scope: Idempotency-Key "item sc-b" creates (%s)' % st)
+    st, text, _ = raw(b.port, bot, 'POST', '/v1/cards',
+                      [{'title': 'four', 'idempotency_key': 'sc-b'}])
+    res = json.loads(text)['results'] if st == 200 else [{}]
+    check(res[0].get('status') == 201,
+          'scope: and the item key sc-b is another key again (%s)' % res[0].get('status'))
+
+    tok = bt.token_add(b.binary, b.tokens_file, '\u00e9quipe', ['bot'])
+    b.proc.send_signal(signal.SIGHUP)
+    check(bt.wait_for(lambda: raw(b.port, tok, 'GET', '/v1/boards', None)[0] == 200),
+          'scope: a token named \u00e9quipe is served after SIGHUP')
+    first = raw(b.port, tok, 'POST', '/v1/cards', {'title': 'utf8'}, 'u-1')
+    again = raw(b.port, tok, 'POST', '/v1/cards', {'title': 'utf8'}, 'u-1')
+    check(first[0] == 201 and first[:2] == again[:2],
+          'scope: a token named in UTF-8 uses an Idempotency-Key (%s %s)' % (first[0], again[0]))
+    one = raw(b.port, tok, 'POST', '/v1/cards', [{'title': 'u2', 'idempotency_key': 'u-2'}])
+    two = raw(b.port, tok, 'POST', '/v1/cards', [{'title': 'u2', 'idempotency_key': 'u-2'}])
+    check(one[0] == 200 and json.loads(one[1])['results'][0]['status'] == 201 and
+          one[1] == two[1], 'scope: and a batch item\'s key (%s)' % one[1][:120])
 
 
 def concurrent(ports, tok, key, body, n=12):
@@ -280,6 +318,7 @@ def main():
     try:
         batch(b)
         first = keys(b)
+        scopes(b)
         claim_next(b)
         if not mongo:
             cfg = b.ok('GET', '/v1/boards/default')
