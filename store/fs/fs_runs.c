@@ -82,7 +82,7 @@ enum core_rc fs_run_create(struct store *st, const struct store_run_create *in,
 	if (id && fs_txn_run_peek(&t, id)) /* a tombstone keeps its id too */
 		goto out;
 	while (!id) {
-		snprintf(idbuf, sizeof(idbuf), "r-%011" PRIx64 "-%" PRIu64, (uint64_t)t.now,
+		snprintf(idbuf, sizeof(idbuf), "r-%011" PRIx64 "-%012" PRIu64, (uint64_t)t.now,
 			 ++t.ch.ctr.run);
 		if (!fs_txn_run_peek(&t, idbuf))
 			id = idbuf;

@@ -66,7 +66,7 @@ enum core_rc mgo_run_create(struct store *st, const struct store_run_create *in,
 	if (rc != CORE_OK)
 		goto out;
 	if (!in->id)
-		snprintf(idbuf, sizeof(idbuf), "r-%011" PRIx64 "-%" PRId64, (uint64_t)c.now, n);
+		snprintf(idbuf, sizeof(idbuf), "r-%011" PRIx64 "-%012" PRId64, (uint64_t)c.now, n);
 	rc = CORE_ERR_NOMEM;
 	r = core_run_new();
 	if (!r || core_str_set(&r->id, in->id ? in->id : idbuf) ||

@@ -301,6 +301,36 @@ START_TEST(runs_of_an_earlier_card_of_the_id)
 }
 END_TEST
 
+/* Runs created in one millisecond are listed newest first too: the generated ids order as
+ * they were made (their counter is zero-padded; "...-10" sorted before "...-9"). */
+START_TEST(runs_of_one_ms_listed_newest_first)
+{
+	struct store *st = ct_open();
+	struct store_run_filter f = {.card_id = "c1", .limit = 1000};
+	struct core_run **v = NULL, *r = NULL;
+	char made[12][CORE_ID_MAX + 1];
+	char *next = NULL;
+	size_t n = 0, i;
+
+	core_card_free(ct_create(st, "c1", "ready", NULL));
+	ct_claim(st, "c1", "w1");
+	for (i = 0; i < 12; i++) {
+		ck_assert_int_eq(store_run_create(st, &(struct store_run_create){.card_id = "c1",
+				 .marker = "w1", .status = "running", .lease_ms = 30000},
+				 &ct_bot, &r), CORE_OK);
+		snprintf(made[i], sizeof made[i], "%s", r->id);
+		core_run_free(r);
+	}
+	ck_assert_int_eq(store_run_list(st, &f, &v, &n, &next), CORE_OK);
+	ck_assert_uint_eq(n, 12);
+	for (i = 0; i < n; i++)
+		ck_assert_str_eq(v[i]->id, made[11 - i]);
+	store_runs_free(v, n);
+	free(next);
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_runs_history(Suite *s)
 {
 	TCase *tc = tcase_create("runs_history");
@@ -312,5 +342,6 @@ void conformance_add_runs_history(Suite *s)
 	tcase_add_test(tc, run_output_keeps_the_tail);
 	tcase_add_test(tc, runs_history_bounded);
 	tcase_add_test(tc, runs_of_an_earlier_card_of_the_id);
+	tcase_add_test(tc, runs_of_one_ms_listed_newest_first);
 	suite_add_tcase(s, tc);
 }
