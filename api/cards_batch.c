@@ -184,8 +184,10 @@ static char *item_keyed(struct api_req *r, json_t *arr, json_t *item, const char
 		return text;
 	}
 	rc = store_idem_end(r->api->st, &k, (int)status, text, NULL);
-	if (rc != CORE_OK) {
+	if (rc != CORE_OK) { /* created, but its key not recorded: not "nothing changed" */
 		free(text);
+		api_fail(r, rc, "the item was created, but its idempotency_key %.64s could not be "
+				"recorded: read what it made before sending it again", key);
 		text = item_refusal(r, rc, &status);
 	}
 	return text;

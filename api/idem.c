@@ -201,8 +201,14 @@ enum core_rc api_idem_handle(struct api_req *r)
 	rc2 = store_idem_end(r->api->st, &k, (int)status, text, r->location);
 	free(text);
 	store_idem_release(&k);
-	/* The write was made but its key not recorded: say so as a store failure (on the FS
-	 * twin the write's own line holds the key, which then answers in flight). */
+	/* The write was made but its key not recorded (the store stayed unreachable; on the FS
+	 * twin the write's own line holds the key, which then answers in flight): a store
+	 * failure, which must not read "nothing was changed". */
+	if (rc2 != CORE_OK && rc == CORE_OK)
+		return api_fail(r, rc2,
+				"the request was carried out, but its Idempotency-Key %.64s could "
+				"not be recorded: read what it changed before sending it again",
+				key);
 	return rc2 != CORE_OK ? rc2 : rc;
 }
 

@@ -22,6 +22,14 @@ static bool key_valid(const char *s)
 	return n <= STORE_IDEM_KEY_MAX;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void nap_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -42,6 +50,7 @@ enum core_rc store_idem_begin(struct store *st, struct store_idem *k)
 	k->body = k->location = NULL;
 	k->attached = false;
 	k->st = st;
+	k->begun_ms = mono_ms();
 	for (;;) {
 		rc = st->ops->idem->begin(st, k);
 		if (rc != CORE_OK || k->state != STORE_IDEM_PENDING || waited >= STORE_IDEM_WAIT_MS)
@@ -58,11 +67,27 @@ enum core_rc store_idem_begin(struct store *st, struct store_idem *k)
 enum core_rc store_idem_end(struct store *st, struct store_idem *k, int status, const char *body,
 			    const char *location)
 {
+	long step = 50;
+
 	if (!st || !k || status < 100 || status > 599 || !body)
 		return CORE_ERR_BAD_REQUEST;
 	if (!st->ops->idem || !st->ops->idem->end)
 		return CORE_ERR_NOT_IMPLEMENTED;
-	return st->ops->idem->end(st, k, status, body, location);
+	/* The write was made: its answer must be recorded, or a repeat after the reservation
+	 * could be taken over (STORE_IDEM_PENDING_MS) would write again. A database blip (Mongo)
+	 * is waited out, until STORE_IDEM_END_MARGIN_MS before that; recording again is safe
+	 * (the same answer, guarded on this reservation). */
+	for (;;) {
+		enum core_rc rc = st->ops->idem->end(st, k, status, body, location);
+		int64_t left = k->begun_ms + STORE_IDEM_PENDING_MS - STORE_IDEM_END_MARGIN_MS -
+			       mono_ms();
+
+		if (rc != CORE_ERR_STORE_UNAVAILABLE || left <= 0 || !st->ops->idem->end_retries)
+			return rc;
+		nap_ms(left < step ? (long)left : step);
+		if (step < 1000)
+			step *= 2;
+	}
 }
 
 void store_idem_abort(struct store *st, struct store_idem *k)

@@ -869,6 +869,9 @@ enum core_rc store_delivery_from_json(const json_t *j, struct store_delivery **o
  */
 #define STORE_IDEM_TTL_MS ((int64_t)24 * 3600 * 1000)
 #define STORE_IDEM_PENDING_MS ((int64_t)30000)
+/* store_idem_end retries an unreachable store until this long before the reservation could
+ * be taken over. */
+#define STORE_IDEM_END_MARGIN_MS ((int64_t)5000)
 /* How long store_idem_begin waits for another request's reservation to end. */
 #define STORE_IDEM_WAIT_MS 1000
 #define STORE_IDEM_KEY_MAX 1024 /* the scoped key */
@@ -888,6 +891,8 @@ struct store_idem {
 	int status;
 	char *body;
 	char *location; /* "" when the answer had none */
+	int64_t begun_ms;      /* CLOCK_MONOTONIC ms at store_idem_begin (store_idem_end's
+				* retries end before the reservation could be taken over) */
 	/* the twins' */
 	char nonce[33];        /* Mongo: this reservation's own */
 	bool attached;         /* FS: a journal line carries it */
@@ -905,6 +910,10 @@ struct store_idem_ops {
 			    const char *location);
 	/* Drops a NEW key's reservation. */
 	void (*abort)(struct store *st, struct store_idem *k);
+	/* An `end` that found the store unreachable is tried again (store_idem_end): a twin
+	 * whose reservation another request can take over once the answer is late (Mongo). The
+	 * FS twin's write carried its key in the same journal line: nothing to wait for. */
+	bool end_retries;
 };
 
 /* NOT_IMPLEMENTED for a twin without keys; waits up to STORE_IDEM_WAIT_MS while PENDING. */

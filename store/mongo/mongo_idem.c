@@ -245,4 +245,5 @@ const struct store_idem_ops mgo_idem_ops = {
 	.begin = mgo_idem_begin,
 	.end = mgo_idem_end,
 	.abort = mgo_idem_abort,
+	.end_retries = true,
 };
