@@ -60,6 +60,7 @@ static bool event_makes_available(enum core_event_type t)
 	case CORE_EV_CARD_CREATED:
 	case CORE_EV_CARD_STATE_CHANGED:
 	case CORE_EV_CARD_RELEASED:
+	case CORE_EV_CARD_DELETED: /* a claimed card's capacity is free again */
 	case CORE_EV_CARD_UNBLOCKED:
 	case CORE_EV_CARD_UPDATED:
 	case CORE_EV_CARD_LABELS_CHANGED:

@@ -186,6 +186,36 @@ START_TEST(next_wakes_on_each_availability)
 }
 END_TEST
 
+static void act_delete_held(void)
+{
+	json_decref(t_must(204, "DELETE", "/v1/cards/held", OP, NULL, NULL));
+}
+
+/* A claimed card deleted frees its board's capacity: a waiter parked on a full board takes
+ * the next card at once (it used to sleep out its wait_ms and find it only at the end). */
+START_TEST(next_wakes_when_a_claimed_card_is_deleted)
+{
+	json_t *b = t_must(200, "GET", "/v1/boards/default", OP, NULL, NULL);
+	long long t0;
+	char *text;
+
+	json_object_set_new(b, "max_claims", json_integer(1));
+	json_object_del(b, "retry_effective");
+	json_object_del(b, "claimed");
+	text = json_dumps(b, JSON_COMPACT);
+	json_decref(b);
+	json_decref(t_must(200, "PUT", "/v1/boards/default", OP, NULL, text));
+	free(text);
+	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"id\":\"held\",\"state\":\"ready\"}"));
+	held_epoch = t_claim("held", "holder");
+	json_decref(t_must(201, "POST", "/v1/cards", BOT, NULL, "{\"id\":\"next\",\"state\":\"ready\"}"));
+	t0 = now_ms();
+	wake_by("{\"marker\":\"w\",\"wait_ms\":20000}", act_delete_held, "next");
+	/* Woken by the delete, not by its wait's end (20 s): a bound no busy machine reaches. */
+	ck_assert_msg(now_ms() - t0 < 10000, "woken after %lld ms", now_ms() - t0);
+}
+END_TEST
+
 /* 1 500 events while nobody waits (backlog cards: nothing a worker may take). The waker, idle
  * meanwhile, reads them all once a worker parks (more than one batch of 1 000, woken once at
  * the end of that catch-up), and the worker is still woken by the card that comes next. */
@@ -438,6 +468,7 @@ TCase *api_tcase_next(void)
 	tcase_add_test(tc, next_wait_ends_with_204);
 	tcase_add_test(tc, next_wakes_on_each_availability);
 	tcase_add_test(tc, next_wakes_after_a_long_idle);
+	tcase_add_test(tc, next_wakes_when_a_claimed_card_is_deleted);
 	tcase_add_test(tc, next_drain_32_workers);
 	tcase_add_test(tc, run_result_comment_and_finish);
 	tcase_add_test(tc, priority_on_create_and_patch);
