@@ -171,6 +171,34 @@ static enum core_rc subs_keep_columns(struct api_req *r, const struct core_board
 	return rc;
 }
 
+/* The policy fields of a board PUT, each refused by name (the codec's refusal names none). */
+static enum core_rc policy_fields_check(struct api_req *r)
+{
+	static const char *const keys[] = {"max_attempts", "backoff_ms", "max_backoff_ms"};
+	const json_t *mc = json_object_get(r->json, "max_claims");
+	const json_t *rt = json_object_get(r->json, "retry");
+	enum core_rc rc;
+	size_t i;
+
+	if (mc && !json_is_null(mc) && !json_is_integer(mc))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"max_claims\" must be an integer");
+	if (!rt || json_is_null(rt))
+		return CORE_OK;
+	if (!json_is_object(rt))
+		return api_fail(r, CORE_ERR_BAD_REQUEST, "field \"retry\" must be an object");
+	if ((rc = api_json_fields_check(r, rt, "?max_attempts ?backoff_ms ?max_backoff_ms",
+					"retry.")) != CORE_OK)
+		return rc;
+	for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		const json_t *v = json_object_get(rt, keys[i]);
+
+		if (v && !json_is_integer(v))
+			return api_fail(r, CORE_ERR_BAD_REQUEST,
+					"field \"retry.%s\" must be an integer", keys[i]);
+	}
+	return CORE_OK;
+}
+
 enum core_rc api_h_board_put(struct api_req *r)
 {
 	struct store_actor actor = api_auth_actor(r);
@@ -195,6 +223,8 @@ enum core_rc api_h_board_put(struct api_req *r)
 				return rc;
 		}
 	}
+	if ((rc = policy_fields_check(r)) != CORE_OK)
+		return rc;
 	if (nj && !(json_is_string(nj) && strcmp(json_string_value(nj), name) == 0))
 		return api_fail(r, CORE_ERR_INVALID_BOARD, "\"name\" must equal the board in the path");
 	if (!nj && json_object_set_new(r->json, "name", json_string(name)) != 0)
@@ -210,6 +240,14 @@ enum core_rc api_h_board_put(struct api_req *r)
 				"values integers)");
 	if (rc != CORE_OK)
 		return rc;
+	/* A retry without max_attempts takes the server's default for it (--run-ceiling), as
+	 * a board without retry does (DESIGN §17), not the built-in 20. */
+	if (b.has_retry && !json_object_get(json_object_get(r->json, "retry"), "max_attempts")) {
+		struct core_retry d;
+
+		store_retry_of(r->api->st, NULL, &d);
+		b.retry.max_attempts = d.max_attempts;
+	}
 	detail[0] = '\0';
 	rc = core_board_validate(&b, detail, sizeof detail);
 	if (rc != CORE_OK) {

@@ -157,6 +157,22 @@ START_TEST(board_policy_config_and_counts)
 }
 END_TEST
 
+/* A retry policy without max_attempts takes the server's default for it (--run-ceiling), as
+ * a board without one does; it took the built-in 20, and a card went on past the ceiling. */
+START_TEST(board_retry_defaults_to_the_run_ceiling)
+{
+	json_t *b;
+
+	store_retry_default_set(T.st, 3);
+	pol_board(",\"retry\":{\"backoff_ms\":10}");
+	b = t_must(200, "GET", POL, BOT, NULL, NULL);
+	ck_assert_int_eq(t_int(json_object_get(b, "retry"), "max_attempts"), 3);
+	ck_assert_int_eq(t_int(json_object_get(b, "retry"), "backoff_ms"), 10);
+	ck_assert_int_eq(t_int(json_object_get(b, "retry_effective"), "max_attempts"), 3);
+	json_decref(b);
+}
+END_TEST
+
 START_TEST(board_policy_refusals)
 {
 	char *before;
@@ -166,11 +182,14 @@ START_TEST(board_policy_refusals)
 		const char *code, *needle;
 	} cases[] = {
 		/* a wrong type: 400 */
-		{",\"max_claims\":\"5\"", 400, "bad_request", "max_claims"},
-		{",\"max_claims\":1.5", 400, "bad_request", "max_claims"},
-		{",\"retry\":3", 400, "bad_request", "retry"},
-		{",\"retry\":{\"max_attempts\":\"3\"}", 400, "bad_request", "retry"},
-		{",\"retry\":{\"attempts\":3}", 400, "bad_request", "retry"},
+		{",\"max_claims\":\"5\"", 400, "bad_request", "\"max_claims\" must be an integer"},
+		{",\"max_claims\":1.5", 400, "bad_request", "\"max_claims\" must be an integer"},
+		{",\"retry\":3", 400, "bad_request", "\"retry\" must be an object"},
+		{",\"retry\":{\"max_attempts\":\"3\"}", 400, "bad_request",
+		 "\"retry.max_attempts\" must be an integer"},
+		{",\"retry\":{\"backoff_ms\":\"5\"}", 400, "bad_request",
+		 "\"retry.backoff_ms\" must be an integer"},
+		{",\"retry\":{\"attempts\":3}", 400, "bad_request", "retry.attempts"},
 		/* well-formed, not a policy: 422 naming the value */
 		{",\"max_claims\":0", 422, "invalid_board", "max_claims"},
 		{",\"max_claims\":1000001", 422, "invalid_board", "max_claims"},
@@ -559,6 +578,7 @@ TCase *api_tcase_policy(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, board_policy_config_and_counts);
 	tcase_add_test(tc, board_policy_refusals);
+	tcase_add_test(tc, board_retry_defaults_to_the_run_ceiling);
 	tcase_add_test(tc, capacity_reached_and_claim_next_skips_a_full_column);
 	tcase_add_test(tc, capacity_full_long_poll_woken_by_a_release);
 	tcase_add_test(tc, not_before_on_create_patch_and_claim);
