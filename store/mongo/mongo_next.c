@@ -86,44 +86,44 @@ static bool sort_append(bson_t *d, const char *key)
 	       bson_append_document_end(d, &s);
 }
 
-/* The best card carrying blockers that are all done, among the first NEXT_BLOCKED_SCAN that
- * carry any; *id receives a copy (caller frees) or stays NULL. */
+/* The best card carrying blockers that are all done, looked for NEXT_BLOCKED_SCAN at a time
+ * in claim order until one is found or none are left (a fixed look missed a card behind
+ * twenty whose blockers were pending); *id receives a copy (caller frees) or stays NULL. */
 static enum core_rc blocked_pick(struct mgo_conn *c, const struct core_board *b,
 				 const struct core_strv *cols, const struct core_strv *labels,
 				 char **id)
 {
-	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, ex;
-	struct core_card **cards = NULL;
 	struct mgo_lookup lk;
-	struct core_card_lookup look;
-	size_t n = 0, i;
-	enum core_rc rc = CORE_ERR_NOMEM;
+	struct core_card_lookup look = mgo_lookup_init(&lk, c);
+	enum core_rc rc = CORE_OK;
+	int64_t skip;
+	size_t n = NEXT_BLOCKED_SCAN;
 
 	*id = NULL;
-	if (!base_filter_at(&filter, b->name, cols, labels, c->now) ||
-	    !BSON_APPEND_DOCUMENT_BEGIN(&filter, "blockers.0", &ex) ||
-	    !BSON_APPEND_BOOL(&ex, "$exists", true) || !bson_append_document_end(&filter, &ex) ||
-	    !sort_append(&opts, "sort") || !BSON_APPEND_INT64(&opts, "limit", NEXT_BLOCKED_SCAN))
-		goto out;
-	rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
-	if (rc != CORE_OK)
-		goto out;
-	look = mgo_lookup_init(&lk, c);
-	for (i = 0; i < n && !*id; i++) {
-		bool done = core_blockers_all_done(b, &cards[i]->blockers, &look);
+	for (skip = 0; rc == CORE_OK && !*id && n == NEXT_BLOCKED_SCAN; skip += NEXT_BLOCKED_SCAN) {
+		bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, ex;
+		struct core_card **cards = NULL;
+		size_t i;
 
-		if (lk.rc != CORE_OK) {
-			rc = lk.rc;
-			break;
+		n = 0;
+		rc = CORE_ERR_NOMEM;
+		if (base_filter_at(&filter, b->name, cols, labels, c->now) &&
+		    BSON_APPEND_DOCUMENT_BEGIN(&filter, "blockers.0", &ex) &&
+		    BSON_APPEND_BOOL(&ex, "$exists", true) && bson_append_document_end(&filter, &ex) &&
+		    sort_append(&opts, "sort") && BSON_APPEND_INT64(&opts, "skip", skip) &&
+		    BSON_APPEND_INT64(&opts, "limit", NEXT_BLOCKED_SCAN))
+			rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
+		for (i = 0; rc == CORE_OK && i < n && !*id; i++) {
+			bool done = core_blockers_all_done(b, &cards[i]->blockers, &look);
+
+			if ((rc = lk.rc) == CORE_OK && done && !(*id = strdup(cards[i]->id)))
+				rc = CORE_ERR_NOMEM;
 		}
-		if (done && !(*id = strdup(cards[i]->id)))
-			rc = CORE_ERR_NOMEM;
+		store_cards_free(cards, n);
+		bson_destroy(&opts);
+		bson_destroy(&filter);
 	}
 	mgo_lookup_release(&lk);
-out:
-	store_cards_free(cards, n);
-	bson_destroy(&opts);
-	bson_destroy(&filter);
 	return rc;
 }
 
@@ -330,41 +330,48 @@ static enum core_rc from_record(struct mgo_conn *c, struct core_card *card)
 }
 
 /* out->wake_at: the earliest not_before after now of a card in cols that would fit but for
- * its schedule (blockers all done). */
+ * its schedule (blockers all done), looked for NEXT_BLOCKED_SCAN at a time. */
 static enum core_rc wake_find(struct mgo_conn *c, const struct core_board *b,
 			      const struct core_strv *cols, const struct core_strv *labels,
 			      int64_t *wake)
 {
-	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, gt, sort;
-	struct core_card **cards = NULL;
 	struct mgo_lookup lk;
 	struct core_card_lookup look;
-	size_t n = 0, i;
-	enum core_rc rc = CORE_ERR_NOMEM;
+	enum core_rc rc = CORE_OK;
+	int64_t skip;
+	size_t n = NEXT_BLOCKED_SCAN;
 
 	*wake = 0;
 	if (!cols->n)
 		return CORE_OK;
-	if (base_filter_at(&filter, b->name, cols, labels, -1) &&
-	    BSON_APPEND_DOCUMENT_BEGIN(&filter, "not_before", &gt) &&
-	    BSON_APPEND_DATE_TIME(&gt, "$gt", c->now) && bson_append_document_end(&filter, &gt) &&
-	    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort) &&
-	    BSON_APPEND_INT32(&sort, "not_before", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
-	    bson_append_document_end(&opts, &sort) &&
-	    BSON_APPEND_INT64(&opts, "limit", NEXT_BLOCKED_SCAN))
-		rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
 	look = mgo_lookup_init(&lk, c);
-	for (i = 0; rc == CORE_OK && i < n && !*wake; i++) {
-		bool done = !cards[i]->blockers.n ||
-			    core_blockers_all_done(b, &cards[i]->blockers, &look);
+	for (skip = 0; rc == CORE_OK && !*wake && n == NEXT_BLOCKED_SCAN; skip += NEXT_BLOCKED_SCAN) {
+		bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, gt, sort;
+		struct core_card **cards = NULL;
+		size_t i;
 
-		if ((rc = lk.rc) == CORE_OK && done)
-			*wake = cards[i]->not_before;
+		n = 0;
+		rc = CORE_ERR_NOMEM;
+		if (base_filter_at(&filter, b->name, cols, labels, -1) &&
+		    BSON_APPEND_DOCUMENT_BEGIN(&filter, "not_before", &gt) &&
+		    BSON_APPEND_DATE_TIME(&gt, "$gt", c->now) && bson_append_document_end(&filter, &gt) &&
+		    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort) &&
+		    BSON_APPEND_INT32(&sort, "not_before", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
+		    bson_append_document_end(&opts, &sort) && BSON_APPEND_INT64(&opts, "skip", skip) &&
+		    BSON_APPEND_INT64(&opts, "limit", NEXT_BLOCKED_SCAN))
+			rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
+		for (i = 0; rc == CORE_OK && i < n && !*wake; i++) {
+			bool done = !cards[i]->blockers.n ||
+				    core_blockers_all_done(b, &cards[i]->blockers, &look);
+
+			if ((rc = lk.rc) == CORE_OK && done)
+				*wake = cards[i]->not_before;
+		}
+		store_cards_free(cards, n);
+		bson_destroy(&opts);
+		bson_destroy(&filter);
 	}
 	mgo_lookup_release(&lk);
-	store_cards_free(cards, n);
-	bson_destroy(&opts);
-	bson_destroy(&filter);
 	return rc;
 }
 
@@ -399,11 +406,10 @@ static enum core_rc next_limited(struct mgo_conn *c, const struct core_board *b,
 	size_t i;
 
 	for (tries = 0; rc == CORE_OK && raced && tries < MGO_CAS_TRIES && !out->card; tries++) {
-		bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER;
-		struct core_card **cards = NULL;
 		struct mgo_lookup lk;
 		struct core_card_lookup look;
-		size_t n = 0;
+		size_t n = NEXT_LIMITED_SCAN;
+		int64_t skip;
 
 		raced = false;
 		core_strv_release(room);
@@ -416,33 +422,44 @@ static enum core_rc next_limited(struct mgo_conn *c, const struct core_board *b,
 				rc = core_strv_push(room, b->cols[i].name);
 		if (rc != CORE_OK || !room->n)
 			break;
-		rc = CORE_ERR_NOMEM;
-		if (base_filter_at(&filter, b->name, room, in->labels, c->now) &&
-		    sort_append(&opts, "sort") && BSON_APPEND_INT64(&opts, "limit", NEXT_LIMITED_SCAN))
-			rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
-		bson_destroy(&opts);
-		bson_destroy(&filter);
+		/* The cards there in claim order, NEXT_LIMITED_SCAN at a time, until one is taken,
+		 * another worker raced this one, or none are left (a fixed look missed a card
+		 * behind 64 whose blockers were pending). */
 		look = mgo_lookup_init(&lk, c);
-		for (i = 0; rc == CORE_OK && i < n && !out->card; i++) {
-			enum core_rc r;
+		for (skip = 0; rc == CORE_OK && !out->card && !raced && n == NEXT_LIMITED_SCAN;
+		     skip += NEXT_LIMITED_SCAN) {
+			bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER;
+			struct core_card **cards = NULL;
 
-			if (cards[i]->blockers.n &&
-			    !core_blockers_all_done(b, &cards[i]->blockers, &look)) {
-				rc = lk.rc;
-				continue;
+			n = 0;
+			rc = CORE_ERR_NOMEM;
+			if (base_filter_at(&filter, b->name, room, in->labels, c->now) &&
+			    sort_append(&opts, "sort") && BSON_APPEND_INT64(&opts, "skip", skip) &&
+			    BSON_APPEND_INT64(&opts, "limit", NEXT_LIMITED_SCAN))
+				rc = mgo_cards_query(c, &filter, &opts, &cards, &n);
+			bson_destroy(&opts);
+			bson_destroy(&filter);
+			for (i = 0; rc == CORE_OK && i < n && !out->card; i++) {
+				enum core_rc r;
+
+				if (cards[i]->blockers.n &&
+				    !core_blockers_all_done(b, &cards[i]->blockers, &look)) {
+					rc = lk.rc;
+					continue;
+				}
+				r = mgo_claim_fresh(c, cards[i]->id, in->marker, in->holder,
+						    in->lease_ms, out);
+				out->detail[0] = '\0';
+				if (r == CORE_ERR_CLAIM_CONFLICT || r == CORE_ERR_CAPACITY_REACHED)
+					raced = true;
+				else if (r != CORE_OK && r != CORE_ERR_NOT_YET &&
+					 r != CORE_ERR_BLOCKERS_PENDING &&
+					 r != CORE_ERR_TRANSITION_REJECTED && r != CORE_ERR_NOT_FOUND)
+					rc = r;
 			}
-			r = mgo_claim_fresh(c, cards[i]->id, in->marker, in->holder, in->lease_ms,
-					    out);
-			out->detail[0] = '\0';
-			if (r == CORE_ERR_CLAIM_CONFLICT || r == CORE_ERR_CAPACITY_REACHED)
-				raced = true;
-			else if (r != CORE_OK && r != CORE_ERR_NOT_YET &&
-				 r != CORE_ERR_BLOCKERS_PENDING && r != CORE_ERR_TRANSITION_REJECTED &&
-				 r != CORE_ERR_NOT_FOUND)
-				rc = r;
+			store_cards_free(cards, n);
 		}
 		mgo_lookup_release(&lk);
-		store_cards_free(cards, n);
 		c->now = store_now(&c->m->base);
 	}
 	free(per_col);

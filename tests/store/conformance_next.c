@@ -232,6 +232,44 @@ START_TEST(next_past_blocked_cards)
 }
 END_TEST
 
+/* More blocked cards ahead than any one look of the Mongo twin (20 unlimited, 64 on a board
+ * with limits): the card behind them is still found (it was 204). */
+START_TEST(next_past_many_blocked_cards)
+{
+	struct store *st = ct_open();
+	const char *pend[] = {"open", NULL}, *fin[] = {"closed", NULL};
+	struct store_card_patch p = {.has_priority = true, .priority = 90};
+	struct core_board b = {0};
+	struct core_card *c;
+	char id[16];
+	int i;
+
+	mk(st, "open", "backlog", 0, NULL);
+	mk(st, "closed", "done", 0, NULL);
+	for (i = 0; i < 70; i++) {
+		snprintf(id, sizeof id, "b%02d", i);
+		core_card_free(ct_create(st, id, "ready", pend));
+		ct_move(st, id, NULL, "ready", NULL, &ct_op);
+		ck_assert_int_eq(store_card_patch(st, id, &p, &ct_bot, &c), CORE_OK);
+		core_card_free(c);
+	}
+	core_card_free(ct_create(st, "ok-dep", "ready", fin)); /* blockers all done */
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "ok-dep");
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "");
+	/* The same on a board with limits (its claims go through the capacity slots). */
+	ck_assert_int_eq(store_board_get(st, "default", &b), CORE_OK);
+	for (i = 0; i < (int)b.n_cols; i++)
+		if (strcmp(b.cols[i].name, "ready") == 0)
+			b.cols[i].limit = 1000;
+	ck_assert_int_eq(store_board_put(st, &b, &ct_op), CORE_OK);
+	core_board_release(&b);
+	mk(st, "plain", "ready", 0, NULL);
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "plain");
+	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "");
+	ct_close(st);
+}
+END_TEST
+
 #define MANY 132 /* > the FS twin's per-state cache (at least 128); a multiple of 3 */
 
 /* The order holds over more cards than any cache of them, and whatever becomes available
@@ -460,6 +498,7 @@ void conformance_add_next(Suite *s)
 	tcase_add_test(tc, next_filters);
 	tcase_add_test(tc, next_stays_on_its_board);
 	tcase_add_test(tc, next_blockers_epoch_event);
+	tcase_add_test(tc, next_past_many_blocked_cards);
 	tcase_add_test(tc, next_priority_patch);
 	tcase_add_test(tc, next_order_many_and_arrivals);
 	tcase_add_test(tc, next_past_blocked_cards);
