@@ -157,6 +157,17 @@ static void file_card(struct server_reaper *r, struct store_reaper_act *a, struc
 	act_file(a, c, target, reason);
 }
 
+/* Whether the attempt a repark counts is the card's last (DESIGN §17): the release then
+ * files it into the failed column. */
+static bool repark_exhausts(struct server_reaper *r, const struct core_board *b,
+			    const struct core_card *seen)
+{
+	struct core_retry pol;
+
+	store_retry_of(r->st, b, &pol);
+	return b->failed && seen->attempts < INT32_MAX && seen->attempts + 1 >= pol.max_attempts;
+}
+
 /* A release with no run returns the card to the pool (and counts an attempt, DESIGN §17)
  * only from the running column or a launch column: a card somebody moved elsewhere (review)
  * stays where it was put, with no attempt counted and never filed for attempts_exhausted
@@ -205,7 +216,10 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		 * failed column with gave_up {reason attempts_exhausted} under machine provenance.
 		 * This replaces the Mongo-only run ceiling, which counted runs. */
 		a->retry = true; /* in the pool: parked_out_of_pool keeps the others */
-		if (r->cfg.repark_to_pool) /* Mongo twin: back to eligible[0] (ADR-096 §7) */
+		/* Mongo twin: back to eligible[0] (ADR-096 §7), unless this attempt is its last:
+		 * then the release files it into the failed column from where it is, one move
+		 * (as on FS), not a move into the pool and out of it again. */
+		if (r->cfg.repark_to_pool && !repark_exhausts(r, b, seen))
 			file_card(r, a, c, core_board_first_eligible(b), c->d.reason);
 		/* FS twin: the running column is eligible; released in place */
 		break;

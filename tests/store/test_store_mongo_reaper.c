@@ -94,8 +94,10 @@ START_TEST(reaper_pass_files_reparks_and_caps)
 	struct core_token t;
 	struct core_card *c = NULL;
 	json_t *evs, *e;
-	size_t before, i;
-	int fin_done = 0;
+	struct core_event *ev;
+	size_t before, i, n = 0;
+	int64_t seq0;
+	int fin_done = 0, moves = 0;
 
 	tnow = CT_T0;
 	store_clock_set(st, test_clock, &tnow);
@@ -121,9 +123,26 @@ START_TEST(reaper_pass_files_reparks_and_caps)
 	set_last_run(st, "cap", t, "r-cap");
 	fx_subscribe_all(st);
 	before = deliveries_count(st);
+	seq0 = ct_last_seq(st);
 	tnow += 120000; /* every lease expired */
 	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
 	ck_assert_uint_eq(s.transferred, 3);
+	/* cap's last attempt files it from where it is, one move as on FS: not into the pool
+	 * and out again (in_progress -> ready -> blocked, two events). */
+	ev = ct_events(st, seq0, &n);
+	for (i = 0; i < n; i++) {
+		json_t *pl;
+
+		if (ev[i].type != CORE_EV_CARD_STATE_CHANGED || strcmp(ev[i].card_id, "cap") != 0)
+			continue;
+		moves++;
+		pl = json_loads(ev[i].payload, 0, NULL);
+		ck_assert_str_eq(json_string_value(json_object_get(pl, "from")), "in_progress");
+		ck_assert_str_eq(json_string_value(json_object_get(pl, "to")), "blocked");
+		json_decref(pl);
+	}
+	ck_assert_int_eq(moves, 1);
+	store_events_free(ev, n);
 	/* Effects: the repark and the attempts_exhausted filing (watchdog) fire nothing; the run's
 	 * own verdict (run_finished) fires as the live owner's would. */
 	evs = delivered_events(st, before);
