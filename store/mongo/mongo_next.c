@@ -300,6 +300,78 @@ static enum core_rc best_epoch(struct mgo_conn *c, const char *board,
 	return rc;
 }
 
+/* ---- DESIGN §14: the card_claimed event, matched once the card is known ----
+ * The card is picked inside the write, so its card_claimed went into the outbox unmatched.
+ * It is matched right after, against the post-image: its deliveries ride in q (in memory)
+ * and are enqueued when q is delivered, as every write's are. A writer killed between the
+ * write and the delivery leaves the entry to the maintenance drain without them (the one
+ * window; a write that knows its card matches before it, in the same update). The one-shot
+ * labels of a match are removed right after the delivery, by a write guarded on the claim and
+ * the labels as the claim left them, with their card_labels_changed event; a card changed in
+ * between keeps them. */
+
+struct claimed_match {
+	struct core_card *now; /* the card with the one-shots removed, or NULL: none matched */
+	struct mgo_evq lq;     /* its card_labels_changed */
+};
+
+static enum core_rc claimed_match(struct mgo_conn *c, const struct core_card *card,
+				  struct mgo_evq *q, struct claimed_match *cm)
+{
+	struct mgo_evq m;
+	bool changed = false;
+	enum core_rc rc = CORE_OK;
+
+	mgo_evq_init(&cm->lq, c->m);
+	cm->now = NULL;
+	if (q->n != 1)
+		return CORE_OK;
+	mgo_evq_init(&m, c->m);
+	m.ev[0] = bson_copy(q->ev[0]);
+	memcpy(m.eid[0], q->eid[0], sizeof(m.eid[0]));
+	m.n = 1;
+	if (!m.ev[0] || !BSON_APPEND_UTF8(m.ev[0], "card_id", card->id) ||
+	    !(cm->now = core_card_dup(card)))
+		rc = CORE_ERR_NOMEM;
+	if (rc == CORE_OK)
+		rc = mgo_effects_match(c, cm->now, &m, &changed);
+	if (rc == CORE_OK && bson_has_field(m.ev[0], "dlv")) {
+		bson_destroy(q->ev[0]);
+		q->ev[0] = m.ev[0]; /* the event with its deliveries (and its card_id) */
+		m.ev[0] = NULL;
+	}
+	if (rc == CORE_OK && changed && m.n == 2) {
+		cm->lq.ev[0] = m.ev[1];
+		memcpy(cm->lq.eid[0], m.eid[1], sizeof(cm->lq.eid[0]));
+		cm->lq.n = 1;
+		m.ev[1] = NULL;
+	} else {
+		core_card_free(cm->now);
+		cm->now = NULL;
+	}
+	mgo_evq_release(&m);
+	return rc;
+}
+
+/* The one-shots of claimed_match removed from *card (the post-image, replaced on a hit). */
+static void claimed_consume(struct mgo_conn *c, struct core_card **card, struct claimed_match *cm)
+{
+	struct core_card *post = NULL;
+	bool hit = false;
+
+	if (cm->now && mgo_card_cas(c, *card, cm->now, MGO_PRE_CLAIM | MGO_PRE_LABELS, &cm->lq,
+				    &hit, &post) == CORE_OK &&
+	    hit && post) {
+		core_card_free(*card);
+		*card = post;
+		post = NULL;
+	}
+	core_card_free(post);
+	core_card_free(cm->now);
+	cm->now = NULL;
+	mgo_evq_release(&cm->lq);
+}
+
 /* ---- DESIGN §17: claim.from, capacity, wake_at ---- */
 
 /* The fast path's claim over several columns: the card was picked inside the write, so the
@@ -533,11 +605,19 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 				in->lease_ms, c.now, epoch, &q))
 			rc = mgo_find_modify_sort(c.cards, &filter, &sort, &update, &doc);
 		if (rc == CORE_OK && doc) {
+			struct claimed_match cm = {0};
+
 			rc = mgo_card_from_bson(doc, &out->card);
 			if (rc == CORE_ERR_BAD_REQUEST)
 				rc = CORE_ERR_INTERNAL;
 			if (rc == CORE_OK)
+				rc = claimed_match(&c, out->card, &q, &cm);
+			if (rc == CORE_OK)
 				rc = mgo_evq_deliver(&c, c.cards, out->card->id, &q, doc);
+			if (rc == CORE_OK)
+				claimed_consume(&c, &out->card, &cm);
+			core_card_free(cm.now);
+			mgo_evq_release(&cm.lq);
 			/* Not fatal: the claim stands, counted against no column (logged). */
 			if (rc == CORE_OK && cols->n != 1 && from_record(&c, out->card) != CORE_OK)
 				fprintf(stderr, "boardd: mongo: card %s: claim.from not recorded\n",

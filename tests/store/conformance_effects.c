@@ -396,6 +396,43 @@ START_TEST(lease_and_fenced_outcome)
 }
 END_TEST
 
+/* claim-next's card_claimed matches like any other card_claimed (DESIGN §14): on the Mongo
+ * twin the card is picked inside the write, and the event went out matching nothing. A
+ * one-shot label of a matching subscription is consumed too. */
+START_TEST(claim_next_claimed_event_matches)
+{
+	struct store *st = ct_open();
+	const char *const claimed[] = {"card_claimed", NULL}, *const go[] = {"go", NULL};
+	struct store_claim_next in = {.board = "default", .marker = "w1", .lease_ms = 60000,
+				      .holder = ct_bot.name};
+	struct store_claim_result r = {0};
+	struct store_delivery **v;
+	struct core_card *c;
+	size_t n = 0, i, hits = 0;
+
+	store_sub_free(ct_sub_put(st, "claims", claimed, NULL, NULL, NULL));
+	store_sub_free(ct_sub_put(st, "once", claimed, NULL, go, go));
+	core_card_free(ct_create(st, "c1", "ready", NULL));
+	ct_set_labels(st, "c1", go);
+	ck_assert_uint_eq(dlv_count(st), 0);
+	ck_assert_int_eq(store_card_claim_next(st, &in, &ct_bot, &r), CORE_OK);
+	ck_assert_ptr_nonnull(r.card);
+	ck_assert_str_eq(r.card->id, "c1");
+	core_card_free(r.card);
+	v = dlvs(st, -1, &n);
+	for (i = 0; i < n; i++)
+		hits += strcmp(v[i]->event_type, "card_claimed") == 0 &&
+			strcmp(v[i]->card_id, "c1") == 0;
+	store_deliveries_free(v, n);
+	ck_assert_uint_eq(hits, 2);
+	c = ct_get(st, "c1");
+	ck_assert_uint_eq(c->labels.n, 0); /* consumed by "once" */
+	ck_assert(c->claim.present);
+	core_card_free(c);
+	ct_close(st);
+}
+END_TEST
+
 /* The deliverer passes over subscriptions whose queue is full (DESIGN §16): the lease skips
  * their deliveries, however early, and only theirs (a name is scoped by its board). */
 START_TEST(lease_passes_over_skipped_subscriptions)
@@ -470,5 +507,6 @@ void conformance_add_effects(Suite *s)
 	tcase_add_test(tc, machine_events_never_match);
 	tcase_add_test(tc, lease_and_fenced_outcome);
 	tcase_add_test(tc, lease_passes_over_skipped_subscriptions);
+	tcase_add_test(tc, claim_next_claimed_event_matches);
 	suite_add_tcase(s, tc);
 }
