@@ -31,6 +31,19 @@ struct claim_arg {
 	size_t detail_len;
 };
 
+/* Whether the card's claim moved since `was` was read (claimed, released or taken again). */
+static bool claim_moved(struct mgo_conn *c, const struct core_card *was)
+{
+	struct core_card *now = NULL;
+	bool moved = false;
+
+	if (mgo_card_read(c, was->id, &now) == CORE_OK)
+		moved = now->claim.present != was->claim.present ||
+			now->claim_epoch != was->claim_epoch;
+	core_card_free(now);
+	return moved;
+}
+
 static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 			       struct core_card **out)
 {
@@ -38,6 +51,7 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 	struct mgo_attempt a;
 	struct mgo_evq q;
 	struct mgo_slot_hold hold = {0};
+	bool again = false;
 	enum core_rc rc = mgo_attempt_begin(c, x->id, &a);
 
 	struct mgo_lookup lk;
@@ -68,14 +82,21 @@ static enum core_rc claim_once(struct mgo_conn *c, const void *arg, bool *hit,
 				    &hold, x->detail, x->detail_len);
 		if (rc == CORE_OK)
 			c->slot_epoch_set = a.now->claim_epoch;
+		/* Decided on the card as it stands (DESIGN §16): full because its other
+		 * claimers held slots, one of which took it meanwhile? Then the next attempt
+		 * answers that (claim_conflict), not capacity_reached. */
+		if (rc == CORE_ERR_CAPACITY_REACHED && claim_moved(c, a.was)) {
+			rc = CORE_OK;
+			again = true;
+		}
 	}
 	/* An idempotent re-claim is renewal-like: no event. */
-	if (rc == CORE_OK && x->fresh)
+	if (rc == CORE_OK && x->fresh && !again)
 		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, a.now->board, a.now->id, c->actor, NULL,
 			    c->now, token_json(x->marker, a.now));
 	/* A fresh hold also pins the blockers it judged all done, and the schedule: one added
 	 * since the read makes the write miss and the next attempt judge again. */
-	if (rc == CORE_OK)
+	if (rc == CORE_OK && !again)
 		rc = mgo_card_cas(c, a.was, a.now,
 				  MGO_PRE_STATE | MGO_PRE_CLAIM |
 					  (x->fresh ? MGO_PRE_BLOCKERS | MGO_PRE_SCHED : 0),

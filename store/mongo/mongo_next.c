@@ -462,6 +462,20 @@ static bool limited(const struct core_board *b, const struct core_strv *cols)
 
 #define NEXT_LIMITED_SCAN 64 /* cards looked at per look on a board with limits */
 
+/* The columns of cols with room at the counts per_col (b->cols order), into room. */
+static enum core_rc room_of(const struct core_board *b, const struct core_strv *cols,
+			    const int64_t *per_col, struct core_strv *room)
+{
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	for (i = 0; rc == CORE_OK && i < b->n_cols; i++)
+		if (core_strv_contains(cols, b->cols[i].name) &&
+		    core_column_has_room(b, b->cols[i].name, per_col[i]))
+			rc = core_strv_push(room, b->cols[i].name);
+	return rc;
+}
+
 /* claim-next on a board with limits: the columns with room (their held slots), then the
  * best cards there in claim order (those whose blockers are pending skipped), each claimed as
  * one fresh claim with its slots (mgo_claim_fresh), the next on a refusal. Only a refusal
@@ -486,13 +500,25 @@ static enum core_rc next_limited(struct mgo_conn *c, const struct core_board *b,
 		raced = false;
 		core_strv_release(room);
 		rc = mgo_slots_owned(c, b, per_col, &board_n);
-		if (rc != CORE_OK || (b->max_claims > 0 && board_n >= b->max_claims))
-			break; /* the board is full: nothing, and no wake-up either */
-		for (i = 0; rc == CORE_OK && i < b->n_cols; i++)
-			if (core_strv_contains(cols, b->cols[i].name) &&
-			    core_column_has_room(b, b->cols[i].name, per_col[i]))
-				rc = core_strv_push(room, b->cols[i].name);
-		if (rc != CORE_OK || !room->n)
+		if (rc == CORE_OK)
+			rc = room_of(b, cols, per_col, room);
+		if (rc == CORE_OK && (!room->n || (b->max_claims > 0 && board_n >= b->max_claims))) {
+			/* Full by the slots held. Decided on the live claims (DESIGN §16): slots
+			 * held by claims in flight (racing for another card, about to miss it and
+			 * give them back) do not make a column full; the take below waits them out
+			 * (mgo_slots_take) or refuses, and this looks again. */
+			core_strv_release(room);
+			rc = mgo_board_claimed_on(c, b, per_col, &board_n);
+			if (rc == CORE_OK)
+				rc = room_of(b, cols, per_col, room);
+			if (rc == CORE_OK && b->max_claims > 0 && board_n >= b->max_claims) {
+				core_strv_release(room); /* a full board: nothing, no wake-up either */
+				break;
+			}
+			if (rc != CORE_OK || !room->n)
+				break;
+		}
+		if (rc != CORE_OK)
 			break;
 		/* The cards there in claim order, NEXT_LIMITED_SCAN at a time, until one is taken,
 		 * another worker raced this one, or none are left (a fixed look missed a card

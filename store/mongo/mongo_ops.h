@@ -223,6 +223,14 @@ enum core_rc mgo_slots_owned(struct mgo_conn *c, const struct core_board *b, int
 			     int64_t *board);
 enum core_rc mgo_board_claimed(struct store *st, const struct core_board *b, int64_t *per_col,
 			       int64_t *total);
+/* The same on an open connection. */
+enum core_rc mgo_board_claimed_on(struct mgo_conn *c, const struct core_board *b,
+				  int64_t *per_col, int64_t *total);
+/* Whether the live claims (the cards, mgo_board_claimed_on) leave room in one of cols (none:
+ * the column bound does not apply) and on the board: a refusal the slots made without it
+ * was caused by holds of claims still in flight, each about to land or be given back. */
+enum core_rc mgo_live_room(struct mgo_conn *c, const struct core_board *b,
+			   const struct core_strv *cols, bool *room);
 
 /* mongo_secret.c */
 enum core_rc mgo_secret_get(struct store *st, const char *name, unsigned char *out);

@@ -108,15 +108,25 @@ enum core_rc mgo_board_claimed(struct store *st, const struct core_board *b, int
 			       int64_t *total)
 {
 	struct mgo_conn c;
+	enum core_rc rc = mgo_conn_open(mgo_of(st), &c);
+
+	if (rc != CORE_OK)
+		return rc;
+	rc = mgo_board_claimed_on(&c, b, per_col, total);
+	mgo_conn_close(&c);
+	return rc;
+}
+
+enum core_rc mgo_board_claimed_on(struct mgo_conn *c, const struct core_board *b,
+				  int64_t *per_col, int64_t *total)
+{
 	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, ex, proj;
 	struct {
 		const struct core_board *b;
 		int64_t *per_col, *total;
 	} x = {b, per_col, total};
-	enum core_rc rc = mgo_conn_open(mgo_of(st), &c);
+	enum core_rc rc;
 
-	if (rc != CORE_OK)
-		return rc;
 	memset(per_col, 0, b->n_cols * sizeof(*per_col));
 	*total = 0;
 	BSON_APPEND_UTF8(&filter, "board", b->name);
@@ -126,9 +136,8 @@ enum core_rc mgo_board_claimed(struct store *st, const struct core_board *b, int
 	BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
 	BSON_APPEND_INT32(&proj, "claim.from", 1);
 	bson_append_document_end(&opts, &proj);
-	rc = mgo_find_each(c.cards, &filter, &opts, count_from, &x);
+	rc = mgo_find_each(c->cards, &filter, &opts, count_from, &x);
 	bson_destroy(&opts);
 	bson_destroy(&filter);
-	mgo_conn_close(&c);
 	return rc;
 }

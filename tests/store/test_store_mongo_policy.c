@@ -372,6 +372,67 @@ START_TEST(leaked_slot_is_repaired)
 }
 END_TEST
 
+/* A slot held by a claim in flight (here a hold whose card is not claimed, given back when
+ * the take is first refused) does not refuse a claim while the cards leave room: the take
+ * waits it out (DESIGN §16: a refusal is decided on the live claims). It was 409
+ * capacity_reached at once; with 8 threads racing for another card of the column, 10-39 of
+ * ~280 claims of a free card. */
+static struct store *inflight_st;
+static int inflight_freed;
+
+static const char *inflight_change; /* NULL: give the slot back; else a card x update */
+
+static void free_inflight(void *ctx, const char *what)
+{
+	(void)ctx;
+	if (strcmp(what, "slots-refused") != 0 || inflight_freed++)
+		return;
+	if (inflight_change)
+		raw_update(inflight_st, "cards", "x", inflight_change);
+	else
+		raw_update(inflight_st, "slots", "if/ready/0", "{\"$set\": {\"owner\": null}}");
+}
+
+START_TEST(slot_held_in_flight_waits)
+{
+	struct store_mongo_options o = {.test_read = free_inflight};
+	struct store_claim_result r = {0};
+	char db[64], doc[512];
+
+	db_name_new(db, sizeof(db));
+	inflight_st = open_db_opts(db, &o, NULL);
+	inflight_freed = 0;
+	inflight_change = NULL;
+	board_with(inflight_st, "if", 1, 0, NULL);
+	make(inflight_st, "if", "x", "ready", 0);
+	make(inflight_st, "if", "y", "ready", 0);
+	snprintf(doc, sizeof(doc),
+		 "{\"_id\": \"if/ready/0\", \"board\": \"if\", \"col\": \"ready\", \"i\": 0, "
+		 "\"owner\": \"x\", \"epoch\": 999, \"at\": {\"$date\": %lld}}",
+		 (long long)CT_T0);
+	raw_insert(inflight_st, "slots", doc);
+	ck_assert_int_eq(store_card_claim(inflight_st, "y", "m", 60000, &bot, &r), CORE_OK);
+	ck_assert_int_eq(inflight_freed, 1);
+	ck_assert(r.fresh);
+	core_card_free(r.card);
+	/* The card itself taken meanwhile by one of the claimers that held the slots: that is
+	 * the answer (claim_conflict), decided on the card as it stands, not capacity_reached. */
+	ck_assert_int_eq(store_card_delete(inflight_st, "y", &op), CORE_OK); /* its slot free */
+	ck_assert_int_eq(raw_count(inflight_st, "slots", "{\"owner\": null}"), 1);
+	raw_update(inflight_st, "slots", "if/ready/0",
+		   "{\"$set\": {\"owner\": \"ghost\", \"epoch\": 5}}");
+	inflight_freed = 0;
+	inflight_change = "{\"$set\": {\"claim\": {\"marker\": \"other\", \"from\": \"ready\", "
+			  "\"lease_ms\": 60000}, "
+			  "\"claim_epoch\": 7}}";
+	r = (struct store_claim_result){0};
+	ck_assert_int_eq(store_card_claim(inflight_st, "x", "m2", 60000, &bot, &r),
+			 CORE_ERR_CLAIM_CONFLICT);
+	ck_assert_int_eq(inflight_freed, 1);
+	close_db(inflight_st);
+}
+END_TEST
+
 /* Claims live before a limit was set hold no slot: the board write that sets it adopts them
  * (and so does every repair pass), so no new claim is let in until they are below it. */
 START_TEST(claims_before_the_limit_are_adopted)
@@ -645,6 +706,7 @@ void mongo_add_policy(TCase *tc)
 	tcase_add_test(tc, policy_fields_are_stored);
 	tcase_add_test(tc, not_yet_and_wake_at);
 	tcase_add_test(tc, capacity_column_and_board);
+	tcase_add_test(tc, slot_held_in_flight_waits);
 	tcase_add_test(tc, retry_later_then_exhausted);
 	tcase_add_test(tc, completion_resets_attempts);
 	tcase_add_test(tc, recovery_claim_keeps_its_slot);
