@@ -382,6 +382,7 @@ START_TEST(run_written_before_a_heartbeat)
 
 	create(st, "c1", "ready");
 	ck_assert_int_eq(store_card_claim(st, "c1", "w1", 60000, &bot, &cr), CORE_OK);
+	core_card_free(cr.card);
 	ck_assert_int_eq(store_run_create(st, &in, &bot, &r), CORE_OK);
 	snprintf(change, sizeof(change),
 		 "{\"$set\": {\"continuation\": \"retry_armed\", \"failure_code\": \"X\", "
