@@ -197,27 +197,36 @@ START_TEST(next_priority_patch)
 END_TEST
 
 /* More blocked cards ahead than the Mongo twin's first look covers (4): the order holds. */
-START_TEST(next_past_blocked_cards)
+/* "open" (backlog) and "closed" (done), then n cards b0, b1 ... at priority 90 waiting on
+ * "open", dragged into ready by an operator. */
+static void blocked_ahead(struct store *st, int n)
 {
-	struct store *st = ct_open();
-	const char *pend[] = {"open", NULL}, *fin[] = {"closed", NULL};
-	struct store_card_patch p = {.has_priority = true};
+	const char *pend[] = {"open", NULL};
+	struct store_card_patch p = {.has_priority = true, .priority = 90};
 	struct core_card *c;
 	char id[16];
 	int i;
 
 	mk(st, "open", "backlog", 0, NULL);
 	mk(st, "closed", "done", 0, NULL);
-	/* six cards at priority 90 waiting on "open", dragged into ready by an operator */
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < n; i++) {
 		snprintf(id, sizeof id, "b%d", i);
 		core_card_free(ct_create(st, id, "ready", pend));
 		ct_move(st, id, NULL, "ready", NULL, &ct_op);
-		p.priority = 90;
 		ck_assert_int_eq(store_card_patch(st, id, &p, &ct_bot, &c), CORE_OK);
 		core_card_free(c);
 		ct_now += 1;
 	}
+}
+
+START_TEST(next_past_blocked_cards)
+{
+	struct store *st = ct_open();
+	const char *fin[] = {"closed", NULL};
+	struct store_card_patch p = {.has_priority = true};
+	struct core_card *c;
+
+	blocked_ahead(st, 6);
 	core_card_free(ct_create(st, "ok-dep", "ready", fin)); /* blockers all done */
 	p.priority = 50;
 	ck_assert_int_eq(store_card_patch(st, "ok-dep", &p, &ct_bot, &c), CORE_OK);
@@ -237,22 +246,11 @@ END_TEST
 START_TEST(next_past_many_blocked_cards)
 {
 	struct store *st = ct_open();
-	const char *pend[] = {"open", NULL}, *fin[] = {"closed", NULL};
-	struct store_card_patch p = {.has_priority = true, .priority = 90};
+	const char *fin[] = {"closed", NULL};
 	struct core_board b = {0};
-	struct core_card *c;
-	char id[16];
 	int i;
 
-	mk(st, "open", "backlog", 0, NULL);
-	mk(st, "closed", "done", 0, NULL);
-	for (i = 0; i < 70; i++) {
-		snprintf(id, sizeof id, "b%02d", i);
-		core_card_free(ct_create(st, id, "ready", pend));
-		ct_move(st, id, NULL, "ready", NULL, &ct_op);
-		ck_assert_int_eq(store_card_patch(st, id, &p, &ct_bot, &c), CORE_OK);
-		core_card_free(c);
-	}
+	blocked_ahead(st, 70);
 	core_card_free(ct_create(st, "ok-dep", "ready", fin)); /* blockers all done */
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "ok-dep");
 	ck_assert_str_eq(next_of(st, "w", NULL, NULL, CORE_OK), "");
