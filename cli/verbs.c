@@ -339,9 +339,10 @@ int cli_reopen_main(int argc, char **argv)
 static const char events_help[] =
 	"usage: boardctl events [--board B] [--after SEQ] [--limit N] [--follow]\n"
 	"\n"
-	"Prints the audit tail, one event per line (JSON lines with --json). With --follow it\n"
-	"keeps long-polling for new events until interrupted. With a token scoped to some boards\n"
-	"SEQ is the board's own board_seq; a token scoped to several boards needs --board.\n";
+	"Prints the audit tail, one event per line (JSON lines with --json); --limit N: at most\n"
+	"N events, then it exits. With --follow it keeps long-polling for new events until\n"
+	"interrupted. With a token scoped to some boards SEQ is the board's own board_seq; a\n"
+	"token scoped to several boards needs --board.\n";
 
 static void event_line(const json_t *e)
 {
@@ -366,9 +367,10 @@ int cli_events_main(int argc, char **argv)
 					   {"follow", no_argument, NULL, 'f'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
-	const char *board = NULL, *limit = "100";
-	long long after = 0;
+	const char *board = NULL;
+	long long after = 0, left = -1; /* --limit: events still to print (-1: no bound) */
 	bool follow = false;
+	char *end;
 	struct cli_http *h;
 	int opt, rc = 0;
 
@@ -377,7 +379,13 @@ int cli_events_main(int argc, char **argv)
 		switch (opt) {
 		case 'b': board = optarg; break;
 		case 'a': after = strtoll(optarg, NULL, 10); break;
-		case 'n': limit = optarg; break;
+		case 'n':
+			left = strtoll(optarg, &end, 10);
+			if (end == optarg || *end || left < 1) {
+				cli_warn("--limit must be a positive integer: %s", optarg);
+				return CLI_EXIT_ERROR;
+			}
+			break;
 		case 'f': follow = true; break;
 		case 'h':
 			fputs(events_help, stdout);
@@ -391,16 +399,17 @@ int cli_events_main(int argc, char **argv)
 	if (!h)
 		return 1;
 	for (;;) {
-		char q[2048], a[32], err[CLI_ERR_MAX];
+		char q[2048], a[32], n[32], err[CLI_ERR_MAX];
 		json_t *j = NULL, *e;
 		size_t i;
 		long st;
 
 		snprintf(q, sizeof q, "/v1/events");
 		snprintf(a, sizeof a, "%lld", after);
+		snprintf(n, sizeof n, "%lld", left < 0 || left > 1000 ? 1000 : left);
 		query_add(q, sizeof q, "board", board);
 		query_add(q, sizeof q, "after", a);
-		query_add(q, sizeof q, "limit", limit);
+		query_add(q, sizeof q, "limit", n);
 		if (follow)
 			query_add(q, sizeof q, "wait_ms", "30000");
 		st = cli_http_call(h, "GET", q, NULL, -1, 45000, &j, err, sizeof err);
@@ -415,6 +424,10 @@ int cli_events_main(int argc, char **argv)
 			continue;
 		}
 		json_array_foreach(json_object_get(j, "events"), i, e) {
+			if (left == 0)
+				break;
+			if (left > 0)
+				left--;
 			if (cli_g.json) {
 				json_dumpf(e, stdout, JSON_COMPACT);
 				fputc('\n', stdout);
@@ -427,7 +440,7 @@ int cli_events_main(int argc, char **argv)
 			after = json_integer_value(json_object_get(j, "next"));
 		i = json_array_size(json_object_get(j, "events"));
 		json_decref(j);
-		if (!follow && i == 0)
+		if ((!follow && i == 0) || left == 0)
 			break;
 	}
 	cli_http_free(h);

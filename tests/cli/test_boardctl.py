@@ -716,6 +716,19 @@ def case_verbs(srv, tmp):
     r = subprocess.run([BOARDCTL, '--json', 'events'], capture_output=True, text=True, env=env)
     check(r.returncode == 0 and any(json.loads(l).get('card_id') == 'v1'
                                     for l in r.stdout.splitlines()), 'events')
+    total = len(r.stdout.splitlines())
+    r = subprocess.run([BOARDCTL, '--json', 'events', '--limit', '3'], capture_output=True,
+                       text=True, env=env)
+    lines = r.stdout.splitlines()
+    check(r.returncode == 0 and total > 3 and len(lines) == 3 and
+          [json.loads(l)['seq'] for l in lines] == [json.loads(l)['seq'] for l in
+                                                     subprocess.run([BOARDCTL, '--json', 'events'],
+                                                                    capture_output=True, text=True,
+                                                                    env=env).stdout.splitlines()[:3]],
+          'events --limit 3: the first 3 of %d events (%d printed)' % (total, len(lines)))
+    r = subprocess.run([BOARDCTL, 'events', '--limit', '0'], capture_output=True, text=True,
+                       env=env)
+    check(r.returncode == 125 and '--limit' in r.stderr, 'events --limit 0 refused: %s' % r.stderr)
     p = subprocess.Popen([BOARDCTL, '--json', 'events', '--follow', '--after',
                           str(srv.last_seq())], env=env, stdout=subprocess.PIPE, text=True)
     srv.api('PATCH', '/v1/cards/v1', {'title': 'followed'})
