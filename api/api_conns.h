@@ -63,6 +63,9 @@ void api_sweeper_stop(struct api *a);
  * holds nothing and err says why (BAD_REQUEST: the spec; ALREADY_EXISTS: a file or a live
  * server is in the way; STORE_UNAVAILABLE: a system call failed). */
 enum core_rc api_listen_open(const char *spec, struct api_listen *l, char *err, size_t errlen);
+/* Whether spec is a listen address api_listen_open can take (its syntax, the host resolved, a
+ * Unix path's length), without opening anything; err says why not. */
+bool api_listen_valid(const char *spec, char *err, size_t errlen);
 /* Closes l->fd unless it is -1 (set it to -1 once libmicrohttpd owns it), removes the socket
  * file if it is still the one bound, frees l's contents. */
 void api_listen_release(struct api_listen *l);

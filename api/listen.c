@@ -190,6 +190,27 @@ static enum core_rc unix_open(const char *path, struct api_listen *l, char *err,
 	return CORE_OK;
 }
 
+bool api_listen_valid(const char *spec, char *err, size_t errlen)
+{
+	struct sockaddr_un sun;
+	struct api_listen l = {0};
+
+	if (spec && strncmp(spec, UNIX_PREFIX, strlen(UNIX_PREFIX)) == 0) {
+		size_t n = strlen(spec + strlen(UNIX_PREFIX));
+
+		if (n == 0)
+			snprintf(err, errlen, "listen address \"unix:\": the socket file's path is "
+					      "missing");
+		else if (n >= sizeof sun.sun_path)
+			snprintf(err, errlen,
+				 "listen address %s: the path is %zu bytes, a Unix socket's is at "
+				 "most %zu (sun_path); choose a shorter path",
+				 spec, n, sizeof sun.sun_path - 1);
+		return n > 0 && n < sizeof sun.sun_path;
+	}
+	return tcp_parse(spec, &l, err, errlen);
+}
+
 enum core_rc api_listen_open(const char *spec, struct api_listen *l, char *err, size_t errlen)
 {
 	memset(l, 0, sizeof *l);

@@ -1,6 +1,7 @@
 /* Flags and their BOARDD_* environment twins (DESIGN §10). Flag wins over environment;
  * an invalid value from either is a clear message and exit 2. */
 #include "server/server.h"
+#include "api/api_conns.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -307,6 +308,18 @@ enum server_parse_result server_config_parse(struct server_config *cfg, int argc
 			 (int64_t)cfg->delivery_lease_ms, (int64_t)cfg->delivery_timeout_ms);
 		return SERVER_PARSE_ERROR;
 	}
+	/* Refused before anything is opened (exit 2): a typo in a scheme is not a directory. */
+	if (strncmp(cfg->store, "fs:", 3) != 0 && strncmp(cfg->store, "mongodb://", 10) != 0 &&
+	    strncmp(cfg->store, "mongodb+srv://", 14) != 0) {
+		snprintf(err, errlen, "--store %s: expected fs:DIR or mongodb://...", cfg->store);
+		return SERVER_PARSE_ERROR;
+	}
+	if (!cfg->store[3] && cfg->store[0] == 'f') {
+		snprintf(err, errlen, "--store fs: needs a directory (fs:DIR)");
+		return SERVER_PARSE_ERROR;
+	}
+	if (!api_listen_valid(cfg->listen, err, errlen))
+		return SERVER_PARSE_ERROR;
 	if (!cfg->tls_cert != !cfg->tls_key) {
 		snprintf(err, errlen, "--tls-cert and --tls-key go together (BOARDD_TLS_CERT, "
 				      "BOARDD_TLS_KEY)");

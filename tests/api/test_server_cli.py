@@ -50,6 +50,16 @@ def main():
                     ['--delivery-lease-ms', '5000', '--delivery-timeout-ms', '5000']):
             r = run(bad + ['--store', 'fs:' + tmp + '/never'])
             check(r.returncode == 2 and r.stderr.strip(), 'exit 2 for %s' % bad)
+        # a listen address or a store spec that cannot work: refused before the store opens
+        for bad in (['--listen', 'foo'], ['--listen', '127.0.0.1:99999'],
+                    ['--listen', '999.1.1.1:80'], ['--listen', 'unix:/' + 'a' * 120]):
+            r = run(bad + ['--store', 'fs:' + tmp + '/never'])
+            check(r.returncode == 2 and 'listen address' in r.stderr,
+                  'exit 2 for %s: %s' % (bad, r.stderr.strip()))
+        for spec in ('bogus:' + tmp + '/never', tmp + '/never', 'fs:', 'mongdb://x/y'):
+            r = run(['--store', spec])
+            check(r.returncode == 2 and '--store' in r.stderr,
+                  'exit 2 for --store %s: %s' % (spec, r.stderr.strip()))
         r = run(['--store', 'fs:' + tmp + '/never'], env={'BOARDD_THREADS': '-1'})
         check(r.returncode == 2 and 'BOARDD_THREADS' in r.stderr, 'exit 2 for BOARDD_THREADS=-1')
         check(not os.path.exists(tmp + '/never'), 'no store opened on a bad flag')
