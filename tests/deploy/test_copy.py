@@ -81,6 +81,9 @@ def fill(base, ops, wrk):
                                               'state': st, 'labels': ['n%d' % (i % 3)]})
     must(base, ops, 'POST', '/v1/cards', {'id': 'urgent', 'title': 'urgent', 'state': 'ready',
                                           'priority': 7})
+    # A scheduled card: not claimable before its time, on the target too.
+    must(base, ops, 'POST', '/v1/cards', {'id': 'later', 'title': 'later', 'state': 'ready',
+                                          'not_before': '2030-01-01T00:00:00.000Z'})
     for i in range(5):
         must(base, ops, 'POST', '/v1/cards', {'id': 'ops-%d' % i, 'board': 'ops',
                                               'title': 'o%d' % i,
@@ -99,7 +102,7 @@ def fill(base, ops, wrk):
 
 def fields(c):
     return {k: c.get(k) for k in ('board', 'title', 'body', 'state', 'labels', 'blockers',
-                                  'priority')}
+                                  'priority', 'not_before')}
 
 
 def run_copy(src, dst, ops_file, extra=()):
