@@ -147,6 +147,13 @@ def scenario(tmp, store, name):
             else:
                 check((fam, kind) in served, '%s: %s served as a %s' % (name, fam, kind))
         check(all(f in fams for f, _ in served), name + ': nothing served outside the table')
+        # The OpenAPI's /metrics description names every family (README points there).
+        spec = open(os.path.join(os.path.dirname(TABLE), '..', 'openapi',
+                                 'openapi.yaml')).read()
+        desc = spec[spec.index('  /metrics:'):spec.index('  /openapi.json:')]
+        unnamed = sorted(f for f in fams if f not in desc)
+        check(not unnamed, name + ': openapi.yaml /metrics names every family (not: %s)'
+              % unnamed)
 
         for outcome, want in (('fresh', 4), ('idempotent', 1), ('conflict', 1),
                               ('blockers_pending', 1), ('empty', 1), ('recovery', 1),
