@@ -65,7 +65,7 @@ static void usage(FILE *f)
 	for (i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
 	fputs("\n`boardctl VERB --help` describes each verb. Exit status: 0; 1 when a request of\n"
-	      "cards, reopen, events, attention or runs failed; for run, the job's own status\n"
+	      "another verb than run or work failed; for run, the job's own status\n"
 	      "(128+N when signal N ended it); 123 the claim was lost, 124 an operator cancelled\n"
 	      "the run, 125 boardctl's own error (usage, configuration, a refusal), 126 the\n"
 	      "command could not be executed, 127 the command was not found.\n", f);

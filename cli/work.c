@@ -506,7 +506,7 @@ static const char work_help_opts[] =
 	"                       board.close); a refused mint fails the job, claim released\n"
 	"  -h, --help           this help\n"
 	"\n"
-	"SIGTERM/SIGINT are forwarded to COMMAND; after it ends (or the grace) the claim is\n"
+	"SIGTERM/SIGINT/SIGHUP are forwarded to COMMAND; after it ends (or the grace) the claim is\n"
 	"released. A second signal SIGKILLs at once. One progress line per job goes to\n"
 	"stderr; with --json, one JSON object per job to stdout.\n";
 
