@@ -235,7 +235,12 @@ enum server_parse_result server_config_parse(struct server_config *cfg, int argc
 	int k;
 
 	defaults(cfg);
-	/* The ADR's own switch first, so BOARDD_REAPER and --reaper can override it. */
+	/* The ADR's own switch first, so BOARDD_REAPER and --reaper can override it; a value
+	 * other than on or off is refused as theirs are, not read as off. */
+	if (gate_env && strcasecmp(gate_env, "on") != 0 && strcasecmp(gate_env, "off") != 0) {
+		snprintf(err, errlen, "ITERION_BOARD_CLAIM_REAPER=%s: expected on or off", gate_env);
+		return SERVER_PARSE_ERROR;
+	}
 	if (gate_env)
 		cfg->reaper_gate = strcasecmp(gate_env, "on") == 0;
 	for (i = 0; i < N_OPTS; i++) {

@@ -60,6 +60,9 @@ def main():
             r = run(['--store', spec])
             check(r.returncode == 2 and '--store' in r.stderr,
                   'exit 2 for --store %s: %s' % (spec, r.stderr.strip()))
+        r = run(['--store', 'fs:' + tmp + '/never'], env={'ITERION_BOARD_CLAIM_REAPER': 'yes'})
+        check(r.returncode == 2 and 'ITERION_BOARD_CLAIM_REAPER' in r.stderr,
+              'exit 2 for ITERION_BOARD_CLAIM_REAPER=yes: %s' % r.stderr.strip())
         r = run(['--store', 'fs:' + tmp + '/never'], env={'BOARDD_THREADS': '-1'})
         check(r.returncode == 2 and 'BOARDD_THREADS' in r.stderr, 'exit 2 for BOARDD_THREADS=-1')
         check(not os.path.exists(tmp + '/never'), 'no store opened on a bad flag')
