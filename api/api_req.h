@@ -174,6 +174,8 @@ struct api_req {
 	int64_t poll_wait_ms;
 	char *poll_board;            /* owned */
 	bool poll_by_board;          /* the board's own seq (a token scoped to boards) */
+	struct api_cred *poll_cred;  /* owned; checked again when the wait ends (a revoked
+				      * token's poll answers 401, not the events written since) */
 
 	/* claim-next long-poll (claimnext.c): next_link and next_parked are guarded by the
 	 * waker's mutex while parked; the rest is only touched by MHD's thread */

@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
@@ -180,6 +181,39 @@ def test_token_checked_again(srv):
     kept.close()
 
 
+def test_long_poll_token_checked_again(srv):
+    """A long-poll whose token a reload removes while it waits answers 401, not the events
+    written since (it answered 200 with them)."""
+    srv.tok['poller'] = bt.token_add(srv.binary, srv.tokens_file, 'poller', ['bot'])
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while srv.call('GET', '/v1/boards', 'poller')[0] != 200 and time.time() < deadline:
+        time.sleep(0.1)
+    tail = srv.ok('GET', '/v1/events?limit=1000&after=0', 'op')
+    after = tail['next']
+    got = {}
+
+    def poll():
+        got['r'] = srv.call('GET', '/v1/events?after=%d&wait_ms=15000' % after, 'poller')
+    th = threading.Thread(target=poll)
+    th.start()
+    time.sleep(0.5)
+    with open(srv.tokens_file) as fh:
+        doc = json.load(fh)
+    doc['tokens'] = [t for t in doc['tokens'] if t['name'] != 'poller']
+    with open(srv.tokens_file, 'w') as fh:
+        json.dump(doc, fh)
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while srv.call('GET', '/v1/boards', 'poller')[0] != 401 and time.time() < deadline:
+        time.sleep(0.1)
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'lp-after', 'title': 'after the reload'})
+    th.join(30)
+    st = got.get('r', (None,))[0]
+    check(st == 401, 'the removed token\'s long-poll answers 401 (%s %s)'
+          % (st, str(got.get('r', ('', ''))[1])[:160]))
+
+
 def test_heartbeat_and_limit(srv):
     # the server runs with --max-streams 3 --stream-heartbeat-ms 300
     a = open_stream(srv, query='?after=999999')
@@ -340,7 +374,8 @@ def main():
                                '--lease-min-ms', '100', '--reaper=on',
                                '--reaper-interval-ms', '3600000'], mongo_uri=uri)
     try:
-        for t in (test_stream, test_scope, test_token_checked_again, test_heartbeat_and_limit,
+        for t in (test_stream, test_scope, test_token_checked_again,
+                  test_long_poll_token_checked_again, test_heartbeat_and_limit,
                   test_attention, test_whoami_and_ui):
             try:
                 t(srv)
