@@ -132,6 +132,19 @@ def read_until(s, cid, seconds=10):
     return None
 
 
+def remove_token(srv, name):
+    """Takes token `name` out of the tokens file, reloads (SIGHUP) and waits until it is 401."""
+    with open(srv.tokens_file) as fh:
+        doc = json.load(fh)
+    doc['tokens'] = [t for t in doc['tokens'] if t['name'] != name]
+    with open(srv.tokens_file, 'w') as fh:
+        json.dump(doc, fh)
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while srv.call('GET', '/v1/boards', name)[0] != 401 and time.time() < deadline:
+        time.sleep(0.1)
+
+
 def test_token_checked_again(srv):
     """DESIGN §13, §16: a revoked agent token, or a tokens-file token a reload removed, is
     401 on its next request; its open stream ends too, before the next event."""
@@ -163,15 +176,7 @@ def test_token_checked_again(srv):
                                                                              kept.status))
     srv.ok('POST', '/v1/cards', 'bot', {'id': 'ag-mark', 'title': 'the backlog ends here'})
     check(read_until(gone, 'ag-mark') and read_until(kept, 'ag-mark'), 'both read to now')
-    with open(srv.tokens_file) as fh:
-        doc = json.load(fh)
-    doc['tokens'] = [t for t in doc['tokens'] if t['name'] != 'gone']
-    with open(srv.tokens_file, 'w') as fh:
-        json.dump(doc, fh)
-    srv.proc.send_signal(signal.SIGHUP)
-    deadline = time.time() + 10
-    while srv.call('GET', '/v1/boards', 'gone')[0] != 401 and time.time() < deadline:
-        time.sleep(0.1)
+    remove_token(srv, 'gone')
     srv.ok('POST', '/v1/cards', 'bot', {'id': 'ag4', 'title': 'after the reload'})
     check(ended(gone), 'the removed token\'s stream ends without the next event')
     f = read_until(kept, 'ag4')
@@ -198,15 +203,7 @@ def test_long_poll_token_checked_again(srv):
     th = threading.Thread(target=poll)
     th.start()
     time.sleep(0.5)
-    with open(srv.tokens_file) as fh:
-        doc = json.load(fh)
-    doc['tokens'] = [t for t in doc['tokens'] if t['name'] != 'poller']
-    with open(srv.tokens_file, 'w') as fh:
-        json.dump(doc, fh)
-    srv.proc.send_signal(signal.SIGHUP)
-    deadline = time.time() + 10
-    while srv.call('GET', '/v1/boards', 'poller')[0] != 401 and time.time() < deadline:
-        time.sleep(0.1)
+    remove_token(srv, 'poller')
     srv.ok('POST', '/v1/cards', 'bot', {'id': 'lp-after', 'title': 'after the reload'})
     th.join(30)
     st = got.get('r', (None,))[0]
