@@ -21,7 +21,6 @@ env:   BOARDD_CHROMIUM (default /usr/bin/chromium)
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 
@@ -29,7 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import boardd_test as bt  # noqa: E402
 from boardd_test import Board, check  # noqa: E402
-from test_ui_browser import ARGS, CHROMIUM, T, in_column, open_panel, shot, sign_in  # noqa: E402
+from test_ui_browser import (ARGS, CHROMIUM, T, browser_tools, end_run, in_column,  # noqa: E402
+                             open_panel, shot, sign_in)
 
 WIDE = {'width': 1400, 'height': 900}
 PHONE = {'width': 390, 'height': 844}
@@ -669,13 +669,7 @@ def dispatch_policy(page, srv):
 
 
 def main():
-    if not os.access(CHROMIUM, os.X_OK):
-        bt.skip_or_fail('no chromium at %s' % CHROMIUM)
-    from playwright.sync_api import sync_playwright
-    try:
-        import axe_playwright_python  # noqa: F401
-    except ImportError:
-        bt.skip_or_fail('axe-playwright-python is not installed (tests/requirements.txt)')
+    sync_playwright = browser_tools()
 
     srv = Board(sys.argv[1], ['--lease-min-ms', '100'])
     profile = tempfile.mkdtemp(prefix='boardd-chromium-')
@@ -706,10 +700,7 @@ def main():
             bad = [e for e in errors if not re.search(r'status of (400|405|422)', e)]
             check(not bad, 'no console errors (%s)' % bad)
     finally:
-        rc = srv.stop()
-        check(rc == 0, 'boardd stopped cleanly on SIGTERM (exit %s)' % rc)
-        shutil.rmtree(profile, ignore_errors=True)
-    sys.exit(bt.summary())
+        end_run(srv, profile)
 
 
 if __name__ == '__main__':

@@ -561,6 +561,28 @@ def gone_flows(page, srv):
           'and the gone board is no longer offered')
 
 
+def browser_tools():
+    """Playwright's sync_playwright, once Debian's chromium and the pinned axe-playwright-python
+    are there (else skip, and fail in CI)."""
+    if not os.access(CHROMIUM, os.X_OK):
+        bt.skip_or_fail('no chromium at %s' % CHROMIUM)
+    from playwright.sync_api import sync_playwright
+    try:
+        import axe_playwright_python  # noqa: F401
+    except ImportError:
+        bt.skip_or_fail('axe-playwright-python is not installed (tests/requirements.txt)')
+    return sync_playwright
+
+
+def end_run(srv, profile):
+    """Stops boardd (a clean SIGTERM exit is asserted), drops the browser profile, exits with
+    the summary."""
+    rc = srv.stop()
+    check(rc == 0, 'boardd stopped cleanly on SIGTERM (exit %s)' % rc)
+    shutil.rmtree(profile, ignore_errors=True)
+    sys.exit(bt.summary())
+
+
 def main():
     if not os.access(CHROMIUM, os.X_OK):
         bt.skip_or_fail('no chromium at %s' % CHROMIUM)

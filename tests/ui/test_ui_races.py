@@ -17,7 +17,6 @@ env:   BOARDD_CHROMIUM (default /usr/bin/chromium)
 """
 import json
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -26,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import boardd_test as bt  # noqa: E402
 from boardd_test import Board, check  # noqa: E402
-from test_ui_browser import ARGS, CHROMIUM, T, in_column, sign_in  # noqa: E402
+from test_ui_browser import ARGS, CHROMIUM, T, browser_tools, end_run, in_column, sign_in  # noqa: E402,E501
 
 
 def open_edit(page, cid, col='backlog'):
@@ -270,13 +269,7 @@ def comment_race(page, srv):
 
 
 def main():
-    if not os.access(CHROMIUM, os.X_OK):
-        bt.skip_or_fail('no chromium at %s' % CHROMIUM)
-    from playwright.sync_api import sync_playwright
-    try:
-        import axe_playwright_python  # noqa: F401
-    except ImportError:
-        bt.skip_or_fail('axe-playwright-python is not installed (tests/requirements.txt)')
+    sync_playwright = browser_tools()
 
     srv = Board(sys.argv[1], ['--lease-min-ms', '100'])
     profile = tempfile.mkdtemp(prefix='boardd-chromium-')
@@ -306,10 +299,7 @@ def main():
                    not (e.startswith('alert_in_modal') and 'status of 403' in e)]
             check(not bad, 'no console errors (%s)' % bad)
     finally:
-        rc = srv.stop()
-        check(rc == 0, 'boardd stopped cleanly on SIGTERM (exit %s)' % rc)
-        shutil.rmtree(profile, ignore_errors=True)
-    sys.exit(bt.summary())
+        end_run(srv, profile)
 
 
 if __name__ == '__main__':
