@@ -111,8 +111,12 @@ static void *pump(void *arg)
 
 		if (r < 0 && errno != EINTR)
 			break;
-		for (i = 0; i < 2; i++)
-			if (p[i].revents)
+		/* Both are read whenever either is ready, stdout first: poll looks at the fds
+		 * one after the other, so a job's last stdout line and the stderr line it wrote
+		 * next could show as stderr alone. Two pipes keep no order between them; this
+		 * only narrows the window. */
+		for (i = 0; i < 2 && r > 0; i++)
+			if (o->fd[i] >= 0)
 				pump_one(o, i);
 		if (closing && r == 0)
 			break; /* nothing more to read now: what is left would never end */
