@@ -55,6 +55,14 @@
 #define MGO_SLOT_GRACE_MS 60000
 #define MGO_SEQ_TRIES 16       /* an event insert that keeps meeting taken seqs gives up */
 #define MGO_FILLER "filler"    /* marks an `events` document that fills an unused seq */
+/* The counters document whose seq is the trim mark: every seq at or below may be deleted. */
+#define MGO_TRIMMED_ID "events_trimmed"
+/* Marks a filler a reader inserted to seal a hole it steps over (mongo_seal.c). */
+#define MGO_SEALED "sealed"
+/* The most seqs a reader seals at once before stepping over an old hole (mongo_seal.c), and
+ * the widest range of seqs a board's tail searches for the free ones. */
+#define MGO_SEAL_MAX ((int64_t)4096)
+#define MGO_SEAL_SCAN_MAX ((int64_t)100000)
 #define MGO_EVENTS_KEEP_DEFAULT ((int64_t)100000) /* the audit tail keeps the newest seqs */
 #define MGO_TRIM_BATCH ((int64_t)10000) /* seqs per delete when trimming `events` */
 #define MGO_TRIM_ROUNDS 50     /* deletes per trim; the rest waits for the next maintenance */

@@ -104,6 +104,18 @@ void mgo_evq_pull_shared(struct mgo_conn *c, mongoc_collection_t *coll, const ch
 /* The newest seq handed out (board NULL) or board's newest board_seq, from the events
  * counter, shared for MGO_TAIL_PROBE_SHARE_MS; false when the read failed. */
 bool mgo_tail_probe(struct mgo *m, const char *board, int64_t *top);
+/* Sealing a hole before a reader steps over it (mongo_seal.c). The trim mark: raised to upto
+ * before the retention deletes seqs up to it; false when the write failed. */
+bool mgo_trim_mark(struct mgo_conn *c, int64_t upto);
+/* The seq tail's old hole lo..hi (at most MGO_SEAL_MAX of it). *trimmed < 0: reads the trim
+ * mark into it and seals nothing (the caller queries again, knowing it). */
+enum core_rc mgo_seal_seqs(struct mgo *m, int64_t *trimmed, int64_t lo, int64_t hi);
+/* A board's tail's old hole ending at board_seq bseq: the free seqs between lo (the seq of the
+ * board's event before the hole; -1: looked up) and hi (the seq of the one after it). */
+enum core_rc mgo_seal_board(struct mgo *m, const char *board, int64_t *trimmed, int64_t bseq,
+			    int64_t lo, int64_t hi);
+/* Whether a reader sealed one of the seqs [first, first + n) (a failed read: true). */
+bool mgo_seqs_sealed(struct mgo_conn *c, int64_t first, size_t n);
 /* boardd_mongo_board_seq_holes_total into out (mongo_tail.c). */
 void mgo_holes_collect(struct mgo *m, struct metrics_sink *out);
 

@@ -6,9 +6,9 @@
  * and increase in allocation order; but two writers may insert out of that order, and a writer
  * may die between allocating a seq and inserting. The tail therefore serves only the prefix
  * without holes: a hole is waited for until the event right after it is MGO_GAP_GRACE_MS old
- * (by the server clock), and then skipped as a seq that will never be filled. A reader that
- * skipped a hole never sees an event that fills it later; that takes a writer stalled for
- * longer than the grace between two back-to-back round trips.
+ * (by the server clock), and then sealed (mongo_seal.c: a filler under each free seq of it)
+ * and stepped over. A writer stalled past the grace meets the seal as a duplicate key and
+ * stores its events under new seqs and board_seqs, after every reader's cursor.
  *
  * The counter is not the arbiter of a seq, the unique index on events.seq is: on FerretDB the
  * counter's findAndModify is not atomic under concurrency (two writers can be handed the same
@@ -394,6 +394,12 @@ enum core_rc mgo_evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool jus
 		if (rc == CORE_ERR_ALREADY_EXISTS) {
 			if (first > 0) /* 0: the counter's own upsert raced, nothing handed out */
 				seqs_fill_lost(c, todo, first, tb);
+			/* A reader sealed a seq of ours: it stepped over the hole, and a board's
+			 * tail may have stepped over our board_seqs too (mongo_seal.c). New ones,
+			 * after every reader's cursor; the old stay holes. */
+			if (first > 0 && mgo_seqs_sealed(c, first, todo->n))
+				for (j = 0; j < todo->n; j++)
+					bseq[qi[j]] = 0;
 			counter_catch_up(c);
 		}
 		mgo_evq_release(&rest);

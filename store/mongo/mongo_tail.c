@@ -1,6 +1,6 @@
 /* The audit tail of the Mongo twin (DESIGN §7, §11): listing `events` by seq or by one
  * board's board_seq, serving only the prefix without holes (a hole is waited for, then
- * stepped over after MGO_GAP_GRACE_MS), the long-poll with its naps, wake-ups and the shared
+ * sealed (mongo_seal.c) and stepped over after MGO_GAP_GRACE_MS), the long-poll with its naps, wake-ups and the shared
  * probe of the events counter; and the retention that trims `events` to the newest seqs. */
 #include "store/mongo/mongo.h"
 #include "store/mongo/mongo_db.h"
@@ -38,6 +38,10 @@ void mgo_events_trim(struct mgo *m)
 	 * operation for minutes; what is left goes on the next round. */
 	for (rounds = 0; low <= cut && rounds < MGO_TRIM_ROUNDS; rounds++, low = upto + 1) {
 		upto = cut - low >= MGO_TRIM_BATCH ? low + MGO_TRIM_BATCH - 1 : cut;
+		/* The mark first: a reader that meets the deleted seqs as a hole finds them
+		 * trimmed, and steps over them without sealing them (mongo_seal.c). */
+		if (!mgo_trim_mark(&c, upto))
+			break;
 		bson_init(&filter);
 		BSON_APPEND_DOCUMENT_BEGIN(&filter, "seq", &lte);
 		BSON_APPEND_INT64(&lte, "$lte", upto);
@@ -58,6 +62,7 @@ out:
 struct tail_ctx {
 	struct mgo *m;
 	const char *key;   /* the cursor's field: "seq", or "board_seq" (one board's tail) */
+	bool by_board;     /* key is "board_seq" */
 	const char *board;
 	const char *const *boards;
 	size_t limit;
@@ -67,6 +72,12 @@ struct tail_ctx {
 	int64_t safe;      /* the last seq scanned (served or not) */
 	int64_t served;    /* the last seq served */
 	int64_t real_now;  /* the server clock, for the hole grace */
+	int64_t trimmed;   /* seqs at or below were trimmed (-1: the mark is not read yet) */
+	/* An old hole to seal before stepping over it (mongo_seal.c): seqs seal_lo..seal_hi of
+	 * the seq tail; or, on a board's tail, the one before board_seq bseal (sealed up to
+	 * `sealed` already), between the seqs seal_lo (-1: unknown) and seal_hi. */
+	int64_t seal_lo, seal_hi, bseal, sealed;
+	int64_t last_seq;  /* a board's tail: the seq of the last document passed (-1: none) */
 	size_t scanned;
 	bool stop;
 	bool hole; /* stopped at a hole not old enough to step over */
@@ -106,6 +117,30 @@ void mgo_holes_collect(struct mgo *m, struct metrics_sink *out)
 	metrics_sink_value(out, METRICS_MONGO_BSEQ_HOLES, NULL, (double)n);
 }
 
+/* An old hole (the event after it is past the grace), t->expect .. seq - 1, just before doc:
+ * true when it is to be sealed first (mongo_seal.c; the caller stops there), false to step
+ * over it: its seqs were trimmed (or, with no trim mark, it is too wide for a writer's: an
+ * older version's trim), or this call sealed it already. */
+static bool old_hole_to_seal(struct tail_ctx *t, const bson_t *doc, int64_t seq)
+{
+	bson_iter_t it;
+
+	if (t->by_board) {
+		if (seq - 1 <= t->sealed || !bson_iter_init_find(&it, doc, "seq") ||
+		    !mgo_iter_i64(&it, &t->seal_hi))
+			return false;
+		t->bseal = seq - 1;
+		t->seal_lo = t->last_seq;
+		return true;
+	}
+	if (t->trimmed >= 0 &&
+	    (seq - 1 <= t->trimmed || (t->trimmed == 0 && seq - t->expect > MGO_SEAL_MAX)))
+		return false;
+	t->seal_lo = t->expect > t->trimmed ? t->expect : t->trimmed + 1;
+	t->seal_hi = seq - 1;
+	return true;
+}
+
 static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 {
 	struct tail_ctx *t = ctx;
@@ -130,12 +165,16 @@ static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 			t->hole = ts > 0; /* one that will age: waited out (events_list) */
 			return CORE_OK;
 		}
-		if (t->board && strcmp(t->key, "board_seq") == 0)
+		if (old_hole_to_seal(t, doc, seq)) {
+			t->stop = true;
+			return CORE_OK;
+		}
+		if (t->by_board)
 			holes_count(t->m, t->board, t->expect, seq - 1);
 	}
 	if (bson_iter_init_find(&it, doc, MGO_FILLER)) {
 		/* A filler of a board's tail holds a board_seq no event has: a hole too. */
-		if (t->board && strcmp(t->key, "board_seq") == 0)
+		if (t->by_board)
 			holes_count(t->m, t->board, seq, seq);
 		/* A seq handed out and left unused: nothing to serve, nothing to wait for. */
 	} else if (!bson_iter_init_find(&it, doc, "board") || !BSON_ITER_HOLDS_UTF8(&it) ||
@@ -152,6 +191,8 @@ static enum core_rc tail_doc(void *ctx, const bson_t *doc)
 			t->served = seq;
 		}
 	}
+	if (t->by_board && bson_iter_init_find(&it, doc, "seq"))
+		mgo_iter_i64(&it, &t->last_seq);
 	t->safe = seq;
 	t->expect = seq + 1;
 	return CORE_OK;
@@ -293,6 +334,8 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 	int64_t deadline = mgo_mono_ms() + wait_ms, left, last_query, top;
 	int64_t nap_ms = m->tail_nap_ms ? m->tail_nap_ms : MGO_TAIL_NAP_MIN_MS;
 	uint64_t gen = tail_gen(m);
+	int64_t trimmed = -1; /* the trim mark, read at the first old hole */
+	int64_t sealed = 0;   /* a board's tail: its old holes up to this board_seq are sealed */
 	bool query = true;
 	long hole_nap_ms = 2;
 	enum core_rc rc = CORE_OK;
@@ -325,7 +368,9 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 			break;
 		t = (struct tail_ctx){.m = m, .key = key, .board = board, .boards = boards,
 				      .limit = limit, .v = v, .n = n, .expect = *next + 1,
-				      .safe = *next, .real_now = mgo_clock_now(st)};
+				      .safe = *next, .real_now = mgo_clock_now(st),
+				      .by_board = by_board, .trimmed = trimmed, .sealed = sealed,
+				      .last_seq = -1};
 		bson_init(&filter);
 		bson_init(&opts);
 		if (by_board)
@@ -349,6 +394,18 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		 * (t.stop); a page that read the tail to its end resumes from there, past other
 		 * boards' events, as the FS twin's does. */
 		*next = *n == limit && t.stop ? t.served : t.safe;
+		/* An old hole: sealed (or the trim mark read first), then queried again. */
+		if (t.seal_hi && *n < limit) {
+			rc = by_board ? mgo_seal_board(m, board, &trimmed, t.bseal, t.seal_lo,
+						      t.seal_hi)
+				      : mgo_seal_seqs(m, &trimmed, t.seal_lo, t.seal_hi);
+			if (rc != CORE_OK)
+				break;
+			if (by_board)
+				sealed = t.bseal;
+			query = true;
+			continue;
+		}
 		/* A full batch of other boards' events: read on without waiting. */
 		if (*n == 0 && !t.stop && t.scanned == 1000)
 			continue;

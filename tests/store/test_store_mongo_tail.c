@@ -273,8 +273,132 @@ START_TEST(idle_deliverers_query_once_until_a_delivery_comes)
 }
 END_TEST
 
+/* The test_read hook of a writer that stalls between taking its seqs and inserting its events
+ * (the first insert after `armed`), until the test releases it. */
+struct stall {
+	atomic_int armed, inside, release;
+};
+
+static void stall_insert(void *ctx, const char *what)
+{
+	struct stall *s = ctx;
+	int i;
+
+	if (strcmp(what, "insert") != 0 || !atomic_exchange(&s->armed, 0))
+		return;
+	atomic_store(&s->inside, 1);
+	for (i = 0; i < 6000 && !atomic_load(&s->release); i++)
+		nap_ms(5);
+}
+
+struct writer {
+	struct store *st;
+	const char *id;
+};
+
+static void *create_main(void *arg)
+{
+	struct writer *w = arg;
+
+	create(w->st, w->id, "ready");
+	return NULL;
+}
+
+/* Every event of the tail from after on, in order (after is moved to the end). */
+static size_t tail_from(struct store *st, const char *board, int64_t *after,
+			struct core_event **ev)
+{
+	size_t n = 0;
+	int64_t next = 0;
+
+	if (board)
+		ck_assert_int_eq(store_events_list_board(st, board, *after, 1000, 0, ev, &n, &next),
+				 CORE_OK);
+	else
+		ck_assert_int_eq(store_events_list(st, NULL, NULL, *after, 1000, 0, ev, &n, &next),
+				 CORE_OK);
+	*after = next;
+	return n;
+}
+
+/* A writer that stalls past the gap grace between taking its seq and inserting its event (a
+ * paused process, a slow network) must not land behind a reader that stepped over the hole:
+ * the reader seals the hole, and the writer's late insert moves past it (it used to be
+ * stored under its old numbers, so a stream or long-poll already past them never delivered
+ * it). board: the reader follows that board's tail (board_seq) instead of the seq tail. */
+static void stalled_writer(const char *board)
+{
+	struct stall s = {0};
+	struct store_mongo_options o = {.test_read = stall_insert, .test_ctx = &s};
+	char db[64];
+	struct store *a, *b;
+	struct writer w;
+	struct core_event *ev = NULL;
+	pthread_t th;
+	size_t n, i;
+	int64_t after, other, at_s2 = 0, at_s1 = 0;
+	int k;
+
+	db_name_new(db, sizeof db);
+	a = open_db_opts(db, &o, NULL);
+	b = open_db(db, 0, NULL);
+	create(b, "c0", "ready");
+	after = tail_top(b, board);
+	other = tail_top(b, board ? NULL : "default"); /* the other tail, from the same point */
+	w = (struct writer){.st = a, .id = "s1"};
+	atomic_store(&s.armed, 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, create_main, &w), 0);
+	for (k = 0; k < 2000 && !atomic_load(&s.inside); k++)
+		nap_ms(5);
+	ck_assert_int_eq(atomic_load(&s.inside), 1); /* s1 holds its numbers, not inserted */
+	create(b, "s2", "ready");
+	/* The reader waits out the hole (up to the grace) and then steps over it. */
+	n = tail_from(b, board, &after, &ev);
+	for (i = 0; i < n; i++) {
+		ck_assert_str_ne(ev[i].card_id, "s1");
+		if (strcmp(ev[i].card_id, "s2") == 0)
+			at_s2 = board ? ev[i].board_seq : ev[i].seq;
+	}
+	ck_assert_int_gt(at_s2, 0);
+	ck_assert_int_eq(after, at_s2);
+	store_events_free(ev, n);
+	ev = NULL;
+	atomic_store(&s.release, 1);
+	pthread_join(th, NULL); /* create asserts its write was acknowledged */
+	n = tail_from(b, board, &after, &ev);
+	for (i = 0; i < n; i++)
+		if (strcmp(ev[i].card_id, "s1") == 0)
+			at_s1 = board ? ev[i].board_seq : ev[i].seq;
+	ck_assert_msg(at_s1 > at_s2, "s1's event is after the reader's cursor %lld: %lld",
+		      (long long)at_s2, (long long)at_s1);
+	store_events_free(ev, n);
+	ev = NULL;
+	/* The other tail, from before both, has each once. */
+	n = tail_from(b, board ? NULL : "default", &other, &ev);
+	for (i = 0, k = 0; i < n; i++)
+		k += strcmp(ev[i].card_id, "s1") == 0;
+	ck_assert_int_eq(k, 1);
+	store_events_free(ev, n);
+	close_db(b);
+	close_db(a);
+}
+
+START_TEST(stalled_writer_lands_after_the_reader)
+{
+	stalled_writer(NULL);
+}
+END_TEST
+
+START_TEST(stalled_writer_lands_after_a_board_reader)
+{
+	stalled_writer("default");
+}
+END_TEST
+
 void mongo_add_tail(TCase *tc)
 {
+	tcase_add_test(tc, stalled_writer_lands_after_the_reader);
+	tcase_add_test(tc, stalled_writer_lands_after_a_board_reader);
 	tcase_add_test(tc, idle_deliverers_query_once_until_a_delivery_comes);
 	tcase_add_test(tc, idle_tail_reads_the_counter_not_events);
 	tcase_add_test(tc, back_to_back_waits_share_the_last_query);
