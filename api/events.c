@@ -5,7 +5,9 @@
  * and a short-lived helper thread waits on the store in slices of POLL_SLICE_MS (so shutdown
  * can wake it), then stores the result in the request and resumes the connection; the access
  * handler runs again and answers. At most cfg.max_long_polls wait at once; past that a poll
- * answers at once with what there is (an empty page), which a client simply repeats. */
+ * answers at once with what there is (an empty page), which a client simply repeats. A plain
+ * listing whose read meets a hole in the tail (the Mongo twin: another replica's writer is
+ * filling it; waited out up to 2 s) is handed to a helper the same way, for one read. */
 #include "api/api_answer.h"
 #include "api/api_auth.h"
 #include "api/api_daemon.h"
@@ -95,19 +97,22 @@ static void *poll_main(void *arg)
 	size_t n = 0;
 	int64_t next = r->poll_after;
 
-	for (;;) {
+	for (bool first = true;; first = false) {
 		int64_t left = deadline - api_mono_ms();
 		bool stopping;
 
 		pthread_mutex_lock(&a->poll_mu);
 		stopping = a->stopping;
 		pthread_mutex_unlock(&a->poll_mu);
-		if (stopping || left <= 0)
+		/* The first read always: a listing handed here to wait out a hole (wait 0). */
+		if (stopping || (left <= 0 && !first))
 			break;
+		if (left < 0)
+			left = 0;
 		rc = events_read(a, r->poll_board, boards, r->poll_by_board, r->poll_after,
 				 r->poll_limit, left < POLL_SLICE_MS ? left : POLL_SLICE_MS, &ev, &n,
 				 &next);
-		if (rc != CORE_OK || n > 0)
+		if (rc != CORE_OK || n > 0 || r->poll_wait_ms == 0)
 			break;
 		store_events_free(ev, n);
 		ev = NULL;
@@ -202,16 +207,20 @@ enum core_rc api_h_events(struct api_req *r)
 		return rc;
 	if (wait_ms > r->api->cfg.events_wait_max_ms)
 		wait_ms = r->api->cfg.events_wait_max_ms;
-	rc = events_read(r->api, board, api_auth_boards(r), by_board, after, (size_t)limit, 0, &ev,
-			 &n, &next);
-	if (rc != CORE_OK)
+	/* Never waiting here, on an HTTP thread: a read that has to wait out a hole in the tail
+	 * (another replica's writer filling it; up to 2 s) goes to a helper as a long-poll. */
+	rc = events_read(r->api, board, api_auth_boards(r), by_board, after, (size_t)limit,
+			 STORE_EVENTS_NO_WAIT, &ev, &n, &next);
+	if (rc != CORE_OK && rc != CORE_ERR_BUSY)
 		return rc;
-	if (n > 0 || wait_ms == 0) {
+	if (rc == CORE_OK && (n > 0 || wait_ms == 0)) {
 		rc = reply_events(r, ev, n, next, by_board);
 		store_events_free(ev, n);
 		return rc;
 	}
 	store_events_free(ev, n);
+	ev = NULL;
+	n = 0;
 	if (board) {
 		r->poll_board = strdup(board);
 		if (!r->poll_board)
@@ -227,5 +236,13 @@ enum core_rc api_h_events(struct api_req *r)
 	r->poll_wait_ms = wait_ms;
 	if (poll_start(r))
 		return CORE_OK; /* answered on resume */
-	return reply_events(r, NULL, 0, after, by_board);
+	if (wait_ms > 0)
+		return reply_events(r, NULL, 0, after, by_board);
+	/* No helper for the hole's wait: it is waited out here, as a listing must. */
+	rc = events_read(r->api, board, api_auth_boards(r), by_board, after, (size_t)limit, 0,
+			 &ev, &n, &next);
+	if (rc == CORE_OK)
+		rc = reply_events(r, ev, n, next, by_board);
+	store_events_free(ev, n);
+	return rc;
 }

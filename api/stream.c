@@ -138,7 +138,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	size_t n = 0, i;
 	int64_t next = 0, seen, now;
 	enum core_rc rc;
-	bool stop, beat;
+	bool stop, beat, hole;
 
 	(void)pos;
 	if (s->off < s->len)
@@ -153,11 +153,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	 * (DESIGN §13: every request with it is 401; this one goes on no longer). */
 	if (!api_cred_valid(s->a, &s->cred))
 		return MHD_CONTENT_READER_END_OF_STREAM;
-	rc = s->by_board ? store_events_list_board(s->a->st, s->board, s->after, STREAM_BATCH, 0,
-						   &ev, &n, &next)
+	/* Never waiting on this HTTP thread for a hole in the tail: the hub waits it out, and
+	 * its next wake-up (seen is set back below) reads again. */
+	rc = s->by_board ? store_events_list_board(s->a->st, s->board, s->after, STREAM_BATCH,
+						   STORE_EVENTS_NO_WAIT, &ev, &n, &next)
 			 : store_events_list(s->a->st, s->board, (const char *const *)s->boards,
-					     s->after, STREAM_BATCH, 0, &ev, &n, &next);
-	if (rc != CORE_OK)
+					     s->after, STREAM_BATCH, STORE_EVENTS_NO_WAIT, &ev, &n,
+					     &next);
+	hole = rc == CORE_ERR_BUSY;
+	if (rc != CORE_OK && !hole)
 		return MHD_CONTENT_READER_END_WITH_ERROR; /* the client resumes from its last id */
 	for (i = 0; i < n; i++)
 		if (!frame_add(s, &ev[i])) {
@@ -182,8 +186,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	}
 	/* Nothing to say. Unless the hub saw an event since we read, wait for it to wake us;
 	 * deciding under hub->mu is what keeps the hub from missing a suspended stream. */
-	if (h->seq == seen && !h->stop) {
-		s->seen = seen;
+	if ((h->seq == seen || hole) && !h->stop) {
+		s->seen = hole ? seen - 1 : seen; /* a hole: the hub's next wake-up resumes it */
 		s->suspended = true;
 		MHD_suspend_connection(s->conn);
 	}

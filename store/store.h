@@ -711,6 +711,11 @@ enum core_rc store_card_comment_add(struct store *st, const char *id, const char
 				    const struct store_actor *actor, struct core_card **out);
 enum core_rc store_labels_count(struct store *st, const char *board, const char *const *boards,
 				json_t **out);
+/* wait_ms STORE_EVENTS_NO_WAIT: never waits, not even for a hole in the tail another writer
+ * is filling (the Mongo twin waits those out, up to 2 s, whatever the wait asked): a read that
+ * found no event before such a hole answers CORE_ERR_BUSY at once, for a caller on a thread
+ * that must not block (an HTTP thread) to ask again where it may wait. */
+#define STORE_EVENTS_NO_WAIT ((int64_t)-1)
 enum core_rc store_events_list(struct store *st, const char *board, const char *const *boards,
 			       int64_t after, size_t limit, int64_t wait_ms,
 			       struct core_event **out, size_t *n, int64_t *next);

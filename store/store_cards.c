@@ -378,7 +378,7 @@ enum core_rc store_events_list(struct store *st, const char *board, const char *
 	if (next)
 		*next = 0;
 	if (!st || !out || !n || !next || after < 0 || limit < 1 || limit > 1000 ||
-	    wait_ms < 0 || (board && !core_name_valid(board)) || !store_wrap_boards_valid(boards))
+	    (wait_ms < 0 && wait_ms != STORE_EVENTS_NO_WAIT) || (board && !core_name_valid(board)) || !store_wrap_boards_valid(boards))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, events_list);
 	return st->ops->events_list(st, board, boards, after, limit, wait_ms, out, n, next);
@@ -395,7 +395,7 @@ enum core_rc store_events_list_board(struct store *st, const char *board, int64_
 	if (next)
 		*next = 0;
 	if (!st || !out || !n || !next || after < 0 || limit < 1 || limit > 1000 ||
-	    wait_ms < 0 || !board || !core_name_valid(board))
+	    (wait_ms < 0 && wait_ms != STORE_EVENTS_NO_WAIT) || !board || !core_name_valid(board))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, events_list_board);
 	return st->ops->events_list_board(st, board, after, limit, wait_ms, out, n, next);

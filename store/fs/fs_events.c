@@ -123,6 +123,8 @@ static enum core_rc events_list(struct fs *fs, const char *board, const char *co
 
 	if (!v)
 		return CORE_ERR_NOMEM;
+	if (wait_ms < 0) /* STORE_EVENTS_NO_WAIT: this tail has no holes to wait for */
+		wait_ms = 0;
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	core_timespec_add_ns(&deadline, (int64_t)wait_ms * 1000000);
 	for (;;) {

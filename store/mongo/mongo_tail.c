@@ -331,7 +331,7 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 	struct tail_ctx t;
 	struct mgo_conn c;
 	bson_t filter, opts, gt, sort;
-	int64_t deadline = mgo_mono_ms() + wait_ms, left, last_query, top;
+	int64_t deadline = mgo_mono_ms() + (wait_ms > 0 ? wait_ms : 0), left, last_query, top;
 	int64_t nap_ms = m->tail_nap_ms ? m->tail_nap_ms : MGO_TAIL_NAP_MIN_MS;
 	uint64_t gen = tail_gen(m);
 	int64_t trimmed = -1; /* the trim mark, read at the first old hole */
@@ -415,6 +415,12 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		 * fills or is old enough to be stepped over (MGO_GAP_GRACE_MS). */
 		if (t.hole && *n < limit) {
 			struct timespec ts = {0, hole_nap_ms * 1000 * 1000};
+
+			if (wait_ms < 0) { /* STORE_EVENTS_NO_WAIT: the caller waits elsewhere */
+				if (*n == 0)
+					rc = CORE_ERR_BUSY;
+				break;
+			}
 
 			nanosleep(&ts, NULL);
 			hole_nap_ms = hole_nap_ms * 2 < 100 ? hole_nap_ms * 2 : 100;

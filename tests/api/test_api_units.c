@@ -11,6 +11,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -508,6 +511,150 @@ START_TEST(flat_bodies_match_the_tree)
 }
 END_TEST
 
+/* ---- a store whose tail has a hole another writer is filling ---- */
+
+/* Until `released`, a read that may not wait (STORE_EVENTS_NO_WAIT) is told the tail has a
+ * hole (CORE_ERR_BUSY); any other read waits for the release, as the Mongo twin waits out a
+ * hole (up to 2 s). Then: no event, next = after + 7. */
+static struct {
+	atomic_int waiting, released;
+} holey;
+
+static enum core_rc holey_events(struct store *st, const char *board,
+				 const char *const *boards, int64_t after, size_t limit,
+				 int64_t wait_ms, struct core_event **out, size_t *n,
+				 int64_t *next)
+{
+	struct timespec nap = {0, 5 * 1000 * 1000};
+
+	if (!atomic_load(&holey.released)) {
+		if (wait_ms == STORE_EVENTS_NO_WAIT)
+			return CORE_ERR_BUSY;
+		atomic_store(&holey.waiting, 1);
+		while (!atomic_load(&holey.released))
+			nanosleep(&nap, NULL);
+	}
+	*out = calloc(1, sizeof(**out));
+	*n = 0;
+	*next = after + 7;
+	return *out ? CORE_OK : CORE_ERR_NOMEM;
+}
+
+static enum core_rc holey_ping(struct store *st)
+{
+	return CORE_OK;
+}
+
+static const struct store_ops holey_ops = {
+	.name = "holey",
+	.ping = holey_ping,
+	.events_list = holey_events,
+};
+
+struct holey_call {
+	uint16_t port;
+	const char *path;
+	int status;
+	char *body;
+	atomic_int done;
+};
+
+static void *holey_call_main(void *arg)
+{
+	struct holey_call *k = arg;
+	struct httpc *c = httpc_connect("127.0.0.1", k->port);
+
+	k->status = c ? harness_call(c, "GET", k->path, "all-token", NULL, NULL, &k->body) : -1;
+	httpc_close(c);
+	atomic_store(&k->done, 1);
+	return NULL;
+}
+
+/* Waits up to 10 s for flag; whether it was set. */
+static bool holey_await(atomic_int *flag)
+{
+	struct timespec nap = {0, 5 * 1000 * 1000};
+	int i;
+
+	for (i = 0; i < 2000 && !atomic_load(flag); i++)
+		nanosleep(&nap, NULL);
+	return atomic_load(flag);
+}
+
+/* A listing (or a stream) that meets a hole in the Mongo tail waits it out on a helper thread,
+ * never on an HTTP thread: with one HTTP thread, /healthz answers while the listing waits (it
+ * used to wait on that thread: /healthz took up to the 2 s of the hole's grace, and a few
+ * such listings held every thread). */
+static void hole_wait_case(const char *path)
+{
+	struct store st = {.ops = &holey_ops};
+	struct api_tokens tokens = {0};
+	struct api_config cfg;
+	struct api *a = NULL;
+	struct holey_call list = {.path = path}, health = {.path = "/healthz"};
+	pthread_t tl, th;
+	char err[256];
+	bool answered;
+	int fd = -1;
+
+	atomic_store(&holey.waiting, 0);
+	atomic_store(&holey.released, 0);
+	ck_assert_int_eq(api_tokens_push(&tokens, "all", "all-token", API_ROLE_ANY, NULL), CORE_OK);
+	api_config_init(&cfg);
+	cfg.listen = "127.0.0.1:0";
+	cfg.threads = 1;
+	cfg.tokens = &tokens;
+	cfg.log_format = API_LOG_NONE;
+	ck_assert_int_eq(api_start(&cfg, &st, &a, err, sizeof err), CORE_OK);
+	list.port = health.port = api_port(a);
+	if (strstr(path, "/stream")) {
+		/* A stream answers as it goes: its request is sent, its answer never read. */
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(list.port)};
+		char req[256];
+		int len = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n"
+					      "Authorization: Bearer all-token\r\n\r\n", path);
+
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+		ck_assert_int_eq(send(fd, req, (size_t)len, 0), len);
+	} else {
+		ck_assert_int_eq(pthread_create(&tl, NULL, holey_call_main, &list), 0);
+	}
+	ck_assert(holey_await(&holey.waiting)); /* a read is waiting out the hole */
+	ck_assert_int_eq(pthread_create(&th, NULL, holey_call_main, &health), 0);
+	answered = holey_await(&health.done);
+	ck_assert_int_eq(atomic_load(&list.done), 0); /* the listing was still waiting */
+	atomic_store(&holey.released, 1);
+	pthread_join(th, NULL);
+	if (fd < 0)
+		pthread_join(tl, NULL);
+	else
+		close(fd);
+	ck_assert_msg(answered, "/healthz waited behind a listing's hole wait");
+	ck_assert_int_eq(health.status, 200);
+	if (fd < 0) {
+		ck_assert_int_eq(list.status, 200); /* the hole's wait ended: the page */
+		ck_assert_ptr_nonnull(strstr(list.body, "\"next\":10"));
+	}
+	free(list.body);
+	free(health.body);
+	api_stop(a);
+	api_tokens_release(&tokens);
+}
+
+START_TEST(listing_hole_wait_holds_no_http_thread)
+{
+	hole_wait_case("/v1/events?after=3");
+}
+END_TEST
+
+START_TEST(stream_hole_wait_holds_no_http_thread)
+{
+	hole_wait_case("/v1/events/stream?after=3");
+}
+END_TEST
+
 TCase *api_tcase_units(void)
 {
 	TCase *tc = tcase_create("units");
@@ -522,5 +669,7 @@ TCase *api_tcase_units(void)
 	tcase_add_test(tc, store_failure_is_never_a_success);
 	tcase_add_test(tc, slow_client_dropped);
 	tcase_add_test(tc, flat_bodies_match_the_tree);
+	tcase_add_test(tc, listing_hole_wait_holds_no_http_thread);
+	tcase_add_test(tc, stream_hole_wait_holds_no_http_thread);
 	return tc;
 }
