@@ -74,6 +74,11 @@ unsigned api_role_parse(const char *s);
 enum core_rc api_tokens_load(const char *path, struct api_tokens *out, char *err, size_t errlen);
 /* Frees the contents; t is left empty. */
 void api_tokens_release(struct api_tokens *t);
+/* Whether name may name a token: the actor of its changes, so never one the server writes
+ * itself: no ':' (the reaper's "reaper:<host>"), no '/' (agent tokens' "<holder>/agent"), no
+ * control byte; at most API_TOKEN_NAME_MAX bytes. */
+#define API_TOKEN_NAME_MAX 128
+bool api_token_name_valid(const char *name);
 /* Appends an in-memory token whose plain text is `plain` (tests, dev tokens). boards is a
  * NULL-terminated list, NULL or containing "*" for every board. */
 enum core_rc api_tokens_push(struct api_tokens *t, const char *name, const char *plain,

@@ -181,6 +181,18 @@ oom:
 	return CORE_ERR_NOMEM;
 }
 
+bool api_token_name_valid(const char *name)
+{
+	const unsigned char *p;
+
+	if (!name || !*name || strlen(name) > API_TOKEN_NAME_MAX)
+		return false;
+	for (p = (const unsigned char *)name; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || *p == ':' || *p == '/')
+			return false;
+	return true;
+}
+
 static enum core_rc tokens_append(struct api_tokens *t, const char *name,
 				  const unsigned char digest[32], unsigned roles, unsigned caps,
 				  const char *const *boards)
@@ -203,7 +215,8 @@ enum core_rc api_tokens_push_caps(struct api_tokens *t, const char *name, const 
 {
 	unsigned char digest[32];
 
-	if (!t || !name || !*name || !plain || !*plain || !roles || (caps & ~API_CAP_ALL))
+	if (!t || !api_token_name_valid(name) || !plain || !*plain || !roles ||
+	    (caps & ~API_CAP_ALL))
 		return CORE_ERR_BAD_REQUEST;
 	if (!sha256(plain, strlen(plain), digest))
 		return CORE_ERR_INTERNAL;
@@ -234,6 +247,12 @@ static enum core_rc entry_parse(const json_t *e, size_t idx, struct api_tokens *
 
 	if (!json_is_object(e) || !name || !*name) {
 		snprintf(err, errlen, "tokens[%zu]: missing \"name\"", idx);
+		goto out;
+	}
+	if (!api_token_name_valid(name)) {
+		snprintf(err, errlen, "tokens[%zu]: invalid \"name\" (at most %d bytes, no ':', "
+			 "'/' or control character: the reaper and agent tokens use those)", idx,
+			 API_TOKEN_NAME_MAX);
 		goto out;
 	}
 	if (!hex_decode32(hex, digest)) {

@@ -212,6 +212,13 @@ int server_token_main(int argc, char **argv)
 		code = token_usage(what);
 		goto out;
 	}
+	if (!api_token_name_valid(name)) {
+		fprintf(stderr, "boardd token add: invalid --name %s: at most %d bytes, no ':', "
+				"'/' or control character (the reaper and agent tokens use those)\n",
+			name, API_TOKEN_NAME_MAX);
+		code = 2;
+		goto out;
+	}
 	rc = api_tokens_load(file, &t, err, sizeof err);
 	if (rc != CORE_OK && !(rc == CORE_ERR_NOT_FOUND && access(file, F_OK) != 0)) {
 		fprintf(stderr, "boardd token add: %s\n", err);

@@ -10,6 +10,7 @@
 
 usage: test_token_cli.py path/to/boardd
 """
+import json
 import os
 import re
 import subprocess
@@ -64,9 +65,31 @@ def main():
     check(r.returncode == 2 and 'unknown option --colour' in r.stderr,
           'an unknown option is named: %r' % r.stderr[:120])
 
+    # A token's name is the actor of its changes: never one the server writes itself (the
+    # reaper's "reaper:<host>", an agent token's "<holder>/agent").
+    for bad in ('reaper:vm', 'ci-bot/agent', 'tab\there', 'x' * 129):
+        r = token('add', '--tokens', tf, '--name', bad, '--role', 'operator')
+        check(r.returncode == 2 and 'invalid --name' in first(r.stderr) and
+              not os.path.exists(tf), '--name %r refused, nothing written: %d %r'
+              % (bad[:20], r.returncode, r.stderr[:200]))
+
     r = token('add', '--tokens', tf, '--name', 'ci-bot', '--role', 'bot')
     check(r.returncode == 0 and re.fullmatch(r'[0-9a-f]{64}\n', r.stdout) and
           'SIGHUP' in r.stderr, 'a token added, SIGHUP named: %d %r' % (r.returncode, r.stderr))
+
+    # A tokens file naming one so is refused whole, saying which entry and why.
+    with open(tf) as f:
+        doc = json.load(f)
+    doc['tokens'].append(dict(doc['tokens'][0], name='reaper:vm'))
+    bad_tf = os.path.join(tmp, 'bad-tokens.json')
+    with open(bad_tf, 'w') as f:
+        json.dump(doc, f)
+    r = subprocess.run([BOARDD, '--listen', '127.0.0.1:0', '--store', 'fs:' + tmp + '/data',
+                        '--tokens', bad_tf], capture_output=True, text=True, timeout=30,
+                       env=bt.clean_env())
+    check(r.returncode != 0 and 'tokens[1]: invalid "name"' in r.stderr,
+          'boardd refuses a tokens file with a name "reaper:vm": %d %r'
+          % (r.returncode, r.stderr[-300:]))
     return bt.summary('boardd token')
 
 
