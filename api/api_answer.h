@@ -30,6 +30,9 @@ enum core_rc api_fail(struct api_req *r, enum core_rc rc, const char *fmt, ...)
 /* The first request header `h` (as MHD_lookup_connection_value finds it), or NULL; the
  * first call reads every header once for all of them. Borrowed from MHD for the request. */
 const char *api_req_header(struct api_req *r, enum api_hdr h);
+/* The same for a header whose meaning two copies would leave in doubt: given more than once,
+ * NULL with *rc a 400 naming it. */
+const char *api_hdr_once(struct api_req *r, enum api_hdr h, enum core_rc *rc);
 /* A Content-Length other than 0, or a Transfer-Encoding. */
 bool api_request_has_body(struct api_req *r);
 /* The body's framing, before anything else: a request whose length is in doubt is refused

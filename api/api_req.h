@@ -101,6 +101,7 @@ enum api_hdr {
 	API_HDR_IF_MATCH,
 	API_HDR_IDEMPOTENCY_KEY, /* DESIGN §18 (idem.c) */
 	API_HDR_HOST,            /* checked (api_host_check), not used */
+	API_HDR_LAST_EVENT_ID,   /* the event stream's resume point (stream.c) */
 	API_HDR_N,
 };
 
@@ -202,6 +203,7 @@ struct api_req {
 		bool te_twice;             /* more than one Transfer-Encoding header */
 		bool host_twice;           /* more than one Host header */
 		bool ct_twice;             /* more than one Content-Type header */
+		unsigned twice;            /* bit h: header h came more than once (api_hdr_once) */
 		const char *bad;           /* a header holding a NUL or a control byte (its name) */
 		const char *line_end;      /* the scan: where the last line read ends (headers.c) */
 		bool scanned;

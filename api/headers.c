@@ -93,6 +93,7 @@ static const struct {
 	HEAD(API_HDR_IF_MATCH, MHD_HTTP_HEADER_IF_MATCH),
 	HEAD(API_HDR_IDEMPOTENCY_KEY, "Idempotency-Key"),
 	HEAD(API_HDR_HOST, MHD_HTTP_HEADER_HOST),
+	HEAD(API_HDR_LAST_EVENT_ID, "Last-Event-ID"),
 #undef HEAD
 };
 
@@ -200,7 +201,9 @@ static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char 
 			r->hdr.host_twice = true;
 		if (i == API_HDR_CONTENT_TYPE && r->hdr.v[i])
 			r->hdr.ct_twice = true;
-		if (!r->hdr.v[i])
+		if (r->hdr.v[i])
+			r->hdr.twice |= 1u << i;
+		else
 			r->hdr.v[i] = value ? value : "";
 		break;
 	}
@@ -219,6 +222,19 @@ const char *api_req_header(struct api_req *r, enum api_hdr h)
 {
 	head_scan(r);
 	return r->hdr.v[h];
+}
+
+const char *api_hdr_once(struct api_req *r, enum api_hdr h, enum core_rc *rc)
+{
+	const char *v = api_req_header(r, h);
+
+	*rc = CORE_OK;
+	if (r->hdr.twice & (1u << h)) {
+		*rc = api_fail(r, CORE_ERR_BAD_REQUEST, "%s given more than once",
+			       head_names[h].name);
+		return NULL;
+	}
+	return v;
 }
 
 bool api_request_has_body(struct api_req *r)

@@ -148,15 +148,17 @@ static char *answer_text(struct api_req *r, enum core_rc rc, unsigned *status)
 
 enum core_rc api_idem_handle(struct api_req *r)
 {
-	const char *key = api_req_header(r, API_HDR_IDEMPOTENCY_KEY);
+	enum core_rc rc, rc2;
+	const char *key = api_hdr_once(r, API_HDR_IDEMPOTENCY_KEY, &rc);
 	char scoped[API_IDEM_SCOPED_MAX], scope[640], fp[API_IDEM_FP_LEN + 1];
 	struct store_idem k = {0};
-	enum core_rc rc, rc2;
 	unsigned status = 0;
 	size_t plen;
 	char *text;
 	int w;
 
+	if (rc != CORE_OK)
+		return rc;
 	if (!key)
 		return r->route->handler(r);
 	if ((rc = api_idem_key_check(r, key, "Idempotency-Key")) != CORE_OK)

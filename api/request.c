@@ -508,10 +508,13 @@ enum core_rc api_json_lease(struct api_req *r, int64_t *out)
 
 enum core_rc api_if_match(struct api_req *r, int64_t *epoch)
 {
-	const char *h = api_req_header(r, API_HDR_IF_MATCH);
+	enum core_rc rc;
+	const char *h = api_hdr_once(r, API_HDR_IF_MATCH, &rc);
 	char buf[32];
 	size_t n;
 
+	if (rc != CORE_OK)
+		return rc;
 	if (!h)
 		return api_fail(r, CORE_ERR_PRECONDITION_REQUIRED,
 				"owned writes need If-Match: \"<epoch>\"");

@@ -26,6 +26,7 @@
 #include "api/api_req.h"
 #include "api/api_request.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <microhttpd.h>
@@ -384,17 +385,19 @@ static char **boards_copy(const char *const *v, bool *ok)
 /* Last-Event-ID: a seq (digits only); NULL when absent. */
 static enum core_rc last_event_id(struct api_req *r, int64_t *after)
 {
-	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Last-Event-ID");
+	enum core_rc rc;
+	const char *v = api_hdr_once(r, API_HDR_LAST_EVENT_ID, &rc);
 	char *end;
 	long long x;
 
 	if (!v)
-		return CORE_OK;
+		return rc;
 	if (*v < '0' || *v > '9')
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
 				"Last-Event-ID must be an event seq (an integer >= 0)");
+	errno = 0;
 	x = strtoll(v, &end, 10);
-	if (*end || x < 0 || x == LLONG_MAX)
+	if (*end || x < 0 || errno == ERANGE) /* up to INT64_MAX, as `after` */
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
 				"Last-Event-ID must be an event seq (an integer >= 0)");
 	*after = x;

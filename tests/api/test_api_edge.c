@@ -104,6 +104,22 @@ START_TEST(member_refused_on_every_bodiless_route)
 }
 END_TEST
 
+/* A header whose meaning two copies leave in doubt is refused, naming it, and changes
+ * nothing (each used to be read as its first copy). */
+START_TEST(repeated_headers_in_doubt_are_refused)
+{
+	t_problem_says(400, "bad_request", "Last-Event-ID given more than once", "GET",
+		       "/v1/events/stream", ALL, "Last-Event-ID: 1\r\nLast-Event-ID: 2", NULL);
+	t_problem_says(400, "bad_request", "Idempotency-Key given more than once", "POST",
+		       "/v1/cards", BOT, "Idempotency-Key: a\r\nidempotency-key: b",
+		       "{\"id\":\"dupk\",\"title\":\"x\"}");
+	t_problem(404, "not_found", "GET", "/v1/cards/dupk", BOT, NULL, NULL);
+	t_problem_says(400, "bad_request", "If-Match given more than once", "PATCH",
+		       "/v1/cards/dupk/state", ALL, "If-Match: \"1\"\r\nIf-Match: \"2\"",
+		       "{\"marker\":\"w\",\"to\":\"done\"}");
+}
+END_TEST
+
 START_TEST(misspelt_lease_is_not_a_long_lease)
 {
 	char *id = t_card_new("{\"title\":\"t\",\"state\":\"ready\"}");
@@ -265,6 +281,7 @@ TCase *api_tcase_edge(void)
 	tcase_add_test(tc, unknown_field_refused_on_every_body_route);
 	tcase_add_test(tc, member_refused_on_every_bodiless_route);
 	tcase_add_test(tc, misspelt_lease_is_not_a_long_lease);
+	tcase_add_test(tc, repeated_headers_in_doubt_are_refused);
 	tcase_add_test(tc, null_refused_where_the_schema_forbids_it);
 	tcase_add_test(tc, readyz_503_while_the_store_refuses_writes);
 	tcase_add_test(tc, scoped_cursor_says_nothing_of_other_boards);

@@ -73,6 +73,15 @@ def test_stream(srv):
     # refusals
     s = open_stream(srv, last_id='x')
     check(s.status == 400 and 'Last-Event-ID' in s.body, 'a bad Last-Event-ID is 400')
+    # The same bounds as after=: up to 2^63 - 1, one past it 400.
+    s = open_stream(srv, last_id=str(2**63 - 1))
+    check(s.status == 200, 'Last-Event-ID 2^63-1 is taken as after= is: %s' % s.status)
+    s.close()
+    s = open_stream(srv, query='?after=%d' % (2**63 - 1))
+    check(s.status == 200, 'after=2^63-1 too: %s' % s.status)
+    s.close()
+    s = open_stream(srv, last_id=str(2**63))
+    check(s.status == 400 and 'Last-Event-ID' in s.body, 'Last-Event-ID 2^63 is 400')
     s = open_stream(srv, query='?after=-1')
     check(s.status == 400, 'a negative after is 400')
     st, _, _ = srv.call('GET', '/v1/events/stream', who=None)
