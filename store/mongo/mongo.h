@@ -55,6 +55,10 @@
 #define MGO_SLOT_GRACE_MS 60000
 #define MGO_SEQ_TRIES 16       /* an event insert that keeps meeting taken seqs gives up */
 #define MGO_FILLER "filler"    /* marks an `events` document that fills an unused seq */
+/* Marks an outbox entry pushed before its card was known (claim-next's card_claimed): its
+ * writer matches it after the write; a drain that finds it unmatched matches it itself
+ * (mgo_effects_match_late). */
+#define MGO_DLV_LATE "dlv_late"
 /* The counters document whose seq is the trim mark: every seq at or below may be deleted. */
 #define MGO_TRIMMED_ID "events_trimmed"
 /* Marks a filler a reader inserted to seal a hole it steps over (mongo_seal.c). */

@@ -59,7 +59,14 @@ static enum core_rc drain_doc(void *ctx, const bson_t *doc)
 	if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_UTF8(&it))
 		return CORE_OK;
 	mgo_evq_from_outbox(&q, doc, &pos); /* the rest on the next pass, once these are pulled */
-	/* What was delivered already (a writer that died before its pull) is only pulled. */
+	/* What was delivered already (a writer that died before its pull) is only pulled. A
+	 * claim-next whose writer died before it matched its card_claimed is matched here. */
+	d->c->now = mgo_clock_now(&d->c->m->base);
+	if (q.n && d->coll == d->c->cards &&
+	    mgo_effects_match_late(d->c, &q, bson_iter_utf8(&it, NULL)) != CORE_OK) {
+		mgo_evq_release(&q);
+		return CORE_OK; /* left for the next pass */
+	}
 	if (q.n && mgo_evq_store(d->c, &q, false,
 			     d->coll == d->c->cards ? bson_iter_utf8(&it, NULL) : NULL) == CORE_OK &&
 	    mgo_effects_store(d->c, &q) == CORE_OK)

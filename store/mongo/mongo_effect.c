@@ -19,6 +19,7 @@
  * no-op, so a retried or re-drained outbox never enqueues twice), and only then is the outbox
  * entry pulled. A writer killed in between leaves the entry to the maintenance drain. */
 #include "store/mongo/mongo_db.h"
+#include "store/mongo/mongo_cas.h"
 #include "store/mongo/mongo_codec.h"
 #include "store/mongo/mongo_events.h"
 #include "store/mongo/mongo_ops.h"
@@ -29,6 +30,41 @@
 #include <time.h>
 
 /* ---- matching, before the card's single-document write ---- */
+
+enum core_rc mgo_effects_match_late(struct mgo_conn *c, struct mgo_evq *q, const char *card_id)
+{
+	struct core_card *card = NULL;
+	enum core_rc rc = CORE_OK;
+	size_t i;
+
+	for (i = 0; rc == CORE_OK && i < q->n; i++) {
+		struct mgo_evq m;
+		bool changed;
+
+		if (!bson_has_field(q->ev[i], MGO_DLV_LATE) || bson_has_field(q->ev[i], "dlv"))
+			continue;
+		if (!card && (rc = mgo_card_read(c, card_id, &card)) != CORE_OK)
+			break;
+		mgo_evq_init(&m, c->m);
+		m.ev[0] = bson_copy(q->ev[i]);
+		memcpy(m.eid[0], q->eid[i], sizeof(m.eid[0]));
+		m.n = 1;
+		if (!m.ev[0] ||
+		    (!bson_has_field(m.ev[0], "card_id") && !BSON_APPEND_UTF8(m.ev[0], "card_id",
+									      card_id)))
+			rc = CORE_ERR_NOMEM;
+		if (rc == CORE_OK)
+			rc = mgo_effects_match(c, card, &m, &changed);
+		if (rc == CORE_OK && bson_has_field(m.ev[0], "dlv")) {
+			bson_destroy(q->ev[i]);
+			q->ev[i] = m.ev[0];
+			m.ev[0] = NULL;
+		}
+		mgo_evq_release(&m); /* a consume_labels event (m.ev[1]): not made this late */
+	}
+	core_card_free(card);
+	return rc == CORE_ERR_NOT_FOUND ? CORE_OK : rc; /* a card gone: nothing to match on */
+}
 
 static const char *doc_str(const bson_t *d, const char *key)
 {

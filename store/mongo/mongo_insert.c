@@ -147,7 +147,7 @@ static void evq_docs(struct mgo_seq_req *r, mongoc_bulk_operation_t *bulk, int64
 	for (i = 0; i < q->n; i++) {
 		doc = bson_new();
 		bson_copy_to_excluding_noinit(q->ev[i], doc, "q_ts", "dlv", "dlv_board", "dlv_card",
-					      NULL);
+					      MGO_DLV_LATE, NULL);
 		/* An event pushed before its card was known (claim-next picks the card in the
 		 * same findAndModify) names the card whose outbox held it. */
 		if (x->fill && !bson_has_field(q->ev[i], "card_id"))

@@ -301,11 +301,11 @@ static enum core_rc best_epoch(struct mgo_conn *c, const char *board,
 }
 
 /* ---- DESIGN §14: the card_claimed event, matched once the card is known ----
- * The card is picked inside the write, so its card_claimed went into the outbox unmatched.
- * It is matched right after, against the post-image: its deliveries ride in q (in memory)
- * and are enqueued when q is delivered, as every write's are. A writer killed between the
- * write and the delivery leaves the entry to the maintenance drain without them (the one
- * window; a write that knows its card matches before it, in the same update). The one-shot
+ * The card is picked inside the write, so its card_claimed went into the outbox unmatched
+ * (marked MGO_DLV_LATE). It is matched right after, against the post-image: its deliveries
+ * ride in q (in memory) and are enqueued when q is delivered, as every write's are. A writer
+ * killed between the write and the delivery leaves the entry to the maintenance drain (or the
+ * card's next write), which matches it on the card as it then stands. The one-shot
  * labels of a match are removed right after the delivery, by a write guarded on the claim and
  * the labels as the claim left them, with their card_labels_changed event; a card changed in
  * between keeps them. */
@@ -623,7 +623,9 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 		mgo_evq_add(&q, CORE_EV_CARD_CLAIMED, b.name, NULL, c.actor, NULL, c.now,
 			    json_pack("{sssI}", "marker", in->marker, "epoch", (json_int_t)epoch));
 		rc = CORE_ERR_NOMEM;
-		if (!q.failed &&
+		/* Matched after the write (claimed_match); marked, so that a drain finding it
+		 * unmatched (this writer died in between) matches it itself. */
+		if (!q.failed && BSON_APPEND_BOOL(q.ev[0], MGO_DLV_LATE, true) &&
 		    take_filter(&filter, b.name, cols, in->labels, blocked_ok, c.now, eq) &&
 		    BSON_APPEND_INT32(&sort, "priority", -1) &&
 		    BSON_APPEND_INT32(&sort, "created_at", 1) && BSON_APPEND_INT32(&sort, "_id", 1) &&
@@ -633,6 +635,8 @@ enum core_rc mgo_card_claim_next(struct store *st, const struct store_claim_next
 		if (rc == CORE_OK && doc) {
 			struct claimed_match cm = {0};
 
+			if (m->test_read)
+				m->test_read(m->test_ctx, "claimed");
 			rc = mgo_card_from_bson(doc, &out->card);
 			if (rc == CORE_ERR_BAD_REQUEST)
 				rc = CORE_ERR_INTERNAL;

@@ -18,6 +18,10 @@ enum core_rc mgo_attention_list(struct store *st, const char *board, const char 
  * with its deliveries; queues the consumption event. */
 enum core_rc mgo_effects_match(struct mgo_conn *c, struct core_card *card, struct mgo_evq *q,
 			       bool *labels_changed);
+/* The entries of q marked MGO_DLV_LATE and still unmatched (their writer died between its
+ * write and its delivery): matched now on card card_id as it stands, their deliveries added
+ * to them (a one-shot label a match would consume is left on the card). */
+enum core_rc mgo_effects_match_late(struct mgo_conn *c, struct mgo_evq *q, const char *card_id);
 /* Inserts the deliveries q's events carry (after the events are in `events`). */
 enum core_rc mgo_effects_store(struct mgo_conn *c, const struct mgo_evq *q);
 void mgo_subs_cache_release(struct mgo *m);

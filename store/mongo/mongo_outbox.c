@@ -206,6 +206,11 @@ enum core_rc mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, cons
 		if (i == q->n && !all.failed) {
 			peers_settle(c, &all, q);
 			all.q_ts = q->q_ts;
+			/* A dead claim-next's card_claimed, never matched (mgo_effects_match_late);
+			 * this write's own entries are matched already. */
+			if (coll == c->cards &&
+			    (rc = mgo_effects_match_late(c, &all, doc_id)) != CORE_OK)
+				goto out;
 			q = &all;
 			just_pushed = false;
 		}

@@ -2,9 +2,12 @@
  * writer killed between its update and its enqueue (delivered by the drain, and keyed so a
  * second drain cannot enqueue twice), and the delivery lease raced by two stores (two
  * replicas) on one database — run only where single-document updates are atomic. */
+#include "store/mongo/mongo.h"
+#include "tests/store/sub_fixture.h"
 #include "tests/store/test_store_mongo.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +100,102 @@ START_TEST(outbox_with_deliveries_is_enqueued_once)
 }
 END_TEST
 
+/* ---- claim-next's card_claimed, matched after the write, by someone else ---- */
+
+/* The test_read hook of a claim-next writer held right after its write (armed: the next one),
+ * until released: what a writer killed there leaves (its card_claimed unmatched). */
+struct held {
+	atomic_int armed, inside, release;
+};
+
+static void hold_claimed(void *ctx, const char *what)
+{
+	struct held *h = ctx;
+	int i;
+
+	if (strcmp(what, "claimed") != 0 || !atomic_exchange(&h->armed, 0))
+		return;
+	atomic_store(&h->inside, 1);
+	for (i = 0; i < 12000 && !atomic_load(&h->release); i++)
+		nap_ms(5);
+}
+
+struct next_call {
+	struct store *st;
+	enum core_rc rc;
+};
+
+static void *next_main(void *arg)
+{
+	static const struct store_actor worker = {.name = "w-held"};
+	struct next_call *k = arg;
+	struct store_claim_next in = {.board = "default", .marker = "held", .lease_ms = 60000};
+	struct store_claim_result r = {0};
+
+	k->rc = store_card_claim_next(k->st, &in, &worker, &r);
+	core_card_free(r.card);
+	return NULL;
+}
+
+/* A claim-next writer that dies between its write and its delivery used to leave its
+ * card_claimed to be delivered unmatched: no webhook. Whoever delivers it — the card's next
+ * write (on another replica), or the maintenance drain — matches it first. */
+START_TEST(claimed_event_of_a_dead_writer_is_matched)
+{
+	static const struct store_actor op = {.name = "op"};
+	struct held h = {0};
+	struct store_mongo_options o = {.test_read = hold_claimed, .test_ctx = &h};
+	struct core_card *c = NULL;
+	char db[64];
+	struct store *a, *b, *d;
+	struct next_call k;
+	pthread_t th;
+	size_t n;
+	int i;
+
+	db_name_new(db, sizeof db);
+	a = open_db_opts(db, &o, NULL);
+	b = open_db(db, 0, NULL);
+	fx_subscribe_all(b);
+	create(b, "c1", "ready");
+	ck_assert_uint_eq(deliveries_of(b, "\"card_claimed\""), 0);
+	/* The card's next write, on another replica, delivers the held entry with its own. */
+	atomic_store(&h.armed, 1);
+	k = (struct next_call){.st = a};
+	ck_assert_int_eq(pthread_create(&th, NULL, next_main, &k), 0);
+	for (i = 0; i < 2000 && !atomic_load(&h.inside); i++)
+		nap_ms(5);
+	ck_assert_int_eq(atomic_load(&h.inside), 1);
+	ck_assert_uint_ge(raw_outbox_len(b, "cards", "c1"), 1); /* card_claimed, unmatched */
+	ck_assert_int_eq(store_card_comment_add(b, "c1", "a note", &op, &c), CORE_OK);
+	core_card_free(c);
+	n = deliveries_of(b, "\"card_claimed\"");
+	atomic_store(&h.release, 1);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(k.rc, CORE_OK);
+	ck_assert_msg(n == 1, "the held claim's card_claimed: %zu deliveries", n);
+	/* The maintenance drain: the same, for a card nobody writes again. */
+	create(b, "c2", "ready");
+	atomic_store(&h.inside, 0);
+	atomic_store(&h.release, 0);
+	atomic_store(&h.armed, 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, next_main, &k), 0);
+	for (i = 0; i < 2000 && !atomic_load(&h.inside); i++)
+		nap_ms(5);
+	ck_assert_int_eq(atomic_load(&h.inside), 1);
+	nap_ms(MGO_OUTBOX_GRACE_MS + 500); /* the drain leaves younger outboxes to writers */
+	d = open_db(db, 0, NULL); /* its maintenance thread drains at start */
+	n = wait_deliveries(d, "\"card_claimed\"", 2);
+	atomic_store(&h.release, 1);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(k.rc, CORE_OK);
+	ck_assert_msg(n == 2, "the drained claim's card_claimed: %zu deliveries in all", n);
+	close_db(d);
+	close_db(b);
+	close_db(a);
+}
+END_TEST
+
 struct race {
 	struct store *st;
 	char owner[16];
@@ -160,5 +259,6 @@ END_TEST
 void mongo_add_effects(TCase *tc)
 {
 	tcase_add_test(tc, outbox_with_deliveries_is_enqueued_once);
+	tcase_add_test(tc, claimed_event_of_a_dead_writer_is_matched);
 	tcase_add_test(tc, delivery_lease_race_has_one_winner);
 }
