@@ -340,11 +340,18 @@ enum core_rc server_reaper_pass(struct server_reaper *r, struct server_reaper_st
 		server_reaper_log(r, "repair sweep failed: %s", core_rc_code(rc));
 	}
 	if (r->cfg.gate) {
-		rc = store_reaper_list_expired(r->st, r->cfg.batch, &cards, &n);
+		/* After where the last pass's listing ended: kept claims stay expired at the
+		 * head of the order, and would fill every batch (DESIGN §6). A short listing
+		 * reached the end: the next starts from the first again. */
+		rc = store_reaper_list_expired_after(r->st, r->cfg.batch, &r->cursor, &cards, &n);
 		if (rc != CORE_OK) {
 			s.errors++;
 			server_reaper_log(r, "listing expired claims failed: %s", core_rc_code(rc));
 		}
+		if (n == r->cfg.batch && n > 0)
+			store_reaper_cursor_past(&r->cursor, cards[n - 1]);
+		else
+			r->cursor.set = false;
 		reap_all(r, cards, n, &s);
 		store_cards_free(cards, n);
 	}

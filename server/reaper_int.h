@@ -17,6 +17,7 @@ struct server_reaper {
 	struct store_actor actor;
 
 	pthread_mutex_t pass_lock; /* one pass at a time in this process */
+	struct store_reaper_cursor cursor; /* where the next pass's listing resumes (pass_lock) */
 	pthread_mutex_t lock;      /* guards everything below */
 	pthread_cond_t wake;
 	pthread_t thread;

@@ -141,6 +141,16 @@ struct store_claim_result {
 
 /* claim-next (DESIGN §12): a fresh claim of the best unclaimed card (core_pick_fits,
  * core_pick_before) in one atomic step. */
+/* Where a reaper listing resumes (store_reaper_list_expired_after): after the candidate
+ * (arm, at, id) in the listing's order. Arm 0: leased, fenced claims by (lease_until, id);
+ * arm 1 (the Mongo twin's stripped claims, after all of arm 0): by (claimed_at, id). */
+struct store_reaper_cursor {
+	bool set; /* false: from the first */
+	int arm;
+	int64_t at;
+	char id[CORE_ID_MAX + 1];
+};
+
 struct store_claim_next {
 	const char *board;
 	const char *marker;
@@ -567,8 +577,10 @@ struct store_ops {
 	enum core_rc (*stats)(struct store *st, struct metrics_sink *out);
 
 	/* Reaper support (DESIGN §6). */
-	/* Claimed cards with an expired lease (lease_until < now), oldest lease first. */
+	/* Claimed cards with an expired lease (lease_until < now), oldest lease first, after
+	 * `after` in that order (NULL or unset: from the first). */
 	enum core_rc (*reaper_list_expired)(struct store *st, size_t batch,
+					    const struct store_reaper_cursor *after,
 					    struct core_card ***out, size_t *n);
 	/* Claims the repair sweep may release: markers starting with "reaper:" whose lease
 	 * expired, and claims with no lease or no epoch (stripped). Oldest first. */
@@ -777,6 +789,17 @@ enum core_rc store_delivery_retry(struct store *st, const char *id, struct store
 
 enum core_rc store_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
 				       size_t *n);
+/* The same after a cursor: where the last listing of a reaper pass ended. The kept claims
+ * (a paused or cancelled run's card keeps its expired lease) never leave the head of the
+ * order, so a pass that always listed from the first would see only them once there are a
+ * batch of them: each pass resumes after the last one's last candidate, and from the first
+ * again once a listing came back short (DESIGN §6: every expired claim is judged within
+ * ceil(expired / batch) passes). */
+enum core_rc store_reaper_list_expired_after(struct store *st, size_t batch,
+					     const struct store_reaper_cursor *after,
+					     struct core_card ***out, size_t *n);
+/* Moves c past card, a candidate the listing returned. */
+void store_reaper_cursor_past(struct store_reaper_cursor *c, const struct core_card *card);
 enum core_rc store_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
 				      size_t *n);
 enum core_rc store_reaper_transfer(struct store *st, const char *id, const struct core_token *prev,

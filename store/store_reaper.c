@@ -3,6 +3,7 @@
  * store/store.c says what a wrapper owes its caller and which file holds which wrappers. */
 #include "store/store_wrap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,14 +12,32 @@
 enum core_rc store_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
 				       size_t *n)
 {
+	return store_reaper_list_expired_after(st, batch, NULL, out, n);
+}
+
+enum core_rc store_reaper_list_expired_after(struct store *st, size_t batch,
+					     const struct store_reaper_cursor *after,
+					     struct core_card ***out, size_t *n)
+{
 	if (out)
 		*out = NULL;
 	if (n)
 		*n = 0;
-	if (!st || !out || !n || batch < 1)
+	if (!st || !out || !n || batch < 1 || (after && after->set && (after->arm < 0 ||
+								       after->arm > 1)))
 		return CORE_ERR_BAD_REQUEST;
 	NEED_OP(st, reaper_list_expired);
-	return st->ops->reaper_list_expired(st, batch, out, n);
+	return st->ops->reaper_list_expired(st, batch, after && after->set ? after : NULL, out, n);
+}
+
+void store_reaper_cursor_past(struct store_reaper_cursor *c, const struct core_card *card)
+{
+	bool leased = card->claim.has_lease && card->has_epoch;
+
+	c->set = true;
+	c->arm = leased ? 0 : 1;
+	c->at = leased ? card->claim.lease_until : card->claim.claimed_at;
+	snprintf(c->id, sizeof(c->id), "%s", card->id);
 }
 
 enum core_rc store_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,

@@ -41,7 +41,8 @@ enum core_rc fs_cards_collect(struct fs *fs, bool (*want)(const struct core_card
 /* Copies of the claims whose lease expired before now, oldest lease first (then id), at most
  * batch: read off the claimed heap in O(batch x log batch). */
 enum core_rc fs_claims_expired(struct fs *fs, int64_t now, size_t batch,
-			       struct core_card ***out, size_t *n);
+			       const struct store_reaper_cursor *after, struct core_card ***out,
+			       size_t *n);
 const char *fs_actor_name(const struct store_actor *actor);
 
 /* ---- the claim ops' transaction (fs_claims.c) ---- */

@@ -47,7 +47,8 @@ enum core_rc fs_card_claim_next(struct store *st, const struct store_claim_next 
 				const struct store_actor *actor, struct store_claim_result *out);
 
 /* fs_reaper.c */
-enum core_rc fs_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
+enum core_rc fs_reaper_list_expired(struct store *st, size_t batch,
+				    const struct store_reaper_cursor *after, struct core_card ***out,
 				    size_t *n);
 enum core_rc fs_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
 				   size_t *n);

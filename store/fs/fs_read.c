@@ -528,13 +528,25 @@ static size_t open_pop(const struct fs *fs, size_t *h, size_t *n)
 	return top;
 }
 
+/* Whether the claim at heap index i comes at or before cursor `after` (lease_until, id). */
+static bool at_or_before(const struct fs *fs, size_t i, const struct store_reaper_cursor *after)
+{
+	const struct core_claim *x = &fs->claimed[i]->card->more->claim;
+	int64_t k = x->has_lease ? x->lease_until : INT64_MAX;
+
+	return k < after->at || (k == after->at && strcmp(fs_ent_id(fs->claimed[i]), after->id) <= 0);
+}
+
 enum core_rc fs_claims_expired(struct fs *fs, int64_t now, size_t batch,
-			       struct core_card ***out, size_t *n)
+			       const struct store_reaper_cursor *after, struct core_card ***out,
+			       size_t *n)
 {
 	struct core_card **v = calloc(batch ? batch : 1, sizeof(*v));
-	size_t *open = malloc((batch + 2) * sizeof(*open)), n_open = 0, k = 0, i;
+	size_t cap = batch + 2, *open = malloc(cap * sizeof(*open)), n_open = 0, k = 0, i;
 	enum core_rc rc = CORE_OK;
 
+	if (after && after->arm != 0)
+		after = NULL; /* no stripped claims here: a cursor past them starts over */
 	if (!v || !open) {
 		free(v);
 		free(open);
@@ -543,19 +555,32 @@ enum core_rc fs_claims_expired(struct fs *fs, int64_t now, size_t batch,
 	pthread_rwlock_rdlock(&fs->lock);
 	if (fs->n_claimed)
 		open_push(fs, open, &n_open, 0);
-	/* Each step takes one claim and opens at most two: `open` never exceeds batch + 1. */
+	/* Each step takes one claim and opens at most two. Claims at or before the cursor are
+	 * walked through, not taken: their children may come after it. */
 	while (n_open && k < batch) {
-		i = open_pop(fs, open, &n_open);
 		struct core_card view;
 
+		i = open_pop(fs, open, &n_open);
 		if (!core_claim_expired(fs_card_view(fs->claimed[i]->card, &view), now))
 			break; /* the smallest left is live: so is everything under it */
-		v[k] = fs_card_block(&view);
-		if (!v[k]) {
-			rc = CORE_ERR_NOMEM;
-			break;
+		if (!after || !at_or_before(fs, i, after)) {
+			v[k] = fs_card_block(&view);
+			if (!v[k]) {
+				rc = CORE_ERR_NOMEM;
+				break;
+			}
+			k++;
 		}
-		k++;
+		if (n_open + 2 > cap) {
+			size_t *more = realloc(open, 2 * cap * sizeof(*open));
+
+			if (!more) {
+				rc = CORE_ERR_NOMEM;
+				break;
+			}
+			open = more;
+			cap *= 2;
+		}
 		if (2 * i + 1 < fs->n_claimed)
 			open_push(fs, open, &n_open, 2 * i + 1);
 		if (2 * i + 2 < fs->n_claimed)

@@ -39,10 +39,11 @@ static int cmp_claimed(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
-enum core_rc fs_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
+enum core_rc fs_reaper_list_expired(struct store *st, size_t batch,
+				    const struct store_reaper_cursor *after, struct core_card ***out,
 				    size_t *n)
 {
-	return fs_claims_expired(fs_of(st), store_now(st), batch, out, n);
+	return fs_claims_expired(fs_of(st), store_now(st), batch, after, out, n);
 }
 
 enum core_rc fs_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,

@@ -159,8 +159,9 @@ enum core_rc mgo_card_owned_write(struct store *st, const char *id,
 
 /* mongo_reaper.c */
 
-enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
-				     size_t *n);
+enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch,
+				     const struct store_reaper_cursor *after,
+				     struct core_card ***out, size_t *n);
 enum core_rc mgo_reaper_list_repair(struct store *st, size_t batch, struct core_card ***out,
 				    size_t *n);
 enum core_rc mgo_reaper_transfer(struct store *st, const char *id, const struct core_token *prev,

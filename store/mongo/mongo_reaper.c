@@ -92,8 +92,31 @@ static enum core_rc cards_merge(struct core_card ***v, size_t *n, struct core_ca
 
 /* ---- the candidate listing ---- */
 
-enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch, struct core_card ***out,
-				     size_t *n)
+/* Appends {$or: [{key > at}, {key: at, _id > id}]} (after the cursor, in the order (key, _id))
+ * as element `el_key` of an $and array. */
+static void after_append(bson_t *and_arr, const char *el_key, const char *key,
+			 const struct store_reaper_cursor *after)
+{
+	bson_t el, or, a, cmp;
+
+	BSON_APPEND_DOCUMENT_BEGIN(and_arr, el_key, &el);
+	BSON_APPEND_ARRAY_BEGIN(&el, "$or", &or);
+	BSON_APPEND_DOCUMENT_BEGIN(&or, "0", &a);
+	date_cmp(&a, key, "$gt", after->at);
+	bson_append_document_end(&or, &a);
+	BSON_APPEND_DOCUMENT_BEGIN(&or, "1", &a);
+	BSON_APPEND_DATE_TIME(&a, key, after->at);
+	BSON_APPEND_DOCUMENT_BEGIN(&a, "_id", &cmp);
+	BSON_APPEND_UTF8(&cmp, "$gt", after->id);
+	bson_append_document_end(&a, &cmp);
+	bson_append_document_end(&or, &a);
+	bson_append_array_end(&el, &or);
+	bson_append_document_end(and_arr, &el);
+}
+
+enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch,
+				     const struct store_reaper_cursor *after,
+				     struct core_card ***out, size_t *n)
 {
 	struct mgo *m = mgo_of(st);
 	struct core_card **v = NULL, **more = NULL;
@@ -104,16 +127,24 @@ enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch, struct core
 
 	if (rc != CORE_OK)
 		return rc;
-	/* Arm 1: leased, fenced claims whose lease expired, oldest lease first. */
-	bson_init(&filter);
-	bson_init(&opts);
-	exists(&filter, "claim.marker", true);
-	exists(&filter, "claim_epoch", true);
-	date_cmp(&filter, "claim.lease_until", "$lt", c.now);
-	sort_limit(&opts, "claim.lease_until", batch);
-	rc = mgo_cards_query(&c, &filter, &opts, &v, &nv);
-	bson_destroy(&opts);
-	bson_destroy(&filter);
+	/* Arm 1: leased, fenced claims whose lease expired, oldest lease first (after the
+	 * cursor; none when the cursor is in arm 2 already). */
+	if (!after || after->arm == 0) {
+		bson_init(&filter);
+		bson_init(&opts);
+		exists(&filter, "claim.marker", true);
+		exists(&filter, "claim_epoch", true);
+		date_cmp(&filter, "claim.lease_until", "$lt", c.now);
+		if (after) {
+			BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &and);
+			after_append(&and, "0", "claim.lease_until", after);
+			bson_append_array_end(&filter, &and);
+		}
+		sort_limit(&opts, "claim.lease_until", batch);
+		rc = mgo_cards_query(&c, &filter, &opts, &v, &nv);
+		bson_destroy(&opts);
+		bson_destroy(&filter);
+	}
 	/* Arm 2, after them: stripped claims older than the horizon (a claim without
 	 * claimed_at is as old as it gets), oldest claim first. */
 	if (rc == CORE_OK && nv < batch) {
@@ -132,6 +163,8 @@ enum core_rc mgo_reaper_list_expired(struct store *st, size_t batch, struct core
 		bson_append_document_end(&or, &a);
 		bson_append_array_end(&el, &or);
 		bson_append_document_end(&and, &el);
+		if (after && after->arm == 1)
+			after_append(&and, "2", "claim.claimed_at", after);
 		bson_append_array_end(&filter, &and);
 		sort_limit(&opts, "claim.claimed_at", batch - nv);
 		rc = mgo_cards_query(&c, &filter, &opts, &more, &nm);

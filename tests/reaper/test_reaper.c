@@ -549,6 +549,54 @@ START_TEST(test_kept_runs)
 }
 END_TEST
 
+/* Kept claims stay expired at the head of the listing's order; once a batch of them piled
+ * up, a pass that listed from the first saw only them, and a dead claim behind them was
+ * never reclaimed (nor its capacity freed). Each pass resumes where the last one's listing
+ * ended: the dead claim is reached within ceil(expired / batch) passes. */
+START_TEST(test_kept_claims_do_not_starve_the_batch)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 2,
+					   .lease_ms = LEASE, .hostname = "small",
+					   .log = quiet_log};
+	struct server_reaper *small = NULL;
+	struct core_card *c;
+	char id[16], run[16];
+	int64_t e;
+	int i, passes;
+
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &small), CORE_OK);
+	for (i = 0; i < 4; i++) { /* four cancelled runs' cards: kept, expired, first */
+		snprintf(id, sizeof id, "k%d", i);
+		snprintf(run, sizeof run, "rk%d", i);
+		e = claimed(id, "in_progress", "w1");
+		with_run(id, run, "w1", e, "running", LEASE);
+		run_set(run, "w1", "cancelled", NULL);
+	}
+	advance(1000);
+	claimed("dead", "in_progress", "w2"); /* no run: released once reclaimed */
+	advance(2 * LEASE + 1000);              /* past the no-run stamp window too */
+	for (passes = 1; passes <= 4; passes++) {
+		pass(small);
+		c = get("dead");
+		if (!c->claim.present || strcmp(c->claim.marker, "w2") != 0) {
+			core_card_free(c);
+			break;
+		}
+		core_card_free(c);
+	}
+	ck_assert_msg(passes <= 3, "the dead claim behind 4 kept ones, batch 2: still held "
+				   "after %d passes", passes - 1);
+	for (i = 0; i < 4; i++) { /* the kept ones are still kept */
+		snprintf(id, sizeof id, "k%d", i);
+		c = get(id);
+		ck_assert(c->claim.present);
+		ck_assert_str_eq(c->claim.marker, "w1");
+		core_card_free(c);
+	}
+	server_reaper_free(small);
+}
+END_TEST
+
 START_TEST(test_no_run_stamp_window)
 {
 	struct core_card *before, *c;
@@ -1292,6 +1340,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_returns_count_attempts_until_exhausted);
 	tcase_add_test(tc, test_release_counts_filing_does_not);
 	tcase_add_loop_test(tc, test_kept_runs, 0, (int)(sizeof(kept_runs) / sizeof(kept_runs[0])));
+	tcase_add_test(tc, test_kept_claims_do_not_starve_the_batch);
 	tcase_add_test(tc, test_no_run_stamp_window);
 	tcase_add_test(tc, test_pruned_run_gives_up);
 	tcase_add_test(tc, test_operator_move_not_overwritten);

@@ -328,6 +328,53 @@ START_TEST(list_expired_order_and_batch)
 }
 END_TEST
 
+/* The listing resumes after a cursor (the last candidate a pass saw), in the same order, and
+ * a short page is the end: the claims at the head (kept ones stay there, expired) never hide
+ * the rest from a reaper that lists a batch per pass. Ties in lease_until go by id. */
+START_TEST(list_expired_resumes_after_a_cursor)
+{
+	struct store *st = ct_open();
+	struct store_reaper_cursor cur = {0};
+	struct core_card **v = NULL;
+	const char *const want[] = {"k0", "k1", "k2", "t1", "t2", "z9"};
+	char seen[8][16];
+	size_t n, i, k = 0, pages = 0;
+
+	for (i = 0; i < 6; i++)
+		core_card_free(ct_create(st, want[i], "ready", NULL));
+	ct_now = CT_T0 + 1000;
+	ct_claim(st, "k0", "w");
+	ct_claim(st, "k1", "w");
+	ct_claim(st, "k2", "w");
+	ct_now = CT_T0 + 2000;
+	ct_claim(st, "t2", "w"); /* one lease_until, two cards: by id */
+	ct_claim(st, "t1", "w");
+	ct_now = CT_T0 + 3000;
+	ct_claim(st, "z9", "w");
+	ct_now = CT_T0 + 200000;
+	do {
+		ck_assert_int_eq(store_reaper_list_expired_after(st, 2, &cur, &v, &n), CORE_OK);
+		for (i = 0; i < n && k < 8; i++)
+			snprintf(seen[k++], sizeof seen[0], "%s", v[i]->id);
+		if (n)
+			store_reaper_cursor_past(&cur, v[n - 1]);
+		store_cards_free(v, n);
+		pages++;
+	} while (n == 2 && pages < 10);
+	ck_assert_uint_eq(k, 6);
+	for (i = 0; i < 6; i++)
+		ck_assert_str_eq(seen[i], want[i]);
+	ck_assert_uint_eq(pages, 4); /* 2 + 2 + 2, then an empty page: the end */
+	/* From an unset cursor: the first page again. */
+	cur.set = false;
+	ck_assert_int_eq(store_reaper_list_expired_after(st, 2, &cur, &v, &n), CORE_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(v[0]->id, "k0");
+	store_cards_free(v, n);
+	ct_close(st);
+}
+END_TEST
+
 /* Many matches, leases claimed in a scrambled order: any batch is the earliest leases,
  * oldest first, whatever the order the claims were made in. */
 START_TEST(list_expired_many_selects_earliest)
@@ -426,6 +473,7 @@ void conformance_add_claims(Suite *s)
 	tcase_add_test(tc, transfer_cas);
 	tcase_add_test(tc, list_expired_order_and_batch);
 	tcase_add_test(tc, list_expired_many_selects_earliest);
+	tcase_add_test(tc, list_expired_resumes_after_a_cursor);
 	tcase_add_test(tc, repair_listing_and_release_exact);
 	suite_add_tcase(s, tc);
 }
