@@ -373,6 +373,38 @@ def test_whoami_and_ui(srv):
           % (st, h.get('location')))
 
 
+def test_claim_next_token_checked_again(srv):
+    """A claim-next waiting for work whose token a reload removes answers 401 when work
+    comes, and the card stays unclaimed (it was claimed for the removed token and handed to
+    it, held by a token nobody could renew or release with)."""
+    srv.tok['waiter'] = bt.token_add(srv.binary, srv.tokens_file, 'waiter', ['worker'])
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while srv.call('GET', '/v1/boards', 'waiter')[0] != 200 and time.time() < deadline:
+        time.sleep(0.1)
+    cfg = srv.ok('GET', '/v1/boards/default')
+    cfg['name'] = 'quiet'
+    st, _, _ = srv.call('PUT', '/v1/boards/quiet', 'op', cfg)
+    check(st in (200, 201), 'board quiet created (%s)' % st)
+    got = {}
+
+    def wait():
+        got['r'] = srv.call('POST', '/v1/boards/quiet/claim-next', 'waiter',
+                            {'marker': 'late', 'wait_ms': 20000})
+    th = threading.Thread(target=wait)
+    th.start()
+    time.sleep(0.5)
+    remove_token(srv, 'waiter')
+    srv.ok('POST', '/v1/cards', 'bot', {'id': 'cn-after', 'title': 'work', 'board': 'quiet',
+                                        'state': 'ready'})
+    th.join(30)
+    st = got.get('r', (None,))[0]
+    check(st == 401, 'the removed token\'s claim-next answers 401 (%s %s)'
+          % (st, str(got.get('r', ('', ''))[1])[:160]))
+    c = srv.ok('GET', '/v1/cards/cn-after', 'op')
+    check(c['claim'] is None, 'and the card is not claimed: %s' % c['claim'])
+
+
 def main():
     held = None
     uri = bt.mongo_uri() if '--mongo' in sys.argv[2:] else None
@@ -381,7 +413,8 @@ def main():
                                '--reaper-interval-ms', '3600000'], mongo_uri=uri)
     try:
         for t in (test_stream, test_scope, test_token_checked_again,
-                  test_long_poll_token_checked_again, test_heartbeat_and_limit,
+                  test_long_poll_token_checked_again, test_claim_next_token_checked_again,
+                  test_heartbeat_and_limit,
                   test_attention, test_whoami_and_ui):
             try:
                 t(srv)
