@@ -73,10 +73,11 @@
 	X("POST", "/v1/cards/{id}/comments", api_h_comment_add, W | B | O, BODY | C_COMMENT, \
 	  "body marker", NULL)                                                             \
 	X("GET", "/v1/labels", api_h_labels_count, ANY, C_READ, NULL, "board")             \
-	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY,                       \
+	X("POST", "/v1/labels/rename", api_h_labels_rename, O, BODY | C_LABEL,             \
 	  "board from to", NULL)                                                           \
-	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY, "board from to", NULL)  \
-	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, 0, NULL, "board")         \
+	X("POST", "/v1/labels/merge", api_h_labels_merge, O, BODY | C_LABEL,               \
+	  "board from to", NULL)                                                           \
+	X("DELETE", "/v1/labels/{name}", api_h_labels_delete, O, C_LABEL, NULL, "board")   \
 	X("POST", "/v1/runs", api_h_run_create, W, BODY | IDEM,                            \
 	  "card_id marker status id lease_ms", NULL)                                       \
 	X("GET", "/v1/runs", api_h_run_list, ANY, C_READ, NULL,                            \

@@ -86,6 +86,9 @@ def main():
         r = run(['token', 'add', '--tokens', tf, '--name', 'reader', '--role', 'bot',
                  '--cap', 'board.read', '--cap', 'board.comment'])
         reader = r.stdout.strip()
+        r2 = run(['token', 'add', '--tokens', tf, '--name', 'op-reader', '--role', 'operator',
+                  '--cap', 'board.read'])
+        op_reader = r2.stdout.strip()
         ents = {e['name']: e for e in json.load(open(tf))['tokens']}
         check(r.returncode == 0 and ents['reader'].get('caps') == ['board.read', 'board.comment']
               and 'caps' not in ents['ci'], 'token add --cap writes caps: %s' % ents)
@@ -102,6 +105,12 @@ def main():
         check(get(port, '/v1/cards', reader)[0] == 200, 'a board.read token reads')
         st, body = get(port, '/v1/cards/x/labels', reader, method='PUT')
         check(st == 403 and 'board.label' in body, 'a token without board.label: 403 %s' % body)
+        # the operator's label sweeps are label routes too
+        for method, path in (('POST', '/v1/labels/rename'), ('POST', '/v1/labels/merge'),
+                             ('DELETE', '/v1/labels/x')):
+            st, body = get(port, path, op_reader, method=method)
+            check(st == 403 and 'board.label' in body,
+                  'an operator without board.label: %s %s 403 %s' % (method, path, body))
         # the access log: a lone request's line shows up at once, not at the next flush
         check(srv.wait_log(r'(?m) GET /v1/boards/other 403 [0-9.]+ms ci$', 5) is not None,
               'access log line of a lone request written at once')
