@@ -219,9 +219,12 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		/* Mongo twin: back to eligible[0] (ADR-096 §7), unless this attempt is its last:
 		 * then the release files it into the failed column from where it is, one move
 		 * (as on FS), not a move into the pool and out of it again. */
-		if (r->cfg.repark_to_pool && !repark_exhausts(r, b, seen))
+		if ((r->cfg.repark_to_pool || !core_board_is_eligible(b, seen->state)) &&
+		    !repark_exhausts(r, b, seen))
 			file_card(r, a, c, core_board_first_eligible(b), c->d.reason);
-		/* FS twin: the running column is eligible; released in place */
+		/* FS twin: released in place, the running column being eligible; on a board
+		 * whose running column is not, to eligible[0] as on Mongo (released in place
+		 * there, it would never be claimed again) */
 		break;
 	case CORE_STUCK_RELEASE:
 		/* No run was recorded under the expired claim: the card goes back to the pool,
@@ -229,6 +232,10 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		 * card that kills its worker before the run is recorded is the poison the
 		 * attempts must bound. */
 		a->retry = in_pool(b, seen->state);
+		/* From a running column that is not eligible: into the pool proper. */
+		if (a->retry && !core_board_is_eligible(b, seen->state) &&
+		    !repark_exhausts(r, b, seen))
+			file_card(r, a, c, core_board_first_eligible(b), c->d.reason);
 		break;
 	case CORE_STUCK_ACTION_COUNT_:
 		break;

@@ -412,6 +412,54 @@ START_TEST(test_orphaned_run_promoted_then_reparked)
 }
 END_TEST
 
+/* A board whose running column is not eligible: a repark (a resumable run) and a no-run
+ * release from it put the card into the pool proper, eligible[0], as the Mongo twin does;
+ * released in place they stayed in a column claim-next never takes from, claimable by
+ * nobody (the reaper audit). */
+START_TEST(test_return_from_a_running_column_not_eligible)
+{
+	struct core_board b = {0};
+	struct core_card *c;
+	int64_t e;
+	size_t i;
+
+	ck_assert_int_eq(core_board_init_default(&b, "ne"), CORE_OK);
+	for (i = 0; i < b.n_cols; i++)
+		if (strcmp(b.cols[i].name, b.running) == 0)
+			b.cols[i].eligible = false;
+	ck_assert_int_eq(store_board_put(st, &b, &bot), CORE_OK);
+	for (i = 0; i < 2; i++) {
+		struct store_card_create in = {.id = i ? "ne-norun" : "ne-run", .board = "ne",
+					       .title = "t", .state = "ready"};
+		struct store_claim_result res = {0};
+		struct store_owned_write w = {.kind = STORE_OWNED_STATE, .state = b.running};
+
+		ck_assert_int_eq(store_card_create(st, &in, &bot, &c), CORE_OK);
+		core_card_free(c);
+		ck_assert_int_eq(store_card_claim(st, in.id, "w1", LEASE, &worker, &res), CORE_OK);
+		e = res.token.epoch;
+		core_card_free(res.card);
+		if (!i)
+			with_run(in.id, "ne-r1", "w1", e, "running", LEASE / 2);
+		w.token = (struct core_token){.marker = "w1", .epoch = e};
+		ck_assert_int_eq(store_card_owned_write(st, in.id, &w, &worker, &c), CORE_OK);
+		ck_assert_str_eq(c->state, b.running);
+		core_card_free(c);
+	}
+	advance(2 * LEASE + 1); /* past the no-run stamp window too */
+	pass(reaper);
+	for (i = 0; i < 2; i++) {
+		c = get(i ? "ne-norun" : "ne-run");
+		ck_assert_msg(!c->claim.present && strcmp(c->state, "ready") == 0,
+			      "%s: released into %s (claimed: %d)", c->id, c->state,
+			      c->claim.present);
+		ck_assert_int_eq(c->attempts, 1);
+		core_card_free(c);
+	}
+	core_board_release(&b);
+}
+END_TEST
+
 /* The clock past the backoff a return to the pool left on card id (DESIGN §17). */
 static void past_backoff(const char *id)
 {
@@ -1341,6 +1389,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_release_counts_filing_does_not);
 	tcase_add_loop_test(tc, test_kept_runs, 0, (int)(sizeof(kept_runs) / sizeof(kept_runs[0])));
 	tcase_add_test(tc, test_kept_claims_do_not_starve_the_batch);
+	tcase_add_test(tc, test_return_from_a_running_column_not_eligible);
 	tcase_add_test(tc, test_no_run_stamp_window);
 	tcase_add_test(tc, test_pruned_run_gives_up);
 	tcase_add_test(tc, test_operator_move_not_overwritten);
