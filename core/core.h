@@ -660,6 +660,12 @@ bool core_run_status_final(const char *status);
 /* Was run r created under the claim the card holds now (marker, epoch, and the card's
  * board)? The reaper judges a claim only by such a run; run writes need it. */
 bool core_run_of_claim(const struct core_run *r, const struct core_card *c);
+/* The same for a claim a foreign writer stripped of its epoch (Mongo, DESIGN §6's un-leased
+ * arm), which has no epoch to compare: the run's owner is the claim's marker, on this card,
+ * created at or after the claim was taken (when claimed_at survived). The reaper judges such
+ * a claim by that run, so a finished, cancelled or paused run still decides (it used to read
+ * as "no run": released, whatever the run said). */
+bool core_run_of_stripped_claim(const struct core_run *r, const struct core_card *c);
 
 /* May a card record run r as its last run (PUT last-run, DESIGN §11)? Only a live run of the
  * same card created under the claim `t` presents (the caller has checked the fence):

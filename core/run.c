@@ -71,6 +71,14 @@ bool core_run_of_claim(const struct core_run *r, const struct core_card *c)
 	       strcmp(r->card_id, c->id) == 0;
 }
 
+bool core_run_of_stripped_claim(const struct core_run *r, const struct core_card *c)
+{
+	return r && c && c->claim.present && !c->has_epoch && r->owner && c->claim.marker &&
+	       strcmp(r->owner, c->claim.marker) == 0 && r->card_id && c->id &&
+	       strcmp(r->card_id, c->id) == 0 &&
+	       (c->claim.claimed_at <= 0 || r->created_at >= c->claim.claimed_at);
+}
+
 enum core_rc core_last_run_check(const struct core_run *r, const char *card_id,
 				 const struct core_token *t)
 {

@@ -53,7 +53,7 @@ static void resolve_run(struct server_reaper *r, const struct core_card *c, bool
 		out->seen = CORE_RUN_SEEN_UNREADABLE;
 		return;
 	}
-	if (same_claim && !core_run_of_claim(run, c)) {
+	if (same_claim && !core_run_of_claim(run, c) && !core_run_of_stripped_claim(run, c)) {
 		core_run_free(run);
 		out->seen = CORE_RUN_SEEN_NONE;
 		return;

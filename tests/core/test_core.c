@@ -458,9 +458,37 @@ START_TEST(test_fence_holder_and_runs)
 	ck_assert_int_eq(core_claim_transfer(c, &prev, "reaper:h", LEASE, NOW + 6000, 0), CORE_OK);
 	ck_assert_str_eq(c->claim.holder, "reaper:h");
 	ck_assert(!core_run_of_claim(&r, c)); /* w1's run is not the recovery claim's */
+	ck_assert(!core_run_of_stripped_claim(&r, c)); /* an epoch to compare: not stripped */
 	ck_assert(core_run_status_final("finished") && core_run_status_final("failed") &&
 		  core_run_status_final("cancelled"));
 	ck_assert(!core_run_status_final("failed_resumable") && !core_run_status_final("running"));
+	core_card_free(c);
+}
+END_TEST
+
+/* A claim stripped of its epoch by a foreign writer is judged by the run its marker made on
+ * the card since it was claimed (core_run_of_stripped_claim). */
+START_TEST(test_run_of_stripped_claim)
+{
+	struct core_card *c = card_in("c1", "ready");
+	struct core_run r = {.id = "r1", .card_id = "c1", .owner = "w1", .claim_epoch = 1,
+			     .created_at = NOW + 5};
+	bool fresh;
+
+	ck_assert_int_eq(core_claim_acquire(c, &board, "w1", NULL, LEASE, NOW, 0, &fresh), CORE_OK);
+	ck_assert(!core_run_of_stripped_claim(&r, c)); /* the epoch is there: not stripped */
+	c->has_epoch = false;
+	ck_assert(!core_run_of_claim(&r, c));
+	ck_assert(core_run_of_stripped_claim(&r, c));
+	r.created_at = NOW - 1; /* made before this claim: an earlier claim's */
+	ck_assert(!core_run_of_stripped_claim(&r, c));
+	c->claim.claimed_at = 0; /* stripped too: the marker and the card decide */
+	ck_assert(core_run_of_stripped_claim(&r, c));
+	r.owner = "w2";
+	ck_assert(!core_run_of_stripped_claim(&r, c));
+	r.owner = "w1";
+	r.card_id = "c2";
+	ck_assert(!core_run_of_stripped_claim(&r, c));
 	core_card_free(c);
 }
 END_TEST
@@ -1188,6 +1216,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_claim_terminal_rejected);
 	tcase_add_test(tc, test_claim_missing_epoch_refuses_holder);
 	tcase_add_test(tc, test_fence_and_renew_release);
+	tcase_add_test(tc, test_run_of_stripped_claim);
 	tcase_add_test(tc, test_fence_holder_and_runs);
 	tcase_add_test(tc, test_fence_reasons);
 	tcase_add_test(tc, test_transfer_cas);

@@ -41,6 +41,16 @@ static void run_create(struct store *st, const char *id, const char *card, const
 	core_run_free(r);
 }
 
+static void run_set_status(struct store *st, const char *id, const char *marker,
+			   const char *status)
+{
+	struct store_run_update u = {.marker = marker, .status = status, .lease_ms = 60000};
+	struct core_run *r = NULL;
+
+	ck_assert_int_eq(store_run_update(st, id, &u, &bot, &r), CORE_OK);
+	core_run_free(r);
+}
+
 static void assert_card(struct store *st, const char *id, const char *state, bool claimed)
 {
 	struct core_card *c = NULL;
@@ -245,8 +255,53 @@ START_TEST(reaper_recovers_stripped_claim_past_horizon)
 }
 END_TEST
 
+/* A claim stripped of its epoch is judged by its marker's run on the card: finished files it
+ * to done, cancelled and paused keep it (they read as "no run" and were released into the
+ * pool, attempts counted, an operator's cancel and a pause overridden). */
+START_TEST(reaper_judges_stripped_claim_by_its_run)
+{
+	static const struct {
+		const char *id, *status, *state;
+		bool claimed;
+	} cases[] = {
+		{"s-fin", "finished", "done", false},
+		{"s-can", "cancelled", "ready", true},
+		{"s-pau", "paused_waiting_human", "ready", true},
+	};
+	char db[64], run[16];
+	struct store *st;
+	struct server_reaper *r;
+	struct server_reaper_stats s;
+	struct core_token t;
+	size_t i;
+
+	db_name_new(db, sizeof(db));
+	st = open_db(db, 2000, NULL);
+	tnow = CT_T0;
+	store_clock_set(st, test_clock, &tnow);
+	r = mongo_reaper(st, true, 20);
+	for (i = 0; i < 3; i++) {
+		create(st, cases[i].id, "ready");
+		t = claim(st, cases[i].id, "w1");
+		snprintf(run, sizeof run, "r-%s", cases[i].id);
+		run_create(st, run, cases[i].id, "w1", "running");
+		set_last_run(st, cases[i].id, t, run);
+		run_set_status(st, run, "w1", cases[i].status);
+		raw_update(st, "cards", cases[i].id, "{\"$unset\": {\"claim_epoch\": 1}}");
+	}
+	tnow += 2200; /* past the un-leased horizon (2 s here) */
+	ck_assert_int_eq(server_reaper_pass(r, &s), CORE_OK);
+	ck_assert_uint_eq(s.listed, 3);
+	for (i = 0; i < 3; i++)
+		assert_card(st, cases[i].id, cases[i].state, cases[i].claimed);
+	server_reaper_free(r);
+	close_db(st);
+}
+END_TEST
+
 void mongo_add_reaper(TCase *tc)
 {
+	tcase_add_test(tc, reaper_judges_stripped_claim_by_its_run);
 	tcase_add_test(tc, reaper_pass_files_reparks_and_caps);
 	tcase_add_test(tc, reaper_repair_releases_only_settled_residue);
 	tcase_add_test(tc, reaper_recovers_stripped_claim_past_horizon);
