@@ -210,6 +210,12 @@ static enum core_rc card_create(struct api_req *r, bool title_required, bool che
 	    (rc = api_json_time(r, "not_before", &in.not_before, &has_nb)) != CORE_OK ||
 	    (rc = api_auth_board(r, in.board ? in.board : "default")) != CORE_OK)
 		goto out;
+	/* A card created straight into a terminal column is a closing: board.close, as a
+	 * move there is (subscriptions to the terminal column fire on it). */
+	if (in.state &&
+	    (rc = api_auth_cap(r, api_auth_state_cap(r, in.board ? in.board : "default",
+						     in.state) & API_CAP_CLOSE)) != CORE_OK)
+		goto out;
 	in.labels = has_labels ? &labels : NULL;
 	in.blockers = has_blockers ? &blockers : NULL;
 	if (check_only)
@@ -374,6 +380,10 @@ enum core_rc api_h_card_patch(struct api_req *r)
 	    (rc = api_json_priority(r, &p.priority, &p.has_priority)) != CORE_OK ||
 	    (rc = api_json_time(r, "not_before", &p.not_before, &p.has_not_before)) != CORE_OK ||
 	    (rc = api_card_scope(r)) != CORE_OK)
+		goto out;
+	/* Blockers move the card (pending ones park it in the waiting column, the last one
+	 * done lets it out): a state write, board.move's. */
+	if (has_blockers && (rc = api_auth_cap(r, API_CAP_MOVE)) != CORE_OK)
 		goto out;
 	p.blockers = has_blockers ? &blockers : NULL;
 	rc = store_card_patch(r->api->st, api_param(r), &p, &actor, &c);

@@ -89,6 +89,9 @@ def main():
         r2 = run(['token', 'add', '--tokens', tf, '--name', 'op-reader', '--role', 'operator',
                   '--cap', 'board.read'])
         op_reader = r2.stdout.strip()
+        r2 = run(['token', 'add', '--tokens', tf, '--name', 'creator', '--role', 'bot',
+                  '--cap', 'board.create', '--cap', 'board.read'])
+        creator = r2.stdout.strip()
         ents = {e['name']: e for e in json.load(open(tf))['tokens']}
         check(r.returncode == 0 and ents['reader'].get('caps') == ['board.read', 'board.comment']
               and 'caps' not in ents['ci'], 'token add --cap writes caps: %s' % ents)
@@ -105,6 +108,22 @@ def main():
         check(get(port, '/v1/cards', reader)[0] == 200, 'a board.read token reads')
         st, body = get(port, '/v1/cards/x/labels', reader, method='PUT')
         check(st == 403 and 'board.label' in body, 'a token without board.label: 403 %s' % body)
+        # board.create creates and edits; it moves nothing and closes nothing
+        st, body = bt.request(port, 'POST', '/v1/cards', creator, {'id': 'cr1', 'title': 't'},
+                              timeout=5, raw=True)[:2]
+        check(st == 201, 'a board.create token creates: %s %s' % (st, body))
+        st, body = bt.request(port, 'POST', '/v1/cards', creator,
+                              {'id': 'cr2', 'title': 't', 'state': 'done'}, timeout=5,
+                              raw=True)[:2]
+        check(st == 403 and 'board.close' in body,
+              'created straight into a terminal column needs board.close: %s %s' % (st, body))
+        st, body = bt.request(port, 'PATCH', '/v1/cards/cr1', creator, {'blockers': ['cr9']},
+                              timeout=5, raw=True)[:2]
+        check(st == 403 and 'board.move' in body,
+              'blockers move the card: a PATCH of them needs board.move: %s %s' % (st, body))
+        st, body = bt.request(port, 'PATCH', '/v1/cards/cr1', creator, {'title': 'new'},
+                              timeout=5, raw=True)[:2]
+        check(st == 200, 'its title it may change: %s %s' % (st, body))
         # the operator's label sweeps are label routes too
         for method, path in (('POST', '/v1/labels/rename'), ('POST', '/v1/labels/merge'),
                              ('DELETE', '/v1/labels/x')):
