@@ -113,7 +113,13 @@ static enum core_rc blockers_detail(struct api_req *r, const char *self, const c
 		if (store_card_get(r->api->st, bl->v[i], &c) != CORE_OK)
 			return api_fail(r, rc, "blocker %s is not a card", bl->v[i]);
 		if (strcmp(c->board, board) != 0) {
-			api_fail(r, rc, "blocker %s is on board %s, not %s", bl->v[i], c->board, board);
+			/* A board the token may not see is not named (DESIGN §8). */
+			if (api_token_board_allowed(r->tok, c->board))
+				api_fail(r, rc, "blocker %s is on board %s, not %s", bl->v[i],
+					 c->board, board);
+			else
+				api_fail(r, rc, "blocker %s is not a card of board %s", bl->v[i],
+					 board);
 			core_card_free(c);
 			return rc;
 		}

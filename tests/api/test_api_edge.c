@@ -232,6 +232,25 @@ static void scoped_nothing_after(long long after)
 	json_decref(j);
 }
 
+/* A blocker on a board the token may not see is refused without naming that board (it used
+ * to say "blocker x is on board default, not <scoped>"). */
+START_TEST(scoped_blocker_refusal_names_no_other_board)
+{
+	char *other = t_card_new("{\"title\":\"elsewhere\"}"), body[256];
+
+	t_board_new(HARNESS_SCOPED_BOARD);
+	snprintf(body, sizeof body, "{\"title\":\"t\",\"board\":\"%s\",\"blockers\":[\"%s\"]}",
+		 HARNESS_SCOPED_BOARD, other);
+	t_problem_says(422, "transition_rejected", "is not a card of board", "POST", "/v1/cards",
+		       SCOPED, NULL, body);
+	ck_assert_msg(strstr(T_BODY, "default") == NULL, "%s", T_BODY);
+	/* A token that sees both boards is told where the blocker is. */
+	t_problem_says(422, "transition_rejected", "is on board default", "POST", "/v1/cards",
+		       ALL, NULL, body);
+	free(other);
+}
+END_TEST
+
 START_TEST(scoped_cursor_says_nothing_of_other_boards)
 {
 	json_t *j;
@@ -285,6 +304,7 @@ TCase *api_tcase_edge(void)
 	tcase_add_test(tc, null_refused_where_the_schema_forbids_it);
 	tcase_add_test(tc, readyz_503_while_the_store_refuses_writes);
 	tcase_add_test(tc, scoped_cursor_says_nothing_of_other_boards);
+	tcase_add_test(tc, scoped_blocker_refusal_names_no_other_board);
 	return tc;
 }
 
