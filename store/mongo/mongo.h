@@ -67,6 +67,7 @@
  * the widest range of seqs a board's tail searches for the free ones. */
 #define MGO_SEAL_MAX ((int64_t)4096)
 #define MGO_SEAL_SCAN_MAX ((int64_t)100000)
+#define MGO_SEAL_ROUNDS 8 /* seals (and trim mark reads) per listing call */
 #define MGO_EVENTS_KEEP_DEFAULT ((int64_t)100000) /* the audit tail keeps the newest seqs */
 #define MGO_TRIM_BATCH ((int64_t)10000) /* seqs per delete when trimming `events` */
 #define MGO_TRIM_ROUNDS 50     /* deletes per trim; the rest waits for the next maintenance */

@@ -336,6 +336,7 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 	uint64_t gen = tail_gen(m);
 	int64_t trimmed = -1; /* the trim mark, read at the first old hole */
 	int64_t sealed = 0;   /* a board's tail: its old holes up to this board_seq are sealed */
+	int seal_rounds = 0;
 	bool query = true;
 	long hole_nap_ms = 2;
 	enum core_rc rc = CORE_OK;
@@ -394,8 +395,10 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 		 * (t.stop); a page that read the tail to its end resumes from there, past other
 		 * boards' events, as the FS twin's does. */
 		*next = *n == limit && t.stop ? t.served : t.safe;
-		/* An old hole: sealed (or the trim mark read first), then queried again. */
-		if (t.seal_hi && *n < limit) {
+		/* An old hole: sealed (or the trim mark read first), then queried again (a few
+		 * rounds at most: a seal that never shows in the next query is not looped on; the
+		 * answer then stops before the hole, and the caller asks again). */
+		if (t.seal_hi && *n < limit && seal_rounds++ < MGO_SEAL_ROUNDS) {
 			rc = by_board ? mgo_seal_board(m, board, &trimmed, t.bseal, t.seal_lo,
 						      t.seal_hi)
 				      : mgo_seal_seqs(m, &trimmed, t.seal_lo, t.seal_hi);
