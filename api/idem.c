@@ -106,8 +106,45 @@ enum core_rc api_idem_refusal(struct api_req *r, const struct store_idem *k, con
 }
 
 /* Answers the recorded answer (takes k's body). */
+/* Whether every "board" string at any depth of j is one the token may access now. */
+static bool boards_allowed(struct api_req *r, const json_t *j, int depth)
+{
+	const char *key;
+	const json_t *v;
+	size_t i;
+
+	if (depth > 8)
+		return true; /* answers hold cards a few levels down, never deeper */
+	if (json_is_object(j)) {
+		json_object_foreach((json_t *)j, key, v) {
+			if (strcmp(key, "board") == 0 && json_is_string(v) &&
+			    !api_token_board_allowed(r->tok, json_string_value(v)))
+				return false;
+			if (!boards_allowed(r, v, depth + 1))
+				return false;
+		}
+	} else if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+			if (!boards_allowed(r, v, depth + 1))
+				return false;
+	}
+	return true;
+}
+
 static enum core_rc replay(struct api_req *r, struct store_idem *k)
 {
+	/* A token narrowed (a reload) since the key was answered is not shown that answer's
+	 * cards of boards it may no longer access: 403, as the request would get now. */
+	if (api_auth_boards(r)) {
+		json_t *j = json_loads(k->body, 0, NULL);
+		bool ok = !j || boards_allowed(r, j, 0);
+
+		json_decref(j);
+		if (!ok)
+			return api_fail(r, CORE_ERR_FORBIDDEN, "token %s may no longer access a board "
+					"this Idempotency-Key's answer holds",
+					r->tok ? r->tok->name : "?");
+	}
 	free(r->raw_owned);
 	json_decref(r->out);
 	r->out = NULL;

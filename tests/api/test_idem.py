@@ -273,6 +273,35 @@ def scopes(b):
     check(one[0] == 200 and json.loads(one[1])['results'][0]['status'] == 201 and
           one[1] == two[1], 'scope: and a batch item\'s key (%s)' % one[1][:120])
 
+    # A token narrowed since its key was answered is not shown that answer's card of a
+    # board it may no longer access (the replay came before the handler's board check).
+    cfg = b.ok('GET', '/v1/boards/default')
+    cfg['name'] = 'narrowed'
+    b.ok('PUT', '/v1/boards/narrowed', 'op', cfg)
+    tok = bt.token_add(b.binary, b.tokens_file, 'narrow', ['bot'])
+    b.proc.send_signal(signal.SIGHUP)
+    check(bt.wait_for(lambda: raw(b.port, tok, 'GET', '/v1/boards', None)[0] == 200),
+          'scope: token narrow is served after SIGHUP')
+    far = raw(b.port, tok, 'POST', '/v1/cards', {'title': 'far', 'board': 'narrowed'}, 'n-1')
+    near = raw(b.port, tok, 'POST', '/v1/cards', {'title': 'near'}, 'n-2')
+    with open(b.tokens_file) as fh:
+        doc = json.load(fh)
+    for t in doc['tokens']:
+        if t['name'] == 'narrow':
+            t['boards'] = ['default']
+    with open(b.tokens_file, 'w') as fh:
+        json.dump(doc, fh)
+    b.proc.send_signal(signal.SIGHUP)
+    check(bt.wait_for(lambda: raw(b.port, tok, 'GET', '/v1/boards/narrowed', None)[0] == 403),
+          'scope: token narrow no longer reads board narrowed after SIGHUP')
+    st, text, _ = raw(b.port, tok, 'POST', '/v1/cards', {'title': 'far', 'board': 'narrowed'},
+                      'n-1')
+    check(far[0] == 201 and st == 403 and 'narrowed' not in text.replace('"narrow"', ''),
+          'scope: its replay of a card of that board is 403 (%s %s)' % (st, text[:160]))
+    again = raw(b.port, tok, 'POST', '/v1/cards', {'title': 'near'}, 'n-2')
+    check(near[0] == 201 and again[:2] == near[:2],
+          'scope: one of a board it still reads replays (%s)' % again[0])
+
 
 def concurrent(ports, tok, key, body, n=12):
     """n requests with one key at once, spread over ports: [(status, text)]."""
