@@ -262,6 +262,24 @@ END_TEST
 
 /* ---- a store that fails every call: a 5xx, never an empty success ---- */
 
+/* A server on st (loopback, a free port, `threads` HTTP threads) with one token, "all-token",
+ * holding every role, pushed into *tokens (the caller releases it after api_stop). */
+static struct api *api_on(struct store *st, struct api_tokens *tokens, unsigned threads)
+{
+	struct api_config cfg;
+	struct api *a = NULL;
+	char err[256];
+
+	ck_assert_int_eq(api_tokens_push(tokens, "all", "all-token", API_ROLE_ANY, NULL), CORE_OK);
+	api_config_init(&cfg);
+	cfg.listen = "127.0.0.1:0";
+	cfg.threads = threads;
+	cfg.tokens = tokens;
+	cfg.log_format = API_LOG_NONE;
+	ck_assert_msg(api_start(&cfg, st, &a, err, sizeof err) == CORE_OK, "api_start: %s", err);
+	return a;
+}
+
 static enum core_rc broken_ping(struct store *st)
 {
 	return CORE_ERR_STORE_UNAVAILABLE;
@@ -326,19 +344,11 @@ START_TEST(store_failure_is_never_a_success)
 	};
 	struct store st = {.ops = &broken_ops};
 	struct api_tokens tokens = {0};
-	struct api_config cfg;
 	struct api *a = NULL;
 	struct httpc *c;
-	char err[256];
 	size_t i;
 
-	ck_assert_int_eq(api_tokens_push(&tokens, "all", "all-token", API_ROLE_ANY, NULL), CORE_OK);
-	api_config_init(&cfg);
-	cfg.listen = "127.0.0.1:0";
-	cfg.threads = 2;
-	cfg.tokens = &tokens;
-	cfg.log_format = API_LOG_NONE;
-	ck_assert_int_eq(api_start(&cfg, &st, &a, err, sizeof err), CORE_OK);
+	a = api_on(&st, &tokens, 2);
 	c = httpc_connect("127.0.0.1", api_port(a));
 	ck_assert_ptr_nonnull(c);
 	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -589,23 +599,15 @@ static void hole_wait_case(const char *path)
 {
 	struct store st = {.ops = &holey_ops};
 	struct api_tokens tokens = {0};
-	struct api_config cfg;
 	struct api *a = NULL;
 	struct holey_call list = {.path = path}, health = {.path = "/healthz"};
 	pthread_t tl, th;
-	char err[256];
 	bool answered;
 	int fd = -1;
 
 	atomic_store(&holey.waiting, 0);
 	atomic_store(&holey.released, 0);
-	ck_assert_int_eq(api_tokens_push(&tokens, "all", "all-token", API_ROLE_ANY, NULL), CORE_OK);
-	api_config_init(&cfg);
-	cfg.listen = "127.0.0.1:0";
-	cfg.threads = 1;
-	cfg.tokens = &tokens;
-	cfg.log_format = API_LOG_NONE;
-	ck_assert_int_eq(api_start(&cfg, &st, &a, err, sizeof err), CORE_OK);
+	a = api_on(&st, &tokens, 1);
 	list.port = health.port = api_port(a);
 	if (strstr(path, "/stream")) {
 		/* A stream answers as it goes: its request is sent, its answer never read. */

@@ -337,6 +337,34 @@ void nap_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+void mongo_hold_hook(void *ctx, const char *what)
+{
+	struct mongo_hold *h = ctx;
+	int i;
+
+	if (strcmp(what, h->what) != 0 || !atomic_exchange(&h->armed, 0))
+		return;
+	atomic_store(&h->inside, 1);
+	for (i = 0; i < 12000 && !atomic_load(&h->release); i++)
+		nap_ms(5);
+}
+
+void mongo_hold_await(struct mongo_hold *h)
+{
+	int i;
+
+	for (i = 0; i < 2000 && !atomic_load(&h->inside); i++)
+		nap_ms(5);
+	ck_assert_int_eq(atomic_load(&h->inside), 1);
+}
+
+void mongo_hold_arm(struct mongo_hold *h)
+{
+	atomic_store(&h->inside, 0);
+	atomic_store(&h->release, 0);
+	atomic_store(&h->armed, 1);
+}
+
 /* An injected clock for the tests that move time. */
 int64_t tnow;
 

@@ -6,6 +6,7 @@
 #include "store/store_twins.h"
 
 #include <check.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +48,18 @@ int64_t server_now(void);
 /* buildInfo names FerretDB (its single-document updates are not atomic under concurrency). */
 bool is_ferretdb(void);
 void nap_ms(long ms);
+/* A store's test_read hook that holds the thread reaching point `what` ("insert": between a
+ * writer's seqs and its insert; "claimed": right after claim-next's write), the first time
+ * after `armed` is set, until `release` is (at most 60 s): a writer stalled or killed there. */
+struct mongo_hold {
+	const char *what;
+	atomic_int armed, inside, release;
+};
+void mongo_hold_hook(void *ctx, const char *what);
+/* Arms h: the next thread to reach its point is held. */
+void mongo_hold_arm(struct mongo_hold *h);
+/* Waits (up to 10 s) for a thread armed before to be held: asserts it is. */
+void mongo_hold_await(struct mongo_hold *h);
 void create(struct store *st, const char *id, const char *state);
 struct core_token claim(struct store *st, const char *id, const char *marker);
 void set_last_run(struct store *st, const char *id, struct core_token t, const char *run);

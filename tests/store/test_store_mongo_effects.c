@@ -102,24 +102,6 @@ END_TEST
 
 /* ---- claim-next's card_claimed, matched after the write, by someone else ---- */
 
-/* The test_read hook of a claim-next writer held right after its write (armed: the next one),
- * until released: what a writer killed there leaves (its card_claimed unmatched). */
-struct held {
-	atomic_int armed, inside, release;
-};
-
-static void hold_claimed(void *ctx, const char *what)
-{
-	struct held *h = ctx;
-	int i;
-
-	if (strcmp(what, "claimed") != 0 || !atomic_exchange(&h->armed, 0))
-		return;
-	atomic_store(&h->inside, 1);
-	for (i = 0; i < 12000 && !atomic_load(&h->release); i++)
-		nap_ms(5);
-}
-
 struct next_call {
 	struct store *st;
 	enum core_rc rc;
@@ -143,15 +125,14 @@ static void *next_main(void *arg)
 START_TEST(claimed_event_of_a_dead_writer_is_matched)
 {
 	static const struct store_actor op = {.name = "op"};
-	struct held h = {0};
-	struct store_mongo_options o = {.test_read = hold_claimed, .test_ctx = &h};
+	struct mongo_hold h = {.what = "claimed"}; /* claim-next held right after its write */
+	struct store_mongo_options o = {.test_read = mongo_hold_hook, .test_ctx = &h};
 	struct core_card *c = NULL;
 	char db[64];
 	struct store *a, *b, *d;
 	struct next_call k;
 	pthread_t th;
 	size_t n;
-	int i;
 
 	db_name_new(db, sizeof db);
 	a = open_db_opts(db, &o, NULL);
@@ -160,12 +141,10 @@ START_TEST(claimed_event_of_a_dead_writer_is_matched)
 	create(b, "c1", "ready");
 	ck_assert_uint_eq(deliveries_of(b, "\"card_claimed\""), 0);
 	/* The card's next write, on another replica, delivers the held entry with its own. */
-	atomic_store(&h.armed, 1);
+	mongo_hold_arm(&h);
 	k = (struct next_call){.st = a};
 	ck_assert_int_eq(pthread_create(&th, NULL, next_main, &k), 0);
-	for (i = 0; i < 2000 && !atomic_load(&h.inside); i++)
-		nap_ms(5);
-	ck_assert_int_eq(atomic_load(&h.inside), 1);
+	mongo_hold_await(&h);
 	ck_assert_uint_ge(raw_outbox_len(b, "cards", "c1"), 1); /* card_claimed, unmatched */
 	ck_assert_int_eq(store_card_comment_add(b, "c1", "a note", &op, &c), CORE_OK);
 	core_card_free(c);
@@ -176,13 +155,9 @@ START_TEST(claimed_event_of_a_dead_writer_is_matched)
 	ck_assert_msg(n == 1, "the held claim's card_claimed: %zu deliveries", n);
 	/* The maintenance drain: the same, for a card nobody writes again. */
 	create(b, "c2", "ready");
-	atomic_store(&h.inside, 0);
-	atomic_store(&h.release, 0);
-	atomic_store(&h.armed, 1);
+	mongo_hold_arm(&h);
 	ck_assert_int_eq(pthread_create(&th, NULL, next_main, &k), 0);
-	for (i = 0; i < 2000 && !atomic_load(&h.inside); i++)
-		nap_ms(5);
-	ck_assert_int_eq(atomic_load(&h.inside), 1);
+	mongo_hold_await(&h);
 	nap_ms(MGO_OUTBOX_GRACE_MS + 500); /* the drain leaves younger outboxes to writers */
 	d = open_db(db, 0, NULL); /* its maintenance thread drains at start */
 	n = wait_deliveries(d, "\"card_claimed\"", 2);

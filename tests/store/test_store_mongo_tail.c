@@ -273,24 +273,6 @@ START_TEST(idle_deliverers_query_once_until_a_delivery_comes)
 }
 END_TEST
 
-/* The test_read hook of a writer that stalls between taking its seqs and inserting its events
- * (the first insert after `armed`), until the test releases it. */
-struct stall {
-	atomic_int armed, inside, release;
-};
-
-static void stall_insert(void *ctx, const char *what)
-{
-	struct stall *s = ctx;
-	int i;
-
-	if (strcmp(what, "insert") != 0 || !atomic_exchange(&s->armed, 0))
-		return;
-	atomic_store(&s->inside, 1);
-	for (i = 0; i < 6000 && !atomic_load(&s->release); i++)
-		nap_ms(5);
-}
-
 struct writer {
 	struct store *st;
 	const char *id;
@@ -328,8 +310,8 @@ static size_t tail_from(struct store *st, const char *board, int64_t *after,
  * it). board: the reader follows that board's tail (board_seq) instead of the seq tail. */
 static void stalled_writer(const char *board)
 {
-	struct stall s = {0};
-	struct store_mongo_options o = {.test_read = stall_insert, .test_ctx = &s};
+	struct mongo_hold s = {.what = "insert"};
+	struct store_mongo_options o = {.test_read = mongo_hold_hook, .test_ctx = &s};
 	char db[64];
 	struct store *a, *b;
 	struct writer w;
@@ -346,11 +328,9 @@ static void stalled_writer(const char *board)
 	after = tail_top(b, board);
 	other = tail_top(b, board ? NULL : "default"); /* the other tail, from the same point */
 	w = (struct writer){.st = a, .id = "s1"};
-	atomic_store(&s.armed, 1);
+	mongo_hold_arm(&s);
 	ck_assert_int_eq(pthread_create(&th, NULL, create_main, &w), 0);
-	for (k = 0; k < 2000 && !atomic_load(&s.inside); k++)
-		nap_ms(5);
-	ck_assert_int_eq(atomic_load(&s.inside), 1); /* s1 holds its numbers, not inserted */
+	mongo_hold_await(&s); /* s1 holds its numbers, not inserted */
 	create(b, "s2", "ready");
 	/* The reader waits out the hole (up to the grace) and then steps over it. */
 	n = tail_from(b, board, &after, &ev);
