@@ -349,6 +349,12 @@ func (f *fakeBoard) exec(r *http.Request, route string, in map[string]any) (int,
 // runWorker runs a worker against the fake until it returns (or the test's deadline).
 func runWorker(t *testing.T, f *fakeBoard, h Handler, o WorkerOpts) *Worker {
 	t.Helper()
+	return runWorkerWith(t, f, h, o, nil)
+}
+
+// runWorkerWith is runWorker with set(w) called on the worker before it runs.
+func runWorkerWith(t *testing.T, f *fakeBoard, h Handler, o WorkerOpts, set func(*Worker)) *Worker {
+	t.Helper()
 	c := New(f.srv.URL, "tok")
 	c.Timeout = 5 * time.Second
 	if o.Logf == nil {
@@ -359,6 +365,9 @@ func runWorker(t *testing.T, f *fakeBoard, h Handler, o WorkerOpts) *Worker {
 	}
 	o.Marker = "w1"
 	w := NewWorker(c, "default", h, o)
+	if set != nil {
+		set(w)
+	}
 	done := make(chan error, 1)
 	go func() { done <- w.Run(context.Background()) }()
 	select {

@@ -8,7 +8,11 @@
 //
 // The handler's context is cancelled the moment the claim is lost: a renew refused (revoked,
 // reclaimed, deleted), or no renew acknowledged before the lease ends (a timer per claim,
-// measured from the moment each acknowledged renew was sent). context.Cause says why. After a
+// measured from the moment the claim-next, then each acknowledged renew, was sent; a claim
+// whose lease is over when its answer arrives is renewed at once, and lost when that is not
+// acknowledged). Each renew is due
+// renew_after_ms after that same moment: the first goes out at once for a claim that came late
+// in a long-poll or after retries. context.Cause says why. After a
 // loss nothing more is written for that card: the job's own writes return ErrClaimLost before
 // they are sent, and the server would refuse them anyway (claim_conflict).
 //
@@ -80,6 +84,10 @@ type Worker struct {
 	held                                        map[string]*Job
 	claimed                                     int
 	fatal                                       error
+	// a claim arrived: the renew loop looks again
+	kick chan struct{}
+	// nil: time.AfterFunc (a test's stand-in)
+	afterFunc func(time.Duration, func()) *time.Timer
 }
 
 // NewWorker makes a worker; see WorkerOpts for the defaults.
@@ -109,7 +117,8 @@ func NewWorker(c *Client, board string, h Handler, o WorkerOpts) *Worker {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
-	return &Worker{Client: c, Board: board, Handler: h, Opts: o, held: map[string]*Job{}}
+	return &Worker{Client: c, Board: board, Handler: h, Opts: o, held: map[string]*Job{},
+		kick: make(chan struct{}, 1)}
 }
 
 // Stats returns the counts so far.
@@ -127,13 +136,15 @@ type Job struct {
 	Ctx    context.Context // cancelled on loss of the claim (or the stop past the grace)
 	w      *Worker
 	cancel context.CancelCauseFunc
-	timer  *time.Timer
 
 	mu        sync.Mutex
+	timer     *time.Timer // fires at leaseEnd; set under mu, never once unheld
 	leaseEnd  time.Time
-	lost      bool // claim lost (not a stop)
-	parked    bool // an operator cancelled the run: neither filed nor released
-	abandoned bool // released for the handler after the grace
+	renewAt   time.Time // the next renew is due
+	unheld    bool      // let go (filed, released, lost, parked): no timer any more
+	lost      bool      // claim lost (not a stop)
+	parked    bool      // an operator cancelled the run: neither filed nor released
+	abandoned bool      // released for the handler after the grace
 }
 
 func (j *Job) isLost() bool {
@@ -146,6 +157,35 @@ func (j *Job) end() time.Time {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.leaseEnd
+}
+
+func (j *Job) due() time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.renewAt
+}
+
+// watch (re)arms the lease timer for leaseEnd; j.mu is held. The timer's function may run at
+// once (a lease already over): it takes j.mu first, so it finds j.timer set.
+func (j *Job) watch() {
+	if j.unheld {
+		return
+	}
+	d := time.Until(j.leaseEnd)
+	if j.timer != nil {
+		j.timer.Reset(d)
+		return
+	}
+	after := time.AfterFunc
+	if j.w.afterFunc != nil {
+		after = j.w.afterFunc
+	}
+	j.timer = after(d, func() {
+		if time.Now().Before(j.end()) { // renewed meanwhile
+			return
+		}
+		j.w.lose(j, errors.New("the lease ended without an acknowledged renew"))
+	})
 }
 
 // fenced sends one of the holder's own writes, not at all when the claim is known lost.
@@ -373,13 +413,14 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*Job, error) {
 	var err error
 	delay := 200 * time.Millisecond
 	for try := 0; ; try++ {
+		last := ctx.Err() != nil // sent after the stop: the one more try
 		cctx, cancel := context.Background(), context.CancelFunc(func() {})
-		if ctx.Err() != nil {
+		if last {
 			cctx, cancel = context.WithTimeout(cctx, msDur(o.WaitMs)+5*time.Second)
 		}
 		got, err = w.Client.ClaimNext(cctx, w.Board, w.Opts.Marker, o)
 		cancel()
-		if !again(err) || ctx.Err() != nil || try >= 100 {
+		if !again(err) || last || try >= 100 {
 			break
 		}
 		w.Opts.Logf("boardd: claim-next: %v; again (same Idempotency-Key) in %v", err, delay)
@@ -413,19 +454,37 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*Job, error) {
 		}
 		j.Ctx, j.cancel = context.WithCancelCause(context.Background())
 		j.leaseEnd = sent.Add(time.Duration(j.Token.LeaseMs) * time.Millisecond)
-		j.timer = time.AfterFunc(time.Until(j.leaseEnd), func() {
-			if time.Now().Before(j.end()) { // renewed meanwhile
-				return
-			}
-			w.lose(j, errors.New("the lease ended without an acknowledged renew"))
-		})
+		j.renewAt = sent.Add(time.Duration(j.Token.RenewAfterMs) * time.Millisecond)
 		jobs = append(jobs, j)
+	}
+	// a lease over (locally) before the answer came: renewed before anything else is done
+	// (the server keeps an expired claim its holder's until the reaper takes it), else lost
+	var late []*Job
+	for _, j := range jobs {
+		if !time.Now().Before(j.leaseEnd) {
+			late = append(late, j)
+		}
+	}
+	if len(late) > 0 {
+		w.renew(late)
 	}
 	w.mu.Lock()
 	for _, j := range jobs {
 		w.held[j.Card.ID] = j
 	}
 	w.mu.Unlock()
+	for _, j := range jobs {
+		j.mu.Lock()
+		j.watch()
+		j.mu.Unlock()
+		if !time.Now().Before(j.end()) { // nothing is written for it, its handler not called
+			w.lose(j, errors.New("the lease ended before claim-next's answer arrived"))
+		}
+	}
+	select { // its first renew may be due now
+	case w.kick <- struct{}{}:
+	default:
+	}
 	w.stats.claimed.Add(int64(len(jobs)))
 	return jobs, nil
 }
@@ -436,7 +495,13 @@ func (w *Worker) unhold(j *Job) {
 		delete(w.held, j.Card.ID)
 	}
 	w.mu.Unlock()
-	j.timer.Stop()
+	j.mu.Lock()
+	j.unheld = true
+	t := j.timer
+	j.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
 }
 
 // lose: the claim is gone; the handler's context is cancelled at once.

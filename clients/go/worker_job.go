@@ -74,7 +74,9 @@ func (w *Worker) work(j *Job) {
 		run, err := c.CreateRun(ctx, RunCreate{CardID: j.Card.ID, Marker: j.Token.Marker,
 			Status: "running", LeaseMs: int(j.Token.LeaseMs), IdempotencyKey: key})
 		if err == nil {
+			j.mu.Lock() // the renew tick reads it
 			j.RunID = run.ID
+			j.mu.Unlock()
 		}
 		return err
 	})
@@ -322,38 +324,42 @@ func (w *Worker) live() []*Job {
 	return out
 }
 
+// renewLoop renews every held claim when the first of them is due: renew_after_ms after its
+// claim-next (or its last acknowledged renew) was sent, so at once for a claim whose answer
+// came late in a long-poll or after retries.
 func (w *Worker) renewLoop(done chan struct{}) {
-	var next time.Time
+	var retry time.Time // after a tick without an answer: not before this
 	delay := 200 * time.Millisecond
 	for {
-		wait := 50 * time.Millisecond
-		held := w.live()
-		if len(held) > 0 {
-			interval := time.Duration(1<<62 - 1)
-			for _, j := range held {
-				interval = min(interval, time.Duration(j.Token.RenewAfterMs)*time.Millisecond)
-			}
-			now := time.Now()
-			if next.IsZero() {
-				next = now.Add(interval)
-			}
-			if !now.Before(next) {
-				if w.renew(held) {
-					delay = 200 * time.Millisecond
-					next = time.Now().Add(interval)
-				} else { // no answer: again soon, never past the earliest lease end
-					left := time.Until(earliest(held))
-					next = time.Now().Add(max(50*time.Millisecond, min(delay, left/2)))
-					delay = min(2*delay, 5*time.Second)
+		wait := 250 * time.Millisecond
+		if held := w.live(); len(held) > 0 {
+			next := held[0].due()
+			for _, j := range held[1:] {
+				if t := j.due(); t.Before(next) {
+					next = t
 				}
 			}
-			wait = min(250*time.Millisecond, max(time.Millisecond, time.Until(next)))
+			if next.Before(retry) {
+				next = retry
+			}
+			if !time.Now().Before(next) {
+				if w.renew(held) {
+					delay, retry = 200*time.Millisecond, time.Time{}
+				} else { // no answer: again soon, never past the earliest lease end
+					left := time.Until(earliest(held))
+					retry = time.Now().Add(max(50*time.Millisecond, min(delay, left/2)))
+					delay = min(2*delay, 5*time.Second)
+				}
+				continue
+			}
+			wait = min(wait, max(time.Millisecond, time.Until(next)))
 		} else {
-			next = time.Time{}
+			retry = time.Time{}
 		}
 		select {
 		case <-done:
 			return
+		case <-w.kick:
 		case <-time.After(wait):
 		}
 	}
@@ -373,11 +379,11 @@ func (j *Job) acked(sent time.Time, leaseMs int64) {
 	if leaseMs <= 0 {
 		leaseMs = j.Token.LeaseMs
 	}
-	end := sent.Add(time.Duration(leaseMs) * time.Millisecond)
 	j.mu.Lock()
-	j.leaseEnd = end
-	j.mu.Unlock()
-	j.timer.Reset(time.Until(end))
+	defer j.mu.Unlock()
+	j.leaseEnd = sent.Add(time.Duration(leaseMs) * time.Millisecond)
+	j.renewAt = sent.Add(time.Duration(j.Token.RenewAfterMs) * time.Millisecond)
+	j.watch()
 }
 
 // renew: one renew of every held claim and a heartbeat of each run; false when no answer.
@@ -452,11 +458,14 @@ func (w *Worker) renew(held []*Job) bool {
 			answered = false
 			continue
 		}
-		if j.RunID != "" {
+		j.mu.Lock()
+		runID := j.RunID
+		j.mu.Unlock()
+		if runID != "" {
 			hb.Add(1)
 			go func(j *Job) {
 				defer hb.Done()
-				_, err := c.HeartbeatRun(ctx, j.RunID, j.Token.Marker, 0)
+				_, err := c.HeartbeatRun(ctx, runID, j.Token.Marker, 0)
 				var rf *RunFinal
 				var cc *ClaimConflict
 				switch {
