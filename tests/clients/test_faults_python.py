@@ -19,11 +19,21 @@ connection close), answer a chosen status without forwarding, or hold a request 
 - a run cancelled by an operator: its next heartbeat's run_final cancels the handler
   ('run_cancelled') and parks the job: neither filed nor released;
 - the final write's answer lost (the run's PATCH, the card's filing with release): the retry's
-  refusal is read back and the job counts as succeeded, not lost or parked.
+  refusal is read back and the job counts as succeeded, not lost or parked;
+- the filing answered 503 a while, so a renew tick heartbeats the run the worker has just
+  finished: that run_final is the worker's own, the card is filed all the same;
+- a result that is not JSON (a datetime): the run is failed saying so, the card filed;
+- a card claimed late in a long-poll (4.5 s into the wait of a 6 s lease): the first renew
+  goes out at once, the job is not cancelled;
+- claim-next retried after a lost answer: the claim's local lease counts from the first try;
+- AsyncWorker.run() cancelled (asyncio.wait_for): the worker stops, its threads end, no claim
+  is left held, and asyncio.run() returns.
 
 usage: test_faults_python.py BOARDD REPO_ROOT
 (BOARDD_TEST_PORT_BASE=N: boardd listens on N, the proxies on N+1 and N+2; else free ports.)
 """
+import asyncio
+import datetime
 import json
 import logging
 import os
@@ -218,12 +228,14 @@ def t_raw_resend(px, bottok, op):
 
 def t_refused_final(wtok, url, op, bot, mode):
     name = 'final run write refused (%s)' % mode
-    label = 'rf' + mode
+    label = 'rf' + mode.replace(' ', '')
     ids = mk(bot, label, 1)
 
     def h(job):
         if mode == 'result':
             return {'blob': 'x' * 70000}
+        if mode == 'not JSON':
+            return {'at': datetime.datetime(2026, 12, 7, 9, 0)}
         raise RuntimeError('\u00e9' * 3000)  # 3000 characters, 6000 bytes
     c = boardd.Client(url, wtok, timeout=10)
     w = boardd.Worker(c, 'default', h, labels=[label], lease_ms=LEASE_MS, wait_ms=500, grace=2)
@@ -240,6 +252,9 @@ def t_refused_final(wtok, url, op, bot, mode):
         if mode == 'result':
             check('refused' in e and len(e.encode()) <= 4096,
                   '%s: the run\'s error says the result was refused: %r' % (name, e[:200]))
+        elif mode == 'not JSON':
+            check('result was refused' in e and 'not JSON' in e and 'datetime' in e,
+                  '%s: the run\'s error says the result is not JSON: %r' % (name, e[:200]))
         else:
             check(e.startswith('RuntimeError: \u00e9') and len(e.encode()) <= 4096,
                   '%s: the error text is kept, cut to 4 KiB of UTF-8 (%d bytes)' % (
@@ -405,6 +420,153 @@ def t_final_lost(px, wtok, op, bot, what):
           '%s: counted succeeded, not lost or parked: %s' % (name, stats))
 
 
+def t_final_heartbeat(px, wtok, op, bot):
+    """The filing answered 503 four times (1.5 s of retries): a renew tick (every 1 s) comes
+    between the run's final PATCH and the filing, and its heartbeat of the run is refused
+    run_final. That is the worker's own write, not an operator's cancel: the job is neither
+    parked nor cancelled, and the card is filed."""
+    name = 'heartbeat after the run\'s own final write'
+    ids = mk(bot, 'fhb', 1)
+    px.set([{'method': 'PATCH', 'path': r'/state$', 'nth': [1, 2, 3, 4], 'action': 'status',
+             'status': 503, 'code': 'store_unavailable'}])
+    c = boardd.Client(px.url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', ok_handler, labels=['fhb'], lease_ms=LEASE_MS, wait_ms=500,
+                      grace=2)
+    stats, err = run_worker(w, 1, timeout=15)
+    card = op.get_card(ids[0])
+    runs = runs_of(op, ids[0])
+    beats = [p for m, p, h, b in px.log if p.endswith('/heartbeat')]
+    px.set([])
+    check(card['state'] == 'done' and card.get('claim') is None,
+          '%s: the card is done and released: %s %s' % (name, card['state'], card.get('claim')))
+    check([r['status'] for r in runs] == ['finished'], '%s: the run finished: %s' % (
+        name, [r['status'] for r in runs]))
+    check(stats.get('succeeded') == 1 and not stats.get('lost') and not stats.get('parked'),
+          '%s: counted succeeded, not lost or parked: %s' % (name, stats))
+    check(beats, '%s: the run was heartbeated meanwhile' % name)
+    if card.get('claim'):
+        op.revoke_claim(ids[0])
+
+
+def t_late_claim(px, wtok, op, bot):
+    """A long-poll answered late: lease 6 s, the card created 4.5 s into a 5 s wait. The local
+    lease counts from the send (1.5 s left at the answer); the first renew goes out at once,
+    not renew_after_ms (2 s) after the answer, so the job outlives the first lease."""
+    name = 'card claimed late in a long-poll'
+    lease = 6000
+    px.set([])
+    made = []
+
+    def later():
+        end = time.monotonic() + 10
+        while time.monotonic() < end and not any(
+                p.endswith('/claim-next') for m, p, h, b in list(px.log)):
+            time.sleep(0.01)
+        time.sleep(4.5)
+        made.extend(mk(bot, 'late', 1))
+    threading.Thread(target=later, daemon=True).start()
+    seen = {}
+
+    def h(job):
+        seen['claimed'] = time.monotonic()
+        if job.wait(4.0):  # past the first lease's local end
+            seen['cancelled'] = (job.cancel_reason, time.monotonic() - seen['claimed'])
+            job.check()
+        return {'ok': job.id}
+    c = boardd.Client(px.url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', h, labels=['late'], lease_ms=lease, wait_ms=5000, grace=2)
+    stats, err = run_worker(w, 1, timeout=20)
+    card = op.get_card(made[0]) if made else {}
+    check(made and 'claimed' in seen, '%s: the card was claimed' % name)
+    check('cancelled' not in seen, '%s: the job is not cancelled (%r)' % (
+        name, seen.get('cancelled')))
+    check(card.get('state') == 'done' and card.get('claim') is None and
+          stats.get('succeeded') == 1 and not stats.get('lost'),
+          '%s: the card is done and released, stats %s' % (name, stats))
+    if card.get('claim'):
+        op.revoke_claim(made[0])
+
+
+def t_claim_retry_lease(px, wtok, op, bot):
+    """claim-next's answer lost, then three tries answered 503 (3 s of backoff): the replay
+    answers the first try's claim, whose server lease began after the first send. The local
+    lease counts from that send, not from the last retry's (it would outlive the server's)."""
+    name = 'claim-next retried: the lease from the first try'
+    lease = 30000  # no renew before the handler looks
+    ids = mk(bot, 'clr', 1)
+    px.set([{'method': 'POST', 'path': r'/claim-next$', 'nth': [1], 'action': 'drop'},
+            {'method': 'POST', 'path': r'/claim-next$', 'nth': [1, 2, 3], 'action': 'status',
+             'status': 503, 'code': 'store_unavailable'}])
+    seen = {}
+
+    def h(job):
+        seen['lease_end'] = job.lease_end
+        return {'ok': job.id}
+    c = boardd.Client(px.url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', h, labels=['clr'], lease_ms=lease, wait_ms=500, grace=2)
+    t0 = time.monotonic()  # the first try is sent just after
+    stats, err = run_worker(w, 1, timeout=15)
+    keys = [hd.get('Idempotency-Key') for m, p, hd, b in px.log if p.endswith('/claim-next')]
+    px.set([])
+    card = op.get_card(ids[0])
+    check(len(keys) >= 5 and len(set(keys[:5])) == 1,
+          '%s: five tries with one Idempotency-Key: %s' % (name, keys[:5]))
+    over = seen.get('lease_end', 1e18) - (t0 + lease / 1000.0)
+    check(over < 0.5, '%s: the local lease ends %.2f s after the first try\'s send + lease '
+          '(the last retry was sent 3 s after the first)' % (name, over))
+    check(card['state'] == 'done' and card.get('claim') is None and
+          stats.get('succeeded') == 1, '%s: the card is done, stats %s' % (name, stats))
+
+
+def t_async_cancel(wtok, url, op, bot):
+    """AsyncWorker.run() under asyncio.wait_for: the timeout cancels run(), which stops the
+    worker as stop() does and returns (raises) once its threads are done; asyncio.run()
+    returns; nothing claims the board's cards afterwards."""
+    name = 'AsyncWorker.run() cancelled'
+    ids = mk(bot, 'acx', 2)
+
+    async def h(job):
+        await asyncio.sleep(0.5)
+        return {'ok': job.id}
+    c = boardd.Client(url, wtok, timeout=10)
+    aw = boardd.AsyncWorker(c, 'default', h, labels=['acx'], lease_ms=LEASE_MS, wait_ms=500,
+                            grace=2)
+    before = set(threading.enumerate())
+    out = {}
+
+    async def main():
+        try:
+            await asyncio.wait_for(aw.run(handle_signals=False), 2.0)
+        except asyncio.TimeoutError:
+            out['timeout'] = True
+    t = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+    t.start()
+    t.join(15)
+    ended = not t.is_alive()
+    end = time.monotonic() + 3  # a heartbeat thread ends on its own, just after
+    while time.monotonic() < end:
+        left = [x.name for x in set(threading.enumerate()) - before
+                if x.name.startswith(('boardd-', 'asyncio_'))]
+        if not left:
+            break
+        time.sleep(0.05)
+    check(ended and out.get('timeout'), '%s: asyncio.run() returns after the timeout' % name)
+    check(not left, '%s: no thread of the worker left: %s' % (name, sorted(left)))
+    more = mk(bot, 'acx', 1, prefix='acx-after')
+    time.sleep(1.5)
+    got = cards(op, ids + more)
+    held = [i for i, x in got.items() if x.get('claim')]
+    check(not held and all(x['state'] in ('done', 'ready') for x in got.values()),
+          '%s: no card held, none filed as failed: %s' % (
+              name, {i: (x['state'], bool(x.get('claim'))) for i, x in got.items()}))
+    check(got[more[0]]['state'] == 'ready', '%s: a card made afterwards is not claimed' % name)
+    if not ended:
+        aw.stop()
+        t.join(10)
+    for i in held:
+        op.revoke_claim(i)
+
+
 def main():
     if not os.access(BOARDD, os.X_OK):
         bt.skip_or_fail('no boardd binary at %s' % BOARDD)
@@ -427,11 +589,16 @@ def main():
         t_run_create_lost(px, wtok, op, op)
         t_refused_final(wtok, srv.url, op, op, 'result')
         t_refused_final(wtok, srv.url, op, op, 'error')
+        t_refused_final(wtok, srv.url, op, op, 'not JSON')
         t_final_lost(px, wtok, op, op, 'state')
         t_final_lost(px, wtok, op, op, 'run')
         t_renew_401(px, wtok, op, op)
         t_slow_heartbeats(srv.port, base + 2 if base else 0, wtok, op, op)
         t_run_cancelled(wtok, srv.url, op, op)
+        t_final_heartbeat(px, wtok, op, op)
+        t_late_claim(px, wtok, op, op)
+        t_claim_retry_lease(px, wtok, op, op)
+        t_async_cancel(wtok, srv.url, op, op)
         t_renew_many(px, wtok, op, op)
     finally:
         px.close()

@@ -39,7 +39,10 @@ class AsyncWorker:
         self.worker.stop()
 
     async def run(self, max_jobs=None, handle_signals=True):
-        """Works until stop(), SIGTERM/SIGINT (when handle_signals), or max_jobs; the stats."""
+        """Works until stop(), SIGTERM/SIGINT (when handle_signals), or max_jobs; the stats.
+        Cancelled (a timeout, a task group ending), it stops as stop() does — no new claims,
+        the running handlers their grace, the claims released — and raises CancelledError once
+        the worker's threads are done: its handlers need this loop until then."""
         self._loop = asyncio.get_running_loop()
         sigs = []
         if handle_signals:
@@ -49,8 +52,19 @@ class AsyncWorker:
                     sigs.append(s)
                 except (NotImplementedError, RuntimeError):
                     pass
+        run = asyncio.ensure_future(asyncio.to_thread(self.worker.run, max_jobs, False))
         try:
-            return await asyncio.to_thread(self.worker.run, max_jobs, False)
+            return await asyncio.shield(run)
+        except asyncio.CancelledError:
+            self.stop()
+            while not run.done():
+                try:
+                    await asyncio.shield(run)
+                except asyncio.CancelledError:
+                    continue  # cancelled again: still the same stop
+                except Exception:  # noqa: BLE001 - the cancel is what is raised
+                    break
+            raise
         finally:
             for s in sigs:
                 self._loop.remove_signal_handler(s)

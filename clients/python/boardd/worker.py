@@ -12,10 +12,14 @@ files the card as a failed job, never leaving it held.
 
 The claim can be lost while the handler works: a renew refused (the claim was revoked,
 reclaimed, or the card deleted), or no renew acknowledged before the lease ends (measured
-here, from the moment each acknowledged renew was sent: a worker cut off from its server knows
-when it stopped owning the card). Then job.cancelled is set at once and nothing more is written
-for that card: the job's own writes (job.comment, job.output, ...) raise ClaimLost before they
-are sent, and the server would refuse them anyway (claim_conflict).
+here, from the moment the claim-next — its first try, when retried — and then each
+acknowledged renew was sent: a worker cut off from its server knows when it stopped owning the
+card). Each renew is due renew_after_ms after that same moment, so the first goes out at once
+for a claim that came late in a long-poll or after retries; a claim whose lease is over when
+its answer arrives is renewed before anything else, and lost when that is not acknowledged.
+Then job.cancelled is set at once and nothing more is written for that card: the job's own
+writes (job.comment, job.output, ...) raise ClaimLost before they are sent, and the server
+would refuse them anyway (claim_conflict).
 
 Stopping (stop(), or SIGTERM/SIGINT while run() holds the main thread): no new claims; running
 jobs get `grace` seconds to finish; then they are cancelled (job.cancel_reason 'stopping'), a
@@ -80,11 +84,13 @@ class Job:
         self.lease_ms = int(token.get('lease_ms') or 60000)
         self.renew_after_ms = int(token.get('renew_after_ms') or self.lease_ms // 3)
         self.lease_end = sent_at + self.lease_ms / 1000.0  # local, from the claim's send time
+        self.renew_at = sent_at + self.renew_after_ms / 1000.0  # the next renew is due
         self.run_id = None
         self.cancelled = threading.Event()
         self.cancel_reason = None
         self.parked = False     # an operator cancelled the run: neither filed nor released
         self.abandoned = False  # released for the handler after the grace: it writes nothing
+        self.final = False      # its run's final status is being written: a run_final is ours
         self._on_cancel = []
         self._beat = None       # the run's last heartbeat (a Future; the renew thread's own)
 
@@ -275,7 +281,9 @@ class Worker:
 
     def _poll_loop(self):
         delay = 0.2
-        pending = None  # (key, n, use_count) of a claim-next that got no answer: retried as is
+        # (key, n, use_count, sent) of a claim-next that got no answer: retried as is; its
+        # claims' leases count from `sent`, the first try's (which may have been the claim)
+        pending = None
         while True:
             if self._stopping.is_set():
                 if pending is not None:  # it may have claimed: its answer, given back at once
@@ -301,10 +309,11 @@ class Worker:
                 self._free -= n
                 self._claimed_total += n
             if pending is None:
-                pending = (_key(), n, n > 1 and self._has['count'] is not False)
+                pending = (_key(), n, n > 1 and self._has['count'] is not False, _now())
             got = []
             try:
-                got = self._claim(n, pending[0], pending[2])
+                key, n, use_count, sent = pending
+                got = self._claim(n, key, use_count, sent)
                 pending = None
                 delay = 0.2
             except _TRANSIENT as e:  # the same key again: a lost answer claims nothing more
@@ -330,19 +339,21 @@ class Worker:
     def _reclaim_pending(self, pending):
         """Stopping with a claim-next unanswered: its key asked once more (the server answers
         what it did, if it did anything) and whatever it claimed is released."""
-        key, n, use_count = pending
+        key, n, use_count, sent = pending
         try:
-            jobs = self._claim(n, key, use_count)
+            jobs = self._claim(n, key, use_count, sent)
         except BoarddError as e:
             log.warning('claim-next (stopping): %s', e)
             return
         for job in jobs:
             self._release(job)
 
-    def _claim(self, n, key=None, use_count=None):
+    def _claim(self, n, key=None, use_count=None, sent=None):
+        """The claims of one claim-next; `sent`: when its first try was sent (default now)."""
         kw = dict(lease_ms=self.lease_ms, columns=self.columns, labels=self.labels,
                   wait_ms=self.wait_ms)
-        sent = _now()
+        if sent is None:
+            sent = _now()
         if use_count is None:
             use_count = n > 1 and self._has['count'] is not False
         try:
@@ -360,11 +371,20 @@ class Worker:
             return []
         pairs = ans['claims'] if 'claims' in ans else [ans]
         jobs = [Job(self, p['card'], p['token'], sent) for p in pairs]
+        # a lease over (locally) before the answer came: renewed before anything else is done
+        # (the server keeps an expired claim its holder's until the reaper takes it), else lost
+        late = [j for j in jobs if _now() >= j.lease_end]
+        if late:
+            self._renew(late)
         with self._cv:
             for j in jobs:
-                self._held[j.id] = j
+                if not j.is_cancelled():
+                    self._held[j.id] = j
             self.stats['claimed'] += len(jobs)
-            self._cv.notify_all()
+            self._cv.notify_all()  # the renew loop: a first renew may be due now
+        for j in jobs:
+            if _now() >= j.lease_end:  # nothing is written for it, its handler not called
+                self._lose(j, 'the lease ended before claim-next\'s answer arrived')
         return jobs
 
     # ---- one job ----
@@ -478,8 +498,10 @@ class Worker:
 
         def run_is(want):  # the run already holds the final status we write
             return lambda: c.get_run(job.run_id).get('status') == want
+        job.final = True  # a run_final from now on is this write's, not an operator's cancel
         try:
             try:
+                refused = None  # why what the write carries was refused
                 try:
                     self._write(job, lambda: c.update_run(job.run_id, job.marker, **fields),
                                 done=run_is(status))
@@ -488,19 +510,24 @@ class Worker:
                 except BoarddError as e:
                     if not 400 <= e.status < 500:
                         raise
-                    # the result (or the error text) refused, 413 or 400: the run is failed
-                    # with a short error saying why, the card filed as for a failed job
-                    log.error('card %s: the run\'s %s was refused: %s', job.id,
-                              'result' if outcome == 'ok' else 'error', e)
+                    refused = 'by the server: %d %s: %s' % (e.status, e.code, e.detail)
+                except (TypeError, ValueError) as e:  # json.dumps: the result is not JSON
+                    if 'result' not in fields:
+                        raise
+                    refused = 'as not JSON: %s: %s' % (type(e).__name__, e)
+                if refused is not None:
+                    # the result (or the error text) refused, 413 or 400, or not JSON: the run
+                    # is failed with a short error saying why, the card filed as for a failed job
+                    log.error('card %s: the run\'s %s was refused %s', job.id,
+                              'result' if outcome == 'ok' else 'error', refused)
                     if outcome == 'ok':
                         outcome = 'error'
                         if self.on_failure == 'retry':
                             status, key = 'failed_resumable', 'retried'
                         else:
                             status, key = 'failed', 'failed'
-                    why = _cut('the run\'s %s was refused by the server: %d %s: %s' % (
-                        'result' if 'result' in fields else 'error', e.status, e.code,
-                        e.detail), 500)
+                    why = _cut('the run\'s %s was refused %s' % (
+                        'result' if 'result' in fields else 'error', refused), 500)
                     fields = {'status': status, 'error': why}
                     try:
                         self._write(job, lambda: c.update_run(job.run_id, job.marker,
@@ -586,26 +613,27 @@ class Worker:
             return [j for j in self._held.values() if not j._lost() and not j.parked]
 
     def _renew_loop(self):
-        next_tick = None
+        """Renews every held claim when the first of them is due: renew_after_ms after its
+        claim-next (or its last acknowledged renew) was sent, so at once for a claim whose
+        answer came late in a long-poll or after retries."""
+        retry_at = 0.0  # after a tick without an answer: not before this
         delay = 0.2
         while not self._finished.is_set():
             held = self._live()
-            if not held:
-                next_tick = None
-                self._finished.wait(0.05)
-                continue
-            interval = min(j.renew_after_ms for j in held) / 1000.0
-            if next_tick is None:
-                next_tick = _now() + interval
-            if _now() < next_tick:
-                self._finished.wait(min(next_tick - _now(), 0.25))
+            due = max(min(j.renew_at for j in held), retry_at) if held else None
+            if due is None or _now() < due:
+                if due is None:
+                    retry_at = 0.0
+                with self._cv:  # notified when a claim arrives
+                    if not self._finished.is_set():
+                        self._cv.wait(0.25 if due is None else
+                                      min(max(0.001, due - _now()), 0.25))
                 continue
             if self._renew(held):
-                delay = 0.2
-                next_tick = _now() + interval
+                delay, retry_at = 0.2, 0.0
             else:  # no answer: again soon, never past the earliest lease end
                 left = min(j.lease_end for j in held) - _now()
-                next_tick = _now() + max(0.05, min(delay, left / 2))
+                retry_at = _now() + max(0.05, min(delay, left / 2))
                 delay = min(delay * 2, 5.0)
 
     def _renew(self, held):
@@ -661,6 +689,7 @@ class Worker:
                     st = e.status
             if st == 200:
                 j.lease_end = sent + lease / 1000.0
+                j.renew_at = sent + j.renew_after_ms / 1000.0
             elif 400 <= st < 500:
                 self._lose(j, 'renew refused (%d)' % st)
                 continue
@@ -711,8 +740,10 @@ class Worker:
         """One heartbeat of the job's run, on a heartbeat thread."""
         try:
             self.client.heartbeat_run(j.run_id, j.marker, timeout=timeout)
-        except RunFinal:  # an operator cancelled the run: stop, keep the claim parked
-            j.parked = True
+        except RunFinal:
+            if j.final:  # this worker's own final write: the card is being filed
+                return
+            j.parked = True  # an operator cancelled the run: stop, keep the claim parked
             j._cancel('run_cancelled')
         except ClaimConflict:
             self._lose(j, 'claim_conflict')
