@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The workers' paths for what today's server does not have yet (issue 29): claim-next with
-`count` and POST /v1/claims/renew (DESIGN §18), release with `retry` (§17), run output (§20).
-A small in-process fake of those routes (and of the few others a worker calls), written from
-DESIGN's contract, stands in for boardd; the Python and Go check programs (check.py,
+"""The workers' batched paths, checked against DESIGN's contract itself: claim-next with
+`count` and POST /v1/claims/renew (DESIGN §18), release with `retry` (§17), run output (§20),
+which boardd serves now (issue 29 wrote the SDKs before it did). A small in-process fake of
+those routes (and of the few others a worker calls), written from DESIGN's contract, stands
+in for boardd; the Python and Go check programs (check.py,
 gocheck) run against it. Asserted: the worker asks for several cards in one claim-next,
 renews all its claims in one request per tick and never one by one, sends `retry: true` on a
 retry, appends output to the run, and is cancelled within one renew interval when the batched
