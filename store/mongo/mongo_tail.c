@@ -344,6 +344,14 @@ static enum core_rc events_list(struct mgo *m, const char *board, const char *co
 	if (!v)
 		return CORE_ERR_NOMEM;
 	*next = after;
+	if (after == INT64_MAX) { /* nothing can come after the largest seq there is */
+		struct timespec ts = {wait_ms > 0 ? wait_ms / 1000 : 0,
+				      wait_ms > 0 ? (wait_ms % 1000) * 1000000 : 0};
+
+		nanosleep(&ts, NULL); /* the wait asked for, as for any tail with nothing new */
+		*out = v;
+		return CORE_OK;
+	}
 	last_query = mgo_mono_ms();
 	if (plain && wait_ms > 0) {
 		pthread_mutex_lock(&m->tail_mu);
