@@ -368,8 +368,15 @@ func runWorkerWith(t *testing.T, f *fakeBoard, h Handler, o WorkerOpts, set func
 	if set != nil {
 		set(w)
 	}
+	runToEnd(t, w, context.Background())
+	return w
+}
+
+// runToEnd runs w under ctx and waits (20 s at most) for Run to return, without an error.
+func runToEnd(t *testing.T, w *Worker, ctx context.Context) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- w.Run(context.Background()) }()
+	go func() { done <- w.Run(ctx) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -378,5 +385,4 @@ func runWorkerWith(t *testing.T, f *fakeBoard, h Handler, o WorkerOpts, set func
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the worker did not return; stats %+v", w.Stats())
 	}
-	return w
 }

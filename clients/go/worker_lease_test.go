@@ -177,16 +177,7 @@ func TestWorkerStopDuringClaimNextReleasesItsAnswer(t *testing.T) {
 	c.Timeout = 5 * time.Second
 	w := NewWorker(c, "default", ok, WorkerOpts{Marker: "w1", WaitMs: 100, Grace: time.Second,
 		Logf: t.Logf})
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the worker did not return; stats %+v", w.Stats())
-	}
+	runToEnd(t, w, ctx)
 	reqs := f.requests("POST /v1/boards/{b}/claim-next")
 	if len(reqs) != 2 || reqs[1].key != reqs[0].key {
 		t.Errorf("%d claim-next requests (want the lost one and one more with its key)", len(reqs))

@@ -400,6 +400,20 @@ def t_run_cancelled(wtok, url, op, bot):
     op.revoke_claim(ids[0])
 
 
+def check_done_once(name, op, card_id, stats):
+    """The card done and released, its one run finished, the job counted succeeded (neither
+    lost nor parked); the card as read."""
+    card = op.get_card(card_id)
+    runs = runs_of(op, card_id)
+    check(card['state'] == 'done' and card.get('claim') is None,
+          '%s: the card is done and released: %s %s' % (name, card['state'], card.get('claim')))
+    check([r['status'] for r in runs] == ['finished'], '%s: the run finished: %s' % (
+        name, [r['status'] for r in runs]))
+    check(stats.get('succeeded') == 1 and not stats.get('lost') and not stats.get('parked'),
+          '%s: counted succeeded, not lost or parked: %s' % (name, stats))
+    return card
+
+
 def t_final_lost(px, wtok, op, bot, what):
     name = 'final write answer lost (%s)' % what
     label = 'fl' + what
@@ -410,14 +424,7 @@ def t_final_lost(px, wtok, op, bot, what):
     w = boardd.Worker(c, 'default', ok_handler, labels=[label], lease_ms=LEASE_MS,
                       wait_ms=500, grace=2)
     stats, err = run_worker(w, 1, timeout=15)
-    card = op.get_card(ids[0])
-    runs = runs_of(op, ids[0])
-    check(card['state'] == 'done' and card.get('claim') is None,
-          '%s: the card is done and released: %s %s' % (name, card['state'], card.get('claim')))
-    check([r['status'] for r in runs] == ['finished'], '%s: the run finished: %s' % (
-        name, [r['status'] for r in runs]))
-    check(stats.get('succeeded') == 1 and not stats.get('lost') and not stats.get('parked'),
-          '%s: counted succeeded, not lost or parked: %s' % (name, stats))
+    check_done_once(name, op, ids[0], stats)
 
 
 def t_final_heartbeat(px, wtok, op, bot):
@@ -433,16 +440,9 @@ def t_final_heartbeat(px, wtok, op, bot):
     w = boardd.Worker(c, 'default', ok_handler, labels=['fhb'], lease_ms=LEASE_MS, wait_ms=500,
                       grace=2)
     stats, err = run_worker(w, 1, timeout=15)
-    card = op.get_card(ids[0])
-    runs = runs_of(op, ids[0])
     beats = [p for m, p, h, b in px.log if p.endswith('/heartbeat')]
     px.set([])
-    check(card['state'] == 'done' and card.get('claim') is None,
-          '%s: the card is done and released: %s %s' % (name, card['state'], card.get('claim')))
-    check([r['status'] for r in runs] == ['finished'], '%s: the run finished: %s' % (
-        name, [r['status'] for r in runs]))
-    check(stats.get('succeeded') == 1 and not stats.get('lost') and not stats.get('parked'),
-          '%s: counted succeeded, not lost or parked: %s' % (name, stats))
+    card = check_done_once(name, op, ids[0], stats)
     check(beats, '%s: the run was heartbeated meanwhile' % name)
     if card.get('claim'):
         op.revoke_claim(ids[0])
