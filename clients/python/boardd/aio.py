@@ -6,6 +6,7 @@ await), as well as job.cancelled being set. The job's blocking writes are reache
 import asyncio
 import concurrent.futures
 import signal
+import threading
 
 from .errors import ClaimLost
 from .worker import Worker
@@ -27,11 +28,25 @@ class AsyncWorker:
         return dict(self.worker.stats)
 
     def _call(self, job):
-        fut = asyncio.run_coroutine_threadsafe(self._handler(job), self._loop)
+        started, ended = threading.Event(), threading.Event()
+
+        async def handle():
+            started.set()
+            try:
+                return await self._handler(job)
+            finally:
+                ended.set()
+
+        fut = asyncio.run_coroutine_threadsafe(handle(), self._loop)
         job.on_cancel(fut.cancel)
         try:
             return fut.result()
         except concurrent.futures.CancelledError:
+            # The future reads cancelled at once; the handler's task runs its own cleanup
+            # (its `except CancelledError`) to its end first: the job is not over before it.
+            # A task cancelled before it began never runs at all (nothing to wait for).
+            if started.wait(0.5):
+                ended.wait()
             raise ClaimLost(0, 'claim_lost', 'card %s: %s' % (job.id, job.cancel_reason)) \
                 from None
 
