@@ -19,6 +19,11 @@ unsigned api_streams_open(struct api *a);
 void api_streams_free(struct api *a);
 /* Long-poll plumbing for api.c (a request freed). */
 void api_poll_release(struct api_req *r);
+/* A request that waits (a long-poll, a waiting claim-next) keeps its credential once
+ * (NOMEM only), and checks it again when the wait ends: revoked, expired, removed or changed
+ * by a reload meanwhile (or its agent's claim ended), 401 as a new request would get. */
+enum core_rc api_poll_cred_keep(struct api_req *r);
+enum core_rc api_poll_cred_check(struct api_req *r);
 /* The events a request reads (GET /v1/events and its stream): an unscoped token reads every
  * board, or *board, in the global seq (*by_board false); a token scoped to boards reads one
  * board in that board's own seq (board_seq, DESIGN §11): *board, else its only board

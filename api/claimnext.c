@@ -402,9 +402,8 @@ enum core_rc api_h_claim_next(struct api_req *r)
 
 	/* Woken from a wait: the token is checked again, as a new request's would be (revoked,
 	 * removed or changed by a reload meanwhile: 401, no card handed to it). */
-	if (r->next_woken && r->poll_cred && !api_cred_valid(r->api, r->poll_cred))
-		return api_fail(r, CORE_ERR_UNAUTHORIZED,
-				"the token was revoked while the request waited");
+	if (r->next_woken && (rc = api_poll_cred_check(r)) != CORE_OK)
+		return rc;
 	if ((rc = api_json_marker(r, true, &in.marker)) != CORE_OK ||
 	    (rc = api_json_lease(r, &in.lease_ms)) != CORE_OK ||
 	    (rc = api_json_strv(r, NULL, "columns", core_name_valid, &columns, &has_cols)) !=
@@ -477,13 +476,8 @@ enum core_rc api_h_claim_next(struct api_req *r)
 			metrics_inc(r->api->metrics, METRICS_CLAIMS, "empty");
 			break;
 		}
-		if (!r->poll_cred) { /* kept for the check when the wait ends */
-			if (!(r->poll_cred = calloc(1, sizeof(*r->poll_cred))) ||
-			    (rc = api_cred_keep(r, r->poll_cred)) != CORE_OK) {
-				rc = r->poll_cred ? rc : CORE_ERR_NOMEM;
-				break;
-			}
-		}
+		if ((rc = api_poll_cred_keep(r)) != CORE_OK) /* for the check when it wakes */
+			break;
 		if (park(r, tries < NEXT_RETRIES ? seen : INT64_MAX, &give_up))
 			break; /* answered when the waker resumes us */
 		if (give_up) {

@@ -37,6 +37,23 @@ void api_poll_release(struct api_req *r)
 	}
 }
 
+enum core_rc api_poll_cred_keep(struct api_req *r)
+{
+	if (r->poll_cred)
+		return CORE_OK;
+	if (!(r->poll_cred = calloc(1, sizeof(*r->poll_cred))))
+		return CORE_ERR_NOMEM;
+	return api_cred_keep(r, r->poll_cred);
+}
+
+enum core_rc api_poll_cred_check(struct api_req *r)
+{
+	if (r->poll_cred && !api_cred_valid(r->api, r->poll_cred))
+		return api_fail(r, CORE_ERR_UNAUTHORIZED,
+				"the token was revoked while the request waited");
+	return CORE_OK;
+}
+
 enum core_rc api_events_scope(struct api_req *r, const char **board, bool *by_board)
 {
 	const char *const *boards = api_auth_boards(r);
@@ -189,12 +206,10 @@ enum core_rc api_h_events(struct api_req *r)
 	enum core_rc rc;
 
 	if (r->poll == API_POLL_DONE) {
-		/* The token is checked again: revoked, expired, removed or changed by a reload
-		 * while this waited (or its agent's claim ended), it gets 401 as a new request
-		 * would, not the events written since (the stream does the same). */
-		if (r->poll_cred && !api_cred_valid(r->api, r->poll_cred))
-			return api_fail(r, CORE_ERR_UNAUTHORIZED,
-					"the token was revoked while the request waited");
+		/* The token is checked again: 401, not the events written since (the stream
+		 * does the same). */
+		if ((rc = api_poll_cred_check(r)) != CORE_OK)
+			return rc;
 		if (r->poll_rc != CORE_OK)
 			return r->poll_rc;
 		return reply_events(r, r->poll_ev, r->poll_n, r->poll_next, r->poll_by_board);
@@ -226,9 +241,7 @@ enum core_rc api_h_events(struct api_req *r)
 		if (!r->poll_board)
 			return CORE_ERR_NOMEM;
 	}
-	if (!(r->poll_cred = calloc(1, sizeof(*r->poll_cred))))
-		return CORE_ERR_NOMEM;
-	if ((rc = api_cred_keep(r, r->poll_cred)) != CORE_OK)
+	if ((rc = api_poll_cred_keep(r)) != CORE_OK)
 		return rc;
 	r->poll_after = after;
 	r->poll_by_board = by_board;

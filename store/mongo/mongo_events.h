@@ -104,6 +104,9 @@ void mgo_evq_pull_shared(struct mgo_conn *c, mongoc_collection_t *coll, const ch
 /* The newest seq handed out (board NULL) or board's newest board_seq, from the events
  * counter, shared for MGO_TAIL_PROBE_SHARE_MS; false when the read failed. */
 bool mgo_tail_probe(struct mgo *m, const char *board, int64_t *top);
+/* A filler of seq (MGO_FILLER, stamped ts) for the caller to add to and insert; caller
+ * destroys it (mongo_insert.c). */
+bson_t *mgo_filler_new(int64_t seq, int64_t ts);
 /* Sealing a hole before a reader steps over it (mongo_seal.c). The trim mark: raised to upto
  * before the retention deletes seqs up to it; false when the write failed. */
 bool mgo_trim_mark(struct mgo_conn *c, int64_t upto);

@@ -200,6 +200,19 @@ static enum core_rc evq_insert(struct mgo_conn *c, const struct mgo_evq *q, cons
 	return r.ins_rc;
 }
 
+bson_t *mgo_filler_new(int64_t seq, int64_t ts)
+{
+	bson_t *doc = bson_new();
+	char id[32];
+
+	snprintf(id, sizeof(id), "filler-%" PRId64, seq);
+	BSON_APPEND_UTF8(doc, "_id", id);
+	BSON_APPEND_INT64(doc, "seq", seq);
+	BSON_APPEND_DATE_TIME(doc, "ts", ts);
+	BSON_APPEND_BOOL(doc, MGO_FILLER, true);
+	return doc;
+}
+
 /* Fills each seq of [first, first + n) that is still free with a filler the tail steps over
  * (MGO_FILLER), so a seq handed out and left unused never holds the tail back for the gap
  * grace. A taken seq refuses its filler (duplicate key): that is the point. The filler of
@@ -211,23 +224,17 @@ static void seqs_fill(struct mgo_conn *c, int64_t first, size_t n, const char *c
 	mongoc_bulk_operation_t *bulk;
 	bson_t opts = BSON_INITIALIZER, reply, *doc;
 	bson_error_t e;
-	char id[32];
 	int64_t ts = mgo_clock_now(&c->m->base);
 	size_t i;
 
 	BSON_APPEND_BOOL(&opts, "ordered", false);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
 	for (i = 0; i < n; i++) {
-		doc = bson_new();
-		snprintf(id, sizeof(id), "filler-%" PRId64, first + (int64_t)i);
-		BSON_APPEND_UTF8(doc, "_id", id);
-		BSON_APPEND_INT64(doc, "seq", first + (int64_t)i);
+		doc = mgo_filler_new(first + (int64_t)i, ts);
 		if (lost[i]) {
 			BSON_APPEND_UTF8(doc, "board", boards[i]);
 			BSON_APPEND_INT64(doc, "board_seq", lost[i]);
 		}
-		BSON_APPEND_DATE_TIME(doc, "ts", ts);
-		BSON_APPEND_BOOL(doc, MGO_FILLER, true);
 		mongoc_bulk_operation_insert(bulk, doc);
 		bson_destroy(doc);
 	}

@@ -69,7 +69,6 @@ static enum core_rc seal_insert(struct mgo_conn *c, const int64_t *seqs, size_t 
 	bson_t opts = BSON_INITIALIZER, reply, *doc;
 	bson_iter_t it;
 	bson_error_t e;
-	char id[32];
 	int64_t ts = mgo_clock_now(&c->m->base), sealed;
 	enum core_rc rc = CORE_OK;
 	size_t i;
@@ -79,12 +78,7 @@ static enum core_rc seal_insert(struct mgo_conn *c, const int64_t *seqs, size_t 
 	BSON_APPEND_BOOL(&opts, "ordered", false);
 	bulk = mongoc_collection_create_bulk_operation_with_opts(c->events, &opts);
 	for (i = 0; i < n; i++) {
-		doc = bson_new();
-		snprintf(id, sizeof(id), "filler-%" PRId64, seqs[i]);
-		BSON_APPEND_UTF8(doc, "_id", id);
-		BSON_APPEND_INT64(doc, "seq", seqs[i]);
-		BSON_APPEND_DATE_TIME(doc, "ts", ts);
-		BSON_APPEND_BOOL(doc, MGO_FILLER, true);
+		doc = mgo_filler_new(seqs[i], ts);
 		BSON_APPEND_BOOL(doc, MGO_SEALED, true);
 		mongoc_bulk_operation_insert(bulk, doc);
 		bson_destroy(doc);
