@@ -242,6 +242,7 @@ void server_deliver_attempt(struct store *st, const struct server_deliver_config
 				o.next_at = now + a.retry_after_ms;
 		}
 		o.error = err[0] ? err : NULL;
+		o.sub = sub; /* a 410 disables this version of it only, the one just asked */
 	}
 	rc = store_delivery_finish(st, dl->id, &o, NULL);
 	if (rc == CORE_ERR_CLAIM_CONFLICT)

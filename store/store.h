@@ -297,6 +297,10 @@ struct store_delivery_outcome {
 	int status;          /* the answer's HTTP status; 0: none */
 	int64_t next_at;     /* RETRY */
 	const char *error;   /* may be NULL */
+	/* DISABLE: the subscription as the attempt read it (borrowed). The 410 disables only
+	 * that version: not one deleted and created again under the name, nor one changed since
+	 * (another url, re-enabled). NULL: the subscription is left as it is. */
+	const struct store_sub *sub;
 };
 
 struct store_delivery_filter {
@@ -562,7 +566,7 @@ struct store_ops {
 				       struct store_delivery **out);
 	/* Writes an attempt's outcome, fenced by (owner, epoch): CLAIM_CONFLICT when the lease
 	 * was lost (expired and taken, or retried by an operator). Clears the lease. DISABLE also
-	 * disables the subscription. */
+	 * disables the subscription in that step when it is still the version o->sub. */
 	enum core_rc (*delivery_finish)(struct store *st, const char *id,
 					const struct store_delivery_outcome *o,
 					struct store_delivery **out);

@@ -210,7 +210,7 @@ static bool board_in(const char *board, const char *const *boards)
 	return !boards;
 }
 
-/* Newest first: created_at, then id, both descending. */
+/* Newest first: created_at, then the event's board_seq, then id, all descending. */
 static int cmp_dlv_newest(const void *a, const void *b)
 {
 	const struct store_delivery *x = *(struct store_delivery *const *)a;
@@ -218,6 +218,8 @@ static int cmp_dlv_newest(const void *a, const void *b)
 
 	if (x->created_at != y->created_at)
 		return x->created_at < y->created_at ? 1 : -1;
+	if (x->event_seq != y->event_seq)
+		return x->event_seq < y->event_seq ? 1 : -1;
 	return -strcmp(x->id, y->id);
 }
 
@@ -271,7 +273,7 @@ enum core_rc fs_delivery_list(struct store *st, const struct store_delivery_filt
  * kept on its published entry (kv->lease): a burst of deliveries to one hung receiver is not
  * parsed again by every lease (DESIGN §16). One block: the strings follow the struct. */
 struct fs_dlv_order {
-	int64_t next_at, created_at, lease_until;
+	int64_t next_at, created_at, seq, lease_until;
 	bool pending, leased;
 	const char *board, *sub;
 	char id[];
@@ -298,6 +300,7 @@ static enum core_rc dlv_order(const struct fs_kv *kv, const struct fs_dlv_order 
 	if (o) {
 		o->next_at = d->next_at;
 		o->created_at = d->created_at;
+		o->seq = d->event_seq;
 		o->lease_until = d->lease_until;
 		o->pending = d->status == STORE_DELIVERY_PENDING;
 		o->leased = d->lease_owner != NULL;
@@ -313,13 +316,17 @@ static enum core_rc dlv_order(const struct fs_kv *kv, const struct fs_dlv_order 
 	return o ? CORE_OK : CORE_ERR_NOMEM;
 }
 
-/* Earliest due first, then oldest, then id. */
+/* Earliest due first, then oldest, then by the event's board_seq (the events of one step,
+ * or of one millisecond, share created_at; the id "<board>:<seq>.<sub>" as a string would put
+ * seq 10 before 6: DESIGN §16, a subscription's webhooks leave in seq order), then id. */
 static bool dlv_before(const struct fs_dlv_order *x, const struct fs_dlv_order *y)
 {
 	if (x->next_at != y->next_at)
 		return x->next_at < y->next_at;
 	if (x->created_at != y->created_at)
 		return x->created_at < y->created_at;
+	if (x->seq != y->seq)
+		return x->seq < y->seq;
 	return strcmp(x->id, y->id) < 0;
 }
 
@@ -405,8 +412,12 @@ static enum core_rc dlv_txn_begin(struct store *st, struct fs_txn *t, const char
 	return rc;
 }
 
-/* The 410 verdict: the subscription is disabled in the same step. */
-static enum core_rc sub_disable(struct fs_txn *t, const char *board, const char *name)
+/* The 410 verdict: the subscription is disabled in the same step, if it is still the version
+ * the attempt was made for (`seen`): a 410 from an old receiver says nothing of one created
+ * again under the name, pointed elsewhere or re-enabled since. Any other change since (a
+ * column rename) spares it too: the next delivery meets the 410 again. */
+static enum core_rc sub_disable(struct fs_txn *t, const char *board, const char *name,
+				const struct store_sub *seen)
 {
 	struct store_sub *s = NULL;
 	char key[FS_SUB_KEY_MAX];
@@ -414,11 +425,12 @@ static enum core_rc sub_disable(struct fs_txn *t, const char *board, const char 
 	enum core_rc rc;
 
 	fs_sub_key(key, board, name);
-	text = fs_txn_kv_peek(t, key);
+	text = seen ? fs_txn_kv_peek(t, key) : NULL;
 	if (!text)
-		return CORE_OK; /* deleted meanwhile */
+		return CORE_OK; /* no version to match, or deleted meanwhile */
 	rc = fs_sub_parse(text, &s);
-	if (rc == CORE_OK) {
+	if (rc == CORE_OK && s->created_at == seen->created_at &&
+	    s->updated_at == seen->updated_at && strcmp(s->url, seen->url) == 0) {
 		s->enabled = false;
 		free(s->disabled_reason);
 		s->disabled_reason = strdup("gone");
@@ -478,7 +490,7 @@ enum core_rc fs_delivery_finish(struct store *st, const char *id,
 			d->next_at = o->next_at;
 			break;
 		case CORE_DELIVERY_DISABLE:
-			rc = sub_disable(&t, d->board, d->sub);
+			rc = sub_disable(&t, d->board, d->sub, o->sub);
 			d->status = STORE_DELIVERY_DEAD;
 			break;
 		case CORE_DELIVERY_DEAD:

@@ -80,6 +80,10 @@ static enum core_rc dlv_query(struct mgo_conn *c, const bson_t *filter, int dir,
 	if (dir > 0)
 		BSON_APPEND_INT32(&sort, "next_at", 1);
 	BSON_APPEND_INT32(&sort, "created_at", dir);
+	/* The events of one step (or millisecond) share created_at: their board_seq orders them
+	 * (DESIGN §16), not the _id string ("b:10.s" < "b:6.s"). A document without event_seq
+	 * (none is written so now) sorts as null, ahead of the numbers, then by _id. */
+	BSON_APPEND_INT32(&sort, "event_seq", dir);
 	BSON_APPEND_INT32(&sort, "_id", dir);
 	bson_append_document_end(&opts, &sort);
 	BSON_APPEND_INT64(&opts, "limit", (int64_t)limit);
@@ -269,7 +273,12 @@ enum core_rc mgo_delivery_lease(struct store *st, const char *owner, int64_t lea
 	return rc;
 }
 
-static enum core_rc sub_disable(struct mgo_conn *c, const char *board, const char *name)
+/* Disables the subscription if it is still the version the attempt was made for (`seen`),
+ * judged by the update's own filter: a 410 from an old receiver says nothing of one created
+ * again under the name, pointed elsewhere or re-enabled since (mongo_subs.c writes
+ * created_at, updated_at and url with every put). */
+static enum core_rc sub_disable(struct mgo_conn *c, const char *board, const char *name,
+				const struct store_sub *seen)
 {
 	mongoc_collection_t *coll = mgo_effect_coll(c, "subscriptions");
 	bson_t filter = BSON_INITIALIZER, u = BSON_INITIALIZER, set;
@@ -279,6 +288,9 @@ static enum core_rc sub_disable(struct mgo_conn *c, const char *board, const cha
 
 	mgo_sub_id(id, sizeof id, board, name);
 	BSON_APPEND_UTF8(&filter, "_id", id);
+	BSON_APPEND_INT64(&filter, "created_at", seen->created_at);
+	BSON_APPEND_INT64(&filter, "updated_at", seen->updated_at);
+	BSON_APPEND_UTF8(&filter, "url", seen->url);
 	BSON_APPEND_DOCUMENT_BEGIN(&u, "$set", &set);
 	BSON_APPEND_BOOL(&set, "enabled", false);
 	BSON_APPEND_UTF8(&set, "disabled_reason", "gone");
@@ -360,8 +372,8 @@ enum core_rc mgo_delivery_finish(struct store *st, const char *id,
 		mgo_lease_open(c.m, o->next_at); /* leased here when it falls due */
 	/* After the outcome: a replica that dies in between leaves the subscription enabled,
 	 * and the next delivery to it meets the 410 again. */
-	if (rc == CORE_OK && o->verdict == CORE_DELIVERY_DISABLE)
-		rc = sub_disable(&c, d->board, d->sub);
+	if (rc == CORE_OK && o->verdict == CORE_DELIVERY_DISABLE && o->sub)
+		rc = sub_disable(&c, d->board, d->sub, o->sub);
 	if (rc == CORE_OK && out) {
 		*out = d;
 		d = NULL;

@@ -3,6 +3,7 @@
  * delivery lease with its fenced outcome. */
 #include "tests/store/conformance.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -351,13 +352,17 @@ START_TEST(lease_and_fenced_outcome)
 	o.epoch = e->lease_epoch;
 	o.verdict = CORE_DELIVERY_DONE;
 	ck_assert_int_eq(store_delivery_finish(st, e->id, &o, NULL), CORE_ERR_CLAIM_CONFLICT);
-	/* 410: dead, and the subscription disabled in that step. */
+	/* 410: dead, and the subscription (as the attempt read it) disabled in that step. */
 	o.owner = "r3";
 	o.epoch = f->lease_epoch;
 	o.verdict = CORE_DELIVERY_DISABLE;
 	o.status = 410;
+	ck_assert_int_eq(store_sub_get(st, "default", "s", &s), CORE_OK);
+	o.sub = s;
 	store_delivery_free(e);
 	ck_assert_int_eq(store_delivery_finish(st, f->id, &o, &e), CORE_OK);
+	o.sub = NULL;
+	store_sub_free(s);
 	ck_assert_int_eq(e->status, STORE_DELIVERY_DEAD);
 	ck_assert_int_eq(e->attempts, 2);
 	ck_assert_int_eq(store_sub_get(st, "default", "s", &s), CORE_OK);
@@ -495,6 +500,142 @@ START_TEST(one_shots_of_one_step_leave_together)
 }
 END_TEST
 
+/* Leases the one due delivery and reads its subscription as an attempt does (*seen). */
+static struct store_delivery *attempt_begin(struct store *st, const char *sub,
+					    struct store_sub **seen)
+{
+	struct store_delivery *d = NULL;
+
+	ck_assert_int_eq(store_delivery_lease(st, "r1", 30000, &d), CORE_OK);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_str_eq(d->sub, sub);
+	ck_assert_int_eq(store_sub_get(st, "default", sub, seen), CORE_OK);
+	return d;
+}
+
+/* The attempt's 410 lands: the delivery is dead, whatever becomes of the subscription. */
+static void attempt_gone(struct store *st, struct store_delivery *d, struct store_sub *seen)
+{
+	struct store_delivery_outcome o = {.owner = "r1", .epoch = d->lease_epoch,
+					   .verdict = CORE_DELIVERY_DISABLE, .status = 410,
+					   .sub = seen};
+	struct store_delivery *e = NULL;
+
+	ck_assert_int_eq(store_delivery_finish(st, d->id, &o, &e), CORE_OK);
+	ck_assert_int_eq(e->status, STORE_DELIVERY_DEAD);
+	ck_assert_int_eq(e->last_status, 410);
+	store_delivery_free(e);
+	store_delivery_free(d);
+	store_sub_free(seen);
+}
+
+static void assert_sub_enabled(struct store *st, const char *name, bool enabled)
+{
+	struct store_sub *s = NULL;
+
+	ck_assert_int_eq(store_sub_get(st, "default", name, &s), CORE_OK);
+	ck_assert_msg(s->enabled == enabled, "%s: enabled %d, disabled_reason %s", name,
+		      s->enabled, s->disabled_reason ? s->disabled_reason : "(none)");
+	if (enabled)
+		ck_assert_ptr_null(s->disabled_reason);
+	else
+		ck_assert_str_eq(s->disabled_reason, "gone");
+	store_sub_free(s);
+}
+
+/* A 410 disables the subscription the attempt was made for, not whatever holds its name when
+ * the answer lands: one deleted and created again, pointed at another receiver or re-enabled
+ * by the operator meanwhile stays enabled (the delivery still goes dead). */
+START_TEST(gone_disables_only_the_version_attempted)
+{
+	struct store *st = ct_open();
+	struct store_sub in = {.board = "default", .name = "g", .url = "http://127.0.0.1:9/new",
+			       .enabled = true};
+	struct store_sub *seen = NULL, *s = NULL;
+	struct store_delivery *d;
+	bool created = true;
+
+	/* Deleted and created again, even at the same url: another incarnation. */
+	store_sub_free(ct_sub_put(st, "g", NULL, NULL, NULL, NULL));
+	core_card_free(ct_create(st, "c1", "ready", NULL));
+	d = attempt_begin(st, "g", &seen);
+	ct_now += 10;
+	ck_assert_int_eq(store_sub_delete(st, "default", "g"), CORE_OK);
+	store_sub_free(ct_sub_put(st, "g", NULL, NULL, NULL, NULL));
+	attempt_gone(st, d, seen);
+	assert_sub_enabled(st, "g", true);
+	/* Pointed at another receiver, within the same millisecond even. */
+	core_card_free(ct_create(st, "c2", "ready", NULL));
+	d = attempt_begin(st, "g", &seen);
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_b3RoZXI=", &created, &s), CORE_OK);
+	ck_assert(!created);
+	store_sub_free(s);
+	attempt_gone(st, d, seen);
+	assert_sub_enabled(st, "g", true);
+	/* Paused and re-enabled by the operator: the newer decision stands. */
+	core_card_free(ct_create(st, "c3", "ready", NULL));
+	d = attempt_begin(st, "g", &seen);
+	ct_now += 10;
+	in.enabled = false;
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_b3RoZXI=", &created, &s), CORE_OK);
+	store_sub_free(s);
+	ct_now += 10;
+	in.enabled = true;
+	ck_assert_int_eq(store_sub_put(st, &in, "whsec_b3RoZXI=", &created, &s), CORE_OK);
+	store_sub_free(s);
+	attempt_gone(st, d, seen);
+	assert_sub_enabled(st, "g", true);
+	/* No version to match: left as it is. */
+	core_card_free(ct_create(st, "c4", "ready", NULL));
+	d = attempt_begin(st, "g", &seen);
+	store_sub_free(seen);
+	attempt_gone(st, d, NULL);
+	assert_sub_enabled(st, "g", true);
+	/* Unchanged since the attempt read it: disabled. */
+	core_card_free(ct_create(st, "c5", "ready", NULL));
+	d = attempt_begin(st, "g", &seen);
+	ct_now += 10;
+	attempt_gone(st, d, seen);
+	assert_sub_enabled(st, "g", false);
+	ct_close(st);
+}
+END_TEST
+
+/* DESIGN §16: one subscription's webhooks leave in seq order. Deliveries of one millisecond
+ * tie on next_at and created_at; the event's board_seq breaks the tie, not the id as a
+ * string ("default:10.all" sorts before "default:6.all"). The listing, newest first, too. */
+START_TEST(lease_follows_board_seq)
+{
+	struct store *st = ct_open();
+	struct store_delivery **v, *d = NULL;
+	int64_t last = 0;
+	char id[16];
+	size_t n, i;
+
+	store_sub_free(ct_sub_put(st, "all", NULL, NULL, NULL, NULL));
+	for (i = 0; i < 12; i++) {
+		snprintf(id, sizeof id, "c%zu", i);
+		core_card_free(ct_create(st, id, "ready", NULL));
+	}
+	v = dlvs(st, STORE_DELIVERY_PENDING, &n);
+	ck_assert_uint_eq(n, 12);
+	for (i = 1; i < n; i++)
+		ck_assert_msg(v[i]->event_seq < v[i - 1]->event_seq, "listed %s after %s",
+			      v[i]->id, v[i - 1]->id);
+	store_deliveries_free(v, n);
+	for (i = 0; i < 12; i++) {
+		ck_assert_int_eq(store_delivery_lease(st, "r1", 30000, &d), CORE_OK);
+		ck_assert_ptr_nonnull(d);
+		ck_assert_msg(d->event_seq > last, "leased %s after seq %lld", d->id,
+			      (long long)last);
+		last = d->event_seq;
+		store_delivery_free(d);
+		d = NULL;
+	}
+	ct_close(st);
+}
+END_TEST
+
 void conformance_add_effects(Suite *s)
 {
 	TCase *tc = tcase_create("effects");
@@ -507,6 +648,8 @@ void conformance_add_effects(Suite *s)
 	tcase_add_test(tc, machine_events_never_match);
 	tcase_add_test(tc, lease_and_fenced_outcome);
 	tcase_add_test(tc, lease_passes_over_skipped_subscriptions);
+	tcase_add_test(tc, gone_disables_only_the_version_attempted);
+	tcase_add_test(tc, lease_follows_board_seq);
 	tcase_add_test(tc, claim_next_claimed_event_matches);
 	suite_add_tcase(s, tc);
 }

@@ -231,9 +231,60 @@ START_TEST(delivery_lease_race_has_one_winner)
 }
 END_TEST
 
+/* Deliveries are leased in board_seq order within a millisecond (DESIGN §16); a document
+ * written without event_seq (an older one) is still listed and leased (as seq 0). */
+START_TEST(delivery_without_event_seq_is_still_leased)
+{
+	struct store_delivery_filter f = {.board = "default", .status = -1, .limit = 10};
+	struct store_delivery **v = NULL, *d = NULL;
+	char db[64], id[16], legacy[64];
+	struct store *st;
+	bool saw_legacy = false;
+	int64_t last = 0;
+	size_t n = 0, i;
+
+	db_name_new(db, sizeof db);
+	st = open_db(db, 0, NULL);
+	tnow = server_now();
+	store_clock_set(st, test_clock, &tnow); /* one millisecond for all: only seq tells */
+	sub_put(st);
+	for (i = 0; i < 4; i++) {
+		snprintf(id, sizeof id, "c%zu", i);
+		create(st, id, "inbox");
+	}
+	ck_assert_int_eq(store_delivery_list(st, &f, &v, &n), CORE_OK);
+	ck_assert_uint_eq(n, 4);
+	snprintf(legacy, sizeof legacy, "%s", v[0]->id);
+	store_deliveries_free(v, n);
+	raw_update(st, "deliveries", legacy, "{\"$unset\": {\"event_seq\": 1}}");
+	ck_assert_int_eq(store_delivery_list(st, &f, &v, &n), CORE_OK);
+	ck_assert_uint_eq(n, 4);
+	store_deliveries_free(v, n);
+	for (i = 0; i < 4; i++) {
+		ck_assert_int_eq(store_delivery_lease(st, "r1", 30000, &d), CORE_OK);
+		ck_assert_ptr_nonnull(d);
+		if (strcmp(d->id, legacy) == 0) {
+			ck_assert_int_eq(d->event_seq, 0);
+			saw_legacy = true;
+		} else {
+			ck_assert_msg(d->event_seq > last, "leased %s after seq %lld", d->id,
+				      (long long)last);
+			last = d->event_seq;
+		}
+		store_delivery_free(d);
+		d = NULL;
+	}
+	ck_assert(saw_legacy);
+	ck_assert_int_eq(store_delivery_lease(st, "r1", 30000, &d), CORE_OK);
+	ck_assert_ptr_null(d);
+	close_db(st);
+}
+END_TEST
+
 void mongo_add_effects(TCase *tc)
 {
 	tcase_add_test(tc, outbox_with_deliveries_is_enqueued_once);
 	tcase_add_test(tc, claimed_event_of_a_dead_writer_is_matched);
 	tcase_add_test(tc, delivery_lease_race_has_one_winner);
+	tcase_add_test(tc, delivery_without_event_seq_is_still_leased);
 }
