@@ -33,6 +33,7 @@ type fakeRun struct {
 type fakeReq struct {
 	method, path, key string
 	body              []byte
+	at                time.Time // when it came
 }
 
 type fakeBoard struct {
@@ -129,7 +130,7 @@ func (f *fakeBoard) serve(w http.ResponseWriter, r *http.Request) {
 	route := r.Method + " " + routeOf(r.URL.Path)
 	key := r.Header.Get("Idempotency-Key")
 	f.mu.Lock()
-	f.reqs = append(f.reqs, fakeReq{r.Method, r.URL.Path, key, body})
+	f.reqs = append(f.reqs, fakeReq{r.Method, r.URL.Path, key, body, time.Now()})
 	f.n[route]++
 	nth := f.n[route]
 	pre, drop := f.pre, f.drop

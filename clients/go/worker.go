@@ -4,17 +4,19 @@
 // renew per tick for all of them (POST /v1/claims/renew; one by one where the server has no
 // such route) and a heartbeat of each run. When the handler returns, the run gets its result
 // (or its error) and the card is filed (OnSuccess / OnFailure, or back to the pool when the
-// error wraps ErrRetry) and released, each write fenced by the claim's epoch.
+// error wraps ErrRetry) and released, each write fenced by the claim's epoch. A write that gets
+// no answer, a 5xx or a 429 is sent again after a backoff (or the answer's Retry-After when
+// longer) while the claim is renewed, for writeRetryFor at most.
 //
 // The handler's context is cancelled the moment the claim is lost: a renew refused (revoked,
-// reclaimed, deleted), or no renew acknowledged before the lease ends (a timer per claim,
-// measured from the moment the claim-next, then each acknowledged renew, was sent; a claim
-// whose lease is over when its answer arrives is renewed at once, and lost when that is not
-// acknowledged). Each renew is due
+// reclaimed, deleted; not one refused after the job's own release was sent), or no renew
+// acknowledged before the lease ends (a timer per claim, measured from the moment the
+// claim-next, then each acknowledged renew, was sent; a claim whose lease is over when its
+// answer arrives is renewed at once, and lost when that is not acknowledged). Each renew is due
 // renew_after_ms after that same moment: the first goes out at once for a claim that came late
-// in a long-poll or after retries. context.Cause says why. After a
-// loss nothing more is written for that card: the job's own writes return ErrClaimLost before
-// they are sent, and the server would refuse them anyway (claim_conflict).
+// in a long-poll or after retries. context.Cause says why. After a loss nothing more is
+// written for that card: the job's own writes return ErrClaimLost before they are sent, and
+// the server would refuse them anyway (claim_conflict).
 //
 // Stopping (Run's context done, or SIGTERM/SIGINT with HandleSignals): no new claims; running
 // jobs get Grace to finish; then their contexts are cancelled (cause ErrStopping), a job that
@@ -145,6 +147,8 @@ type Job struct {
 	lost      bool      // claim lost (not a stop)
 	parked    bool      // an operator cancelled the run: neither filed nor released
 	abandoned bool      // released for the handler after the grace
+	final     bool      // its run's final status is being written: a run_final is ours
+	releasing bool      // its release was sent: a renew refused now is that release's doing
 }
 
 func (j *Job) isLost() bool {
@@ -345,10 +349,11 @@ func (w *Worker) pollLoop(ctx context.Context, stop context.CancelFunc, slots ch
 		got, err := w.claim(ctx, n)
 		if err != nil {
 			if again(err) {
-				w.Opts.Logf("boardd: claim-next: %v; again in %v", err, delay)
+				wait := pause(err, delay, retryAfterMax)
+				w.Opts.Logf("boardd: claim-next: %v; again in %v", err, wait)
 				select {
 				case <-ctx.Done():
-				case <-time.After(delay):
+				case <-time.After(wait):
 				}
 				delay = min(2*delay, 5*time.Second)
 			} else {
@@ -390,11 +395,27 @@ func newIdemKey() string {
 	return hex.EncodeToString(b)
 }
 
-// again: an answer that says "send the same request again" (no answer, 503, or the first
-// request with this Idempotency-Key still being served).
+// again: an answer that says "send the same request again" (no answer, a 5xx but 501, a 429,
+// or the first request with this Idempotency-Key still being served).
 func again(err error) bool {
 	var inFlight *IdempotencyKeyInFlight
-	return transient(err) || errors.As(err, &inFlight)
+	if transient(err) || errors.As(err, &inFlight) {
+		return true
+	}
+	p := ProblemOf(err)
+	return p != nil && (p.Status == 429 || (p.Status >= 500 && p.Status != 501))
+}
+
+// retryAfterMax: a Retry-After is waited at most this long (a job's write: one lease).
+const retryAfterMax = 60 * time.Second
+
+// pause is the wait before the next try after err: the backoff d, or the answer's Retry-After
+// (a 429 or 503) when that is longer, at most limit.
+func pause(err error, d, limit time.Duration) time.Duration {
+	if p := ProblemOf(err); p != nil && (p.Status == 429 || p.Status == 503) && p.RetryAfter > d {
+		return max(d, min(p.RetryAfter, limit))
+	}
+	return d
 }
 
 // claim sends one claim-next, with an Idempotency-Key of its own, and again with the same
@@ -423,10 +444,11 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*Job, error) {
 		if !again(err) || last || try >= 100 {
 			break
 		}
-		w.Opts.Logf("boardd: claim-next: %v; again (same Idempotency-Key) in %v", err, delay)
+		wait := pause(err, delay, retryAfterMax)
+		w.Opts.Logf("boardd: claim-next: %v; again (same Idempotency-Key) in %v", err, wait)
 		select {
 		case <-ctx.Done():
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
 		delay = min(2*delay, 5*time.Second)
 	}

@@ -174,7 +174,7 @@ func TestWorkerRenewManyChunks(t *testing.T) {
 		j.timer = time.AfterFunc(time.Hour, func() {})
 		held = append(held, j)
 	}
-	if !w.renew(held) {
+	if ok, _ := w.renew(held); !ok {
 		t.Fatal("renew: no answer")
 	}
 	total := 0

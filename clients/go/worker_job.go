@@ -13,11 +13,16 @@ import (
 	"unicode/utf8"
 )
 
-// write sends one fenced write, again while no answer comes (network, 503, an
-// Idempotency-Key in flight) and the lease lasts; nothing when the claim is known lost
-// (ErrClaimLost).
+// writeRetryFor bounds the tries of one write: after that long its last error is returned.
+var writeRetryFor = 60 * time.Second
+
+// write sends one fenced write, again while no answer comes (network, 5xx, 429, an
+// Idempotency-Key in flight) and the claim lasts (renewed meanwhile), after a backoff (or the
+// answer's Retry-After when longer), for writeRetryFor at most; nothing when the claim is
+// known lost (ErrClaimLost), nor when the lease ends while it waits.
 func (w *Worker) write(j *Job, fn func(ctx context.Context) error) error {
 	delay := 100 * time.Millisecond
+	giveUp := time.Now().Add(writeRetryFor)
 	for {
 		if j.isLost() {
 			return fmt.Errorf("%w: card %s", ErrClaimLost, j.Card.ID)
@@ -28,17 +33,28 @@ func (w *Worker) write(j *Job, fn func(ctx context.Context) error) error {
 			w.lose(j, err)
 			return err
 		}
-		if err == nil || !again(err) || time.Now().Add(delay).After(j.end()) {
+		if err == nil || !again(err) {
 			return err
 		}
-		time.Sleep(delay)
+		wait := pause(err, delay, min(retryAfterMax, time.Duration(j.Token.LeaseMs)*time.Millisecond))
+		if time.Now().Add(wait).After(giveUp) {
+			return err
+		}
+		w.Opts.Logf("boardd: card %s: %v; again in %v", j.Card.ID, err, wait)
+		for end := time.Now().Add(wait); time.Now().Before(end) && !j.isLost(); {
+			time.Sleep(min(50*time.Millisecond, time.Until(end)))
+		}
+		if !time.Now().Before(j.end()) { // no renew acknowledged meanwhile: not ours now
+			w.lose(j, errors.New("the lease ended without an acknowledged renew"))
+		}
 		delay = min(2*delay, 2*time.Second)
 	}
 }
 
 // writeFinal is write for a final write (the run's outcome, the filing, the release): when a
-// try's answer was lost on the way and a later try is refused, done(ctx, err) says whether
-// the lost try did it, and then the write is done, not refused.
+// try's answer was lost on the way (or was a 5xx, which may come after the write was made) and
+// a later try is refused, done(ctx, err) says whether that try did it, and then the write is
+// done, not refused.
 func (w *Worker) writeFinal(j *Job, fn func(ctx context.Context) error,
 	done func(ctx context.Context, err error) bool) error {
 	lostAnswer := false
@@ -47,7 +63,7 @@ func (w *Worker) writeFinal(j *Job, fn func(ctx context.Context) error,
 		if err != nil && lostAnswer && done(ctx, err) {
 			return nil
 		}
-		lostAnswer = lostAnswer || errors.Is(err, ErrTransport)
+		lostAnswer = lostAnswer || (err != nil && again(err))
 		return err
 	})
 }
@@ -205,6 +221,9 @@ func (w *Worker) finish(j *Job, result any, herr error, fallback bool) {
 	} else {
 		u.Error = cutUTF8(herr.Error(), runErrorMax)
 	}
+	j.mu.Lock()
+	j.final = true // a run_final from now on is this write's, not an operator's cancel
+	j.mu.Unlock()
 	err := w.writeFinal(j, func(ctx context.Context) error {
 		_, err := c.UpdateRun(ctx, j.RunID, j.Token.Marker, u)
 		return err
@@ -249,12 +268,13 @@ func (w *Worker) finish(j *Job, result any, herr error, fallback bool) {
 			if herr != nil {
 				to, reason = w.Opts.OnFailure, "run_failed"
 			}
+			j.letGo()
 			err = w.writeFinal(j, func(ctx context.Context) error {
 				_, err := c.SetState(ctx, j.Card.ID, to, StateOpts{Marker: j.Token.Marker,
 					Epoch: j.Token.Epoch, Reason: reason, Release: true})
 				return err
 			}, w.claimGone(j, to))
-			if err != nil && !lostErr(err) { // the column refused: give the card back at once
+			if err != nil && !lostErr(err) && !again(err) { // the column refused: give it back
 				w.Opts.Logf("boardd: card %s: filing into %s refused: %v", j.Card.ID, to, err)
 				w.release(j, false)
 				w.stats.errors.Add(1)
@@ -283,6 +303,7 @@ func (w *Worker) release(j *Job, retry bool) {
 // releaseErr: the fenced release, with retry (§17) when asked and the server takes it.
 func (w *Worker) releaseErr(j *Job, retry bool) error {
 	defer w.unhold(j)
+	j.letGo()
 	rel := func(retry bool) error {
 		return w.writeFinal(j, func(ctx context.Context) error {
 			_, err := w.Client.Release(ctx, j.Card.ID, j.Token.Marker, j.Token.Epoch, retry)
@@ -343,11 +364,11 @@ func (w *Worker) renewLoop(done chan struct{}) {
 				next = retry
 			}
 			if !time.Now().Before(next) {
-				if w.renew(held) {
+				if ok, after := w.renew(held); ok {
 					delay, retry = 200*time.Millisecond, time.Time{}
-				} else { // no answer: again soon, never past the earliest lease end
+				} else { // no answer: again soon (or after Retry-After), never past the lease end
 					left := time.Until(earliest(held))
-					retry = time.Now().Add(max(50*time.Millisecond, min(delay, left/2)))
+					retry = time.Now().Add(max(50*time.Millisecond, min(max(delay, after), left/2)))
 					delay = min(2*delay, 5*time.Second)
 				}
 				continue
@@ -375,6 +396,25 @@ func earliest(held []*Job) time.Time {
 	return e
 }
 
+// letGo: the job's release (or filing with release) is being sent.
+func (j *Job) letGo() {
+	j.mu.Lock()
+	j.releasing = true
+	j.mu.Unlock()
+}
+
+// refused: a renew or heartbeat of j refused. The claim is lost, unless the job let the card
+// go itself (its release sent, or released for it after the grace): the refusal is then that
+// release's doing, and the release's own answer (or its read-back) says how it went.
+func (w *Worker) refused(j *Job, why error) {
+	j.mu.Lock()
+	own := j.releasing || j.abandoned
+	j.mu.Unlock()
+	if !own {
+		w.lose(j, why)
+	}
+}
+
 func (j *Job) acked(sent time.Time, leaseMs int64) {
 	if leaseMs <= 0 {
 		leaseMs = j.Token.LeaseMs
@@ -386,8 +426,9 @@ func (j *Job) acked(sent time.Time, leaseMs int64) {
 	j.watch()
 }
 
-// renew: one renew of every held claim and a heartbeat of each run; false when no answer.
-func (w *Worker) renew(held []*Job) bool {
+// renew: one renew of every held claim and a heartbeat of each run. ok is false when a claim
+// got no answer; after is the longest Retry-After of a 429/503 answer (0 when none).
+func (w *Worker) renew(held []*Job) (ok bool, after time.Duration) {
 	c := w.Client
 	sent := time.Now()
 	timeout := max(500*time.Millisecond, min(c.Timeout, time.Until(earliest(held))))
@@ -425,8 +466,9 @@ func (w *Worker) renew(held []*Job) bool {
 				}
 			default:
 				w.Opts.Logf("boardd: renew: %v", err)
+				after = max(after, pause(err, 0, retryAfterMax))
 				if len(results) == 0 && start+renewManyMax >= len(held) {
-					return false // no answer at all: no heartbeats either
+					return false, after // no answer at all: no heartbeats either
 				}
 			}
 		}
@@ -442,17 +484,18 @@ func (w *Worker) renew(held []*Job) bool {
 			}
 		} else {
 			r, err := c.Renew(ctx, j.Card.ID, j.Token.Marker, j.Token.Epoch, 0)
-			if p := ProblemOf(err); p != nil && !transient(err) {
+			if p := ProblemOf(err); p != nil && !again(err) {
 				st = p.Status
 			} else if err == nil {
 				st, lease = 200, r.LeaseMs
 			}
+			after = max(after, pause(err, 0, retryAfterMax))
 		}
 		switch {
 		case st == 200:
 			j.acked(sent, lease)
 		case st >= 400 && st < 500:
-			w.lose(j, fmt.Errorf("renew refused (%d)", st))
+			w.refused(j, fmt.Errorf("renew refused (%d)", st))
 			continue
 		default:
 			answered = false
@@ -471,18 +514,23 @@ func (w *Worker) renew(held []*Job) bool {
 				switch {
 				case errors.As(err, &rf): // an operator cancelled the run: parked
 					j.mu.Lock()
-					j.parked = true
+					ours := j.final // or this worker's own final write: the card is being filed
+					if !ours {
+						j.parked = true
+					}
 					j.mu.Unlock()
-					w.unhold(j)
-					j.cancel(errors.New("boardd: the run was cancelled by an operator"))
+					if !ours {
+						w.unhold(j)
+						j.cancel(errors.New("boardd: the run was cancelled by an operator"))
+					}
 				case errors.As(err, &cc):
-					w.lose(j, err)
+					w.refused(j, err)
 				}
 			}(j)
 		}
 	}
 	hb.Wait()
-	return answered
+	return answered, after
 }
 
 // ---- stopping ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ connection close), answer a chosen status without forwarding, or hold a request 
 - POST /v1/runs's answer lost: the retry gets the same run; one run per claim;
 - Client.raw() re-sends on a fresh connection only what cannot be done twice (GET, PUT, ...,
   or a request with an Idempotency-Key): a POST whose answer is lost raises TransportError and
-  creates one card, not two;
+  creates one card, not two; a DELETE whose answer is lost is re-sent, and its 404 means done;
 - a result over the server's limit (413) or an error text over 4 KiB of UTF-8: the run is
   failed, the card filed into on_failure and released, nothing stranded;
 - more than 1000 claims renewed: requests of at most 1000 tokens, every lease extended;
@@ -23,6 +23,13 @@ connection close), answer a chosen status without forwarding, or hold a request 
 - the filing answered 503 a while, so a renew tick heartbeats the run the worker has just
   finished: that run_final is the worker's own, the card is filed all the same;
 - a result that is not JSON (a datetime): the run is failed saying so, the card filed;
+- the final write answered 500 or 502 (the run's PATCH, the filing): sent again after a
+  backoff, the claim renewed meanwhile; the card is filed, the job counted succeeded; a write
+  that keeps failing past WRITE_RETRY_S is given up (an error), after several tries;
+- a 429 on claim-next and a 503 on the run's final PATCH, each with Retry-After: 2: the next
+  try waits those 2 s, not the backoff's 0.2 s and 0.1 s;
+- a renew held by the proxy until the job has filed and released its card, then refused: no
+  "claim lost" is logged, the job counts succeeded;
 - a card claimed late in a long-poll (4.5 s into the wait of a 6 s lease): the first renew
   goes out at once, the job is not cancelled;
 - claim-next retried after a lost answer: the claim's local lease counts from the first try;
@@ -106,6 +113,52 @@ def runs_of(op, cid):
 
 def ok_handler(job):
     return {'ok': job.id}
+
+
+class RetryAfterProxy(Proxy):
+    """The fault proxy whose 'status' answers carry Retry-After: the rule's `retry_after`
+    (seconds); `times`: (monotonic time, method, path) of every request."""
+
+    def __init__(self, target, port=0):
+        self.local = threading.local()
+        self.times = []
+        super().__init__(target, port)
+        proxy = self
+
+        class H(self.srv.RequestHandlerClass):
+            def send_response(self, code, message=None):
+                super().send_response(code, message)
+                rule = getattr(proxy.local, 'rule', None)
+                if rule and rule.get('retry_after'):
+                    self.send_header('Retry-After', str(rule['retry_after']))
+        self.srv.RequestHandlerClass = H
+
+    def rule_for(self, method, path):
+        self.times.append((time.monotonic(), method, path))
+        self.local.rule = super().rule_for(method, path)  # this request's, on its own thread
+        return self.local.rule
+
+
+class captured_log:
+    """with captured_log() as lines: the boardd.worker logger's messages (WARNING and up)
+    inside the block, not printed."""
+
+    def __enter__(self):
+        self.lines = []
+        self.log = logging.getLogger('boardd.worker')
+        self.saved = (self.log.level, self.log.propagate)
+        self.handler = logging.Handler(logging.WARNING)
+        self.handler.emit = lambda rec: self.lines.append(rec.getMessage())
+        self.log.addHandler(self.handler)
+        self.log.setLevel(logging.WARNING)
+        self.log.propagate = False
+        return self.lines
+
+    def __exit__(self, *exc):
+        self.log.removeHandler(self.handler)
+        self.log.setLevel(self.saved[0])
+        self.log.propagate = self.saved[1]
+        return False
 
 
 class SlowHeartbeats(Proxy):
@@ -223,6 +276,29 @@ def t_raw_resend(px, bottok, op):
         ok = e
     check(ok is True, '%s: an idle connection found closed is replaced before a POST: %r' % (
         name, ok))
+    # a DELETE re-sent after its answer was lost: the re-send's 404 is the first try's doing
+    c.create_card({'id': tag + '-d', 'title': tag + '-d', 'state': 'backlog'})
+    px.set([{'method': 'DELETE', 'path': r'^/v1/cards/', 'nth': [1], 'action': 'drop'}])
+    try:
+        got = c.delete_card(tag + '-d')
+    except boardd.BoarddError as e:
+        got = e
+    sent = [p for m, p, h, b in px.log if m == 'DELETE']
+    check(got is None and len(sent) == 2,
+          '%s: a DELETE re-sent after a lost answer, answered 404, is done: %r (%d sent)' % (
+              name, got, len(sent)))
+    try:
+        op.get_card(tag + '-d')
+        gone = False
+    except boardd.NotFound:
+        gone = True
+    check(gone, '%s: the card is deleted' % name)
+    try:
+        got = c.delete_card(tag + '-never')
+    except boardd.BoarddError as e:
+        got = e
+    check(isinstance(got, boardd.NotFound),
+          '%s: a DELETE answered 404 at its first try is NotFound: %r' % (name, got))
     c.close()
 
 
@@ -285,7 +361,7 @@ def t_renew_many(px, wtok, op, bot):
         j.lease_end = time.monotonic() + 1.0  # as if close to its end
     px.set([])
     t0 = time.monotonic()
-    answered = w._renew(list(held))
+    answered, _ = w._renew(list(held))
     sizes = [len(json.loads(b)['tokens']) for m, p, h, b in px.log if p == '/v1/claims/renew']
     check(answered, '%s: the renew tick is answered' % name)
     check(sizes and max(sizes) <= 1000 and sum(sizes) == 1001,
@@ -448,6 +524,101 @@ def t_final_heartbeat(px, wtok, op, bot):
         op.revoke_claim(ids[0])
 
 
+def t_final_5xx(px, wtok, op, bot, what):
+    """The run's final PATCH answered 500 once, or the filing answered 502 (a proxy's, no
+    problem code of boardd's) twice: sent again after a backoff, never taken for a refusal."""
+    name = 'final write answered %s' % ('500 (run)' if what == 'run' else '502 (state)')
+    label = 'f5' + what
+    ids = mk(bot, label, 1)
+    if what == 'run':
+        rule = {'method': 'PATCH', 'path': r'^/v1/runs/[^/]+$', 'nth': [1], 'action': 'status',
+                'status': 500, 'code': 'internal'}
+    else:
+        rule = {'method': 'PATCH', 'path': r'/state$', 'nth': [1, 2], 'action': 'status',
+                'status': 502, 'code': 'bad_gateway'}
+    px.set([rule])
+    c = boardd.Client(px.url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', ok_handler, labels=[label], lease_ms=LEASE_MS,
+                      wait_ms=500, grace=2)
+    stats, err = run_worker(w, 1, timeout=15)
+    sent = [p for m, p, h, b in px.log if m == 'PATCH' and re.search(rule['path'], p)]
+    px.set([])
+    check(len(sent) == len(rule['nth']) + 1, '%s: the write sent again, %d times in all' % (
+        name, len(sent)))
+    check_done_once(name, op, ids[0], stats)
+
+
+def t_final_bounded(px, wtok, op, bot):
+    """The run's final PATCH answered 500 every time: after WRITE_RETRY_S (1 s here) of tries
+    the worker gives the claim up, an error."""
+    name = 'final write failing for longer than WRITE_RETRY_S'
+    ids = mk(bot, 'f5b', 1)
+    px.set([{'method': 'PATCH', 'path': r'^/v1/runs/[^/]+$', 'action': 'status',
+             'status': 500, 'code': 'internal'}])
+    saved, boardd.worker.WRITE_RETRY_S = boardd.worker.WRITE_RETRY_S, 1.0
+    try:
+        c = boardd.Client(px.url, wtok, timeout=10)
+        w = boardd.Worker(c, 'default', ok_handler, labels=['f5b'], lease_ms=LEASE_MS,
+                          wait_ms=500, grace=2)
+        with captured_log():
+            stats, err = run_worker(w, 1, timeout=15)
+    finally:
+        boardd.worker.WRITE_RETRY_S = saved
+    sent = [p for m, p, h, b in px.log if m == 'PATCH' and '/v1/runs/' in p]
+    px.set([])
+    check(3 <= len(sent) <= 6, '%s: the write sent %d times in 1 s' % (name, len(sent)))
+    check(err is None and stats.get('errors') == 1 and not stats.get('succeeded'),
+          '%s: given up, counted an error: %s %r' % (name, stats, err))
+    op.revoke_claim(ids[0])
+
+
+def t_retry_after(target, wtok, op, bot):
+    name = 'Retry-After'
+    ids = mk(bot, 'ra', 1)
+    px = RetryAfterProxy(target)
+    px.set([{'method': 'POST', 'path': r'/claim-next$', 'nth': [1], 'action': 'status',
+             'status': 429, 'code': 'too_many_requests', 'retry_after': 2},
+            {'method': 'PATCH', 'path': r'^/v1/runs/[^/]+$', 'nth': [1], 'action': 'status',
+             'status': 503, 'code': 'store_unavailable', 'retry_after': 2}])
+    try:
+        c = boardd.Client(px.url, wtok, timeout=10)
+        w = boardd.Worker(c, 'default', ok_handler, labels=['ra'], lease_ms=LEASE_MS,
+                          wait_ms=500, grace=2)
+        stats, err = run_worker(w, 1, timeout=20)
+    finally:
+        px.close()
+    for method, path in (('POST', r'/claim-next$'), ('PATCH', r'^/v1/runs/[^/]+$')):
+        at = [t for t, m, p in px.times if m == method and re.search(path, p)]
+        gap = at[1] - at[0] if len(at) > 1 else -1
+        check(1.9 <= gap <= 4, '%s: %s %s tried again %.2f s after a Retry-After: 2' % (
+            name, method, path, gap))
+    check(err is None, '%s: the worker ends without an error (%r)' % (name, err))
+    check_done_once(name, op, ids[0], stats)
+
+
+def t_renew_races_release(px, wtok, op, bot):
+    """A renew sent while the job works, held by the proxy until the job has filed and
+    released its card, then forwarded: refused (409), as the release's doing, not a loss."""
+    name = 'a renew answered after the job\'s own release'
+    ids = mk(bot, 'rrr', 1)
+    px.set([{'method': 'POST', 'path': r'^/v1/claims/renew$', 'nth': [1], 'action': 'hold',
+             'seconds': 1.0}])
+
+    def h(job):
+        bt.wait_for(lambda: any(p == '/v1/claims/renew' for m, p, hd, b in list(px.log)),
+                    timeout=5, final=False)
+        return {'ok': job.id}
+    c = boardd.Client(px.url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', h, labels=['rrr'], lease_ms=LEASE_MS, wait_ms=500, grace=2)
+    with captured_log() as lines:
+        stats, err = run_worker(w, 1, timeout=15)
+        time.sleep(1.5)  # the held renew is answered after run() has returned
+    px.set([])
+    lost = [x for x in lines if 'claim lost' in x]
+    check(not lost, '%s: no claim lost logged: %s' % (name, lost))
+    check_done_once(name, op, ids[0], stats)
+
+
 def t_late_claim(px, wtok, op, bot):
     """A long-poll answered late: lease 6 s, the card created 4.5 s into a 5 s wait. The local
     lease counts from the send (1.5 s left at the answer); the first renew goes out at once,
@@ -596,6 +767,11 @@ def main():
         t_slow_heartbeats(srv.port, base + 2 if base else 0, wtok, op, op)
         t_run_cancelled(wtok, srv.url, op, op)
         t_final_heartbeat(px, wtok, op, op)
+        t_final_5xx(px, wtok, op, op, 'run')
+        t_final_5xx(px, wtok, op, op, 'state')
+        t_final_bounded(px, wtok, op, op)
+        t_retry_after(srv.port, wtok, op, op)
+        t_renew_races_release(px, wtok, op, op)
         t_late_claim(px, wtok, op, op)
         t_claim_retry_lease(px, wtok, op, op)
         t_async_cancel(wtok, srv.url, op, op)

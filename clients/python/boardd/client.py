@@ -125,7 +125,8 @@ class Client:
         request is sent; when a reused connection breaks after the request went out, the
         request is sent once more on a fresh one only if that cannot do it twice: a GET, HEAD,
         PUT, DELETE or OPTIONS, or a request with an Idempotency-Key header. Any other
-        (a POST, a PATCH) raises TransportError: the server may have done it."""
+        (a POST, a PATCH) raises TransportError: the server may have done it. A DELETE so
+        sent again that is answered 404 was done by the first try: it is answered 204."""
         hdrs = {'Accept': 'application/json', 'User-Agent': self.user_agent}
         if self.token:
             hdrs['Authorization'] = 'Bearer ' + self.token
@@ -157,6 +158,8 @@ class Client:
             if r.getheader('Connection', '').lower() == 'close':
                 c.close()
                 self._local.conn = None
+            if attempt == 1 and r.status == 404 and method.upper() == 'DELETE':
+                return 204, None, {k: v for k, v in r.getheaders()}  # gone: the lost try's doing
             ctype = (r.getheader('Content-Type') or '').split(';')[0].strip()
             if not raw:
                 parsed = None

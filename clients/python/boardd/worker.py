@@ -7,19 +7,21 @@ does not make the tick N heartbeats long). When the handler returns, the run get
 (or its error) and the card is filed (on_success / on_failure, or back to the pool with
 `retry`) and released, each write fenced by the claim's epoch. claim-next and the run's create
 carry an Idempotency-Key kept across their retries (a lost answer claims nothing twice); a
-final write refused 4xx (a result over the server's limit) fails the run with a short error and
-files the card as a failed job, never leaving it held.
+write that gets no answer, a 5xx or a 429 is sent again with a backoff (longer when the answer
+says Retry-After) while the claim is renewed, for WRITE_RETRY_S at most; a final write refused
+4xx (a result over the server's limit) fails the run with a short error and files the card as a
+failed job, never leaving it held.
 
 The claim can be lost while the handler works: a renew refused (the claim was revoked,
-reclaimed, or the card deleted), or no renew acknowledged before the lease ends (measured
-here, from the moment the claim-next — its first try, when retried — and then each
-acknowledged renew was sent: a worker cut off from its server knows when it stopped owning the
-card). Each renew is due renew_after_ms after that same moment, so the first goes out at once
-for a claim that came late in a long-poll or after retries; a claim whose lease is over when
-its answer arrives is renewed before anything else, and lost when that is not acknowledged.
-Then job.cancelled is set at once and nothing more is written for that card: the job's own
-writes (job.comment, job.output, ...) raise ClaimLost before they are sent, and the server
-would refuse them anyway (claim_conflict).
+reclaimed, or the card deleted; not one refused after the job's own release was sent), or no
+renew acknowledged before the lease ends (measured here, from the moment the claim-next — its
+first try, when retried — and then each acknowledged renew was sent: a worker cut off from its
+server knows when it stopped owning the card). Each renew is due renew_after_ms after that
+same moment, so the first goes out at once for a claim that came late in a long-poll or after
+retries; a claim whose lease is over when its answer arrives is renewed before anything else,
+and lost when that is not acknowledged. Then job.cancelled is set at once and nothing more is
+written for that card: the job's own writes (job.comment, job.output, ...) raise ClaimLost
+before they are sent, and the server would refuse them anyway (claim_conflict).
 
 Stopping (stop(), or SIGTERM/SIGINT while run() holds the main thread): no new claims; running
 jobs get `grace` seconds to finish; then they are cancelled (job.cancel_reason 'stopping'), a
@@ -38,7 +40,7 @@ import uuid
 
 from .errors import (BadRequest, Busy, ClaimConflict, ClaimLost, BoarddError,
                      IdempotencyKeyInFlight, MethodNotAllowed, NotFound, RunFinal,
-                     StoreUnavailable, TransportError)
+                     StoreUnavailable, TransportError, error_for)
 
 __all__ = ['Worker', 'Job', 'Retry']
 
@@ -48,6 +50,23 @@ _now = time.monotonic
 RENEW_MANY_MAX = 1000       # tokens per POST /v1/claims/renew (the server's limit)
 RUN_ERROR_MAX = 4096        # a run's error, bytes of UTF-8 (CORE_RUN_ERROR_MAX)
 HEARTBEATS_MAX = 16         # run heartbeats in flight at once (threads; one per slot below it)
+WRITE_RETRY_S = 60.0        # one write of a job is retried this long at most (then given up)
+RETRY_AFTER_MAX = 60.0      # a Retry-After is waited at most this long (a job's write: one lease)
+
+
+def _again(e):
+    """An answer that says "the same request again, later": none at all, a 5xx (but 501), a
+    429, or the first request with this Idempotency-Key still being served."""
+    return isinstance(e, _TRANSIENT) or e.status == 429 or (e.status >= 500 and e.status != 501)
+
+
+def _pause(delay, e, limit=RETRY_AFTER_MAX):
+    """The wait before the next try after e: the backoff `delay`, or the answer's Retry-After
+    (a 429 or 503) when that is longer, at most `limit` seconds."""
+    ra = getattr(e, 'retry_after', None)
+    if ra and e.status in (429, 503) and ra > delay:
+        return max(delay, min(ra, limit))
+    return delay
 
 
 def _cut(text, limit):
@@ -91,6 +110,7 @@ class Job:
         self.parked = False     # an operator cancelled the run: neither filed nor released
         self.abandoned = False  # released for the handler after the grace: it writes nothing
         self.final = False      # its run's final status is being written: a run_final is ours
+        self.releasing = False  # its release was sent: a renew refused now is that release's doing
         self._on_cancel = []
         self._beat = None       # the run's last heartbeat (a Future; the renew thread's own)
 
@@ -316,15 +336,17 @@ class Worker:
                 got = self._claim(n, key, use_count, sent)
                 pending = None
                 delay = 0.2
-            except _TRANSIENT as e:  # the same key again: a lost answer claims nothing more
-                log.warning('claim-next: %s; again in %.1f s', e, delay)
-                self._stopping.wait(delay)
-                delay = min(delay * 2, 5.0)
             except BoarddError as e:
-                pending = None
-                log.error('claim-next refused: %s', e)
-                self._error = e
-                self.stop()
+                if _again(e):  # the same key again: a lost answer claims nothing more
+                    wait = _pause(delay, e)
+                    log.warning('claim-next: %s; again in %.1f s', e, wait)
+                    self._stopping.wait(wait)
+                    delay = min(delay * 2, 5.0)
+                else:
+                    pending = None
+                    log.error('claim-next refused: %s', e)
+                    self._error = e
+                    self.stop()
             with self._cv:
                 self._free += n - len(got)
                 self._claimed_total -= n - len(got)
@@ -414,13 +436,16 @@ class Worker:
             self.stats[k] += 1
 
     def _write(self, job, fn, done=None):
-        """One fenced write, retried while no answer comes (network, 503) and the lease lasts.
-        A job already lost writes nothing (ClaimLost). done(): after an attempt without an
-        answer, a refusal of the retry (409 claim_conflict, run_final) may be the first
-        attempt's own doing: done() reads the resources and says whether the write is there
-        (then it counts as made: None is returned)."""
+        """One fenced write, sent again while no answer comes (network, 5xx, 429) and the claim
+        lasts (renewed meanwhile), with a backoff (or the answer's Retry-After when longer), for
+        WRITE_RETRY_S at most: then the last error is raised. A job already lost writes nothing
+        (ClaimLost), nor one whose lease ends while it waits. done(): after an attempt without
+        an answer (or a 5xx, which may come after the write was made), a refusal of the retry
+        (409 claim_conflict, run_final) may be the first attempt's own doing: done() reads the
+        resources and says whether the write is there (then it counts as made: None)."""
         delay = 0.1
         unanswered = False
+        give_up = _now() + WRITE_RETRY_S
         while True:
             if job._lost() or job.abandoned:
                 raise ClaimLost(0, 'claim_lost', 'card %s: %s' % (job.id, job.cancel_reason))
@@ -438,11 +463,20 @@ class Worker:
                 if isinstance(e, ClaimConflict):
                     self._lose(job, 'claim_conflict')
                 raise
-            except _TRANSIENT:
-                unanswered = True
-                if _now() + delay >= job.lease_end:
+            except BoarddError as e:
+                if not _again(e):
                     raise
-                time.sleep(delay)
+                unanswered = True
+                wait = _pause(delay, e, min(RETRY_AFTER_MAX, job.lease_ms / 1000.0))
+                if _now() + wait >= give_up:
+                    raise
+                log.warning('card %s: %s; again in %.1f s', job.id, e, wait)
+                end = _now() + wait
+                while _now() < end and not (job._lost() or job.abandoned):
+                    time.sleep(max(0.0, min(0.05, end - _now())))
+                if _now() >= job.lease_end:  # no renew acknowledged meanwhile: not ours now
+                    self._lose(job, 'the lease ended without an acknowledged renew')
+                    raise ClaimLost(0, 'claim_lost', 'card %s: the lease ended' % job.id)
                 delay = min(delay * 2, 2.0)
 
     def _work(self, job):
@@ -557,6 +591,7 @@ class Worker:
                     return (card.get('state') == to and not (
                         cl.get('marker') == job.marker and cl.get('epoch') == job.epoch)
                         and c.get_run(job.run_id).get('status') == status)
+                job.releasing = True
                 try:
                     self._write(job, lambda: c.set_state(job.id, to, reason=reason,
                                                          marker=job.marker, epoch=job.epoch,
@@ -567,17 +602,24 @@ class Worker:
                 except (ClaimLost, ClaimConflict):
                     raise
                 except BoarddError as e:  # the column refused: give the card back at once
+                    if _again(e):  # no answer for WRITE_RETRY_S: not a refusal
+                        raise
                     log.error('card %s: filing into %s refused: %s', job.id, to, e)
                     self._release(job)
                     key = 'errors'
         except (ClaimLost, ClaimConflict):
             self._count('lost')
             return
+        except BoarddError as e:  # no answer (or 5xx) for WRITE_RETRY_S: the lease will lapse
+            log.error('card %s: its final write failed: %s; the claim is given up', job.id, e)
+            self._count('errors')
+            return
         self._count(key)
 
     def _release(self, job, retry=False):
         """The fenced release (with retry when asked and the server takes it)."""
         c = self.client
+        job.releasing = True
         try:
             if retry and self._has['retry'] is not False:
                 try:
@@ -599,6 +641,15 @@ class Worker:
                     del self._held[job.id]
 
     # ---- keeping claims alive ----
+
+    def _refused(self, job, reason):
+        """A renew or heartbeat refused: the claim is lost, unless the job has let the card go
+        itself (its release sent): the refusal is then that release's doing, not a loss (the
+        release's own answer, or its read-back, says how it went)."""
+        if job.releasing or job.abandoned:
+            log.debug('card %s: %s after its own release', job.id, reason)
+            return
+        self._lose(job, reason)
 
     def _lose(self, job, reason):
         if job._cancel(reason):
@@ -629,20 +680,23 @@ class Worker:
                         self._cv.wait(0.25 if due is None else
                                       min(max(0.001, due - _now()), 0.25))
                 continue
-            if self._renew(held):
+            answered, retry_after = self._renew(held)
+            if answered:
                 delay, retry_at = 0.2, 0.0
-            else:  # no answer: again soon, never past the earliest lease end
+            else:  # no answer: again soon (or after Retry-After), never past the lease end
                 left = min(j.lease_end for j in held) - _now()
-                retry_at = _now() + max(0.05, min(delay, left / 2))
+                retry_at = _now() + max(0.05, min(max(delay, retry_after), left / 2))
                 delay = min(delay * 2, 5.0)
 
     def _renew(self, held):
         """One renew of every held claim, then a heartbeat of each run whose claim it renewed.
-        False when there was no answer at all."""
+        (answered, retry_after): answered False when a claim got no answer at all, retry_after
+        the longest Retry-After of a 429/503 answer (seconds; 0 when none)."""
         c = self.client
         sent = _now()
         timeout = max(0.5, min(c.timeout, min(j.lease_end for j in held) - sent))
         results = None
+        retry_after = 0.0
         if self._has['renew_many'] is not False:
             results = {}
             # at most RENEW_MANY_MAX tokens a request (the server refuses more, 400)
@@ -650,8 +704,8 @@ class Worker:
                 chunk = held[i:i + RENEW_MANY_MAX]
                 toks = [{'card': j.id, 'marker': j.marker, 'epoch': j.epoch} for j in chunk]
                 try:
-                    st, body, _ = c.raw('POST', '/v1/claims/renew', {'tokens': toks},
-                                        timeout=timeout)
+                    st, body, hdrs = c.raw('POST', '/v1/claims/renew', {'tokens': toks},
+                                           timeout=timeout)
                 except TransportError as e:
                     log.warning('renew: %s', e)
                     continue  # these claims: no answer
@@ -672,6 +726,7 @@ class Worker:
                         results[j.id] = {'card': j.id, 'status': st}
                 else:  # 5xx, or another refusal of the whole request: no answer
                     log.warning('renew: %d %s', st, body)
+                    retry_after = max(retry_after, _pause(0.0, error_for(st, body, hdrs)))
         answered = True
         beat = []  # renewed, with a run: their heartbeats go out together below
         for j in held:
@@ -683,15 +738,14 @@ class Worker:
                 try:
                     ans = c.renew(j.id, j.marker, j.epoch)
                     st, lease = 200, ans.get('lease_ms', j.lease_ms)
-                except (TransportError, StoreUnavailable, Busy):
-                    st = 0
                 except BoarddError as e:
-                    st = e.status
+                    st = 0 if _again(e) else e.status
+                    retry_after = max(retry_after, _pause(0.0, e))
             if st == 200:
                 j.lease_end = sent + lease / 1000.0
                 j.renew_at = sent + j.renew_after_ms / 1000.0
             elif 400 <= st < 500:
-                self._lose(j, 'renew refused (%d)' % st)
+                self._refused(j, 'renew refused (%d)' % st)
                 continue
             else:
                 answered = False
@@ -702,7 +756,7 @@ class Worker:
             self._heartbeat_all(beat, max(0.5, sent + timeout - _now()))
         with self._cv:
             self._cv.notify_all()
-        return answered
+        return answered, retry_after
 
     def _heartbeat_pool(self):
         """The heartbeat threads, started as heartbeats need them: at most one per slot, up to
@@ -746,7 +800,7 @@ class Worker:
             j.parked = True  # an operator cancelled the run: stop, keep the claim parked
             j._cancel('run_cancelled')
         except ClaimConflict:
-            self._lose(j, 'claim_conflict')
+            self._refused(j, 'claim_conflict')
         except BoarddError:
             pass  # no answer, or refused otherwise: the renew, not the heartbeat, keeps the claim
         except Exception:  # noqa: BLE001 - said, not kept silently in the Future
@@ -784,6 +838,7 @@ class Worker:
             self._release_for(j)
 
     def _release_for(self, job):
+        job.releasing = True
         try:
             self.client.release(job.id, job.marker, job.epoch)
         except BoarddError as e:
