@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,19 +165,53 @@ void api_log_emit(struct api *a, const char *line)
 	log_emit_n(a, line, strlen(line));
 }
 
+/* Does the word v hold only bytes api_log_escape copies as they are (printable ASCII but a
+ * backslash and a double quote)? Each test is exact: a byte below 0x20, a high bit, a byte
+ * equal to 0x7f, '"' or '\\'. */
+static bool log_word_plain(uint64_t v)
+{
+	const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+	uint64_t del = v ^ (ones * 0x7f), quote = v ^ (ones * '"'), bs = v ^ (ones * '\\');
+
+	return !((v & highs) | ((v - ones * 0x20) & ~v & highs) | ((del - ones) & ~del & highs) |
+		 ((quote - ones) & ~quote & highs) | ((bs - ones) & ~bs & highs));
+}
+
 /* Copies s into out (cap bytes) for a log line: valid UTF-8 stays, a control byte, DEL, a
  * backslash, a double quote and every byte that is not valid UTF-8 become \xHH, so a line
  * never carries a raw control byte and a JSON line never loses the path. Cut at cap. */
-static void log_escape(const char *s, char *out, size_t cap)
+void api_log_escape(const char *s, char *out, size_t cap)
 {
 	static const char hex[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)s;
-	size_t o = 0;
+	const unsigned char *p = (const unsigned char *)s, *end = p + strlen(s);
+	size_t o = 0, r;
+	uint64_t v;
 
 	while (*p && o + 5 < cap) {
 		unsigned char c = *p;
 		size_t k = 0, i;
 
+		/* Eight plain bytes at a time (a path is mostly such): what the byte loop below
+		 * would copy one by one, with room left as it would have. The last one to seven
+		 * bytes as one word too: the word ending at the end (its bytes before p were
+		 * copied already), or the bytes themselves after plain filler. */
+		r = (size_t)(end - p);
+		if (o + (r < 8 ? r : 8) + 5 < cap) {
+			v = 0x6161616161616161u; /* "aaaaaaaa" */
+			if (r >= 8)
+				memcpy(&v, p, 8);
+			else if (end - (const unsigned char *)s >= 8)
+				memcpy(&v, end - 8, 8);
+			else
+				memcpy(&v, p, r);
+			if (log_word_plain(v)) {
+				r = r < 8 ? r : 8;
+				memcpy(out + o, p, r);
+				o += r;
+				p += r;
+				continue;
+			}
+		}
 		/* The common byte first: printable ASCII that is neither escaped one. */
 		if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
 			out[o++] = (char)c;
@@ -292,8 +328,8 @@ static void log_line(struct api *a, const struct api_req *r, int64_t ns)
 	if (a->cfg.log_format == API_LOG_NONE)
 		return;
 	core_time_format(wall_ms(), ts);
-	log_escape(r->path ? r->path : "", path, sizeof path);
-	log_escape(r->method ? r->method : "-", method, sizeof method);
+	api_log_escape(r->path ? r->path : "", path, sizeof path);
+	api_log_escape(r->method ? r->method : "-", method, sizeof method);
 	if (!r->started && !r->raw_answered)
 		status_by = "libmicrohttpd"; /* refused the request itself (lib_log) */
 	if (a->cfg.log_format == API_LOG_JSON) {

@@ -25,6 +25,10 @@
 #define API_LOG_LINE_MAX 1024
 size_t api_log_text(char *line, const char *ts, const char *method, const char *path,
 		    unsigned status, int64_t ns, const char *tok, const char *by);
+/* s copied into out (cap bytes, cap > 5) for a log line: valid UTF-8 stays; a control byte,
+ * DEL, a backslash, a double quote and a byte that is not valid UTF-8 become \xHH. Cut at
+ * cap, never inside an escape or a character. */
+void api_log_escape(const char *s, char *out, size_t cap);
 /* The writer thread (unless cfg.log takes the lines); stop writes what is queued. */
 void api_log_start(struct api *a);
 void api_log_stop(struct api *a);

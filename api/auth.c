@@ -9,10 +9,30 @@
 
 #include <openssl/crypto.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* Do a and b hold the same n bytes? In time that depends on n only, eight bytes a step: the
+ * byte loop of CRYPTO_memcmp cost ~450 instructions a request of the claim cycle
+ * (bench/instr.sh), this ~40. */
+static bool same_bytes(const char *a, const char *b, size_t n)
+{
+	uint64_t x, y, diff = 0;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&x, a + i, 8);
+		memcpy(&y, b + i, 8);
+		diff |= x ^ y;
+	}
+	for (; i < n; i++)
+		diff |= (uint64_t)((unsigned char)a[i] ^ (unsigned char)b[i]);
+	return diff == 0;
+}
 
 /* The token for `plain`: the connection's cached one when the client sends the same token
  * again (compared in constant time), else looked up (SHA-256 of every try) and cached. */
@@ -25,7 +45,7 @@ static const struct api_token *conn_token(struct api_req *r, const char *plain)
 	unsigned gen = atomic_load(&r->api->tokens_gen);
 
 	if (cc && cc->len && cc->len == len && cc->tokens_gen == gen &&
-	    CRYPTO_memcmp(cc->plain, plain, len) == 0)
+	    same_bytes(cc->plain, plain, len))
 		return cc->tok;
 	tok = api_tokens_find(atomic_load(&r->api->tokens_now), plain);
 	if (cc) {

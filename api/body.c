@@ -100,14 +100,11 @@ static const char *value_scan(const char *p, const char *end, struct api_flat_fi
 	return NULL;
 }
 
-bool api_flat_parse(char *body, size_t len, struct api_flat *out)
+/* The members of the object [p, end) into fl (fl->n of them); false to decline. */
+static bool flat_members(const char *p, const char *end, struct api_flat *fl)
 {
-	const char *p = body, *end = body + len;
-	struct api_flat fl = {0};
 	size_t i;
 
-	out->n = 0;
-	out->on = false;
 	p = ws_skip(p, end);
 	if (p >= end || *p != '{')
 		return false;
@@ -118,14 +115,15 @@ bool api_flat_parse(char *body, size_t len, struct api_flat *out)
 		for (;;) {
 			struct api_flat_field *f;
 
-			if (fl.n == API_FLAT_MAX)
+			if (fl->n == API_FLAT_MAX)
 				return false;
-			f = &fl.f[fl.n];
+			f = &fl->f[fl->n];
 			p = str_scan(p, end, &f->key, &f->klen);
 			if (!p)
 				return false;
-			for (i = 0; i < fl.n; i++) /* a duplicate: json_loadb's refusal */
-				if (fl.f[i].klen == f->klen && memcmp(fl.f[i].key, f->key, f->klen) == 0)
+			for (i = 0; i < fl->n; i++) /* a duplicate: json_loadb's refusal */
+				if (fl->f[i].klen == f->klen &&
+				    memcmp(fl->f[i].key, f->key, f->klen) == 0)
 					return false;
 			p = ws_skip(p, end);
 			if (p >= end || *p != ':')
@@ -133,7 +131,7 @@ bool api_flat_parse(char *body, size_t len, struct api_flat *out)
 			p = value_scan(ws_skip(p + 1, end), end, f);
 			if (!p)
 				return false;
-			fl.n++;
+			fl->n++;
 			p = ws_skip(p, end);
 			if (p < end && *p == ',') {
 				p = ws_skip(p + 1, end);
@@ -146,16 +144,29 @@ bool api_flat_parse(char *body, size_t len, struct api_flat *out)
 			return false;
 		}
 	}
-	if (ws_skip(p, end) != end)
+	return ws_skip(p, end) == end;
+}
+
+bool api_flat_parse(char *body, size_t len, struct api_flat *out)
+{
+	const char *end = body + len;
+	size_t i;
+
+	/* Parsed in place (a copy of the whole struct cost more than the scan); declined, it
+	 * is left empty. */
+	out->n = 0;
+	out->on = false;
+	if (!flat_members(body, end, out)) {
+		out->n = 0;
 		return false;
-	/* Accepted: each key and string ends at its closing quote, which becomes its NUL. */
-	for (i = 0; i < fl.n; i++) {
-		body[fl.f[i].key + fl.f[i].klen - body] = '\0';
-		if (fl.f[i].type == API_FLAT_STR)
-			body[fl.f[i].str + fl.f[i].len - body] = '\0';
 	}
-	fl.on = true;
-	*out = fl;
+	/* Accepted: each key and string ends at its closing quote, which becomes its NUL. */
+	for (i = 0; i < out->n; i++) {
+		body[out->f[i].key + out->f[i].klen - body] = '\0';
+		if (out->f[i].type == API_FLAT_STR)
+			body[out->f[i].str + out->f[i].len - body] = '\0';
+	}
+	out->on = true;
 	return true;
 }
 

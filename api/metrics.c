@@ -36,7 +36,7 @@ static size_t method_slot(const char *m)
 	size_t i;
 
 	for (i = 0; m && i < N_METHODS - 1; i++)
-		if (strcmp(methods[i], m) == 0)
+		if (methods[i][0] == m[0] && strcmp(methods[i], m) == 0)
 			return i;
 	return N_METHODS - 1;
 }

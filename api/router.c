@@ -8,6 +8,7 @@
 #include "api/api_request.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,20 +190,46 @@ struct route_segs {
 	bool last_lit; /* the last segment is literal: a path's must have its length and first byte */
 };
 
-static struct route_segs route_segs[sizeof routes / sizeof routes[0]];
-/* The routes whose pattern has n segments, in table order (a path is only matched against
- * those: it was every route, for each request). */
-static struct {
-	unsigned short v[sizeof routes / sizeof routes[0]];
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+
+static struct route_segs route_segs[N_ROUTES];
+/* Routes, by index, in table order. */
+struct route_list {
+	unsigned short v[N_ROUTES];
 	size_t n;
-} route_by_segs[MAX_SEGS + 1];
+};
+/* The routes a path of n segments can match, by its last segment: for each last segment a
+ * pattern has as a literal (its last_key), the routes with that one or a parameter there;
+ * for any other, those with a parameter there (`wild`). A path is matched against its list
+ * only: it was every route of its length (20 of 4 segments), each judged by its last
+ * segment, and before that every route. */
+static struct {
+	uint32_t key[N_ROUTES];
+	struct route_list list[N_ROUTES];
+	size_t n;
+	struct route_list wild;
+} route_by_last[MAX_SEGS + 1];
 static pthread_once_t route_segs_once = PTHREAD_ONCE_INIT;
+
+/* A segment's length and first byte in one word (a literal segment is never empty here). */
+static uint32_t last_key(const char *seg, size_t len)
+{
+	return len ? (uint32_t)(len << 8 | (unsigned char)seg[0]) : 0;
+}
+
+static uint32_t route_last_key(size_t i)
+{
+	const struct route_segs *p = &route_segs[i];
+
+	return p->last_lit ? last_key(p->seg[p->n - 1], p->len[p->n - 1]) : 0;
+}
 
 static void route_segs_init(void)
 {
-	size_t i, n;
+	size_t i, j, n;
+	uint32_t k;
 
-	for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+	for (i = 0; i < N_ROUTES; i++) {
 		route_segs[i].ok = path_split(routes[i].pattern, route_segs[i].seg,
 					      route_segs[i].len, &route_segs[i].n);
 		if (!route_segs[i].ok)
@@ -210,8 +237,37 @@ static void route_segs_init(void)
 		n = route_segs[i].n;
 		route_segs[i].last_lit = route_segs[i].len[n - 1] > 0 &&
 					 route_segs[i].seg[n - 1][0] != '{';
-		route_by_segs[n].v[route_by_segs[n].n++] = (unsigned short)i;
+		k = route_last_key(i);
+		for (j = 0; k && j < route_by_last[n].n && route_by_last[n].key[j] != k; j++)
+			;
+		if (k && j == route_by_last[n].n)
+			route_by_last[n].key[route_by_last[n].n++] = k;
 	}
+	/* Each list in table order: the first among the best matches wins (api_router_match). */
+	for (i = 0; i < N_ROUTES; i++) {
+		if (!route_segs[i].ok)
+			continue;
+		n = route_segs[i].n;
+		k = route_last_key(i);
+		for (j = 0; j < route_by_last[n].n; j++)
+			if (!k || route_by_last[n].key[j] == k)
+				route_by_last[n].list[j].v[route_by_last[n].list[j].n++] =
+					(unsigned short)i;
+		if (!k)
+			route_by_last[n].wild.v[route_by_last[n].wild.n++] = (unsigned short)i;
+	}
+}
+
+/* The routes a path of n segments whose last one is [seg, seg + len) may match. */
+static const struct route_list *route_candidates(size_t n, const char *seg, size_t len)
+{
+	uint32_t k = last_key(seg, len);
+	size_t j;
+
+	for (j = 0; j < route_by_last[n].n; j++)
+		if (route_by_last[n].key[j] == k)
+			return &route_by_last[n].list[j];
+	return &route_by_last[n].wild;
 }
 
 /* Does route i's pattern match the split path? Literal segments compare raw, the last one
@@ -243,23 +299,16 @@ static int pattern_match(size_t route, const char *const *seg, const size_t *len
 
 /* The highest specificity any route has for the path: a literal segment beats a parameter,
  * whatever the method (DELETE /v1/labels/merge is the merge route's 405, never the deletion
- * of a label named "merge"). -1 when none matches. Only the routes with n segments can match:
- * OUT m[j], the match of route route_by_segs[n].v[j]. */
-static int best_specificity(const char *const *seg, const size_t *len, size_t n, int *m)
+ * of a label named "merge"). -1 when none matches. Only the routes of `c` can match: OUT
+ * m[j], the match of route c->v[j]. */
+static int best_specificity(const struct route_list *c, const char *const *seg,
+			    const size_t *len, size_t n, int *m)
 {
 	int best = -1;
 	size_t j;
 
-	for (j = 0; j < route_by_segs[n].n; j++) {
-		const struct route_segs *p = &route_segs[route_by_segs[n].v[j]];
-
-		/* most routes of a length differ in their last segment: judged without a call */
-		if (p->last_lit &&
-		    (p->len[n - 1] != len[n - 1] || p->seg[n - 1][0] != seg[n - 1][0])) {
-			m[j] = -1;
-			continue;
-		}
-		m[j] = pattern_match(route_by_segs[n].v[j], seg, len, n);
+	for (j = 0; j < c->n; j++) {
+		m[j] = pattern_match(c->v[j], seg, len, n);
 		if (m[j] > best)
 			best = m[j];
 	}
@@ -281,7 +330,8 @@ enum core_rc api_router_match(struct api_req *r)
 	size_t len[MAX_SEGS], n, i, k;
 	const struct api_route *hit = NULL;
 	const struct route_segs *p;
-	int m[sizeof routes / sizeof routes[0]];
+	const struct route_list *c;
+	int m[N_ROUTES];
 
 	/* HEAD is answered by every GET route (libmicrohttpd sends the headers only). */
 	const char *method = strcmp(r->method, "HEAD") == 0 ? "GET" : r->method;
@@ -292,16 +342,17 @@ enum core_rc api_router_match(struct api_req *r)
 	r->allow[0] = '\0';
 	if (!path_split(r->path, seg, len, &n))
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
-	best = best_specificity(seg, len, n, m);
-	/* The first in table order among the best (the bucket keeps table order). */
-	for (i = 0; best >= 0 && !hit && i < route_by_segs[n].n; i++)
-		if (m[i] == best && strcmp(routes[route_by_segs[n].v[i]].method, method) == 0)
-			hit = &routes[route_by_segs[n].v[i]];
+	c = route_candidates(n, seg[n - 1], len[n - 1]);
+	best = best_specificity(c, seg, len, n, m);
+	/* The first in table order among the best (the list keeps table order). */
+	for (i = 0; best >= 0 && !hit && i < c->n; i++)
+		if (m[i] == best && strcmp(routes[c->v[i]].method, method) == 0)
+			hit = &routes[c->v[i]];
 	if (best < 0)
 		return api_fail(r, CORE_ERR_NOT_FOUND, "no such route");
 	if (!hit) { /* the Allow header of the 405, only then */
-		for (i = 0; i < route_by_segs[n].n; i++) {
-			const struct api_route *rt = &routes[route_by_segs[n].v[i]];
+		for (i = 0; i < c->n; i++) {
+			const struct api_route *rt = &routes[c->v[i]];
 
 			if (m[i] != best)
 				continue;

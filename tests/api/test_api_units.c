@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <time.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -56,9 +58,6 @@ START_TEST(has_ctl_matches_the_byte_rule)
 }
 END_TEST
 
-/* The access log's text line is built by hand (api_log_text): byte for byte what the
- * snprintf it replaced wrote, the rounding of the milliseconds (ties included) and the cut of
- * an over-long line included. */
 /* The JSON media type: application/json and parameters only, a charset only UTF-8. */
 START_TEST(json_media_type_is_strict)
 {
@@ -82,6 +81,74 @@ START_TEST(json_media_type_is_strict)
 }
 END_TEST
 
+/* The log's escape, one byte (or one whole UTF-8 character) at a time, as DESIGN's access
+ * log asks: api_log_escape, which copies plain words eight bytes at a time, must match it. */
+static void escape_ref(const unsigned char *p, char *out, size_t cap)
+{
+	size_t o = 0, k, i;
+
+	while (*p && o + 5 < cap) {
+		unsigned char c = *p;
+		bool plain = c >= 0x20 && c < 0x7f && c != '\\' && c != '"';
+
+		k = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+					       : c >= 0xf0 && c <= 0xf4 ? 3 : 0;
+		for (i = 1; i <= k && (p[i] & 0xc0) == 0x80; i++)
+			;
+		if (!plain && k && i > k && o + k + 1 < cap && !(c == 0xe0 && p[1] < 0xa0) &&
+		    !(c == 0xed && p[1] >= 0xa0) && !(c == 0xf0 && p[1] < 0x90) &&
+		    !(c == 0xf4 && p[1] >= 0x90)) {
+			memcpy(out + o, p, k + 1);
+			o += k + 1;
+			p += k + 1;
+			continue;
+		}
+		if (plain)
+			out[o++] = (char)c;
+		else
+			o += (size_t)sprintf(out + o, "\\x%02x", c);
+		p++;
+	}
+	out[o] = '\0';
+}
+
+START_TEST(log_escape_matches_the_byte_rule)
+{
+	/* Plain bytes mostly (long clean runs take the word path), then every kind of byte the
+	 * rule tells apart, at every offset of a word. */
+	static const unsigned char kinds[] = {'a', '/', '~', ' ', '"', '\\', 0x01, 0x1f, 0x7f,
+					      0x80, 0xbf, 0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0,
+					      0xf4, 0xf5, 0xff, 0xa0, 0x90};
+	unsigned char s[80];
+	char got[96], want[96];
+	uint64_t x = 0x9e3779b97f4a7c15u;
+	size_t i, j, n, cap;
+
+	for (i = 0; i < 20000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		n = (size_t)(x % 70);
+		for (j = 0; j < n; j++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			s[j] = x % 4 ? (unsigned char)('a' + x % 26)
+				     : kinds[(x >> 8) % sizeof kinds];
+		}
+		s[n] = '\0';
+		cap = 6 + (size_t)(x >> 20) % 90;
+		api_log_escape((const char *)s, got, cap);
+		escape_ref(s, want, cap);
+		ck_assert_msg(strcmp(got, want) == 0, "case %zu cap %zu: %s != %s", i, cap, got,
+			      want);
+	}
+}
+END_TEST
+
+/* The access log's text line is built by hand (api_log_text): byte for byte what the
+ * snprintf it replaced wrote, the rounding of the milliseconds (ties included) and the cut of
+ * an over-long line included. */
 START_TEST(log_text_matches_snprintf)
 {
 	static const int64_t fixed[] = {0, 1, 49999, 50000, 50001, 99999, 100000, 150000,
@@ -439,7 +506,18 @@ START_TEST(flat_bodies_match_the_tree)
 		{"{\"marker\":\"a b\"}", true},
 		{"{\"marker\":\"~!@#$%^&*()_+{}[]|:;'<>,.?/`\"}", true},
 		{"{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8}", true},
+		/* strings read eight bytes at a time: the quote in and after a word */
+		{"{\"marker\":\"abcdefghijklmnopqrstuvwxyz0123456789\"}", true},
+		{"{\"marker\":\"0123456789abcdef\",\"epoch\":3}", true},
+		{"{\"marker\":\"abcdefgh\",\"epoch\":3}", true},
+		{"{\"lease_ms_and_more\":1}", true},
 		/* declined: json_loadb judges them */
+		{"{\"marker\":\"abcdefgh\\u0041\"}", false},
+		{"{\"marker\":\"abcdefghij\x7fklmnopqrstu\"}", false},
+		{"{\"marker\":\"abcdefgh\xc3\xa9ijklmnop\"}", false},
+		{"{\"marker\":\"abcdefghij\tklmnop\"}", false},
+		{"{\"abcdefghijkl\x01\":1}", false},
+		{"{\"marker\":\"abcdefghijklmnopq", false},
 		{"", false},
 		{" ", false},
 		{"{", false},
@@ -664,6 +742,7 @@ TCase *api_tcase_units(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, error_table_maps_every_rc);
 	tcase_add_test(tc, log_text_matches_snprintf);
+	tcase_add_test(tc, log_escape_matches_the_byte_rule);
 	tcase_add_test(tc, has_ctl_matches_the_byte_rule);
 	tcase_add_test(tc, json_media_type_is_strict);
 	tcase_add_test(tc, tokens_file_round_trip);
