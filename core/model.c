@@ -6,9 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+void *core_zalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (p)
+		memset(p, 0, n);
+	return p;
+}
+
 struct core_card *core_card_new(void)
 {
-	return calloc(1, sizeof(struct core_card));
+	return core_zalloc(sizeof(struct core_card));
 }
 
 static void gave_up_release(struct core_gave_up *g)

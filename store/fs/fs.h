@@ -216,6 +216,8 @@ struct fs {
 	struct fs_map claimcounts; /* DESIGN §17: "<board>" and "<board>/<column>" -> the live
 				    * claims on it (taken from that column), fs_policy.c */
 	uint32_t retry_rnd;        /* the retry jitter's state (fs_policy.c) */
+	char *enc;                 /* the commit's record, kept for the next (fs_txn_end) */
+	size_t enc_cap;
 
 	/* ---- journal: guarded by jmu (the fd is also only written under `lock`) ---- */
 	pthread_mutex_t jmu;

@@ -422,6 +422,9 @@ void fs_state_release(struct fs *fs)
 
 	fs_undo_settle(fs, UINT64_MAX); /* nobody waits any more: what they replaced goes */
 	free(fs->undo);
+	free(fs->enc);
+	fs->enc = NULL;
+	fs->enc_cap = 0;
 	fs_grave_empty(fs);
 	free(fs->grave.cards);
 	free(fs->grave.runs);

@@ -348,7 +348,15 @@ static void w_change_card(struct wbuf *b, const struct fs_change_card *cc)
 
 char *fs_change_encode(const struct fs_change *ch, size_t *len)
 {
-	struct wbuf b = {0};
+	char *buf = NULL;
+	size_t cap = 0;
+
+	return fs_change_encode_in(ch, &buf, &cap, len);
+}
+
+char *fs_change_encode_in(const struct fs_change *ch, char **buf, size_t *cap, size_t *len)
+{
+	struct wbuf b = {.p = (unsigned char *)*buf, .cap = *buf ? *cap : 0};
 	size_t i;
 
 	w_begin(&b);
@@ -367,7 +375,9 @@ char *fs_change_encode(const struct fs_change *ch, size_t *len)
 		w_event(&b, ch->events[i]);
 	w_kvs(&b, ch->kvs, ch->n_kvs);
 	w_bctrs(&b, ch->bctrs, ch->n_bctrs);
-	return w_finish(&b, FS_REC_CHANGE, len);
+	*buf = w_finish(&b, FS_REC_CHANGE, len);
+	*cap = *buf ? b.cap : 0;
+	return *buf;
 }
 
 char *fs_snap_chunk_encode(const struct fs_counters *ctr, const struct core_board *boards,

@@ -42,6 +42,10 @@ enum fs_rec_status {
 
 /* One framed record for ch (events carry their seq already); caller frees. NULL on OOM. */
 char *fs_change_encode(const struct fs_change *ch, size_t *len);
+/* The same record written into *buf (*cap bytes, grown as needed and kept for the next one:
+ * a commit allocated and freed one every time). Returns *buf; NULL on OOM, *buf freed and
+ * NULL, *cap 0. */
+char *fs_change_encode_in(const struct fs_change *ch, char **buf, size_t *cap, size_t *len);
 /* A snapshot chunk (the same payload as a change, from bare published pointers); floors go
  * as floor-only entries. */
 struct fs_snap_floor {

@@ -260,7 +260,7 @@ static enum core_rc event_push(struct fs_txn *t, enum core_event_type type, cons
 			       const char *card_id, const char *reason, char *text)
 {
 	struct fs_change *ch = &t->ch;
-	struct core_event *e = calloc(1, sizeof(*e));
+	struct core_event *e = core_zalloc(sizeof(*e));
 	enum core_rc rc = CORE_ERR_NOMEM;
 
 	if (!e || !text)
@@ -574,6 +574,10 @@ static void txn_judge_again(struct fs_txn *t)
 		(void)txn_judge(t, &t->ch.cards[i]);
 }
 
+/* fs->enc's room kept from one commit to the next, at most (the claim cycle's are ~0.5 KiB;
+ * the journal takes a record over 4 KiB whole anyway). */
+#define FS_ENC_KEEP (16u * 1024)
+
 enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 {
 	struct fs *fs = t->fs;
@@ -611,15 +615,20 @@ enum core_rc fs_txn_end(struct fs_txn *t, enum core_rc rc)
 		rc = fs_effects_enqueue(t);
 	if (rc != CORE_OK)
 		goto unlock;
-	line = fs_change_encode(ch, &len);
+	line = fs_change_encode_in(ch, &fs->enc, &fs->enc_cap, &len);
 	rc = line ? fs_change_reserve(fs, ch) : CORE_ERR_NOMEM;
 	if (rc == CORE_OK) {
 		undo = fs_undo_new(ch, &fs->ctr);
 		if (!undo || fs_ptrs_reserve(&fs->undo, &fs->undo_cap, fs->undo_n + 1) != CORE_OK)
 			rc = CORE_ERR_NOMEM;
 	}
-	if (rc == CORE_OK)
+	if (rc == CORE_OK) {
 		rc = fs_journal_append(fs, &line, len, &seq);
+		if (!line) { /* taken whole (a big record, or a full buffer): no longer ours */
+			fs->enc = NULL;
+			fs->enc_cap = 0;
+		}
+	}
 	if (rc == CORE_OK) {
 		/* Undoable until the line is durable: a failed sync rolls it back. */
 		undo->seq = seq;
@@ -639,8 +648,12 @@ unlock:
 	 * read, which may hold lines not durable yet. A line of its own comes after them all. */
 	if (!seq)
 		need = fs_read_mark(fs, FS_READ_ALL);
+	if (fs->enc_cap > FS_ENC_KEEP) { /* a big record's room is not kept */
+		free(fs->enc);
+		fs->enc = NULL;
+		fs->enc_cap = 0;
+	}
 	pthread_rwlock_unlock(&fs->lock);
-	free(line);
 	fs_change_release(ch);
 	if (need && (rc2 = fs_read_settle(fs, need, t->settle_here)) != CORE_OK)
 		rc = rc2;

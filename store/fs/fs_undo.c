@@ -41,7 +41,7 @@ struct fs_undo *fs_undo_new(const struct fs_change *ch, const struct fs_counters
 	size_t o_boards = o_runs + undo_align((ch->n_runs + 1) * sizeof(struct fs_undo_run));
 	size_t o_kvs = o_boards + undo_align((ch->n_boards + 1) * sizeof(struct fs_undo_board));
 	size_t size = o_kvs + (ch->n_kvs + 1) * sizeof(struct fs_undo_kv);
-	char *block = calloc(1, size);
+	char *block = core_zalloc(size);
 	struct fs_undo *u = (struct fs_undo *)(void *)block;
 
 	if (!u)

@@ -203,6 +203,9 @@ static json_t *tree_random(unsigned depth)
 	static const char *const strs[] = {
 		"", "a", "plain text", "quote \" and \\ backslash", "\b\f\n\r\t\x01\x1f\x7f",
 		"/slash", "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe2\x80\xa8", "k\xc3\xa9y",
+		/* a byte to escape in the last one to seven, after a whole word or alone */
+		"abcdefgh\"", "abcdefghij\n", "ab\\", "abcdefghi\xc3\xa9", "0123456789abcd\x01",
+		"seven77", "a\"cdefghijklm",
 	};
 	static const json_int_t ints[] = {0, 1, -1, 42, -42, 1000000007, INT64_MAX, INT64_MIN};
 	unsigned kind = tree_pick(depth > 4 ? 7 : 9);
