@@ -174,8 +174,9 @@ const struct api_flat_field *api_flat_get(const struct api_flat *fl, const char 
 {
 	size_t klen = strlen(key), i;
 
-	for (i = 0; fl->on && i < fl->n; i++)
-		if (fl->f[i].klen == klen && memcmp(fl->f[i].key, key, klen) == 0)
+	for (i = 0; fl->on && i < fl->n; i++) /* the first byte before the call */
+		if (fl->f[i].klen == klen && fl->f[i].key[0] == key[0] &&
+		    memcmp(fl->f[i].key, key, klen) == 0)
 			return &fl->f[i];
 	return NULL;
 }

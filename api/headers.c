@@ -188,7 +188,10 @@ static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char 
 			    (value && api_has_ctl(value, value_size))))
 		r->hdr.bad = key;
 	for (i = 0; i < API_HDR_N; i++) {
-		if (n != head_names[i].len || strcasecmp(key, head_names[i].name) != 0)
+		/* the length, then the first byte as either case, then the call */
+		if (n != head_names[i].len ||
+		    (((unsigned char)key[0] ^ (unsigned char)head_names[i].name[0]) & ~0x20u) ||
+		    strcasecmp(key, head_names[i].name) != 0)
 			continue;
 		if (i == API_HDR_CONTENT_LENGTH && r->hdr.v[i] &&
 		    strcmp(r->hdr.v[i], value ? value : "") != 0)

@@ -34,18 +34,42 @@ bool core_name_valid(const char *s)
 	return charset_ok(s, CORE_NAME_MAX, "._-");
 }
 
+/* Does the word v hold a byte that is not a marker's (0x20 and below, 0x7f and above)? Exact:
+ * a byte below 0x21, a high bit, a byte equal to 0x7f. */
+static bool marker_word_bad(uint64_t v)
+{
+	const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+	uint64_t del = v ^ (ones * 0x7f);
+
+	return ((v | ((v - ones * 0x21) & ~v) | ((del - ones) & ~del)) & highs) != 0;
+}
+
+/* Every owned write checks its marker: eight bytes a step (a byte loop was ~180 instructions
+ * a request of the claim cycle), the last one to seven as the word ending at the end (or
+ * the bytes after good filler). */
 bool core_marker_valid(const char *s)
 {
-	size_t n;
+	size_t n, i;
+	uint64_t v;
 
 	if (!s)
 		return false;
-	for (n = 0; s[n]; n++) {
-		unsigned char ch = (unsigned char)s[n];
-		if (n >= CORE_MARKER_MAX || ch <= 0x20 || ch >= 0x7f)
+	n = strnlen(s, CORE_MARKER_MAX + 1);
+	if (n == 0 || n > CORE_MARKER_MAX)
+		return false;
+	for (i = 0; i + 8 <= n; i += 8) {
+		memcpy(&v, s + i, 8);
+		if (marker_word_bad(v))
 			return false;
 	}
-	return n > 0;
+	if (i == n)
+		return true;
+	v = 0x6161616161616161u; /* "aaaaaaaa" */
+	if (n >= 8)
+		memcpy(&v, s + n - 8, 8);
+	else
+		memcpy(&v, s, n);
+	return !marker_word_bad(v);
 }
 
 bool core_marker_is_recovery(const char *marker)

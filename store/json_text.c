@@ -221,16 +221,19 @@ static void jb_int(struct jbuf *b, int64_t v)
 }
 
 /* A time is digits and "-:.TZ" (core_time_format): nothing to escape, copied at once. */
+/* Formatted in place (a card's answer holds three or four). */
 static void jb_time(struct jbuf *b, int64_t ms)
 {
-	char t[CORE_TIME_BUF + 2];
 	size_t n;
 
-	t[0] = '"';
-	core_time_format(ms, t + 1);
-	n = strlen(t);
-	t[n] = '"';
-	jb_put(b, t, n + 1);
+	jb_need(b, CORE_TIME_BUF + 2);
+	if (!b->ok)
+		return;
+	b->p[b->len] = '"';
+	core_time_format(ms, b->p + b->len + 1);
+	n = strlen(b->p + b->len + 1);
+	b->p[b->len + 1 + n] = '"';
+	b->len += n + 2;
 }
 
 /* A member's key: `key` is a literal of plain ASCII (nothing to escape), written with its

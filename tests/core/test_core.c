@@ -57,6 +57,30 @@ START_TEST(test_ids_and_names)
 	ck_assert(core_marker_valid("host-123"));
 	ck_assert(!core_marker_valid("has space"));
 	ck_assert(!core_marker_valid(""));
+	/* The marker rule, one byte at a time: printable ASCII but space, 1..CORE_MARKER_MAX
+	 * bytes; core_marker_valid reads eight at a time. Every length up to one past the
+	 * limit, a bad byte at every place (and none). */
+	{
+		static const unsigned char bad[] = {' ', 0x01, 0x1f, 0x7f, 0x80, 0xc3, 0xff};
+		char m[CORE_MARKER_MAX + 2];
+		size_t n, at, k;
+
+		for (n = 1; n <= CORE_MARKER_MAX + 1; n++) {
+			memset(m, '!', n);
+			m[n - 1] = '~';
+			m[n] = '\0';
+			ck_assert_msg(core_marker_valid(m) == (n <= CORE_MARKER_MAX), "length %zu", n);
+			for (at = 0; n <= 24 && at < n; at++)
+				for (k = 0; k < sizeof bad; k++) {
+					char keep = m[at];
+
+					m[at] = (char)bad[k];
+					ck_assert_msg(!core_marker_valid(m), "length %zu, 0x%02x at %zu",
+						      n, bad[k], at);
+					m[at] = keep;
+				}
+		}
+	}
 	ck_assert(core_marker_is_recovery("reaper:h1"));
 	ck_assert(!core_marker_is_recovery("worker-1"));
 	/* Reserved in any case (DESIGN §11). */
