@@ -11,7 +11,8 @@
 #   TOP=25 bench/instr.sh                           # and each target's 25 costliest functions
 #
 # Environment: TARGETS ("boardd ceiling-mhd"; a path is a boardd binary); CYCLES counted (1000,
-# 7 requests each) after WARM cycles (300), zeroed between; TOP functions listed (0); BUILD
+# 7 requests each; divided by the requests served, stragglers included) after WARM cycles
+# (300), zeroed between; TOP functions listed (0); BUILD
 # (build-bench, release); BENCH_TMP as run.sh. Needs valgrind (Debian's package).
 # Columns, per request: all user-space instructions of the server process (every thread), the
 # target's own code, malloc and free (glibc), memset (libmicrohttpd clears a connection's
@@ -79,7 +80,11 @@ for t in $TARGETS; do
 	name=$(basename "$t")
 	[ "$t" = "$name" ] || name=$t
 	f=$(count "$t" "$(echo "$t" | tr '/' '_')")
-	req=$((CYCLES * 7))
+	# The requests the counted window served: loadgen's "all ops" row. CYCLES * 7 left out
+	# the cycles the 32 workers had begun when the last one ended (up to ~3 % more, and not
+	# as many in each run: the ceiling's own figure moved by 1.7 k between two runs).
+	req=$(awk '$1 == "all" && $2 == "ops" { print $3 }' "$(dirname "$f")/out")
+	[ "${req:-0}" -gt 0 ] || { echo "instr.sh: $t: no request count" >&2; exit 2; }
 	self=$(basename "$([ "$t" = ceiling-mhd ] && echo ceiling || echo "$t")")
 	# Self costs by function: drop the two frames every thread starts in (their inclusive
 	# cost is the whole thread).
