@@ -87,40 +87,35 @@ static void put_u32(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)(v >> 24);
 }
 
-/* The numbers straight into the buffer when it has room (a record is mostly numbers: ~15 a
- * claim cycle's write), through w_bytes only to grow it. */
+/* A number's n bytes straight into the buffer when it has room (a record is mostly numbers:
+ * ~15 a claim cycle's write; n is a constant, the copy one store), through w_bytes only to
+ * grow it. */
+static inline void w_fixed(struct wbuf *b, const unsigned char *c, size_t n)
+{
+	if (b->n + n <= b->cap) {
+		memcpy(b->p + b->n, c, n);
+		b->n += n;
+		return;
+	}
+	w_bytes(b, c, n);
+}
+
 static void w_u32(struct wbuf *b, uint32_t v)
 {
 	unsigned char c[4];
 
-	if (b->n + 4 <= b->cap) {
-		put_u32(b->p + b->n, v);
-		b->n += 4;
-		return;
-	}
 	put_u32(c, v);
-	w_bytes(b, c, 4);
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
+	w_fixed(b, c, 4);
 }
 
 static void w_u64(struct wbuf *b, uint64_t v)
 {
 	unsigned char c[8];
+	int i;
 
-	if (b->n + 8 <= b->cap) {
-		put_u64(b->p + b->n, v);
-		b->n += 8;
-		return;
-	}
-	put_u64(c, v);
-	w_bytes(b, c, 8);
+	for (i = 0; i < 8; i++)
+		c[i] = (unsigned char)(v >> (8 * i));
+	w_fixed(b, c, 8);
 }
 
 static void w_i64(struct wbuf *b, int64_t v)
