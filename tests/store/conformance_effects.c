@@ -543,6 +543,17 @@ static void assert_sub_enabled(struct store *st, const char *name, bool enabled)
 	store_sub_free(s);
 }
 
+/* The operator's PUT of an existing subscription (in), with another secret. */
+static void sub_put_again(struct store *st, const struct store_sub *in)
+{
+	struct store_sub *s = NULL;
+	bool created = true;
+
+	ck_assert_int_eq(store_sub_put(st, in, "whsec_b3RoZXI=", &created, &s), CORE_OK);
+	ck_assert(!created);
+	store_sub_free(s);
+}
+
 /* A 410 disables the subscription the attempt was made for, not whatever holds its name when
  * the answer lands: one deleted and created again, pointed at another receiver or re-enabled
  * by the operator meanwhile stays enabled (the delivery still goes dead). */
@@ -551,9 +562,8 @@ START_TEST(gone_disables_only_the_version_attempted)
 	struct store *st = ct_open();
 	struct store_sub in = {.board = "default", .name = "g", .url = "http://127.0.0.1:9/new",
 			       .enabled = true};
-	struct store_sub *seen = NULL, *s = NULL;
+	struct store_sub *seen = NULL;
 	struct store_delivery *d;
-	bool created = true;
 
 	/* Deleted and created again, even at the same url: another incarnation. */
 	store_sub_free(ct_sub_put(st, "g", NULL, NULL, NULL, NULL));
@@ -567,9 +577,7 @@ START_TEST(gone_disables_only_the_version_attempted)
 	/* Pointed at another receiver, within the same millisecond even. */
 	core_card_free(ct_create(st, "c2", "ready", NULL));
 	d = attempt_begin(st, "g", &seen);
-	ck_assert_int_eq(store_sub_put(st, &in, "whsec_b3RoZXI=", &created, &s), CORE_OK);
-	ck_assert(!created);
-	store_sub_free(s);
+	sub_put_again(st, &in);
 	attempt_gone(st, d, seen);
 	assert_sub_enabled(st, "g", true);
 	/* Paused and re-enabled by the operator: the newer decision stands. */
@@ -577,12 +585,10 @@ START_TEST(gone_disables_only_the_version_attempted)
 	d = attempt_begin(st, "g", &seen);
 	ct_now += 10;
 	in.enabled = false;
-	ck_assert_int_eq(store_sub_put(st, &in, "whsec_b3RoZXI=", &created, &s), CORE_OK);
-	store_sub_free(s);
+	sub_put_again(st, &in);
 	ct_now += 10;
 	in.enabled = true;
-	ck_assert_int_eq(store_sub_put(st, &in, "whsec_b3RoZXI=", &created, &s), CORE_OK);
-	store_sub_free(s);
+	sub_put_again(st, &in);
 	attempt_gone(st, d, seen);
 	assert_sub_enabled(st, "g", true);
 	/* No version to match: left as it is. */
