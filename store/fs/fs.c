@@ -128,14 +128,50 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
-/* One process per directory: flock on DIR/lock, which then holds our pid for the message a
- * second boardd prints. */
-static enum core_rc dir_lock(struct fs *fs, char *err, size_t errlen)
+/* The message for a directory another process holds, with the pid DIR/lock names ("unknown"
+ * when it was deleted). */
+static enum core_rc dir_locked(const struct fs *fs, char *err, size_t errlen)
 {
 	char path[PATH_MAX], pid[32] = "";
-	ssize_t r;
+	ssize_t r = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/lock", fs->dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		r = pread(fd, pid, sizeof(pid) - 1, 0);
+		close(fd);
+	}
+	pid[r > 0 ? r : 0] = '\0';
+	pid[strcspn(pid, "\n")] = '\0';
+	snprintf(err, errlen, "data directory %s is locked by another boardd (pid %s)", fs->dir,
+		 pid[0] ? pid : "unknown");
+	return CORE_ERR_STORE_UNAVAILABLE;
+}
+
+/* One process per directory: flock on DIR itself, held through an fd for the store's life, so
+ * that deleting DIR/lock cannot let a second boardd in; and flock on DIR/lock (what older
+ * binaries take), which then holds our pid for the message a second boardd prints. A
+ * filesystem that refuses flock on a directory (NFS) leaves the lock file alone to it. */
+static enum core_rc dir_lock(struct fs *fs, char *err, size_t errlen)
+{
+	char path[PATH_MAX], pid[32];
 	int n;
 
+	fs->dir_fd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fs->dir_fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", fs->dir, strerror(errno));
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
+	if (flock(fs->dir_fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno == EWOULDBLOCK)
+			return dir_locked(fs, err, errlen);
+		fprintf(stderr, "boardd: fs store %s: cannot lock the directory (%s); relying on "
+				"its lock file alone\n",
+			fs->dir, strerror(errno));
+		close(fs->dir_fd);
+		fs->dir_fd = -1;
+	}
 	snprintf(path, sizeof(path), "%s/lock", fs->dir);
 	fs->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (fs->lock_fd < 0) {
@@ -143,15 +179,9 @@ static enum core_rc dir_lock(struct fs *fs, char *err, size_t errlen)
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-		if (errno == EWOULDBLOCK) {
-			r = pread(fs->lock_fd, pid, sizeof(pid) - 1, 0);
-			pid[r > 0 ? r : 0] = '\0';
-			pid[strcspn(pid, "\n")] = '\0';
-			snprintf(err, errlen, "data directory %s is locked by another boardd (pid %s)",
-				 fs->dir, pid[0] ? pid : "unknown");
-		} else {
-			snprintf(err, errlen, "cannot lock %s: %s", path, strerror(errno));
-		}
+		if (errno == EWOULDBLOCK)
+			return dir_locked(fs, err, errlen);
+		snprintf(err, errlen, "cannot lock %s: %s", path, strerror(errno));
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
@@ -224,7 +254,7 @@ enum core_rc store_fs_open(const struct store_fs_options *o, struct store **out,
 	if (!fs)
 		return CORE_ERR_NOMEM;
 	fs->base.ops = &fs_ops;
-	fs->lock_fd = fs->jfd = -1;
+	fs->lock_fd = fs->dir_fd = fs->jfd = -1;
 	fs->compact_bytes = o->compact_bytes ? o->compact_bytes : FS_COMPACT_DEFAULT;
 	fs->events_keep = o->events_keep ? o->events_keep : FS_EVENTS_KEEP_DEFAULT;
 	fs->serial_load = o->serial_load;
@@ -294,6 +324,8 @@ static void fs_close(struct store *st)
 		close(fs->jfd);
 	if (fs->lock_fd >= 0)
 		close(fs->lock_fd); /* drops the flock */
+	if (fs->dir_fd >= 0)
+		close(fs->dir_fd); /* and the directory's */
 	fs_state_release(fs);
 	pthread_rwlock_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->jmu);

@@ -8,7 +8,7 @@
  * snapshot is being written, replaced objects are parked in a graveyard instead of freed.
  *
  * Files in DIR:
- *   lock             flock()ed by the owning process, holds its pid
+ *   lock             flock()ed by the owning process (with DIR itself), holds its pid
  *   snapshot.bin     binary records (fs_codec.c): change chunks holding the whole state, then
  *                    one FS_REC_SNAP_END {gen G, counters, chunk count}; written temp + fsync +
  *                    rename + fsync dir. Replaces snapshot.json (JSON, read when no .bin)
@@ -164,6 +164,7 @@ struct fs {
 	size_t events_keep;
 	bool serial_load; /* store_fs_options.serial_load */
 	int lock_fd;
+	int dir_fd; /* DIR itself, flock()ed for the store's life: the lock nothing can delete */
 
 	/* ---- guarded by `lock` ---- */
 	pthread_rwlock_t lock;
@@ -274,7 +275,12 @@ struct fs {
 	pthread_t cthread;
 	bool cthread_started;
 	bool compact_wanted;
+	bool compact_due;    /* a compaction owed whatever the journal's size: the open found
+			      * earlier generations (an interrupted compaction) or a long journal */
 	bool recover_wanted; /* the store failed: retry fs_recover about once a second */
+	bool gen_blank;      /* under snapmu: the current generation is one a failed recovery
+			      * created and nothing wrote (writes are refused until one succeeds):
+			      * the next attempt reuses it instead of leaving it empty behind */
 	bool compact_stop;
 };
 

@@ -60,15 +60,18 @@ static enum core_rc replay_change(struct fs *fs, struct fs_change *ch)
  * the damage runs to the end of the data, `dend` (past the last non-zero byte of the file:
  * what follows is the pre-allocated zero tail, never data), so the record may be the last
  * thing ever written, torn by a crash. A torn write over the zeros leaves zeros where its
- * sectors did not land: a record cut short by them, or one whose first sector is zeros. */
+ * sectors did not land: a record cut short by them, or one whose first sector is zeros.
+ * *why says what the damage is when the record is refused (not cut) as the last one. */
 static bool record_next(struct fs_atoms *atoms, const char *buf, size_t len, size_t dend,
-			size_t pos, struct fs_change *ch, size_t *end, bool *torn_tail)
+			size_t pos, struct fs_change *ch, size_t *end, bool *torn_tail,
+			const char **why)
 {
 	const char *payload, *nl;
 	unsigned kind = 0;
 	size_t plen = 0;
 
 	*torn_tail = false;
+	*why = "not the last line: acknowledged data would be lost";
 	if (!buf[pos]) {
 		*torn_tail = true; /* non-zero data follows (dend > pos): its start never landed */
 		return false;
@@ -83,6 +86,8 @@ static bool record_next(struct fs_atoms *atoms, const char *buf, size_t len, siz
 			 * acknowledged: a record this binary cannot read (a newer writer's) is
 			 * refused, never cut as if torn, even at the tail. */
 			*torn_tail = false;
+			*why = "a whole, checksummed record this binary cannot read: it may have "
+			       "been acknowledged";
 			return false;
 		case FS_REC_BAD_PAYLOAD:
 			*torn_tail = pos + FS_REC_HDR + plen >= dend;
@@ -95,6 +100,8 @@ static bool record_next(struct fs_atoms *atoms, const char *buf, size_t len, siz
 			 * length cannot be trusted to say what follows), unless the data ends
 			 * inside it: then the rest of it is zeros that never got written. */
 			*torn_tail = dend - pos < FS_REC_HDR;
+			*why = "its header is damaged: its length cannot be trusted, so whether "
+			       "acknowledged data follows cannot be told";
 			return false;
 		}
 		return false;
@@ -174,6 +181,7 @@ static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, size_t *v
 	char path[4096];
 	struct fs_change ch;
 	size_t len, dend, pos = 0, end = 0, lineno = 0, at;
+	const char *why;
 	char *buf;
 	bool torn_tail;
 	int ferr;
@@ -188,7 +196,7 @@ static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, size_t *v
 	dend = data_end(buf, len);
 	while (pos < dend) {
 		lineno++;
-		if (record_next(&fs->atoms, buf, len, dend, pos, &ch, &end, &torn_tail)) {
+		if (record_next(&fs->atoms, buf, len, dend, pos, &ch, &end, &torn_tail, &why)) {
 			if (replay_change(fs, &ch) != CORE_OK) {
 				snprintf(err, errlen, "out of memory replaying %s", path);
 				rc = CORE_ERR_NOMEM;
@@ -209,9 +217,10 @@ static enum core_rc replay_gen(struct fs *fs, uint64_t gen, bool last, size_t *v
 		}
 		if (!last || !torn_tail) {
 			snprintf(err, errlen,
-				 "corrupt journal line %zu in %s (not the last line: acknowledged "
-				 "data would be lost; repair or restore the directory)",
-				 lineno, path);
+				 "corrupt journal line %zu in %s (%s; repair or restore the "
+				 "directory)",
+				 lineno, path,
+				 last ? why : "not the last line: acknowledged data would be lost");
 			rc = CORE_ERR_STORE_UNAVAILABLE;
 			goto out;
 		}
@@ -298,14 +307,60 @@ static enum core_rc gens_scan(struct fs *fs, uint64_t **out, size_t *n)
 	return CORE_OK;
 }
 
+/* Syncs the file at path: what a replay read may be in the page cache only (written by a
+ * process killed before its sync), and once served it must be durable. 0 or an errno. */
+static int gen_sync(struct fs *fs, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return errno;
+	if (fs_io_sync(fs, fd) != 0)
+		err = errno;
+	else
+		fs->stats.syncs++;
+	close(fd);
+	return err;
+}
+
+/* Removes what a crash leaves that nothing reads: a snapshot.bin.tmp (a snapshot is installed
+ * by renaming it, so one still under that name was never installed, and the journals it would
+ * have replaced are all still there), and the empty generations after the last one holding
+ * records (*n is lowered): a compaction killed after creating its generation, or recoveries
+ * that failed on a full disk (older binaries left one per attempt). Removed from the top
+ * down, each durably before the next, so that no crash leaves a gap; gens[0], the snapshot's,
+ * always stays. */
+static void leftovers_remove(struct fs *fs, const uint64_t *gens, size_t *n, size_t top)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/snapshot.bin.tmp", fs->dir);
+	if (unlink(path) == 0)
+		fprintf(stderr, "boardd: fs store %s: removed %s, a snapshot never installed\n",
+			fs->dir, path);
+	while (*n > top + 1) {
+		gen_path(fs, gens[*n - 1], path, sizeof(path));
+		if (unlink(path) != 0 || fs_dir_sync(fs->dir) != 0)
+			break;
+		(*n)--;
+	}
+}
+
 enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 {
 	char path[4096];
-	uint64_t *gens = NULL, max;
-	size_t n = 0, i, last_data = 0, valid = 0;
+	uint64_t *gens = NULL, max, total = 0;
+	size_t n = 0, i, last_data = 0, top = 0, valid = 0, top_valid = 0;
 	enum core_rc rc;
 	off_t sz;
+	int ferr;
 
+	/* The snapshot just loaded may have been renamed into place by a process killed before
+	 * its directory sync: durable first, before the journals below it are deleted. */
+	if (fs_dir_sync(fs->dir) != 0) {
+		snprintf(err, errlen, "cannot sync %s: %s", fs->dir, strerror(errno));
+		return CORE_ERR_STORE_UNAVAILABLE;
+	}
 	rc = gens_scan(fs, &gens, &n);
 	if (rc != CORE_OK) {
 		snprintf(err, errlen, "out of memory listing %s", fs->dir);
@@ -338,15 +393,30 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 		if (gen_has_data(path))
 			last_data = i;
 	}
-	/* A torn record may be cut only in the last generation holding data. */
+	/* A torn record may be cut only in the last generation holding data. Each is synced
+	 * once replayed: what is served from now on is durable. */
 	for (i = 0; i < n; i++) {
 		valid = 0;
 		rc = replay_gen(fs, gens[i], i >= last_data, &valid, err, errlen);
+		gen_path(fs, gens[i], path, sizeof(path));
+		if (rc == CORE_OK && (ferr = gen_sync(fs, path)) != 0) {
+			snprintf(err, errlen, "cannot sync %s: %s", path, strerror(ferr));
+			rc = CORE_ERR_STORE_UNAVAILABLE;
+		}
 		if (rc != CORE_OK) {
 			free(gens);
 			return rc;
 		}
+		total += valid;
+		if (valid || !i) {
+			top = i;
+			top_valid = valid;
+		}
 	}
+	leftovers_remove(fs, gens, &n, top);
+	/* Earlier generations left by an interrupted compaction, or a journal past the limit:
+	 * compacted soon after the open, not only once the newest generation alone passes it. */
+	fs->compact_due = n > 1 || total > fs->compact_bytes;
 	max = n ? gens[n - 1] : fs->gen; /* none: a fresh directory */
 	free(gens);
 	fs->gen = max;
@@ -358,8 +428,8 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 	}
 	/* Records go on where the last generation's end (a crash leaves its zero tail, which
 	 * writers fill as the pre-allocated space it is). */
-	fs->jbytes = valid;
-	fs->jsynced_bytes = fs->jbytes; /* all of it was read back: durable */
+	fs->jbytes = n == top + 1 ? top_valid : 0; /* else the last is empty (not removed) */
+	fs->jsynced_bytes = fs->jbytes; /* all of it was read back and synced: durable */
 	fs_segment_switch_locked(fs, (uint64_t)sz);
 	fs->stats.generation = fs->gen;
 	fs->stats.journal_bytes = fs->jbytes;

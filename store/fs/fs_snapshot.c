@@ -283,7 +283,8 @@ static int snap_write(struct fs *fs, const struct snap *s, uint64_t upto, bool *
 /* Under the state write lock: switches writers to the new generation's fd. Normally the old
  * fd, with its records not written yet, goes to the next flusher for its last write and sync;
  * a recovery abandons it (and any other still owed one): what it holds past the durable prefix
- * was rolled back, and the snapshot being written replaces all of it. */
+ * was rolled back, and the snapshot being written replaces all of it. A recovery's fd < 0:
+ * the current generation is kept (gen_blank: a failed attempt's, never written). */
 static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, bool recover,
 			   uint64_t *upto)
 {
@@ -304,7 +305,12 @@ static enum core_rc rotate(struct fs *fs, int fd, uint64_t gen, uint64_t alloc, 
 			fs_jpend_release(&fs->old[i].pend);
 		}
 		fs->n_old = 0;
-		close(fs->jfd);
+		if (fd < 0) { /* the generation a failed attempt left, reused as it is */
+			fd = fs->jfd;
+			alloc = fs->jalloc;
+		} else {
+			close(fs->jfd);
+		}
 		fs_jpend_release(&fs->jpend);
 	} else {
 		nv = realloc(fs->old, (fs->n_old + 1) * sizeof(*nv));
@@ -351,7 +357,7 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	uint64_t gen, g, alloc = 0, upto = 0;
 	enum core_rc rc = CORE_ERR_STORE_UNAVAILABLE;
 	int fd = -1, err = 0;
-	bool ready, undurable = false;
+	bool ready, reuse, undurable = false;
 
 	pthread_mutex_lock(&fs->snapmu);
 	if (recover) {
@@ -365,13 +371,19 @@ static enum core_rc compact(struct fs *fs, bool recover)
 		}
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 	}
-	gen = fs->gen + 1; /* fs->gen only moves here, under snapmu */
-	fd = fs_journal_open(fs, gen);
-	if (fd >= 0)
-		alloc = fs_segment_prealloc(fs, fd); /* zeros ahead of the writers, off their path */
-	if (fd < 0 || fs_io_dir_sync(fs) != 0) {
-		err = errno;
-		goto out;
+	/* fs->gen only moves here, under snapmu. A recovery after a failed one reuses the
+	 * generation that one created: nothing wrote to it since, and a full disk would
+	 * otherwise leave an empty journal.N per attempt. */
+	reuse = recover && fs->gen_blank;
+	gen = reuse ? fs->gen : fs->gen + 1;
+	if (!reuse) {
+		fd = fs_journal_open(fs, gen);
+		if (fd >= 0) /* zeros ahead of the writers, off their path */
+			alloc = fs_segment_prealloc(fs, fd);
+		if (fd < 0 || fs_io_dir_sync(fs) != 0) {
+			err = errno;
+			goto out;
+		}
 	}
 	pthread_rwlock_wrlock(&fs->lock);
 	s.gen = gen;
@@ -381,6 +393,7 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	if (rc == CORE_OK) {
 		fd = -1;
 		fs->snap_active = true;
+		fs->gen_blank = recover; /* until its snapshot is installed */
 	}
 	pthread_rwlock_unlock(&fs->lock);
 	if (rc != CORE_OK)
@@ -392,9 +405,10 @@ static enum core_rc compact(struct fs *fs, bool recover)
 	pthread_rwlock_unlock(&fs->lock);
 	if (err || undurable) {
 		/* The old snapshot and every journal since remain: nothing acknowledged is
-		 * lost, nothing refused is kept. A recovery stays failed (the new, empty
-		 * generation is harmless); so does a store whose captured lines were rolled
-		 * back: its recovery writes the snapshot of the rolled-back state. */
+		 * lost, nothing refused is kept. A recovery stays failed (its new, empty
+		 * generation is harmless, and the next attempt reuses it: gen_blank); so does
+		 * a store whose captured lines were rolled back: its recovery writes the
+		 * snapshot of the rolled-back state. */
 		rc = CORE_ERR_STORE_UNAVAILABLE;
 		goto out;
 	}
@@ -407,6 +421,7 @@ static enum core_rc compact(struct fs *fs, bool recover)
 			break;
 		journal_unlink(fs, g);
 	}
+	fs->gen_blank = false;
 	pthread_mutex_lock(&fs->jmu);
 	fs->stats.compactions++;
 	if (recover) {
@@ -490,7 +505,7 @@ static void *compactor_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct timespec until;
-	bool due, recover;
+	bool due, owed, recover;
 
 	pthread_mutex_lock(&fs->cmu);
 	while (!fs->compact_stop) {
@@ -508,12 +523,14 @@ static void *compactor_main(void *arg)
 				break;
 		}
 		fs->compact_wanted = false;
+		owed = fs->compact_due;
+		fs->compact_due = false;
 		recover = fs->recover_wanted;
 		fs->recover_wanted = false;
 		pthread_mutex_unlock(&fs->cmu);
 		/* Pokes that raced with the last pass find a fresh, short journal. */
 		pthread_mutex_lock(&fs->jmu);
-		due = fs->jbytes > fs->compact_bytes && !fs->failed;
+		due = (owed || fs->jbytes > fs->compact_bytes) && !fs->failed;
 		pthread_mutex_unlock(&fs->jmu);
 		if (recover && fs_recover(fs, false) != CORE_OK) {
 			pthread_mutex_lock(&fs->cmu);
@@ -530,6 +547,7 @@ static void *compactor_main(void *arg)
 
 enum core_rc fs_compactor_start(struct fs *fs)
 {
+	fs->compact_wanted = fs->compact_due; /* owed by the open (fs_journal_recover) */
 	if (pthread_create(&fs->cthread, NULL, compactor_main, fs) != 0)
 		return CORE_ERR_INTERNAL;
 	fs->cthread_started = true;

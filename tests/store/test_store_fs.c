@@ -1733,6 +1733,7 @@ int main(void)
 	suite_add_tcase(s, store_fs_segment_tcase());
 	suite_add_tcase(s, store_fs_fence_tcase());
 	suite_add_tcase(s, store_fs_runs_tcase());
+	suite_add_tcase(s, store_fs_open_tcase());
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -13,6 +13,8 @@ TCase *store_fs_segment_tcase(void);
 TCase *store_fs_fence_tcase(void);
 /* DESIGN §20 on the FS twin: run output and history across restarts and rollbacks. */
 TCase *store_fs_runs_tcase(void);
+/* What the open does besides replaying: the directory lock, a crash's leftovers, syncs. */
+TCase *store_fs_open_tcase(void);
 /* Path of the journal generation the store is writing (caller frees). */
 char *fx_journal_path(const char *dir, uint64_t gen);
 /* Size of a file, -1 when missing. */
