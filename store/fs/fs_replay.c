@@ -420,16 +420,22 @@ enum core_rc fs_journal_recover(struct fs *fs, char *err, size_t errlen)
 	max = n ? gens[n - 1] : fs->gen; /* none: a fresh directory */
 	free(gens);
 	fs->gen = max;
+	/* Records go on where the last generation's end (a crash leaves its zero tail, which
+	 * writers fill as the pre-allocated space it is). Known before the file is opened: a
+	 * close cuts the file there (fs_segment_stop), also the close of a failed open. */
+	fs->jbytes = n == top + 1 ? top_valid : 0; /* else the last is empty (not removed) */
+	fs->jsynced_bytes = fs->jbytes; /* all of it was read back and synced: durable */
 	gen_path(fs, max, path, sizeof(path));
 	fs->jfd = fs_journal_open(fs, max);
 	if (fs->jfd < 0 || (sz = file_size(path)) < 0 || fs_dir_sync(fs->dir) != 0) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		ferr = errno;
+		if (fs->jfd >= 0) { /* the failed open's close leaves the file as it is */
+			close(fs->jfd);
+			fs->jfd = -1;
+		}
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(ferr));
 		return CORE_ERR_STORE_UNAVAILABLE;
 	}
-	/* Records go on where the last generation's end (a crash leaves its zero tail, which
-	 * writers fill as the pre-allocated space it is). */
-	fs->jbytes = n == top + 1 ? top_valid : 0; /* else the last is empty (not removed) */
-	fs->jsynced_bytes = fs->jbytes; /* all of it was read back and synced: durable */
 	fs_segment_switch_locked(fs, (uint64_t)sz);
 	fs->stats.generation = fs->gen;
 	fs->stats.journal_bytes = fs->jbytes;
