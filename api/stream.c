@@ -13,7 +13,8 @@
  * returns 0. One hub thread for all streams waits on the store for any new event and resumes
  * the suspended streams when one arrives or a heartbeat is due; each then reads its own
  * events from the store (scoped, from its own cursor) on its pool thread, without waiting.
- * At most cfg.max_streams are open: past that the answer is 503 busy with Retry-After.
+ * At most cfg.max_streams are open, and one token holds at most three quarters of them (one
+ * at least stays for the others): past that the answer is 503 busy with Retry-After.
  *
  * Lifetime: a stream lives from the handler until MHD destroys the response (stream_free),
  * on its list under hub->mu. The hub touches a stream's connection only while the stream is
@@ -44,6 +45,7 @@ struct api_stream {
 	struct api *a;
 	struct MHD_Connection *conn;
 	char *board;     /* owned; NULL: every board in scope */
+	char *who;       /* owned: the token's name (a token's share of the slots) */
 	char **boards;   /* owned NULL-terminated copy of the token's boards; NULL: all */
 	bool by_board;   /* a token scoped to boards: one board, in its own seq (board_seq) */
 	int64_t after;   /* the cursor: the seq (board_seq) after which the next read starts */
@@ -205,6 +207,7 @@ static void stream_discard(struct api_stream *s)
 		free(s->boards[i]);
 	free(s->boards);
 	api_cred_release(&s->cred);
+	free(s->who);
 	free(s->board);
 	free(s->buf);
 	free(s);
@@ -404,15 +407,26 @@ static enum core_rc last_event_id(struct api_req *r, int64_t *after)
 	return CORE_OK;
 }
 
+/* The streams one token may hold: all but a quarter of max (at least one kept for the
+ * others), so that a client holding streams open, or leaving them to its next heartbeat,
+ * never keeps every other client out (DESIGN §11). 1 when max is 1. */
+static unsigned stream_share(unsigned max)
+{
+	unsigned keep = max / 4 ? max / 4 : 1;
+
+	return max > keep ? max - keep : 1;
+}
+
 enum core_rc api_h_events_stream(struct api_req *r)
 {
 	struct api *a = r->api;
 	struct api_streams *h = a->streams;
-	struct api_stream *s = NULL;
+	struct api_stream *s = NULL, *o;
 	struct MHD_Response *resp;
-	const char *board;
+	const char *board, *who = r->tok && r->tok->name ? r->tok->name : "";
 	int64_t after;
-	bool ok, busy, by_board;
+	bool ok, busy, mine_full = false, by_board;
+	unsigned mine = 0, share = stream_share(a->cfg.max_streams);
 	enum core_rc rc;
 
 	if ((rc = api_query(r, "board", &board)) != CORE_OK ||
@@ -430,6 +444,7 @@ enum core_rc api_h_events_stream(struct api_req *r)
 	s->by_board = by_board;
 	s->boards = boards_copy(api_auth_boards(r), &ok);
 	if (!ok || (board && !(s->board = strdup(board))) ||
+	    !(s->who = strdup(who)) ||
 	    api_cred_keep(r, &s->cred) != CORE_OK ||
 	    !buf_add(s, "retry: 2000\n: stream open\n\n", 27)) {
 		stream_discard(s);
@@ -437,6 +452,10 @@ enum core_rc api_h_events_stream(struct api_req *r)
 	}
 	pthread_mutex_lock(&h->mu);
 	busy = h->stop || h->n >= a->cfg.max_streams;
+	for (o = h->head; !busy && o; o = o->next)
+		mine += strcmp(o->who, s->who) == 0;
+	mine_full = !busy && mine >= share;
+	busy |= mine_full;
 	if (!busy) {
 		/* Listed from here on: stream_free unlists it, whatever happens to resp. */
 		s->next = h->head;
@@ -453,6 +472,11 @@ enum core_rc api_h_events_stream(struct api_req *r)
 	pthread_mutex_unlock(&h->mu);
 	if (busy) {
 		stream_discard(s);
+		if (mine_full)
+			return api_fail(r, CORE_ERR_BUSY,
+					"token %s holds %u event streams, its share of the %u "
+					"(the rest stay for other tokens); retry",
+					who, mine, a->cfg.max_streams);
 		return api_fail(r, CORE_ERR_BUSY, "at most %u event streams are open at once; retry",
 				a->cfg.max_streams);
 	}

@@ -101,7 +101,8 @@ static const struct opt opts[] = {
 	 .help = "the longest a long-poll (GET /v1/events, claim-next) holds a request (larger waits are cut)"},
 	{.flag = "max-streams", .env = "BOARDD_MAX_STREAMS", .kind = OPT_INT,
 	 .off = OFF(max_streams), .min = 1, .max = 100000, .arg = "N", .def = "128",
-	 .help = "open GET /v1/events/stream answers at once; one more is refused 503"},
+	 .help = "open GET /v1/events/stream answers at once (one token: all but a quarter); one "
+		 "more is refused 503"},
 	{.flag = "max-answer-bytes", .env = "BOARDD_MAX_ANSWER_BYTES", .kind = OPT_INT,
 	 .off = OFF(max_answer_bytes), .min = 1 << 16, .max = (int64_t)1 << 40, .arg = "BYTES",
 	 .def = "268435456",

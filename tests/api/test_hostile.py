@@ -211,9 +211,16 @@ def case_polls(tmp):
         st_w, _, _ = req(port, 'POST', '/v1/boards/default/claim-next', wk,
                          {'marker': 'other', 'wait_ms': 0}, src='127.0.0.3')
         check(st_w in (200, 204), 'a claim-next is answered meanwhile: %s' % st_w)
-        # Event streams: --max-streams 4 open, the fifth is 503 busy with Retry-After.
-        streams = [bt.Stream(port, op) for _ in range(4)]
-        check(all(x.status == 200 for x in streams), 'four streams open')
+        # Event streams: one token holds three of --max-streams 4 (a quarter stays for the
+        # others); four open, the fifth is 503 busy with Retry-After.
+        streams = [bt.Stream(port, op) for _ in range(3)]
+        mine = bt.Stream(port, op)
+        mb = json.loads(mine.body or '{}')
+        check(mine.status == 503 and mb.get('code') == 'busy' and
+              'its share' in mb.get('detail', ''),
+              'a fourth stream of one token: 503 busy, its share: %s %s' % (mine.status, mb))
+        streams.append(bt.Stream(port, wk))
+        check(all(x.status == 200 for x in streams), 'four streams open (two tokens)')
         extra = bt.Stream(port, op)
         b = json.loads(extra.body or '{}')
         check(extra.status == 503 and extra.headers.get('retry-after') == '1' and

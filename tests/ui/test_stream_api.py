@@ -246,8 +246,16 @@ def test_heartbeat_and_limit(srv):
           'a busy stream gets comment lines as well (%d events, %d comments)' % (events, comments))
     busy.close()
     b = open_stream(srv, query='?after=999999')
-    c = open_stream(srv, query='?after=999999')
-    check(b.status == 200 and c.status == 200, 'three streams open')
+    # One token holds at most all but a quarter of the slots (one, of three): a client that
+    # keeps streams open never keeps every other client out (DESIGN §11).
+    mine = srv.stream(query='?after=999999')
+    mb = json.loads(mine.body or '{}')
+    check(mine.status == 503 and mb.get('code') == 'busy' and 'its share' in mb.get('detail', '')
+          and mine.headers.get('retry-after') is not None,
+          'a third stream of one token is refused 503 busy, its share (%s %s)'
+          % (mine.status, mb))
+    c = open_stream(srv, who='bot', query='?after=999999')
+    check(b.status == 200 and c.status == 200, 'three streams open (two tokens)')
     st, text, _ = srv.call('GET', '/metrics', None)
     check(st == 200 and 'boardd_event_streams_open 3' in text, 'the gauge counts three streams')
     d = srv.stream(query='?after=999999')
