@@ -30,6 +30,33 @@ long fx_file_size(const char *path)
 	return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
 }
 
+enum core_rc fx_create_rc(struct store *st, const char *id)
+{
+	struct store_card_create in = {.id = id, .title = id, .state = "ready"};
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_create(st, &in, &bot, &c);
+
+	core_card_free(c);
+	return rc;
+}
+
+bool fx_exists(struct store *st, const char *id)
+{
+	struct core_card *c = NULL;
+	enum core_rc rc = store_card_get(st, id, &c);
+
+	core_card_free(c);
+	return rc == CORE_OK;
+}
+
+struct store_fs_stats fx_stats(struct store *st)
+{
+	struct store_fs_stats s;
+
+	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
+	return s;
+}
+
 static void create(struct store *st, const char *id)
 {
 	struct store_card_create in = {.id = id, .title = id, .state = "ready"};

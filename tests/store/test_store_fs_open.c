@@ -14,35 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const struct store_actor bot = {.name = "bot"};
-
-static enum core_rc create(struct store *st, const char *id)
-{
-	struct store_card_create in = {.id = id, .state = "ready"};
-	struct core_card *c = NULL;
-	enum core_rc rc = store_card_create(st, &in, &bot, &c);
-
-	core_card_free(c);
-	return rc;
-}
-
-static bool exists(struct store *st, const char *id)
-{
-	struct core_card *c = NULL;
-	enum core_rc rc = store_card_get(st, id, &c);
-
-	core_card_free(c);
-	return rc == CORE_OK;
-}
-
-static struct store_fs_stats stats(struct store *st)
-{
-	struct store_fs_stats s;
-
-	ck_assert_int_eq(store_fs_stats_get(st, &s), CORE_OK);
-	return s;
-}
-
 /* How many journal.N files dir holds. */
 static int journals(const char *dir)
 {
@@ -87,10 +58,10 @@ START_TEST(second_open_refused_without_lock_file)
 		 dir);
 	ck_assert_str_eq(err, want);
 	ck_assert_int_eq(fx_file_size(lock), -1); /* the refused open created nothing */
-	ck_assert_int_eq(create(st, "x"), CORE_OK);
+	ck_assert_int_eq(fx_create_rc(st, "x"), CORE_OK);
 	store_close(st);
 	st = fx_open(dir, 0, 0, NULL);
-	ck_assert(exists(st, "x"));
+	ck_assert(fx_exists(st, "x"));
 	store_close(st);
 	free(lock);
 	fx_rmdir(dir);
@@ -104,11 +75,11 @@ START_TEST(open_syncs_the_replayed_journal)
 	char *dir = fx_tmpdir();
 	struct store *st = fx_open(dir, 0, 0, NULL);
 
-	ck_assert_int_eq(create(st, "a"), CORE_OK);
+	ck_assert_int_eq(fx_create_rc(st, "a"), CORE_OK);
 	store_close(st);
 	st = fx_open(dir, 0, 0, NULL);
-	ck_assert_uint_ge(stats(st).syncs, 1); /* before any write */
-	ck_assert_uint_eq(stats(st).commits, 0);
+	ck_assert_uint_ge(fx_stats(st).syncs, 1); /* before any write */
+	ck_assert_uint_eq(fx_stats(st).commits, 0);
 	store_close(st);
 	fx_rmdir(dir);
 }
@@ -122,10 +93,10 @@ static void child_killed_mid_compaction(const char *dir)
 	struct store *st = fx_open(dir, 0, 0, NULL);
 	struct fx_held h;
 
-	if (create(st, "a") != CORE_OK || create(st, "b") != CORE_OK)
+	if (fx_create_rc(st, "a") != CORE_OK || fx_create_rc(st, "b") != CORE_OK)
 		_exit(2);
 	fx_compact_hold(st, &h);
-	if (create(st, "c") != CORE_OK)
+	if (fx_create_rc(st, "c") != CORE_OK)
 		_exit(3);
 	raise(SIGKILL);
 }
@@ -152,10 +123,10 @@ START_TEST(interrupted_compaction_is_finished_at_open)
 
 	st = fx_open(dir, 0, 0, NULL);
 	ck_assert_int_eq(fx_file_size(tmp), -1); /* never installed: gone at open */
-	ck_assert(exists(st, "a") && exists(st, "b") && exists(st, "c"));
-	ck_assert_uint_ge(stats(st).syncs, 2); /* both generations replayed, both synced */
+	ck_assert(fx_exists(st, "a") && fx_exists(st, "b") && fx_exists(st, "c"));
+	ck_assert_uint_ge(fx_stats(st).syncs, 2); /* both generations replayed, both synced */
 	for (i = 0; i < 1000 && !s.compactions; i++) {
-		s = stats(st);
+		s = fx_stats(st);
 		if (!s.compactions)
 			ms_sleep(10);
 	}
@@ -166,7 +137,7 @@ START_TEST(interrupted_compaction_is_finished_at_open)
 	ck_assert_int_eq(journals(dir), 1);
 	store_close(st);
 	st = fx_open(dir, 0, 0, NULL);
-	ck_assert(exists(st, "a") && exists(st, "b") && exists(st, "c"));
+	ck_assert(fx_exists(st, "a") && fx_exists(st, "b") && fx_exists(st, "c"));
 	store_close(st);
 	free(tmp);
 	free(j1);
@@ -185,23 +156,23 @@ START_TEST(failed_recoveries_leave_no_empty_generations)
 	uint64_t gen;
 	int fd;
 
-	ck_assert_int_eq(create(st, "a"), CORE_OK);
-	gen = stats(st).generation;
+	ck_assert_int_eq(fx_create_rc(st, "a"), CORE_OK);
+	gen = fx_stats(st).generation;
 	ck_assert_int_eq(store_fs_fault_set(st, STORE_FS_FAULT_WRITE, true), CORE_OK);
-	ck_assert_int_eq(create(st, "b"), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert_int_eq(fx_create_rc(st, "b"), CORE_ERR_STORE_UNAVAILABLE);
 	ms_sleep(3500); /* the compactor retries about once a second; writes retry too */
-	ck_assert_int_eq(create(st, "b"), CORE_ERR_STORE_UNAVAILABLE);
-	ck_assert(stats(st).failed);
+	ck_assert_int_eq(fx_create_rc(st, "b"), CORE_ERR_STORE_UNAVAILABLE);
+	ck_assert(fx_stats(st).failed);
 	ck_assert_msg(journals(dir) <= 2, "%d journal files after failed recoveries",
 		      journals(dir));
-	ck_assert_uint_le(stats(st).generation, gen + 1);
+	ck_assert_uint_le(fx_stats(st).generation, gen + 1);
 	store_close(st); /* still refusing */
 
 	st = fx_open(dir, 0, 0, NULL);
 	ck_assert_int_eq(journals(dir), 1);
-	ck_assert(exists(st, "a") && !exists(st, "b"));
-	ck_assert_int_eq(create(st, "c"), CORE_OK);
-	gen = stats(st).generation;
+	ck_assert(fx_exists(st, "a") && !fx_exists(st, "b"));
+	ck_assert_int_eq(fx_create_rc(st, "c"), CORE_OK);
+	gen = fx_stats(st).generation;
 	store_close(st);
 	/* What older binaries left: empty generations after the last one with records (one
 	 * zero-filled, as pre-allocated), and a snapshot never installed. */
@@ -221,12 +192,12 @@ START_TEST(failed_recoveries_leave_no_empty_generations)
 	st = fx_open(dir, 0, 0, NULL);
 	ck_assert_int_eq(journals(dir), 1);
 	ck_assert_int_eq(fx_file_size(tmp), -1);
-	ck_assert_uint_eq(stats(st).generation, gen);
-	ck_assert(exists(st, "a") && exists(st, "c"));
-	ck_assert_int_eq(create(st, "d"), CORE_OK);
+	ck_assert_uint_eq(fx_stats(st).generation, gen);
+	ck_assert(fx_exists(st, "a") && fx_exists(st, "c"));
+	ck_assert_int_eq(fx_create_rc(st, "d"), CORE_OK);
 	store_close(st);
 	st = fx_open(dir, 0, 0, NULL);
-	ck_assert(exists(st, "a") && exists(st, "c") && exists(st, "d"));
+	ck_assert(fx_exists(st, "a") && fx_exists(st, "c") && fx_exists(st, "d"));
 	store_close(st);
 	free(tmp);
 	fx_rmdir(dir);

@@ -14,36 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const struct store_actor bot = {.name = "bot"};
-
-static enum core_rc create_rc(struct store *st, const char *id)
-{
-	struct store_card_create in = {.id = id, .title = id, .state = "ready"};
-	struct core_card *c = NULL;
-	enum core_rc rc = store_card_create(st, &in, &bot, &c);
-
-	core_card_free(c);
-	return rc;
-}
-
-static bool exists(struct store *st, const char *id)
-{
-	struct core_card *c = NULL;
-	enum core_rc rc = store_card_get(st, id, &c);
-
-	core_card_free(c);
-	return rc == CORE_OK;
-}
-
-static struct store_fs_stats stats(struct store *st)
-{
-	struct store_fs_stats s;
-
-	if (store_fs_stats_get(st, &s) != CORE_OK)
-		memset(&s, 0, sizeof(s));
-	return s;
-}
-
 /* Until the grower has zero-filled room ahead of the writer (at most 30 s: it runs in the
  * background). False when it never did. */
 static bool wait_prealloc(struct store *st, uint64_t room)
@@ -53,7 +23,7 @@ static bool wait_prealloc(struct store *st, uint64_t room)
 	int i;
 
 	for (i = 0; i < 30000; i++) {
-		s = stats(st);
+		s = fx_stats(st);
 		if (s.journal_alloc_bytes >= s.journal_bytes + room)
 			return true;
 		nanosleep(&ms, NULL);
@@ -95,9 +65,9 @@ static struct crash crash_after(const char *dir, const char *const *ids, size_t 
 			fprintf(stderr, "crash_after: open: %s\n", err);
 			_exit(2);
 		}
-		c.first_at = stats(st).journal_bytes;
+		c.first_at = fx_stats(st).journal_bytes;
 		for (i = 0; i + 1 < n; i++)
-			if (create_rc(st, ids[i]) != CORE_OK)
+			if (fx_create_rc(st, ids[i]) != CORE_OK)
 				_exit(3);
 		if (!wait_prealloc(st, 4096))
 			_exit(4);
@@ -109,11 +79,11 @@ static struct crash crash_after(const char *dir, const char *const *ids, size_t 
 			if (system(cmd) != 0 || store_fs_compact(st) != CORE_OK)
 				_exit(5);
 		}
-		c.last_at = stats(st).journal_bytes;
-		if (create_rc(st, ids[n - 1]) != CORE_OK)
+		c.last_at = fx_stats(st).journal_bytes;
+		if (fx_create_rc(st, ids[n - 1]) != CORE_OK)
 			_exit(6);
-		c.bytes = stats(st).journal_bytes;
-		c.gen = stats(st).generation;
+		c.bytes = fx_stats(st).journal_bytes;
+		c.gen = fx_stats(st).generation;
 		if (write(p[1], &c, sizeof(c)) != (ssize_t)sizeof(c))
 			_exit(7);
 		_exit(0); /* no store_close: the zero tail stays, as after kill -9 */
@@ -190,21 +160,21 @@ START_TEST(crash_zero_tail_replays)
 	free(buf);
 	st = fx_open(dir, 0, 0, NULL);
 	for (k = 0; k < 5; k++)
-		ck_assert(exists(st, five[k]));
-	s = stats(st);
+		ck_assert(fx_exists(st, five[k]));
+	s = fx_stats(st);
 	ck_assert_uint_eq(s.journal_bytes, c.bytes);
 	ck_assert_uint_eq(s.journal_alloc_bytes, (uint64_t)len); /* the tail is reused as is */
 	ck_assert_int_eq(fx_file_size(j), len);                 /* and nothing was cut */
 	before = s.journal_bytes;
-	ck_assert_int_eq(create_rc(st, "f"), CORE_OK);
-	s = stats(st);
+	ck_assert_int_eq(fx_create_rc(st, "f"), CORE_OK);
+	s = fx_stats(st);
 	ck_assert_uint_gt(s.journal_bytes, before);
 	store_close(st);
 	ck_assert_int_eq(fx_file_size(j), (long)s.journal_bytes); /* the close cut the zeros */
 	st = fx_open(dir, 0, 0, NULL);
 	for (k = 0; k < 5; k++)
-		ck_assert(exists(st, five[k]));
-	ck_assert(exists(st, "f"));
+		ck_assert(fx_exists(st, five[k]));
+	ck_assert(fx_exists(st, "f"));
 	store_close(st);
 	free(j);
 	fx_rmdir(dir);
@@ -239,11 +209,11 @@ START_TEST(torn_record_over_zeros_is_cut)
 		ck_assert_uint_eq(c2.first_at, c.last_at); /* written where the torn one began */
 		st = fx_open(dir, 0, 0, NULL);
 		for (k = 0; k < 4; k++)
-			ck_assert_msg(exists(st, five[k]), "shape %d: %s lost", shape, five[k]);
-		ck_assert_msg(!exists(st, "e"), "shape %d: the torn record replayed", shape);
-		ck_assert(exists(st, "y"));
-		ck_assert(exists(st, "z"));
-		ck_assert_uint_eq(stats(st).journal_bytes, c2.bytes);
+			ck_assert_msg(fx_exists(st, five[k]), "shape %d: %s lost", shape, five[k]);
+		ck_assert_msg(!fx_exists(st, "e"), "shape %d: the torn record replayed", shape);
+		ck_assert(fx_exists(st, "y"));
+		ck_assert(fx_exists(st, "z"));
+		ck_assert_uint_eq(fx_stats(st).journal_bytes, c2.bytes);
 		store_close(st);
 		free(j);
 		fx_rmdir(dir);
@@ -276,7 +246,7 @@ START_TEST(zero_tail_before_a_later_generation)
 	ck_assert_int_eq(unlink(snap), 0);
 	st = fx_open(dir, 0, 0, NULL);
 	for (k = 0; k < 5; k++)
-		ck_assert_msg(exists(st, five[k]), "%s lost", five[k]);
+		ck_assert_msg(fx_exists(st, five[k]), "%s lost", five[k]);
 	store_close(st);
 	free(snap);
 	free(j1);
@@ -343,8 +313,8 @@ START_TEST(junk_in_zero_tail_is_cut)
 	free(buf);
 	st = fx_open(dir, 0, 0, NULL);
 	for (k = 0; k < 5; k++)
-		ck_assert(exists(st, five[k]));
-	ck_assert_uint_eq(stats(st).journal_bytes, c.bytes);
+		ck_assert(fx_exists(st, five[k]));
+	ck_assert_uint_eq(fx_stats(st).journal_bytes, c.bytes);
 	ck_assert_int_eq(fx_file_size(j), (long)c.bytes); /* cut where the log ends */
 	store_close(st);
 	free(j);
@@ -362,22 +332,22 @@ START_TEST(writes_land_in_preallocated_space)
 	struct store_fs_stats s;
 	int i, k;
 
-	ck_assert_int_eq(create_rc(st, "first"), CORE_OK);
-	j = fx_journal_path(dir, stats(st).generation);
+	ck_assert_int_eq(fx_create_rc(st, "first"), CORE_OK);
+	j = fx_journal_path(dir, fx_stats(st).generation);
 	for (i = 0; i < 40; i++) {
 		ck_assert(wait_prealloc(st, 16384));
 		for (k = 0; k < 10; k++) {
 			long size = fx_file_size(j);
 
 			snprintf(id, sizeof(id), "w%d", i * 10 + k);
-			ck_assert_int_eq(create_rc(st, id), CORE_OK);
-			s = stats(st);
+			ck_assert_int_eq(fx_create_rc(st, id), CORE_OK);
+			s = fx_stats(st);
 			ck_assert_msg((long)s.journal_bytes <= size,
 				      "record %s ends at %llu, past the file's %ld bytes", id,
 				      (unsigned long long)s.journal_bytes, size);
 		}
 	}
-	s = stats(st);
+	s = fx_stats(st);
 	ck_assert_uint_ge(s.journal_grows, 1);
 	ck_assert_uint_le(s.journal_grows, 10);
 	store_close(st);
