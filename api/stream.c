@@ -11,8 +11,9 @@
  * stream_read on the connection's own pool thread whenever the socket can take more; with
  * nothing to send, stream_read suspends the connection (allowed from a content reader) and
  * returns 0. One hub thread for all streams waits on the store for any new event and resumes
- * the suspended streams when one arrives or a heartbeat is due; each then reads its own
- * events from the store (scoped, from its own cursor) on its pool thread, without waiting.
+ * the suspended streams when one arrives on a board they read, or a heartbeat is due; each
+ * then reads its own events from the store (scoped, from its own cursor) on its pool thread,
+ * without waiting.
  * At most cfg.max_streams are open, and one token holds at most three quarters of them (one
  * at least stays for the others): past that the answer is 503 busy with Retry-After.
  *
@@ -234,18 +235,25 @@ static void stream_free(void *cls)
 /* ---- the hub ---- */
 
 /* Resumes the suspended streams that have news or owe a heartbeat (all of them when
- * stopping). Caller holds h->mu. */
-static void hub_wake(struct api *a, bool all)
+ * stopping). The hub's last read took the events after seq `from` up to h->seq, touching the
+ * boards in t (NULL: stopping): a stream that had read up to `from` and reads none of them
+ * has no news, and counts as having seen up to h->seq. Caller holds h->mu. */
+static void hub_wake(struct api *a, bool all, int64_t from, const struct core_touched *t)
 {
 	struct api_streams *h = a->streams;
 	int64_t now = api_mono_ms();
 	struct api_stream *s;
+	bool news;
 
 	for (s = h->head; s; s = s->next) {
 		if (!s->suspended)
 			continue;
-		if (all || h->seq > s->seen ||
-		    now - s->last_beat_ms >= a->cfg.stream_heartbeat_ms) {
+		news = h->seq > s->seen &&
+		       (s->seen < from || !t ||
+			core_touched_any(t, s->board, (const char *const *)s->boards));
+		if (!news && h->seq > s->seen)
+			s->seen = h->seq;
+		if (all || news || now - s->last_beat_ms >= a->cfg.stream_heartbeat_ms) {
 			s->suspended = false;
 			MHD_resume_connection(s->conn);
 		}
@@ -261,8 +269,9 @@ static void *hub_main(void *arg)
 	pthread_mutex_lock(&h->mu);
 	while (!h->stop) {
 		struct core_event *ev = NULL;
+		struct core_touched touched;
 		size_t n = 0;
-		int64_t next = 0;
+		int64_t next = 0, from;
 		enum core_rc rc;
 
 		if (!h->head) { /* no stream: no reason to read the store */
@@ -272,17 +281,22 @@ static void *hub_main(void *arg)
 		pthread_mutex_unlock(&h->mu);
 		rc = store_events_list(a->st, NULL, NULL, after, 1000, STREAM_HUB_WAIT_MS, &ev, &n,
 				       &next);
-		store_events_free(ev, n);
 		if (rc != CORE_OK) {
 			struct timespec nap = {0, STREAM_HUB_WAIT_MS * 1000000L};
 
 			nanosleep(&nap, NULL); /* the store is down: heartbeats go on */
 			next = after;
+			n = 0;
 		}
+		core_touched_of(&touched, ev, n); /* borrows ev's boards until freed below */
 		pthread_mutex_lock(&h->mu);
+		from = h->seq;
 		if (next > after)
 			after = h->seq = next;
-		hub_wake(a, false);
+		hub_wake(a, false, from, &touched);
+		pthread_mutex_unlock(&h->mu);
+		store_events_free(ev, n);
+		pthread_mutex_lock(&h->mu);
 	}
 	pthread_mutex_unlock(&h->mu);
 	return NULL;
@@ -312,7 +326,7 @@ void api_streams_stop(struct api *a)
 	h->stop = true;
 	started = h->started;
 	pthread_cond_broadcast(&h->cv);
-	hub_wake(a, true);
+	hub_wake(a, true, 0, NULL);
 	pthread_mutex_unlock(&h->mu);
 	if (started)
 		pthread_join(h->th, NULL);

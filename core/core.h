@@ -616,6 +616,21 @@ enum core_rc core_event_init(struct core_event *e, enum core_event_type t, const
 void core_event_release(struct core_event *e);
 enum core_rc core_event_copy(struct core_event *dst, const struct core_event *src);
 
+/* The boards a batch of events touched, so that only the listeners reading one of them are
+ * woken (an event stream on one board, say, while another board is busy). Names are
+ * borrowed from the events. `all`: more distinct boards than fit, or an event with none. */
+#define CORE_TOUCHED_MAX 16
+struct core_touched {
+	const char *board[CORE_TOUCHED_MAX];
+	size_t n;
+	bool all;
+};
+void core_touched_of(struct core_touched *t, const struct core_event *ev, size_t n);
+/* Whether t may hold news for a listener of `board`, or (board NULL) of the boards in the
+ * NULL-terminated `boards`, or (both NULL) of every board. */
+bool core_touched_any(const struct core_touched *t, const char *board,
+		      const char *const *boards);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Runs and the liveness oracle (DESIGN §5).                                                 */
 

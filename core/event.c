@@ -77,3 +77,52 @@ enum core_rc core_event_copy(struct core_event *dst, const struct core_event *sr
 	}
 	return CORE_OK;
 }
+
+void core_touched_of(struct core_touched *t, const struct core_event *ev, size_t n)
+{
+	size_t i, k;
+
+	t->n = 0;
+	t->all = false;
+	for (i = 0; i < n && !t->all; i++) {
+		if (!ev[i].board) {
+			t->all = true;
+			break;
+		}
+		for (k = 0; k < t->n && strcmp(t->board[k], ev[i].board) != 0; k++)
+			;
+		if (k < t->n)
+			continue;
+		if (t->n == CORE_TOUCHED_MAX)
+			t->all = true;
+		else
+			t->board[t->n++] = ev[i].board;
+	}
+}
+
+static bool touched_has(const struct core_touched *t, const char *board)
+{
+	size_t k;
+
+	for (k = 0; k < t->n; k++)
+		if (strcmp(t->board[k], board) == 0)
+			return true;
+	return false;
+}
+
+bool core_touched_any(const struct core_touched *t, const char *board,
+		      const char *const *boards)
+{
+	size_t i;
+
+	if (t->all)
+		return true;
+	if (board)
+		return touched_has(t, board);
+	if (!boards)
+		return t->n > 0;
+	for (i = 0; boards[i]; i++)
+		if (touched_has(t, boards[i]))
+			return true;
+	return false;
+}

@@ -929,6 +929,47 @@ START_TEST(test_events)
 }
 END_TEST
 
+/* Which listeners a batch of events may have news for. */
+START_TEST(test_events_touched)
+{
+	struct core_event ev[CORE_TOUCHED_MAX + 2];
+	const char *const ab[] = {"a", "b", NULL}, *const cd[] = {"c", "d", NULL};
+	struct core_touched t;
+	char name[CORE_TOUCHED_MAX + 2][8];
+	size_t i;
+
+	memset(ev, 0, sizeof ev);
+	core_touched_of(&t, ev, 0);
+	ck_assert(!t.all && t.n == 0);
+	ck_assert(!core_touched_any(&t, NULL, NULL)); /* nothing new: nobody */
+	ck_assert(!core_touched_any(&t, "a", NULL));
+	for (i = 0; i < 3; i++)
+		ev[i].board = i == 1 ? "b" : "c"; /* c, b, c */
+	core_touched_of(&t, ev, 3);
+	ck_assert(!t.all);
+	ck_assert_uint_eq(t.n, 2);
+	ck_assert(core_touched_any(&t, "b", NULL) && core_touched_any(&t, "c", NULL));
+	ck_assert(!core_touched_any(&t, "a", NULL));
+	ck_assert(!core_touched_any(&t, "bb", NULL));
+	ck_assert(core_touched_any(&t, NULL, ab)); /* b */
+	ck_assert(core_touched_any(&t, NULL, cd));
+	ck_assert(core_touched_any(&t, NULL, NULL)); /* every board */
+	ck_assert(!core_touched_any(&t, "a", cd)); /* the one board asked for wins */
+	ev[1].board = NULL; /* an event with no board: everyone may have news */
+	core_touched_of(&t, ev, 3);
+	ck_assert(t.all && core_touched_any(&t, "a", NULL));
+	for (i = 0; i < CORE_TOUCHED_MAX + 2; i++) {
+		snprintf(name[i], sizeof name[i], "b%zu", i);
+		ev[i].board = name[i];
+	}
+	core_touched_of(&t, ev, CORE_TOUCHED_MAX);
+	ck_assert(!t.all && t.n == CORE_TOUCHED_MAX);
+	ck_assert(!core_touched_any(&t, "a", NULL));
+	core_touched_of(&t, ev, CORE_TOUCHED_MAX + 1); /* one more than fits: everyone */
+	ck_assert(t.all && core_touched_any(&t, "a", NULL));
+}
+END_TEST
+
 /* ---- card copy/equality ---- */
 
 START_TEST(test_card_dup_equal)
@@ -1256,6 +1297,7 @@ static Suite *core_suite(void)
 	tcase_add_loop_test(tc, test_labels_transform, 0,
 			    (int)(sizeof(transform_cases) / sizeof(transform_cases[0])));
 	tcase_add_test(tc, test_events);
+	tcase_add_test(tc, test_events_touched);
 	tcase_add_test(tc, test_utf8_next);
 	tcase_add_test(tc, test_card_dup_equal);
 	tcase_add_test(tc, test_promote_if_orphaned);
