@@ -28,9 +28,14 @@ static bool same_bytes(const char *a, const char *b, size_t n)
 		memcpy(&x, a + i, 8);
 		memcpy(&y, b + i, 8);
 		diff |= x ^ y;
+		/* An empty barrier: the compiler cannot see diff, so it cannot stop the loop
+		 * early once diff is non-zero (what CRYPTO_memcmp's volatile reads guard). */
+		__asm__ volatile("" : "+r"(diff));
 	}
-	for (; i < n; i++)
+	for (; i < n; i++) {
 		diff |= (uint64_t)((unsigned char)a[i] ^ (unsigned char)b[i]);
+		__asm__ volatile("" : "+r"(diff));
+	}
 	return diff == 0;
 }
 
