@@ -2,10 +2,11 @@
  *
  * The token is entered once and kept in sessionStorage (never a cookie), sent as
  * Authorization: Bearer. Every action is an ordinary /v1 call, so the UI can do nothing the
- * token could not do with curl; a token without the operator role gets no action buttons
- * (and the server refuses the calls anyway). Live updates come from GET /v1/events/stream,
- * read with fetch (EventSource cannot send a bearer token) and resumed with Last-Event-ID.
- * Text from the server is only ever set as textContent.
+ * token could not do with curl; an action is offered only where the token's role, caps and
+ * boards let the server accept it (ACTIONS; the server refuses the rest anyway). Live
+ * updates come from GET /v1/events/stream, read with fetch (EventSource cannot send a bearer
+ * token) and resumed with Last-Event-ID. Text from the server is only ever set as
+ * textContent.
  *
  * Five files, loaded in order, one global scope: app.js (this: the API, sign-in, loading,
  * filters, actions and the wiring), stream.js (the live stream), board.js (drawing the board, the
@@ -77,6 +78,57 @@ function keepFocus(root, render, fallback) {
 
 function isOperator() {
   return !!(S.me && S.me.roles.includes('operator'));
+}
+
+/* What each action needs, as the server checks the route it calls (api/router.c, api/auth.c):
+ * the operator role (the UI offers actions to operators only), the capability, and the
+ * card's board in the token's scope (`board`: every board). GET /v1/whoami gives the token's
+ * roles, caps and boards; the UI offers no action these would refuse (the server refuses it
+ * anyway). */
+const ACTIONS = {
+  create: { cap: 'board.create' },  // POST /v1/cards, into a working column
+  edit: { cap: 'board.create' },    // PATCH /v1/cards/{id}: title, body, priority, not_before
+  label: { cap: 'board.label' },    // PATCH /v1/cards/{id}/labels
+  move: { cap: 'board.move' },      // PATCH /v1/cards/{id}/state, to a working column
+  comment: { cap: 'board.comment' }, // POST /v1/cards/{id}/comments
+  reopen: {},                       // POST /v1/cards/{id}/reopen (the bulk re-queue and reopen)
+  revoke: {},                       // POST /v1/cards/{id}/claim/revoke
+  run: {},                          // POST /v1/runs/{id}/cancel, DELETE /v1/runs/{id}
+  reaper: { board: '*' },           // POST /v1/reaper/pass: a pass spans every board
+};
+
+/* May this token do `action` on `board`? */
+function may(action, board) {
+  const rule = ACTIONS[action];
+  if (!rule || !isOperator()) return false;
+  if (rule.cap && !(S.me.caps || []).includes(rule.cap)) return false;
+  const boards = S.me.boards || [];
+  return boards.includes('*') || (rule.board !== '*' && boards.includes(board));
+}
+
+/* Re-queue is a reopen of a terminal card, a move of a working one (requeue). */
+function mayRequeue(c) {
+  return isTerminal(c.state) ? may('reopen', c.board) : may('move', c.board);
+}
+
+/* Edit shows the fields the token may change (openEdit). */
+function mayEdit(c) {
+  return may('edit', c.board) || may('label', c.board);
+}
+
+/* The page's own actions, for the board on screen (none without one). */
+function showAllowed() {
+  const b = S.board ? S.board.name : null;
+  $('new-card').hidden = !(b && may('create', b));
+  $('bulk-toggle').hidden = !(b && may('reopen', b) && may('revoke', b));
+  $('reaper-pass').hidden = !may('reaper', b);
+  if ($('bulk-toggle').hidden) setBulkOpen(false);
+}
+
+/* The capabilities of ACTIONS this operator's token lacks. */
+function missingCaps() {
+  const caps = new Set(Object.values(ACTIONS).map((r) => r.cap).filter(Boolean));
+  return [...caps].filter((c) => !(S.me.caps || []).includes(c)).sort();
 }
 
 function toast(msg) {
@@ -223,10 +275,11 @@ async function signIn(token) {
   $('session').hidden = false;
   $('whoami').textContent = S.me.name + ' (' + S.me.roles.join(', ') + ')';
   $('readonly').hidden = isOperator();
-  $('bulk-toggle').hidden = !isOperator();
-  $('new-card').hidden = !isOperator();
-  $('reaper-pass').hidden = !isOperator();
-  if (!isOperator()) setBulkOpen(false);
+  const missing = isOperator() ? missingCaps() : [];
+  $('limited').hidden = !missing.length;
+  $('limited').textContent = 'Limited: this token lacks ' + missing.join(', ') + ', so the board offers no action that needs ' +
+    (missing.length === 1 ? 'it' : 'one of them') + ' (the server would refuse those too).';
+  showAllowed();
   hideNotice();
   hideAlert();
   setLive('', 'connecting');
@@ -313,7 +366,7 @@ function clearBoard() {
   $('activity-summary').textContent = '';
   $('activity-toggle').classList.remove('warn');
   $('activity-charts').replaceChildren();
-  setBulkOpen(false);
+  showAllowed();
   $('bulk-out').textContent = '';
   setLive('', 'no board');
 }
@@ -338,6 +391,7 @@ function boardGone(name, why) {
   if (S.stream) S.stream.abort();
   S.stream = null;
   S.board = null; /* nothing re-reads it now: the lane and the cards stay as they were */
+  showAllowed();
   setLive('refused', 'stopped: no board ' + name);
   showNotice('Board ' + name + ' does not exist (any more): ' + why + ' It was removed or renamed, or this server has another store; the cards shown are as they were. ',
     { label: 'Back to the board list', run: backToBoards });
@@ -373,6 +427,7 @@ async function openBoard(name) {
   }
   if (ticket !== boardTicket) return;
   S.board = board;
+  showAllowed();
   S.cards = new Map(cards.map((c) => [c.id, c]));
   S.lastId = tail;
   const sel = $('bulk-to');
@@ -631,7 +686,7 @@ function globalKey(ev) {
   if (ev.key === '/') {
     ev.preventDefault();
     $('f-text').focus();
-  } else if ((ev.key === 'n' || ev.key === 'N') && isOperator() && S.board) {
+  } else if ((ev.key === 'n' || ev.key === 'N') && S.board && may('create', S.board.name)) {
     ev.preventDefault();
     openEdit(null);
   } else if (ev.key === 'a' || ev.key === 'A') {

@@ -76,18 +76,18 @@ function tickLeases() {
 /* Chips are drawn again only when their card or its reasons changed: a live update on a board
  * of thousands of cards rebuilt every chip (about 0.2 to 0.6 s at 3000 cards, twice per
  * event). A card read again is a new object (S.cards is never changed in place), so the
- * card's identity says whether it changed. id -> {card, why, op, el}; entries of cards gone
+ * card's identity says whether it changed. id -> {card, why, drag, el}; entries of cards gone
  * from S.cards are dropped at each render. */
 const chipCache = new Map();
 
 function cachedChip(c) {
   const reasons = S.attention.get(c.id);
   const why = reasons ? reasons.join(',') : '';
-  const op = isOperator();
+  const drag = may('move', c.board);
   const hit = chipCache.get(c.id);
-  if (hit && hit.card === c && hit.why === why && hit.op === op) return hit.el;
+  if (hit && hit.card === c && hit.why === why && hit.drag === drag) return hit.el;
   const el = chip(c, reasons);
-  chipCache.set(c.id, { card: c, why, op, el });
+  chipCache.set(c.id, { card: c, why, drag, el });
   return el;
 }
 
@@ -113,8 +113,8 @@ function breakable(text) {
 }
 
 /* The chip of a card: a button (Enter opens it), one Tab stop for the whole board (the
- * arrows move between chips), draggable for an operator. Built with bare DOM calls: it is
- * the one element drawn thousands of times. */
+ * arrows move between chips), draggable where the token may move it. Built with bare DOM
+ * calls: it is the one element drawn thousands of times. */
 const CHIP = (() => {
   const li = document.createElement('li');
   const b = el('button', 'chip');
@@ -132,7 +132,7 @@ function chip(c, reasons) {
   const b = li.firstChild;
   if (reasons) b.className = 'chip attn';
   b.setAttribute('data-card', c.id);
-  if (isOperator()) b.draggable = true;
+  if (may('move', c.board)) b.draggable = true;
   b.setAttribute('aria-label', (c.title || c.id) + ', ' + c.state + (c.claim ? ', claimed by ' + c.claim.marker : '') +
     (reasons ? ', needs attention: ' + reasons.join(', ') : ''));
   b.firstChild.append(...breakable(c.title || '(untitled)'));
@@ -308,11 +308,11 @@ function boardKey(ev) {
     : !ev.altKey && ev.key === ',' ? -1 : !ev.altKey && ev.key === '.' ? 1 : 0;
   if (moveDir) {
     ev.preventDefault();
-    if (!isOperator()) return;
     const c = S.cards.get(id);
-    const to = c ? adjacentWorking(c.state, moveDir) : null;
+    if (!c || !may('move', c.board)) return;
+    const to = adjacentWorking(c.state, moveDir);
     if (to) moveCard(id, to);
-    else toast('No working column to the ' + (moveDir < 0 ? 'left' : 'right') + ' of ' + (c ? c.state : id));
+    else toast('No working column to the ' + (moveDir < 0 ? 'left' : 'right') + ' of ' + c.state);
     return;
   }
   if (ev.altKey || ev.shiftKey) return;
@@ -327,7 +327,7 @@ function boardKey(ev) {
       const there = chipsOf(secs[k]);
       if (there.length) go = there[Math.min(Math.max(i, 0), there.length - 1)];
     }
-  } else if ((ev.key === 'e' || ev.key === 'E') && isOperator()) {
+  } else if ((ev.key === 'e' || ev.key === 'E') && S.cards.has(id) && mayEdit(S.cards.get(id))) {
     ev.preventDefault();
     openEdit(id);
     return;
@@ -365,7 +365,8 @@ function wireBoard() {
   });
   board.addEventListener('dragstart', (ev) => {
     const b = ev.target.closest ? ev.target.closest('button.chip') : null;
-    if (!b || !isOperator()) return;
+    const c = b ? S.cards.get(b.dataset.card) : null;
+    if (!c || !may('move', c.board)) return;
     S.dragging = b.dataset.card;
     ev.dataTransfer.setData('text/plain', b.dataset.card);
     ev.dataTransfer.effectAllowed = 'move';
@@ -425,16 +426,16 @@ function setBulkOpen(open) {
 
 /* ---- the attention lane ---- */
 
+/* The lane's actions on card c, each where the token may do it (ACTIONS). */
 function actionsFor(c, reasons) {
-  if (!isOperator()) return [];
   const out = [];
-  if (isTerminal(c.state)) {
+  if (isTerminal(c.state) && may('reopen', c.board)) {
     out.push(h('button', { type: 'button', class: 'primary', 'data-action': 'reopen', onclick: () => openReopen(c.id) }, 'Reopen…'));
     out.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
   }
-  if (reasons.includes('awaiting_input')) out.push(h('button', { type: 'button', 'data-action': 'answer', onclick: () => openCardDialog(c.id, true) }, 'Answer…'));
-  if (c.claim) out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => act(() => revoke(c.id), 'Revoked the claim on ' + c.id) }, 'Revoke claim'));
-  if (c.last_run_id && (reasons.includes('run_paused') || reasons.includes('run_failed'))) {
+  if (reasons.includes('awaiting_input') && may('comment', c.board)) out.push(h('button', { type: 'button', 'data-action': 'answer', onclick: () => openCardDialog(c.id, true) }, 'Answer…'));
+  if (c.claim && may('revoke', c.board)) out.push(h('button', { type: 'button', class: 'danger', 'data-action': 'revoke', onclick: () => act(() => revoke(c.id), 'Revoked the claim on ' + c.id) }, 'Revoke claim'));
+  if (c.last_run_id && (reasons.includes('run_paused') || reasons.includes('run_failed')) && may('run', c.board)) {
     if (reasons.includes('run_paused')) out.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(c.last_run_id) + '/cancel'), 'Cancelled run ' + c.last_run_id) }, 'Cancel run'));
     /* The one action that cannot be undone (the run is deleted, a tombstone stays; the
      * reaper then reads the card's run as gone and gives the card up): asked first. */

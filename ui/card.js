@@ -235,23 +235,24 @@ function runRow(run) {
 /* Renders may overlap (the opening one and a live refresh): only the newest writes. */
 let cardTicket = 0;
 
+/* The card view's actions, each where the token may do it (ACTIONS); null when none. */
 function cardActions(c, reasons, run) {
   const btns = actionsFor(c, reasons);
-  if (run && !['finished', 'failed', 'cancelled'].includes(run.status) && !btns.some((b) => b.dataset.action === 'cancel-run')) {
+  if (run && !['finished', 'failed', 'cancelled'].includes(run.status) && !btns.some((b) => b.dataset.action === 'cancel-run') && may('run', c.board)) {
     btns.push(h('button', { type: 'button', 'data-action': 'cancel-run', onclick: () => act(() => api('POST', '/v1/runs/' + enc(run.id) + '/cancel'), 'Cancelled run ' + run.id) }, 'Cancel run'));
   }
-  if (!isTerminal(c.state) && c.state !== firstEligible()) {
+  if (!isTerminal(c.state) && c.state !== firstEligible() && mayRequeue(c)) {
     btns.push(h('button', { type: 'button', 'data-action': 'requeue', onclick: () => act(() => requeue(c), 'Re-queued ' + c.id) }, 'Re-queue'));
   }
-  btns.unshift(h('button', { type: 'button', 'data-action': 'edit', onclick: () => openEdit(c.id) }, 'Edit…'));
+  if (mayEdit(c)) btns.unshift(h('button', { type: 'button', 'data-action': 'edit', onclick: () => openEdit(c.id) }, 'Edit…'));
   /* A terminal card leaves by Reopen (the server refuses a move): no Move for it here. */
-  const targets = isTerminal(c.state) ? [] : workingColumns().filter((col) => col.name !== c.state);
+  const targets = isTerminal(c.state) || !may('move', c.board) ? [] : workingColumns().filter((col) => col.name !== c.state);
   if (targets.length) {
     const sel = h('select', { id: 'card-move-to', 'aria-label': 'Move to column' }, targets.map((col) => h('option', { value: col.name, text: col.name })));
     btns.push(h('span', { class: 'move' }, h('label', { for: 'card-move-to' }, 'Move to'), sel,
       h('button', { type: 'button', 'data-action': 'move', onclick: () => moveCard(c.id, sel.value) }, 'Move')));
   }
-  return h('div', { class: 'card-actions' }, btns);
+  return btns.length ? h('div', { class: 'card-actions' }, btns) : null;
 }
 
 async function renderCardDialog(id) {
@@ -276,7 +277,8 @@ async function renderCardDialog(id) {
   const reasons = S.attention.get(id) || [];
   $('card-title').textContent = c.title || c.id;
   const parts = [];
-  if (isOperator()) parts.push(cardActions(c, reasons, run));
+  const actions = cardActions(c, reasons, run);
+  if (actions) parts.push(actions);
   parts.push(fieldList([
     ['id', c.id], ['board', c.board], ['state', h('span', {}, c.state + ' (', timeEl(c.state_at, 'in'), ')')], ['state reason', c.state_reason],
     ['priority', c.priority], ['labels', (c.labels || []).join(', ')], ['blockers', (c.blockers || []).join(', ')],
@@ -322,7 +324,7 @@ async function renderCardDialog(id) {
   }
   parts.push(h('h3', { text: 'Comments (' + (c.comments || []).length + ')' }),
     h('ul', { class: 'comments' }, (c.comments || []).map((m) => h('li', {}, h('strong', { text: m.author || '?' }), ' ', timeEl(m.created_at, 'ago', 'muted'), h('div', { text: m.body })))));
-  if (isOperator()) {
+  if (may('comment', c.board)) {
     /* The answer to awaiting_input (and a note on any card): POST /v1/cards/{id}/comments. */
     parts.push(h('form', { id: 'comment-form', class: 'comment-form', onsubmit: (ev) => submitComment(ev, c.id) },
       h('label', { for: 'comment-body' }, 'Add a comment'),
@@ -438,6 +440,15 @@ function openEdit(id) {
   $('edit-priority').value = String(c ? c.priority || 0 : 0);
   $('edit-not-before').value = c && c.not_before ? localInput(c.not_before) : '';
   $('edit-create-only').hidden = !!c;
+  /* An edit offers the fields the token may change: PATCH /v1/cards/{id} needs board.create,
+   * PATCH .../labels board.label (a create sends its labels with POST: board.create). */
+  const fields = !c || may('edit', c.board);
+  const labels = !c || may('label', c.board);
+  for (const f of ['edit-title', 'edit-body', 'edit-priority', 'edit-not-before']) $(f).disabled = !fields;
+  $('edit-labels').disabled = !labels;
+  $('edit-note').hidden = fields && labels;
+  $('edit-note').textContent = fields && labels ? '' : 'This token may change only the ' +
+    (fields ? 'title, body, priority and schedule (it lacks board.label).' : 'labels (it lacks board.create).');
   if (!c) {
     const sel = $('edit-column');
     sel.replaceChildren(...workingColumns().map((col) => h('option', { value: col.name, text: col.name })));
@@ -448,7 +459,7 @@ function openEdit(id) {
   d.shown = c ? editFields() : null;
   $('edit-error').textContent = '';
   showDialog(d);
-  $('edit-title').focus();
+  (fields ? $('edit-title') : $('edit-labels')).focus();
 }
 
 async function submitEdit(ev) {
