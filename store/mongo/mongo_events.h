@@ -32,8 +32,8 @@ struct mgo_pull_req {
 
 /* Events a mutation produces, pushed into the changed document's outbox. */
 struct mgo_evq {
-	bson_t *ev[8];
-	char eid[8][25];
+	bson_t *ev[16];
+	char eid[16][25];
 	size_t n;
 	int64_t q_ts; /* the server clock when queued: the drain's grace is measured on it */
 	bool failed;  /* NOMEM or overflow while building */

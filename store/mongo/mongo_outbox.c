@@ -124,6 +124,18 @@ static bool evq_has(const struct mgo_evq *q, const char *eid)
 	return false;
 }
 
+/* Does this process remember storing event `eid`? (A miss may be an entry evicted from the
+ * cache: what is stored already is only pulled, mgo_evq_store.) */
+static bool dlv_known(struct mgo *m, const char *eid)
+{
+	bool known;
+
+	pthread_mutex_lock(&m->dlv_mu);
+	known = strcmp(m->dlv_ids[dlv_slot(eid)], eid) == 0;
+	pthread_mutex_unlock(&m->dlv_mu);
+	return known;
+}
+
 /* Does the outbox of `after` (the document as this write left it) hold, besides q's own
  * events, an entry that may not be stored yet (not one this process remembers delivering)?
  * Read in place: the common outbox holds only q's and entries awaiting their deferred pull. */
@@ -184,6 +196,61 @@ static void peers_settle(struct mgo_conn *c, const struct mgo_evq *all, const st
 	}
 }
 
+/* The entries of `after`'s outbox up to q's own, in the outbox's order, into *all (zeroed
+ * here): q's, and those of earlier writes that may not be stored yet. An outbox holds more
+ * than that: entries already stored stay in it until their deferred pull (every
+ * MGO_PULL_WINDOW_MS), so on a busy card they fill a queue many times over. Those this
+ * process remembers storing are left out; when the view is full before it reaches q's, the
+ * ones another writer (or replica) stored meanwhile are dropped and the reading goes on.
+ * false (all released): q's entries not all in view, more unstored entries ahead of them
+ * than a queue holds, or the store unreadable. */
+static bool outbox_view(struct mgo_conn *c, const bson_t *after, const struct mgo_evq *q,
+			struct mgo_evq *all)
+{
+	bson_iter_t ai, ei;
+	const uint8_t *data;
+	uint32_t len;
+	bson_t ev;
+	const char *eid;
+	struct mgo_evq fresh;
+	size_t mine = 0, cap = sizeof(all->ev) / sizeof(all->ev[0]);
+
+	memset(all, 0, sizeof(*all));
+	if (!bson_iter_init_find(&ai, after, "outbox") || !BSON_ITER_HOLDS_ARRAY(&ai) ||
+	    !bson_iter_recurse(&ai, &ai))
+		return false;
+	while (mine < q->n && bson_iter_next(&ai)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&ai))
+			continue;
+		bson_iter_document(&ai, &len, &data);
+		if (!bson_init_static(&ev, data, len) || !bson_iter_init_find(&ei, &ev, "_id") ||
+		    !BSON_ITER_HOLDS_UTF8(&ei))
+			continue;
+		eid = bson_iter_utf8(&ei, NULL);
+		if (evq_has(q, eid))
+			mine++;
+		else if (dlv_known(c->m, eid))
+			continue;
+		if (all->n == cap) {
+			if (mgo_evq_undelivered(c, all, &fresh) != CORE_OK)
+				goto fail;
+			mgo_evq_release(all);
+			*all = fresh;
+			if (all->n == cap)
+				goto fail;
+		}
+		bson_strncpy(all->eid[all->n], eid, sizeof(all->eid[0]));
+		if (!(all->ev[all->n] = bson_copy(&ev)))
+			goto fail;
+		all->n++;
+	}
+	if (mine == q->n)
+		return true;
+fail:
+	mgo_evq_release(all);
+	return false;
+}
+
 enum core_rc mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, const char *doc_id,
 			     const struct mgo_evq *q, const bson_t *after)
 {
@@ -197,13 +264,9 @@ enum core_rc mgo_evq_deliver(struct mgo_conn *c, mongoc_collection_t *coll, cons
 	 * the log would contradict the card's history (found by tests/history). Whoever
 	 * delivers an entry second finds it stored (evq_undelivered) and only pulls it. */
 	if (after && q->n && outbox_ahead(c->m, after, q)) {
-		size_t i, pos = 0;
-
-		mgo_evq_from_outbox(&all, after, &pos);
-		for (i = 0; i < q->n && evq_has(&all, q->eid[i]); i++)
-			;
-		/* An outbox longer than a queue holds (ours not in view): ours alone, as before. */
-		if (i == q->n && !all.failed) {
+		/* More unstored entries ahead of ours than a queue holds (or the store
+		 * unreadable): ours alone, and the drain delivers the rest. */
+		if (outbox_view(c, after, q, &all)) {
 			peers_settle(c, &all, q);
 			all.q_ts = q->q_ts;
 			/* A dead claim-next's card_claimed, never matched (mgo_effects_match_late);
