@@ -61,7 +61,8 @@
 	X(CORE_ERR_STORE_UNAVAILABLE, 503, "Store Unavailable",                            \
 	  "the store could not complete the request; nothing was acknowledged, retry")     \
 	X(CORE_ERR_BUSY, 503, "Busy",                                                      \
-	  "the server holds as many of these as it allows; retry after Retry-After")        \
+	  "the server cannot take this now (at a limit, or the record is being written by "   \
+	  "many at once); nothing was changed, retry after Retry-After")                     \
 	X(CORE_ERR_NOMEM, 500, "Out Of Memory", "the server ran out of memory")            \
 	X(CORE_ERR_INTERNAL, 500, "Internal Error", "internal error")
 

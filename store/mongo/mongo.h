@@ -49,7 +49,13 @@
  * delivers them itself (mongo_outbox.c, peers_settle); below MGO_GAP_GRACE_MS, so a reader
  * waits out such a hole rather than stepping over it. */
 #define MGO_PEER_WAIT_MS 1000
-#define MGO_CAS_TRIES 16       /* a conditional update missed this often answers a conflict */
+/* A conditional update missed this often: the document kept changing under it (a holder's
+ * write then answers busy, 503, never a conflict it was not refused for; DESIGN §16). */
+#define MGO_CAS_TRIES 16
+/* Writers that collided (on a seq, on a document's version) all read at the same moment: a
+ * jittered nap growing with `tries` (up to 32 ms) spreads their next tries, so they do not
+ * collide again in lockstep (FerretDB, many reaper workers, many writers of one run). */
+void mgo_backoff(int tries);
 /* DESIGN §17: a held capacity slot younger than this is not judged by the repair pass (its
  * claim's CAS may be under way); older, it is compared with its card (mongo_slots_repair.c). */
 #define MGO_SLOT_GRACE_MS 60000

@@ -418,8 +418,11 @@ enum core_rc mgo_card_retry_on(struct mgo_conn *c, mgo_attempt_fn fn, const void
 	int tries;
 	enum core_rc rc = CORE_OK;
 
-	for (tries = 0; rc == CORE_OK && !hit && tries < MGO_CAS_TRIES; tries++)
+	for (tries = 0; rc == CORE_OK && !hit && tries < MGO_CAS_TRIES; tries++) {
+		if (tries > 1)
+			mgo_backoff(tries - 2);
 		rc = fn(c, arg, &hit, out ? out : &dummy);
+	}
 	if (rc == CORE_OK && !hit)
 		rc = exhausted;
 	core_card_free(dummy);

@@ -244,13 +244,13 @@ enum core_rc mgo_card_renew(struct store *st, const char *id, const struct core_
 	enum core_rc rc;
 
 	if (lease_ms <= 0) /* "keep its own lease": the card says how long */
-		return mgo_card_retry(st, actor, renew_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+		return mgo_card_retry(st, actor, renew_once, &x, CORE_ERR_BUSY, out);
 	if ((rc = mgo_conn_open(mgo_of(st), &c)) != CORE_OK)
 		return rc;
 	c.actor = mgo_actor_name(actor);
 	rc = renew_blind(&c, &x, &hit, out);
 	if (rc == CORE_OK && !hit)
-		rc = mgo_card_retry_on(&c, renew_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+		rc = mgo_card_retry_on(&c, renew_once, &x, CORE_ERR_BUSY, out);
 	mgo_conn_close(&c);
 	return rc;
 }
@@ -330,7 +330,7 @@ enum core_rc mgo_card_release(struct store *st, const char *id, const struct cor
 {
 	struct token_arg x = {id, t, 0};
 
-	return mgo_card_retry(st, actor, release_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+	return mgo_card_retry(st, actor, release_once, &x, CORE_ERR_BUSY, out);
 }
 
 static enum core_rc revoke_once(struct mgo_conn *c, const void *arg, bool *hit,
@@ -475,5 +475,5 @@ enum core_rc mgo_card_owned_write(struct store *st, const char *id,
 {
 	struct owned_arg x = {id, w};
 
-	return mgo_card_retry(st, actor, owned_once, &x, CORE_ERR_CLAIM_CONFLICT, out);
+	return mgo_card_retry(st, actor, owned_once, &x, CORE_ERR_BUSY, out);
 }

@@ -292,10 +292,7 @@ static void counter_catch_up(struct mgo_conn *c)
 	bson_destroy(&filter);
 }
 
-/* Writers that collided on a seq all read the counter at the same moment: a jittered,
- * growing nap spreads their next tries, so they do not collide again in lockstep (FerretDB,
- * many reaper workers). */
-static void collision_backoff(int tries)
+void mgo_backoff(int tries)
 {
 	struct timespec ts;
 	long cap_ms = 1L << (tries < 5 ? tries : 5); /* 1, 2, 4 ... 32 ms */
@@ -413,7 +410,7 @@ enum core_rc mgo_evq_store(struct mgo_conn *c, const struct mgo_evq *q, bool jus
 		if (rc != CORE_ERR_ALREADY_EXISTS)
 			return rc;
 		if (tries + 1 < MGO_SEQ_TRIES)
-			collision_backoff(tries);
+			mgo_backoff(tries);
 	}
 	fprintf(stderr, "boardd: mongo: events: seqs still taken after %d tries; left in the "
 			"outbox for the drain\n", MGO_SEQ_TRIES);

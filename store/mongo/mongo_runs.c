@@ -260,6 +260,8 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 		core_run_free(now);
 		was = now = NULL;
 		mgo_evq_release(&q);
+		if (tries > 1)
+			mgo_backoff(tries - 2);
 		mgo_evq_init(&q, c->m);
 		bson_reinit(&extra);
 		rc = run_read(c, id, &was);
@@ -341,8 +343,10 @@ static enum core_rc run_change(struct mgo_conn *c, const char *id, struct run_ar
 		*out = now;
 		now = NULL;
 	}
+	/* The run kept changing under every try (many writers of one run): not refused, so never
+	 * a conflict (a worker told 409 kills a job it still holds, DESIGN §16); busy, retry. */
 	if (rc == CORE_OK && !hit)
-		rc = CORE_ERR_CLAIM_CONFLICT;
+		rc = CORE_ERR_BUSY;
 	core_run_free(was);
 	core_run_free(now);
 	return rc;
