@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 static const char *const attn_statuses[] = {CORE_RUN_FAILED, CORE_RUN_PAUSED_HUMAN,
@@ -165,8 +166,10 @@ static enum core_rc card_arms(struct mgo_conn *c, const char *board, const char 
 		BSON_APPEND_DOCUMENT_BEGIN(&or, key, &el);     \
 	} while (0)
 	ARM_BEGIN();
+	/* Every date (a stamp may be before 1970), never a card without one: dates compare
+	 * only with dates, and the bound keeps the gave_up index's scan to the dated keys. */
 	BSON_APPEND_DOCUMENT_BEGIN(&el, "gave_up.at", &cmp);
-	BSON_APPEND_DATE_TIME(&cmp, "$gte", 0);
+	BSON_APPEND_DATE_TIME(&cmp, "$gte", INT64_MIN);
 	bson_append_document_end(&el, &cmp);
 	bson_append_document_end(&or, &el);
 	ARM_BEGIN();
