@@ -10,7 +10,14 @@
  * removed) is a loss at once, for that claim only; a tick with no answer (network, 5xx) is
  * tried again with backoff, a last try in the lease's last part (cli_job_retry_delay). The job
  * reads its claim's state (cli_renewer_read) when it wakes, at least every
- * CLI_RENEWER_POLL_MS. */
+ * CLI_RENEWER_POLL_MS.
+ *
+ * A card is held once: a new claim of a card already held under an older epoch (the old
+ * claim was revoked or reclaimed, and an idle slot took the card again) supersedes the old
+ * hold, whose claim is lost at once; so a tick never names a card twice, which the server
+ * refuses for the whole request (400). A whole request refused for another reason than the
+ * token (anything but 401, 403) says nothing about each claim: that tick renews each claim
+ * on its own (POST /v1/cards/{id}/renew), so each job's fate is its own answer. */
 #include "cli/cli.h"
 
 #include <pthread.h>
@@ -82,15 +89,10 @@ static void wait_until(struct cli_renewer *r, int64_t at)
  * several requests of one tick. */
 #define RENEW_MANY_MAX 1000
 
-/* A claim as a tick sent it: its answer is matched to the hold of this card AT this epoch
- * (results come in the order sent), never to a newer claim of the same card that another
- * slot took while the request was out. */
-struct sent_tok {
-	char card[sizeof(((struct cli_claim *)0)->card)];
-	int64_t epoch;
-};
-
-static struct cli_hold *hold_of(struct cli_renewer *r, const struct sent_tok *t)
+/* The hold of a claim as a tick sent it (a copy): its answer is matched to the hold of this
+ * card AT this epoch (results come in the order sent), never to a newer claim of the same
+ * card that another slot took while the request was out. Under mu. */
+static struct cli_hold *hold_of(struct cli_renewer *r, const struct cli_claim *t)
 {
 	struct cli_hold *p;
 
@@ -100,9 +102,60 @@ static struct cli_hold *hold_of(struct cli_renewer *r, const struct sent_tok *t)
 	return NULL; /* dropped while the tick was out */
 }
 
+/* Marks every hold of c's card under an older epoch lost: c superseded it (the older claim
+ * was revoked or reclaimed before boardctl took the card again). Under mu. */
+static void supersede(struct cli_renewer *r, const struct cli_claim *c)
+{
+	struct cli_hold *p;
+
+	for (p = r->head; p; p = p->next)
+		if (!p->lost && p->c.epoch < c->epoch && strcmp(p->c.card, c->card) == 0) {
+			p->lost = true;
+			snprintf(p->detail, sizeof p->detail,
+				 "claim lost: card %.128s was claimed again at epoch %lld (this "
+				 "claim, epoch %lld, was revoked or reclaimed)", c->card,
+				 (long long)c->epoch, (long long)p->c.epoch);
+			pthread_cond_broadcast(&r->cv);
+		}
+}
+
+/* The single renew of each claim of v[0..n), for a tick whose renew many was refused as a
+ * whole for a reason that is not about every claim. False when one got no answer. */
+static bool tick_each(struct cli_renewer *r, const struct cli_claim *v, size_t n)
+{
+	char err[CLI_ERR_MAX], missed[CLI_ERR_MAX] = "";
+	struct cli_hold *p;
+	bool answered = true;
+	int64_t sent;
+	size_t i;
+	long st;
+
+	for (i = 0; i < n; i++) {
+		sent = cli_mono_ms();
+		st = cli_job_renew(r->h, &v[i], CLI_RENEW_TIMEOUT_MAX_MS, err);
+		pthread_mutex_lock(&r->mu);
+		if ((p = hold_of(r, &v[i]))) {
+			if (st == 200) {
+				p->lease_end = sent + p->c.lease_ms;
+				p->renewed++;
+			} else if (cli_job_refused(st)) {
+				p->lost = true;
+				snprintf(p->detail, sizeof p->detail, "renew refused: %.400s", err);
+			} else {
+				answered = false; /* its lease runs on; tried again shortly */
+				snprintf(missed, sizeof missed, "%s", err);
+			}
+		}
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+	}
+	if (!answered)
+		cli_warn("renew of a claim held failed, retrying: %s", missed);
+	return answered;
+}
+
 /* One request of a tick, for v[0..n). False when it got no answer (network, 5xx). */
-static bool tick_part(struct cli_renewer *r, const struct sent_tok *v, size_t n,
-		      const char *const *markers)
+static bool tick_part(struct cli_renewer *r, const struct cli_claim *v, size_t n)
 {
 	json_t *tokens = json_array(), *body, *ans = NULL, *res, *it;
 	char err[CLI_ERR_MAX];
@@ -113,7 +166,7 @@ static bool tick_part(struct cli_renewer *r, const struct sent_tok *v, size_t n,
 
 	for (i = 0; i < n && tokens; i++)
 		if (json_array_append_new(tokens, json_pack("{s:s, s:s, s:I}", "card", v[i].card,
-							    "marker", markers[i], "epoch",
+							    "marker", v[i].marker, "epoch",
 							    (json_int_t)v[i].epoch)) != 0) {
 			json_decref(tokens);
 			tokens = NULL;
@@ -132,7 +185,15 @@ static bool tick_part(struct cli_renewer *r, const struct sent_tok *v, size_t n,
 			cli_warn("renew of the claims held failed, retrying: %s", err);
 			return false;
 		}
-		/* The whole request refused (401: the token is gone; 403): every claim in it is. */
+		/* Refused as a whole for another reason than the token (a 400 naming one item, a
+		 * server without this route): no answer about each claim. Each is asked alone. */
+		if (st != 401 && st != 403) {
+			cli_warn("renew of the claims held refused as a whole (%ld: %s): renewing "
+				 "each on its own", st, err);
+			return tick_each(r, v, n);
+		}
+		/* The whole request refused for the token (401: it is gone; 403): every claim in
+		 * it is lost. */
 		pthread_mutex_lock(&r->mu);
 		for (i = 0; i < n; i++)
 			if ((p = hold_of(r, &v[i]))) {
@@ -167,12 +228,12 @@ static bool tick_part(struct cli_renewer *r, const struct sent_tok *v, size_t n,
 	return true;
 }
 
-/* One tick: renews every claim held, RENEW_MANY_MAX a request. Returns false when a request
- * got no answer (network, 5xx): the caller tries again. Called without mu. */
+/* One tick: renews every claim held, RENEW_MANY_MAX a request, each card once (the newest
+ * epoch held: supersede() has made the others lost). Returns false when a request got no
+ * answer (network, 5xx): the caller tries again. Called without mu. */
 static bool tick(struct cli_renewer *r)
 {
-	struct sent_tok *v = NULL;
-	char **markers = NULL;
+	struct cli_claim *v = NULL;
 	struct cli_hold *p;
 	size_t n = 0, cap = 0, i, k;
 	bool ok = true;
@@ -180,30 +241,30 @@ static bool tick(struct cli_renewer *r)
 	pthread_mutex_lock(&r->mu);
 	for (p = r->head; p; p = p->next)
 		cap += !p->lost;
-	if (cap) {
+	if (cap)
 		v = calloc(cap, sizeof *v);
-		markers = calloc(cap, sizeof *markers);
-	}
-	for (p = r->head; v && markers && p; p = p->next) {
+	for (p = r->head; v && p; p = p->next) {
 		if (p->lost)
 			continue;
-		if (!(markers[n] = strdup(p->c.marker)))
-			break;
-		memcpy(v[n].card, p->c.card, sizeof v[n].card);
-		v[n++].epoch = p->c.epoch;
+		for (i = 0; i < n && strcmp(v[i].card, p->c.card) != 0; i++)
+			;
+		if (i < n) { /* held twice: the older is lost (a hold made before supersede) */
+			supersede(r, v[i].epoch > p->c.epoch ? &v[i] : &p->c);
+			if (v[i].epoch < p->c.epoch)
+				v[i] = p->c;
+			continue;
+		}
+		v[n++] = p->c;
 	}
 	pthread_mutex_unlock(&r->mu);
-	if (cap && (!v || !markers || n < cap)) {
+	if (cap && !v) {
 		cli_warn("renew of the claims held: out of memory, retrying");
 		ok = false;
 	}
 	for (i = 0; ok && i < n; i += k) {
 		k = n - i < RENEW_MANY_MAX ? n - i : RENEW_MANY_MAX;
-		ok = tick_part(r, v + i, k, (const char *const *)markers + i);
+		ok = tick_part(r, v + i, k);
 	}
-	for (i = 0; markers && i < n; i++)
-		free(markers[i]);
-	free(markers);
 	free(v);
 	return ok;
 }
@@ -289,18 +350,33 @@ void cli_renewer_stop(struct cli_renewer *r)
 struct cli_hold *cli_renewer_hold(struct cli_renewer *r, const struct cli_claim *c,
 				  int64_t lease_end)
 {
-	struct cli_hold *p = calloc(1, sizeof *p);
+	struct cli_hold *p = calloc(1, sizeof *p), *q;
 
 	if (!p)
 		return NULL;
 	p->c = *c;
 	p->lease_end = lease_end;
 	pthread_mutex_lock(&r->mu);
+	supersede(r, c);
+	for (q = r->head; q; q = q->next) /* held already under a newer epoch: lost itself */
+		if (!q->lost && q->c.epoch > c->epoch && strcmp(q->c.card, c->card) == 0) {
+			p->lost = true;
+			snprintf(p->detail, sizeof p->detail,
+				 "claim lost: card %.128s is held again at epoch %lld", c->card,
+				 (long long)q->c.epoch);
+		}
 	p->next = r->head;
 	r->head = p;
 	pthread_cond_broadcast(&r->cv); /* the first hold starts the clock */
 	pthread_mutex_unlock(&r->mu);
 	return p;
+}
+
+void cli_renewer_claimed(struct cli_renewer *r, const struct cli_claim *c)
+{
+	pthread_mutex_lock(&r->mu);
+	supersede(r, c);
+	pthread_mutex_unlock(&r->mu);
 }
 
 bool cli_renewer_read(struct cli_renewer *r, struct cli_hold *p, int64_t *lease_end,

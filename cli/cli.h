@@ -55,6 +55,9 @@ extern struct cli_global cli_g;
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Monotonic milliseconds. */
 int64_t cli_mono_ms(void);
+/* A flag's integer: base 10, the whole string, within min..max (an empty string, trailing
+ * text, a sign where min >= 0... are refused). true with *out set; false leaves it alone. */
+bool cli_int_arg(const char *s, long long min, long long max, long long *out);
 
 /* ---- http.c ---- */
 
@@ -152,8 +155,9 @@ struct cli_job_report {
 	char run[129];
 	int64_t duration_ms;
 	bool outcome_written;
-	bool config_error; /* the server refused the outcome or the agent caps as asked
-			    * (400/403/404/422): no other card would fare better, `work` stops */
+	bool config_error; /* the server refused the outcome or the agent caps for a reason
+			    * of boardctl's configuration (cli_refusal_is_config): no other card
+			    * would fare better, `work` stops */
 	/* --retry: the card as the retry release left it (DESIGN §17) */
 	bool retried;
 	bool exhausted;    /* filed into the failed column: attempts_exhausted */
@@ -192,9 +196,13 @@ struct cli_renewer *cli_renewer_start(void);
 /* Stops it (the holds left are freed). r may be NULL. */
 void cli_renewer_stop(struct cli_renewer *r);
 /* Registers claim c (copied), whose lease ends at lease_end (cli_mono_ms); NULL on out of
- * memory. Let go of it with cli_renewer_drop. */
+ * memory. Let go of it with cli_renewer_drop. A hold of the same card under an older epoch
+ * is superseded: its claim is lost (as cli_renewer_claimed). */
 struct cli_hold *cli_renewer_hold(struct cli_renewer *r, const struct cli_claim *c,
 				  int64_t lease_end);
+/* Claim c was just taken: a hold of its card under an older epoch (revoked or reclaimed
+ * since) is lost at once, and its job stops its command as for any lost claim. */
+void cli_renewer_claimed(struct cli_renewer *r, const struct cli_claim *c);
 /* The hold's state: *lease_end moved to the last renew's (never back), *renewed the renews
  * acknowledged so far; true when the claim is lost (detail says why). */
 bool cli_renewer_read(struct cli_renewer *r, struct cli_hold *p, int64_t *lease_end,
@@ -208,26 +216,47 @@ bool cli_job_heartbeat(struct cli_http *h, const struct cli_claim *c, const char
 		       long timeout);
 /* The fenced release, retried on no answer until `until`. */
 long cli_job_release(struct cli_http *h, const struct cli_claim *c, int64_t until, char *err);
-/* The claim given back; into column `back` (NULL: where it is) in the same fenced step. */
-long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+
+/* Where a card given back returns (DESIGN §20): `to`, the column it was taken from, but only
+ * while it is still in `at`, the running column the job moved it into. A card somebody
+ * moved elsewhere meanwhile (an operator, a bot: their moves do not touch the claim) is
+ * released where it is: a column somebody chose is never overwritten. */
+struct cli_back {
+	const char *to;
+	const char *at;
+	char found[65]; /* OUT: where the card was found instead of `at` ("": it was in `at`,
+			 * or not asked) */
+};
+
+/* The claim given back; into back->to (back NULL: where it is) in the same fenced step. */
+long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
 		       const char *reason, int64_t until, char *err);
 /* PATCH the run (status, error, result); *cancelled (may be NULL): refused as cancelled. */
 long cli_job_run_patch(struct cli_http *h, const struct cli_claim *c, const char *run,
 		       const char *status, const char *error, json_t *result, int64_t until,
 		       char *err, bool *cancelled);
-/* --retry (DESIGN §17): the claim given back with an attempt counted, into `back` (NULL: where
- * it is) in the same fenced step; retried on no answer until `until`. *card (may be NULL)
- * receives the card answered (new reference, or NULL). */
-long cli_job_retry_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+/* --retry (DESIGN §17): the claim given back with an attempt counted, into back->to (back
+ * NULL: where it is) in the same fenced step; retried on no answer until `until`. A card
+ * somebody moved out of back->at meanwhile is released where it is with no attempt (the
+ * retry could file it into the failed column): back->found says so. *card (may be NULL)
+ * receives the last answer (new reference, or NULL): the card on 200, else the problem. */
+long cli_job_retry_back(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
 			int64_t until, char *err, json_t **card);
-/* The card's outcome and the release in one fenced step (or the claim given back). */
+/* The card's outcome and the release in one fenced step (or the claim given back). *ans
+ * (may be NULL) receives the state write's answer (new reference, or NULL). */
 long cli_job_outcome_write(struct cli_http *h, const struct cli_claim *c,
-			   const struct cli_outcome *o, const char *back, const char *reason,
-			   int64_t until, char *err);
-/* An outcome write refused with `st`: the claim given back, rep says how the job ended. */
+			   const struct cli_outcome *o, struct cli_back *back, const char *reason,
+			   int64_t until, char *err, json_t **ans);
+/* Whether a refusal says boardctl's configuration is wrong (its flags, its token: no other
+ * card would fare better, `work` stops) rather than something about this one card; decided
+ * by the problem's code (status `st`, answer `problem`, may be NULL). */
+bool cli_refusal_is_config(long st, const json_t *problem);
+/* An outcome write refused with `st` (answer `problem`, may be NULL): the claim given back,
+ * rep says how the job ended. */
 void cli_job_outcome_refused(struct cli_http *h, const struct cli_claim *c,
-			     const struct cli_job_opts *o, const char *back,
-			     struct cli_job_report *rep, long st, int64_t lease_end);
+			     const struct cli_job_opts *o, struct cli_back *back,
+			     struct cli_job_report *rep, long st, const json_t *problem,
+			     int64_t lease_end);
 /* Creates the run and records it on the card; false with rep->end set when it could not. */
 bool cli_job_run_start(struct cli_http *h, const struct cli_claim *c, struct cli_job_report *rep);
 /* Mints the agent token bound to the claim: *out a new string (caller wipes and frees). */

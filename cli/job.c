@@ -18,14 +18,17 @@
  * - On loss: SIGTERM to the process group, SIGKILL after the grace, and nothing is written:
  *   the server would refuse it anyway; this stops the work toward refusals.
  * - On the command's exit: the run's status (and result/error), then the card's state and the
- *   release in one fenced step (PATCH state with release), or a fenced release alone.
+ *   release in one fenced step (PATCH state with release), or a fenced release alone. A card
+ *   given back returns to the column it came from only while it is still in the running
+ *   column (job_writes.c): a column somebody chose meanwhile is never overwritten.
  * - The run cancelled by an operator (a run write refused 409 run_final, the run reads
  *   cancelled): the command is stopped as on loss, and the card is neither filed nor
  *   released: an operator cancel is never auto-routed (DESIGN §6 "cancelled | keep",
  *   ADR-096 point 4); the claim stays parked for the operator, renewing stops.
  * - Told to stop (SIGTERM/SIGINT to boardctl): the signal is forwarded to the group, the
- *   command gets the grace to finish, then the run is marked failed_resumable and the claim
- *   released, so the card goes back to the pool at once. */
+ *   command gets the grace to finish — the claim still renewed, since the command still runs
+ *   (a claim lost meanwhile ends it as any loss does) — then the run is marked
+ *   failed_resumable and the claim released, so the card goes back to the pool at once. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -104,18 +107,20 @@ static void env_free(char **env, size_t from)
 	free(env);
 }
 
-/* SIGTERM (or sig) to the command's group, SIGKILL after grace_ms (or at once on a second
- * signal); returns the wait status once the command ended and its tree is gone. */
-static int terminate(struct cli_proc *p, int sig, const struct cli_job_opts *o)
+/* sig (0: none) to the command's group, SIGKILL at kill_at (cli_mono_ms; or at once on a
+ * second signal) unless *killed says it was sent; returns the wait status once the command
+ * ended and its tree is gone. Nothing is renewed meanwhile: for a claim already lost or
+ * cancelled. */
+static int terminate(struct cli_proc *p, int sig, int64_t kill_at, bool killed,
+		     const struct cli_job_opts *o)
 {
-	int64_t deadline = cli_mono_ms() + o->grace_ms;
 	struct pollfd pf = {.fd = p->status, .events = POLLIN};
-	bool killed = false;
 	int ws = 0;
 
-	cli_proc_signal(p, sig);
+	if (sig)
+		cli_proc_signal(p, sig);
 	for (;;) {
-		int64_t left = deadline - cli_mono_ms();
+		int64_t left = kill_at - cli_mono_ms();
 
 		if (!killed && (left <= 0 || (o->kill_now && atomic_load(o->kill_now)))) {
 			cli_proc_signal(p, SIGKILL);
@@ -192,16 +197,28 @@ static void not_started(struct cli_http *h, const struct cli_claim *c,
 
 /* --retry (DESIGN §17): a failed job's claim given back with an attempt counted, into the
  * column the card was taken from. The report says what the server made of it: the attempt
- * and the backoff, or the card filed into the failed column (attempts exhausted). */
-static long retry_back(struct cli_http *h, const struct cli_claim *c, const char *back,
-		       struct cli_job_report *rep, int64_t lease_end, char *err)
+ * and the backoff, or the card filed into the failed column (attempts exhausted), or the card
+ * released where somebody moved it, with no attempt. *problem: the refusal's answer (new
+ * reference, or NULL). */
+static long retry_back(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
+		       struct cli_job_report *rep, int64_t lease_end, char *err, json_t **problem)
 {
 	json_t *card = NULL, *gu;
 	const char *nb, *why, *state;
 	long st = cli_job_retry_back(h, c, back, lease_end, err, &card);
 
-	if (st != 200)
+	*problem = NULL;
+	if (st != 200) {
+		*problem = card;
 		return st;
+	}
+	if (back && back->found[0]) {
+		snprintf(rep->detail, sizeof rep->detail,
+			 "retry: the card was moved to %s meanwhile: released there, no attempt "
+			 "counted", back->found);
+		json_decref(card);
+		return st;
+	}
 	rep->retried = true;
 	rep->attempts = json_integer_value(json_object_get(card, "attempts"));
 	nb = json_string_value(json_object_get(card, "not_before"));
@@ -236,8 +253,12 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	struct cli_proc proc = {.sup = -1, .ctl = -1, .status = -1, .out = -1, .err = -1};
 	struct cli_output *output = NULL;
 	bool exited = false, lost = false, cancelled = false, cmd_failed = false, moved = false;
-	const char *back = NULL; /* where a released card returns: where it came from, once moved */
-	json_t *result = NULL;
+	bool killed = false;  /* told to stop: SIGKILL sent (the grace is over, or a 2nd signal) */
+	int64_t kill_at = 0;  /* told to stop: the grace's end */
+	/* where a released card returns: where it came from, once moved (and while it is still
+	 * in the running column) */
+	struct cli_back back_at = {0}, *back = NULL;
+	json_t *result = NULL, *problem = NULL;
 	struct cli_hold *hold = NULL; /* with o->renewer: the claim as the renewer keeps it */
 	unsigned renewed = 0;
 	long st;
@@ -274,14 +295,21 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 	proc.out = proc.err = -1; /* the pump's now (closed with it, also on failure) */
 	if (!cli_job_running_enter(h, c, o->running_column, from, sizeof from, &moved, rep))
 		lost = true;
-	back = moved && *from ? from : NULL;
+	if (moved && *from) {
+		back_at.to = from;
+		back_at.at = o->running_column;
+		back = &back_at;
+	}
 	next_renew = (c->asked_ms ? c->asked_ms : t0) + c->renew_after_ms;
 	next_flush = cli_mono_ms() + OUTPUT_FLUSH_MS;
 	/* --concurrency N: the renewer renews every held claim in one request per tick (batch.c);
 	 * without it (out of memory too), this loop renews its own. */
 	if (o->renewer && !lost)
 		hold = cli_renewer_hold(o->renewer, c, lease_end);
-	while (!exited && !lost && !sig && !cancelled) {
+	/* Told to stop, the loop goes on through the grace: the command still runs, so its claim
+	 * is still renewed until it has exited (DESIGN §12: it runs only while the claim is
+	 * held). */
+	while (!exited && !lost && !cancelled) {
 		struct pollfd p[2] = {{.fd = proc.status, .events = POLLIN},
 				      {.fd = o->stop_fd, .events = POLLIN}};
 		int64_t wake;
@@ -300,15 +328,24 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			wake = lease_end;
 		if (next_flush < wake)
 			wake = next_flush;
-		if (poll(p, o->stop_fd >= 0 ? 2 : 1, wake > now ? (int)(wake - now) : 0) > 0) {
+		if (sig && !killed && wake > now + 100)
+			wake = now + 100; /* the grace's end, or a second signal */
+		/* The stop pipe stays readable once written: watched only until the stop. */
+		if (poll(p, o->stop_fd >= 0 && !sig ? 2 : 1, wake > now ? (int)(wake - now) : 0) > 0) {
 			if (p[0].revents && cli_proc_ended(&proc, &ws)) {
 				exited = true;
 				break;
 			}
-			if (p[1].revents && o->stop_sig && atomic_load(o->stop_sig)) {
+			if (!sig && p[1].revents && o->stop_sig && atomic_load(o->stop_sig)) {
 				sig = atomic_load(o->stop_sig);
-				break;
+				cli_proc_signal(&proc, sig);
+				kill_at = cli_mono_ms() + o->grace_ms;
 			}
+		}
+		if (sig && !killed &&
+		    (cli_mono_ms() >= kill_at || (o->kill_now && atomic_load(o->kill_now)))) {
+			cli_proc_signal(&proc, SIGKILL);
+			killed = true;
 		}
 		now = cli_mono_ms();
 		if (now >= lease_end) {
@@ -366,13 +403,14 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 			snprintf(rep->detail, sizeof rep->detail,
 				 "the command ended after the lease did: nothing written");
 		}
-	} else if (lost || cancelled) {
+	} else {
 		if (cancelled)
 			cli_warn("card %s: run %s was cancelled by an operator: stopping the command "
 				 "(SIGTERM, SIGKILL after the grace)", c->card, rep->run);
-		ws = terminate(&proc, SIGTERM, o);
-	} else {
-		ws = terminate(&proc, sig, o);
+		/* Lost or cancelled: SIGTERM, SIGKILL after the grace; during a stop's grace,
+		 * that grace's end stands (the command has had its SIGTERM). */
+		ws = terminate(&proc, killed ? 0 : SIGTERM,
+			       sig ? kill_at : cli_mono_ms() + o->grace_ms, killed, o);
 	}
 	exit_code_of(ws, rep);
 	cli_output_finish(output); /* the tree is gone: the pipes are at their end */
@@ -395,6 +433,9 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		st = cli_job_give_back(h, c, back, "boardctl_stopped", lease_end, err);
 		if (st != 200)
 			snprintf(rep->detail, sizeof rep->detail, "release: %.400s", err);
+		else if (back && back->found[0])
+			snprintf(rep->detail, sizeof rep->detail,
+				 "the card was moved to %s meanwhile: released there", back->found);
 		goto done;
 	}
 	rep->end = rep->exit_code == 0 ? CLI_JOB_SUCCEEDED : CLI_JOB_FAILED;
@@ -415,19 +456,22 @@ void cli_job_run(struct cli_http *h, const struct cli_claim *c, const struct cli
 		if (st != 200)
 			cli_warn("card %s: run %s: %s", c->card, rep->run, err);
 		if (rep->end == CLI_JOB_FAILED && o->retry)
-			st = retry_back(h, c, back, rep, lease_end, err);
+			st = retry_back(h, c, back, rep, lease_end, err, &problem);
 		else
 			st = cli_job_outcome_write(h, c, rep->end == CLI_JOB_SUCCEEDED ? &o->on_success : &o->on_failure,
 					   back,
 					   rep->end == CLI_JOB_SUCCEEDED ? "boardctl_succeeded" : "boardctl_failed",
-					   lease_end, err);
+					   lease_end, err, &problem);
 	}
 	if (st == 200) {
 		rep->outcome_written = true;
+		if (!rep->detail[0] && back && back->found[0])
+			snprintf(rep->detail, sizeof rep->detail,
+				 "the card was moved to %s meanwhile: released there", back->found);
 	} else {
 		snprintf(rep->detail, sizeof rep->detail, "outcome not written: %.400s", err);
 		if (cli_job_refused(st))
-			cli_job_outcome_refused(h, c, o, back, rep, st, lease_end);
+			cli_job_outcome_refused(h, c, o, back, rep, st, problem, lease_end);
 	}
 	goto done;
 cancelled:
@@ -444,6 +488,7 @@ cancelled:
 		 exited ? " as the command ended by itself (its outcome and result not written)"
 			: "");
 done:
+	json_decref(problem);
 	json_decref(result);
 	cli_output_free(output);
 	cli_proc_close(&proc);

@@ -172,20 +172,48 @@ long cli_job_release(struct cli_http *h, const struct cli_claim *c, int64_t unti
 	return st;
 }
 
-/* Gives the claim back. `back` (NULL: none) is the column the card came from when the job
- * moved it into the running column: it returns there in the same fenced step (PATCH state
- * with release), so a released card never sits in the running column with nobody running
- * it; refused as asked (a column gone since), the release alone. */
-long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, const char *back,
-		      const char *reason, int64_t until, char *err)
+/* Whether the card is still in back->at, where the job put it: read just before the write
+ * that would move it back. The owned state write takes no `from` (400: it is fenced by the
+ * claim alone) and an operator's or a bot's move does not touch the claim, so a read is the
+ * only check boardctl has; a move in the moment between the read and the write is not seen.
+ * A read with no answer counts as moved (the card is released where it is). */
+static bool still_at(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
+		     int64_t until)
+{
+	char path[512], err[CLI_ERR_MAX];
+	json_t *ans = NULL;
+	const char *state;
+	bool at;
+
+	back->found[0] = '\0';
+	cli_job_card_path(path, sizeof path, c, "");
+	at = write_retried(h, "GET", path, NULL, -1, until, err, &ans) == 200 &&
+	     (state = json_string_value(json_object_get(ans, "state"))) &&
+	     strcmp(state, back->at) == 0;
+	if (!at)
+		snprintf(back->found, sizeof back->found, "%s",
+			 json_string_value(json_object_get(ans, "state"))
+				 ? json_string_value(json_object_get(ans, "state"))
+				 : "?");
+	json_decref(ans);
+	return at;
+}
+
+/* Gives the claim back. `back` (NULL: none) says where the card came from when the job moved
+ * it into the running column: it returns there in the same fenced step (PATCH state with
+ * release), so a released card never sits in the running column with nobody running it;
+ * found elsewhere (somebody moved it), or refused as asked (a column gone since), the
+ * release alone, where it is. */
+long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
+		       const char *reason, int64_t until, char *err)
 {
 	char path[512];
 	json_t *body;
 	long st;
 
-	if (!back || !*back)
+	if (!back || !back->to || !*back->to || !still_at(h, c, back, until))
 		return cli_job_release(h, c, until, err);
-	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", back, "reason",
+	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", back->to, "reason",
 			 reason, "release", 1);
 	cli_job_card_path(path, sizeof path, c, "/state");
 	st = write_retried(h, "PATCH", path, body, c->epoch, until, err, NULL);
@@ -195,15 +223,16 @@ long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, const char
 	return st;
 }
 
-long cli_job_retry_back(struct cli_http *h, const struct cli_claim *c, const char *back,
+long cli_job_retry_back(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
 			int64_t until, char *err, json_t **card)
 {
 	char path[512];
 	json_t *body, *ans = NULL;
+	bool moved = back && back->to && *back->to && !still_at(h, c, back, until);
 	long st;
 
-	if (back && *back) {
-		body = json_pack("{s:s, s:s, s:s, s:b, s:b}", "marker", c->marker, "to", back,
+	if (back && back->to && *back->to && !moved) {
+		body = json_pack("{s:s, s:s, s:s, s:b, s:b}", "marker", c->marker, "to", back->to,
 				 "reason", "boardctl_failed", "release", 1, "retry", 1);
 		cli_job_card_path(path, sizeof path, c, "/state");
 		st = write_retried(h, "PATCH", path, body, c->epoch, until, err, &ans);
@@ -214,15 +243,18 @@ long cli_job_retry_back(struct cli_http *h, const struct cli_claim *c, const cha
 		json_decref(ans);
 		ans = NULL;
 	}
-	body = json_pack("{s:s, s:I, s:b}", "marker", c->marker, "epoch", (json_int_t)c->epoch,
-			 "retry", 1);
+	/* Moved by somebody: released where it is with no attempt, as the reaper does (a retry
+	 * that ran out of attempts would file the card into the failed column). */
+	body = moved ? json_pack("{s:s, s:I}", "marker", c->marker, "epoch", (json_int_t)c->epoch)
+		     : json_pack("{s:s, s:I, s:b}", "marker", c->marker, "epoch",
+				 (json_int_t)c->epoch, "retry", 1);
 	cli_job_card_path(path, sizeof path, c, "/release");
 	st = write_retried(h, "POST", path, body, -1, until, err, &ans);
 	json_decref(body);
 out:
 	if (card)
-		*card = st == 200 ? ans : NULL;
-	if (!card || st != 200)
+		*card = ans;
+	else
 		json_decref(ans);
 	return st;
 }
@@ -251,33 +283,68 @@ long cli_job_run_patch(struct cli_http *h, const struct cli_claim *c, const char
 	return st;
 }
 
-/* The card's outcome and the release, in one fenced step (or the release alone). */
+/* The card's outcome and the release, in one fenced step (or the release alone). *ans (may
+ * be NULL) receives the answer of the state write (new reference, or NULL). */
 long cli_job_outcome_write(struct cli_http *h, const struct cli_claim *c,
-			  const struct cli_outcome *o, const char *back, const char *reason,
-			  int64_t until, char *err)
+			  const struct cli_outcome *o, struct cli_back *back, const char *reason,
+			  int64_t until, char *err, json_t **ans)
 {
 	char path[512];
 	json_t *body;
 	long st;
 
+	if (ans)
+		*ans = NULL;
 	if (o->kind == CLI_OUTCOME_RELEASE)
 		return cli_job_give_back(h, c, back, reason, until, err);
 	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", o->column, "reason",
 			 reason, "release", 1);
 	cli_job_card_path(path, sizeof path, c, "/state");
-	st = write_retried(h, "PATCH", path, body, c->epoch, until, err, NULL);
+	st = write_retried(h, "PATCH", path, body, c->epoch, until, err, ans);
 	json_decref(body);
 	return st;
 }
 
+/* The refusals that say boardctl's configuration is wrong, by problem code (DESIGN §8; the
+ * man page's EXIT STATUS 125 lists them): the same request would be refused for every card,
+ * so `work` stops. Every other refusal is about the card, whose state changed under the job
+ * (terminal_state_exit: an operator filed it into a terminal column; claim_conflict,
+ * state_conflict, ...): it ends that job only. */
+static const char *const config_codes[] = {
+	"bad_request",            /* boardctl's request, as its flags made it, is malformed */
+	"unauthorized",           /* the token is gone */
+	"forbidden",              /* the token lacks the role, the board or the caps */
+	"method_not_allowed",     /* a server without the route */
+	"transition_rejected",    /* a column of boardctl's flags is no column of the board */
+	"unsupported_media_type", /* a server that speaks another contract */
+	"precondition_required",
+};
+
+bool cli_refusal_is_config(long st, const json_t *problem)
+{
+	const char *code = json_string_value(json_object_get(problem, "code"));
+	size_t i;
+
+	if (!code) /* no problem+json (a proxy's answer): by the status alone */
+		return st == 400 || st == 401 || st == 403 || st == 405 || st == 415 || st == 428;
+	/* not_found: a server without the route is; a card deleted meanwhile is not */
+	if (strcmp(code, "not_found") == 0)
+		return strcmp(cli_http_problem(problem), "no such route") == 0;
+	for (i = 0; i < sizeof config_codes / sizeof config_codes[0]; i++)
+		if (strcmp(code, config_codes[i]) == 0)
+			return true;
+	return false;
+}
+
 /* The outcome write was refused (4xx). A claim taken from us (409 claim_conflict) refuses the
- * release too: the job was lost. Otherwise the outcome itself was refused as asked (an unknown
- * or non-working column, a role): the claim is still ours and is given back at once, never
- * left held with nobody renewing it; the job is an error, and a configuration error when no
- * card could take that outcome (403, 404, 422). */
+ * release too: the job was lost. Otherwise the outcome itself was refused: the claim is still
+ * ours and is given back at once, never left held with nobody renewing it; the job is an
+ * error, and a configuration error (`work` stops) only when the refusal's code says the
+ * configuration is wrong (cli_refusal_is_config). */
 void cli_job_outcome_refused(struct cli_http *h, const struct cli_claim *c,
-			    const struct cli_job_opts *o, const char *back,
-			    struct cli_job_report *rep, long st, int64_t lease_end)
+			    const struct cli_job_opts *o, struct cli_back *back,
+			    struct cli_job_report *rep, long st, const json_t *problem,
+			    int64_t lease_end)
 {
 	const struct cli_outcome *out = rep->end == CLI_JOB_SUCCEEDED ? &o->on_success
 								     : &o->on_failure;
@@ -291,8 +358,12 @@ void cli_job_outcome_refused(struct cli_http *h, const struct cli_claim *c,
 
 	if (rs == 200) {
 		rep->end = CLI_JOB_ERROR;
-		rep->config_error = st != 409;
-		snprintf(rep->detail + n, sizeof rep->detail - n, "; the claim was released");
+		rep->config_error = cli_refusal_is_config(st, problem);
+		if (back && back->found[0])
+			snprintf(rep->detail + n, sizeof rep->detail - n,
+				 "; the claim was released where the card is (%s)", back->found);
+		else
+			snprintf(rep->detail + n, sizeof rep->detail - n, "; the claim was released");
 	} else if (cli_job_refused(rs)) {
 		rep->end = CLI_JOB_LOST;
 	}
@@ -352,7 +423,7 @@ bool cli_job_agent_token_mint(struct cli_http *h, const struct cli_claim *c, con
 			 cli_http_problem(ans));
 	/* Caps the server refuses as asked (an unknown cap, one the worker lacks): every next
 	 * card would be refused the same. */
-	rep->config_error = !*out && (st == 400 || st == 403 || st == 422);
+	rep->config_error = !*out && st != 0 && cli_refusal_is_config(st, ans);
 	json_decref(ans);
 	return *out != NULL;
 }

@@ -33,6 +33,23 @@ int64_t cli_mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+bool cli_int_arg(const char *s, long long min, long long max, long long *out)
+{
+	char *end;
+	long long v;
+
+	/* strtoll skips leading space and takes a sign: neither is a number here unless min
+	 * lets it be negative */
+	if (!s || !((*s >= '0' && *s <= '9') || (*s == '-' && min < 0)))
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s || *end || errno == ERANGE || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
 /* The verbs, defined once: dispatch and the help's list both walk it. */
 static const struct verb {
 	const char *name;
@@ -135,12 +152,20 @@ int main(int argc, char **argv)
 			cli_g.json = true;
 		} else if (strcmp(o, "--verbose") == 0) {
 			cli_g.verbose = true;
-		} else if (a + 1 < argc && strcmp(o, "--url") == 0) {
-			snprintf(url, sizeof url, "%s", argv[++a]);
-		} else if (a + 1 < argc && strcmp(o, "--token-file") == 0) {
-			token_file = argv[++a];
-		} else if (a + 1 < argc && strcmp(o, "--cacert") == 0) {
-			cli_g.cacert = argv[++a];
+		} else if (strcmp(o, "--url") == 0 || strcmp(o, "--token-file") == 0 ||
+			   strcmp(o, "--cacert") == 0) {
+			if (a + 1 >= argc) {
+				cli_warn("%s: its value is missing (%s %s)", o, o,
+					 strcmp(o, "--url") == 0 ? "URL" : "FILE");
+				usage(stderr);
+				return CLI_EXIT_ERROR;
+			}
+			if (strcmp(o, "--url") == 0)
+				snprintf(url, sizeof url, "%s", argv[++a]);
+			else if (strcmp(o, "--token-file") == 0)
+				token_file = argv[++a];
+			else
+				cli_g.cacert = argv[++a];
 		} else {
 			cli_warn("unknown option %s", o);
 			usage(stderr);

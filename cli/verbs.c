@@ -69,6 +69,24 @@ static bool query_add(char *q, size_t len, const char *key, const char *val)
 	       len - n;
 }
 
+/* --limit N of a listing: a positive integer (the server bounds it: 1..1000). */
+static bool limit_ok(const char *s)
+{
+	long long v;
+
+	if (cli_int_arg(s, 1, INT64_MAX, &v))
+		return true;
+	cli_warn("--limit must be a positive integer: \"%s\"", s);
+	return false;
+}
+
+/* A verb given an argument it does not take: refused, nothing sent. */
+static int extra_args(const char *verb, const char *arg)
+{
+	cli_warn("%s: unexpected argument \"%s\"", verb, arg);
+	return CLI_EXIT_ERROR;
+}
+
 static void card_line(const json_t *c)
 {
 	const json_t *cl = json_object_get(c, "claim");
@@ -128,10 +146,14 @@ static int cards_ls(int argc, char **argv)
 		}
 		if (opt == '?')
 			return CLI_EXIT_ERROR;
+		if (opt == 'n' && !limit_ok(optarg))
+			return CLI_EXIT_ERROR;
 		for (size_t k = 0; lo[k].name; k++)
 			if (lo[k].val == opt)
 				ok = ok && query_add(q, sizeof q, lo[k].name, optarg);
 	}
+	if (optind < argc)
+		return extra_args("cards ls", argv[optind]);
 	if (!ok) {
 		cli_warn("query too long");
 		return CLI_EXIT_ERROR;
@@ -188,7 +210,6 @@ static int cards_create(int argc, char **argv)
 	json_t *body = json_object(), *j = NULL;
 	char when[64], err[CLI_ERR_MAX];
 	int opt, rc;
-	char *end;
 	long long pri;
 
 	optind = 1;
@@ -211,9 +232,8 @@ static int cards_create(int argc, char **argv)
 			continue;
 		}
 		case 'p':
-			pri = strtoll(optarg, &end, 10);
-			if (*end) {
-				cli_warn("--priority must be an integer");
+			if (!cli_int_arg(optarg, INT32_MIN, INT32_MAX, &pri)) {
+				cli_warn("--priority must be an integer (32-bit): \"%s\"", optarg);
 				json_decref(body);
 				return CLI_EXIT_ERROR;
 			}
@@ -236,6 +256,10 @@ static int cards_create(int argc, char **argv)
 			return CLI_EXIT_ERROR;
 		}
 		json_object_set_new(body, key, json_string(optarg));
+	}
+	if (optind < argc) { /* a title given without --title would be silently dropped */
+		json_decref(body);
+		return extra_args("cards create", argv[optind]);
 	}
 	rc = call("POST", "/v1/cards", body, 201, &j);
 	json_decref(body);
@@ -370,7 +394,6 @@ int cli_events_main(int argc, char **argv)
 	const char *board = NULL;
 	long long after = 0, left = -1; /* --limit: events still to print (-1: no bound) */
 	bool follow = false;
-	char *end;
 	struct cli_http *h;
 	int opt, rc = 0;
 
@@ -378,13 +401,17 @@ int cli_events_main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (opt) {
 		case 'b': board = optarg; break;
-		case 'a': after = strtoll(optarg, NULL, 10); break;
-		case 'n':
-			left = strtoll(optarg, &end, 10);
-			if (end == optarg || *end || left < 1) {
-				cli_warn("--limit must be a positive integer: %s", optarg);
+		case 'a':
+			if (!cli_int_arg(optarg, 0, INT64_MAX, &after)) {
+				cli_warn("--after must be an event seq, an integer >= 0: \"%s\"",
+					 optarg);
 				return CLI_EXIT_ERROR;
 			}
+			break;
+		case 'n':
+			if (!limit_ok(optarg))
+				return CLI_EXIT_ERROR;
+			left = strtoll(optarg, NULL, 10);
 			break;
 		case 'f': follow = true; break;
 		case 'h':
@@ -395,6 +422,8 @@ int cli_events_main(int argc, char **argv)
 			return CLI_EXIT_ERROR;
 		}
 	}
+	if (optind < argc)
+		return extra_args("events", argv[optind]);
 	h = cli_http_new();
 	if (!h)
 		return 1;
@@ -494,8 +523,12 @@ int cli_attention_main(int argc, char **argv)
 			fputs(attention_help, stderr);
 			return CLI_EXIT_ERROR;
 		}
+		if (opt == 'n' && !limit_ok(optarg))
+			return CLI_EXIT_ERROR;
 		query_add(q, sizeof q, opt == 'b' ? "board" : "limit", optarg);
 	}
+	if (optind < argc)
+		return extra_args("attention", argv[optind]);
 	return call_show("GET", q, NULL, attention_human);
 }
 
@@ -551,6 +584,8 @@ int cli_runs_main(int argc, char **argv)
 			fputs(runs_help, stdout);
 			return 0;
 		}
+		if (opt == 'n' && !limit_ok(optarg))
+			return CLI_EXIT_ERROR;
 		if (opt == 'n')
 			limit = optarg;
 		else if (opt == 'o')

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -283,6 +284,10 @@ static int take_shared(struct work *w, const struct slot *s, struct cli_http *h,
 	pthread_mutex_lock(&w->pool_mu);
 	w->fetching = false;
 	if (rc == 1) {
+		/* A card held under an older epoch is taken again: that hold is lost now, before
+		 * the next tick would name the card twice. */
+		for (i = 0; i < n; i++)
+			cli_renewer_claimed(w->job.renewer, &v[i]);
 		w->taken += (long)n;
 		*c = v[0];
 		w->busy++;
@@ -408,13 +413,17 @@ static json_t *csv_array(const char *s)
 	return a;
 }
 
-/* "10", "10s", "500ms", "2m" -> ms; -1 when malformed. */
+/* "10", "10s", "500ms", "2m" -> ms; -1 when malformed (or past a day). */
 static int64_t duration_ms(const char *s, int64_t unit_ms)
 {
 	char *end;
-	double v = strtod(s, &end);
+	double v;
 
-	if (end == s || v < 0)
+	/* a plain decimal: strtod would also take " 1", "+1", "0x10", "1e3", "inf", "nan" */
+	if (!((*s >= '0' && *s <= '9') || *s == '.') || strpbrk(s, "xXeEnN"))
+		return -1;
+	v = strtod(s, &end);
+	if (end == s || !(v >= 0) || v > 86400.0 * 1000)
 		return -1;
 	if (!*end)
 		return (int64_t)(v * (double)unit_ms);
@@ -506,9 +515,13 @@ static const char work_help_opts[] =
 	"                       board.close); a refused mint fails the job, claim released\n"
 	"  -h, --help           this help\n"
 	"\n"
-	"SIGTERM/SIGINT/SIGHUP are forwarded to COMMAND; after it ends (or the grace) the claim is\n"
-	"released. A second signal SIGKILLs at once. One progress line per job goes to\n"
-	"stderr; with --json, one JSON object per job to stdout.\n";
+	"SIGTERM/SIGINT/SIGHUP are forwarded to COMMAND, its claim still renewed through the\n"
+	"grace; after it ends (or the grace: SIGKILL) the claim is released. A card given back\n"
+	"returns to the column it came from unless somebody moved it meanwhile (released\n"
+	"there). A second signal SIGKILLs at once. One progress line per job goes to\n"
+	"stderr; with --json, one JSON object per job to stdout. work stops (125) on a refused\n"
+	"outcome only when the refusal is about its configuration (bad_request, forbidden,\n"
+	"transition_rejected, ...); one about the card ends that job only.\n";
 
 static int work_common(int argc, char **argv, bool is_run)
 {
@@ -544,7 +557,7 @@ static int work_common(int argc, char **argv, bool is_run)
 	char host[64] = "host";
 	unsigned i;
 	int opt, sig, rc = 0, li = 0;
-	char *end;
+	long long num;
 
 	w.job.grace_ms = 10000;
 	w.job.on_success = (struct cli_outcome){CLI_OUTCOME_COLUMN, "done"};
@@ -567,19 +580,19 @@ static int work_common(int argc, char **argv, bool is_run)
 			json_array_append_new(w.labels, json_string(optarg));
 			break;
 		case 'L':
-			w.lease_ms = strtoll(optarg, &end, 10);
-			if (*end || w.lease_ms <= 0)
+			if (!cli_int_arg(optarg, 1, INT64_MAX, &num))
 				goto bad_value;
+			w.lease_ms = num;
 			break;
 		case 'n':
-			w.concurrency = (unsigned)strtoul(optarg, &end, 10);
-			if (*end || w.concurrency < 1 || w.concurrency > 1024)
+			if (!cli_int_arg(optarg, 1, 1024, &num))
 				goto bad_value;
+			w.concurrency = (unsigned)num;
 			break;
 		case 'm':
-			w.max_jobs = strtol(optarg, &end, 10);
-			if (*end || w.max_jobs < 0)
+			if (!cli_int_arg(optarg, 0, LONG_MAX, &num))
 				goto bad_value;
+			w.max_jobs = (long)num;
 			break;
 		case 'g':
 			if ((w.job.grace_ms = duration_ms(optarg, 1000)) < 0)
@@ -606,9 +619,9 @@ static int work_common(int argc, char **argv, bool is_run)
 			running_given = true;
 			break;
 		case 'w':
-			w.wait_ms = strtoll(optarg, &end, 10);
-			if (*end || w.wait_ms < 0 || w.wait_ms > 30000)
+			if (!cli_int_arg(optarg, 0, 30000, &num))
 				goto bad_value;
+			w.wait_ms = num;
 			break;
 		case 'A':
 			json_decref(w.agent_caps);
