@@ -508,6 +508,45 @@ def mongo_database(uri, tag):
                                     (tag, os.getpid(), int(time.time())), parts.query, ''))
 
 
+def mongo_atomic_database(tag):
+    """For a race test: a fresh database (mongo_database) on a server whose single-document
+    updates are atomic -- BOARDD_TEST_MONGO_URI unless it is FerretDB, else
+    BOARDD_TEST_MONGO_URI_MJS (mongo-java-server) -- or exits 77 saying why not (or fails
+    in CI without a server: mongo_uri)."""
+    uri = os.environ.get('BOARDD_TEST_MONGO_URI')
+    mjs = os.environ.get('BOARDD_TEST_MONGO_URI_MJS')
+    if uri and not mongo_is_ferretdb():
+        return mongo_database(uri, tag)
+    if mjs:
+        return mongo_database(mjs, tag)
+    if uri:
+        print('SKIP: this race needs atomic single-document updates; FerretDB\'s are not '
+              'atomic under concurrency (run it on mongo-java-server: tests/run.sh does, or '
+              'set BOARDD_TEST_MONGO_URI_MJS)', flush=True)
+        sys.exit(77)
+    mongo_uri()  # skips (77), or fails in CI
+    return None
+
+
+def start_replicas(boardd, uri, tmp, tokens, extra=(), threads=4):
+    """One boardd on the FS twin in tmp/data (uri None), or two (a, b) on database uri;
+    started, or RuntimeError. The caller stops them."""
+    servers = []
+    try:
+        for name in (('a', 'b') if uri else ('a',)):
+            s = Server(boardd, None if uri else os.path.join(tmp, 'data'), tokens, tmp, extra,
+                       store=uri, threads=threads, name=name)
+            started, why = s.start()
+            if not started:
+                raise RuntimeError('boardd %s did not start: %s' % (name, why))
+            servers.append(s)
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    return servers
+
+
 # ---- the metrics table ----------------------------------------------------------------------
 
 def metrics_table(path):

@@ -13,9 +13,7 @@ delivery's view of eight, the earlier writer's entry fell out of it, and the lat
 its seq first (card_claimed x logged before card_released y).
 
 usage: card_log_order.py BOARDD [--mode fs|mongo] [--seconds S] [--keep]
-Mongo mode needs BOARDD_TEST_MONGO_URI (or BOARDD_TEST_MONGO_URI_MJS) on mongo-java-server;
-it is skipped (77, saying why) without a server and on FerretDB, whose single-document
-updates are not atomic under concurrency (a pass there would prove nothing).
+Mongo mode runs on mongo-java-server, never FerretDB (bt.mongo_atomic_database).
 """
 import argparse
 import collections
@@ -32,24 +30,6 @@ sys.path.insert(0, os.path.join(HERE, '..', 'common'))
 import boardd_test as bt  # noqa: E402
 
 CARD = 'k'
-
-
-def mongo_store(tag='logorder'):
-    """The Mongo URI to run on (a database of its own, named after tag), or exits 77 saying
-    why not."""
-    uri = os.environ.get('BOARDD_TEST_MONGO_URI')
-    mjs = os.environ.get('BOARDD_TEST_MONGO_URI_MJS')
-    if uri and not bt.mongo_is_ferretdb():
-        return bt.mongo_database(uri, tag)
-    if mjs:
-        return bt.mongo_database(mjs, tag)
-    if uri:
-        print('SKIP: this race needs atomic single-document updates; FerretDB\'s are '
-              'not atomic under concurrency (run it on mongo-java-server: tests/run.sh does, or '
-              'set BOARDD_TEST_MONGO_URI_MJS)', flush=True)
-        sys.exit(77)
-    bt.mongo_uri()  # skips (77), or fails in CI
-    return None
 
 
 class Race:
@@ -138,7 +118,7 @@ def main():
     ap.add_argument('--seconds', type=float, default=8.0)
     ap.add_argument('--keep', action='store_true')
     o = ap.parse_args()
-    uri = mongo_store() if o.mode == 'mongo' else None
+    uri = bt.mongo_atomic_database('logorder') if o.mode == 'mongo' else None
     print('card_log_order: mode %s, %.0f s' % (o.mode, o.seconds), flush=True)
     tmp = tempfile.mkdtemp(prefix='boardd-logorder.')
     tokens = os.path.join(tmp, 'tokens.json')
@@ -146,13 +126,7 @@ def main():
     w_tok = {m: bt.token_add(o.boardd, tokens, 'w' + m, ['worker']) for m in ('x', 'y')}
     servers, ok = [], False
     try:
-        for name in (('a', 'b') if uri else ('a',)):
-            s = bt.Server(o.boardd, None if uri else os.path.join(tmp, 'data'), tokens, tmp,
-                          (), store=uri, threads=4, name=name)
-            started, why = s.start()
-            if not started:
-                raise RuntimeError('boardd %s did not start: %s' % (name, why))
-            servers.append(s)
+        servers = bt.start_replicas(o.boardd, uri, tmp, tokens)
         ports = [s.port for s in servers]
         adm = bt.Client(ports[0], bot_tok, timeout=60)
         adm.must(201, 'POST', '/v1/cards', {'id': CARD, 'title': 'raced', 'state': 'ready'})

@@ -269,23 +269,6 @@ class Sampler(threading.Thread):
             c.close()
 
 
-def mongo_store():
-    """The Mongo URI to run on, or exits 77 saying why not."""
-    uri = os.environ.get('BOARDD_TEST_MONGO_URI')
-    mjs = os.environ.get('BOARDD_TEST_MONGO_URI_MJS')
-    if uri and not bt.mongo_is_ferretdb():
-        return bt.mongo_database(uri, 'limitrace')
-    if mjs:
-        return bt.mongo_database(mjs, 'limitrace')
-    if uri:
-        print('SKIP: the Mongo limit race needs atomic single-document updates; FerretDB\'s are '
-              'not atomic under concurrency (run it on mongo-java-server: tests/run.sh does, or '
-              'set BOARDD_TEST_MONGO_URI_MJS)', flush=True)
-        sys.exit(77)
-    bt.mongo_uri()  # skips (77), or fails in CI
-    return None
-
-
 def settle(client, deadline):
     """Waits (bounded) until the board holds no claim: the reaper returned the dead
     workers' cards. Returns the last board read."""
@@ -313,7 +296,7 @@ def main():
     o = ap.parse_args()
     seed = o.seed if o.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    uri = mongo_store() if o.mode == 'mongo' else None
+    uri = bt.mongo_atomic_database('limitrace') if o.mode == 'mongo' else None
     print('limit_race: seed %d, mode %s, %d workers, %.0f s, ready limit %d, max_claims %d%s' %
           (seed, o.mode, o.workers, o.seconds, LIMIT, MAX_CLAIMS,
            ' (NOT put on the board: --no-limit)' if o.no_limit else ''), flush=True)
@@ -324,13 +307,7 @@ def main():
     extra = ['--reaper=on', '--reaper-interval-ms', '50', '--lease-min-ms', '1']
     servers, ok = [], False
     try:
-        for name in (('a', 'b') if uri else ('a',)):
-            s = bt.Server(o.boardd, None if uri else os.path.join(tmp, 'data'), tokens, tmp,
-                          extra, store=uri, threads=4, name=name)
-            started, why = s.start()
-            if not started:
-                raise RuntimeError('boardd %s did not start: %s' % (name, why))
-            servers.append(s)
+        servers = bt.start_replicas(o.boardd, uri, tmp, tokens, extra)
         ports = [s.port for s in servers]
         adm = bt.Client(ports[0], op_tok, timeout=60)
         adm.must(200, 'PUT', '/v1/boards/' + BOARD, board_body(not o.no_limit))

@@ -12,9 +12,7 @@ write is guarded on the version it read, and with this many writers a few used t
 sixteen times in a row and answer claim_conflict.
 
 usage: run_writers.py BOARDD [--mode fs|mongo] [--threads N] [--rounds N] [--keep]
-Mongo mode needs BOARDD_TEST_MONGO_URI (or BOARDD_TEST_MONGO_URI_MJS) on mongo-java-server;
-it is skipped (77, saying why) without a server and on FerretDB, whose single-document
-updates are not atomic under concurrency (a pass there would prove nothing).
+Mongo mode runs on mongo-java-server, never FerretDB (bt.mongo_atomic_database).
 """
 import argparse
 import collections
@@ -29,7 +27,6 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'common'))
 import boardd_test as bt  # noqa: E402
-from card_log_order import mongo_store  # noqa: E402
 
 
 def main():
@@ -40,7 +37,7 @@ def main():
     ap.add_argument('--rounds', type=int, default=40)
     ap.add_argument('--keep', action='store_true')
     o = ap.parse_args()
-    uri = mongo_store('runwriters') if o.mode == 'mongo' else None
+    uri = bt.mongo_atomic_database('runwriters') if o.mode == 'mongo' else None
     print('run_writers: mode %s, %d threads x %d writes' % (o.mode, o.threads, o.rounds),
           flush=True)
     tmp = tempfile.mkdtemp(prefix='boardd-runwriters.')
@@ -49,13 +46,7 @@ def main():
     w_tok = bt.token_add(o.boardd, tokens, 'w', ['worker'])
     servers, ok = [], False
     try:
-        for name in (('a', 'b') if uri else ('a',)):
-            s = bt.Server(o.boardd, None if uri else os.path.join(tmp, 'data'), tokens, tmp,
-                          (), store=uri, threads=8, name=name)
-            started, why = s.start()
-            if not started:
-                raise RuntimeError('boardd %s did not start: %s' % (name, why))
-            servers.append(s)
+        servers = bt.start_replicas(o.boardd, uri, tmp, tokens, threads=8)
         ports = [s.port for s in servers]
         bt.Client(ports[0], bot_tok, timeout=60).must(
             201, 'POST', '/v1/cards', {'id': 'k', 'title': 'busy run', 'state': 'ready'})
