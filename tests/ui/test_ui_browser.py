@@ -574,6 +574,30 @@ def browser_tools():
     return sync_playwright
 
 
+def run_flows(p, profile, srv, flows):
+    """Runs each flow(page, srv) on a page of its own in one headless chromium of `profile`
+    (1400x900); a flow that raises fails its check. Returns the console errors and page
+    errors, each prefixed with its flow's name."""
+    ctx = p.chromium.launch_persistent_context(
+        profile, executable_path=CHROMIUM, headless=True, args=ARGS,
+        viewport={'width': 1400, 'height': 900})
+    errors = []
+    try:
+        for flow in flows:
+            page = ctx.new_page()
+            page.on('console', lambda m, f=flow: errors.append('%s: %s' % (f.__name__, m.text))
+                    if m.type == 'error' else None)
+            page.on('pageerror', lambda e, f=flow: errors.append('%s: %s' % (f.__name__, e)))
+            try:
+                flow(page, srv)
+            except Exception as e:
+                check(False, '%s raised %r' % (flow.__name__, e))
+            page.close()
+    finally:
+        ctx.close()
+    return errors
+
+
 def end_run(srv, profile):
     """Stops boardd (a clean SIGTERM exit is asserted), drops the browser profile, exits with
     the summary."""

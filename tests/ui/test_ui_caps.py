@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import boardd_test as bt  # noqa: E402
 from boardd_test import Board, check  # noqa: E402
-from test_ui_browser import ARGS, CHROMIUM, T, browser_tools, end_run, in_column, sign_in  # noqa: E402,E501
+from test_ui_browser import T, browser_tools, end_run, in_column, run_flows, sign_in  # noqa: E402,E501
 
 # name -> (roles, caps); 'scoped' (an operator and bot scoped to board `other`) is the Board's
 TOKENS = {
@@ -224,23 +224,8 @@ def main():
     try:
         seed(srv)
         with sync_playwright() as p:
-            ctx = p.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=ARGS,
-                viewport={'width': 1400, 'height': 900})
-            errors = []
-            try:
-                for flow in (full_operator, label_only, scoped_board, read_only_caps):
-                    page = ctx.new_page()
-                    page.on('console', lambda m, f=flow: errors.append('%s: %s' % (f.__name__, m.text))
-                            if m.type == 'error' else None)
-                    page.on('pageerror', lambda e, f=flow: errors.append('%s: %s' % (f.__name__, e)))
-                    try:
-                        flow(page, srv)
-                    except Exception as e:
-                        check(False, '%s raised %r' % (flow.__name__, e))
-                    page.close()
-            finally:
-                ctx.close()
+            errors = run_flows(p, profile, srv,
+                               (full_operator, label_only, scoped_board, read_only_caps))
             check(not errors, 'no console errors: nothing shown was refused (%s)' % errors)
     finally:
         end_run(srv, profile)

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import boardd_test as bt  # noqa: E402
 from boardd_test import Board, check  # noqa: E402
-from test_ui_browser import ARGS, CHROMIUM, T, browser_tools, end_run, in_column, sign_in  # noqa: E402,E501
+from test_ui_browser import T, browser_tools, end_run, in_column, run_flows, sign_in  # noqa: E402,E501
 
 
 def open_edit(page, cid, col='backlog'):
@@ -192,8 +192,14 @@ def alert_in_modal(page, srv):
     page.locator('#alert').wait_for(state='visible', timeout=T)
     page.keyboard.press('Escape')
     page.locator('#card-dialog').wait_for(state='hidden', timeout=T)
-    check(page.locator('#alert').is_visible() and
-          page.evaluate("!document.getElementById('alert').closest('dialog')"),
+    # (the alert goes back to the page on the dialog's close event, a task after it hid)
+    try:
+        page.wait_for_function("""() => { const a = document.getElementById('alert');
+            return !a.closest('dialog') && !a.hidden; }""", timeout=T)
+        back = True
+    except Exception:
+        back = False
+    check(back and page.locator('#alert').is_visible(),
           'closing the card view leaves the alert on the page')
     page.click('#alert-close', timeout=T)
     page.locator('#alert').wait_for(state='hidden', timeout=T)
@@ -292,24 +298,8 @@ def main():
     profile = tempfile.mkdtemp(prefix='boardd-chromium-')
     try:
         with sync_playwright() as p:
-            ctx = p.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=ARGS,
-                viewport={'width': 1400, 'height': 900})
-            errors = []
-            try:
-                for flow in (stale_edit, untouched_text, alert_in_modal, switch_race,
-                             signout_clears, comment_race):
-                    page = ctx.new_page()
-                    page.on('console', lambda m, f=flow: errors.append('%s: %s' % (f.__name__, m.text))
-                            if m.type == 'error' else None)
-                    page.on('pageerror', lambda e, f=flow: errors.append('%s: %s' % (f.__name__, e)))
-                    try:
-                        flow(page, srv)
-                    except Exception as e:
-                        check(False, '%s raised %r' % (flow.__name__, e))
-                    page.close()
-            finally:
-                ctx.close()
+            errors = run_flows(p, profile, srv, (stale_edit, untouched_text, alert_in_modal,
+                                                 switch_race, signout_clears, comment_race))
             # the refusals provoked on purpose log their status: the 404 of the deleted card's
             # save, the 403 of the narrowed token's move; nothing else may log an error
             bad = [e for e in errors if not (e.startswith('stale_edit') and 'status of 404' in e) and
