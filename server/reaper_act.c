@@ -204,10 +204,12 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		file_card(r, a, c, b->failed, c->d.reason);
 		break;
 	case CORE_STUCK_GIVE_UP:
-		if (core_should_file_stuck_card(b, seen->state, b->failed)) {
-			act_gave_up(r, a, c, "run_pruned", seen->last_run_id);
-			file_card(r, a, c, b->failed, c->d.reason);
-		}
+		/* The stamp always: it overwrites no column, and it puts the card in the
+		 * Needs-attention lane wherever it is, for an operator to decide (ADR-096: a
+		 * gone run is never left unseen). The filing only where ShouldFileStuckCard
+		 * allows: a card somebody moved out of the pool (review) stays where it is. */
+		act_gave_up(r, a, c, "run_pruned", seen->last_run_id);
+		file_card(r, a, c, b->failed, c->d.reason);
 		break;
 	case CORE_STUCK_REPARK:
 		/* A return to the pool counts an attempt (DESIGN §17): the release carries the
@@ -235,7 +237,10 @@ static void plan_act(struct server_reaper *r, struct cand *c, const char *prev_m
 		/* From a running column that is not eligible: into the pool proper. */
 		if (a->retry && !core_board_is_eligible(b, seen->state) &&
 		    !repark_exhausts(r, b, seen))
-			file_card(r, a, c, core_board_first_eligible(b), c->d.reason);
+			/* A move into a launch column the machine decided: under the machine
+			 * reason, so that no subscription fires and no one-shot label is
+			 * consumed (ADR-096: firing there would re-arm a spend). */
+			file_card(r, a, c, core_board_first_eligible(b), "watchdog");
 		break;
 	case CORE_STUCK_ACTION_COUNT_:
 		break;

@@ -419,6 +419,7 @@ END_TEST
 START_TEST(test_return_from_a_running_column_not_eligible)
 {
 	struct core_board b = {0};
+	struct core_event ev;
 	struct core_card *c;
 	int64_t e;
 	size_t i;
@@ -455,6 +456,15 @@ START_TEST(test_return_from_a_running_column_not_eligible)
 			      c->claim.present);
 		ck_assert_int_eq(c->attempts, 1);
 		core_card_free(c);
+		/* A move into a launch column the machine decided, both of them (the no-run
+		 * release as the repark): machine provenance, no subscription fires and no
+		 * one-shot label is consumed (ADR-096). */
+		ck_assert(last_event(i ? "ne-norun" : "ne-run", CORE_EV_CARD_STATE_CHANGED, &ev));
+		ck_assert_msg(ev.machine && strcmp(ev.actor, "") == 0 && ev.reason &&
+				      strcmp(ev.reason, "watchdog") == 0,
+			      "%s: the move into ready is machine %d, reason %s",
+			      i ? "ne-norun" : "ne-run", ev.machine, ev.reason ? ev.reason : "null");
+		core_event_release(&ev);
 	}
 	core_board_release(&b);
 }
@@ -691,6 +701,40 @@ START_TEST(test_pruned_run_gives_up)
 	ck_assert(ev.machine); /* machine provenance: no downstream chain */
 	ck_assert_str_eq(ev.actor, "");
 	core_event_release(&ev);
+}
+END_TEST
+
+/* The run gone, the card moved out of the pool by somebody (review) while claimed: not filed
+ * over that choice, but stamped where it is, so the Needs-attention lane shows it to an
+ * operator (ADR-096: a gone run's card is never left unseen), and released. */
+START_TEST(test_pruned_run_out_of_the_pool_is_stamped_in_place)
+{
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct core_card *c = NULL;
+	struct store_attention *v = NULL;
+	size_t n = 0;
+	bool trunc = false;
+
+	with_run("c1", "r1", "w1", e, "running", LEASE);
+	ck_assert_int_eq(store_card_set_state_from(st, "c1", "in_progress", "review", NULL, &ops,
+						   &c),
+			 CORE_OK);
+	core_card_free(c);
+	ck_assert_int_eq(store_run_prune(st, "r1", &ops), CORE_OK);
+	advance(LEASE + 1);
+	ck_assert_int_eq(pass(reaper).actions[CORE_STUCK_GIVE_UP], 1);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "review");
+	ck_assert(c->gave_up.set);
+	ck_assert_str_eq(c->gave_up.reason, "run_pruned");
+	ck_assert_str_eq(c->gave_up.run_id, "r1");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+	ck_assert_int_eq(store_attention_list(st, NULL, NULL, 10, &v, &n, &trunc), CORE_OK);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(v[0].card->id, "c1");
+	ck_assert_uint_eq(v[0].reasons, 1u << CORE_ATTN_GAVE_UP);
+	store_attention_free(v, n);
 }
 END_TEST
 
@@ -1392,6 +1436,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_return_from_a_running_column_not_eligible);
 	tcase_add_test(tc, test_no_run_stamp_window);
 	tcase_add_test(tc, test_pruned_run_gives_up);
+	tcase_add_test(tc, test_pruned_run_out_of_the_pool_is_stamped_in_place);
 	tcase_add_test(tc, test_operator_move_not_overwritten);
 	tcase_add_test(tc, test_run_written_before_the_transfer_decides);
 	tcase_add_test(tc, test_parked_by_an_operator_counts_no_attempt);
