@@ -221,6 +221,11 @@ static enum core_rc owned_write(struct api_req *r, struct store_owned_write *w)
 		return api_column_detail(r, rc, c_board(r), w->state);
 	if (rc == CORE_ERR_TRANSITION_REJECTED && w->kind == STORE_OWNED_GAVE_UP && w->gave_up)
 		return api_column_detail(r, rc, c_board(r), w->gave_up->state);
+	if (rc == CORE_ERR_STATE_CONFLICT && w->kind == STORE_OWNED_STATE && w->from)
+		return api_fail(r, rc,
+				"card %s is no longer in %s (moved since); nothing was changed, the "
+				"claim is still held",
+				api_param(r), w->from);
 	if (rc != CORE_OK)
 		return rc;
 	return api_reply_card(r, 200, c);
@@ -245,12 +250,11 @@ enum core_rc api_h_state(struct api_req *r)
 	    (rc = api_json_reason(r, &reason)) != CORE_OK)
 		return rc;
 	if (owned) {
-		/* The owned form is fenced by the claim, not by a source column: a "from" here
-		 * would be a precondition silently dropped. */
-		if (api_json_has(r, "from"))
-			return api_fail(r, CORE_ERR_BAD_REQUEST,
-					"\"from\" is for the unowned form (without \"marker\"): an "
-					"owned write is fenced by its claim token");
+		/* Fenced by the claim; "from", when sent, is a compare on the column as well: a
+		 * holder giving a card back never moves it out of a column somebody chose since
+		 * (409 state_conflict, nothing changed). */
+		if ((rc = api_json_name(r, "from", false, &w.from)) != CORE_OK)
+			return rc;
 		w.state = to;
 		w.reason = reason;
 		/* "release": true ends the hold in the same fenced step (boardctl's outcome);

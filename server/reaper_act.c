@@ -123,9 +123,13 @@ struct cand {
 static void act_file(struct store_reaper_act *a, struct cand *c, const char *target,
 		     const char *reason)
 {
+	/* from: only while the card is where the transfer saw it, the column
+	 * ShouldFileStuckCard judged (a move landing between the transfer and this write is
+	 * somebody's choice: STATE_CONFLICT, and the card stays there). */
 	a->w[a->n_w++] = (struct store_owned_write){.kind = STORE_OWNED_STATE, .token = c->tok,
-						    .state = target, .reason = reason,
-						    .release = true, .event_reason = "watchdog"};
+						    .state = target, .from = c->seen->state,
+						    .reason = reason, .release = true,
+						    .event_reason = "watchdog"};
 	c->release_in_write = true;
 }
 
@@ -429,6 +433,13 @@ static void reap_batch(struct server_reaper *r, struct core_card **cards, size_t
 		/* An item with writes is the action; one without is the bare release. */
 		if (act_rc == CORE_OK && av[k].n_w)
 			act_rc = av[k].rc;
+		/* A filing refused because somebody moved the card since the transfer: their
+		 * choice stands, as ShouldFileStuckCard's would (the claim is released below). */
+		if (act_rc == CORE_ERR_STATE_CONFLICT && c->release_in_write) {
+			server_reaper_log(r, "card %s left where it was moved after the transfer: not "
+					  "filed", seen->id);
+			act_rc = CORE_OK;
+		}
 		if (act_rc != CORE_OK)
 			s->errors++;
 		/* The claim is released whatever the filing did: a card is never left owned

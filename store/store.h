@@ -103,6 +103,10 @@ struct store_owned_write {
 	enum store_owned_kind kind;
 	struct core_token token;
 	const char *state;  /* STATE: target column */
+	/* STATE: NULL, or the column the card must still be in (else STATE_CONFLICT, nothing
+	 * changed): a holder that decided on where the card was never moves it out of a column
+	 * somebody chose since (the reaper's filing, boardctl's give-back). */
+	const char *from;
 	const char *reason; /* STATE: reason (may be NULL) */
 	const char *run_id; /* LAST_RUN (NULL clears) */
 	bool awaiting_input;

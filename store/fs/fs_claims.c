@@ -182,7 +182,9 @@ enum core_rc fs_owned_write_in(struct fs_txn *t, struct core_card *c, const stru
 
 	switch (w->kind) {
 	case STORE_OWNED_STATE:
-		rc = core_transition_check(b, c->state, w->state, CORE_MOVER_OWNER);
+		rc = w->from && strcmp(c->state, w->from) != 0
+			     ? CORE_ERR_STATE_CONFLICT
+			     : core_transition_check(b, c->state, w->state, CORE_MOVER_OWNER);
 		if (rc == CORE_OK)
 			rc = fs_state_move_only(t, c, w->state, w->reason, NULL, &moved);
 		break;

@@ -403,7 +403,11 @@ static enum core_rc owned_once(struct mgo_conn *c, const void *arg, bool *hit,
 		goto out;
 	switch (w->kind) {
 	case STORE_OWNED_STATE:
-		rc = core_transition_check(&a.b, a.was->state, w->state, CORE_MOVER_OWNER);
+		/* from: read here, held by the update's guard on the state (MGO_PRE_STATE) */
+		rc = w->from && strcmp(a.was->state, w->from) != 0
+			     ? CORE_ERR_STATE_CONFLICT
+			     : core_transition_check(&a.b, a.was->state, w->state,
+						     CORE_MOVER_OWNER);
 		if (rc == CORE_OK)
 			rc = mgo_state_apply(c, a.now, w->state, w->reason, NULL, &q, &moved);
 		/* DESIGN §17: a completion resets the attempts */

@@ -393,25 +393,33 @@ START_TEST(an_operators_migration_is_machine)
 }
 END_TEST
 
-/* The two forms of PATCH /state take disjoint preconditions: "from" (the unowned form's CAS)
- * in the owned form, like "release" in the unowned one, is refused, not dropped. */
-START_TEST(state_forms_refuse_the_others_fields)
+/* The owned form of PATCH /state takes "from" as a compare on the column besides its fence
+ * (a holder giving a card back never moves it out of a column somebody chose since): a
+ * mismatch is 409 state_conflict, nothing changed, the claim kept. "release" in the unowned
+ * form is refused, not dropped. */
+START_TEST(state_forms_preconditions)
 {
 	char *id = t_card_new("{\"state\":\"ready\"}"), *before, *after, path[128], im[64];
 	long long ep = t_claim(id, "w1");
+	json_t *c;
 
 	snprintf(path, sizeof path, "/v1/cards/%s/state", id);
 	snprintf(im, sizeof im, "If-Match: \"%lld\"", ep);
 	before = t_card_raw(id);
-	t_problem_says(400, "bad_request", "\"from\" is for the unowned form", "PATCH", path, W, im,
-		       "{\"marker\":\"w1\",\"from\":\"inbox\",\"to\":\"review\"}");
-	t_problem_says(400, "bad_request", "\"from\" is for the unowned form", "PATCH", path, W, im,
-		       "{\"marker\":\"w1\",\"from\":\"ready\",\"to\":\"review\"}");
+	t_problem_says(409, "state_conflict", "no longer in inbox", "PATCH", path, W, im,
+		       "{\"marker\":\"w1\",\"from\":\"inbox\",\"to\":\"review\",\"release\":true}");
 	t_problem_says(400, "bad_request", "\"release\" is for the owned form", "PATCH", path, BOT,
 		       NULL, "{\"from\":\"ready\",\"to\":\"review\",\"release\":true}");
+	t_problem(400, "bad_request", "PATCH", path, W, im,
+		  "{\"marker\":\"w1\",\"from\":\"no such\",\"to\":\"review\"}");
 	after = t_card_raw(id);
 	ck_assert_str_eq(after, before);
 	free(after);
+	c = t_must(200, "PATCH", path, W, im,
+		   "{\"marker\":\"w1\",\"from\":\"ready\",\"to\":\"review\",\"release\":true}");
+	ck_assert_str_eq(t_str(c, "state"), "review");
+	ck_assert(json_is_null(json_object_get(c, "claim")));
+	json_decref(c);
 	free(before);
 	free(id);
 }
@@ -432,6 +440,6 @@ TCase *api_tcase_fence(void)
 	tcase_add_test(tc, details_name_what_was_wrong);
 	tcase_add_test(tc, machine_reasons_are_the_servers_own);
 	tcase_add_test(tc, an_operators_migration_is_machine);
-	tcase_add_test(tc, state_forms_refuse_the_others_fields);
+	tcase_add_test(tc, state_forms_preconditions);
 	return tc;
 }

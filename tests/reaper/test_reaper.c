@@ -772,6 +772,44 @@ START_TEST(test_operator_move_not_overwritten)
 }
 END_TEST
 
+/* ... and between the transfer and the act: the filing is a compare on the column the
+ * transfer saw (store_owned_write.from), so the move stands, no error counted, the recovery
+ * claim released. */
+static void move_after_transfer(void *ctx, const struct core_card *seen)
+{
+	struct core_card *c = NULL;
+
+	(void)ctx;
+	ck_assert_int_eq(store_card_set_state_from(st, seen->id, "in_progress", "review", NULL,
+						   &ops, &c),
+			 CORE_OK);
+	core_card_free(c);
+}
+
+START_TEST(test_operator_move_after_transfer_not_overwritten)
+{
+	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
+					   .lease_ms = LEASE, .hostname = "hookhost",
+					   .log = quiet_log, .after_transfer = move_after_transfer};
+	int64_t e = claimed("c1", "in_progress", "w1");
+	struct server_reaper *r = NULL;
+	struct server_reaper_stats s;
+	struct core_card *c;
+
+	with_run("c1", "r1", "w1", e, "finished", LEASE);
+	advance(LEASE + 1);
+	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
+	s = pass(r);
+	ck_assert_uint_eq(s.transferred, 1);
+	ck_assert_uint_eq(s.errors, 0);
+	c = get("c1");
+	ck_assert_str_eq(c->state, "review");
+	ck_assert(!c->claim.present);
+	core_card_free(c);
+	server_reaper_free(r);
+}
+END_TEST
+
 /* The holder writes its run between the judging and the transfer (its claim still live): the
  * decision is taken on the run as the transfer left it, never on the judging's copy, which
  * had promoted a dead-looking `running` run to failed_resumable. v1's run finishes (complete),
@@ -1438,6 +1476,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_pruned_run_gives_up);
 	tcase_add_test(tc, test_pruned_run_out_of_the_pool_is_stamped_in_place);
 	tcase_add_test(tc, test_operator_move_not_overwritten);
+	tcase_add_test(tc, test_operator_move_after_transfer_not_overwritten);
 	tcase_add_test(tc, test_run_written_before_the_transfer_decides);
 	tcase_add_test(tc, test_parked_by_an_operator_counts_no_attempt);
 	tcase_add_test(tc, test_renewal_between_list_and_transfer_skips);

@@ -213,6 +213,25 @@ START_TEST(owned_writes_apply)
 	w.state = "nowhere";
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &ct_bot, &c),
 			 CORE_ERR_TRANSITION_REJECTED);
+	/* from: only while the card is still there; else STATE_CONFLICT, nothing changed (no
+	 * event: the count below), the claim kept, and the release with it not done. */
+	w.state = "review";
+	w.from = "ready";
+	w.release = true;
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &ct_bot, &c),
+			 CORE_ERR_STATE_CONFLICT);
+	ck_assert_ptr_null(c);
+	c = ct_get(st, "c1");
+	ck_assert_str_eq(c->state, "in_progress");
+	ck_assert(c->claim.present);
+	core_card_free(c);
+	w.from = "in_progress";
+	w.release = false;
+	w.state = "in_progress"; /* where it is: a match changes nothing, and says so */
+	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &ct_bot, &c), CORE_OK);
+	ck_assert_str_eq(c->state, "in_progress");
+	core_card_free(c);
+	w.from = NULL;
 	w.kind = STORE_OWNED_GAVE_UP;
 	w.gave_up = NULL;
 	ck_assert_int_eq(store_card_owned_write(st, "c1", &w, &ct_bot, &c), CORE_OK);
