@@ -172,54 +172,53 @@ long cli_job_release(struct cli_http *h, const struct cli_claim *c, int64_t unti
 	return st;
 }
 
-/* Whether the card is still in back->at, where the job put it: read just before the write
- * that would move it back. The owned state write takes no `from` (400: it is fenced by the
- * claim alone) and an operator's or a bot's move does not touch the claim, so a read is the
- * only check boardctl has; a move in the moment between the read and the write is not seen.
- * A read with no answer counts as moved (the card is released where it is). */
-static bool still_at(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
-		     int64_t until)
+/* Whether the answer `st`/`ans` of an owned state write sent with from = back->at says the
+ * card was moved out of that column since (409 state_conflict: nothing changed, the claim
+ * still held). back->found then names where it is now (read for the report; "?" without an
+ * answer). */
+static bool moved_since(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
+			long st, const json_t *ans, int64_t until)
 {
 	char path[512], err[CLI_ERR_MAX];
-	json_t *ans = NULL;
+	const char *code = json_string_value(json_object_get(ans, "code"));
+	json_t *card = NULL;
 	const char *state;
-	bool at;
 
-	back->found[0] = '\0';
+	if (st != 409 || !code || strcmp(code, "state_conflict") != 0)
+		return false;
 	cli_job_card_path(path, sizeof path, c, "");
-	at = write_retried(h, "GET", path, NULL, -1, until, err, &ans) == 200 &&
-	     (state = json_string_value(json_object_get(ans, "state"))) &&
-	     strcmp(state, back->at) == 0;
-	if (!at)
-		snprintf(back->found, sizeof back->found, "%s",
-			 json_string_value(json_object_get(ans, "state"))
-				 ? json_string_value(json_object_get(ans, "state"))
-				 : "?");
-	json_decref(ans);
-	return at;
+	state = write_retried(h, "GET", path, NULL, -1, until, err, &card) == 200
+			? json_string_value(json_object_get(card, "state"))
+			: NULL;
+	snprintf(back->found, sizeof back->found, "%s", state ? state : "?");
+	json_decref(card);
+	return true;
 }
 
 /* Gives the claim back. `back` (NULL: none) says where the card came from when the job moved
  * it into the running column: it returns there in the same fenced step (PATCH state with
- * release), so a released card never sits in the running column with nobody running it;
- * found elsewhere (somebody moved it), or refused as asked (a column gone since), the
- * release alone, where it is. */
+ * release), so a released card never sits in the running column with nobody running it --
+ * sent with from = the running column, so that a card somebody moved since (review) is not
+ * dragged back (409 state_conflict): released where it is, as when the move is refused as
+ * asked (a column gone since). */
 long cli_job_give_back(struct cli_http *h, const struct cli_claim *c, struct cli_back *back,
 		       const char *reason, int64_t until, char *err)
 {
 	char path[512];
-	json_t *body;
+	json_t *body, *ans = NULL;
 	long st;
 
-	if (!back || !back->to || !*back->to || !still_at(h, c, back, until))
+	if (!back || !back->to || !*back->to)
 		return cli_job_release(h, c, until, err);
-	body = json_pack("{s:s, s:s, s:s, s:b}", "marker", c->marker, "to", back->to, "reason",
-			 reason, "release", 1);
+	back->found[0] = '\0';
+	body = json_pack("{s:s, s:s, s:s, s:s, s:b}", "marker", c->marker, "from", back->at,
+			 "to", back->to, "reason", reason, "release", 1);
 	cli_job_card_path(path, sizeof path, c, "/state");
-	st = write_retried(h, "PATCH", path, body, c->epoch, until, err, NULL);
+	st = write_retried(h, "PATCH", path, body, c->epoch, until, err, &ans);
 	json_decref(body);
-	if (st == 400 || st == 403 || st == 422)
+	if (moved_since(h, c, back, st, ans, until) || st == 400 || st == 403 || st == 422)
 		st = cli_job_release(h, c, until, err);
+	json_decref(ans);
 	return st;
 }
 
@@ -228,17 +227,20 @@ long cli_job_retry_back(struct cli_http *h, const struct cli_claim *c, struct cl
 {
 	char path[512];
 	json_t *body, *ans = NULL;
-	bool moved = back && back->to && *back->to && !still_at(h, c, back, until);
+	bool moved = false;
 	long st;
 
-	if (back && back->to && *back->to && !moved) {
-		body = json_pack("{s:s, s:s, s:s, s:b, s:b}", "marker", c->marker, "to", back->to,
-				 "reason", "boardctl_failed", "release", 1, "retry", 1);
+	if (back && back->to && *back->to) {
+		back->found[0] = '\0';
+		body = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "marker", c->marker, "from",
+				 back->at, "to", back->to, "reason", "boardctl_failed", "release", 1,
+				 "retry", 1);
 		cli_job_card_path(path, sizeof path, c, "/state");
 		st = write_retried(h, "PATCH", path, body, c->epoch, until, err, &ans);
 		json_decref(body);
+		moved = moved_since(h, c, back, st, ans, until);
 		/* Refused as asked (the column gone since): the retry release where it is. */
-		if (st != 400 && st != 403 && st != 422)
+		if (!moved && st != 400 && st != 403 && st != 422)
 			goto out;
 		json_decref(ans);
 		ans = NULL;
