@@ -3,7 +3,8 @@
 // problem code has a type of its own wrapping it (*ClaimConflict, *TerminalStateExit,
 // *CapacityReached, ...), so callers match with errors.As, or by code with IsCode. A code this
 // client does not know yet stays a plain *Problem. ErrTransport wraps a request that got no
-// answer; ErrClaimLost is a worker's write refused locally because its claim is known lost.
+// answer; ErrUnexpectedAnswer a success answer that is not what the route answers (a proxy's
+// page); ErrClaimLost is a worker's write refused locally because its claim is known lost.
 package boardd
 
 import (
@@ -56,8 +57,17 @@ func IsCode(err error, code string) bool {
 // ErrTransport: no answer (connection refused or reset, a timeout). Wrapped with the cause.
 var ErrTransport = errors.New("boardd: no answer")
 
+// ErrUnexpectedAnswer: a 2xx answer whose body is not what the route answers (not JSON, or
+// without the fields it must carry): something between the client and boardd answered, or the
+// answer was mangled on the way. ClaimNext wraps it; the worker takes it as no answer.
+var ErrUnexpectedAnswer = errors.New("boardd: unexpected answer")
+
 // ErrClaimLost: a worker's write not sent because its claim is known lost.
 var ErrClaimLost = errors.New("boardd: claim lost")
+
+// ErrNoColumn: the worker's OnSuccess or OnFailure is not a column of its board (Run checks
+// before it claims anything).
+var ErrNoColumn = errors.New("boardd: no such column")
 
 // One type per problem code, each wrapping the *Problem.
 type (

@@ -93,6 +93,8 @@ func routeOf(p string) string {
 	switch {
 	case len(s) == 4 && s[1] == "boards" && s[3] == "claim-next":
 		return "/v1/boards/{b}/claim-next"
+	case len(s) == 3 && s[1] == "boards":
+		return "/v1/boards/{b}"
 	case len(s) >= 3 && s[1] == "cards":
 		s[2] = "{id}"
 	case len(s) >= 3 && s[1] == "runs":
@@ -257,6 +259,14 @@ func (f *fakeBoard) exec(r *http.Request, route string, in map[string]any) (int,
 		run := &fakeRun{id: fmt.Sprintf("r%d", f.nrun), card: cid, status: "running"}
 		f.runs[run.id] = run
 		return 201, f.runJSON(run)
+	case "GET /v1/boards/{b}": // the worker checks its OnSuccess and OnFailure columns
+		cols := []map[string]any{}
+		for _, c := range []string{"ready", "in_progress", "done", "blocked"} {
+			cols = append(cols, map[string]any{"name": c, "terminal": c == "done" || c == "blocked",
+				"eligible": c == "ready"})
+		}
+		return 200, map[string]any{"name": "default", "columns": cols, "running": "in_progress",
+			"completed": "done", "failed": "blocked"}
 	case "GET /v1/runs/{id}":
 		if run := f.runs[id]; run != nil {
 			return 200, f.runJSON(run)

@@ -305,7 +305,8 @@ type ClaimNextOpts struct {
 }
 
 // ClaimNext claims the board's best free card(s): none (nil, nil) when nothing came within
-// WaitMs (204).
+// WaitMs (204). A 200 that is not JSON (a proxy's page) is an error wrapping
+// ErrUnexpectedAnswer.
 func (c *Client) ClaimNext(ctx context.Context, board, marker string, o ClaimNextOpts) ([]Claimed, error) {
 	b := omit(JSON{"marker": marker, "lease_ms": o.LeaseMs, "wait_ms": o.WaitMs, "count": o.Count})
 	if len(o.Columns) > 0 {
@@ -332,7 +333,7 @@ func (c *Client) ClaimNext(ctx context.Context, board, marker string, o ClaimNex
 	}
 	var one Claimed
 	if err := json.Unmarshal(raw, &one); err != nil {
-		return nil, fmt.Errorf("boardd: claim-next: decoding the answer: %w", err)
+		return nil, fmt.Errorf("%w: claim-next: %v (%.200q)", ErrUnexpectedAnswer, err, raw)
 	}
 	return []Claimed{one}, nil
 }

@@ -6,7 +6,11 @@
 // (or its error) and the card is filed (OnSuccess / OnFailure, or back to the pool when the
 // error wraps ErrRetry) and released, each write fenced by the claim's epoch. A write that gets
 // no answer, a 5xx or a 429 is sent again after a backoff (or the answer's Retry-After when
-// longer) while the claim is renewed, for writeRetryFor at most.
+// longer) while the claim is renewed, for writeRetryFor at most. A card that cannot be filed
+// (its column refused: renamed, removed) or whose run cannot be started is released with an
+// attempt counted (§17 retry), so it comes back after a backoff and at max_attempts is filed
+// into the failed column by the server, never claimed again at once for ever; Run checks
+// before it claims anything that OnSuccess and OnFailure are columns of the board.
 //
 // The handler's context is cancelled the moment the claim is lost: a renew refused (revoked,
 // reclaimed, deleted; not one refused after the job's own release was sent), or no renew
@@ -253,13 +257,19 @@ func (j *Job) SetState(to, reason string) error {
 // ---- running -------------------------------------------------------------------------------
 
 // Run works until ctx is done (then stops gracefully), SIGTERM/SIGINT (HandleSignals), or
-// MaxJobs cards were claimed and finished. A refusal of claim-next itself (a wrong board,
-// column or token) stops the worker and is returned.
+// MaxJobs cards were claimed and finished. Before anything is claimed, OnSuccess and OnFailure
+// are checked to be columns of the board: an error wrapping ErrNoColumn when one is not. A
+// refusal of claim-next itself (a wrong board, column or token) stops the worker and is
+// returned; an answer to it that is none (ErrUnexpectedAnswer: a proxy's page) is logged and
+// tried again, as no answer is.
 func (w *Worker) Run(ctx context.Context) error {
 	if w.Opts.HandleSignals {
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
+	}
+	if err := w.checkColumns(ctx); err != nil || ctx.Err() != nil {
+		return err // nil when stopped while the board could not be read: nothing was claimed
 	}
 	stopCtx, stopNow := context.WithCancel(ctx)
 	defer stopNow()
@@ -305,6 +315,55 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.fatal
+}
+
+// checkColumns: OnSuccess and OnFailure (but "retry") are columns of the board, as boardctl
+// checks its --on-success and --on-failure: a filing into a column the board does not have is
+// refused (422), and the card would come back for ever. The board unreadable for want of an
+// answer: tried again until ctx ends (then nil); a token that may not read it (403): not
+// checked, the server judges each filing; another refusal is returned.
+func (w *Worker) checkColumns(ctx context.Context) error {
+	delay := 200 * time.Millisecond
+	var b *Board
+	for {
+		var err error
+		if b, err = w.Client.GetBoard(ctx, w.Board); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		var fb *Forbidden
+		if errors.As(err, &fb) {
+			w.Opts.Logf("boardd: board %s: its columns are not checked: %v", w.Board, err)
+			return nil
+		}
+		if !again(err) {
+			return fmt.Errorf("boardd: board %s: %w", w.Board, err)
+		}
+		wait := pause(err, delay, retryAfterMax)
+		w.Opts.Logf("boardd: board %s: %v; again in %v", w.Board, err, wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+	names := make([]string, 0, len(b.Columns))
+	has := map[string]bool{}
+	for _, c := range b.Columns {
+		names = append(names, c.Name)
+		has[c.Name] = true
+	}
+	for _, o := range []struct{ opt, col string }{{"OnSuccess", w.Opts.OnSuccess},
+		{"OnFailure", w.Opts.OnFailure}} {
+		if !has[o.col] && !(o.opt == "OnFailure" && o.col == "retry") {
+			return fmt.Errorf("%w: %s %q: board %s has no column %q (its columns: %s)",
+				ErrNoColumn, o.opt, o.col, w.Board, o.col, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 func (w *Worker) done(slots chan struct{}) bool {
@@ -395,11 +454,12 @@ func newIdemKey() string {
 	return hex.EncodeToString(b)
 }
 
-// again: an answer that says "send the same request again" (no answer, a 5xx but 501, a 429,
-// or the first request with this Idempotency-Key still being served).
+// again: an answer that says "send the same request again" (no answer, or one that is none:
+// ErrUnexpectedAnswer; a 5xx but 501, a 429, or the first request with this Idempotency-Key
+// still being served).
 func again(err error) bool {
 	var inFlight *IdempotencyKeyInFlight
-	if transient(err) || errors.As(err, &inFlight) {
+	if transient(err) || errors.As(err, &inFlight) || errors.Is(err, ErrUnexpectedAnswer) {
 		return true
 	}
 	p := ProblemOf(err)
@@ -419,9 +479,10 @@ func pause(err error, d, limit time.Duration) time.Duration {
 }
 
 // claim sends one claim-next, with an Idempotency-Key of its own, and again with the same
-// key (and body) while no answer comes: an answer lost after the server claimed the cards is
-// answered again, not a second claim (which would strand the first). After ctx ends (the
-// worker stops) one more try only; what it gets is released by the caller.
+// key (and body) while no answer comes (or one that is none: ErrUnexpectedAnswer): an answer
+// lost after the server claimed the cards is answered again, not a second claim (which would
+// strand the first). After ctx ends (the worker stops) one more try only; what it gets is
+// released by the caller.
 func (w *Worker) claim(ctx context.Context, n int) ([]*Job, error) {
 	useCount := n > 1 && w.hasCount.Load() >= 0
 	o := ClaimNextOpts{LeaseMs: w.Opts.LeaseMs, WaitMs: w.Opts.WaitMs, Columns: w.Opts.Columns,
@@ -441,6 +502,11 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*Job, error) {
 		}
 		got, err = w.Client.ClaimNext(cctx, w.Board, w.Opts.Marker, o)
 		cancel()
+		for _, g := range got { // a card without an id, a token without a marker: not claims
+			if err == nil && (g.Card.ID == "" || g.Token.Marker == "") {
+				got, err = nil, fmt.Errorf("%w: claim-next: not claims: %+v", ErrUnexpectedAnswer, g)
+			}
+		}
 		if !again(err) || last || try >= 100 {
 			break
 		}

@@ -107,22 +107,31 @@ func (w *Worker) work(j *Job) {
 			w.stats.lost.Add(1)
 			return
 		}
+		// refused (4xx), or no answer for writeRetryFor: given back with an attempt counted,
+		// so a card whose run is refused every time ends in the failed column (§17)
 		w.Opts.Logf("boardd: card %s: the run could not be started: %v", j.Card.ID, err)
 		w.stats.errors.Add(1)
-		w.release(j, false)
+		w.release(j, true)
 		return
 	}
 	result, herr := w.call(j)
 	w.finish(j, result, herr, false)
 }
 
+// call runs the handler: a panic is its error; a runtime.Goexit (t.FailNow, say) cannot be
+// stopped, but the job is finished as failed on the way out, never left held.
 func (w *Worker) call(j *Job) (result any, err error) {
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v", r)
+		} else if !returned {
+			w.finish(j, nil, errors.New("boardd: the handler called runtime.Goexit"), false)
 		}
 	}()
-	return w.Handler(j.Ctx, j)
+	result, err = w.Handler(j.Ctx, j)
+	returned = true
+	return result, err
 }
 
 // The server's limits on a run (docs/http.md): result as compact JSON, error as UTF-8.
@@ -144,9 +153,10 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// refused: the run's final write was refused for what it carries (the result over the
-// limit, 413; a text the server does not take, 400/422; a result that is not JSON), not
-// for the claim, the run or the token.
+// refused: the run's final write was refused (the result over the limit, 413; a text the
+// server does not take, 400/422; a result that is not JSON; the run pruned by an operator,
+// 404), not for the claim or the token: the run is failed saying why (if it still can be)
+// and the card filed as for a failed job.
 func refused(err error) bool {
 	var ute *json.UnsupportedTypeError
 	var uve *json.UnsupportedValueError
@@ -156,7 +166,7 @@ func refused(err error) bool {
 	}
 	p := ProblemOf(err)
 	return p != nil && p.Status >= 400 && p.Status < 500 && p.Status != 401 && p.Status != 403 &&
-		p.Status != 404 && p.Status != 409
+		p.Status != 409
 }
 
 func runFinal(status string) bool {
@@ -259,6 +269,11 @@ func (w *Worker) finish(j *Job, result any, herr error, fallback bool) {
 			cutUTF8(why, 300)), true)
 		return
 	}
+	if err != nil && fallback && refused(err) {
+		// the run's error refused too (the run pruned): filed all the same, not left held
+		w.Opts.Logf("boardd: card %s: the run's error write refused too: %v", j.Card.ID, err)
+		err = nil
+	}
 	if err == nil {
 		switch {
 		case u.Status == "failed_resumable":
@@ -274,9 +289,12 @@ func (w *Worker) finish(j *Job, result any, herr error, fallback bool) {
 					Epoch: j.Token.Epoch, Reason: reason, Release: true})
 				return err
 			}, w.claimGone(j, to))
-			if err != nil && !lostErr(err) && !again(err) { // the column refused: give it back
+			if err != nil && !lostErr(err) && !again(err) {
+				// the column refused (gone, renamed): given back with an attempt counted
+				// (§17), so back in the pool after a backoff and at max_attempts filed into
+				// the failed column by the server, never claimed again at once for ever
 				w.Opts.Logf("boardd: card %s: filing into %s refused: %v", j.Card.ID, to, err)
-				w.release(j, false)
+				w.release(j, true)
 				w.stats.errors.Add(1)
 				return
 			}

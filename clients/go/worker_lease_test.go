@@ -124,6 +124,10 @@ func TestWorkerClaimArrivingAfterItsLease(t *testing.T) {
 			var early atomic.Int32
 			w := runWorkerWith(t, f, ok, WorkerOpts{Concurrency: n, MaxJobs: n, LeaseMs: 1000},
 				func(w *Worker) {
+					// a connection per request: the dropped claim-next reaches the worker as no
+					// answer (net/http sends a keyed request again itself when a reused
+					// connection breaks, and Run's board check leaves one to reuse)
+					w.Client.HTTP.Transport.(*http.Transport).DisableKeepAlives = true
 					w.afterFunc = func(d time.Duration, fn func()) *time.Timer {
 						if d > 0 {
 							return time.AfterFunc(d, fn)

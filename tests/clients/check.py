@@ -1,8 +1,9 @@
 """The Python worker under test (test_clients.py drives it; gocheck/main.go is its Go twin,
 speaking the same lines). Run with a Python where the boardd package is installed. Configured
-by the environment: BOARDD_URL, BOARDD_TOKEN, SCEN (drain | hold | stop | bench | policy), BOARD,
-LABEL, CONC, MAXJOBS, LEASE_MS, GRACE_MS, WAIT_MS, ASYNC=1 (the AsyncWorker). One JSON object per
-line: {"ev":"started",...}, {"ev":"cancelled",...}, {"ev":"write",...}, last {"ev":"stats"}."""
+by the environment: BOARDD_URL, BOARDD_TOKEN, SCEN (drain | hold | stop | gate | bench | policy),
+BOARD, LABEL, CONC, MAXJOBS, LEASE_MS, GRACE_MS, WAIT_MS, ON_SUCCESS, ON_FAILURE, ASYNC=1 (the
+AsyncWorker). One JSON object per line: {"ev":"started",...}, {"ev":"cancelled",...},
+{"ev":"write",...}, last {"ev":"stats"} (its error and detail: what run() raised)."""
 import asyncio
 import json
 import logging
@@ -16,6 +17,7 @@ import boardd
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 _out = threading.Lock()
 _stdin = threading.Lock()  # one reader at a time: TextIOWrapper is not thread-safe
+_gated = threading.Event()  # SCEN=gate: the first job has waited for its line
 SCEN = os.environ.get('SCEN', 'drain')
 ASYNC = os.environ.get('ASYNC') == '1'
 
@@ -35,6 +37,18 @@ def drain(job):
         raise ValueError('boom')
     if 'retry' in job.card['title']:
         raise boardd.Retry('later')
+    return {'title': job.card['title']}
+
+
+def gate(job):
+    """SCEN=gate: says it started (with its run); the first job then waits for a line on
+    stdin (the test changes the board or the run meanwhile); each returns its title."""
+    emit(ev='started', card=job.id, title=job.card['title'], epoch=job.epoch, marker=job.marker,
+         run=job.run_id)
+    with _stdin:
+        if not _gated.is_set():
+            sys.stdin.readline()
+            _gated.set()
     return {'title': job.card['title']}
 
 
@@ -112,14 +126,18 @@ def main():
     env = os.environ.get
     if SCEN == 'policy':
         return policy(c)
-    handler = {'drain': drain, 'hold': hold, 'stop': hold, 'bench': lambda job: None}[SCEN]
+    handler = {'drain': drain, 'hold': hold, 'stop': hold, 'gate': gate,
+               'bench': lambda job: None}[SCEN]
     kw = dict(concurrency=int(env('CONC', '2')), lease_ms=int(env('LEASE_MS', '0')) or None,
               grace=int(env('GRACE_MS', '10000')) / 1000.0, wait_ms=int(env('WAIT_MS', '1000')),
               labels=[env('LABEL')] if env('LABEL') else None)
+    for k in ('on_success', 'on_failure'):
+        if env(k.upper()):
+            kw[k] = env(k.upper())
     if SCEN == 'bench':
         logging.getLogger('boardd').setLevel(logging.ERROR)
     t0 = time.monotonic()
-    err = ''
+    err = detail = ''
     max_jobs = int(env('MAXJOBS', '0')) or None
     try:
         if ASYNC and SCEN == 'hold':
@@ -128,9 +146,10 @@ def main():
         else:
             w = boardd.Worker(c, env('BOARD', 'default'), handler, **kw)
             stats = w.run(max_jobs=max_jobs)
-    except boardd.BoarddError as e:
-        err, stats = code(e), dict(w.stats)
-    emit(ev='stats', seconds=time.monotonic() - t0, cpu=time.process_time(), error=err, **stats)
+    except (boardd.BoarddError, ValueError) as e:  # ValueError: a column not on the board
+        err, detail, stats = code(e), str(e), dict(w.stats)
+    emit(ev='stats', seconds=time.monotonic() - t0, cpu=time.process_time(), error=err,
+         detail=detail, **stats)
     return 1 if err else 0
 
 

@@ -11,7 +11,17 @@ gocheck (a module that requires it with a `replace`, as a user would). Each lang
   ends (not before the last acknowledged renew's lease), and after the server is back its
   write is refused before it is sent: the card and the run are as the loss left them;
 - SIGTERM: a job that finishes within the grace is filed; one that does not is cancelled, its
-  run marked failed_resumable and its claim released.
+  run marked failed_resumable and its claim released;
+- a column of on_success / OnSuccess that the board does not have: the worker does not start
+  (an error naming the column), nothing is claimed;
+- the completed column renamed while a job runs, so its filing is refused 422: the card is
+  released with an attempt counted each time, and at the board's max_attempts filed into the
+  failed column by the server (not claimed again at once for ever); so is a card whose run's
+  create is refused (a fault proxy answers POST /v1/runs 422);
+- claim-next answered 200 with an HTML page, then with JSON that is not claims (a proxy's):
+  taken as no answer, tried again; the card is worked and the worker ends well;
+- the run pruned by an operator while its job runs: the card is filed into on_failure and
+  released, not left claimed.
 
 With --mongo only the two losses run, on a fresh database of BOARDD_TEST_MONGO_URI (tests/
 run.sh points it at mongo-java-server for its second pass).
@@ -33,6 +43,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'common'))
 import boardd_test as bt  # noqa: E402
 from boardd_test import check  # noqa: E402
+from fault_proxy import Proxy  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # (test_contract.py imports this module for build() and Proc, and sets ROOT)
@@ -42,6 +53,8 @@ MONGO = '--mongo' in sys.argv[3:]
 LEASE_MS = 3000            # renew_after_ms = 1000
 RENEW_S = LEASE_MS / 3000.0
 SLACK_S = 1.0              # scheduling on a shared 2-core machine
+# a board's retry policy (§17) that runs out fast: the third retry release files the card
+FAST_RETRY = {'max_attempts': 3, 'backoff_ms': 1, 'max_backoff_ms': 1}
 
 
 def go_binary():
@@ -154,6 +167,30 @@ class Env:
 
     def get(self, cid):
         return self.call('GET', '/v1/cards/' + cid)[1]
+
+    def board(self, name, retry=None):
+        """A board named `name` with the default board's columns (and `retry`, if given)."""
+        st, b, _ = self.call('GET', '/v1/boards/default')
+        assert st == 200, (st, b)
+        cfg = {'columns': [{'name': c['name'], 'terminal': c['terminal'],
+                            'eligible': c['eligible']} for c in b['columns']]}
+        cfg.update({k: b[k] for k in ('running', 'completed', 'failed', 'waiting')})
+        if retry:
+            cfg['retry'] = retry
+        st, ans, _ = self.call('PUT', '/v1/boards/' + name, cfg)
+        assert st in (200, 201), (st, ans)
+
+    def card_on(self, board, title):
+        self.n += 1
+        st, b, _ = self.call('POST', '/v1/cards', {'id': 'k%d-%s' % (self.n, title),
+                                                   'board': board, 'title': title,
+                                                   'state': 'ready'})
+        assert st == 201, (st, b)
+        return b['id']
+
+    def runs_of(self, cid):
+        st, b, _ = self.call('GET', '/v1/cards/%s/runs' % cid)
+        return (b or {}).get('runs', []) if st == 200 else []
 
     def run(self, rid):
         return self.call('GET', '/v1/runs/' + rid)[1]
@@ -348,6 +385,175 @@ def t_stop(e, lang):
               lab, c['state'], r.get('status')))
 
 
+def wait_for(fn, timeout):
+    """fn()'s first true value within timeout seconds (polled), else its last."""
+    end = time.monotonic() + timeout
+    v = fn()
+    while not v and time.monotonic() < end:
+        time.sleep(0.05)
+        v = fn()
+    return v
+
+
+def stop(p):
+    """SIGTERM to a check program; its stats (or {})."""
+    p.p.send_signal(signal.SIGTERM)
+    st = p.expect('stats', 30)
+    p.finish()
+    return st or {}
+
+
+class PageProxy(Proxy):
+    """The fault proxy that answers the first claim-next requests itself, 200 with each of
+    `pages` in turn (what a captive portal or a misrouted proxy answers), and forwards the
+    rest; claim_nexts: how many it saw."""
+
+    def __init__(self, target, pages):
+        super().__init__(target)
+        self.pages = list(pages)
+        self.claim_nexts = 0
+        proxy = self
+        base = self.srv.RequestHandlerClass
+
+        class H(base):
+            def do_POST(self):
+                page = None
+                if self.path.endswith('/claim-next'):
+                    with proxy.lock:
+                        proxy.claim_nexts += 1
+                        page = proxy.pages.pop(0) if proxy.pages else None
+                if page is None:
+                    return base._any(self)
+                self.rfile.read(int(self.headers.get('Content-Length') or 0))
+                ctype, body = page
+                self.send_response(200)
+                self.send_header('Content-Type', ctype)
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+        self.srv.RequestHandlerClass = H
+
+
+def t_no_column(e, lang):
+    """on_success names a column the board does not have: the worker does not start."""
+    name = '%s no column' % lang
+    board = 'nocol-' + lang
+    e.board(board)
+    cid = e.card_on(board, 'nocol')
+    p = e.spawn(lang, 'drain', '', board=board, on_success='shipped', conc=1, maxjobs=1)
+    st = p.expect('stats', 30) or {}
+    rc = p.finish()
+    detail = st.get('detail') or ''
+    check(rc != 0 and st.get('error') and 'no column' in detail and 'shipped' in detail,
+          '%s: the worker fails to start, naming the column (exit %s, %s)' % (name, rc, st))
+    c = e.get(cid)
+    runs = e.runs_of(cid)
+    check(c['state'] == 'ready' and c['claim'] is None and not runs and not st.get('claimed'),
+          '%s: nothing was claimed (%s, %s, %d runs)' % (name, c['state'], c['claim'],
+                                                         len(runs)))
+
+
+def gave_up(c):
+    return (c.get('gave_up') or {}).get('reason') == 'attempts_exhausted'
+
+
+def t_filing_refused(e, lang):
+    """The completed column renamed while a job runs: each filing into it is refused (422);
+    each time the card is released with an attempt counted, and at max_attempts (3) the
+    server files it into the failed column. Not claimed again at once for ever."""
+    name = '%s filing refused' % lang
+    board = 'refile-' + lang
+    e.board(board, FAST_RETRY)
+    cid = e.card_on(board, 'refile')
+    p = e.spawn(lang, 'gate', '', board=board, conc=1)
+    s = p.expect('started', 30)
+    check(s is not None and s.get('card') == cid, '%s: the handler started' % name)
+    st, b, _ = e.call('POST', '/v1/boards/%s/columns/done/rename' % board, {'to': 'shipped'})
+    check(st == 200, '%s: done renamed shipped: %s %s' % (name, st, b))
+    p.say()
+    c = wait_for(lambda: (lambda c: c if c['state'] == 'blocked' else None)(e.get(cid)), 20)
+    stats = stop(p)
+    c = c or e.get(cid)
+    runs = e.runs_of(cid)
+    check(c['state'] == 'blocked' and c['claim'] is None and gave_up(c),
+          '%s: after max_attempts the card is filed into the failed column, gave_up '
+          'attempts_exhausted (%s, attempts %s, gave_up %s, %d runs)' % (
+              name, c['state'], c.get('attempts'), c.get('gave_up'), len(runs)))
+    check(len(runs) == 3 and stats.get('errors') == 3 and not stats.get('succeeded'),
+          '%s: three claims, three runs, each counted an error (%d runs, %s)' % (
+              name, len(runs), stats))
+
+
+def t_run_refused(e, lang):
+    """Every POST /v1/runs answered 422 (a fault proxy): the card is released with an
+    attempt counted each time, and filed into the failed column at max_attempts."""
+    name = '%s run refused' % lang
+    board = 'norun-' + lang
+    e.board(board, FAST_RETRY)
+    cid = e.card_on(board, 'norun')
+    px = Proxy(e.srv.port)
+    px.set([{'method': 'POST', 'path': r'^/v1/runs$', 'action': 'status', 'status': 422,
+             'code': 'transition_rejected'}])
+    try:
+        p = e.spawn(lang, 'drain', '', board=board, conc=1, boardd_url=px.url)
+        c = wait_for(lambda: (lambda c: c if c['state'] == 'blocked' else None)(e.get(cid)), 20)
+        stats = stop(p)
+        sent = len([1 for m, path, h, b in px.log if m == 'POST' and path == '/v1/runs'])
+    finally:
+        px.close()
+    c = c or e.get(cid)
+    check(c['state'] == 'blocked' and c['claim'] is None and gave_up(c),
+          '%s: after max_attempts the card is filed into the failed column (%s, attempts %s, '
+          'gave_up %s, %d runs refused)' % (name, c['state'], c.get('attempts'),
+                                            c.get('gave_up'), sent))
+    check(sent == 3 and stats.get('errors') == 3,
+          '%s: three claims, each run refused, counted errors (%d, %s)' % (name, sent, stats))
+
+
+def t_claim_page(e, lang):
+    """claim-next answered 200 by something else: an HTML page, then JSON that is not claims.
+    Each is taken as no answer and tried again; the card is worked, the worker ends well."""
+    name = '%s claim-next answered a page' % lang
+    lab = 'page-' + lang
+    cid = e.card('page', lab)
+    px = PageProxy(e.srv.port, [('text/html', b'<html><body>sign in</body></html>'),
+                                ('application/json', b'{"portal": true}')])
+    try:
+        p = e.spawn(lang, 'drain', lab, conc=1, maxjobs=1, boardd_url=px.url)
+        st = p.expect('stats', 30)
+        rc = p.finish()
+    finally:
+        px.close()
+    check(st is not None and rc == 0 and not st.get('error') and st.get('succeeded') == 1,
+          '%s: the worker goes on and ends well (exit %s, %s)' % (name, rc, st))
+    c = e.get(cid)
+    check(c['state'] == 'done' and c['claim'] is None and px.claim_nexts >= 3,
+          '%s: the card is done (%s; %d claim-next requests)' % (name, c['state'],
+                                                                 px.claim_nexts))
+
+
+def t_run_pruned(e, lang):
+    """An operator prunes the job's run while it runs: the run's final PATCH is 404; the card
+    is filed into on_failure and released, not left claimed."""
+    name = '%s run pruned' % lang
+    lab = 'prune-' + lang
+    cid = e.card('prune', lab)
+    p = e.spawn(lang, 'gate', lab, conc=1, maxjobs=1)
+    s = p.expect('started', 30) or {}
+    check(s.get('card') == cid and s.get('run'), '%s: the handler started: %s' % (name, s))
+    st, b, _ = e.call('DELETE', '/v1/runs/%s' % s.get('run'))
+    check(st == 204, '%s: the run pruned: %s %s' % (name, st, b))
+    p.say()
+    stats = p.expect('stats', 30) or {}
+    p.finish()
+    c = e.get(cid)
+    check(c['state'] == 'blocked' and c['claim'] is None,
+          '%s: the card is filed into blocked and released (%s, %s)' % (name, c['state'],
+                                                                        c['claim']))
+    check(stats.get('failed') == 1 and not stats.get('errors'),
+          '%s: counted failed (%s)' % (name, stats))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix='boardd-clients-')
     import atexit
@@ -360,6 +566,11 @@ def main():
                 t_drain(e, lang)
                 t_policy(e, lang)
                 t_stop(e, lang)
+                t_no_column(e, lang)
+                t_filing_refused(e, lang)
+                t_run_refused(e, lang)
+                t_claim_page(e, lang)
+                t_run_pruned(e, lang)
             t_revoke(e, lang)
             t_lapse(e, lang)
         if not MONGO:

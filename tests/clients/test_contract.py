@@ -62,6 +62,13 @@ class Fake:
 
     # (status, body) per route
     def handle(self, method, path, h, b):
+        if method == 'GET' and path == '/v1/boards/default':  # the workers' column check
+            return 200, {'name': 'default', 'running': 'in_progress', 'completed': 'done',
+                         'failed': 'blocked', 'waiting': 'waiting_deps',
+                         'columns': [{'name': n, 'terminal': n in ('done', 'blocked'),
+                                      'eligible': n == 'ready'}
+                                     for n in ('ready', 'in_progress', 'waiting_deps', 'done',
+                                               'blocked')]}
         m = re.match(r'^/v1/boards/([^/]+)/claim-next$', path)
         if method == 'POST' and m:
             self.counts.append(b.get('count'))

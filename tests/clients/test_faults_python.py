@@ -34,7 +34,13 @@ connection close), answer a chosen status without forwarding, or hold a request 
   goes out at once, the job is not cancelled;
 - claim-next retried after a lost answer: the claim's local lease counts from the first try;
 - AsyncWorker.run() cancelled (asyncio.wait_for): the worker stops, its threads end, no claim
-  is left held, and asyncio.run() returns.
+  is left held, and asyncio.run() returns;
+- a handler raising SystemExit: its job fails (run failed, card filed into on_failure and
+  released), the worker stops claiming and run() raises the SystemExit; a handler raising
+  another BaseException: its job fails, the worker goes on;
+- a retry release whose answer is lost: the retry's 409 is read back (the card released), the
+  job counts retried and no "claim lost" is logged; a retry release refused: counted an
+  error, not retried.
 
 usage: test_faults_python.py BOARDD REPO_ROOT
 (BOARDD_TEST_PORT_BASE=N: boardd listens on N, the proxies on N+1 and N+2; else free ports.)
@@ -738,6 +744,115 @@ def t_async_cancel(wtok, url, op, bot):
         op.revoke_claim(i)
 
 
+def t_base_exception(wtok, url, op, bot):
+    """SystemExit from a handler: the job fails as for an exception (its run failed, the card
+    filed into blocked and released), the worker stops claiming (the next card is left alone)
+    and run() raises the SystemExit once stopped. Another BaseException fails its job and the
+    worker goes on with the next card."""
+    name = 'a handler raising SystemExit'
+    a, b = mk(bot, 'bx', 2)
+
+    def h(job):
+        raise SystemExit(3)
+    c = boardd.Client(url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', h, labels=['bx'], lease_ms=LEASE_MS, wait_ms=500, grace=2)
+    out = {}
+
+    def go():
+        try:
+            out['stats'] = w.run(handle_signals=False)
+        except BaseException as e:  # noqa: BLE001 - what run() raises is the point
+            out['raised'] = e
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(15)
+    ended = not t.is_alive()
+    if not ended:
+        w.stop()
+        t.join(w.grace * 2 + 10)
+    raised = out.get('raised')
+    check(ended and isinstance(raised, SystemExit) and raised.code == 3,
+          '%s: run() stops and raises it (ended %s, %r)' % (name, ended, raised))
+    card = op.get_card(a)
+    runs = runs_of(op, a)
+    check(card['state'] == 'blocked' and card.get('claim') is None,
+          '%s: the card is filed into blocked and released: %s %s' % (
+              name, card['state'], card.get('claim')))
+    check([r['status'] for r in runs] == ['failed'] and
+          'SystemExit' in (op.get_run(runs[0]['id']).get('error') or ''),
+          '%s: its run failed, saying SystemExit: %s' % (name, [r['status'] for r in runs]))
+    card = op.get_card(b)
+    check(card['state'] == 'ready' and card.get('claim') is None and not runs_of(op, b),
+          '%s: the worker stopped claiming: the next card is untouched (%s, %s)' % (
+              name, card['state'], card.get('claim')))
+    check(w.stats.get('failed') == 1, '%s: counted failed: %s' % (name, w.stats))
+    for i in (a, b):
+        if op.get_card(i).get('claim'):
+            op.revoke_claim(i)
+
+    name = 'a handler raising another BaseException'
+
+    class Fatal(BaseException):
+        pass
+    ids = mk(bot, 'bf', 2)
+
+    def h2(job):
+        if job.id == ids[0]:
+            raise Fatal('not an Exception')
+        return {'ok': job.id}
+    w = boardd.Worker(c, 'default', h2, labels=['bf'], lease_ms=LEASE_MS, wait_ms=500, grace=2)
+    stats, err = run_worker(w, 2, timeout=15)
+    got = cards(op, ids)
+    check(err is None and stats.get('failed') == 1 and stats.get('succeeded') == 1,
+          '%s: its job fails, the next is done: %s %r' % (name, stats, err))
+    check((got[ids[0]]['state'], got[ids[1]]['state']) == ('blocked', 'done') and
+          not any(x.get('claim') for x in got.values()),
+          '%s: filed blocked and done, none left claimed: %s' % (
+              name, [(x['state'], x.get('claim')) for x in got.values()]))
+    for i, x in got.items():
+        if x.get('claim'):
+            op.revoke_claim(i)
+
+
+def t_release_lost(px, wtok, op, bot):
+    """A retry release (boardd.Retry) whose answer is lost: sent again, refused 409 (the first
+    did it); the card is read back: released, so the job counts retried, not lost, and no
+    "claim lost" is logged. Then a retry release refused 422: counted an error, not retried."""
+    name = 'a retry release whose answer is lost'
+    ids = mk(bot, 'rl', 1)
+    px.set([{'method': 'POST', 'path': r'/release$', 'nth': [1], 'action': 'drop'}])
+
+    def h(job):
+        raise boardd.Retry('later')
+    c = boardd.Client(px.url, wtok, timeout=10)
+    w = boardd.Worker(c, 'default', h, labels=['rl'], lease_ms=LEASE_MS, wait_ms=500, grace=2)
+    with captured_log() as lines:
+        stats, err = run_worker(w, 1, timeout=15)
+    sent = [p for m, p, hd, b in px.log if m == 'POST' and p.endswith('/release')]
+    px.set([])
+    lost = [x for x in lines if 'claim lost' in x]
+    card = op.get_card(ids[0])
+    check(len(sent) == 2 and not lost,
+          '%s: sent again, no claim lost logged (%d sent): %s' % (name, len(sent), lost))
+    check(stats.get('retried') == 1 and not stats.get('lost') and not stats.get('errors'),
+          '%s: counted retried: %s' % (name, stats))
+    check(card.get('claim') is None and card.get('attempts') == 1,
+          '%s: the card released with one attempt: %s %s' % (
+              name, card.get('claim'), card.get('attempts')))
+
+    name = 'a retry release refused'
+    ids = mk(bot, 'rr', 1)
+    px.set([{'method': 'POST', 'path': r'/release$', 'action': 'status', 'status': 422,
+             'code': 'transition_rejected'}])
+    w = boardd.Worker(c, 'default', h, labels=['rr'], lease_ms=LEASE_MS, wait_ms=500, grace=2)
+    stats, err = run_worker(w, 1, timeout=15)
+    px.set([])
+    check(not stats.get('retried') and stats.get('errors') == 1,
+          '%s: counted an error, not retried: %s' % (name, stats))
+    if op.get_card(ids[0]).get('claim'):
+        op.revoke_claim(ids[0])
+
+
 def main():
     if not os.access(BOARDD, os.X_OK):
         bt.skip_or_fail('no boardd binary at %s' % BOARDD)
@@ -776,6 +891,8 @@ def main():
         t_claim_retry_lease(px, wtok, op, op)
         t_async_cancel(wtok, srv.url, op, op)
         t_renew_many(px, wtok, op, op)
+        t_base_exception(wtok, srv.url, op, op)
+        t_release_lost(px, wtok, op, op)
     finally:
         px.close()
         srv.stop()

@@ -4,8 +4,10 @@ Retry-After when given). `error_for(status, body, headers)` picks the class; a c
 does not know yet becomes a plain BoarddError with that code, so a newer server never breaks it.
 
 Local conditions that are not server answers: TransportError (no answer at all: connection
-refused, reset, timeout) and ClaimLost (a worker's write refused locally because the claim it
-was made under is already known to be lost; the server would refuse it with claim_conflict).
+refused, reset, timeout), UnexpectedAnswer (a success answer that is not what the route
+answers: a proxy's HTML page, say; the worker treats it as no answer) and ClaimLost (a
+worker's write refused locally because the claim it was made under is already known to be
+lost; the server would refuse it with claim_conflict).
 """
 
 __all__ = []  # filled below with every class
@@ -37,6 +39,13 @@ def type_code(cls):
 class TransportError(BoarddError):
     """No HTTP answer: the server could not be reached, the connection broke, or it timed out."""
     code = 'transport'
+
+
+class UnexpectedAnswer(BoarddError):
+    """A 2xx answer whose body is not what the route answers (not JSON, or without the fields
+    it must carry): something between the client and boardd answered, or the answer was
+    mangled on the way. status is the answer's; detail the start of its body."""
+    code = 'unexpected_answer'
 
 
 class ClaimLost(BoarddError):
@@ -88,7 +97,8 @@ _BY_STATUS = {400: 'bad_request', 401: 'unauthorized', 403: 'forbidden', 404: 'n
               405: 'method_not_allowed', 413: 'payload_too_large', 415: 'unsupported_media_type',
               428: 'precondition_required', 503: 'store_unavailable'}
 
-__all__ += ['BoarddError', 'TransportError', 'ClaimLost', 'ERRORS', 'error_for'] + \
+__all__ += ['BoarddError', 'TransportError', 'UnexpectedAnswer', 'ClaimLost', 'ERRORS',
+            'error_for'] + \
     [n for n, _, _ in _TABLE]
 
 

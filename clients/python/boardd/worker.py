@@ -9,8 +9,13 @@ does not make the tick N heartbeats long). When the handler returns, the run get
 carry an Idempotency-Key kept across their retries (a lost answer claims nothing twice); a
 write that gets no answer, a 5xx or a 429 is sent again with a backoff (longer when the answer
 says Retry-After) while the claim is renewed, for WRITE_RETRY_S at most; a final write refused
-4xx (a result over the server's limit) fails the run with a short error and files the card as a
-failed job, never leaving it held.
+4xx (a result over the server's limit, the run pruned) fails the run with a short error and
+files the card as a failed job, never leaving it held. A card that cannot be filed (its column
+refused: renamed, removed) or whose run cannot be started is released with an attempt counted
+(§17 `retry`), so it comes back after a backoff and at max_attempts is filed into the failed
+column by the server, never claimed again at once for ever; run() checks before it claims
+anything that on_success and on_failure are columns of the board. An answer to claim-next that
+is not one (a proxy's page) is taken as no answer: said, and tried again after a backoff.
 
 The claim can be lost while the handler works: a renew refused (the claim was revoked,
 reclaimed, or the card deleted; not one refused after the job's own release was sent), or no
@@ -26,7 +31,9 @@ before they are sent, and the server would refuse them anyway (claim_conflict).
 Stopping (stop(), or SIGTERM/SIGINT while run() holds the main thread): no new claims; running
 jobs get `grace` seconds to finish; then they are cancelled (job.cancel_reason 'stopping'), a
 job that ends by raising gets its run marked failed_resumable and its claim released, and a
-handler that does not return within a further `grace` has its claim released for it.
+handler that does not return within a further `grace` has its claim released for it. A
+handler that raises SystemExit or KeyboardInterrupt fails its job as an exception does, then
+stops the worker so; run() raises it once the worker has stopped.
 """
 import concurrent.futures
 import logging
@@ -38,14 +45,15 @@ import threading
 import time
 import uuid
 
-from .errors import (BadRequest, Busy, ClaimConflict, ClaimLost, BoarddError,
+from .errors import (BadRequest, Busy, ClaimConflict, ClaimLost, BoarddError, Forbidden,
                      IdempotencyKeyInFlight, MethodNotAllowed, NotFound, RunFinal,
-                     StoreUnavailable, TransportError, error_for)
+                     StoreUnavailable, TransportError, UnexpectedAnswer, error_for)
 
 __all__ = ['Worker', 'Job', 'Retry']
 
 log = logging.getLogger('boardd.worker')
-_TRANSIENT = (TransportError, StoreUnavailable, Busy, IdempotencyKeyInFlight)
+# no answer, or none to go by (an UnexpectedAnswer: a proxy's page for claim-next's)
+_TRANSIENT = (TransportError, UnexpectedAnswer, StoreUnavailable, Busy, IdempotencyKeyInFlight)
 _now = time.monotonic
 RENEW_MANY_MAX = 1000       # tokens per POST /v1/claims/renew (the server's limit)
 RUN_ERROR_MAX = 4096        # a run's error, bytes of UTF-8 (CORE_RUN_ERROR_MAX)
@@ -75,6 +83,24 @@ def _cut(text, limit):
     if len(b) <= limit:
         return text
     return b[:limit].decode('utf-8', 'ignore')
+
+
+def _claims_of(ans):
+    """The [{card, token}] of a claim-next answer ({claims: [...]} or one {card, token}), or
+    None when it is not one: each card an object with an id, each token with marker and epoch."""
+    if not isinstance(ans, dict):
+        return None
+    pairs = ans.get('claims') if 'claims' in ans else [ans]
+    if not isinstance(pairs, list):
+        return None
+    for p in pairs:
+        card = p.get('card') if isinstance(p, dict) else None
+        tok = p.get('token') if isinstance(p, dict) else None
+        if not (isinstance(card, dict) and isinstance(card.get('id'), str) and
+                isinstance(tok, dict) and isinstance(tok.get('marker'), str) and
+                isinstance(tok.get('epoch'), int)):
+            return None
+    return pairs
 
 
 def _key():
@@ -107,6 +133,8 @@ class Job:
         self.run_id = None
         self.cancelled = threading.Event()
         self.cancel_reason = None
+        self.lost = False       # the claim is gone (cancel_reason may still say 'stopping')
+        self._mu = threading.Lock()  # cancelled, cancel_reason, lost and _on_cancel together
         self.parked = False     # an operator cancelled the run: neither filed nor released
         self.abandoned = False  # released for the handler after the grace: it writes nothing
         self.final = False      # its run's final status is being written: a run_final is ours
@@ -130,16 +158,21 @@ class Job:
 
     def on_cancel(self, fn):
         """fn() is called (once, from the thread that sees the loss) when the job is cancelled."""
-        self._on_cancel.append(fn)
-        if self.cancelled.is_set():
+        with self._mu:
+            self._on_cancel.append(fn)
+            now = self.cancelled.is_set()
+        if now:  # else the cancel, which had not taken the lock yet, calls it
             fn()
 
     def _cancel(self, reason):
-        if self.cancelled.is_set():
-            return False
-        self.cancel_reason = reason
-        self.cancelled.set()
-        for fn in self._on_cancel:
+        """Cancels the job (the first reason stays). True when this call cancelled it."""
+        with self._mu:
+            if self.cancelled.is_set():
+                return False
+            self.cancel_reason = reason
+            self.cancelled.set()
+            fns = list(self._on_cancel)
+        for fn in fns:
             try:
                 fn()
             except Exception:  # noqa: BLE001 - a callback must not stop the others
@@ -147,7 +180,9 @@ class Job:
         return True
 
     def _lost(self):
-        return self.cancelled.is_set() and self.cancel_reason != 'stopping'
+        """The claim is gone: recorded apart from cancel_reason, which may say 'stopping' (the
+        job was cancelled by a stop before its claim was then lost)."""
+        return self.lost
 
     # ---- the holder's own writes, fenced, refused locally once the claim is lost ----
 
@@ -195,9 +230,12 @@ class Worker:
     """Worker(client, board, handler, concurrency=1, columns=None, labels=None, ...).
 
     handler(job) -> result (any JSON value) is success; raising Retry sends the card back
-    (§17); any other exception is a failure (its text becomes the run's error). on_failure may
-    be 'retry' to send every failure back. lease_ms: None for the server's default. wait_ms:
-    the claim-next long-poll. marker: the claims' marker (default host-pid-random)."""
+    (§17); any other exception is a failure (its text becomes the run's error), a
+    BaseException too (SystemExit, KeyboardInterrupt: the job fails, then the worker stops
+    as stop() does and run() raises it). on_failure may be 'retry' to send every failure back.
+    on_success and on_failure must be columns of the board: run() checks that before it claims
+    anything. lease_ms: None for the server's default. wait_ms: the claim-next long-poll.
+    marker: the claims' marker (default host-pid-random)."""
 
     def __init__(self, client, board, handler, concurrency=1, columns=None, labels=None,
                  lease_ms=None, on_success='done', on_failure='blocked', marker=None,
@@ -231,6 +269,7 @@ class Worker:
         self._claimed_total = 0
         self._max_jobs = None
         self._error = None
+        self._exit = None       # a handler's SystemExit or KeyboardInterrupt: run() raises it
         self._beats = None      # the heartbeat threads (an executor): made at the first one
 
     # ---- public ----
@@ -243,13 +282,57 @@ class Worker:
 
     def run(self, max_jobs=None, handle_signals=True):
         """Works until stop() (or SIGTERM/SIGINT), or until max_jobs cards were claimed and
-        finished. Returns the stats. A refusal of claim-next itself (403, 422: a wrong board,
-        column or token) stops the worker and is raised."""
+        finished. Returns the stats. Before anything is claimed, on_success and on_failure are
+        checked to be columns of the board: ValueError when one is not. A refusal of
+        claim-next itself (403, 422: a wrong board, column or token) stops the worker and is
+        raised; so is a handler's SystemExit or KeyboardInterrupt, once the worker stopped."""
         self._max_jobs = max_jobs
         old = {}
         if handle_signals and threading.current_thread() is threading.main_thread():
             for s in (signal.SIGTERM, signal.SIGINT):
                 old[s] = signal.signal(s, lambda *_: self.stop())
+        try:
+            self._check_columns()
+            if self._stopping.is_set():  # stopped while the board could not be read
+                return dict(self.stats)
+            return self._run()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    def _check_columns(self):
+        """on_success and on_failure (but 'retry') are columns of the board, as boardctl checks
+        its --on-success and --on-failure: a filing into a column the board does not have is
+        refused (422), and the card would come back for ever. ValueError when one is not; the
+        board unreadable for want of an answer: tried again (until stop()); a token that may
+        not read it (403): not checked, the server judges each filing."""
+        delay = 0.2
+        while not self._stopping.is_set():
+            try:
+                board = self.client.get_board(self.board)
+                break
+            except Forbidden as e:
+                log.warning('board %s: its columns are not checked: %s', self.board, e)
+                return
+            except BoarddError as e:
+                if not _again(e):
+                    raise
+                wait = _pause(delay, e)
+                log.warning('board %s: %s; again in %.1f s', self.board, e, wait)
+                self._stopping.wait(wait)
+                delay = min(delay * 2, 5.0)
+        else:
+            return
+        cols = [c.get('name') for c in board.get('columns') or []
+                if isinstance(c, dict)] if isinstance(board, dict) else []
+        for opt, col in (('on_success', self.on_success), ('on_failure', self.on_failure)):
+            if opt == 'on_failure' and col == 'retry':
+                continue
+            if col not in cols:
+                raise ValueError('%s=%r: board %s has no column %r (its columns: %s)' % (
+                    opt, col, self.board, col, ', '.join(str(c) for c in cols)))
+
+    def _run(self):
         threads = [threading.Thread(target=self._slot, name='boardd-job-%d' % i, daemon=True)
                    for i in range(self.concurrency)]
         threads += [threading.Thread(target=self._renew_loop, name='boardd-renew', daemon=True),
@@ -286,8 +369,8 @@ class Worker:
                 beats.shutdown(wait=False, cancel_futures=True)
             for _ in range(self.concurrency):
                 self._jobs.put(None)
-            for s, h in old.items():
-                signal.signal(s, h)
+        if self._exit is not None:
+            raise self._exit
         if self._error:
             raise self._error
         return dict(self.stats)
@@ -337,7 +420,9 @@ class Worker:
                 pending = None
                 delay = 0.2
             except BoarddError as e:
-                if _again(e):  # the same key again: a lost answer claims nothing more
+                # no answer, or one that is none (UnexpectedAnswer): the same key again, a lost
+                # answer claims nothing more
+                if _again(e):
                     wait = _pause(delay, e)
                     log.warning('claim-next: %s; again in %.1f s', e, wait)
                     self._stopping.wait(wait)
@@ -347,6 +432,10 @@ class Worker:
                     log.error('claim-next refused: %s', e)
                     self._error = e
                     self.stop()
+            except Exception:  # noqa: BLE001 - never the poller's silent end: said, tried again
+                log.exception('claim-next: again in %.1f s', delay)
+                self._stopping.wait(delay)
+                delay = min(delay * 2, 5.0)
             with self._cv:
                 self._free += n - len(got)
                 self._claimed_total -= n - len(got)
@@ -387,11 +476,15 @@ class Worker:
             self._has['count'] = False  # a server before §18: one card per call
             log.info('claim-next: no count on this server; claiming one card at a time')
             return []
-        if use_count:
-            self._has['count'] = True
         if not ans:
             return []
-        pairs = ans['claims'] if 'claims' in ans else [ans]
+        pairs = _claims_of(ans)
+        if pairs is None:  # not claim-next's answer (a proxy's page): no answer at all
+            raise UnexpectedAnswer(200, 'unexpected_answer', 'claim-next: not claims: %.200r'
+                                   % (ans,), method='POST', path='/v1/boards/%s/claim-next'
+                                   % self.board)
+        if use_count:
+            self._has['count'] = True
         jobs = [Job(self, p['card'], p['token'], sent) for p in pairs]
         # a lease over (locally) before the answer came: renewed before anything else is done
         # (the server keeps an expired claim its holder's until the reaper takes it), else lost
@@ -418,11 +511,20 @@ class Worker:
                 return
             try:
                 self._work(job)
-            except Exception:  # noqa: BLE001 - a slot never dies
+            except BaseException:  # noqa: BLE001 - a slot never dies
                 log.exception('card %s', job.id)
                 self._count('errors')
+                self._give_back(job)
             finally:
                 self._slot_done(job)
+
+    def _give_back(self, job):
+        """After an error of the worker's own in a job: a claim it still holds, with no job
+        behind it now, is released (an attempt counted: such an error may come again)."""
+        with self._cv:
+            held = self._held.get(job.id) is job
+        if held and not (job.releasing or job.abandoned or job.parked or job._lost()):
+            self._release(job, retry=True)
 
     def _slot_done(self, job):
         with self._cv:
@@ -492,9 +594,11 @@ class Worker:
             self._count('lost')
             return
         except BoarddError as e:
+            # refused (4xx), or no answer for WRITE_RETRY_S: given back with an attempt counted,
+            # so a card whose run is refused every time ends in the failed column (§17)
             log.error('card %s: the run could not be started: %s', job.id, e)
             self._count('errors')
-            self._release(job)
+            self._release(job, retry=True)
             return
         outcome, value = 'ok', None
         try:
@@ -503,6 +607,15 @@ class Worker:
             outcome, value = 'retry', e
         except Exception as e:  # noqa: BLE001 - the handler's failure is the job's
             outcome, value = 'error', e
+        except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ...: the
+            outcome, value = 'error', e  # job fails as for an exception, never left held
+            if isinstance(e, (SystemExit, KeyboardInterrupt)):
+                log.error('card %s: the handler raised %s: the job fails, the worker stops',
+                          job.id, type(e).__name__)
+                with self._cv:
+                    if self._exit is None:
+                        self._exit = e
+                self.stop()
         self._finish(job, outcome, value)
 
     def _finish(self, job, outcome, value):
@@ -577,10 +690,10 @@ class Worker:
                     self._held.pop(job.id, None)
                 self._count('parked')
                 return
-            if stopping:
-                self._release(job)
-            elif status == 'failed_resumable':
-                self._release(job, retry=True)
+            if stopping or status == 'failed_resumable':
+                err = self._release(job, retry=not stopping)
+                if err is not None:  # counted lost or an error, not stopped or retried
+                    raise err
             else:
                 to = self.on_success if outcome == 'ok' else self.on_failure
                 reason = 'run_finished' if outcome == 'ok' else 'run_failed'
@@ -601,11 +714,14 @@ class Worker:
                             del self._held[job.id]
                 except (ClaimLost, ClaimConflict):
                     raise
-                except BoarddError as e:  # the column refused: give the card back at once
+                except BoarddError as e:  # the column refused (gone, renamed): give it back
                     if _again(e):  # no answer for WRITE_RETRY_S: not a refusal
                         raise
+                    # with an attempt counted (§17): back in the pool after a backoff, and at
+                    # max_attempts filed into the failed column by the server, never claimed
+                    # again at once for ever
                     log.error('card %s: filing into %s refused: %s', job.id, to, e)
-                    self._release(job)
+                    self._release(job, retry=True)
                     key = 'errors'
         except (ClaimLost, ClaimConflict):
             self._count('lost')
@@ -617,24 +733,30 @@ class Worker:
         self._count(key)
 
     def _release(self, job, retry=False):
-        """The fenced release (with retry when asked and the server takes it)."""
+        """The fenced release (with retry when asked and the server takes it). None when done,
+        else the error (logged): ClaimLost or ClaimConflict when the claim was gone."""
         c = self.client
         job.releasing = True
+
+        def released():  # a lost answer's retry refused 409: did the lost try release it?
+            cl = c.get_card(job.id).get('claim') or {}
+            return not (cl.get('marker') == job.marker and cl.get('epoch') == job.epoch)
         try:
             if retry and self._has['retry'] is not False:
                 try:
-                    self._write(job, lambda: c.release(job.id, job.marker, job.epoch, retry=True))
+                    self._write(job, lambda: c.release(job.id, job.marker, job.epoch, retry=True),
+                                done=released)
                     self._has['retry'] = True
-                    return True
+                    return None
                 except BadRequest as e:
                     if self._has['retry'] is True or 'retry' not in e.detail:
                         raise
                     self._has['retry'] = False  # a server before §17: a plain release
-            self._write(job, lambda: c.release(job.id, job.marker, job.epoch))
-            return True
+            self._write(job, lambda: c.release(job.id, job.marker, job.epoch), done=released)
+            return None
         except BoarddError as e:
             log.warning('card %s: release: %s', job.id, e)
-            return False
+            return e
         finally:
             with self._cv:
                 if self._held.get(job.id) is job:
@@ -652,7 +774,10 @@ class Worker:
         self._lose(job, reason)
 
     def _lose(self, job, reason):
-        if job._cancel(reason):
+        with job._mu:
+            first, job.lost = not job.lost, True
+        job._cancel(reason)
+        if first:
             log.warning('card %s: claim lost (%s); its handler is cancelled', job.id, reason)
         with self._cv:
             if self._held.get(job.id) is job:

@@ -1,8 +1,9 @@
 // The Go worker under test (tests/clients/test_clients.py drives it; check.py is its Python
 // twin, speaking the same lines). Configured by the environment: BOARDD_URL, BOARDD_TOKEN,
-// SCEN (drain | hold | stop | bench | policy), BOARD, LABEL, CONC, MAXJOBS, LEASE_MS, GRACE_MS. It
-// prints one JSON object per line: {"ev":"started",...}, {"ev":"cancelled",...},
-// {"ev":"write",...} and last {"ev":"stats",...}.
+// SCEN (drain | hold | stop | gate | bench | policy), BOARD, LABEL, CONC, MAXJOBS, LEASE_MS,
+// GRACE_MS, ON_SUCCESS, ON_FAILURE. It prints one JSON object per line: {"ev":"started",...},
+// {"ev":"cancelled",...}, {"ev":"write",...} and last {"ev":"stats",...} (its error and
+// detail: what Run returned).
 package main
 
 import (
@@ -153,6 +154,16 @@ func main() {
 			}
 			return map[string]any{"title": j.Card.Title}, nil
 		}
+	case "gate":
+		// says it started (with its run); the first job then waits for a line on stdin (the
+		// test changes the board or the run meanwhile); each returns its title
+		var once sync.Once
+		h = func(ctx context.Context, j *boardd.Job) (any, error) {
+			emit(map[string]any{"ev": "started", "card": j.Card.ID, "title": j.Card.Title,
+				"epoch": j.Token.Epoch, "marker": j.Token.Marker, "run": j.RunID})
+			once.Do(func() { stdin.ReadString('\n') })
+			return map[string]any{"title": j.Card.Title}, nil
+		}
 	case "hold", "stop":
 		var once sync.Mutex
 		h = func(ctx context.Context, j *boardd.Job) (any, error) {
@@ -182,7 +193,8 @@ func main() {
 	}
 	o := boardd.WorkerOpts{Concurrency: envInt("CONC", 2), LeaseMs: envInt("LEASE_MS", 0),
 		MaxJobs: envInt("MAXJOBS", 0), Grace: time.Duration(envInt("GRACE_MS", 10000)) * time.Millisecond,
-		WaitMs: envInt("WAIT_MS", 1000), HandleSignals: true}
+		WaitMs: envInt("WAIT_MS", 1000), HandleSignals: true, OnSuccess: env("ON_SUCCESS", ""),
+		OnFailure: env("ON_FAILURE", "")}
 	if l := env("LABEL", ""); l != "" {
 		o.Labels = []string{l}
 	}
@@ -193,10 +205,14 @@ func main() {
 	t0 := time.Now()
 	err := w.Run(context.Background())
 	s := w.Stats()
+	detail := ""
+	if err != nil {
+		detail = err.Error()
+	}
 	emit(map[string]any{"ev": "stats", "claimed": s.Claimed, "succeeded": s.Succeeded,
 		"failed": s.Failed, "retried": s.Retried, "lost": s.Lost, "stopped": s.Stopped,
 		"parked": s.Parked, "errors": s.Errors, "seconds": time.Since(t0).Seconds(),
-		"error": code(err), "cpu": cpuSeconds()})
+		"error": code(err), "detail": detail, "cpu": cpuSeconds()})
 	if err != nil {
 		os.Exit(1)
 	}
