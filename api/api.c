@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -451,6 +453,23 @@ static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s)
  * parameter (measured; docs/http.md); larger ones are answered 414/431 by MHD. */
 #define API_CONN_MEMORY (16u * 1024u)
 
+/* libmicrohttpd's own connection limit, set where it cannot be reached: each connection is a
+ * descriptor, so no thread of the pool (the limit is divided among them) can hold more than
+ * the process may open. --max-connections is held by the acceptor (listen.c): libmicrohttpd
+ * 0.9.75's path for a connection over its limit leaves a mutex locked for good. */
+static unsigned mhd_connection_limit(const struct api *a)
+{
+	struct rlimit rl;
+	uint64_t fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+			       ? (uint64_t)rl.rlim_cur
+			       : (uint64_t)1 << 20;
+	uint64_t lim = (fds + 64) * (a->cfg.threads ? a->cfg.threads : 1);
+
+	if (lim < a->cfg.max_connections)
+		lim = a->cfg.max_connections;
+	return lim > UINT_MAX / 2 ? UINT_MAX / 2 : (unsigned)lim;
+}
+
 static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags)
 {
 	/* The logger first: libmicrohttpd's messages about the options after it reach it. */
@@ -458,7 +477,7 @@ static struct MHD_Daemon *daemon_start(struct api *a, unsigned flags)
 				MHD_OPTION_EXTERNAL_LOGGER, lib_log, a,
 				MHD_OPTION_THREAD_POOL_SIZE, a->cfg.threads,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->cfg.conn_timeout_s,
-				MHD_OPTION_CONNECTION_LIMIT, a->cfg.max_connections,
+				MHD_OPTION_CONNECTION_LIMIT, mhd_connection_limit(a),
 				MHD_OPTION_PER_IP_CONNECTION_LIMIT, a->cfg.max_connections_per_ip,
 				MHD_OPTION_URI_LOG_CALLBACK, on_uri, a,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,

@@ -53,6 +53,9 @@ void api_conn_mark(struct api *a, struct MHD_Connection *conn, bool in_request,
 		   int64_t now_ms);
 /* The request line arrived (at now_ms, monotonic): its headers' deadline runs from then. */
 void api_conn_line(struct api *a, struct MHD_Connection *conn, int64_t now_ms);
+/* One connection the acceptor handed over is no longer pending (started, or refused by
+ * libmicrohttpd as handed). */
+void api_conn_unpend(struct api *a);
 /* MHD_OPTION_NOTIFY_CONNECTION: tracks a connection from its start to its close. */
 void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 		     enum MHD_ConnectionNotificationCode toe);

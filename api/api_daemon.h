@@ -80,6 +80,9 @@ struct api {
 		int wake;      /* eventfd: acceptor_stop */
 		unsigned next; /* the pool thread the next connection goes to (its thread only) */
 		bool started;
+		/* Handed to libmicrohttpd and not started yet (api_conn_notify): with the
+		 * started ones (conns.n), what --max-connections is held against. */
+		atomic_uint pending;
 	} acceptor;
 
 	/* metrics (metrics.c) */

@@ -44,6 +44,15 @@ void api_conn_line(struct api *a, struct MHD_Connection *conn, int64_t now_ms)
 	pthread_mutex_unlock(&a->conns.mu);
 }
 
+void api_conn_unpend(struct api *a)
+{
+	unsigned n = atomic_load(&a->acceptor.pending);
+
+	/* never below 0 (a start the acceptor did not count: none today) */
+	while (n > 0 && !atomic_compare_exchange_weak(&a->acceptor.pending, &n, n - 1))
+		;
+}
+
 void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
@@ -54,6 +63,7 @@ void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_conte
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 
+		api_conn_unpend(a);
 		cc = calloc(1, sizeof(struct api_conn)); /* NULL: no cache, no deadline */
 		*socket_context = cc;
 		if (!cc)

@@ -289,6 +289,18 @@ static int fd_for_thread(int fd, unsigned n, unsigned want)
 	}
 }
 
+/* Whether the connections started and those handed over but not started yet reach
+ * --max-connections. */
+static bool over_limit(struct api *a)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&a->conns.mu);
+	n = a->conns.n;
+	pthread_mutex_unlock(&a->conns.mu);
+	return n + atomic_load(&a->acceptor.pending) >= a->cfg.max_connections;
+}
+
 static void *acceptor_main(void *arg)
 {
 	struct api *a = arg;
@@ -317,10 +329,23 @@ static void *acceptor_main(void *arg)
 			close(fd);
 			continue;
 		}
+		/* --max-connections is held here, not by libmicrohttpd: in 0.9.75 a connection
+		 * its worker finds over the limit leaves that worker's cleanup mutex locked (it
+		 * hangs for good, and so does the stop; a burst of connections past the limit
+		 * does it within a few tries). Its limit is set where it cannot be reached
+		 * (api.c, daemon_start) and the ones over ours are closed as accepted. */
+		if (over_limit(a)) {
+			close(fd);
+			atomic_fetch_add(&a->connections_refused, 1);
+			continue;
+		}
 		fd = fd_for_thread(fd, a->cfg.threads, a->acceptor.next);
 		a->acceptor.next = (a->acceptor.next + 1) % a->cfg.threads;
-		/* MHD owns fd from here on, also when it refuses it (limits: it closes it). */
-		(void)MHD_add_connection(a->daemon, fd, (const struct sockaddr *)&peer, len);
+		atomic_fetch_add(&a->acceptor.pending, 1);
+		/* MHD owns fd from here on, also when it refuses it (the per-address limit: it
+		 * closes it, and no start is notified). */
+		if (MHD_add_connection(a->daemon, fd, (const struct sockaddr *)&peer, len) != MHD_YES)
+			api_conn_unpend(a);
 	}
 	return NULL;
 }
