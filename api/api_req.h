@@ -205,6 +205,7 @@ struct api_req {
 		bool ct_twice;             /* more than one Content-Type header */
 		unsigned twice;            /* bit h: header h came more than once (api_hdr_once) */
 		const char *bad;           /* a header holding a NUL or a control byte (its name) */
+		const char *bad_name;      /* a header name that is no token (a space before ':') */
 		const char *line_end;      /* the scan: where the last line read ends (headers.c) */
 		bool scanned;
 	} hdr;

@@ -175,6 +175,35 @@ static bool head_line_ok(struct api_req *r, const char *key, const char *value,
 	return ok;
 }
 
+/* RFC 9110 §5.6.2: a field name is a token. A name with a space (or a tab) before its colon
+ * is read by libmicrohttpd 0.9.75 as a name ending in that space -- "Content-Length " frames
+ * nothing, so the body is read as the next request -- where a proxy may drop the space and
+ * frame by it: RFC 9112 §5.1 says reject. */
+static const unsigned char tchar[256] = {
+	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+	['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+	['8'] = 1, ['9'] = 1,
+	['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+	['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+	['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+	['Y'] = 1, ['Z'] = 1,
+	['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+	['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+	['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+	['y'] = 1, ['z'] = 1,
+};
+
+static bool is_token(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!tchar[(unsigned char)s[i]])
+			return false;
+	return n > 0;
+}
+
 static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char *key,
 				 size_t key_size, const char *value, size_t value_size)
 {
@@ -187,6 +216,8 @@ static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char 
 	if (!r->hdr.bad && (n != key_size || api_has_ctl(key, n) ||
 			    (value && api_has_ctl(value, value_size))))
 		r->hdr.bad = key;
+	else if (!r->hdr.bad_name && !is_token(key, n))
+		r->hdr.bad_name = key;
 	for (i = 0; i < API_HDR_N; i++) {
 		/* the length, then the first byte as either case, then the call */
 		if (n != head_names[i].len ||
@@ -353,6 +384,17 @@ enum core_rc api_bytes_check(struct api_req *r, const char *version)
 		r->close_after = true;
 		return api_fail(r, CORE_ERR_BAD_REQUEST,
 				"a NUL byte or a control character in header %s", name);
+	}
+	if (r->hdr.bad_name) {
+		char name[64];
+
+		snprintf(name, sizeof name, "%s", r->hdr.bad_name);
+		api_text_utf8(name);
+		r->close_after = true;
+		return api_fail(r, CORE_ERR_BAD_REQUEST,
+				"header name \"%s\" is not a token (RFC 9110: letters, digits and "
+				"!#$%%&'*+-.^_`|~, nothing before the colon)",
+				name);
 	}
 	return CORE_OK;
 }

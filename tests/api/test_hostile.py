@@ -16,6 +16,7 @@
              the server does not buffer them for it
   bursts     bursts of idle connections past --max-connections: closed as accepted, and the
              server still answers and stops afterwards
+  names      a header name with a space before its colon: 400, closed, nothing smuggled
 
 Every bound asserted is generous: the checks are about what is held, never about speed.
 
@@ -432,8 +433,55 @@ def case_bursts(tmp):
         check(rc == 0, 'boardd stops on SIGTERM after the bursts (exit %s)' % rc)
 
 
+def raw_exchange(port, data, timeout=5):
+    """Sends data on one connection and reads until the server closes it (or timeout): the
+    statuses answered on it, in order."""
+    s = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+    s.sendall(data)
+    out = b''
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+    except (socket.timeout, OSError):
+        pass
+    s.close()
+    return [int(x) for x in re.findall(rb'HTTP/1\.1 (\d{3})', out)]
+
+
+def case_names(tmp):
+    """A header name that is no token -- a space or a tab before its colon -- is 400 and the
+    connection closed (RFC 9112 §5.1): libmicrohttpd reads "Content-Length " as a name of its
+    own, so the body would be read as the next request (a request smuggled past a proxy
+    that drops the space and frames by the length); nothing of it runs."""
+    srv = Server(tmp)
+    try:
+        bot, op = srv.tokens['dev-bot'], srv.tokens['dev-operator']
+        st, _, _ = req(srv.port, 'POST', '/v1/cards', bot, {'id': 'victim', 'title': 'v'})
+        check(st == 201, 'card victim created (%s)' % st)
+        inner = ('DELETE /v1/cards/victim HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n'
+                 '\r\n' % op).encode()
+        for sep in (' :', '\t:'):
+            outer = ('POST /v1/cards/victim/comments HTTP/1.1\r\nHost: x\r\nAuthorization: '
+                     'Bearer %s\r\nContent-Type: application/json\r\nContent-Length%s %d\r\n'
+                     '\r\n' % (bot, sep, len(inner))).encode()
+            got = raw_exchange(srv.port, outer + inner)
+            check(got == [400], 'Content-Length%r: one 400, the connection closed (%s)' % (sep, got))
+        st, _, _ = req(srv.port, 'GET', '/v1/cards/victim', bot)
+        check(st == 200, 'and the body was never run as a request: victim is there (%s)' % st)
+        got = raw_exchange(srv.port, ('GET /v1/whoami HTTP/1.1\r\nHost: x\r\nAuthorization : '
+                                      'Bearer %s\r\nAuthorization: Bearer %s\r\nConnection: '
+                                      'close\r\n\r\n' % (bot, op)).encode())
+        check(got == [400], 'a second Authorization behind a space is 400 too (%s)' % got)
+    finally:
+        srv.stop()
+
+
 CASES = [('answers', case_answers), ('pages', case_pages), ('polls', case_polls),
-         ('stream-unread', case_stream_unread), ('ui', case_ui), ('bursts', case_bursts)]
+         ('stream-unread', case_stream_unread), ('ui', case_ui), ('bursts', case_bursts),
+         ('names', case_names)]
 
 for name, fn in CASES:
     if ONLY and name not in ONLY:
