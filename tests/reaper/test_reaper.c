@@ -738,14 +738,16 @@ START_TEST(test_pruned_run_out_of_the_pool_is_stamped_in_place)
 }
 END_TEST
 
-/* An operator moves the card between the listing and the transfer: the decision is taken
- * on what the transfer observed, and a column somebody chose is never overwritten. */
-static void move_to_review(void *ctx, const struct core_card *listed)
+/* An operator moves the card between the listing and the transfer (after_list), or between
+ * the transfer and the act (after_transfer): the decision is taken on what the transfer
+ * observed, and the filing is a compare on that column (store_owned_write.from), so a
+ * column somebody chose is never overwritten; no error counted, the claim released. */
+static void move_to_review(void *ctx, const struct core_card *card)
 {
 	struct core_card *c = NULL;
 
 	(void)ctx;
-	ck_assert_int_eq(store_card_set_state_from(st, listed->id, "in_progress", "review", NULL,
+	ck_assert_int_eq(store_card_set_state_from(st, card->id, "in_progress", "review", NULL,
 						   &ops, &c),
 			 CORE_OK);
 	core_card_free(c);
@@ -755,47 +757,17 @@ START_TEST(test_operator_move_not_overwritten)
 {
 	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
 					   .lease_ms = LEASE, .hostname = "hookhost",
-					   .log = quiet_log, .after_list = move_to_review};
-	int64_t e = claimed("c1", "in_progress", "w1");
-	struct server_reaper *r = NULL;
-	struct core_card *c;
-
-	with_run("c1", "r1", "w1", e, "finished", LEASE);
-	advance(LEASE + 1);
-	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
-	ck_assert_int_eq(pass(r).transferred, 1);
-	c = get("c1");
-	ck_assert_str_eq(c->state, "review");
-	ck_assert(!c->claim.present);
-	core_card_free(c);
-	server_reaper_free(r);
-}
-END_TEST
-
-/* ... and between the transfer and the act: the filing is a compare on the column the
- * transfer saw (store_owned_write.from), so the move stands, no error counted, the recovery
- * claim released. */
-static void move_after_transfer(void *ctx, const struct core_card *seen)
-{
-	struct core_card *c = NULL;
-
-	(void)ctx;
-	ck_assert_int_eq(store_card_set_state_from(st, seen->id, "in_progress", "review", NULL,
-						   &ops, &c),
-			 CORE_OK);
-	core_card_free(c);
-}
-
-START_TEST(test_operator_move_after_transfer_not_overwritten)
-{
-	struct server_reaper_config cfg = {.gate = true, .interval_ms = 3600000, .batch = 100,
-					   .lease_ms = LEASE, .hostname = "hookhost",
-					   .log = quiet_log, .after_transfer = move_after_transfer};
-	int64_t e = claimed("c1", "in_progress", "w1");
+					   .log = quiet_log};
 	struct server_reaper *r = NULL;
 	struct server_reaper_stats s;
 	struct core_card *c;
+	int64_t e;
 
+	if (_i == 0)
+		cfg.after_list = move_to_review;
+	else
+		cfg.after_transfer = move_to_review;
+	e = claimed("c1", "in_progress", "w1");
 	with_run("c1", "r1", "w1", e, "finished", LEASE);
 	advance(LEASE + 1);
 	ck_assert_int_eq(server_reaper_new(st, &cfg, &r), CORE_OK);
@@ -1475,8 +1447,7 @@ static Suite *reaper_suite(void)
 	tcase_add_test(tc, test_no_run_stamp_window);
 	tcase_add_test(tc, test_pruned_run_gives_up);
 	tcase_add_test(tc, test_pruned_run_out_of_the_pool_is_stamped_in_place);
-	tcase_add_test(tc, test_operator_move_not_overwritten);
-	tcase_add_test(tc, test_operator_move_after_transfer_not_overwritten);
+	tcase_add_loop_test(tc, test_operator_move_not_overwritten, 0, 2);
 	tcase_add_test(tc, test_run_written_before_the_transfer_decides);
 	tcase_add_test(tc, test_parked_by_an_operator_counts_no_attempt);
 	tcase_add_test(tc, test_renewal_between_list_and_transfer_skips);
