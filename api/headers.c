@@ -209,14 +209,17 @@ static enum MHD_Result head_each(void *cls, enum MHD_ValueKind kind, const char 
 {
 	struct api_req *r = cls;
 	size_t n = strlen(key), i;
+	bool tok;
 
 	(void)kind;
 	if (!head_line_ok(r, key, value, value_size) && !r->hdr.bad)
 		r->hdr.bad = key;
-	if (!r->hdr.bad && (n != key_size || api_has_ctl(key, n) ||
-			    (value && api_has_ctl(value, value_size))))
+	/* A name that is a token holds no control byte: the name is read once. */
+	tok = is_token(key, n);
+	if (!r->hdr.bad && (n != key_size || (value && api_has_ctl(value, value_size)) ||
+			    (!tok && api_has_ctl(key, n))))
 		r->hdr.bad = key;
-	else if (!r->hdr.bad_name && !is_token(key, n))
+	else if (!tok && !r->hdr.bad && !r->hdr.bad_name)
 		r->hdr.bad_name = key;
 	for (i = 0; i < API_HDR_N; i++) {
 		/* the length, then the first byte as either case, then the call */
